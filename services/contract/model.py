@@ -1,0 +1,142 @@
+"""Typed model of the verdict event contract, v1 (shared/contract/verdict-event-v1.md)."""
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic_core import PydanticCustomError
+
+SCHEMA = "claimwatch.verdict/v1"
+
+CANONICAL_VERDICTS = ("supported", "unsupported", "contradicted", "overreach", "stale", "no_source", "trivial")
+FAILED_VERDICTS = frozenset({"unsupported", "contradicted", "overreach", "stale", "no_source"})
+VERDICT_ALIASES = {
+    **{v: v for v in CANONICAL_VERDICTS},
+    "unlinked": "unsupported", "not_supported": "unsupported", "nei": "unsupported",
+    "not_enough_info": "unsupported", "notenoughinfo": "unsupported", "neutral": "unsupported",
+    "refuted": "contradicted", "contradiction": "contradicted",
+    "entailed": "supported", "entailment": "supported",
+}
+QUERY_TYPES = ("lookup", "multi_hop", "aggregation", "unanswerable", "ambiguous", "other")
+STAKES = ("low", "medium", "high")
+ACTIONS = ("served", "abstained", "revised", "blocked", "review")
+CLAIM_TYPES = ("existence", "attribute", "numeric", "relation", "qualifier", "action", "other")
+STAGES = ("passed", "evidence_admission", "claim_generation", "generation_stability")
+
+ROUTE_RE = re.compile(r"[A-Za-z0-9._:/-]{1,128}")
+# RFC 3339 date-time; the offset group is checked separately to give a specific reason.
+TIMESTAMP_RE = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?P<offset>[Zz]|[+-]\d{2}:\d{2})?")
+
+
+def canonical_verdict(value: object) -> str:
+    if not isinstance(value, str):
+        raise PydanticCustomError("wrong_type", "verdict must be a string")
+    canonical = VERDICT_ALIASES.get(value.lower())
+    if canonical is None:
+        raise PydanticCustomError("unknown_verdict", "unknown verdict {verdict}", {"verdict": repr(value[:64])})
+    return canonical
+
+
+def parse_timestamp(value: object) -> datetime:
+    if not isinstance(value, str):
+        raise PydanticCustomError("wrong_type", "timestamp must be an RFC 3339 string")
+    match = TIMESTAMP_RE.fullmatch(value)
+    if match is None:
+        raise PydanticCustomError("bad_timestamp", "not an RFC 3339 timestamp: {value}", {"value": repr(value[:64])})
+    if match["offset"] is None:
+        raise PydanticCustomError(
+            "timestamp_without_offset", "timestamp {value} has no offset; add Z or +HH:MM", {"value": repr(value[:64])}
+        )
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        raise PydanticCustomError("bad_timestamp", "not a valid date-time: {value}", {"value": repr(value[:64])}) from None
+
+
+def check_route(value: str) -> str:
+    if not ROUTE_RE.fullmatch(value):
+        raise PydanticCustomError(
+            "bad_route", "route must be 1-128 chars of A-Z a-z 0-9 . _ : / -, got {route}", {"route": repr(value[:64])}
+        )
+    return value
+
+
+Verdict = Annotated[str, BeforeValidator(canonical_verdict)]
+Timestamp = Annotated[datetime, BeforeValidator(parse_timestamp)]
+Route = Annotated[str, AfterValidator(check_route)]
+Id = Annotated[str, Field(min_length=1, max_length=128)]
+Unit = Annotated[float, Field(ge=0, le=1)]
+
+
+class Part(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+
+
+class Query(Part):
+    text: str | None = None
+    query_type: Literal[QUERY_TYPES] | None = None  # type: ignore[valid-type]
+    stakes: Literal[STAKES] | None = None  # type: ignore[valid-type]
+    answerable: bool | None = None
+
+
+class Answer(Part):
+    text: str | None = None
+    action: Literal[ACTIONS] | None = None  # type: ignore[valid-type]
+
+
+class Evidence(Part):
+    chunk_id: str
+    source_id: str | None = None
+    version: str | None = None
+    used: bool | None = None
+    text: str | None = None
+
+
+class Claim(Part):
+    claim_id: str | None = None
+    text: str | None = None
+    claim_type: Literal[CLAIM_TYPES] | None = None  # type: ignore[valid-type]
+    verdict: Verdict
+    score: Unit | None = None
+    chunk_id: str | None = None
+    source_id: str | None = None
+    span: str | None = None
+    labeler: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.verdict in FAILED_VERDICTS
+
+
+class Signals(Part):
+    cherry_pick: list[str] = Field(default_factory=list)
+    premise_similarity: Unit | None = None
+    support_delta: float | None = None
+    sample_disagreement: Unit | None = None
+
+
+class VerdictEvent(Part):
+    schema_: Literal["claimwatch.verdict/v1"] = Field(alias="schema")
+    event_id: Id
+    trace_id: Id
+    observed_at: Timestamp
+    route: Route
+    tenant: str | None = None
+    query: Query = Field(default_factory=Query)
+    answer: Answer = Field(default_factory=Answer)
+    versions: dict[str, str] = Field(default_factory=dict)
+    evidence: list[Evidence] = Field(default_factory=list)
+    claims: list[Claim]
+    first_failed_stage: Literal[STAGES] | None = None  # type: ignore[valid-type]
+    signals: Signals = Field(default_factory=Signals)
+    attributes: dict[str, str] = Field(default_factory=dict, max_length=32)
+
+    @property
+    def failed_claims(self) -> list[Claim]:
+        return [c for c in self.claims if c.failed]
+
+    def to_json_dict(self) -> dict:
+        """The event as contract JSON (canonical verdicts, schema key restored)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)

@@ -1,0 +1,156 @@
+"""One narrow store interface, two back ends running the same ClickHouse SQL.
+
+``ChdbStore`` is the embedded engine (data under a directory, one process per
+directory). ``HttpStore`` talks to a ClickHouse server through clickhouse-connect.
+Both take ``{name:Type}`` query parameters, formatted by clickhouse-connect's own
+binding code, and both read results as JSONEachRow so rows look the same.
+"""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Protocol
+from urllib.parse import unquote, urlparse
+
+import orjson
+from clickhouse_connect.driver.binding import format_bind_value
+
+Row = dict[str, Any]
+
+
+class StoreError(RuntimeError):
+    """The store refused or failed a statement. The message says what to do next."""
+
+
+class Store(Protocol):
+    url: str
+
+    def command(self, sql: str, params: Mapping[str, Any] | None = None) -> None: ...
+    def query(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Row]: ...
+    def insert(self, table: str, rows: Iterable[Row], settings: Mapping[str, Any] | None = None) -> int: ...
+    def close(self) -> None: ...
+
+
+def _bind(params: Mapping[str, Any] | None) -> dict[str, str]:
+    return {k: format_bind_value(v, None, True) for k, v in (params or {}).items()}
+
+
+def _json_lines(rows: Iterable[Row]) -> bytes:
+    return b"\n".join(orjson.dumps(r) for r in rows)
+
+
+def _parse_rows(data: bytes) -> list[Row]:
+    return [orjson.loads(line) for line in data.splitlines() if line]
+
+
+def _settings_clause(settings: Mapping[str, Any] | None) -> str:
+    if not settings:
+        return ""
+    parts = []
+    for key, value in settings.items():
+        if not key.isidentifier():
+            raise StoreError(f"bad setting name {key!r}")
+        parts.append(f"{key}={format_bind_value(value, None, False)}")
+    return " SETTINGS " + ", ".join(parts)
+
+
+class ChdbStore:
+    """Embedded ClickHouse (chDB). Statements are serialised: one session, one lock."""
+
+    def __init__(self, path: str | Path):
+        import chdb.session
+
+        self.path = Path(path)
+        self.url = f"chdb:{self.path}"
+        self.path.mkdir(parents=True, exist_ok=True)
+        try:
+            self._session = chdb.session.Session(str(self.path))
+        except Exception as exc:  # chdb raises a bare RuntimeError
+            raise StoreError(
+                f"cannot open the embedded store at {self.path}: {exc}. "
+                "Another claimwatch process may own it: stop it, reach it through its API (--api), "
+                "or use a ClickHouse server (--clickhouse http://...)."
+            ) from exc
+        self._lock = threading.Lock()
+
+    def _run(self, sql: str, fmt: str = "JSONEachRow", params: Mapping[str, Any] | None = None) -> bytes:
+        with self._lock:
+            try:
+                result = self._session.query(sql, fmt, params=_bind(params) if params else None)
+            except Exception as exc:
+                raise StoreError(str(exc).strip()) from exc
+        return result.bytes() if result is not None else b""
+
+    def command(self, sql: str, params: Mapping[str, Any] | None = None) -> None:
+        self._run(sql, "TabSeparated", params)
+
+    def query(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Row]:
+        return _parse_rows(self._run(sql, "JSONEachRow", params))
+
+    def insert(self, table: str, rows: Iterable[Row], settings: Mapping[str, Any] | None = None) -> int:
+        data = _json_lines(rows)
+        if not data:
+            return 0
+        sql = f"INSERT INTO {table}{_settings_clause(settings)} FORMAT JSONEachRow\n"
+        self._run(sql + data.decode("utf-8"), "TabSeparated")
+        return data.count(b"\n") + 1
+
+    def close(self) -> None:
+        with self._lock:
+            self._session.close()
+
+
+class HttpStore:
+    """A ClickHouse server over HTTP(S), through clickhouse-connect."""
+
+    def __init__(self, url: str):
+        import clickhouse_connect
+
+        parsed = urlparse(url)
+        self.url = parsed._replace(netloc=f"{parsed.hostname}:{parsed.port}").geturl()
+        try:
+            self._client = clickhouse_connect.get_client(
+                host=parsed.hostname,
+                port=parsed.port or (8443 if parsed.scheme == "https" else 8123),
+                username=unquote(parsed.username or "default"),
+                password=unquote(parsed.password or ""),
+                database=parsed.path.lstrip("/") or "default",
+                secure=parsed.scheme == "https",
+                autogenerate_session_id=False,
+            )
+        except Exception as exc:
+            raise StoreError(f"cannot reach ClickHouse at {self.url}: {exc}. Check --clickhouse and that the server is up.") from exc
+
+    def command(self, sql: str, params: Mapping[str, Any] | None = None) -> None:
+        try:
+            self._client.raw_query(sql, parameters=dict(params or {}), fmt="TabSeparated")
+        except Exception as exc:
+            raise StoreError(str(exc).strip()) from exc
+
+    def query(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Row]:
+        try:
+            return _parse_rows(self._client.raw_query(sql, parameters=dict(params or {}), fmt="JSONEachRow"))
+        except Exception as exc:
+            raise StoreError(str(exc).strip()) from exc
+
+    def insert(self, table: str, rows: Iterable[Row], settings: Mapping[str, Any] | None = None) -> int:
+        data = _json_lines(rows)
+        if not data:
+            return 0
+        try:
+            self._client.raw_insert(table, insert_block=data, settings=dict(settings or {}), fmt="JSONEachRow")
+        except Exception as exc:
+            raise StoreError(str(exc).strip()) from exc
+        return data.count(b"\n") + 1
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def open_store(url: str) -> Store:
+    """``chdb:PATH`` or ``http(s)://user:pass@host:port/db``; migrations are applied by the caller."""
+    if url.startswith("chdb:"):
+        return ChdbStore(url[len("chdb:"):] or "./var/clickhouse")
+    if url.startswith(("http://", "https://")):
+        return HttpStore(url)
+    raise StoreError(f"unknown store URL {url!r}: use chdb:PATH or http(s)://user:pass@host:port/db")
