@@ -64,7 +64,8 @@ class ApiSettings(Section):
 
 
 class Settings(Section):
-    kafka: str | None = Field(None, description="bootstrap list host:port[,...]; unset starts the embedded broker")
+    kafka: str | None = Field(None, description="bootstrap list host:port[,...]; unset means the embedded broker")
+    embedded_broker: str = Field("127.0.0.1:19092", description="where `claimwatch up` starts Tansu when --kafka is unset")
     clickhouse: str = "chdb:./var/clickhouse"
     topic_prefix: str = "claimwatch"
     partitions: int = Field(4, ge=1)
@@ -80,6 +81,10 @@ class Settings(Section):
         if not url.startswith(("chdb:", "http://", "https://")):
             raise ValueError(f"--clickhouse must be chdb:PATH or http(s)://user:pass@host:port/db, got {url!r}")
         return url
+
+    @property
+    def bootstrap(self) -> str:
+        return self.kafka or self.embedded_broker
 
     @property
     def verdicts_topic(self) -> str:

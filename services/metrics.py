@@ -1,0 +1,44 @@
+"""Prometheus metrics, on a registry of their own (no global state for tests to reset)."""
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.events = Counter("claimwatch_events_total", "Valid verdict events stored", ["route"], registry=r)
+        self.duplicates = Counter("claimwatch_duplicate_events_total", "Redelivered events counted once", registry=r)
+        self.claims = Counter("claimwatch_claims_total", "Claims stored", ["route", "verdict"], registry=r)
+        self.dlq = Counter("claimwatch_dlq_total", "Invalid messages sent to the dead-letter topic", ["reason"], registry=r)
+        self.store_failures = Counter("claimwatch_store_failures_total", "Failed store writes (retried)", registry=r)
+        self.ingest_seconds = Histogram("claimwatch_ingest_batch_seconds", "Decode + write time per batch", registry=r,
+                                        buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
+        self.eval_seconds = Histogram("claimwatch_evaluation_seconds", "Alert evaluation time", registry=r,
+                                      buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5))
+        self.consumer_lag = Gauge("claimwatch_consumer_lag", "Messages behind the log end", ["topic", "partition"], registry=r)
+        self.route_rate = Gauge("claimwatch_route_hallucination_rate", "Claim-level hallucination rate",
+                                ["route", "window"], registry=r)
+        self.route_rate_lo = Gauge("claimwatch_route_hallucination_rate_lower", "95% interval, lower bound",
+                                   ["route", "window"], registry=r)
+        self.route_rate_hi = Gauge("claimwatch_route_hallucination_rate_upper", "95% interval, upper bound",
+                                   ["route", "window"], registry=r)
+        self.alerts = Gauge("claimwatch_alerts", "Alerts by state", ["state"], registry=r)
+        self.alert_transitions = Counter("claimwatch_alert_transitions_total", "Alert transitions", ["state"], registry=r)
+        self.assignments = Counter("claimwatch_issue_assignments_total", "Online issue assignments", ["outcome"], registry=r)
+        self.notify_failures = Counter("claimwatch_notification_failures_total", "Failed notification attempts",
+                                       ["target"], registry=r)
+
+    def observe_batch(self, events, dead, duplicates: int) -> None:
+        for event in events:
+            self.events.labels(event.route).inc()
+            for claim in event.claims:
+                self.claims.labels(event.route, claim.verdict).inc()
+        for d in dead:
+            self.dlq.labels(d.rejection.rule).inc()
+        if duplicates:
+            self.duplicates.inc(duplicates)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

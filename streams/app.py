@@ -1,0 +1,133 @@
+"""Faust wiring: topics, the ingest agent and leader-only timers. Logic lives elsewhere.
+
+Delivery: the agent takes batches without acking (``noack_take``), writes them to the
+store (retrying with backoff while the store is down, which is also the backpressure:
+no new batch is taken meanwhile), sends invalid messages to the DLQ topic, and only
+then acks. Faust commits acked offsets, so a crash redelivers unacked messages and
+the idempotent writer counts each event once.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Awaitable, Callable
+
+import faust
+
+from services.metrics import Metrics
+from services.settings import Settings
+from services.store.backends import StoreError
+from streams.ingest import Backoff, BatchOutcome, Health, Ingestor, RawMessage
+
+log = logging.getLogger("claimwatch.worker")
+
+Timer = Callable[[], Awaitable[None]]
+
+
+@dataclass
+class WorkerParts:
+    """What the composition root hands to the Faust app."""
+
+    settings: Settings
+    ingestor: Ingestor
+    metrics: Metrics
+    health: Health
+    executor: ThreadPoolExecutor
+    leader_timers: list[tuple[float, Timer]] = field(default_factory=list)
+    tasks: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+
+
+def kafka_urls(bootstrap: str) -> list[str]:
+    return [f"kafka://{host.strip()}" for host in bootstrap.split(",") if host.strip()]
+
+
+def create_app(parts: WorkerParts) -> faust.App:
+    s = parts.settings
+    app = faust.App(
+        f"{s.topic_prefix}-worker",
+        broker=kafka_urls(s.kafka or ""),
+        autodiscover=False,
+        web_enabled=False,
+        store="memory://",
+        topic_partitions=s.partitions,
+        topic_allow_declare=True,
+        consumer_auto_offset_reset="earliest",
+        broker_commit_interval=1.0,
+        # A killed worker's partitions move after 10 s instead of Faust's default 60 s.
+        broker_session_timeout=10.0,
+        broker_heartbeat_interval=1.0,
+        broker_rebalance_timeout=10.0,
+        stream_buffer_maxsize=max(4096, s.ingest.batch_size * 2),
+        producer_acks=-1,
+        logging_config=None,
+    )
+    verdicts = app.topic(s.verdicts_topic, key_type=bytes, value_type=bytes,
+                         key_serializer="raw", value_serializer="raw", partitions=s.partitions)
+    dlq = app.topic(s.dlq_topic, key_type=bytes, value_type=bytes,
+                    key_serializer="raw", value_serializer="raw", partitions=s.partitions)
+    processed: dict[tuple[str, int], int] = {}
+    loop_state = {"backoff": Backoff(s.ingest.retry_initial_seconds, s.ingest.retry_max_seconds)}
+
+    async def write_until_durable(messages: list[RawMessage]) -> BatchOutcome:
+        loop = asyncio.get_running_loop()
+        backoff = loop_state["backoff"]
+        while True:
+            started = time.perf_counter()
+            try:
+                outcome = await loop.run_in_executor(parts.executor, parts.ingestor.process, messages)
+            except StoreError as exc:
+                parts.health.mark_failed(str(exc)[:500])
+                parts.metrics.store_failures.inc()
+                delay = backoff.next_delay()
+                log.warning("store write failed (%s); retrying in %.1fs, offsets not committed", str(exc)[:200], delay)
+                await asyncio.sleep(delay)
+                continue
+            backoff.reset()
+            parts.health.mark_ok()
+            parts.metrics.ingest_seconds.observe(time.perf_counter() - started)
+            return outcome
+
+    async def send_dead_letters(outcome: BatchOutcome) -> None:
+        pending = []
+        for d in outcome.dead:
+            headers = [
+                ("claimwatch-reason", d.rejection.reason.encode()),
+                ("claimwatch-rule", d.rejection.rule.encode()),
+                ("claimwatch-source", f"{d.topic}/{d.partition}/{d.offset}".encode()),
+            ]
+            pending.append(await dlq.send(key=(d.rejection.route or "").encode(), value=d.raw, headers=headers))
+        if pending:
+            await asyncio.gather(*pending)
+
+    @app.agent(verdicts)
+    async def ingest(stream):
+        async for batch in stream.noack_take(s.ingest.batch_size, within=s.ingest.batch_seconds):
+            messages = [
+                RawMessage(e.message.topic, e.message.partition, e.message.offset, e.message.value, e.message.key)
+                for e in batch
+            ]
+            outcome = await write_until_durable(messages)
+            await send_dead_letters(outcome)
+            parts.metrics.observe_batch(outcome.events, outcome.dead, outcome.result.duplicates)
+            for event in batch:
+                await stream.ack(event)
+            for m in messages:
+                processed[(m.topic, m.partition)] = max(m.offset, processed.get((m.topic, m.partition), -1))
+
+    for interval, timer in parts.leader_timers:
+        app.timer(interval, on_leader=True)(timer)
+    for task in parts.tasks:
+        app.task(task)
+
+    @app.timer(5.0)
+    async def report_lag() -> None:
+        for tp in app.consumer.assignment():
+            highwater = app.consumer.highwater(tp)
+            done = processed.get((tp.topic, tp.partition), -1)
+            if highwater is not None:
+                parts.metrics.consumer_lag.labels(tp.topic, str(tp.partition)).set(max(0, highwater - done - 1))
+
+    return app

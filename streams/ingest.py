@@ -1,0 +1,117 @@
+"""The ingest step as a plain object: raw Kafka messages in, one idempotent store write out.
+
+Faust only feeds it batches and acks them afterwards (see streams/app.py), so all
+of this is testable without a broker.
+"""
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from services.contract.decode import Decoder, Rejection, reject
+from services.contract.model import VerdictEvent
+from services.store.backends import StoreError
+from services.store.writer import DeadLetter, EventWriter, WriteResult
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RawMessage:
+    topic: str
+    partition: int
+    offset: int
+    value: bytes | None
+    key: bytes | None = None
+
+
+@dataclass(frozen=True)
+class BatchOutcome:
+    events: list[VerdictEvent]
+    dead: list[DeadLetter]
+    result: WriteResult
+
+
+class Backoff:
+    """Exponential backoff with full jitter; ``reset`` after a success."""
+
+    def __init__(self, initial: float, maximum: float, rng: random.Random | None = None):
+        self.initial, self.maximum = initial, maximum
+        self.attempt = 0
+        self._rng = rng or random.Random()
+
+    def next_delay(self) -> float:
+        ceiling = min(self.maximum, self.initial * (2 ** self.attempt))
+        self.attempt += 1
+        return self._rng.uniform(ceiling / 2, ceiling)
+
+    def reset(self) -> None:
+        self.attempt = 0
+
+
+@dataclass
+class Health:
+    """What /readyz reports: the store's state as the ingest path last saw it."""
+
+    store_ok: bool = True
+    store_error: str = ""
+    consecutive_failures: int = 0
+    extra: dict = field(default_factory=dict)
+
+    def mark_ok(self) -> None:
+        self.store_ok, self.store_error, self.consecutive_failures = True, "", 0
+
+    def mark_failed(self, error: str) -> None:
+        self.store_ok, self.store_error = False, error
+        self.consecutive_failures += 1
+
+
+class Ingestor:
+    def __init__(self, writer: EventWriter, decoder: Decoder):
+        self.writer = writer
+        self.decoder = decoder
+
+    def split(self, messages: Sequence[RawMessage]) -> tuple[list[VerdictEvent], list[DeadLetter]]:
+        events, dead = [], []
+        for m in messages:
+            decoded = self.decoder.decode(m.value)
+            if isinstance(decoded, Rejection):
+                dead.append(DeadLetter(m.topic, m.partition, m.offset, m.value or b"", decoded))
+            else:
+                events.append(decoded)
+        return events, dead
+
+    def process(self, messages: Sequence[RawMessage]) -> BatchOutcome:
+        """Decode and write once. StoreError propagates: the caller retries and does not ack."""
+        events, dead = self.split(messages)
+        try:
+            return BatchOutcome(events, dead, self.writer.write(events, dead))
+        except StoreError:
+            raise
+        except Exception:  # a data-dependent bug must not stall the partition: isolate the culprit
+            log.exception("batch write failed outside the store; isolating events one by one")
+            return self._isolate(messages, events, dead)
+
+    def _isolate(self, messages, events, dead) -> BatchOutcome:
+        by_id = {e.event_id: e for e in events}
+        good, inserted, duplicates = [], 0, 0
+        for m in messages:
+            decoded = self.decoder.decode(m.value)
+            if isinstance(decoded, Rejection) or decoded.event_id not in by_id:
+                continue
+            try:
+                result = self.writer.write([decoded])
+            except StoreError:
+                raise
+            except Exception as exc:
+                rejection = reject("unprocessable", "$", f"valid event could not be stored: {type(exc).__name__}: {exc}",
+                                   event_id=decoded.event_id, route=decoded.route)
+                dead.append(DeadLetter(m.topic, m.partition, m.offset, m.value or b"", rejection))
+                continue
+            good.append(decoded)
+            inserted += result.inserted
+            duplicates += result.duplicates
+        self.writer.write([], dead)
+        return BatchOutcome(good, dead, WriteResult(inserted, duplicates, len(dead)))
