@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Awaitable, Callable
 
 import faust
+from aiokafka.errors import KafkaError, MessageSizeTooLargeError
+from faust.exceptions import ProducerSendError
 
 from services.metrics import Metrics
 from services.settings import Settings
@@ -24,6 +26,7 @@ from streams.ingest import Backoff, BatchOutcome, Health, Ingestor, RawMessage
 
 log = logging.getLogger("claimwatch.worker")
 
+DLQ_TRUNCATE_BYTES = 64 * 1024
 Timer = Callable[[], Awaitable[None]]
 
 
@@ -62,6 +65,7 @@ def create_app(parts: WorkerParts) -> faust.App:
         broker_rebalance_timeout=10.0,
         stream_buffer_maxsize=max(4096, s.ingest.batch_size * 2),
         producer_acks=-1,
+        producer_max_request_size=max(4 << 20, 2 * s.ingest.max_event_bytes),
         logging_config=None,
     )
     verdicts = app.topic(s.verdicts_topic, key_type=bytes, value_type=bytes,
@@ -90,17 +94,34 @@ def create_app(parts: WorkerParts) -> faust.App:
             parts.metrics.ingest_seconds.observe(time.perf_counter() - started)
             return outcome
 
+    async def send_dead_letter(d) -> None:
+        headers = [
+            ("claimwatch-reason", d.rejection.reason.encode()),
+            ("claimwatch-rule", d.rejection.rule.encode()),
+            ("claimwatch-source", f"{d.topic}/{d.partition}/{d.offset}".encode()),
+            ("claimwatch-original-size", str(len(d.raw)).encode()),
+        ]
+        key = (d.rejection.route or "").encode()
+        try:
+            await (await dlq.send(key=key, value=d.raw, headers=headers))
+        except ProducerSendError as exc:
+            if not isinstance(exc.__cause__, MessageSizeTooLargeError):
+                raise
+            # Larger than the DLQ topic takes: keep the head; the store row records the full size.
+            await (await dlq.send(key=key, value=d.raw[:DLQ_TRUNCATE_BYTES],
+                                  headers=headers + [("claimwatch-truncated", b"1")]))
+
     async def send_dead_letters(outcome: BatchOutcome) -> None:
-        pending = []
+        backoff = Backoff(s.ingest.retry_initial_seconds, s.ingest.retry_max_seconds)
         for d in outcome.dead:
-            headers = [
-                ("claimwatch-reason", d.rejection.reason.encode()),
-                ("claimwatch-rule", d.rejection.rule.encode()),
-                ("claimwatch-source", f"{d.topic}/{d.partition}/{d.offset}".encode()),
-            ]
-            pending.append(await dlq.send(key=(d.rejection.route or "").encode(), value=d.raw, headers=headers))
-        if pending:
-            await asyncio.gather(*pending)
+            while True:
+                try:
+                    await send_dead_letter(d)
+                    break
+                except (ProducerSendError, KafkaError) as exc:  # broker trouble: retry, never ack unsent
+                    delay = backoff.next_delay()
+                    log.warning("DLQ send failed (%r); retrying in %.1fs", exc, delay)
+                    await asyncio.sleep(delay)
 
     @app.agent(verdicts)
     async def ingest(stream):
@@ -109,7 +130,9 @@ def create_app(parts: WorkerParts) -> faust.App:
                 RawMessage(e.message.topic, e.message.partition, e.message.offset, e.message.value, e.message.key)
                 for e in batch
             ]
+            took = time.perf_counter()
             outcome = await write_until_durable(messages)
+            log.debug("batch of %d written in %.3fs", len(messages), time.perf_counter() - took)
             await send_dead_letters(outcome)
             parts.metrics.observe_batch(outcome.events, outcome.dead, outcome.result.duplicates)
             for event in batch:

@@ -13,7 +13,11 @@ from typing import Any, Iterable, Mapping, Protocol
 from urllib.parse import unquote, urlparse
 
 import orjson
+from clickhouse_connect import common as ch_common
 from clickhouse_connect.driver.binding import format_bind_value
+
+# Dict parameters bind as ClickHouse Map literals, not JSON, on both back ends.
+ch_common.set_setting("dict_parameter_format", "map")
 
 Row = dict[str, Any]
 
@@ -123,7 +127,8 @@ class HttpStore:
 
     def command(self, sql: str, params: Mapping[str, Any] | None = None) -> None:
         try:
-            self._client.raw_query(sql, parameters=dict(params or {}), fmt="TabSeparated")
+            # command(), not raw_query(fmt=...): ClickHouse rejects a FORMAT clause on SYSTEM and other statements.
+            self._client.command(sql, parameters=dict(params or {}))
         except Exception as exc:
             raise StoreError(str(exc).strip()) from exc
 

@@ -1,0 +1,46 @@
+# Two commands on a fresh machine: `make demo` and `make test`. Each installs what it needs.
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+DEBS   := prometheus-alertmanager prometheus chromium
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+
+.PHONY: install system-deps test test-unit test-integration demo bench clean
+
+$(STAMP): pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q -U pip
+	# The CPU wheel first: an unpinned torch would pull several GB of CUDA packages.
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+system-deps:
+	@missing=""; for b in prometheus-alertmanager prometheus chromium; do command -v $$b >/dev/null || missing="$$missing $$b"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(DEBS) >/dev/null; \
+	fi
+
+install: $(STAMP) system-deps
+
+test: install
+	$(PY) -m pytest -q -p no:cacheprovider tests
+
+test-unit: install
+	$(PY) -m pytest -q tests/unit
+
+test-integration: install
+	$(PY) -m pytest -q tests/integration tests/e2e
+
+demo: $(STAMP)
+	$(VENV)/bin/claimwatch demo
+
+bench: install
+	$(PY) bench/ingest.py
+	$(PY) bench/drift.py
+	$(PY) bench/clustering.py
+
+clean:
+	rm -rf var test-output

@@ -1,0 +1,1 @@
+"""Drift detection and the alert lifecycle: detect → lifecycle (merge, state) → silences → notify."""

@@ -1,0 +1,410 @@
+"""Per-route drift detection on minute buckets of the claim-level hallucination rate.
+
+Shaped like river's detectors: ``__init__`` stores parameters, ``update(counts,
+now)`` changes state, results are properties. The clock is an argument.
+
+Each detector is a thin single-route wrapper around an *engine* that runs many
+routes at once on numpy arrays (shape routes × fields). The live evaluator uses
+one detector per route; bench/drift.py and backtests can drive an engine with
+thousands of routes, so the benchmark measures exactly the shipped code.
+
+Candidates (all share the baseline and the interface; bench/drift.py compares them):
+- ``cusum``: quasi-binomial CUSUM of "rate = baseline + threshold" against
+  "rate = baseline", each minute's log-likelihood ratio divided by that minute's
+  design effect (intra-answer correlation estimated from the baseline's Σ sums).
+  It resolves through a mirror CUSUM, which gives hysteresis. Shipped default.
+- ``window``: z-tests of 10/30/60-minute windows against the baseline, with a ``for``.
+- ``naive``: the 30-minute rate above baseline + threshold for 10 minutes (a
+  Prometheus rule); it resolves as soon as the condition is false.
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, fields as dc_fields, replace
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+
+from services.rates.intervals import COUNT_FIELDS, FAILED_VERDICT_FIELDS, Counts, Interval, ratio_interval, z_value
+
+EVENTS, CLAIMS, FAILED, CLAIMS_SQ, FAILED_SQ, FAILED_CLAIMS = range(6)
+CORE_FIELDS = 6  # the first six COUNT_FIELDS are all an engine needs to detect
+OK, PENDING, FIRING = 0, 1, 2
+STATE_NAMES = ("ok", "pending", "firing")
+KINDS = ("cusum", "window", "naive")
+MAX_GAP_MINUTES = 90  # longer gaps replay this many empty minutes; enough to flush every window
+
+
+CONFIG_RULES = {  # name: (check(value, config), what a valid value is)
+    "threshold": (lambda v, c: 0 < v < 1, "a fraction between 0 and 1, e.g. 0.02 for 2 points"),
+    "min_claims": (lambda v, c: v >= 1, "at least 1"),
+    "block_minutes": (lambda v, c: v >= 1, "at least 1"),
+    "baseline_minutes": (lambda v, c: v >= c.block_minutes, "at least block_minutes"),
+    "min_baseline_claims": (lambda v, c: v >= 1, "at least 1"),
+    "confidence": (lambda v, c: 0.5 <= v < 1, "in [0.5, 1)"),
+    "min_rise_fraction": (lambda v, c: 0 <= v <= 1, "in [0, 1]"),
+    "rate_window_minutes": (lambda v, c: v >= 1, "at least 1"),
+    "h": (lambda v, c: v > 0, "positive"),
+    "pending_fraction": (lambda v, c: 0 < v <= 1, "in (0, 1]"),
+    "resolve_h": (lambda v, c: v > 0, "positive"),
+    "design_shift": (lambda v, c: v is None or 0 < v < 1, "None or a fraction between 0 and 1"),
+    "windows": (lambda v, c: len(v) > 0 and all(1 <= w <= MAX_GAP_MINUTES for w in v), f"minutes in [1, {MAX_GAP_MINUTES}]"),
+    "z_fire": (lambda v, c: v > 0, "positive"),
+    "window_for_minutes": (lambda v, c: v >= 0, "0 or more"),
+    "z_resolve": (lambda v, c: v < c.z_fire, "below z_fire"),
+    "resolve_minutes": (lambda v, c: v >= 1, "at least 1"),
+    "naive_window": (lambda v, c: 1 <= v <= MAX_GAP_MINUTES, f"in [1, {MAX_GAP_MINUTES}]"),
+    "for_minutes": (lambda v, c: v >= 0, "0 or more"),
+}
+
+
+@dataclass(frozen=True)
+class DetectorConfig:
+    """Defaults chosen by bench/drift.py (60 answers/min, ~8% base rate, correlation 0.1)."""
+
+    kind: str = "cusum"
+    threshold: float = 0.02            # minimum rise over the baseline, absolute
+    min_claims: int = 200              # claims behind a rise before it may fire
+    baseline_minutes: int = 24 * 60    # trailing baseline, frozen while pending or firing
+    block_minutes: int = 60            # the baseline moves in whole blocks; the current block is excluded
+    min_baseline_claims: int = 50_000  # warm-up: no alarms before the baseline holds this many claims
+    confidence: float = 0.95           # a fired rise must not be credibly smaller than threshold …
+    min_rise_fraction: float = 0.75    # … and its estimate must reach this fraction of it
+    overdispersion: bool = True        # False = treat claims as independent (ablation only)
+    rate_window_minutes: int = 30      # window of `rate` while nothing is pending
+    h: float = 10.5                    # cusum: fire when the log-likelihood ratio reaches h
+    pending_fraction: float = 0.5      # cusum: pending from h * pending_fraction until the CUSUM is back at 0
+    resolve_h: float = 5.0             # cusum: resolve when the mirror CUSUM (back at baseline) reaches this
+    design_shift: float | None = None  # cusum: the rise it is tuned for; None = threshold
+    windows: tuple[int, ...] = (10, 30, 60)  # window: test windows in minutes
+    z_fire: float = 4.0                # window: z of any window against the baseline …
+    window_for_minutes: int = 3        # … held for this many minutes
+    z_resolve: float = 1.0             # window: resolve when every window is below this z …
+    resolve_minutes: int = 10          # … for this many minutes
+    naive_window: int = 30             # naive: Prometheus-style rule window
+    for_minutes: int = 10              # naive: `for` duration
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"detector kind {self.kind!r} is unknown; use one of {', '.join(KINDS)}")
+        for name, (ok, expected) in CONFIG_RULES.items():
+            value = getattr(self, name)
+            try:
+                valid = ok(value, self)
+            except TypeError:
+                valid = False
+            if not valid:
+                raise ValueError(f"detector setting {name}={value!r}: must be {expected}")
+
+    @classmethod
+    def from_mapping(cls, values: dict) -> "DetectorConfig":
+        known = {f.name for f in dc_fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown detector setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        values = {k: tuple(v) if k == "windows" else v for k, v in values.items()}
+        return cls(**values)
+
+
+class BaselineEngine:
+    """Trailing baseline in whole blocks; minutes that are not 'ok' never enter it."""
+
+    def __init__(self, config: DetectorConfig, n_routes: int, n_fields: int = CORE_FIELDS):
+        self.config = config
+        self.n_blocks = max(1, config.baseline_minutes // config.block_minutes)
+        self.ring = np.zeros((n_routes, self.n_blocks, n_fields))
+        self.ring_pos = np.zeros(n_routes, dtype=np.int64)
+        self.partial = np.zeros((n_routes, n_fields))
+        self.partial_minutes = np.zeros(n_routes, dtype=np.int64)
+        self.total = np.zeros((n_routes, n_fields))
+        self.state = np.zeros(n_routes, dtype=np.int8)
+        self.onset = np.full(n_routes, -1, dtype=np.int64)
+        self.evidence = np.zeros((n_routes, n_fields))  # the sums behind the current rate estimate
+        self.statistic = np.zeros(n_routes)
+        self.z = z_value(config.confidence)
+        self.ticks = 0  # steps taken; window rings index by step, so a jump in minutes cannot corrupt them
+        self._refresh_baseline()
+
+    def _refresh_baseline(self) -> None:
+        t = self.total
+        claims = t[:, CLAIMS]
+        self.warm = claims >= self.config.min_baseline_claims
+        p = np.clip(t[:, FAILED] / np.maximum(claims, 1.0), 1e-4, 1 - 1e-4)
+        residual = np.maximum(t[:, FAILED_SQ] - 2 * p * t[:, FAILED_CLAIMS] + p * p * t[:, CLAIMS_SQ], 0.0)
+        spread = t[:, CLAIMS_SQ] - claims
+        rho = np.where(spread > 0, (residual / (p * (1 - p)) - claims) / np.where(spread > 0, spread, 1.0), 0.0)
+        self.rho = np.clip(rho, 0.0, 1.0) if self.config.overdispersion else np.zeros_like(rho)
+        self.p0 = p
+
+    def minute_deff(self, x: np.ndarray) -> np.ndarray:
+        """Design effect of a sum of answers: 1 + ρ(Σn²/Σn − 1)."""
+        claims = x[:, CLAIMS]
+        mean_size = np.where(claims > 0, x[:, CLAIMS_SQ] / np.maximum(claims, 1.0), 1.0)
+        return 1.0 + self.rho * (mean_size - 1.0)
+
+    def rise_is_large_enough(self, sums: np.ndarray) -> np.ndarray:
+        """The rise's estimate reaches min_rise_fraction × threshold and its upper confidence bound reaches threshold."""
+        c = self.config
+        claims = np.maximum(sums[:, CLAIMS], 1.0)
+        delta = sums[:, FAILED] / claims - self.p0
+        se = np.sqrt(self.p0 * (1 - self.p0) * self.minute_deff(sums) / claims)
+        return (delta >= c.min_rise_fraction * c.threshold) & (delta + self.z * se >= c.threshold)
+
+    def feed_baseline(self, x: np.ndarray) -> None:
+        accept = self.state == OK
+        self.partial[accept] += x[accept]
+        self.partial_minutes += accept
+        full = np.flatnonzero(self.partial_minutes >= self.config.block_minutes)
+        if full.size:
+            pos = self.ring_pos[full]
+            self.total[full] += self.partial[full] - self.ring[full, pos]
+            self.ring[full, pos] = self.partial[full]
+            self.ring_pos[full] = (pos + 1) % self.n_blocks
+            self.partial[full] = 0.0
+            self.partial_minutes[full] = 0
+            self._refresh_baseline()
+
+    def step(self, x: np.ndarray, minute: int) -> None:
+        """One minute for every route: x has shape (routes, fields) in COUNT_FIELDS order."""
+        self.detect(x, minute)
+        self.feed_baseline(x)
+        self.ticks += 1
+
+    def detect(self, x: np.ndarray, minute: int) -> None:
+        raise NotImplementedError
+
+
+class CusumEngine(BaselineEngine):
+    def __init__(self, config: DetectorConfig, n_routes: int, n_fields: int = CORE_FIELDS):
+        super().__init__(config, n_routes, n_fields)
+        self.recovery = np.zeros(n_routes)
+
+    def detect(self, x: np.ndarray, minute: int) -> None:
+        c = self.config
+        p0 = self.p0
+        p1 = np.minimum(p0 + (c.design_shift or c.threshold), 1 - 1e-6)
+        up, down = np.log(p1 / p0), np.log((1 - p1) / (1 - p0))
+        llr = (x[:, FAILED] * up + (x[:, CLAIMS] - x[:, FAILED]) * down) / self.minute_deff(x)
+        firing = self.state == FIRING
+        # rising evidence while not firing; onset = first minute after the CUSUM last sat at 0
+        fresh = (self.statistic <= 0) & ~firing
+        self.onset = np.where(fresh, minute, self.onset)
+        self.evidence = np.where(fresh[:, None], 0.0, self.evidence) + x
+        s = np.where(firing, self.statistic, np.where(self.warm, np.maximum(self.statistic + llr, 0.0), 0.0))
+        self.recovery = np.where(firing, np.maximum(self.recovery - llr, 0.0), 0.0)
+        fire = (~firing & (s >= c.h) & self.warm & (self.evidence[:, CLAIMS] >= c.min_claims)
+                & self.rise_is_large_enough(self.evidence))
+        resolve = firing & (self.recovery >= c.resolve_h)
+        cleared = (s <= 0) | resolve
+        self.statistic = np.where(resolve, 0.0, s)
+        self.recovery = np.where(resolve, 0.0, self.recovery)
+        pending = (self.state == PENDING) | (s >= c.h * c.pending_fraction)
+        state = np.where(fire | (firing & ~resolve), FIRING, np.where(pending & ~cleared, PENDING, OK))
+        self.state = state.astype(np.int8)
+        self.onset = np.where(cleared, -1, self.onset)
+        self.evidence = np.where(cleared[:, None], 0.0, self.evidence)
+
+
+class WindowEngine(BaselineEngine):
+    def __init__(self, config: DetectorConfig, n_routes: int, n_fields: int = CORE_FIELDS):
+        super().__init__(config, n_routes, n_fields)
+        self.span = max(config.windows)
+        self.minutes = np.zeros((n_routes, self.span, n_fields))
+        self.sums = np.zeros((len(config.windows), n_routes, n_fields))
+        self.run = np.zeros(n_routes, dtype=np.int64)    # consecutive minutes with a window over z_fire
+        self.quiet = np.zeros(n_routes, dtype=np.int64)  # consecutive minutes with every window under z_resolve
+
+    def detect(self, x: np.ndarray, minute: int) -> None:
+        c = self.config
+        pos = self.ticks % self.span
+        for i, w in enumerate(c.windows):
+            self.sums[i] += x - self.minutes[:, (self.ticks - w) % self.span]
+        self.minutes[:, pos] = x
+        zs, big = [], []
+        for s in self.sums:
+            claims = np.maximum(s[:, CLAIMS], 1.0)
+            var = self.p0 * (1 - self.p0) * self.minute_deff(s) / claims
+            zs.append((s[:, FAILED] / claims - self.p0) / np.sqrt(var))
+            big.append(self.rise_is_large_enough(s) & (s[:, CLAIMS] >= c.min_claims))
+        z = np.max(zs, axis=0)
+        over = self.warm & np.any((np.array(zs) >= c.z_fire) & np.array(big), axis=0)
+        firing = self.state == FIRING
+        self.run = np.where(over, self.run + 1, 0)
+        self.quiet = np.where(firing & (z < c.z_resolve), self.quiet + 1, 0)
+        resolve = firing & (self.quiet >= c.resolve_minutes)
+        fire = ~firing & (self.run > c.window_for_minutes)
+        state = np.where(fire | (firing & ~resolve), FIRING, np.where(over & ~firing, PENDING, OK))
+        self.onset = np.where(state == OK, -1, np.where(self.onset < 0, minute - min(c.windows) + 1, self.onset))
+        self.state = state.astype(np.int8)
+        self.statistic = z
+        self.evidence = self.sums[-1].copy()
+
+
+class NaiveEngine(BaselineEngine):
+    def __init__(self, config: DetectorConfig, n_routes: int, n_fields: int = CORE_FIELDS):
+        super().__init__(config, n_routes, n_fields)
+        self.minutes = np.zeros((n_routes, config.naive_window, n_fields))
+        self.sums = np.zeros((n_routes, n_fields))
+        self.run = np.zeros(n_routes, dtype=np.int64)
+
+    def detect(self, x: np.ndarray, minute: int) -> None:
+        c = self.config
+        pos = self.ticks % c.naive_window
+        self.sums += x - self.minutes[:, pos]
+        self.minutes[:, pos] = x
+        claims = self.sums[:, CLAIMS]
+        rate = self.sums[:, FAILED] / np.maximum(claims, 1.0)
+        over = self.warm & (claims >= c.min_claims) & (rate >= self.p0 + c.threshold)
+        self.run = np.where(over, self.run + 1, 0)
+        state = np.where(self.run > c.for_minutes, FIRING, np.where(over, PENDING, OK))
+        self.onset = np.where(state == OK, -1, np.where(self.onset < 0, minute, self.onset))
+        self.state = state.astype(np.int8)
+        self.statistic = rate - self.p0
+        self.evidence = self.sums.copy()
+
+
+ENGINES = {"cusum": CusumEngine, "window": WindowEngine, "naive": NaiveEngine}
+
+
+def make_engine(config: DetectorConfig, n_routes: int, n_fields: int = CORE_FIELDS) -> BaselineEngine:
+    """Many routes at once, for benchmarks and backtests: engine.step(x[routes, fields], minute)."""
+    return ENGINES[config.kind](config, n_routes, n_fields)
+
+
+def minute_number(now: datetime) -> int:
+    if not isinstance(now, datetime) or now.tzinfo is None:
+        raise ValueError(f"now must be a timezone-aware datetime, got {now!r}")
+    return int(now.timestamp() // 60)
+
+
+def minute_start(minute: int) -> datetime:
+    return datetime.fromtimestamp(minute * 60, tz=timezone.utc)
+
+
+class DriftDetector:
+    """One route. Call ``update`` once per minute bucket, in event-time order."""
+
+    kind = "cusum"
+
+    def __init__(self, config: DetectorConfig | None = None):
+        self.config = replace(config or DetectorConfig(), kind=self.kind)
+        self._engine = make_engine(self.config, 1, len(COUNT_FIELDS))
+        self._last_minute: int | None = None
+        self._recent: deque[np.ndarray] = deque(maxlen=self.config.rate_window_minutes)
+
+    def update(self, counts: Counts, now: datetime) -> "DriftDetector":
+        if not isinstance(counts, Counts):
+            raise TypeError(f"counts must be a Counts, got {type(counts).__name__}")
+        minute = minute_number(now)
+        if self._last_minute is not None and minute <= self._last_minute:
+            raise ValueError(f"now={now.isoformat()} is not after the last bucket {minute_start(self._last_minute).isoformat()}; "
+                             "feed minute buckets in event-time order")
+        if self._last_minute is not None:  # empty minutes in between still count as time
+            empty = np.zeros((1, len(COUNT_FIELDS)))
+            for skipped in range(max(self._last_minute + 1, minute - MAX_GAP_MINUTES), minute):
+                self._step(empty, skipped)
+        self._step(counts.as_array()[None, :], minute)
+        return self
+
+    def _step(self, x: np.ndarray, minute: int) -> None:
+        self._engine.step(x, minute)
+        self._recent.append(x[0])
+        self._last_minute = minute
+
+    @property
+    def state(self) -> str:
+        return STATE_NAMES[int(self._engine.state[0])]
+
+    @property
+    def drift_detected(self) -> bool:
+        """True while the alarm condition holds (state firing)."""
+        return self.state == "firing"
+
+    @property
+    def warm(self) -> bool:
+        return bool(self._engine.warm[0])
+
+    @property
+    def statistic(self) -> float:
+        return float(self._engine.statistic[0])
+
+    @property
+    def window_counts(self) -> Counts:
+        """The minutes behind `rate`: since onset while pending/firing, else the recent window."""
+        if self.state != "ok":
+            return Counts.from_array(self._engine.evidence[0])
+        return Counts.from_array(np.sum(self._recent, axis=0)) if self._recent else Counts.zero()
+
+    @property
+    def baseline_counts(self) -> Counts:
+        return Counts.from_array(self._engine.total[0])
+
+    @property
+    def rate(self) -> float | None:
+        return self.window_counts.rate
+
+    @property
+    def rate_interval(self) -> Interval | None:
+        return ratio_interval(self.window_counts)
+
+    @property
+    def baseline(self) -> float | None:
+        return self.baseline_counts.rate
+
+    @property
+    def baseline_interval(self) -> Interval | None:
+        return ratio_interval(self.baseline_counts)
+
+    @property
+    def delta(self) -> float | None:
+        rate, baseline = self.rate, self.baseline
+        return None if rate is None or baseline is None else rate - baseline
+
+    @property
+    def claims_counted(self) -> int:
+        return self.window_counts.claims
+
+    @property
+    def window_minutes(self) -> int:
+        onset = self._engine.onset[0]
+        if onset < 0 or self._last_minute is None:
+            return len(self._recent)
+        return int(self._last_minute - onset + 1)
+
+    @property
+    def onset(self) -> datetime | None:
+        onset = int(self._engine.onset[0])
+        return None if onset < 0 else minute_start(onset)
+
+    @property
+    def driving_verdict(self) -> str | None:
+        """The failed verdict whose share of claims rose most over the baseline."""
+        if self.state == "ok":
+            return None
+        now, base = self.window_counts, self.baseline_counts
+        if not now.claims or not base.claims:
+            return None
+        rises = {v: getattr(now, v) / now.claims - getattr(base, v) / base.claims for v in FAILED_VERDICT_FIELDS}
+        return max(rises, key=rises.get)
+
+
+class CusumDetector(DriftDetector):
+    kind = "cusum"
+
+
+class WindowDetector(DriftDetector):
+    kind = "window"
+
+
+class NaiveDetector(DriftDetector):
+    kind = "naive"
+
+
+DETECTORS = {"cusum": CusumDetector, "window": WindowDetector, "naive": NaiveDetector}
+DEFAULT_CONFIG = DetectorConfig()
+DEFAULT_DETECTOR = DETECTORS[DEFAULT_CONFIG.kind]
+
+
+def make_detector(config: DetectorConfig | None = None) -> DriftDetector:
+    config = config or DEFAULT_CONFIG
+    return DETECTORS[config.kind](config)

@@ -1,0 +1,227 @@
+"""Alert lifecycle, Alertmanager-style: state follows from timestamps, merge is pure.
+
+- pending: ``pending_since`` set, ``starts_at`` not yet reached;
+- firing: ``starts_at <= now`` and no ``ends_at`` reached;
+- resolved: ``ends_at <= now``.
+Acks and silences never change the state; they change who gets told
+(``should_notify``). One open alert per (route, kind): ``merge`` folds every new
+observation into the open one, keeping its identity, ack and original start.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Iterable, Mapping
+
+from services.alerts.silences import Silence
+from services.rates.intervals import Interval
+
+DRIFT_KIND = "hallucination_rate_rise"
+STATES = ("pending", "firing", "resolved")
+
+
+def make_alert_id(route: str, kind: str, started: datetime) -> str:
+    """Stable identity: the same route, kind and first-active time give the same id."""
+    return "a-" + hashlib.sha256(f"{route}|{kind}|{started.isoformat()}".encode()).hexdigest()[:16]
+
+
+def _iso(ts: datetime | None) -> str | None:
+    return None if ts is None else ts.isoformat()
+
+
+def _interval(i: Interval | None) -> list[float] | None:
+    return None if i is None else [i.lo, i.hi]
+
+
+@dataclass(frozen=True)
+class Alert:
+    alert_id: str
+    route: str
+    kind: str
+    severity: str
+    labels: dict[str, str]
+    window: int                           # minutes of evidence behind `rate`
+    pending_since: datetime               # first seen active; part of the identity
+    starts_at: datetime | None = None     # firing since
+    ends_at: datetime | None = None       # resolved at
+    acked_at: datetime | None = None
+    acked_by: str | None = None
+    ack_note: str | None = None
+    rate: float | None = None
+    rate_interval: Interval | None = None
+    baseline: float | None = None
+    baseline_interval: Interval | None = None
+    delta: float | None = None
+    claims: int = 0
+    onset: datetime | None = None
+    driving_verdict: str | None = None
+    suspect_changes: tuple[dict, ...] = ()  # Suspect.as_dict() records, most likely first
+    updated_at: datetime | None = None
+    __hash__ = None  # labels is a dict
+
+    @property
+    def match_labels(self) -> dict[str, str]:
+        """The labels silences match against: the extra labels plus route, kind and severity."""
+        return {**self.labels, "route": self.route, "kind": self.kind, "severity": self.severity}
+
+    @property
+    def recorded_state(self) -> str:
+        """State as of the alert's own latest timestamp."""
+        return "resolved" if self.ends_at else "firing" if self.starts_at else "pending"
+
+    @property
+    def transition_at(self) -> datetime:
+        return self.ends_at or self.starts_at or self.pending_since
+
+    def transition_record(self) -> dict:
+        """One line of `claimwatch backtest --alerts-out` and of topic claimwatch.alerts."""
+        return {"route": self.route, "kind": self.kind, "state": self.recorded_state,
+                "at": self.transition_at.isoformat(), "rate": self.rate, "baseline": self.baseline,
+                "delta": self.delta, "suspect_changes": list(self.suspect_changes)}
+
+    def as_dict(self) -> dict:
+        """JSON-ready record for storage."""
+        return {
+            "alert_id": self.alert_id, "route": self.route, "kind": self.kind, "severity": self.severity,
+            "labels": dict(self.labels), "window": self.window, "pending_since": _iso(self.pending_since),
+            "starts_at": _iso(self.starts_at), "ends_at": _iso(self.ends_at), "acked_at": _iso(self.acked_at),
+            "acked_by": self.acked_by, "ack_note": self.ack_note, "rate": self.rate,
+            "rate_interval": _interval(self.rate_interval), "baseline": self.baseline,
+            "baseline_interval": _interval(self.baseline_interval), "delta": self.delta, "claims": self.claims,
+            "onset": _iso(self.onset), "driving_verdict": self.driving_verdict,
+            "suspect_changes": list(self.suspect_changes), "updated_at": _iso(self.updated_at),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> "Alert":
+        times = {k: None if data.get(k) is None else datetime.fromisoformat(data[k])
+                 for k in ("pending_since", "starts_at", "ends_at", "acked_at", "onset", "updated_at")}
+        intervals = {k: None if data.get(k) is None else Interval(*data[k]) for k in ("rate_interval", "baseline_interval")}
+        plain = {k: data.get(k) for k in ("alert_id", "route", "kind", "severity", "window", "acked_by", "ack_note",
+                                          "rate", "baseline", "delta", "driving_verdict")}
+        return cls(**plain, **times, **intervals, labels=dict(data.get("labels") or {}), claims=int(data.get("claims") or 0),
+                   suspect_changes=tuple(data.get("suspect_changes") or ()))
+
+
+@dataclass(frozen=True)
+class Status:
+    state: str
+    acked: bool
+    silenced_by: tuple[str, ...] = field(default=())
+
+
+def alert_state(alert: Alert, now: datetime) -> str:
+    if alert.ends_at is not None and alert.ends_at <= now:
+        return "resolved"
+    if alert.starts_at is not None and alert.starts_at <= now:
+        return "firing"
+    return "pending"
+
+
+def silenced_by(alert: Alert, silences: Iterable[Silence], now: datetime) -> tuple[str, ...]:
+    labels = alert.match_labels
+    return tuple(s.silence_id for s in silences if s.matches(labels, now))
+
+
+def is_acked(alert: Alert) -> bool:
+    return alert.acked_at is not None
+
+
+def status(alert: Alert, silences: Iterable[Silence], now: datetime) -> Status:
+    return Status(alert_state(alert, now), is_acked(alert), silenced_by(alert, silences, now))
+
+
+def state(alert: Alert, silences: Iterable[Silence], now: datetime) -> str:
+    """pending, firing or resolved. Silences do not change it (see `status` for who is muted)."""
+    return status(alert, silences, now).state
+
+
+def merge(previous: Alert | None, observed: Alert) -> Alert:
+    """Fold an observation into the open alert of its route and kind (dedupe); a closed one starts afresh."""
+    if previous is None or previous.ends_at is not None:
+        return observed
+    if (previous.route, previous.kind) != (observed.route, observed.kind):
+        raise ValueError(f"cannot merge alert for {observed.route}/{observed.kind} into {previous.alert_id} "
+                         f"({previous.route}/{previous.kind}); look up the open alert by route and kind")
+    return replace(
+        observed,
+        alert_id=previous.alert_id,
+        pending_since=previous.pending_since,
+        starts_at=previous.starts_at or observed.starts_at,
+        acked_at=previous.acked_at, acked_by=previous.acked_by, ack_note=previous.ack_note,
+        onset=observed.onset or previous.onset,
+        suspect_changes=observed.suspect_changes or previous.suspect_changes,
+    )
+
+
+def resolve(previous: Alert, now: datetime) -> Alert:
+    """Close the open alert at `now` (an already closed one is returned unchanged)."""
+    if previous.ends_at is not None:
+        return previous
+    return replace(previous, ends_at=now, updated_at=now)
+
+
+def ack(alert: Alert, by: str, now: datetime, note: str = "") -> Alert:
+    if not by or not by.strip():
+        raise ValueError("ack: say who is acknowledging (by)")
+    if alert.ends_at is not None and alert.ends_at <= now:
+        raise ValueError(f"alert {alert.alert_id} resolved at {alert.ends_at.isoformat()}; there is nothing to ack")
+    return replace(alert, acked_at=now, acked_by=by.strip(), ack_note=note)
+
+
+def should_notify(previous: Alert | None, current: Alert | None, now: datetime,
+                  resend_every: timedelta, silences: Iterable[Silence] = ()) -> str | None:
+    """Why to send `current` now ("new firing", "resolved", "resend"), or None.
+
+    `previous` is the alert as of the last evaluation. A silenced alert is never
+    sent; a pending one or one that never fired is not either.
+    """
+    if current is None or silenced_by(current, silences, now):
+        return None
+    same = previous is not None and previous.alert_id == current.alert_id
+    before = previous.recorded_state if same else None
+    now_state = current.recorded_state
+    if now_state == "firing":
+        if before != "firing":
+            return "new firing"
+        last = previous.updated_at or current.starts_at
+        ticks = lambda t: (t - current.starts_at) // resend_every  # noqa: E731
+        return "resend" if ticks(now) > ticks(last) else None
+    if now_state == "resolved" and current.starts_at is not None and before != "resolved":
+        return "resolved"
+    return None
+
+
+def severity_for(delta: float | None, threshold: float) -> str:
+    """critical from twice the threshold, warning below."""
+    return "critical" if delta is not None and delta >= 2 * threshold else "warning"
+
+
+def observed_alert(route: str, detector, now: datetime, kind: str = DRIFT_KIND, severity: str = "warning",
+                   labels: Mapping[str, str] | None = None, suspects: Iterable = ()) -> Alert | None:
+    """What a detector says about a route now, as an Alert to merge; None when the detector is ok.
+
+    `detector` is anything with the DriftDetector properties; `suspects` are
+    Suspect objects or their dicts.
+    """
+    current = detector.state
+    if current == "ok":
+        return None
+    return Alert(
+        alert_id=make_alert_id(route, kind, now), route=route, kind=kind, severity=severity,
+        labels=dict(labels or {}), window=detector.window_minutes, pending_since=now,
+        starts_at=now if current == "firing" else None,
+        rate=detector.rate, rate_interval=detector.rate_interval, baseline=detector.baseline,
+        baseline_interval=detector.baseline_interval, delta=detector.delta, claims=detector.claims_counted,
+        onset=detector.onset, driving_verdict=detector.driving_verdict,
+        suspect_changes=tuple(s if isinstance(s, dict) else s.as_dict() for s in suspects), updated_at=now,
+    )
+
+
+def next_alert(previous: Alert | None, route: str, detector, now: datetime, **observed_kwargs) -> Alert | None:
+    """One evaluation step: observe, then merge into the open alert or resolve it."""
+    observed = observed_alert(route, detector, now, **observed_kwargs)
+    if observed is None:
+        return resolve(previous, now) if previous is not None and previous.ends_at is None else previous
+    return merge(previous, observed)

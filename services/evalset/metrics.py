@@ -1,0 +1,351 @@
+"""Eval-set metrics in plain numpy: faithfulness by slice, the abstention pair, label agreement, the CI gate.
+
+Every figure carries a 95% percentile-bootstrap interval that resamples ITEMS (the
+claims of one answer are correlated, so resampling claims would be too narrow).
+Each figure draws from its own seeded stream (seed + the figure's name), so
+adding a slice never moves another slice's interval.
+"""
+from __future__ import annotations
+
+import zlib
+from collections import Counter
+from dataclasses import dataclass
+from typing import Iterator, Mapping, Sequence
+
+import numpy as np
+
+from services.contract.model import VERDICT_ALIASES
+
+SLICE_DIMS = ("query_type", "stakes")
+_CELLS_PER_CHUNK = 4_000_000       # bounds each chunk of resampling weights to ~32 MB
+
+
+@dataclass(frozen=True)
+class ItemOutcome:
+    """One eval item as one run answered it, labelled by one labeler."""
+
+    item_id: str
+    query_type: str
+    stakes: str
+    answerable: bool | None
+    abstained: bool
+    verdicts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Figure:
+    value: float | None            # None when nothing is in the denominator
+    lo: float | None
+    hi: float | None
+    items: int                     # volume: items behind the figure
+    numerator: int = 0
+    denominator: int = 0
+
+
+@dataclass(frozen=True)
+class SliceFigure:
+    dim: str
+    value: str
+    faithfulness: Figure
+
+    @property
+    def name(self) -> str:
+        return f"{self.dim}={self.value}"
+
+
+@dataclass(frozen=True)
+class AbstentionPair:
+    """Reported together, never one alone: abstaining more raises both."""
+
+    correct_abstention: Figure     # abstained / unanswerable
+    over_refusal: Figure           # abstained / answerable
+
+
+@dataclass(frozen=True)
+class DisagreementSlice:
+    dim: str
+    value: str
+    pairs: int
+    disagreement: float
+    kappa: float
+    top_confusion: tuple[str, str, int] | None   # (verifier said, human said, count)
+
+    @property
+    def name(self) -> str:
+        return f"{self.dim}={self.value}"
+
+
+@dataclass(frozen=True)
+class LabelPair:
+    """A verifier label and a human label on the same claim."""
+
+    item_id: str
+    claim_idx: int
+    verifier: str
+    human: str
+    query_type: str = ""
+    stakes: str = ""
+    claim_type: str = ""
+
+
+@dataclass(frozen=True)
+class Agreement:
+    kappa: Figure
+    observed: Figure                               # share of claims where both labels match
+    labels: tuple[str, ...]
+    confusion: tuple[tuple[int, ...], ...]        # rows: verifier, columns: human
+    slices: tuple[DisagreementSlice, ...]         # most disagreement first
+
+
+@dataclass(frozen=True)
+class EvalReport:
+    faithfulness: Figure
+    slices: tuple[SliceFigure, ...]                # worst first
+    abstention: AbstentionPair
+    items: int
+    agreement: Agreement | None = None             # shown beside every automated rate
+
+    def slice(self, name: str) -> SliceFigure | None:
+        return next((s for s in self.slices if s.name == name), None)
+
+
+@dataclass(frozen=True)
+class GateFailure:
+    slice: str
+    metric: str
+    value: float | None
+    threshold: float
+    message: str
+
+
+@dataclass(frozen=True)
+class GateResult:
+    passed: bool
+    failures: tuple[GateFailure, ...]
+
+
+def canonical(verdict: str, where: str = "") -> str:
+    found = VERDICT_ALIASES.get(str(verdict).lower())
+    if found is None:
+        raise ValueError(f"{where}unknown verdict {verdict!r}; use one of {sorted(set(VERDICT_ALIASES.values()))}")
+    return found
+
+
+def _rng(seed: int, name: str) -> np.random.Generator:
+    return np.random.default_rng([seed, zlib.crc32(name.encode())])
+
+
+def _resampled_sums(rng: np.random.Generator, rows: np.ndarray, n_boot: int) -> Iterator[np.ndarray]:
+    """Column sums of ``rows`` (one row per item) over bootstrap resamples of the items, in chunks (b, d).
+
+    Resampling n items with replacement only matters through how often each distinct row
+    is drawn, so draw a multinomial over the distinct rows: same distribution, far fewer draws.
+    """
+    distinct, counts = np.unique(rows, axis=0, return_counts=True)
+    n = len(rows)
+    chunk = max(1, _CELLS_PER_CHUNK // max(len(distinct), 1))
+    for start in range(0, n_boot, chunk):
+        weights = rng.multinomial(n, counts / n, size=min(chunk, n_boot - start)).astype(np.float64)
+        yield weights @ distinct
+
+
+def _interval(samples: np.ndarray, confidence: float) -> tuple[float | None, float | None]:
+    samples = samples[np.isfinite(samples)]
+    if samples.size == 0:
+        return None, None
+    tail = (1 - confidence) / 2 * 100
+    lo, hi = np.percentile(samples, [tail, 100 - tail])
+    return float(lo), float(hi)
+
+
+def ratio_figures(pairs: Sequence[tuple[np.ndarray, np.ndarray]], name: str, *, n_boot: int = 2000, seed: int = 0,
+                  confidence: float = 0.95) -> list[Figure]:
+    """sum(num)/sum(den) for each (num, den) pair of per-item arrays, all from the same item resamples."""
+    n = len(pairs[0][0])
+    if n == 0:
+        return [Figure(None, None, None, 0) for _ in pairs]
+    rows = np.column_stack([column for pair in pairs for column in pair]).astype(np.float64)
+    boots: list[list[np.ndarray]] = [[] for _ in pairs]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for sums in _resampled_sums(_rng(seed, name), rows, n_boot):
+            for k in range(len(pairs)):
+                boots[k].append(sums[:, 2 * k] / sums[:, 2 * k + 1])
+    figures = []
+    for (num, den), samples in zip(pairs, boots):
+        total_num, total_den, items = int(num.sum()), int(den.sum()), int(np.count_nonzero(den))
+        if total_den == 0:
+            figures.append(Figure(None, None, None, items, total_num, total_den))
+            continue
+        lo, hi = _interval(np.concatenate(samples), confidence)
+        figures.append(Figure(total_num / total_den, lo, hi, items, total_num, total_den))
+    return figures
+
+
+def _counts(outcomes: Sequence[ItemOutcome]) -> tuple[np.ndarray, np.ndarray]:
+    supported, checkable = np.zeros(len(outcomes)), np.zeros(len(outcomes))
+    for i, item in enumerate(outcomes):
+        verdicts = [canonical(v, f"item {item.item_id}: ") for v in item.verdicts]
+        supported[i] = sum(v == "supported" for v in verdicts)
+        checkable[i] = sum(v != "trivial" for v in verdicts)
+    return supported, checkable
+
+
+def faithfulness(outcomes: Sequence[ItemOutcome], name: str = "all", **boot) -> Figure:
+    """Supported / checkable claims (trivial claims excluded), over items that have checkable claims."""
+    supported, checkable = _counts(outcomes)
+    keep = checkable > 0
+    return ratio_figures([(supported[keep], checkable[keep])], f"faithfulness:{name}", **boot)[0]
+
+
+def abstention_pair(outcomes: Sequence[ItemOutcome], **boot) -> AbstentionPair:
+    known = [o for o in outcomes if o.answerable is not None]
+    abstained = np.array([o.abstained for o in known], dtype=float)
+    answerable = np.array([bool(o.answerable) for o in known], dtype=float)
+    correct, over = ratio_figures(
+        [(abstained * (1 - answerable), 1 - answerable), (abstained * answerable, answerable)], "abstention", **boot
+    )
+    return AbstentionPair(correct, over)
+
+
+def eval_report(outcomes: Sequence[ItemOutcome], *, dims: Sequence[str] = SLICE_DIMS, n_boot: int = 2000,
+                seed: int = 0, confidence: float = 0.95, agreement: Agreement | None = None) -> EvalReport:
+    boot = dict(n_boot=n_boot, seed=seed, confidence=confidence)
+    slices = []
+    for dim in dims:
+        for value in sorted({getattr(o, dim) or "unknown" for o in outcomes}):
+            members = [o for o in outcomes if (getattr(o, dim) or "unknown") == value]
+            slices.append(SliceFigure(dim, value, faithfulness(members, f"{dim}={value}", **boot)))
+    slices.sort(key=lambda s: (s.faithfulness.value is None, s.faithfulness.value or 0.0, -s.faithfulness.items, s.name))
+    return EvalReport(faithfulness(outcomes, **boot), tuple(slices), abstention_pair(outcomes, **boot),
+                      len(outcomes), agreement)
+
+
+def confusion_matrix(a: Sequence[str], b: Sequence[str], labels: Sequence[str]) -> np.ndarray:
+    """Counts with rows = labels of ``a``, columns = labels of ``b``."""
+    if len(a) != len(b):
+        raise ValueError(f"label lists differ in length: {len(a)} vs {len(b)}; pair each claim's two labels")
+    index = {label: i for i, label in enumerate(labels)}
+    matrix = np.zeros((len(labels), len(labels)), dtype=np.int64)
+    for x, y in zip(a, b):
+        for label in (x, y):
+            if label not in index:
+                raise ValueError(f"label {label!r} is not in labels {list(labels)}")
+        matrix[index[x], index[y]] += 1
+    return matrix
+
+
+def _kappa(matrix: np.ndarray) -> np.ndarray:
+    """Cohen's kappa of one (k, k) or many (b, k, k) confusion matrices; nan where undefined."""
+    n = matrix.sum(axis=(-2, -1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        observed = np.trace(matrix, axis1=-2, axis2=-1) / n
+        expected = (matrix.sum(axis=-1) * matrix.sum(axis=-2)).sum(axis=-1) / n**2
+        return (observed - expected) / (1 - expected)
+
+
+def cohen_kappa(a: Sequence[str], b: Sequence[str], labels: Sequence[str] | None = None) -> float:
+    """Chance-corrected agreement of two raters. nan when undefined (both used one same label throughout)."""
+    if not a:
+        raise ValueError("no label pairs: kappa needs at least one claim labelled by both raters")
+    return float(_kappa(confusion_matrix(a, b, labels or sorted(set(a) | set(b)))))
+
+
+def disagreement_slices(pairs: Sequence[LabelPair], dims: Sequence[str] = ("query_type", "stakes", "claim_type", "verifier"),
+                        min_pairs: int = 5) -> list[DisagreementSlice]:
+    """Slices with at least ``min_pairs`` pairs, most disagreement first (then larger first)."""
+    found = []
+    for dim in dims:
+        for value in sorted({getattr(p, dim) or "unknown" for p in pairs}):
+            members = [p for p in pairs if (getattr(p, dim) or "unknown") == value]
+            if len(members) < min_pairs:
+                continue
+            confusions = Counter((p.verifier, p.human) for p in members if p.verifier != p.human)
+            top = confusions.most_common(1)[0] if confusions else None
+            found.append(DisagreementSlice(
+                dim, value, len(members), sum(confusions.values()) / len(members),
+                cohen_kappa([p.verifier for p in members], [p.human for p in members]),
+                (top[0][0], top[0][1], top[1]) if top else None,
+            ))
+    return sorted(found, key=lambda s: (-s.disagreement, -s.pairs, s.name))
+
+
+def agreement(pairs: Sequence[LabelPair], *, labels: Sequence[str] | None = None, min_pairs: int = 5,
+              n_boot: int = 2000, seed: int = 0, confidence: float = 0.95) -> Agreement:
+    """Verifier vs human on the same claims: kappa and observed agreement with item-resampled intervals."""
+    pairs = [LabelPair(p.item_id, p.claim_idx, canonical(p.verifier), canonical(p.human), p.query_type, p.stakes,
+                       p.claim_type) for p in pairs]
+    labels = tuple(labels or sorted({p.verifier for p in pairs} | {p.human for p in pairs}))
+    items = sorted({p.item_id for p in pairs})
+    total = confusion_matrix([p.verifier for p in pairs], [p.human for p in pairs], labels)
+    agreed = int(np.trace(total))
+    if not pairs:
+        empty = Figure(None, None, None, 0)
+        return Agreement(empty, empty, labels, (), ())
+    per_item = np.zeros((len(items), len(labels) * len(labels)))
+    where = {item: i for i, item in enumerate(items)}
+    for p in pairs:
+        per_item[where[p.item_id], labels.index(p.verifier) * len(labels) + labels.index(p.human)] += 1
+    k = len(labels)
+    kappas, shares = [], []
+    for sums in _resampled_sums(_rng(seed, "agreement"), per_item, n_boot):
+        boot = sums.reshape(-1, k, k)
+        kappas.append(_kappa(boot))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            shares.append(np.trace(boot, axis1=-2, axis2=-1) / boot.sum(axis=(-2, -1)))
+    kappa_value = float(_kappa(total.astype(float)))
+    kappa = Figure(kappa_value if np.isfinite(kappa_value) else None, *_interval(np.concatenate(kappas), confidence),
+                   len(items), agreed, len(pairs))
+    observed = Figure(agreed / len(pairs), *_interval(np.concatenate(shares), confidence), len(items), agreed, len(pairs))
+    return Agreement(kappa, observed, labels, tuple(tuple(int(x) for x in row) for row in total),
+                     tuple(disagreement_slices(pairs, min_pairs=min_pairs)))
+
+
+def gate(report: EvalReport, min_faithfulness: float | None = None, max_over_refusal: float | None = None,
+         slice_min: float | Mapping[str, float] | None = None) -> GateResult:
+    """Compare point estimates with thresholds; an undefined figure fails (no evidence is not a pass)."""
+    failures: list[GateFailure] = []
+
+    def check(where: str, metric: str, figure: Figure | None, threshold: float, low_is_bad: bool) -> None:
+        if figure is None or figure.value is None:
+            failures.append(GateFailure(where, metric, None, threshold,
+                                        f"{metric} on {where} is undefined (no items); the gate cannot pass on no evidence"))
+            return
+        bad = figure.value < threshold if low_is_bad else figure.value > threshold
+        if bad:
+            side = "below the minimum" if low_is_bad else "above the maximum"
+            failures.append(GateFailure(where, metric, figure.value, threshold,
+                                        f"{metric} on {where} is {figure.value:.4f} (95% CI {figure.lo:.4f}–{figure.hi:.4f}, "
+                                        f"{figure.items} items), {side} {threshold:.4f}"))
+
+    if min_faithfulness is not None:
+        check("all", "faithfulness", report.faithfulness, min_faithfulness, True)
+    if max_over_refusal is not None:
+        check("answerable", "over-refusal", report.abstention.over_refusal, max_over_refusal, False)
+    if isinstance(slice_min, (int, float)):
+        # Every slice with claims; a slice of abstentions only has nothing to be unfaithful about.
+        for s in report.slices:
+            if s.faithfulness.value is not None:
+                check(s.name, "faithfulness", s.faithfulness, float(slice_min), True)
+    elif slice_min:
+        for name, threshold in slice_min.items():
+            found = report.slice(name)
+            check(name, "faithfulness", found.faithfulness if found else None, threshold, True)
+    return GateResult(not failures, tuple(failures))
+
+
+def parse_slice_min(text: str) -> float | dict[str, float]:
+    """``0.8`` (every slice) or ``stakes=high:0.9,query_type=lookup:0.85`` (named slices)."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    out = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, _, value = part.rpartition(":")
+        try:
+            if "=" not in name:
+                raise ValueError
+            out[name] = float(value)
+        except ValueError:
+            raise ValueError(f"--slice-min part {part!r}: write DIM=VALUE:MIN, e.g. stakes=high:0.9") from None
+    return out

@@ -1,0 +1,1 @@
+"""Rates from minute buckets, with intervals that resample answers."""

@@ -1,0 +1,241 @@
+"""Rates with honest 95% intervals from the per-minute sums of table rate_minute.
+
+Claims of one answer are correlated, so every interval here resamples answers,
+not claims. The hallucination rate is a ratio estimator (failed / claims) over
+answers; its cluster-robust (sandwich) variance needs only the sums that the
+store keeps per minute: Σf², Σn², Σf·n. That variance becomes a design effect,
+and the Wilson interval is taken at the effective number of claims. Coverage is
+measured by simulation in tests/unit/test_intervals.py.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from functools import lru_cache
+from typing import Mapping
+
+import numpy as np
+from scipy.stats import norm
+
+COUNT_FIELDS = (
+    "events", "claims", "failed", "claims_sq", "failed_sq", "failed_claims",
+    "supported", "unsupported", "contradicted", "overreach", "stale", "no_source", "trivial",
+    "served", "served_unsafe", "abstained",
+    "answerable", "answerable_abstained", "unanswerable", "unanswerable_abstained",
+)
+FAILED_VERDICT_FIELDS = ("unsupported", "contradicted", "overreach", "stale", "no_source")
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    """Sums over the answers of a window; the columns of rate_minute, in its order."""
+
+    events: int = 0
+    claims: int = 0            # non-trivial claims
+    failed: int = 0
+    claims_sq: int = 0         # Σ n_i²
+    failed_sq: int = 0         # Σ f_i²
+    failed_claims: int = 0     # Σ f_i·n_i
+    supported: int = 0
+    unsupported: int = 0
+    contradicted: int = 0
+    overreach: int = 0
+    stale: int = 0
+    no_source: int = 0
+    trivial: int = 0
+    served: int = 0
+    served_unsafe: int = 0
+    abstained: int = 0
+    answerable: int = 0
+    answerable_abstained: int = 0
+    unanswerable: int = 0
+    unanswerable_abstained: int = 0
+
+    def __add__(self, other: "Counts") -> "Counts":
+        if not isinstance(other, Counts):
+            return NotImplemented
+        return Counts(*(getattr(self, f) + getattr(other, f) for f in COUNT_FIELDS))
+
+    @classmethod
+    def zero(cls) -> "Counts":
+        return cls()
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, object]) -> "Counts":
+        """Build from a store row; extra keys (route, minute, dim …) are ignored, missing ones are 0."""
+        values = []
+        for name in COUNT_FIELDS:
+            value = row.get(name, 0)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                if isinstance(value, float) and value.is_integer():
+                    value = int(value)
+                else:
+                    raise ValueError(f"count {name!r} must be a whole number, got {value!r}")
+            if value < 0:
+                raise ValueError(f"count {name!r} must not be negative, got {value}")
+            values.append(int(value))
+        return cls(*values)
+
+    @classmethod
+    def from_array(cls, values) -> "Counts":
+        return cls(*(int(v) for v in values))
+
+    def as_array(self) -> np.ndarray:
+        return np.array([getattr(self, f) for f in COUNT_FIELDS], dtype=np.float64)
+
+    def as_dict(self) -> dict[str, int]:
+        return {f: getattr(self, f) for f in COUNT_FIELDS}
+
+    @property
+    def rate(self) -> float | None:
+        """Claim-level hallucination rate, or None without non-trivial claims."""
+        return self.failed / self.claims if self.claims else None
+
+
+assert tuple(f.name for f in fields(Counts)) == COUNT_FIELDS
+
+
+@dataclass(frozen=True, slots=True)
+class Interval:
+    lo: float
+    hi: float
+
+    def __contains__(self, value: float) -> bool:
+        return self.lo <= value <= self.hi
+
+    @property
+    def width(self) -> float:
+        return self.hi - self.lo
+
+    def as_list(self) -> list[float]:
+        return [self.lo, self.hi]
+
+
+@lru_cache(maxsize=64)
+def z_value(level: float) -> float:
+    if not 0 < level < 1:
+        raise ValueError(f"level must be between 0 and 1 (e.g. 0.95), got {level!r}")
+    return float(norm.ppf(0.5 + level / 2))
+
+
+def wilson(p, n, z):
+    """Wilson score bounds; numpy-vectorised, n may be an effective (non-integer) size > 0."""
+    z2n = z * z / n
+    centre = (p + z2n / 2) / (1 + z2n)
+    half = z / (1 + z2n) * np.sqrt(p * (1 - p) / n + z2n / (4 * n))
+    lo = np.where(p <= 0, 0.0, np.clip(centre - half, 0.0, 1.0))  # exact ends, not 1 - 1e-16
+    hi = np.where(p >= 1, 1.0, np.clip(centre + half, 0.0, 1.0))
+    return lo, hi
+
+
+def design_effect(events, claims, failed, claims_sq, failed_sq, failed_claims):
+    """Cluster-robust variance of failed/claims over the binomial one, in [1, Σn²/Σn].
+
+    The upper end is the design effect when all claims of an answer share one
+    verdict (intra-answer correlation 1); it is also the fallback when the rate
+    is 0 or 1 and the data cannot tell how correlated the claims are.
+    """
+    claims = np.asarray(claims, dtype=np.float64)
+    safe_claims = np.maximum(claims, 1.0)
+    r = np.asarray(failed, dtype=np.float64) / safe_claims
+    m = np.maximum(np.asarray(events, dtype=np.float64), 2.0)
+    residual_sq = np.maximum(failed_sq - 2 * r * failed_claims + r * r * claims_sq, 0.0) * m / (m - 1)
+    binomial = r * (1 - r) * safe_claims
+    ceiling = np.maximum(np.asarray(claims_sq, dtype=np.float64) / safe_claims, 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        deff = np.where(binomial > 0, residual_sq / np.where(binomial > 0, binomial, 1.0), ceiling)
+    return np.clip(deff, 1.0, ceiling)
+
+
+def ratio_interval(c: Counts, level: float = 0.95) -> Interval | None:
+    """Interval for failed/claims that resamples answers; None when there are no claims."""
+    if c.claims <= 0:
+        return None
+    deff = float(design_effect(c.events, c.claims, c.failed, c.claims_sq, c.failed_sq, c.failed_claims))
+    lo, hi = wilson(c.failed / c.claims, c.claims / deff, z_value(level))
+    return Interval(float(lo), float(hi))
+
+
+def share_interval(k: int, c: Counts, level: float = 0.95) -> Interval | None:
+    """Interval for k/claims, e.g. one verdict's share, without per-verdict Σ sums.
+
+    It uses the largest possible design effect (Σn²/Σn), so it is conservative.
+    """
+    if c.claims <= 0:
+        return None
+    deff = max(c.claims_sq / c.claims, 1.0)
+    lo, hi = wilson(k / c.claims, c.claims / deff, z_value(level))
+    return Interval(float(lo), float(hi))
+
+
+def proportion_interval(k: int, n: int, level: float = 0.95) -> Interval | None:
+    """Wilson interval for an event-level proportion k/n; None when n is 0."""
+    if n < 0 or k < 0 or k > n:
+        raise ValueError(f"proportion needs 0 <= k <= n, got k={k}, n={n}")
+    if n == 0:
+        return None
+    lo, hi = wilson(k / n, float(n), z_value(level))
+    return Interval(float(lo), float(hi))
+
+
+def bootstrap_interval(
+    numerators,
+    denominators=None,
+    level: float = 0.95,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> Interval | None:
+    """Item (cluster) bootstrap percentile interval for Σnum/Σden (or the mean of values).
+
+    Each item is one answer or one eval-set item; items are resampled with
+    replacement. Returns None for no items, or when every resample has a zero
+    denominator.
+    """
+    num = np.asarray(numerators, dtype=np.float64)
+    den = np.ones_like(num) if denominators is None else np.asarray(denominators, dtype=np.float64)
+    if num.ndim != 1 or num.shape != den.shape:
+        raise ValueError(f"numerators and denominators must be 1-D and the same length, got {num.shape} and {den.shape}")
+    if n_boot < 100:
+        raise ValueError(f"n_boot must be at least 100, got {n_boot}")
+    alpha = 1 - level
+    z_value(level)
+    if num.size == 0:
+        return None
+    rng = np.random.default_rng(seed)
+    stats = np.empty(n_boot)
+    chunk = max(1, 4_000_000 // num.size)  # bounds memory at ~32 MB per chunk
+    for start in range(0, n_boot, chunk):
+        stop = min(n_boot, start + chunk)
+        idx = rng.integers(0, num.size, size=(stop - start, num.size))
+        top, bottom = num[idx].sum(axis=1), den[idx].sum(axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            stats[start:stop] = np.where(bottom > 0, top / np.where(bottom > 0, bottom, 1), np.nan)
+    stats = stats[~np.isnan(stats)]
+    if stats.size == 0:
+        return None
+    lo, hi = np.quantile(stats, [alpha / 2, 1 - alpha / 2])
+    return Interval(float(lo), float(hi))
+
+
+@dataclass(frozen=True, slots=True)
+class Rate:
+    name: str
+    value: float | None
+    interval: Interval | None
+    numerator: int
+    denominator: int
+
+
+def rates(c: Counts, level: float = 0.95) -> dict[str, Rate]:
+    """Every rate of issue 3 for one window, each with its interval and volume."""
+    out = {"hallucination": Rate("hallucination", c.rate, ratio_interval(c, level), c.failed, c.claims)}
+    for verdict in FAILED_VERDICT_FIELDS:
+        k = getattr(c, verdict)
+        out[verdict] = Rate(verdict, k / c.claims if c.claims else None, share_interval(k, c, level), k, c.claims)
+    for name, k, n in (
+        ("unsafe_serve", c.served_unsafe, c.served),
+        ("abstention", c.abstained, c.events),
+        ("correct_abstention", c.unanswerable_abstained, c.unanswerable),
+        ("over_refusal", c.answerable_abstained, c.answerable),
+    ):
+        out[name] = Rate(name, k / n if n else None, proportion_interval(k, n, level), k, n)
+    return out

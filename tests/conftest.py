@@ -1,0 +1,47 @@
+"""Shared fixtures. Real components only: the Tansu broker, the chDB engine, worker processes."""
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+
+# Nothing may download at run time; the embedding model ships in a package.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+OUTPUT_DIR = Path(__file__).resolve().parent.parent / "test-output"
+
+
+@pytest.fixture
+def store(tmp_path):
+    """A fresh, migrated embedded ClickHouse (chDB allows one open directory per process)."""
+    from services.store.backends import ChdbStore
+    from services.store.migrate import migrate
+
+    s = ChdbStore(tmp_path / "clickhouse")
+    migrate(s)
+    yield s
+    s.close()
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory):
+    from streams.broker import EmbeddedBroker
+
+    b = EmbeddedBroker(log_path=tmp_path_factory.mktemp("broker") / "tansu.log").start()
+    yield b
+    b.stop()
+
+
+@pytest.fixture
+def topic_prefix() -> str:
+    """Fresh topics (and consumer group) per test."""
+    return f"t{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture(scope="session")
+def output_dir() -> Path:
+    OUTPUT_DIR.mkdir(exist_ok=True)
+    return OUTPUT_DIR

@@ -1,0 +1,137 @@
+"""The ingest spine on real components: Tansu broker -> Faust worker process -> chDB.
+
+One simulated stream (>= 10,000 events, >= 5% bad) goes through a worker that is
+SIGKILLed mid-ingest and restarted; then the committed offsets are rewound so the
+worker re-reads everything it already stored. Counts must stay exact throughout.
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import subprocess
+import sys
+from datetime import datetime, timezone
+
+import orjson
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from services.produce import raw_producer
+from services.simulate import Scenario, expected_counts, generate
+from streams.broker import create_topics
+from tests.support.processes import WorkerProcess
+
+START = datetime(2026, 11, 21, 8, 0, tzinfo=timezone.utc)
+
+
+def stored_totals(worker: WorkerProcess) -> tuple[int, int]:
+    rates = worker.get("/api/rates", window="all") or []
+    dlq = worker.get("/api/dlq") or []
+    return sum(r["events"] for r in rates), sum(d["count"] for d in dlq)
+
+
+def metric(worker: WorkerProcess, name: str) -> float:
+    text = worker.get_text("/metrics")
+    return sum(s.value for fam in text_string_to_metric_families(text) for s in fam.samples if s.name == name)
+
+
+async def read_topic(bootstrap: str, topic: str, expected: int, timeout: float = 60) -> list:
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
+        consumer.assign(parts)
+        await consumer.seek_to_beginning(*parts)
+        records, loop = [], asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while len(records) < expected and loop.time() < deadline:
+            for batch in (await consumer.getmany(timeout_ms=500)).values():
+                records.extend(batch)
+        return records
+    finally:
+        await consumer.stop()
+
+
+async def rewind_group(bootstrap: str, group: str, topic: str) -> None:
+    """Commit offset 0 for every partition, as an operator resetting a consumer group would."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka.structs import OffsetAndMetadata
+
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
+        consumer.assign(parts)
+        await consumer.commit({tp: OffsetAndMetadata(0, "") for tp in parts})
+    finally:
+        await consumer.stop()
+
+
+@pytest.fixture(scope="module")
+def stream():
+    scenario = dataclasses.replace(Scenario.demo(), bad_fraction=0.06)
+    sims = list(generate(scenario, START, 45, seed=11))
+    return sims, expected_counts(sims)
+
+
+def test_exactly_once_through_kill_restart_and_redelivery(broker, topic_prefix, tmp_path, stream):
+    sims, expected = stream
+    assert expected.valid_events >= 10_000, "the stream must be large enough to mean something"
+    assert expected.bad_total >= 0.05 * len(sims) and len(expected.bad) >= 8
+    assert expected.duplicates > 0
+
+    topic = f"{topic_prefix}.verdicts"
+    create_topics(broker.bootstrap, [topic, f"{topic_prefix}.verdicts.dlq", f"{topic_prefix}.alerts"], 4)
+    producer = raw_producer(broker.bootstrap)
+    for sim in sims:
+        producer.send(topic, key=sim.key, value=sim.raw)
+    producer.flush()
+    producer.close()
+
+    store = f"chdb:{tmp_path / 'ch'}"
+    worker = WorkerProcess(broker.bootstrap, store, topic_prefix, tmp_path / "worker.log",
+                           env={"CLAIMWATCH_INGEST__BATCH_SIZE": "500"})
+    # 1. Kill the worker mid-ingest: written-but-uncommitted batches will be redelivered.
+    worker.start()
+    worker.wait_for(lambda: stored_totals(worker)[0] > 1000, 180, "some events stored")
+    worker.kill()
+    # 2. Restart: everything arrives, nothing twice.
+    worker.start()
+    total = expected.valid_events, expected.bad_total
+    worker.wait_for(lambda: stored_totals(worker) == total, 300, f"{total} events/dead letters stored")
+
+    rates = worker.get("/api/rates", window="all")
+    assert {r["route"]: r["verdicts"] for r in rates} == expected.verdicts
+    assert {r["route"]: r["events"] for r in rates} == expected.events
+    assert [r["rate"] for r in rates] == sorted((r["rate"] for r in rates), reverse=True)  # worst first
+    assert {d["reason"]: d["count"] for d in worker.get("/api/dlq")} == expected.bad
+
+    # The CLI reaches the running service and prints the stable JSON shape.
+    cli = subprocess.run([sys.executable, "-m", "services.cli", "rates", "--window", "all", "--json",
+                          "--api", worker.url], capture_output=True, timeout=60, check=True)
+    printed = orjson.loads(cli.stdout)
+    assert {r["route"] for r in printed} == set(expected.events)
+    assert all({"route", "events", "claims", "failed", "rate", "verdicts"} <= set(r) for r in printed)
+    assert {r["route"]: (r["claims"], r["failed"]) for r in printed} == {
+        route: (expected.claims(route), expected.failed(route)) for route in expected.events}
+    worker.stop()
+
+    # 3. Every bad message is on the DLQ topic with its original bytes, reason and source.
+    dead = asyncio.run(read_topic(broker.bootstrap, f"{topic_prefix}.verdicts.dlq", expected.bad_total))
+    sources = {dict(r.headers)["claimwatch-source"] for r in dead}
+    assert len(sources) == expected.bad_total  # at-least-once on the DLQ topic, each source present
+    bad_bytes = {s.raw for s in sims if s.bad_rule}
+    assert {r.value for r in dead} == bad_bytes
+    assert all(dict(r.headers)["claimwatch-reason"] for r in dead)
+
+    # 4. Redeliver committed batches: rewind the group to 0 and restart. Counts don't move.
+    asyncio.run(rewind_group(broker.bootstrap, f"{topic_prefix}-worker", topic))
+    worker.start()
+    valid_messages = sum(1 for s in sims if s.bad_rule is None)
+    worker.wait_for(lambda: metric(worker, "claimwatch_duplicate_events_total") >= valid_messages, 300,
+                    "the whole topic re-read")
+    assert stored_totals(worker) == total
+    assert {r["route"]: r["verdicts"] for r in worker.get("/api/rates", window="all")} == expected.verdicts
+    worker.stop()

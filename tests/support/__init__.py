@@ -1,0 +1,1 @@
+"""Test doubles and helpers shared by the test suites (never imported by the product)."""

@@ -1,0 +1,89 @@
+"""Real claimwatch processes for integration tests: started, polled, stopped or killed."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import httpx
+
+from streams.broker import free_port
+
+
+class WorkerProcess:
+    """`claimwatch worker --serve-api` as a subprocess owning its chDB directory."""
+
+    def __init__(self, bootstrap: str, clickhouse: str, topic_prefix: str, log_path: Path,
+                 env: dict[str, str] | None = None, args: list[str] | None = None):
+        self.bootstrap, self.clickhouse, self.topic_prefix = bootstrap, clickhouse, topic_prefix
+        self.log_path = log_path
+        self.port = free_port()
+        self.env = env or {}
+        self.args = args or []
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 60) -> "WorkerProcess":
+        env = {**os.environ, "CLAIMWATCH_API__PORT": str(self.port), "CLAIMWATCH_API__HOST": "127.0.0.1",
+               "CLAIMWATCH_API__URL": self.url, "PYTHONUNBUFFERED": "1", **self.env}
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "services.cli", "-v", "worker", "--serve-api", "--kafka", self.bootstrap,
+             "--clickhouse", self.clickhouse, "--topic-prefix", self.topic_prefix, *self.args],
+            stdout=log, stderr=log, env=env, start_new_session=True,
+        )
+        self.wait_for(lambda: self.get("/healthz") is not None, timeout, "worker API to come up")
+        return self
+
+    def get(self, path: str, **params: Any) -> Any:
+        try:
+            response = httpx.get(self.url + path, params=params, timeout=30)
+        except httpx.TransportError:
+            return None
+        return response.json() if response.status_code == 200 else None
+
+    def get_text(self, path: str) -> str:
+        return httpx.get(self.url + path, timeout=30).text
+
+    def wait_for(self, predicate: Callable[[], Any], timeout: float, what: str) -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise AssertionError(f"worker exited with {self.proc.returncode} while waiting for {what}; log: {self.log_path}")
+            value = predicate()
+            if value:
+                return value
+            time.sleep(0.5)
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}; log: {self.log_path}")
+
+    def stop(self, timeout: float = 90) -> int:
+        """Graceful stop (SIGINT, like Ctrl-C)."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"worker did not stop within {timeout}s; log: {self.log_path}")
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    def __enter__(self) -> "WorkerProcess":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                self.stop(30)
+            except AssertionError:
+                pass

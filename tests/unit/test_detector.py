@@ -1,0 +1,225 @@
+"""Drift detectors: a contract suite over every candidate, then replayed seeded streams."""
+from __future__ import annotations
+
+import copy
+import pickle
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import pytest
+
+from services.alerts.detector import (
+    DEFAULT_DETECTOR, DETECTORS, CusumDetector, DetectorConfig, NaiveDetector, WindowDetector, make_detector,
+)
+from services.rates.intervals import Counts
+
+T0 = datetime(2026, 11, 21, tzinfo=timezone.utc)
+RHO = 0.1
+BASE = 0.08
+
+
+def minute_stream(seed: int, rates, answers_per_minute: float = 60.0, contradicted_share=0.3) -> list[Counts]:
+    """Per-minute Counts from simulated answers: 1–8 claims, intra-answer correlation 0.1."""
+    rng = np.random.default_rng(seed)
+    rates = np.asarray(rates, dtype=float)
+    share = np.broadcast_to(np.asarray(contradicted_share, dtype=float), rates.shape)
+    answers = rng.poisson(answers_per_minute, rates.size)
+    minute = np.repeat(np.arange(rates.size), answers)
+    n = rng.integers(1, 9, minute.size)
+    scale = 1 / RHO - 1
+    f = rng.binomial(n, rng.beta(rates[minute] * scale, (1 - rates[minute]) * scale))
+    contradicted = rng.binomial(f, share[minute])
+    total = lambda w: np.bincount(minute, weights=w, minlength=rates.size).astype(int)  # noqa: E731
+    cols = dict(events=np.bincount(minute, minlength=rates.size), claims=total(n), failed=total(f),
+                claims_sq=total(n * n), failed_sq=total(f * f), failed_claims=total(f * n),
+                supported=total(n - f), unsupported=total(f - contradicted), contradicted=total(contradicted),
+                served=np.bincount(minute, minlength=rates.size))
+    return [Counts(**{k: int(v[i]) for k, v in cols.items()}) for i in range(rates.size)]
+
+
+def replay(detector, stream, start: int = 0):
+    """Feed minute buckets; return the state after each one."""
+    states = []
+    for i, counts in enumerate(stream, start):
+        detector.update(counts, T0 + timedelta(minutes=i))
+        states.append(detector.state)
+    return states
+
+
+def first(states, wanted: str) -> int | None:
+    return next((i for i, s in enumerate(states) if s == wanted), None)
+
+
+def entries(states, wanted: str = "firing") -> int:
+    return sum(1 for prev, cur in zip(["ok", *states], states) if cur == wanted and prev != wanted)
+
+
+ALL = sorted(DETECTORS.items())
+
+
+# ---- contract: every detector -------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def rise_stream():
+    rates = np.r_[np.full(600, BASE), np.full(300, BASE + 0.05)]
+    return minute_stream(1, rates, contradicted_share=np.r_[np.full(600, 0.3), np.full(300, 0.6)])
+
+
+@pytest.mark.parametrize("name,cls", ALL)
+def test_update_does_not_mutate_inputs(name, cls, rise_stream):
+    detector = cls()
+    before = [copy.deepcopy(c) for c in rise_stream[:700]]
+    now = T0 + timedelta(minutes=5)
+    replay(detector, rise_stream[:700])
+    assert rise_stream[:700] == before
+    assert now == T0 + timedelta(minutes=5)
+
+
+@pytest.mark.parametrize("name,cls", ALL)
+def test_pickled_copy_continues_identically(name, cls, rise_stream):
+    detector = cls()
+    replay(detector, rise_stream[:620])
+    clone = pickle.loads(pickle.dumps(detector))
+    a = [(s, detector.statistic, detector.rate, detector.onset) for s in replay(detector, rise_stream[620:], 620)]
+    b = [(s, clone.statistic, clone.rate, clone.onset) for s in replay(clone, rise_stream[620:], 620)]
+    assert a == b
+
+
+@pytest.mark.parametrize("name,cls", ALL)
+def test_deterministic_under_a_seed(name, cls):
+    stream_a = minute_stream(9, np.r_[np.full(500, BASE), np.full(200, BASE + 0.04)])
+    stream_b = minute_stream(9, np.r_[np.full(500, BASE), np.full(200, BASE + 0.04)])
+    a, b = cls(), cls()
+    assert replay(a, stream_a) == replay(b, stream_b)
+    assert (a.statistic, a.baseline, a.rate) == (b.statistic, b.baseline, b.rate)
+
+
+@pytest.mark.parametrize("name,cls", ALL)
+def test_bad_updates_are_refused_with_a_clear_error(name, cls):
+    detector = cls()
+    detector.update(Counts.zero(), T0)
+    with pytest.raises(ValueError, match="not after the last bucket"):
+        detector.update(Counts.zero(), T0)
+    with pytest.raises(ValueError, match="timezone-aware"):
+        detector.update(Counts.zero(), datetime(2026, 11, 21, 0, 5))
+    with pytest.raises(TypeError, match="Counts"):
+        detector.update({"claims": 3}, T0 + timedelta(minutes=1))
+
+
+# ---- detection on replayed streams --------------------------------------------------------
+
+EXPECTED_FIRING_MINUTE = {"cusum": 604, "window": 607, "naive": 620}  # the rise starts at minute 600
+
+
+@pytest.mark.parametrize("name,cls", ALL)
+def test_five_point_rise_fires_at_the_exact_minute(name, cls, rise_stream):
+    detector = cls()
+    states = replay(detector, rise_stream)
+    assert first(states[:600], "firing") is None
+    assert first(states, "firing") == EXPECTED_FIRING_MINUTE[name]
+    assert first(states, "pending") < first(states, "firing")
+    assert detector.drift_detected and detector.state == "firing"
+    assert detector.baseline == pytest.approx(BASE, abs=0.006)
+    assert detector.delta == pytest.approx(0.05, abs=0.015)
+    assert detector.driving_verdict == "contradicted"
+    assert detector.rate_interval.lo < detector.rate < detector.rate_interval.hi
+
+
+def test_cusum_estimates_onset_and_counts_claims(rise_stream):
+    detector = CusumDetector()
+    replay(detector, rise_stream[:EXPECTED_FIRING_MINUTE["cusum"] + 1])
+    assert abs(detector.onset - (T0 + timedelta(minutes=600))) <= timedelta(minutes=3)
+    assert detector.claims_counted >= 200
+    assert detector.window_minutes == EXPECTED_FIRING_MINUTE["cusum"] + 1 - int((detector.onset - T0).total_seconds() // 60)
+
+
+def test_two_point_rise_is_caught_and_three_points_faster():
+    base = np.full(600, BASE)
+    two = replay(CusumDetector(), minute_stream(21, np.r_[base, np.full(120, BASE + 0.02)]))
+    three = replay(CusumDetector(), minute_stream(21, np.r_[base, np.full(120, BASE + 0.03)]))
+    assert first(two[:600], "firing") is None and first(three[:600], "firing") is None
+    assert 600 < first(three, "firing") < first(two, "firing") <= 690
+
+
+@pytest.mark.parametrize("name", ["cusum", "naive", "window"])
+def test_days_of_pure_noise_raise_nothing(name):
+    states = replay(make_detector(DetectorConfig(kind=name)), minute_stream(5, np.full(4 * 1440, BASE)))
+    assert "firing" not in states
+
+
+def test_low_volume_noise_at_a_low_base_rate_raises_nothing():
+    states = replay(DEFAULT_DETECTOR(), minute_stream(6, np.full(3 * 1440, 0.02), answers_per_minute=20))
+    assert "firing" not in states
+
+
+def expected_minute(rate: float, answers: int = 1000) -> Counts:
+    """A noise-free minute: the expected sums of `answers` answers (sizes 1–8, correlation 0.1) at `rate`."""
+    claims, claims_sq = 4.5 * answers, 25.5 * answers
+    failed_sq = rate * (1 - rate) * (claims + RHO * (claims_sq - claims)) + rate * rate * claims_sq
+    return Counts(events=answers, claims=round(claims), failed=round(rate * claims), claims_sq=round(claims_sq),
+                  failed_sq=round(failed_sq), failed_claims=round(rate * claims_sq))
+
+
+def test_a_credible_rise_smaller_than_the_threshold_is_not_alerted():
+    # +1.2 points, without noise: the CUSUM accumulates (pending) but the rise is not 2 points
+    states = replay(CusumDetector(), [expected_minute(BASE)] * 600 + [expected_minute(BASE + 0.012)] * 600)
+    assert "pending" in states and "firing" not in states
+    states = replay(CusumDetector(), [expected_minute(BASE)] * 600 + [expected_minute(BASE + 0.02)] * 60)
+    assert first(states, "firing") == 601  # the same stream at +2 points fires on its second elevated minute
+
+
+def test_no_alarm_during_warm_up_even_on_a_huge_rise():
+    detector = CusumDetector()
+    states = replay(detector, minute_stream(4, np.r_[np.full(60, BASE), np.full(100, 0.4)]))
+    assert "firing" not in states and not detector.warm
+
+
+def test_resolution_has_hysteresis_no_flapping_around_the_threshold():
+    # six hours hovering around baseline + threshold (+1.5 / +2.5 points, alternating every 10 minutes)
+    hover = np.where((np.arange(360) // 10) % 2 == 0, BASE + 0.015, BASE + 0.025)
+    stream = minute_stream(13, np.r_[np.full(600, BASE), hover, np.full(240, BASE)])
+    cusum = replay(CusumDetector(), stream)
+    assert entries(cusum) == 1
+    fired = first(cusum, "firing")
+    assert all(s == "firing" for s in cusum[fired:960])  # stays firing through the hover
+    assert cusum[-1] == "ok" and entries(cusum[fired:], "ok") == 1  # resolved once, after the rate came back
+    assert 960 < first(cusum[fired:], "ok") + fired <= 1000
+    # the Prometheus-style rule resolves the moment its condition is false, so it flaps on the same data
+    assert entries(replay(NaiveDetector(), stream)) >= 3
+
+
+def test_baseline_freezes_while_an_alert_is_open(rise_stream):
+    rates = np.r_[np.full(600, BASE), np.full(600, BASE + 0.05)]
+    detector = CusumDetector()
+    replay(detector, minute_stream(1, rates))
+    assert detector.state == "firing"
+    assert detector.baseline == pytest.approx(BASE, abs=0.006)  # ten hours in, the rise is not the new normal
+
+
+def test_gaps_count_as_empty_minutes():
+    stream = minute_stream(2, np.full(400, BASE))
+    detector = CusumDetector()
+    for i, c in enumerate(stream):
+        if i % 7:  # drop some buckets entirely
+            detector.update(c, T0 + timedelta(minutes=i))
+    detector.update(stream[0], T0 + timedelta(days=3))  # a long outage
+    assert detector.state == "ok"
+
+
+def test_config_validation_names_the_field():
+    with pytest.raises(ValueError, match="threshold=0: must be a fraction between 0 and 1"):
+        DetectorConfig(threshold=0)
+    with pytest.raises(ValueError, match="h='high': must be positive"):
+        DetectorConfig(h="high")
+    with pytest.raises(ValueError, match="kind 'ewma' is unknown"):
+        DetectorConfig(kind="ewma")
+    with pytest.raises(ValueError, match="unknown detector setting.*hh"):
+        DetectorConfig.from_mapping({"hh": 3})
+    assert DetectorConfig.from_mapping({"h": 9, "windows": [5, 15]}).windows == (5, 15)
+
+
+def test_factory_and_default():
+    assert isinstance(make_detector(), DEFAULT_DETECTOR)
+    assert isinstance(make_detector(DetectorConfig(kind="window")), WindowDetector)
+    assert isinstance(make_detector(DetectorConfig(kind="naive")), NaiveDetector)
+    assert make_detector(DetectorConfig(threshold=0.03)).config.threshold == 0.03

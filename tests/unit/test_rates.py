@@ -1,0 +1,66 @@
+from datetime import timedelta
+
+import orjson
+import pytest
+
+from services.contract.decode import Decoder
+from services.rates.query import RateQueries, WindowError, parse_window
+from services.rates.report import route_rates, slice_rates
+from services.store.writer import EventWriter
+
+
+def event(i, route, minute, verdicts, action="served", answerable=True, qt="lookup"):
+    return Decoder().decode(orjson.dumps({
+        "schema": "claimwatch.verdict/v1", "event_id": f"{route}-{i}", "trace_id": "t", "route": route,
+        "observed_at": f"2026-11-21T10:{minute:02d}:30Z", "answer": {"action": action},
+        "query": {"answerable": answerable, "query_type": qt}, "versions": {"model": "m"},
+        "claims": [{"verdict": v} for v in verdicts]}))
+
+
+@pytest.mark.parametrize("text, minutes", [("5m", 5), ("30m", 30), ("90m", 90), ("24h", 1440), ("2d", 2880), ("45s", 0.75)])
+def test_parse_window(text, minutes):
+    assert parse_window(text) == timedelta(minutes=minutes)
+
+
+@pytest.mark.parametrize("bad", ["", "0m", "30", "m30", "5 weeks", "-5m"])
+def test_bad_window_names_the_fix(bad):
+    with pytest.raises(WindowError, match="positive number followed by s, m, h or d"):
+        parse_window(bad)
+
+
+def test_rates_worst_first_with_breakdown_and_window(store):
+    evs = [event(i, "calm", 0, ["supported"] * 4) for i in range(10)]
+    evs += [event(i, "bad", 0, ["contradicted", "unsupported", "supported", "trivial"]) for i in range(10)]
+    evs += [event(100 + i, "bad", 59, ["supported", "supported"]) for i in range(10)]
+    evs += [event(200, "calm", 59, [], action="abstained", answerable=False),
+            event(201, "calm", 59, [], action="abstained", answerable=True)]
+    EventWriter(store).write(evs)
+    q = RateQueries(store)
+    everything = route_rates(q.totals("", None))
+    assert [r["route"] for r in everything] == ["bad", "calm"]
+    bad = everything[0]
+    assert (bad["events"], bad["claims"], bad["failed"]) == (20, 50, 20)
+    assert bad["rate"] == pytest.approx(0.4)
+    assert bad["verdicts"]["contradicted"] == 10 and bad["verdicts"]["trivial"] == 10
+    lo, hi = bad["interval"]
+    assert lo < 0.4 < hi
+    calm = everything[1]
+    assert calm["abstention_pair"]["correct_abstention"]["rate"] == 1.0
+    assert calm["abstention_pair"]["over_refusal"]["rate"] == pytest.approx(1 / 11)
+    assert bad["unsafe_serve"]["rate"] == pytest.approx(0.5)
+    # The 5-minute window ends at the newest bucket (10:59) and excludes 10:00.
+    recent = {r["route"]: r for r in route_rates(q.totals("", parse_window("5m")))}
+    assert recent["bad"]["failed"] == 0 and recent["bad"]["claims"] == 20
+    assert recent["calm"]["events"] == 2
+
+
+def test_slices_by_query_type(store):
+    EventWriter(store).write([event(1, "r", 1, ["contradicted"], qt="multi_hop"), event(2, "r", 1, ["supported"], qt="lookup")])
+    rows = slice_rates(RateQueries(store).totals("query_type", None), "query_type")
+    assert [(e["value"], e["rate"]) for e in rows] == [("multi_hop", 1.0), ("lookup", 0.0)]
+    assert RateQueries(store).dims() == ["query_type", "stakes", "version.model"]
+
+
+def test_empty_store_has_no_rates(store):
+    assert RateQueries(store).totals("", parse_window("30m")) == []
+    assert RateQueries(store).latest_minute() is None

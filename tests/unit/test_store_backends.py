@@ -1,0 +1,214 @@
+"""The store contract, run over both back ends: embedded chDB and a ClickHouse server over HTTP.
+
+The server is the stand-in from tests/support (ClickHouse's HTTP interface in front of chDB), reached
+through the real clickhouse-connect client. chDB allows one session per process, so every test opens
+one back end at a time and closes it before the next one opens.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from contextlib import contextmanager
+from importlib import resources
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from services.contract.decode import validate_event
+from services.contract.model import FAILED_VERDICTS, VerdictEvent
+from services.store.backends import ChdbStore, HttpStore, Store, StoreError
+from services.store.convert import event_to_row
+from services.store.migrate import migrate
+from services.store.writer import INSERT_SETTINGS, EventWriter
+from tests.support.clickhouse_standin import ClickHouseStandin
+
+BACKENDS = ("chdb", "http")
+MIGRATIONS = resources.files("services.store").joinpath("migrations")
+RATE_SUMS = ("events", "claims", "failed", "claims_sq", "failed_sq", "failed_claims", "supported", "unsupported",
+             "contradicted", "overreach", "stale", "no_source", "trivial", "served", "served_unsafe", "abstained",
+             "answerable", "answerable_abstained", "unanswerable", "unanswerable_abstained")
+HOSTILE = (
+    "it's", 'say "hi"', "back\\slash", "ends with \\", "\\'", "\\N", "NULL", "tab\there", "new\nline", "cr\r\nlf",
+    "'; DROP TABLE events; --", "{x:String}", "{event_id:String}", "%s %(x)s $1 ?", "ünïcødé ✓ 日本語 🙂 \u202e",
+    "<script>alert('x')</script>&amp;", "nul\x00byte", "x" * 5000 + "'\\\t\n",  # the long one forces form encoding
+)
+
+
+@contextmanager
+def open_backend(kind: str, root: Path) -> Iterator[Store]:
+    """One back end, closed on exit: chDB allows a single open session per process."""
+    if kind == "chdb":
+        store: Store = ChdbStore(root / "chdb")
+        try:
+            yield store
+        finally:
+            store.close()
+        return
+    with ClickHouseStandin(root / "server") as server:
+        store = HttpStore(server.url)
+        try:
+            yield store
+        finally:
+            store.close()
+
+
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    with open_backend(request.param, tmp_path) as opened:
+        migrate(opened)
+        yield opened
+
+
+def make_event(n: int, route: str = "billing-faq", verdicts: tuple[str, ...] = ("supported", "contradicted"),
+               minute: int = 14, **fields: object) -> VerdictEvent:
+    event = {
+        "schema": "claimwatch.verdict/v1", "event_id": f"e-{n:04d}", "trace_id": f"tr-{n:04d}",
+        "observed_at": f"2026-11-21T09:{minute:02d}:{n % 60:02d}.512Z", "route": route,
+        "query": {"text": f"question {n}", "query_type": "lookup", "stakes": ("low", "high")[n % 2],
+                  "answerable": n % 3 != 0},
+        "answer": {"text": f"answer {n}", "action": ("served", "abstained")[n % 5 == 0]},
+        "versions": {"model": f"gen-{n % 2}", "prompt": "faq-v14"},
+        "claims": [{"claim_id": f"c{i + 1}", "text": f"claim {n}.{i}", "verdict": v, "score": round(0.1 * (i + 1), 2)}
+                   for i, v in enumerate(verdicts)],
+    }
+    event.update(fields)
+    return validate_event(event)
+
+
+def mixed_events(count: int, start: int = 0) -> list[VerdictEvent]:
+    routes = ("billing-faq", "parcel-status", "hr/policies")
+    shapes = (("supported",), ("supported", "unsupported", "trivial"), ("contradicted", "stale", "no_source", "overreach"),
+              ("not_enough_info", "entailed"), ())
+    return [make_event(n, routes[n % 3], shapes[n % 5], minute=10 + n % 3) for n in range(start, start + count)]
+
+
+def totals(store: Store) -> dict[str, int]:
+    """Row counts as stored right now, without FINAL: what a query sees before background merges."""
+    return {
+        "events": store.query("SELECT count() AS n FROM events")[0]["n"],
+        "claims": store.query("SELECT count() AS n FROM claims")[0]["n"],
+        "rate_events": store.query("SELECT sum(events) AS n FROM rate_minute WHERE dim = ''")[0]["n"],
+        "rate_claims": store.query("SELECT sum(claims) AS n FROM rate_minute WHERE dim = ''")[0]["n"],
+    }
+
+
+def expected_totals(events: list[VerdictEvent]) -> dict[str, int]:
+    return {"events": len(events), "claims": sum(len(e.claims) for e in events), "rate_events": len(events),
+            "rate_claims": sum(c.verdict != "trivial" for e in events for c in e.claims)}
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_migrate_applies_once_and_survives_a_restart(kind: str, tmp_path: Path) -> None:
+    shipped = sorted(int(p.name[:3]) for p in MIGRATIONS.iterdir() if re.fullmatch(r"\d{3}_\w+\.sql", p.name))
+    with open_backend(kind, tmp_path) as store:
+        assert migrate(store) == shipped
+        assert migrate(store) == []
+        tables = {r["name"] for r in store.query("SELECT name FROM system.tables WHERE database = currentDatabase()")}
+    with open_backend(kind, tmp_path) as store:
+        assert migrate(store) == []
+        applied = store.query("SELECT version, name FROM schema_migrations ORDER BY version")
+    assert [r["version"] for r in applied] == shipped and applied[0] == {"version": 1, "name": "ingest"}
+    assert {"events", "claims", "claims_mv", "rate_minute", "rate_minute_mv", "dlq", "schema_migrations"} <= tables
+
+
+def test_both_back_ends_store_and_read_back_the_same_rows(tmp_path: Path) -> None:
+    events = mixed_events(60)
+    snapshots = {}
+    for kind in BACKENDS:
+        with open_backend(kind, tmp_path / kind) as store:
+            migrate(store)
+            writer = EventWriter(store)
+            assert writer.write(events[:40]).inserted == 40
+            assert writer.write(events[30:]).inserted == 20  # ten redelivered
+            snapshots[kind] = {
+                "events": store.query("SELECT * EXCEPT ingested_at FROM events ORDER BY event_id"),
+                "claims": store.query("SELECT * FROM claims ORDER BY event_id, claim_idx"),
+                "rates": store.query(f"SELECT dim, value, route, minute, {', '.join(f'sum({c}) AS {c}' for c in RATE_SUMS)} "
+                                     "FROM rate_minute GROUP BY dim, value, route, minute ORDER BY dim, value, route, minute"),
+                "verdicts": store.query("SELECT route, verdict, count() AS n FROM claims GROUP BY route, verdict "
+                                        "ORDER BY route, verdict"),
+            }
+    chdb, http = snapshots["chdb"], snapshots["http"]
+    assert chdb == http
+    assert [r["event_id"] for r in chdb["events"]] == sorted(e.event_id for e in events)
+    expected = Counter((e.route, c.verdict) for e in events for c in e.claims)
+    assert {(r["route"], r["verdict"]): r["n"] for r in chdb["verdicts"]} == expected
+    whole_route = [r for r in chdb["rates"] if r["dim"] == ""]
+    assert {r["route"] for r in whole_route} == {"billing-faq", "parcel-status", "hr/policies"}
+    for route in ("billing-faq", "parcel-status", "hr/policies"):
+        on_route = [e for e in events if e.route == route]
+        assert sum(r["events"] for r in whole_route if r["route"] == route) == len(on_route)
+        assert sum(r["failed"] for r in whole_route if r["route"] == route) == sum(
+            c.verdict in FAILED_VERDICTS for e in on_route for c in e.claims)
+    first = chdb["events"][0]
+    assert (first["observed_at"], first["versions"], first["verdicts"]) == (
+        "2026-11-21 09:10:00.512", {"model": "gen-0", "prompt": "faq-v14"}, ["supported"])
+
+
+def test_hostile_values_are_stored_and_read_back_exactly(store: Store) -> None:
+    for value in HOSTILE:
+        row = store.query("SELECT {v:String} AS v, {a:Array(String)} AS a", {"v": value, "a": [value, "plain"]})
+        assert row == [{"v": value, "a": [value, "plain"]}]
+    events = [
+        make_event(n, event_id=value[:128], trace_id=value[-128:], tenant=value,
+                   query={"text": value}, answer={"text": value, "action": "served"},
+                   versions={"model": value, value[:64]: "v"}, attributes={"note": value},
+                   claims=[{"text": value, "verdict": "supported", "span": value}])
+        for n, value in enumerate(HOSTILE)
+    ]
+    assert EventWriter(store).write(events).inserted == len(HOSTILE)
+    assert EventWriter(store).write(events).inserted == 0  # the ids themselves survive the IN {ids:Array(String)} check
+    for event, value in zip(events, HOSTILE):
+        stored = store.query("SELECT event_id, trace_id, tenant, query_text, answer_text, versions, attributes, "
+                             "claim_texts, spans FROM events WHERE event_id = {id:String}", {"id": event.event_id})
+        assert stored == [{"event_id": value[:128], "trace_id": value[-128:], "tenant": value, "query_text": value,
+                           "answer_text": value, "versions": {"model": value, value[:64]: "v"},
+                           "attributes": {"note": value}, "claim_texts": [value], "spans": [value]}]
+        claims = store.query("SELECT text, span FROM claims WHERE event_id = {id:String}", {"id": event.event_id})
+        assert claims == [{"text": value, "span": value}]
+    assert totals(store)["events"] == len(HOSTILE)  # and the events table is still there
+
+
+def test_dedup_token_makes_a_retried_insert_a_noop_in_events_and_views(store: Store) -> None:
+    store.command("SYSTEM STOP MERGES")
+    events = mixed_events(12)
+    rows = [event_to_row(e) for e in events]
+    retried = {**INSERT_SETTINGS, "insert_deduplication_token": "batch-1"}
+    store.insert("events", rows, retried)
+    store.insert("events", rows, retried)
+    assert totals(store) == expected_totals(events)
+    # The token is what decides: the same rows under another token are a new block, counted again.
+    store.insert("events", rows, {**INSERT_SETTINGS, "insert_deduplication_token": "batch-2"})
+    assert totals(store) == {k: 2 * v for k, v in expected_totals(events).items()}
+
+
+def test_redelivery_through_the_writer_never_double_counts_before_merges(store: Store) -> None:
+    store.command("SYSTEM STOP MERGES")
+    writer = EventWriter(store)
+    first, later = mixed_events(300), mixed_events(50, start=300)  # 300 ids are past the URL limit: form-encoded
+    assert writer.write(first).inserted == 300
+    again = writer.write(first)
+    assert (again.inserted, again.duplicates) == (0, 300)
+    mixed = writer.write(first[:10] + later + later[:5])  # old, new, and repeats within the batch
+    assert (mixed.inserted, mixed.duplicates) == (50, 15)
+    assert totals(store) == expected_totals(first + later)
+    parts = store.query("SELECT count() AS n FROM system.parts WHERE database = currentDatabase() "
+                        "AND table = 'events' AND active")[0]["n"]
+    assert parts == 2  # two inserts landed as two unmerged parts: the counts above are pre-merge
+
+
+def test_a_bad_statement_raises_store_error_with_clickhouse_message(store: Store) -> None:
+    with pytest.raises(StoreError, match=r"(?s)Code: 62\. DB::Exception: Syntax error.*SYNTAX_ERROR"):
+        store.query("SELEC 1")
+    with pytest.raises(StoreError, match=r"(?s)Code: 60\. DB::Exception: .*no_such_table.*UNKNOWN_TABLE"):
+        store.command("DROP TABLE no_such_table")
+    with pytest.raises(StoreError, match=r"(?s)Code: 60\. DB::Exception: .*UNKNOWN_TABLE"):
+        store.insert("no_such_table", [{"a": 1}])
+    bad_time = {**event_to_row(make_event(1)), "observed_at": "not a time"}
+    with pytest.raises(StoreError, match=r"(?s)Code: \d+\. DB::Exception: .*observed_at"):
+        store.insert("events", [bad_time])
+    with pytest.raises(StoreError, match=r"(?s)Code: 115\. DB::Exception: .*UNKNOWN_SETTING"):
+        store.insert("events", [event_to_row(make_event(2))], {"no_such_setting": 1})
+    assert totals(store)["events"] == 0  # nothing half-written
+    assert store.query("SELECT 1 AS ok") == [{"ok": 1}]  # and the store still answers
