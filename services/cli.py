@@ -47,10 +47,13 @@ def service_options(fn: Callable) -> Callable:
     return wrapper
 
 
-def reach(settings: Settings, path: str, params: dict, local: Callable[[Any], Any]) -> Any:
+def reach(settings: Settings, path: str, params: dict, local: Callable[[Any], Any],
+          method: str = "GET", body: dict | None = None) -> Any:
     """Ask the running service; if none answers, open the store files directly."""
+    headers = {"Authorization": f"Bearer {os.environ['CLAIMWATCH_TOKEN']}"} if os.environ.get("CLAIMWATCH_TOKEN") else {}
     try:
-        response = httpx.get(settings.api.url.rstrip("/") + path, params=params, timeout=30)
+        response = httpx.request(method, settings.api.url.rstrip("/") + path, params=params, json=body,
+                                 headers=headers, timeout=30)
     except httpx.TransportError:
         from services.store.backends import StoreError, open_store
         from services.store.migrate import migrate
@@ -62,10 +65,18 @@ def reach(settings: Settings, path: str, params: dict, local: Callable[[Any], An
         try:
             migrate(store)
             return local(store)
+        except LookupError as exc:
+            raise Abort(str(exc).strip('"')) from None
+        except ValueError as exc:
+            raise Abort(str(exc)) from None
         finally:
             store.close()
     if response.status_code >= 400:
-        raise Abort(f"{settings.api.url}{path}: HTTP {response.status_code}: {response.json().get('detail', response.text)}")
+        try:
+            detail = response.json().get("detail", response.text)
+        except ValueError:
+            detail = response.text
+        raise Abort(f"{settings.api.url}{path}: HTTP {response.status_code}: {detail}")
     return response.json()
 
 
@@ -126,18 +137,102 @@ def worker(settings: Settings, serve_api: bool) -> None:
     run_worker(settings, serve_api=serve_api)
 
 
+@main.command("api")
+@service_options
+def api_command(settings: Settings) -> None:
+    """Serve the HTTP API and dashboard alone (for a ClickHouse server deployment)."""
+    from services.runtime import run_api
+
+    run_api(settings)
+
+
+FORMAT_CHOICES = ["judge-card", "pipeline", "monitor-record", "fever", "faithfulness", "otel"]
+
+
+def conversion_options(fn: Callable) -> Callable:
+    fn = click.option("--format-field", default=None, help="Read each line's format from this field (mixed files).")(fn)
+    fn = click.option("--keep-good", is_flag=True, help="Write the good lines even when some fail.")(fn)
+    fn = click.option("--route", default=None, help="Route for records that don't name one.")(fn)
+    return fn
+
+
 @main.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--from", "from_", type=click.Choice(FORMAT_CHOICES), default=None,
+              help="Convert from a verifier's own output shape first (validated before sending).")
+@conversion_options
 @service_options
-def produce(settings: Settings, file: Path) -> None:
-    """Send a JSONL file of verdict events to the verdicts topic, line by line, as they are.
+def produce(settings: Settings, file: Path, from_: str | None, route: str | None, keep_good: bool,
+            format_field: str | None) -> None:
+    """Send a JSONL file to the verdicts topic.
 
-    Invalid lines are sent too: the worker routes them to the dead-letter topic with a reason.
+    Without --from, lines are sent as they are (replay): the worker routes invalid ones to the
+    dead-letter topic with a reason. With --from, records are converted and validated first.
     """
-    from services.produce import send_lines
+    if from_ is None:
+        from services.produce import send_lines
 
-    sent = send_lines(settings.bootstrap, settings.verdicts_topic, file, console)
-    console.print(f"sent {sent} messages to {settings.verdicts_topic} on {settings.bootstrap}")
+        sent = send_lines(settings.bootstrap, settings.verdicts_topic, file, console)
+        console.print(f"sent {sent} messages to {settings.verdicts_topic} on {settings.bootstrap}")
+        return
+    from services.adapters.convert import ConversionError, load_events
+    from services.producer import VerdictProducer
+
+    try:
+        events, report = load_events(from_, file, route=route, keep_good=keep_good, format_field=format_field, now=_utcnow())
+    except ConversionError as exc:
+        raise Abort(str(exc)) from None
+    console.print(report.summary())
+    if report.written:
+        with VerdictProducer(settings.bootstrap, settings.verdicts_topic) as producer:
+            result = producer.send_many(events)
+        console.print(f"sent {result.sent} events to {settings.verdicts_topic} on {settings.bootstrap}")
+    if not report.ok:
+        sys.exit(1)
+
+
+@main.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--from", "from_", type=click.Choice(FORMAT_CHOICES), required=True, help="The source shape.")
+@conversion_options
+def convert(file: Path, from_: str, route: str | None, keep_good: bool, format_field: str | None) -> None:
+    """Convert a verifier's output (JSONL) to verdict events on stdout. Nothing is half-written."""
+    from services.adapters.convert import ConversionError, convert_file
+
+    try:
+        report = convert_file(from_, file, sys.stdout, route=route, keep_good=keep_good, format_field=format_field,
+                              now=_utcnow())
+    except ConversionError as exc:
+        raise Abort(str(exc)) from None
+    console.print(report.summary())
+    if not report.ok:
+        sys.exit(1)
+
+
+@main.command()
+@click.option("--minutes", default=120, show_default=True, help="Simulated minutes of traffic.")
+@click.option("--seed", default=7, show_default=True, help="Same seed, same bytes.")
+@click.option("--start", default=None, help="Event time of the first minute (RFC 3339). Default: MINUTES before now.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write JSONL here instead of producing to Kafka.")
+@click.option("--speed", default=60.0, show_default=True,
+              help="Simulated minutes per real minute when producing (0: as fast as possible).")
+@click.option("--regression-at", default=60, show_default=True, help="Minute a new model raises billing-faq's rate.")
+@click.option("--corpus-change-at", default="120", show_default=True,
+              help="Minute a corpus update raises parcel-status's stale rate, or 'none'.")
+@click.option("--bad-fraction", default=0.05, show_default=True, help="Share of messages that break the contract.")
+@click.option("--scale", default=1.0, show_default=True, help="Multiply every route's volume.")
+@service_options
+def simulate(settings: Settings, minutes: int, seed: int, start: str | None, out: Path | None, speed: float,
+             regression_at: int, corpus_change_at: str, bad_fraction: float, scale: float) -> None:
+    """Realistic verdict traffic (routes, diurnal volume, failure families, regressions, bad events)."""
+    from services.simulate_run import SimulationRequest, run_simulation
+
+    try:
+        request = SimulationRequest.build(minutes, seed, start, regression_at, corpus_change_at, bad_fraction, scale)
+    except ValueError as exc:
+        raise Abort(str(exc)) from None
+    run_simulation(request, settings, out, speed, console)
 
 
 @main.command()
@@ -209,6 +304,134 @@ def dlq(settings: Settings, samples: int, as_json: bool) -> None:
         sample = r["samples"][0] if r["samples"] else {}
         table.add_row(r["reason"], str(r["count"]), f"{sample.get('reason', '')} [{sample.get('source', '')}]")
     out.print(table if data else "no dead-lettered messages")
+
+
+def _utcnow():
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc)
+
+
+def _alerts_local(store):
+    from services.alerts.service import AlertsService
+    from services.alerts.store import AlertStore
+
+    return AlertsService(AlertStore(store))
+
+
+@main.group()
+def alerts() -> None:
+    """Drift alerts: list, show, ack, silence and unsilence."""
+
+
+@alerts.command("list")
+@click.option("--route", default=None)
+@click.option("--state", type=click.Choice(["pending", "firing", "resolved"]), default=None)
+@click.option("--json", "as_json", is_flag=True)
+@service_options
+def alerts_list(settings: Settings, route: str | None, state: str | None, as_json: bool) -> None:
+    """Alerts, newest first."""
+    params = {k: v for k, v in {"route": route, "state": state}.items() if v}
+    data = reach(settings, "/api/alerts", params, lambda store: _alerts_local(store).list(_utcnow(), route, state))
+    if as_json:
+        print_json(data)
+        return
+    table = Table(title="Alerts")
+    for col in ("alert_id", "route", "state", "severity", "rate", "baseline", "delta", "since", "ack", "silenced"):
+        table.add_column(col)
+    for a in data:
+        table.add_row(a["alert_id"], a["route"], a["state"], a["severity"], pct(a["rate"]), pct(a["baseline"]),
+                      f"+{100 * (a['delta'] or 0):.1f} pts", a["starts_at"] or a["pending_since"],
+                      a["acked_by"] or "", ",".join(a["silenced_by"]))
+    out.print(table if data else "no alerts")
+
+
+@alerts.command("show")
+@click.argument("alert_id")
+@service_options
+def alerts_show(settings: Settings, alert_id: str) -> None:
+    """One alert with its intervals, suspect changes and transitions (JSON)."""
+    print_json(reach(settings, f"/api/alerts/{alert_id}", {}, lambda store: _alerts_local(store).show(alert_id, _utcnow())))
+
+
+@alerts.command("ack")
+@click.argument("alert_id")
+@click.option("--by", required=True, help="Who acknowledges.")
+@click.option("--note", default="", help="What you are doing about it.")
+@service_options
+def alerts_ack(settings: Settings, alert_id: str, by: str, note: str) -> None:
+    """Acknowledge an alert (an unknown id is an error)."""
+    data = reach(settings, f"/api/alerts/{alert_id}/ack", {}, lambda store: _alerts_local(store).ack(alert_id, by, note, _utcnow()),
+                 method="POST", body={"by": by, "note": note})
+    console.print(f"acked {data['alert_id']} ({data['route']}, {data['state']}) by {data['acked_by']}")
+
+
+@alerts.command("silence")
+@click.option("--match", "matchers", multiple=True, required=True, help="label=value, label!=value, label=~regex, label!~regex")
+@click.option("--duration", default=None, help="e.g. 2h (or use --until)")
+@click.option("--until", "until", default=None, help="RFC 3339 end time")
+@click.option("--by", required=True)
+@click.option("--comment", required=True, help="Why.")
+@service_options
+def alerts_silence(settings: Settings, matchers: tuple[str, ...], duration: str | None, until: str | None,
+                   by: str, comment: str) -> None:
+    """Silence alerts matching labels (route, kind, severity) until a time."""
+    from services.contract.model import parse_timestamp
+
+    try:
+        ends_at = parse_timestamp(until) if until else None
+    except Exception:
+        raise Abort(f"--until must be an RFC 3339 timestamp with offset, got {until!r}") from None
+    if duration is None and until is None:
+        raise Abort("give --duration (e.g. 2h) or --until")
+    body = {"matchers": list(matchers), "by": by, "comment": comment, "duration": duration,
+            "ends_at": ends_at.isoformat() if ends_at else None}
+    data = reach(settings, "/api/silences", {}, lambda store: _alerts_local(store).silence(
+        list(matchers), by, comment, _utcnow(), duration=duration, ends_at=ends_at), method="POST", body=body)
+    console.print(f"silence {data['silence_id']} until {data['ends_at']}: {', '.join(data['matchers'])}")
+
+
+@alerts.command("unsilence")
+@click.argument("silence_id")
+@service_options
+def alerts_unsilence(settings: Settings, silence_id: str) -> None:
+    """End a silence now."""
+    data = reach(settings, f"/api/silences/{silence_id}", {}, lambda store: _alerts_local(store).unsilence(silence_id, _utcnow()),
+                 method="DELETE")
+    console.print(f"silence {data['silence_id']} ended at {data['ends_at']}")
+
+
+@alerts.command("silences")
+@click.option("--active", is_flag=True)
+@service_options
+def alerts_silences(settings: Settings, active: bool) -> None:
+    """List silences (JSON)."""
+    print_json(reach(settings, "/api/silences", {"active": active}, lambda store: _alerts_local(store).silences(_utcnow(), active)))
+
+
+@main.command()
+@click.argument("events", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--alerts-out", type=click.Path(dir_okay=False, path_type=Path), required=True)
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None, help="TOML settings (drift section).")
+def backtest(events: Path, alerts_out: Path, config_file: str | None) -> None:
+    """Replay a JSONL file through the live rate and detector code in event time; write alert transitions."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from services.alerts.backtest import run_backtest
+
+    try:
+        settings = load_settings(config_file, os.environ, {})
+    except SettingsError as exc:
+        raise Abort(str(exc)) from None
+    if not alerts_out.parent.exists():
+        raise Abort(f"--alerts-out: directory {alerts_out.parent} does not exist")
+    size = events.stat().st_size
+    with Progress(TextColumn("backtest"), BarColumn(), TextColumn("{task.completed:,} events"), TimeElapsedColumn(),
+                  console=console, transient=True) as progress:
+        task = progress.add_task("events", total=None)
+        summary = run_backtest(events, alerts_out, settings, progress=lambda n: progress.advance(task, n))
+    console.print(f"{summary.events:,} events ({summary.rejected:,} invalid skipped), {summary.minutes:,} minutes evaluated, "
+                  f"{summary.transitions} alert transitions -> {alerts_out}  [{size / 1e6:.0f} MB]")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+
+import orjson
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -31,6 +33,7 @@ class Services:
     metrics: Metrics = field(default_factory=Metrics)
     health: Health = field(default_factory=Health)
     executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="store"))
+    dispatcher: object | None = None
 
     @classmethod
     def open(cls, settings: Settings) -> "Services":
@@ -77,11 +80,10 @@ def run_worker(settings: Settings, *, serve_api: bool, on_ready=None) -> None:
     services = Services.open(settings)
     try:
         parts = WorkerParts(settings, services.ingestor(), services.metrics, services.health, services.executor)
-        for interval, timer in leader_timers(services):
-            parts.leader_timers.append((interval, timer))
         if serve_api:
             parts.tasks.append(_api_task(services))
         app = create_app(parts)
+        register_alerting(app, services)
         if on_ready:
             on_ready(services)
         worker = faust.Worker(app, loglevel=logging.getLogger().getEffectiveLevel(), quiet=True, redirect_stdouts=False)
@@ -93,6 +95,70 @@ def run_worker(settings: Settings, *, serve_api: bool, on_ready=None) -> None:
         services.close()
 
 
-def leader_timers(services: Services) -> list:
-    """Leader-only periodic jobs: one evaluator and one clustering schedule per deployment."""
-    return []
+def run_api(settings: Settings) -> None:
+    """The HTTP API alone (against a ClickHouse server; in embedded mode use `claimwatch up`)."""
+    import uvicorn
+
+    from services.api.app import create_api
+
+    services = Services.open(settings)
+    try:
+        uvicorn.run(create_api(services), host=settings.api.host, port=settings.api.port, log_level="warning")
+    finally:
+        services.close()
+
+
+def register_alerting(app, services: Services) -> None:
+    """The leader-only evaluator timer, the Alertmanager resend timer and the notification task."""
+    import asyncio
+    import time
+    from collections import Counter
+    from datetime import datetime, timedelta, timezone
+
+    from services.alerts.evaluator import evaluator_for
+    from services.alerts.notify import Dispatcher
+    from services.alerts.store import AlertStore
+    from services.rates.query import RateQueries
+
+    s = services.settings
+    alerts = AlertStore(services.store)
+    evaluator = evaluator_for(s, RateQueries(services.store), alerts)
+    dispatcher = Dispatcher(s.notify.alertmanager_url, s.notify.webhook_url, s.notify.external_url,
+                            timedelta(seconds=s.notify.resend_seconds), services.metrics)
+    topic = app.topic(s.alerts_topic, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw")
+    services.dispatcher = dispatcher
+
+    async def in_store_thread(fn, *args):
+        return await asyncio.get_running_loop().run_in_executor(services.executor, fn, *args)
+
+    @app.timer(s.drift.eval_interval_seconds, on_leader=True)
+    async def evaluate_alerts() -> None:
+        now = datetime.now(timezone.utc)
+        started = time.perf_counter()
+        try:
+            transitions = await in_store_thread(evaluator.evaluate, now)
+            silences = await in_store_thread(alerts.silences, now)
+        except Exception:  # the evaluator must not die with a store hiccup; it resumes next tick
+            log.exception("alert evaluation failed; retrying at the next tick")
+            return
+        services.metrics.eval_seconds.observe(time.perf_counter() - started)
+        for alert in transitions:
+            services.metrics.alert_transitions.labels(alert.recorded_state).inc()
+            record = {"alert_id": alert.alert_id, **alert.transition_record()}
+            await topic.send(key=alert.route.encode(), value=orjson.dumps(record))
+            dispatcher.enqueue(dispatcher.plan(None, alert, silences, now))
+        states = Counter(a.recorded_state for a in evaluator.open.values())
+        for state in ("pending", "firing"):
+            services.metrics.alerts.labels(state).set(states.get(state, 0))
+
+    @app.timer(s.notify.resend_seconds, on_leader=True)
+    async def resend_firing() -> None:
+        now = datetime.now(timezone.utc)
+        try:
+            silences = await in_store_thread(alerts.silences, now)
+        except Exception:
+            log.exception("could not read silences; skipping this resend")
+            return
+        dispatcher.enqueue(dispatcher.resend(evaluator.open.values(), silences, now))
+
+    app.task(dispatcher.run)

@@ -34,8 +34,9 @@ class DriftSettings(Section):
     route_thresholds: dict[str, float] = Field(default_factory=dict)
     baseline_minutes: int = Field(24 * 60, ge=30)
     min_claims: int = Field(200, ge=1)
+    detector: dict[str, Any] = Field(default_factory=dict, description="advanced DetectorConfig overrides (kind, h, ...)")
     eval_interval_seconds: float = Field(30.0, gt=0)
-    watermark_seconds: float = Field(120.0, ge=0, description="event-time buckets newer than this are not evaluated yet")
+    watermark_seconds: float = Field(60.0, ge=0, description="event-time buckets newer than this are not evaluated yet")
 
     def threshold_for(self, route: str) -> float:
         return self.route_thresholds.get(route, self.threshold)

@@ -27,7 +27,7 @@ STAGES = ("passed", "evidence_admission", "claim_generation", "generation_stabil
 
 ROUTE_RE = re.compile(r"[A-Za-z0-9._:/-]{1,128}")
 # RFC 3339 date-time; the offset group is checked separately to give a specific reason.
-TIMESTAMP_RE = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?P<offset>[Zz]|[+-]\d{2}:\d{2})?")
+TIMESTAMP_RE = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?P<offset>[Zz]|[+-](?:[01]\d|2[0-3]):[0-5]\d)?")
 
 
 def canonical_verdict(value: object) -> str:
@@ -50,7 +50,7 @@ def parse_timestamp(value: object) -> datetime:
             "timestamp_without_offset", "timestamp {value} has no offset; add Z or +HH:MM", {"value": repr(value[:64])}
         )
     try:
-        return datetime.fromisoformat(value)
+        return datetime.fromisoformat(value[:-1] + "Z" if value.endswith("z") else value)
     except ValueError:
         raise PydanticCustomError("bad_timestamp", "not a valid date-time: {value}", {"value": repr(value[:64])}) from None
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from functools import lru_cache
+from statistics import NormalDist
 from typing import Mapping
 
 import numpy as np
-from scipy.stats import norm
 
 COUNT_FIELDS = (
     "events", "claims", "failed", "claims_sq", "failed_sq", "failed_claims",
@@ -114,7 +114,7 @@ class Interval:
 def z_value(level: float) -> float:
     if not 0 < level < 1:
         raise ValueError(f"level must be between 0 and 1 (e.g. 0.95), got {level!r}")
-    return float(norm.ppf(0.5 + level / 2))
+    return NormalDist().inv_cdf(0.5 + level / 2)
 
 
 def wilson(p, n, z):

@@ -87,3 +87,10 @@ class RateQueries:
         sql = (f"SELECT route, value, minute, {_SUMS} FROM rate_minute WHERE dim = {{dim:String}} "
                "AND minute >= {start:DateTime} AND minute <= {end:DateTime} GROUP BY route, value, minute ORDER BY minute")
         return self.store.query(sql, {"dim": dim, "start": _ch(start), "end": _ch(end)})
+
+    def route_slices(self, route: str, start: datetime, end: datetime) -> list[dict]:
+        """The whole route (dim '') and its versions slices over [start, end]."""
+        sql = (f"SELECT dim, value, {_SUMS} FROM rate_minute WHERE route = {{route:String}} "
+               "AND (dim = '' OR startsWith(dim, 'version.')) AND minute >= {start:DateTime} AND minute <= {end:DateTime} "
+               "GROUP BY dim, value")
+        return self.store.query(sql, {"route": route, "start": _ch(start), "end": _ch(end)})

@@ -2,6 +2,7 @@
 plain loop assembles the event dicts from pre-rendered wording."""
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,6 +67,11 @@ class RouteTraffic:
         self.stakes_cum = (np.cumsum(stakes) / stakes.sum()).tolist()
         self.concentration = 1.0 / scenario.intra_answer_correlation - 1.0
         self._versions: dict[int, tuple[dict, str, str]] = {}
+        # Each family's failures on this route concern a few topics, as a real issue does.
+        picker = random.Random(f"{seed}/{self.route.name}/topics")
+        n_topics = len(self.words.topics)
+        self.family_topics = [picker.sample(range(n_topics), min(scenario.topics_per_family, n_topics))
+                              for _ in FAMILIES]
 
     def _beta(self, rng: np.random.Generator, mean: np.ndarray) -> np.ndarray:
         # Beta-binomial: each answer has its own failure propensity, so its claims fail together.
@@ -131,11 +137,15 @@ class RouteTraffic:
         fam_l, checkable_l, vu_l = family.tolist(), checkable.tolist(), cu[2].tolist()
         alias_l, score_l = alias_picks.tolist(), scores.tolist()
         abstained_l, answerable_l, code_l = abstained.tolist(), answerable.tolist(), code.tolist()
-        chunks, n_topics = words.chunks, len(words.topics)
+        chunks, n_topics, topics_per_family = words.chunks, len(words.topics), len(self.family_topics[0])
         human_share, alias_share, textless_share = sc.human_label_fraction, sc.alias_fraction, sc.textless_fraction
         for i in range(n):
             r, p = ul[i], pl[i]
-            topic, pool_base = p[6] % n_topics, p[7]  # claims of one answer: one topic, distinct texts
+            c0, c1 = offsets[i], offsets[i + 1]
+            # One answer keeps to one topic; a failing one to a topic its family's issue is about.
+            first_family = next((f for f in fam_l[c0:c1] if f >= 0), -1)
+            topic = p[6] % n_topics if first_family < 0 else self.family_topics[first_family][p[6] % topics_per_family]
+            pool_base = p[7]  # consecutive pool entries: the claims of one answer differ
             supported_pool, trivial_pool = words.supported[topic], words.trivial[topic]
             versions, chunk_version, labeler = self._versions_for(code_l[i])
             versions = dict(versions)  # each event owns its dicts
@@ -150,7 +160,6 @@ class RouteTraffic:
             e0, e1 = evidence[0], evidence[1]
             claims, families = [], []
             first_item, stage, cherry, signal_kinds = None, None, [], set()
-            c0, c1 = offsets[i], offsets[i + 1]
             for j in range(c0, c1):
                 k = j - c0
                 f = fam_l[j]
@@ -193,8 +202,8 @@ class RouteTraffic:
             textless = r[7] < textless_share
             if textless:
                 claims = [{"claim_id": c["claim_id"], "verdict": c["verdict"], "score": c["score"]} for c in claims]
-            out.append(self._event(r, p, answerable_l[i], abstained_l[i], textless, versions, evidence, claims,
-                                   first_item, stage, cherry, signal_kinds, tuple(families), signal_values[i]))
+            out.append(self._event(r, p, topic, answerable_l[i], abstained_l[i], textless, versions, evidence,
+                                   claims, first_item, stage, cherry, signal_kinds, tuple(families), signal_values[i]))
         return out
 
     @staticmethod
@@ -221,10 +230,9 @@ class RouteTraffic:
             evidence.append(chunk)
         claim.update(chunk_id=chunk["chunk_id"], source_id=chunk["source_id"], span=item.span)
 
-    def _event(self, r, p, answerable, abstained, textless, versions, evidence, claims, first_item, stage, cherry,
+    def _event(self, r, p, topic, answerable, abstained, textless, versions, evidence, claims, first_item, stage, cherry,
                signal_kinds, families, signal_values) -> Drawn:
         sc, words = self.scenario, self.words
-        topic = p[6] % len(words.topics)
         if not answerable:
             question, query_type = words.unanswerable[topic][p[0] % len(words.unanswerable[topic])], "unanswerable"
         elif first_item is not None:

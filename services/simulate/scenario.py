@@ -87,6 +87,7 @@ class Scenario:
     textless_fraction: float = 0.02       # count-only events that carry no text
     human_label_fraction: float = 0.03
     signals_fraction: float = 0.9         # events that carry signals when no family needs them
+    topics_per_family: int = 2            # topics (of a route's 10) that one family's failures concern
 
     def __post_init__(self) -> None:
         _check(len(self.routes) > 0, "Scenario.routes", "needs at least one route")
@@ -128,6 +129,8 @@ class Scenario:
         _check(self.bad_fraction == 0 or sum(self.bad_weights.values()) > 0, "Scenario.bad_weights",
                "need a positive weight when bad_fraction > 0")
         _check(self.too_large_bytes > 1 << 20, "Scenario.too_large_bytes", "must exceed 1 MiB (the contract's limit)")
+        _check(isinstance(self.topics_per_family, int) and self.topics_per_family >= 1, "Scenario.topics_per_family",
+               "must be an int >= 1")
         _check(isinstance(self.max_late_minutes, int) and self.max_late_minutes >= 1, "Scenario.max_late_minutes",
                "must be an int >= 1")
 
@@ -151,27 +154,23 @@ class Scenario:
         numbers (+6 points); a corpus update on parcel-status from ``corpus_change_at`` serves stale
         sources (+5 points). Pass ``corpus_change_at=None`` for the model regression alone."""
         def mix(**weights: float) -> dict[str, float]:
-            return {f: weights.get(f, 0.04) for f in FAMILIES}  # every family appears on every route
+            return {f: weights.get(f, 0.02) for f in FAMILIES}  # each family shows up on every route, a little
 
         verifier = "nli-judge@2.1"
         routes = (
-            Route("billing-faq", 60, 0.06, mix(invented_numbers=0.3, dropped_qualifiers=0.2, phantom_citation=0.15,
-                                                sycophancy=0.15),
+            Route("billing-faq", 60, 0.06, mix(invented_numbers=0.5, dropped_qualifiers=0.3),
                   {"model": "gen-2026-10", "prompt": "faq-v14", "corpus": "policies@2026-11-01",
                    "retriever": "hybrid-v3", "verifier": verifier}, stakes=(0.4, 0.45, 0.15)),
-            Route("parcel-status", 120, 0.04, mix(invented_numbers=0.35, evidence_admission=0.2, stale_sources=0.15,
-                                                  unstable_generation=0.1),
+            Route("parcel-status", 120, 0.04, mix(evidence_admission=0.45, unstable_generation=0.35),
                   {"model": "gen-2026-10", "prompt": "parcel-v7", "corpus": "carrier-docs@2026-11-01",
                    "retriever": "bm25-v2", "verifier": verifier}, mean_claims=2.5, stakes=(0.7, 0.25, 0.05)),
-            Route("hr-policy", 20, 0.09, mix(stale_sources=0.25, dropped_qualifiers=0.25, sycophancy=0.15,
-                                             evidence_admission=0.15, phantom_citation=0.1),
+            Route("hr-policy", 20, 0.09, mix(stale_sources=0.55, sycophancy=0.2),
                   {"model": "gen-2026-09", "prompt": "hr-v3", "corpus": "handbook@2026-10-15",
                    "retriever": "hybrid-v3", "verifier": verifier}, stakes=(0.3, 0.5, 0.2)),
-            Route("product-search", 90, 0.07, mix(cherry_picked=0.35, sycophancy=0.2, invented_numbers=0.15,
-                                                  unstable_generation=0.15),
+            Route("product-search", 90, 0.07, mix(cherry_picked=0.5, sycophancy=0.35),
                   {"model": "gen-2026-10-mini", "prompt": "shop-v22", "corpus": "catalog@2026-11-18",
                    "retriever": "dense-v5", "verifier": verifier}, mean_claims=4.5, stakes=(0.75, 0.2, 0.05)),
-            Route("legal-terms", 10, 0.12, mix(dropped_qualifiers=0.3, phantom_citation=0.3, stale_sources=0.1),
+            Route("legal-terms", 10, 0.12, mix(phantom_citation=0.55, dropped_qualifiers=0.25),
                   {"model": "gen-2026-10", "prompt": "legal-v5", "corpus": "contracts@2026-09-30",
                    "retriever": "hybrid-v3", "verifier": "nli-judge@2.2"}, mean_claims=5.0, stakes=(0.1, 0.3, 0.6)),
         )

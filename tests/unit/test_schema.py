@@ -8,7 +8,7 @@ are checked: `jsonschema` (Python `re`) and `jsonschema-rs` (Rust regex).
 What JSON Schema cannot express, and so is checked by the decoder alone:
 - the 1 MiB size limit (a schema sees a parsed document, not its bytes);
 - UTF-8 / JSON well-formedness of the raw bytes (same reason);
-- known decoder leniency: UTC-offset minutes 60-99 (`+05:60`), which Python's
+- (fixed) UTC-offset minutes 60-99 (`+05:60`), which Python's
   `datetime.fromisoformat` accepts and RFC 3339 does not. The schema follows RFC 3339.
 """
 from __future__ import annotations
@@ -248,13 +248,16 @@ def test_day_of_month_rules_agree(day):
     assert disagreements([(day, {**ABSTENTION, "observed_at": f"{day}T00:00:00Z"})]) == []
 
 
-def test_offset_minutes_60_to_99_are_the_one_known_difference():
-    # RFC 3339: time-minute is 00-59, also in an offset. Python's fromisoformat folds
-    # "+05:60" into +06:00, so the decoder accepts what the schema refuses. If the
-    # decoder is tightened, this test fails: then drop it and the note in the schema.
+def test_offset_minutes_60_to_99_are_refused_by_both():
+    # RFC 3339: time-minute is 00-59, also in an offset; Python alone would fold +05:60 into +06:00.
     event = {**ABSTENTION, "observed_at": "2026-11-21T09:14:03+05:60"}
-    assert decoder_accepts(event)
+    assert not decoder_accepts(event)
     assert not PY_VALIDATOR.is_valid(event) and not RS_VALIDATOR.is_valid(event)
+
+
+def test_lower_case_z_is_accepted_by_both():
+    event = {**ABSTENTION, "observed_at": "2026-11-21T09:14:03z"}
+    assert decoder_accepts(event) and PY_VALIDATOR.is_valid(event) and RS_VALIDATOR.is_valid(event)
 
 
 def test_size_limit_is_enforced_by_the_decoder_only():

@@ -1,0 +1,157 @@
+"""Per-route drift evaluation over event-time minute buckets, behind a watermark.
+
+The same object runs live (a leader-only Faust timer) and in `claimwatch backtest`
+(a simulated clock): it only ever reads minute buckets from the store and is told
+the time. It resumes from a checkpoint after a restart: detectors are rebuilt by
+replaying the baseline horizon, open alerts are reloaded, and transitions that are
+re-derived keep their deterministic ids, so nothing is alerted twice.
+"""
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+from typing import Callable
+
+from services.alerts.detector import DetectorConfig, DriftDetector, make_detector
+from services.alerts.lifecycle import DRIFT_KIND, Alert, next_alert, severity_for
+from services.alerts.store import AlertStore
+from services.alerts.suspects import suspect_changes
+from services.rates.intervals import Counts
+from services.rates.query import RateQueries
+
+log = logging.getLogger(__name__)
+CHECKPOINT = "alert-evaluator"
+MINUTE = timedelta(minutes=1)
+SUSPECT_LOOKBACK = timedelta(hours=2)
+
+
+def parse_minute(text: str) -> datetime:
+    return datetime.fromisoformat(text).replace(tzinfo=timezone.utc)
+
+
+class AlertEvaluator:
+    def __init__(self, detector_config: DetectorConfig, route_thresholds: dict[str, float], watermark: timedelta,
+                 rates: RateQueries, alerts: AlertStore, checkpoint: bool = True):
+        self.detector_config = detector_config
+        self.route_thresholds = route_thresholds
+        self.watermark = watermark
+        self.rates = rates
+        self.alerts = alerts
+        self.use_checkpoint = checkpoint
+        self.detectors: dict[str, DriftDetector] = {}
+        self.open: dict[str, Alert] = {}
+        self.last_minute: datetime | None = None
+        self._restored = False
+
+    def config_for(self, route: str) -> DetectorConfig:
+        threshold = self.route_thresholds.get(route)
+        return self.detector_config if threshold is None else replace(self.detector_config, threshold=threshold)
+
+    def detector(self, route: str) -> DriftDetector:
+        if route not in self.detectors:
+            self.detectors[route] = make_detector(self.config_for(route))
+        return self.detectors[route]
+
+    def _buckets(self, start: datetime, end: datetime) -> dict[datetime, dict[str, Counts]]:
+        by_minute: dict[datetime, dict[str, Counts]] = defaultdict(dict)
+        for row in self.rates.minutes_all_routes(start, end):
+            by_minute[parse_minute(row["minute"])][row["route"]] = Counts.from_row(row)
+        return by_minute
+
+    def restore(self) -> None:
+        """Rebuild detector state up to the checkpoint without emitting anything."""
+        self._restored = True
+        saved = self.alerts.checkpoint(CHECKPOINT) if self.use_checkpoint else None
+        if saved is None:
+            return
+        self.last_minute = parse_minute(saved)
+        horizon = timedelta(minutes=self.detector_config.baseline_minutes + self.detector_config.block_minutes)
+        self._run(self.last_minute - horizon, self.last_minute, emit=False)
+        self.open = {a.route: a for a in self.alerts.open_alerts() if a.kind == DRIFT_KIND}
+        log.info("evaluator resumed at %s with %d open alerts", saved, len(self.open))
+
+    def evaluate(self, now: datetime) -> list[Alert]:
+        """Evaluate every complete minute up to the watermark; returns new transitions, oldest first."""
+        if not self._restored:
+            self.restore()
+        latest = self.rates.latest_minute()
+        if latest is None:
+            return []
+        end = min(latest - self.watermark, now.replace(second=0, microsecond=0))
+        if self.last_minute is not None and end <= self.last_minute:
+            return []
+        if self.last_minute is None:
+            first = self.rates.store.query("SELECT min(minute) AS m FROM rate_minute WHERE dim = ''")[0]["m"]
+            start = max(parse_minute(first), end - timedelta(minutes=self.detector_config.baseline_minutes))
+        else:
+            start = self.last_minute + MINUTE
+        transitions = self._run(start, end, emit=True)
+        for alert in self.open.values():  # latest figures for open alerts
+            self.alerts.save(alert)
+        self.last_minute = end
+        if self.use_checkpoint:
+            self.alerts.set_checkpoint(CHECKPOINT, end.strftime("%Y-%m-%d %H:%M:%S"))
+        return transitions
+
+    def _run(self, start: datetime, end: datetime, emit: bool) -> list[Alert]:
+        buckets = self._buckets(start, end)
+        routes = sorted({r for counts in buckets.values() for r in counts} | set(self.detectors))
+        transitions = []
+        minute = start
+        while minute <= end:
+            counts = buckets.get(minute, {})
+            for route in routes:
+                detector = self.detector(route)
+                detector.update(counts.get(route, Counts.zero()), minute)
+                if emit:
+                    transition = self._step_alert(route, detector, minute)
+                    if transition is not None:
+                        transitions.append(transition)
+            minute += MINUTE
+        return transitions
+
+    def _step_alert(self, route: str, detector: DriftDetector, minute: datetime) -> Alert | None:
+        previous = self.open.get(route)
+        if previous is None and detector.state == "ok":
+            return None
+        severity = severity_for(detector.delta, self.config_for(route).threshold)
+        current = next_alert(previous, route, detector, minute, severity=severity, labels={"service": "claimwatch"})
+        if current is None:
+            return None
+        changed = previous is None or previous.recorded_state != current.recorded_state
+        if changed and current.recorded_state != "resolved":
+            current = replace(current, suspect_changes=self._suspects(route, detector, minute))
+        if current.ends_at is None:
+            self.open[route] = current
+        else:
+            self.open.pop(route, None)
+        if not changed:
+            return None
+        self.alerts.save(current)
+        self.alerts.record_transition(current)
+        return current
+
+    def _suspects(self, route: str, detector: DriftDetector, minute: datetime) -> tuple[dict, ...]:
+        onset = detector.onset or minute
+        rows_before = self.rates.route_slices(route, onset - SUSPECT_LOOKBACK, onset - MINUTE)
+        rows_after = self.rates.route_slices(route, onset, minute)
+        aggregate = lambda rows: {(r["dim"], r["value"]): Counts.from_row(r) for r in rows}  # noqa: E731
+        try:
+            found = suspect_changes(aggregate(rows_before), aggregate(rows_after))
+        except ValueError as exc:
+            log.warning("suspect changes for %s unavailable: %s", route, exc)
+            return ()
+        return tuple(s.as_dict() for s in found)
+
+
+def evaluator_for(settings, rates: RateQueries, alerts: AlertStore, checkpoint: bool = True) -> AlertEvaluator:
+    drift = settings.drift
+    config = DetectorConfig.from_mapping({**drift.detector, "threshold": drift.threshold, "min_claims": drift.min_claims,
+                                          "baseline_minutes": drift.baseline_minutes})
+    return AlertEvaluator(config, drift.route_thresholds, timedelta(seconds=drift.watermark_seconds), rates, alerts,
+                          checkpoint)
+
+
+TransitionSink = Callable[[Alert], None]

@@ -1,0 +1,145 @@
+"""Notification: dedup -> silence -> render -> send, with retries that never block ingestion.
+
+Rendering is pure (payload builders); sending happens on a bounded asyncio queue
+drained by one task, so a slow or failing Alertmanager only delays notifications.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Iterable
+
+import httpx
+
+from services.alerts.lifecycle import Alert, should_notify
+from services.alerts.silences import Silence
+
+log = logging.getLogger(__name__)
+ALERTNAME = "ClaimHallucinationRateRise"
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def summary(alert: Alert) -> str:
+    return (f"{alert.route}: claim hallucination rate {_pct(alert.rate)} vs baseline {_pct(alert.baseline)} "
+            f"(+{100 * (alert.delta or 0):.1f} pts)")
+
+
+def description(alert: Alert) -> str:
+    lo_hi = lambda i: f"[{_pct(i.lo)}, {_pct(i.hi)}]" if i else ""  # noqa: E731
+    parts = [f"Rate {_pct(alert.rate)} {lo_hi(alert.rate_interval)} over {alert.window} min and {alert.claims} claims; "
+             f"baseline {_pct(alert.baseline)} {lo_hi(alert.baseline_interval)}."]
+    if alert.onset:
+        parts.append(f"Estimated onset {alert.onset.isoformat()}.")
+    if alert.driving_verdict:
+        parts.append(f"Driven by '{alert.driving_verdict}' claims.")
+    if alert.suspect_changes:
+        top = alert.suspect_changes[0]
+        parts.append(f"First suspect: {top.get('key')}={top.get('value')} ({top.get('kind')} change), rate "
+                     f"{_pct(top.get('rate_before'))} -> {_pct(top.get('rate_after'))}.")
+    return " ".join(parts)
+
+
+def alertmanager_payload(alert: Alert, external_url: str, now: datetime, resend_every: timedelta) -> dict:
+    """One alert in Alertmanager API v2 form. Firing alerts carry an endsAt a few resends ahead,
+    so Alertmanager resolves them by itself if claimwatch stops sending."""
+    ends = min(alert.ends_at, now) if alert.ends_at else now + 4 * resend_every
+    return {
+        "labels": {"alertname": ALERTNAME, "route": alert.route, "kind": alert.kind, "severity": alert.severity,
+                   **{k: v for k, v in alert.labels.items() if k not in ("alertname", "route", "kind", "severity")}},
+        "annotations": {"summary": summary(alert), "description": description(alert),
+                        "runbook_url": f"{external_url}/alerts/{alert.alert_id}"},
+        "startsAt": (alert.starts_at or alert.pending_since).isoformat(),
+        "endsAt": ends.isoformat(),
+        "generatorURL": f"{external_url}/alerts/{alert.alert_id}",
+    }
+
+
+def webhook_payload(alert: Alert, reason: str, external_url: str) -> dict:
+    state = alert.recorded_state.upper()
+    return {"text": f"[{state}] {summary(alert)} — {external_url}/alerts/{alert.alert_id}",
+            "reason": reason, "alert": alert.as_dict()}
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    target: str       # "alertmanager" or "webhook"
+    url: str
+    body: object
+    attempt: int = 0
+
+
+class Dispatcher:
+    """Decides what to send (pure `plan`) and sends it from a bounded queue (`run`)."""
+
+    def __init__(self, alertmanager_url: str | None, webhook_url: str | None, external_url: str,
+                 resend_every: timedelta, metrics=None, max_queue: int = 1000, max_attempts: int = 8):
+        self.alertmanager_url = alertmanager_url.rstrip("/") if alertmanager_url else None
+        self.webhook_url = webhook_url
+        self.external_url = external_url.rstrip("/")
+        self.resend_every = resend_every
+        self.metrics = metrics
+        self.max_attempts = max_attempts
+        self.queue: asyncio.Queue[Outgoing] | None = None
+        self.max_queue = max_queue
+        self.dropped = 0
+
+    def plan(self, previous: Alert | None, current: Alert, silences: Iterable[Silence], now: datetime) -> list[Outgoing]:
+        reason = should_notify(previous, current, now, self.resend_every, silences)
+        if reason is None:
+            return []
+        out = []
+        if self.alertmanager_url:
+            out.append(Outgoing("alertmanager", f"{self.alertmanager_url}/api/v2/alerts",
+                                [alertmanager_payload(current, self.external_url, now, self.resend_every)]))
+        if self.webhook_url and reason != "resend":
+            out.append(Outgoing("webhook", self.webhook_url, webhook_payload(current, reason, self.external_url)))
+        return out
+
+    def resend(self, open_alerts: Iterable[Alert], silences: Iterable[Silence], now: datetime) -> list[Outgoing]:
+        """Alertmanager expects firing alerts to be re-sent; silenced ones stay quiet."""
+        silences = list(silences)
+        if not self.alertmanager_url:
+            return []
+        payloads = [alertmanager_payload(a, self.external_url, now, self.resend_every) for a in open_alerts
+                    if a.recorded_state == "firing" and not any(s.matches(a.match_labels, now) for s in silences)]
+        return [Outgoing("alertmanager", f"{self.alertmanager_url}/api/v2/alerts", payloads)] if payloads else []
+
+    def enqueue(self, items: Iterable[Outgoing]) -> None:
+        if self.queue is None:
+            self.queue = asyncio.Queue(self.max_queue)
+        for item in items:
+            if self.queue.full():  # bounded: shed the oldest rather than grow or block
+                self.queue.get_nowait()
+                self.dropped += 1
+            self.queue.put_nowait(item)
+
+    async def run(self) -> None:
+        if self.queue is None:
+            self.queue = asyncio.Queue(self.max_queue)
+        async with httpx.AsyncClient(timeout=10) as client:
+            while True:
+                item = await self.queue.get()
+                await self._deliver(client, item)
+
+    async def _deliver(self, client: httpx.AsyncClient, item: Outgoing) -> None:
+        delay = 0.5
+        for attempt in range(self.max_attempts):
+            try:
+                response = await client.post(item.url, json=item.body)
+                if response.status_code < 300:
+                    return
+                problem = f"HTTP {response.status_code}: {response.text[:200]}"
+            except httpx.HTTPError as exc:
+                problem = repr(exc)
+            if self.metrics is not None:
+                self.metrics.notify_failures.labels(item.target).inc()
+            log.warning("%s notification to %s failed (%s), attempt %d/%d", item.target, item.url, problem,
+                        attempt + 1, self.max_attempts)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 30)
+        log.error("giving up on %s notification to %s after %d attempts", item.target, item.url, self.max_attempts)
