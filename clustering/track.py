@@ -1,0 +1,189 @@
+"""Stable issue identity across runs: match this run's clusters to the issues already known.
+
+A cluster inherits an issue's id when their members overlap (Jaccard on claim ids, or most
+of one coming from the other) or, for an issue none of whose members are in this run any
+more, when their centroids are close (a resolved failure family that recurs). Every other
+cluster is a new issue with a deterministic id: config name + its smallest member ids, so
+the same data, in any arrival order, gets the same ids. Merges and splits are recorded on
+both sides; a triaged issue is preferred as the survivor of a merge and is never
+absorbed without a recorded ``merged_into``.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+from typing import Sequence
+
+import numpy as np
+
+from clustering.config import ClusteringConfig
+from clustering.issue import NEW, ONGOING, REGRESSED, RESOLVED, IssueRecord, hash_of
+from clustering.run import ClusteringRun, ClusterSummary
+
+
+class IssueTracker:
+    def __init__(self, config: ClusteringConfig):
+        self.config = config
+
+    def match(self, previous: Sequence[IssueRecord], run: ClusteringRun, now: datetime) -> list[IssueRecord]:
+        """The new state of every issue: this config's issues updated, other configs' passed through.
+
+        Also sets ``cluster_issue_ids_`` (issue id per cluster index of ``run``) and ``changes_``.
+        """
+        mine = [p for p in previous if p.config_name == run.config_name and p.merged_into is None]
+        untouched = [p for p in previous if p not in mine]
+        alive = set(run.ids)
+        clusters = run.clusters_
+        scores = self._scores(clusters, mine, alive)
+        owner_of: dict[int, IssueRecord] = {}
+        taken: set[str] = set()
+        # strongest links first; a triaged issue wins a tie-break so it survives merges
+        for score, c, p in sorted(scores, key=lambda s: (-s[0], not mine[s[2]].triaged, mine[s[2]].first_seen,
+                                                           mine[s[2]].issue_id, s[1])):
+            if c not in owner_of and mine[p].issue_id not in taken:
+                owner_of[c] = mine[p]
+                taken.add(mine[p].issue_id)
+        best_link = {}
+        for score, c, p in sorted(scores, key=lambda s: (-s[0], s[1], s[2])):
+            best_link.setdefault(("c", c), p)
+            best_link.setdefault(("p", p), c)
+
+        self.changes_: list[str] = []
+        ids = {p.issue_id for p in previous}
+        cluster_ids: list[str] = []
+        out: list[IssueRecord] = []
+        for cluster in clusters:
+            prior = owner_of.get(cluster.index)
+            if prior is not None:
+                out.append(self._continue(prior, cluster, run, now))
+            else:
+                parent = mine[best_link[("c", cluster.index)]] if ("c", cluster.index) in best_link else None
+                issue_id = self._new_id(run.config_name, cluster, ids)
+                ids.add(issue_id)
+                out.append(self._create(issue_id, cluster, run, now, split_from=parent))
+            cluster_ids.append(out[-1].issue_id)
+        for p, record in enumerate(mine):
+            if record.issue_id in taken:
+                continue
+            if ("p", p) in best_link:
+                survivor = cluster_ids[best_link[("p", p)]]
+                out.append(self._merge(record, survivor, now))
+            else:
+                out.append(self._resolve(record, now))
+        # split_into / absorbed are recorded on the surviving side, too
+        out = [self._note_relatives(r, out, now) for r in out]
+        self.cluster_issue_ids_ = cluster_ids
+        return out + untouched
+
+    def _scores(self, clusters: list[ClusterSummary], mine: list[IssueRecord], alive: set[str]):
+        """(score, cluster index, issue position) for every plausible link."""
+        scores = []
+        if not clusters or not mine:
+            return scores
+        cluster_members = [set(c.member_ids) for c in clusters]
+        cluster_hashes = [{m: hash_of(m) for m in c.member_ids} for c in clusters]
+        centroids = np.stack([c.centroid for c in clusters])
+        for p, record in enumerate(mine):
+            sample_alive = {m for m in record.member_sample if m in alive}
+            if sample_alive:
+                cap = record.sample_hash_cap
+                for c, members in enumerate(cluster_members):
+                    inside = {m for m, h in cluster_hashes[c].items() if h <= cap}  # same hash range as the sample
+                    both = len(sample_alive & inside)
+                    if not both:
+                        continue
+                    jaccard = both / len(sample_alive | inside)
+                    share_of_issue = both / len(sample_alive)
+                    share_of_cluster = both / len(inside)
+                    if (jaccard >= self.config.match_min_jaccard or share_of_issue >= self.config.match_min_share
+                            or share_of_cluster >= self.config.match_min_share):
+                        scores.append((max(jaccard, 0.5 * max(share_of_issue, share_of_cluster)), c, p))
+            elif record.centroid is not None and len(record.centroid) == centroids.shape[1]:
+                similarity = centroids @ np.asarray(record.centroid, dtype=np.float32)
+                c = int(np.argmax(similarity))
+                if similarity[c] >= self.config.match_min_centroid_similarity:
+                    scores.append((float(similarity[c]) - 1.0, c, p))  # below any overlap link
+        return scores
+
+    def _member_sample(self, cluster: ClusterSummary) -> tuple[tuple[str, ...], int]:
+        """Bottom-k sketch of member ids by hash, and the hash cap it covers (all hashes when complete)."""
+        ranked = sorted(cluster.member_ids, key=hash_of)
+        k = self.config.member_sample_size
+        if len(ranked) <= k:
+            return tuple(ranked), 2**63 - 1
+        return tuple(ranked[:k]), hash_of(ranked[k - 1])
+
+    def _hourly(self, old: dict[str, int], new: dict[str, int], now: datetime) -> dict[str, int]:
+        # overlapping lookback windows see the same hour twice: keep the larger count, drop old hours
+        oldest = (now.astimezone(timezone.utc) - timedelta(days=self.config.hourly_days_kept)).strftime("%Y-%m-%dT%H")
+        merged = {h: max(old.get(h, 0), new.get(h, 0)) for h in set(old) | set(new) if h >= oldest}
+        return dict(sorted(merged.items()))
+
+    def _fields(self, cluster: ClusterSummary, now: datetime) -> dict:
+        sample, cap = self._member_sample(cluster)
+        return dict(name=cluster.name, keywords=tuple(cluster.keywords), last_seen=now, size=cluster.size,
+                    routes=dict(cluster.routes), centroid=[float(x) for x in cluster.centroid],
+                    member_sample=sample, sample_hash_cap=cap, exemplar_ids=tuple(cluster.exemplar_ids))
+
+    def _continue(self, prior: IssueRecord, cluster: ClusterSummary, run: ClusteringRun, now: datetime) -> IssueRecord:
+        state = REGRESSED if prior.state in (RESOLVED, REGRESSED) else ONGOING
+        history = prior.history
+        if prior.state == RESOLVED:
+            history = (*history, {"at": _iso(now), "event": "regressed"})
+            self.changes_.append(f"{prior.issue_id} regressed: resolved before, failing again ({cluster.size} claims)")
+        return replace(prior, **self._fields(cluster, now), state=state,
+                       hourly_counts=self._hourly(prior.hourly_counts, cluster.hourly_counts, now), history=history)
+
+    def _create(self, issue_id: str, cluster: ClusterSummary, run: ClusteringRun, now: datetime,
+                split_from: IssueRecord | None) -> IssueRecord:
+        history: tuple[dict, ...] = ({"at": _iso(now), "event": "created"},)
+        if split_from is not None:
+            history += ({"at": _iso(now), "event": "split_from", "issue_id": split_from.issue_id},)
+            self.changes_.append(f"{issue_id} split from {split_from.issue_id}")
+        else:
+            self.changes_.append(f"{issue_id} new: {cluster.name} ({cluster.size} claims)")
+        return IssueRecord(issue_id=issue_id, config_name=run.config_name, first_seen=now, state=NEW,
+                           hourly_counts=self._hourly({}, cluster.hourly_counts, now),
+                           split_from=None if split_from is None else split_from.issue_id, history=history,
+                           **self._fields(cluster, now))
+
+    def _merge(self, record: IssueRecord, survivor: str, now: datetime) -> IssueRecord:
+        note = " (triaged: its triage carries over to the survivor)" if record.triaged else ""
+        self.changes_.append(f"{record.issue_id} merged into {survivor}{note}")
+        return replace(record, state=RESOLVED, merged_into=survivor,
+                       history=(*record.history, {"at": _iso(now), "event": "merged_into", "issue_id": survivor}))
+
+    def _resolve(self, record: IssueRecord, now: datetime) -> IssueRecord:
+        if record.state == RESOLVED:
+            return record
+        self.changes_.append(f"{record.issue_id} resolved: no failing claims in this run")
+        return replace(record, state=RESOLVED, size=0,
+                       history=(*record.history, {"at": _iso(now), "event": "resolved"}))
+
+    def _note_relatives(self, record: IssueRecord, everything: list[IssueRecord], now: datetime) -> IssueRecord:
+        absorbed = [r for r in everything if r.merged_into == record.issue_id and _happened(r, "merged_into", now)]
+        spawned = [r for r in everything if r.split_from == record.issue_id and _happened(r, "split_from", now)]
+        if not absorbed and not spawned:
+            return record
+        events = [{"at": _iso(now), "event": "absorbed", "issue_id": r.issue_id} for r in absorbed]
+        events += [{"at": _iso(now), "event": "split_into", "issue_id": r.issue_id} for r in spawned]
+        triaged = record.triaged or any(r.triaged for r in absorbed)
+        return replace(record, triaged=triaged, history=(*record.history, *events))
+
+    def _new_id(self, config_name: str, cluster: ClusterSummary, taken: set[str]) -> str:
+        first = sorted(cluster.member_ids)[:5]
+        digest = hashlib.sha256("\n".join([config_name, *first]).encode()).hexdigest()[:12]
+        issue_id, n = f"iss-{digest}", 1
+        while issue_id in taken:  # a resolved issue left behind with these very members
+            n += 1
+            issue_id = f"iss-{digest}-{n}"
+        return issue_id
+
+
+def _iso(ts: datetime) -> str:
+    return ts.isoformat()
+
+
+def _happened(record: IssueRecord, event: str, now: datetime) -> bool:
+    return any(h.get("event") == event and h.get("at") == _iso(now) for h in record.history)

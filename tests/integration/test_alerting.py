@@ -1,0 +1,96 @@
+"""Drift alerts end to end: a simulated regression fires in a real Alertmanager, then resolves;
+a silenced route stays quiet. Broker, worker process, chDB and Alertmanager are all real."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import httpx
+
+from services.produce import raw_producer
+from services.simulate import Regression, Scenario, generate
+from streams.broker import create_topics
+from tests.support.peers import Alertmanager
+from tests.support.processes import WorkerProcess
+
+CONFIG = """
+[drift]
+eval_interval_seconds = 1.0
+watermark_seconds = 0
+[drift.detector]
+min_baseline_claims = 8000
+[notify]
+resend_seconds = 2.0
+"""
+
+
+def scenario(regressed: bool) -> Scenario:
+    demo = Scenario.demo()
+    billing, hr = demo.routes[0], demo.routes[2]
+    hr = type(hr)(**{**hr.__dict__, "per_minute": 60})
+    regressions = (Regression("billing-faq", 0, {"model": "gen-2026-11"}, 0.07),
+                   Regression("hr-policy", 0, {"prompt": "hr-v4"}, 0.07)) if regressed else ()
+    return Scenario(routes=(billing, hr), regressions=regressions, bad_fraction=0.0, duplicate_fraction=0.0)
+
+
+def send(bootstrap: str, topic: str, sims) -> None:
+    producer = raw_producer(bootstrap)
+    for sim in sims:
+        producer.send(topic, key=sim.key, value=sim.raw)
+    producer.flush()
+    producer.close()
+
+
+def test_regression_fires_in_alertmanager_then_resolves_and_silence_holds(broker, topic_prefix, tmp_path):
+    now = datetime.now(timezone.utc).replace(second=0, microsecond=0)
+    start = now - timedelta(minutes=240)
+    calm = list(generate(scenario(False), start, 120, seed=5))
+    bad = list(generate(scenario(True), start + timedelta(minutes=120), 45, seed=6))
+    recovered = list(generate(scenario(False), start + timedelta(minutes=165), 75, seed=7))
+
+    topic = f"{topic_prefix}.verdicts"
+    create_topics(broker.bootstrap, [topic, f"{topic_prefix}.verdicts.dlq", f"{topic_prefix}.alerts"], 2)
+    config = tmp_path / "claimwatch.toml"
+    config.write_text(CONFIG)
+    with Alertmanager(tmp_path / "am") as am:
+        env = {"CLAIMWATCH_NOTIFY__ALERTMANAGER_URL": am.url}
+        with WorkerProcess(broker.bootstrap, f"chdb:{tmp_path / 'ch'}", topic_prefix, tmp_path / "worker.log",
+                           env=env, args=["--config", str(config)]) as worker:
+            # Silence hr-policy before anything happens there.
+            silence = httpx.post(worker.url + "/api/silences", json={
+                "matchers": ["route=hr-policy"], "by": "oncall", "comment": "prompt rollout under review",
+                "duration": "4h"}, timeout=10)
+            assert silence.status_code == 201, silence.text
+
+            send(broker.bootstrap, topic, calm + bad)
+            firing = worker.wait_for(lambda: [a for a in am.alerts() if a["labels"]["route"] == "billing-faq"], 240,
+                                     "billing-faq alert in Alertmanager")[0]
+            assert firing["labels"]["kind"] == "hallucination_rate_rise"
+            assert firing["labels"]["severity"] in ("warning", "critical")
+            assert firing["labels"]["alertname"] == "ClaimHallucinationRateRise"
+            assert "billing-faq" in firing["annotations"]["summary"]
+            assert "gen-2026-11" in firing["annotations"]["description"]  # first suspect: the new model
+            assert firing["annotations"]["runbook_url"].startswith("http")
+            assert firing["generatorURL"].endswith(firing["annotations"]["runbook_url"].rsplit("/", 1)[-1])
+
+            ours = worker.get("/api/alerts", route="billing-faq")
+            assert len(ours) == 1 and ours[0]["state"] == "firing"
+            assert ours[0]["suspect_changes"][0]["key"] == "model"
+            assert ours[0]["suspect_changes"][0]["value"] == "gen-2026-11"
+            onset = datetime.fromisoformat(ours[0]["onset"])
+            assert abs(onset - (start + timedelta(minutes=120))) <= timedelta(minutes=10)
+
+            # hr-policy regressed too: claimwatch has the alert, silenced, and Alertmanager never saw it.
+            hr = worker.wait_for(lambda: [a for a in worker.get("/api/alerts", route="hr-policy")
+                                          if a["state"] == "firing"], 120, "hr-policy alert (silenced)")[0]
+            assert hr["silenced_by"] == [silence.json()["silence_id"]]
+            assert all(a["labels"]["route"] != "hr-policy" for a in am.alerts())
+
+            # Recovery: the rate falls back, the alert resolves, and Alertmanager drops it.
+            send(broker.bootstrap, topic, recovered)
+            worker.wait_for(lambda: not [a for a in am.alerts() if a["labels"]["route"] == "billing-faq"], 240,
+                            "billing-faq alert resolved in Alertmanager")
+            resolved = worker.get("/api/alerts", route="billing-faq")
+            assert [a["state"] for a in resolved] == ["resolved"]
+            states = [t["state"] for t in worker.get(f"/api/alerts/{resolved[0]['alert_id']}")["transitions"]]
+            assert states == ["pending", "firing", "resolved"]
+            assert all(a["labels"]["route"] != "hr-policy" for a in am.alerts())
