@@ -162,3 +162,26 @@ class CachedEmbedder:
         self.hits_ += len(unique) - len(missing)
         self.misses_ += len(missing)
         return np.stack([np.asarray(found[k], dtype=np.float32) for k in keys])
+
+
+class HashingEmbedder:
+    """Model-free embedder: signed feature hashing of word unigrams and bigrams.
+
+    Deterministic and instant, so tracking tests and the scale benchmark need no model;
+    texts sharing words land near each other, which is all those uses need.
+    """
+
+    def __init__(self, dim: int = 256):
+        self.dim = dim
+        self.model_id = f"hashing-{dim}"
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            words = text.lower().split()
+            for token in words + [f"{a} {b}" for a, b in zip(words, words[1:])]:
+                digest = hashlib.blake2b(token.encode(), digest_size=8).digest()
+                bucket = int.from_bytes(digest[:4], "big") % self.dim
+                out[row, bucket] += 1.0 if digest[4] & 1 else -1.0
+        out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+        return out

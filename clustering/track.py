@@ -11,6 +11,7 @@ absorbed without a recorded ``merged_into``.
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Sequence
@@ -18,7 +19,7 @@ from typing import Sequence
 import numpy as np
 
 from clustering.config import ClusteringConfig
-from clustering.issue import NEW, ONGOING, REGRESSED, RESOLVED, IssueRecord, hash_of
+from clustering.issue import COMPLETE_SAMPLE, NEW, ONGOING, REGRESSED, RESOLVED, IssueRecord, hash_of
 from clustering.run import ClusteringRun, ClusterSummary
 
 
@@ -35,17 +36,18 @@ class IssueTracker:
         untouched = [p for p in previous if p not in mine]
         alive = set(run.ids)
         clusters = run.clusters_
-        scores = self._scores(clusters, mine, alive)
+        links = self._links(clusters, mine, alive)
         owner_of: dict[int, IssueRecord] = {}
         taken: set[str] = set()
-        # strongest links first; a triaged issue wins a tie-break so it survives merges
-        for score, c, p in sorted(scores, key=lambda s: (-s[0], not mine[s[2]].triaged, mine[s[2]].first_seen,
-                                                           mine[s[2]].issue_id, s[1])):
+        # overlap links before centroid links; a triaged issue first, so it survives merges; then strength
+        for tier, score, c, p in sorted(links, key=lambda s: (s[0], not mine[s[3]].triaged, -s[1],
+                                                                mine[s[3]].first_seen, mine[s[3]].issue_id, s[2])):
             if c not in owner_of and mine[p].issue_id not in taken:
                 owner_of[c] = mine[p]
                 taken.add(mine[p].issue_id)
+        # merges and splits follow member overlap only: looking alike is not enough to absorb an issue
         best_link = {}
-        for score, c, p in sorted(scores, key=lambda s: (-s[0], s[1], s[2])):
+        for tier, score, c, p in sorted((s for s in links if s[0] == 0), key=lambda s: (-s[1], s[2], s[3])):
             best_link.setdefault(("c", c), p)
             best_link.setdefault(("p", p), c)
 
@@ -76,42 +78,39 @@ class IssueTracker:
         self.cluster_issue_ids_ = cluster_ids
         return out + untouched
 
-    def _scores(self, clusters: list[ClusterSummary], mine: list[IssueRecord], alive: set[str]):
-        """(score, cluster index, issue position) for every plausible link."""
-        scores = []
+    def _links(self, clusters: list[ClusterSummary], mine: list[IssueRecord], alive: set[str]):
+        """(tier, score, cluster index, issue position) for every plausible link; tier 0 overlap, 1 centroid."""
+        links = []
         if not clusters or not mine:
-            return scores
-        cluster_members = [set(c.member_ids) for c in clusters]
-        cluster_hashes = [{m: hash_of(m) for m in c.member_ids} for c in clusters]
+            return links
+        cluster_of = {m: c.index for c in clusters for m in c.member_ids}
+        sorted_hashes = [np.sort(np.fromiter((hash_of(m) for m in c.member_ids), dtype=np.int64)) for c in clusters]
         centroids = np.stack([c.centroid for c in clusters])
         for p, record in enumerate(mine):
-            sample_alive = {m for m in record.member_sample if m in alive}
+            sample_alive = [m for m in record.member_sample if m in alive]
             if sample_alive:
-                cap = record.sample_hash_cap
-                for c, members in enumerate(cluster_members):
-                    inside = {m for m, h in cluster_hashes[c].items() if h <= cap}  # same hash range as the sample
-                    both = len(sample_alive & inside)
-                    if not both:
-                        continue
-                    jaccard = both / len(sample_alive | inside)
-                    share_of_issue = both / len(sample_alive)
-                    share_of_cluster = both / len(inside)
+                shared = Counter(cluster_of[m] for m in sample_alive if m in cluster_of)
+                for c, both in sorted(shared.items()):
+                    # the cluster's members in the hash range the issue's sketch covers
+                    inside = int(np.searchsorted(sorted_hashes[c], record.sample_hash_cap, side="right"))
+                    jaccard = both / (len(sample_alive) + inside - both)
+                    share_of_issue, share_of_cluster = both / len(sample_alive), both / inside
                     if (jaccard >= self.config.match_min_jaccard or share_of_issue >= self.config.match_min_share
                             or share_of_cluster >= self.config.match_min_share):
-                        scores.append((max(jaccard, 0.5 * max(share_of_issue, share_of_cluster)), c, p))
+                        links.append((0, max(jaccard, 0.5 * max(share_of_issue, share_of_cluster)), c, p))
             elif record.centroid is not None and len(record.centroid) == centroids.shape[1]:
                 similarity = centroids @ np.asarray(record.centroid, dtype=np.float32)
                 c = int(np.argmax(similarity))
                 if similarity[c] >= self.config.match_min_centroid_similarity:
-                    scores.append((float(similarity[c]) - 1.0, c, p))  # below any overlap link
-        return scores
+                    links.append((1, float(similarity[c]), c, p))
+        return links
 
     def _member_sample(self, cluster: ClusterSummary) -> tuple[tuple[str, ...], int]:
         """Bottom-k sketch of member ids by hash, and the hash cap it covers (all hashes when complete)."""
         ranked = sorted(cluster.member_ids, key=hash_of)
         k = self.config.member_sample_size
         if len(ranked) <= k:
-            return tuple(ranked), 2**63 - 1
+            return tuple(ranked), COMPLETE_SAMPLE
         return tuple(ranked[:k]), hash_of(ranked[k - 1])
 
     def _hourly(self, old: dict[str, int], new: dict[str, int], now: datetime) -> dict[str, int]:

@@ -7,12 +7,9 @@ import orjson
 
 from services.alerts.lifecycle import Alert
 from services.alerts.silences import Silence
+from services.errors import NotFound
 from services.store.backends import Store
 from services.store.convert import ch_time
-
-
-class NotFound(LookupError):
-    """An id that names nothing; the message says what exists."""
 
 
 def _now_version() -> str:

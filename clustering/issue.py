@@ -1,0 +1,102 @@
+"""One named issue as it persists between runs, and its pure converters to and from a store row."""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Mapping
+
+import orjson
+
+from services.store.convert import ch_time
+
+NEW, ONGOING, REGRESSED, RESOLVED = "new", "ongoing", "regressed", "resolved"
+STATES = (NEW, ONGOING, REGRESSED, RESOLVED)
+COMPLETE_SAMPLE = 2**63 - 1  # sample_hash_cap of a sample that holds every member
+
+
+def hash_of(claim_id: str) -> int:
+    """Stable 63-bit hash of a claim id: orders the bottom-k member sketch."""
+    return int.from_bytes(hashlib.blake2b(claim_id.encode(), digest_size=8).digest(), "big") >> 1
+
+
+@dataclass(frozen=True)
+class IssueRecord:
+    issue_id: str
+    name: str
+    keywords: tuple[str, ...]
+    config_name: str
+    first_seen: datetime
+    last_seen: datetime
+    state: str = NEW
+    size: int = 0  # members in the latest run that saw it
+    hourly_counts: Mapping[str, int] = field(default_factory=dict)  # "YYYY-MM-DDTHH" UTC -> claims
+    routes: Mapping[str, int] = field(default_factory=dict)  # route -> members in the latest run
+    centroid: list[float] | None = None  # unit vector in the config's embedding space
+    member_sample: tuple[str, ...] = ()  # bottom-k sketch of member ids by hash_of
+    sample_hash_cap: int = COMPLETE_SAMPLE  # every member with hash_of(id) <= cap is in the sample
+    exemplar_ids: tuple[str, ...] = ()
+    triaged: bool = False
+    merged_into: str | None = None
+    split_from: str | None = None
+    history: tuple[dict, ...] = ()  # {"at", "event": created|regressed|resolved|merged_into|absorbed|split_*}
+
+    def to_row(self) -> dict[str, Any]:
+        """A JSONEachRow-ready dict (times as DateTime64(3) literals in UTC, history as JSON text)."""
+        return {
+            "issue_id": self.issue_id,
+            "name": self.name,
+            "keywords": list(self.keywords),
+            "config_name": self.config_name,
+            "first_seen": ch_time(self.first_seen),
+            "last_seen": ch_time(self.last_seen),
+            "state": self.state,
+            "size": self.size,
+            "hourly_counts": dict(self.hourly_counts),
+            "routes": dict(self.routes),
+            "centroid": list(self.centroid or []),
+            "member_sample": list(self.member_sample),
+            "sample_hash_cap": self.sample_hash_cap,
+            "exemplar_ids": list(self.exemplar_ids),
+            "triaged": int(self.triaged),
+            "merged_into": self.merged_into or "",
+            "split_from": self.split_from or "",
+            "history": orjson.dumps(list(self.history)).decode(),
+        }
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> IssueRecord:
+        state = row.get("state") or NEW
+        if state not in STATES:
+            raise ValueError(f"issue {row.get('issue_id')!r}: state {state!r} is not one of {STATES}")
+        history = row.get("history") or "[]"
+        return cls(
+            issue_id=row["issue_id"],
+            name=row.get("name", ""),
+            keywords=tuple(row.get("keywords") or ()),
+            config_name=row["config_name"],
+            first_seen=_time(row["first_seen"]),
+            last_seen=_time(row["last_seen"]),
+            state=state,
+            size=int(row.get("size") or 0),
+            hourly_counts={k: int(v) for k, v in (row.get("hourly_counts") or {}).items()},
+            routes={k: int(v) for k, v in (row.get("routes") or {}).items()},
+            centroid=[float(x) for x in row["centroid"]] if row.get("centroid") else None,
+            member_sample=tuple(row.get("member_sample") or ()),
+            sample_hash_cap=int(row.get("sample_hash_cap") or COMPLETE_SAMPLE),
+            exemplar_ids=tuple(row.get("exemplar_ids") or ()),
+            triaged=bool(int(row.get("triaged") or 0)),
+            merged_into=row.get("merged_into") or None,
+            split_from=row.get("split_from") or None,
+            history=tuple(orjson.loads(history) if isinstance(history, (str, bytes)) else history),
+        )
+
+    def to_line(self) -> dict[str, Any]:
+        """The offline ISSUES.jsonl line."""
+        return {"issue_id": self.issue_id, "name": self.name, "size": self.size, "keywords": list(self.keywords),
+                "exemplar_ids": list(self.exemplar_ids), "routes": list(self.routes), "state": self.state}
+
+
+def _time(value: Any) -> datetime:
+    ts = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+    return ts.replace(tzinfo=timezone.utc) if ts.tzinfo is None else ts
