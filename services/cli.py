@@ -11,6 +11,7 @@ from typing import Any, Callable
 import click
 import httpx
 import orjson
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -94,6 +95,9 @@ def main(verbose: bool) -> None:
     """claimwatch: claim-level hallucination monitoring for RAG and LLM products."""
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not verbose:  # the Kafka clients narrate transient reconnects at WARNING
+        for name in ("kafka", "aiokafka"):
+            logging.getLogger(name).setLevel(logging.ERROR)
 
 
 @main.command()
@@ -135,6 +139,19 @@ def worker(settings: Settings, serve_api: bool) -> None:
 
     settings = settings.model_copy(update={"kafka": settings.bootstrap})
     run_worker(settings, serve_api=serve_api)
+
+
+@main.command()
+@click.option("--exit", "exit_at_end", is_flag=True, help="Stop the stack at the end instead of leaving it up.")
+@service_options
+def demo(settings: Settings, exit_at_end: bool) -> None:
+    """Bring the embedded stack up, send accelerated simulated traffic, show rates, alerts, issues and a runbook."""
+    from services.demo import DemoError, run_demo
+
+    try:
+        run_demo(settings, console, keep_running=not exit_at_end)
+    except DemoError as exc:
+        raise Abort(str(exc)) from None
 
 
 @main.command("api")
@@ -260,18 +277,21 @@ def rates(settings: Settings, window: str, show_slices: bool, as_json: bool) -> 
     if not data:
         console.print("no events stored yet: send some with `claimwatch produce` or `claimwatch simulate`")
         return
-    table = Table(title=f"Claim-level hallucination rate, window {window} (worst first)")
-    for col in ("route", "rate", "95% CI", "failed/claims", "events", "contradicted", "unsupported", "overreach",
-                "stale", "no_source", "unsafe serve", "correct abst. | over-refusal"):
-        table.add_column(col, justify="left" if col == "route" else "right")
+    table = Table(title=f"Claim-level hallucination rate, {window} window, worst first", title_justify="left",
+                  box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
+    for col, justify in (("route", "left"), ("rate", "right"), ("95% CI", "right"), ("failed/claims", "right"),
+                         ("ctr/uns/ovr/stl/nos", "right"), ("unsafe", "right"), ("abstain ok|over", "right")):
+        table.add_column(col, justify=justify, overflow="fold")
     for r in data:
         ci = r["interval"]
         pair = r["abstention_pair"]
+        v = r["verdicts"]
         table.add_row(
-            r["route"], pct(r["rate"]), f"{pct(ci[0])}–{pct(ci[1])}" if ci else "—", f"{r['failed']}/{r['claims']}",
-            str(r["events"]), *(str(r["verdicts"][v]) for v in ("contradicted", "unsupported", "overreach", "stale", "no_source")),
+            r["route"], pct(r["rate"]), f"{100 * ci[0]:.1f}–{100 * ci[1]:.1f}" if ci else "—",
+            f"{r['failed']}/{r['claims']}",
+            "/".join(str(v[k]) for k in ("contradicted", "unsupported", "overreach", "stale", "no_source")),
             pct(r["unsafe_serve"]["rate"]),
-            f"{pct(pair['correct_abstention']['rate'])} | {pct(pair['over_refusal']['rate'])}",
+            f"{pct(pair['correct_abstention']['rate'])}|{pct(pair['over_refusal']['rate'])}",
         )
     out.print(table)
     for dim, entries in slices.items():

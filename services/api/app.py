@@ -1,107 +1,101 @@
-"""HTTP API app factory: takes the process's Services (settings + store), no globals."""
+"""HTTP API and dashboard, built by an app factory from the process's Services (no globals).
+
+Errors are always JSON ``{"detail": ...}`` with a 4xx for bad input: 404 for an unknown id,
+409 for a clash with the current state, 413 for an oversize body, 422 for a malformed
+one (naming the field), 401/403 for a missing or wrong token, 429 when rate limited,
+503 when the store is down.
+"""
 from __future__ import annotations
 
+import time
 from datetime import datetime, timezone
+from typing import Callable
 
-from fastapi import FastAPI, HTTPException, Query, Response
+from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import JSONResponse
 
 from services.alerts.service import AlertsService
-from services.alerts.store import AlertStore, NotFound
-from services.api.models import AckBody, SilenceBody
-from services.rates.query import RateQueries, WindowError, parse_window
-from services.rates.report import route_rates, slice_rates
+from services.alerts.store import AlertStore
+from services.api import pages
+from services.api.middleware import SecurityHeaders
+from services.api.routers import alerts as alerts_routes
+from services.api.routers import ops, rates
+from services.api.security import ApiPolicy, Gate
+from services.errors import Conflict, NotFound
+from services.evalset.promotion import NearDuplicateError, PromotionError
 from services.store.backends import StoreError
-from services.store.dlq import dlq_summary
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+TAGS = [
+    {"name": "rates", "description": "Claim-level hallucination rates with 95% intervals, worst first"},
+    {"name": "alerts", "description": "Drift alerts and silences"},
+    {"name": "issues", "description": "Failing claims clustered into named issues, with runbooks"},
+    {"name": "eval", "description": "Promotion of traces into the eval set, and its report, agreement and gate"},
+    {"name": "ops", "description": "Health, readiness, Prometheus metrics, dead letters"},
+]
 
 
 def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def create_api(services) -> FastAPI:
-    api = FastAPI(title="claimwatch", version="0.1.0",
-                  description="Claim-level hallucination rates, drift alerts, named issues, runbooks and the eval set.")
-    rates = RateQueries(services.store)
+def _problem(status: int, detail: str) -> JSONResponse:
+    return JSONResponse(status_code=status, content={"detail": detail})
 
-    @api.exception_handler(StoreError)
-    async def _store_down(request, exc: StoreError):
-        return JSONResponse(status_code=503, content={"detail": f"store unavailable: {exc}"})
 
-    def window_of(text: str):
-        try:
-            return parse_window(text)
-        except WindowError as exc:
-            raise HTTPException(422, str(exc)) from None
-
-    @api.get("/healthz")
-    def healthz() -> dict:
-        return {"status": "ok"}
-
-    @api.get("/readyz")
-    def readyz(response: Response) -> dict:
-        health = services.health
-        if not health.store_ok:
-            response.status_code = 503
-            return {"ready": False, "reason": f"store writes failing: {health.store_error}",
-                    "consecutive_failures": health.consecutive_failures}
-        try:
-            services.store.query("SELECT 1 AS ok")
-        except StoreError as exc:
-            response.status_code = 503
-            return {"ready": False, "reason": f"store unreachable: {exc}"}
-        return {"ready": True}
-
-    @api.get("/metrics")
-    def metrics() -> Response:
-        return Response(services.metrics.render(), media_type="text/plain; version=0.0.4")
-
-    @api.get("/api/rates")
-    def get_rates(window: str = Query("30m", description="e.g. 5m, 30m, 90m, 24h, or all")) -> list[dict]:
-        return route_rates(rates.totals("", window_of(window)))
-
-    @api.get("/api/slices")
-    def get_slices(window: str = Query("30m"), dim: list[str] | None = Query(None)) -> dict:
-        w = window_of(window)
-        dims = dim or rates.dims()
-        return {d: slice_rates(rates.totals(d, w), d) for d in dims}
-
-    alerts = AlertsService(AlertStore(services.store))
+def install_error_handlers(api: FastAPI, max_body_bytes: int) -> None:
+    @api.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException):
+        if exc.status_code == 413:  # raised by FastAPI's body limit as soon as the body goes over it
+            return _problem(413, f"request body over {max_body_bytes} bytes; send less (limit: api.max_body_bytes)")
+        return await http_exception_handler(request, exc)
 
     @api.exception_handler(NotFound)
-    async def _not_found(request, exc: NotFound):
-        return JSONResponse(status_code=404, content={"detail": str(exc)})
+    async def _not_found(request: Request, exc: NotFound):
+        if pages.wants_page(request):
+            return pages.error_page(request, 404, str(exc))
+        return _problem(404, str(exc))
+
+    @api.exception_handler(Conflict)
+    async def _conflict(request: Request, exc: Conflict):
+        return _problem(409, str(exc))
+
+    @api.exception_handler(PromotionError)
+    async def _refused(request: Request, exc: PromotionError):
+        return _problem(409 if isinstance(exc, NearDuplicateError) else 422, str(exc))
 
     @api.exception_handler(ValueError)
-    async def _bad_value(request, exc: ValueError):
-        return JSONResponse(status_code=422, content={"detail": str(exc)})
+    async def _bad_value(request: Request, exc: ValueError):
+        return _problem(422, str(exc))
 
-    @api.get("/api/alerts")
-    def list_alerts(route: str | None = None, state: str | None = Query(None, pattern="^(pending|firing|resolved)$")) -> list[dict]:
-        return alerts.list(utcnow(), route, state)
+    @api.exception_handler(StoreError)
+    async def _store_down(request: Request, exc: StoreError):
+        return _problem(503, f"store unavailable: {exc}")
 
-    @api.get("/api/alerts/{alert_id}")
-    def show_alert(alert_id: str) -> dict:
-        return alerts.show(alert_id, utcnow())
 
-    @api.post("/api/alerts/{alert_id}/ack")
-    def ack_alert(alert_id: str, body: AckBody) -> dict:
-        return alerts.ack(alert_id, body.by, body.note, utcnow())
+def create_api(services, policy: ApiPolicy | None = None, now: Callable[[], datetime] = utcnow,
+               clock: Callable[[], float] = time.monotonic) -> FastAPI:
+    """The API and dashboard for one process. ``policy`` defaults to ``services.settings.api``."""
+    policy = policy or ApiPolicy.from_settings(services.settings.api)
+    gate = Gate(policy, clock)
+    api = FastAPI(title="claimwatch", version="0.1.0", openapi_tags=TAGS, docs_url=None, redoc_url=None,
+                  max_body_size=policy.max_body_bytes,
+                  description="Claim-level hallucination rates, drift alerts, named issues, runbooks and the eval set. "
+                              "Changes need `Authorization: Bearer <token>`.")
+    install_error_handlers(api, policy.max_body_bytes)
+    alerts = AlertsService(AlertStore(services.store))
 
-    @api.get("/api/silences")
-    def list_silences(active: bool = False) -> list[dict]:
-        return alerts.silences(utcnow(), active)
+    api.include_router(ops.router(services, gate))
+    api.include_router(rates.router(services, gate, lambda route: alerts.list(now(), route)))
+    api.include_router(alerts_routes.router(alerts, gate, now))
+    api.include_router(pages.router(services, gate, alerts, now))
+    pages.mount_static(api)
 
-    @api.post("/api/silences", status_code=201)
-    def create_silence(body: SilenceBody) -> dict:
-        return alerts.silence(body.matchers, body.by, body.comment, utcnow(), duration=body.duration, ends_at=body.ends_at)
+    if policy.cors_origins:  # off unless configured
+        from fastapi.middleware.cors import CORSMiddleware
 
-    @api.delete("/api/silences/{silence_id}")
-    def expire_silence(silence_id: str) -> dict:
-        return alerts.unsilence(silence_id, utcnow())
-
-    @api.get("/api/dlq")
-    def get_dlq(samples: int = Query(1, ge=0, le=20)) -> list[dict]:
-        return dlq_summary(services.store, samples)
-
+        api.add_middleware(CORSMiddleware, allow_origins=list(policy.cors_origins), allow_credentials=False,
+                           allow_methods=["GET", "POST", "DELETE"], allow_headers=["Authorization", "Content-Type"])
+    api.add_middleware(SecurityHeaders)
     return api

@@ -68,10 +68,10 @@ class RouteTraffic:
         self.concentration = 1.0 / scenario.intra_answer_correlation - 1.0
         self._versions: dict[int, tuple[dict, str, str]] = {}
         # Each family's failures on this route concern a few topics, as a real issue does.
-        picker = random.Random(f"{seed}/{self.route.name}/topics")
-        n_topics = len(self.words.topics)
-        self.family_topics = [picker.sample(range(n_topics), min(scenario.topics_per_family, n_topics))
-                              for _ in FAMILIES]
+        n_topics, per_family = len(self.words.topics), min(scenario.topics_per_family, len(self.words.topics))
+        order = random.Random(f"{seed}/{self.route.name}/topics").sample(range(n_topics), n_topics)
+        self.family_topics = [[order[(f * per_family + j) % n_topics] for j in range(per_family)]
+                              for f in range(len(FAMILIES))]  # distinct families get distinct topics where possible
 
     def _beta(self, rng: np.random.Generator, mean: np.ndarray) -> np.ndarray:
         # Beta-binomial: each answer has its own failure propensity, so its claims fail together.

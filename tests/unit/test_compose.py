@@ -278,13 +278,16 @@ def test_mapped_ports_are_ports_the_services_listen_on(compose):
 # -- Prometheus, Alertmanager, Grafana ---------------------------------------------------------------
 
 def test_prometheus_scrapes_every_claimwatch_process_that_serves_metrics(compose, tmp_path):
+    from fastapi.testclient import TestClient
+
     from services.api.app import create_api
     from services.runtime import Services
     from services.store.backends import ChdbStore
+    from services.store.migrate import migrate
 
     assert "./dashboards/prometheus/prometheus.yml:/etc/prometheus/prometheus.yml:ro" in compose["services"]["prometheus"]["volumes"]
     config = yaml.safe_load(PROMETHEUS.read_text())
-    scraped: dict[str, str] = {}
+    scraped: dict[str, dict] = {}
     for job in config["scrape_configs"]:
         targets = [t for sc in job.get("static_configs", []) for t in sc["targets"]]
         targets += [f"{n}:{sd['port']}" for sd in job.get("dns_sd_configs", []) for n in sd["names"]]
@@ -293,15 +296,22 @@ def test_prometheus_scrapes_every_claimwatch_process_that_serves_metrics(compose
                 assert job["job_name"] == "prometheus" and target == "localhost:9090"
                 continue
             host, _ = service_endpoint(compose, target)
-            scraped[host] = job.get("metrics_path", "/metrics")
+            scraped[host] = job
     serving = {n for n, s in claimwatch_services(compose).items() if serves_api(s)}
     assert serving == {"worker", "api"} and serving <= set(scraped)
+    settings = settings_of(compose["services"]["api"])
+    if settings.api.protect_reads:
+        assert all("authorization" in scraped[n] for n in serving), "reads need a token: give Prometheus one"
     store = ChdbStore(tmp_path / "clickhouse")
     try:
-        paths = {route.path for route in create_api(Services(settings_of(compose["services"]["api"]), store)).routes}
+        migrate(store)
+        client = TestClient(create_api(Services(settings, store)))
+        for path in {scraped[n].get("metrics_path", "/metrics") for n in serving}:
+            answer = client.get(path)
+            assert answer.status_code == 200 and "claimwatch_events_total" in answer.text, f"{path}: {answer.status_code}"
+        assert client.get("/readyz").status_code == 200  # what the healthchecks ask
     finally:
         store.close()
-    assert {scraped[n] for n in serving} <= paths and "/readyz" in paths
 
 
 def test_alertmanager_groups_and_inhibits_on_labels_claimwatch_sends(compose):

@@ -1,7 +1,7 @@
 """The Grafana dashboard (dashboards/grafana/claimwatch.json) against the real ClickHouse engine.
 
 Every panel's SQL, the alert annotation and the route variable run on chDB over simulated traffic
-(written through EventWriter), dead letters and alerts, after the Grafana and
+(written through EventWriter), its dead letters, alerts (AlertStore) and issues (IssueRecord), after the Grafana and
 grafana-clickhouse-datasource macros are expanded the way the plugin expands them. Each result must
 have the columns its panel reads, with the types Grafana needs, and rows. The JSON itself is checked
 for what Grafana relies on: unique ids, a grid that fits, and the provisioned data source uid.
@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from clustering.issue import IssueRecord
 from services.alerts.lifecycle import Alert
 from services.alerts.store import AlertStore
 from services.contract.decode import Decoder, Rejection
-from services.rates.intervals import Counts, ratio_interval
+from services.rates.intervals import Counts, proportion_interval, ratio_interval
 from services.simulate import Scenario, generate
 from services.store.backends import ChdbStore
 from services.store.migrate import migrate
@@ -145,10 +146,14 @@ def panel_key(panel: dict) -> str:
     return panel["title"] + (" table" if panel["title"] == "Open alerts" and panel["type"] == "table" else "")
 
 
-ISSUES_PLANNED = """CREATE TABLE IF NOT EXISTS issues (
-    issue_id String, name String, state LowCardinality(String), size UInt64,
-    first_seen DateTime64(3, 'UTC'), last_seen DateTime64(3, 'UTC'), routes Array(String),
-    updated_at DateTime64(3, 'UTC')) ENGINE = ReplacingMergeTree(updated_at) ORDER BY issue_id"""
+# Until services/store/migrations/003_issues.sql exists: the columns of clustering.issue.IssueRecord.to_row.
+# Once it does, this is a no-op and the panel runs against the real table.
+ISSUES_UNTIL_MIGRATED = """CREATE TABLE IF NOT EXISTS issues (
+    issue_id String, name String, keywords Array(String), config_name String,
+    first_seen DateTime64(3, 'UTC'), last_seen DateTime64(3, 'UTC'), state LowCardinality(String), size UInt64,
+    hourly_counts Map(String, UInt64), routes Map(String, UInt64), centroid Array(Float32),
+    member_sample Array(String), sample_hash_cap UInt64, exemplar_ids Array(String), triaged UInt8,
+    merged_into String, split_from String, history String) ENGINE = ReplacingMergeTree ORDER BY issue_id"""
 
 
 @pytest.fixture(scope="module")
@@ -159,7 +164,8 @@ def loaded(tmp_path_factory):
     now = datetime.now(timezone.utc).replace(second=0, microsecond=0)
     start = now - timedelta(minutes=MINUTES)
     decoder, events, dead = Decoder(), [], []
-    scenario = Scenario.demo(regression_at=15, corpus_change_at=None).scaled(0.1)
+    # Flat volume: the same traffic whatever the time of day the test runs at.
+    scenario = Scenario.demo(regression_at=15, corpus_change_at=None, diurnal_amplitude=0.0).scaled(0.1)
     for offset, sim in enumerate(generate(scenario, start, MINUTES, seed=11)):
         decoded = decoder.decode(sim.raw)
         if isinstance(decoded, Rejection):
@@ -168,29 +174,29 @@ def loaded(tmp_path_factory):
             events.append(decoded)
     EventWriter(store).write(events, dead)
 
+    ago = lambda minutes: now - timedelta(minutes=minutes)  # noqa: E731
     alerts = AlertStore(store)
-    for route, pending, starts, ends, severity in (
-        ("billing-faq", now - timedelta(minutes=25), now - timedelta(minutes=20), None, "critical"),
-        ("product-search", now - timedelta(minutes=3), None, None, "warning"),
-        ("hr-policy", now - timedelta(minutes=40), now - timedelta(minutes=38), now - timedelta(minutes=30), "warning"),
+    for route, pending, starts, ends, severity in (  # firing, pending, resolved
+        ("billing-faq", ago(25), ago(20), None, "critical"),
+        ("product-search", ago(3), None, None, "warning"),
+        ("hr-policy", ago(40), ago(38), ago(30), "warning"),
     ):
         alerts.save(Alert(alert_id=f"a-{route}", route=route, kind="hallucination_rate_rise", severity=severity,
                           labels={"service": "claimwatch"}, window=30, pending_since=pending, starts_at=starts,
                           ends_at=ends, rate=0.12, baseline=0.06, delta=0.06, claims=800, updated_at=now))
 
-    store.command(ISSUES_PLANNED)  # no-op once services/store/migrations/003_issues.sql defines it
-    stamp = now.strftime("%Y-%m-%d %H:%M:%S")
-    seen = lambda minutes: (now - timedelta(minutes=minutes)).strftime("%Y-%m-%d %H:%M:%S")  # noqa: E731
+    store.command(ISSUES_UNTIL_MIGRATED)
+    issues = [  # id, name, state, size, first and last seen (minutes ago), route -> members, merged into
+        ("i-1", "invented refund amounts", "new", 40, 14, 1, {"billing-faq": 40}, None),
+        ("i-2", "stale tracking statuses", "ongoing", 90, 44, 2, {"billing-faq": 20, "parcel-status": 70}, None),
+        ("i-3", "old leave policy", "resolved", 300, 44, 5, {"hr-policy": 300}, None),
+        ("i-4", "seen before the range", "ongoing", 500, 600, 300, {"legal-terms": 500}, None),
+        ("i-5", "refund amounts, merged", "ongoing", 700, 30, 2, {"billing-faq": 700}, "i-1"),
+    ]
     store.insert("issues", [
-        {"issue_id": "i-1", "name": "invented refund amounts", "state": "new", "size": 40, "first_seen": seen(14),
-         "last_seen": seen(1), "routes": ["billing-faq"], "updated_at": stamp},
-        {"issue_id": "i-2", "name": "stale tracking statuses", "state": "ongoing", "size": 90, "first_seen": seen(44),
-         "last_seen": seen(2), "routes": ["parcel-status", "billing-faq"], "updated_at": stamp},
-        {"issue_id": "i-3", "name": "old leave policy", "state": "resolved", "size": 300, "first_seen": seen(44),
-         "last_seen": seen(5), "routes": ["hr-policy"], "updated_at": stamp},
-        {"issue_id": "i-4", "name": "seen before the range", "state": "ongoing", "size": 500,
-         "first_seen": seen(600), "last_seen": seen(300), "routes": ["legal-terms"], "updated_at": stamp},
-    ])
+        IssueRecord(issue_id, name, (), "clustering@test", ago(first), ago(last), state, size, routes=routes,
+                    merged_into=merged).to_row()
+        for issue_id, name, state, size, first, last, routes, merged in issues])
     # Dead letters carry the time they arrived (now); the range covers them and the simulated minutes.
     window = (start - timedelta(minutes=1), datetime.now(timezone.utc) + timedelta(minutes=2))
     yield store, window, {"events": len({e.event_id for e in events}), "dead": len(dead)}  # redeliveries count once
@@ -342,6 +348,16 @@ def test_route_table_interval_matches_claimwatchs_own_estimator(loaded, dashboar
         assert row["lower"] <= row["rate"] <= row["upper"]
 
 
+def test_abstention_intervals_match_claimwatchs_proportion_interval(loaded, dashboard, routes):
+    store, window, _ = loaded
+    _, rows = run_panel(store, window, _panel(dashboard, "Abstention pair by route"), routes)
+    assert {r["route"] for r in rows} == set(routes)
+    for row in rows:
+        for name, of in (("correct_abstention", "unanswerable"), ("over_refusal", "answerable")):
+            interval = proportion_interval(round(row[name] * row[of]), row[of])
+            assert (row[f"{name}_lower"], row[f"{name}_upper"]) == pytest.approx((interval.lo, interval.hi), abs=1e-9)
+
+
 def test_rate_series_interval_brackets_every_bucket(loaded, dashboard):
     store, window, _ = loaded
     _, rows = run_panel(store, window, _panel(dashboard, "Hallucination rate · ${route}"), ["billing-faq"])
@@ -359,11 +375,11 @@ def test_alert_panels_count_firing_and_pending_but_not_resolved(loaded, dashboar
     assert only == {"firing": 0, "pending": 0}
 
 
-def test_top_issues_leave_out_resolved_and_out_of_range_issues_and_follow_the_route_filter(loaded, dashboard, routes):
+def test_top_issues_leave_out_resolved_merged_and_out_of_range_issues_and_follow_the_route_filter(loaded, dashboard, routes):
     store, window, _ = loaded
     _, rows = run_panel(store, window, _panel(dashboard, "Top issues"), routes)
     assert [r["issue_id"] for r in rows] == ["i-2", "i-1"]
-    assert rows[0]["routes"] == "parcel-status, billing-faq"
+    assert rows[0]["routes"] == "parcel-status, billing-faq"  # most members first
     _, rows = run_panel(store, window, _panel(dashboard, "Top issues"), ["parcel-status"])
     assert [r["issue_id"] for r in rows] == ["i-2"]
 

@@ -1,0 +1,121 @@
+"""Who may call what: bearer tokens kept only as sha256 hashes, and a token bucket on mutations.
+
+- Mutations always need a token. With no token hashes configured they are refused
+  (403) with a message saying how to make one, never silently opened.
+- Reads are open unless ``api.protect_reads``; then they take the bearer header, or
+  the read-only cookie set by the dashboard's sign-in form (never enough to mutate,
+  so a cross-site form post cannot act on a signed-in browser).
+- A presented token is hashed and compared with ``hmac.compare_digest`` against
+  every configured hash, without stopping at the first match, so timing says
+  nothing about which hash (or how much of one) matched.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Iterable
+
+HASH_RE = re.compile(r"[0-9a-f]{64}")
+TOKEN_PREFIX = "cw_"
+READ_COOKIE = "claimwatch_read"
+HOW_TO_CONFIGURE = ("no API tokens are configured, so changes are refused. Run `claimwatch token new`, keep the "
+                    "token it prints, and add its sha256 to [api] token_hashes in the config file "
+                    "(or CLAIMWATCH_API__TOKEN_HASHES), then restart")
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def new_token() -> tuple[str, str]:
+    """A fresh random bearer token and the sha256 hex to configure; only the hash is ever stored."""
+    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    return token, hash_token(token)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    status: int
+    detail: str
+
+
+MISSING = Refusal(401, "this endpoint needs a bearer token: send `Authorization: Bearer <token>` "
+                       "(the CLI sends $CLAIMWATCH_TOKEN; the dashboard asks for it in the token field)")
+WRONG = Refusal(403, "the bearer token is not one of the configured tokens; check $CLAIMWATCH_TOKEN "
+                     "or make a new one with `claimwatch token new`")
+UNCONFIGURED = Refusal(403, HOW_TO_CONFIGURE)
+
+
+def bearer_of(authorization: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header, or None."""
+    if not authorization:
+        return None
+    scheme, _, token = authorization.strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        return None
+    return token
+
+
+class TokenCheck:
+    """Decides on a presented token; holds hashes only."""
+
+    def __init__(self, token_hashes: Iterable[str]):
+        hashes = []
+        for i, h in enumerate(token_hashes):
+            normal = h.strip().lower()
+            if not HASH_RE.fullmatch(normal):
+                raise ValueError(f"api.token_hashes[{i}]: expected 64 hex digits (sha256), got {len(h)} characters; "
+                                 "make one with `claimwatch token new`")
+            hashes.append(normal.encode("ascii"))
+        self._hashes = tuple(hashes)
+
+    @property
+    def configured(self) -> bool:
+        return bool(self._hashes)
+
+    def matches(self, token: str) -> bool:
+        presented = hash_token(token).encode("ascii")
+        found = False
+        for known in self._hashes:  # no early exit
+            found |= hmac.compare_digest(presented, known)
+        return found
+
+    def refusal(self, token: str | None) -> Refusal | None:
+        """None when the token is accepted, else why not (401 missing, 403 wrong or none configured)."""
+        if not self.configured:
+            return UNCONFIGURED
+        if token is None:
+            return MISSING
+        return None if self.matches(token) else WRONG
+
+
+class TokenBucket:
+    """Per-client token buckets, in memory: ``burst`` calls at once, refilled at ``rate`` per second.
+
+    The number of clients tracked is bounded; the least recently seen is forgotten first.
+    """
+
+    def __init__(self, rate: float, burst: int, max_clients: int = 10_000):
+        if rate <= 0 or burst < 1:
+            raise ValueError(f"rate limit needs rate > 0 and burst >= 1, got rate={rate}, burst={burst}")
+        self.rate, self.burst, self.max_clients = rate, burst, max_clients
+        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # client -> (tokens, at)
+
+    def take(self, client: str, now: float) -> float:
+        """Spend one call; returns 0 when allowed, else the seconds until the next call is."""
+        tokens, at = self._buckets.pop(client, (float(self.burst), now))
+        tokens = min(float(self.burst), tokens + max(0.0, now - at) * self.rate)
+        wait = 0.0
+        if tokens >= 1:
+            tokens -= 1
+        else:
+            wait = (1 - tokens) / self.rate
+        self._buckets[client] = (tokens, now)
+        while len(self._buckets) > self.max_clients:
+            self._buckets.popitem(last=False)
+        return wait

@@ -1,0 +1,168 @@
+"""The web dashboard: server-rendered pages (Jinja2, autoescaped), static JS only, Plotly served locally.
+
+Pages read the same services as the API. Everything that changes state goes through
+the JSON API from static/app.js with the bearer token the user typed into the token
+field (kept in sessionStorage), so the API's auth and rate limits apply unchanged.
+"""
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Callable
+
+import jinja2
+import plotly
+from fastapi import APIRouter, FastAPI, Form, Query, Request
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
+
+from services.api import views
+from services.api.auth import READ_COOKIE
+from services.api.routeview import RouteHistory
+from services.api.security import Gate
+from services.errors import NotFound
+from services.rates.query import RateQueries, WindowError, parse_window
+from services.rates.report import route_rates
+
+HERE = Path(__file__).resolve().parent
+PLOTLY_JS = Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
+API_PREFIXES = ("/api/", "/metrics", "/healthz", "/readyz", "/openapi.json", "/static/")
+WINDOWS = ("5m", "30m", "90m", "6h", "24h", "7d", "all")
+TREND_MINUTES, TREND_STEP = 360, 15
+
+
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters.update(pct=views.pct, interval=views.interval_text, when=views.when, route_url=views.route_url,
+                       issue_url=views.issue_url, spark=views.sparkline,
+                       segment=views.segment)
+    return env
+
+
+ENV = environment()
+
+
+def render(name: str, status: int = 200, **context) -> HTMLResponse:
+    return HTMLResponse(ENV.get_template(name).render(**context), status_code=status)
+
+
+def wants_page(request: Request) -> bool:
+    return not request.url.path.startswith(API_PREFIXES)
+
+
+def error_page(request: Request, status: int, message: str) -> HTMLResponse:
+    return render("error.html", status, page="error", title=f"{status}", message=message, signed_in=True,
+                  tokens_configured=True)
+
+
+def mount_static(api: FastAPI) -> None:
+    @api.get("/static/plotly.min.js", include_in_schema=False)
+    def plotly_js() -> FileResponse:
+        # The plotly package's own bundle: no CDN, works offline.
+        return FileResponse(PLOTLY_JS, media_type="text/javascript", headers={"Cache-Control": "max-age=86400"})
+
+    api.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
+
+
+def router(services, gate: Gate, alerts, now: Callable, issues=None, evalset=None) -> APIRouter:
+    r = APIRouter(include_in_schema=False)
+    rates = RateQueries(services.store)
+    history = RouteHistory(services.store)
+
+    def page(request: Request, name: str, **context) -> Response:
+        if not gate.signed_in(request):
+            return RedirectResponse(f"/signin?next={request.url.path}", status_code=303)
+        return render(name, page=name.removesuffix(".html"), signed_in=True,
+                      protect_reads=gate.policy.protect_reads, tokens_configured=gate.tokens.configured, **context)
+
+    def window_or_default(text: str, default: str) -> str:
+        try:
+            parse_window(text)
+        except WindowError:
+            return default
+        return text
+
+    @r.get("/", response_class=HTMLResponse)
+    def overview(request: Request, window: str = Query("30m", max_length=16)) -> Response:
+        window = window_or_default(window, "30m")
+        routes = route_rates(rates.totals("", parse_window(window)))
+        open_alerts = alerts.list(now())
+        trends: dict = {}
+        span = views.trend_window(rates.latest_minute(), TREND_MINUTES)
+        if span:
+            rows = rates.minutes_all_routes(*span)
+            trends = views.route_trends(rows, span[0], TREND_MINUTES, TREND_STEP)
+        return page(request, "overview.html", title="Overview", routes=routes, window=window, windows=WINDOWS,
+                    trends=trends, route_badges=views.alert_badges(open_alerts), trend_hours=TREND_MINUTES // 60)
+
+    @r.get("/routes/{route:path}", response_class=HTMLResponse)
+    def route_page(request: Request, route: str, window: str = Query("6h", max_length=16)) -> Response:
+        window = window_or_default(window, "6h") if window != "all" else "6h"
+        route_alerts = alerts.list(now(), route)
+        detail = history.detail(route, parse_window(window), None, route_alerts, None,
+                                services.settings.drift.baseline_minutes)
+        if detail is None:
+            raise NotFound(f"no events stored for route {route!r}")
+        return page(request, "route.html", title=f"Route {route}", route=route, detail=detail, window=window,
+                    windows=WINDOWS[:-1], alerts=route_alerts)
+
+    @r.get("/alerts", response_class=HTMLResponse)
+    def alerts_page(request: Request) -> Response:
+        at = now()
+        return page(request, "alerts.html", title="Alerts", alerts=alerts.list(at), silences=alerts.silences(at))
+
+    @r.get("/issues", response_class=HTMLResponse)
+    def issues_page(request: Request, state: str | None = Query(None, max_length=32),
+                    route: str | None = Query(None, max_length=256), q: str | None = Query(None, max_length=200),
+                    sort: str = Query("last_seen", max_length=32)) -> Response:
+        found = [] if issues is None else issues.list(state=state or None, route=route or None, q=q or None,
+                                                     sort=sort, limit=200)
+        return page(request, "issues.html", title="Issues", issues=found, available=issues is not None,
+                    filters={"state": state or "", "route": route or "", "q": q or "", "sort": sort})
+
+    @r.get("/issues/{issue_id}", response_class=HTMLResponse)
+    def issue_page(request: Request, issue_id: str) -> Response:
+        if issues is None:
+            raise NotFound("issues are not available in this build yet")
+        issue = issues.show(issue_id)
+        runbook = issues.runbook(issue_id, "html", str(request.base_url).rstrip("/"))
+        return page(request, "issue.html", title=issue["name"], issue=issue, runbook=runbook,
+                    can_promote=evalset is not None)
+
+    @r.get("/eval", response_class=HTMLResponse)
+    def eval_page(request: Request) -> Response:
+        if evalset is None:
+            return page(request, "eval.html", title="Eval set", available=False, items=[], queue=[], report={},
+                        agreement={})
+        items = evalset.items()
+        return page(request, "eval.html", title="Eval set", available=True, items=items,
+                    queue=[i for i in items if i.get("state") == "proposed"], report=evalset.report(),
+                    agreement=evalset.agreement())
+
+    # Reads protected by token: a browser signs in once; the cookie only ever allows reads.
+    @r.get("/signin", response_class=HTMLResponse)
+    def signin_page(request: Request, next: str = Query("/", max_length=500)) -> Response:
+        return render("signin.html", page="signin", title="Sign in", next=_local(next), signed_in=False,
+                      protect_reads=gate.policy.protect_reads, tokens_configured=gate.tokens.configured, error="")
+
+    @r.post("/signin", response_class=HTMLResponse)
+    def signin(request: Request, token: str = Form(max_length=500), next: str = Form("/", max_length=500)) -> Response:
+        wait = gate.bucket.take(gate.client_of(request), gate.clock())
+        refusal = gate.tokens.refusal(token) if wait == 0 else None
+        if wait > 0 or refusal is not None:
+            message = "too many attempts; wait a minute" if wait > 0 else refusal.detail
+            return render("signin.html", 429 if wait > 0 else refusal.status, page="signin", title="Sign in",
+                          next=_local(next), signed_in=False, protect_reads=gate.policy.protect_reads,
+                          tokens_configured=gate.tokens.configured, error=message)
+        response = RedirectResponse(_local(next), status_code=303)
+        response.set_cookie(READ_COOKIE, token, max_age=int(timedelta(hours=12).total_seconds()), httponly=True,
+                            samesite="strict", secure=request.url.scheme == "https", path="/")
+        return response
+
+    return r
+
+
+def _local(target: str) -> str:
+    """Only redirect within this site."""
+    return target if target.startswith("/") and not target.startswith("//") and "\\" not in target else "/"

@@ -1,0 +1,72 @@
+"""Liveness, readiness, Prometheus metrics and dead-letter statistics."""
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Query, Response
+from fastapi.responses import JSONResponse, PlainTextResponse
+
+from services.api.models import DlqReason, Health, Ready
+from services.api.security import AUTH_RESPONSES, Gate
+from services.rates.query import RateQueries, parse_window
+from services.rates.report import route_rates
+from services.store.backends import StoreError
+from services.store.dlq import dlq_summary
+
+GAUGE_WINDOW = "30m"
+
+
+def publish_route_rates(metrics, rates: RateQueries, window: str = GAUGE_WINDOW) -> None:
+    """Set the per-route rate gauges from the window ending at the newest event time.
+
+    Routes that left the window disappear from the gauges instead of keeping a stale value.
+    """
+    entries = route_rates(rates.totals("", parse_window(window)))
+    for gauge in (metrics.route_rate, metrics.route_rate_lo, metrics.route_rate_hi):
+        gauge.clear()
+    for e in entries:
+        if e["rate"] is None:
+            continue
+        metrics.route_rate.labels(e["route"], window).set(e["rate"])
+        metrics.route_rate_lo.labels(e["route"], window).set(e["interval"][0])
+        metrics.route_rate_hi.labels(e["route"], window).set(e["interval"][1])
+
+
+def router(services, gate: Gate) -> APIRouter:
+    r = APIRouter()
+    rates = RateQueries(services.store)
+    read = [Depends(gate.read())]
+    guarded = AUTH_RESPONSES if gate.policy.protect_reads else {}
+
+    @r.get("/healthz", tags=["ops"], summary="Liveness: the process answers", response_model=Health)
+    def healthz() -> dict:
+        return {"status": "ok"}
+
+    @r.get("/readyz", tags=["ops"], summary="Readiness: the store accepts reads and writes", response_model=Ready,
+           responses={503: {"model": Ready, "description": "Not ready; reason says why"}})
+    def readyz() -> JSONResponse | dict:
+        health = services.health
+        if not health.store_ok:
+            return JSONResponse(status_code=503, content={
+                "ready": False, "reason": f"store writes failing: {health.store_error}",
+                "consecutive_failures": health.consecutive_failures})
+        try:
+            services.store.query("SELECT 1 AS ok")
+        except StoreError as exc:
+            return JSONResponse(status_code=503, content={"ready": False, "reason": f"store unreachable: {exc}"})
+        return {"ready": True}
+
+    @r.get("/metrics", tags=["ops"], summary="Prometheus metrics (text exposition format)", dependencies=read,
+           response_class=PlainTextResponse,
+           responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}, **guarded})
+    def metrics() -> Response:
+        try:
+            publish_route_rates(services.metrics, rates)
+        except StoreError:
+            pass  # a store hiccup must not hide the ingest counters; the gauges keep their last values
+        return Response(services.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    @r.get("/api/dlq", tags=["ops"], summary="Dead-lettered messages: count per contract rule, with samples",
+           response_model=list[DlqReason], dependencies=read, responses=guarded)
+    def get_dlq(samples: int = Query(1, ge=0, le=20, description="samples per reason")) -> list[dict]:
+        return dlq_summary(services.store, samples)
+
+    return r

@@ -1,0 +1,65 @@
+"""Per-route rates with intervals and slices, worst first, and one route's history."""
+from __future__ import annotations
+
+from typing import Callable
+
+from fastapi import APIRouter, Depends, HTTPException, Query
+from pydantic import AwareDatetime
+
+from services.api.models import ERROR_RESPONSES, RateEntry, RouteDetail, SliceEntry
+from services.api.routeview import RouteHistory
+from services.api.security import AUTH_RESPONSES, Gate
+from services.errors import NotFound
+from services.rates.query import RateQueries, WindowError, parse_window
+from services.rates.report import route_rates, slice_rates
+
+MAX_RANGE_MINUTES = 31 * 24 * 60
+
+
+def window_of(text: str, allow_all: bool = True):
+    try:
+        window = parse_window(text)
+    except WindowError as exc:
+        raise HTTPException(422, str(exc)) from None
+    if window is None and not allow_all:
+        raise HTTPException(422, "window 'all' is not allowed here; give a length such as 6h")
+    if window is not None and window.total_seconds() > MAX_RANGE_MINUTES * 60:
+        raise HTTPException(422, f"window {text!r} is longer than 31 days; use a shorter one")
+    return window
+
+
+def router(services, gate: Gate, alerts_of: Callable[[str], list[dict]]) -> APIRouter:
+    r = APIRouter(tags=["rates"], dependencies=[Depends(gate.read())],
+                  responses=AUTH_RESPONSES if gate.policy.protect_reads else {})
+    rates = RateQueries(services.store)
+    history = RouteHistory(services.store)
+
+    @r.get("/api/rates", summary="Claim-level hallucination rate per route, worst first", response_model=list[RateEntry],
+           responses={422: ERROR_RESPONSES[422]})
+    def get_rates(window: str = Query("30m", max_length=16, description="e.g. 5m, 30m, 90m, 24h, or all")) -> list[dict]:
+        return route_rates(rates.totals("", window_of(window)))
+
+    @r.get("/api/slices", summary="Rates by slice (query_type, stakes, version.*), worst first",
+           response_model=dict[str, list[SliceEntry]], responses={422: ERROR_RESPONSES[422]})
+    def get_slices(window: str = Query("30m", max_length=16),
+                   dim: list[str] | None = Query(None, description="slice dimensions; default all")) -> dict:
+        w = window_of(window)
+        dims = dim or rates.dims()
+        return {d: slice_rates(rates.totals(d, w), d) for d in dims}
+
+    @r.get("/api/routes/{route:path}", summary="One route over time: rate with interval band, baseline, alert "
+           "spans, verdict breakdown and version changes", response_model=RouteDetail, responses=ERROR_RESPONSES)
+    def get_route(route: str,
+                  window: str = Query("6h", max_length=16, description="length of the range, ending at `end`"),
+                  end: AwareDatetime | None = Query(None, description="end of the range; default the newest event time"),
+                  step: int | None = Query(None, ge=1, le=1440, description="minutes per point; default keeps <= 360"),
+                  ) -> dict:
+        w = window_of(window, allow_all=False)
+        if end is not None and not 1971 <= end.year <= 2105:
+            raise HTTPException(422, f"end {end.isoformat()}: must fall between 1971 and 2105")
+        detail = history.detail(route, w, end, alerts_of(route), step, services.settings.drift.baseline_minutes)
+        if detail is None:
+            raise NotFound(f"no events stored for route {route!r}; list routes with GET /api/rates?window=all")
+        return detail
+
+    return r

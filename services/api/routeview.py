@@ -1,0 +1,131 @@
+"""What the route detail shows: the rate over time with its interval band, the baseline, alert
+spans, the verdict breakdown and the version-change timeline. Pure functions over store rows,
+plus the one query the rate module does not have (when each version value was seen)."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from services.rates.intervals import Counts, ratio_interval
+from services.rates.query import RateQueries
+from services.rates.report import rate_entry
+from services.store.backends import Store
+from services.store.convert import parse_ch_time
+
+MAX_POINTS = 360
+STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 240, 720, 1440)
+
+
+def iso(ts: datetime) -> str:
+    return ts.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def _ch(ts: datetime) -> str:
+    return ts.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def step_for(start: datetime, end: datetime, max_points: int = MAX_POINTS) -> int:
+    """The smallest round bucket width (minutes) that keeps the series under ``max_points``."""
+    minutes = int((end - start).total_seconds() // 60) + 1
+    for step in STEPS:
+        if minutes / step <= max_points:
+            return step
+    return STEPS[-1]
+
+
+def series(rows: list[dict], start: datetime, step: int) -> list[dict]:
+    """Per-minute rows -> buckets of ``step`` minutes from ``start``, each with rate and 95% interval."""
+    buckets: dict[int, Counts] = {}
+    for row in rows:
+        index = int((parse_ch_time(row["minute"]) - start).total_seconds() // 60) // step
+        buckets[index] = buckets.get(index, Counts.zero()) + Counts.from_row(row)
+    out = []
+    for index in sorted(buckets):
+        c = buckets[index]
+        interval = ratio_interval(c)
+        out.append({"minute": iso(start + timedelta(minutes=index * step)), "events": c.events, "claims": c.claims,
+                    "failed": c.failed, "rate": c.rate, "lo": interval.lo if interval else None,
+                    "hi": interval.hi if interval else None})
+    return out
+
+
+def overlaps(alert: dict, start: datetime, end: datetime) -> bool:
+    began = datetime.fromisoformat(alert["pending_since"])
+    ended = datetime.fromisoformat(alert["ends_at"]) if alert["ends_at"] else None
+    return began <= end and (ended is None or ended >= start)
+
+
+def alert_spans(alerts: list[dict]) -> list[dict]:
+    return [{"alert_id": a["alert_id"], "state": a["state"], "severity": a["severity"], "start": a["pending_since"],
+             "firing_at": a["starts_at"], "end": a["ends_at"]} for a in alerts]
+
+
+def baseline_from(alerts: list[dict], before: Counts | None, before_minutes: int) -> dict | None:
+    """The newest alert's baseline (what the detector compared against), else the preceding window's rate."""
+    for alert in alerts:  # newest first
+        if alert.get("baseline") is not None:
+            return {"rate": alert["baseline"], "interval": alert.get("baseline_interval"),
+                    "source": f"alert {alert['alert_id']}"}
+    if before is None or not before.claims:
+        return None
+    interval = ratio_interval(before)
+    return {"rate": before.rate, "interval": interval.as_list() if interval else None,
+            "source": f"the {before_minutes} minutes before this range"}
+
+
+class RouteHistory:
+    """Reads for one route's page; every value is a bound parameter."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self.rates = RateQueries(store)
+
+    def exists(self, route: str) -> bool:
+        rows = self.store.query("SELECT count() AS n FROM rate_minute WHERE dim = '' AND route = {route:String}",
+                                {"route": route})
+        return bool(rows and rows[0]["n"])
+
+    def latest_minute(self, route: str) -> datetime | None:
+        rows = self.store.query("SELECT max(minute) AS m, count() AS n FROM rate_minute "
+                                "WHERE dim = '' AND route = {route:String}", {"route": route})
+        return parse_ch_time(rows[0]["m"]) if rows and rows[0]["n"] else None
+
+    def versions(self, route: str, start: datetime, end: datetime) -> list[dict]:
+        """Each version value seen in [start, end]: the first and last minute it was seen at all."""
+        rows = self.store.query(
+            "SELECT substring(dim, 9) AS key, value, min(minute) AS first, max(minute) AS last, sum(events) AS events "
+            "FROM rate_minute WHERE route = {route:String} AND startsWith(dim, 'version.') GROUP BY dim, value "
+            "HAVING last >= {start:DateTime} AND first <= {end:DateTime} ORDER BY first, key, value",
+            {"route": route, "start": _ch(start), "end": _ch(end)})
+        return [{"key": r["key"], "value": r["value"], "first_seen": iso(parse_ch_time(r["first"])),
+                 "last_seen": iso(parse_ch_time(r["last"])), "events": int(r["events"])} for r in rows]
+
+    def counts(self, route: str, start: datetime, end: datetime) -> Counts:
+        rows = self.rates.minutes(route, start, end)
+        total = Counts.zero()
+        for row in rows:
+            total += Counts.from_row(row)
+        return total
+
+    def detail(self, route: str, window: timedelta, end: datetime | None, alerts: list[dict],
+               step: int | None, baseline_minutes: int) -> dict | None:
+        """Everything the route page draws; None if the route has never been seen."""
+        end = end or self.latest_minute(route)
+        if end is None:
+            return None
+        end = end.replace(second=0, microsecond=0)
+        start = end - window + timedelta(minutes=1)
+        step = step or step_for(start, end)
+        rows = self.rates.minutes(route, start, end)
+        totals = Counts.zero()
+        for row in rows:
+            totals += Counts.from_row(row)
+        before = self.counts(route, start - timedelta(minutes=baseline_minutes), start - timedelta(minutes=1))
+        in_range = [a for a in alerts if overlaps(a, start, end + timedelta(minutes=1))]
+        return {
+            "route": route, "start": iso(start), "end": iso(end), "step_minutes": step,
+            "totals": rate_entry({"route": route, **totals.as_dict()}),
+            "series": series(rows, start, step),
+            "baseline": baseline_from(alerts, before, baseline_minutes),
+            "alerts": alert_spans(in_range),
+            "versions": self.versions(route, start, end),
+        }

@@ -1,0 +1,90 @@
+// Charts drawn with the plotly.js bundle served from /static/plotly.min.js (no CDN).
+// Data comes from the JSON API named in each chart's data-src attribute.
+(function () {
+  "use strict";
+  var CONFIG = { responsive: true, displaylogo: false, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
+  var FIRING = "rgba(180, 35, 24, 0.13)";
+  var PENDING = "rgba(154, 103, 0, 0.10)";
+
+  function layout(extra) {
+    var base = { autosize: true, margin: { l: 48, r: 12, t: 12, b: 40 }, legend: { orientation: "h", y: -0.2 },
+                 font: { size: 12 }, hovermode: "closest" };
+    Object.keys(extra || {}).forEach(function (k) { base[k] = extra[k]; });
+    return base;
+  }
+
+  // Plotly reads a few HTML-like tags in labels; show trace text literally instead.
+  function inert(text) {
+    return String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+  }
+
+  function fail(el, text) {
+    el.textContent = text;
+    el.classList.add("muted");
+  }
+
+  function load(el, draw) {
+    fetch(el.getAttribute("data-src"), { headers: { Accept: "application/json" }, credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.json() : Promise.reject(new Error("HTTP " + r.status)); })
+      .then(function (data) { draw(el, data); })
+      .catch(function (err) { fail(el, "Chart unavailable: " + err.message); });
+  }
+
+  function drawRoute(el, d) {
+    var xs = d.series.map(function (p) { return p.minute; });
+    var traces = [
+      { x: xs, y: d.series.map(function (p) { return p.hi; }), type: "scatter", mode: "lines",
+        line: { width: 0 }, hoverinfo: "skip", showlegend: false },
+      { x: xs, y: d.series.map(function (p) { return p.lo; }), type: "scatter", mode: "lines", fill: "tonexty",
+        fillcolor: "rgba(11, 92, 173, 0.18)", line: { width: 0 }, name: "95% interval", hoverinfo: "skip" },
+      { x: xs, y: d.series.map(function (p) { return p.rate; }), type: "scatter", mode: "lines",
+        line: { color: "#0b5cad", width: 2 }, name: "rate",
+        customdata: d.series.map(function (p) { return [p.failed, p.claims]; }),
+        hovertemplate: "%{y:.1%} (%{customdata[0]}/%{customdata[1]} claims)<extra></extra>" }
+    ];
+    var shapes = [];
+    var annotations = [];
+    if (d.baseline && d.baseline.rate !== null) {
+      traces.push({ x: [d.start, d.end], y: [d.baseline.rate, d.baseline.rate], type: "scatter", mode: "lines",
+                    line: { color: "#59636e", dash: "dash", width: 1.5 }, name: "baseline", hoverinfo: "y" });
+    }
+    d.alerts.forEach(function (a) {
+      shapes.push({ type: "rect", xref: "x", yref: "paper", x0: a.start, x1: a.end || d.end, y0: 0, y1: 1,
+                    fillcolor: a.firing_at ? FIRING : PENDING, line: { width: 0 }, layer: "below" });
+    });
+    d.versions.forEach(function (v) {
+      if (v.first_seen <= d.start) { return; }
+      shapes.push({ type: "line", xref: "x", yref: "paper", x0: v.first_seen, x1: v.first_seen, y0: 0, y1: 1,
+                    line: { color: "#9a6700", width: 1, dash: "dot" } });
+      annotations.push({ x: v.first_seen, y: 1, xref: "x", yref: "paper", text: inert(v.key + "=" + v.value),
+                         showarrow: false, xanchor: "left", yanchor: "top", font: { size: 10, color: "#9a6700" } });
+    });
+    Plotly.newPlot(el, traces, layout({ yaxis: { tickformat: ".0%", rangemode: "tozero", title: { text: "failed claims" } },
+                                       shapes: shapes, annotations: annotations }), CONFIG);
+  }
+
+  function drawMap(el, d) {
+    if (!d.points.length) { fail(el, "No member coordinates stored for this issue yet."); return; }
+    var groups = { member: { x: [], y: [], text: [] }, other: { x: [], y: [], text: [] } };
+    d.points.forEach(function (p) {
+      var g = p.member ? groups.member : groups.other;
+      g.x.push(p.x); g.y.push(p.y); g.text.push(inert(p.issue_id + ": " + p.text));
+    });
+    var traces = [
+      { x: groups.other.x, y: groups.other.y, text: groups.other.text, type: "scatter", mode: "markers",
+        marker: { color: "#b6bec8", size: 6 }, name: "neighbouring issues", hoverinfo: "text" },
+      { x: groups.member.x, y: groups.member.y, text: groups.member.text, type: "scatter", mode: "markers",
+        marker: { color: "#b42318", size: 7 }, name: "this issue", hoverinfo: "text" }
+    ];
+    Plotly.newPlot(el, traces, layout({ xaxis: { showticklabels: false, zeroline: false },
+                                       yaxis: { showticklabels: false, zeroline: false } }), CONFIG);
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    if (typeof window.Plotly === "undefined") { return; }
+    var route = document.getElementById("route-chart");
+    if (route) { load(route, drawRoute); }
+    var map = document.getElementById("issue-map");
+    if (map) { load(map, drawMap); }
+  });
+}());
