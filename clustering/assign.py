@@ -9,6 +9,7 @@ or HDBSCAN model has to travel from the re-clustering run to every worker.
 """
 from __future__ import annotations
 
+from collections import Counter
 from typing import Sequence
 
 import numpy as np
@@ -29,7 +30,9 @@ class OnlineAssigner:
             raise ValueError(f"{len(issue_ids)} issue ids but {len(centroids)} centroids")
         self.vectorizer = vectorizer
         self.issue_ids = list(issue_ids)
-        self.centroids = np.asarray(centroids, dtype=np.float32).reshape(len(self.issue_ids), -1)
+        self.centroids = np.asarray(centroids, dtype=np.float32)
+        if not self.issue_ids:
+            self.centroids = self.centroids.reshape(0, 0)
         self.min_similarity = min_similarity
 
     @classmethod
@@ -72,15 +75,27 @@ class OnlineAssigner:
 
 
 class ApproximatePredictAssigner:
-    """HDBSCAN ``approximate_predict`` on the run's UMAP transform; kept to measure against."""
+    """HDBSCAN ``approximate_predict`` on the run's UMAP transform; kept to measure against.
+
+    hdbscan selects clusters for its prediction data separately from ``labels_``, and the two
+    numberings can disagree (scikit-learn-contrib/hdbscan#163, #410): predicted labels are
+    therefore mapped to the run's clusters by predicting the fitted points once, up front.
+    """
 
     def __init__(self, run: ClusteringRun, cluster_issue_ids: Sequence[str], vectorizer: ClaimVectorizer):
-        if run.clusterer_ is None or run.clusterer_.model_ is None:
+        if run.clusterer_ is None or run.clusterer_.model_ is None or run.reduced_ is None:
             raise ValueError("the run has no fitted HDBSCAN model (too few or identical claims); use OnlineAssigner")
+        import hdbscan
+
         self.run = run
         self.issue_ids = list(cluster_issue_ids)
         self.vectorizer = vectorizer
-        self._canonical = {old: new for new, old in enumerate(run.clusterer_.order_)}
+        predicted, _ = hdbscan.approximate_predict(run.clusterer_.model_, run.reduced_)
+        votes: dict[int, Counter] = {}
+        for guess, label in zip(predicted.tolist(), run.clusterer_.raw_labels_.tolist()):
+            if guess != NOISE and label != NOISE:
+                votes.setdefault(guess, Counter())[label] += 1
+        self._canonical = {guess: count.most_common(1)[0][0] for guess, count in votes.items()}
 
     def assign(self, claim: FailingClaim) -> tuple[str | None, float]:
         vector = self.vectorizer.vectorize_one(claim)

@@ -62,8 +62,10 @@ class IssueNamer:
         out = []
         for row in range(len(documents)):
             line = scores.getrow(row)
-            ranked = line.indices[np.argsort(-line.data, kind="stable")]
-            out.append(self._pick([terms[i] for i in ranked]))
+            # ties go to bigrams (more specific), then alphabetical for determinism
+            ranked = sorted(zip(line.data.tolist(), line.indices.tolist()),
+                            key=lambda pair: (-round(pair[0], 12), -terms[pair[1]].count(" "), terms[pair[1]]))
+            out.append(self._pick([terms[i] for _, i in ranked]))
         return out
 
     def _pick(self, ranked: list[str]) -> tuple[str, ...]:

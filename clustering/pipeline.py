@@ -96,7 +96,7 @@ class IssuePipeline:
                                lambda: self._summaries(ordered, vectorized, labels, probabilities, now) if m else [])
         return ClusteringRun(self.config.name, self.embedder.model_id, now, tuple(ordered), labels, probabilities,
                              tuple(status), clusters, timings, notes, vectorized.problems, vectorized.skipped,
-                             vectorized.vectors if m else None, self.reducer, self.clusterer)
+                             vectorized.vectors if m else None, self.reducer, self.clusterer, reduced)
 
     def _stage(self, stage: str, total: int, timings: dict[str, float], work: Callable):
         self.progress(stage, 0, total, 0.0)

@@ -51,6 +51,7 @@ class ClusteringRun:
     vectors_: np.ndarray | None = None  # rows for claims with status != unembedded, in claim order
     reducer_: Any = None
     clusterer_: Any = None
+    reduced_: np.ndarray | None = None  # the fitted sample after reduction (what HDBSCAN saw)
 
     @property
     def ids(self) -> list[str]:

@@ -65,6 +65,8 @@ def run_demo(settings, console: Console, keep_running: bool) -> None:
     env = {**os.environ, **DEMO_ENV, "CLAIMWATCH_CLICKHOUSE": settings.clickhouse}
     if _get(api + "/healthz") is not None:
         raise DemoError(f"something already answers at {api}; stop it (or another `claimwatch up`) first")
+    # SIGTERM (e.g. a CI timeout) must stop the stack too, not orphan it.
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     log = open(var / "demo-up.log", "ab")
     stack = subprocess.Popen([sys.executable, "-m", "services.cli", "up"], env=env, stdout=log, stderr=log,
                              start_new_session=True)

@@ -84,6 +84,8 @@ def run_worker(settings: Settings, *, serve_api: bool, on_ready=None) -> None:
             parts.tasks.append(_api_task(services))
         app = create_app(parts)
         register_alerting(app, services)
+        if settings.clustering.in_worker:
+            register_clustering(app, services)
         if on_ready:
             on_ready(services)
         worker = faust.Worker(app, loglevel=logging.getLogger().getEffectiveLevel(), quiet=True, redirect_stdouts=False)
@@ -93,6 +95,49 @@ def run_worker(settings: Settings, *, serve_api: bool, on_ready=None) -> None:
             pass
     finally:
         services.close()
+
+
+def register_clustering(app, services: Services) -> None:
+    """Leader-only: re-cluster on a schedule, and assign new failing claims to issues in between."""
+    import asyncio
+    from datetime import datetime, timezone
+
+    from services.issues.jobs import IssueJobs
+    from services.issues.store import IssueStore
+
+    s = services.settings
+    cluster_thread = ThreadPoolExecutor(1, thread_name_prefix="clustering")  # long runs must not stall ingest
+    state: dict = {}
+
+    def jobs() -> IssueJobs:
+        if "jobs" not in state:
+            state["jobs"] = IssueJobs.from_settings(s, IssueStore(services.store))
+        return state["jobs"]
+
+    def recluster() -> None:
+        report = jobs().recluster(datetime.now(timezone.utc))
+        log.info("clustering run: %s", report)
+
+    def assign() -> int:
+        return jobs().assign_new(datetime.now(timezone.utc))
+
+    @app.timer(s.clustering.interval_minutes * 60, on_leader=True)
+    async def recluster_timer() -> None:
+        try:
+            await asyncio.get_running_loop().run_in_executor(cluster_thread, recluster)
+        except Exception:  # a failed run leaves the previous issues in place; the next tick retries
+            log.exception("re-clustering failed; the previous issues stay in place")
+
+    @app.timer(s.clustering.assign_interval_seconds, on_leader=True)
+    async def assign_timer() -> None:
+        if "jobs" not in state:
+            return  # nothing to assign to before the first run
+        try:
+            assigned = await asyncio.get_running_loop().run_in_executor(cluster_thread, assign)
+        except Exception:
+            log.exception("online assignment failed; retrying at the next tick")
+            return
+        services.metrics.assignments.labels("assigned").inc(assigned)
 
 
 def run_api(settings: Settings) -> None:

@@ -5,6 +5,7 @@ Precedence, lowest to highest: built-in defaults, a TOML file, the environment
 """
 from __future__ import annotations
 
+import json
 import os
 import tomllib
 from pathlib import Path
@@ -54,6 +55,8 @@ class ClusteringSettings(Section):
     fields: list[str] = Field(default_factory=lambda: ["question", "question", "claim"])
     interval_minutes: float = Field(15.0, gt=0, description="re-clustering schedule (leader-only timer)")
     lookback_hours: float = Field(24.0, gt=0)
+    assign_interval_seconds: float = Field(5.0, gt=0, description="online assignment of new failing claims")
+    in_worker: bool = Field(True, description="run the schedule in the worker (off when `claimwatch cluster --schedule` runs it)")
 
 
 class ApiSettings(Section):
@@ -104,16 +107,29 @@ class SettingsError(ValueError):
     """A settings source holds a bad value; the message names the field."""
 
 
+NOT_FIELDS = {"CLAIMWATCH_CONFIG", "CLAIMWATCH_TOKEN"}  # the config file's path; the CLI's API token
+
+
+def _env_value(value: str) -> Any:
+    """Lists and tables come as JSON (CLAIMWATCH_API__TOKEN_HASHES='["ab12…"]'); the rest as text."""
+    if value.lstrip().startswith(("[", "{")):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
 def _env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in environ.items():
-        if not key.startswith(ENV_PREFIX):
+        if not key.startswith(ENV_PREFIX) or key in NOT_FIELDS:
             continue
         path = key[len(ENV_PREFIX):].lower().split("__")
         node = out
         for part in path[:-1]:
             node = node.setdefault(part, {})
-        node[path[-1]] = value
+        node[path[-1]] = _env_value(value)
     return out
 
 

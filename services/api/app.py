@@ -12,20 +12,20 @@ from datetime import datetime, timezone
 from typing import Callable
 
 from fastapi import FastAPI, Request
-from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import JSONResponse
 
 from services.alerts.service import AlertsService
 from services.alerts.store import AlertStore
 from services.api import pages
-from services.api.middleware import SecurityHeaders
+from services.api.middleware import BodyLimit, SecurityHeaders
 from services.api.routers import alerts as alerts_routes
+from services.api.routers import issues as issues_routes
 from services.api.routers import ops, rates
 from services.api.security import ApiPolicy, Gate
 from services.errors import Conflict, NotFound
 from services.evalset.promotion import NearDuplicateError, PromotionError
+from services.issues.service import IssuesService
 from services.store.backends import StoreError
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
 TAGS = [
     {"name": "rates", "description": "Claim-level hallucination rates with 95% intervals, worst first"},
@@ -44,13 +44,7 @@ def _problem(status: int, detail: str) -> JSONResponse:
     return JSONResponse(status_code=status, content={"detail": detail})
 
 
-def install_error_handlers(api: FastAPI, max_body_bytes: int) -> None:
-    @api.exception_handler(StarletteHTTPException)
-    async def _http_error(request: Request, exc: StarletteHTTPException):
-        if exc.status_code == 413:  # raised by FastAPI's body limit as soon as the body goes over it
-            return _problem(413, f"request body over {max_body_bytes} bytes; send less (limit: api.max_body_bytes)")
-        return await http_exception_handler(request, exc)
-
+def install_error_handlers(api: FastAPI) -> None:
     @api.exception_handler(NotFound)
     async def _not_found(request: Request, exc: NotFound):
         if pages.wants_page(request):
@@ -80,16 +74,17 @@ def create_api(services, policy: ApiPolicy | None = None, now: Callable[[], date
     policy = policy or ApiPolicy.from_settings(services.settings.api)
     gate = Gate(policy, clock)
     api = FastAPI(title="claimwatch", version="0.1.0", openapi_tags=TAGS, docs_url=None, redoc_url=None,
-                  max_body_size=policy.max_body_bytes,
                   description="Claim-level hallucination rates, drift alerts, named issues, runbooks and the eval set. "
                               "Changes need `Authorization: Bearer <token>`.")
-    install_error_handlers(api, policy.max_body_bytes)
+    install_error_handlers(api)
     alerts = AlertsService(AlertStore(services.store))
+    issues = IssuesService(services.store, base_url=services.settings.notify.external_url)
 
     api.include_router(ops.router(services, gate))
     api.include_router(rates.router(services, gate, lambda route: alerts.list(now(), route)))
     api.include_router(alerts_routes.router(alerts, gate, now))
-    api.include_router(pages.router(services, gate, alerts, now))
+    api.include_router(issues_routes.router(issues, gate))
+    api.include_router(pages.router(services, gate, alerts, now, issues=issues))
     pages.mount_static(api)
 
     if policy.cors_origins:  # off unless configured
@@ -97,5 +92,6 @@ def create_api(services, policy: ApiPolicy | None = None, now: Callable[[], date
 
         api.add_middleware(CORSMiddleware, allow_origins=list(policy.cors_origins), allow_credentials=False,
                            allow_methods=["GET", "POST", "DELETE"], allow_headers=["Authorization", "Content-Type"])
+    api.add_middleware(BodyLimit, max_bytes=policy.max_body_bytes)
     api.add_middleware(SecurityHeaders)
     return api

@@ -1,5 +1,13 @@
-"""ASGI middleware: security headers on every response (oversize bodies: FastAPI's max_body_size)."""
+"""ASGI middleware: refuse oversize bodies before anything parses them; security headers on every response.
+
+(FastAPI's own ``max_body_size`` answers 413 in plain text and only once the body is
+read; here the refusal is JSON, says which setting to change, and a declared
+Content-Length over the limit is refused before the request reaches the app.)
+"""
 from __future__ import annotations
+
+import orjson
+from starlette.exceptions import HTTPException
 
 # No inline scripts anywhere: pages load /static/*.js only, and pass data in data- attributes.
 CONTENT_SECURITY_POLICY = (
@@ -13,6 +21,66 @@ SECURITY_HEADERS = (
     (b"referrer-policy", b"no-referrer"),
     (b"cross-origin-opener-policy", b"same-origin"),
 )
+
+
+class BodyTooLarge(HTTPException):
+    """Raised from ``receive``; an HTTPException so that body parsing passes it on as a 413."""
+
+    def __init__(self, detail: str):
+        super().__init__(413, detail)
+
+
+async def _send_json(send, status: int, detail: str) -> None:
+    body = orjson.dumps({"detail": detail})
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+class BodyLimit:
+    """413 for a body over ``max_bytes``: from Content-Length up front, else as soon as the stream passes it."""
+
+    def __init__(self, app, max_bytes: int):
+        self.app, self.max_bytes = app, max_bytes
+
+    def message(self) -> str:
+        return f"request body over {self.max_bytes} bytes; send less (limit: api.max_body_bytes)"
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    return await _send_json(send, 400, "Content-Length is not a number")
+                if declared > self.max_bytes:
+                    return await _send_json(send, 413, self.message())
+        seen = 0
+        started = False
+
+        async def counted_receive():
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    raise BodyTooLarge(self.message())
+            return message
+
+        async def tracked_send(message):
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, counted_receive, tracked_send)
+        except BodyTooLarge as exc:
+            if started:
+                raise
+            await _send_json(send, 413, exc.detail)
 
 
 class SecurityHeaders:

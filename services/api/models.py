@@ -253,6 +253,20 @@ class IssueSummary(Out):
     trend: list[int] = Field(description="claims per hour, last 24 hours, oldest first")
 
 
+class IssueDetail(IssueSummary):
+    exemplars: list[dict] = Field(description="typical members: claim text, question, trace_id, route, verdict")
+    history: list[dict]
+
+
+class IssueMember(Out):
+    claim_key: str = Field(description="event_id:claim_idx")
+    probability: float
+    trace_id: str
+    route: str
+    verdict: str
+    text: str
+
+
 class IssueMapPoint(Out):
     x: float
     y: float

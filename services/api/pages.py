@@ -6,18 +6,19 @@ field (kept in sessionStorage), so the API's auth and rate limits apply unchange
 """
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from pathlib import Path
 from typing import Callable
 
 import jinja2
-import plotly
 from fastapi import APIRouter, FastAPI, Form, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from services.api import views
 from services.api.auth import READ_COOKIE
+from services.api.plotly_assets import BASE_STYLE_ID, PlotlyAssets
 from services.api.routeview import RouteHistory
 from services.api.security import Gate
 from services.errors import NotFound
@@ -25,15 +26,18 @@ from services.rates.query import RateQueries, WindowError, parse_window
 from services.rates.report import route_rates
 
 HERE = Path(__file__).resolve().parent
-PLOTLY_JS = Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
+PLOTLY = PlotlyAssets()
 API_PREFIXES = ("/api/", "/metrics", "/healthz", "/readyz", "/openapi.json", "/static/")
 WINDOWS = ("5m", "30m", "90m", "6h", "24h", "7d", "all")
 TREND_MINUTES, TREND_STEP = 360, 15
+ISSUE_SORTS = ("last_seen", "first_seen", "count", "name")
+ISSUE_STATES = ("new", "ongoing", "regressed", "resolved")
 
 
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.globals.update(plotly_base_id=BASE_STYLE_ID, plotly_style_ids=lambda: PLOTLY.injected_style_ids)
     env.filters.update(pct=views.pct, interval=views.interval_text, when=views.when, route_url=views.route_url,
                        issue_url=views.issue_url, spark=views.sparkline,
                        segment=views.segment)
@@ -41,6 +45,17 @@ def environment() -> jinja2.Environment:
 
 
 ENV = environment()
+
+
+_ALIGN_STYLE = re.compile(r' style="text-align:(left|right|center)"')
+_HEADING = re.compile(r"<(/?)h([1-4])>")
+
+
+def embeddable_runbook(html: str) -> str:
+    """Fit runbook HTML into the issue page: headings below the page's own h1/h2, and table
+    alignment as classes (markdown-it writes style attributes, which the CSP blocks)."""
+    html = _HEADING.sub(lambda m: f"<{m[1]}h{int(m[2]) + 2}>", html)
+    return _ALIGN_STYLE.sub(r' class="align-\1"', html)
 
 
 def render(name: str, status: int = 200, **context) -> HTMLResponse:
@@ -60,7 +75,11 @@ def mount_static(api: FastAPI) -> None:
     @api.get("/static/plotly.min.js", include_in_schema=False)
     def plotly_js() -> FileResponse:
         # The plotly package's own bundle: no CDN, works offline.
-        return FileResponse(PLOTLY_JS, media_type="text/javascript", headers={"Cache-Control": "max-age=86400"})
+        return FileResponse(PLOTLY.bundle, media_type="text/javascript", headers={"Cache-Control": "max-age=86400"})
+
+    @api.get("/static/plotly-base.css", include_in_schema=False)
+    def plotly_css() -> Response:
+        return Response(PLOTLY.base_css, media_type="text/css", headers={"Cache-Control": "max-age=86400"})
 
     api.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
 
@@ -116,8 +135,10 @@ def router(services, gate: Gate, alerts, now: Callable, issues=None, evalset=Non
     def issues_page(request: Request, state: str | None = Query(None, max_length=32),
                     route: str | None = Query(None, max_length=256), q: str | None = Query(None, max_length=200),
                     sort: str = Query("last_seen", max_length=32)) -> Response:
-        found = [] if issues is None else issues.list(state=state or None, route=route or None, q=q or None,
-                                                     sort=sort, limit=200)
+        sort = sort if sort in ISSUE_SORTS else "last_seen"
+        state = state if state in ISSUE_STATES else None
+        found = [] if issues is None else issues.list(state=state, route=route or None, q=q or None, sort=sort,
+                                                     limit=200)
         return page(request, "issues.html", title="Issues", issues=found, available=issues is not None,
                     filters={"state": state or "", "route": route or "", "q": q or "", "sort": sort})
 
@@ -127,7 +148,7 @@ def router(services, gate: Gate, alerts, now: Callable, issues=None, evalset=Non
             raise NotFound("issues are not available in this build yet")
         issue = issues.show(issue_id)
         runbook = issues.runbook(issue_id, "html", str(request.base_url).rstrip("/"))
-        return page(request, "issue.html", title=issue["name"], issue=issue, runbook=runbook,
+        return page(request, "issue.html", title=issue["name"], issue=issue, runbook=embeddable_runbook(runbook),
                     can_promote=evalset is not None)
 
     @r.get("/eval", response_class=HTMLResponse)

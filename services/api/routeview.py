@@ -11,7 +11,7 @@ from services.rates.report import rate_entry
 from services.store.backends import Store
 from services.store.convert import parse_ch_time
 
-MAX_POINTS = 360
+MAX_POINTS = 120
 STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 240, 720, 1440)
 
 

@@ -44,14 +44,16 @@ def issue_url(issue_id: str) -> str:
 
 
 def sparkline(values: list[float | None], width: int = 100, height: int = 20) -> str:
-    """SVG polyline points for a small trend; gaps (None) are drawn at the bottom."""
+    """SVG polyline points for a small trend; buckets without data (None) are left out, not drawn as 0."""
     if not values:
         return ""
     top = max((v for v in values if v is not None), default=0.0) or 1.0
     step = width / max(1, len(values) - 1)
     points = []
     for i, v in enumerate(values):
-        y = height - 1 - (height - 2) * ((v or 0.0) / top)
+        if v is None:
+            continue
+        y = height - 1 - (height - 2) * (v / top)
         points.append(f"{i * step:.1f},{y:.1f}")
     return " ".join(points)
 

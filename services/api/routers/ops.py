@@ -41,7 +41,7 @@ def router(services, gate: Gate) -> APIRouter:
         return {"status": "ok"}
 
     @r.get("/readyz", tags=["ops"], summary="Readiness: the store accepts reads and writes", response_model=Ready,
-           responses={503: {"model": Ready, "description": "Not ready; reason says why"}})
+           response_model_exclude_none=True, responses={503: {"model": Ready, "description": "Not ready; reason says why"}})
     def readyz() -> JSONResponse | dict:
         health = services.health
         if not health.store_ok:

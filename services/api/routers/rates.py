@@ -52,7 +52,7 @@ def router(services, gate: Gate, alerts_of: Callable[[str], list[dict]]) -> APIR
     def get_route(route: str,
                   window: str = Query("6h", max_length=16, description="length of the range, ending at `end`"),
                   end: AwareDatetime | None = Query(None, description="end of the range; default the newest event time"),
-                  step: int | None = Query(None, ge=1, le=1440, description="minutes per point; default keeps <= 360"),
+                  step: int | None = Query(None, ge=1, le=1440, description="minutes per point; default keeps <= 120"),
                   ) -> dict:
         w = window_of(window, allow_all=False)
         if end is not None and not 1971 <= end.year <= 2105:

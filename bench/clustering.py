@@ -1,0 +1,218 @@
+"""Issue-clustering benchmark on CLINC150: quality, stage times, online assignment, scale.
+
+Each query of a split is the question (and, as no claim text exists, the claim) of one
+failing trace. The pipeline is not told the number of intents. Printed per split:
+NMI / ARI against ``intent`` (noise counted as one cluster of its own) and against
+``domain``; raw HDBSCAN figures before low-confidence points join the nearest issue
+centroid and after it; noise fraction; number of issues; seconds per stage; and, in
+the same process on the same embeddings, KMeans given the true number of intents.
+
+    python bench/clustering.py                              # test split
+    python bench/clustering.py --splits test,val,train      # generalisation check
+    python bench/clustering.py --assign                     # online assignment: accuracy and latency
+    python bench/clustering.py --scale 100000               # re-clustering 100k cached claims: time, peak RSS
+
+The defaults were chosen on the val split and then checked on test and train.
+2 shared CPU cores: wall-clock figures vary with what else runs.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import resource
+import sys
+import time
+from collections import Counter
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+from sklearn.cluster import KMeans
+from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from clustering.assign import ApproximatePredictAssigner, OnlineAssigner  # noqa: E402
+from clustering.cluster import NOISE  # noqa: E402
+from clustering.config import DEFAULT_CONFIG  # noqa: E402
+from clustering.embed import CachedEmbedder, MemoryEmbeddingCache, SentenceTransformerEmbedder, text_key  # noqa: E402
+from clustering.normalize import normalize  # noqa: E402
+from clustering.pipeline import IssuePipeline  # noqa: E402
+from clustering.records import FailingClaim  # noqa: E402
+from clustering.reduce import UmapReducer  # noqa: E402
+from clustering.track import IssueTracker  # noqa: E402
+from clustering.vectorize import ClaimVectorizer  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "clinc150.jsonl"
+NOW = datetime(2026, 11, 21, 12, tzinfo=timezone.utc)
+
+
+def load(path: Path, split: str) -> list[dict]:
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    return [r for r in rows if r["split"] == split]
+
+
+def claims_of(rows: list[dict]) -> list[FailingClaim]:
+    return [FailingClaim(r["id"], r["text"], question=r["text"], route="clinc", verdict="unsupported") for r in rows]
+
+
+def scores(truth: list[str], labels) -> tuple[float, float]:
+    labels = [str(x) for x in labels]  # noise (-1 or None) is one cluster of its own
+    return normalized_mutual_info_score(truth, labels), adjusted_rand_score(truth, labels)
+
+
+def warm_up() -> float:
+    """numba compiles UMAP's kernels on first use: a once-per-process cost, shown apart."""
+    started = time.perf_counter()
+    UmapReducer(min_points=10).fit_transform(np.random.default_rng(0).normal(size=(200, 384)).astype(np.float32))
+    return time.perf_counter() - started
+
+
+def bench_split(split: str, rows: list[dict], embedder, args) -> dict:
+    claims = claims_of(rows)
+    run = IssuePipeline.from_config(DEFAULT_CONFIG, embedder).fit(claims, NOW)
+    by_id = {r["id"]: r for r in rows}
+    ids = run.ids
+    intent = [by_id[i]["intent"] for i in ids]
+    domain = [by_id[i]["domain"] for i in ids]
+    labels = run.labels_.tolist()
+    raw = run.clusterer_.raw_labels_  # every query is embedded and, below fit_sample_size, fitted
+    nmi, ari = scores(intent, labels)
+    raw_nmi, raw_ari = scores(intent, raw.tolist())
+    d_nmi, d_ari = scores(domain, labels)
+    summary = run.summary()
+    print(f"\n== {split}: {len(rows)} queries, {len(set(intent))} intents, {len(set(domain))} domains ==")
+    print(f"issues {summary['issues']}   noise {summary['noise_fraction']:.2%} after attaching "
+          f"(HDBSCAN alone: {np.mean(raw == NOISE):.2%}; attached {summary['attached']})")
+    print(f"vs intent  NMI {nmi:.3f}  ARI {ari:.3f}   (HDBSCAN alone: NMI {raw_nmi:.3f}  ARI {raw_ari:.3f})")
+    print(f"vs domain  NMI {d_nmi:.3f}  ARI {d_ari:.3f}")
+    t = run.timings_
+    print("seconds   " + "  ".join(f"{k} {v:.2f}" for k, v in t.items()) + f"   (embed {len(rows) / t['embed']:.0f} texts/s)")
+    result = {"split": split, "nmi": nmi, "ari": ari, "noise": summary["noise_fraction"], "issues": summary["issues"]}
+    if not args.no_kmeans:
+        k = len(set(intent))
+        started = time.perf_counter()
+        km = KMeans(n_clusters=k, n_init=10, random_state=0).fit(run.vectors_)
+        k_nmi, k_ari = scores(intent, km.labels_.tolist())
+        print(f"KMeans k={k} (told the true k)  NMI {k_nmi:.3f}  ARI {k_ari:.3f}   {time.perf_counter() - started:.1f}s")
+        print(f"ratio pipeline/KMeans  NMI {nmi / k_nmi:.3f}  ARI {ari / k_ari:.3f}")
+        result |= {"kmeans_nmi": k_nmi, "kmeans_ari": k_ari}
+    return result
+
+
+def bench_assign(rows: list[dict], embedder, uncached) -> None:
+    """Fit on 90% of the split, assign the held-out 10% online, compare with the batch run over all."""
+    held = {r["id"] for r in rows if int(hashlib.sha256(r["id"].encode()).hexdigest(), 16) % 10 == 0}
+    fit_rows = [r for r in rows if r["id"] not in held]
+    test_rows = [r for r in rows if r["id"] in held]
+    full = IssuePipeline.from_config(DEFAULT_CONFIG, embedder).fit(claims_of(rows), NOW)
+    part = IssuePipeline.from_config(DEFAULT_CONFIG, embedder).fit(claims_of(fit_rows), NOW)
+    tracker = IssueTracker(DEFAULT_CONFIG)
+    tracker.match([], part, NOW)
+    ids = tracker.cluster_issue_ids_
+    full_label = dict(zip(full.ids, full.labels_.tolist()))
+    # each partial-run issue corresponds to the full-run cluster most of its members landed in
+    to_full = {ids[c.index]: Counter(full_label[m] for m in c.member_ids).most_common(1)[0][0] for c in part.clusters_}
+    intent_of = {r["id"]: r["intent"] for r in rows}
+    majority = {ids[c.index]: Counter(intent_of[m] for m in c.member_ids).most_common(1)[0][0] for c in part.clusters_}
+    vectorizer = ClaimVectorizer(embedder, DEFAULT_CONFIG.fields)
+    cold = ClaimVectorizer(uncached, DEFAULT_CONFIG.fields)
+    assigners = {
+        "nearest centroid": OnlineAssigner.from_run(part, ids, vectorizer, DEFAULT_CONFIG.attach_min_similarity),
+        "approximate_predict": ApproximatePredictAssigner(part, ids, vectorizer),
+    }
+    print(f"\n== online assignment: fit on {len(fit_rows)}, assign {len(test_rows)} held-out claims ==")
+    claims = claims_of(test_rows)
+    for name, assigner in assigners.items():
+        vectors = [vectorizer.vectorize_one(c) for c in claims]  # cached: isolates the assignment step
+        latencies, agree, correct, none = [], 0, 0, 0
+        for claim, vector in zip(claims, vectors):
+            started = time.perf_counter()
+            issue, _ = assigner.assign_vector(vector)
+            latencies.append(time.perf_counter() - started)
+            batch = full_label[claim.id]
+            agree += (issue is None and batch == NOISE) or (issue is not None and to_full[issue] == batch)
+            correct += issue is not None and majority[issue] == intent_of[claim.id]
+            none += issue is None
+        p50, p95 = np.percentile(latencies, [50, 95]) * 1000
+        print(f"{name:<20} agrees with batch {agree / len(claims):.1%}   right intent {correct / len(claims):.1%}   "
+              f"unassigned {none / len(claims):.1%}   latency p50 {p50:.2f} ms  p95 {p95:.2f} ms (embedded claim)")
+    cold_assigner = OnlineAssigner.from_run(part, ids, cold, DEFAULT_CONFIG.attach_min_similarity)
+    cold_assigner.assign(claims[0])  # model load
+    latencies = []
+    for claim in claims[:200]:
+        fresh = FailingClaim(claim.id, claim.text + " today", question=claim.question + " today")  # cache miss
+        started = time.perf_counter()
+        cold_assigner.assign(fresh)
+        latencies.append(time.perf_counter() - started)
+    p50, p95 = np.percentile(latencies, [50, 95]) * 1000
+    print(f"nearest centroid incl. embedding one uncached claim: p50 {p50:.1f} ms  p95 {p95:.1f} ms")
+
+
+def bench_scale(n: int, rows: list[dict], embedder) -> None:
+    """n claims whose embeddings are cached: synthetic variants of the split's queries near their source."""
+    base = IssuePipeline.from_config(DEFAULT_CONFIG, embedder).vectorizer.vectorize(claims_of(rows))
+    rng = np.random.default_rng(0)
+    cache = MemoryEmbeddingCache()
+    cached = CachedEmbedder(embedder.embedder, cache)
+    claims, truth = [], []
+    for k in range(n):
+        src = k % len(rows)
+        text = f"{rows[src]['text']} variant {_letters(k)}"  # letters survive normalisation, digits would not
+        vector = base.vectors[src] + rng.normal(scale=0.3 / np.sqrt(base.vectors.shape[1]), size=base.vectors.shape[1])
+        cache.put_many(cached.model_id, {text_key(normalize(text)): vector / np.linalg.norm(vector)})
+        claims.append(FailingClaim(f"s{k:06d}", text, route=f"route-{k % 7}", verdict="unsupported"))
+        truth.append(rows[src]["intent"])
+    config = DEFAULT_CONFIG
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    started = time.perf_counter()
+    run = IssuePipeline.from_config(config, cached).fit(claims, NOW)
+    issues = IssueTracker(config).match([], run, NOW)
+    elapsed = time.perf_counter() - started
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    nmi, ari = scores([truth[int(c.id[1:])] for c in run.claims], run.labels_.tolist())
+    print(f"\n== scale: {n} failing claims, embeddings cached (misses {cached.misses_}) ==")
+    print(f"re-clustered in {elapsed:.1f}s (target 90s)   peak RSS {peak:.0f} MiB (before {rss_before:.0f}; target 4096)")
+    print("seconds   " + "  ".join(f"{k} {v:.2f}" for k, v in run.timings_.items())
+          + f"   track {elapsed - sum(run.timings_.values()):.2f}")
+    print(f"issues {len(issues)}   noise {run.summary()['noise_fraction']:.2%}   vs intent NMI {nmi:.3f}  ARI {ari:.3f}")
+
+
+def _letters(k: int) -> str:
+    out = ""
+    while True:
+        k, r = divmod(k, 26)
+        out += chr(97 + r)
+        if k == 0:
+            return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--splits", default="test")
+    parser.add_argument("--backend", default="torch", choices=["torch", "onnx", "onnx-int8"])
+    parser.add_argument("--assign", action="store_true")
+    parser.add_argument("--scale", type=int, default=0)
+    parser.add_argument("--no-kmeans", action="store_true")
+    args = parser.parse_args()
+    if not args.data.is_file():
+        sys.exit(f"{args.data} not found; pass --data PATH/clinc150.jsonl")
+    uncached = SentenceTransformerEmbedder(DEFAULT_CONFIG.model, backend=args.backend)
+    embedder = CachedEmbedder(uncached, MemoryEmbeddingCache())
+    print(f"config {DEFAULT_CONFIG.name} ({DEFAULT_CONFIG.fingerprint}), model {uncached.model_id}, "
+          f"numba warm-up {warm_up():.1f}s (once per process, not in the figures below)")
+    results = [bench_split(split, load(args.data, split), embedder, args) for split in args.splits.split(",") if split]
+    if len(results) > 1:
+        print("\nsplit   NMI    ARI    noise  issues  KMeans-NMI KMeans-ARI")
+        for r in results:
+            print(f"{r['split']:<7} {r['nmi']:.3f}  {r['ari']:.3f}  {r['noise']:.2%}  {r['issues']:>5}   "
+                  f"{r.get('kmeans_nmi', float('nan')):.3f}      {r.get('kmeans_ari', float('nan')):.3f}")
+    if args.assign:
+        bench_assign(load(args.data, "test"), embedder, uncached)
+    if args.scale:
+        bench_scale(args.scale, load(args.data, "test"), embedder)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""Named issues: list with filters and sorting, detail, members, 2-D map, runbook, resolve, merge."""
+from __future__ import annotations
+
+from typing import Literal
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import PlainTextResponse
+
+from services.api.models import ERROR_RESPONSES, IssueDetail, IssueMap, IssueMember, IssueSummary, MergeBody, ResolveBody
+from services.api.security import AUTH_RESPONSES, MUTATION_RESPONSES, Gate
+
+RUNBOOK_TYPES = {"md": "text/markdown; charset=utf-8", "html": "text/html; charset=utf-8"}
+
+
+def router(issues, gate: Gate) -> APIRouter:
+    r = APIRouter(tags=["issues"])
+    read = [Depends(gate.read())]
+    write = [Depends(gate.mutation())]
+    guarded = AUTH_RESPONSES if gate.policy.protect_reads else {}
+    reads = {**guarded, **ERROR_RESPONSES}
+    changes = {**MUTATION_RESPONSES, **ERROR_RESPONSES,
+               409: {"model": ERROR_RESPONSES[404]["model"], "description": "Clashes with the issue's state"}}
+
+    @r.get("/api/issues", summary="Issues, filtered and sorted (Sentry-style list)", response_model=list[IssueSummary],
+           dependencies=read, responses={**guarded, 422: ERROR_RESPONSES[422]})
+    def list_issues(state: Literal["new", "ongoing", "regressed", "resolved"] | None = None,
+                    route: str | None = Query(None, max_length=256),
+                    q: str | None = Query(None, max_length=200, description="words in the name or keywords"),
+                    sort: Literal["last_seen", "first_seen", "count", "name"] = "last_seen",
+                    limit: int = Query(100, ge=1, le=1000)) -> list[dict]:
+        return issues.list(state=state, route=route, q=q, sort=sort, limit=limit)
+
+    @r.get("/api/issues/{issue_id}", summary="One issue with its exemplars and history", response_model=IssueDetail,
+           dependencies=read, responses=reads)
+    def show_issue(issue_id: str) -> dict:
+        return issues.show(issue_id)
+
+    @r.get("/api/issues/{issue_id}/members", summary="The issue's failing claims, most typical first",
+           response_model=list[IssueMember], dependencies=read, responses=reads)
+    def issue_members(issue_id: str, limit: int = Query(200, ge=1, le=5000)) -> list[dict]:
+        return issues.members(issue_id, limit)
+
+    @r.get("/api/issues/{issue_id}/map", summary="2-D map of the issue's members with neighbouring issues",
+           response_model=IssueMap, dependencies=read, responses=reads)
+    def issue_map(issue_id: str) -> dict:
+        return issues.map(issue_id)
+
+    @r.get("/api/issues/{issue_id}/runbook", summary="The issue's runbook, as Markdown or HTML",
+           response_class=PlainTextResponse, dependencies=read,
+           responses={200: {"content": {"text/markdown": {"schema": {"type": "string"}},
+                                        "text/html": {"schema": {"type": "string"}}}}, **reads})
+    def issue_runbook(request: Request, issue_id: str, format: Literal["md", "html"] = "md") -> PlainTextResponse:
+        text = issues.runbook(issue_id, format, str(request.base_url).rstrip("/"))
+        return PlainTextResponse(text, media_type=RUNBOOK_TYPES[format])
+
+    @r.post("/api/issues/{issue_id}/resolve", summary="Mark the issue resolved", response_model=IssueSummary,
+            dependencies=write, responses=changes)
+    def resolve_issue(issue_id: str, body: ResolveBody) -> dict:
+        return issues.resolve(issue_id, body.by)
+
+    @r.post("/api/issues/{issue_id}/merge", summary="Merge the issue into another; returns the one that absorbed it",
+            response_model=IssueDetail, dependencies=write, responses=changes)
+    def merge_issue(issue_id: str, body: MergeBody) -> dict:
+        return issues.merge(issue_id, body.into, body.by)
+
+    return r

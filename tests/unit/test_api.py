@@ -1,0 +1,540 @@
+"""The HTTP API and dashboard through an in-process client, over a real chDB store holding
+simulated traffic, an alert, and hostile text (SQL and HTML in route names, claims and matchers)."""
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from datetime import datetime, timedelta, timezone
+from urllib.parse import quote
+
+import orjson
+import pytest
+from fastapi.routing import APIRoute, iter_route_contexts
+from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
+
+from clustering.issue import IssueRecord
+from services.alerts.lifecycle import Alert
+from services.alerts.store import AlertStore
+from services.api.app import create_api
+from services.api.auth import new_token
+from services.api.plotly_assets import BUNDLE
+from services.api.security import ApiPolicy
+from services.contract.decode import Decoder, reject
+from services.contract.model import FAILED_VERDICTS, VerdictEvent
+from services.issues.store import IssueStore
+from services.rates.intervals import Interval
+from services.runtime import Services
+from services.settings import Settings
+from services.simulate import Scenario, generate
+from services.store.writer import DeadLetter, EventWriter
+
+START = datetime(2026, 11, 21, 8, 0, tzinfo=timezone.utc)
+MINUTES, REGRESSION_AT = 40, 20
+NOW = START + timedelta(minutes=MINUTES + 5)
+TOKEN, TOKEN_HASH = new_token()
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+HTML_ROUTE = '<script>alert("route")</script>'
+SQL_ROUTE = "x' OR '1'='1' --"
+EVIL_TEXT = '<script>alert("claim")</script> {{ 7*7 }} \'; DROP TABLE events; --'
+SQL_ROUTE_IN_CONTRACT = "drop--table:events/x"  # the contract allows only A-Z a-z 0-9 . _ : / -
+EVIL_ISSUE = '<script>alert("issue")</script> {{ 7*7 }}'
+PAGES = ["/", "/routes/billing-faq", "/alerts", "/issues", "/issues/iss-numbers", "/issues/iss-evil", "/eval"]
+
+
+def hostile_event(i: int) -> VerdictEvent:
+    return Decoder().decode(orjson.dumps({
+        "schema": "claimwatch.verdict/v1", "event_id": f"evil-{i}", "trace_id": f"tr-evil-{i}",
+        "observed_at": (START + timedelta(minutes=MINUTES - 1, seconds=i)).isoformat(), "route": SQL_ROUTE_IN_CONTRACT,
+        "query": {"text": EVIL_TEXT, "answerable": True}, "answer": {"text": EVIL_TEXT, "action": "served"},
+        "versions": {"model": "<b>m</b>"},
+        "claims": [{"text": EVIL_TEXT, "verdict": "contradicted"}, {"text": "fine", "verdict": "supported"}]}))
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """Services on a real store with ~1,000 simulated answers, one alert and hostile rows."""
+    settings = Settings(clickhouse=f"chdb:{tmp_path_factory.mktemp('api') / 'ch'}",
+                        api={"token_hashes": [TOKEN_HASH]})
+    services = Services.open(settings)
+    decoder = Decoder()
+    scenario = Scenario.demo(regression_at=REGRESSION_AT, corpus_change_at=None).scaled(0.08)
+    decoded = [decoder.decode(s.raw) for s in generate(scenario, START, MINUTES, seed=3)]
+    events = [e for e in decoded if isinstance(e, VerdictEvent)] + [hostile_event(i) for i in range(3)]
+    dead = [DeadLetter("claimwatch.verdicts", 0, 7, b"{nope", reject("not_json", "", "not JSON"))]
+    EventWriter(services.store).write(events, dead)
+    # Rows a producer outside the contract could have written: shown and queried inertly.
+    minute = (START + timedelta(minutes=MINUTES - 2)).strftime("%Y-%m-%d %H:%M:%S")
+    services.store.insert("rate_minute", [
+        {"dim": "", "value": "", "route": route, "minute": minute, "events": 2, "claims": 4, "failed": failed,
+         "claims_sq": 8, "failed_sq": failed * failed // 2, "failed_claims": failed * 2, "supported": 4 - failed,
+         "contradicted": failed, "served": 2}
+        for route, failed in ((HTML_ROUTE, 1), (SQL_ROUTE, 2))])
+    pending = START + timedelta(minutes=REGRESSION_AT + 3)
+    alerts = AlertStore(services.store)
+    for route, alert_id in (("billing-faq", "a-billing"), (HTML_ROUTE, "a-html")):
+        alerts.save(Alert(alert_id=alert_id, route=route, kind="hallucination_rate_rise", severity="warning",
+                          labels={"service": "claimwatch"}, window=30, pending_since=pending,
+                          starts_at=pending + timedelta(minutes=2), rate=0.13, rate_interval=Interval(0.1, 0.16),
+                          baseline=0.06, baseline_interval=Interval(0.05, 0.07), delta=0.07, claims=900,
+                          onset=pending, driving_verdict="contradicted",
+                          suspect_changes=({"key": "model", "value": "gen-2026-11", "kind": "version"},)))
+    write_issues(services.store, events)
+    yield services, events
+    services.close()
+
+
+def write_issues(store, events) -> None:
+    """Two named issues as a clustering run stores them: the records and their members with map positions."""
+    failing = [(e, i) for e in {e.event_id: e for e in events}.values() for i, c in enumerate(e.claims)
+               if c.verdict in FAILED_VERDICTS and c.text]
+    numbers = [(e, i) for e, i in failing if e.route == "billing-faq"][:12]
+    evil = [(e, i) for e, i in failing if e.route == SQL_ROUTE_IN_CONTRACT]
+    issues = IssueStore(store)
+    first, last = START + timedelta(minutes=1), START + timedelta(minutes=MINUTES - 1)
+    for issue_id, name, members, centroid in (("iss-numbers", "Invented refund numbers", numbers, [1.0, 0.0]),
+                                              ("iss-evil", EVIL_ISSUE, evil, [0.8, 0.6])):
+        keys = [f"{e.event_id}:{i}" for e, i in members]
+        issues.save([IssueRecord(issue_id=issue_id, name=name, keywords=("refund", "days"), config_name="test@1",
+                                 first_seen=first, last_seen=last, size=len(keys),
+                                 hourly_counts={"2026-11-21T08": len(keys)}, routes={members[0][0].route: len(keys)},
+                                 centroid=centroid, exemplar_ids=tuple(keys[:3]))])
+        issues.save_members([{"claim_key": k, "issue_id": issue_id, "probability": 0.9, "source": "batch",
+                              "config_name": "test@1", "x": float(n), "y": float(n % 3), "observed_at": e.observed_at.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.000")}
+                             for n, (k, (e, _)) in enumerate(zip(keys, members))])
+
+
+def client_for(services, **policy) -> TestClient:
+    fields = {"token_hashes": (TOKEN_HASH,), "mutations_per_minute": 6000, "mutation_burst": 1000, **policy}
+    return TestClient(create_api(services, ApiPolicy(**fields), now=lambda: NOW))
+
+
+@pytest.fixture(scope="module")
+def client(world):
+    return client_for(world[0])
+
+
+def expected_by_route(events):
+    """[failed, non-trivial claims] per route, each event_id once (the simulator redelivers some)."""
+    out = defaultdict(lambda: [0, 0])
+    for e in {e.event_id: e for e in events}.values():
+        for c in e.claims:
+            if c.verdict != "trivial":
+                out[e.route][1] += 1
+                out[e.route][0] += c.verdict in FAILED_VERDICTS
+    return out
+
+
+# -- rates and routes -----------------------------------------------------------
+def test_rates_are_worst_first_and_match_the_events_written(client, world):
+    rows = client.get("/api/rates", params={"window": "all"}).json()
+    rates = [r["rate"] for r in rows if r["rate"] is not None]
+    assert rates == sorted(rates, reverse=True)
+    by_route = {r["route"]: r for r in rows}
+    for route, (failed, claims) in expected_by_route(world[1]).items():
+        assert (by_route[route]["failed"], by_route[route]["claims"]) == (failed, claims)
+        lo, hi = by_route[route]["interval"]
+        assert lo <= failed / claims <= hi
+    assert by_route[SQL_ROUTE]["failed"] == 2 and by_route[HTML_ROUTE]["failed"] == 1  # stored as given
+
+
+def test_slices_by_dimension(client):
+    body = client.get("/api/slices", params={"window": "all", "dim": ["query_type", "version.model"]}).json()
+    assert set(body) == {"query_type", "version.model"}
+    models = {(e["route"], e["value"]) for e in body["version.model"]}
+    assert ("billing-faq", "gen-2026-11") in models and ("billing-faq", "gen-2026-10") in models
+    assert all(e["dim"] == "query_type" for e in body["query_type"])
+
+
+def test_route_detail_has_series_band_baseline_alert_spans_and_version_changes(client, world):
+    d = client.get("/api/routes/billing-faq", params={"window": "2h", "step": 5}).json()
+    assert d["step_minutes"] == 5
+    failed, claims = expected_by_route(world[1])["billing-faq"]
+    assert (d["totals"]["failed"], d["totals"]["claims"]) == (failed, claims)
+    assert sum(p["claims"] for p in d["series"]) == claims and sum(p["failed"] for p in d["series"]) == failed
+    assert all(p["lo"] <= p["rate"] <= p["hi"] for p in d["series"] if p["claims"])
+    assert d["baseline"] == {"rate": 0.06, "interval": [0.05, 0.07], "source": "alert a-billing"}
+    assert [(a["alert_id"], a["state"]) for a in d["alerts"]] == [("a-billing", "firing")]
+    seen = {(v["key"], v["value"]): v for v in d["versions"]}
+    change = datetime.fromisoformat(seen[("model", "gen-2026-11")]["first_seen"])
+    assert change == START + timedelta(minutes=REGRESSION_AT)
+    assert datetime.fromisoformat(seen[("model", "gen-2026-10")]["first_seen"]) == START
+
+
+def test_route_names_with_slashes_and_sql_reach_only_their_own_rows(client, world):
+    d = client.get("/api/routes/" + quote(SQL_ROUTE_IN_CONTRACT, safe="")).json()
+    assert d["route"] == SQL_ROUTE_IN_CONTRACT and d["totals"]["claims"] == 6
+    d = client.get("/api/routes/" + quote(SQL_ROUTE, safe="")).json()
+    assert (d["route"], d["totals"]["claims"], d["totals"]["failed"]) == (SQL_ROUTE, 4, 2)
+    assert client.get("/api/alerts", params={"route": "' OR 1=1 --"}).json() == []
+    total = len({e.event_id for e in world[1]})
+    assert world[0].store.query("SELECT count() AS n FROM events FINAL")[0]["n"] == total  # nothing dropped
+
+
+@pytest.mark.parametrize("path, status, fragment", [
+    ("/api/routes/no-such-route", 404, "no events stored for route 'no-such-route'"),
+    ("/api/routes/billing-faq?window=all", 422, "not allowed here"),
+    ("/api/routes/billing-faq?window=5 weeks", 422, "use a positive number"),
+    ("/api/routes/billing-faq?window=999d", 422, "longer than 31 days"),
+    ("/api/routes/billing-faq?end=0001-01-01T00:00:00Z", 422, "between 1971 and 2105"),
+    ("/api/rates?window=0m", 422, "use a positive number"),
+    ("/api/alerts/a-nope", 404, "no alert 'a-nope'"),
+])
+def test_bad_reads_are_4xx_with_a_message(client, path, status, fragment):
+    response = client.get(path)
+    assert response.status_code == status
+    assert fragment in str(response.json()["detail"])
+
+
+def test_malformed_query_parameters_name_the_field(client):
+    response = client.get("/api/alerts", params={"state": "exploded"})
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == ["query", "state"]
+    response = client.get("/api/routes/billing-faq", params={"step": 0})
+    assert response.status_code == 422 and response.json()["detail"][0]["loc"] == ["query", "step"]
+
+
+def test_unknown_paths_and_methods_are_json(client):
+    assert client.get("/api/nothing").json() == {"detail": "Not Found"}
+    response = client.put("/api/rates")
+    assert response.status_code == 405 and "detail" in response.json()
+
+
+# -- alerts and silences --------------------------------------------------------
+def test_alert_list_detail_and_ack(client):
+    listed = {a["alert_id"]: a for a in client.get("/api/alerts").json()}
+    assert listed["a-billing"]["state"] == "firing" and not listed["a-billing"]["acked"]
+    assert client.get("/api/alerts", params={"state": "resolved"}).json() == []
+    detail = client.get("/api/alerts/a-billing").json()
+    assert detail["suspect_changes"][0]["value"] == "gen-2026-11" and "transitions" in detail
+    acked = client.post("/api/alerts/a-billing/ack", json={"by": "oncall", "note": "rolling back"}, headers=AUTH)
+    assert acked.status_code == 200
+    assert (acked.json()["acked"], acked.json()["acked_by"]) == (True, "oncall")
+    assert client.get("/api/alerts/a-billing").json()["ack_note"] == "rolling back"
+    unknown = client.post("/api/alerts/a-nope/ack", json={"by": "oncall"}, headers=AUTH)
+    assert unknown.status_code == 404 and "claimwatch alerts list" in unknown.json()["detail"]
+
+
+def test_silence_lifecycle(client):
+    made = client.post("/api/silences", json={"matchers": ["route=hr-policy"], "by": "oncall", "comment": "rollout",
+                                              "duration": "2h"}, headers=AUTH)
+    assert made.status_code == 201
+    sid = made.json()["silence_id"]
+    active = {s["silence_id"]: s for s in client.get("/api/silences", params={"active": True}).json()}
+    assert active[sid]["matchers"] == ["route=hr-policy"]
+    ended = client.delete(f"/api/silences/{sid}", headers=AUTH)
+    assert ended.status_code == 200
+    assert sid not in {s["silence_id"] for s in client.get("/api/silences", params={"active": True}).json()}
+    assert client.delete("/api/silences/s-nope", headers=AUTH).status_code == 404
+
+
+@pytest.mark.parametrize("body, where", [
+    ({"matchers": ["route=x"], "by": "me", "comment": "c"}, "give either ends_at or duration"),
+    ({"matchers": ["route=x"], "by": "me", "comment": "c", "duration": "1h", "ends_at": "2027-01-01T00:00:00Z"},
+     "not both"),
+    ({"matchers": ["not a matcher"], "by": "me", "comment": "c", "duration": "1h"}, "use label=value"),
+    ({"matchers": ["route=~("], "by": "me", "comment": "c", "duration": "1h"}, "invalid regex"),
+    ({"matchers": ["route=x"], "by": "me", "comment": "c", "duration": "9999999999d"}, "longer than 366 days"),
+    ({"matchers": ["route=x"], "by": "me", "comment": "c", "ends_at": "9999-01-01T00:00:00Z"}, "more than 366 days"),
+    ({"matchers": ["route=x"], "by": "me", "comment": "c", "ends_at": "2001-01-01T00:00:00Z"}, "in the past"),
+    ({"matchers": ["route=~.*"], "by": "me", "comment": "c", "duration": "1h"}, "silence everything"),
+])
+def test_bad_silences_are_422_with_the_reason(client, body, where):
+    response = client.post("/api/silences", json=body, headers=AUTH)
+    assert response.status_code == 422, response.text
+    assert where in str(response.json()["detail"])
+
+
+@pytest.mark.parametrize("body, loc", [
+    ({}, ["body", "by"]),
+    ({"by": ""}, ["body", "by"]),
+    ({"by": "me", "surprise": 1}, ["body", "surprise"]),
+    ({"by": 3}, ["body", "by"]),
+])
+def test_malformed_bodies_are_422_naming_the_field(client, body, loc):
+    response = client.post("/api/alerts/a-billing/ack", json=body, headers=AUTH)
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == loc
+
+
+def test_a_body_that_is_not_json_is_422(client):
+    response = client.post("/api/silences", content=b"{not json", headers={**AUTH, "Content-Type": "application/json"})
+    assert response.status_code == 422 and response.json()["detail"][0]["type"] == "json_invalid"
+
+
+# -- auth, limits, headers --------------------------------------------------------
+# Sign-in changes nothing on the server: it checks the token itself and sets a read-only cookie
+# (tested in test_protected_reads_need_the_token_and_pages_sign_in_with_a_read_only_cookie).
+NOT_MUTATIONS = {("POST", "/signin")}
+
+
+def mutating_routes(api) -> list[tuple[str, str]]:
+    found = []
+    for route in iter_route_contexts(api.routes):  # flattens the included routers
+        if isinstance(route.original_route, APIRoute):
+            for method in route.methods - {"GET", "HEAD", "OPTIONS"}:
+                found.append((method, re.sub(r"\{[^}]+\}", "nope", route.path)))
+    return sorted(set(found) - NOT_MUTATIONS)
+
+
+def test_every_mutating_endpoint_refuses_a_missing_a_wrong_and_an_unconfigured_token(world):
+    services = world[0]
+    client = client_for(services)
+    routes = mutating_routes(client.app)
+    assert ("POST", "/api/alerts/nope/ack") in routes and ("DELETE", "/api/silences/nope") in routes
+    assert all(path.startswith("/api/") for _, path in routes)
+    unconfigured = client_for(services, token_hashes=())
+    before = services.store.query("SELECT count() AS n FROM silences")[0]["n"]
+    for method, path in routes:
+        body = {"by": "intruder", "matchers": ["route=x"], "comment": "c", "duration": "1h"}
+        missing = client.request(method, path, json=body)
+        assert missing.status_code == 401, (method, path, missing.text)
+        assert "bearer token" in missing.json()["detail"] and missing.headers["www-authenticate"] == "Bearer"
+        wrong = client.request(method, path, json=body, headers={"Authorization": "Bearer cw_wrong"})
+        assert wrong.status_code == 403, (method, path)
+        assert "not one of the configured tokens" in wrong.json()["detail"]
+        not_bearer = client.request(method, path, json=body, headers={"Authorization": f"Basic {TOKEN}"})
+        assert not_bearer.status_code == 401, (method, path)
+        none = unconfigured.request(method, path, json=body, headers=AUTH)
+        assert none.status_code == 403 and "claimwatch token new" in none.json()["detail"], (method, path)
+    assert services.store.query("SELECT count() AS n FROM silences")[0]["n"] == before  # nothing changed
+
+
+def test_openapi_documents_tags_summaries_and_the_bearer_scheme(client):
+    spec = client.get("/openapi.json").json()
+    assert "bearerAuth" in spec["components"]["securitySchemes"]
+    for path, operations in spec["paths"].items():
+        for method, op in operations.items():
+            assert op.get("tags") and op.get("summary"), (method, path)
+            if method in ("post", "delete", "put", "patch"):
+                assert op["security"] == [{"bearerAuth": []}], (method, path)
+                assert {"401", "403", "413", "422", "429"} <= set(op["responses"]), (method, path)
+            else:
+                assert "security" not in op, (method, path)  # reads are open by default
+    assert client.get("/docs").status_code == 404  # no Swagger UI: it would load from a CDN
+
+
+def test_oversize_bodies_are_refused_with_413_before_parsing(world):
+    client = client_for(world[0], max_body_bytes=1024)
+    big = {"by": "x" * 2000}
+    declared = client.post("/api/alerts/a-billing/ack", json=big, headers=AUTH)
+    assert declared.status_code == 413 and "api.max_body_bytes" in declared.json()["detail"]
+    streamed = client.post("/api/alerts/a-billing/ack", content=iter([b'{"by": "', b"x" * 4000, b'"}']),
+                           headers={**AUTH, "Content-Type": "application/json"})
+    assert streamed.status_code == 413 and "1024 bytes" in streamed.json()["detail"]
+    unauthenticated = client.post("/api/silences", content=b"x" * 5000, headers={"Content-Type": "application/json"})
+    assert unauthenticated.status_code == 413
+
+
+def test_mutations_are_rate_limited_per_client_with_retry_after(world):
+    clock = [1000.0]
+    policy = ApiPolicy(token_hashes=(TOKEN_HASH,), mutations_per_minute=6, mutation_burst=2)
+    client = TestClient(create_api(world[0], policy, now=lambda: NOW, clock=lambda: clock[0]))
+    statuses = [client.post("/api/alerts/a-nope/ack", json={"by": "x"}, headers=AUTH).status_code for _ in range(3)]
+    assert statuses == [404, 404, 429]
+    limited = client.post("/api/alerts/a-nope/ack", json={"by": "x"}, headers={"Authorization": "Bearer cw_guess"})
+    assert limited.status_code == 429  # guessing tokens is throttled too
+    assert limited.headers["retry-after"] == "10" and "retry in 10s" in limited.json()["detail"]
+    assert client.get("/api/rates").status_code == 200  # reads are not limited
+    clock[0] += 10
+    assert client.post("/api/alerts/a-nope/ack", json={"by": "x"}, headers=AUTH).status_code == 404
+
+
+def test_protected_reads_need_the_token_and_pages_sign_in_with_a_read_only_cookie(world):
+    client = client_for(world[0], protect_reads=True)
+    assert client.get("/api/rates").status_code == 401
+    assert client.get("/api/rates", headers={"Authorization": "Bearer cw_wrong"}).status_code == 403
+    assert client.get("/metrics").status_code == 401
+    assert client.get("/api/rates", headers=AUTH).status_code == 200
+    assert client.get("/healthz").status_code == 200 and client.get("/readyz").status_code == 200
+    page = client.get("/alerts", follow_redirects=False)
+    assert page.status_code == 303 and page.headers["location"] == "/signin?next=/alerts"
+    refused = client.post("/signin", data={"token": "cw_wrong", "next": "/alerts"}, follow_redirects=False)
+    assert refused.status_code == 403 and "claimwatch_read" not in refused.cookies
+    signed = client.post("/signin", data={"token": TOKEN, "next": "//evil.example/"}, follow_redirects=False)
+    assert signed.status_code == 303 and signed.headers["location"] == "/"  # never off-site
+    cookie = signed.headers["set-cookie"].lower()
+    assert "httponly" in cookie and "samesite=strict" in cookie
+    assert client.get("/alerts").status_code == 200 and client.get("/api/rates").status_code == 200
+    # The cookie reads; it never changes anything (no CSRF through a signed-in browser).
+    assert client.post("/api/alerts/a-billing/ack", json={"by": "csrf"}).status_code == 401
+    spec = client.get("/openapi.json").json()
+    assert spec["paths"]["/api/rates"]["get"]["security"] == [{"bearerAuth": []}]
+
+
+def test_cors_is_off_by_default_and_on_only_for_configured_origins(world):
+    preflight = {"Origin": "https://grafana.example", "Access-Control-Request-Method": "POST"}
+    off = client_for(world[0])
+    assert "access-control-allow-origin" not in off.get("/api/rates", headers={"Origin": "https://x.example"}).headers
+    assert "access-control-allow-origin" not in off.options("/api/silences", headers=preflight).headers
+    on = client_for(world[0], cors_origins=("https://grafana.example",))
+    allowed = on.get("/api/rates", headers={"Origin": "https://grafana.example"})
+    assert allowed.headers["access-control-allow-origin"] == "https://grafana.example"
+    assert "access-control-allow-origin" not in on.get("/api/rates", headers={"Origin": "https://x.example"}).headers
+
+
+@pytest.mark.parametrize("path", PAGES + ["/routes/" + quote(HTML_ROUTE, safe=""), "/signin"])
+def test_pages_carry_a_csp_without_inline_scripts_and_load_nothing_from_elsewhere(client, path):
+    response = client.get(path)
+    assert response.status_code == 200
+    csp = response.headers["content-security-policy"]
+    assert "script-src 'self'" in csp and "unsafe-inline" not in csp and "unsafe-eval" not in csp
+    assert "frame-ancestors 'none'" in csp
+    assert response.headers["x-content-type-options"] == "nosniff"
+    assert response.headers["referrer-policy"] == "no-referrer"
+    html = response.text
+    scripts = re.findall(r"<script\b[^>]*>", html)
+    assert scripts and all(re.search(r'\bsrc="/static/[\w.-]+\.js"', s) for s in scripts), scripts
+    assert not re.search(r"<script\b[^>]*>(?!</script>)\s*\S", html)  # no inline code
+    assert not re.search(r"\son[a-z]+\s*=", html)  # no inline event handlers
+    assert not re.search(r"<[^>]+\sstyle=", html)  # no inline styles either (style-src 'self')
+    assert not re.search(r"""<(?:script|link|img|iframe)\b[^>]*(?:src|href)="(?:https?:)?//""", html)  # no CDN
+    assert 'class="skip" href="#main"' in html and 'id="main"' in html
+
+
+def test_plotly_is_served_from_the_plotly_package(client):
+    js = client.get("/static/plotly.min.js")
+    assert js.status_code == 200 and js.content == BUNDLE.read_bytes()
+    css = client.get("/static/plotly-base.css")
+    assert ".js-plotly-plot .plotly .modebar" in css.text and "outline:none" not in css.text
+    page = client.get("/routes/billing-faq").text
+    assert 'id="plotly.js-style-global" class="no-inline-styles"' in page
+
+
+# -- pages ------------------------------------------------------------------------
+def test_overview_lists_routes_worst_first_with_trend_interval_and_alert_badges(client):
+    html = client.get("/", params={"window": "all"}).text
+    api_order = [r["route"] for r in client.get("/api/rates", params={"window": "all"}).json()]
+    positions = [html.index(f'href="/routes/{quote(r, safe="")}"') for r in api_order]
+    assert positions == sorted(positions)
+    row = html[html.index('href="/routes/billing-faq"'):]
+    row = row[:row.index("</tr>")]
+    assert "1 firing" in row and "<polyline points=" in row and "–" in row
+
+
+def test_route_page_has_the_chart_source_verdicts_versions_and_alerts(client):
+    html = client.get("/routes/billing-faq").text
+    assert 'data-src="/api/routes/billing-faq?window=6h"' in html
+    assert "gen-2026-11" in html and "contradicted" in html and "a-billing" in html
+    assert client.get("/routes/no-such-route").status_code == 404
+
+
+def test_alerts_page_has_ack_and_silence_forms_for_open_alerts(client):
+    html = client.get("/alerts").text
+    assert 'data-path="/api/alerts/a-html/ack"' in html
+    assert 'data-path="/api/silences"' in html and 'name="duration"' in html
+
+
+def test_sql_and_html_are_stored_verbatim_and_shown_inertly(client):
+    client.post("/api/silences", json={"matchers": ['route=<img src=x onerror="alert(1)">'], "by": "<b>me</b>",
+                                       "comment": EVIL_TEXT, "duration": "1h"}, headers=AUTH)
+    rates = {r["route"] for r in client.get("/api/rates", params={"window": "all"}).json()}
+    assert {HTML_ROUTE, SQL_ROUTE, SQL_ROUTE_IN_CONTRACT} <= rates
+    pages = [client.get("/", params={"window": "all"}).text, client.get("/alerts").text,
+             client.get("/routes/" + quote(HTML_ROUTE, safe="")).text,
+             client.get("/routes/" + quote(SQL_ROUTE_IN_CONTRACT, safe="")).text]
+    for html in pages:
+        assert "<script>alert" not in html and "<img src=x" not in html and "<b>" not in html
+    assert "&lt;script&gt;alert(&#34;route&#34;)&lt;/script&gt;" in pages[0]
+    assert "&lt;img src=x onerror=&#34;alert(1)&#34;&gt;" in pages[1] and "{{ 7*7 }}" in pages[1]
+    assert "&lt;b&gt;m&lt;/b&gt;" in pages[3]  # a version value from a trace
+    assert f'href="/routes/{quote(SQL_ROUTE, safe="")}"' in pages[0]
+
+
+# -- issues ------------------------------------------------------------------------
+def test_issue_list_filters_and_sorts(client):
+    listed = client.get("/api/issues").json()
+    assert {i["issue_id"] for i in listed} == {"iss-numbers", "iss-evil"}
+    numbers = next(i for i in listed if i["issue_id"] == "iss-numbers")
+    assert numbers["count"] == 12 and numbers["routes"] == ["billing-faq"] and numbers["trend"] == [12]
+    assert [i["issue_id"] for i in client.get("/api/issues", params={"route": "billing-faq"}).json()] == ["iss-numbers"]
+    assert [i["issue_id"] for i in client.get("/api/issues", params={"q": "REFUND numbers"}).json()] == ["iss-numbers"]
+    by_count = [i["count"] for i in client.get("/api/issues", params={"sort": "count"}).json()]
+    assert by_count == sorted(by_count, reverse=True)
+    assert all(i["state"] == "new" for i in client.get("/api/issues", params={"state": "new"}).json())
+    bad = client.get("/api/issues", params={"sort": "chaos"})
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "sort"]
+
+
+def test_issue_detail_members_map_and_runbook(client):
+    detail = client.get("/api/issues/iss-numbers").json()
+    assert len(detail["exemplars"]) == 3 and all(e["route"] == "billing-faq" for e in detail["exemplars"])
+    members = client.get("/api/issues/iss-numbers/members", params={"limit": 5}).json()
+    assert len(members) == 5 and all(m["verdict"] in FAILED_VERDICTS and m["trace_id"] for m in members)
+    points = client.get("/api/issues/iss-numbers/map").json()["points"]
+    assert {(p["issue_id"], p["member"]) for p in points} == {("iss-numbers", True), ("iss-evil", False)}
+    md = client.get("/api/issues/iss-numbers/runbook", params={"format": "md"})
+    assert md.headers["content-type"].startswith("text/markdown") and "Invented refund numbers" in md.text
+    html = client.get("/api/issues/iss-evil/runbook", params={"format": "html"})
+    assert html.headers["content-type"].startswith("text/html")
+    assert "<script>alert" not in html.text and "&lt;script&gt;" in html.text
+    for path in ("/api/issues/nope", "/api/issues/nope/members", "/api/issues/nope/map", "/api/issues/nope/runbook"):
+        response = client.get(path)
+        assert response.status_code == 404 and "no issue 'nope'" in response.json()["detail"], path
+    assert client.get("/api/issues/iss-numbers/runbook", params={"format": "pdf"}).status_code == 422
+
+
+def test_issue_resolve_and_merge(world):
+    client = client_for(world[0])
+    resolved = client.post("/api/issues/iss-evil/resolve", json={"by": "oncall"}, headers=AUTH)
+    assert resolved.status_code == 200 and resolved.json()["state"] == "resolved"
+    assert [i["issue_id"] for i in client.get("/api/issues", params={"state": "resolved"}).json()] == ["iss-evil"]
+    again = client.post("/api/issues/iss-evil/resolve", json={"by": "oncall"}, headers=AUTH)
+    assert again.status_code == 409 and "already resolved" in again.json()["detail"]
+    assert client.post("/api/issues/nope/resolve", json={"by": "x"}, headers=AUTH).status_code == 404
+    into_self = client.post("/api/issues/iss-evil/merge", json={"into": "iss-evil", "by": "x"}, headers=AUTH)
+    assert into_self.status_code == 422 and "itself" in into_self.json()["detail"]
+    assert client.post("/api/issues/iss-evil/merge", json={"into": "nope", "by": "x"}, headers=AUTH).status_code == 404
+
+
+def test_issue_pages_show_the_list_the_runbook_the_map_and_promote_controls(client):
+    listing = client.get("/issues").text
+    assert 'href="/issues/iss-numbers"' in listing and "Invented refund numbers" in listing
+    assert "<polyline points=" in listing
+    page = client.get("/issues/iss-numbers").text
+    assert 'data-src="/api/issues/iss-numbers/map"' in page and 'class="runbook-body"' in page
+    assert 'data-path="/api/issues/iss-numbers/resolve"' in page
+    assert client.get("/issues/nope").status_code == 404
+    assert client.get("/issues", params={"sort": "chaos"}).status_code == 200  # a page falls back, never errors
+
+
+def test_issue_names_and_claim_texts_are_inert_on_issue_pages(client):
+    for html in (client.get("/issues").text, client.get("/issues/iss-evil").text):
+        assert "<script>alert" not in html
+        assert "&lt;script&gt;alert(&#34;issue&#34;)&lt;/script&gt; {{ 7*7 }}" in html
+    assert "49" not in client.get("/issues/iss-evil").text.split("<h1>")[1].split("</h1>")[0]
+
+
+def test_eval_page_renders(client):
+    assert client.get("/eval").status_code == 200
+
+
+# -- ops ----------------------------------------------------------------------------
+def test_health_readiness_and_dlq(client, world):
+    services = world[0]
+    assert client.get("/healthz").json() == {"status": "ok"}
+    assert client.get("/readyz").json() == {"ready": True}
+    services.health.mark_failed("insert timed out")
+    try:
+        down = client.get("/readyz")
+        assert down.status_code == 503 and "insert timed out" in down.json()["reason"]
+    finally:
+        services.health.mark_ok()
+    dlq = client.get("/api/dlq", params={"samples": 1}).json()
+    assert dlq == [{"reason": "not_json", "count": 1,
+                    "samples": [{"reason": ": not JSON", "source": "claimwatch.verdicts/0/7", "size": 5}]}]
+
+
+def test_metrics_carry_the_per_route_rate_of_the_30m_window(client):
+    rates = {r["route"]: r for r in client.get("/api/rates", params={"window": "30m"}).json()}
+    text = client.get("/metrics").text
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name.startswith("claimwatch_route_hallucination_rate"):
+                samples[(s.name, s.labels["route"], s.labels["window"])] = s.value
+    for route, r in rates.items():
+        assert samples[("claimwatch_route_hallucination_rate", route, "30m")] == pytest.approx(r["rate"])
+        assert samples[("claimwatch_route_hallucination_rate_lower", route, "30m")] == pytest.approx(r["interval"][0])
+        assert samples[("claimwatch_route_hallucination_rate_upper", route, "30m")] == pytest.approx(r["interval"][1])
+    assert {k[1] for k in samples} == set(rates)
