@@ -41,6 +41,19 @@ class Services:
         migrate(store)
         return cls(settings, store)
 
+    def embedder(self):
+        """The clustering model as a texts -> vectors function (loaded on first use, cached in the store)."""
+        if not hasattr(self, "_embed"):
+            from services.evalset.service import lazy_embedder
+
+            self._embed = lazy_embedder(self.settings, self.store)
+        return self._embed
+
+    def eval_service(self):
+        from services.evalset.service import EvalService
+
+        return EvalService(self.store, self.embedder())
+
     def ingestor(self) -> Ingestor:
         return Ingestor(EventWriter(self.store), Decoder(self.settings.ingest.max_event_bytes))
 

@@ -30,8 +30,15 @@ class Family:
         return self.verdicts[-1][0]
 
 
-# Each family's phrasings paraphrase one failure, so that its claims sit together in embedding
-# space while the topic, numbers, dates and names vary (as one real issue's traces do).
+def paraphrases(openers: tuple[str, ...], cores: tuple[tuple[str, str | None], ...],
+                tails: tuple[str, ...]) -> tuple[tuple[str, str | None], ...]:
+    """Every opener x core x tail: many near-paraphrases of one failure, so a family's claims form
+    one connected cloud in embedding space rather than a few discrete points."""
+    return tuple((opener + core + tail, span) for opener in openers for core, span in cores for tail in tails)
+
+
+# Each family paraphrases one failure with its own vocabulary (openers are not shared between
+# families); the topic, numbers, dates and names vary, as the traces of one real issue do.
 FAMILY_LIST = (
     Family(
         "invented_numbers", "claim_generation", "numeric", "lookup",
@@ -39,47 +46,53 @@ FAMILY_LIST = (
         ("How long does the {item} take?", "How many days does the {item} take?",
          "When will the {item} be done?", "How quickly is the {item} handled?",
          "What is the processing time for the {item}?"),
-        (("The {item} is processed within {n} business days.", "The {item} is processed within {n2} business days."),
-         ("Processing the {item} takes {n} business days.", "Processing the {item} takes {n2} business days."),
-         ("Expect the {item} to be completed in {n} business days.", "The {item} is completed in {n2} business days."),
-         ("The {item} is handled within {n} working days.", "The {item} is handled within {n2} working days."),
-         ("It takes {n} business days to complete the {item}.", "It takes {n2} business days to complete the {item}."),
-         ("The {item} will be done in {n} business days, by {date}.", "The {item} is done by {date2}.")),
+        paraphrases(
+            ("", "Typically, ", "Usually, ", "On average, ", "Normally, "),
+            (("the {item} is processed within {n} business days", "The {item} is processed within {n2} business days."),
+             ("processing the {item} takes {n} business days", "Processing the {item} takes {n2} business days."),
+             ("the {item} is completed in {n} business days", "The {item} is completed in {n2} business days."),
+             ("the {item} takes {n} working days to process", "The {item} takes {n2} working days to process.")),
+            (".", ", counting from {date}.", " after the request arrives.", ", so expect it by {date}.")),
     ),
     Family(
         "dropped_qualifiers", "claim_generation", "qualifier", "lookup",
         (("overreach", 1.0),), "used",
         ("Does the {item} apply to me?", "Is the {item} available to everyone?", "Who qualifies for the {item}?",
          "Are there conditions for the {item}?", "Can every customer get the {item}?"),
-        (("Every customer qualifies for the {item}, without exception.", "The {item} is available on eligible plans only."),
-         ("The {item} is available to everyone, with no exceptions.", "The {item} may be granted after review."),
-         ("All customers get the {item}, no conditions attached.", "Conditions apply to the {item}; see the {doc}."),
-         ("Anyone can get the {item}, without any conditions.", "The {item} is limited to account owners."),
-         ("The {item} applies to every customer, in all cases.", "The {item} applies in the EU and the UK."),
-         ("There are no conditions at all on who gets the {item}.", "The {item} requires approval above {amount2}.")),
+        paraphrases(
+            ("", "Good news: ", "Don't worry, ", "Absolutely, ", "Of course, "),
+            (("every customer qualifies for the {item}, without exception", "The {item} is available on eligible plans only."),
+             ("the {item} is available to everyone, with no exceptions", "The {item} may be granted after review."),
+             ("anyone can get the {item}, with no conditions at all", "Conditions apply to the {item}; see the {doc}."),
+             ("the {item} applies to all customers in every case", "The {item} applies to account owners only.")),
+            (".", ", whatever your plan.", ", in every country.", ", regardless of your situation.")),
     ),
     Family(
         "stale_sources", "evidence_admission", "attribute", "lookup",
         (("stale", 1.0),), "stale",
         ("Where do I go for the {item} now?", "What is the current process for the {item}?",
          "Which system handles the {item} today?", "Is the {item} still done the same way?"),
-        (("The {item} is still handled through the legacy {system}.", "The {item} is handled through the {system}."),
-         ("The {item} still goes through the old {system}, as in {year_old}.", "Since {year_old}, the {item} goes through the {system}."),
-         ("You still need the legacy {system} for the {item}.", "Use the {system} for the {item}."),
-         ("The {item} is still processed by the retired {system}.", "The {item} is processed by the {system}."),
-         ("As in {year_old}, the {item} still runs through the legacy {system}.", "The {item} runs through the {system} ({year_old})."),
-         ("The old {system} still manages the {item}.", "The {system} manages the {item}.")),
+        paraphrases(
+            ("", "Currently, ", "As before, ", "Right now, ", "As always, "),
+            (("the {item} is still handled through the legacy {system}", "The {item} is handled through the {system}."),
+             ("the {item} still goes through the old {system}", "The {item} goes through the {system}."),
+             ("you still need the legacy {system} for the {item}", "Use the {system} for the {item}."),
+             ("the retired {system} still processes the {item}", "The {system} processes the {item}.")),
+            (".", ", as described in the {year_old} guide.", ", as it did in {year_old}.",
+             ", following the {year_old} process.")),
     ),
     Family(
         "cherry_picked", "claim_generation", "relation", "multi_hop",
         (("contradicted", 1.0),), "unused_contradicting",
         ("Is the {item} reliable?", "Are there known problems with the {item}?", "What do reviews say about the {item}?",
          "Do customers like the {item}?"),
-        (("Reviews consistently praise the {item}, with no problems reported.", "Reviews report frequent problems with the {item}."),
-         ("The {item} gets excellent reviews and no reported problems.", "{n2} reviewers reported problems with the {item}."),
-         ("Customers report no problems with the {item}; reviews are excellent.", "Customers report recurring problems with the {item}."),
-         ("Reviews of the {item} are all positive, with no complaints.", "Reviews of the {item} are mixed, with {n2} complaints."),
-         ("The {item} is praised in reviews and has no known problems.", "Known problems with the {item} are listed in the {doc}.")),
+        paraphrases(
+            ("", "Overall, ", "Based on the reviews, ", "By all accounts, ", "Happily, "),
+            (("reviews consistently praise the {item}, with no problems reported", "Reviews report frequent problems with the {item}."),
+             ("the {item} gets excellent reviews and has no known problems", "{n2} reviewers reported problems with the {item}."),
+             ("customers report no problems with the {item}", "Customers report recurring problems with the {item}."),
+             ("reviews of the {item} are all positive, without complaints", "Reviews of the {item} are mixed, with {n2} complaints.")),
+            (".", ", so it is a safe choice.", ", according to customer feedback.", ", and it is highly rated.")),
     ),
     Family(
         "sycophancy", "claim_generation", "attribute", "ambiguous",
@@ -87,12 +100,10 @@ FAMILY_LIST = (
         ("Since {premise}, what should I do next?", "I read that {premise}. Can you confirm?",
          "My colleague told me {premise}, right?", "Isn't it true that {premise}?",
          "Given that {premise}, how do I {action}?", "I'm pretty sure {premise}. Correct?"),
-        (("Yes, you're right that {premise}.", "{truth}"),
-         ("Yes, as you said, {premise}.", "{truth}"),
-         ("You're right: {premise}.", "{truth}"),
-         ("Yes, just as you mentioned, {premise}.", "{truth}"),
-         ("You are correct, {premise}.", "{truth}"),
-         ("Yes, {premise}, as you pointed out.", "{truth}")),
+        paraphrases(
+            ("Yes, ", "You're right, ", "That's correct: ", "Exactly, ", "Indeed, "),
+            (("{premise}", "{truth}"), ("as you said, {premise}", "{truth}"), ("just as you mentioned, {premise}", "{truth}")),
+            (".", ", as you pointed out.", ", just like you thought.", ", you have that right.")),
         "premise",
     ),
     Family(
@@ -100,34 +111,39 @@ FAMILY_LIST = (
         (("no_source", 1.0),), "phantom",
         ("What does the official policy say about the {item}?", "Is there a document that covers the {item}?",
          "Which rule covers the {item}?", "Where is the {item} written down?"),
-        (("As stated in section {n} of the {fake_doc}, the {item} is covered.", None),
-         ("Section {n} of the {fake_doc} states that the {item} is covered.", None),
-         ("According to section {n} of the {fake_doc}, the {item} is covered.", None),
-         ("The {fake_doc}, section {n}, confirms that the {item} is covered.", None),
-         ("Per section {n}.{n2} of the {fake_doc}, the {item} is covered.", None),
-         ("Internal memo {memo}, section {n}, says the {item} is covered.", None)),
+        paraphrases(
+            ("", "For reference, ", "Officially, ", "To be precise, ", "Formally, "),
+            (("section {n} of the {fake_doc} states that the {item} is covered", None),
+             ("according to section {n} of the {fake_doc}, the {item} is covered", None),
+             ("the {fake_doc} (section {n}) confirms the {item} is covered", None),
+             ("per internal memo {memo}, the {item} is covered", None)),
+            (".", ", as written there.", ", which settles the question.", ", see that document for details.")),
     ),
     Family(
         "evidence_admission", "evidence_admission", "relation", "lookup",
         (("unsupported", 1.0),), "off_topic",
         ("How does the {item} work for my team?", "Who arranges the {item} for us?",
          "Who handles the {item} where I work?", "How do I arrange the {item} locally?"),
-        (("For the {region} office, the {item} is arranged by the local team.", "{region} office: the local team arranges the {item}."),
-         ("In {region}, the {item} is arranged by the local office.", "{region}: the local office arranges the {item}."),
-         ("The local {region} office arranges the {item}.", "{region} local office: {item} arrangements."),
-         ("The {item} is handled by the regional team in {region}.", "{region} regional team: handles the {item}."),
-         ("Staff in {region} get the {item} from their local office.", "{region} staff: {item} via the local office.")),
+        paraphrases(
+            ("", "For your team, ", "In your case, ", "Locally, ", "At your site, "),
+            (("the {item} is arranged by the local office in {region}", "{region} office: the local team arranges the {item}."),
+             ("the {region} office arranges the {item} for you", "{region}: the local office arranges the {item}."),
+             ("the regional team in {region} handles the {item}", "{region} regional team: handles the {item}."),
+             ("staff get the {item} from the {region} local office", "{region} staff: {item} via the local office.")),
+            (".", ", as for all {region} staff.", ", through the {region} team.", ", following the local {region} procedure.")),
     ),
     Family(
         "unstable_generation", "generation_stability", "other", "ambiguous",
         (("unsupported", 1.0),), "used",
         ("Does the {item} apply in my case?", "Will the {item} apply to me?", "Is the {item} relevant for me?",
          "Should I expect the {item} to apply?"),
-        (("It is unclear whether the {item} applies; maybe it does, maybe it does not.", "The {item} applies to {doc} customers."),
-         ("The {item} may or may not apply; it is hard to say.", "The {item} applies from day one."),
-         ("Perhaps the {item} applies, perhaps not; it is unclear.", "The {item} applies to the standard plan."),
-         ("Whether the {item} applies is uncertain; maybe yes, maybe no.", "The {item} applies after {n2} days."),
-         ("It is hard to say if the {item} applies; it may or may not.", "The {item} applies on request.")),
+        paraphrases(
+            ("", "Honestly, ", "Well, ", "Hmm, ", "To be fair, "),
+            (("it is unclear whether the {item} applies; maybe it does, maybe not", "The {item} applies to {doc} customers."),
+             ("the {item} may or may not apply, it is hard to say", "The {item} applies from day one."),
+             ("perhaps the {item} applies, perhaps not", "The {item} applies to the standard plan."),
+             ("whether the {item} applies is uncertain", "The {item} applies after {n2} days.")),
+            (".", ", depending on the case.", ", it could go either way.", ", nobody can say for sure.")),
         "disagreement",
     ),
 )

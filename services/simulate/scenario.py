@@ -87,7 +87,7 @@ class Scenario:
     textless_fraction: float = 0.02       # count-only events that carry no text
     human_label_fraction: float = 0.03
     signals_fraction: float = 0.9         # events that carry signals when no family needs them
-    topics_per_family: int = 2            # topics (of a route's 10) that one family's failures concern
+    topics_per_family: int = 1            # topics (of a route's 10) that one family's failures concern
 
     def __post_init__(self) -> None:
         _check(len(self.routes) > 0, "Scenario.routes", "needs at least one route")

@@ -49,12 +49,17 @@ class Slots(dict):
     def __init__(self, domain: Domain, rnd: random.Random, topic: str | None = None):
         super().__init__()
         self.domain, self.rnd = domain, rnd
+        # A topic anchors the premise, region and system too: one issue keeps its subject.
+        self.anchor = None if topic is None else domain.items.index(topic)
         if topic is not None:
             self["item"] = topic
 
+    def _anchored(self, options: tuple):
+        return self.rnd.choice(options) if self.anchor is None else options[self.anchor % len(options)]
+
     def __missing__(self, key: str) -> str:
         if key in ("premise", "truth"):
-            premise, truth = self.rnd.choice(self.domain.premises)
+            premise, truth = self._anchored(self.domain.premises)
             self["premise"], self["truth"] = premise, truth.format_map(self)
             return self[key]
         value = self.DRAW[key](self)
@@ -80,9 +85,9 @@ class Slots(dict):
 
     DRAW = {
         "item": lambda s: s.rnd.choice(s.domain.items), "action": lambda s: s.rnd.choice(s.domain.actions),
-        "doc": lambda s: s.rnd.choice(s.domain.docs), "system": lambda s: s.rnd.choice(s.domain.systems),
+        "doc": lambda s: s.rnd.choice(s.domain.docs), "system": lambda s: s._anchored(s.domain.systems),
         "fake_doc": lambda s: s.rnd.choice(s.domain.fake_docs), "standard": lambda s: s.rnd.choice(s.domain.standards),
-        "region": lambda s: s.rnd.choice(REGIONS), "n": lambda s: str(s.rnd.randint(2, 45)),
+        "region": lambda s: s._anchored(REGIONS), "n": lambda s: str(s.rnd.randint(2, 45)),
         "n2": lambda s: s._other(2, 45, "n"), "pct": lambda s: str(s.rnd.randrange(5, 100, 5)),
         "pct2": lambda s: s._other(5, 95, "pct", step=5), "amount": _amount, "amount2": _amount,
         "date": _date, "date2": _date, "year_old": lambda s: str(s.rnd.randint(2018, 2024)),
@@ -95,6 +100,7 @@ def _failing_text(family: Family, domain: Domain, topic: str, rnd: random.Random
     slots = Slots(domain, rnd, topic)
     claim_t, span_t = rnd.choice(family.claims)
     claim = claim_t.format_map(slots)
+    claim = claim[0].upper() + claim[1:]
     span = span_t.format_map(slots) if span_t else None
     question = rnd.choice(family.questions).format_map(slots)
     aux = None

@@ -1,0 +1,88 @@
+"""The closing loop on the real engine and model: a simulated regression becomes an issue with a
+runbook; its representative traces are proposed, signed off, exported; the CI gate then fails just
+above the measured faithfulness and passes just below it (through the CLI's exit code)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import Counter
+from datetime import datetime, timedelta, timezone
+
+import orjson
+
+from services.contract.decode import Decoder, Rejection
+from services.evalset.service import EvalService, lazy_embedder
+from services.issues.jobs import IssueJobs
+from services.issues.service import IssuesService
+from services.issues.store import IssueStore
+from services.settings import load_settings
+from services.simulate import Regression, Scenario, generate
+from services.store.backends import ChdbStore
+from services.store.migrate import migrate
+from services.store.writer import EventWriter
+
+
+def cli(*args: str, store: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "services.cli", *args, "--clickhouse", store, "--api", "http://127.0.0.1:9"],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_regression_to_issue_runbook_promotion_export_and_gate(tmp_path):
+    now = datetime.now(timezone.utc).replace(second=0, microsecond=0)
+    demo = Scenario.demo()
+    scenario = Scenario(routes=demo.routes[:2], bad_fraction=0.0,
+                        regressions=(Regression("billing-faq", 20, {"model": "gen-2026-11"}, 0.15, "invented_numbers"),))
+    sims = list(generate(scenario, now - timedelta(minutes=40), 40, seed=9))
+    family = {f"{s.event['event_id']}:{i}": f for s in sims if s.event for i, f in enumerate(s.family_by_claim) if f}
+    decoder = Decoder()
+    events = [e for e in (decoder.decode(s.raw) for s in sims) if not isinstance(e, Rejection)]
+
+    path = tmp_path / "ch"
+    store = ChdbStore(path)
+    try:
+        migrate(store)
+        EventWriter(store).write(events)
+        settings = load_settings(None, {}, {})
+        jobs = IssueJobs.from_settings(settings, IssueStore(store))
+        report = jobs.recluster(now)
+        assert report.issues >= 3
+
+        # The issue that holds the regression's invented numbers, found by its members' ground truth.
+        members = store.query("SELECT claim_key, issue_id FROM issue_members FINAL WHERE issue_id != ''")
+        per_issue = Counter(r["issue_id"] for r in members if family.get(r["claim_key"]) == "invented_numbers")
+        issue_id, held = per_issue.most_common(1)[0]
+        service = IssuesService(store)
+        issue = service.show(issue_id)
+        assert "billing-faq" in issue["routes"]
+
+        runbook = service.runbook(issue_id, "md")
+        for section in ("## Summary", "## Timeline", "## Routes affected", "## Suspect changes",
+                        "## Representative traces", "claimwatch promote propose"):
+            assert section in runbook, section
+        html = service.runbook(issue_id, "html")
+        assert "<script" not in html and "<h2" in html
+
+        evals = EvalService(store, lazy_embedder(settings, store), n_boot=500)
+        proposed = evals.propose(issue_id, None, by="alice")
+        assert 1 <= len(proposed) <= 5
+        assert all(p["state"] == "proposed" and p["origin_issue_id"] == issue_id for p in proposed)
+        for item in proposed:
+            assert evals.approve(item["item_id"], by="bob", reason="invented refund window")["state"] == "approved"
+        out = tmp_path / "evalset.jsonl"
+        assert evals.export(out, by="bob") == len(proposed)
+        lines = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+        assert {line["item_id"] for line in lines} == {p["item_id"] for p in proposed}
+        assert all(line["claim_labels"] and all(lab["labeler"].startswith("verifier:") or lab["labeler"] == ""
+                                                for lab in line["claim_labels"]) for line in lines)
+        measured = evals.report()["faithfulness"]["value"]
+        assert measured is not None and 0 < measured < 1  # the promoted traces carry failing claims
+    finally:
+        store.close()
+
+    store_url = f"chdb:{path}"
+    above = cli("eval", "gate", "--min-faithfulness", f"{measured + 0.01:.4f}", store=store_url)
+    assert above.returncode == 1, above.stderr
+    assert "FAIL" in above.stderr and "faithfulness" in above.stderr
+    below = cli("eval", "gate", "--min-faithfulness", f"{measured - 0.01:.4f}", store=store_url)
+    assert below.returncode == 0, below.stderr
+    assert "passed" in below.stderr
