@@ -191,7 +191,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--splits", default="test")
-    parser.add_argument("--backend", default="torch", choices=["torch", "onnx", "onnx-int8"])
+    parser.add_argument("--backend", default=DEFAULT_CONFIG.backend, choices=["torch", "onnx", "onnx-int8"])
     parser.add_argument("--assign", action="store_true")
     parser.add_argument("--scale", type=int, default=0)
     parser.add_argument("--no-kmeans", action="store_true")

@@ -56,7 +56,7 @@ def cluster_file(input_path: str | Path, out_path: str | Path, issues_out_path: 
     """Cluster one file; write assignments and issues; return the run summary (with ``rejected`` lines)."""
     now = now or datetime.now(timezone.utc)
     claims, rejected = read_claims(input_path, strict)
-    embedder = embedder or SentenceTransformerEmbedder(config.model)
+    embedder = embedder or SentenceTransformerEmbedder(config.model, backend=config.backend)
     pipeline = IssuePipeline.from_config(config, CachedEmbedder(embedder, cache or MemoryEmbeddingCache()), progress)
     run = pipeline.fit(claims, now)
     tracker = IssueTracker(config)

@@ -21,7 +21,7 @@ from clustering.exemplars import ExemplarPicker
 from clustering.naming import IssueNamer
 from clustering.records import FailingClaim
 from clustering.reduce import Reducer, UmapReducer
-from clustering.run import ATTACHED, CLUSTERED, NOISE_STATUS, UNEMBEDDED, ClusteringRun, ClusterSummary
+from clustering.run import ATTACHED, CLUSTERED, NOISE_STATUS, UNEMBEDDED, VIA_EVENT, ClusteringRun, ClusterSummary
 from clustering.screen import TextScreen
 from clustering.vectorize import ClaimVectorizer, Vectorized
 
@@ -82,7 +82,7 @@ class IssuePipeline:
             notes.append(f"{m} claims: clustered a deterministic sample of {len(fit_rows)}, the rest joined the "
                          "nearest issue centroid")
         reduced = self._stage("reduce", len(fit_rows), timings,
-                              lambda: self.reducer.fit_transform(vectorized.vectors[fit_rows]) if m else None)
+                              lambda: self._reduce(vectorized.vectors[fit_rows]) if m else None)
         clustered = self._stage("cluster", m, timings,
                                 lambda: self._cluster(vectorized, reduced, fit_rows, embedded_ids) if m else None)
         if m:
@@ -92,6 +92,7 @@ class IssuePipeline:
             for row, i in enumerate(vectorized.embedded):
                 status[i] = emb_status[row]
             notes.extend(self._cluster_notes(m, emb_labels))
+            _inherit_from_event(ordered, labels, probabilities, status)
         clusters = self._stage("name", self.clusterer.n_clusters_ if m else 0, timings,
                                lambda: self._summaries(ordered, vectorized, labels, probabilities, now) if m else [])
         return ClusteringRun(self.config.name, self.embedder.model_id, now, tuple(ordered), labels, probabilities,
@@ -105,6 +106,12 @@ class IssuePipeline:
         timings[stage] = time.perf_counter() - started
         self.progress(stage, total, total, timings[stage])
         return result
+
+    def _reduce(self, vectors: np.ndarray) -> np.ndarray:
+        """Reduce each distinct vector once: UMAP's neighbour graph breaks on many exact duplicates
+        (the same failing claim repeated), and identical claims must land on the same point anyway."""
+        unique, inverse = np.unique(vectors, axis=0, return_inverse=True)
+        return self.reducer.fit_transform(unique)[inverse.ravel()]
 
     def _cluster(self, vectorized: Vectorized, reduced, fit_rows: np.ndarray, embedded_ids: list[str]):
         """(labels, probabilities, status) per embedded claim."""
@@ -138,10 +145,14 @@ class IssuePipeline:
 
     def _summaries(self, claims, vectorized: Vectorized, labels, probabilities, now) -> list[ClusterSummary]:
         k = self.clusterer.n_clusters_
-        rows_of: list[list[int]] = [[] for _ in range(k)]  # rows into vectorized arrays
+        rows_of: list[list[int]] = [[] for _ in range(k)]  # rows into vectorized arrays: what names the issue
         for row, i in enumerate(vectorized.embedded):
             if labels[i] != NOISE:
                 rows_of[labels[i]].append(row)
+        members_of: list[list[int]] = [[] for _ in range(k)]  # every claim counted in the issue
+        for i, label in enumerate(labels.tolist()):
+            if label != NOISE:
+                members_of[label].append(i)
         facts = [_facts(c) for c in claims]
         everyone = [facts[i] for i in vectorized.embedded]
         texts = [[vectorized.texts[r] for r in rows[:NAMING_TEXTS_PER_ISSUE]] for rows in rows_of]
@@ -149,7 +160,7 @@ class IssuePipeline:
         names = self.namer.name_all(texts, member_facts, everyone)
         out = []
         for index, rows in enumerate(rows_of):
-            members = [claims[vectorized.embedded[r]] for r in rows]
+            members = [claims[i] for i in members_of[index]]
             picks = self.exemplars.pick(vectorized.vectors[rows], probabilities[vectorized.embedded[rows]],
                                         self.clusterer.centroids_[index], [vectorized.texts[r] for r in rows])
             observed = [c.observed_at for c in members if c.observed_at is not None]
@@ -158,7 +169,7 @@ class IssuePipeline:
                 member_ids=tuple(c.id for c in members),
                 name=names[index].name,
                 keywords=names[index].keywords,
-                exemplar_ids=tuple(members[p].id for p in picks),
+                exemplar_ids=tuple(claims[vectorized.embedded[rows[p]]].id for p in picks),
                 routes=_ranked(c.route for c in members),
                 verdicts=_ranked(c.verdict for c in members),
                 centroid=self.clusterer.centroids_[index],
@@ -176,6 +187,21 @@ def _canonical(claims: Sequence[FailingClaim], notes: list[str]) -> list[Failing
     if len(unique) < len(claims):
         notes.append(f"{len(claims) - len(unique)} claim(s) repeated an id already seen; the first of each was kept")
     return [unique[k] for k in sorted(unique)]
+
+
+def _inherit_from_event(claims, labels: np.ndarray, probabilities: np.ndarray, status: list[str]) -> None:
+    """A claim with no text counts in the issue its event's other failing claims mostly joined."""
+    joined: dict[str, list[tuple[int, float]]] = {}
+    for i, claim in enumerate(claims):
+        if labels[i] != NOISE and claim.event_id:
+            joined.setdefault(claim.event_id, []).append((int(labels[i]), float(probabilities[i])))
+    for i, claim in enumerate(claims):
+        if status[i] == UNEMBEDDED and claim.event_id in joined:
+            siblings = joined[claim.event_id]
+            label = Counter(label for label, _ in siblings).most_common(1)[0][0]
+            labels[i] = label
+            probabilities[i] = float(np.mean([p for lab, p in siblings if lab == label]))
+            status[i] = VIA_EVENT
 
 
 def _fit_sample(ids: list[str], limit: int) -> np.ndarray:

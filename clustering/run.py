@@ -11,8 +11,9 @@ from clustering.cluster import NOISE
 from clustering.records import FailingClaim
 from clustering.screen import TextProblem
 
-# Per-claim outcome of a run: why its issue_id is what it is.
-CLUSTERED, ATTACHED, NOISE_STATUS, UNEMBEDDED = "clustered", "attached", "noise", "unembedded"
+# Per-claim outcome of a run: why its issue_id is what it is. A claim with no text is
+# "unembedded" (issue_id null) unless its event's other claims joined an issue ("via_event").
+CLUSTERED, ATTACHED, NOISE_STATUS, UNEMBEDDED, VIA_EVENT = "clustered", "attached", "noise", "unembedded", "via_event"
 
 
 @dataclass
@@ -63,13 +64,14 @@ class ClusteringRun:
     def summary(self) -> dict:
         n = len(self.claims)
         noise = self.count(NOISE_STATUS)
-        embedded = n - self.count(UNEMBEDDED)
+        embedded = n - self.count(UNEMBEDDED) - self.count(VIA_EVENT)
         return {
             "config": self.config_name,
             "model": self.model_id,
             "claims": n,
             "embedded": embedded,
             "unembedded": n - embedded,
+            "via_event": self.count(VIA_EVENT),
             "issues": len(self.clusters_),
             "clustered": self.count(CLUSTERED),
             "attached": self.count(ATTACHED),

@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from typing import Callable
 
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import JSONResponse
 
 from services.alerts.service import AlertsService
@@ -19,6 +20,7 @@ from services.alerts.store import AlertStore
 from services.api import pages
 from services.api.middleware import BodyLimit, SecurityHeaders
 from services.api.routers import alerts as alerts_routes
+from services.api.routers import evalset as evalset_routes
 from services.api.routers import issues as issues_routes
 from services.api.routers import ops, rates
 from services.api.security import ApiPolicy, Gate
@@ -26,6 +28,7 @@ from services.errors import Conflict, NotFound
 from services.evalset.promotion import NearDuplicateError, PromotionError
 from services.issues.service import IssuesService
 from services.store.backends import StoreError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 TAGS = [
     {"name": "rates", "description": "Claim-level hallucination rates with 95% intervals, worst first"},
@@ -45,6 +48,13 @@ def _problem(status: int, detail: str) -> JSONResponse:
 
 
 def install_error_handlers(api: FastAPI) -> None:
+    @api.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException):
+        if exc.status_code == 400:  # FastAPI's answer to a body it cannot decode (not UTF-8): malformed, so 422
+            return JSONResponse(status_code=422, content={"detail": [
+                {"loc": ["body"], "msg": "the body is not UTF-8 JSON; send a JSON object", "type": "json_invalid"}]})
+        return await http_exception_handler(request, exc)
+
     @api.exception_handler(NotFound)
     async def _not_found(request: Request, exc: NotFound):
         if pages.wants_page(request):
@@ -79,12 +89,14 @@ def create_api(services, policy: ApiPolicy | None = None, now: Callable[[], date
     install_error_handlers(api)
     alerts = AlertsService(AlertStore(services.store))
     issues = IssuesService(services.store, base_url=services.settings.notify.external_url)
+    evalset = services.eval_service()  # the embedding model loads on the first proposal only
 
     api.include_router(ops.router(services, gate))
     api.include_router(rates.router(services, gate, lambda route: alerts.list(now(), route)))
     api.include_router(alerts_routes.router(alerts, gate, now))
     api.include_router(issues_routes.router(issues, gate))
-    api.include_router(pages.router(services, gate, alerts, now, issues=issues))
+    api.include_router(evalset_routes.router(evalset, gate))
+    api.include_router(pages.router(services, gate, alerts, now, issues=issues, evalset=evalset))
     pages.mount_static(api)
 
     if policy.cors_origins:  # off unless configured

@@ -281,7 +281,25 @@ class IssueMap(Out):
 
 class EvalItemView(Out):
     item_id: str
-    state: str
+    state: Literal["proposed", "approved", "rejected"]
+    query: str
+    origin_issue_id: str
+    origin_trace_id: str
+    origin_route: str
+    proposed_by: str
+    reviewed_by: str
+
+
+class EvalReportView(Out):
+    faithfulness: dict
+    slices: list[dict] = Field(description="worst first")
+    abstention: dict = Field(description="correct abstention and over-refusal, reported together")
+    items: int
+    agreement: dict | None
+
+
+class AgreementView(Out):
+    pairs: int = Field(description="claims with both a verifier and a human label")
 
 
 class GateResult(Out):
@@ -292,4 +310,11 @@ class GateResult(Out):
 ERROR_RESPONSES = {
     404: {"model": Problem, "description": "Nothing has that id"},
     422: {"model": Problem, "description": "The input is malformed; detail names the field"},
+}
+# For endpoints whose success is not JSON (text, Markdown, HTML): their errors still are.
+PROBLEM_JSON = {"application/json": {"schema": {"type": "object", "required": ["detail"],
+                                                "properties": {"detail": {}}}}}
+TEXT_ERROR_RESPONSES = {
+    404: {"description": "Nothing has that id", "content": PROBLEM_JSON},
+    422: {"description": "The input is malformed; detail names the field", "content": PROBLEM_JSON},
 }

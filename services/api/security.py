@@ -9,6 +9,7 @@ from fastapi import HTTPException, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from services.api.auth import READ_COOKIE, Refusal, TokenBucket, TokenCheck
+from services.api.models import PROBLEM_JSON
 
 # Shown in OpenAPI as the `bearerAuth` scheme; auto_error off so refusals use our messages.
 bearer_scheme = HTTPBearer(auto_error=False, scheme_name="bearerAuth",
@@ -16,14 +17,14 @@ bearer_scheme = HTTPBearer(auto_error=False, scheme_name="bearerAuth",
 
 # Documented on every endpoint that can refuse a caller.
 AUTH_RESPONSES = {
-    401: {"description": "No bearer token was sent", "content": {"application/json": {}}},
-    403: {"description": "The token is wrong, or no tokens are configured", "content": {"application/json": {}}},
+    401: {"description": "No bearer token was sent", "content": PROBLEM_JSON},
+    403: {"description": "The token is wrong, or no tokens are configured", "content": PROBLEM_JSON},
 }
 MUTATION_RESPONSES = {
     **AUTH_RESPONSES,
-    413: {"description": "The body is larger than api.max_body_bytes", "content": {"application/json": {}}},
+    413: {"description": "The body is larger than api.max_body_bytes", "content": PROBLEM_JSON},
     429: {"description": "Too many changes from this client; retry after Retry-After seconds",
-          "content": {"application/json": {}}},
+          "content": PROBLEM_JSON},
 }
 
 

@@ -150,27 +150,29 @@ class Scenario:
 
     @classmethod
     def demo(cls, regression_at: int = 60, corpus_change_at: int | None = 120, **changes) -> Scenario:
-        """Five routes, ~300 answers/min. A new model on billing-faq from ``regression_at`` invents
-        numbers (+6 points); a corpus update on parcel-status from ``corpus_change_at`` serves stale
-        sources (+5 points). Pass ``corpus_change_at=None`` for the model regression alone."""
+        """Five routes, ~300 answers/min at the daily mean. Each failure family has a home route (and
+        a trickle elsewhere) and, per route, one topic, so each family reads as one issue. A new model
+        on billing-faq from ``regression_at`` invents numbers (+6 points); a corpus update on
+        parcel-status from ``corpus_change_at`` serves stale sources (+5 points). Pass
+        ``corpus_change_at=None`` for the model regression alone."""
         def mix(**weights: float) -> dict[str, float]:
             return {f: weights.get(f, 0.02) for f in FAMILIES}  # each family shows up on every route, a little
 
         verifier = "nli-judge@2.1"
         routes = (
-            Route("billing-faq", 60, 0.06, mix(invented_numbers=0.5, dropped_qualifiers=0.3),
+            Route("billing-faq", 60, 0.06, mix(invented_numbers=0.7),
                   {"model": "gen-2026-10", "prompt": "faq-v14", "corpus": "policies@2026-11-01",
                    "retriever": "hybrid-v3", "verifier": verifier}, stakes=(0.4, 0.45, 0.15)),
-            Route("parcel-status", 120, 0.04, mix(evidence_admission=0.45, unstable_generation=0.35),
+            Route("parcel-status", 120, 0.04, mix(evidence_admission=0.5, unstable_generation=0.4),
                   {"model": "gen-2026-10", "prompt": "parcel-v7", "corpus": "carrier-docs@2026-11-01",
                    "retriever": "bm25-v2", "verifier": verifier}, mean_claims=2.5, stakes=(0.7, 0.25, 0.05)),
-            Route("hr-policy", 20, 0.09, mix(stale_sources=0.55, sycophancy=0.2),
+            Route("hr-policy", 20, 0.09, mix(stale_sources=0.7),
                   {"model": "gen-2026-09", "prompt": "hr-v3", "corpus": "handbook@2026-10-15",
                    "retriever": "hybrid-v3", "verifier": verifier}, stakes=(0.3, 0.5, 0.2)),
-            Route("product-search", 90, 0.07, mix(cherry_picked=0.5, sycophancy=0.35),
+            Route("product-search", 90, 0.07, mix(cherry_picked=0.5, sycophancy=0.4),
                   {"model": "gen-2026-10-mini", "prompt": "shop-v22", "corpus": "catalog@2026-11-18",
                    "retriever": "dense-v5", "verifier": verifier}, mean_claims=4.5, stakes=(0.75, 0.2, 0.05)),
-            Route("legal-terms", 10, 0.12, mix(phantom_citation=0.55, dropped_qualifiers=0.25),
+            Route("legal-terms", 10, 0.12, mix(phantom_citation=0.5, dropped_qualifiers=0.4),
                   {"model": "gen-2026-10", "prompt": "legal-v5", "corpus": "contracts@2026-09-30",
                    "retriever": "hybrid-v3", "verifier": "nli-judge@2.2"}, mean_claims=5.0, stakes=(0.1, 0.3, 0.6)),
         )

@@ -61,7 +61,7 @@ TRANSPORT_SETTINGS = frozenset({
     "http_wait_end_of_query", "http_response_buffer_size",
 })
 # Error codes the stand-in raises itself (checked against chDB's errorCodeToName in the tests).
-OWN_ERROR_CODES = {"NOT_IMPLEMENTED": 48, "UNKNOWN_SETTING": 115, "READONLY": 164, "AUTHENTICATION_FAILED": 516,
+OWN_ERROR_CODES = {"NOT_IMPLEMENTED": 48, "NOT_ENOUGH_SPACE": 243, "UNKNOWN_SETTING": 115, "READONLY": 164, "AUTHENTICATION_FAILED": 516,
                    "STD_EXCEPTION": 1001}
 # ClickHouse's exceptionCodeToHTTPStatus, by error name; every other error is 500.
 HTTP_STATUS = {name: status for status, names in {
@@ -318,6 +318,7 @@ class _Handler(BaseHTTPRequestHandler):
             request = parse_request(method, self.path, dict(self.headers.items()), body)
             standin.authenticate(request)
             keyword = leading_keyword(request.sql)
+            standin.inject_faults(keyword)
             if request.read_only and keyword not in _RESULT_KEYWORDS | {b"SET", b"USE"}:
                 raise ServerError.own("READONLY", "Cannot execute query in readonly mode. For queries over HTTP, "
                                       "method GET implies readonly. You should use method POST for modifying queries")
@@ -383,6 +384,10 @@ class ClickHouseStandin:
         self.chdb_path = Path(chdb_path)
         self.user, self.password, self.display_name = user, password, display_name
         self.engine: ChdbEngine | None = None
+        # Fault injection for reliability tests: INSERTs fail (like a full disk) or stall.
+        self.fail_inserts = False
+        self.insert_delay = 0.0
+        self.failed_inserts = 0
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -395,6 +400,15 @@ class ClickHouseStandin:
     @property
     def url(self) -> str:
         return f"http://{quote(self.user, safe='')}:{quote(self.password, safe='')}@127.0.0.1:{self.port}/default"
+
+    def inject_faults(self, keyword: bytes) -> None:
+        if keyword != b"INSERT":
+            return
+        if self.insert_delay:
+            time.sleep(self.insert_delay)
+        if self.fail_inserts:
+            self.failed_inserts += 1
+            raise ServerError.own("NOT_ENOUGH_SPACE", "Cannot reserve 1.00 MiB, not enough space (injected fault)")
 
     def authenticate(self, request: Request) -> None:
         if (request.user, request.password) != (self.user, self.password):

@@ -505,8 +505,80 @@ def test_issue_names_and_claim_texts_are_inert_on_issue_pages(client):
     assert "49" not in client.get("/issues/iss-evil").text.split("<h1>")[1].split("</h1>")[0]
 
 
-def test_eval_page_renders(client):
-    assert client.get("/eval").status_code == 200
+# -- promotions and the eval set ----------------------------------------------------
+def test_promote_review_export_and_report(world):
+    client = client_for(world[0])
+    exemplars = client.get("/api/issues/iss-numbers").json()["exemplars"]
+    traces = list(dict.fromkeys(e["trace_id"] for e in exemplars))[:2]
+    assert len(traces) == 2
+    made = client.post("/api/promotions", json={"issue_id": "iss-numbers", "trace_ids": traces, "by": "oncall"},
+                       headers=AUTH)
+    assert made.status_code == 201, made.text
+    items = made.json()
+    assert sorted(i["origin_trace_id"] for i in items) == sorted(traces)
+    assert all(i["state"] == "proposed" and i["origin_issue_id"] == "iss-numbers" for i in items)
+    twice = client.post("/api/promotions", json={"issue_id": "iss-numbers", "trace_ids": traces[:1], "by": "oncall"},
+                        headers=AUTH)
+    assert twice.status_code == 409 and "near duplicate" in twice.json()["detail"]
+    queue = client.get("/api/promotions", params={"state": "proposed"}).json()
+    assert {i["item_id"] for i in items} <= {i["item_id"] for i in queue}
+
+    first, second = items[0]["item_id"], items[1]["item_id"]
+    own = client.post(f"/api/promotions/{first}/approve", json={"by": "oncall"}, headers=AUTH)
+    assert own.status_code == 422 and "cannot approve it too" in own.json()["detail"]
+    approved = client.post(f"/api/promotions/{first}/approve", json={"by": "reviewer", "reason": "clear case"},
+                           headers=AUTH)
+    assert approved.status_code == 200 and approved.json()["state"] == "approved"
+    again = client.post(f"/api/promotions/{first}/reject", json={"by": "reviewer", "reason": "changed my mind"},
+                        headers=AUTH)
+    assert again.status_code == 409 and "already approved" in again.json()["detail"]
+    no_reason = client.post(f"/api/promotions/{second}/reject", json={"by": "reviewer"}, headers=AUTH)
+    assert no_reason.status_code == 422 and no_reason.json()["detail"][0]["loc"] == ["body", "reason"]
+    rejected = client.post(f"/api/promotions/{second}/reject", json={"by": "reviewer", "reason": "ambiguous"},
+                           headers=AUTH)
+    assert rejected.json()["state"] == "rejected"
+    history = [h["action"] for h in client.get(f"/api/promotions/{first}").json()["history"]]
+    assert history == ["proposed", "approved"]
+
+    export = client.get("/api/promotions/export")
+    assert export.headers["content-type"].startswith("application/x-ndjson")
+    lines = [orjson.loads(line) for line in export.content.splitlines()]
+    assert [line["item_id"] for line in lines] == [first]
+    report = client.get("/api/eval/report").json()
+    assert report["items"] >= 1 and "faithfulness" in report and "abstention" in report
+    assert client.get("/api/eval/agreement").json()["pairs"] >= 0
+    gate = client.get("/api/eval/gate", params={"min_faithfulness": 1.0}).json()
+    assert set(gate) >= {"passed", "failures"}
+
+
+@pytest.mark.parametrize("method, path, body, status, fragment", [
+    ("POST", "/api/promotions", {"issue_id": "nope", "by": "x"}, 404, "no issue 'nope'"),
+    ("POST", "/api/promotions", {"issue_id": "iss-numbers", "trace_ids": ["tr-none"], "by": "x"}, 422,
+     "unknown trace ids: tr-none"),
+    ("POST", "/api/promotions/e-nope/approve", {"by": "x"}, 404, "no eval item 'e-nope'"),
+    ("POST", "/api/promotions/e-nope/reject", {"by": "x", "reason": "r"}, 404, "no eval item 'e-nope'"),
+    ("GET", "/api/promotions/e-nope", None, 404, "no eval item 'e-nope'"),
+    ("GET", "/api/eval/gate?slice_min=stakes:high", None, 422, ""),
+    ("GET", "/api/eval/gate?min_faithfulness=2", None, 422, ""),
+])
+def test_bad_eval_requests_are_4xx_with_a_message(client, method, path, body, status, fragment):
+    response = client.request(method, path, json=body, headers=AUTH)
+    assert response.status_code == status, response.text
+    assert fragment in str(response.json()["detail"])
+
+
+def test_eval_page_shows_the_queue_with_review_forms_and_the_figures(client):
+    made = client.post("/api/promotions", json={"issue_id": "iss-evil", "trace_ids": ["tr-evil-0"], "by": "oncall"},
+                       headers=AUTH)
+    assert made.status_code == 201, made.text
+    html = client.get("/eval").text
+    proposed = client.get("/api/promotions", params={"state": "proposed"}).json()
+    assert proposed
+    for item in proposed:
+        assert f'data-path="/api/promotions/{item["item_id"]}/approve"' in html
+        assert f'data-path="/api/promotions/{item["item_id"]}/reject"' in html
+    assert "faithfulness" in html and 'href="/api/promotions/export"' in html
+    assert "<script>alert" not in html  # the hostile question is shown as text
 
 
 # -- ops ----------------------------------------------------------------------------

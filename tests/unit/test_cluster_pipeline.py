@@ -162,3 +162,27 @@ def test_noise_label_is_the_constant():
 def test_tiny_inputs_do_not_crash(n):
     run = fit([FailingClaim(f"c{i}", f"claim number {i} about topic {'ab'[i % 2]}") for i in range(n)])
     assert len(run.assignments()) == n
+
+
+# Sentry-style: a named configuration is never edited in place. Changing a parameter of
+# clustering@2026-11-21 must fail here; add a new dated configuration instead.
+PINNED = {"clustering@2026-11-21": "465b0cb9924732a4"}
+
+
+def test_named_configurations_are_pinned():
+    from clustering.config import CONFIGS
+
+    assert {name: config.fingerprint for name, config in CONFIGS.items()} == PINNED
+
+
+def test_other_model_or_fields_make_a_new_named_configuration():
+    from clustering.config import config_from_settings, get_config
+
+    assert config_from_settings() is get_config("clustering@2026-11-21")
+    other = config_from_settings(model="/models/multilingual", fields=["claim"])
+    assert other.name.startswith("clustering@2026-11-21+") and other.fields == ("claim",)
+    assert other.fingerprint != DEFAULT_CONFIG.fingerprint
+    with pytest.raises(ValueError, match="already exists with other parameters"):
+        DEFAULT_CONFIG.with_overrides("clustering@2026-11-21", min_samples=9)
+    with pytest.raises(KeyError, match="unknown clustering configuration"):
+        get_config("clustering@1999-01-01")

@@ -130,3 +130,20 @@ def test_claim_without_text_is_skipped_not_embedded():
 def test_unknown_field_names_the_allowed_ones():
     with pytest.raises(RecordError, match="clustering.fields"):
         ClaimVectorizer(CountingEmbedder(), ("question", "title"))
+
+
+def test_onnx_int8_backend_stays_close_to_torch(minilm, tmp_path_factory):
+    texts = ["annual plans can be refunded within 30 days", "the parcel will be delivered on friday",
+             "what is the weather like in paris", "book a table for two at eight"]
+    int8 = SentenceTransformerEmbedder(backend="onnx-int8")  # exported once per machine, then reused
+    assert int8.model_id == f"{DEFAULT_MODEL}#onnx-int8"  # a different vector space: different cache keys
+    quantised, exact = int8.embed(texts), minilm.embed(texts)
+    assert quantised.shape == exact.shape and quantised.dtype == np.float32
+    assert ((quantised * exact).sum(axis=1) > 0.93).all()
+    # neighbours stay neighbours
+    assert ((quantised @ quantised.T).argsort(axis=1)[:, -2] == (exact @ exact.T).argsort(axis=1)[:, -2]).all()
+
+
+def test_onnx_backend_needs_a_local_directory():
+    with pytest.raises(ModelError, match="need a local model directory"):
+        SentenceTransformerEmbedder("some-org/some-model", backend="onnx").embed(["x"])

@@ -50,14 +50,15 @@ def test_records_and_events_are_clustered_into_assignments_and_issues(tmp_path):
     # two failed claims per event (c1 contradicted, c3 unlinked); the supported one is not a failing claim
     assert ids == {f"p{i}" for i in range(20)} | {f"ev-{i}:{k}" for i in range(20) for k in (0, 2)}
     assert all(set(a) == {"id", "issue_id", "probability"} for a in assignments)
-    no_text = [a for a in assignments if a["id"].endswith(":2")]
-    assert all(a["issue_id"] is None for a in no_text)
+    # a claim without text counts in the issue its event's other failing claim joined
+    issue_of = {a["id"]: a["issue_id"] for a in assignments}
+    assert all(issue_of[f"ev-{i}:2"] == issue_of[f"ev-{i}:0"] is not None for i in range(20))
     assert len(issues) == 2
     assert all({"issue_id", "name", "size", "keywords", "exemplar_ids", "routes"} <= set(i) for i in issues)
     billing = next(i for i in issues if i["routes"] == ["billing-faq"])
-    assert billing["size"] == 20 and billing["name"].startswith("contradicted ")
+    assert billing["size"] == 40 and billing["name"].startswith("contradicted ")
     assert sum(i["size"] for i in issues) == sum(a["issue_id"] is not None for a in assignments)
-    assert summary["rejected"] == 2 and summary["unembedded"] == 20
+    assert summary["rejected"] == 2 and summary["unembedded"] == 20 and summary["via_event"] == 20
     assert any("line 41: not JSON" in n and 'line 42: field "id"' in n for n in summary["notes"])
 
 

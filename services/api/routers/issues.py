@@ -6,7 +6,8 @@ from typing import Literal
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import PlainTextResponse
 
-from services.api.models import ERROR_RESPONSES, IssueDetail, IssueMap, IssueMember, IssueSummary, MergeBody, ResolveBody
+from services.api.models import (ERROR_RESPONSES, TEXT_ERROR_RESPONSES, IssueDetail, IssueMap, IssueMember,
+                                 IssueSummary, MergeBody, ResolveBody)
 from services.api.security import AUTH_RESPONSES, MUTATION_RESPONSES, Gate
 
 RUNBOOK_TYPES = {"md": "text/markdown; charset=utf-8", "html": "text/html; charset=utf-8"}
@@ -48,7 +49,8 @@ def router(issues, gate: Gate) -> APIRouter:
     @r.get("/api/issues/{issue_id}/runbook", summary="The issue's runbook, as Markdown or HTML",
            response_class=PlainTextResponse, dependencies=read,
            responses={200: {"content": {"text/markdown": {"schema": {"type": "string"}},
-                                        "text/html": {"schema": {"type": "string"}}}}, **reads})
+                                        "text/html": {"schema": {"type": "string"}}}},
+                      **guarded, **TEXT_ERROR_RESPONSES})
     def issue_runbook(request: Request, issue_id: str, format: Literal["md", "html"] = "md") -> PlainTextResponse:
         text = issues.runbook(issue_id, format, str(request.base_url).rstrip("/"))
         return PlainTextResponse(text, media_type=RUNBOOK_TYPES[format])

@@ -1,0 +1,179 @@
+"""The dashboard in a real browser against a real worker with simulated traffic.
+
+Headless Chromium (Debian's, never a downloaded build) loads every page, acks a firing
+alert, promotes a trace from an issue page and approves it on the eval page, each
+checked through the API; the JS console stays free of errors; screenshots go to
+test-output/screenshots/.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from urllib.parse import quote
+
+import pytest
+from playwright.sync_api import sync_playwright
+
+from services.api.auth import new_token
+from services.produce import raw_producer
+from services.simulate import Regression, Scenario, generate
+from streams.broker import create_topics
+from tests.support.processes import WorkerProcess
+
+TOKEN, TOKEN_HASH = new_token()
+CONFIG = f"""
+[drift]
+eval_interval_seconds = 1.0
+watermark_seconds = 0
+[drift.detector]
+min_baseline_claims = 4000
+[clustering]
+interval_minutes = 0.25
+[api]
+token_hashes = ["{TOKEN_HASH}"]
+"""
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+
+
+def traffic(now: datetime):
+    """70 calm minutes, then 30 where a new model invents numbers on billing-faq (+10 points)."""
+    demo = Scenario.demo()
+    billing, hr = demo.routes[0], demo.routes[2]
+    calm = Scenario(routes=(billing, hr), bad_fraction=0.0, duplicate_fraction=0.0)
+    start = now - timedelta(minutes=100)
+    bad = calm.replace(regressions=(Regression("billing-faq", 0, {"model": "gen-2026-11"}, 0.10),))
+    return [*generate(calm, start, 70, seed=31), *generate(bad, start + timedelta(minutes=70), 30, seed=32)]
+
+
+@pytest.fixture(scope="module")
+def worker(broker, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("e2e")
+    prefix = "e2e" + new_token()[1][:8]
+    topic = f"{prefix}.verdicts"
+    create_topics(broker.bootstrap, [topic, f"{prefix}.verdicts.dlq", f"{prefix}.alerts"], 2)
+    config = tmp / "claimwatch.toml"
+    config.write_text(CONFIG)
+    with WorkerProcess(broker.bootstrap, f"chdb:{tmp / 'ch'}", prefix, tmp / "worker.log",
+                       args=["--config", str(config)]) as w:
+        producer = raw_producer(broker.bootstrap)
+        for sim in traffic(datetime.now(timezone.utc).replace(second=0, microsecond=0)):
+            producer.send(topic, key=sim.key, value=sim.raw)
+        producer.flush()
+        producer.close()
+        yield w
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    with sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("chromium-profile")), executable_path="/usr/bin/chromium", headless=True,
+            args=CHROMIUM_ARGS, viewport={"width": 1280, "height": 900})
+        yield context
+        context.close()
+
+
+class Session:
+    """One tab, with every console error and uncaught exception it sees."""
+
+    def __init__(self, context, base_url: str, shots):
+        self.page = context.new_page()
+        self.base_url, self.shots = base_url, shots
+        self.errors: list[str] = []
+        self.page.on("console", lambda m: self.errors.append(f"console: {m.text}") if m.type == "error" else None)
+        self.page.on("pageerror", lambda e: self.errors.append(f"uncaught: {e}"))
+
+    def open(self, path: str, shot: str | None = None):
+        response = self.page.goto(self.base_url + path)
+        assert response.status == 200, (path, response.status)
+        self.page.wait_for_load_state("networkidle")
+        if shot:
+            self.shot(shot)
+        return self.page
+
+    def shot(self, name: str) -> None:
+        self.page.screenshot(path=str(self.shots / f"{name}.png"), full_page=True)
+
+    def act(self, form_selector: str, fields: dict[str, str], button: str, done_text: str) -> None:
+        """Fill a form that calls the API, submit it, and wait for the page to reload with the result."""
+        form = self.page.locator(form_selector)
+        for name, value in fields.items():
+            form.locator(f"[name={name}]").fill(value)
+        with self.page.expect_navigation():
+            form.locator(f"button:has-text('{button}')").click()
+        self.page.wait_for_load_state("networkidle")
+        assert done_text in self.page.locator("main").inner_text()
+
+
+@pytest.fixture(scope="module")
+def session(browser, worker, output_dir):
+    shots = output_dir / "screenshots"
+    shots.mkdir(parents=True, exist_ok=True)
+    s = Session(browser, worker.url, shots)
+    yield s
+    assert s.errors == [], s.errors
+
+
+@pytest.mark.timeout(150)
+def test_overview_route_and_alerts_pages_and_an_ack_through_the_ui(worker, session):
+    firing = worker.wait_for(lambda: [a for a in worker.get("/api/alerts", route="billing-faq") or []
+                                      if a["state"] == "firing"], 90, "billing-faq to fire")[0]
+
+    page = session.open("/", "overview")
+    assert page.locator("#routes tbody tr").first.locator("th").inner_text() == "billing-faq"  # worst first
+    assert "1 firing" in page.locator("#routes tbody tr").first.inner_text()
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.className") == "skip"
+    page.keyboard.press("Enter")
+    assert page.evaluate("document.activeElement.id") == "main"
+
+    page = session.open("/routes/billing-faq")
+    page.wait_for_selector("#route-chart .main-svg")  # Plotly drew the rate with its band
+    assert "gen-2026-11" in page.locator("#versions").inner_text()
+    session.shot("route")
+
+    page = session.open("/alerts")
+    page.fill("#token-input", TOKEN)
+    page.click("#token-form button[type=submit]")
+    assert page.locator("#token-status").inner_text() == "token set for this tab"
+    session.shot("alerts")
+    session.act(f'form[data-path="/api/alerts/{firing["alert_id"]}/ack"]', {"by": "oncall", "note": "rolling back"},
+                "Ack", "acked by oncall")
+    session.shot("alerts-acked")
+    acked = worker.get(f"/api/alerts/{firing['alert_id']}")
+    assert (acked["acked"], acked["acked_by"], acked["ack_note"]) == (True, "oncall", "rolling back")
+
+
+@pytest.mark.timeout(150)
+def test_issue_pages_promote_a_trace_and_the_eval_page_approves_it(worker, session):
+    issues = worker.wait_for(lambda: worker.get("/api/issues"), 120, "clustering to name issues")
+    issue = max(issues, key=lambda i: i["count"])
+    page = session.open("/issues", "issues")
+    assert page.locator(f'a[href="/issues/{quote(issue["issue_id"], safe="")}"]').count() == 1
+
+    page = session.open(f"/issues/{quote(issue['issue_id'], safe='')}")
+    page.wait_for_selector("#issue-map .main-svg")
+    assert page.locator(".runbook-body h3").count() >= 1
+    session.shot("issue")
+    box = page.locator("#exemplars input[type=checkbox]").first
+    trace = box.get_attribute("value")
+    box.check()
+    session.act("#promote-form", {"by": "oncall"}, "Promote", "Proposed for the eval set")
+    proposed = [i for i in worker.get("/api/promotions", state="proposed") if i["origin_trace_id"] == trace]
+    assert len(proposed) == 1 and proposed[0]["origin_issue_id"] == issue["issue_id"]
+
+    item = proposed[0]["item_id"]
+    page = session.open("/eval", "eval")
+    session.act(f'form[data-path="/api/promotions/{item}/approve"]', {"by": "reviewer"}, "Approve", "Approved")
+    assert worker.get(f"/api/promotions/{item}")["state"] == "approved"
+    assert item in page.locator("#items").inner_text()
+
+
+def test_pages_fit_a_terminal_sized_window(worker, session):
+    session.page.set_viewport_size({"width": 640, "height": 480})  # ~80 columns
+    try:
+        for path, name in (("/", "overview-80col"), ("/alerts", "alerts-80col"), ("/routes/billing-faq", None)):
+            page = session.open(path, name)
+            assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), path
+    finally:
+        session.page.set_viewport_size({"width": 1280, "height": 900})

@@ -1,0 +1,169 @@
+"""Nothing lost, nothing doubled: worker kills, a frozen broker and a failing store, on real components."""
+from __future__ import annotations
+
+import dataclasses
+import random
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+
+import httpx
+
+from services.produce import raw_producer
+from services.simulate import Regression, Scenario, expected_counts, generate
+from streams.broker import create_topics
+from tests.support.clickhouse_standin import ClickHouseStandin
+from tests.support.processes import WorkerProcess
+
+CONFIG = """
+[drift]
+eval_interval_seconds = 1.0
+watermark_seconds = 0
+[drift.detector]
+min_baseline_claims = 8000
+"""
+
+
+def totals(worker: WorkerProcess) -> tuple[int, int] | None:
+    rates = worker.get("/api/rates", window="all")
+    dlq = worker.get("/api/dlq")
+    if rates is None or dlq is None:
+        return None
+    return sum(r["events"] for r in rates), sum(d["count"] for d in dlq)
+
+
+def rss_mb(pid: int) -> float:
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+class StreamingProducer(threading.Thread):
+    """Sends messages in paced chunks, so faults land while traffic is still arriving."""
+
+    def __init__(self, bootstrap: str, topic: str, messages, chunk: int, pause: float):
+        super().__init__(daemon=True)
+        self.bootstrap, self.topic, self.messages, self.chunk, self.pause = bootstrap, topic, messages, chunk, pause
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            producer = raw_producer(self.bootstrap)
+            for start in range(0, len(self.messages), self.chunk):
+                for sim in self.messages[start:start + self.chunk]:
+                    producer.send(self.topic, key=sim.key, value=sim.raw)
+                producer.flush()
+                time.sleep(self.pause)
+            producer.close()
+        except BaseException as exc:  # reported by the test
+            self.error = exc
+
+
+def setup_topics(broker, prefix: str) -> str:
+    topic = f"{prefix}.verdicts"
+    create_topics(broker.bootstrap, [topic, f"{prefix}.verdicts.dlq", f"{prefix}.alerts"], 4)
+    return topic
+
+
+def test_sigkill_five_times_while_streaming_100k_events(broker, topic_prefix, tmp_path):
+    now = datetime.now(timezone.utc).replace(second=0, microsecond=0)
+    scenario = dataclasses.replace(Scenario.demo(corpus_change_at=None), regressions=(
+        Regression("billing-faq", 240, {"model": "gen-2026-11"}, 0.08),))
+    sims = list(generate(scenario, now - timedelta(minutes=330), 330, seed=17))
+    expected = expected_counts(sims)
+    assert len(sims) >= 100_000
+    topic = setup_topics(broker, topic_prefix)
+    config = tmp_path / "claimwatch.toml"
+    config.write_text(CONFIG)
+    worker = WorkerProcess(broker.bootstrap, f"chdb:{tmp_path / 'ch'}", topic_prefix, tmp_path / "worker.log",
+                           args=["--config", str(config)],
+                           env={"CLAIMWATCH_INGEST__BATCH_SIZE": "1000", "CLAIMWATCH_CLUSTERING__IN_WORKER": "false"})
+    producer = StreamingProducer(broker.bootstrap, topic, sims, chunk=4000, pause=1.0)
+    rng = random.Random(3)
+    worker.start()
+    producer.start()
+    kills = 0
+    while kills < 5:
+        stored = worker.wait_for(lambda: (totals(worker) or (0, 0))[0] > 0, 180, "ingest resumed")
+        time.sleep(rng.uniform(1.0, 4.0))  # a random point in the middle of ingest
+        worker.kill()
+        kills += 1
+        worker.start()
+    producer.join(300)
+    assert producer.error is None and not producer.is_alive()
+    want = (expected.valid_events, expected.bad_total)
+    worker.wait_for(lambda: totals(worker) == want, 600, f"{want} after {kills} kills")
+    rates = worker.get("/api/rates", window="all")
+    assert {r["route"]: r["verdicts"] for r in rates} == expected.verdicts
+    assert {d["reason"]: d["count"] for d in worker.get("/api/dlq")} == expected.bad
+    # The evaluator survived the kills too: one alert for the regression, each transition once.
+    alerts = worker.wait_for(lambda: [a for a in worker.get("/api/alerts", route="billing-faq") or []
+                                      if a["state"] == "firing"], 120, "the regression's alert")
+    assert len(worker.get("/api/alerts", route="billing-faq")) == 1
+    states = [t["state"] for t in worker.get(f"/api/alerts/{alerts[0]['alert_id']}")["transitions"]]
+    assert states == ["pending", "firing"]
+    worker.stop()
+
+
+def test_broker_frozen_for_30_seconds_loses_nothing(broker, topic_prefix, tmp_path):
+    sims = list(generate(Scenario.demo(), datetime(2026, 11, 21, 7, 0, tzinfo=timezone.utc), 40, seed=23))
+    expected = expected_counts(sims)
+    topic = setup_topics(broker, topic_prefix)
+    with WorkerProcess(broker.bootstrap, f"chdb:{tmp_path / 'ch'}", topic_prefix, tmp_path / "worker.log",
+                       env={"CLAIMWATCH_CLUSTERING__IN_WORKER": "false"}) as worker:
+        producer = StreamingProducer(broker.bootstrap, topic, sims, chunk=2000, pause=0.5)
+        producer.start()
+        worker.wait_for(lambda: (totals(worker) or (0, 0))[0] > 2000, 120, "ingest under way")
+        broker.freeze()
+        try:
+            time.sleep(30)
+        finally:
+            broker.thaw()
+        producer.join(300)
+        assert producer.error is None
+        want = (expected.valid_events, expected.bad_total)
+        worker.wait_for(lambda: totals(worker) == want, 300, f"{want} after the freeze")
+        assert {r["route"]: r["verdicts"] for r in worker.get("/api/rates", window="all")} == expected.verdicts
+
+
+def test_store_failures_retry_hold_offsets_and_resume_without_loss(broker, topic_prefix, tmp_path):
+    sims = list(generate(Scenario.demo(), datetime(2026, 11, 21, 5, 0, tzinfo=timezone.utc), 45, seed=29))
+    expected = expected_counts(sims)
+    first, second, third = sims[:4000], sims[4000:9000], sims[9000:]
+    topic = setup_topics(broker, topic_prefix)
+    with ClickHouseStandin(tmp_path / "server") as server:
+        env = {"CLAIMWATCH_CLUSTERING__IN_WORKER": "false", "CLAIMWATCH_INGEST__RETRY_MAX_SECONDS": "2"}
+        worker = WorkerProcess(broker.bootstrap, server.url, topic_prefix, tmp_path / "worker.log", env=env).start()
+        send = lambda batch: StreamingProducer(broker.bootstrap, topic, batch, chunk=5000, pause=0).run()  # noqa: E731
+        send(first)
+        worker.wait_for(lambda: (totals(worker) or (0, 0))[0] > 0, 120, "first events stored")
+
+        # 1. Inserts fail: retried with backoff, readiness says why, memory stays bounded.
+        server.fail_inserts = True
+        rss_before = rss_mb(worker.proc.pid)
+        send(second)
+        ready = worker.wait_for(lambda: not_ready(worker), 60, "readiness to report the store")
+        assert "not enough space" in ready["reason"]
+        worker.wait_for(lambda: server.failed_inserts >= 3, 60, "retries with backoff")
+        growth = rss_mb(worker.proc.pid) - rss_before
+        assert growth < 300, f"worker grew {growth:.0f} MB during the outage"
+        # 2. Killed during the outage: offsets of unwritten batches must not have been committed.
+        worker.kill()
+        server.fail_inserts = False
+        # 3. A slow store: inserts take 1.5 s each, ingestion slows down but completes.
+        server.insert_delay = 1.5
+        worker.start()
+        send(third)
+        time.sleep(5)
+        server.insert_delay = 0.0
+        want = (expected.valid_events, expected.bad_total)
+        worker.wait_for(lambda: totals(worker) == want, 300, f"{want} after store faults")
+        assert httpx.get(worker.url + "/readyz", timeout=10).json()["ready"] is True
+        assert {r["route"]: r["verdicts"] for r in worker.get("/api/rates", window="all")} == expected.verdicts
+        worker.stop()
+
+
+def not_ready(worker: WorkerProcess):
+    response = httpx.get(worker.url + "/readyz", timeout=10)
+    return response.json() if response.status_code == 503 else None

@@ -1,0 +1,120 @@
+"""Schemathesis against the live OpenAPI of the API, with a token and without one.
+
+The app runs over a real chDB store holding simulated traffic, an alert and named issues,
+so generated ids sometimes hit real rows. Every response must be documented (status,
+content type, body schema), no request may get a 5xx, and without a token every
+change must be refused. Bounded: a few examples per operation, a deadline per example.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+import schemathesis
+from schemathesis import GenerationMode
+from hypothesis import HealthCheck, given, settings
+from hypothesis.errors import Unsatisfiable
+from schemathesis.checks import (content_type_conformance, ignored_auth, not_a_server_error,
+                                 response_headers_conformance, response_schema_conformance, status_code_conformance)
+
+from clustering.issue import IssueRecord
+from services.alerts.lifecycle import Alert
+from services.alerts.store import AlertStore
+from services.api.app import create_api
+from services.api.auth import new_token
+from services.api.security import ApiPolicy
+from services.contract.decode import Decoder
+from services.contract.model import FAILED_VERDICTS, VerdictEvent
+from services.issues.store import IssueStore
+from services.rates.intervals import Interval
+from services.runtime import Services
+from services.settings import Settings
+from services.simulate import Scenario, generate
+from services.store.writer import EventWriter
+
+START = datetime(2026, 11, 21, 8, 0, tzinfo=timezone.utc)
+TOKEN, TOKEN_HASH = new_token()
+CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance,
+          response_headers_conformance]
+
+
+def seed(store) -> None:
+    decoder = Decoder()
+    scenario = Scenario.demo(regression_at=15, corpus_change_at=None).scaled(0.05)
+    events = [e for e in (decoder.decode(s.raw) for s in generate(scenario, START, 30, seed=11))
+              if isinstance(e, VerdictEvent)]
+    EventWriter(store).write(events)
+    at = START + timedelta(minutes=18)
+    AlertStore(store).save(Alert(alert_id="a-1", route="billing-faq", kind="hallucination_rate_rise", severity="warning",
+                                 labels={}, window=30, pending_since=at, starts_at=at, rate=0.12,
+                                 rate_interval=Interval(0.1, 0.14), baseline=0.06, claims=400))
+    failing = [f"{e.event_id}:{i}" for e in events for i, c in enumerate(e.claims) if c.verdict in FAILED_VERDICTS][:8]
+    issues = IssueStore(store)
+    for n, issue_id in enumerate(("i-1", "i-2")):
+        keys = failing[n * 4:(n + 1) * 4]
+        issues.save([IssueRecord(issue_id=issue_id, name=f"issue {n}", keywords=("k",), config_name="t@1",
+                                 first_seen=START, last_seen=at, size=len(keys), routes={"billing-faq": len(keys)},
+                                 centroid=[1.0, float(n)], exemplar_ids=tuple(keys[:2]))])
+        issues.save_members([{"claim_key": k, "issue_id": issue_id, "probability": 0.8, "source": "batch",
+                              "config_name": "t@1", "x": float(i), "y": float(n), "observed_at": "2026-11-21 08:10:00.000"}
+                             for i, k in enumerate(keys)])
+
+
+@pytest.fixture(scope="module")
+def api_schema(tmp_path_factory):
+    services = Services.open(Settings(clickhouse=f"chdb:{tmp_path_factory.mktemp('st') / 'ch'}"))
+    seed(services.store)
+    # A generous rate limit: this run is about shapes, not throttling (tested in tests/unit/test_api.py).
+    policy = ApiPolicy(token_hashes=(TOKEN_HASH,), mutations_per_minute=60_000, mutation_burst=10_000)
+    yield schemathesis.openapi.from_asgi("/openapi.json", create_api(services, policy))
+    services.close()
+
+
+# No per-example deadline: the first proposal loads the embedding model (~10 s); the run is bounded by the
+# example count and the test timeout instead.
+BOUNDED = settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+
+
+def run_every_operation(schema, check_case) -> list[str]:
+    """Generated requests (valid and invalid) for every operation; returns the operations run.
+
+    (schemathesis.pytest.from_fixture does not work with pytest 9, so the loop is explicit.)
+    """
+    ran = []
+    for result in schema.get_all_operations():
+        operation = result.ok()
+        for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+            @given(case=operation.as_strategy(generation_mode=mode))
+            @BOUNDED
+            def one(case):
+                check_case(case)
+
+            try:
+                one()
+            except Unsatisfiable:
+                assert mode is GenerationMode.NEGATIVE, operation.label  # no parameters: nothing to make invalid
+        ran.append(f"{operation.method.upper()} {operation.path}")
+    return ran
+
+
+@pytest.mark.timeout(240)
+def test_with_a_token_every_request_is_answered_as_documented(api_schema):
+    ran = run_every_operation(api_schema, lambda case: case.call_and_validate(
+        headers={"Authorization": f"Bearer {TOKEN}"}, checks=CHECKS))
+    assert {"POST /api/alerts/{alert_id}/ack", "GET /api/routes/{route}", "POST /api/issues/{issue_id}/merge"} <= set(ran)
+
+
+@pytest.mark.timeout(240)
+def test_without_a_token_reads_work_and_every_change_is_refused(api_schema):
+    refused = []
+
+    def check(case):
+        response = case.call_and_validate(checks=[*CHECKS, ignored_auth])
+        if case.method in ("POST", "DELETE", "PUT", "PATCH"):
+            # No token 401, a made-up one 403; 422 only for a body that is not even JSON (it is parsed before
+            # the token is checked, and the answer says nothing about the token).
+            assert response.status_code in (401, 403, 413, 422), (case.method, case.path, response.status_code)
+            refused.append(response.status_code)
+
+    run_every_operation(api_schema, check)
+    assert refused.count(401) + refused.count(403) > len(refused) // 2
