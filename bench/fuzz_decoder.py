@@ -134,6 +134,7 @@ def fuzz(seconds: int, rss_limit_mb: int, workdir: Path) -> int:
     print(f"  coverage         cov {stats.get('cov', '?')} edges, ft {stats.get('ft', '?')} features, "
           f"corpus {stats.get('corpus', '?')} inputs, {stats.get('new_units_added', '?')} new this run")
     print(f"  peak RSS         {stats.get('peak_rss_mb', '?')} MB (limit {rss_limit_mb} MB)")
+    print(f"  corpus outcomes  {corpus_outcomes(corpus)} (every file kept in {corpus.name}/, seeds included)")
     print(f"  findings         {len(found)} (exit code {proc.returncode})")
     for path in found:
         data = path.read_bytes()
@@ -143,6 +144,17 @@ def fuzz(seconds: int, rss_limit_mb: int, workdir: Path) -> int:
         print("    " + "\n    ".join(log.strip().splitlines()[-15:]))
     print(f"  log and corpus   {workdir}")
     return 1 if found or proc.returncode else 0
+
+
+def corpus_outcomes(corpus: Path) -> str:
+    """What the inputs the fuzzer kept decode to: how far into validation it reached."""
+    from collections import Counter
+
+    from services.contract.decode import Decoder
+
+    decoder = Decoder()
+    counts = Counter(getattr(decoder.decode(p.read_bytes()), "rule", "valid") for p in corpus.iterdir())
+    return ", ".join(f"{rule} {n}" for rule, n in counts.most_common())
 
 
 def hostile_inputs() -> dict[str, bytes]:

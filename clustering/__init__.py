@@ -14,33 +14,23 @@ What the worker timer and the CLI call:
 
 Offline: ``cluster_file(input, out, issues_out, config, progress)``.
 """
-from clustering.assign import OnlineAssigner
-from clustering.cluster import NOISE, HdbscanClusterer
-from clustering.config import CONFIGS, DEFAULT_CONFIG, ClusteringConfig, config_from_settings, get_config
-from clustering.embed import (
-    CachedEmbedder,
-    Embedder,
-    EmbeddingCache,
-    MemoryEmbeddingCache,
-    ModelError,
-    SentenceTransformerEmbedder,
-    text_key,
-)
-from clustering.issue import IssueRecord
-from clustering.naming import IssueNamer
-from clustering.normalize import Normalizer, normalize
-from clustering.offline import cluster_file
-from clustering.pipeline import IssuePipeline
-from clustering.records import FailingClaim, RecordError
-from clustering.reduce import NoReducer, UmapReducer
-from clustering.run import ClusteringRun, ClusterSummary
-from clustering.track import IssueTracker
-from clustering.vectorize import ClaimVectorizer
+from importlib import import_module
 
-__all__ = [
-    "CONFIGS", "DEFAULT_CONFIG", "NOISE", "CachedEmbedder", "ClaimVectorizer", "ClusterSummary", "ClusteringConfig",
-    "ClusteringRun", "Embedder", "EmbeddingCache", "FailingClaim", "HdbscanClusterer", "IssueNamer", "IssuePipeline",
-    "IssueRecord", "IssueTracker", "MemoryEmbeddingCache", "ModelError", "NoReducer", "Normalizer", "OnlineAssigner",
-    "RecordError", "SentenceTransformerEmbedder", "UmapReducer", "cluster_file", "config_from_settings",
-    "get_config", "normalize", "text_key",
-]
+# Lazy re-exports: the worker and API import clustering.issue without paying for sklearn, UMAP and torch.
+_WHERE = {
+    "OnlineAssigner": "assign", "NOISE": "cluster", "HdbscanClusterer": "cluster",
+    "CONFIGS": "config", "DEFAULT_CONFIG": "config", "ClusteringConfig": "config", "config_from_settings": "config",
+    "get_config": "config", "CachedEmbedder": "embed", "Embedder": "embed", "EmbeddingCache": "embed",
+    "MemoryEmbeddingCache": "embed", "ModelError": "embed", "SentenceTransformerEmbedder": "embed", "text_key": "embed",
+    "IssueRecord": "issue", "IssueNamer": "naming", "Normalizer": "normalize", "normalize": "normalize",
+    "cluster_file": "offline", "IssuePipeline": "pipeline", "FailingClaim": "records", "RecordError": "records",
+    "NoReducer": "reduce", "UmapReducer": "reduce", "ClusteringRun": "run", "ClusterSummary": "run",
+    "IssueTracker": "track", "ClaimVectorizer": "vectorize",
+}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    if name not in _WHERE:
+        raise AttributeError(f"module 'clustering' has no attribute {name!r}")
+    return getattr(import_module(f"clustering.{_WHERE[name]}"), name)

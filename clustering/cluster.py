@@ -18,8 +18,11 @@ NOISE = -1
 
 class HdbscanClusterer:
     def __init__(self, min_cluster_size: int = 5, min_cluster_fraction: float = 0.003, min_samples: int = 5,
-                 attach_min_similarity: float = 0.4):
+                 attach_min_similarity: float = 0.4, allow_single_cluster: bool = True):
         self.min_cluster_size = min_cluster_size
+        # one failure family dominating a window (a bad deploy) must still become an issue,
+        # not be declared all noise because HDBSCAN may not pick the root cluster
+        self.allow_single_cluster = allow_single_cluster
         self.min_cluster_fraction = min_cluster_fraction
         self.min_samples = min_samples
         self.attach_min_similarity = attach_min_similarity
@@ -46,12 +49,13 @@ class HdbscanClusterer:
 
             self.model_ = hdbscan.HDBSCAN(min_cluster_size=self.min_size_,
                                           min_samples=min(self.min_samples, self.min_size_, n - 1),
-                                          prediction_data=True)
+                                          allow_single_cluster=self.allow_single_cluster, prediction_data=True)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # sklearn deprecation chatter inside hdbscan
                 self.model_.fit(reduced)
             raw = self.model_.labels_.copy()
             strength = self.model_.probabilities_.astype(float)
+        self.dissolved_ = self._dissolve_loose(raw, strength, vectors)
         self.order_ = _canonical_order(raw, ids)
         self.raw_labels_ = _relabel(raw, self.order_)
         self.centroids_ = centroids(vectors, self.raw_labels_, len(self.order_))
@@ -63,6 +67,26 @@ class HdbscanClusterer:
         self.probabilities_ = probabilities
         self.attached_ = noise & (labels != NOISE)
         return self
+
+    def _dissolve_loose(self, raw: np.ndarray, strength: np.ndarray, vectors: np.ndarray) -> list[int]:
+        """Turn clusters whose typical member is not similar to their centroid back into noise.
+
+        A density cluster of mutually unrelated claims (e.g. the single root cluster over
+        scattered texts) is no issue: its median member would not pass the very threshold a
+        point must pass to join an issue. Returns the sizes of the clusters dissolved.
+        """
+        found = [label for label in np.unique(raw) if label != NOISE]
+        if not found:
+            return []
+        k = int(max(found)) + 1
+        similarity = np.einsum("ij,ij->i", vectors, centroids(vectors, raw, k)[np.maximum(raw, 0)])
+        sizes = []
+        for label in found:
+            member = raw == label
+            if np.median(similarity[member]) < self.attach_min_similarity:
+                raw[member], strength[member] = NOISE, 0.0
+                sizes.append(int(member.sum()))
+        return sizes
 
     def attach(self, vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Nearest centroid by cosine, or NOISE below the threshold; returns (labels, similarity)."""

@@ -36,6 +36,7 @@ class ClusteringConfig:
     min_cluster_size: int = 5
     min_cluster_fraction: float = 0.003
     min_samples: int = 5
+    allow_single_cluster: bool = True
     # low-confidence points and points outside the fitted sample join the nearest issue centroid
     # (cosine on embeddings) at or above this similarity; below it they stay noise
     attach_min_similarity: float = 0.4

@@ -51,7 +51,7 @@ class IssuePipeline:
             UmapReducer(config.umap_neighbors, config.umap_components, config.umap_min_dist, config.umap_metric,
                         config.random_state, config.umap_min_points),
             HdbscanClusterer(config.min_cluster_size, config.min_cluster_fraction, config.min_samples,
-                             config.attach_min_similarity),
+                             config.attach_min_similarity, config.allow_single_cluster),
             IssueNamer(config.n_keywords, config.facet_min_share),
             progress,
         )
@@ -139,9 +139,13 @@ class IssuePipeline:
                     "so all stay unassigned (issue_id null)"]
         if self.clusterer.degenerate_ == "identical":
             return [f"all {m} embeddable claims are identical after normalisation: they form one issue"]
+        notes = []
+        if self.clusterer.dissolved_:
+            notes.append(f"{len(self.clusterer.dissolved_)} dense group(s) of dissimilar claims "
+                         f"({sum(self.clusterer.dissolved_)} claims) left as noise: no common failure to name")
         if not (labels != NOISE).any():
-            return [f"no group of at least {min_size} similar claims among {m}: all stay unassigned (issue_id null)"]
-        return []
+            notes.append(f"no group of at least {min_size} similar claims among {m}: all stay unassigned (issue_id null)")
+        return notes
 
     def _summaries(self, claims, vectorized: Vectorized, labels, probabilities, now) -> list[ClusterSummary]:
         k = self.clusterer.n_clusters_

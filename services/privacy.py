@@ -38,11 +38,13 @@ class RedactionSettings(BaseModel):
     enabled: bool = False
     patterns: list[Literal["email", "phone", "card", "ip"]] = Field(default_factory=lambda: ["email", "phone", "card"])
     custom: dict[str, str] = Field(default_factory=dict, description="name -> regex; matches become [NAME]")
-    fields: list[Literal["query", "answer", "claim", "evidence", "span"]] = Field(default_factory=lambda: list(TEXT_FIELDS))
+    fields: list[Literal["query", "answer", "claim", "evidence", "span"]] = Field(
+        default_factory=lambda: list(TEXT_FIELDS))
     mode: Literal["mask", "drop"] = "mask"
     hash_salt: SecretStr = Field(SecretStr(""), description="HMAC key for drop-mode hashes; keep it secret and stable")
-    phone_regions: list[str] = Field(default_factory=lambda: ["US"],
-                                     description="regions whose national formats count as phone numbers; +CC numbers always do")
+    phone_regions: list[str] = Field(
+        default_factory=lambda: ["US"], description="regions whose national formats count as phone numbers; "
+                                                    "+CC numbers always do")
 
     @field_validator("custom")
     @classmethod
@@ -229,38 +231,33 @@ class PhoneMasker:
                         yield offset + m.start, offset + m.end
 
 
-def build_maskers(settings: RedactionSettings) -> tuple[RegexMasker | PhoneMasker, ...]:
-    """Built-ins first, widest first (an email can hold digits, a card number looks like a phone
-    number), then custom patterns; placeholders hold no digits or @, so later maskers skip them."""
-    chosen = set(settings.patterns)
-    maskers: list[RegexMasker | PhoneMasker] = []
+def build_maskers(settings: RedactionSettings) -> tuple[tuple[RegexMasker | PhoneMasker, ...], tuple[RegexMasker, ...]]:
+    """(built-ins, custom). Built-ins run widest first (an email can hold digits, a card number looks
+    like a phone number); placeholders hold no digits or @, so later maskers pass over them."""
+    chosen, builtins = set(settings.patterns), []
     if "email" in chosen:
-        maskers.append(RegexMasker(_EMAIL, "[EMAIL]", guard=lambda t: "@" in t))
+        builtins.append(RegexMasker(_EMAIL, "[EMAIL]", guard=lambda t: "@" in t))
     if "card" in chosen:
-        maskers.append(RegexMasker(_DIGIT_RUN, _mask_cards))
+        builtins.append(RegexMasker(_DIGIT_RUN, _mask_cards))
     if "ip" in chosen:
-        maskers.append(RegexMasker(_IPV6, _mask_ip, guard=lambda t: t.count(":") >= 2))
-        maskers.append(RegexMasker(_IPV4, _mask_ip))
+        builtins.append(RegexMasker(_IPV6, _mask_ip, guard=lambda t: t.count(":") >= 2))
+        builtins.append(RegexMasker(_IPV4, _mask_ip))
     if "phone" in chosen:
-        maskers.append(PhoneMasker(settings.phone_regions))
-    for name, pattern in settings.custom.items():
-        maskers.append(RegexMasker(re.compile(pattern), f"[{name.upper()}]"))
-    return tuple(maskers)
+        builtins.append(PhoneMasker(settings.phone_regions))
+    custom = tuple(RegexMasker(re.compile(pattern), f"[{name.upper()}]") for name, pattern in settings.custom.items())
+    return tuple(builtins), custom
 
 
-def pii_hint(settings: RedactionSettings) -> re.Pattern[str] | None:
-    """One cheap scan that every built-in match needs to pass, so most texts skip all maskers;
-    None when custom patterns are set (they can match anything)."""
-    if settings.custom:
-        return None
-    chosen, hints = set(settings.patterns), []
+def pii_hint(patterns: list[str]) -> re.Pattern[str]:
+    """One scan that every built-in match needs to pass, so most texts skip the built-in maskers."""
+    chosen, hints = set(patterns), []
     if "email" in chosen:
         hints.append("@")
     if chosen & {"phone", "card"}:
         hints.append(_SEVEN_DIGITS.pattern)
     if "ip" in chosen:
         hints += [r"\d\.\d", r":[0-9A-Fa-f]{0,4}:"]
-    return re.compile("|".join(hints))
+    return re.compile("|".join(hints) or r"(?!)")
 
 
 def degradations(settings: RedactionSettings) -> tuple[Degradation, ...]:
@@ -273,8 +270,9 @@ def degradations(settings: RedactionSettings) -> tuple[Degradation, ...]:
             out.append(Degradation("clustering", "lost", "claim text is dropped before storage, so failing claims "
                                    "cannot be clustered into named issues; identical claims stay linkable by hash"))
         elif fields & {"query", "span", "answer"}:
-            out.append(Degradation("clustering", "reduced", f"{', '.join(sorted(fields & {'query', 'span', 'answer'}))} "
-                                   "text is dropped, so clusters rest on the remaining text only"))
+            dropped = ", ".join(sorted(fields & {"query", "span", "answer"}))
+            out.append(Degradation("clustering", "reduced", f"{dropped} text is dropped, so clusters rest on the "
+                                   "remaining text only"))
         if "query" in fields:
             out.append(Degradation("near_duplicates", "lost", "question text is dropped, so eval-set near-duplicate "
                                    "checks cannot compare questions; identical questions stay linkable by hash"))
@@ -299,8 +297,9 @@ class Redactor:
         self.settings = settings
         self.fields = frozenset(settings.fields) if settings.enabled else frozenset()
         self.drop = settings.mode == "drop"
-        self.maskers = build_maskers(settings) if self.fields and not self.drop else ()
-        self.hint = pii_hint(settings) if self.maskers else None
+        masking = self.fields and not self.drop
+        self.builtin_maskers, self.custom_maskers = build_maskers(settings) if masking else ((), ())
+        self.hint = pii_hint(settings.patterns)
         self.degraded = degradations(settings)
         self._key = settings.hash_salt.get_secret_value().encode("utf-8")
 
@@ -317,9 +316,10 @@ class Redactor:
             return text
         if self.drop:
             return ""
-        if self.hint is not None and self.hint.search(text) is None:
-            return text
-        for masker in self.maskers:
+        if self.builtin_maskers and self.hint.search(text) is not None:
+            for masker in self.builtin_maskers:
+                text = masker.mask(text)
+        for masker in self.custom_maskers:
             text = masker.mask(text)
         return text
 
@@ -327,52 +327,43 @@ class Redactor:
         if not self.fields:
             return event
         update = self._rewrite(event)
-        if self.drop:
-            hashes = self._hashes(event)
-            if hashes:
-                update["attributes"] = {**event.attributes,
-                                        HASHES_ATTRIBUTE: orjson.dumps({"alg": "hmac-sha256", **hashes}).decode()}
+        if self.drop and (hashes := self._hashes(event)):
+            update["attributes"] = {**event.attributes,
+                                    HASHES_ATTRIBUTE: orjson.dumps({"alg": "hmac-sha256", **hashes}).decode()}
         return event.model_copy(update=update) if update else event
 
     def _rewrite(self, event: VerdictEvent) -> dict:
-        fields, change, update = self.fields, self.redact_text, {}
-        if "query" in fields and event.query.text:
-            text = change(event.query.text)
-            if text != event.query.text:
-                update["query"] = event.query.model_copy(update={"text": text})
-        if "answer" in fields and event.answer.text:
-            text = change(event.answer.text)
-            if text != event.answer.text:
-                update["answer"] = event.answer.model_copy(update={"text": text})
-        if fields & {"claim", "span"}:
-            names = [n for f, n in (("claim", "text"), ("span", "span")) if f in fields]
-            claims = [self._rewrite_part(c, names) for c in event.claims]
-            if any(new is not old for new, old in zip(claims, event.claims)):
-                update["claims"] = claims
-        if "evidence" in fields:
-            evidence = [self._rewrite_part(e, ["text"]) for e in event.evidence]
-            if any(new is not old for new, old in zip(evidence, event.evidence)):
-                update["evidence"] = evidence
+        fields, update = self.fields, {}
+        for name, part in (("query", event.query), ("answer", event.answer)):
+            if name in fields and (new := self._rewrite_part(part, ["text"])) is not part:
+                update[name] = new
+        claim_attrs = [attr for field, attr in (("claim", "text"), ("span", "span")) if field in fields]
+        for name, parts, attrs in (("claims", event.claims, claim_attrs),
+                                   ("evidence", event.evidence, ["text"] if "evidence" in fields else [])):
+            if attrs:
+                new_parts = [self._rewrite_part(p, attrs) for p in parts]
+                if any(new is not old for new, old in zip(new_parts, parts)):
+                    update[name] = new_parts
         return update
 
-    def _rewrite_part(self, part, names: list[str]):
+    def _rewrite_part(self, part, attrs: list[str]):
         changed = {}
-        for name in names:
-            value = getattr(part, name)
-            if value:
-                text = self.redact_text(value)
-                if text != value:
-                    changed[name] = text
+        for attr in attrs:
+            value = getattr(part, attr)
+            if value and (text := self.redact_text(value)) != value:
+                changed[attr] = text
         return part.model_copy(update=changed) if changed else part
 
     def _hashes(self, event: VerdictEvent) -> dict:
-        fields, out = self.fields, {}
-        if "query" in fields and event.query.text:
-            out["query"] = self.text_hash(event.query.text)
-        if "answer" in fields and event.answer.text:
-            out["answer"] = self.text_hash(event.answer.text)
-        for field, values in (("claim", [c.text for c in event.claims]), ("span", [c.span for c in event.claims]),
+        """Hashes by field; list fields line up with claims / evidence (null where there was no text)."""
+        out = {}
+        for field, values in (("query", event.query.text), ("answer", event.answer.text),
+                              ("claim", [c.text for c in event.claims]), ("span", [c.span for c in event.claims]),
                               ("evidence", [e.text for e in event.evidence])):
-            if field in fields and any(values):
+            if field not in self.fields or not values:
+                continue
+            if isinstance(values, str):
+                out[field] = self.text_hash(values)
+            elif any(values):
                 out[field] = [self.text_hash(v) if v else None for v in values]
         return out

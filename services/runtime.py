@@ -55,7 +55,10 @@ class Services:
         return EvalService(self.store, self.embedder())
 
     def ingestor(self) -> Ingestor:
-        return Ingestor(EventWriter(self.store), Decoder(self.settings.ingest.max_event_bytes))
+        from services.privacy import Redactor
+
+        return Ingestor(EventWriter(self.store), Decoder(self.settings.ingest.max_event_bytes),
+                        Redactor(self.settings.privacy))
 
     def close(self) -> None:
         self.executor.shutdown(wait=True)

@@ -13,6 +13,8 @@ from typing import Any, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from services.privacy import RedactionSettings
+
 ENV_PREFIX = "CLAIMWATCH_"
 
 
@@ -78,6 +80,7 @@ class Settings(Section):
     notify: NotifySettings = Field(default_factory=NotifySettings)
     clustering: ClusteringSettings = Field(default_factory=ClusteringSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
+    privacy: RedactionSettings = Field(default_factory=RedactionSettings)
 
     @field_validator("clickhouse")
     @classmethod

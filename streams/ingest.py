@@ -12,6 +12,7 @@ from typing import Sequence
 
 from services.contract.decode import Decoder, Rejection, reject
 from services.contract.model import VerdictEvent
+from services.privacy import RedactionSettings, Redactor
 from services.store.backends import StoreError
 from services.store.writer import DeadLetter, EventWriter, WriteResult
 
@@ -69,9 +70,10 @@ class Health:
 
 
 class Ingestor:
-    def __init__(self, writer: EventWriter, decoder: Decoder):
+    def __init__(self, writer: EventWriter, decoder: Decoder, redactor: Redactor | None = None):
         self.writer = writer
         self.decoder = decoder
+        self.redactor = redactor or Redactor(RedactionSettings())  # before storage; a no-op unless enabled
 
     def split(self, messages: Sequence[RawMessage]) -> tuple[list[VerdictEvent], list[DeadLetter]]:
         events, dead = [], []
@@ -80,7 +82,7 @@ class Ingestor:
             if isinstance(decoded, Rejection):
                 dead.append(DeadLetter(m.topic, m.partition, m.offset, m.value or b"", decoded))
             else:
-                events.append(decoded)
+                events.append(self.redactor.redact(decoded))
         return events, dead
 
     def process(self, messages: Sequence[RawMessage]) -> BatchOutcome:
@@ -101,6 +103,7 @@ class Ingestor:
             decoded = self.decoder.decode(m.value)
             if isinstance(decoded, Rejection) or decoded.event_id not in by_id:
                 continue
+            decoded = self.redactor.redact(decoded)
             try:
                 result = self.writer.write([decoded])
             except StoreError:

@@ -45,3 +45,14 @@ def topic_prefix() -> str:
 def output_dir() -> Path:
     OUTPUT_DIR.mkdir(exist_ok=True)
     return OUTPUT_DIR
+
+
+@pytest.fixture(autouse=True)
+def reap_workers():
+    """A failed test must not leave worker processes running (they hold CPU and chDB locks)."""
+    yield
+    from tests.support.processes import LIVE
+
+    for worker in list(LIVE):
+        worker.kill()
+        LIVE.discard(worker)

@@ -111,7 +111,7 @@ class Claim(Part):
 
 
 class Signals(Part):
-    cherry_pick: list[str] = Field(default_factory=list)
+    cherry_pick: list[str] = Field(default_factory=list, fail_fast=True)
     premise_similarity: Unit | None = None
     support_delta: float | None = None
     sample_disagreement: Unit | None = None
@@ -127,8 +127,9 @@ class VerdictEvent(Part):
     query: Query = Field(default_factory=Query)
     answer: Answer = Field(default_factory=Answer)
     versions: dict[str, str] = Field(default_factory=dict)
-    evidence: list[Evidence] = Field(default_factory=list)
-    claims: list[Claim]
+    # fail_fast: a 500k-item list under the size limit is refused at its first bad item.
+    evidence: list[Evidence] = Field(default_factory=list, fail_fast=True)
+    claims: list[Claim] = Field(fail_fast=True)
     first_failed_stage: Literal[STAGES] | None = None  # type: ignore[valid-type]
     signals: Signals = Field(default_factory=Signals)
     attributes: dict[str, str] = Field(default_factory=dict, max_length=32)

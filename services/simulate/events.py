@@ -56,7 +56,12 @@ class Drawn:
 
 
 class RouteTraffic:
-    def __init__(self, scenario: Scenario, index: int, seed: int):
+    """One route's traffic. It owns its random streams, so adding a route or a regression leaves
+    the other routes' traffic (and this route's base traffic) exactly as it was."""
+
+    def __init__(self, scenario: Scenario, index: int, seed: int, streams: np.random.SeedSequence):
+        traffic, changes = streams.spawn(2)
+        self.rng, self.change_rng = np.random.default_rng(traffic), np.random.default_rng(changes)
         self.scenario = scenario
         self.route = scenario.routes[index]
         self.words = domain_wording(scenario.domain_of(index), seed)
@@ -91,10 +96,11 @@ class RouteTraffic:
             self._versions[code] = (versions, chunk_version, labeler)
         return self._versions[code]
 
-    def draw(self, minute: int, n: int, rng: np.random.Generator) -> list[Drawn]:
-        if n <= 0:
+    def draw(self, minute: int, volume_factor: float) -> list[Drawn]:
+        rng, sc, route, words = self.rng, self.scenario, self.route, self.words
+        n = int(rng.poisson(route.per_minute * volume_factor))
+        if n == 0:
             return []
-        sc, route, words = self.scenario, self.route, self.words
         u = rng.random((EVENT_ROWS, n))
         picks = rng.integers(0, 1 << 30, (PICK_ROWS, n))
         answerable = u[0] >= route.unanswerable_share
@@ -108,9 +114,10 @@ class RouteTraffic:
             share = g.share_at(minute)
             if share <= 0:
                 continue
-            on_new = rng.random(n) < share
+            on_new = self.change_rng.random(n) < share
             code |= on_new.astype(np.int64) << bit
-            extras.append((self._beta(rng, np.full(n, g.rate_increase)) * on_new, FAMILIES.index(g.family)))
+            extra = self._beta(self.change_rng, np.full(n, g.rate_increase)) * on_new
+            extras.append((extra, FAMILIES.index(g.family)))
 
         total = int(n_claims.sum())
         owner = np.repeat(np.arange(n), n_claims)
@@ -165,7 +172,7 @@ class RouteTraffic:
                 f = fam_l[j]
                 if f >= 0:
                     fam = FAMILY_LIST[f]
-                    pool = words.failing[f][topic]
+                    pool = words.failing(f, topic)
                     item = pool[(pool_base + k) % len(pool)]
                     verdict = fam.verdict(vu_l[j])
                     claim = {"claim_id": CLAIM_IDS[k], "text": item.claim, "claim_type": fam.claim_type,
@@ -242,7 +249,7 @@ class RouteTraffic:
             query_type = _query_type(r[3])
         else:  # risky-looking questions are often answered well
             f = p[0] % len(FAMILY_LIST)
-            pool = words.failing[f][topic]
+            pool = words.failing(f, topic)
             question, query_type = pool[p[1] % len(pool)].question, FAMILY_LIST[f].query_type
         low, medium = self.stakes_cum[0], self.stakes_cum[1]
         stakes = "low" if r[4] < low else "medium" if r[4] < medium else "high"

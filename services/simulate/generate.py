@@ -54,9 +54,11 @@ class TrafficGenerator:
             raise ScenarioError(f"seed: must be an int, got {seed!r}")
         self.scenario, self.minutes = scenario, minutes
         self.start = start.astimezone(timezone.utc).replace(second=0, microsecond=0)
-        self.rng = np.random.default_rng(seed)
+        # Independent streams: delivery (late, duplicate, bad) here, and one set per route.
+        delivery, *per_route = np.random.SeedSequence(seed).spawn(1 + len(scenario.routes))
+        self.rng = np.random.default_rng(delivery)
         self.rnd = random.Random(seed)  # variants of bad input
-        self.routes = [RouteTraffic(scenario, i, seed) for i in range(len(scenario.routes))]
+        self.routes = [RouteTraffic(scenario, i, seed, per_route[i]) for i in range(len(scenario.routes))]
         self.keys = {r.name: r.name.encode() for r in scenario.routes}
         self.tag = hashlib.blake2b(f"{seed}|{self.start.isoformat()}".encode(), digest_size=4).hexdigest()
         self.pending: dict[int, list[tuple[int, SimEvent]]] = defaultdict(list)  # minute -> (ms, message)
@@ -86,7 +88,7 @@ class TrafficGenerator:
         factor = self.volume_factor(m)
         drawn = []
         for traffic in self.routes:
-            drawn.extend(traffic.draw(m, int(rng.poisson(traffic.route.per_minute * factor)), rng))
+            drawn.extend(traffic.draw(m, factor))
         drawn.sort(key=lambda d: d.ms)
         t0 = self.start + timedelta(minutes=m)
         prefixes = [(t0 + shift).strftime("%Y-%m-%dT%H:%M:") for shift in SHIFTS]

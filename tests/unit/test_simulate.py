@@ -372,6 +372,27 @@ def test_regression_failures_come_from_the_regressed_family(valid):
         assert rest1 - rest0 == pytest.approx(0, abs=0.01), route
 
 
+def test_a_regression_changes_nothing_but_the_new_versions_traffic():
+    def traffic(regression_at: int) -> dict[str, list]:
+        out = defaultdict(list)
+        for s in generate(Scenario.demo(regression_at=regression_at, corpus_change_at=None), START, 20, seed=6):
+            if s.event:
+                e = s.event
+                out[e["route"]].append((e["observed_at"], e["query"].get("text"), e["versions"]["model"],
+                                        tuple(canonical(c["verdict"]) for c in e["claims"])))
+        return out
+
+    with_change, without = traffic(10), traffic(10**6)
+    for route in ("parcel-status", "hr-policy", "product-search", "legal-terms"):
+        assert with_change[route] == without[route], route
+    billing, baseline = with_change["billing-faq"], without["billing-faq"]
+    assert len(billing) == len(baseline)
+    before = [b for b in billing if event_minute({"observed_at": b[0]}) < 10]
+    assert before and before == [b for b in baseline if event_minute({"observed_at": b[0]}) < 10]
+    changed = [(a, b) for a, b in zip(billing, baseline) if a != b]
+    assert changed and all(a[2] == "gen-2026-11" for a, _ in changed)
+
+
 def test_canary_share_puts_only_part_of_the_traffic_on_the_new_version():
     route = Route("r", 200, 0.05, {"sycophancy": 1}, {"model": "old", "corpus": "docs@2026-11-01"})
     scenario = Scenario(routes=(route,), regressions=(Regression("r", 0, {"model": "new"}, 0.08, "invented_numbers",
