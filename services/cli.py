@@ -154,6 +154,29 @@ def demo(settings: Settings, exit_at_end: bool) -> None:
         raise Abort(str(exc)) from None
 
 
+@main.command()
+@click.option("--hours", default=24.0, show_default=True, help="How far back (by ingestion time) to check.")
+@service_options
+def repair(settings: Settings, hours: float) -> None:
+    """Re-derive claim rows and minute aggregates from stored answers after a crash (workers stopped)."""
+    from datetime import timedelta
+
+    from services.store.backends import StoreError, open_store
+    from services.store.migrate import migrate
+    from services.store.repair import repair_recent
+
+    try:
+        store = open_store(settings.clickhouse)
+    except StoreError as exc:
+        raise Abort(str(exc)) from None
+    try:
+        migrate(store)
+        report = repair_recent(store, _utcnow(), timedelta(hours=hours))
+    finally:
+        store.close()
+    console.print(f"claim rows restored: {report.claims_rows}; minute buckets corrected: {report.buckets_corrected}")
+
+
 @main.command("api")
 @service_options
 def api_command(settings: Settings) -> None:

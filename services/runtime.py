@@ -95,6 +95,14 @@ def run_worker(settings: Settings, *, serve_api: bool, on_ready=None) -> None:
     create_topics(settings.kafka, [settings.verdicts_topic, settings.dlq_topic, settings.alerts_topic], settings.partitions)
     services = Services.open(settings)
     try:
+        if settings.clickhouse.startswith("chdb:"):  # this process alone writes: safe to repair before consuming
+            from datetime import datetime, timezone
+
+            from services.store.repair import repair_recent
+
+            report = repair_recent(services.store, datetime.now(timezone.utc))
+            if report.claims_rows or report.buckets_corrected:
+                log.warning("repaired a torn write: %s", report)
         parts = WorkerParts(settings, services.ingestor(), services.metrics, services.health, services.executor)
         if serve_api:
             parts.tasks.append(_api_task(services))

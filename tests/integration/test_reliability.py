@@ -84,9 +84,11 @@ def test_sigkill_five_times_while_streaming_100k_events(broker, topic_prefix, tm
     worker.start()
     producer.start()
     kills = 0
+    seen = 0
     while kills < 5:
-        stored = worker.wait_for(lambda: (totals(worker) or (0, 0))[0] > 0, 180, "ingest resumed")
-        time.sleep(rng.uniform(1.0, 4.0))  # a random point in the middle of ingest
+        # Kill only once this run has written something new, at a random point after that.
+        seen = worker.wait_for(lambda: (n := (totals(worker) or (0, 0))[0]) > seen + 500 and n, 240, "ingest resumed")
+        time.sleep(rng.uniform(0.2, 3.0))
         worker.kill()
         kills += 1
         worker.start()

@@ -1,12 +1,17 @@
 """The traffic simulator: deterministic, shaped like real traffic, and honest about its ground truth."""
 from __future__ import annotations
 
+import hashlib
 import itertools
 import math
+import os
 import random
+import subprocess
+import sys
 from collections import Counter, defaultdict
 from datetime import datetime, timedelta, timezone
 from difflib import SequenceMatcher
+from pathlib import Path
 
 import numpy as np
 import orjson
@@ -67,6 +72,18 @@ def test_same_seed_gives_identical_bytes_and_another_seed_does_not():
     assert len(first) > 500
     assert first != other
     assert not set(first) & set(other)  # ids differ too, so two runs never collide in one store
+
+
+def test_same_seed_gives_the_same_bytes_in_another_process():
+    script = ("import hashlib, sys; from datetime import datetime, timezone; "
+              "from services.simulate import Scenario, generate; h = hashlib.sha256(); "
+              "[h.update(s.raw) for s in generate(Scenario.demo(), datetime(2026, 11, 21, 12, tzinfo=timezone.utc), 3, seed=1)]; "
+              "print(h.hexdigest())")
+    digest = hashlib.sha256(b"".join(s.raw for s in generate(Scenario.demo(), START, 3, seed=1))).hexdigest()
+    env = dict(os.environ, PYTHONHASHSEED="12345")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True,
+                         cwd=Path(__file__).resolve().parents[2])
+    assert out.stdout.strip() == digest
 
 
 def test_generation_is_lazy_so_long_runs_stream():

@@ -1,0 +1,80 @@
+"""Repair the one non-atomic step: an INSERT into `events` and its materialized views.
+
+ClickHouse commits the `events` part and each view's part separately. A process killed
+between them leaves answers stored without their claim rows or minute aggregates, and
+the idempotent writer then (rightly) skips those answers on redelivery. So before a
+worker that owns the store starts consuming, it re-derives the views for recently
+ingested answers from `events`, the source of truth, using the views' own SELECTs:
+missing claim rows are inserted, and each touched minute bucket gets a correction row
+(expected minus stored) where they differ. Running it twice changes nothing.
+
+With several workers writing to one ClickHouse server, run `claimwatch repair` while
+they are stopped: a concurrent insert could be mid-way and look like a gap.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from services.rates.query import SUM_COLUMNS
+from services.store.backends import Store
+from services.store.convert import ch_time
+
+KEY = ("dim", "value", "route", "minute")
+
+
+@dataclass(frozen=True)
+class RepairReport:
+    claims_rows: int
+    buckets_corrected: int
+
+
+def _view_select(store: Store, view: str, source: str) -> str:
+    """The view's SELECT with its source table swapped for `source` (a subquery)."""
+    row = store.query("SELECT as_select, currentDatabase() AS db FROM system.tables "
+                      "WHERE database = currentDatabase() AND name = {v:String}", {"v": view})[0]
+    table = f"FROM {row['db']}.events"
+    if row["as_select"].count(table) != 1:
+        raise RuntimeError(f"cannot locate the source of view {view}; run migrations first")
+    return row["as_select"].replace(table, f"FROM ({source})")
+
+
+def repair(store: Store, since: datetime) -> RepairReport:
+    params = {"since": ch_time(since)}
+    recent = "SELECT * FROM events FINAL WHERE ingested_at >= {since:DateTime64(3)}"
+    first = store.query(f"SELECT min(observed_at) AS m, count() AS n FROM ({recent})", params)[0]
+    if not first["n"]:
+        return RepairReport(0, 0)
+    params["from"] = first["m"]
+
+    missing = (f"SELECT * FROM ({recent}) WHERE length(verdicts) > 0 AND event_id NOT IN "
+               "(SELECT event_id FROM claims WHERE observed_at >= {from:DateTime64(3)})")
+    lacking = store.query(f"SELECT count() AS n FROM ({missing})", params)[0]["n"]
+    if lacking:
+        store.command(f"INSERT INTO claims {_view_select(store, 'claims_mv', missing)}", params)
+
+    touched = f"SELECT DISTINCT route, toStartOfMinute(observed_at) AS minute FROM ({recent})"
+    in_buckets = (f"SELECT * FROM events FINAL WHERE (route, toStartOfMinute(observed_at)) IN ({touched})")
+    sums = ", ".join(f"sum({c}) AS {c}" for c in SUM_COLUMNS)
+    expected = store.query(f"SELECT dim, value, route, toString(minute) AS minute, {sums} "
+                           f"FROM ({_view_select(store, 'rate_minute_mv', in_buckets)}) GROUP BY dim, value, route, minute",
+                           params)
+    stored = store.query(f"SELECT dim, value, route, toString(minute) AS minute, {sums} FROM rate_minute "
+                         f"WHERE (route, minute) IN ({touched}) GROUP BY dim, value, route, minute", params)
+    have = {tuple(r[k] for k in KEY): r for r in stored}
+    corrections = []
+    for row in expected:
+        key = tuple(row[k] for k in KEY)
+        old = have.pop(key, None)
+        delta = {c: int(row[c]) - int(old[c] if old else 0) for c in SUM_COLUMNS}
+        if any(delta.values()):
+            corrections.append({**dict(zip(KEY, key)), **delta})
+    for key, old in have.items():  # aggregates with no answers behind them
+        corrections.append({**dict(zip(KEY, key)), **{c: -int(old[c]) for c in SUM_COLUMNS}})
+    if corrections:
+        store.insert("rate_minute", corrections)
+    return RepairReport(lacking, len(corrections))
+
+
+def repair_recent(store: Store, now: datetime, horizon: timedelta = timedelta(hours=1)) -> RepairReport:
+    return repair(store, now - horizon)
