@@ -21,6 +21,9 @@ console = Console(stderr=True)
 out = Console()
 
 
+LOCAL_TOKEN = Path("var/api-token")  # written by `claimwatch up` when no token is configured
+
+
 class Abort(click.ClickException):
     """A user-facing error: printed without a traceback, exit code 1."""
 
@@ -51,7 +54,8 @@ def service_options(fn: Callable) -> Callable:
 def reach(settings: Settings, path: str, params: dict, local: Callable[[Any], Any],
           method: str = "GET", body: dict | None = None) -> Any:
     """Ask the running service; if none answers, open the store files directly."""
-    headers = {"Authorization": f"Bearer {os.environ['CLAIMWATCH_TOKEN']}"} if os.environ.get("CLAIMWATCH_TOKEN") else {}
+    token = os.environ.get("CLAIMWATCH_TOKEN") or (LOCAL_TOKEN.read_text().strip() if LOCAL_TOKEN.is_file() else "")
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
         response = httpx.request(method, settings.api.url.rstrip("/") + path, params=params, json=body,
                                  headers=headers, timeout=30)
@@ -78,7 +82,9 @@ def reach(settings: Settings, path: str, params: dict, local: Callable[[Any], An
         except ValueError:
             detail = response.text
         raise Abort(f"{settings.api.url}{path}: HTTP {response.status_code}: {detail}")
-    return response.json()
+    if response.headers.get("content-type", "").startswith("application/json"):
+        return response.json()
+    return response.text
 
 
 def print_json(data: Any) -> None:
@@ -116,6 +122,15 @@ def up(settings: Settings) -> None:
             raise Abort(f"could not start the embedded broker on {settings.embedded_broker}: {exc}. "
                         "Is another `claimwatch up` running? Set embedded_broker or pass --kafka.") from None
         settings = settings.model_copy(update={"kafka": broker.bootstrap})
+    if not settings.api.token_hashes:  # a local token so the CLI and the dashboard can act (ack, promote, ...)
+        from services.api.auth import new_token
+
+        token, digest = new_token()
+        LOCAL_TOKEN.parent.mkdir(parents=True, exist_ok=True)
+        LOCAL_TOKEN.write_text(token + "\n")
+        LOCAL_TOKEN.chmod(0o600)
+        settings = settings.model_copy(update={"api": settings.api.model_copy(update={"token_hashes": [digest]})})
+        console.print(f"API token for this run in {LOCAL_TOKEN} (the CLI uses it; paste it into the dashboard to act)")
     console.print(f"[bold]claimwatch up[/bold]  broker [cyan]{settings.kafka}[/cyan]"
                   f"{' (embedded Tansu, in-memory)' if broker else ''}  store [cyan]{settings.clickhouse}[/cyan]")
 
@@ -175,6 +190,22 @@ def repair(settings: Settings, hours: float) -> None:
     finally:
         store.close()
     console.print(f"claim rows restored: {report.claims_rows}; minute buckets corrected: {report.buckets_corrected}")
+
+
+@main.group()
+def token() -> None:
+    """API bearer tokens (configured hashed in api.token_hashes)."""
+
+
+@token.command("new")
+def token_new() -> None:
+    """Print a new token and the sha256 to put in CLAIMWATCH_API__TOKEN_HASHES (the token is shown once)."""
+    from services.api.auth import new_token
+
+    value, digest = new_token()
+    out.print(f"token:  {value}\nsha256: {digest}")
+    console.print(f"configure: CLAIMWATCH_API__TOKEN_HASHES='[\"{digest}\"]'; clients send Authorization: Bearer <token> "
+                  "(the CLI reads CLAIMWATCH_TOKEN)")
 
 
 @main.command("api")
@@ -684,7 +715,7 @@ def evalset() -> None:
 def evalset_items(settings: Settings, state: str | None) -> None:
     """Eval items (JSON)."""
     params = {"state": state} if state else {}
-    print_json(reach(settings, "/api/evalset/items", params, lambda store: _eval_local(store, settings).items(state)))
+    print_json(reach(settings, "/api/promotions", params, lambda store: _eval_local(store, settings).items(state)))
 
 
 @evalset.command("export")
@@ -695,7 +726,7 @@ def evalset_items(settings: Settings, state: str | None) -> None:
 def evalset_export(settings: Settings, out: Path, by: str) -> None:
     """Write approved items with their spans and labels, one item per line."""
     try:
-        response = httpx.get(settings.api.url.rstrip("/") + "/api/evalset/export", timeout=60)
+        response = httpx.get(settings.api.url.rstrip("/") + "/api/promotions/export", timeout=60)
         if response.status_code != 200:
             raise Abort(f"export failed: HTTP {response.status_code}: {response.text[:300]}")
         tmp = out.with_name(out.name + ".tmp")
