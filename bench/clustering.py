@@ -159,7 +159,7 @@ def bench_scale(n: int, rows: list[dict], embedder) -> None:
     for k in range(n):
         src = k % len(rows)
         text = f"{rows[src]['text']} variant {_letters(k)}"  # letters survive normalisation, digits would not
-        vector = base.vectors[src] + rng.normal(scale=0.3 / np.sqrt(base.vectors.shape[1]), size=base.vectors.shape[1])
+        vector = base.vectors[src] + rng.normal(scale=0.1 / np.sqrt(base.vectors.shape[1]), size=base.vectors.shape[1])
         cache.put_many(cached.model_id, {text_key(normalize(text)): vector / np.linalg.norm(vector)})
         claims.append(FailingClaim(f"s{k:06d}", text, route=f"route-{k % 7}", verdict="unsupported"))
         truth.append(rows[src]["intent"])

@@ -40,7 +40,7 @@ class ClusteringConfig:
     # low-confidence points and points outside the fitted sample join the nearest issue centroid
     # (cosine on embeddings) at or above this similarity; below it they stay noise
     attach_min_similarity: float = 0.4
-    fit_sample_size: int = 20_000
+    fit_sample_size: int = 15_000  # bounds re-clustering time: UMAP runs on at most this many claims
     # name and exemplars
     n_keywords: int = 3
     facet_min_share: float = 0.6

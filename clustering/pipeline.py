@@ -28,7 +28,7 @@ from clustering.vectorize import ClaimVectorizer, Vectorized
 # progress(stage, done, total, seconds): at a stage's start (done=0), during embed, and at its end.
 Progress = Callable[[str, int, int, float], None]
 STAGES = ("normalize", "embed", "reduce", "cluster", "name")
-NAMING_TEXTS_PER_ISSUE = 1000
+NAMING_TEXTS_PER_ISSUE = 300  # c-TF-IDF needs a sample, not every member
 
 
 class IssuePipeline:

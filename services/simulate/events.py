@@ -249,8 +249,8 @@ class RouteTraffic:
             query_type = _query_type(r[3])
         else:  # risky-looking questions are often answered well
             f = p[0] % len(FAMILY_LIST)
-            pool = words.failing(f, topic)
-            question, query_type = pool[p[1] % len(pool)].question, FAMILY_LIST[f].query_type
+            pool = words.family_questions[f][topic]
+            question, query_type = pool[p[1] % len(pool)], FAMILY_LIST[f].query_type
         low, medium = self.stakes_cum[0], self.stakes_cum[1]
         stakes = "low" if r[4] < low else "medium" if r[4] < medium else "high"
         failed = len(families) - families.count(None)

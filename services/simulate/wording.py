@@ -35,6 +35,7 @@ class DomainWording:
     supported: tuple[tuple[tuple[str, str], ...], ...]        # [topic] -> (claim, span)
     trivial: tuple[tuple[str, ...], ...]                      # [topic]
     questions: tuple[tuple[str, ...], ...]                    # [topic]
+    family_questions: tuple[tuple[tuple[str, ...], ...], ...] # [family][topic]: risky questions, often answered well
     unanswerable: tuple[tuple[str, ...], ...]                 # [topic]
     abstentions: tuple[str, ...]
     chunks: tuple[tuple[str, str, str], ...]                  # (chunk_id, source_id, text)
@@ -170,6 +171,7 @@ def domain_wording(name: str, seed: int, per_topic: int = POOL_PER_TOPIC) -> Dom
         supported=supported,
         trivial=tuple(_render(TRIVIAL_CLAIMS, domain, t, rnd, 8) for t in topics),
         questions=tuple(_render(GENERIC_QUESTIONS, domain, t, rnd, 12) for t in topics),
+        family_questions=tuple(tuple(_render(f.questions, domain, t, rnd, 6) for t in topics) for f in FAMILY_LIST),
         unanswerable=tuple(_render(UNANSWERABLE_QUESTIONS, domain, t, rnd, 8) for t in topics),
         abstentions=_render(ABSTENTIONS, domain, None, rnd, 32),
         chunks=tuple(chunks),

