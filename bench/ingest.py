@@ -69,8 +69,9 @@ async def raw_consume(bootstrap: str, topic: str, expected: int) -> float:
     return elapsed
 
 
-def full_path(bootstrap: str, prefix: str, expected: int, workdir: Path) -> tuple[float, int]:
-    worker = WorkerProcess(bootstrap, f"chdb:{workdir / 'ch'}", prefix, workdir / "worker.log")
+def full_path(bootstrap: str, prefix: str, expected: int, workdir: Path, batch: int) -> tuple[float, int]:
+    worker = WorkerProcess(bootstrap, f"chdb:{workdir / 'ch'}", prefix, workdir / "worker.log",
+                           env={"CLAIMWATCH_INGEST__BATCH_SIZE": str(batch), "CLAIMWATCH_CLUSTERING__IN_WORKER": "false"})
     first_seen = None
     with worker:
         started = time.perf_counter()
@@ -93,6 +94,7 @@ def main() -> None:
     parser.add_argument("--claims", type=int, default=4, help="claims per event")
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--batch-size", type=int, default=2000, help="worker ingest batch size")
     args = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="cw-bench-ingest-"))
@@ -110,7 +112,7 @@ def main() -> None:
         print(f"  produced in {time.perf_counter() - t:.1f}s")
 
         raw_s = asyncio.run(raw_consume(broker.bootstrap, topic, args.events))
-        full_s, measured = full_path(broker.bootstrap, prefix, args.events, workdir)
+        full_s, measured = full_path(broker.bootstrap, prefix, args.events, workdir, args.batch_size)
 
     claims = args.claims
     raw_rate = args.events * claims / raw_s

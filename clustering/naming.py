@@ -37,6 +37,21 @@ class IssueName:
     facets: Facets
 
 
+@dataclass(frozen=True)
+class VersionShares:
+    """How common each (version key, value) is among all claims of the run: the baseline for lift."""
+
+    counts: Counter
+    total: int
+
+    @classmethod
+    def of(cls, everyone: Sequence[Mapping]) -> VersionShares:
+        return cls(Counter((k, v) for m in everyone for k, v in (m.get("versions") or {}).items()), len(everyone))
+
+    def share(self, key: str, value: str) -> float:
+        return self.counts[(key, value)] / max(self.total, 1)
+
+
 class IssueNamer:
     def __init__(self, n_keywords: int = 3, facet_min_share: float = 0.6, version_min_lift: float = 1.5):
         self.n_keywords = n_keywords
@@ -79,13 +94,13 @@ class IssueNamer:
                 break
         return tuple(chosen)
 
-    def facets(self, members: Sequence[Mapping], everyone: Sequence[Mapping]) -> Facets:
+    def facets(self, members: Sequence[Mapping], shares: VersionShares) -> Facets:
         """Dominant verdict, route, stage; versions over-represented in the issue compared with all claims."""
         return Facets(
             verdict=self._dominant([m.get("verdict") for m in members]),
             route=self._dominant([m.get("route") for m in members]),
             stage=self._dominant([m.get("stage") for m in members]),
-            versions=self._concentrated_versions(members, everyone),
+            versions=self._concentrated_versions(members, shares),
         )
 
     def _dominant(self, values: list) -> str | None:
@@ -95,13 +110,12 @@ class IssueNamer:
         value, count = Counter(present).most_common(1)[0]
         return value if count / len(values) >= self.facet_min_share else None
 
-    def _concentrated_versions(self, members: Sequence[Mapping], everyone: Sequence[Mapping]) -> tuple:
+    def _concentrated_versions(self, members: Sequence[Mapping], overall: VersionShares) -> tuple:
         inside = Counter((k, v) for m in members for k, v in (m.get("versions") or {}).items())
-        overall = Counter((k, v) for m in everyone for k, v in (m.get("versions") or {}).items())
         picked = []
         for (key, value), count in sorted(inside.items()):
             share = count / len(members)
-            base = overall[(key, value)] / max(len(everyone), 1)
+            base = overall.share(key, value)
             if share >= self.facet_min_share and share >= self.version_min_lift * base:
                 picked.append((key, value))
         return tuple(picked)
@@ -115,4 +129,5 @@ class IssueNamer:
                  everyone: Sequence[Mapping]) -> list[IssueName]:
         """One name per cluster; ``cluster_facts`` hold each member's verdict, route, stage and versions."""
         keywords = self.keywords(cluster_texts)
-        return [self.name(words, self.facets(facts, everyone)) for words, facts in zip(keywords, cluster_facts)]
+        shares = VersionShares.of(everyone)
+        return [self.name(words, self.facets(facts, shares)) for words, facts in zip(keywords, cluster_facts)]

@@ -138,7 +138,7 @@ class RouteTraffic:
         signal_values = np.round(np.stack((
             0.1 + 0.5 * u[12], 0.85 + 0.13 * u[12], 0.12 * u[13], 0.3 + 0.4 * u[13], 0.25 * u[14], 0.55 + 0.4 * u[14],
         )), 3).T.tolist()
-        ul, pl = u.T.tolist(), picks.T.tolist()
+        ul, pl = u[:12].T.tolist(), picks.T.tolist()  # rows 12-14 went into signal_values
         out = []
         offsets = np.concatenate(([0], np.cumsum(n_claims))).tolist()
         fam_l, checkable_l, vu_l = family.tolist(), checkable.tolist(), cu[2].tolist()

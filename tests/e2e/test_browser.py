@@ -112,15 +112,20 @@ class Session:
     def shot(self, name: str) -> None:
         self.page.screenshot(path=str(self.shots / f"{name}.png"), full_page=True)
 
-    def act(self, form_selector: str, fields: dict[str, str], button: str, done_text: str) -> None:
-        """Fill a form that calls the API, submit it, and wait for the page to reload with the result."""
+    def act(self, form_selector: str, fields: dict[str, str], button: str, done: str) -> None:
+        """Fill a form that calls the API and submit it; the page reloads and says what was done."""
         form = self.page.locator(form_selector)
         for name, value in fields.items():
             form.locator(f"[name={name}]").fill(value)
-        with self.page.expect_navigation():
-            form.locator(f"button:has-text('{button}')").click()
+        form.locator(f"button:has-text('{button}')").click()
+        # Done: the reloaded page says so; refused: the same page says why (and does not reload).
+        self.page.wait_for_function("""done => {
+            const text = (document.getElementById("action-status") || {}).textContent || "";
+            return text === done || /^(Refused|Could not)/.test(text);
+        }""", arg=done)
         self.page.wait_for_load_state("networkidle")
-        assert done_text in self.page.locator("main").inner_text()
+        status = self.page.locator("#action-status").inner_text()
+        assert status == done, status
 
 
 @pytest.fixture(scope="module")
@@ -155,7 +160,8 @@ def test_overview_route_and_alerts_pages_and_an_ack_through_the_ui(worker, sessi
     assert page.locator("#token-status").inner_text() == "token set for this tab"
     session.shot("alerts")
     session.act(f'form[data-path="/api/alerts/{firing["alert_id"]}/ack"]', {"by": "oncall", "note": "rolling back"},
-                "Ack", "acked by oncall")
+                "Ack", f"Acknowledged {firing['alert_id']}.")
+    assert "acked by oncall" in page.locator(f'[id="{firing["alert_id"]}"]').inner_text()
     session.shot("alerts-acked")
     acked = worker.get(f"/api/alerts/{firing['alert_id']}")
     assert (acked["acked"], acked["acked_by"], acked["ack_note"]) == (True, "oncall", "rolling back")
@@ -175,13 +181,13 @@ def test_issue_pages_promote_a_trace_and_the_eval_page_approves_it(worker, sessi
     box = page.locator("#exemplars input[type=checkbox]").first
     trace = box.get_attribute("value")
     box.check()
-    session.act("#promote-form", {"by": "oncall"}, "Promote", "Proposed for the eval set")
+    session.act("#promote-form", {"by": "oncall"}, "Promote", "Proposed for the eval set.")
     proposed = [i for i in worker.get("/api/promotions", state="proposed") if i["origin_trace_id"] == trace]
     assert len(proposed) == 1 and proposed[0]["origin_issue_id"] == issue["issue_id"]
 
     item = proposed[0]["item_id"]
     page = session.open("/eval", "eval")
-    session.act(f'form[data-path="/api/promotions/{item}/approve"]', {"by": "reviewer"}, "Approve", "Approved")
+    session.act(f'form[data-path="/api/promotions/{item}/approve"]', {"by": "reviewer"}, "Approve", "Approved.")
     assert worker.get(f"/api/promotions/{item}")["state"] == "approved"
     assert item in page.locator("#items").inner_text()
 

@@ -3,7 +3,7 @@ from datetime import datetime, timezone
 
 from clustering.config import DEFAULT_CONFIG
 from clustering.embed import HashingEmbedder
-from clustering.naming import SEPARATOR, Facets, IssueNamer
+from clustering.naming import SEPARATOR, Facets, IssueNamer, VersionShares
 from clustering.pipeline import IssuePipeline
 from clustering.records import FailingClaim
 
@@ -42,7 +42,7 @@ def test_placeholders_and_stop_words_never_become_keywords():
 def test_name_prefixes_the_dominant_verdict_and_appends_route_and_stage():
     namer = IssueNamer()
     members = [{"verdict": "contradicted", "route": "billing-faq", "stage": "claim_generation", "versions": {}}] * 4
-    facets = namer.facets(members, members)
+    facets = namer.facets(members, VersionShares.of(members))
     name = namer.name(("refund windows",), facets).name
     assert name == f"contradicted refund windows{SEPARATOR}billing-faq{SEPARATOR}claim_generation"
 
@@ -51,7 +51,7 @@ def test_mixed_facets_are_left_out_rather_than_guessed():
     namer = IssueNamer(facet_min_share=0.6)
     members = [{"verdict": v, "route": r, "stage": None, "versions": {}}
                for v, r in [("stale", "a"), ("unsupported", "b"), ("stale", "c"), ("overreach", "d")]]
-    facets = namer.facets(members, members)
+    facets = namer.facets(members, VersionShares.of(members))
     assert facets == Facets(verdict=None, route=None, stage=None, versions=())
     assert namer.name(("x",), facets).name == "x"
 
@@ -60,7 +60,7 @@ def test_a_version_the_issue_concentrates_on_is_named_one_everyone_shares_is_not
     namer = IssueNamer()
     inside = [{"verdict": "stale", "route": "r", "stage": "s", "versions": {"corpus": "c-2", "model": "m1"}}] * 5
     outside = [{"verdict": "stale", "route": "r", "stage": "s", "versions": {"corpus": "c-1", "model": "m1"}}] * 15
-    facets = namer.facets(inside, inside + outside)
+    facets = namer.facets(inside, VersionShares.of(inside + outside))
     assert facets.versions == (("corpus", "c-2"),)
     assert namer.name(("old policy",), facets).name.endswith("corpus=c-2")
 

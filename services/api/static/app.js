@@ -4,6 +4,7 @@
   "use strict";
   var TOKEN_KEY = "claimwatch.token";
   var BY_KEY = "claimwatch.by";
+  var FLASH_KEY = "claimwatch.flash";  // what the last action did, shown once after the reload
 
   function token() { return window.sessionStorage.getItem(TOKEN_KEY) || ""; }
 
@@ -70,8 +71,10 @@
           say("Refused (HTTP " + response.status + "): " + detailText(data.detail) + hint, true);
           return;
         }
-        say((form.getAttribute("data-ok") || "Done") + ". Reloading…");
-        window.setTimeout(function () { window.location.reload(); }, 600);
+        var done = form.getAttribute("data-ok") || "Done";
+        say(done + ". Reloading…");
+        window.sessionStorage.setItem(FLASH_KEY, done + ".");
+        window.location.reload();
       });
     }).catch(function (err) {
       buttons.forEach(function (b) { b.disabled = false; });
@@ -99,6 +102,11 @@
   }
 
   document.addEventListener("DOMContentLoaded", function () {
+    var flash = window.sessionStorage.getItem(FLASH_KEY);
+    if (flash) {
+      window.sessionStorage.removeItem(FLASH_KEY);
+      say(flash);
+    }
     setUpToken();
     var by = window.localStorage.getItem(BY_KEY) || "";
     document.querySelectorAll("[data-remember='by']").forEach(function (el) { if (!el.value) { el.value = by; } });
