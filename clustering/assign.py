@@ -83,7 +83,7 @@ class ApproximatePredictAssigner:
     """
 
     def __init__(self, run: ClusteringRun, cluster_issue_ids: Sequence[str], vectorizer: ClaimVectorizer):
-        if run.clusterer_ is None or run.clusterer_.model_ is None or run.reduced_ is None:
+        if run.reduced_ is None or run.clusterer_.model_ is None:
             raise ValueError("the run has no fitted HDBSCAN model (too few or identical claims); use OnlineAssigner")
         import hdbscan
 

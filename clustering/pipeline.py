@@ -6,6 +6,7 @@ so the result does not depend on arrival order.
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import time
 from collections import Counter
@@ -59,6 +60,8 @@ class IssuePipeline:
     def fit(self, claims: Sequence[FailingClaim], now: datetime) -> ClusteringRun:
         timings: dict[str, float] = {}
         notes: list[str] = []
+        # fresh fitted stages per run: an earlier run keeps its own UMAP and HDBSCAN models
+        self.reducer, self.clusterer = copy.copy(self.reducer), copy.copy(self.clusterer)
         ordered = _canonical(claims, notes)
         n = len(ordered)
 

@@ -69,7 +69,6 @@ class IssueJobs:
         run = pipeline.fit(claims, now)
         tracker = IssueTracker(self.config)
         records = tracker.match(self.issues.load(), run, now)
-        self.issues.save(records)
         issue_of = tracker.cluster_issue_ids_
         positions = map_positions(run)
         rows = []
@@ -81,6 +80,7 @@ class IssueJobs:
                 "observed_at": ch_time(claim.observed_at or now),
             })
         self.issues.save_members(rows)
+        self.issues.save(records)  # after the members: an issue is visible only with its members
         self.assigner = OnlineAssigner.from_issues(records, pipeline.vectorizer, self.config.name, self.min_similarity)
         summary = run.summary()
         log.info("re-clustered %d failing claims into %d issues (%d noise)", summary["claims"], summary["issues"],

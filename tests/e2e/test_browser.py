@@ -169,8 +169,14 @@ def test_overview_route_and_alerts_pages_and_an_ack_through_the_ui(worker, sessi
 
 @pytest.mark.timeout(240)
 def test_issue_pages_promote_a_trace_and_the_eval_page_approves_it(worker, session):
-    issues = worker.wait_for(lambda: worker.get("/api/issues"), 150, "clustering to name issues")
-    issue = max(issues, key=lambda i: i["count"])
+    def named_issue_with_exemplars():
+        for listed in worker.get("/api/issues", sort="count") or []:
+            detail = worker.get(f"/api/issues/{quote(listed['issue_id'], safe='')}")
+            if detail and any(e.get("trace_id") for e in detail["exemplars"]):
+                return detail
+        return None
+
+    issue = worker.wait_for(named_issue_with_exemplars, 150, "clustering to name an issue with exemplars")
     page = session.open("/issues", "issues")
     assert page.locator(f'a[href="/issues/{quote(issue["issue_id"], safe="")}"]').count() == 1
 

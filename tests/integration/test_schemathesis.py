@@ -1,9 +1,10 @@
 """Schemathesis against the live OpenAPI of the API, with a token and without one.
 
-The app runs over a real chDB store holding simulated traffic, an alert and named issues,
-so generated ids sometimes hit real rows. Every response must be documented (status,
-content type, body schema), no request may get a 5xx, and without a token every
-change must be refused. Bounded: a few examples per operation, a deadline per example.
+In process, the app runs over a real chDB store holding simulated traffic, an alert and
+named issues, so generated ids sometimes hit real rows; then once more over HTTP against
+a running worker (uvicorn inside the Faust worker's event loop). Every response must be
+documented (status, content type, body schema), no request may get a 5xx, and without a
+token every change must be refused. Bounded: a few examples per operation.
 """
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ from services.runtime import Services
 from services.settings import Settings
 from services.simulate import Scenario, generate
 from services.store.writer import EventWriter
+from streams.broker import create_topics
+from tests.support.processes import WorkerProcess
 
 START = datetime(2026, 11, 21, 8, 0, tzinfo=timezone.utc)
 TOKEN, TOKEN_HASH = new_token()
@@ -75,7 +78,7 @@ def api_schema(tmp_path_factory):
 BOUNDED = settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 
 
-def run_every_operation(schema, check_case) -> list[str]:
+def run_every_operation(schema, check_case, examples: settings = BOUNDED) -> list[str]:
     """Generated requests (valid and invalid) for every operation; returns the operations run.
 
     (schemathesis.pytest.from_fixture does not work with pytest 9, so the loop is explicit.)
@@ -85,7 +88,7 @@ def run_every_operation(schema, check_case) -> list[str]:
         operation = result.ok()
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
             @given(case=operation.as_strategy(generation_mode=mode))
-            @BOUNDED
+            @examples
             def one(case):
                 check_case(case)
 
@@ -118,3 +121,23 @@ def test_without_a_token_reads_work_and_every_change_is_refused(api_schema):
 
     run_every_operation(api_schema, check)
     assert refused.count(401) + refused.count(403) > len(refused) // 2
+
+
+@pytest.mark.timeout(180)
+def test_a_running_worker_answers_as_documented(broker, topic_prefix, tmp_path):
+    create_topics(broker.bootstrap, [f"{topic_prefix}.verdicts", f"{topic_prefix}.verdicts.dlq",
+                                     f"{topic_prefix}.alerts"], 2)
+    config = tmp_path / "claimwatch.toml"
+    config.write_text(f'[api]\ntoken_hashes = ["{TOKEN_HASH}"]\n')
+    with WorkerProcess(broker.bootstrap, f"chdb:{tmp_path / 'ch'}", topic_prefix, tmp_path / "worker.log",
+                       args=["--config", str(config)]) as worker:
+        live = schemathesis.openapi.from_url(worker.url + "/openapi.json")
+        statuses = []
+
+        def check(case):
+            # The default rate limit applies here, so a burst of changes also meets documented 429s.
+            response = case.call_and_validate(headers={"Authorization": f"Bearer {TOKEN}"}, checks=CHECKS)
+            statuses.append(response.status_code)
+
+        ran = run_every_operation(live, check, settings(BOUNDED, max_examples=5))
+        assert len(ran) >= 20 and 200 in statuses

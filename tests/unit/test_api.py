@@ -27,6 +27,7 @@ from services.rates.intervals import Interval
 from services.runtime import Services
 from services.settings import Settings
 from services.simulate import Scenario, generate
+from services.store.convert import ch_time
 from services.store.writer import DeadLetter, EventWriter
 
 START = datetime(2026, 11, 21, 8, 0, tzinfo=timezone.utc)
@@ -100,7 +101,7 @@ def write_issues(store, events) -> None:
                                  hourly_counts={"2026-11-21T08": len(keys)}, routes={members[0][0].route: len(keys)},
                                  centroid=centroid, exemplar_ids=tuple(keys[:3]))])
         issues.save_members([{"claim_key": k, "issue_id": issue_id, "probability": 0.9, "source": "batch",
-                              "config_name": "test@1", "x": float(n), "y": float(n % 3), "observed_at": e.observed_at.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.000")}
+                              "config_name": "test@1", "x": float(n), "y": float(n % 3), "observed_at": ch_time(e.observed_at)}
                              for n, (k, (e, _)) in enumerate(zip(keys, members))])
 
 
@@ -577,7 +578,7 @@ def test_eval_page_shows_the_queue_with_review_forms_and_the_figures(client):
     for item in proposed:
         assert f'data-path="/api/promotions/{item["item_id"]}/approve"' in html
         assert f'data-path="/api/promotions/{item["item_id"]}/reject"' in html
-    assert "faithfulness" in html and 'href="/api/promotions/export"' in html
+    assert "Faithfulness" in html and 'href="/api/promotions/export"' in html
     assert "<script>alert" not in html  # the hostile question is shown as text
 
 

@@ -94,3 +94,16 @@ def test_no_issues_means_no_assignment():
 def test_mismatched_ids_and_centroids_are_refused():
     with pytest.raises(ValueError, match="2 issue ids but 1 centroids"):
         OnlineAssigner(ClaimVectorizer(HashingEmbedder()), ["a", "b"], [[1.0, 0.0]])
+
+
+def test_approximate_predict_needs_a_fitted_model():
+    run = IssuePipeline.from_config(CONFIG, HashingEmbedder()).fit([FailingClaim("a", "one lonely claim")], NOW)
+    with pytest.raises(ValueError, match="use OnlineAssigner"):
+        ApproximatePredictAssigner(run, [], ClaimVectorizer(HashingEmbedder()))
+
+
+def test_each_run_keeps_its_own_fitted_model():
+    pipeline = IssuePipeline.from_config(CONFIG, HashingEmbedder())
+    first = pipeline.fit(families(), NOW)
+    pipeline.fit(families(offset=100, n=12)[:12], NOW)
+    assert first.clusterer_ is not pipeline.clusterer and first.clusterer_.n_clusters_ == len(first.clusters_)

@@ -7,8 +7,8 @@ from typing import Callable
 from fastapi import APIRouter, Depends, HTTPException, Query
 
 from services.alerts.service import AlertsService
-from services.api.models import (ERROR_RESPONSES, MAX_SILENCE, AckBody, AlertDetail, AlertView, SilenceBody,
-                                 SilenceListed, SilenceView)
+from services.api.models import ERROR_RESPONSES, MAX_SILENCE, AckBody, SilenceBody
+from services.api.responses import AlertDetail, AlertView, SilenceListed, SilenceView
 from services.api.security import AUTH_RESPONSES, MUTATION_RESPONSES, Gate
 
 

@@ -6,8 +6,8 @@ from typing import Literal
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import StreamingResponse
 
-from services.api.models import (ERROR_RESPONSES, AgreementView, EvalItemView, EvalReportView, GateResult,
-                                 ProposeBody, RejectBody, ReviewBody)
+from services.api.models import ERROR_RESPONSES, ProposeBody, RejectBody, ReviewBody
+from services.api.responses import AgreementView, EvalItemView, EvalReportView, GateResult
 from services.api.security import AUTH_RESPONSES, MUTATION_RESPONSES, Gate
 from services.errors import Conflict
 

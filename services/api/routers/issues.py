@@ -6,8 +6,8 @@ from typing import Literal
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import PlainTextResponse
 
-from services.api.models import (ERROR_RESPONSES, TEXT_ERROR_RESPONSES, IssueDetail, IssueMap, IssueMember,
-                                 IssueSummary, MergeBody, ResolveBody)
+from services.api.models import ERROR_RESPONSES, TEXT_ERROR_RESPONSES, MergeBody, ResolveBody
+from services.api.responses import IssueDetail, IssueMap, IssueMember, IssueSummary
 from services.api.security import AUTH_RESPONSES, MUTATION_RESPONSES, Gate
 
 RUNBOOK_TYPES = {"md": "text/markdown; charset=utf-8", "html": "text/html; charset=utf-8"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Query, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 
-from services.api.models import DlqReason, Health, Ready
+from services.api.responses import DlqReason, Health, Ready
 from services.api.security import AUTH_RESPONSES, Gate
 from services.rates.query import RateQueries, parse_window
 from services.rates.report import route_rates

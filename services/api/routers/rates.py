@@ -6,7 +6,8 @@ from typing import Callable
 from fastapi import APIRouter, Depends, HTTPException, Query
 from pydantic import AwareDatetime
 
-from services.api.models import ERROR_RESPONSES, RateEntry, RouteDetail, SliceEntry
+from services.api.models import ERROR_RESPONSES
+from services.api.responses import RateEntry, RouteDetail, SliceEntry
 from services.api.routeview import RouteHistory
 from services.api.security import AUTH_RESPONSES, Gate
 from services.errors import NotFound

@@ -1,0 +1,219 @@
+"""Response shapes for OpenAPI. They allow extra keys: the services may add fields, and OpenAPI
+still describes every field that is always there."""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Out(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class Share(Out):
+    rate: float | None
+    lo: float | None
+    hi: float | None
+    count: int
+    of: int
+
+
+class AbstentionPair(Out):
+    correct_abstention: Share
+    over_refusal: Share
+
+
+class RateEntry(Out):
+    route: str
+    events: int
+    claims: int = Field(description="non-trivial claims")
+    failed: int
+    rate: float | None = Field(description="failed / claims; null without claims")
+    verdicts: dict[str, int]
+    interval: list[float] | None = Field(description="95% interval [lo, hi], resampling answers")
+    unsafe_serve: Share
+    abstention: Share
+    abstention_pair: AbstentionPair
+
+
+class SliceEntry(RateEntry):
+    dim: str
+    value: str
+
+
+class AlertView(Out):
+    alert_id: str
+    route: str
+    kind: str
+    severity: str
+    labels: dict[str, str]
+    window: int | None
+    pending_since: str | None
+    starts_at: str | None
+    ends_at: str | None
+    acked_at: str | None
+    acked_by: str | None
+    ack_note: str | None
+    rate: float | None
+    rate_interval: list[float] | None
+    baseline: float | None
+    baseline_interval: list[float] | None
+    delta: float | None
+    claims: int
+    onset: str | None
+    driving_verdict: str | None
+    suspect_changes: list[dict]
+    state: Literal["pending", "firing", "resolved"]
+    acked: bool
+    silenced_by: list[str]
+
+
+class AlertDetail(AlertView):
+    transitions: list[dict]
+
+
+class SilenceView(Out):
+    silence_id: str
+    matchers: list[str]
+    starts_at: str
+    ends_at: str
+    created_by: str
+    comment: str
+
+
+class SilenceListed(SilenceView):
+    active: bool
+
+
+class DlqSample(Out):
+    reason: str
+    source: str = Field(description="topic/partition/offset")
+    size: int
+
+
+class DlqReason(Out):
+    reason: str = Field(description="the contract rule that was broken")
+    count: int
+    samples: list[DlqSample]
+
+
+class Health(Out):
+    status: Literal["ok"]
+
+
+class Ready(Out):
+    ready: bool
+    reason: str | None = None
+
+
+class SeriesPoint(Out):
+    minute: str = Field(description="start of the bucket, UTC ISO 8601")
+    events: int
+    claims: int
+    failed: int
+    rate: float | None
+    lo: float | None
+    hi: float | None
+
+
+class Baseline(Out):
+    rate: float | None
+    interval: list[float] | None
+    source: str = Field(description="where the baseline comes from: an alert id or the preceding window")
+
+
+class AlertSpan(Out):
+    alert_id: str
+    state: str
+    severity: str
+    start: str = Field(description="pending_since")
+    firing_at: str | None
+    end: str | None
+
+
+class VersionSeen(Out):
+    key: str = Field(description="versions key, e.g. model")
+    value: str
+    first_seen: str
+    last_seen: str
+    events: int
+
+
+class RouteDetail(Out):
+    route: str
+    start: str
+    end: str
+    step_minutes: int
+    totals: RateEntry
+    series: list[SeriesPoint]
+    baseline: Baseline | None
+    alerts: list[AlertSpan]
+    versions: list[VersionSeen]
+
+
+# -- issues and the eval set ----------------------------------------------------
+class IssueSummary(Out):
+    issue_id: str
+    name: str
+    state: str
+    count: int
+    first_seen: str | None
+    last_seen: str | None
+    routes: list[str] | dict[str, int]
+    keywords: list[str]
+    trend: list[int] = Field(description="claims per hour, last 24 hours, oldest first")
+
+
+class IssueDetail(IssueSummary):
+    exemplars: list[dict] = Field(description="typical members: claim text, question, trace_id, route, verdict")
+    history: list[dict]
+
+
+class IssueMember(Out):
+    claim_key: str = Field(description="event_id:claim_idx")
+    probability: float
+    trace_id: str
+    route: str
+    verdict: str
+    text: str
+
+
+class IssueMapPoint(Out):
+    x: float
+    y: float
+    issue_id: str
+    member: bool = Field(description="true for this issue's members, false for neighbouring issues")
+    text: str
+
+
+class IssueMap(Out):
+    points: list[IssueMapPoint]
+
+
+class EvalItemView(Out):
+    item_id: str
+    state: Literal["proposed", "approved", "rejected"]
+    query: str
+    origin_issue_id: str
+    origin_trace_id: str
+    origin_route: str
+    proposed_by: str
+    reviewed_by: str
+
+
+class EvalReportView(Out):
+    faithfulness: dict
+    slices: list[dict] = Field(description="worst first")
+    abstention: dict = Field(description="correct abstention and over-refusal, reported together")
+    items: int
+    agreement: dict | None
+
+
+class AgreementView(Out):
+    pairs: int = Field(description="claims with both a verifier and a human label")
+
+
+class GateResult(Out):
+    passed: bool
+    failures: list
