@@ -8,7 +8,7 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        self.events = Counter("claimwatch_events_total", "Valid verdict events stored", ["route"], registry=r)
+        self.events = Counter("claimwatch_events_total", "Valid verdict events received (redeliveries included; see claimwatch_duplicate_events_total)", ["route"], registry=r)
         self.duplicates = Counter("claimwatch_duplicate_events_total", "Redelivered events counted once", registry=r)
         self.claims = Counter("claimwatch_claims_total", "Claims stored", ["route", "verdict"], registry=r)
         self.dlq = Counter("claimwatch_dlq_total", "Invalid messages sent to the dead-letter topic", ["reason"], registry=r)

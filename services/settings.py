@@ -67,6 +67,10 @@ class ApiSettings(Section):
     url: str = "http://127.0.0.1:8080"
     token_hashes: list[str] = Field(default_factory=list, description="sha256 hex of accepted bearer tokens")
     protect_reads: bool = False
+    mutations_per_minute: float = Field(60.0, gt=0, description="rate limit per client on mutating endpoints")
+    mutation_burst: int = Field(20, ge=1)
+    max_body_bytes: int = Field(65536, ge=1024)
+    cors_origins: list[str] = Field(default_factory=list, description="CORS is off unless origins are listed")
 
 
 class Settings(Section):

@@ -13,6 +13,7 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Awaitable, Callable
 
 import faust
@@ -49,12 +50,15 @@ def kafka_urls(bootstrap: str) -> list[str]:
 
 def create_app(parts: WorkerParts) -> faust.App:
     s = parts.settings
+    datadir = Path("var/faust") / s.topic_prefix  # Faust's own scratch files, out of the working tree
+    datadir.mkdir(parents=True, exist_ok=True)
     app = faust.App(
         f"{s.topic_prefix}-worker",
         broker=kafka_urls(s.kafka or ""),
         autodiscover=False,
         web_enabled=False,
         store="memory://",
+        datadir=str(datadir),
         topic_partitions=s.partitions,
         topic_allow_declare=True,
         consumer_auto_offset_reset="earliest",

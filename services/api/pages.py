@@ -10,6 +10,7 @@ import re
 from datetime import timedelta
 from pathlib import Path
 from typing import Callable
+from urllib.parse import quote
 
 import jinja2
 from fastapi import APIRouter, FastAPI, Form, Query, Request
@@ -91,7 +92,7 @@ def router(services, gate: Gate, alerts, now: Callable, issues=None, evalset=Non
 
     def page(request: Request, name: str, **context) -> Response:
         if not gate.signed_in(request):
-            return RedirectResponse(f"/signin?next={request.url.path}", status_code=303)
+            return RedirectResponse(f"/signin?next={quote(request.url.path)}", status_code=303)
         return render(name, page=name.removesuffix(".html"), signed_in=True,
                       protect_reads=gate.policy.protect_reads, tokens_configured=gate.tokens.configured, **context)
 

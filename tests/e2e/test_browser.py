@@ -165,6 +165,7 @@ def test_overview_route_and_alerts_pages_and_an_ack_through_the_ui(worker, sessi
     session.shot("alerts-acked")
     acked = worker.get(f"/api/alerts/{firing['alert_id']}")
     assert (acked["acked"], acked["acked_by"], acked["ack_note"]) == (True, "oncall", "rolling back")
+    assert session.errors == [], session.errors
 
 
 @pytest.mark.timeout(240)
@@ -196,6 +197,7 @@ def test_issue_pages_promote_a_trace_and_the_eval_page_approves_it(worker, sessi
     session.act(f'form[data-path="/api/promotions/{item}/approve"]', {"by": "reviewer"}, "Approve", "Approved.")
     assert worker.get(f"/api/promotions/{item}")["state"] == "approved"
     assert item in page.locator("#items").inner_text()
+    assert session.errors == [], session.errors
 
 
 def test_pages_fit_a_terminal_sized_window(worker, session):
@@ -204,5 +206,6 @@ def test_pages_fit_a_terminal_sized_window(worker, session):
         for path, name in (("/", "overview-80col"), ("/alerts", "alerts-80col"), ("/routes/billing-faq", None)):
             page = session.open(path, name)
             assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), path
+        assert session.errors == [], session.errors
     finally:
         session.page.set_viewport_size({"width": 1280, "height": 900})

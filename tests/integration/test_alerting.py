@@ -6,6 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import httpx
 
+from services.api.auth import new_token
 from services.produce import raw_producer
 from services.simulate import Regression, Scenario, generate
 from streams.broker import create_topics
@@ -51,14 +52,15 @@ def test_regression_fires_in_alertmanager_then_resolves_and_silence_holds(broker
     create_topics(broker.bootstrap, [topic, f"{topic_prefix}.verdicts.dlq", f"{topic_prefix}.alerts"], 2)
     config = tmp_path / "claimwatch.toml"
     config.write_text(CONFIG)
+    token, digest = new_token()
     with Alertmanager(tmp_path / "am") as am:
-        env = {"CLAIMWATCH_NOTIFY__ALERTMANAGER_URL": am.url}
+        env = {"CLAIMWATCH_NOTIFY__ALERTMANAGER_URL": am.url, "CLAIMWATCH_API__TOKEN_HASHES": f'["{digest}"]'}
         with WorkerProcess(broker.bootstrap, f"chdb:{tmp_path / 'ch'}", topic_prefix, tmp_path / "worker.log",
                            env=env, args=["--config", str(config)]) as worker:
             # Silence hr-policy before anything happens there.
             silence = httpx.post(worker.url + "/api/silences", json={
                 "matchers": ["route=hr-policy"], "by": "oncall", "comment": "prompt rollout under review",
-                "duration": "4h"}, timeout=10)
+                "duration": "4h"}, headers={"Authorization": f"Bearer {token}"}, timeout=10)
             assert silence.status_code == 201, silence.text
 
             send(broker.bootstrap, topic, calm + bad)
