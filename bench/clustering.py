@@ -39,7 +39,7 @@ from clustering.embed import CachedEmbedder, MemoryEmbeddingCache, SentenceTrans
 from clustering.normalize import normalize  # noqa: E402
 from clustering.pipeline import IssuePipeline  # noqa: E402
 from clustering.records import FailingClaim  # noqa: E402
-from clustering.reduce import UmapReducer  # noqa: E402
+from clustering.reduce import warm_up_umap  # noqa: E402
 from clustering.track import IssueTracker  # noqa: E402
 from clustering.vectorize import ClaimVectorizer  # noqa: E402
 
@@ -59,19 +59,6 @@ def claims_of(rows: list[dict]) -> list[FailingClaim]:
 def scores(truth: list[str], labels) -> tuple[float, float]:
     labels = [str(x) for x in labels]  # noise (-1 or None) is one cluster of its own
     return normalized_mutual_info_score(truth, labels), adjusted_rand_score(truth, labels)
-
-
-def warm_up() -> float:
-    """numba compiles UMAP's kernels on first use: a once-per-process cost, shown apart.
-
-    Two sizes, because UMAP takes exact neighbours below 4,096 points and NN-descent above,
-    and each path compiles on its first call. The worker pays this once, at its first run.
-    """
-    started = time.perf_counter()
-    rng = np.random.default_rng(0)
-    for n in (200, 5000):
-        UmapReducer(min_points=10).fit_transform(rng.normal(size=(n, 384)).astype(np.float32))
-    return time.perf_counter() - started
 
 
 def bench_split(split: str, rows: list[dict], embedder, args) -> dict:
@@ -206,8 +193,11 @@ def main() -> None:
         sys.exit(f"{args.data} not found; pass --data PATH/clinc150.jsonl")
     uncached = SentenceTransformerEmbedder(DEFAULT_CONFIG.model, backend=args.backend)
     embedder = CachedEmbedder(uncached, MemoryEmbeddingCache())
-    print(f"config {DEFAULT_CONFIG.name} ({DEFAULT_CONFIG.fingerprint}), model {uncached.model_id}, "
-          f"numba warm-up {warm_up():.1f}s (once per process, not in the figures below)")
+    started = time.perf_counter()
+    uncached.embed(["load the model before timing"])
+    loaded = time.perf_counter() - started
+    print(f"config {DEFAULT_CONFIG.name} ({DEFAULT_CONFIG.fingerprint}), model {uncached.model_id}: load {loaded:.1f}s, "
+          f"numba warm-up {warm_up_umap():.1f}s (once per process, not in the figures below)")
     results = [bench_split(split, load(args.data, split), embedder, args) for split in args.splits.split(",") if split]
     if len(results) > 1:
         print("\nsplit   NMI    ARI    noise  issues  KMeans-NMI KMeans-ARI")

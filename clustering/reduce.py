@@ -60,3 +60,19 @@ class UmapReducer:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             return np.asarray(self.umap_.transform(vectors), dtype=np.float32)
+
+
+def warm_up_umap(dimension: int = 384) -> float:
+    """Compile UMAP's numba kernels ahead of the first real run; returns the seconds spent.
+
+    UMAP takes exact neighbours below 4,096 points and NN-descent above, and each path
+    compiles on first use (tens of seconds on 2 cores). A worker can call this at start-up,
+    off the critical path, so its first timed re-clustering does not pay for it.
+    """
+    import time
+
+    started = time.perf_counter()
+    rng = np.random.default_rng(0)
+    for n in (200, 5000):
+        UmapReducer(min_points=10).fit_transform(rng.normal(size=(n, dimension)).astype(np.float32))
+    return time.perf_counter() - started

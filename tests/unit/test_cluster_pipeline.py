@@ -186,3 +186,18 @@ def test_other_model_or_fields_make_a_new_named_configuration():
         DEFAULT_CONFIG.with_overrides("clustering@2026-11-21", min_samples=9)
     with pytest.raises(KeyError, match="unknown clustering configuration"):
         get_config("clustering@1999-01-01")
+
+
+def test_rich_progress_shows_each_stage_with_its_time():
+    import io
+
+    from rich.console import Console
+
+    from clustering.progress import RichStageProgress
+
+    out = io.StringIO()
+    with RichStageProgress(Console(file=out, width=120, force_terminal=False)) as progress:
+        fit(refund_and_parcel(), progress=progress)
+    text = out.getvalue()
+    assert all(stage in text for stage in STAGES)
+    assert set(progress.timings) <= set(STAGES) and "cluster" in progress.timings
