@@ -576,12 +576,14 @@ def issues() -> None:
 @click.option("--state", type=click.Choice(["new", "ongoing", "regressed", "resolved"]), default=None)
 @click.option("--route", default=None)
 @click.option("--sort", type=click.Choice(["last_seen", "first_seen", "count", "name"]), default="count", show_default=True)
+@click.option("--limit", default=50, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @service_options
-def issues_list(settings: Settings, state: str | None, route: str | None, sort: str, as_json: bool) -> None:
+def issues_list(settings: Settings, state: str | None, route: str | None, sort: str, limit: int, as_json: bool) -> None:
     """Issues, largest first by default."""
-    params = {k: v for k, v in {"state": state, "route": route, "sort": sort}.items() if v}
-    data = reach(settings, "/api/issues", params, lambda store: _issues_local(store).list(state=state, route=route, sort=sort))
+    params = {k: v for k, v in {"state": state, "route": route, "sort": sort, "limit": limit}.items() if v}
+    data = reach(settings, "/api/issues", params,
+                 lambda store: _issues_local(store).list(state=state, route=route, sort=sort, limit=limit))
     if as_json:
         print_json(data)
         return

@@ -116,9 +116,9 @@ def caught_up(api: str) -> bool:
 
 def show_issues(api: str, env: dict, console: Console, stack: subprocess.Popen) -> None:
     """Named issues and the top issue's runbook, once clustering has run."""
-    issues = _wait("named issues", lambda: _get(api + "/api/issues"), 300, console, stack)
-    console.rule("Issues (claimwatch issues list)")
-    _cli("issues", "list", env=env)
+    issues = _wait("named issues", lambda: _get(api + "/api/issues", sort="count"), 300, console, stack)
+    console.rule("Largest issues (claimwatch issues list --limit 10)")
+    _cli("issues", "list", "--limit", "10", env=env)
     top = issues[0]["issue_id"]
     console.rule(f"Runbook of the top issue (claimwatch runbook {top})")
     _cli("runbook", top, env=env)
