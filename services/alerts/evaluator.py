@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 CHECKPOINT = "alert-evaluator"
 MINUTE = timedelta(minutes=1)
 SUSPECT_LOOKBACK = timedelta(hours=2)
+ACTIVE_WITHIN = timedelta(minutes=15)  # a route silent for longer no longer holds the watermark back
 
 
 def parse_minute(text: str) -> datetime:
@@ -60,6 +61,17 @@ class AlertEvaluator:
             by_minute[parse_minute(row["minute"])][row["route"]] = Counts.from_row(row)
         return by_minute
 
+    def slowest_active_minute(self) -> datetime | None:
+        """The watermark waits for the slowest route still sending: each route has its own partition,
+        so a lagging partition must not have its minutes evaluated before its events land."""
+        newest = self.rates.latest_minute()
+        if newest is None:
+            return None
+        rows = self.rates.store.query(
+            "SELECT route, max(minute) AS m FROM rate_minute WHERE dim = '' AND minute >= {since:DateTime} GROUP BY route",
+            {"since": (newest - ACTIVE_WITHIN).strftime("%Y-%m-%d %H:%M:%S")})
+        return min((parse_minute(r["m"]) for r in rows), default=newest)
+
     def restore(self) -> None:
         """Rebuild detector state up to the checkpoint without emitting anything."""
         self._restored = True
@@ -76,7 +88,7 @@ class AlertEvaluator:
         """Evaluate every complete minute up to the watermark; returns new transitions, oldest first."""
         if not self._restored:
             self.restore()
-        latest = self.rates.latest_minute()
+        latest = self.slowest_active_minute()
         if latest is None:
             return []
         end = min(latest - self.watermark, now.replace(second=0, microsecond=0))

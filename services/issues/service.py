@@ -8,7 +8,7 @@ from pathlib import Path
 from clustering.issue import RESOLVED, IssueRecord
 from runbooks import RunbookRenderer
 from services.alerts.store import AlertStore
-from services.errors import Conflict, NotFound
+from services.errors import Conflict
 from services.issues.runbook_context import build_context
 from services.issues.store import IssueStore
 from services.rates.query import RateQueries

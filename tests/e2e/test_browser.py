@@ -15,10 +15,9 @@ import pytest
 from playwright.sync_api import sync_playwright
 
 from services.api.auth import new_token
-from services.produce import raw_producer
 from services.simulate import Regression, Scenario, generate
 from streams.broker import create_topics
-from tests.support.processes import LIVE, WorkerProcess
+from tests.support.processes import LIVE, WorkerProcess, send_all
 
 TOKEN, TOKEN_HASH = new_token()
 CONFIG = f"""
@@ -49,14 +48,6 @@ def traffic(now: datetime, route_index: int, regressed: bool):
     return [*generate(calm, start, 70, seed=31), *generate(bad, start + timedelta(minutes=70), 30, seed=32)]
 
 
-def send(bootstrap: str, topic: str, sims) -> None:
-    producer = raw_producer(bootstrap)
-    for sim in sims:
-        producer.send(topic, key=sim.key, value=sim.raw)
-    producer.flush()
-    producer.close()
-
-
 @pytest.fixture(scope="module")
 def worker(broker, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("e2e")
@@ -71,10 +62,10 @@ def worker(broker, tmp_path_factory):
         # reaper in tests/conftest.py must leave it alone.
         LIVE.discard(w)
         now = datetime.now(timezone.utc).replace(second=0, microsecond=0)
-        send(broker.bootstrap, topic, traffic(now, 0, regressed=True))  # billing-faq
+        send_all(broker.bootstrap, topic, traffic(now, 0, regressed=True))  # billing-faq
         w.wait_for(lambda: [a for a in w.get("/api/alerts", route="billing-faq") or [] if a["state"] == "firing"],
                    90, "billing-faq to fire")
-        send(broker.bootstrap, topic, traffic(now, 2, regressed=False))  # hr-policy, calm, for the overview
+        send_all(broker.bootstrap, topic, traffic(now, 2, regressed=False))  # hr-policy, calm, for the overview
         w.wait_for(lambda: len(w.get("/api/rates", window="all") or []) == 2, 60, "hr-policy to be stored")
         yield w
 

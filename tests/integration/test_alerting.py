@@ -7,11 +7,10 @@ from datetime import datetime, timedelta, timezone
 import httpx
 
 from services.api.auth import new_token
-from services.produce import raw_producer
 from services.simulate import Regression, Scenario, generate
 from streams.broker import create_topics
 from tests.support.peers import Alertmanager
-from tests.support.processes import WorkerProcess
+from tests.support.processes import WorkerProcess, send_all
 
 CONFIG = """
 [drift]
@@ -31,14 +30,6 @@ def scenario(regressed: bool) -> Scenario:
     regressions = (Regression("billing-faq", 0, {"model": "gen-2026-11"}, 0.07),
                    Regression("hr-policy", 0, {"prompt": "hr-v4"}, 0.07)) if regressed else ()
     return Scenario(routes=(billing, hr), regressions=regressions, bad_fraction=0.0, duplicate_fraction=0.0)
-
-
-def send(bootstrap: str, topic: str, sims) -> None:
-    producer = raw_producer(bootstrap)
-    for sim in sims:
-        producer.send(topic, key=sim.key, value=sim.raw)
-    producer.flush()
-    producer.close()
 
 
 def test_regression_fires_in_alertmanager_then_resolves_and_silence_holds(broker, topic_prefix, tmp_path):
@@ -63,7 +54,7 @@ def test_regression_fires_in_alertmanager_then_resolves_and_silence_holds(broker
                 "duration": "4h"}, headers={"Authorization": f"Bearer {token}"}, timeout=10)
             assert silence.status_code == 201, silence.text
 
-            send(broker.bootstrap, topic, calm + bad)
+            send_all(broker.bootstrap, topic, calm + bad)
             firing = worker.wait_for(lambda: [a for a in am.alerts() if a["labels"]["route"] == "billing-faq"], 240,
                                      "billing-faq alert in Alertmanager")[0]
             assert firing["labels"]["kind"] == "hallucination_rate_rise"
@@ -78,8 +69,10 @@ def test_regression_fires_in_alertmanager_then_resolves_and_silence_holds(broker
             assert len(ours) == 1 and ours[0]["state"] == "firing"
             assert ours[0]["suspect_changes"][0]["key"] == "model"
             assert ours[0]["suspect_changes"][0]["value"] == "gen-2026-11"
+            # The CUSUM's onset is where its statistic last left zero: noise can move it some minutes early.
             onset = datetime.fromisoformat(ours[0]["onset"])
-            assert abs(onset - (start + timedelta(minutes=120))) <= timedelta(minutes=10)
+            assert abs(onset - (start + timedelta(minutes=120))) <= timedelta(minutes=20)
+            assert onset <= datetime.fromisoformat(ours[0]["starts_at"])
 
             # hr-policy regressed too: claimwatch has the alert, silenced, and Alertmanager never saw it.
             hr = worker.wait_for(lambda: [a for a in worker.get("/api/alerts", route="hr-policy")
@@ -88,7 +81,7 @@ def test_regression_fires_in_alertmanager_then_resolves_and_silence_holds(broker
             assert all(a["labels"]["route"] != "hr-policy" for a in am.alerts())
 
             # Recovery: the rate falls back, the alert resolves, and Alertmanager drops it.
-            send(broker.bootstrap, topic, recovered)
+            send_all(broker.bootstrap, topic, recovered)
             worker.wait_for(lambda: not [a for a in am.alerts() if a["labels"]["route"] == "billing-faq"], 240,
                             "billing-faq alert resolved in Alertmanager")
             resolved = worker.get("/api/alerts", route="billing-faq")

@@ -16,10 +16,9 @@ import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from services.produce import raw_producer
 from services.simulate import Scenario, expected_counts, generate
 from streams.broker import create_topics
-from tests.support.processes import WorkerProcess
+from tests.support.processes import WorkerProcess, send_all
 
 START = datetime(2026, 11, 21, 8, 0, tzinfo=timezone.utc)
 
@@ -84,11 +83,7 @@ def test_exactly_once_through_kill_restart_and_redelivery(broker, topic_prefix, 
 
     topic = f"{topic_prefix}.verdicts"
     create_topics(broker.bootstrap, [topic, f"{topic_prefix}.verdicts.dlq", f"{topic_prefix}.alerts"], 4)
-    producer = raw_producer(broker.bootstrap)
-    for sim in sims:
-        producer.send(topic, key=sim.key, value=sim.raw)
-    producer.flush()
-    producer.close()
+    send_all(broker.bootstrap, topic, sims)
 
     store = f"chdb:{tmp_path / 'ch'}"
     worker = WorkerProcess(broker.bootstrap, store, topic_prefix, tmp_path / "worker.log",

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from services.produce import raw_producer
 from services.simulate import Scenario, expected_counts, generate
 from streams.broker import create_topics
 from tests.support.clickhouse_standin import ClickHouseStandin
-from tests.support.processes import WorkerProcess
+from tests.support.processes import WorkerProcess, send_all
 
 
 def test_two_workers_share_partitions_and_count_exactly(broker, topic_prefix, tmp_path):
@@ -24,11 +23,7 @@ def test_two_workers_share_partitions_and_count_exactly(broker, topic_prefix, tm
         try:
             # Both members must hold partitions before traffic starts, or one would do all the work.
             workers[0].wait_for(lambda: all(assigned(w) for w in workers), 120, "both workers assigned")
-            producer = raw_producer(broker.bootstrap)
-            for sim in sims:
-                producer.send(topic, key=sim.key, value=sim.raw)
-            producer.flush()
-            producer.close()
+            send_all(broker.bootstrap, topic, sims)
             total = (expected.valid_events, expected.bad_total)
             workers[0].wait_for(lambda: totals(workers[0]) == total, 240, f"{total} stored")
             rates = workers[1].get("/api/rates", window="all")  # either worker reads the shared store

@@ -14,6 +14,17 @@ import httpx
 from streams.broker import free_port
 
 
+def send_all(bootstrap: str, topic: str, sims) -> None:
+    """Produce simulated messages (SimEvent.raw, keyed by route) and wait until they are acknowledged."""
+    from services.produce import raw_producer
+
+    producer = raw_producer(bootstrap)
+    for sim in sims:
+        producer.send(topic, key=sim.key, value=sim.raw)
+    producer.flush()
+    producer.close()
+
+
 LIVE: set["WorkerProcess"] = set()  # reaped after every test by tests/conftest.py, even when it fails
 
 
