@@ -8,7 +8,10 @@ re-derived keep their deterministic ids, so nothing is alerted twice.
 """
 from __future__ import annotations
 
+import base64
+import json
 import logging
+import pickle
 from collections import defaultdict
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
@@ -22,7 +25,7 @@ from services.rates.intervals import Counts
 from services.rates.query import RateQueries
 
 log = logging.getLogger(__name__)
-CHECKPOINT = "alert-evaluator"
+CHECKPOINT = "alert-evaluator/v2"  # v2: the detectors themselves, not only the minute
 MINUTE = timedelta(minutes=1)
 SUSPECT_LOOKBACK = timedelta(hours=2)
 ACTIVE_WITHIN = timedelta(minutes=15)  # a route silent for longer no longer holds the watermark back
@@ -73,16 +76,20 @@ class AlertEvaluator:
         return min((parse_minute(r["m"]) for r in rows), default=newest)
 
     def restore(self) -> None:
-        """Rebuild detector state up to the checkpoint without emitting anything."""
+        """Resume exactly where the last evaluation stopped: its detectors are in the checkpoint.
+
+        Replaying history instead would not reproduce live state (live evaluation saw minutes as
+        they landed), and a detector that disagrees with a stored open alert would close it and
+        open a duplicate."""
         self._restored = True
         saved = self.alerts.checkpoint(CHECKPOINT) if self.use_checkpoint else None
         if saved is None:
             return
-        self.last_minute = parse_minute(saved)
-        horizon = timedelta(minutes=self.detector_config.baseline_minutes + self.detector_config.block_minutes)
-        self._run(self.last_minute - horizon, self.last_minute, emit=False)
+        state = json.loads(saved)
+        self.last_minute = parse_minute(state["minute"])
+        self.detectors = pickle.loads(base64.b64decode(state["detectors"]))  # our own store's bytes
         self.open = {a.route: a for a in self.alerts.open_alerts() if a.kind == DRIFT_KIND}
-        log.info("evaluator resumed at %s with %d open alerts", saved, len(self.open))
+        log.info("evaluator resumed at %s with %d open alerts", state["minute"], len(self.open))
 
     def evaluate(self, now: datetime) -> list[Alert]:
         """Evaluate every complete minute up to the watermark; returns new transitions, oldest first."""
@@ -104,7 +111,9 @@ class AlertEvaluator:
             self.alerts.save(alert)
         self.last_minute = end
         if self.use_checkpoint:
-            self.alerts.set_checkpoint(CHECKPOINT, end.strftime("%Y-%m-%d %H:%M:%S"))
+            self.alerts.set_checkpoint(CHECKPOINT, json.dumps({
+                "minute": end.strftime("%Y-%m-%d %H:%M:%S"),
+                "detectors": base64.b64encode(pickle.dumps(self.detectors)).decode()}))
         return transitions
 
     def _run(self, start: datetime, end: datetime, emit: bool) -> list[Alert]:

@@ -105,3 +105,34 @@ def test_repair_restores_views_after_a_torn_insert(store):
     assert repair(store, datetime.now(timezone.utc) - timedelta(minutes=5)) == type(report)(0, 0)  # idempotent
     dims = store.query("SELECT dim, sum(events) AS e FROM rate_minute GROUP BY dim ORDER BY dim")
     assert all(r["e"] == 4 for r in dims)
+
+
+def test_alert_evaluator_resumes_from_its_checkpoint_without_duplicates(store):
+    """A restarted evaluator continues the same detectors: no second alert for the same episode."""
+    from datetime import datetime, timedelta, timezone
+
+    from services.alerts.evaluator import evaluator_for
+    from services.alerts.store import AlertStore
+    from services.rates.query import RateQueries
+    from services.settings import load_settings
+    from services.simulate import Regression, Scenario, generate
+
+    demo = Scenario.demo()
+    scenario = Scenario(routes=demo.routes[:1], bad_fraction=0.0,
+                        regressions=(Regression("billing-faq", 200, {"model": "gen-2026-11"}, 0.07),))
+    start = datetime(2026, 11, 20, 8, 0, tzinfo=timezone.utc)
+    decoder = Decoder()
+    sims = [decoder.decode(s.raw) for s in generate(scenario, start, 260, seed=4)]
+    writer = EventWriter(store)
+    settings = load_settings(None, {"CLAIMWATCH_DRIFT__WATERMARK_SECONDS": "0"}, {"drift": {"detector": {"min_baseline_claims": 8000}}})
+    cut = start + timedelta(minutes=215)  # after onset, before the end: "kill" the evaluator here
+    writer.write([e for e in sims if e.observed_at < cut])
+    first = evaluator_for(settings, RateQueries(store), AlertStore(store))
+    first.evaluate(cut + timedelta(minutes=5))
+    assert first.open, "the regression should have opened an alert before the cut"
+    writer.write([e for e in sims if e.observed_at >= cut])
+    resumed = evaluator_for(settings, RateQueries(store), AlertStore(store))  # a fresh process
+    resumed.evaluate(start + timedelta(days=1))
+    alerts = AlertStore(store).list("billing-faq")
+    assert len(alerts) == 1 and alerts[0].alert_id == next(iter(first.open.values())).alert_id
+    assert alerts[0].recorded_state == "firing"
