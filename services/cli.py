@@ -51,6 +51,26 @@ def service_options(fn: Callable) -> Callable:
     return wrapper
 
 
+def on_store(settings: Settings, local: Callable[[Any], Any]) -> Any:
+    """Run `local(store)` on the store files directly (no service answers)."""
+    from services.store.backends import StoreError, open_store
+    from services.store.migrate import migrate
+
+    try:
+        store = open_store(settings.clickhouse)
+    except StoreError as exc:
+        raise Abort(f"no claimwatch API answers at {settings.api.url}, and {exc}") from None
+    try:
+        migrate(store)
+        return local(store)
+    except LookupError as exc:
+        raise Abort(str(exc).strip('"')) from None
+    except ValueError as exc:
+        raise Abort(str(exc)) from None
+    finally:
+        store.close()
+
+
 def reach(settings: Settings, path: str, params: dict, local: Callable[[Any], Any],
           method: str = "GET", body: dict | None = None) -> Any:
     """Ask the running service; if none answers, open the store files directly."""
@@ -60,22 +80,7 @@ def reach(settings: Settings, path: str, params: dict, local: Callable[[Any], An
         response = httpx.request(method, settings.api.url.rstrip("/") + path, params=params, json=body,
                                  headers=headers, timeout=30)
     except httpx.TransportError:
-        from services.store.backends import StoreError, open_store
-        from services.store.migrate import migrate
-
-        try:
-            store = open_store(settings.clickhouse)
-        except StoreError as exc:
-            raise Abort(f"no claimwatch API answers at {settings.api.url}, and {exc}") from None
-        try:
-            migrate(store)
-            return local(store)
-        except LookupError as exc:
-            raise Abort(str(exc).strip('"')) from None
-        except ValueError as exc:
-            raise Abort(str(exc)) from None
-        finally:
-            store.close()
+        return on_store(settings, local)
     if response.status_code >= 400:
         try:
             detail = response.json().get("detail", response.text)
@@ -739,7 +744,7 @@ def evalset_export(settings: Settings, out: Path, by: str) -> None:
             raise Abort(f"cannot write {out}: {exc.strerror}; choose a writable path") from None
         count = response.content.count(b"\n")
     except httpx.TransportError:
-        count = reach(settings, "/nowhere", {}, lambda store: _eval_local(store, settings).export(out, by))
+        count = on_store(settings, lambda store: _eval_local(store, settings).export(out, by))
     console.print(f"exported {count} approved items to {out}")
 
 
