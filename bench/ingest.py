@@ -1,6 +1,7 @@
 """Ingest throughput: raw aiokafka consumption vs the full path (Faust -> validate -> ClickHouse).
 
-Both read the same topic in one run. The full path is a real `claimwatch worker`
+All three read the same topic in one run: (a) raw aiokafka, (c) a Faust agent that only
+takes and acks batches (the framework's ceiling), (b) the full path. The full path is a real `claimwatch worker`
 process with its own chDB directory; its throughput is measured from the first
 stored event to the last, so worker start-up and group join are not counted.
 
@@ -11,7 +12,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
+import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -69,6 +72,16 @@ async def raw_consume(bootstrap: str, topic: str, expected: int) -> float:
     return elapsed
 
 
+def faust_ceiling(bootstrap: str, topic: str, expected: int, batch: int) -> float:
+    script = Path(__file__).with_name("faust_ceiling.py")
+    out = subprocess.run([sys.executable, str(script), bootstrap, topic, str(expected), str(batch)],
+                         capture_output=True, text=True, timeout=1800)
+    found = re.search(r"events_per_second ([0-9.]+)", out.stdout)  # Faust may prefix terminal escapes
+    if found:
+        return float(found[1])
+    raise SystemExit(f"faust ceiling run failed (exit {out.returncode}):\n{out.stderr[-2000:]}")
+
+
 def full_path(bootstrap: str, prefix: str, expected: int, workdir: Path, batch: int) -> tuple[float, int]:
     worker = WorkerProcess(bootstrap, f"chdb:{workdir / 'ch'}", prefix, workdir / "worker.log",
                            env={"CLAIMWATCH_INGEST__BATCH_SIZE": str(batch), "CLAIMWATCH_CLUSTERING__IN_WORKER": "false"})
@@ -85,7 +98,7 @@ def full_path(bootstrap: str, prefix: str, expected: int, workdir: Path, batch: 
                 return now - first_seen, stored - first_count
             if now - started > 1800:
                 raise SystemExit(f"full path stalled at {stored}/{expected} events; see {workdir / 'worker.log'}")
-            time.sleep(0.2)
+            time.sleep(0.5)
 
 
 def main() -> None:
@@ -112,6 +125,9 @@ def main() -> None:
         print(f"  produced in {time.perf_counter() - t:.1f}s")
 
         raw_s = asyncio.run(raw_consume(broker.bootstrap, topic, args.events))
+        print("  raw aiokafka done; Faust ceiling ...", flush=True)
+        ceiling_events = faust_ceiling(broker.bootstrap, topic, args.events, args.batch_size)
+        print("  Faust ceiling done; full path ...", flush=True)
         full_s, measured = full_path(broker.bootstrap, prefix, args.events, workdir, args.batch_size)
 
     claims = args.claims
@@ -119,8 +135,10 @@ def main() -> None:
     full_rate = measured * claims / full_s
     print()
     print(f"(a) raw aiokafka consume + JSON parse : {raw_rate:>10,.0f} claims/s  ({args.events / raw_s:,.0f} events/s)")
+    print(f"(c) Faust take+ack, no work (ceiling)  : {ceiling_events * claims:>10,.0f} claims/s  ({ceiling_events:,.0f} events/s)")
     print(f"(b) full path Faust+validate+ClickHouse: {full_rate:>10,.0f} claims/s  ({measured / full_s:,.0f} events/s)")
-    print(f"ratio full/raw: {full_rate / raw_rate:.3f}   target: >= 50,000 claims/s on the full path")
+    print(f"ratio full/raw: {full_rate / raw_rate:.3f}   full/Faust ceiling: {full_rate / (ceiling_events * claims):.2f}"
+          f"   target: >= 50,000 claims/s on the full path")
     shutil.rmtree(workdir, ignore_errors=True)
 
 

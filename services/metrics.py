@@ -1,6 +1,8 @@
 """Prometheus metrics, on a registry of their own (no global state for tests to reset)."""
 from __future__ import annotations
 
+import collections
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 
@@ -31,12 +33,19 @@ class Metrics:
                                        ["target"], registry=r)
 
     def observe_batch(self, events, dead, duplicates: int) -> None:
+        per_route, per_verdict, per_rule = collections.Counter(), collections.Counter(), collections.Counter()  # one inc per label set, not per claim
         for event in events:
-            self.events.labels(event.route).inc()
+            per_route[event.route] += 1
             for claim in event.claims:
-                self.claims.labels(event.route, claim.verdict).inc()
+                per_verdict[event.route, claim.verdict] += 1
         for d in dead:
-            self.dlq.labels(d.rejection.rule).inc()
+            per_rule[d.rejection.rule] += 1
+        for route, n in per_route.items():
+            self.events.labels(route).inc(n)
+        for labels, n in per_verdict.items():
+            self.claims.labels(*labels).inc(n)
+        for rule, n in per_rule.items():
+            self.dlq.labels(rule).inc(n)
         if duplicates:
             self.duplicates.inc(duplicates)
 

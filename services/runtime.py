@@ -7,6 +7,7 @@ sharing one store. With a ClickHouse server, several workers can run side by sid
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 
 import orjson
@@ -85,6 +86,15 @@ def _api_task(services: Services):
     return serve_api
 
 
+def tune_gc() -> None:
+    """Ingest allocates tens of objects per event; CPython's default gen-0 threshold (700)
+    then runs collections thousands of times a second over every live object, which cost
+    ~7x in decoding. Freeze what start-up built and collect far less often."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 100)
+
+
 def run_worker(settings: Settings, *, serve_api: bool, on_ready=None) -> None:
     """Run the Faust worker (and the API) in the foreground until SIGINT/SIGTERM."""
     import faust
@@ -112,6 +122,7 @@ def run_worker(settings: Settings, *, serve_api: bool, on_ready=None) -> None:
             register_clustering(app, services)
         if on_ready:
             on_ready(services)
+        tune_gc()
         worker = faust.Worker(app, loglevel=logging.getLogger().getEffectiveLevel(), quiet=True, redirect_stdouts=False)
         try:
             worker.execute_from_commandline()

@@ -25,6 +25,8 @@ class Section(BaseModel):
 class IngestSettings(Section):
     batch_size: int = Field(2000, ge=1, le=100_000)
     batch_seconds: float = Field(0.5, gt=0, le=60)
+    # Batches in flight: one being collected while earlier ones decode and write. Bounds memory.
+    pipeline_depth: int = Field(2, ge=1, le=8)
     max_event_bytes: int = Field(1 << 20, ge=1024)
     retry_initial_seconds: float = Field(0.2, gt=0)
     retry_max_seconds: float = Field(10.0, gt=0)

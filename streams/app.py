@@ -1,16 +1,21 @@
 """Faust wiring: topics, the ingest agent and leader-only timers. Logic lives elsewhere.
 
 Delivery: the agent takes batches without acking (``noack_take``), writes them to the
-store (retrying with backoff while the store is down, which is also the backpressure:
-no new batch is taken meanwhile), sends invalid messages to the DLQ topic, and only
-then acks. Faust commits acked offsets, so a crash redelivers unacked messages and
-the idempotent writer counts each event once.
+store (retrying with backoff while the store is down), sends invalid messages to the DLQ
+topic, and only then acks. Faust commits acked offsets (gap-aware, so batches may finish
+out of order), so a crash redelivers unacked messages and the idempotent writer counts
+each event once.
+
+Pipelining: while one batch is written (chDB releases the GIL), the next is decoded on
+its own thread and the one after is collected. At most ``ingest.pipeline_depth`` batches
+are in flight; a store outage therefore stops consumption instead of growing memory.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,9 +44,10 @@ class WorkerParts:
     ingestor: Ingestor
     metrics: Metrics
     health: Health
-    executor: ThreadPoolExecutor
+    executor: ThreadPoolExecutor  # the store's thread: every chDB call goes through it
     leader_timers: list[tuple[float, Timer]] = field(default_factory=list)
     tasks: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    decode_pool: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="decode"))
 
 
 def kafka_urls(bootstrap: str) -> list[str]:
@@ -67,7 +73,7 @@ def create_app(parts: WorkerParts) -> faust.App:
         broker_session_timeout=10.0,
         broker_heartbeat_interval=1.0,
         broker_rebalance_timeout=10.0,
-        stream_buffer_maxsize=max(4096, s.ingest.batch_size * 2),
+        stream_buffer_maxsize=max(4096, s.ingest.batch_size * (s.ingest.pipeline_depth + 1)),
         producer_acks=-1,
         producer_max_request_size=max(4 << 20, 2 * s.ingest.max_event_bytes),
         logging_config=None,
@@ -82,10 +88,11 @@ def create_app(parts: WorkerParts) -> faust.App:
     async def write_until_durable(messages: list[RawMessage]) -> BatchOutcome:
         loop = asyncio.get_running_loop()
         backoff = loop_state["backoff"]
+        events, dead = await loop.run_in_executor(parts.decode_pool, parts.ingestor.split, messages)
         while True:
             started = time.perf_counter()
             try:
-                outcome = await loop.run_in_executor(parts.executor, parts.ingestor.process, messages)
+                outcome = await loop.run_in_executor(parts.executor, parts.ingestor.write, messages, events, dead)
             except StoreError as exc:
                 parts.health.mark_failed(str(exc)[:500])
                 parts.metrics.store_failures.inc()
@@ -127,22 +134,35 @@ def create_app(parts: WorkerParts) -> faust.App:
                     log.warning("DLQ send failed (%r); retrying in %.1fs", exc, delay)
                     await asyncio.sleep(delay)
 
+    async def finish(stream, batch) -> None:
+        messages = [
+            RawMessage(e.message.topic, e.message.partition, e.message.offset, e.message.value, e.message.key)
+            for e in batch
+        ]
+        took = time.perf_counter()
+        outcome = await write_until_durable(messages)
+        log.debug("batch of %d written in %.3fs", len(messages), time.perf_counter() - took)
+        await send_dead_letters(outcome)
+        await asyncio.get_running_loop().run_in_executor(  # per-claim tallies: off the event loop
+            parts.decode_pool, parts.metrics.observe_batch, outcome.events, outcome.dead, outcome.result.duplicates)
+        for event in batch:
+            await stream.ack(event)
+        for m in messages:
+            processed[(m.topic, m.partition)] = max(m.offset, processed.get((m.topic, m.partition), -1))
+
     @app.agent(verdicts)
     async def ingest(stream):
-        async for batch in stream.noack_take(s.ingest.batch_size, within=s.ingest.batch_seconds):
-            messages = [
-                RawMessage(e.message.topic, e.message.partition, e.message.offset, e.message.value, e.message.key)
-                for e in batch
-            ]
-            took = time.perf_counter()
-            outcome = await write_until_durable(messages)
-            log.debug("batch of %d written in %.3fs", len(messages), time.perf_counter() - took)
-            await send_dead_letters(outcome)
-            parts.metrics.observe_batch(outcome.events, outcome.dead, outcome.result.duplicates)
-            for event in batch:
-                await stream.ack(event)
-            for m in messages:
-                processed[(m.topic, m.partition)] = max(m.offset, processed.get((m.topic, m.partition), -1))
+        inflight: deque[asyncio.Future] = deque()
+        try:
+            async for batch in stream.noack_take(s.ingest.batch_size, within=s.ingest.batch_seconds):
+                inflight.append(asyncio.ensure_future(finish(stream, batch)))
+                while len(inflight) >= s.ingest.pipeline_depth:
+                    await inflight.popleft()  # an error here stops the agent, as before: nothing is acked
+                while inflight and inflight[0].done():
+                    await inflight.popleft()
+        finally:
+            for task in inflight:  # unacked: redelivered after a restart
+                task.cancel()
 
     for interval, timer in parts.leader_timers:
         app.timer(interval, on_leader=True)(timer)

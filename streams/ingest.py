@@ -87,7 +87,11 @@ class Ingestor:
 
     def process(self, messages: Sequence[RawMessage]) -> BatchOutcome:
         """Decode and write once. StoreError propagates: the caller retries and does not ack."""
-        events, dead = self.split(messages)
+        return self.write(messages, *self.split(messages))
+
+    def write(self, messages: Sequence[RawMessage], events: list[VerdictEvent], dead: list[DeadLetter]) -> BatchOutcome:
+        """Write what ``split`` decoded; safe to call again after a StoreError."""
+        dead = list(dead)  # a retry must not see dead letters a failed attempt added
         try:
             return BatchOutcome(events, dead, self.writer.write(events, dead))
         except StoreError:

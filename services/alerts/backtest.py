@@ -1,28 +1,47 @@
 """`claimwatch backtest`: the live rate and detector code over a JSONL file, in event time.
 
-Events go through the same decoder, writer and ClickHouse aggregates (an embedded
-store in a temporary directory); the evaluator then walks every minute with a
-simulated clock and the transitions are written one JSON line each.
+Every line goes through the live decoder (the contract model); valid events land in an
+embedded store in a temporary directory, where the live ``rate_minute`` materialized
+view computes the minute buckets; the live evaluator then walks every minute with a
+simulated clock, and each alert transition is written as one JSON line.
+
+What makes a million events take a minute or two instead of twelve:
+- CPython's collector is tuned for the run (``bulk_allocation``): decoding allocates
+  millions of objects that live until their chunk is written, and the default
+  thresholds rescan them over and over (decoding ran 2.3x slower);
+- only the columns the rate view reads are inserted (``rate_row``) and the per-claim
+  view is dropped from the private store, because the evaluator never reads raw
+  claims; ``tests/unit/test_backtest.py`` checks the buckets equal the live writer's;
+- duplicates are dropped with an in-memory set (the store starts empty, so this is the
+  writer's "already stored" check without a query per chunk);
+- inserts go in large chunks on a background thread, so ClickHouse (which releases the
+  GIL) parses one chunk while Python decodes the next.
 """
 from __future__ import annotations
 
+import gc
 import shutil
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
+from typing import Callable, Iterator
 
 import orjson
 
 from services.alerts.evaluator import MINUTE, evaluator_for, parse_minute
 from services.alerts.store import AlertStore
 from services.contract.decode import Decoder, Rejection
+from services.contract.model import VerdictEvent
 from services.rates.query import RateQueries
-from services.store.backends import ChdbStore
+from services.store.backends import ChdbStore, Store
+from services.store.convert import ch_time
 from services.store.migrate import migrate
-from services.store.writer import EventWriter
+from services.store.writer import INSERT_SETTINGS
 
-CHUNK = 5000
+CHUNK = 50_000  # lines per insert: few, large inserts keep ClickHouse's per-insert cost negligible
+UNUSED_VIEWS = ("claims_mv",)  # per-claim rows: the evaluator reads minute buckets only
 
 
 @dataclass(frozen=True)
@@ -31,37 +50,118 @@ class BacktestSummary:
     rejected: int
     transitions: int
     minutes: int
+    duplicates: int = 0
 
 
-def _chunks(path: Path, size: int):
-    chunk = []
-    with open(path, "rb") as f:
+@contextmanager
+def bulk_allocation(threshold: int = 50_000):
+    """Raise the GC's first-generation threshold (and freeze what already exists) for a run that
+    allocates millions of long-lived objects; restores the previous settings afterwards."""
+    previous = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(threshold, 20, 100)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*previous)
+        gc.unfreeze()
+
+
+def read_chunks(path: Path, size: int = CHUNK) -> Iterator[list[bytes]]:
+    """Non-blank lines, without their line ends, ``size`` at a time."""
+    chunk: list[bytes] = []
+    with open(path, "rb", buffering=1 << 22) as f:
         for line in f:
             line = line.rstrip(b"\n")
             if line.strip():
                 chunk.append(line)
-            if len(chunk) >= size:
-                yield chunk
-                chunk = []
+                if len(chunk) >= size:
+                    yield chunk
+                    chunk = []
     if chunk:
         yield chunk
 
 
-def run_backtest(events_path: Path, alerts_out: Path, settings, progress=None) -> BacktestSummary:
+def rate_row(event: VerdictEvent) -> dict:
+    """The ``events`` columns that the ``rate_minute`` view reads (same values as ``event_to_row``);
+    every other column keeps its default, since a backtest never reads text."""
+    answerable = event.query.answerable
+    return {
+        "event_id": event.event_id,
+        "observed_at": ch_time(event.observed_at),
+        "route": event.route,
+        "query_type": event.query.query_type or "",
+        "stakes": event.query.stakes or "",
+        "answerable": -1 if answerable is None else int(answerable),
+        "action": event.answer.action or "",
+        "versions": event.versions,
+        "verdicts": [c.verdict for c in event.claims],
+    }
+
+
+class BucketLoader:
+    """Decodes lines with the live decoder and fills ``rate_minute`` through the live view.
+    Counts what it stored, refused and skipped as a duplicate (first delivery wins, as in
+    ``EventWriter``)."""
+
+    def __init__(self, store: Store, decoder: Decoder):
+        self.store = store
+        self.decoder = decoder
+        self.seen: set[str] = set()
+        self.stored = self.rejected = self.duplicates = 0
+
+    def rows(self, lines: list[bytes]) -> list[dict]:
+        rows = []
+        for line in lines:
+            event = self.decoder.decode(line)
+            if isinstance(event, Rejection):
+                self.rejected += 1
+            elif event.event_id in self.seen:
+                self.duplicates += 1
+            else:
+                self.seen.add(event.event_id)
+                rows.append(rate_row(event))
+        self.stored += len(rows)
+        return rows
+
+    def insert(self, rows: list[dict]) -> None:
+        if rows:
+            self.store.insert("events", rows, INSERT_SETTINGS)
+
+    def load(self, chunks: Iterator[list[bytes]], progress: Callable[[int], None] | None = None) -> None:
+        with ThreadPoolExecutor(1, thread_name_prefix="backtest-insert") as pool:
+            pending = None
+            for lines in chunks:
+                rows = self.rows(lines)
+                if pending is not None:
+                    pending.result()  # at most one chunk in flight: bounded memory, errors surface here
+                pending = pool.submit(self.insert, rows)
+                if progress:
+                    progress(len(lines))
+            if pending is not None:
+                pending.result()
+
+
+def private_store(workdir: Path) -> ChdbStore:
+    store = ChdbStore(workdir / "clickhouse")
+    migrate(store)
+    for view in UNUSED_VIEWS:
+        store.command(f"DROP VIEW IF EXISTS {view}")
+    return store
+
+
+def run_backtest(events_path: Path, alerts_out: Path, settings, progress: Callable[[int], None] | None = None,
+                 chunk: int = CHUNK) -> BacktestSummary:
+    """Replay ``events_path`` and write one JSON line per alert transition to ``alerts_out``.
+    ``progress(n)`` is called with the number of lines read since its last call."""
     settings = settings.model_copy(update={"drift": settings.drift.model_copy(update={"watermark_seconds": 0})})
     workdir = Path(tempfile.mkdtemp(prefix="claimwatch-backtest-"))
-    store = ChdbStore(workdir / "clickhouse")
+    store = private_store(workdir)
     try:
-        migrate(store)
-        writer, decoder = EventWriter(store), Decoder(settings.ingest.max_event_bytes)
-        stored = rejected = 0
-        for chunk in _chunks(events_path, CHUNK):
-            decoded = [decoder.decode(line) for line in chunk]
-            events = [d for d in decoded if not isinstance(d, Rejection)]
-            rejected += len(decoded) - len(events)
-            stored += writer.write(events).inserted
-            if progress:
-                progress(len(chunk))
+        loader = BucketLoader(store, Decoder(settings.ingest.max_event_bytes))
+        with bulk_allocation():
+            loader.load(read_chunks(events_path, chunk), progress)
+        loader.seen.clear()
         rates = RateQueries(store)
         latest = rates.latest_minute()
         transitions = []
@@ -70,14 +170,14 @@ def run_backtest(events_path: Path, alerts_out: Path, settings, progress=None) -
             evaluator = evaluator_for(settings, rates, AlertStore(store), checkpoint=False)
             first = store.query("SELECT min(minute) AS m FROM rate_minute WHERE dim = ''")[0]["m"]
             evaluator.last_minute = parse_minute(first) - MINUTE  # evaluate from the very first minute
-            minutes = int((latest - evaluator.last_minute) / timedelta(minutes=1))
+            minutes = int((latest - evaluator.last_minute) / MINUTE)
             transitions = evaluator.evaluate(latest + MINUTE)
         tmp = alerts_out.with_name(alerts_out.name + ".tmp")
         with open(tmp, "wb") as out:
             for alert in transitions:
                 out.write(orjson.dumps({"alert_id": alert.alert_id, **alert.transition_record()}) + b"\n")
         tmp.replace(alerts_out)
-        return BacktestSummary(stored, rejected, len(transitions), minutes)
+        return BacktestSummary(loader.stored, loader.rejected, len(transitions), minutes, loader.duplicates)
     finally:
         store.close()
         shutil.rmtree(workdir, ignore_errors=True)

@@ -1,0 +1,47 @@
+"""The Faust ceiling: an agent that takes batches the way the ingest agent does and acks
+them, doing no other work. Run by bench/ingest.py as a subprocess (a Faust worker owns
+its process); prints one line, ``events_per_second <float>``, and exits.
+
+    python bench/faust_ceiling.py BOOTSTRAP TOPIC EVENTS BATCH
+"""
+from __future__ import annotations
+
+import gc
+import os
+import sys
+import tempfile
+import time
+
+import faust
+
+
+def main(bootstrap: str, topic_name: str, expected: int, batch_size: int) -> None:
+    app = faust.App(f"ceiling-{os.getpid()}", broker=f"kafka://{bootstrap}", autodiscover=False, web_enabled=False,
+                    store="memory://", datadir=tempfile.mkdtemp(prefix="cw-faust-ceiling-"),
+                    consumer_auto_offset_reset="earliest", stream_buffer_maxsize=max(4096, batch_size * 3),
+                    logging_config=None)
+    topic = app.topic(topic_name, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw")
+    state = {"seen": 0, "first": None}
+
+    @app.agent(topic)
+    async def drain(stream):
+        async for batch in stream.noack_take(batch_size, within=0.5):
+            now = time.perf_counter()
+            if state["first"] is None:
+                state["first"], state["skipped"] = now, len(batch)  # group join is not counted
+            for event in batch:
+                await stream.ack(event)
+            state["seen"] += len(batch)
+            if state["seen"] >= expected:
+                rate = (state["seen"] - state["skipped"]) / (now - state["first"])
+                print(f"events_per_second {rate:.1f}", flush=True)
+                os._exit(0)
+
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 100)  # as the worker does (services/runtime.py)
+    faust.Worker(app, loglevel="warning", quiet=True, redirect_stdouts=False).execute_from_commandline()
+
+
+if __name__ == "__main__":
+    sys.argv, args = sys.argv[:1], sys.argv[1:]  # Faust's Worker parses argv itself
+    main(args[0], args[1], int(args[2]), int(args[3]))
