@@ -60,7 +60,7 @@ def produce(bootstrap: str, topic: str, rate: float, seconds: float, sent, seed:
     from kafka import KafkaProducer
 
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=5, batch_size=1 << 20,
-                             max_request_size=4 << 20, buffer_memory=256 << 20)
+                             max_request_size=4 << 20)
     pool = templates(1000, seed)
     started, n = time.monotonic(), 0
     while (elapsed := time.monotonic() - started) < seconds:
@@ -143,6 +143,8 @@ def main() -> None:
                 console.print(f"t={sample['t']:>6.0f}s produced {sample['produced']:>10,} stored {sample['stored']:>10,} "
                               f"({sample['stored_per_s']:>6,}/s) lag {sample['lag']:>9,} rss {sample['rss_mib']:>5,} MiB "
                               f"eval p95 {sample['eval_p95_s']}")
+                if producer.exitcode:
+                    raise SystemExit(f"the producer process failed (exit {producer.exitcode}); see its traceback above")
                 if not producer.is_alive() and sample["lag"] <= 0:
                     break
                 if now > drive_seconds + args.drain_minutes * 60:
@@ -160,7 +162,7 @@ def main() -> None:
         "offered_events_per_s": args.rate, "achieved_produce_events_per_s": round(produced / drive_seconds),
         "sustained_events_per_s": round(samples[-1]["stored"] / samples[-1]["t"]),
         "drive_phase_events_per_s": round(drive[-1]["stored"] / drive[-1]["t"]) if drive else None,
-        "max_lag": max(s["lag"] for s in samples), "recovered_after_s": samples[-1]["t"] - drive_seconds,
+        "max_lag": max(s["lag"] for s in samples), "recovered_after_s": max(0.0, samples[-1]["t"] - drive_seconds),
         "lag_recovered": samples[-1]["lag"] <= 0, "peak_rss_mib": round(peak),
         "evaluations": int(eval_count), "eval_mean_s": round(eval_mean, 3),
         "eval_p95_s": histogram_quantile(metrics, "claimwatch_evaluation_seconds", 0.95),

@@ -323,6 +323,12 @@ class Redactor:
             text = masker.mask(text)
         return text
 
+    def redact_raw(self, raw: bytes) -> bytes:
+        """An invalid message as the store may keep it: masked as text, or nothing in drop mode."""
+        if not self.fields:
+            return raw
+        return self.redact_text(raw.decode("utf-8", "replace")).encode("utf-8")
+
     def redact(self, event: VerdictEvent) -> VerdictEvent:
         if not self.fields:
             return event

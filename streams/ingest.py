@@ -14,7 +14,7 @@ from services.contract.decode import Decoder, Rejection, reject
 from services.contract.model import VerdictEvent
 from services.privacy import RedactionSettings, Redactor
 from services.store.backends import StoreError
-from services.store.writer import DeadLetter, EventWriter, WriteResult
+from services.store.writer import SAMPLE_BYTES, DeadLetter, EventWriter, WriteResult
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,8 @@ class Ingestor:
         for m in messages:
             decoded = self.decoder.decode(m.value)
             if isinstance(decoded, Rejection):
-                dead.append(DeadLetter(m.topic, m.partition, m.offset, m.value or b"", decoded))
+                raw = m.value or b""
+                dead.append(DeadLetter(m.topic, m.partition, m.offset, raw, decoded, self.redactor.redact_raw(raw[:SAMPLE_BYTES])))
             else:
                 events.append(self.redactor.redact(decoded))
         return events, dead
@@ -115,7 +116,8 @@ class Ingestor:
             except Exception as exc:
                 rejection = reject("unprocessable", "$", f"valid event could not be stored: {type(exc).__name__}: {exc}",
                                    event_id=decoded.event_id, route=decoded.route)
-                dead.append(DeadLetter(m.topic, m.partition, m.offset, m.value or b"", rejection))
+                raw = m.value or b""
+                dead.append(DeadLetter(m.topic, m.partition, m.offset, raw, rejection, self.redactor.redact_raw(raw[:SAMPLE_BYTES])))
                 continue
             good.append(decoded)
             inserted += result.inserted

@@ -39,14 +39,16 @@ class DeadLetter:
     offset: int
     raw: bytes
     rejection: Rejection
+    sample: bytes | None = None  # what the store keeps of ``raw``; redacted when privacy is on
 
     def to_row(self) -> dict:
         r = self.rejection
+        sample = self.raw[:SAMPLE_BYTES] if self.sample is None else self.sample[:SAMPLE_BYTES]
         return {
             "topic": self.topic, "partition": self.partition, "offset": self.offset,
             "rule": r.rule, "reason": r.reason, "problems": orjson.dumps(r.to_dict()["problems"]).decode(),
             "event_id": r.event_id or "", "route": r.route or "", "size": len(self.raw),
-            "sample": base64.b64encode(self.raw[:SAMPLE_BYTES]).decode(),
+            "sample": base64.b64encode(sample).decode(),
         }
 
 

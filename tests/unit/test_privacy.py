@@ -1,4 +1,5 @@
 """Redaction before storage: pattern tables, drop-mode hashes, untouched counts, and the real chDB path."""
+import base64
 import hashlib
 import hmac
 from pathlib import Path
@@ -309,3 +310,21 @@ def check_stored(store, r, events, mode):
         assert stored["query_text"] == stored["answer_text"] == "" and set(stored["claim_texts"]) == {""}
         hashes = orjson.loads(stored["attributes"][HASHES_ATTRIBUTE])
         assert hashes["query"] == r.text_hash(events[0].query.text)
+
+
+@pytest.mark.parametrize("mode", ["mask", "drop"])
+def test_dead_letter_samples_are_redacted_before_storage(tmp_path, mode):
+    from streams.ingest import Ingestor, RawMessage
+
+    bad = b'{"schema": "claimwatch.verdict/v1", "query": {"text": "I am ana@example.com"}, "claims": "nope"'
+    store = ChdbStore(tmp_path / "ch")
+    migrate(store)
+    try:
+        r = redactor(mode=mode, hash_salt=SALT)
+        outcome = Ingestor(EventWriter(store), Decoder(), r).process([RawMessage("t", 0, 5, bad)])
+        assert outcome.dead[0].raw == bad  # the Kafka DLQ topic still gets the original bytes for replay
+        sample = base64.b64decode(store.query("SELECT sample FROM dlq")[0]["sample"])
+        assert b"ana@example.com" not in sample
+        assert sample == (b"" if mode == "drop" else bad.replace(b"ana@example.com", b"[EMAIL]"))
+    finally:
+        store.close()
