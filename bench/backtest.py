@@ -122,8 +122,9 @@ def main(argv=None) -> int:
         table.add_column(col)
     table.add_row("lines (valid / invalid / duplicate)",
                   f"{lines:,} ({summary.events:,} / {summary.rejected:,} / {summary.duplicates:,})")
-    table.add_row("elapsed", f"{elapsed:.1f} s  (target <= {TARGET_SECONDS} s for 1M events: "
-                  + ("[green]met[/green]" if elapsed * 1e6 / lines <= TARGET_SECONDS else "[red]not met[/red]") + ")")
+    per_million = elapsed * 1e6 / lines
+    table.add_row("elapsed", f"{elapsed:.1f} s = {per_million:.0f} s per million lines (target <= {TARGET_SECONDS} s: "
+                  + ("[green]met[/green]" if per_million <= TARGET_SECONDS else "[red]not met[/red]") + ")")
     table.add_row("throughput", f"{lines / elapsed:,.0f} lines/s, {summary.events / elapsed:,.0f} stored events/s")
     table.add_row("ratio to raw read + parse", f"{raw_seconds / elapsed:.2f}")
     table.add_row("minutes evaluated", f"{summary.minutes:,}")

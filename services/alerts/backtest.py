@@ -5,7 +5,7 @@ embedded store in a temporary directory, where the live ``rate_minute`` material
 view computes the minute buckets; the live evaluator then walks every minute with a
 simulated clock, and each alert transition is written as one JSON line.
 
-What makes a million events take a minute or two instead of twelve:
+What makes a million events take one to two minutes instead of ten (bench/backtest.py):
 - CPython's collector is tuned for the run (``bulk_allocation``): decoding allocates
   millions of objects that live until their chunk is written, and the default
   thresholds rescan them over and over (decoding ran 2.3x slower);

@@ -129,5 +129,6 @@ def backtest(events: Path, alerts_out: Path, config_file: str | None) -> None:
                   console=console, transient=True) as progress:
         task = progress.add_task("events", total=None)
         summary = run_backtest(events, alerts_out, settings, progress=lambda n: progress.advance(task, n))
-    console.print(f"{summary.events:,} events ({summary.rejected:,} invalid skipped), {summary.minutes:,} minutes evaluated, "
+    console.print(f"{summary.events:,} events ({summary.rejected:,} invalid and {summary.duplicates:,} duplicates skipped), "
+                  f"{summary.minutes:,} minutes evaluated, "
                   f"{summary.transitions} alert transitions -> {alerts_out}  [{size / 1e6:.0f} MB]")
