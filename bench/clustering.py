@@ -1,4 +1,5 @@
-"""Issue-clustering benchmark on CLINC150: quality, stage times, online assignment, scale.
+"""Issue-clustering benchmark on CLINC150 and the demo's simulated failure families: quality,
+stage times, online assignment, scale.
 
 Each query of a split is the question (and, as no claim text exists, the claim) of one
 failing trace. The pipeline is not told the number of intents. Printed per split:
@@ -11,9 +12,16 @@ the same process on the same embeddings, KMeans given the true number of intents
     python bench/clustering.py --splits test,val,train      # generalisation check
     python bench/clustering.py --assign                     # online assignment: accuracy and latency
     python bench/clustering.py --scale 100000               # re-clustering 100k cached claims: time, peak RSS
+    python bench/clustering.py --splits "" --demo 300       # the demo's simulated failure families -> issues
+    python bench/clustering.py --config clustering@2026-11-21  # an earlier named configuration
 
-The defaults were chosen on the val split and then checked on test and train.
-2 shared CPU cores: wall-clock figures vary with what else runs.
+``--demo`` clusters the failing claims of the demo's simulated traffic once and prints, per
+failure family, how many issues its claims landed in and the share in the largest one.
+
+The first configuration was chosen on the val split and checked on test and train;
+clustering@2026-11-21b (cluster merging, a neighbourhood that grows with the input, the
+claim weighted over the question) was checked on all three splits and on --demo with
+several seeds. 2 shared CPU cores: wall-clock figures vary with what else runs.
 """
 from __future__ import annotations
 
@@ -34,7 +42,7 @@ from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from clustering.assign import ApproximatePredictAssigner, OnlineAssigner  # noqa: E402
 from clustering.cluster import NOISE  # noqa: E402
-from clustering.config import DEFAULT_CONFIG  # noqa: E402
+from clustering.config import CONFIGS, DEFAULT_CONFIG, ClusteringConfig, get_config  # noqa: E402
 from clustering.embed import CachedEmbedder, MemoryEmbeddingCache, SentenceTransformerEmbedder, text_key  # noqa: E402
 from clustering.normalize import normalize  # noqa: E402
 from clustering.pipeline import IssuePipeline  # noqa: E402
@@ -42,6 +50,10 @@ from clustering.records import FailingClaim  # noqa: E402
 from clustering.reduce import warm_up_umap  # noqa: E402
 from clustering.track import IssueTracker  # noqa: E402
 from clustering.vectorize import ClaimVectorizer  # noqa: E402
+from services.contract.decode import validate_event  # noqa: E402
+from services.demo import CORPUS_CHANGE_AT, HISTORY_MINUTES, REGRESSION_AT  # noqa: E402
+from services.simulate import Scenario, generate  # noqa: E402
+from services.simulate.coverage import failing_claim_families, family_coverage, format_coverage  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "clinc150.jsonl"
 NOW = datetime(2026, 11, 21, 12, tzinfo=timezone.utc)
@@ -61,9 +73,9 @@ def scores(truth: list[str], labels) -> tuple[float, float]:
     return normalized_mutual_info_score(truth, labels), adjusted_rand_score(truth, labels)
 
 
-def bench_split(split: str, rows: list[dict], embedder, args) -> dict:
+def bench_split(split: str, rows: list[dict], embedder, args, config: ClusteringConfig) -> dict:
     claims = claims_of(rows)
-    run = IssuePipeline.from_config(DEFAULT_CONFIG, embedder).fit(claims, NOW)
+    run = IssuePipeline.from_config(config, embedder).fit(claims, NOW)
     by_id = {r["id"]: r for r in rows}
     ids = run.ids
     intent = [by_id[i]["intent"] for i in ids]
@@ -93,14 +105,14 @@ def bench_split(split: str, rows: list[dict], embedder, args) -> dict:
     return result
 
 
-def bench_assign(rows: list[dict], embedder, uncached) -> None:
+def bench_assign(rows: list[dict], embedder, uncached, config: ClusteringConfig) -> None:
     """Fit on 90% of the split, assign the held-out 10% online, compare with the batch run over all."""
     held = {r["id"] for r in rows if int(hashlib.sha256(r["id"].encode()).hexdigest(), 16) % 10 == 0}
     fit_rows = [r for r in rows if r["id"] not in held]
     test_rows = [r for r in rows if r["id"] in held]
-    full = IssuePipeline.from_config(DEFAULT_CONFIG, embedder).fit(claims_of(rows), NOW)
-    part = IssuePipeline.from_config(DEFAULT_CONFIG, embedder).fit(claims_of(fit_rows), NOW)
-    tracker = IssueTracker(DEFAULT_CONFIG)
+    full = IssuePipeline.from_config(config, embedder).fit(claims_of(rows), NOW)
+    part = IssuePipeline.from_config(config, embedder).fit(claims_of(fit_rows), NOW)
+    tracker = IssueTracker(config)
     tracker.match([], part, NOW)
     ids = tracker.cluster_issue_ids_
     full_label = dict(zip(full.ids, full.labels_.tolist()))
@@ -108,10 +120,10 @@ def bench_assign(rows: list[dict], embedder, uncached) -> None:
     to_full = {ids[c.index]: Counter(full_label[m] for m in c.member_ids).most_common(1)[0][0] for c in part.clusters_}
     intent_of = {r["id"]: r["intent"] for r in rows}
     majority = {ids[c.index]: Counter(intent_of[m] for m in c.member_ids).most_common(1)[0][0] for c in part.clusters_}
-    vectorizer = ClaimVectorizer(embedder, DEFAULT_CONFIG.fields)
-    cold = ClaimVectorizer(uncached, DEFAULT_CONFIG.fields)
+    vectorizer = ClaimVectorizer(embedder, config.fields)
+    cold = ClaimVectorizer(uncached, config.fields)
     assigners = {
-        "nearest centroid": OnlineAssigner.from_run(part, ids, vectorizer, DEFAULT_CONFIG.attach_min_similarity),
+        "nearest centroid": OnlineAssigner.from_run(part, ids, vectorizer, config.attach_min_similarity),
         "approximate_predict": ApproximatePredictAssigner(part, ids, vectorizer),
     }
     print(f"\n== online assignment: fit on {len(fit_rows)}, assign {len(test_rows)} held-out claims ==")
@@ -130,7 +142,7 @@ def bench_assign(rows: list[dict], embedder, uncached) -> None:
         p50, p95 = np.percentile(latencies, [50, 95]) * 1000
         print(f"{name:<20} agrees with batch {agree / len(claims):.1%}   right intent {correct / len(claims):.1%}   "
               f"unassigned {none / len(claims):.1%}   latency p50 {p50:.2f} ms  p95 {p95:.2f} ms (embedded claim)")
-    cold_assigner = OnlineAssigner.from_run(part, ids, cold, DEFAULT_CONFIG.attach_min_similarity)
+    cold_assigner = OnlineAssigner.from_run(part, ids, cold, config.attach_min_similarity)
     cold_assigner.assign(claims[0])  # model load
     latencies = []
     for claim in claims[:200]:
@@ -142,9 +154,9 @@ def bench_assign(rows: list[dict], embedder, uncached) -> None:
     print(f"nearest centroid incl. embedding one uncached claim: p50 {p50:.1f} ms  p95 {p95:.1f} ms")
 
 
-def bench_scale(n: int, rows: list[dict], embedder) -> None:
+def bench_scale(n: int, rows: list[dict], embedder, config: ClusteringConfig) -> None:
     """n claims whose embeddings are cached: synthetic variants of the split's queries near their source."""
-    base = IssuePipeline.from_config(DEFAULT_CONFIG, embedder).vectorizer.vectorize(claims_of(rows))
+    base = IssuePipeline.from_config(config, embedder).vectorizer.vectorize(claims_of(rows))
     rng = np.random.default_rng(0)
     cache = MemoryEmbeddingCache()
     cached = CachedEmbedder(embedder.embedder, cache)
@@ -156,7 +168,6 @@ def bench_scale(n: int, rows: list[dict], embedder) -> None:
         cache.put_many(cached.model_id, {text_key(normalize(text)): vector / np.linalg.norm(vector)})
         claims.append(FailingClaim(f"s{k:06d}", text, route=f"route-{k % 7}", verdict="unsupported"))
         truth.append(rows[src]["intent"])
-    config = DEFAULT_CONFIG
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     started = time.perf_counter()
     run = IssuePipeline.from_config(config, cached).fit(claims, NOW)
@@ -169,6 +180,30 @@ def bench_scale(n: int, rows: list[dict], embedder) -> None:
     print("seconds   " + "  ".join(f"{k} {v:.2f}" for k, v in run.timings_.items())
           + f"   track {elapsed - sum(run.timings_.values()):.2f}")
     print(f"issues {len(issues)}   noise {run.summary()['noise_fraction']:.2%}   vs intent NMI {nmi:.3f}  ARI {ari:.3f}")
+
+
+def bench_demo(minutes: int, seed: int, embedder, config: ClusteringConfig) -> None:
+    """The demo's traffic (both regressions at the demo's share of the run), one re-clustering of
+    all its failing claims, and per simulated family: where its claims landed."""
+    scenario = Scenario.demo(regression_at=round(minutes * REGRESSION_AT / HISTORY_MINUTES),
+                             corpus_change_at=round(minutes * CORPUS_CHANGE_AT / HISTORY_MINUTES))
+    sims = [s for s in generate(scenario, NOW, minutes, seed) if s.event is not None and not s.duplicate]
+    truth = failing_claim_families(sims)
+    claims = [c for s in sims for c in FailingClaim.from_event(validate_event(s.event))]
+    run = IssuePipeline.from_config(config, embedder).fit(claims, NOW)
+    tracker = IssueTracker(config)
+    issues = tracker.match([], run, NOW)
+    issue_of = {a["id"]: a["issue_id"] for a in run.assignments(tracker.cluster_issue_ids_)}
+    names = {i.issue_id: f"{i.name} ({i.size})" for i in issues}
+    summary = run.summary()
+    big = sum(i.size >= 0.01 * len(claims) for i in issues)
+    print(f"\n== demo traffic: {minutes} minutes, seed {seed}: {len(sims)} events, {len(claims)} failing claims ==")
+    print(f"issues {len(issues)} ({big} with >= 1% of the claims)   noise {summary['noise_fraction']:.2%}   "
+          + "  ".join(f"{k} {v:.1f}s" for k, v in run.timings_.items()))
+    print("largest: share of the family's claims in its largest issue; purity: share of that issue from the family;")
+    print("home: share of the family's claims on its busiest route (the rest are other topics on other routes);")
+    print("at home: share of the family's home-route claims in the one issue holding most of them")
+    print(format_coverage(family_coverage(truth, issue_of), names))
 
 
 def _letters(k: int) -> str:
@@ -188,26 +223,34 @@ def main() -> None:
     parser.add_argument("--assign", action="store_true")
     parser.add_argument("--scale", type=int, default=0)
     parser.add_argument("--no-kmeans", action="store_true")
+    parser.add_argument("--config", default=DEFAULT_CONFIG.name, choices=sorted(CONFIGS))
+    parser.add_argument("--demo", type=int, default=0, metavar="MINUTES",
+                        help=f"simulated demo traffic of MINUTES minutes (the demo sends {HISTORY_MINUTES})")
+    parser.add_argument("--seed", type=int, default=7, help="simulation seed for --demo")
     args = parser.parse_args()
+    config = get_config(args.config)
     if not args.data.is_file():
         sys.exit(f"{args.data} not found; pass --data PATH/clinc150.jsonl")
-    uncached = SentenceTransformerEmbedder(DEFAULT_CONFIG.model, backend=args.backend)
+    uncached = SentenceTransformerEmbedder(config.model, backend=args.backend)
     embedder = CachedEmbedder(uncached, MemoryEmbeddingCache())
     started = time.perf_counter()
     uncached.embed(["load the model before timing"])
     loaded = time.perf_counter() - started
-    print(f"config {DEFAULT_CONFIG.name} ({DEFAULT_CONFIG.fingerprint}), model {uncached.model_id}: load {loaded:.1f}s, "
+    print(f"config {config.name} ({config.fingerprint}), model {uncached.model_id}: load {loaded:.1f}s, "
           f"numba warm-up {warm_up_umap():.1f}s (once per process, not in the figures below)")
-    results = [bench_split(split, load(args.data, split), embedder, args) for split in args.splits.split(",") if split]
+    results = [bench_split(split, load(args.data, split), embedder, args, config)
+               for split in args.splits.split(",") if split]
     if len(results) > 1:
         print("\nsplit   NMI    ARI    noise  issues  KMeans-NMI KMeans-ARI")
         for r in results:
             print(f"{r['split']:<7} {r['nmi']:.3f}  {r['ari']:.3f}  {r['noise']:.2%}  {r['issues']:>5}   "
                   f"{r.get('kmeans_nmi', float('nan')):.3f}      {r.get('kmeans_ari', float('nan')):.3f}")
     if args.assign:
-        bench_assign(load(args.data, "test"), embedder, uncached)
+        bench_assign(load(args.data, "test"), embedder, uncached, config)
     if args.scale:
-        bench_scale(args.scale, load(args.data, "test"), embedder)
+        bench_scale(args.scale, load(args.data, "test"), embedder, config)
+    if args.demo:
+        bench_demo(args.demo, args.seed, embedder, config)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 What the worker timer and the CLI call:
 
-    config = get_config("clustering@2026-11-21")            # or config_from_settings(...)
+    config = get_config("clustering@2026-11-21b")           # or config_from_settings(...)
     embedder = CachedEmbedder(SentenceTransformerEmbedder(config.model), cache)
     run = IssuePipeline.from_config(config, embedder, progress).fit(claims, now)
     tracker = IssueTracker(config)

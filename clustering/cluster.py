@@ -1,7 +1,8 @@
 """Density clustering with hdbscan; noise kept in the open.
 
 HDBSCAN labels the reduced vectors and keeps its prediction data (soft membership,
-approximate_predict). Low-confidence points it calls noise are then attached to the
+approximate_predict). Clusters that are one failure in the embedding space merge
+(clustering/merge.py). Low-confidence points it calls noise are then attached to the
 nearest cluster centroid in the *embedding* space when the cosine similarity clears
 ``attach_min_similarity``; the rest stay noise (label -1): kept, counted, never dropped.
 The same nearest-centroid rule places points outside the fitted sample and, online, new claims.
@@ -13,12 +14,13 @@ from typing import Sequence
 
 import numpy as np
 
-NOISE = -1
+from clustering.merge import NOISE, CohesionMerger
 
 
 class HdbscanClusterer:
     def __init__(self, min_cluster_size: int = 5, min_cluster_fraction: float = 0.003, min_samples: int = 5,
-                 attach_min_similarity: float = 0.4, allow_single_cluster: bool = True):
+                 attach_min_similarity: float = 0.4, allow_single_cluster: bool = True,
+                 merge_min_cohesion: float = 1.0, merge_min_alignment: float = 1.0):
         self.min_cluster_size = min_cluster_size
         # one failure family dominating a window (a bad deploy) must still become an issue,
         # not be declared all noise because HDBSCAN may not pick the root cluster
@@ -26,6 +28,8 @@ class HdbscanClusterer:
         self.min_cluster_fraction = min_cluster_fraction
         self.min_samples = min_samples
         self.attach_min_similarity = attach_min_similarity
+        # 1.0 merges nothing; see clustering/merge.py
+        self.merger = CohesionMerger(merge_min_cohesion, merge_min_alignment)
 
     def min_size_for(self, n: int) -> int:
         return max(self.min_cluster_size, round(self.min_cluster_fraction * n))
@@ -56,6 +60,8 @@ class HdbscanClusterer:
             raw = self.model_.labels_.copy()
             strength = self.model_.probabilities_.astype(float)
         self.dissolved_ = self._dissolve_loose(raw, strength, vectors)
+        raw = self.merger.merge(raw, vectors)
+        self.merges_ = self.merger.merges_
         self.order_ = _canonical_order(raw, ids)
         self.raw_labels_ = _relabel(raw, self.order_)
         self.centroids_ = centroids(vectors, self.raw_labels_, len(self.order_))

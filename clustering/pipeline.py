@@ -50,9 +50,10 @@ class IssuePipeline:
         return cls(
             config, embedder,
             UmapReducer(config.umap_neighbors, config.umap_components, config.umap_min_dist, config.umap_metric,
-                        config.random_state, config.umap_min_points),
+                        config.random_state, config.umap_min_points, config.umap_neighbors_fraction),
             HdbscanClusterer(config.min_cluster_size, config.min_cluster_fraction, config.min_samples,
-                             config.attach_min_similarity, config.allow_single_cluster),
+                             config.attach_min_similarity, config.allow_single_cluster,
+                             config.merge_min_cohesion, config.merge_min_alignment),
             IssueNamer(config.n_keywords, config.facet_min_share),
             progress,
         )

@@ -28,11 +28,17 @@ class UmapReducer:
 
     Below ``min_points`` the manifold estimate is meaningless (and UMAP fails outright below
     n_neighbors), so the reducer passes vectors through and says so in ``skipped_``.
+
+    The neighbourhood grows with the input (``neighbors_fraction`` of the points, at least
+    ``n_neighbors``), as the minimum issue size does: a fixed 15 neighbours among 15,000
+    points is so local that which neighbouring groups fused depended on the random seed.
     """
 
     def __init__(self, n_neighbors: int = 15, n_components: int = 5, min_dist: float = 0.0,
-                 metric: str = "cosine", random_state: int = 42, min_points: int = 60):
+                 metric: str = "cosine", random_state: int = 42, min_points: int = 60,
+                 neighbors_fraction: float = 0.0):
         self.n_neighbors = n_neighbors
+        self.neighbors_fraction = neighbors_fraction
         self.n_components = n_components
         self.min_dist = min_dist
         self.metric = metric
@@ -46,13 +52,17 @@ class UmapReducer:
             return NoReducer().fit_transform(vectors)
         import umap  # imported late: numba compilation costs seconds, and tiny runs never need it
 
-        self.umap_ = umap.UMAP(n_neighbors=self.n_neighbors, n_components=self.n_components,
+        self.n_neighbors_ = self.neighbors_for(len(vectors))
+        self.umap_ = umap.UMAP(n_neighbors=self.n_neighbors_, n_components=self.n_components,
                                min_dist=self.min_dist, metric=self.metric, random_state=self.random_state)
         with warnings.catch_warnings():
             # "n_jobs overridden by random_state": single-threaded is the price of reproducible ids
             warnings.simplefilter("ignore", UserWarning)
             reduced = self.umap_.fit_transform(vectors)
         return np.asarray(reduced, dtype=np.float32)
+
+    def neighbors_for(self, n: int) -> int:
+        return max(self.n_neighbors, round(self.neighbors_fraction * n))
 
     def transform(self, vectors: np.ndarray) -> np.ndarray:
         if self.umap_ is None:

@@ -165,8 +165,8 @@ def test_tiny_inputs_do_not_crash(n):
 
 
 # Sentry-style: a named configuration is never edited in place. Changing a parameter of
-# clustering@2026-11-21 must fail here; add a new dated configuration instead.
-PINNED = {"clustering@2026-11-21": "f482b26acebb5b14"}
+# a named configuration must fail here; add a new dated configuration instead.
+PINNED = {"clustering@2026-11-21": "f482b26acebb5b14", "clustering@2026-11-21b": "e2ce71889c85d2b6"}
 
 
 def test_named_configurations_are_pinned():
@@ -178,9 +178,10 @@ def test_named_configurations_are_pinned():
 def test_other_model_or_fields_make_a_new_named_configuration():
     from clustering.config import config_from_settings, get_config
 
-    assert config_from_settings() is get_config("clustering@2026-11-21")
+    assert config_from_settings() is get_config("clustering@2026-11-21b") is DEFAULT_CONFIG
+    assert config_from_settings(name="clustering@2026-11-21") is get_config("clustering@2026-11-21")
     other = config_from_settings(model="/models/multilingual", fields=["claim"])
-    assert other.name.startswith("clustering@2026-11-21+") and other.fields == ("claim",)
+    assert other.name.startswith("clustering@2026-11-21b+") and other.fields == ("claim",)
     assert other.fingerprint != DEFAULT_CONFIG.fingerprint
     with pytest.raises(ValueError, match="already exists with other parameters"):
         DEFAULT_CONFIG.with_overrides("clustering@2026-11-21", min_samples=9)
@@ -201,3 +202,11 @@ def test_rich_progress_shows_each_stage_with_its_time():
     text = out.getvalue()
     assert all(stage in text for stage in STAGES)
     assert set(progress.timings) <= set(STAGES) and "cluster" in progress.timings
+
+
+def test_the_umap_neighbourhood_grows_with_the_input():
+    from clustering.reduce import UmapReducer
+
+    reducer = UmapReducer(15, neighbors_fraction=0.002)
+    assert [reducer.neighbors_for(n) for n in (100, 4500, 7500, 15000)] == [15, 15, 15, 30]
+    assert UmapReducer(15).neighbors_for(15000) == 15  # the first configuration: fixed
