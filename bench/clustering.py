@@ -204,6 +204,9 @@ def bench_demo(minutes: int, seed: int, embedder, config: ClusteringConfig) -> N
     print("home: share of the family's claims on its busiest route (the rest are other topics on other routes);")
     print("at home: share of the family's home-route claims in the one issue holding most of them")
     print(format_coverage(family_coverage(truth, issue_of), names))
+    print("largest issues (what `claimwatch issues list --limit 10` leads with):")
+    for issue in sorted(issues, key=lambda i: (-i.size, i.issue_id))[:10]:
+        print(f"  {issue.size:>6}  {issue.name}")
 
 
 def _letters(k: int) -> str:

@@ -3,7 +3,8 @@
 c-TF-IDF (BERTopic): all texts of one cluster form one document; a term scores high when
 it is frequent in the cluster and rare across clusters, so the keywords are what sets the
 cluster apart. The name prefixes the dominant verdict and appends the dominant route,
-first failed stage and any version the issue concentrates on, e.g.
+first failed stage and any version the issue concentrates on (compared with the other
+claims on its routes: a version the route always runs says nothing), e.g.
 ``contradicted refund windows · billing-faq · claim_generation``.
 """
 from __future__ import annotations
@@ -39,17 +40,29 @@ class IssueName:
 
 @dataclass(frozen=True)
 class VersionShares:
-    """How common each (version key, value) is among all claims of the run: the baseline for lift."""
+    """How common each (version key, value) is among the run's claims on each route: the baseline for lift.
 
-    counts: Counter
-    total: int
+    Per route, because every route runs its own versions: against all claims, an issue on one
+    route would "concentrate" on every version that route runs and its name would list them all.
+    """
+
+    counts: Counter  # (route, key, value) -> claims
+    totals: Counter  # route -> claims
 
     @classmethod
     def of(cls, everyone: Sequence[Mapping]) -> VersionShares:
-        return cls(Counter((k, v) for m in everyone for k, v in (m.get("versions") or {}).items()), len(everyone))
+        counts = Counter((m.get("route"), k, v) for m in everyone for k, v in (m.get("versions") or {}).items())
+        return cls(counts, Counter(m.get("route") for m in everyone))
 
-    def share(self, key: str, value: str) -> float:
-        return self.counts[(key, value)] / max(self.total, 1)
+    def share(self, key: str, value: str, routes: Mapping | None = None) -> float:
+        """Expected share of claims with key=value among claims spread over ``routes`` (route -> claims) as
+        given; over all claims when None."""
+        if routes is None:
+            total = sum(self.totals.values())
+            return sum(n for (_, k, v), n in self.counts.items() if (k, v) == (key, value)) / max(total, 1)
+        weight = sum(routes.values())
+        return sum(n / max(weight, 1) * self.counts[(route, key, value)] / max(self.totals[route], 1)
+                   for route, n in routes.items())
 
 
 class IssueNamer:
@@ -95,7 +108,8 @@ class IssueNamer:
         return tuple(chosen)
 
     def facets(self, members: Sequence[Mapping], shares: VersionShares) -> Facets:
-        """Dominant verdict, route, stage; versions over-represented in the issue compared with all claims."""
+        """Dominant verdict, route, stage; versions over-represented in the issue compared with the other
+        claims on the same routes."""
         return Facets(
             verdict=self._dominant([m.get("verdict") for m in members]),
             route=self._dominant([m.get("route") for m in members]),
@@ -112,10 +126,11 @@ class IssueNamer:
 
     def _concentrated_versions(self, members: Sequence[Mapping], overall: VersionShares) -> tuple:
         inside = Counter((k, v) for m in members for k, v in (m.get("versions") or {}).items())
+        routes = Counter(m.get("route") for m in members)
         picked = []
         for (key, value), count in sorted(inside.items()):
             share = count / len(members)
-            base = overall.share(key, value)
+            base = overall.share(key, value, routes)
             if share >= self.facet_min_share and share >= self.version_min_lift * base:
                 picked.append((key, value))
         return tuple(picked)

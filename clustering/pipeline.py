@@ -144,6 +144,9 @@ class IssuePipeline:
         if self.clusterer.degenerate_ == "identical":
             return [f"all {m} embeddable claims are identical after normalisation: they form one issue"]
         notes = []
+        if self.clusterer.merges_:
+            notes.append(f"{len(self.clusterer.merges_)} density cluster(s) merged into a neighbour: their claims are "
+                         "near-paraphrases of one failure (clustering/merge.py)")
         if self.clusterer.dissolved_:
             notes.append(f"{len(self.clusterer.dissolved_)} dense group(s) of dissimilar claims "
                          f"({sum(self.clusterer.dissolved_)} claims) left as noise: no common failure to name")

