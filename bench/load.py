@@ -62,18 +62,18 @@ def produce(bootstrap: str, topic: str, rate: float, seconds: float, sent, seed:
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=5, batch_size=1 << 20,
                              max_request_size=4 << 20)
     pool = templates(1000, seed)
-    started, n = time.monotonic(), 0
+    started, n, total = time.monotonic(), 0, int(rate * seconds)
     while (elapsed := time.monotonic() - started) < seconds:
-        due = int(rate * elapsed)
+        due = min(int(rate * elapsed), total)
         stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3].encode() + b"Z"
-        while n < due:
+        slice_end = time.monotonic() + 0.05  # behind schedule: never send past the drive's end
+        while n < due and time.monotonic() < slice_end:
             key, value = pool[n % len(pool)]
             producer.send(topic, key=key, value=value.replace(b"@ID@", b"load-%d-%d" % (seed, n)).replace(b"@TS@", stamp))
             n += 1
-            if n % 5000 == 0:
-                sent.value = n
         sent.value = n
-        time.sleep(0.05)
+        if n >= due:
+            time.sleep(0.05)
     producer.flush()
     sent.value = n
     producer.close()
