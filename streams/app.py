@@ -143,8 +143,7 @@ def create_app(parts: WorkerParts) -> faust.App:
         outcome = await write_until_durable(messages)
         log.debug("batch of %d written in %.3fs", len(messages), time.perf_counter() - took)
         await send_dead_letters(outcome)
-        await asyncio.get_running_loop().run_in_executor(  # per-claim tallies: off the event loop
-            parts.decode_pool, parts.metrics.observe_batch, outcome.events, outcome.dead, outcome.result.duplicates)
+        parts.metrics.observe_batch(outcome.events, outcome.dead, outcome.result.duplicates)
         for event in batch:
             await stream.ack(event)
         for m in messages:
