@@ -155,6 +155,7 @@ def main() -> None:
             _, peak = rss_mib(worker.proc.pid)
             eval_count = metric_sum(metrics, "claimwatch_evaluation_seconds_count")
             eval_mean = metric_sum(metrics, "claimwatch_evaluation_seconds_sum") / max(eval_count, 1)
+            in_clickhouse = sum(r["events"] for r in worker.get("/api/rates", window="all") or [])
 
     drive = [s for s in samples if s["t"] <= drive_seconds]
     produced = samples[-1]["produced"]
@@ -162,8 +163,9 @@ def main() -> None:
         "offered_events_per_s": args.rate, "achieved_produce_events_per_s": round(produced / drive_seconds),
         "sustained_events_per_s": round(samples[-1]["stored"] / samples[-1]["t"]),
         "drive_phase_events_per_s": round(drive[-1]["stored"] / drive[-1]["t"]) if drive else None,
-        "max_lag": max(s["lag"] for s in samples), "recovered_after_s": max(0.0, samples[-1]["t"] - drive_seconds),
-        "lag_recovered": samples[-1]["lag"] <= 0, "peak_rss_mib": round(peak),
+        "max_lag": max(s["lag"] for s in samples), "recovered_after_s": round(max(0.0, samples[-1]["t"] - drive_seconds), 1),
+        "lag_recovered": samples[-1]["lag"] <= 0, "events_in_clickhouse": in_clickhouse,
+        "exactly_once": in_clickhouse == produced, "peak_rss_mib": round(peak),
         "evaluations": int(eval_count), "eval_mean_s": round(eval_mean, 3),
         "eval_p95_s": histogram_quantile(metrics, "claimwatch_evaluation_seconds", 0.95),
     }
