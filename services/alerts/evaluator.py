@@ -28,7 +28,8 @@ log = logging.getLogger(__name__)
 CHECKPOINT = "alert-evaluator/v2"  # v2: the detectors themselves, not only the minute
 MINUTE = timedelta(minutes=1)
 SUSPECT_LOOKBACK = timedelta(hours=2)
-ACTIVE_WITHIN = timedelta(minutes=15)  # a route silent for longer no longer holds the watermark back
+ACTIVE_WITHIN = timedelta(minutes=15)  # a route silent for longer no longer holds the watermark back …
+MOVING_GRACE = timedelta(minutes=2)    # … unless its minutes still advanced this recently (a partition catching up)
 
 
 def parse_minute(text: str) -> datetime:
@@ -47,6 +48,7 @@ class AlertEvaluator:
         self.detectors: dict[str, DriftDetector] = {}
         self.open: dict[str, Alert] = {}
         self.last_minute: datetime | None = None
+        self.route_progress: dict[str, tuple[datetime, datetime]] = {}  # route -> (its newest minute, when it last advanced)
         self._restored = False
 
     def config_for(self, route: str) -> DetectorConfig:
@@ -64,16 +66,27 @@ class AlertEvaluator:
             by_minute[parse_minute(row["minute"])][row["route"]] = Counts.from_row(row)
         return by_minute
 
-    def slowest_active_minute(self) -> datetime | None:
+    def slowest_active_minute(self, now: datetime) -> datetime | None:
         """The watermark waits for the slowest route still sending: each route has its own partition,
-        so a lagging partition must not have its minutes evaluated before its events land."""
+        so a lagging partition must not have its minutes evaluated before its events land. A route
+        far behind the newest one still holds it while its minutes keep advancing (a backlog being
+        consumed); one that has stopped advancing for MOVING_GRACE is silent and lets go."""
         newest = self.rates.latest_minute()
         if newest is None:
             return None
+        since = newest - timedelta(minutes=self.detector_config.baseline_minutes)
         rows = self.rates.store.query(
             "SELECT route, max(minute) AS m FROM rate_minute WHERE dim = '' AND minute >= {since:DateTime} GROUP BY route",
-            {"since": (newest - ACTIVE_WITHIN).strftime("%Y-%m-%d %H:%M:%S")})
-        return min((parse_minute(r["m"]) for r in rows), default=newest)
+            {"since": since.strftime("%Y-%m-%d %H:%M:%S")})
+        held = []
+        for row in rows:
+            route, minute = row["route"], parse_minute(row["m"])
+            seen = self.route_progress.get(route)
+            moved_at = now if seen is None or minute > seen[0] else seen[1]  # first sight counts as moving
+            self.route_progress[route] = (minute, moved_at)
+            if minute >= newest - ACTIVE_WITHIN or now - moved_at <= MOVING_GRACE:
+                held.append(minute)
+        return min(held, default=newest)
 
     def restore(self) -> None:
         """Resume exactly where the last evaluation stopped: its detectors are in the checkpoint.
@@ -95,7 +108,7 @@ class AlertEvaluator:
         """Evaluate every complete minute up to the watermark; returns new transitions, oldest first."""
         if not self._restored:
             self.restore()
-        latest = self.slowest_active_minute()
+        latest = self.slowest_active_minute(now)
         if latest is None:
             return []
         end = min(latest - self.watermark, now.replace(second=0, microsecond=0))

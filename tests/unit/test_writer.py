@@ -136,3 +136,34 @@ def test_alert_evaluator_resumes_from_its_checkpoint_without_duplicates(store):
     alerts = AlertStore(store).list("billing-faq")
     assert len(alerts) == 1 and alerts[0].alert_id == next(iter(first.open.values())).alert_id
     assert alerts[0].recorded_state == "firing"
+
+
+def test_evaluator_waits_for_a_route_whose_backlog_is_still_being_consumed(store):
+    """A partition far behind (a backlog) holds the watermark while its minutes advance; once it
+    stops advancing it is silent and lets go, so one dead route cannot stall alerting."""
+    from datetime import datetime, timedelta, timezone
+
+    from services.alerts.evaluator import MOVING_GRACE, evaluator_for
+    from services.alerts.store import AlertStore
+    from services.rates.query import RateQueries
+    from services.settings import load_settings
+
+    t0 = datetime(2026, 11, 21, 8, 0, tzinfo=timezone.utc)
+
+    def land(route, minutes):
+        EventWriter(store).write([
+            Decoder().decode(orjson.dumps({**BASE, "event_id": f"{route}-{m}", "route": route,
+                                           "observed_at": (t0 + timedelta(minutes=m)).isoformat()}))
+            for m in minutes])
+
+    land("ahead", range(0, 120))
+    land("behind", range(0, 10))
+    settings = load_settings(None, {"CLAIMWATCH_DRIFT__WATERMARK_SECONDS": "0"}, {})
+    evaluator = evaluator_for(settings, RateQueries(store), AlertStore(store), checkpoint=False)
+    now = t0 + timedelta(minutes=121)
+    assert evaluator.slowest_active_minute(now) == t0 + timedelta(minutes=9)  # first sight: every route counts
+    land("behind", range(10, 40))
+    now += timedelta(seconds=30)
+    assert evaluator.slowest_active_minute(now) == t0 + timedelta(minutes=39)  # still moving: still held
+    now += MOVING_GRACE + timedelta(seconds=1)
+    assert evaluator.slowest_active_minute(now) == t0 + timedelta(minutes=119)  # stopped, 80 min behind: let go
