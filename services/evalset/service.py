@@ -12,7 +12,8 @@ import orjson
 
 from services.errors import NotFound
 from services.evalset.metrics import agreement, eval_report, gate, parse_slice_min
-from services.evalset.promotion import PromotionError, PromotionService, load_label_pairs, load_outcomes, load_traces
+from services.evalset.promotion import (NearDuplicateError, PromotionError, PromotionService, load_label_pairs,
+                                       load_outcomes, load_traces)
 from services.issues.store import IssueStore
 
 
@@ -51,7 +52,8 @@ class EvalService:
     def propose(self, issue_id: str, trace_ids: list[str] | None, by: str) -> list[dict]:
         """The issue's representative traces (or the ones named) become proposed items."""
         record = self.issues.get(issue_id)
-        if not trace_ids:
+        chosen_for_user = not trace_ids
+        if chosen_for_user:
             members = self.issues.members(issue_id, 500)
             exemplars = set(record.exemplar_ids)
             chosen = [m for m in members if m["claim_key"] in exemplars] or members[:5]
@@ -59,6 +61,15 @@ class EvalService:
         if not trace_ids:
             raise PromotionError(f"issue {issue_id} has no traces to propose yet; wait for its next clustering run")
         traces = load_traces(self.store, trace_ids)
+        if chosen_for_user:  # representatives repeat each other (or the eval set): propose the distinct ones
+            try:
+                return [as_json(i) for i in self.promotion.propose(issue_id, traces, by)]
+            except NearDuplicateError as exc:
+                covered = {d.trace_id for d in exc.duplicates}
+                traces = [t for t in traces if t.trace_id not in covered]
+                if not traces:
+                    raise PromotionError(f"the eval set already covers every representative trace of issue {issue_id}; "
+                                         "name other traces with --traces") from None
         return [as_json(i) for i in self.promotion.propose(issue_id, traces, by)]
 
     def approve(self, item_id: str, by: str, reason: str = "") -> dict:
