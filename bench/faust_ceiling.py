@@ -6,13 +6,17 @@ its process); prints one line, ``events_per_second <float>``, and exits.
 """
 from __future__ import annotations
 
-import gc
 import os
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import faust
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from services.gcpolicy import tune_for_bulk  # noqa: E402
 
 
 def main(bootstrap: str, topic_name: str, expected: int, batch_size: int) -> None:
@@ -37,8 +41,7 @@ def main(bootstrap: str, topic_name: str, expected: int, batch_size: int) -> Non
                 print(f"events_per_second {rate:.1f}", flush=True)
                 os._exit(0)
 
-    gc.freeze()
-    gc.set_threshold(50_000, 20, 100)  # as the worker does (services/runtime.py)
+    tune_for_bulk()  # as the worker does
     faust.Worker(app, loglevel="warning", quiet=True, redirect_stdouts=False).execute_from_commandline()
 
 

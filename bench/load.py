@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import orjson
+from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 from rich.table import Table
 
@@ -79,17 +80,25 @@ def produce(bootstrap: str, topic: str, rate: float, seconds: float, sent, seed:
     producer.close()
 
 
-def metric_sum(text: str, name: str) -> float:
-    return sum(float(m[1]) for m in re.finditer(rf"^{name}(?:{{[^}}]*}})? ([0-9.e+-]+)$", text, re.M))
+def samples_of(text: str) -> dict[str, list]:
+    """Prometheus exposition text -> sample name -> samples (prometheus_client's own parser)."""
+    out: dict[str, list] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out.setdefault(sample.name, []).append(sample)
+    return out
 
 
-def histogram_quantile(text: str, name: str, q: float) -> float | None:
-    buckets = sorted((float("inf") if le == "+Inf" else float(le), float(v))
-                     for le, v in re.findall(rf'^{name}_bucket{{le="([^"]+)"}} ([0-9.e+-]+)$', text, re.M))
+def metric_sum(metrics: dict[str, list], name: str) -> float:
+    return sum(s.value for s in metrics.get(name, []))
+
+
+def histogram_quantile(metrics: dict[str, list], name: str, q: float) -> float | None:
+    """The upper bound of the bucket holding the q-quantile (as coarse as the buckets)."""
+    buckets = sorted((float(s.labels["le"]), s.value) for s in metrics.get(f"{name}_bucket", []))
     if not buckets or buckets[-1][1] == 0:
         return None
-    target = q * buckets[-1][1]
-    return next(le for le, count in buckets if count >= target)
+    return next(le for le, count in buckets if count >= q * buckets[-1][1])
 
 
 def rss_mib(pid: int) -> tuple[float, float]:
@@ -131,7 +140,7 @@ def main() -> None:
             while True:
                 time.sleep(args.every)
                 now = time.monotonic() - started
-                metrics = worker.get_text("/metrics")
+                metrics = samples_of(worker.get_text("/metrics"))
                 stored = metric_sum(metrics, "claimwatch_events_total") - metric_sum(metrics, "claimwatch_duplicate_events_total")
                 rss, _ = rss_mib(worker.proc.pid)
                 sample = {"t": round(now, 1), "produced": sent.value, "stored": int(stored),
@@ -151,7 +160,7 @@ def main() -> None:
                     console.print("[red]lag did not recover within --drain-minutes[/red]")
                     break
             producer.join()
-            metrics = worker.get_text("/metrics")
+            metrics = samples_of(worker.get_text("/metrics"))
             _, peak = rss_mib(worker.proc.pid)
             eval_count = metric_sum(metrics, "claimwatch_evaluation_seconds_count")
             eval_mean = metric_sum(metrics, "claimwatch_evaluation_seconds_sum") / max(eval_count, 1)

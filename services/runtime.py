@@ -7,7 +7,6 @@ sharing one store. With a ClickHouse server, several workers can run side by sid
 from __future__ import annotations
 
 import contextlib
-import gc
 import logging
 
 import orjson
@@ -15,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from services.contract.decode import Decoder
+from services.gcpolicy import tune_for_bulk
 from services.metrics import Metrics
 from services.settings import Settings
 from services.store.backends import Store, open_store
@@ -86,15 +86,6 @@ def _api_task(services: Services):
     return serve_api
 
 
-def tune_gc() -> None:
-    """Ingest allocates tens of objects per event; CPython's default gen-0 threshold (700)
-    then runs collections thousands of times a second over every live object, which cost
-    ~7x in decoding. Freeze what start-up built and collect far less often."""
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(50_000, 20, 100)
-
-
 def run_worker(settings: Settings, *, serve_api: bool, on_ready=None) -> None:
     """Run the Faust worker (and the API) in the foreground until SIGINT/SIGTERM."""
     import faust
@@ -122,7 +113,7 @@ def run_worker(settings: Settings, *, serve_api: bool, on_ready=None) -> None:
             register_clustering(app, services)
         if on_ready:
             on_ready(services)
-        tune_gc()
+        tune_for_bulk()  # after start-up: see services/gcpolicy.py
         worker = faust.Worker(app, loglevel=logging.getLogger().getEffectiveLevel(), quiet=True, redirect_stdouts=False)
         try:
             worker.execute_from_commandline()

@@ -80,11 +80,14 @@ class Ingestor:
         for m in messages:
             decoded = self.decoder.decode(m.value)
             if isinstance(decoded, Rejection):
-                raw = m.value or b""
-                dead.append(DeadLetter(m.topic, m.partition, m.offset, raw, decoded, self.redactor.redact_raw(raw[:SAMPLE_BYTES])))
+                dead.append(self._dead_letter(m, decoded))
             else:
                 events.append(self.redactor.redact(decoded))
         return events, dead
+
+    def _dead_letter(self, m: RawMessage, rejection: Rejection) -> DeadLetter:
+        raw = m.value or b""  # the DLQ topic gets it all; the store keeps a (redacted) sample
+        return DeadLetter(m.topic, m.partition, m.offset, raw, rejection, self.redactor.redact_raw(raw[:SAMPLE_BYTES]))
 
     def process(self, messages: Sequence[RawMessage]) -> BatchOutcome:
         """Decode and write once. StoreError propagates: the caller retries and does not ack."""
@@ -116,8 +119,7 @@ class Ingestor:
             except Exception as exc:
                 rejection = reject("unprocessable", "$", f"valid event could not be stored: {type(exc).__name__}: {exc}",
                                    event_id=decoded.event_id, route=decoded.route)
-                raw = m.value or b""
-                dead.append(DeadLetter(m.topic, m.partition, m.offset, raw, rejection, self.redactor.redact_raw(raw[:SAMPLE_BYTES])))
+                dead.append(self._dead_letter(m, rejection))
                 continue
             good.append(decoded)
             inserted += result.inserted

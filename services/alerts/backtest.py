@@ -19,11 +19,9 @@ What makes a million events take one to two minutes instead of ten (bench/backte
 """
 from __future__ import annotations
 
-import gc
 import shutil
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
@@ -34,6 +32,7 @@ from services.alerts.evaluator import MINUTE, evaluator_for, parse_minute
 from services.alerts.store import AlertStore
 from services.contract.decode import Decoder, Rejection
 from services.contract.model import VerdictEvent
+from services.gcpolicy import bulk_allocation
 from services.rates.query import RateQueries
 from services.store.backends import ChdbStore, Store
 from services.store.convert import ch_time
@@ -51,20 +50,6 @@ class BacktestSummary:
     transitions: int
     minutes: int
     duplicates: int = 0
-
-
-@contextmanager
-def bulk_allocation(threshold: int = 50_000):
-    """Raise the GC's first-generation threshold (and freeze what already exists) for a run that
-    allocates millions of long-lived objects; restores the previous settings afterwards."""
-    previous = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(threshold, 20, 100)
-    try:
-        yield
-    finally:
-        gc.set_threshold(*previous)
-        gc.unfreeze()
 
 
 def read_chunks(path: Path, size: int = CHUNK) -> Iterator[list[bytes]]:

@@ -50,7 +50,8 @@ def service_options(fn: Callable) -> Callable:
     return wrapper
 
 
-def on_store(settings: Settings, local: Callable[[Any], Any]) -> Any:
+def on_store(settings: Settings, local: Callable[[Any], Any],
+             unavailable: str = "no claimwatch API answers at {url}, and {exc}") -> Any:
     """Run `local(store)` on the store files directly (no service answers)."""
     from services.store.backends import StoreError, open_store
     from services.store.migrate import migrate
@@ -58,7 +59,7 @@ def on_store(settings: Settings, local: Callable[[Any], Any]) -> Any:
     try:
         store = open_store(settings.clickhouse)
     except StoreError as exc:
-        raise Abort(f"no claimwatch API answers at {settings.api.url}, and {exc}") from None
+        raise Abort(unavailable.format(url=settings.api.url, exc=exc)) from None
     try:
         migrate(store)
         return local(store)

@@ -53,6 +53,14 @@ def promote_propose(settings: Settings, issue_id: str, traces: str | None, by: s
         console.print(f"a reviewer signs off with: claimwatch promote approve {data[0]['item_id']} --by NAME --reason '...'")
 
 
+def _review(settings: Settings, verdict: str, item_id: str, by: str, reason: str) -> None:
+    """approve or reject: the same call, API first, the store files otherwise."""
+    data = reach(settings, f"/api/promotions/{item_id}/{verdict}", {},
+                 lambda store: getattr(_eval_local(store, settings), verdict)(item_id, by, reason),
+                 method="POST", body={"by": by, "reason": reason})
+    console.print(f"{data['item_id']} {data['state']} by {data['reviewed_by']}")
+
+
 @promote.command("approve")
 @click.argument("item_id")
 @click.option("--by", required=True, help="Reviewer.")
@@ -61,10 +69,7 @@ def promote_propose(settings: Settings, issue_id: str, traces: str | None, by: s
 @_promotion_errors
 def promote_approve(settings: Settings, item_id: str, by: str, reason: str) -> None:
     """Approve a proposed item (the sign-off)."""
-    data = reach(settings, f"/api/promotions/{item_id}/approve", {},
-                 lambda store: _eval_local(store, settings).approve(item_id, by, reason),
-                 method="POST", body={"by": by, "reason": reason})
-    console.print(f"{data['item_id']} {data['state']} by {data['reviewed_by']}")
+    _review(settings, "approve", item_id, by, reason)
 
 
 @promote.command("reject")
@@ -75,10 +80,7 @@ def promote_approve(settings: Settings, item_id: str, by: str, reason: str) -> N
 @_promotion_errors
 def promote_reject(settings: Settings, item_id: str, by: str, reason: str) -> None:
     """Reject a proposed item, with a reason."""
-    data = reach(settings, f"/api/promotions/{item_id}/reject", {},
-                 lambda store: _eval_local(store, settings).reject(item_id, by, reason),
-                 method="POST", body={"by": by, "reason": reason})
-    console.print(f"{data['item_id']} {data['state']} by {data['reviewed_by']}")
+    _review(settings, "reject", item_id, by, reason)
 
 
 @main.group()

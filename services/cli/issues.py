@@ -8,7 +8,7 @@ import click
 from rich import box
 from rich.table import Table
 
-from services.cli.base import Abort, console, main, out, print_json, reach, service_options, utcnow
+from services.cli.base import Abort, console, main, on_store, out, print_json, reach, service_options, utcnow
 from services.settings import Settings
 
 
@@ -23,7 +23,6 @@ def cluster(settings: Settings, input_file: Path | None, out: Path | None, issue
     from clustering.config import config_from_settings
     from clustering.progress import RichStageProgress
 
-    config = config_from_settings(settings.clustering.model, settings.clustering.fields)
     if input_file is not None:
         from clustering.offline import OfflineInputError, cluster_file
 
@@ -31,6 +30,7 @@ def cluster(settings: Settings, input_file: Path | None, out: Path | None, issue
             raise Abort("offline mode needs --out ASSIGNMENTS.jsonl and --issues-out ISSUES.jsonl")
         try:
             with RichStageProgress(console) as progress:
+                config = config_from_settings(settings.clustering.model, settings.clustering.fields)
                 summary = cluster_file(input_file, out, issues_out, config, progress)
         except (OfflineInputError, ValueError, RuntimeError) as exc:
             raise Abort(str(exc)) from None
@@ -39,30 +39,22 @@ def cluster(settings: Settings, input_file: Path | None, out: Path | None, issue
         for note in summary.get("notes", []):
             console.print(f"note: {note}")
         return
-    import time as _time
+    import time
 
     from services.issues.jobs import IssueJobs
     from services.issues.store import IssueStore
-    from services.store.backends import StoreError, open_store
-    from services.store.migrate import migrate
 
-    try:
-        store = open_store(settings.clickhouse)
-    except StoreError as exc:
-        raise Abort(f"{exc} (a running `claimwatch up` re-clusters on its own schedule)") from None
-    try:
-        migrate(store)
-        jobs = IssueJobs.from_settings(settings, IssueStore(store))
+    def run(store) -> None:
+        jobs = IssueJobs.from_settings(settings, IssueStore(store))  # the model loads once, on the first run
         while True:
             with RichStageProgress(console) as progress:
-                jobs.embedder = jobs.embedder  # the model loads once, on the first run
-                report = IssueJobs(config, jobs.embedder, jobs.issues, jobs.lookback).recluster(utcnow(), progress)
+                report = jobs.recluster(utcnow(), progress)
             console.print(f"{report.claims} failing claims -> {report.issues} issues ({report.noise} noise)")
             if not schedule:
-                break
-            _time.sleep(settings.clustering.interval_minutes * 60)
-    finally:
-        store.close()
+                return
+            time.sleep(settings.clustering.interval_minutes * 60)
+
+    on_store(settings, run, unavailable="{exc} (a running `claimwatch up` re-clusters on its own schedule)")
 
 
 def _issues_local(store):

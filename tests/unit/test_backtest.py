@@ -14,7 +14,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from services.alerts.backtest import BucketLoader, bulk_allocation, private_store, read_chunks, run_backtest
+from services.alerts.backtest import BucketLoader, private_store, read_chunks, run_backtest
+from services.gcpolicy import bulk_allocation
 from services.alerts.evaluator import MINUTE, evaluator_for, parse_minute
 from services.alerts.store import AlertStore
 from services.contract.decode import Decoder, Rejection
