@@ -33,7 +33,7 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from services.alerts.backtest import run_backtest  # noqa: E402
-from services.settings import load_settings  # noqa: E402
+from services.app.settings import load_settings  # noqa: E402
 
 TARGET_SECONDS = 240  # "a million events in a few minutes", on this 2-core machine
 START = "2026-11-20T00:00:00Z"
@@ -42,7 +42,7 @@ INJECTED = {"billing-faq": ("model", "gen-2026-11"), "parcel-status": ("corpus",
 
 def generate(path: Path, minutes: int, seed: int, regression_at: int, corpus_change_at: int, console: Console) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "services.cli", "simulate", "--minutes", str(minutes), "--seed", str(seed),
+    command = [sys.executable, "-m", "services.app.cli", "simulate", "--minutes", str(minutes), "--seed", str(seed),
                "--start", START, "--out", str(path), "--regression-at", str(regression_at),
                "--corpus-change-at", str(corpus_change_at)]
     console.print(f"[dim]generating: {' '.join(command[1:])}[/dim]")

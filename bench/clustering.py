@@ -51,9 +51,9 @@ from clustering.reduce import warm_up_umap  # noqa: E402
 from clustering.track import IssueTracker  # noqa: E402
 from clustering.vectorize import ClaimVectorizer  # noqa: E402
 from services.contract.decode import validate_event  # noqa: E402
-from services.demo import CORPUS_CHANGE_AT, HISTORY_MINUTES, REGRESSION_AT  # noqa: E402
-from services.simulate import Scenario, generate  # noqa: E402
-from services.simulate.coverage import failing_claim_families, family_coverage, format_coverage  # noqa: E402
+from services.client.demo import CORPUS_CHANGE_AT, HISTORY_MINUTES, REGRESSION_AT  # noqa: E402
+from services.client.simulate import Scenario, generate  # noqa: E402
+from services.client.simulate.coverage import failing_claim_families, family_coverage, format_coverage  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "clinc150.jsonl"
 NOW = datetime(2026, 11, 21, 12, tzinfo=timezone.utc)

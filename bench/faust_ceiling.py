@@ -16,7 +16,7 @@ import faust
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from services.gcpolicy import tune_for_bulk  # noqa: E402
+from services.core.gcpolicy import tune_for_bulk  # noqa: E402
 
 
 def main(bootstrap: str, topic_name: str, expected: int, batch_size: int) -> None:

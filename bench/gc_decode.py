@@ -1,7 +1,7 @@
 """What CPython's default garbage-collector thresholds cost the decode path.
 
 Decodes the same events (bench/ingest.py's shape) in worker-sized batches, first with
-the interpreter's default GC settings (the baseline), then under services/gcpolicy.py's
+the interpreter's default GC settings (the baseline), then under services/core/gcpolicy.py's
 bulk policy, in one process, and prints events/s for both and their ratio. Faust and the
 worker's modules are imported first so the heap resembles a worker's.
 
@@ -23,7 +23,7 @@ import faust  # noqa: E402,F401  (a worker's heap holds these)
 import streams.app  # noqa: E402,F401
 from ingest import make_events  # noqa: E402
 from services.contract.decode import Decoder  # noqa: E402
-from services.gcpolicy import bulk_allocation  # noqa: E402
+from services.core.gcpolicy import bulk_allocation  # noqa: E402
 from services.store.convert import event_to_row  # noqa: E402
 
 

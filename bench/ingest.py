@@ -24,8 +24,8 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from services.produce import raw_producer, send_raw  # noqa: E402
-from streams.broker import EmbeddedBroker, create_topics  # noqa: E402
+from services.client.produce import raw_producer, send_raw  # noqa: E402
+from services.app.broker import EmbeddedBroker, create_topics  # noqa: E402
 from tests.support.processes import WorkerProcess  # noqa: E402
 
 VERDICTS = ["supported"] * 12 + ["unsupported", "contradicted", "overreach", "stale", "no_source", "trivial"]

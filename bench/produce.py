@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import orjson  # noqa: E402
 
-from services.producer import AsyncVerdictProducer, VerdictProducer  # noqa: E402
-from streams.broker import EmbeddedBroker, create_topics  # noqa: E402
+from services.client.producer import AsyncVerdictProducer, VerdictProducer  # noqa: E402
+from services.app.broker import EmbeddedBroker, create_topics  # noqa: E402
 
 ROUTES = ["billing-faq", "parcel-status", "returns", "plans/annual", "search:v2", "checkout-help"]
 VERDICTS = ["supported", "supported", "unsupported", "contradicted", "supported", "overreach", "unlinked"]

@@ -15,7 +15,8 @@ import orjson
 from clustering.config import DEFAULT_CONFIG, ClusteringConfig
 from clustering.embed import CachedEmbedder, Embedder, EmbeddingCache, MemoryEmbeddingCache, SentenceTransformerEmbedder
 from clustering.pipeline import IssuePipeline, Progress
-from clustering.records import FailingClaim, RecordError
+from clustering.records import FailingClaim
+from services.contract.errors import RecordError
 from clustering.track import IssueTracker
 
 MAX_REPORTED_REJECTIONS = 5

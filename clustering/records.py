@@ -8,11 +8,8 @@ from typing import Any, Mapping
 import orjson
 
 from services.contract.decode import ContractError, validate_event
+from services.contract.errors import RecordError
 from services.contract.model import FAILED_VERDICTS, VERDICT_ALIASES, VerdictEvent
-
-
-class RecordError(ValueError):
-    """An input line cannot become a failing claim; the message names the field and what to do."""
 
 
 @dataclass(frozen=True)

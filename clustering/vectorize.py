@@ -16,7 +16,8 @@ import numpy as np
 
 from clustering.embed import Embedder
 from clustering.normalize import Normalizer
-from clustering.records import EMBED_FIELDS, FailingClaim, RecordError
+from clustering.records import EMBED_FIELDS, FailingClaim
+from services.contract.errors import RecordError
 from clustering.screen import TextProblem, TextScreen
 
 EMBED_CHUNK = 2048  # texts per embedder call, so long runs can report progress

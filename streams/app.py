@@ -25,10 +25,11 @@ import faust
 from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 from faust.exceptions import ProducerSendError
 
-from services.metrics import Metrics
-from services.settings import Settings
+from services.core.metrics import Metrics
+from services.app.settings import Settings
 from services.store.backends import StoreError
-from streams.ingest import Backoff, BatchOutcome, Health, Ingestor, RawMessage
+from services.core.backoff import Backoff
+from services.ingest.ingestor import BatchOutcome, Health, Ingestor, RawMessage
 
 log = logging.getLogger("claimwatch.worker")
 

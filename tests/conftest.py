@@ -28,7 +28,7 @@ def store(tmp_path):
 
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory):
-    from streams.broker import EmbeddedBroker
+    from services.app.broker import EmbeddedBroker
 
     b = EmbeddedBroker(log_path=tmp_path_factory.mktemp("broker") / "tansu.log").start()
     yield b

@@ -29,11 +29,11 @@ from typing import Callable, Iterator
 import orjson
 
 from services.alerts.evaluator import MINUTE, evaluator_for, parse_minute
-from services.alerts.store import AlertStore
+from services.store.alerts import AlertStore
 from services.contract.decode import Decoder, Rejection
 from services.contract.model import VerdictEvent
-from services.gcpolicy import bulk_allocation
-from services.rates.query import RateQueries
+from services.core.gcpolicy import bulk_allocation
+from services.store.rates import RateQueries
 from services.store.backends import ChdbStore, Store
 from services.store.convert import ch_time
 from services.store.migrate import migrate

@@ -19,10 +19,10 @@ from typing import Callable
 
 from services.alerts.detector import DetectorConfig, DriftDetector, make_detector
 from services.alerts.lifecycle import DRIFT_KIND, Alert, next_alert, severity_for
-from services.alerts.store import AlertStore
+from services.store.alerts import AlertStore
 from services.alerts.suspects import suspect_changes
 from services.rates.intervals import Counts
-from services.rates.query import RateQueries
+from services.store.rates import RateQueries
 
 log = logging.getLogger(__name__)
 CHECKPOINT = "alert-evaluator/v2"  # v2: the detectors themselves, not only the minute

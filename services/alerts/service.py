@@ -5,7 +5,7 @@ from datetime import datetime
 
 from services.alerts.lifecycle import Alert, ack, status
 from services.alerts.silences import Silence
-from services.alerts.store import AlertStore, NotFound
+from services.store.alerts import AlertStore, NotFound
 
 
 def alert_view(alert: Alert, silences: list[Silence], now: datetime) -> dict:

@@ -16,7 +16,7 @@ from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import JSONResponse
 
 from services.alerts.service import AlertsService
-from services.alerts.store import AlertStore
+from services.store.alerts import AlertStore
 from services.api import pages
 from services.api.middleware import BodyLimit, SecurityHeaders
 from services.api.routers import alerts as alerts_routes
@@ -24,7 +24,7 @@ from services.api.routers import evalset as evalset_routes
 from services.api.routers import issues as issues_routes
 from services.api.routers import ops, rates
 from services.api.security import ApiPolicy, Gate
-from services.errors import Conflict, NotFound
+from services.core.errors import Conflict, NotFound
 from services.evalset.promotion import NearDuplicateError, PromotionError
 from services.issues.service import IssuesService
 from services.store.backends import StoreError

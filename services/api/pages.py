@@ -22,8 +22,8 @@ from services.api.auth import READ_COOKIE
 from services.api.plotly_assets import BASE_STYLE_ID, PlotlyAssets
 from services.api.routeview import RouteHistory
 from services.api.security import Gate
-from services.errors import NotFound
-from services.rates.query import RateQueries, WindowError, parse_window
+from services.core.errors import NotFound
+from services.store.rates import RateQueries, WindowError, parse_window
 from services.rates.report import route_rates
 
 HERE = Path(__file__).resolve().parent

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from services.rates.intervals import Counts, ratio_interval
-from services.rates.query import RateQueries
+from services.store.rates import RateQueries
 from services.rates.report import rate_entry
 from services.store.backends import Store
 from services.store.convert import parse_ch_time

@@ -10,11 +10,11 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 import orjson
 
-from services.errors import NotFound
+from services.core.errors import NotFound
 from services.evalset.metrics import agreement, eval_report, gate, parse_slice_min
 from services.evalset.promotion import (NearDuplicateError, PromotionError, PromotionService, load_label_pairs,
                                        load_outcomes, load_traces)
-from services.issues.store import IssueStore
+from services.store.issues import IssueStore
 
 
 def as_json(value) -> object:
@@ -27,7 +27,7 @@ def lazy_embedder(settings, store) -> Callable[[Sequence[str]], np.ndarray]:
     """The clustering model (through the ClickHouse cache), loaded on first use only."""
     from clustering.config import config_from_settings
     from clustering.embed import CachedEmbedder, SentenceTransformerEmbedder
-    from services.issues.store import ClickHouseEmbeddingCache
+    from services.store.issues import ClickHouseEmbeddingCache
 
     holder: dict = {}
 

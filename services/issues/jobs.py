@@ -14,7 +14,7 @@ from clustering.embed import CachedEmbedder, SentenceTransformerEmbedder
 from clustering.pipeline import IssuePipeline
 from clustering.run import ClusteringRun
 from clustering.track import IssueTracker
-from services.issues.store import ClickHouseEmbeddingCache, IssueStore
+from services.store.issues import ClickHouseEmbeddingCache, IssueStore
 from services.store.convert import ch_time
 
 log = logging.getLogger(__name__)

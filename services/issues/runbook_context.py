@@ -10,10 +10,10 @@ import orjson
 from clustering.issue import IssueRecord
 from runbooks import (IssueInfo, IssueSignals, RouteImpact, RunbookContext, Summary, SuspectChange, TimelineEntry,
                       TraceExample)
-from services.alerts.store import AlertStore
-from services.issues.store import IssueStore
+from services.store.alerts import AlertStore
+from services.store.issues import IssueStore
 from services.rates.intervals import Counts, ratio_interval
-from services.rates.query import RateQueries
+from services.store.rates import RateQueries
 
 STAGES = ("evidence_admission", "claim_generation", "generation_stability")
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 from clustering.issue import RESOLVED, IssueRecord
 from runbooks import RunbookRenderer
-from services.alerts.store import AlertStore
-from services.errors import Conflict
+from services.store.alerts import AlertStore
+from services.core.errors import Conflict
 from services.issues.runbook_context import build_context
-from services.issues.store import IssueStore
-from services.rates.query import RateQueries
+from services.store.issues import IssueStore
+from services.store.rates import RateQueries
 
 SORTS = {"last_seen", "first_seen", "count", "name"}
 

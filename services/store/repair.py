@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from services.rates.query import SUM_COLUMNS
+from services.store.rates import SUM_COLUMNS
 from services.store.backends import Store
 from services.store.convert import ch_time
 

@@ -15,8 +15,8 @@ import pytest
 from playwright.sync_api import sync_playwright
 
 from services.api.auth import new_token
-from services.simulate import Regression, Scenario, generate
-from streams.broker import create_topics
+from services.client.simulate import Regression, Scenario, generate
+from services.app.broker import create_topics
 from tests.support.processes import LIVE, WorkerProcess, send_all
 
 TOKEN, TOKEN_HASH = new_token()

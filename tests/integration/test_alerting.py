@@ -7,8 +7,8 @@ from datetime import datetime, timedelta, timezone
 import httpx
 
 from services.api.auth import new_token
-from services.simulate import Regression, Scenario, generate
-from streams.broker import create_topics
+from services.client.simulate import Regression, Scenario, generate
+from services.app.broker import create_topics
 from tests.support.peers import Alertmanager
 from tests.support.processes import WorkerProcess, send_all
 

@@ -17,8 +17,8 @@ from clustering.pipeline import IssuePipeline
 from clustering.records import FailingClaim
 from clustering.track import IssueTracker
 from services.contract.decode import validate_event
-from services.simulate import FAMILIES, Scenario, generate
-from services.simulate.coverage import failing_claim_families, family_coverage, format_coverage
+from services.client.simulate import FAMILIES, Scenario, generate
+from services.client.simulate.coverage import failing_claim_families, family_coverage, format_coverage
 
 START = datetime(2026, 11, 21, 9, tzinfo=timezone.utc)
 MINUTES = 60

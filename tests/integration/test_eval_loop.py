@@ -14,16 +14,16 @@ from services.contract.decode import Decoder, Rejection
 from services.evalset.service import EvalService, lazy_embedder
 from services.issues.jobs import IssueJobs
 from services.issues.service import IssuesService
-from services.issues.store import IssueStore
-from services.settings import load_settings
-from services.simulate import Regression, Scenario, generate
+from services.store.issues import IssueStore
+from services.app.settings import load_settings
+from services.client.simulate import Regression, Scenario, generate
 from services.store.backends import ChdbStore
 from services.store.migrate import migrate
 from services.store.writer import EventWriter
 
 
 def cli(*args: str, store: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "services.cli", *args, "--clickhouse", store, "--api", "http://127.0.0.1:9"],
+    return subprocess.run([sys.executable, "-m", "services.app.cli", *args, "--clickhouse", store, "--api", "http://127.0.0.1:9"],
                           capture_output=True, text=True, timeout=300)
 
 

@@ -16,8 +16,8 @@ import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from services.simulate import Scenario, expected_counts, generate
-from streams.broker import create_topics
+from services.client.simulate import Scenario, expected_counts, generate
+from services.app.broker import create_topics
 from tests.support.processes import WorkerProcess, send_all
 
 START = datetime(2026, 11, 21, 8, 0, tzinfo=timezone.utc)
@@ -109,7 +109,7 @@ def test_exactly_once_through_kill_restart_and_redelivery(broker, topic_prefix, 
     assert {d["reason"]: d["count"] for d in worker.get("/api/dlq")} == expected.bad
 
     # The CLI reaches the running service and prints the stable JSON shape.
-    cli = subprocess.run([sys.executable, "-m", "services.cli", "rates", "--window", "all", "--json",
+    cli = subprocess.run([sys.executable, "-m", "services.app.cli", "rates", "--window", "all", "--json",
                           "--api", worker.url], capture_output=True, timeout=60, check=True)
     printed = orjson.loads(cli.stdout)
     assert {r["route"] for r in printed} == set(expected.events)

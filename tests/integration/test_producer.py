@@ -14,12 +14,12 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from services.contract.decode import ContractError, Decoder, Rejection
 from services.contract.model import VerdictEvent
-from services.producer import (AsyncVerdictProducer, DeliveryError, EventPreparer, ProducerError, VerdictProducer,
+from services.client.producer import (AsyncVerdictProducer, DeliveryError, EventPreparer, ProducerError, VerdictProducer,
                                build_event)
 from services.store.backends import ChdbStore
 from services.store.migrate import migrate
 from services.store.writer import EventWriter
-from streams.broker import EmbeddedBroker, create_topics
+from services.app.broker import EmbeddedBroker, create_topics
 
 PARTITIONS = 4
 ROUTES = ["billing-faq", "parcel-status", "returns", "plans/annual", "search:v2"]

@@ -8,9 +8,9 @@ import pytest
 
 from services.contract.decode import Decoder
 from services.contract.model import VerdictEvent
-from services.produce import raw_producer
-from services.simulate import Scenario, generate
-from streams.broker import create_topics
+from services.client.produce import raw_producer
+from services.client.simulate import Scenario, generate
+from services.app.broker import create_topics
 from tests.support.peers import Prometheus
 from tests.support.processes import WorkerProcess
 

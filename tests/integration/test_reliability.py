@@ -9,9 +9,9 @@ from datetime import datetime, timedelta, timezone
 
 import httpx
 
-from services.produce import raw_producer
-from services.simulate import Regression, Scenario, expected_counts, generate
-from streams.broker import create_topics
+from services.client.produce import raw_producer
+from services.client.simulate import Regression, Scenario, expected_counts, generate
+from services.app.broker import create_topics
 from tests.support.clickhouse_standin import ClickHouseStandin
 from tests.support.processes import WorkerProcess
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from services.simulate import Scenario, expected_counts, generate
-from streams.broker import create_topics
+from services.client.simulate import Scenario, expected_counts, generate
+from services.app.broker import create_topics
 from tests.support.clickhouse_standin import ClickHouseStandin
 from tests.support.processes import WorkerProcess, send_all
 

@@ -20,19 +20,19 @@ from schemathesis.checks import (content_type_conformance, ignored_auth, not_a_s
 
 from clustering.issue import IssueRecord
 from services.alerts.lifecycle import Alert
-from services.alerts.store import AlertStore
+from services.store.alerts import AlertStore
 from services.api.app import create_api
 from services.api.auth import new_token
 from services.api.security import ApiPolicy
 from services.contract.decode import Decoder
 from services.contract.model import FAILED_VERDICTS, VerdictEvent
-from services.issues.store import IssueStore
+from services.store.issues import IssueStore
 from services.rates.intervals import Interval
-from services.runtime import Services
-from services.settings import Settings
-from services.simulate import Scenario, generate
+from services.app.compose import Services
+from services.app.settings import Settings
+from services.client.simulate import Scenario, generate
 from services.store.writer import EventWriter
-from streams.broker import create_topics
+from services.app.broker import create_topics
 from tests.support.processes import WorkerProcess
 
 START = datetime(2026, 11, 21, 8, 0, tzinfo=timezone.utc)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 
-from streams.broker import free_port
+from services.app.broker import free_port
 
 
 def _binary(name: str) -> str:

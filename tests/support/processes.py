@@ -11,12 +11,12 @@ from typing import Any, Callable
 
 import httpx
 
-from streams.broker import free_port
+from services.app.broker import free_port
 
 
 def send_all(bootstrap: str, topic: str, sims) -> None:
     """Produce simulated messages (SimEvent.raw, keyed by route) and wait until they are acknowledged."""
-    from services.produce import raw_producer
+    from services.client.produce import raw_producer
 
     producer = raw_producer(bootstrap)
     for sim in sims:
@@ -49,7 +49,7 @@ class WorkerProcess:
                "CLAIMWATCH_API__URL": self.url, "PYTHONUNBUFFERED": "1", **self.env}
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "services.cli", "-v", "worker", "--serve-api", "--kafka", self.bootstrap,
+            [sys.executable, "-m", "services.app.cli", "-v", "worker", "--serve-api", "--kafka", self.bootstrap,
              "--clickhouse", self.clickhouse, "--topic-prefix", self.topic_prefix, *self.args],
             stdout=log, stderr=log, env=env, start_new_session=True,
         )

@@ -12,8 +12,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from services.adapters import FORMATS, RecordError, get_adapter
-from services.adapters.convert import ConversionError, convert_file, convert_records, load_events
+from services.client.adapters import FORMATS, get_adapter
+from services.contract.errors import RecordError
+from services.client.adapters.convert import ConversionError, convert_file, convert_records, load_events
 from services.contract.decode import validate_event
 from services.store.backends import ChdbStore
 from services.store.migrate import migrate

@@ -15,18 +15,18 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from clustering.issue import IssueRecord
 from services.alerts.lifecycle import Alert
-from services.alerts.store import AlertStore
+from services.store.alerts import AlertStore
 from services.api.app import create_api
 from services.api.auth import new_token
 from services.api.plotly_assets import BUNDLE
 from services.api.security import ApiPolicy
 from services.contract.decode import Decoder, reject
 from services.contract.model import FAILED_VERDICTS, VerdictEvent
-from services.issues.store import IssueStore
+from services.store.issues import IssueStore
 from services.rates.intervals import Interval
-from services.runtime import Services
-from services.settings import Settings
-from services.simulate import Scenario, generate
+from services.app.compose import Services
+from services.app.settings import Settings
+from services.client.simulate import Scenario, generate
 from services.store.convert import ch_time
 from services.store.writer import DeadLetter, EventWriter
 

@@ -5,7 +5,7 @@ import pytest
 from services.api.auth import (MISSING, UNCONFIGURED, WRONG, TokenBucket, TokenCheck, bearer_of, hash_token,
                                new_token)
 from services.api.security import ApiPolicy
-from services.settings import Settings
+from services.app.settings import Settings
 
 
 def test_new_token_is_random_and_only_its_sha256_is_configured():

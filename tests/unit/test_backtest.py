@@ -15,13 +15,13 @@ import orjson
 import pytest
 
 from services.alerts.backtest import BucketLoader, private_store, read_chunks, run_backtest
-from services.gcpolicy import bulk_allocation
+from services.core.gcpolicy import bulk_allocation
 from services.alerts.evaluator import MINUTE, evaluator_for, parse_minute
-from services.alerts.store import AlertStore
+from services.store.alerts import AlertStore
 from services.contract.decode import Decoder, Rejection
-from services.rates.query import SUM_COLUMNS, RateQueries
-from services.settings import Settings
-from services.simulate import Scenario, generate, write_jsonl
+from services.store.rates import SUM_COLUMNS, RateQueries
+from services.app.settings import Settings
+from services.client.simulate import Scenario, generate, write_jsonl
 from services.store.backends import ChdbStore
 from services.store.migrate import migrate
 from services.store.writer import EventWriter

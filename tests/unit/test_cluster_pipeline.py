@@ -16,7 +16,7 @@ from clustering.records import FailingClaim
 
 NOW = datetime(2026, 11, 21, 12, tzinfo=timezone.utc)
 SMALL = replace(DEFAULT_CONFIG, umap_min_points=10**9)  # no UMAP where the test is not about it
-CLINC = Path(__file__).resolve().parents[3] / "shared" / "data" / "clinc150.jsonl"
+CLINC = Path(__file__).resolve().parents[1] / "fixtures" / "clinc150" / "clinc150-test.jsonl"
 
 
 def fit(claims, config=SMALL, embedder=None, progress=None):

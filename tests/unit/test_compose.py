@@ -22,7 +22,7 @@ import yaml
 
 from services.alerts.lifecycle import Alert, severity_for
 from services.alerts.notify import alertmanager_payload
-from services.settings import Settings, load_settings
+from services.app.settings import Settings, load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
@@ -247,10 +247,10 @@ def test_every_claimwatch_command_exists_in_the_cli(compose):
     instructions = dict(dockerfile_instructions())
     assert json.loads(instructions["ENTRYPOINT"]) == ["claimwatch"]
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts["claimwatch"] == "services.cli:main"
+    assert scripts["claimwatch"] == "services.app.cli:main"
     for name, service in claimwatch_services(compose).items():
         # Flags go before --help, so click rejects an unknown one instead of printing help.
-        done = subprocess.run([sys.executable, "-m", "services.cli", *service["command"], "--help"], cwd=ROOT,
+        done = subprocess.run([sys.executable, "-m", "services.app.cli", *service["command"], "--help"], cwd=ROOT,
                               capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, f"{name}: `claimwatch {' '.join(service['command'])}` fails:\n{done.stderr}"
 
@@ -281,7 +281,7 @@ def test_prometheus_scrapes_every_claimwatch_process_that_serves_metrics(compose
     from fastapi.testclient import TestClient
 
     from services.api.app import create_api
-    from services.runtime import Services
+    from services.app.compose import Services
     from services.store.backends import ChdbStore
     from services.store.migrate import migrate
 

@@ -14,7 +14,8 @@ from clustering.embed import (
     resolve_model_path,
     text_key,
 )
-from clustering.records import FailingClaim, RecordError
+from clustering.records import FailingClaim
+from services.contract.errors import RecordError
 from clustering.vectorize import ClaimVectorizer
 
 

@@ -18,10 +18,10 @@ import yaml
 
 from clustering.issue import IssueRecord
 from services.alerts.lifecycle import Alert
-from services.alerts.store import AlertStore
+from services.store.alerts import AlertStore
 from services.contract.decode import Decoder, Rejection
 from services.rates.intervals import Counts, proportion_interval, ratio_interval
-from services.simulate import Scenario, generate
+from services.client.simulate import Scenario, generate
 from services.store.backends import ChdbStore
 from services.store.migrate import migrate
 from services.store.writer import DeadLetter, EventWriter

@@ -7,7 +7,8 @@ import pytest
 from clustering.config import DEFAULT_CONFIG
 from clustering.embed import HashingEmbedder
 from clustering.offline import OfflineInputError, cluster_file, read_claims
-from clustering.records import FailingClaim, RecordError
+from clustering.records import FailingClaim
+from services.contract.errors import RecordError
 
 NOW = datetime(2026, 11, 21, 12, tzinfo=timezone.utc)
 CONFIG = replace(DEFAULT_CONFIG, umap_min_points=10**9)

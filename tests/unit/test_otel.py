@@ -8,9 +8,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from services.adapters import RecordError
-from services.adapters.convert import convert_file
-from services.adapters.otel import claim_attributes, to_events
+from services.contract.errors import RecordError
+from services.client.adapters.convert import convert_file
+from services.client.adapters.otel import claim_attributes, to_events
 from services.contract.decode import validate_event
 from services.store.backends import ChdbStore
 from services.store.migrate import migrate

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from services.contract.decode import Decoder
 from services.contract.model import VerdictEvent
-from services.privacy import HASHES_ATTRIBUTE, Redactor, RedactionSettings
+from services.ingest.privacy import HASHES_ATTRIBUTE, Redactor, RedactionSettings
 from services.store.backends import ChdbStore
 from services.store.migrate import migrate
 from services.store.writer import EventWriter
@@ -314,7 +314,7 @@ def check_stored(store, r, events, mode):
 
 @pytest.mark.parametrize("mode", ["mask", "drop"])
 def test_dead_letter_samples_are_redacted_before_storage(tmp_path, mode):
-    from streams.ingest import Ingestor, RawMessage
+    from services.ingest.ingestor import Ingestor, RawMessage
 
     bad = b'{"schema": "claimwatch.verdict/v1", "query": {"text": "I am ana@example.com"}, "claims": "nope"'
     store = ChdbStore(tmp_path / "ch")

@@ -4,7 +4,7 @@ import orjson
 import pytest
 
 from services.contract.decode import Decoder
-from services.rates.query import RateQueries, WindowError, parse_window
+from services.store.rates import RateQueries, WindowError, parse_window
 from services.rates.report import route_rates, slice_rates
 from services.store.writer import EventWriter
 

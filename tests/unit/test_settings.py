@@ -1,6 +1,6 @@
 import pytest
 
-from services.settings import SettingsError, load_settings
+from services.app.settings import SettingsError, load_settings
 
 
 def test_precedence_file_then_env_then_flags(tmp_path):

@@ -21,10 +21,10 @@ from sklearn.preprocessing import normalize
 
 from services.contract.decode import Decoder, Rejection
 from services.contract.model import VERDICT_ALIASES, VerdictEvent
-from services.simulate import (
+from services.client.simulate import (
     BAD_KINDS, FAMILIES, Regression, Route, Scenario, ScenarioError, expected_counts, generate, write_jsonl,
 )
-from services.simulate.corrupt import corrupt
+from services.client.simulate.corrupt import corrupt
 
 START = datetime(2026, 11, 21, 12, 0, tzinfo=timezone.utc)
 MINUTES = 60
@@ -76,7 +76,7 @@ def test_same_seed_gives_identical_bytes_and_another_seed_does_not():
 
 def test_same_seed_gives_the_same_bytes_in_another_process():
     script = ("import hashlib, sys; from datetime import datetime, timezone; "
-              "from services.simulate import Scenario, generate; h = hashlib.sha256(); "
+              "from services.client.simulate import Scenario, generate; h = hashlib.sha256(); "
               "[h.update(s.raw) for s in generate(Scenario.demo(), datetime(2026, 11, 21, 12, tzinfo=timezone.utc), 3, seed=1)]; "
               "print(h.hexdigest())")
     digest = hashlib.sha256(b"".join(s.raw for s in generate(Scenario.demo(), START, 3, seed=1))).hexdigest()

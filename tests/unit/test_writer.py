@@ -112,10 +112,10 @@ def test_alert_evaluator_resumes_from_its_checkpoint_without_duplicates(store):
     from datetime import datetime, timedelta, timezone
 
     from services.alerts.evaluator import evaluator_for
-    from services.alerts.store import AlertStore
-    from services.rates.query import RateQueries
-    from services.settings import load_settings
-    from services.simulate import Regression, Scenario, generate
+    from services.store.alerts import AlertStore
+    from services.store.rates import RateQueries
+    from services.app.settings import load_settings
+    from services.client.simulate import Regression, Scenario, generate
 
     demo = Scenario.demo()
     scenario = Scenario(routes=demo.routes[:1], bad_fraction=0.0,
@@ -144,9 +144,9 @@ def test_evaluator_waits_for_a_route_whose_backlog_is_still_being_consumed(store
     from datetime import datetime, timedelta, timezone
 
     from services.alerts.evaluator import MOVING_GRACE, evaluator_for
-    from services.alerts.store import AlertStore
-    from services.rates.query import RateQueries
-    from services.settings import load_settings
+    from services.store.alerts import AlertStore
+    from services.store.rates import RateQueries
+    from services.app.settings import load_settings
 
     t0 = datetime(2026, 11, 21, 8, 0, tzinfo=timezone.utc)
 

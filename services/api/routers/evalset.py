@@ -9,7 +9,7 @@ from fastapi.responses import StreamingResponse
 from services.api.models import ERROR_RESPONSES, ProposeBody, RejectBody, ReviewBody
 from services.api.responses import AgreementView, EvalItemView, EvalReportView, GateResult
 from services.api.security import AUTH_RESPONSES, MUTATION_RESPONSES, Gate
-from services.errors import Conflict
+from services.core.errors import Conflict
 
 CLASH = {409: {"model": ERROR_RESPONSES[404]["model"],
                "description": "Already reviewed, or a near duplicate of an item in the eval set"}}

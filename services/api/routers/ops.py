@@ -6,7 +6,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 
 from services.api.responses import DlqReason, Health, Ready
 from services.api.security import AUTH_RESPONSES, Gate
-from services.rates.query import RateQueries, parse_window
+from services.store.rates import RateQueries, parse_window
 from services.rates.report import route_rates
 from services.store.backends import StoreError
 from services.store.dlq import dlq_summary

@@ -10,8 +10,8 @@ from services.api.models import ERROR_RESPONSES
 from services.api.responses import RateEntry, RouteDetail, SliceEntry
 from services.api.routeview import RouteHistory
 from services.api.security import AUTH_RESPONSES, Gate
-from services.errors import NotFound
-from services.rates.query import RateQueries, WindowError, parse_window
+from services.core.errors import NotFound
+from services.store.rates import RateQueries, WindowError, parse_window
 from services.rates.report import route_rates, slice_rates
 
 MAX_RANGE_MINUTES = 31 * 24 * 60

@@ -1,0 +1,8 @@
+"""`claimwatch` command line. Thin: parse flags, build Settings once, call plain objects.
+
+One module per command group; importing them registers their commands on ``main``.
+"""
+from services.app.cli import alerts, data, evalset, issues, stack  # noqa: F401  (registers the commands)
+from services.app.cli.base import main
+
+__all__ = ["main"]

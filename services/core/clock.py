@@ -1,0 +1,8 @@
+"""The one wall clock. Code that needs "now" takes it as an argument; entry points call this."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)

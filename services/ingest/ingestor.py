@@ -1,0 +1,111 @@
+"""The ingest step as a plain object: raw Kafka messages in, one idempotent store write out.
+
+Faust only feeds it batches and acks them afterwards (see streams/app.py), so all
+of this is testable without a broker.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from services.contract.decode import Decoder, Rejection, reject
+from services.contract.model import VerdictEvent
+from services.ingest.privacy import RedactionSettings, Redactor
+from services.store.backends import StoreError
+from services.store.writer import SAMPLE_BYTES, DeadLetter, EventWriter, WriteResult
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RawMessage:
+    topic: str
+    partition: int
+    offset: int
+    value: bytes | None
+    key: bytes | None = None
+
+
+@dataclass(frozen=True)
+class BatchOutcome:
+    events: list[VerdictEvent]
+    dead: list[DeadLetter]
+    result: WriteResult
+
+
+
+@dataclass
+class Health:
+    """What /readyz reports: the store's state as the ingest path last saw it."""
+
+    store_ok: bool = True
+    store_error: str = ""
+    consecutive_failures: int = 0
+    extra: dict = field(default_factory=dict)
+
+    def mark_ok(self) -> None:
+        self.store_ok, self.store_error, self.consecutive_failures = True, "", 0
+
+    def mark_failed(self, error: str) -> None:
+        self.store_ok, self.store_error = False, error
+        self.consecutive_failures += 1
+
+
+class Ingestor:
+    def __init__(self, writer: EventWriter, decoder: Decoder, redactor: Redactor | None = None):
+        self.writer = writer
+        self.decoder = decoder
+        self.redactor = redactor or Redactor(RedactionSettings())  # before storage; a no-op unless enabled
+
+    def split(self, messages: Sequence[RawMessage]) -> tuple[list[VerdictEvent], list[DeadLetter]]:
+        events, dead = [], []
+        for m in messages:
+            decoded = self.decoder.decode(m.value)
+            if isinstance(decoded, Rejection):
+                dead.append(self._dead_letter(m, decoded))
+            else:
+                events.append(self.redactor.redact(decoded))
+        return events, dead
+
+    def _dead_letter(self, m: RawMessage, rejection: Rejection) -> DeadLetter:
+        raw = m.value or b""  # the DLQ topic gets it all; the store keeps a (redacted) sample
+        return DeadLetter(m.topic, m.partition, m.offset, raw, rejection, self.redactor.redact_raw(raw[:SAMPLE_BYTES]))
+
+    def process(self, messages: Sequence[RawMessage]) -> BatchOutcome:
+        """Decode and write once. StoreError propagates: the caller retries and does not ack."""
+        return self.write(messages, *self.split(messages))
+
+    def write(self, messages: Sequence[RawMessage], events: list[VerdictEvent], dead: list[DeadLetter]) -> BatchOutcome:
+        """Write what ``split`` decoded; safe to call again after a StoreError."""
+        dead = list(dead)  # a retry must not see dead letters a failed attempt added
+        try:
+            return BatchOutcome(events, dead, self.writer.write(events, dead))
+        except StoreError:
+            raise
+        except Exception:  # a data-dependent bug must not stall the partition: isolate the culprit
+            log.exception("batch write failed outside the store; isolating events one by one")
+            return self._isolate(messages, events, dead)
+
+    def _isolate(self, messages, events, dead) -> BatchOutcome:
+        by_id = {e.event_id: e for e in events}
+        good, inserted, duplicates = [], 0, 0
+        for m in messages:
+            decoded = self.decoder.decode(m.value)
+            if isinstance(decoded, Rejection) or decoded.event_id not in by_id:
+                continue
+            decoded = self.redactor.redact(decoded)
+            try:
+                result = self.writer.write([decoded])
+            except StoreError:
+                raise
+            except Exception as exc:
+                rejection = reject("unprocessable", "$", f"valid event could not be stored: {type(exc).__name__}: {exc}",
+                                   event_id=decoded.event_id, route=decoded.route)
+                dead.append(self._dead_letter(m, rejection))
+                continue
+            good.append(decoded)
+            inserted += result.inserted
+            duplicates += result.duplicates
+        self.writer.write([], dead)
+        return BatchOutcome(good, dead, WriteResult(inserted, duplicates, len(dead)))

@@ -1,0 +1,100 @@
+"""Alerts, transitions, silences and the evaluator checkpoint in ClickHouse."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import orjson
+
+from services.alerts.lifecycle import Alert
+from services.alerts.silences import Silence
+from services.core.errors import NotFound
+from services.store.backends import Store
+from services.store.convert import ch_time
+
+
+def _now_version() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+def _opt(ts: datetime | None) -> str | None:
+    return ch_time(ts) if ts is not None else None
+
+
+class AlertStore:
+    def __init__(self, store: Store):
+        self.store = store
+
+    # -- alerts ---------------------------------------------------------------
+    def save(self, alert: Alert) -> None:
+        self.store.insert("alerts", [{
+            "alert_id": alert.alert_id, "route": alert.route, "kind": alert.kind, "severity": alert.severity,
+            "labels": alert.labels, "window_minutes": alert.window or 0, "pending_since": ch_time(alert.pending_since),
+            "starts_at": _opt(alert.starts_at), "ends_at": _opt(alert.ends_at), "acked_at": _opt(alert.acked_at),
+            "acked_by": alert.acked_by or "", "ack_note": alert.ack_note or "", "rate": alert.rate,
+            "baseline": alert.baseline, "delta": alert.delta, "claims": alert.claims, "onset": _opt(alert.onset),
+            "driving_verdict": alert.driving_verdict or "", "body": orjson.dumps(alert.as_dict()).decode(),
+            "updated_at": _now_version(),
+        }])
+
+    def record_transition(self, alert: Alert) -> bool:
+        """Store the transition once; False if it was already recorded (a re-evaluation)."""
+        state = alert.recorded_state
+        seen = self.store.query("SELECT count() AS n FROM alert_transitions WHERE alert_id = {id:String} "
+                                "AND state = {state:String}", {"id": alert.alert_id, "state": state})
+        if seen[0]["n"]:
+            return False
+        self.store.insert("alert_transitions", [{
+            "alert_id": alert.alert_id, "state": state, "route": alert.route, "kind": alert.kind,
+            "at": ch_time(alert.transition_at), "record": orjson.dumps(alert.transition_record()).decode()}])
+        return True
+
+    def _alerts(self, where: str = "1", params: dict | None = None, limit: int = 500) -> list[Alert]:
+        rows = self.store.query(
+            f"SELECT argMax(body, updated_at) AS body FROM alerts GROUP BY alert_id HAVING {where} "
+            "ORDER BY max(pending_since) DESC LIMIT {limit:UInt32}", {**(params or {}), "limit": limit})
+        return [Alert.from_dict(orjson.loads(r["body"])) for r in rows]
+
+    def get(self, alert_id: str) -> Alert:
+        found = self._alerts("alert_id = {id:String}", {"id": alert_id}, 1)
+        if not found:
+            raise NotFound(f"no alert {alert_id!r}; list alerts with `claimwatch alerts list`")
+        return found[0]
+
+    def open_alerts(self) -> list[Alert]:
+        return self._alerts("isNull(argMax(ends_at, updated_at))")
+
+    def list(self, route: str | None = None, limit: int = 500) -> list[Alert]:
+        if route is None:
+            return self._alerts(limit=limit)
+        return self._alerts("argMax(route, updated_at) = {route:String}", {"route": route}, limit)
+
+    def transitions(self, alert_id: str) -> list[dict]:
+        rows = self.store.query("SELECT record FROM alert_transitions FINAL WHERE alert_id = {id:String} ORDER BY at",
+                                {"id": alert_id})
+        return [orjson.loads(r["record"]) for r in rows]
+
+    # -- silences -------------------------------------------------------------
+    def save_silence(self, silence: Silence) -> None:
+        self.store.insert("silences", [{"silence_id": silence.silence_id, "body": orjson.dumps(silence.as_dict()).decode(),
+                                        "ends_at": ch_time(silence.ends_at), "updated_at": _now_version()}])
+
+    def silences(self, active_at: datetime | None = None) -> list[Silence]:
+        rows = self.store.query("SELECT argMax(body, updated_at) AS body, argMax(ends_at, updated_at) AS ends "
+                                "FROM silences GROUP BY silence_id ORDER BY silence_id")
+        found = [Silence.from_dict(orjson.loads(r["body"])) for r in rows]
+        return [s for s in found if active_at is None or s.is_active(active_at)]
+
+    def silence(self, silence_id: str) -> Silence:
+        for s in self.silences():
+            if s.silence_id == silence_id:
+                return s
+        raise NotFound(f"no silence {silence_id!r}; list them with `claimwatch alerts silences`")
+
+    # -- evaluator checkpoint -------------------------------------------------
+    def checkpoint(self, name: str) -> str | None:
+        rows = self.store.query("SELECT argMax(value, updated_at) AS v, count() AS n FROM checkpoints "
+                                "WHERE name = {name:String}", {"name": name})
+        return rows[0]["v"] if rows and rows[0]["n"] else None
+
+    def set_checkpoint(self, name: str, value: str) -> None:
+        self.store.insert("checkpoints", [{"name": name, "value": value, "updated_at": _now_version()}])
