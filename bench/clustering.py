@@ -40,7 +40,8 @@ from sklearn.cluster import KMeans
 from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from clustering.assign import ApproximatePredictAssigner, OnlineAssigner  # noqa: E402
+from bench.approximate_assign import ApproximatePredictAssigner  # noqa: E402
+from clustering.assign import OnlineAssigner  # noqa: E402
 from clustering.cluster import NOISE  # noqa: E402
 from clustering.config import CONFIGS, DEFAULT_CONFIG, ClusteringConfig, get_config  # noqa: E402
 from clustering.embed import CachedEmbedder, MemoryEmbeddingCache, SentenceTransformerEmbedder, text_key  # noqa: E402

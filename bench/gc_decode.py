@@ -20,7 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import faust  # noqa: E402,F401  (a worker's heap holds these)
 
-import streams.app  # noqa: E402,F401
+import streams.agents  # noqa: E402,F401
+import streams.app  # noqa: E402,F401  (not streams.timers: bench/clustering.py shadows clustering/)
 from ingest import make_events  # noqa: E402
 from services.contract.decode import Decoder  # noqa: E402
 from services.core.gcpolicy import bulk_allocation  # noqa: E402

@@ -12,7 +12,7 @@ What the worker timer and the CLI call:
                                           config.attach_min_similarity)
     issue_id, probability = assigner.assign(claim)
 
-Offline: ``cluster_file(input, out, issues_out, config, progress)``.
+Offline: ``cluster_file(input, out, issues_out, config, progress, now=now)``.
 """
 from importlib import import_module
 

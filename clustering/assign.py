@@ -1,7 +1,7 @@
 """Online assignment between re-clusterings: one new failing claim → an existing issue, or none.
 
 Two ways were measured (bench/clustering.py --assign): HDBSCAN's ``approximate_predict``
-on the UMAP-transformed embedding, and nearest issue centroid in the embedding space with
+on the UMAP-transformed embedding (bench/approximate_assign.py), and nearest issue centroid in the embedding space with
 a cosine threshold. The nearest-centroid ``OnlineAssigner`` is the one to use: it agreed
 with the batch labels at least as often, runs in well under a millisecond once the claim
 is embedded, and needs only the centroids stored on each ``IssueRecord`` — no pickled UMAP
@@ -9,12 +9,10 @@ or HDBSCAN model has to travel from the re-clustering run to every worker.
 """
 from __future__ import annotations
 
-from collections import Counter
 from typing import Sequence
 
 import numpy as np
 
-from clustering.cluster import NOISE
 from clustering.issue import IssueRecord
 from clustering.records import FailingClaim
 from clustering.run import ClusteringRun
@@ -72,43 +70,3 @@ class OnlineAssigner:
         for row, i in enumerate(vectorized.embedded):
             out[i] = self.assign_vector(vectorized.vectors[row])
         return out
-
-
-class ApproximatePredictAssigner:
-    """HDBSCAN ``approximate_predict`` on the run's UMAP transform; kept to measure against.
-
-    hdbscan selects clusters for its prediction data separately from ``labels_``, and the two
-    numberings can disagree (scikit-learn-contrib/hdbscan#163, #410): predicted labels are
-    therefore mapped to the run's clusters by predicting the fitted points once, up front.
-    """
-
-    def __init__(self, run: ClusteringRun, cluster_issue_ids: Sequence[str], vectorizer: ClaimVectorizer):
-        if run.reduced_ is None or run.clusterer_.model_ is None:
-            raise ValueError("the run has no fitted HDBSCAN model (too few or identical claims); use OnlineAssigner")
-        import hdbscan
-
-        self.run = run
-        self.issue_ids = list(cluster_issue_ids)
-        self.vectorizer = vectorizer
-        predicted, _ = hdbscan.approximate_predict(run.clusterer_.model_, run.reduced_)
-        votes: dict[int, Counter] = {}
-        for guess, label in zip(predicted.tolist(), run.clusterer_.raw_labels_.tolist()):
-            if guess != NOISE and label != NOISE:
-                votes.setdefault(guess, Counter())[label] += 1
-        self._canonical = {guess: count.most_common(1)[0][0] for guess, count in votes.items()}
-
-    def assign(self, claim: FailingClaim) -> tuple[str | None, float]:
-        vector = self.vectorizer.vectorize_one(claim)
-        if vector is None:
-            return None, 0.0
-        return self.assign_vector(vector)
-
-    def assign_vector(self, vector: np.ndarray) -> tuple[str | None, float]:
-        import hdbscan
-
-        reduced = self.run.reducer_.transform(vector.reshape(1, -1))
-        labels, strengths = hdbscan.approximate_predict(self.run.clusterer_.model_, reduced)
-        label = self._canonical.get(int(labels[0]), NOISE)
-        if label == NOISE:
-            return None, 0.0
-        return self.issue_ids[label], float(strengths[0])

@@ -8,8 +8,6 @@ from typing import Any, Mapping
 
 import orjson
 
-from services.store.convert import ch_time
-
 NEW, ONGOING, REGRESSED, RESOLVED = "new", "ongoing", "regressed", "resolved"
 STATES = (NEW, ONGOING, REGRESSED, RESOLVED)
 COMPLETE_SAMPLE = 2**63 - 1  # sample_hash_cap of a sample that holds every member
@@ -42,14 +40,14 @@ class IssueRecord:
     history: tuple[dict, ...] = ()  # {"at", "event": created|regressed|resolved|merged_into|absorbed|split_*}
 
     def to_row(self) -> dict[str, Any]:
-        """A JSONEachRow-ready dict (times as DateTime64(3) literals in UTC, history as JSON text)."""
+        """The ``issues`` row as plain values: times as aware datetimes (the store formats them), history as JSON text."""
         return {
             "issue_id": self.issue_id,
             "name": self.name,
             "keywords": list(self.keywords),
             "config_name": self.config_name,
-            "first_seen": ch_time(self.first_seen),
-            "last_seen": ch_time(self.last_seen),
+            "first_seen": self.first_seen,
+            "last_seen": self.last_seen,
             "state": self.state,
             "size": self.size,
             "hourly_counts": dict(self.hourly_counts),

@@ -6,7 +6,7 @@ never fatal (unless ``strict``), the way the worker dead-letters bad events.
 """
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Iterator
 
@@ -53,9 +53,11 @@ def read_claims(input_path: str | Path, strict: bool = False) -> tuple[list[Fail
 def cluster_file(input_path: str | Path, out_path: str | Path, issues_out_path: str | Path,
                  config: ClusteringConfig = DEFAULT_CONFIG, progress: Progress | None = None,
                  embedder: Embedder | None = None, cache: EmbeddingCache | None = None,
-                 now: datetime | None = None, strict: bool = False) -> dict:
-    """Cluster one file; write assignments and issues; return the run summary (with ``rejected`` lines)."""
-    now = now or datetime.now(timezone.utc)
+                 *, now: datetime, strict: bool = False) -> dict:
+    """Cluster one file; write assignments and issues; return the run summary (with ``rejected`` lines).
+
+    ``now`` is the run's time (first and last seen of new issues); the caller reads the clock.
+    """
     claims, rejected = read_claims(input_path, strict)
     embedder = embedder or SentenceTransformerEmbedder(config.model, backend=config.backend)
     pipeline = IssuePipeline.from_config(config, CachedEmbedder(embedder, cache or MemoryEmbeddingCache()), progress)

@@ -9,7 +9,7 @@ import orjson
 
 from services.contract.decode import ContractError, validate_event
 from services.contract.errors import RecordError
-from services.contract.model import FAILED_VERDICTS, VERDICT_ALIASES, VerdictEvent
+from services.contract.model import FAILED_VERDICTS, VerdictEvent, canonical_verdict
 
 
 @dataclass(frozen=True)
@@ -87,10 +87,10 @@ class FailingClaim:
             raise RecordError(f'{where}field "versions" must be an object of strings, e.g. {{"model": "gen-2026-10"}}')
         verdict = data.get("verdict")
         if verdict is not None:
-            canonical = VERDICT_ALIASES.get(str(verdict).lower())
-            if canonical is None:
-                raise RecordError(f'{where}field "verdict" has unknown value {verdict!r}; use one of {sorted(FAILED_VERDICTS)}')
-            verdict = canonical
+            try:
+                verdict = canonical_verdict(str(verdict))
+            except ValueError:
+                raise RecordError(f'{where}field "verdict" has unknown value {verdict!r}; use one of {sorted(FAILED_VERDICTS)}') from None
         observed_at = data.get("observed_at")
         if observed_at is not None:
             try:

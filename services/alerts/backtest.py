@@ -10,7 +10,7 @@ What makes a million events take one to two minutes instead of ten (bench/backte
   millions of objects that live until their chunk is written, and the default
   thresholds rescan them over and over (decoding ran 2.3x slower);
 - only the columns the rate view reads are inserted (``rate_row``) and the per-claim
-  view is dropped from the private store, because the evaluator never reads raw
+  view is dropped from the private store (``services.store.scratch``), because the evaluator never reads raw
   claims; ``tests/unit/test_backtest.py`` checks the buckets equal the live writer's;
 - duplicates are dropped with an in-memory set (the store starts empty, so this is the
   writer's "already stored" check without a query per chunk);
@@ -28,19 +28,17 @@ from typing import Callable, Iterator
 
 import orjson
 
-from services.alerts.evaluator import MINUTE, evaluator_for, parse_minute
-from services.store.alerts import AlertStore
+from services.alerts.evaluator import MINUTE, evaluator_for
+from services.alerts.records import alert_repository
 from services.contract.decode import Decoder, Rejection
 from services.contract.model import VerdictEvent
 from services.core.gcpolicy import bulk_allocation
-from services.store.rates import RateQueries
-from services.store.backends import ChdbStore, Store
+from services.store.backends import Store
 from services.store.convert import ch_time
-from services.store.migrate import migrate
-from services.store.writer import INSERT_SETTINGS
+from services.store.rates import RateRepository
+from services.store.scratch import insert_event_rows, private_store
 
 CHUNK = 50_000  # lines per insert: few, large inserts keep ClickHouse's per-insert cost negligible
-UNUSED_VIEWS = ("claims_mv",)  # per-claim rows: the evaluator reads minute buckets only
 
 
 @dataclass(frozen=True)
@@ -110,8 +108,7 @@ class BucketLoader:
         return rows
 
     def insert(self, rows: list[dict]) -> None:
-        if rows:
-            self.store.insert("events", rows, INSERT_SETTINGS)
+        insert_event_rows(self.store, rows)
 
     def load(self, chunks: Iterator[list[bytes]], progress: Callable[[int], None] | None = None) -> None:
         with ThreadPoolExecutor(1, thread_name_prefix="backtest-insert") as pool:
@@ -127,14 +124,6 @@ class BucketLoader:
                 pending.result()
 
 
-def private_store(workdir: Path) -> ChdbStore:
-    store = ChdbStore(workdir / "clickhouse")
-    migrate(store)
-    for view in UNUSED_VIEWS:
-        store.command(f"DROP VIEW IF EXISTS {view}")
-    return store
-
-
 def run_backtest(events_path: Path, alerts_out: Path, settings, progress: Callable[[int], None] | None = None,
                  chunk: int = CHUNK) -> BacktestSummary:
     """Replay ``events_path`` and write one JSON line per alert transition to ``alerts_out``.
@@ -147,14 +136,13 @@ def run_backtest(events_path: Path, alerts_out: Path, settings, progress: Callab
         with bulk_allocation():
             loader.load(read_chunks(events_path, chunk), progress)
         loader.seen.clear()
-        rates = RateQueries(store)
+        rates = RateRepository(store)
         latest = rates.latest_minute()
         transitions = []
         minutes = 0
         if latest is not None:
-            evaluator = evaluator_for(settings, rates, AlertStore(store), checkpoint=False)
-            first = store.query("SELECT min(minute) AS m FROM rate_minute WHERE dim = ''")[0]["m"]
-            evaluator.last_minute = parse_minute(first) - MINUTE  # evaluate from the very first minute
+            evaluator = evaluator_for(settings, rates, alert_repository(store), checkpoint=False)
+            evaluator.last_minute = rates.first_minute() - MINUTE  # evaluate from the very first minute
             minutes = int((latest - evaluator.last_minute) / MINUTE)
             transitions = evaluator.evaluate(latest + MINUTE)
         tmp = alerts_out.with_name(alerts_out.name + ".tmp")

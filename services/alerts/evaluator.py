@@ -14,15 +14,15 @@ import logging
 import pickle
 from collections import defaultdict
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
-from typing import Callable
+from datetime import datetime, timedelta
 
 from services.alerts.detector import DetectorConfig, DriftDetector, make_detector
 from services.alerts.lifecycle import DRIFT_KIND, Alert, next_alert, severity_for
-from services.store.alerts import AlertStore
+from services.alerts.records import AlertRecords
 from services.alerts.suspects import suspect_changes
 from services.rates.intervals import Counts
-from services.store.rates import RateQueries
+from services.store.convert import ch_time, parse_ch_time
+from services.store.rates import RateRepository
 
 log = logging.getLogger(__name__)
 CHECKPOINT = "alert-evaluator/v2"  # v2: the detectors themselves, not only the minute
@@ -32,13 +32,9 @@ ACTIVE_WITHIN = timedelta(minutes=15)  # a route silent for longer no longer hol
 MOVING_GRACE = timedelta(minutes=2)    # … unless its minutes still advanced this recently (a partition catching up)
 
 
-def parse_minute(text: str) -> datetime:
-    return datetime.fromisoformat(text).replace(tzinfo=timezone.utc)
-
-
 class AlertEvaluator:
     def __init__(self, detector_config: DetectorConfig, route_thresholds: dict[str, float], watermark: timedelta,
-                 rates: RateQueries, alerts: AlertStore, checkpoint: bool = True):
+                 rates: RateRepository, alerts: AlertRecords, checkpoint: bool = True):
         self.detector_config = detector_config
         self.route_thresholds = route_thresholds
         self.watermark = watermark
@@ -63,7 +59,7 @@ class AlertEvaluator:
     def _buckets(self, start: datetime, end: datetime) -> dict[datetime, dict[str, Counts]]:
         by_minute: dict[datetime, dict[str, Counts]] = defaultdict(dict)
         for row in self.rates.minutes_all_routes(start, end):
-            by_minute[parse_minute(row["minute"])][row["route"]] = Counts.from_row(row)
+            by_minute[parse_ch_time(row["minute"])][row["route"]] = Counts.from_row(row)
         return by_minute
 
     def slowest_active_minute(self, now: datetime) -> datetime | None:
@@ -75,12 +71,8 @@ class AlertEvaluator:
         if newest is None:
             return None
         since = newest - timedelta(minutes=self.detector_config.baseline_minutes)
-        rows = self.rates.store.query(
-            "SELECT route, max(minute) AS m FROM rate_minute WHERE dim = '' AND minute >= {since:DateTime} GROUP BY route",
-            {"since": since.strftime("%Y-%m-%d %H:%M:%S")})
         held = []
-        for row in rows:
-            route, minute = row["route"], parse_minute(row["m"])
+        for route, minute in self.rates.latest_minute_by_route(since).items():
             seen = self.route_progress.get(route)
             moved_at = now if seen is None or minute > seen[0] else seen[1]  # first sight counts as moving
             self.route_progress[route] = (minute, moved_at)
@@ -99,7 +91,7 @@ class AlertEvaluator:
         if saved is None:
             return
         state = json.loads(saved)
-        self.last_minute = parse_minute(state["minute"])
+        self.last_minute = parse_ch_time(state["minute"])
         self.detectors = pickle.loads(base64.b64decode(state["detectors"]))  # our own store's bytes
         self.open = {a.route: a for a in self.alerts.open_alerts() if a.kind == DRIFT_KIND}
         log.info("evaluator resumed at %s with %d open alerts", state["minute"], len(self.open))
@@ -115,21 +107,20 @@ class AlertEvaluator:
         if self.last_minute is not None and end <= self.last_minute:
             return []
         if self.last_minute is None:
-            first = self.rates.store.query("SELECT min(minute) AS m FROM rate_minute WHERE dim = ''")[0]["m"]
-            start = max(parse_minute(first), end - timedelta(minutes=self.detector_config.baseline_minutes))
+            start = max(self.rates.first_minute(), end - timedelta(minutes=self.detector_config.baseline_minutes))
         else:
             start = self.last_minute + MINUTE
-        transitions = self._run(start, end, emit=True)
+        transitions = self._run(start, end)
         for alert in self.open.values():  # latest figures for open alerts
             self.alerts.save(alert)
         self.last_minute = end
         if self.use_checkpoint:
             self.alerts.set_checkpoint(CHECKPOINT, json.dumps({
-                "minute": end.strftime("%Y-%m-%d %H:%M:%S"),
+                "minute": ch_time(end),
                 "detectors": base64.b64encode(pickle.dumps(self.detectors)).decode()}))
         return transitions
 
-    def _run(self, start: datetime, end: datetime, emit: bool) -> list[Alert]:
+    def _run(self, start: datetime, end: datetime) -> list[Alert]:
         buckets = self._buckets(start, end)
         routes = sorted({r for counts in buckets.values() for r in counts} | set(self.detectors))
         transitions = []
@@ -139,10 +130,9 @@ class AlertEvaluator:
             for route in routes:
                 detector = self.detector(route)
                 detector.update(counts.get(route, Counts.zero()), minute)
-                if emit:
-                    transition = self._step_alert(route, detector, minute)
-                    if transition is not None:
-                        transitions.append(transition)
+                transition = self._step_alert(route, detector, minute)
+                if transition is not None:
+                    transitions.append(transition)
             minute += MINUTE
         return transitions
 
@@ -180,12 +170,9 @@ class AlertEvaluator:
         return tuple(s.as_dict() for s in found)
 
 
-def evaluator_for(settings, rates: RateQueries, alerts: AlertStore, checkpoint: bool = True) -> AlertEvaluator:
+def evaluator_for(settings, rates: RateRepository, alerts: AlertRecords, checkpoint: bool = True) -> AlertEvaluator:
     drift = settings.drift
     config = DetectorConfig.from_mapping({**drift.detector, "threshold": drift.threshold, "min_claims": drift.min_claims,
                                           "baseline_minutes": drift.baseline_minutes})
     return AlertEvaluator(config, drift.route_thresholds, timedelta(seconds=drift.watermark_seconds), rates, alerts,
                           checkpoint)
-
-
-TransitionSink = Callable[[Alert], None]

@@ -132,11 +132,6 @@ def status(alert: Alert, silences: Iterable[Silence], now: datetime) -> Status:
     return Status(alert_state(alert, now), is_acked(alert), silenced_by(alert, silences, now))
 
 
-def state(alert: Alert, silences: Iterable[Silence], now: datetime) -> str:
-    """pending, firing or resolved. Silences do not change it (see `status` for who is muted)."""
-    return status(alert, silences, now).state
-
-
 def merge(previous: Alert | None, observed: Alert) -> Alert:
     """Fold an observation into the open alert of its route and kind (dedupe); a closed one starts afresh."""
     if previous is None or previous.ends_at is not None:

@@ -15,6 +15,7 @@ import httpx
 
 from services.alerts.lifecycle import Alert, should_notify
 from services.alerts.silences import Silence
+from services.core.backoff import Backoff
 
 log = logging.getLogger(__name__)
 ALERTNAME = "ClaimHallucinationRateRise"
@@ -127,7 +128,7 @@ class Dispatcher:
                 await self._deliver(client, item)
 
     async def _deliver(self, client: httpx.AsyncClient, item: Outgoing) -> None:
-        delay = 0.5
+        backoff = Backoff(0.5, 30)
         for attempt in range(self.max_attempts):
             try:
                 response = await client.post(item.url, json=item.body)
@@ -140,6 +141,5 @@ class Dispatcher:
                 self.metrics.notify_failures.labels(item.target).inc()
             log.warning("%s notification to %s failed (%s), attempt %d/%d", item.target, item.url, problem,
                         attempt + 1, self.max_attempts)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 30)
+            await asyncio.sleep(backoff.next_delay())
         log.error("giving up on %s notification to %s after %d attempts", item.target, item.url, self.max_attempts)

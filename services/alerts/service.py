@@ -4,8 +4,9 @@ from __future__ import annotations
 from datetime import datetime
 
 from services.alerts.lifecycle import Alert, ack, status
+from services.alerts.records import AlertRecords
 from services.alerts.silences import Silence
-from services.store.alerts import AlertStore, NotFound
+from services.core.errors import NotFound
 
 
 def alert_view(alert: Alert, silences: list[Silence], now: datetime) -> dict:
@@ -14,7 +15,7 @@ def alert_view(alert: Alert, silences: list[Silence], now: datetime) -> dict:
 
 
 class AlertsService:
-    def __init__(self, alerts: AlertStore):
+    def __init__(self, alerts: AlertRecords):
         self.alerts = alerts
 
     def list(self, now: datetime, route: str | None = None, state: str | None = None) -> list[dict]:

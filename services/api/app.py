@@ -1,4 +1,4 @@
-"""HTTP API and dashboard, built by an app factory from the process's Services (no globals).
+"""HTTP API and dashboard, built by an app factory from the process's components (no globals).
 
 Errors are always JSON ``{"detail": ...}`` with a 4xx for bad input: 404 for an unknown id,
 409 for a clash with the current state, 413 for an oversize body, 422 for a malformed
@@ -8,15 +8,13 @@ one (naming the field), 401/403 for a missing or wrong token, 429 when rate limi
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Callable
 
 from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import JSONResponse
 
-from services.alerts.service import AlertsService
-from services.store.alerts import AlertStore
 from services.api import pages
 from services.api.middleware import BodyLimit, SecurityHeaders
 from services.api.routers import alerts as alerts_routes
@@ -24,9 +22,9 @@ from services.api.routers import evalset as evalset_routes
 from services.api.routers import issues as issues_routes
 from services.api.routers import ops, rates
 from services.api.security import ApiPolicy, Gate
+from services.core.clock import utcnow
 from services.core.errors import Conflict, NotFound
 from services.evalset.promotion import NearDuplicateError, PromotionError
-from services.issues.service import IssuesService
 from services.store.backends import StoreError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -37,10 +35,6 @@ TAGS = [
     {"name": "eval", "description": "Promotion of traces into the eval set, and its report, agreement and gate"},
     {"name": "ops", "description": "Health, readiness, Prometheus metrics, dead letters"},
 ]
-
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 def _problem(status: int, detail: str) -> JSONResponse:
@@ -78,25 +72,26 @@ def install_error_handlers(api: FastAPI) -> None:
         return _problem(503, f"store unavailable: {exc}")
 
 
-def create_api(services, policy: ApiPolicy | None = None, now: Callable[[], datetime] = utcnow,
+def create_api(components, policy: ApiPolicy | None = None, now: Callable[[], datetime] = utcnow,
                clock: Callable[[], float] = time.monotonic) -> FastAPI:
-    """The API and dashboard for one process. ``policy`` defaults to ``services.settings.api``."""
-    policy = policy or ApiPolicy.from_settings(services.settings.api)
+    """The API and dashboard over the process's components (services/app/compose.py builds them).
+
+    ``policy`` defaults to ``components.settings.api``.
+    """
+    policy = policy or ApiPolicy.from_settings(components.settings.api)
     gate = Gate(policy, clock)
     api = FastAPI(title="claimwatch", version="0.1.0", openapi_tags=TAGS, docs_url=None, redoc_url=None,
                   description="Claim-level hallucination rates, drift alerts, named issues, runbooks and the eval set. "
                               "Changes need `Authorization: Bearer <token>`.")
     install_error_handlers(api)
-    alerts = AlertsService(AlertStore(services.store))
-    issues = IssuesService(services.store, base_url=services.settings.notify.external_url)
-    evalset = services.eval_service()  # the embedding model loads on the first proposal only
+    alerts, issues, evalset = components.alerts, components.issues, components.evalset
 
-    api.include_router(ops.router(services, gate))
-    api.include_router(rates.router(services, gate, lambda route: alerts.list(now(), route)))
+    api.include_router(ops.router(components, gate))
+    api.include_router(rates.router(components, gate, lambda route: alerts.list(now(), route)))
     api.include_router(alerts_routes.router(alerts, gate, now))
     api.include_router(issues_routes.router(issues, gate))
     api.include_router(evalset_routes.router(evalset, gate))
-    api.include_router(pages.router(services, gate, alerts, now, issues=issues, evalset=evalset))
+    api.include_router(pages.router(components, gate, alerts, now, issues=issues, evalset=evalset))
     pages.mount_static(api)
 
     if policy.cors_origins:  # off unless configured

@@ -20,10 +20,11 @@ from fastapi.staticfiles import StaticFiles
 from services.api import views
 from services.api.auth import READ_COOKIE
 from services.api.plotly_assets import BASE_STYLE_ID, PlotlyAssets
+from services.api.eval_json import agreement_json, as_json
 from services.api.routeview import RouteHistory
 from services.api.security import Gate
 from services.core.errors import NotFound
-from services.store.rates import RateQueries, WindowError, parse_window
+from services.rates.window import WindowError, parse_window
 from services.rates.report import route_rates
 
 HERE = Path(__file__).resolve().parent
@@ -85,10 +86,10 @@ def mount_static(api: FastAPI) -> None:
     api.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
 
 
-def router(services, gate: Gate, alerts, now: Callable, issues=None, evalset=None) -> APIRouter:
+def router(components, gate: Gate, alerts, now: Callable, issues=None, evalset=None) -> APIRouter:
     r = APIRouter(include_in_schema=False)
-    rates = RateQueries(services.store)
-    history = RouteHistory(services.store)
+    rates = components.repos.rates
+    history = RouteHistory(rates)
 
     def page(request: Request, name: str, **context) -> Response:
         if not gate.signed_in(request):
@@ -121,7 +122,7 @@ def router(services, gate: Gate, alerts, now: Callable, issues=None, evalset=Non
         window = window_or_default(window, "6h") if window != "all" else "6h"
         route_alerts = alerts.list(now(), route)
         detail = history.detail(route, parse_window(window), None, route_alerts, None,
-                                services.settings.drift.baseline_minutes)
+                                components.settings.drift.baseline_minutes)
         if detail is None:
             raise NotFound(f"no events stored for route {route!r}")
         return page(request, "route.html", title=f"Route {route}", route=route, detail=detail, window=window,
@@ -157,10 +158,10 @@ def router(services, gate: Gate, alerts, now: Callable, issues=None, evalset=Non
         if evalset is None:
             return page(request, "eval.html", title="Eval set", available=False, items=[], queue=[], report={},
                         agreement={})
-        items = evalset.items()
+        items = as_json(evalset.items())
         return page(request, "eval.html", title="Eval set", available=True, items=items,
-                    queue=[i for i in items if i.get("state") == "proposed"], report=evalset.report(),
-                    agreement=evalset.agreement())
+                    queue=[i for i in items if i.get("state") == "proposed"], report=as_json(evalset.report()),
+                    agreement=agreement_json(evalset.agreement()))
 
     # Reads protected by token: a browser signs in once; the cookie only ever allows reads.
     @r.get("/signin", response_class=HTMLResponse)

@@ -1,15 +1,14 @@
 """What the route detail shows: the rate over time with its interval band, the baseline, alert
-spans, the verdict breakdown and the version-change timeline. Pure functions over store rows,
-plus the one query the rate module does not have (when each version value was seen)."""
+spans, the verdict breakdown and the version-change timeline. Pure functions over the rate
+repository's rows."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
 from services.rates.intervals import Counts, ratio_interval
-from services.store.rates import RateQueries
 from services.rates.report import rate_entry
-from services.store.backends import Store
 from services.store.convert import parse_ch_time
+from services.store.rates import RateRepository
 
 MAX_POINTS = 120
 STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 240, 720, 1440)
@@ -17,10 +16,6 @@ STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 240, 720, 1440)
 
 def iso(ts: datetime) -> str:
     return ts.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
-
-
-def _ch(ts: datetime) -> str:
-    return ts.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def step_for(start: datetime, end: datetime, max_points: int = MAX_POINTS) -> int:
@@ -73,31 +68,15 @@ def baseline_from(alerts: list[dict], before: Counts | None, before_minutes: int
 
 
 class RouteHistory:
-    """Reads for one route's page; every value is a bound parameter."""
+    """Reads for one route's page, through the rate repository."""
 
-    def __init__(self, store: Store):
-        self.store = store
-        self.rates = RateQueries(store)
-
-    def exists(self, route: str) -> bool:
-        rows = self.store.query("SELECT count() AS n FROM rate_minute WHERE dim = '' AND route = {route:String}",
-                                {"route": route})
-        return bool(rows and rows[0]["n"])
-
-    def latest_minute(self, route: str) -> datetime | None:
-        rows = self.store.query("SELECT max(minute) AS m, count() AS n FROM rate_minute "
-                                "WHERE dim = '' AND route = {route:String}", {"route": route})
-        return parse_ch_time(rows[0]["m"]) if rows and rows[0]["n"] else None
+    def __init__(self, rates: RateRepository):
+        self.rates = rates
 
     def versions(self, route: str, start: datetime, end: datetime) -> list[dict]:
         """Each version value seen in [start, end]: the first and last minute it was seen at all."""
-        rows = self.store.query(
-            "SELECT substring(dim, 9) AS key, value, min(minute) AS first, max(minute) AS last, sum(events) AS events "
-            "FROM rate_minute WHERE route = {route:String} AND startsWith(dim, 'version.') GROUP BY dim, value "
-            "HAVING last >= {start:DateTime} AND first <= {end:DateTime} ORDER BY first, key, value",
-            {"route": route, "start": _ch(start), "end": _ch(end)})
-        return [{"key": r["key"], "value": r["value"], "first_seen": iso(parse_ch_time(r["first"])),
-                 "last_seen": iso(parse_ch_time(r["last"])), "events": int(r["events"])} for r in rows]
+        return [{"key": r["key"], "value": r["value"], "first_seen": iso(r["first"]), "last_seen": iso(r["last"]),
+                 "events": r["events"]} for r in self.rates.version_spans(route, start, end)]
 
     def counts(self, route: str, start: datetime, end: datetime) -> Counts:
         rows = self.rates.minutes(route, start, end)
@@ -109,7 +88,7 @@ class RouteHistory:
     def detail(self, route: str, window: timedelta, end: datetime | None, alerts: list[dict],
                step: int | None, baseline_minutes: int) -> dict | None:
         """Everything the route page draws; None if the route has never been seen."""
-        end = end or self.latest_minute(route)
+        end = end or self.rates.latest_minute(route)
         if end is None:
             return None
         end = end.replace(second=0, microsecond=0)

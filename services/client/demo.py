@@ -18,6 +18,8 @@ from pathlib import Path
 import httpx
 from rich.console import Console
 
+from services.core.clock import utcnow
+
 HISTORY_MINUTES = 300
 REGRESSION_AT = 255
 CORPUS_CHANGE_AT = 265
@@ -76,7 +78,7 @@ def run_demo(settings, console: Console, keep_running: bool) -> None:
         console.print(f"stack up: broker {settings.embedded_broker}, store {settings.clickhouse}, API {api}")
         started = time.monotonic()
         _cli("simulate", "--minutes", str(HISTORY_MINUTES), "--speed", "0", "--regression-at", str(REGRESSION_AT),
-             "--corpus-change-at", str(CORPUS_CHANGE_AT), "--seed", str(int(time.time()) % 100000), env=env)
+             "--corpus-change-at", str(CORPUS_CHANGE_AT), "--seed", str(int(utcnow().timestamp()) % 100000), env=env)
         console.print(f"traffic sent in {time.monotonic() - started:.0f}s "
                       f"({HISTORY_MINUTES} simulated minutes; new model on billing-faq at minute {REGRESSION_AT}, "
                       f"corpus update on parcel-status at minute {CORPUS_CHANGE_AT})")

@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from services.core.clock import utcnow
 from services.contract.model import parse_timestamp
 from services.client.simulate import Scenario, ScenarioError, generate, write_jsonl
 
@@ -31,7 +32,7 @@ class SimulationRequest:
         except ValueError:
             raise ValueError(f"--corpus-change-at must be a minute number or 'none', got {corpus_change_at!r}") from None
         if start is None:
-            now = (now or datetime.now(timezone.utc)).replace(second=0, microsecond=0)
+            now = (now or utcnow()).replace(second=0, microsecond=0)
             first = now - timedelta(minutes=minutes)
         else:
             try:

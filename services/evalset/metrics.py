@@ -14,7 +14,7 @@ from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 
-from services.contract.model import VERDICT_ALIASES
+from services.contract.model import VERDICT_ALIASES, canonical_verdict
 
 SLICE_DIMS = ("query_type", "stakes")
 _CELLS_PER_CHUNK = 4_000_000       # bounds each chunk of resampling weights to ~32 MB
@@ -125,10 +125,11 @@ class GateResult:
 
 
 def canonical(verdict: str, where: str = "") -> str:
-    found = VERDICT_ALIASES.get(str(verdict).lower())
-    if found is None:
-        raise ValueError(f"{where}unknown verdict {verdict!r}; use one of {sorted(set(VERDICT_ALIASES.values()))}")
-    return found
+    """``canonical_verdict`` with a message that names where the verdict came from and the verdicts to use."""
+    try:
+        return canonical_verdict(str(verdict))
+    except ValueError:
+        raise ValueError(f"{where}unknown verdict {verdict!r}; use one of {sorted(set(VERDICT_ALIASES.values()))}") from None
 
 
 def _rng(seed: int, name: str) -> np.random.Generator:

@@ -11,23 +11,20 @@ import hashlib
 import os
 import tempfile
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
 import orjson
 
-from services.contract.model import VERDICT_ALIASES
+from services.contract.model import VERDICT_ALIASES, canonical_verdict
+from services.core.clock import utcnow
 from services.evalset.metrics import ItemOutcome, LabelPair
-from services.store.backends import Store
-from services.store.convert import ch_time, parse_ch_time
+from services.store.evalset import EvalRepository
 
 ORIGIN_RUN = "origin"                     # run_id of the production answer an item came from
 GOLD_VERDICTS = ("supported", "contradicted", "overreach")   # their spans hold the right evidence; stale ones do not
-ITEM_COLUMNS = ("item_id, query, query_type, answerable, stakes, gold_answer, source_corpus_ver, origin_issue_id, "
-                "origin_trace_id, origin_event_id, origin_route, state, proposed_by, proposed_at, reviewed_by, "
-                "reviewed_at, review_reason, version")
 
 
 class PromotionError(ValueError):
@@ -106,16 +103,13 @@ class EvalItem:
 
     @classmethod
     def from_row(cls, row: dict) -> EvalItem:
+        """From an EvalRepository item row (times already datetimes)."""
         return cls(**{**row, "answerable": None if row["answerable"] < 0 else bool(row["answerable"]),
-                      "proposed_at": parse_ch_time(row["proposed_at"]),
-                      "reviewed_at": parse_ch_time(row["reviewed_at"]) if row["reviewed_at"] else None,
                       "version": int(row["version"])})
 
     def to_row(self, embedding: Sequence[float]) -> dict:
         row = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        return {**row, "answerable": -1 if self.answerable is None else int(self.answerable),
-                "proposed_at": ch_time(self.proposed_at),
-                "reviewed_at": ch_time(self.reviewed_at) if self.reviewed_at else None, "embedding": list(embedding)}
+        return {**row, "answerable": -1 if self.answerable is None else int(self.answerable), "embedding": list(embedding)}
 
 
 @dataclass(frozen=True)
@@ -132,10 +126,11 @@ def item_id_for(event_id: str) -> str:
 
 
 def _canonical(verdict: str, where: str) -> str:
-    found = VERDICT_ALIASES.get(str(verdict).lower())
-    if found is None:
-        raise PromotionError(f"{where}: unknown verdict {verdict!r}; use one of {sorted(set(VERDICT_ALIASES.values()))}")
-    return found
+    """The canonical verdict; an unknown one is a refused request (PromotionError), naming where it was."""
+    try:
+        return canonical_verdict(str(verdict))
+    except ValueError:
+        raise PromotionError(f"{where}: unknown verdict {verdict!r}; use one of {sorted(set(VERDICT_ALIASES.values()))}") from None
 
 
 def _required(value: str, field: str) -> str:
@@ -145,29 +140,25 @@ def _required(value: str, field: str) -> str:
 
 
 class PromotionService:
-    def __init__(self, store: Store, embed: Callable[[list[str]], np.ndarray], near_dup_threshold: float = 0.95,
-                 allow_self_approval: bool = False, clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)):
+    def __init__(self, evals: EvalRepository, embed: Callable[[list[str]], np.ndarray], near_dup_threshold: float = 0.95,
+                 allow_self_approval: bool = False, clock: Callable[[], datetime] = utcnow):
         if not 0 < near_dup_threshold <= 1:
             raise PromotionError(f"near_dup_threshold must be in (0, 1], got {near_dup_threshold}")
-        self.store, self.embed, self.clock = store, embed, clock
+        self.evals, self.embed, self.clock = evals, embed, clock
         self.near_dup_threshold, self.allow_self_approval = near_dup_threshold, allow_self_approval
 
     # -- reads ---------------------------------------------------------------------------------
     def get(self, item_id: str) -> EvalItem:
-        rows = self.store.query(f"SELECT {ITEM_COLUMNS} FROM eval_items FINAL WHERE item_id = {{id:String}}", {"id": item_id})
-        if not rows:
+        row = self.evals.item(item_id)
+        if row is None:
             raise PromotionError(f"no eval item {item_id!r}; list items with `claimwatch evalset list`")
-        return EvalItem.from_row(rows[0])
+        return EvalItem.from_row(row)
 
     def items(self, state: str | None = None) -> list[EvalItem]:
-        rows = self.store.query(f"SELECT {ITEM_COLUMNS} FROM eval_items FINAL "
-                                "WHERE {state:String} = '' OR state = {state:String} ORDER BY item_id", {"state": state or ""})
-        return [EvalItem.from_row(r) for r in rows]
+        return [EvalItem.from_row(r) for r in self.evals.items(state)]
 
     def history(self, item_id: str) -> list[HistoryEntry]:
-        rows = self.store.query("SELECT item_id, action, by, reason, at FROM eval_item_history "
-                                "WHERE item_id = {id:String} ORDER BY at, action", {"id": item_id})
-        return [HistoryEntry(**{**r, "at": parse_ch_time(r["at"])}) for r in rows]
+        return [HistoryEntry(**r) for r in self.evals.history(item_id)]
 
     # -- the workflow ----------------------------------------------------------------------------
     def propose(self, issue_id: str, traces: Sequence[TraceRecord], by: str) -> list[EvalItem]:
@@ -190,17 +181,17 @@ class PromotionService:
         items = [EvalItem(item_id_for(t.event_id), t.question, t.query_type, t.answerable, t.stakes, None,
                           t.corpus_version, issue_id, t.trace_id, t.event_id, t.route, "proposed", by, now, "", None, "", 1)
                  for t in traces]
-        self.store.insert("eval_items", [item.to_row(v) for item, v in zip(items, vectors.tolist())])
-        self.store.insert("gold_spans", [row for item, t in zip(items, traces) for row in _gold_spans(item.item_id, t)])
-        self.store.insert("claim_labels", [
+        self.evals.save_items([item.to_row(v) for item, v in zip(items, vectors.tolist())])
+        self.evals.save_gold_spans([row for item, t in zip(items, traces) for row in _gold_spans(item.item_id, t)])
+        self.evals.save_claim_labels([
             {"run_id": ORIGIN_RUN, "item_id": item.item_id, "claim_idx": i, "claim_text": c.text, "claim_type": c.claim_type,
              "verdict": _canonical(c.verdict, ""), "supporting_span": c.span, "source_id": c.source_id,
              "labeler": c.labeler if c.labeler.startswith(("verifier:", "human:")) else f"verifier:{c.labeler or 'unknown'}",
-             "labeled_at": ch_time(now)}
+             "labeled_at": now}
             for item, t in zip(items, traces) for i, c in enumerate(t.claims)])
-        self.store.insert("eval_results", [
+        self.evals.save_results([
             {"run_id": ORIGIN_RUN, "item_id": item.item_id, "action": t.action, "answer_text": t.answer_text,
-             "produced_at": ch_time(now)} for item, t in zip(items, traces)])
+             "produced_at": now} for item, t in zip(items, traces)])
         self._record([(item.item_id, "proposed", by, f"from issue {issue_id}, trace {item.origin_trace_id}") for item in items], now)
         return items
 
@@ -222,14 +213,12 @@ class PromotionService:
         item = self.get(item_id)
         if item.state != "approved":
             raise PromotionError(f"item {item_id} is {item.state}; human labels go on approved items only")
-        claims = {r["claim_idx"]: r for r in self.store.query(
-            "SELECT claim_idx, any(claim_text) AS claim_text, any(claim_type) AS claim_type FROM claim_labels "
-            "WHERE item_id = {id:String} AND run_id = {run:String} GROUP BY claim_idx", {"id": item_id, "run": ORIGIN_RUN})}
+        claims = self.evals.labelled_claims(item_id, ORIGIN_RUN)
         if not labels:
             raise PromotionError("no labels given; pass one verdict per claim index")
         if len({label.claim_idx for label in labels}) != len(labels):
             raise PromotionError("a claim index is labelled twice in one request; give one verdict per claim")
-        rows, now = [], ch_time(self.clock())
+        rows, now = [], self.clock()
         for label in labels:
             if label.claim_idx not in claims:
                 raise PromotionError(f"item {item_id} has no claim {label.claim_idx}; its claims are {sorted(claims)}")
@@ -239,7 +228,7 @@ class PromotionService:
                          "verdict": _canonical(label.verdict, f"claim {label.claim_idx}"),
                          "supporting_span": label.supporting_span, "source_id": label.source_id,
                          "labeler": f"human:{person}", "labeled_at": now})
-        return self.store.insert("claim_labels", rows)
+        return self.evals.save_claim_labels(rows)
 
     def export(self, path: str | Path, by: str = "") -> int:
         """Approved items with spans and labels, one JSON object per line; written to a temp file, then renamed."""
@@ -262,6 +251,12 @@ class PromotionService:
         self._record([(record["item_id"], "exported", by, str(path)) for record in records], self.clock())
         return len(lines)
 
+    def export_lines(self, by: str = "", where: str = "download") -> list[bytes]:
+        """The same lines as ``export`` (each ending in a newline), for a download; recorded as exported to ``where``."""
+        records = self._export_records()
+        self._record([(record["item_id"], "exported", by, where) for record in records], self.clock())
+        return [orjson.dumps(record) + b"\n" for record in records]
+
     # -- internals -------------------------------------------------------------------------------
     def _embed(self, texts: list[str]) -> np.ndarray:
         vectors = np.asarray(self.embed(texts), dtype=np.float32)
@@ -271,7 +266,7 @@ class PromotionService:
         return vectors / np.where(norms == 0, 1, norms)
 
     def _refuse_duplicates(self, traces: Sequence[TraceRecord], vectors: np.ndarray) -> None:
-        existing = self.store.query("SELECT item_id, state, embedding FROM eval_items FINAL ORDER BY item_id")
+        existing = self.evals.embeddings()
         known = {r["item_id"]: r["state"] for r in existing}
         duplicates = [Duplicate(t.trace_id, item_id_for(t.event_id), known[item_id_for(t.event_id)], 1.0)
                       for t in traces if item_id_for(t.event_id) in known]
@@ -303,29 +298,25 @@ class PromotionService:
 
     def _review(self, item: EvalItem, state: str, by: str, reason: str) -> EvalItem:
         now = self.clock()
-        embedding = self.store.query("SELECT embedding FROM eval_items FINAL WHERE item_id = {id:String}",
-                                     {"id": item.item_id})[0]["embedding"]
+        embedding = self.evals.embedding(item.item_id)
         reviewed = EvalItem(**{**item.__dict__, "state": state, "reviewed_by": by, "reviewed_at": now,
                                "review_reason": reason, "version": item.version + 1})
-        self.store.insert("eval_items", [reviewed.to_row(embedding)])
+        self.evals.save_items([reviewed.to_row(embedding)])
         self._record([(item.item_id, state, by, reason)], now)
         return reviewed
 
     def _record(self, entries: Sequence[tuple[str, str, str, str]], at: datetime) -> None:
-        self.store.insert("eval_item_history", [
-            {"item_id": item_id, "action": action, "by": by, "reason": reason, "at": ch_time(at)}
+        self.evals.record_history([
+            {"item_id": item_id, "action": action, "by": by, "reason": reason, "at": at}
             for item_id, action, by, reason in entries])
 
     def _export_records(self) -> list[dict]:
         items = self.items("approved")
         ids = [item.item_id for item in items]
         spans, labels = {}, {}
-        for r in self.store.query("SELECT item_id, source_id, span_text, required FROM gold_spans FINAL "
-                                  "WHERE item_id IN {ids:Array(String)} ORDER BY item_id, span_idx", {"ids": ids}):
+        for r in self.evals.gold_spans(ids):
             spans.setdefault(r.pop("item_id"), []).append({**r, "required": bool(r["required"])})
-        for r in self.store.query("SELECT run_id, item_id, claim_idx, claim_text, claim_type, verdict, supporting_span, "
-                                  "source_id, labeler, labeled_at FROM claim_labels FINAL WHERE item_id IN {ids:Array(String)} "
-                                  "ORDER BY item_id, run_id, claim_idx, labeler", {"ids": ids}):
+        for r in self.evals.claim_labels(ids):
             labels.setdefault(r.pop("item_id"), []).append(r)
         return [{"item_id": i.item_id, "query": i.query, "query_type": i.query_type, "answerable": i.answerable,
                  "stakes": i.stakes, "gold_answer": i.gold_answer, "source_corpus_ver": i.source_corpus_ver,
@@ -347,13 +338,9 @@ def _gold_spans(item_id: str, trace: TraceRecord) -> list[dict]:
 
 # -- readers for the lead's CLI/API: the eval set as metrics inputs, traces as promotion inputs ----------
 
-def load_traces(store: Store, trace_ids: Sequence[str]) -> list[TraceRecord]:
+def load_traces(evals: EvalRepository, trace_ids: Sequence[str]) -> list[TraceRecord]:
     """The stored answers for ``trace_ids`` (the latest event of each), in the order given."""
-    rows = store.query(
-        "SELECT trace_id, argMax(tuple(event_id, route, query_text, query_type, answerable, stakes, answer_text, action, "
-        "versions['corpus'], claim_texts, claim_types, verdicts, spans, source_ids, labelers), observed_at) AS t "
-        "FROM events FINAL WHERE trace_id IN {ids:Array(String)} GROUP BY trace_id", {"ids": list(trace_ids)})
-    found = {r["trace_id"]: r["t"] for r in rows}
+    found = evals.latest_traces(trace_ids)
     missing = [t for t in trace_ids if t not in found]
     if missing:
         raise PromotionError(f"unknown trace ids: {', '.join(missing)}; copy them from the runbook or the issue page")
@@ -368,32 +355,15 @@ def load_traces(store: Store, trace_ids: Sequence[str]) -> list[TraceRecord]:
     return records
 
 
-def load_outcomes(store: Store, run_id: str = ORIGIN_RUN, labeler: str = "verifier") -> list[ItemOutcome]:
+def load_outcomes(evals: EvalRepository, run_id: str = ORIGIN_RUN, labeler: str = "verifier") -> list[ItemOutcome]:
     """Approved items as ``run_id`` answered them, with the latest ``labeler:``-kind verdict per claim."""
-    rows = store.query(
-        "SELECT i.item_id AS item_id, i.query_type AS query_type, i.stakes AS stakes, i.answerable AS answerable, "
-        "r.action AS action, l.verdicts AS verdicts "
-        "FROM (SELECT * FROM eval_items FINAL WHERE state = 'approved') AS i "
-        "INNER JOIN (SELECT item_id, action FROM eval_results FINAL WHERE run_id = {run:String}) AS r ON r.item_id = i.item_id "
-        "LEFT JOIN (SELECT item_id, arrayMap(x -> x.2, arraySort(groupArray((claim_idx, v)))) AS verdicts FROM (SELECT item_id, claim_idx, argMax(verdict, labeled_at) AS v "
-        "  FROM claim_labels FINAL WHERE run_id = {run:String} AND startsWith(labeler, {prefix:String}) "
-        "  GROUP BY item_id, claim_idx) GROUP BY item_id) AS l ON l.item_id = i.item_id ORDER BY item_id",
-        {"run": run_id, "prefix": f"{labeler}:"})
+    rows = evals.outcomes(run_id, labeler)
     return [ItemOutcome(r["item_id"], r["query_type"], r["stakes"], None if r["answerable"] < 0 else bool(r["answerable"]),
                         r["action"] == "abstained", tuple(r["verdicts"])) for r in rows]
 
 
-def load_label_pairs(store: Store, run_id: str = ORIGIN_RUN) -> list[LabelPair]:
+def load_label_pairs(evals: EvalRepository, run_id: str = ORIGIN_RUN) -> list[LabelPair]:
     """Claims of approved items that carry both a verifier and a human label (the latest of each)."""
-    rows = store.query(
-        "SELECT l.item_id AS item_id, l.claim_idx AS claim_idx, l.claim_type AS claim_type, l.verifier AS verifier, "
-        "l.human AS human, i.query_type AS query_type, i.stakes AS stakes FROM "
-        "(SELECT item_id, claim_idx, any(claim_type) AS claim_type, "
-        "  argMaxIf(verdict, labeled_at, startsWith(labeler, 'verifier:')) AS verifier, "
-        "  argMaxIf(verdict, labeled_at, startsWith(labeler, 'human:')) AS human, "
-        "  countIf(startsWith(labeler, 'verifier:')) AS nv, countIf(startsWith(labeler, 'human:')) AS nh "
-        "  FROM claim_labels FINAL WHERE run_id = {run:String} GROUP BY item_id, claim_idx) AS l "
-        "INNER JOIN (SELECT item_id, query_type, stakes FROM eval_items FINAL WHERE state = 'approved') AS i "
-        "ON i.item_id = l.item_id WHERE l.nv > 0 AND l.nh > 0 ORDER BY item_id, claim_idx", {"run": run_id})
+    rows = evals.label_pairs(run_id)
     return [LabelPair(r["item_id"], r["claim_idx"], r["verifier"], r["human"], r["query_type"], r["stakes"], r["claim_type"])
             for r in rows]

@@ -1,6 +1,6 @@
 """The ingest step as a plain object: raw Kafka messages in, one idempotent store write out.
 
-Faust only feeds it batches and acks them afterwards (see streams/app.py), so all
+Faust only feeds it batches and acks them afterwards (see streams/agents.py), so all
 of this is testable without a broker.
 """
 from __future__ import annotations
@@ -34,6 +34,17 @@ class BatchOutcome:
     result: WriteResult
 
 
+@dataclass(frozen=True)
+class DecodedBatch:
+    """What ``Ingestor.split`` made of a batch: each valid (redacted) event with its source message."""
+
+    items: list[tuple[RawMessage, VerdictEvent]]
+    dead: list[DeadLetter]
+
+    @property
+    def events(self) -> list[VerdictEvent]:
+        return [event for _, event in self.items]
+
 
 @dataclass
 class Health:
@@ -58,15 +69,16 @@ class Ingestor:
         self.decoder = decoder
         self.redactor = redactor or Redactor(RedactionSettings())  # before storage; a no-op unless enabled
 
-    def split(self, messages: Sequence[RawMessage]) -> tuple[list[VerdictEvent], list[DeadLetter]]:
-        events, dead = [], []
+    def split(self, messages: Sequence[RawMessage]) -> DecodedBatch:
+        """Decode and redact each message once; invalid ones become dead letters."""
+        items, dead = [], []
         for m in messages:
             decoded = self.decoder.decode(m.value)
             if isinstance(decoded, Rejection):
                 dead.append(self._dead_letter(m, decoded))
             else:
-                events.append(self.redactor.redact(decoded))
-        return events, dead
+                items.append((m, self.redactor.redact(decoded)))
+        return DecodedBatch(items, dead)
 
     def _dead_letter(self, m: RawMessage, rejection: Rejection) -> DeadLetter:
         raw = m.value or b""  # the DLQ topic gets it all; the store keeps a (redacted) sample
@@ -74,37 +86,34 @@ class Ingestor:
 
     def process(self, messages: Sequence[RawMessage]) -> BatchOutcome:
         """Decode and write once. StoreError propagates: the caller retries and does not ack."""
-        return self.write(messages, *self.split(messages))
+        return self.write(self.split(messages))
 
-    def write(self, messages: Sequence[RawMessage], events: list[VerdictEvent], dead: list[DeadLetter]) -> BatchOutcome:
+    def write(self, batch: DecodedBatch) -> BatchOutcome:
         """Write what ``split`` decoded; safe to call again after a StoreError."""
-        dead = list(dead)  # a retry must not see dead letters a failed attempt added
+        dead = list(batch.dead)  # a retry must not see dead letters a failed attempt added
+        events = batch.events
         try:
             return BatchOutcome(events, dead, self.writer.write(events, dead))
         except StoreError:
             raise
         except Exception:  # a data-dependent bug must not stall the partition: isolate the culprit
             log.exception("batch write failed outside the store; isolating events one by one")
-            return self._isolate(messages, events, dead)
+            return self._isolate(batch.items, dead)
 
-    def _isolate(self, messages, events, dead) -> BatchOutcome:
-        by_id = {e.event_id: e for e in events}
+    def _isolate(self, items: Sequence[tuple[RawMessage, VerdictEvent]], dead: list[DeadLetter]) -> BatchOutcome:
+        """Write the already decoded events one at a time; one that cannot be stored becomes a dead letter."""
         good, inserted, duplicates = [], 0, 0
-        for m in messages:
-            decoded = self.decoder.decode(m.value)
-            if isinstance(decoded, Rejection) or decoded.event_id not in by_id:
-                continue
-            decoded = self.redactor.redact(decoded)
+        for m, event in items:
             try:
-                result = self.writer.write([decoded])
+                result = self.writer.write([event])
             except StoreError:
                 raise
             except Exception as exc:
                 rejection = reject("unprocessable", "$", f"valid event could not be stored: {type(exc).__name__}: {exc}",
-                                   event_id=decoded.event_id, route=decoded.route)
+                                   event_id=event.event_id, route=event.route)
                 dead.append(self._dead_letter(m, rejection))
                 continue
-            good.append(decoded)
+            good.append(event)
             inserted += result.inserted
             duplicates += result.duplicates
         self.writer.write([], dead)

@@ -3,19 +3,17 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 
 import numpy as np
 
 from clustering.assign import OnlineAssigner
 from clustering.cluster import NOISE
-from clustering.config import ClusteringConfig, config_from_settings
-from clustering.embed import CachedEmbedder, SentenceTransformerEmbedder
+from clustering.config import ClusteringConfig
 from clustering.pipeline import IssuePipeline
 from clustering.run import ClusteringRun
 from clustering.track import IssueTracker
-from services.store.issues import ClickHouseEmbeddingCache, IssueStore
-from services.store.convert import ch_time
+from services.issues.records import IssueRecords
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +44,7 @@ def map_positions(run: ClusteringRun) -> np.ndarray:
 class IssueJobs:
     """Holds the embedder (loaded once per process) and the latest online assigner."""
 
-    def __init__(self, config: ClusteringConfig, embedder, issues: IssueStore, lookback: timedelta,
+    def __init__(self, config: ClusteringConfig, embedder, issues: IssueRecords, lookback: timedelta,
                  min_similarity: float = 0.4):
         self.config = config
         self.embedder = embedder
@@ -55,13 +53,6 @@ class IssueJobs:
         self.min_similarity = min_similarity
         self.assigner: OnlineAssigner | None = None
         self.mark: datetime | None = None
-
-    @classmethod
-    def from_settings(cls, settings, issues: IssueStore) -> "IssueJobs":
-        c = settings.clustering
-        config = config_from_settings(c.model, c.fields)
-        embedder = CachedEmbedder(SentenceTransformerEmbedder(config.model), ClickHouseEmbeddingCache(issues.store))
-        return cls(config, embedder, issues, timedelta(hours=c.lookback_hours))
 
     def recluster(self, now: datetime, progress=None) -> RunReport:
         claims = self.issues.failing_claims(now - self.lookback)
@@ -77,7 +68,7 @@ class IssueJobs:
                 "claim_key": claim.id, "issue_id": "" if label == NOISE else issue_of[label],
                 "probability": float(probability), "source": "batch", "config_name": self.config.name,
                 "x": float(positions[i, 0]), "y": float(positions[i, 1]),
-                "observed_at": ch_time(claim.observed_at or now),
+                "observed_at": claim.observed_at or now,
             })
         self.issues.save_members(rows)
         self.issues.save(records)  # after the members: an issue is visible only with its members
@@ -104,11 +95,7 @@ class IssueJobs:
         self.issues.save_members(
             {"claim_key": c.id, "issue_id": issue or "", "probability": float(p), "source": "online",
              "config_name": self.config.name, "x": 0.0, "y": 0.0,
-             "observed_at": ch_time(c.observed_at or now)}
+             "observed_at": c.observed_at or now}
             for c, (issue, p) in zip(claims, results))
         self.mark = mark
         return sum(1 for issue, _ in results if issue)
-
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc)

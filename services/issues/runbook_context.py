@@ -1,4 +1,8 @@
-"""Build one issue's RunbookContext from the store: pure assembly over a few queries."""
+"""Build one issue's RunbookContext: pure assembly over data the issues service fetched.
+
+``IssuesService.runbook`` reads the members, their events, the route totals and the open
+alerts through the repositories and hands them here; nothing in this module touches the store.
+"""
 from __future__ import annotations
 
 from collections import Counter
@@ -10,10 +14,8 @@ import orjson
 from clustering.issue import IssueRecord
 from runbooks import (IssueInfo, IssueSignals, RouteImpact, RunbookContext, Summary, SuspectChange, TimelineEntry,
                       TraceExample)
-from services.store.alerts import AlertStore
-from services.store.issues import IssueStore
+from services.alerts.lifecycle import Alert
 from services.rates.intervals import Counts, ratio_interval
-from services.store.rates import RateQueries
 
 STAGES = ("evidence_admission", "claim_generation", "generation_stability")
 
@@ -32,16 +34,13 @@ def _trace(row: dict, evidence: dict) -> TraceExample:
                         verdict=row.get("verdict") or "unsupported", source_versions=versions)
 
 
-def build_context(record: IssueRecord, issues: IssueStore, rates: RateQueries, alerts: AlertStore,
-                  count: int, hourly: dict[str, int], base_url: str) -> RunbookContext:
-    members = issues.members(record.issue_id, 500)
+def build_context(record: IssueRecord, members: list[dict], details: dict[str, dict], route_totals: list[dict],
+                  alerts: list[Alert], count: int, hourly: dict[str, int], base_url: str) -> RunbookContext:
+    """``members``: the issue's members, most typical first (IssueRepository.members); ``details``: their events
+    by event_id (IssueRepository.event_details); ``route_totals``: rate totals per route; ``alerts``: open alerts."""
     exemplar_keys = set(record.exemplar_ids)
     chosen = [m for m in members if m["claim_key"] in exemplar_keys] or members
     chosen = chosen[:5]
-    event_ids = list({m["event_id"] for m in members if m.get("event_id")})
-    details = {r["event_id"]: r for r in issues.store.query(
-        "SELECT event_id, answer_text, evidence, signals, first_failed_stage FROM events WHERE event_id IN {ids:Array(String)}",
-        {"ids": event_ids})} if event_ids else {}
     evidence = {eid: orjson.loads(d["evidence"] or "[]") for eid, d in details.items()}
     for m in chosen:
         m["answer_text"] = details.get(m.get("event_id"), {}).get("answer_text", "")
@@ -52,7 +51,7 @@ def build_context(record: IssueRecord, issues: IssueStore, rates: RateQueries, a
     picked = [s for s in signals if s.get("cherry_pick")]
     average = lambda key: mean(v) if (v := [s[key] for s in signals if s.get(key) is not None]) else None  # noqa: E731
 
-    route_rows = {r["route"]: r for r in rates.totals("", None) if r["route"] in record.routes}
+    route_rows = {r["route"]: r for r in route_totals if r["route"] in record.routes}
     impacts = []
     for route, failing in sorted(record.routes.items(), key=lambda kv: -kv[1]):
         c = Counts.from_row(route_rows.get(route, {}))
@@ -61,7 +60,7 @@ def build_context(record: IssueRecord, issues: IssueStore, rates: RateQueries, a
                                    interval.hi if interval else 0.0, int(failing)))
     top = impacts[0] if impacts else None
 
-    open_alerts = [a for a in alerts.open_alerts() if a.route in record.routes]
+    open_alerts = [a for a in alerts if a.route in record.routes]
     suspects = tuple(SuspectChange(s["key"], s["value"], s["kind"] if s["kind"] in ("system", "evidence") else "system",
                                    s.get("rate_before"), s.get("rate_after"))
                      for a in open_alerts for s in a.suspect_changes[:3])

@@ -2,30 +2,32 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
+from typing import Callable
 
 from clustering.issue import RESOLVED, IssueRecord
 from runbooks import RunbookRenderer
-from services.store.alerts import AlertStore
+from services.alerts.records import AlertRecords
+from services.core.clock import utcnow
 from services.core.errors import Conflict
+from services.issues.records import IssueRecords
 from services.issues.runbook_context import build_context
-from services.store.issues import IssueStore
-from services.store.rates import RateQueries
+from services.store.rates import RateRepository
 
 SORTS = {"last_seen", "first_seen", "count", "name"}
 
 
-def _now() -> datetime:
-    return datetime.now(timezone.utc)
-
-
 class IssuesService:
-    def __init__(self, store, base_url: str = "http://127.0.0.1:8080", template_dirs: list[Path] | None = None):
-        self.store = store
-        self.issues = IssueStore(store)
+    def __init__(self, issues: IssueRecords, rates: RateRepository, alerts: AlertRecords,
+                 base_url: str = "http://127.0.0.1:8080", template_dirs: list[Path] | None = None,
+                 clock: Callable[[], datetime] = utcnow):
+        self.issues = issues
+        self.rates = rates
+        self.alerts = alerts
         self.base_url = base_url.rstrip("/")
         self.renderer = RunbookRenderer(template_dirs or [])
+        self.clock = clock
 
     def _view(self, r: IssueRecord, counts: dict) -> dict:
         c = counts.get(r.issue_id, {"count": r.size, "hourly": dict(r.hourly_counts)})
@@ -84,7 +86,7 @@ class IssuesService:
         record = self.issues.get(issue_id)
         if record.state == RESOLVED:
             raise Conflict(f"issue {issue_id} is already resolved")
-        now = _now()
+        now = self.clock()
         history = record.history + ({"at": now.isoformat(), "event": "resolved", "by": by},)
         updated = replace(record, state=RESOLVED, triaged=True, history=history)
         self.issues.save([updated])
@@ -96,16 +98,14 @@ class IssuesService:
         source, target = self.issues.get(issue_id), self.issues.get(into)
         if source.merged_into:
             raise Conflict(f"issue {issue_id} was already merged into {source.merged_into}")
-        now = _now().isoformat()
+        now = self.clock().isoformat()
         self.issues.save([
             replace(source, merged_into=into, history=source.history + ({"at": now, "event": "merged_into", "issue": into,
                                                                          "by": by},)),
             replace(target, triaged=True, history=target.history + ({"at": now, "event": "absorbed", "issue": issue_id,
                                                                       "by": by},)),
         ])
-        self.store.command(
-            "INSERT INTO issue_members SELECT claim_key, {into:String}, probability, source, config_name, x, y, "
-            "observed_at, now64(6) FROM issue_members FINAL WHERE issue_id = {src:String}", {"into": into, "src": issue_id})
+        self.issues.move_members(issue_id, into)
         return self.show(into)
 
     def runbook(self, issue_id: str, fmt: str = "md", base_url: str | None = None) -> str:
@@ -113,8 +113,10 @@ class IssuesService:
             raise ValueError(f"format must be md or html, got {fmt!r}")
         record = self.issues.get(issue_id)
         counts = self.issues.member_counts().get(issue_id, {"count": record.size, "hourly": dict(record.hourly_counts)})
-        ctx = build_context(record, self.issues, RateQueries(self.store), AlertStore(self.store), counts["count"],
-                            counts["hourly"], base_url or self.base_url)
+        members = self.issues.members(issue_id, 500)
+        details = self.issues.event_details(list({m["event_id"] for m in members if m.get("event_id")}))
+        ctx = build_context(record, members, details, self.rates.totals("", None), self.alerts.open_alerts(),
+                            counts["count"], counts["hourly"], base_url or self.base_url)
         return self.renderer.render(ctx, format=fmt)
 
 

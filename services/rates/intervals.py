@@ -16,12 +16,8 @@ from typing import Mapping
 
 import numpy as np
 
-COUNT_FIELDS = (
-    "events", "claims", "failed", "claims_sq", "failed_sq", "failed_claims",
-    "supported", "unsupported", "contradicted", "overreach", "stale", "no_source", "trivial",
-    "served", "served_unsafe", "abstained",
-    "answerable", "answerable_abstained", "unanswerable", "unanswerable_abstained",
-)
+from services.store.rates import COUNT_FIELDS  # the columns of rate_minute, defined once by the store
+
 FAILED_VERDICT_FIELDS = ("unsupported", "contradicted", "overreach", "stale", "no_source")
 
 

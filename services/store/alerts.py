@@ -1,31 +1,85 @@
-"""Alerts, transitions, silences and the evaluator checkpoint in ClickHouse."""
+"""Alerts, transitions, silences and the evaluator checkpoint in ClickHouse.
+
+The store does not import the alerts stage: the repository is given how to decode an alert and a
+silence from their stored bodies (it writes any object with the fields below and ``as_dict``), and
+``services.alerts.records.alert_repository`` binds the stage's own ``Alert`` and ``Silence``.
+Every row carries a write version from the injected clock; reads take the newest version.
+"""
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime
+from typing import TYPE_CHECKING, Callable, Generic, Mapping, Protocol, TypeVar
 
 import orjson
 
-from services.alerts.lifecycle import Alert
-from services.alerts.silences import Silence
+from services.core.clock import utcnow
 from services.core.errors import NotFound
-from services.store.backends import Store
 from services.store.convert import ch_time
 
+if TYPE_CHECKING:
+    from services.store.backends import Store
 
-def _now_version() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
+
+class StoredAlert(Protocol):
+    """What the repository reads from an alert (services.alerts.lifecycle.Alert)."""
+    alert_id: str
+    route: str
+    kind: str
+    severity: str
+    labels: dict[str, str]
+    window: int
+    pending_since: datetime
+    starts_at: datetime | None
+    ends_at: datetime | None
+    acked_at: datetime | None
+    acked_by: str | None
+    ack_note: str | None
+    rate: float | None
+    baseline: float | None
+    delta: float | None
+    claims: int
+    onset: datetime | None
+    driving_verdict: str | None
+
+    @property
+    def recorded_state(self) -> str: ...
+    @property
+    def transition_at(self) -> datetime: ...
+    def transition_record(self) -> dict: ...
+    def as_dict(self) -> dict: ...
+
+
+class StoredSilence(Protocol):
+    """What the repository reads from a silence (services.alerts.silences.Silence)."""
+    silence_id: str
+    ends_at: datetime
+
+    def as_dict(self) -> dict: ...
+    def is_active(self, now: datetime) -> bool: ...
+
+
+A = TypeVar("A", bound=StoredAlert)
+S = TypeVar("S", bound=StoredSilence)
 
 
 def _opt(ts: datetime | None) -> str | None:
     return ch_time(ts) if ts is not None else None
 
 
-class AlertStore:
-    def __init__(self, store: Store):
+class AlertRepository(Generic[A, S]):
+    def __init__(self, store: Store, decode_alert: Callable[[Mapping], A], decode_silence: Callable[[Mapping], S],
+                 clock: Callable[[], datetime] = utcnow):
         self.store = store
+        self.decode_alert = decode_alert
+        self.decode_silence = decode_silence
+        self.clock = clock
+
+    def _version(self) -> str:
+        """Write version (DateTime64(6)): the newest write of a row wins."""
+        return self.clock().strftime("%Y-%m-%d %H:%M:%S.%f")
 
     # -- alerts ---------------------------------------------------------------
-    def save(self, alert: Alert) -> None:
+    def save(self, alert: A) -> None:
         self.store.insert("alerts", [{
             "alert_id": alert.alert_id, "route": alert.route, "kind": alert.kind, "severity": alert.severity,
             "labels": alert.labels, "window_minutes": alert.window or 0, "pending_since": ch_time(alert.pending_since),
@@ -33,10 +87,10 @@ class AlertStore:
             "acked_by": alert.acked_by or "", "ack_note": alert.ack_note or "", "rate": alert.rate,
             "baseline": alert.baseline, "delta": alert.delta, "claims": alert.claims, "onset": _opt(alert.onset),
             "driving_verdict": alert.driving_verdict or "", "body": orjson.dumps(alert.as_dict()).decode(),
-            "updated_at": _now_version(),
+            "updated_at": self._version(),
         }])
 
-    def record_transition(self, alert: Alert) -> bool:
+    def record_transition(self, alert: A) -> bool:
         """Store the transition once; False if it was already recorded (a re-evaluation)."""
         state = alert.recorded_state
         seen = self.store.query("SELECT count() AS n FROM alert_transitions WHERE alert_id = {id:String} "
@@ -48,22 +102,22 @@ class AlertStore:
             "at": ch_time(alert.transition_at), "record": orjson.dumps(alert.transition_record()).decode()}])
         return True
 
-    def _alerts(self, where: str = "1", params: dict | None = None, limit: int = 500) -> list[Alert]:
+    def _alerts(self, where: str = "1", params: dict | None = None, limit: int = 500) -> list[A]:
         rows = self.store.query(
             f"SELECT argMax(body, updated_at) AS body FROM alerts GROUP BY alert_id HAVING {where} "
             "ORDER BY max(pending_since) DESC LIMIT {limit:UInt32}", {**(params or {}), "limit": limit})
-        return [Alert.from_dict(orjson.loads(r["body"])) for r in rows]
+        return [self.decode_alert(orjson.loads(r["body"])) for r in rows]
 
-    def get(self, alert_id: str) -> Alert:
+    def get(self, alert_id: str) -> A:
         found = self._alerts("alert_id = {id:String}", {"id": alert_id}, 1)
         if not found:
             raise NotFound(f"no alert {alert_id!r}; list alerts with `claimwatch alerts list`")
         return found[0]
 
-    def open_alerts(self) -> list[Alert]:
+    def open_alerts(self) -> list[A]:
         return self._alerts("isNull(argMax(ends_at, updated_at))")
 
-    def list(self, route: str | None = None, limit: int = 500) -> list[Alert]:
+    def list(self, route: str | None = None, limit: int = 500) -> list[A]:
         if route is None:
             return self._alerts(limit=limit)
         return self._alerts("argMax(route, updated_at) = {route:String}", {"route": route}, limit)
@@ -74,17 +128,17 @@ class AlertStore:
         return [orjson.loads(r["record"]) for r in rows]
 
     # -- silences -------------------------------------------------------------
-    def save_silence(self, silence: Silence) -> None:
+    def save_silence(self, silence: S) -> None:
         self.store.insert("silences", [{"silence_id": silence.silence_id, "body": orjson.dumps(silence.as_dict()).decode(),
-                                        "ends_at": ch_time(silence.ends_at), "updated_at": _now_version()}])
+                                        "ends_at": ch_time(silence.ends_at), "updated_at": self._version()}])
 
-    def silences(self, active_at: datetime | None = None) -> list[Silence]:
+    def silences(self, active_at: datetime | None = None) -> list[S]:
         rows = self.store.query("SELECT argMax(body, updated_at) AS body, argMax(ends_at, updated_at) AS ends "
                                 "FROM silences GROUP BY silence_id ORDER BY silence_id")
-        found = [Silence.from_dict(orjson.loads(r["body"])) for r in rows]
+        found = [self.decode_silence(orjson.loads(r["body"])) for r in rows]
         return [s for s in found if active_at is None or s.is_active(active_at)]
 
-    def silence(self, silence_id: str) -> Silence:
+    def silence(self, silence_id: str) -> S:
         for s in self.silences():
             if s.silence_id == silence_id:
                 return s
@@ -97,4 +151,4 @@ class AlertStore:
         return rows[0]["v"] if rows and rows[0]["n"] else None
 
     def set_checkpoint(self, name: str, value: str) -> None:
-        self.store.insert("checkpoints", [{"name": name, "value": value, "updated_at": _now_version()}])
+        self.store.insert("checkpoints", [{"name": name, "value": value, "updated_at": self._version()}])

@@ -159,3 +159,8 @@ def open_store(url: str) -> Store:
     if url.startswith(("http://", "https://")):
         return HttpStore(url)
     raise StoreError(f"unknown store URL {url!r}: use chdb:PATH or http(s)://user:pass@host:port/db")
+
+
+def ping(store: Store) -> None:
+    """Readiness: the store answers a read. Raises StoreError when it does not."""
+    store.query("SELECT 1 AS ok")

@@ -1,25 +1,46 @@
-"""Issues, claim -> issue assignments and the embedding cache in ClickHouse."""
+"""Issues, claim -> issue assignments and the embedding cache in ClickHouse.
+
+The store does not import clustering: the repository is given how to decode an issue row and a
+``claims`` row (``services.issues.records.issue_repository`` binds ``IssueRecord`` and
+``FailingClaim``), and writes any issue with a ``to_row()``. Times in rows handed to it may be
+aware datetimes; it formats them. Every row carries a write version from the injected clock.
+"""
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Iterable, Sequence
+from typing import Any, Callable, Generic, Iterable, Mapping, Protocol, Sequence, TypeVar
 
 import numpy as np
 
-from clustering.issue import IssueRecord
-from clustering.records import FailingClaim
+from services.contract.model import FAILED_VERDICTS
+from services.core.clock import utcnow
 from services.core.errors import NotFound
 from services.store.backends import Store
 from services.store.convert import ch_time
 
-FAILED = ("unsupported", "contradicted", "overreach", "stale", "no_source")
 CLAIM_COLUMNS = ("event_id, claim_idx, trace_id, route, observed_at, verdict, claim_type, text, score, chunk_id, "
                  "source_id, span, labeler, versions, query_text, query_type, stakes, answer_text, action, "
                  "first_failed_stage, signals")
 
 
-def _version() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
+def ch_values(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The row with its datetime values as DateTime64 literals (other values unchanged)."""
+    return {k: ch_time(v) if isinstance(v, datetime) else v for k, v in row.items()}
+
+
+class StoredIssue(Protocol):
+    """What the repository reads from an issue (clustering.issue.IssueRecord)."""
+
+    def to_row(self) -> dict[str, Any]: ...
+
+
+def issue_row(issue: StoredIssue) -> dict[str, Any]:
+    """An ``issues`` row (without its write version) for one issue."""
+    return ch_values(issue.to_row())
+
+
+I = TypeVar("I", bound=StoredIssue)  # noqa: E741
+C = TypeVar("C")
 
 
 class ClickHouseEmbeddingCache:
@@ -40,35 +61,51 @@ class ClickHouseEmbeddingCache:
                                               for k, v in items.items()))
 
 
-class IssueStore:
-    def __init__(self, store: Store):
+class IssueRepository(Generic[I, C]):
+    def __init__(self, store: Store, decode_issue: Callable[[Mapping], I], decode_claim: Callable[[Mapping], C],
+                 clock: Callable[[], datetime] = utcnow):
         self.store = store
+        self.decode_issue = decode_issue
+        self.decode_claim = decode_claim
+        self.clock = clock
+
+    def _version(self) -> str:
+        """Write version (DateTime64(6)): the newest write of a row wins."""
+        return self.clock().astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
 
     # -- issues ---------------------------------------------------------------
-    def save(self, records: Iterable[IssueRecord]) -> None:
-        version = _version()
-        self.store.insert("issues", ({**r.to_row(), "updated_at": version} for r in records))
+    def save(self, records: Iterable[I]) -> None:
+        version = self._version()
+        self.store.insert("issues", ({**issue_row(r), "updated_at": version} for r in records))
 
-    def load(self, issue_ids: Sequence[str] | None = None) -> list[IssueRecord]:
+    def load(self, issue_ids: Sequence[str] | None = None) -> list[I]:
         where, params = "", {}
         if issue_ids is not None:
             where, params = "WHERE issue_id IN {ids:Array(String)}", {"ids": list(issue_ids)}
         rows = self.store.query(f"SELECT * EXCEPT updated_at FROM issues FINAL {where} ORDER BY issue_id", params)
-        return [IssueRecord.from_row(r) for r in rows]
+        return [self.decode_issue(r) for r in rows]
 
-    def get(self, issue_id: str) -> IssueRecord:
+    def get(self, issue_id: str) -> I:
         found = self.load([issue_id])
         if not found:
             raise NotFound(f"no issue {issue_id!r}; list issues with `claimwatch issues list`")
         return found[0]
 
     # -- members --------------------------------------------------------------
-    def save_members(self, rows: Iterable[dict]) -> int:
-        version = _version()
-        return self.store.insert("issue_members", ({**r, "assigned_at": version} for r in rows))
+    def save_members(self, rows: Iterable[Mapping[str, Any]]) -> int:
+        """Assignments ``{claim_key, issue_id, probability, source, config_name, x, y, observed_at}``."""
+        version = self._version()
+        return self.store.insert("issue_members", ({**ch_values(r), "assigned_at": version} for r in rows))
 
-    def member_counts(self, since: datetime | None = None) -> dict[str, dict]:
-        """Per issue: claims assigned (batch + online), and hourly counts over the last 24 h."""
+    def move_members(self, issue_id: str, into: str) -> None:
+        """Every member of ``issue_id`` becomes a member of ``into`` (a merge)."""
+        self.store.command(
+            "INSERT INTO issue_members SELECT claim_key, {into:String}, probability, source, config_name, x, y, "
+            "observed_at, {at:DateTime64(6)} FROM issue_members FINAL WHERE issue_id = {src:String}",
+            {"into": into, "src": issue_id, "at": self._version()})
+
+    def member_counts(self) -> dict[str, dict]:
+        """Per issue: claims assigned (batch + online), and hourly counts."""
         rows = self.store.query(
             "SELECT issue_id, count() AS n, max(observed_at) AS last, "
             "groupArray((toString(toStartOfHour(observed_at)), 1)) AS hours "
@@ -99,31 +136,41 @@ class IssueStore:
             {"ids": list(issue_ids), "n": per_issue})
 
     # -- input ----------------------------------------------------------------
-    def failing_claims(self, since: datetime, until: datetime | None = None) -> list[FailingClaim]:
+    def failing_claims(self, since: datetime, until: datetime | None = None) -> list[C]:
         where = "verdict IN {failed:Array(String)} AND observed_at >= {since:DateTime64(3)}"
-        params: dict = {"failed": list(FAILED), "since": ch_time(since)}
+        params: dict = {"failed": sorted(FAILED_VERDICTS), "since": ch_time(since)}
         if until is not None:
             where += " AND observed_at <= {until:DateTime64(3)}"
             params["until"] = ch_time(until)
         rows = self.store.query(f"SELECT {CLAIM_COLUMNS} FROM claims FINAL WHERE {where} ORDER BY event_id, claim_idx",
                                 params)
-        return [FailingClaim.from_claims_row(r) for r in rows]
+        return [self.decode_claim(r) for r in rows]
 
-    def claims_ingested_after(self, after: datetime, limit: int) -> tuple[list[FailingClaim], datetime | None]:
+    def claims_ingested_after(self, after: datetime, limit: int) -> tuple[list[C], datetime | None]:
         """New failing claims by ingestion time, for online assignment; returns the new high mark."""
+        failed = sorted(FAILED_VERDICTS)
         rows = self.store.query(
             "SELECT event_id, ingested_at FROM events WHERE ingested_at > {after:DateTime64(3)} "
             "AND hasAny(verdicts, {failed:Array(String)}) ORDER BY ingested_at LIMIT {n:UInt32}",
-            {"after": ch_time(after), "failed": list(FAILED), "n": limit})
+            {"after": ch_time(after), "failed": failed, "n": limit})
         if not rows:
             return [], None
         ids = [r["event_id"] for r in rows]
         claims = self.store.query(
             f"SELECT {CLAIM_COLUMNS} FROM claims WHERE event_id IN {{ids:Array(String)}} "
-            "AND verdict IN {failed:Array(String)} ORDER BY event_id, claim_idx", {"ids": ids, "failed": list(FAILED)})
+            "AND verdict IN {failed:Array(String)} ORDER BY event_id, claim_idx", {"ids": ids, "failed": failed})
         mark = datetime.fromisoformat(rows[-1]["ingested_at"]).replace(tzinfo=timezone.utc)
-        return [FailingClaim.from_claims_row(r) for r in claims], mark
+        return [self.decode_claim(r) for r in claims], mark
 
     def traces(self, trace_ids: Sequence[str]) -> list[dict]:
         return self.store.query("SELECT * FROM claims WHERE trace_id IN {ids:Array(String)} ORDER BY event_id, claim_idx",
                                 {"ids": list(trace_ids)})
+
+    def event_details(self, event_ids: Sequence[str]) -> dict[str, dict]:
+        """Per event: answer_text, evidence and signals (JSON text) and first_failed_stage."""
+        if not event_ids:
+            return {}
+        rows = self.store.query(
+            "SELECT event_id, answer_text, evidence, signals, first_failed_stage FROM events "
+            "WHERE event_id IN {ids:Array(String)}", {"ids": list(event_ids)})
+        return {r["event_id"]: r for r in rows}

@@ -1,53 +1,61 @@
-"""Windowed sums over the per-minute buckets. Never scans raw claims.
+"""Windowed sums over the per-minute buckets of ``rate_minute``. Never scans raw claims.
 
 Windows end at the newest event time stored (the event-time watermark), so a
 replayed or accelerated stream reads the same as a live one.
 """
 from __future__ import annotations
 
-import re
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
-from services.store.backends import Store
+from services.store.convert import ch_time, parse_ch_time
 
-SUM_COLUMNS = (
+if TYPE_CHECKING:
+    from services.store.backends import Store
+
+# The sums rate_minute keeps per (dim, value, route, minute), in its column order. services.rates.intervals.Counts
+# has one field per column, in this order.
+COUNT_FIELDS = (
     "events", "claims", "failed", "claims_sq", "failed_sq", "failed_claims",
     "supported", "unsupported", "contradicted", "overreach", "stale", "no_source", "trivial",
-    "served", "served_unsafe", "abstained", "answerable", "answerable_abstained", "unanswerable", "unanswerable_abstained",
+    "served", "served_unsafe", "abstained",
+    "answerable", "answerable_abstained", "unanswerable", "unanswerable_abstained",
 )
-_SUMS = ", ".join(f"sum({c}) AS {c}" for c in SUM_COLUMNS)
-_WINDOW_RE = re.compile(r"(\d+)\s*([smhd])")
-_UNIT = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+_SUMS = ", ".join(f"sum({c}) AS {c}" for c in COUNT_FIELDS)
 
 
-class WindowError(ValueError):
-    pass
+def _second(ts: datetime) -> str:
+    """A bucket bound: minutes are stored as DateTime, so bounds compare at whole seconds."""
+    return ch_time(ts.replace(microsecond=0))
 
 
-def parse_window(text: str) -> timedelta | None:
-    """'30m', '90m', '24h', '7d' or 'all' (None: everything stored)."""
-    text = text.strip().lower()
-    if text == "all":
-        return None
-    match = _WINDOW_RE.fullmatch(text)
-    if not match or int(match[1]) == 0:
-        raise WindowError(f"window {text!r}: use a positive number followed by s, m, h or d (e.g. 30m), or 'all'")
-    return timedelta(**{_UNIT[match[2]]: int(match[1])})
-
-
-def _ch(ts: datetime) -> str:
-    return ts.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
-
-
-class RateQueries:
+class RateRepository:
     def __init__(self, store: Store):
         self.store = store
 
-    def latest_minute(self) -> datetime | None:
-        rows = self.store.query("SELECT max(minute) AS m, count() AS n FROM rate_minute WHERE dim = ''")
+    # -- where the data is ----------------------------------------------------
+    def latest_minute(self, route: str | None = None) -> datetime | None:
+        """The newest minute bucket stored (of one route, if given); None when there is none."""
+        where, params = "dim = ''", {}
+        if route is not None:
+            where, params = "dim = '' AND route = {route:String}", {"route": route}
+        rows = self.store.query(f"SELECT max(minute) AS m, count() AS n FROM rate_minute WHERE {where}", params)
         if not rows or not rows[0]["n"]:
             return None
-        return datetime.fromisoformat(rows[0]["m"]).replace(tzinfo=timezone.utc)
+        return parse_ch_time(rows[0]["m"])
+
+    def first_minute(self) -> datetime | None:
+        """The oldest minute bucket stored; None when there is none."""
+        rows = self.store.query("SELECT min(minute) AS m, count() AS n FROM rate_minute WHERE dim = ''")
+        if not rows or not rows[0]["n"]:
+            return None
+        return parse_ch_time(rows[0]["m"])
+
+    def latest_minute_by_route(self, since: datetime) -> dict[str, datetime]:
+        """Each route's newest minute bucket, for the routes with a bucket at or after ``since``."""
+        rows = self.store.query("SELECT route, max(minute) AS m FROM rate_minute WHERE dim = '' "
+                                "AND minute >= {since:DateTime64(3)} GROUP BY route", {"since": _second(since)})
+        return {r["route"]: parse_ch_time(r["m"]) for r in rows}
 
     def window_bounds(self, window: timedelta | None, end: datetime | None = None) -> tuple[datetime | None, datetime | None]:
         """(start, end) as minute buckets, both inclusive; start None means unbounded."""
@@ -56,17 +64,18 @@ class RateQueries:
             return None, end
         return end - window + timedelta(minutes=1), end
 
+    # -- sums -----------------------------------------------------------------
     def totals(self, dim: str = "", window: timedelta | None = None, end: datetime | None = None,
                route: str | None = None) -> list[dict]:
         """One row per (value, route) for a slice dimension ('' = whole route)."""
         start, end = self.window_bounds(window, end)
         where, params = ["dim = {dim:String}"], {"dim": dim}
         if start is not None:
-            where.append("minute >= {start:DateTime}")
-            params["start"] = _ch(start)
+            where.append("minute >= {start:DateTime64(3)}")
+            params["start"] = _second(start)
         if end is not None and window is not None:
-            where.append("minute <= {end:DateTime}")
-            params["end"] = _ch(end)
+            where.append("minute <= {end:DateTime64(3)}")
+            params["end"] = _second(end)
         if route is not None:
             where.append("route = {route:String}")
             params["route"] = route
@@ -79,18 +88,31 @@ class RateQueries:
     def minutes(self, route: str, start: datetime, end: datetime, dim: str = "", value: str = "") -> list[dict]:
         """Per-minute sums for one route (and slice), oldest first."""
         sql = (f"SELECT minute, {_SUMS} FROM rate_minute WHERE dim = {{dim:String}} AND value = {{value:String}} "
-               "AND route = {route:String} AND minute >= {start:DateTime} AND minute <= {end:DateTime} "
+               "AND route = {route:String} AND minute >= {start:DateTime64(3)} AND minute <= {end:DateTime64(3)} "
                "GROUP BY minute ORDER BY minute")
-        return self.store.query(sql, {"dim": dim, "value": value, "route": route, "start": _ch(start), "end": _ch(end)})
+        return self.store.query(sql, {"dim": dim, "value": value, "route": route, "start": _second(start),
+                                      "end": _second(end)})
 
     def minutes_all_routes(self, start: datetime, end: datetime, dim: str = "") -> list[dict]:
         sql = (f"SELECT route, value, minute, {_SUMS} FROM rate_minute WHERE dim = {{dim:String}} "
-               "AND minute >= {start:DateTime} AND minute <= {end:DateTime} GROUP BY route, value, minute ORDER BY minute")
-        return self.store.query(sql, {"dim": dim, "start": _ch(start), "end": _ch(end)})
+               "AND minute >= {start:DateTime64(3)} AND minute <= {end:DateTime64(3)} "
+               "GROUP BY route, value, minute ORDER BY minute")
+        return self.store.query(sql, {"dim": dim, "start": _second(start), "end": _second(end)})
 
     def route_slices(self, route: str, start: datetime, end: datetime) -> list[dict]:
         """The whole route (dim '') and its versions slices over [start, end]."""
         sql = (f"SELECT dim, value, {_SUMS} FROM rate_minute WHERE route = {{route:String}} "
-               "AND (dim = '' OR startsWith(dim, 'version.')) AND minute >= {start:DateTime} AND minute <= {end:DateTime} "
-               "GROUP BY dim, value")
-        return self.store.query(sql, {"route": route, "start": _ch(start), "end": _ch(end)})
+               "AND (dim = '' OR startsWith(dim, 'version.')) "
+               "AND minute >= {start:DateTime64(3)} AND minute <= {end:DateTime64(3)} GROUP BY dim, value")
+        return self.store.query(sql, {"route": route, "start": _second(start), "end": _second(end)})
+
+    def version_spans(self, route: str, start: datetime, end: datetime) -> list[dict]:
+        """Each version value of a route seen in [start, end]: key, value, first and last minute seen at all
+        (as datetimes) and its events, oldest first."""
+        rows = self.store.query(
+            "SELECT substring(dim, 9) AS key, value, min(minute) AS first, max(minute) AS last, sum(events) AS events "
+            "FROM rate_minute WHERE route = {route:String} AND startsWith(dim, 'version.') GROUP BY dim, value "
+            "HAVING last >= {start:DateTime64(3)} AND first <= {end:DateTime64(3)} ORDER BY first, key, value",
+            {"route": route, "start": _second(start), "end": _second(end)})
+        return [{**r, "first": parse_ch_time(r["first"]), "last": parse_ch_time(r["last"]), "events": int(r["events"])}
+                for r in rows]

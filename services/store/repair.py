@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from services.store.rates import SUM_COLUMNS
+from services.store.rates import COUNT_FIELDS
 from services.store.backends import Store
 from services.store.convert import ch_time
 
@@ -55,7 +55,7 @@ def repair(store: Store, since: datetime) -> RepairReport:
 
     touched = f"SELECT DISTINCT route, toStartOfMinute(observed_at) AS minute FROM ({recent})"
     in_buckets = (f"SELECT * FROM events FINAL WHERE (route, toStartOfMinute(observed_at)) IN ({touched})")
-    sums = ", ".join(f"sum({c}) AS {c}" for c in SUM_COLUMNS)
+    sums = ", ".join(f"sum({c}) AS {c}" for c in COUNT_FIELDS)
     expected = store.query(f"SELECT dim, value, route, toString(minute) AS minute, {sums} "
                            f"FROM ({_view_select(store, 'rate_minute_mv', in_buckets)}) GROUP BY dim, value, route, minute",
                            params)
@@ -66,11 +66,11 @@ def repair(store: Store, since: datetime) -> RepairReport:
     for row in expected:
         key = tuple(row[k] for k in KEY)
         old = have.pop(key, None)
-        delta = {c: int(row[c]) - int(old[c] if old else 0) for c in SUM_COLUMNS}
+        delta = {c: int(row[c]) - int(old[c] if old else 0) for c in COUNT_FIELDS}
         if any(delta.values()):
             corrections.append({**dict(zip(KEY, key)), **delta})
     for key, old in have.items():  # aggregates with no answers behind them
-        corrections.append({**dict(zip(KEY, key)), **{c: -int(old[c]) for c in SUM_COLUMNS}})
+        corrections.append({**dict(zip(KEY, key)), **{c: -int(old[c]) for c in COUNT_FIELDS}})
     if corrections:
         store.insert("rate_minute", corrections)
     return RepairReport(lacking, len(corrections))

@@ -11,11 +11,9 @@ from datetime import datetime, timedelta, timezone
 import orjson
 
 from services.contract.decode import Decoder, Rejection
-from services.evalset.service import EvalService, lazy_embedder
-from services.issues.jobs import IssueJobs
-from services.issues.service import IssuesService
-from services.store.issues import IssueStore
+from services.app.compose import build
 from services.app.settings import load_settings
+from services.evalset.service import EvalService
 from services.client.simulate import Regression, Scenario, generate
 from services.store.backends import ChdbStore
 from services.store.migrate import migrate
@@ -42,8 +40,8 @@ def test_regression_to_issue_runbook_promotion_export_and_gate(tmp_path):
     try:
         migrate(store)
         EventWriter(store).write(events)
-        settings = load_settings(None, {}, {})
-        jobs = IssueJobs.from_settings(settings, IssueStore(store))
+        components = build(load_settings(None, {}, {}), store)  # the embedder the worker uses
+        jobs = components.issue_jobs
         report = jobs.recluster(now)
         assert report.issues >= 3
 
@@ -51,7 +49,7 @@ def test_regression_to_issue_runbook_promotion_export_and_gate(tmp_path):
         members = store.query("SELECT claim_key, issue_id FROM issue_members FINAL WHERE issue_id != ''")
         per_issue = Counter(r["issue_id"] for r in members if family.get(r["claim_key"]) == "invented_numbers")
         issue_id, held = per_issue.most_common(1)[0]
-        service = IssuesService(store)
+        service = components.issues
         issue = service.show(issue_id)
         assert "billing-faq" in issue["routes"]
 
@@ -62,19 +60,19 @@ def test_regression_to_issue_runbook_promotion_export_and_gate(tmp_path):
         html = service.runbook(issue_id, "html")
         assert "<script" not in html and "<h2" in html
 
-        evals = EvalService(store, lazy_embedder(settings, store), n_boot=500)
+        evals = EvalService(components.repos.evalset, components.repos.issues, components.embedder.embed, n_boot=500)
         proposed = evals.propose(issue_id, None, by="alice")
         assert 1 <= len(proposed) <= 5
-        assert all(p["state"] == "proposed" and p["origin_issue_id"] == issue_id for p in proposed)
+        assert all(p.state == "proposed" and p.origin_issue_id == issue_id for p in proposed)
         for item in proposed:
-            assert evals.approve(item["item_id"], by="bob", reason="invented refund window")["state"] == "approved"
+            assert evals.approve(item.item_id, by="bob", reason="invented refund window").state == "approved"
         out = tmp_path / "evalset.jsonl"
         assert evals.export(out, by="bob") == len(proposed)
         lines = [orjson.loads(line) for line in out.read_bytes().splitlines()]
-        assert {line["item_id"] for line in lines} == {p["item_id"] for p in proposed}
+        assert {line["item_id"] for line in lines} == {p.item_id for p in proposed}
         assert all(line["claim_labels"] and all(lab["labeler"].startswith("verifier:") or lab["labeler"] == ""
                                                 for lab in line["claim_labels"]) for line in lines)
-        measured = evals.report()["faithfulness"]["value"]
+        measured = evals.report().faithfulness.value
         assert measured is not None and 0 < measured < 1  # the promoted traces carry failing claims
     finally:
         store.close()

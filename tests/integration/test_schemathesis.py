@@ -20,15 +20,15 @@ from schemathesis.checks import (content_type_conformance, ignored_auth, not_a_s
 
 from clustering.issue import IssueRecord
 from services.alerts.lifecycle import Alert
-from services.store.alerts import AlertStore
+from services.alerts.records import alert_repository
 from services.api.app import create_api
 from services.api.auth import new_token
 from services.api.security import ApiPolicy
 from services.contract.decode import Decoder
 from services.contract.model import FAILED_VERDICTS, VerdictEvent
-from services.store.issues import IssueStore
+from services.issues.records import issue_repository
 from services.rates.intervals import Interval
-from services.app.compose import Services
+from services.app.compose import open_components
 from services.app.settings import Settings
 from services.client.simulate import Scenario, generate
 from services.store.writer import EventWriter
@@ -48,11 +48,11 @@ def seed(store) -> None:
               if isinstance(e, VerdictEvent)]
     EventWriter(store).write(events)
     at = START + timedelta(minutes=18)
-    AlertStore(store).save(Alert(alert_id="a-1", route="billing-faq", kind="hallucination_rate_rise", severity="warning",
+    alert_repository(store).save(Alert(alert_id="a-1", route="billing-faq", kind="hallucination_rate_rise", severity="warning",
                                  labels={}, window=30, pending_since=at, starts_at=at, rate=0.12,
                                  rate_interval=Interval(0.1, 0.14), baseline=0.06, claims=400))
     failing = [f"{e.event_id}:{i}" for e in events for i, c in enumerate(e.claims) if c.verdict in FAILED_VERDICTS][:8]
-    issues = IssueStore(store)
+    issues = issue_repository(store)
     for n, issue_id in enumerate(("i-1", "i-2")):
         keys = failing[n * 4:(n + 1) * 4]
         issues.save([IssueRecord(issue_id=issue_id, name=f"issue {n}", keywords=("k",), config_name="t@1",
@@ -65,7 +65,7 @@ def seed(store) -> None:
 
 @pytest.fixture(scope="module")
 def api_schema(tmp_path_factory):
-    services = Services.open(Settings(clickhouse=f"chdb:{tmp_path_factory.mktemp('st') / 'ch'}"))
+    services = open_components(Settings(clickhouse=f"chdb:{tmp_path_factory.mktemp('st') / 'ch'}"))
     seed(services.store)
     # A generous rate limit: this run is about shapes, not throttling (tested in tests/unit/test_api.py).
     policy = ApiPolicy(token_hashes=(TOKEN_HASH,), mutations_per_minute=60_000, mutation_burst=10_000)

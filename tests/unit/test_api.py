@@ -15,16 +15,16 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from clustering.issue import IssueRecord
 from services.alerts.lifecycle import Alert
-from services.store.alerts import AlertStore
+from services.alerts.records import alert_repository
+from services.issues.records import issue_repository
 from services.api.app import create_api
 from services.api.auth import new_token
 from services.api.plotly_assets import BUNDLE
 from services.api.security import ApiPolicy
 from services.contract.decode import Decoder, reject
 from services.contract.model import FAILED_VERDICTS, VerdictEvent
-from services.store.issues import IssueStore
 from services.rates.intervals import Interval
-from services.app.compose import Services
+from services.app.compose import open_components
 from services.app.settings import Settings
 from services.client.simulate import Scenario, generate
 from services.store.convert import ch_time
@@ -57,7 +57,7 @@ def world(tmp_path_factory):
     """Services on a real store with ~1,000 simulated answers, one alert and hostile rows."""
     settings = Settings(clickhouse=f"chdb:{tmp_path_factory.mktemp('api') / 'ch'}",
                         api={"token_hashes": [TOKEN_HASH]})
-    services = Services.open(settings)
+    services = open_components(settings)
     decoder = Decoder()
     scenario = Scenario.demo(regression_at=REGRESSION_AT, corpus_change_at=None).scaled(0.08)
     decoded = [decoder.decode(s.raw) for s in generate(scenario, START, MINUTES, seed=3)]
@@ -72,7 +72,7 @@ def world(tmp_path_factory):
          "contradicted": failed, "served": 2}
         for route, failed in ((HTML_ROUTE, 1), (SQL_ROUTE, 2))])
     pending = START + timedelta(minutes=REGRESSION_AT + 3)
-    alerts = AlertStore(services.store)
+    alerts = alert_repository(services.store)
     for route, alert_id in (("billing-faq", "a-billing"), (HTML_ROUTE, "a-html")):
         alerts.save(Alert(alert_id=alert_id, route=route, kind="hallucination_rate_rise", severity="warning",
                           labels={"service": "claimwatch"}, window=30, pending_since=pending,
@@ -91,7 +91,7 @@ def write_issues(store, events) -> None:
                if c.verdict in FAILED_VERDICTS and c.text]
     numbers = [(e, i) for e, i in failing if e.route == "billing-faq"][:12]
     evil = [(e, i) for e, i in failing if e.route == SQL_ROUTE_IN_CONTRACT]
-    issues = IssueStore(store)
+    issues = issue_repository(store)
     first, last = START + timedelta(minutes=1), START + timedelta(minutes=MINUTES - 1)
     for issue_id, name, members, centroid in (("iss-numbers", "Invented refund numbers", numbers, [1.0, 0.0]),
                                               ("iss-evil", EVIL_ISSUE, evil, [0.8, 0.6])):

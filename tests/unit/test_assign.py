@@ -3,7 +3,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from clustering.assign import ApproximatePredictAssigner, OnlineAssigner
+from bench.approximate_assign import ApproximatePredictAssigner
+from clustering.assign import OnlineAssigner
 from clustering.config import DEFAULT_CONFIG
 from clustering.embed import HashingEmbedder
 from clustering.pipeline import IssuePipeline

@@ -14,16 +14,18 @@ from pathlib import Path
 import orjson
 import pytest
 
-from services.alerts.backtest import BucketLoader, private_store, read_chunks, run_backtest
+from services.alerts.backtest import BucketLoader, read_chunks, run_backtest
 from services.core.gcpolicy import bulk_allocation
-from services.alerts.evaluator import MINUTE, evaluator_for, parse_minute
-from services.store.alerts import AlertStore
+from services.alerts.evaluator import MINUTE, evaluator_for
+from services.alerts.records import alert_repository
 from services.contract.decode import Decoder, Rejection
-from services.store.rates import SUM_COLUMNS, RateQueries
+from services.store.rates import COUNT_FIELDS, RateRepository
 from services.app.settings import Settings
 from services.client.simulate import Scenario, generate, write_jsonl
 from services.store.backends import ChdbStore
+from services.store.convert import parse_ch_time
 from services.store.migrate import migrate
+from services.store.scratch import private_store
 from services.store.writer import EventWriter
 
 START = datetime(2026, 11, 21, 6, 0, tzinfo=timezone.utc)
@@ -93,7 +95,7 @@ def test_same_buckets_and_transitions_as_the_live_writer_and_evaluator(events_fi
     the live writer fills the same minute buckets, and the live evaluator stepping one minute at a
     time (as its timer does) emits the same transitions."""
     path, _ = events_file
-    sums = ", ".join(f"sum({c}) AS {c}" for c in SUM_COLUMNS)
+    sums = ", ".join(f"sum({c}) AS {c}" for c in COUNT_FIELDS)
     buckets = (f"SELECT dim, value, route, minute, {sums} FROM rate_minute "
                "GROUP BY dim, value, route, minute ORDER BY dim, value, route, minute")
     quick = private_store(tmp_path / "quick")  # chDB holds one embedded store per process at a time
@@ -109,9 +111,9 @@ def test_same_buckets_and_transitions_as_the_live_writer_and_evaluator(events_fi
     assert len(live_buckets) > MINUTES * 5 and quick_buckets == live_buckets
 
     settings = SETTINGS.model_copy(update={"drift": SETTINGS.drift.model_copy(update={"watermark_seconds": 0})})
-    rates = RateQueries(live)
-    evaluator = evaluator_for(settings, rates, AlertStore(live))
-    first = parse_minute(live.query("SELECT min(minute) AS m FROM rate_minute WHERE dim = ''")[0]["m"])
+    rates = RateRepository(live)
+    evaluator = evaluator_for(settings, rates, alert_repository(live))
+    first = parse_ch_time(live.query("SELECT min(minute) AS m FROM rate_minute WHERE dim = ''")[0]["m"])
     evaluator.last_minute = first - MINUTE
     transitions, minute, latest, step = [], first, rates.latest_minute(), 0
     while minute <= latest:  # the live timer's clock advances 1 to 4 minutes between evaluations

@@ -281,7 +281,7 @@ def test_prometheus_scrapes_every_claimwatch_process_that_serves_metrics(compose
     from fastapi.testclient import TestClient
 
     from services.api.app import create_api
-    from services.app.compose import Services
+    from services.app.compose import build
     from services.store.backends import ChdbStore
     from services.store.migrate import migrate
 
@@ -305,7 +305,7 @@ def test_prometheus_scrapes_every_claimwatch_process_that_serves_metrics(compose
     store = ChdbStore(tmp_path / "clickhouse")
     try:
         migrate(store)
-        client = TestClient(create_api(Services(settings, store)))
+        client = TestClient(create_api(build(settings, store)))
         for path in {scraped[n].get("metrics_path", "/metrics") for n in serving}:
             answer = client.get(path)
             assert answer.status_code == 200 and "claimwatch_events_total" in answer.text, f"{path}: {answer.status_code}"

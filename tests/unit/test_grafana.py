@@ -1,7 +1,7 @@
 """The Grafana dashboard (dashboards/grafana/claimwatch.json) against the real ClickHouse engine.
 
 Every panel's SQL, the alert annotation and the route variable run on chDB over simulated traffic
-(written through EventWriter), its dead letters, alerts (AlertStore) and issues (IssueRecord), after the Grafana and
+(written through EventWriter), its dead letters, alerts (AlertRepository) and issues (IssueRecord), after the Grafana and
 grafana-clickhouse-datasource macros are expanded the way the plugin expands them. Each result must
 have the columns its panel reads, with the types Grafana needs, and rows. The JSON itself is checked
 for what Grafana relies on: unique ids, a grid that fits, and the provisioned data source uid.
@@ -18,11 +18,12 @@ import yaml
 
 from clustering.issue import IssueRecord
 from services.alerts.lifecycle import Alert
-from services.store.alerts import AlertStore
+from services.alerts.records import alert_repository
 from services.contract.decode import Decoder, Rejection
 from services.rates.intervals import Counts, proportion_interval, ratio_interval
 from services.client.simulate import Scenario, generate
 from services.store.backends import ChdbStore
+from services.store.issues import issue_row
 from services.store.migrate import migrate
 from services.store.writer import DeadLetter, EventWriter
 
@@ -175,7 +176,7 @@ def loaded(tmp_path_factory):
     EventWriter(store).write(events, dead)
 
     ago = lambda minutes: now - timedelta(minutes=minutes)  # noqa: E731
-    alerts = AlertStore(store)
+    alerts = alert_repository(store)
     for route, pending, starts, ends, severity in (  # firing, pending, resolved
         ("billing-faq", ago(25), ago(20), None, "critical"),
         ("product-search", ago(3), None, None, "warning"),
@@ -194,8 +195,8 @@ def loaded(tmp_path_factory):
         ("i-5", "refund amounts, merged", "ongoing", 700, 30, 2, {"billing-faq": 700}, "i-1"),
     ]
     store.insert("issues", [
-        IssueRecord(issue_id, name, (), "clustering@test", ago(first), ago(last), state, size, routes=routes,
-                    merged_into=merged).to_row()
+        issue_row(IssueRecord(issue_id, name, (), "clustering@test", ago(first), ago(last), state, size, routes=routes,
+                              merged_into=merged))
         for issue_id, name, state, size, first, last, routes, merged in issues])
     # Dead letters carry the time they arrived (now); the range covers them and the simulated minutes.
     window = (start - timedelta(minutes=1), datetime.now(timezone.utc) + timedelta(minutes=2))

@@ -18,6 +18,7 @@ from services.evalset.promotion import (
     load_label_pairs, load_outcomes, load_traces,
 )
 from services.store.backends import ChdbStore
+from services.store.evalset import EvalRepository
 from services.store.migrate import migrate
 from services.store.writer import EventWriter
 
@@ -78,7 +79,7 @@ def store(tmp_path):
 
 @pytest.fixture
 def service(store):
-    return PromotionService(store, bag_of_words, clock=StepClock())
+    return PromotionService(EvalRepository(store), bag_of_words, clock=StepClock())
 
 
 def snapshot(store) -> dict:
@@ -124,15 +125,15 @@ def test_near_duplicates_within_one_request_and_the_same_trace_twice_are_refused
 
 
 def test_the_threshold_is_configurable(store):
-    default = PromotionService(store, bag_of_words, clock=StepClock())
+    default = PromotionService(EvalRepository(store), bag_of_words, clock=StepClock())
     default.propose("iss-7", [trace(0)], by="bob")
     close = "How long do I have to return an annual plan for a full refund?"     # cosine 0.964 with QUESTIONS[0]
     with pytest.raises(NearDuplicateError, match="cosine 0.964"):
         default.propose("iss-7", [trace(6, close)], by="bob")
-    lenient = PromotionService(store, bag_of_words, near_dup_threshold=0.97, clock=StepClock())
+    lenient = PromotionService(EvalRepository(store), bag_of_words, near_dup_threshold=0.97, clock=StepClock())
     assert [i.query for i in lenient.propose("iss-7", [trace(6, close)], by="bob")] == [close]
     with pytest.raises(PromotionError, match="near_dup_threshold must be in"):
-        PromotionService(store, bag_of_words, near_dup_threshold=0)
+        PromotionService(EvalRepository(store), bag_of_words, near_dup_threshold=0)
 
 
 def test_approve_then_approving_twice_is_refused_and_changes_nothing(service, store):
@@ -155,7 +156,7 @@ def test_self_approval_is_refused_unless_allowed(service, store):
     with pytest.raises(PromotionError, match="bob proposed item .* cannot approve it too"):
         service.approve(item.item_id, by="bob", reason="lgtm")
     assert snapshot(store) == before
-    permissive = PromotionService(store, bag_of_words, allow_self_approval=True, clock=StepClock())
+    permissive = PromotionService(EvalRepository(store), bag_of_words, allow_self_approval=True, clock=StepClock())
     assert permissive.approve(item.item_id, by="bob").state == "approved"
 
 
@@ -271,8 +272,8 @@ def test_stored_traces_feed_promotion_and_the_eval_metrics(service, store):
               for n, v in enumerate(verdicts)]
     EventWriter(store).write([validate_event(e) for e in events])
     with pytest.raises(PromotionError, match="unknown trace ids: t-404"):
-        load_traces(store, ["t-0", "t-404"])
-    traces = load_traces(store, ["t-0", "t-1", "t-2", "t-3"])
+        load_traces(EvalRepository(store), ["t-0", "t-404"])
+    traces = load_traces(EvalRepository(store), ["t-0", "t-1", "t-2", "t-3"])
     assert traces[1].claims[2] == TraceClaim("claim 2", "numeric", "unsupported", "span 2", "refund-policy", "verifier:nli-judge@2.1")
     assert (traces[3].answerable, traces[3].action, traces[0].corpus_version) == (False, "abstained", "policies@2026-11-01")
     items = service.propose("iss-7", traces, by="bob")
@@ -280,7 +281,7 @@ def test_stored_traces_feed_promotion_and_the_eval_metrics(service, store):
         service.approve(item.item_id, by="carol", reason="ok")
     service.add_human_labels(items[0].item_id, [HumanLabel(0, "supported"), HumanLabel(1, "supported")], by="dave")
 
-    outcomes = load_outcomes(store)
+    outcomes = load_outcomes(EvalRepository(store))
     assert sorted(o.verdicts for o in outcomes) == sorted(tuple(v) for v in [
         ["supported", "contradicted"], ["supported", "supported", "unsupported"], ["supported", "trivial"], []])
     report = eval_report(outcomes, n_boot=200)
@@ -288,9 +289,9 @@ def test_stored_traces_feed_promotion_and_the_eval_metrics(service, store):
     assert report.abstention.correct_abstention.value == 1.0 and report.abstention.over_refusal.value == 0.0
     assert not gate(report, min_faithfulness=4 / 6 + 1e-9).passed and gate(report, min_faithfulness=4 / 6 - 1e-9).passed
 
-    human = load_outcomes(store, labeler="human")
+    human = load_outcomes(EvalRepository(store), labeler="human")
     assert [o.verdicts for o in human if o.verdicts] == [("supported", "supported")]
-    pairs = load_label_pairs(store)
+    pairs = load_label_pairs(EvalRepository(store))
     assert [(p.claim_idx, p.verifier, p.human, p.stakes) for p in pairs] == [(0, "supported", "supported", "high"),
                                                                              (1, "contradicted", "supported", "high")]
     assert agreement(pairs, n_boot=50).confusion == ((0, 1), (0, 1))

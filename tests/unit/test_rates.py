@@ -4,7 +4,8 @@ import orjson
 import pytest
 
 from services.contract.decode import Decoder
-from services.store.rates import RateQueries, WindowError, parse_window
+from services.rates.window import WindowError, parse_window
+from services.store.rates import RateRepository
 from services.rates.report import route_rates, slice_rates
 from services.store.writer import EventWriter
 
@@ -35,7 +36,7 @@ def test_rates_worst_first_with_breakdown_and_window(store):
     evs += [event(200, "calm", 59, [], action="abstained", answerable=False),
             event(201, "calm", 59, [], action="abstained", answerable=True)]
     EventWriter(store).write(evs)
-    q = RateQueries(store)
+    q = RateRepository(store)
     everything = route_rates(q.totals("", None))
     assert [r["route"] for r in everything] == ["bad", "calm"]
     bad = everything[0]
@@ -56,11 +57,11 @@ def test_rates_worst_first_with_breakdown_and_window(store):
 
 def test_slices_by_query_type(store):
     EventWriter(store).write([event(1, "r", 1, ["contradicted"], qt="multi_hop"), event(2, "r", 1, ["supported"], qt="lookup")])
-    rows = slice_rates(RateQueries(store).totals("query_type", None), "query_type")
+    rows = slice_rates(RateRepository(store).totals("query_type", None), "query_type")
     assert [(e["value"], e["rate"]) for e in rows] == [("multi_hop", 1.0), ("lookup", 0.0)]
-    assert RateQueries(store).dims() == ["query_type", "stakes", "version.model"]
+    assert RateRepository(store).dims() == ["query_type", "stakes", "version.model"]
 
 
 def test_empty_store_has_no_rates(store):
-    assert RateQueries(store).totals("", parse_window("30m")) == []
-    assert RateQueries(store).latest_minute() is None
+    assert RateRepository(store).totals("", parse_window("30m")) == []
+    assert RateRepository(store).latest_minute() is None

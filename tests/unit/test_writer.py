@@ -112,8 +112,8 @@ def test_alert_evaluator_resumes_from_its_checkpoint_without_duplicates(store):
     from datetime import datetime, timedelta, timezone
 
     from services.alerts.evaluator import evaluator_for
-    from services.store.alerts import AlertStore
-    from services.store.rates import RateQueries
+    from services.alerts.records import alert_repository
+    from services.store.rates import RateRepository
     from services.app.settings import load_settings
     from services.client.simulate import Regression, Scenario, generate
 
@@ -127,13 +127,13 @@ def test_alert_evaluator_resumes_from_its_checkpoint_without_duplicates(store):
     settings = load_settings(None, {"CLAIMWATCH_DRIFT__WATERMARK_SECONDS": "0"}, {"drift": {"detector": {"min_baseline_claims": 8000}}})
     cut = start + timedelta(minutes=215)  # after onset, before the end: "kill" the evaluator here
     writer.write([e for e in sims if e.observed_at < cut])
-    first = evaluator_for(settings, RateQueries(store), AlertStore(store))
+    first = evaluator_for(settings, RateRepository(store), alert_repository(store))
     first.evaluate(cut + timedelta(minutes=5))
     assert first.open, "the regression should have opened an alert before the cut"
     writer.write([e for e in sims if e.observed_at >= cut])
-    resumed = evaluator_for(settings, RateQueries(store), AlertStore(store))  # a fresh process
+    resumed = evaluator_for(settings, RateRepository(store), alert_repository(store))  # a fresh process
     resumed.evaluate(start + timedelta(days=1))
-    alerts = AlertStore(store).list("billing-faq")
+    alerts = alert_repository(store).list("billing-faq")
     assert len(alerts) == 1 and alerts[0].alert_id == next(iter(first.open.values())).alert_id
     assert alerts[0].recorded_state == "firing"
 
@@ -144,8 +144,8 @@ def test_evaluator_waits_for_a_route_whose_backlog_is_still_being_consumed(store
     from datetime import datetime, timedelta, timezone
 
     from services.alerts.evaluator import MOVING_GRACE, evaluator_for
-    from services.store.alerts import AlertStore
-    from services.store.rates import RateQueries
+    from services.alerts.records import alert_repository
+    from services.store.rates import RateRepository
     from services.app.settings import load_settings
 
     t0 = datetime(2026, 11, 21, 8, 0, tzinfo=timezone.utc)
@@ -159,7 +159,7 @@ def test_evaluator_waits_for_a_route_whose_backlog_is_still_being_consumed(store
     land("ahead", range(0, 120))
     land("behind", range(0, 10))
     settings = load_settings(None, {"CLAIMWATCH_DRIFT__WATERMARK_SECONDS": "0"}, {})
-    evaluator = evaluator_for(settings, RateQueries(store), AlertStore(store), checkpoint=False)
+    evaluator = evaluator_for(settings, RateRepository(store), alert_repository(store), checkpoint=False)
     now = t0 + timedelta(minutes=121)
     assert evaluator.slowest_active_minute(now) == t0 + timedelta(minutes=9)  # first sight: every route counts
     land("behind", range(10, 40))

@@ -6,6 +6,7 @@ from typing import Literal
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import StreamingResponse
 
+from services.api.eval_json import agreement_json, as_json, item_json
 from services.api.models import ERROR_RESPONSES, ProposeBody, RejectBody, ReviewBody
 from services.api.responses import AgreementView, EvalItemView, EvalReportView, GateResult
 from services.api.security import AUTH_RESPONSES, MUTATION_RESPONSES, Gate
@@ -24,20 +25,20 @@ def router(evalset, gate: Gate) -> APIRouter:
 
     def reviewable(item_id: str) -> None:
         # 404 for an unknown item and 409 for one already reviewed, before the reviewer's checks run.
-        item = evalset.item(item_id)
-        if item["state"] != "proposed":
-            raise Conflict(f"item {item_id} was already {item['state']} by {item['reviewed_by']}; "
+        item = evalset.item(item_id).item
+        if item.state != "proposed":
+            raise Conflict(f"item {item_id} was already {item.state} by {item.reviewed_by}; "
                            "propose the trace again to review it anew")
 
     @r.post("/api/promotions", status_code=201, summary="Propose an issue's traces (default: its exemplars) as eval items",
             response_model=list[EvalItemView], dependencies=write, responses=changes)
     def propose(body: ProposeBody) -> list[dict]:
-        return evalset.propose(body.issue_id, body.trace_ids, body.by)
+        return as_json(evalset.propose(body.issue_id, body.trace_ids, body.by))
 
     @r.get("/api/promotions", summary="Eval items, optionally by state (the review queue is state=proposed)",
            response_model=list[EvalItemView], dependencies=read, responses={**guarded, 422: ERROR_RESPONSES[422]})
     def items(state: Literal["proposed", "approved", "rejected"] | None = None) -> list[dict]:
-        return evalset.items(state)
+        return as_json(evalset.items(state))
 
     @r.get("/api/promotions/export", summary="Approved items with gold spans and labels, as a JSONL download",
            response_class=StreamingResponse, dependencies=read,
@@ -49,29 +50,29 @@ def router(evalset, gate: Gate) -> APIRouter:
     @r.get("/api/promotions/{item_id}", summary="One eval item with its history", response_model=EvalItemView,
            dependencies=read, responses={**guarded, **ERROR_RESPONSES})
     def item(item_id: str) -> dict:
-        return evalset.item(item_id)
+        return item_json(evalset.item(item_id))
 
     @r.post("/api/promotions/{item_id}/approve", summary="Approve a proposed item (not by its proposer)",
             response_model=EvalItemView, dependencies=write, responses=changes)
     def approve(item_id: str, body: ReviewBody) -> dict:
         reviewable(item_id)
-        return evalset.approve(item_id, body.by, body.reason)
+        return as_json(evalset.approve(item_id, body.by, body.reason))
 
     @r.post("/api/promotions/{item_id}/reject", summary="Reject a proposed item, saying why",
             response_model=EvalItemView, dependencies=write, responses=changes)
     def reject(item_id: str, body: RejectBody) -> dict:
         reviewable(item_id)
-        return evalset.reject(item_id, body.by, body.reason)
+        return as_json(evalset.reject(item_id, body.by, body.reason))
 
     @r.get("/api/eval/report", summary="Faithfulness, slices worst first and the abstention pair, with intervals",
            response_model=EvalReportView, dependencies=read, responses=guarded)
     def report() -> dict:
-        return evalset.report()
+        return as_json(evalset.report())
 
     @r.get("/api/eval/agreement", summary="Verifier-human agreement on the claims both labelled",
            response_model=AgreementView, dependencies=read, responses=guarded)
     def agreement() -> dict:
-        return evalset.agreement()
+        return agreement_json(evalset.agreement())
 
     @r.get("/api/eval/gate", summary="Pass or fail the eval set against thresholds (for CI)", response_model=GateResult,
            dependencies=read, responses={**guarded, 422: ERROR_RESPONSES[422]})
@@ -80,6 +81,6 @@ def router(evalset, gate: Gate) -> APIRouter:
                    slice_min: str | None = Query(None, max_length=500,
                                                  description="0.8 (every slice) or stakes=high:0.9,query_type=lookup:0.85"),
                    ) -> dict:
-        return evalset.gate(min_faithfulness, max_over_refusal, slice_min)
+        return as_json(evalset.gate(min_faithfulness, max_over_refusal, slice_min))
 
     return r

@@ -6,15 +6,16 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 
 from services.api.responses import DlqReason, Health, Ready
 from services.api.security import AUTH_RESPONSES, Gate
-from services.store.rates import RateQueries, parse_window
 from services.rates.report import route_rates
-from services.store.backends import StoreError
+from services.rates.window import parse_window
+from services.store.backends import StoreError, ping
 from services.store.dlq import dlq_summary
+from services.store.rates import RateRepository
 
 GAUGE_WINDOW = "30m"
 
 
-def publish_route_rates(metrics, rates: RateQueries, window: str = GAUGE_WINDOW) -> None:
+def publish_route_rates(metrics, rates: RateRepository, window: str = GAUGE_WINDOW) -> None:
     """Set the per-route rate gauges from the window ending at the newest event time.
 
     Routes that left the window disappear from the gauges instead of keeping a stale value.
@@ -30,9 +31,9 @@ def publish_route_rates(metrics, rates: RateQueries, window: str = GAUGE_WINDOW)
         metrics.route_rate_hi.labels(e["route"], window).set(e["interval"][1])
 
 
-def router(services, gate: Gate) -> APIRouter:
+def router(components, gate: Gate) -> APIRouter:
     r = APIRouter()
-    rates = RateQueries(services.store)
+    rates = components.repos.rates
     read = [Depends(gate.read())]
     guarded = AUTH_RESPONSES if gate.policy.protect_reads else {}
 
@@ -43,13 +44,13 @@ def router(services, gate: Gate) -> APIRouter:
     @r.get("/readyz", tags=["ops"], summary="Readiness: the store accepts reads and writes", response_model=Ready,
            response_model_exclude_none=True, responses={503: {"model": Ready, "description": "Not ready; reason says why"}})
     def readyz() -> JSONResponse | dict:
-        health = services.health
+        health = components.health
         if not health.store_ok:
             return JSONResponse(status_code=503, content={
                 "ready": False, "reason": f"store writes failing: {health.store_error}",
                 "consecutive_failures": health.consecutive_failures})
         try:
-            services.store.query("SELECT 1 AS ok")
+            ping(components.store)
         except StoreError as exc:
             return JSONResponse(status_code=503, content={"ready": False, "reason": f"store unreachable: {exc}"})
         return {"ready": True}
@@ -59,14 +60,14 @@ def router(services, gate: Gate) -> APIRouter:
            responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}, **guarded})
     def metrics() -> Response:
         try:
-            publish_route_rates(services.metrics, rates)
+            publish_route_rates(components.metrics, rates)
         except StoreError:
             pass  # a store hiccup must not hide the ingest counters; the gauges keep their last values
-        return Response(services.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+        return Response(components.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     @r.get("/api/dlq", tags=["ops"], summary="Dead-lettered messages: count per contract rule, with samples",
            response_model=list[DlqReason], dependencies=read, responses=guarded)
     def get_dlq(samples: int = Query(1, ge=0, le=20, description="samples per reason")) -> list[dict]:
-        return dlq_summary(services.store, samples)
+        return dlq_summary(components.store, samples)
 
     return r

@@ -11,8 +11,8 @@ from services.api.responses import RateEntry, RouteDetail, SliceEntry
 from services.api.routeview import RouteHistory
 from services.api.security import AUTH_RESPONSES, Gate
 from services.core.errors import NotFound
-from services.store.rates import RateQueries, WindowError, parse_window
 from services.rates.report import route_rates, slice_rates
+from services.rates.window import WindowError, parse_window
 
 MAX_RANGE_MINUTES = 31 * 24 * 60
 
@@ -29,11 +29,11 @@ def window_of(text: str, allow_all: bool = True):
     return window
 
 
-def router(services, gate: Gate, alerts_of: Callable[[str], list[dict]]) -> APIRouter:
+def router(components, gate: Gate, alerts_of: Callable[[str], list[dict]]) -> APIRouter:
     r = APIRouter(tags=["rates"], dependencies=[Depends(gate.read())],
                   responses=AUTH_RESPONSES if gate.policy.protect_reads else {})
-    rates = RateQueries(services.store)
-    history = RouteHistory(services.store)
+    rates = components.repos.rates
+    history = RouteHistory(rates)
 
     @r.get("/api/rates", summary="Claim-level hallucination rate per route, worst first", response_model=list[RateEntry],
            responses={422: ERROR_RESPONSES[422]})
@@ -58,7 +58,7 @@ def router(services, gate: Gate, alerts_of: Callable[[str], list[dict]]) -> APIR
         w = window_of(window, allow_all=False)
         if end is not None and not 1971 <= end.year <= 2105:
             raise HTTPException(422, f"end {end.isoformat()}: must fall between 1971 and 2105")
-        detail = history.detail(route, w, end, alerts_of(route), step, services.settings.drift.baseline_minutes)
+        detail = history.detail(route, w, end, alerts_of(route), step, components.settings.drift.baseline_minutes)
         if detail is None:
             raise NotFound(f"no events stored for route {route!r}; list routes with GET /api/rates?window=all")
         return detail

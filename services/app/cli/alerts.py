@@ -7,15 +7,9 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from services.app.cli.base import Abort, console, main, out, pct, print_json, reach, service_options, utcnow
+from services.app.cli.base import Abort, console, main, out, pct, print_json, reach, service_options
+from services.core.clock import utcnow
 from services.app.settings import Settings, SettingsError, load_settings
-
-
-def _alerts_local(store):
-    from services.alerts.service import AlertsService
-    from services.store.alerts import AlertStore
-
-    return AlertsService(AlertStore(store))
 
 
 @main.group()
@@ -31,7 +25,7 @@ def alerts() -> None:
 def alerts_list(settings: Settings, route: str | None, state: str | None, as_json: bool) -> None:
     """Alerts, newest first."""
     params = {k: v for k, v in {"route": route, "state": state}.items() if v}
-    data = reach(settings, "/api/alerts", params, lambda store: _alerts_local(store).list(utcnow(), route, state))
+    data = reach(settings, "/api/alerts", params, lambda c: c.alerts.list(utcnow(), route, state))
     if as_json:
         print_json(data)
         return
@@ -50,7 +44,7 @@ def alerts_list(settings: Settings, route: str | None, state: str | None, as_jso
 @service_options
 def alerts_show(settings: Settings, alert_id: str) -> None:
     """One alert with its intervals, suspect changes and transitions (JSON)."""
-    print_json(reach(settings, f"/api/alerts/{alert_id}", {}, lambda store: _alerts_local(store).show(alert_id, utcnow())))
+    print_json(reach(settings, f"/api/alerts/{alert_id}", {}, lambda c: c.alerts.show(alert_id, utcnow())))
 
 
 @alerts.command("ack")
@@ -60,7 +54,7 @@ def alerts_show(settings: Settings, alert_id: str) -> None:
 @service_options
 def alerts_ack(settings: Settings, alert_id: str, by: str, note: str) -> None:
     """Acknowledge an alert (an unknown id is an error)."""
-    data = reach(settings, f"/api/alerts/{alert_id}/ack", {}, lambda store: _alerts_local(store).ack(alert_id, by, note, utcnow()),
+    data = reach(settings, f"/api/alerts/{alert_id}/ack", {}, lambda c: c.alerts.ack(alert_id, by, note, utcnow()),
                  method="POST", body={"by": by, "note": note})
     console.print(f"acked {data['alert_id']} ({data['route']}, {data['state']}) by {data['acked_by']}")
 
@@ -85,7 +79,7 @@ def alerts_silence(settings: Settings, matchers: tuple[str, ...], duration: str 
         raise Abort("give --duration (e.g. 2h) or --until")
     body = {"matchers": list(matchers), "by": by, "comment": comment, "duration": duration,
             "ends_at": ends_at.isoformat() if ends_at else None}
-    data = reach(settings, "/api/silences", {}, lambda store: _alerts_local(store).silence(
+    data = reach(settings, "/api/silences", {}, lambda c: c.alerts.silence(
         list(matchers), by, comment, utcnow(), duration=duration, ends_at=ends_at), method="POST", body=body)
     console.print(f"silence {data['silence_id']} until {data['ends_at']}: {', '.join(data['matchers'])}")
 
@@ -95,7 +89,7 @@ def alerts_silence(settings: Settings, matchers: tuple[str, ...], duration: str 
 @service_options
 def alerts_unsilence(settings: Settings, silence_id: str) -> None:
     """End a silence now."""
-    data = reach(settings, f"/api/silences/{silence_id}", {}, lambda store: _alerts_local(store).unsilence(silence_id, utcnow()),
+    data = reach(settings, f"/api/silences/{silence_id}", {}, lambda c: c.alerts.unsilence(silence_id, utcnow()),
                  method="DELETE")
     console.print(f"silence {data['silence_id']} ended at {data['ends_at']}")
 
@@ -105,7 +99,7 @@ def alerts_unsilence(settings: Settings, silence_id: str) -> None:
 @service_options
 def alerts_silences(settings: Settings, active: bool) -> None:
     """List silences (JSON)."""
-    print_json(reach(settings, "/api/silences", {"active": active}, lambda store: _alerts_local(store).silences(utcnow(), active)))
+    print_json(reach(settings, "/api/silences", {"active": active}, lambda c: c.alerts.silences(utcnow(), active)))
 
 
 @main.command()

@@ -52,23 +52,22 @@ def service_options(fn: Callable) -> Callable:
 
 def on_store(settings: Settings, local: Callable[[Any], Any],
              unavailable: str = "no claimwatch API answers at {url}, and {exc}") -> Any:
-    """Run `local(store)` on the store files directly (no service answers)."""
-    from services.store.backends import StoreError, open_store
-    from services.store.migrate import migrate
+    """Run `local(components)` on the store files directly (no service answers)."""
+    from services.app.compose import open_components
+    from services.store.backends import StoreError
 
     try:
-        store = open_store(settings.clickhouse)
+        components = open_components(settings)
     except StoreError as exc:
         raise Abort(unavailable.format(url=settings.api.url, exc=exc)) from None
     try:
-        migrate(store)
-        return local(store)
+        return local(components)
     except LookupError as exc:
         raise Abort(str(exc).strip('"')) from None
     except ValueError as exc:
         raise Abort(str(exc)) from None
     finally:
-        store.close()
+        components.close()
 
 
 def reach(settings: Settings, path: str, params: dict, local: Callable[[Any], Any],
@@ -90,12 +89,6 @@ def reach(settings: Settings, path: str, params: dict, local: Callable[[Any], An
     if response.headers.get("content-type", "").startswith("application/json"):
         return response.json()
     return response.text
-
-
-def utcnow():
-    from datetime import datetime, timezone
-
-    return datetime.now(timezone.utc)
 
 
 def print_json(data: Any) -> None:

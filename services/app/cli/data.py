@@ -9,7 +9,8 @@ import click
 from rich import box
 from rich.table import Table
 
-from services.app.cli.base import Abort, console, main, out, pct, print_json, reach, service_options, utcnow
+from services.app.cli.base import Abort, console, main, out, pct, print_json, reach, service_options
+from services.core.clock import utcnow
 from services.app.settings import Settings
 
 
@@ -109,18 +110,18 @@ def simulate(settings: Settings, minutes: int, seed: int, start: str | None, out
 @service_options
 def rates(settings: Settings, window: str, show_slices: bool, as_json: bool) -> None:
     """Per-route claim-level hallucination rate with intervals and the verdict breakdown, worst first."""
-    from services.store.rates import RateQueries, WindowError, parse_window
     from services.rates.report import route_rates, slice_rates
+    from services.rates.window import WindowError, parse_window
 
     try:
         w = parse_window(window)
     except WindowError as exc:
         raise Abort(str(exc)) from None
-    data = reach(settings, "/api/rates", {"window": window}, lambda store: route_rates(RateQueries(store).totals("", w)))
+    data = reach(settings, "/api/rates", {"window": window}, lambda c: route_rates(c.repos.rates.totals("", w)))
     slices = {}
     if show_slices:
         slices = reach(settings, "/api/slices", {"window": window},
-                       lambda store: {d: slice_rates(RateQueries(store).totals(d, w), d) for d in RateQueries(store).dims()})
+                       lambda c: {d: slice_rates(c.repos.rates.totals(d, w), d) for d in c.repos.rates.dims()})
     if as_json:
         print_json(data if not show_slices else {"routes": data, "slices": slices})
         return
@@ -163,7 +164,7 @@ def dlq(settings: Settings, samples: int, as_json: bool) -> None:
     """Dead-letter counts per reason, with a sample of each."""
     from services.store.dlq import dlq_summary
 
-    data = reach(settings, "/api/dlq", {"samples": samples}, lambda store: dlq_summary(store, samples))
+    data = reach(settings, "/api/dlq", {"samples": samples}, lambda c: dlq_summary(c.store, samples))
     if as_json:
         print_json(data)
         return

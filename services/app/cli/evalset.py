@@ -12,10 +12,11 @@ from services.app.cli.base import Abort, console, main, on_store, out, print_jso
 from services.app.settings import Settings
 
 
-def _eval_local(store, settings: Settings):
-    from services.evalset.service import EvalService, lazy_embedder
+def _json(fn):
+    """`fn(components)` serialised as the API serialises it."""
+    from services.api.eval_json import as_json
 
-    return EvalService(store, lazy_embedder(settings, store))
+    return lambda c: as_json(fn(c))
 
 
 def _promotion_errors(fn):
@@ -45,7 +46,7 @@ def promote() -> None:
 def promote_propose(settings: Settings, issue_id: str, traces: str | None, by: str) -> None:
     """Propose traces of an issue as eval items (their verifier labels are copied in)."""
     ids = [t.strip() for t in traces.split(",") if t.strip()] if traces else None
-    data = reach(settings, "/api/promotions", {}, lambda store: _eval_local(store, settings).propose(issue_id, ids, by),
+    data = reach(settings, "/api/promotions", {}, _json(lambda c: c.evalset.propose(issue_id, ids, by)),
                  method="POST", body={"issue_id": issue_id, "trace_ids": ids, "by": by})
     for item in data:
         console.print(f"proposed {item['item_id']} from trace {item['origin_trace_id']}")
@@ -56,7 +57,7 @@ def promote_propose(settings: Settings, issue_id: str, traces: str | None, by: s
 def _review(settings: Settings, verdict: str, item_id: str, by: str, reason: str) -> None:
     """approve or reject: the same call, API first, the store files otherwise."""
     data = reach(settings, f"/api/promotions/{item_id}/{verdict}", {},
-                 lambda store: getattr(_eval_local(store, settings), verdict)(item_id, by, reason),
+                 _json(lambda c: getattr(c.evalset, verdict)(item_id, by, reason)),
                  method="POST", body={"by": by, "reason": reason})
     console.print(f"{data['item_id']} {data['state']} by {data['reviewed_by']}")
 
@@ -94,7 +95,7 @@ def evalset() -> None:
 def evalset_items(settings: Settings, state: str | None) -> None:
     """Eval items (JSON)."""
     params = {"state": state} if state else {}
-    print_json(reach(settings, "/api/promotions", params, lambda store: _eval_local(store, settings).items(state)))
+    print_json(reach(settings, "/api/promotions", params, _json(lambda c: c.evalset.items(state))))
 
 
 @evalset.command("export")
@@ -116,7 +117,7 @@ def evalset_export(settings: Settings, out: Path, by: str) -> None:
             raise Abort(f"cannot write {out}: {exc.strerror}; choose a writable path") from None
         count = response.content.count(b"\n")
     except httpx.TransportError:
-        count = on_store(settings, lambda store: _eval_local(store, settings).export(out, by))
+        count = on_store(settings, lambda c: c.evalset.export(out, by))
     console.print(f"exported {count} approved items to {out}")
 
 
@@ -136,7 +137,7 @@ def _figure(f: dict) -> str:
 @service_options
 def eval_report_cmd(settings: Settings, as_json: bool) -> None:
     """Faithfulness by query type and stakes (worst slice first) and the abstention pair, with 95% intervals."""
-    data = reach(settings, "/api/eval/report", {}, lambda store: _eval_local(store, settings).report())
+    data = reach(settings, "/api/eval/report", {}, _json(lambda c: c.evalset.report()))
     if as_json:
         print_json(data)
         return
@@ -156,7 +157,10 @@ def eval_report_cmd(settings: Settings, as_json: bool) -> None:
 @service_options
 def eval_agreement_cmd(settings: Settings) -> None:
     """Verifier labels beside human labels on the same claims: kappa, confusion matrix, worst slices (JSON)."""
-    print_json(reach(settings, "/api/eval/agreement", {}, lambda store: _eval_local(store, settings).agreement()))
+    from services.api.eval_json import agreement_json
+
+    print_json(reach(settings, "/api/eval/agreement", {},
+                     lambda c: agreement_json(c.evalset.agreement())))
 
 
 @eval_group.command("gate")
@@ -172,7 +176,7 @@ def eval_gate_cmd(settings: Settings, min_faithfulness: float | None, max_over_r
     params = {k: v for k, v in {"min_faithfulness": min_faithfulness, "max_over_refusal": max_over_refusal,
                                 "slice_min": slice_min}.items() if v is not None}
     data = reach(settings, "/api/eval/gate", params,
-                 lambda store: _eval_local(store, settings).gate(min_faithfulness, max_over_refusal, slice_min))
+                 _json(lambda c: c.evalset.gate(min_faithfulness, max_over_refusal, slice_min)))
     if data["passed"]:
         console.print("eval gate passed")
         return

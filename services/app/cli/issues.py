@@ -8,7 +8,8 @@ import click
 from rich import box
 from rich.table import Table
 
-from services.app.cli.base import Abort, console, main, on_store, out, print_json, reach, service_options, utcnow
+from services.app.cli.base import Abort, console, main, on_store, out, print_json, reach, service_options
+from services.core.clock import utcnow
 from services.app.settings import Settings
 
 
@@ -20,7 +21,7 @@ from services.app.settings import Settings
 @service_options
 def cluster(settings: Settings, input_file: Path | None, out: Path | None, issues_out: Path | None, schedule: bool) -> None:
     """Cluster failing claims into named issues: a file (offline), the store once, or on a schedule."""
-    from clustering.config import config_from_settings
+    from services.app.compose import clustering_config
     from clustering.progress import RichStageProgress
 
     if input_file is not None:
@@ -30,8 +31,8 @@ def cluster(settings: Settings, input_file: Path | None, out: Path | None, issue
             raise Abort("offline mode needs --out ASSIGNMENTS.jsonl and --issues-out ISSUES.jsonl")
         try:
             with RichStageProgress(console) as progress:
-                config = config_from_settings(settings.clustering.model, settings.clustering.fields)
-                summary = cluster_file(input_file, out, issues_out, config, progress)
+                config = clustering_config(settings)
+                summary = cluster_file(input_file, out, issues_out, config, progress, now=utcnow())
         except (OfflineInputError, ValueError, RuntimeError) as exc:
             raise Abort(str(exc)) from None
         console.print(f"{summary.get('claims', 0)} failing claims -> {summary.get('issues', 0)} issues "
@@ -41,11 +42,8 @@ def cluster(settings: Settings, input_file: Path | None, out: Path | None, issue
         return
     import time
 
-    from services.issues.jobs import IssueJobs
-    from services.store.issues import IssueStore
-
-    def run(store) -> None:
-        jobs = IssueJobs.from_settings(settings, IssueStore(store))  # the model loads once, on the first run
+    def run(components) -> None:
+        jobs = components.issue_jobs  # the model loads once, on the first run
         while True:
             with RichStageProgress(console) as progress:
                 report = jobs.recluster(utcnow(), progress)
@@ -55,12 +53,6 @@ def cluster(settings: Settings, input_file: Path | None, out: Path | None, issue
             time.sleep(settings.clustering.interval_minutes * 60)
 
     on_store(settings, run, unavailable="{exc} (a running `claimwatch up` re-clusters on its own schedule)")
-
-
-def _issues_local(store):
-    from services.issues.service import IssuesService
-
-    return IssuesService(store)
 
 
 @main.group()
@@ -79,7 +71,7 @@ def issues_list(settings: Settings, state: str | None, route: str | None, sort: 
     """Issues, largest first by default."""
     params = {k: v for k, v in {"state": state, "route": route, "sort": sort, "limit": limit}.items() if v}
     data = reach(settings, "/api/issues", params,
-                 lambda store: _issues_local(store).list(state=state, route=route, sort=sort, limit=limit))
+                 lambda c: c.issues.list(state=state, route=route, sort=sort, limit=limit))
     if as_json:
         print_json(data)
         return
@@ -96,7 +88,7 @@ def issues_list(settings: Settings, state: str | None, route: str | None, sort: 
 @service_options
 def issues_show(settings: Settings, issue_id: str) -> None:
     """One issue with its exemplars and history (JSON)."""
-    print_json(reach(settings, f"/api/issues/{issue_id}", {}, lambda store: _issues_local(store).show(issue_id)))
+    print_json(reach(settings, f"/api/issues/{issue_id}", {}, lambda c: c.issues.show(issue_id)))
 
 
 @issues.command("resolve")
@@ -105,7 +97,7 @@ def issues_show(settings: Settings, issue_id: str) -> None:
 @service_options
 def issues_resolve(settings: Settings, issue_id: str, by: str) -> None:
     """Mark an issue resolved (it comes back as 'regressed' if it recurs)."""
-    data = reach(settings, f"/api/issues/{issue_id}/resolve", {}, lambda store: _issues_local(store).resolve(issue_id, by),
+    data = reach(settings, f"/api/issues/{issue_id}/resolve", {}, lambda c: c.issues.resolve(issue_id, by),
                  method="POST", body={"by": by})
     console.print(f"{data['issue_id']} is {data['state']}")
 
@@ -117,7 +109,7 @@ def issues_resolve(settings: Settings, issue_id: str, by: str) -> None:
 @service_options
 def issues_merge(settings: Settings, issue_id: str, into: str, by: str) -> None:
     """Merge one issue into another; both keep the record."""
-    data = reach(settings, f"/api/issues/{issue_id}/merge", {}, lambda store: _issues_local(store).merge(issue_id, into, by),
+    data = reach(settings, f"/api/issues/{issue_id}/merge", {}, lambda c: c.issues.merge(issue_id, into, by),
                  method="POST", body={"into": into, "by": by})
     console.print(f"merged {issue_id} into {data['issue_id']}")
 
@@ -129,5 +121,5 @@ def issues_merge(settings: Settings, issue_id: str, into: str, by: str) -> None:
 def runbook(settings: Settings, issue_id: str, fmt: str) -> None:
     """Render the runbook of one issue."""
     text = reach(settings, f"/api/issues/{issue_id}/runbook", {"format": fmt},
-                 lambda store: {"runbook": _issues_local(store).runbook(issue_id, fmt)})
+                 lambda c: {"runbook": c.issues.runbook(issue_id, fmt)})
     sys.stdout.write((text["runbook"] if isinstance(text, dict) else text) + "\n")

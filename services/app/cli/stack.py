@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import click
 
-from services.app.cli.base import Abort, LOCAL_TOKEN, console, main, out, service_options, utcnow
+from services.app.cli.base import Abort, LOCAL_TOKEN, console, main, out, service_options
+from services.core.clock import utcnow
 from services.app.settings import Settings
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from services.client.simulate.generate import SimEvent
+from services.contract.model import FAILED_VERDICTS
 
 CANONICAL = ("supported", "unsupported", "contradicted", "overreach", "stale", "no_source", "trivial")
-FAILED = frozenset({"unsupported", "contradicted", "overreach", "stale", "no_source"})
 # The contract's alias list (verdict-event-v1.md), kept separately from the product's on purpose.
 ALIASES = {
     **{v: v for v in CANONICAL},
@@ -65,7 +65,7 @@ class ExpectedCounts:
         return sum(n for v, n in counts.items() if v != "trivial")
 
     def failed(self, route: str) -> int:
-        return sum(n for v, n in self.verdicts.get(route, {}).items() if v in FAILED)
+        return sum(n for v, n in self.verdicts.get(route, {}).items() if v in FAILED_VERDICTS)
 
     def rate(self, route: str) -> float | None:
         claims = self.claims(route)

@@ -1,0 +1,66 @@
+"""One leader-only alerting tick as a plain object: evaluate, count, plan notifications, hand back records.
+
+streams/timers.py calls ``evaluate`` and publishes what it returns to the alerts topic, and
+calls ``resend`` on Alertmanager's schedule; the store work runs through ``run`` (the store's
+thread), the notification queue stays on the event loop.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from datetime import datetime
+
+import orjson
+
+from services.core.threads import Run
+from services.alerts.evaluator import AlertEvaluator
+from services.alerts.notify import Dispatcher
+from services.alerts.records import AlertRecords
+from services.core.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+Record = tuple[bytes, bytes]  # (key, value) for the alerts topic
+
+
+class AlertCycle:
+    def __init__(self, evaluator: AlertEvaluator, alerts: AlertRecords, dispatcher: Dispatcher, metrics: Metrics,
+                 run: Run):
+        self.evaluator = evaluator
+        self.alerts = alerts
+        self.dispatcher = dispatcher
+        self.metrics = metrics
+        self.run = run  # run(fn, *args) on the store's thread
+
+    async def evaluate(self, now: datetime) -> list[Record]:
+        """Advance the evaluator to ``now``; returns one transition record per changed alert (route -> JSON).
+
+        A store hiccup is logged and yields no records: the evaluator resumes at the next tick.
+        """
+        started = time.perf_counter()
+        try:
+            transitions = await self.run(self.evaluator.evaluate, now)
+            silences = await self.run(self.alerts.silences, now)
+        except Exception:
+            log.exception("alert evaluation failed; retrying at the next tick")
+            return []
+        self.metrics.eval_seconds.observe(time.perf_counter() - started)
+        records = []
+        for alert in transitions:
+            self.metrics.alert_transitions.labels(alert.recorded_state).inc()
+            records.append((alert.route.encode(), orjson.dumps({"alert_id": alert.alert_id, **alert.transition_record()})))
+            self.dispatcher.enqueue(self.dispatcher.plan(None, alert, silences, now))
+        states = Counter(a.recorded_state for a in self.evaluator.open.values())
+        for state in ("pending", "firing"):
+            self.metrics.alerts.labels(state).set(states.get(state, 0))
+        return records
+
+    async def resend(self, now: datetime) -> None:
+        """Re-send firing, unsilenced alerts (Alertmanager resolves alerts that stop arriving)."""
+        try:
+            silences = await self.run(self.alerts.silences, now)
+        except Exception:
+            log.exception("could not read silences; skipping this resend")
+            return
+        self.dispatcher.enqueue(self.dispatcher.resend(self.evaluator.open.values(), silences, now))

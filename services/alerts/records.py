@@ -1,0 +1,18 @@
+"""The alert repository bound to this stage's domain types (the store does not import them)."""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Callable
+
+from services.alerts.lifecycle import Alert
+from services.alerts.silences import Silence
+from services.core.clock import utcnow
+from services.store.alerts import AlertRepository
+from services.store.backends import Store
+
+AlertRecords = AlertRepository[Alert, Silence]
+
+
+def alert_repository(store: Store, clock: Callable[[], datetime] = utcnow) -> AlertRecords:
+    """Alerts, transitions, silences and checkpoints, read back as ``Alert`` and ``Silence``."""
+    return AlertRepository(store, Alert.from_dict, Silence.from_dict, clock)

@@ -1,0 +1,18 @@
+"""The issue repository bound to this stage's domain types (the store does not import clustering)."""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Callable
+
+from clustering.issue import IssueRecord
+from clustering.records import FailingClaim
+from services.core.clock import utcnow
+from services.store.backends import Store
+from services.store.issues import IssueRepository
+
+IssueRecords = IssueRepository[IssueRecord, FailingClaim]
+
+
+def issue_repository(store: Store, clock: Callable[[], datetime] = utcnow) -> IssueRecords:
+    """Issues, their members and the failing claims to cluster, read back as ``IssueRecord`` and ``FailingClaim``."""
+    return IssueRepository(store, IssueRecord.from_row, FailingClaim.from_claims_row, clock)

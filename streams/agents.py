@@ -1,0 +1,44 @@
+"""The ingest agent: Faust hands batches to services/ingest/pipeline.py and acks them once it is done."""
+from __future__ import annotations
+
+from functools import partial
+from typing import TYPE_CHECKING, Callable
+
+from aiokafka.errors import KafkaError
+from faust.exceptions import ProducerSendError
+
+from services.core.backoff import Backoff
+from services.ingest.dead_letters import DeadLetterSender
+from services.ingest.ingestor import RawMessage
+from services.ingest.pipeline import IngestPipeline, InFlight
+
+if TYPE_CHECKING:
+    from services.app.settings import IngestSettings
+
+
+def dead_letter_sender(dlq, backoff: Callable[[], Backoff]) -> DeadLetterSender:
+    """Dead letters go through Faust's producer (``dlq`` is the DLQ topic); sends return once delivered."""
+    async def send(key: bytes, value: bytes, headers: list[tuple[str, bytes]]) -> None:
+        await (await dlq.send(key=key, value=value, headers=headers))
+    return DeadLetterSender(send, backoff, retry_on=(ProducerSendError, KafkaError))
+
+
+def raw_messages(batch) -> list[RawMessage]:
+    return [RawMessage(e.message.topic, e.message.partition, e.message.offset, e.message.value, e.message.key)
+            for e in batch]
+
+
+async def ack_all(stream, batch) -> None:
+    for event in batch:
+        await stream.ack(event)
+
+
+def register_ingest(app, verdicts, pipeline: IngestPipeline, settings: IngestSettings) -> None:
+    @app.agent(verdicts)
+    async def ingest(stream):
+        inflight = InFlight(settings.pipeline_depth)
+        try:
+            async for batch in stream.noack_take(settings.batch_size, within=settings.batch_seconds):
+                await inflight.add(pipeline.finish(raw_messages(batch), partial(ack_all, stream, batch)))
+        finally:
+            inflight.cancel()

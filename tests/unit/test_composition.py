@@ -1,0 +1,64 @@
+"""The composition root builds each object once, from the one Settings, on a real chDB store."""
+from __future__ import annotations
+
+import pytest
+
+import clustering.embed as embed_module
+from clustering.config import DEFAULT_CONFIG
+from services.app.compose import build
+from services.app.settings import Settings
+from services.store.backends import ChdbStore
+from services.store.migrate import migrate
+
+
+@pytest.fixture
+def store(tmp_path):
+    store = ChdbStore(tmp_path / "ch")
+    migrate(store)
+    yield store
+    store.close()
+
+
+def model_of(components):
+    return components.embedder.embedder  # CachedEmbedder -> SentenceTransformerEmbedder
+
+
+def test_one_embedder_serves_clustering_and_the_eval_set(store):
+    c = build(Settings(), store)
+    assert c.issue_jobs.embedder is c.embedder
+    assert c.evalset.promotion.embed.__self__ is c.embedder  # the bound method of the same object
+    assert c.issues.issues is c.repos.issues and c.alerts.alerts is c.repos.alerts
+
+
+def test_the_worker_embeds_with_the_configured_backend(store):
+    default = build(Settings(), store)
+    assert model_of(default).backend == DEFAULT_CONFIG.backend == "onnx-int8"
+    assert default.clustering is DEFAULT_CONFIG
+
+    torch = build(Settings(clustering={"backend": "torch"}), store)
+    assert model_of(torch).backend == "torch"
+    assert torch.clustering.backend == "torch"
+    assert torch.clustering.name != DEFAULT_CONFIG.name  # another vector space gets another configuration name
+    assert model_of(torch).model_id != model_of(default).model_id  # and other cache keys
+
+
+def test_a_bad_backend_is_refused_with_the_choices():
+    with pytest.raises(ValueError, match="onnx-int8"):
+        Settings(clustering={"backend": "tensorflow"})
+
+
+def test_the_model_loads_once_for_clustering_and_promotion(store, monkeypatch):
+    loads = []
+    real = embed_module._load_sentence_transformer
+
+    def counting(path, name):
+        loads.append(name)
+        return real(path, name)
+
+    monkeypatch.setattr(embed_module, "_load_sentence_transformer", counting)
+    c = build(Settings(clustering={"backend": "torch"}), store)
+    assert loads == []  # nothing loads at start-up: a CLI command that never embeds stays fast
+    first = c.issue_jobs.embedder.embed(["the refund window is 30 days"])
+    second = c.evalset.promotion.embed(["parcels ship on friday"])
+    assert first.shape == second.shape == (1, 384)
+    assert loads == [DEFAULT_CONFIG.model]

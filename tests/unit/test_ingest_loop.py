@@ -1,0 +1,374 @@
+"""The ingest loop's parts without Faust or a broker: decode once, write until durable, dead letters,
+offsets; and the leader timers' work (alert cycle, clustering schedule) against the real chDB engine."""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+
+import orjson
+import pytest
+from aiokafka.errors import KafkaConnectionError, MessageSizeTooLargeError
+
+from services.contract.decode import Decoder, reject
+from services.core.backoff import Backoff
+from services.core.metrics import Metrics
+from services.ingest.dead_letters import DeadLetterSender
+from services.ingest.durable import DurableWriter
+from services.ingest.ingestor import DecodedBatch, Health, Ingestor, RawMessage
+from services.ingest.offsets import OffsetTracker
+from services.ingest.pipeline import InFlight, IngestPipeline
+from services.store.backends import StoreError
+from services.store.writer import DeadLetter, EventWriter
+
+BASE = {"schema": "claimwatch.verdict/v1", "trace_id": "t", "observed_at": "2026-11-21T09:14:03.512+01:00",
+        "route": "billing-faq", "answer": {"action": "served"}, "versions": {"model": "m1", "corpus": "c1"},
+        "claims": [{"verdict": "contradicted", "text": "x"}, {"verdict": "supported"}]}
+
+
+def message(offset: int, event_id: str | None = None, partition: int = 0, **over) -> RawMessage:
+    value = orjson.dumps({**BASE, "event_id": event_id, **over}) if event_id else b"not json"
+    return RawMessage("verdicts", partition, offset, value, b"k")
+
+
+async def inline(fn, *args):
+    """A runner that runs on the calling thread (production passes the store's or the decode thread)."""
+    return fn(*args)
+
+
+class Sleeps(list):
+    async def __call__(self, delay: float) -> None:
+        self.append(delay)
+
+
+def stored(store) -> int:
+    return sum(r["e"] for r in store.query("SELECT sum(events) e FROM rate_minute WHERE dim = ''"))
+
+
+# ---- Ingestor: decode once, keep each event with its message ------------------------------
+
+class CountingDecoder(Decoder):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def decode(self, raw):
+        self.calls += 1
+        return super().decode(raw)
+
+
+class PoisonWriter(EventWriter):
+    """Raises a non-store error for one event id (a data-dependent bug), like a converter that chokes."""
+
+    def __init__(self, store, poison: str):
+        super().__init__(store)
+        self.poison = poison
+
+    def write(self, events, dead=()):
+        if any(e.event_id == self.poison for e in events):
+            raise ValueError("cannot convert")
+        return super().write(events, dead)
+
+
+def test_split_keeps_each_event_with_its_message():
+    messages = [message(0, "a"), message(1), message(2, "b")]
+    batch = Ingestor(EventWriter(None), Decoder()).split(messages)
+    assert isinstance(batch, DecodedBatch)
+    assert [(m.offset, e.event_id) for m, e in batch.items] == [(0, "a"), (2, "b")]
+    assert [e.event_id for e in batch.events] == ["a", "b"]
+    assert [(d.offset, d.rejection.rule) for d in batch.dead] == [(1, batch.dead[0].rejection.rule)]
+
+
+def test_isolation_reuses_decoded_events_and_dead_letters_the_culprit(store):
+    decoder = CountingDecoder()
+    ingestor = Ingestor(PoisonWriter(store, "bad"), decoder)
+    messages = [message(0, "a"), message(1, "bad"), message(2), message(3, "c")]
+    outcome = ingestor.process(messages)
+    assert decoder.calls == len(messages)  # decoded once: isolation re-used the decoded events
+    assert [e.event_id for e in outcome.events] == ["a", "c"]
+    assert sorted((d.offset, d.rejection.rule) for d in outcome.dead) == [(1, "unprocessable"), (2, outcome.dead[0].rejection.rule)]
+    assert (outcome.result.inserted, outcome.result.rejected) == (2, 2)
+    assert stored(store) == 2 and store.query("SELECT count() n FROM dlq FINAL")[0]["n"] == 2
+
+
+def test_write_is_safe_to_repeat_with_the_same_batch(store):
+    ingestor = Ingestor(EventWriter(store), Decoder())
+    batch = ingestor.split([message(0, "a"), message(1)])
+    first, again = ingestor.write(batch), ingestor.write(batch)
+    assert (first.result.inserted, again.result.inserted, again.result.duplicates) == (1, 0, 1)
+    assert len(batch.dead) == len(again.dead) == 1 and stored(store) == 1
+
+
+# ---- DurableWriter ----------------------------------------------------------------------
+
+class FlakyWriter(EventWriter):
+    """The real writer behind a store that is down for the first ``failures`` writes."""
+
+    def __init__(self, store, failures: int):
+        super().__init__(store)
+        self.failures, self.attempts = failures, 0
+
+    def write(self, events, dead=()):
+        self.attempts += 1
+        if self.attempts <= self.failures:
+            raise StoreError("Connection refused")
+        return super().write(events, dead)
+
+
+def test_durable_writer_retries_until_the_store_accepts(store):
+    flaky, health, metrics, sleeps = FlakyWriter(store, 3), Health(), Metrics(), Sleeps()
+    states = []
+
+    async def watching(fn, *args):
+        states.append((health.store_ok, health.consecutive_failures))
+        return fn(*args)
+
+    writer = DurableWriter(Ingestor(flaky, Decoder()), health, metrics, Backoff(0.2, 1.0), watching, inline, sleeps)
+    outcome = asyncio.run(writer.write([message(0, "a"), message(1, "b"), message(2)]))
+    assert flaky.attempts == 4 and len(sleeps) == 3 and all(0 < d <= 1.0 for d in sleeps)
+    assert states == [(True, 0), (False, 1), (False, 2), (False, 3)]  # Health shows the outage while it lasts
+    assert health.store_ok and health.consecutive_failures == 0 and writer.backoff.attempt == 0
+    assert metrics.store_failures._value.get() == 3
+    assert [e.event_id for e in outcome.events] == ["a", "b"] and len(outcome.dead) == 1
+    assert stored(store) == 2 and store.query("SELECT count() n FROM dlq FINAL")[0]["n"] == 1  # one DLQ row, not four
+
+
+def test_durable_writer_decodes_once_across_retries(store):
+    decoder = CountingDecoder()
+    writer = DurableWriter(Ingestor(FlakyWriter(store, 2), decoder), Health(), Metrics(), Backoff(0.1, 0.1),
+                           inline, inline, Sleeps())
+    asyncio.run(writer.write([message(0, "a")]))
+    assert decoder.calls == 1
+
+
+# ---- DeadLetterSender -------------------------------------------------------------------
+
+class WrappedSendError(Exception):
+    """Like Faust's ProducerSendError: the client's error is the cause."""
+
+
+def dead_letter(size: int, offset: int = 7) -> DeadLetter:
+    return DeadLetter("verdicts", 1, offset, b"x" * size, reject("too_large", "$", "event too large", route="billing-faq"))
+
+
+def test_dead_letters_carry_provenance_headers_and_the_route_key():
+    sent = []
+
+    async def send(key, value, headers):
+        sent.append((key, value, dict(headers)))
+
+    asyncio.run(DeadLetterSender(send, lambda: Backoff(0.1, 1)).send_all([dead_letter(10)]))
+    (key, value, headers), = sent
+    assert key == b"billing-faq" and value == b"x" * 10
+    assert headers == {"claimwatch-reason": b"$: event too large", "claimwatch-rule": b"too_large",
+                       "claimwatch-source": b"verdicts/1/7", "claimwatch-original-size": b"10"}
+
+
+def test_too_large_dead_letters_are_truncated_and_marked():
+    sent = []
+
+    async def send(key, value, headers):
+        if len(value) > 100_000:
+            raise WrappedSendError("send failed") from MessageSizeTooLargeError()
+        sent.append((value, dict(headers)))
+
+    asyncio.run(DeadLetterSender(send, lambda: Backoff(0.1, 1), retry_on=(WrappedSendError,)).send_all([dead_letter(200_000)]))
+    (value, headers), = sent
+    assert len(value) == 64 * 1024 and headers["claimwatch-truncated"] == b"1"
+    assert headers["claimwatch-original-size"] == b"200000"
+
+
+def test_broker_errors_are_retried_with_backoff_and_others_propagate():
+    sleeps, attempts = Sleeps(), []
+
+    async def send(key, value, headers):
+        attempts.append(value)
+        if len(attempts) <= 2:
+            raise KafkaConnectionError()
+
+    sender = DeadLetterSender(send, lambda: Backoff(0.5, 2), sleep=sleeps)
+    asyncio.run(sender.send_all([dead_letter(3, 1), dead_letter(4, 2)]))
+    assert len(attempts) == 4 and len(sleeps) == 2
+
+    async def broken(key, value, headers):
+        raise RuntimeError("bug")
+
+    with pytest.raises(RuntimeError):
+        asyncio.run(DeadLetterSender(broken, lambda: Backoff(0.5, 2), sleep=sleeps).send_all([dead_letter(3)]))
+
+
+# ---- offsets, the pipeline and the in-flight window -------------------------------------
+
+def test_offset_tracker_keeps_the_highest_offset_per_partition():
+    offsets = OffsetTracker()
+    assert offsets.done("verdicts", 0) == -1 and offsets.lag("verdicts", 0, 10) == 10
+    offsets.mark([message(5, "a"), message(3, "b"), message(7, "c", partition=1)])
+    offsets.mark([message(4, "d")])  # a batch that finished out of order does not move it back
+    assert offsets.done("verdicts", 0) == 5 and offsets.done("verdicts", 1) == 7
+    assert offsets.lag("verdicts", 0, 6) == 0 and offsets.lag("verdicts", 0, 10) == 4 and offsets.lag("verdicts", 1, 3) == 0
+
+
+def test_pipeline_acks_after_the_store_and_the_dlq_hold_the_batch(store):
+    order, metrics, offsets = [], Metrics(), OffsetTracker()
+
+    async def send(key, value, headers):
+        order.append(("dlq", stored(store)))
+
+    async def ack():
+        order.append(("ack", offsets.done("verdicts", 0)))
+
+    writer = DurableWriter(Ingestor(EventWriter(store), Decoder()), Health(), metrics, Backoff(0.1, 1), inline, inline)
+    pipeline = IngestPipeline(writer, DeadLetterSender(send, lambda: Backoff(0.1, 1)), metrics, offsets)
+    asyncio.run(pipeline.finish([message(0, "a"), message(1), message(2, "a")], ack))
+    assert order == [("dlq", 1), ("ack", -1)] and offsets.done("verdicts", 0) == 2
+    assert metrics.duplicates._value.get() == 1
+    assert metrics.events.labels("billing-faq")._value.get() == 2
+
+
+def test_in_flight_window_bounds_batches_and_surfaces_errors():
+    async def scenario():
+        running, peak, gates = set(), [0], [asyncio.Event() for _ in range(4)]
+
+        async def batch(i):
+            running.add(i)
+            peak[0] = max(peak[0], len(running))
+            await gates[i].wait()
+            running.discard(i)
+            if i == 3:
+                raise StoreError("boom")
+
+        window = InFlight(2)
+        for gate in gates:
+            asyncio.get_running_loop().call_later(0.01, gate.set)
+        for i in range(3):
+            await window.add(batch(i))
+        assert peak[0] <= 2
+        with pytest.raises(StoreError):
+            await window.add(batch(3))
+            await window.add(asyncio.sleep(0))
+        window.cancel()
+        assert not window.tasks
+
+    asyncio.run(scenario())
+
+
+# ---- AlertCycle and ClusteringSchedule (leader timers' work) ----------------------------
+
+def test_alert_cycle_returns_transition_records_and_queues_notifications(store):
+    from services.alerts.cycle import AlertCycle
+    from services.alerts.evaluator import evaluator_for
+    from services.alerts.notify import Dispatcher
+    from services.alerts.records import alert_repository
+    from services.app.settings import load_settings
+    from services.client.simulate import Regression, Scenario, generate
+    from services.store.rates import RateRepository
+
+    demo = Scenario.demo()
+    scenario = Scenario(routes=demo.routes[:1], bad_fraction=0.0,
+                        regressions=(Regression("billing-faq", 200, {"model": "gen-2026-11"}, 0.07),))
+    start = datetime(2026, 11, 20, 8, 0, tzinfo=timezone.utc)
+    decoder = Decoder()
+    EventWriter(store).write([decoder.decode(s.raw) for s in generate(scenario, start, 260, seed=4)])
+    settings = load_settings(None, {"CLAIMWATCH_DRIFT__WATERMARK_SECONDS": "0"},
+                             {"drift": {"detector": {"min_baseline_claims": 8000}}})
+    alerts, metrics = alert_repository(store), Metrics()
+    dispatcher = Dispatcher("http://alertmanager.invalid", None, "http://claimwatch.invalid", timedelta(minutes=1), metrics)
+    cycle = AlertCycle(evaluator_for(settings, RateRepository(store), alerts), alerts, dispatcher, metrics, inline)
+
+    async def ticks():
+        records = await cycle.evaluate(start + timedelta(days=1))
+        queued = dispatcher.queue.qsize()
+        await cycle.resend(start + timedelta(days=1))
+        return records, queued, dispatcher.queue.qsize()
+
+    records, queued, after_resend = asyncio.run(ticks())
+    assert records and all(key == b"billing-faq" for key, _ in records)
+    values = [orjson.loads(v) for _, v in records]
+    assert values[-1]["state"] == "firing" and values[-1]["alert_id"] == next(iter(cycle.evaluator.open.values())).alert_id
+    assert queued >= 1 and after_resend == queued + 1  # the firing alert is re-sent to Alertmanager
+    assert metrics.alert_transitions.labels("firing")._value.get() >= 1
+    assert metrics.alerts.labels("firing")._value.get() == 1
+
+
+def test_alert_cycle_survives_a_store_hiccup():
+    from services.alerts.cycle import AlertCycle
+
+    async def down(fn, *args):
+        raise StoreError("Connection refused")
+
+    class Unused:
+        open: dict = {}
+
+    metrics = Metrics()
+    cycle = AlertCycle(Unused(), Unused(), None, metrics, down)
+    assert asyncio.run(cycle.evaluate(datetime(2026, 11, 21, tzinfo=timezone.utc))) == []
+    asyncio.run(cycle.resend(datetime(2026, 11, 21, tzinfo=timezone.utc)))  # logged and skipped
+
+
+class FakeJobs:
+    def __init__(self, fail: bool = False):
+        self.calls, self.fail = [], fail
+
+    def recluster(self, now):
+        self.calls.append(("recluster", now))
+        if self.fail:
+            raise RuntimeError("model missing")
+        return "report"
+
+    def assign_new(self, now):
+        self.calls.append(("assign", now))
+        return 3
+
+
+def test_clustering_schedule_makes_jobs_on_the_first_run_and_assigns_after_it():
+    from services.issues.schedule import ClusteringSchedule
+
+    made, metrics, now = [], Metrics(), datetime(2026, 11, 21, tzinfo=timezone.utc)
+
+    def make_jobs():
+        made.append(FakeJobs())
+        return made[-1]
+
+    schedule = ClusteringSchedule(make_jobs, metrics, inline)
+    assert asyncio.run(schedule.assign(now)) == 0 and not made  # nothing to assign to before the first run
+    assert asyncio.run(schedule.recluster(now)) == "report"
+    assert asyncio.run(schedule.recluster(now)) == "report" and len(made) == 1
+    assert asyncio.run(schedule.assign(now)) == 3
+    assert made[0].calls == [("recluster", now), ("recluster", now), ("assign", now)]
+    assert metrics.assignments.labels("assigned")._value.get() == 3
+
+    failing = ClusteringSchedule(lambda: FakeJobs(fail=True), metrics, inline)
+    assert asyncio.run(failing.recluster(now)) is None  # logged; the previous issues stay
+
+
+def test_clustering_schedule_on_the_store(store):
+    from clustering.config import DEFAULT_CONFIG
+    from clustering.embed import HashingEmbedder
+    from services.core.clock import utcnow
+    from services.issues.jobs import IssueJobs
+    from services.issues.schedule import ClusteringSchedule
+    from services.issues.records import issue_repository
+
+    tails = ["online", "by phone", "in store", "for members", "in europe", "at night", "for teams", "on mobile"]
+
+    def land(prefix: str, n: int, now: datetime) -> None:
+        raw = []
+        for i in range(n):
+            text = (f"annual plans can be refunded within {i} days {tails[i % 8]}" if i % 2 else
+                    f"the courier delivers parcel {i}-77 on friday {tails[(i + 3) % 8]}")
+            raw.append(orjson.dumps({**BASE, "event_id": f"{prefix}{i}", "observed_at": now.isoformat(),
+                                     "claims": [{"verdict": "contradicted", "text": text}]}))
+        EventWriter(store).write([Decoder().decode(r) for r in raw])
+
+    now = utcnow()
+    land("first-", 48, now - timedelta(minutes=5))
+    config = replace(DEFAULT_CONFIG, umap_min_points=10**9)
+    metrics = Metrics()
+    schedule = ClusteringSchedule(lambda: IssueJobs(config, HashingEmbedder(), issue_repository(store), timedelta(hours=1)),
+                                  metrics, inline)
+    report = asyncio.run(schedule.recluster(now))
+    assert report is not None and report.claims == 48 and report.issues >= 1
+    mark = utcnow()
+    land("later-", 8, utcnow())
+    assert asyncio.run(schedule.assign(mark)) >= 1
+    assert metrics.assignments.labels("assigned")._value.get() >= 1
