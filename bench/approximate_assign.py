@@ -9,8 +9,8 @@ from typing import Sequence
 
 import numpy as np
 
+from clustering.assign import OnlineAssigner
 from clustering.cluster import NOISE
-from clustering.records import FailingClaim
 from clustering.run import ClusteringRun
 from clustering.vectorize import ClaimVectorizer
 
@@ -38,11 +38,7 @@ class ApproximatePredictAssigner:
                 votes.setdefault(guess, Counter())[label] += 1
         self._canonical = {guess: count.most_common(1)[0][0] for guess, count in votes.items()}
 
-    def assign(self, claim: FailingClaim) -> tuple[str | None, float]:
-        vector = self.vectorizer.vectorize_one(claim)
-        if vector is None:
-            return None, 0.0
-        return self.assign_vector(vector)
+    assign = OnlineAssigner.assign  # vectorize, then assign_vector below
 
     def assign_vector(self, vector: np.ndarray) -> tuple[str | None, float]:
         import hdbscan

@@ -11,7 +11,7 @@ What makes a million events take one to two minutes instead of ten (bench/backte
   thresholds rescan them over and over (decoding ran 2.3x slower);
 - only the columns the rate view reads are inserted (``rate_row``) and the per-claim
   view is dropped from the private store (``services.store.scratch``), because the evaluator never reads raw
-  claims; ``tests/unit/test_backtest.py`` checks the buckets equal the live writer's;
+  claims; ``tests/unit/alerts/test_backtest.py`` checks the buckets equal the live writer's;
 - duplicates are dropped with an in-memory set (the store starts empty, so this is the
   writer's "already stored" check without a query per chunk);
 - inserts go in large chunks on a background thread, so ClickHouse (which releases the

@@ -1,6 +1,7 @@
 """What engineers do with alerts (list, show, ack, silence, unsilence), shared by the API and the CLI."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from services.alerts.lifecycle import Alert, ack, status
@@ -9,43 +10,70 @@ from services.alerts.silences import Silence
 from services.core.errors import NotFound
 
 
-def alert_view(alert: Alert, silences: list[Silence], now: datetime) -> dict:
-    st = status(alert, silences, now)
-    return {**alert.as_dict(), "state": st.state, "acked": st.acked, "silenced_by": list(st.silenced_by)}
+@dataclass(frozen=True)
+class AlertView:
+    """An alert as an engineer sees it now: its record, its state under silences and acks, and its history."""
+
+    alert: Alert
+    state: str
+    acked: bool
+    silenced_by: tuple[str, ...]
+    transitions: tuple[dict, ...] | None = None  # only when one alert is shown
+
+    @classmethod
+    def of(cls, alert: Alert, silences: list[Silence], now: datetime) -> "AlertView":
+        st = status(alert, silences, now)
+        return cls(alert, st.state, st.acked, tuple(st.silenced_by))
+
+    def as_dict(self) -> dict:
+        out = {**self.alert.as_dict(), "state": self.state, "acked": self.acked, "silenced_by": list(self.silenced_by)}
+        if self.transitions is not None:
+            out["transitions"] = list(self.transitions)
+        return out
+
+
+@dataclass(frozen=True)
+class SilenceView:
+    silence: Silence
+    active: bool
+
+    def as_dict(self) -> dict:
+        return {**self.silence.as_dict(), "active": self.active}
 
 
 class AlertsService:
     def __init__(self, alerts: AlertRecords):
         self.alerts = alerts
 
-    def list(self, now: datetime, route: str | None = None, state: str | None = None) -> list[dict]:
+    def list(self, now: datetime, route: str | None = None, state: str | None = None) -> list[AlertView]:
         silences = self.alerts.silences()
-        views = [alert_view(a, silences, now) for a in self.alerts.list(route)]
-        return [v for v in views if state is None or v["state"] == state]
+        views = [AlertView.of(a, silences, now) for a in self.alerts.list(route)]
+        return [v for v in views if state is None or v.state == state]
 
-    def show(self, alert_id: str, now: datetime) -> dict:
-        alert = self.alerts.get(alert_id)
-        return {**alert_view(alert, self.alerts.silences(), now), "transitions": self.alerts.transitions(alert_id)}
+    def show(self, alert_id: str, now: datetime) -> AlertView:
+        view = AlertView.of(self.alerts.get(alert_id), self.alerts.silences(), now)
+        return AlertView(view.alert, view.state, view.acked, view.silenced_by,
+                         tuple(self.alerts.transitions(alert_id)))
 
-    def ack(self, alert_id: str, by: str, note: str, now: datetime) -> dict:
+    def ack(self, alert_id: str, by: str, note: str, now: datetime) -> AlertView:
         alert = self.alerts.get(alert_id)  # NotFound for an unknown id: an error, not a no-op
         acked = ack(alert, by, now, note)
         self.alerts.save(acked)
-        return alert_view(acked, self.alerts.silences(), now)
+        return AlertView.of(acked, self.alerts.silences(), now)
 
     def silence(self, matchers: list[str], by: str, comment: str, now: datetime,
-                duration: str | None = None, ends_at: datetime | None = None) -> dict:
+                duration: str | None = None, ends_at: datetime | None = None) -> Silence:
         silence = Silence.create(matchers, now, ends_at=ends_at, duration=duration, created_by=by, comment=comment)
         self.alerts.save_silence(silence)
-        return silence.as_dict()
+        return silence
 
-    def unsilence(self, silence_id: str, now: datetime) -> dict:
+    def unsilence(self, silence_id: str, now: datetime) -> Silence:
         silence = self.alerts.silence(silence_id).expire(now)
         self.alerts.save_silence(silence)
-        return silence.as_dict()
+        return silence
 
-    def silences(self, now: datetime, active_only: bool = False) -> list[dict]:
-        return [{**s.as_dict(), "active": s.is_active(now)} for s in self.alerts.silences(now if active_only else None)]
+    def silences(self, now: datetime, active_only: bool = False) -> list[SilenceView]:
+        return [SilenceView(s, s.is_active(now)) for s in self.alerts.silences(now if active_only else None)]
 
 
-__all__ = ["AlertsService", "NotFound", "alert_view"]
+__all__ = ["AlertView", "AlertsService", "NotFound", "SilenceView"]

@@ -21,6 +21,7 @@ from services.api.routers import alerts as alerts_routes
 from services.api.routers import evalset as evalset_routes
 from services.api.routers import issues as issues_routes
 from services.api.routers import ops, rates
+from services.api.serialise import as_json
 from services.api.security import ApiPolicy, Gate
 from services.core.clock import utcnow
 from services.core.errors import Conflict, NotFound
@@ -87,7 +88,7 @@ def create_api(components, policy: ApiPolicy | None = None, now: Callable[[], da
     alerts, issues, evalset = components.alerts, components.issues, components.evalset
 
     api.include_router(ops.router(components, gate))
-    api.include_router(rates.router(components, gate, lambda route: alerts.list(now(), route)))
+    api.include_router(rates.router(components, gate, lambda route: as_json(alerts.list(now(), route))))
     api.include_router(alerts_routes.router(alerts, gate, now))
     api.include_router(issues_routes.router(issues, gate))
     api.include_router(evalset_routes.router(evalset, gate))

@@ -20,7 +20,7 @@ from fastapi.staticfiles import StaticFiles
 from services.api import views
 from services.api.auth import READ_COOKIE
 from services.api.plotly_assets import BASE_STYLE_ID, PlotlyAssets
-from services.api.eval_json import agreement_json, as_json
+from services.api.serialise import agreement_json, as_json
 from services.api.routeview import RouteHistory
 from services.api.security import Gate
 from services.core.errors import NotFound
@@ -108,7 +108,7 @@ def router(components, gate: Gate, alerts, now: Callable, issues=None, evalset=N
     def overview(request: Request, window: str = Query("30m", max_length=16)) -> Response:
         window = window_or_default(window, "30m")
         routes = route_rates(rates.totals("", parse_window(window)))
-        open_alerts = alerts.list(now())
+        open_alerts = as_json(alerts.list(now()))
         trends: dict = {}
         span = views.trend_window(rates.latest_minute(), TREND_MINUTES)
         if span:
@@ -120,7 +120,7 @@ def router(components, gate: Gate, alerts, now: Callable, issues=None, evalset=N
     @r.get("/routes/{route:path}", response_class=HTMLResponse)
     def route_page(request: Request, route: str, window: str = Query("6h", max_length=16)) -> Response:
         window = window_or_default(window, "6h") if window != "all" else "6h"
-        route_alerts = alerts.list(now(), route)
+        route_alerts = as_json(alerts.list(now(), route))
         detail = history.detail(route, parse_window(window), None, route_alerts, None,
                                 components.settings.drift.baseline_minutes)
         if detail is None:
@@ -131,7 +131,7 @@ def router(components, gate: Gate, alerts, now: Callable, issues=None, evalset=N
     @r.get("/alerts", response_class=HTMLResponse)
     def alerts_page(request: Request) -> Response:
         at = now()
-        return page(request, "alerts.html", title="Alerts", alerts=alerts.list(at), silences=alerts.silences(at))
+        return page(request, "alerts.html", title="Alerts", alerts=as_json(alerts.list(at)), silences=as_json(alerts.silences(at)))
 
     @r.get("/issues", response_class=HTMLResponse)
     def issues_page(request: Request, state: str | None = Query(None, max_length=32),

@@ -5,7 +5,7 @@ not claims. The hallucination rate is a ratio estimator (failed / claims) over
 answers; its cluster-robust (sandwich) variance needs only the sums that the
 store keeps per minute: Σf², Σn², Σf·n. That variance becomes a design effect,
 and the Wilson interval is taken at the effective number of claims. Coverage is
-measured by simulation in tests/unit/test_intervals.py.
+measured by simulation in tests/unit/rates/test_intervals.py.
 """
 from __future__ import annotations
 

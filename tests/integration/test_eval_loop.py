@@ -86,7 +86,7 @@ def test_regression_to_issue_runbook_promotion_export_and_gate(tmp_path):
     assert "passed" in below.stderr
 
     # The CLI's review path and its one-off re-cluster, on the same store files.
-    again = cli("promote", "reject", proposed[0]["item_id"], "--by", "carol", "--reason", "changed my mind", store=store_url)
+    again = cli("promote", "reject", proposed[0].item_id, "--by", "carol", "--reason", "changed my mind", store=store_url)
     assert again.returncode == 1 and "a review is final" in again.stderr, again.stderr
     reclustered = cli("cluster", store=store_url)
     assert reclustered.returncode == 0, reclustered.stderr

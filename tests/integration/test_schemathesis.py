@@ -67,7 +67,7 @@ def seed(store) -> None:
 def api_schema(tmp_path_factory):
     services = open_components(Settings(clickhouse=f"chdb:{tmp_path_factory.mktemp('st') / 'ch'}"))
     seed(services.store)
-    # A generous rate limit: this run is about shapes, not throttling (tested in tests/unit/test_api.py).
+    # A generous rate limit: this run is about shapes, not throttling (tested in tests/unit/api/test_api.py).
     policy = ApiPolicy(token_hashes=(TOKEN_HASH,), mutations_per_minute=60_000, mutation_burst=10_000)
     yield schemathesis.openapi.from_asgi("/openapi.json", create_api(services, policy))
     services.close()

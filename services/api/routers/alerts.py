@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query
 from services.alerts.service import AlertsService
 from services.api.models import ERROR_RESPONSES, MAX_SILENCE, AckBody, SilenceBody
 from services.api.responses import AlertDetail, AlertView, SilenceListed, SilenceView
+from services.api.serialise import as_json
 from services.api.security import AUTH_RESPONSES, MUTATION_RESPONSES, Gate
 
 
@@ -23,22 +24,22 @@ def router(alerts: AlertsService, gate: Gate, now: Callable) -> APIRouter:
            responses={**guarded, 422: ERROR_RESPONSES[422]})
     def list_alerts(route: str | None = Query(None, max_length=256),
                     state: str | None = Query(None, pattern="^(pending|firing|resolved)$")) -> list[dict]:
-        return alerts.list(now(), route, state)
+        return as_json(alerts.list(now(), route, state))
 
     @r.get("/api/alerts/{alert_id}", summary="One alert with its intervals, suspect changes and transitions",
            response_model=AlertDetail, dependencies=read, responses={**guarded, **ERROR_RESPONSES})
     def show_alert(alert_id: str) -> dict:
-        return alerts.show(alert_id, now())
+        return as_json(alerts.show(alert_id, now()))
 
     @r.post("/api/alerts/{alert_id}/ack", summary="Acknowledge an alert", response_model=AlertView,
             dependencies=write, responses=changes)
     def ack_alert(alert_id: str, body: AckBody) -> dict:
-        return alerts.ack(alert_id, body.by, body.note, now())
+        return as_json(alerts.ack(alert_id, body.by, body.note, now()))
 
     @r.get("/api/silences", summary="Silences (all, or only the active ones)", response_model=list[SilenceListed],
            dependencies=read, responses=guarded)
     def list_silences(active: bool = False) -> list[dict]:
-        return alerts.silences(now(), active)
+        return as_json(alerts.silences(now(), active))
 
     @r.post("/api/silences", status_code=201, summary="Silence alerts whose labels match, until a time",
             response_model=SilenceView, dependencies=write, responses=changes)
@@ -48,11 +49,11 @@ def router(alerts: AlertsService, gate: Gate, now: Callable) -> APIRouter:
             raise HTTPException(422, "ends_at is more than 366 days away; silence for less and renew it")
         if body.ends_at is not None and body.ends_at <= at - timedelta(seconds=1):
             raise HTTPException(422, "ends_at is in the past; give a time in the future or a duration")
-        return alerts.silence(body.matchers, body.by, body.comment, at, duration=body.duration, ends_at=body.ends_at)
+        return as_json(alerts.silence(body.matchers, body.by, body.comment, at, duration=body.duration, ends_at=body.ends_at))
 
     @r.delete("/api/silences/{silence_id}", summary="End a silence now", response_model=SilenceView,
               dependencies=write, responses=changes)
     def expire_silence(silence_id: str) -> dict:
-        return alerts.unsilence(silence_id, now())
+        return as_json(alerts.unsilence(silence_id, now()))
 
     return r

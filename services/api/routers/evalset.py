@@ -6,7 +6,7 @@ from typing import Literal
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import StreamingResponse
 
-from services.api.eval_json import agreement_json, as_json, item_json
+from services.api.serialise import agreement_json, as_json, item_json
 from services.api.models import ERROR_RESPONSES, ProposeBody, RejectBody, ReviewBody
 from services.api.responses import AgreementView, EvalItemView, EvalReportView, GateResult
 from services.api.security import AUTH_RESPONSES, MUTATION_RESPONSES, Gate

@@ -8,6 +8,7 @@ import click
 from rich.table import Table
 
 from services.app.cli.base import Abort, console, main, out, pct, print_json, reach, service_options
+from services.api.serialise import as_json as serialise
 from services.core.clock import utcnow
 from services.app.settings import Settings, SettingsError, load_settings
 
@@ -25,7 +26,7 @@ def alerts() -> None:
 def alerts_list(settings: Settings, route: str | None, state: str | None, as_json: bool) -> None:
     """Alerts, newest first."""
     params = {k: v for k, v in {"route": route, "state": state}.items() if v}
-    data = reach(settings, "/api/alerts", params, lambda c: c.alerts.list(utcnow(), route, state))
+    data = reach(settings, "/api/alerts", params, lambda c: serialise(c.alerts.list(utcnow(), route, state)))
     if as_json:
         print_json(data)
         return
@@ -44,7 +45,7 @@ def alerts_list(settings: Settings, route: str | None, state: str | None, as_jso
 @service_options
 def alerts_show(settings: Settings, alert_id: str) -> None:
     """One alert with its intervals, suspect changes and transitions (JSON)."""
-    print_json(reach(settings, f"/api/alerts/{alert_id}", {}, lambda c: c.alerts.show(alert_id, utcnow())))
+    print_json(reach(settings, f"/api/alerts/{alert_id}", {}, lambda c: serialise(c.alerts.show(alert_id, utcnow()))))
 
 
 @alerts.command("ack")
@@ -54,7 +55,7 @@ def alerts_show(settings: Settings, alert_id: str) -> None:
 @service_options
 def alerts_ack(settings: Settings, alert_id: str, by: str, note: str) -> None:
     """Acknowledge an alert (an unknown id is an error)."""
-    data = reach(settings, f"/api/alerts/{alert_id}/ack", {}, lambda c: c.alerts.ack(alert_id, by, note, utcnow()),
+    data = reach(settings, f"/api/alerts/{alert_id}/ack", {}, lambda c: serialise(c.alerts.ack(alert_id, by, note, utcnow())),
                  method="POST", body={"by": by, "note": note})
     console.print(f"acked {data['alert_id']} ({data['route']}, {data['state']}) by {data['acked_by']}")
 
@@ -79,8 +80,8 @@ def alerts_silence(settings: Settings, matchers: tuple[str, ...], duration: str 
         raise Abort("give --duration (e.g. 2h) or --until")
     body = {"matchers": list(matchers), "by": by, "comment": comment, "duration": duration,
             "ends_at": ends_at.isoformat() if ends_at else None}
-    data = reach(settings, "/api/silences", {}, lambda c: c.alerts.silence(
-        list(matchers), by, comment, utcnow(), duration=duration, ends_at=ends_at), method="POST", body=body)
+    data = reach(settings, "/api/silences", {}, lambda c: serialise(c.alerts.silence(
+        list(matchers), by, comment, utcnow(), duration=duration, ends_at=ends_at)), method="POST", body=body)
     console.print(f"silence {data['silence_id']} until {data['ends_at']}: {', '.join(data['matchers'])}")
 
 
@@ -89,7 +90,7 @@ def alerts_silence(settings: Settings, matchers: tuple[str, ...], duration: str 
 @service_options
 def alerts_unsilence(settings: Settings, silence_id: str) -> None:
     """End a silence now."""
-    data = reach(settings, f"/api/silences/{silence_id}", {}, lambda c: c.alerts.unsilence(silence_id, utcnow()),
+    data = reach(settings, f"/api/silences/{silence_id}", {}, lambda c: serialise(c.alerts.unsilence(silence_id, utcnow())),
                  method="DELETE")
     console.print(f"silence {data['silence_id']} ended at {data['ends_at']}")
 
@@ -99,7 +100,7 @@ def alerts_unsilence(settings: Settings, silence_id: str) -> None:
 @service_options
 def alerts_silences(settings: Settings, active: bool) -> None:
     """List silences (JSON)."""
-    print_json(reach(settings, "/api/silences", {"active": active}, lambda c: c.alerts.silences(utcnow(), active)))
+    print_json(reach(settings, "/api/silences", {"active": active}, lambda c: serialise(c.alerts.silences(utcnow(), active))))
 
 
 @main.command()

@@ -14,7 +14,7 @@ from services.app.settings import Settings
 
 def _json(fn):
     """`fn(components)` serialised as the API serialises it."""
-    from services.api.eval_json import as_json
+    from services.api.serialise import as_json
 
     return lambda c: as_json(fn(c))
 
@@ -157,7 +157,7 @@ def eval_report_cmd(settings: Settings, as_json: bool) -> None:
 @service_options
 def eval_agreement_cmd(settings: Settings) -> None:
     """Verifier labels beside human labels on the same claims: kappa, confusion matrix, worst slices (JSON)."""
-    from services.api.eval_json import agreement_json
+    from services.api.serialise import agreement_json
 
     print_json(reach(settings, "/api/eval/agreement", {},
                      lambda c: agreement_json(c.evalset.agreement())))

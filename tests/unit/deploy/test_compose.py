@@ -23,8 +23,8 @@ import yaml
 from services.alerts.lifecycle import Alert, severity_for
 from services.alerts.notify import alertmanager_payload
 from services.app.settings import Settings, load_settings
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
 SCHEMA = ROOT / "tests/fixtures/compose-spec.json"
 DOCKERFILE = "services/Dockerfile"

@@ -26,8 +26,8 @@ from services.store.backends import ChdbStore
 from services.store.issues import issue_row
 from services.store.migrate import migrate
 from services.store.writer import DeadLetter, EventWriter
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "dashboards/grafana/claimwatch.json"
 DATASOURCES = ROOT / "dashboards/grafana/provisioning/datasources/clickhouse.yaml"
 PROVIDERS = ROOT / "dashboards/grafana/provisioning/dashboards/claimwatch.yaml"

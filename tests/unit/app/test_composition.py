@@ -7,16 +7,6 @@ import clustering.embed as embed_module
 from clustering.config import DEFAULT_CONFIG
 from services.app.compose import build
 from services.app.settings import Settings
-from services.store.backends import ChdbStore
-from services.store.migrate import migrate
-
-
-@pytest.fixture
-def store(tmp_path):
-    store = ChdbStore(tmp_path / "ch")
-    migrate(store)
-    yield store
-    store.close()
 
 
 def model_of(components):

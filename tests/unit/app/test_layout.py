@@ -10,8 +10,8 @@ import re
 from pathlib import Path
 
 import pytest
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("services", "streams", "clustering", "runbooks")
 MAX_LINES = 400
 

@@ -16,11 +16,12 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from services.contract.decode import DEFAULT_MAX_BYTES, Decoder, Rejection
 from services.contract.model import ACTIONS, CLAIM_TYPES, QUERY_TYPES, STAGES, STAKES, VERDICT_ALIASES, VerdictEvent
 from services.store.writer import DeadLetter
+from tests.support.paths import FIXTURES
 
 pytestmark = pytest.mark.timeout(120)
 
 EXAMPLES = [orjson.loads(line) for line in
-            (Path(__file__).parent.parent / "fixtures" / "contract_examples.jsonl").read_bytes().splitlines()]
+            (FIXTURES / "contract_examples.jsonl").read_bytes().splitlines()]
 HANG_BOUND = 20.0  # seconds; refusals take milliseconds, this only catches a hang
 PROPERTY = settings(max_examples=300, deadline=timedelta(seconds=2), suppress_health_check=[HealthCheck.too_slow])
 

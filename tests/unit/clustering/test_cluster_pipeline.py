@@ -13,10 +13,11 @@ from clustering.config import DEFAULT_CONFIG
 from clustering.embed import CachedEmbedder, HashingEmbedder, MemoryEmbeddingCache, SentenceTransformerEmbedder
 from clustering.pipeline import STAGES, IssuePipeline
 from clustering.records import FailingClaim
+from tests.support.paths import FIXTURES
 
 NOW = datetime(2026, 11, 21, 12, tzinfo=timezone.utc)
 SMALL = replace(DEFAULT_CONFIG, umap_min_points=10**9)  # no UMAP where the test is not about it
-CLINC = Path(__file__).resolve().parents[1] / "fixtures" / "clinc150" / "clinc150-test.jsonl"
+CLINC = FIXTURES / "clinc150" / "clinc150-test.jsonl"
 
 
 def fit(claims, config=SMALL, embedder=None, progress=None):

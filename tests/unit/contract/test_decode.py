@@ -5,8 +5,9 @@ from services.contract.decode import Decoder, Rejection, validate_event, Contrac
 from services.contract.model import VerdictEvent
 
 from pathlib import Path
+from tests.support.paths import FIXTURES
 
-EXAMPLES = [orjson.loads(l) for l in (Path(__file__).parent.parent / "fixtures" / "contract_examples.jsonl").read_bytes().splitlines()]
+EXAMPLES = [orjson.loads(l) for l in (FIXTURES / "contract_examples.jsonl").read_bytes().splitlines()]
 BASE = EXAMPLES[0]
 
 

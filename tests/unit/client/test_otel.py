@@ -15,8 +15,9 @@ from services.contract.decode import validate_event
 from services.store.backends import ChdbStore
 from services.store.migrate import migrate
 from services.store.writer import EventWriter
+from tests.support.paths import FIXTURES
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "adapters" / "otel.jsonl"
+FIXTURE = FIXTURES / "adapters" / "otel.jsonl"
 LINES = [orjson.loads(line) for line in FIXTURE.read_bytes().splitlines()]
 
 

@@ -26,8 +26,9 @@ from hypothesis import strategies as st
 
 from services.contract.decode import Decoder, Rejection
 from services.contract.model import ACTIONS, CLAIM_TYPES, QUERY_TYPES, STAGES, STAKES, VERDICT_ALIASES
+from tests.support.paths import ROOT
 
-SCHEMA_PATH = Path(__file__).resolve().parents[2] / "services" / "contract" / "verdict-event-v1.schema.json"
+SCHEMA_PATH = ROOT / "services" / "contract" / "verdict-event-v1.schema.json"
 SCHEMA = json.loads(SCHEMA_PATH.read_text())
 PY_VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
 RS_VALIDATOR = jsonschema_rs.validator_for(SCHEMA)

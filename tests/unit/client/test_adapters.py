@@ -19,8 +19,9 @@ from services.contract.decode import validate_event
 from services.store.backends import ChdbStore
 from services.store.migrate import migrate
 from services.store.writer import EventWriter
+from tests.support.paths import FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "adapters"
+FIXTURES = FIXTURES / "adapters"
 NOW = datetime(2026, 11, 21, 14, 0, tzinfo=timezone.utc)
 RATE_COLUMNS = ("events", "claims", "failed", "supported", "unsupported", "contradicted", "overreach", "stale",
                 "no_source", "trivial")

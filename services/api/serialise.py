@@ -1,4 +1,4 @@
-"""The eval set's dataclasses as the JSON the API and the CLI emit (one shape for both)."""
+"""Domain objects as the JSON the API and the CLI emit (one shape for both)."""
 from __future__ import annotations
 
 import dataclasses
@@ -10,9 +10,11 @@ NO_PAIRS = "no claim has both a verifier and a human label yet; add human labels
 
 
 def as_json(value: Any) -> Any:
-    """A dataclass (nested, with datetimes), or a list of them, as JSON-ready data."""
+    """A domain object (its own ``as_dict``, or a dataclass with datetimes), or a list of them, as JSON-ready data."""
     if isinstance(value, (list, tuple)):
         return [as_json(v) for v in value]
+    if hasattr(value, "as_dict"):
+        value = value.as_dict()
     return orjson.loads(orjson.dumps(dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value,
                                      option=orjson.OPT_NON_STR_KEYS))
 

@@ -13,6 +13,7 @@ from runbooks import (
     KINDS, ContextError, IssueInfo, IssueSignals, RouteImpact, RunbookContext, RunbookError, RunbookRenderer,
     Summary, SuspectChange, TimelineEntry, TraceExample, runbook_kind,
 )
+from tests.support.paths import ROOT
 
 T0 = datetime(2026, 11, 21, 9, 0, tzinfo=timezone.utc)
 LONG = "A" * 5000 + " tail"
@@ -67,7 +68,7 @@ def renderer() -> RunbookRenderer:
 
 
 def test_packaged_templates_are_a_base_plus_one_per_kind():
-    names = {p.name for p in (Path(__file__).parents[2] / "runbooks" / "templates").glob("*.j2")}
+    names = {p.name for p in (ROOT / "runbooks" / "templates").glob("*.j2")}
     assert names == {"base.md.j2"} | {f"{k}.md.j2" for k in KINDS}
 
 

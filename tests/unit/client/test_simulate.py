@@ -25,6 +25,7 @@ from services.client.simulate import (
     BAD_KINDS, FAMILIES, Regression, Route, Scenario, ScenarioError, expected_counts, generate, write_jsonl,
 )
 from services.client.simulate.corrupt import corrupt
+from tests.support.paths import ROOT
 
 START = datetime(2026, 11, 21, 12, 0, tzinfo=timezone.utc)
 MINUTES = 60
@@ -82,7 +83,7 @@ def test_same_seed_gives_the_same_bytes_in_another_process():
     digest = hashlib.sha256(b"".join(s.raw for s in generate(Scenario.demo(), START, 3, seed=1))).hexdigest()
     env = dict(os.environ, PYTHONHASHSEED="12345")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True,
-                         cwd=Path(__file__).resolve().parents[2])
+                         cwd=ROOT)
     assert out.stdout.strip() == digest
 
 

@@ -15,9 +15,10 @@ from services.ingest.privacy import HASHES_ATTRIBUTE, Redactor, RedactionSetting
 from services.store.backends import ChdbStore
 from services.store.migrate import migrate
 from services.store.writer import EventWriter
+from tests.support.paths import FIXTURES
 
 EXAMPLES = [orjson.loads(line) for line in
-            (Path(__file__).parent.parent / "fixtures" / "contract_examples.jsonl").read_bytes().splitlines()]
+            (FIXTURES / "contract_examples.jsonl").read_bytes().splitlines()]
 SALT = "test-salt"
 
 
