@@ -38,12 +38,14 @@ class IssueRecord:
     merged_into: str | None = None
     split_from: str | None = None
     history: tuple[dict, ...] = ()  # {"at", "event": created|regressed|resolved|merged_into|absorbed|split_*}
+    subtitle: str = ""  # keywords, verdict, route, stage, versions; ``name`` is the title (clustering/naming.py)
 
     def to_row(self) -> dict[str, Any]:
         """The ``issues`` row as plain values: times as aware datetimes (the store formats them), history as JSON text."""
         return {
             "issue_id": self.issue_id,
             "name": self.name,
+            "subtitle": self.subtitle,
             "keywords": list(self.keywords),
             "config_name": self.config_name,
             "first_seen": self.first_seen,
@@ -71,6 +73,7 @@ class IssueRecord:
         return cls(
             issue_id=row["issue_id"],
             name=row.get("name", ""),
+            subtitle=row.get("subtitle") or "",
             keywords=tuple(row.get("keywords") or ()),
             config_name=row["config_name"],
             first_seen=_time(row["first_seen"]),
@@ -91,7 +94,7 @@ class IssueRecord:
 
     def to_line(self) -> dict[str, Any]:
         """The offline ISSUES.jsonl line."""
-        return {"issue_id": self.issue_id, "name": self.name, "size": self.size, "keywords": list(self.keywords),
+        return {"issue_id": self.issue_id, "name": self.name, "subtitle": self.subtitle, "size": self.size, "keywords": list(self.keywords),
                 "exemplar_ids": list(self.exemplar_ids), "routes": list(self.routes), "state": self.state}
 
 

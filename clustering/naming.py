@@ -1,11 +1,17 @@
-"""Issue names: class-based TF-IDF keywords plus the facets that dominate the issue.
+"""Issue titles and subtitles: the failing claim itself as a sentence, and what sets the issue apart.
 
-c-TF-IDF (BERTopic): all texts of one cluster form one document; a term scores high when
-it is frequent in the cluster and rare across clusters, so the keywords are what sets the
-cluster apart. The name prefixes the dominant verdict and appends the dominant route,
-first failed stage and any version the issue concentrates on (compared with the other
-claims on its routes: a version the route always runs says nothing), e.g.
-``contradicted refund windows · billing-faq · claim_generation``.
+The title (``name``) quotes the issue's most representative claim (its first exemplar: the
+firmest member closest to the centroid), cleaned by the normalisation table so volatile
+numbers and ids read as placeholders, cut at a word boundary, and phrased by the dominant
+verdict, e.g. ``"the robot vacuum empties itself" contradicts review-digest`` (Sentry titles an
+issue with the error itself). Titles are unique within a run: a clash takes the next exemplar.
+
+The subtitle holds the class-based TF-IDF keywords (BERTopic: all texts of one cluster form
+one document; a term scores high when it is frequent in the cluster and rare across
+clusters), the dominant verdict, route, first failed stage and any version the issue
+concentrates on (compared with the other claims on its routes: a version the route always
+runs says nothing), e.g. ``refund windows · contradicted · billing-faq · claim_generation``.
+Titles are presentation: issue ids never depend on them (clustering/track.py).
 """
 from __future__ import annotations
 
@@ -16,11 +22,22 @@ from typing import Mapping, Sequence
 import numpy as np
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, CountVectorizer
 
-from clustering.normalize import PLACEHOLDERS
+from clustering.normalize import PLACEHOLDERS, normalize
 
 _PLACEHOLDER_WORDS = {p.strip("<>") for p in PLACEHOLDERS}
 STOP_WORDS = sorted(ENGLISH_STOP_WORDS | _PLACEHOLDER_WORDS | {"don", "does", "did", "doesn", "isn", "ll", "ve"})
 SEPARATOR = " · "
+TITLE_MAX_CHARS = 60  # of the quoted claim; longer claims are cut at a word boundary with "…"
+UNNAMED = "unnamed failures"
+# the title's phrasing per dominant verdict; {source} is the quoted claim's source id
+PHRASES = {
+    "contradicted": '"{claim}" contradicts {source}',
+    "unsupported": '"{claim}" has no support',
+    "stale": '"{claim}" from a superseded source',
+    "overreach": '"{claim}" overstates its source',
+    "no_source": '"{claim}" with no retrieved source',
+}
+_TRAILING = " .,;:!?-–—"
 
 
 @dataclass(frozen=True)
@@ -33,9 +50,22 @@ class Facets:
 
 @dataclass(frozen=True)
 class IssueName:
-    name: str
+    name: str  # the title
     keywords: tuple[str, ...]
     facets: Facets
+    subtitle: str = ""
+
+
+def quoted(text: str | None, limit: int = TITLE_MAX_CHARS) -> str:
+    """A claim as a title quotes it: normalised (placeholders for numbers, ids, dates), no double quotes, no
+    trailing punctuation, cut at the last word boundary within ``limit`` characters with "…"."""
+    clean = normalize((text or "").replace('"', "'")).strip(_TRAILING)
+    if len(clean) <= limit:
+        return clean
+    cut = clean[:limit + 1]
+    space = cut.rfind(" ")
+    cut = cut[:space] if space >= limit // 2 else clean[:limit]
+    return cut.rstrip(_TRAILING) + "…"
 
 
 @dataclass(frozen=True)
@@ -135,14 +165,55 @@ class IssueNamer:
                 picked.append((key, value))
         return tuple(picked)
 
-    def name(self, keywords: tuple[str, ...], facets: Facets) -> IssueName:
-        head = " ".join(x for x in (facets.verdict, " ".join(keywords)) if x) or "unnamed failures"
-        tail = [facets.route, facets.stage, *(f"{k}={v}" for k, v in facets.versions)]
-        return IssueName(SEPARATOR.join([head, *(t for t in tail if t)]), keywords, facets)
+    def title(self, claim: str | None, facets: Facets, source: str | None = None,
+              keywords: tuple[str, ...] = ()) -> str:
+        """The quoted claim phrased by the dominant verdict; the keywords when there is no claim text."""
+        text = quoted(claim)
+        if not text:
+            return " ".join(x for x in (facets.verdict, " ".join(keywords)) if x) or UNNAMED
+        phrase = PHRASES.get(facets.verdict or "", '"{claim}"')
+        return phrase.format(claim=text, source=source or "its source")
+
+    @staticmethod
+    def subtitle(keywords: tuple[str, ...], facets: Facets) -> str:
+        parts = [" ".join(keywords), facets.verdict, facets.route, facets.stage,
+                 *(f"{k}={v}" for k, v in facets.versions)]
+        return SEPARATOR.join(p for p in parts if p)
+
+    def name(self, keywords: tuple[str, ...], facets: Facets, claim: str | None = None,
+             source: str | None = None) -> IssueName:
+        return IssueName(self.title(claim, facets, source, keywords), keywords, facets, self.subtitle(keywords, facets))
 
     def name_all(self, cluster_texts: Sequence[Sequence[str]], cluster_facts: Sequence[Sequence[Mapping]],
-                 everyone: Sequence[Mapping]) -> list[IssueName]:
-        """One name per cluster; ``cluster_facts`` hold each member's verdict, route, stage and versions."""
+                 everyone: Sequence[Mapping], representatives: Sequence[Sequence[Mapping]] | None = None
+                 ) -> list[IssueName]:
+        """One name per cluster; ``cluster_facts`` hold each member's verdict, route, stage and versions;
+        ``representatives`` each cluster's candidate claims for its title, most representative first
+        (``{"text", "verdict", "source_id"}``). Larger clusters choose first; a title already taken goes to the
+        next candidate, and with none left the keywords tell the two apart."""
         keywords = self.keywords(cluster_texts)
         shares = VersionShares.of(everyone)
-        return [self.name(words, self.facets(facts, shares)) for words, facts in zip(keywords, cluster_facts)]
+        facets = [self.facets(facts, shares) for facts in cluster_facts]
+        reps = list(representatives or [[] for _ in cluster_facts])
+        names: list[IssueName | None] = [None] * len(cluster_facts)
+        taken: set[str] = set()
+        for i in sorted(range(len(cluster_facts)), key=lambda i: (-len(cluster_facts[i]), i)):
+            candidates = self._candidates(reps[i], facets[i]) or [(None, None)]
+            titles = [self.title(text, facets[i], source, keywords[i]) for text, source in candidates]
+            title = next((t for t in titles if t not in taken), None)
+            if title is None:
+                title = f"{titles[0]} ({' '.join(keywords[i]) or 'another'})"
+                n = 2
+                while title in taken:
+                    title, n = f"{titles[0]} ({n})", n + 1
+            taken.add(title)
+            names[i] = IssueName(title, keywords[i], facets[i], self.subtitle(keywords[i], facets[i]))
+        return names  # type: ignore[return-value]
+
+    @staticmethod
+    def _candidates(representatives: Sequence[Mapping], facets: Facets) -> list[tuple[str, str | None]]:
+        """(text, source) of the claims that can title the issue: those with the issue's verdict first."""
+        usable = [r for r in representatives if (r.get("text") or "").strip()]
+        matching = [r for r in usable if facets.verdict is None or r.get("verdict") == facets.verdict]
+        ordered = matching + [r for r in usable if r not in matching]
+        return [(r["text"], r.get("source_id")) for r in ordered]

@@ -168,17 +168,23 @@ class IssuePipeline:
         everyone = [facts[i] for i in vectorized.embedded]
         texts = [[vectorized.texts[r] for r in rows[:NAMING_TEXTS_PER_ISSUE]] for rows in rows_of]
         member_facts = [[everyone[r] for r in rows] for rows in rows_of]
-        names = self.namer.name_all(texts, member_facts, everyone)
+        picks_of = [self.exemplars.pick(vectorized.vectors[rows], probabilities[vectorized.embedded[rows]],
+                                        self.clusterer.centroids_[index], [vectorized.texts[r] for r in rows])
+                    for index, rows in enumerate(rows_of)]
+        # the exemplars, most central first, are the claims that can title the issue
+        representatives = [[_title_facts(claims[vectorized.embedded[rows[p]]]) for p in picks]
+                           for rows, picks in zip(rows_of, picks_of)]
+        names = self.namer.name_all(texts, member_facts, everyone, representatives)
         out = []
         for index, rows in enumerate(rows_of):
             members = [claims[i] for i in members_of[index]]
-            picks = self.exemplars.pick(vectorized.vectors[rows], probabilities[vectorized.embedded[rows]],
-                                        self.clusterer.centroids_[index], [vectorized.texts[r] for r in rows])
+            picks = picks_of[index]
             observed = [c.observed_at for c in members if c.observed_at is not None]
             out.append(ClusterSummary(
                 index=index,
                 member_ids=tuple(c.id for c in members),
                 name=names[index].name,
+                subtitle=names[index].subtitle,
                 keywords=names[index].keywords,
                 exemplar_ids=tuple(claims[vectorized.embedded[rows[p]]].id for p in picks),
                 routes=_ranked(c.route for c in members),
@@ -237,6 +243,10 @@ def _problem_notes(vectorized: Vectorized, n: int) -> list[str]:
 
 def _facts(claim: FailingClaim) -> dict:
     return {"verdict": claim.verdict, "route": claim.route, "stage": claim.stage, "versions": claim.versions}
+
+
+def _title_facts(claim: FailingClaim) -> dict:
+    return {"text": claim.text or claim.question, "verdict": claim.verdict, "source_id": claim.source_id}
 
 
 def _ranked(values) -> dict[str, int]:

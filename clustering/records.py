@@ -26,6 +26,7 @@ class FailingClaim:
     event_id: str | None = None
     observed_at: datetime | None = None
     signals: Mapping[str, Any] = field(default_factory=dict)
+    source_id: str | None = None  # the source the claim was checked against (names contradicted issues)
 
     def field_text(self, name: str) -> str | None:
         """The text of one embeddable field: ``claim``, ``question``, ``answer`` or ``span``."""
@@ -52,6 +53,7 @@ class FailingClaim:
                 event_id=event.event_id,
                 observed_at=event.observed_at,
                 signals=signals,
+                source_id=claim.source_id,
             )
             for idx, claim in enumerate(event.claims)
             if claim.failed
@@ -78,7 +80,7 @@ class FailingClaim:
         claim_id = data.get("id")
         if not isinstance(claim_id, (str, int)) or isinstance(claim_id, bool) or str(claim_id) == "":
             raise RecordError(f'{where}field "id" is missing or not a string; give every record a unique "id"')
-        for name in ("text", "question", "route", "stage", "answer_excerpt", "span", "event_id"):
+        for name in ("text", "question", "route", "stage", "answer_excerpt", "span", "event_id", "source_id"):
             value = data.get(name)
             if value is not None and not isinstance(value, str):
                 raise RecordError(f'{where}field "{name}" must be a string or null, got {type(value).__name__}')
@@ -110,6 +112,7 @@ class FailingClaim:
             event_id=data.get("event_id"),
             observed_at=observed_at,
             signals=dict(data.get("signals") or {}),
+            source_id=data.get("source_id"),
         )
 
     @classmethod
@@ -132,6 +135,7 @@ class FailingClaim:
             event_id=row.get("event_id"),
             observed_at=observed_at,
             signals=orjson.loads(signals) if isinstance(signals, (str, bytes)) else dict(signals),
+            source_id=row.get("source_id") or None,
         )
 
 

@@ -29,6 +29,7 @@ class ClusterSummary:
     hourly_counts: dict[str, int]  # "YYYY-MM-DDTHH" (UTC) -> members observed in that hour
     first_observed: datetime | None
     last_observed: datetime | None
+    subtitle: str = ""  # keywords, verdict, route, stage, versions (the name is the title)
 
     @property
     def size(self) -> int:

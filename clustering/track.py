@@ -121,7 +121,7 @@ class IssueTracker:
 
     def _fields(self, cluster: ClusterSummary, now: datetime) -> dict:
         sample, cap = self._member_sample(cluster)
-        return dict(name=cluster.name, keywords=tuple(cluster.keywords), last_seen=now, size=cluster.size,
+        return dict(name=cluster.name, subtitle=cluster.subtitle, keywords=tuple(cluster.keywords), last_seen=now, size=cluster.size,
                     routes=dict(cluster.routes), centroid=[float(x) for x in cluster.centroid],
                     member_sample=sample, sample_hash_cap=cap, exemplar_ids=tuple(cluster.exemplar_ids))
 

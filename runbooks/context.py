@@ -52,6 +52,11 @@ class Summary:
     baseline: float | None
     claims: int                                 # checkable claims behind the rate
     breakdown: Mapping[str, int] = field(default_factory=dict)   # verdict -> failing claims
+    route: str = ""                             # the route the rate is of ("" = the affected traffic)
+    window_minutes: int | None = None           # the rate is the route's current rate over this window
+    baseline_source: str = ""                   # where the baseline comes from, or why there is none
+    alert_rate: float | None = None             # the rate the route's alert recorded
+    counted: int | None = None                  # members behind the breakdown, when fewer than the issue's
 
     @property
     def verdicts(self) -> list[tuple[str, int, float]]:
@@ -79,6 +84,9 @@ class RouteImpact:
     lo: float
     hi: float
     failing_claims: int
+    baseline: float | None = None               # this route's own baseline
+    baseline_source: str = ""
+    own: bool = True                            # False: under 10% of the issue's claims; its alerts do not count
 
 
 @dataclass(frozen=True)
@@ -114,6 +122,8 @@ class IssueSignals:
     premise_similarity: float | None = None
     support_delta: float | None = None
     sample_disagreement: float | None = None
+    events: int = 0                             # the issue's events the signals were read from
+    carried: Mapping[str, int] = field(default_factory=dict)   # signal -> events that carried it
 
 
 @dataclass(frozen=True)
@@ -178,6 +188,7 @@ class RunbookContext:
     signals: IssueSignals = field(default_factory=IssueSignals)
     alert_id: str | None = None
     base_url: str = "http://127.0.0.1:8080"
+    trace_total: int | None = None              # distinct traces behind the issue's members, when known
 
     def __post_init__(self) -> None:
         if self.first_failed_stage not in (*STAGES, ""):

@@ -32,7 +32,7 @@ PLOTLY = PlotlyAssets()
 API_PREFIXES = ("/api/", "/metrics", "/healthz", "/readyz", "/openapi.json", "/static/")
 WINDOWS = ("5m", "30m", "90m", "6h", "24h", "7d", "all")
 TREND_MINUTES, TREND_STEP = 360, 15
-ISSUE_SORTS = ("last_seen", "first_seen", "count", "name")
+ISSUE_SORTS = ("priority", "last_seen", "first_seen", "count", "name")
 ISSUE_STATES = ("new", "ongoing", "regressed", "resolved")
 
 
@@ -41,7 +41,7 @@ def environment() -> jinja2.Environment:
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.globals.update(plotly_base_id=BASE_STYLE_ID, plotly_style_ids=lambda: PLOTLY.injected_style_ids)
     env.filters.update(pct=views.pct, interval=views.interval_text, when=views.when, route_url=views.route_url,
-                       issue_url=views.issue_url, spark=views.sparkline,
+                       issue_url=views.issue_url, trace_url=views.trace_url, spark=views.sparkline,
                        segment=views.segment)
     return env
 
@@ -136,8 +136,8 @@ def router(components, gate: Gate, alerts, now: Callable, issues=None, evalset=N
     @r.get("/issues", response_class=HTMLResponse)
     def issues_page(request: Request, state: str | None = Query(None, max_length=32),
                     route: str | None = Query(None, max_length=256), q: str | None = Query(None, max_length=200),
-                    sort: str = Query("last_seen", max_length=32)) -> Response:
-        sort = sort if sort in ISSUE_SORTS else "last_seen"
+                    sort: str = Query("priority", max_length=32)) -> Response:
+        sort = sort if sort in ISSUE_SORTS else "priority"
         state = state if state in ISSUE_STATES else None
         found = [] if issues is None else issues.list(state=state, route=route or None, q=q or None, sort=sort,
                                                      limit=200)
@@ -152,6 +152,13 @@ def router(components, gate: Gate, alerts, now: Callable, issues=None, evalset=N
         runbook = issues.runbook(issue_id, "html", str(request.base_url).rstrip("/"))
         return page(request, "issue.html", title=issue["name"], issue=issue, runbook=embeddable_runbook(runbook),
                     can_promote=evalset is not None)
+
+    @r.get("/traces/{trace_id:path}", response_class=HTMLResponse)
+    def trace_page(request: Request, trace_id: str) -> Response:
+        if not gate.signed_in(request):  # sign in before anything is looked up
+            return page(request, "trace.html")
+        trace = components.traces.get(trace_id)
+        return page(request, "trace.html", title=f"Trace {trace_id}", trace=trace)
 
     @r.get("/eval", response_class=HTMLResponse)
     def eval_page(request: Request) -> Response:

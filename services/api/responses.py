@@ -155,8 +155,13 @@ class RouteDetail(Out):
 # -- issues and the eval set ----------------------------------------------------
 class IssueSummary(Out):
     issue_id: str
-    name: str
+    name: str = Field(description="title: the most representative failing claim, phrased by its verdict")
+    subtitle: str = Field("", description="keywords · verdict · route · stage · versions the issue concentrates on")
     state: str
+    escalating: bool = Field(False, description="last hour's claims >= 3x the mean of the 6 hours before (and >= 10)")
+    drives_alerts: list[dict] = Field(default_factory=list,
+                                      description="firing alerts this issue has claims behind: alert_id, route, claims")
+    recent_count: int = Field(0, description="claims in the last 24 hours (event time)")
     count: int
     first_seen: str | None
     last_seen: str | None
@@ -217,3 +222,53 @@ class AgreementView(Out):
 class GateResult(Out):
     passed: bool
     failures: list
+
+
+# -- traces ---------------------------------------------------------------------
+class TraceChunkView(Out):
+    chunk_id: str
+    source_id: str | None
+    version: str | None
+    used: bool | None
+    text: str | None
+
+
+class TraceClaimView(Out):
+    index: int
+    claim_key: str = Field(description="event_id:index, as issue membership names the claim")
+    text: str
+    verdict: str
+    failed: bool
+    score: float | None
+    span: str | None = Field(description="the evidence span the verifier quoted")
+    chunk_id: str | None
+    chunk: TraceChunkView | None = Field(description="the retrieved chunk named by chunk_id, when the event listed it")
+    issue_ids: list[str] = Field(description="issues this claim was clustered into")
+
+
+class TraceIssueView(Out):
+    issue_id: str
+    name: str
+    state: str
+    claims: int = Field(description="how many of the trace's claims belong to the issue")
+
+
+class TraceEventView(Out):
+    event_id: str
+    observed_at: str
+    route: str
+    question: str
+    answer: str
+    action: str | None
+    versions: dict[str, str]
+    first_failed_stage: str | None = Field(description="null when the producer did not report one")
+    claims: list[TraceClaimView]
+    evidence: list[TraceChunkView]
+    signals: dict
+    attributes: dict[str, str]
+
+
+class TraceDetail(TraceEventView):
+    trace_id: str
+    issues: list[TraceIssueView]
+    earlier: list[TraceEventView] = Field(description="older events with the same trace_id, newest first")

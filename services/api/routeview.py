@@ -11,6 +11,7 @@ from services.store.convert import parse_ch_time
 from services.store.rates import RateRepository
 
 MAX_POINTS = 120
+CURRENT_MINUTES = 30        # "current rate": the overview's window, ending at the newest minute stored
 STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 240, 720, 1440)
 
 
@@ -85,9 +86,21 @@ class RouteHistory:
             total += Counts.from_row(row)
         return total
 
+    def current(self, route: str, end: datetime | None = None, minutes: int = CURRENT_MINUTES) -> dict | None:
+        """The route's rate over the latest ``minutes`` (ending at ``end``, else at the newest minute stored, as the
+        overview does); None when nothing is stored."""
+        end = end or self.rates.latest_minute()
+        if end is None:
+            return None
+        total = Counts.zero()
+        for row in self.rates.totals("", timedelta(minutes=minutes), end, route):
+            total += Counts.from_row(row)
+        return {**rate_entry({"route": route, **total.as_dict()}), "window_minutes": minutes, "end": iso(end)}
+
     def detail(self, route: str, window: timedelta, end: datetime | None, alerts: list[dict],
                step: int | None, baseline_minutes: int) -> dict | None:
         """Everything the route page draws; None if the route has never been seen."""
+        current = self.current(route, end)
         end = end or self.rates.latest_minute(route)
         if end is None:
             return None
@@ -103,6 +116,7 @@ class RouteHistory:
         return {
             "route": route, "start": iso(start), "end": iso(end), "step_minutes": step,
             "totals": rate_entry({"route": route, **totals.as_dict()}),
+            "current": current,
             "series": series(rows, start, step),
             "baseline": baseline_from(alerts, before, baseline_minutes),
             "alerts": alert_spans(in_range),

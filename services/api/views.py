@@ -43,6 +43,10 @@ def issue_url(issue_id: str) -> str:
     return "/issues/" + segment(issue_id)
 
 
+def trace_url(trace_id: str) -> str:
+    return "/traces/" + segment(trace_id)
+
+
 def sparkline(values: list[float | None], width: int = 100, height: int = 20) -> str:
     """SVG polyline points for a small trend; buckets without data (None) are left out, not drawn as 0."""
     if not values:

@@ -37,11 +37,13 @@ from services.ingest.privacy import Redactor
 from services.issues.jobs import IssueJobs
 from services.issues.records import IssueRecords, issue_repository
 from services.issues.service import IssuesService
+from services.issues.traces import TraceService
 from services.store.backends import Store, open_store
 from services.store.evalset import EvalRepository
 from services.store.issues import ClickHouseEmbeddingCache
 from services.store.migrate import migrate
 from services.store.rates import RateRepository
+from services.store.traces import TraceRepository
 from services.store.writer import EventWriter
 
 log = logging.getLogger("claimwatch")
@@ -61,10 +63,12 @@ class Repositories:
     alerts: AlertRecords
     issues: IssueRecords
     evalset: EvalRepository
+    traces: TraceRepository
 
     @classmethod
     def on(cls, store: Store) -> "Repositories":
-        return cls(RateRepository(store), alert_repository(store), issue_repository(store), EvalRepository(store))
+        return cls(RateRepository(store), alert_repository(store), issue_repository(store), EvalRepository(store),
+                   TraceRepository(store))
 
 
 @dataclass
@@ -80,6 +84,7 @@ class Components:
     issues: IssuesService
     evalset: EvalService
     issue_jobs: IssueJobs
+    traces: TraceService
     metrics: Metrics = field(default_factory=Metrics)
     health: Health = field(default_factory=Health)
     store_thread: ThreadPoolExecutor = field(  # every chDB call of the worker goes through it
@@ -100,11 +105,13 @@ def build(settings: Settings, store: Store) -> Components:
     config = clustering_config(settings)
     embedder = CachedEmbedder(SentenceTransformerEmbedder(config.model, backend=config.backend),
                               ClickHouseEmbeddingCache(store))
-    issues = IssuesService(repos.issues, repos.rates, repos.alerts, base_url=settings.notify.external_url)
+    issues = IssuesService(repos.issues, repos.rates, repos.alerts, base_url=settings.notify.external_url,
+                           baseline_minutes=settings.drift.baseline_minutes)
     return Components(
         settings=settings, store=store, repos=repos, clustering=config, embedder=embedder,
         alerts=AlertsService(repos.alerts), issues=issues, evalset=EvalService(repos.evalset, repos.issues, embedder.embed),
-        issue_jobs=IssueJobs(config, embedder, repos.issues, timedelta(hours=settings.clustering.lookback_hours)))
+        issue_jobs=IssueJobs(config, embedder, repos.issues, timedelta(hours=settings.clustering.lookback_hours)),
+        traces=TraceService(repos.traces))
 
 
 def open_components(settings: Settings) -> Components:

@@ -17,6 +17,7 @@ import numpy as np
 from services.contract.model import VERDICT_ALIASES, canonical_verdict
 
 SLICE_DIMS = ("query_type", "stakes")
+MIN_INTERVAL_ITEMS = 10            # below this many items a bootstrap interval means little (n=1: zero width)
 _CELLS_PER_CHUNK = 4_000_000       # bounds each chunk of resampling weights to ~32 MB
 
 
@@ -40,6 +41,20 @@ class Figure:
     items: int                     # volume: items behind the figure
     numerator: int = 0
     denominator: int = 0
+    note: str = ""                 # set when the interval is not to be shown, and why ("n=1: too few ...")
+
+    @property
+    def has_interval(self) -> bool:
+        return not self.note and self.lo is not None and self.hi is not None
+
+
+def interval_note(items: int, lo: float | None, hi: float | None) -> str:
+    """Why an interval is not shown: too few items, or every resample gave the same value."""
+    if items < MIN_INTERVAL_ITEMS:
+        return f"n={items}: too few for an interval"
+    if lo is not None and hi is not None and hi - lo <= 0:
+        return f"n={items}: every resample agrees, so the bootstrap gives no interval"
+    return ""
 
 
 @dataclass(frozen=True)
@@ -178,7 +193,7 @@ def ratio_figures(pairs: Sequence[tuple[np.ndarray, np.ndarray]], name: str, *, 
             figures.append(Figure(None, None, None, items, total_num, total_den))
             continue
         lo, hi = _interval(np.concatenate(samples), confidence)
-        figures.append(Figure(total_num / total_den, lo, hi, items, total_num, total_den))
+        figures.append(Figure(total_num / total_den, lo, hi, items, total_num, total_den, interval_note(items, lo, hi)))
     return figures
 
 
@@ -294,9 +309,11 @@ def agreement(pairs: Sequence[LabelPair], *, labels: Sequence[str] | None = None
         with np.errstate(invalid="ignore", divide="ignore"):
             shares.append(np.trace(boot, axis1=-2, axis2=-1) / boot.sum(axis=(-2, -1)))
     kappa_value = float(_kappa(total.astype(float)))
-    kappa = Figure(kappa_value if np.isfinite(kappa_value) else None, *_interval(np.concatenate(kappas), confidence),
-                   len(items), agreed, len(pairs))
-    observed = Figure(agreed / len(pairs), *_interval(np.concatenate(shares), confidence), len(items), agreed, len(pairs))
+    k_lo, k_hi = _interval(np.concatenate(kappas), confidence)
+    kappa = Figure(kappa_value if np.isfinite(kappa_value) else None, k_lo, k_hi, len(items), agreed, len(pairs),
+                   interval_note(len(items), k_lo, k_hi))
+    o_lo, o_hi = _interval(np.concatenate(shares), confidence)
+    observed = Figure(agreed / len(pairs), o_lo, o_hi, len(items), agreed, len(pairs), interval_note(len(items), o_lo, o_hi))
     return Agreement(kappa, observed, labels, tuple(tuple(int(x) for x in row) for row in total),
                      tuple(disagreement_slices(pairs, min_pairs=min_pairs)))
 
@@ -314,8 +331,9 @@ def gate(report: EvalReport, min_faithfulness: float | None = None, max_over_ref
         bad = figure.value < threshold if low_is_bad else figure.value > threshold
         if bad:
             side = "below the minimum" if low_is_bad else "above the maximum"
+            spread = f"95% CI {figure.lo:.4f}–{figure.hi:.4f}, " if figure.has_interval else f"{figure.note}; "
             failures.append(GateFailure(where, metric, figure.value, threshold,
-                                        f"{metric} on {where} is {figure.value:.4f} (95% CI {figure.lo:.4f}–{figure.hi:.4f}, "
+                                        f"{metric} on {where} is {figure.value:.4f} ({spread}"
                                         f"{figure.items} items), {side} {threshold:.4f}"))
 
     if min_faithfulness is not None:

@@ -151,7 +151,7 @@ class PromotionService:
     def get(self, item_id: str) -> EvalItem:
         row = self.evals.item(item_id)
         if row is None:
-            raise PromotionError(f"no eval item {item_id!r}; list items with `claimwatch evalset list`")
+            raise PromotionError(f"no eval item {item_id!r}; list items with `claimwatch evalset items`")
         return EvalItem.from_row(row)
 
     def items(self, state: str | None = None) -> list[EvalItem]:

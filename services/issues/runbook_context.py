@@ -1,23 +1,19 @@
 """Build one issue's RunbookContext: pure assembly over data the issues service fetched.
 
-``IssuesService.runbook`` reads the members, their events, the route totals and the open
-alerts through the repositories and hands them here; nothing in this module touches the store.
+``IssuesService.runbook`` computes the issue's figures (services.issues.figures, over every member),
+picks the representative traces and reads their events, and hands them here; nothing in this module
+touches the store.
 """
 from __future__ import annotations
 
-from collections import Counter
 from datetime import datetime, timezone
-from statistics import mean
 
 import orjson
 
 from clustering.issue import IssueRecord
 from runbooks import (IssueInfo, IssueSignals, RouteImpact, RunbookContext, Summary, SuspectChange, TimelineEntry,
                       TraceExample)
-from services.alerts.lifecycle import Alert
-from services.rates.intervals import Counts, ratio_interval
-
-STAGES = ("evidence_admission", "claim_generation", "generation_stability")
+from services.issues.figures import IssueFigures
 
 
 def _when(text: str) -> datetime:
@@ -34,54 +30,42 @@ def _trace(row: dict, evidence: dict) -> TraceExample:
                         verdict=row.get("verdict") or "unsupported", source_versions=versions)
 
 
-def build_context(record: IssueRecord, members: list[dict], details: dict[str, dict], route_totals: list[dict],
-                  alerts: list[Alert], count: int, hourly: dict[str, int], base_url: str) -> RunbookContext:
-    """``members``: the issue's members, most typical first (IssueRepository.members); ``details``: their events
-    by event_id (IssueRepository.event_details); ``route_totals``: rate totals per route; ``alerts``: open alerts."""
-    exemplar_keys = set(record.exemplar_ids)
-    chosen = [m for m in members if m["claim_key"] in exemplar_keys] or members
-    chosen = chosen[:5]
+def build_context(record: IssueRecord, figures: IssueFigures, exemplars: list[dict], details: dict[str, dict],
+                  base_url: str) -> RunbookContext:
+    """``figures``: the issue's figures over every member (services.issues.figures); ``exemplars``: the
+    representative members, one per trace; ``details``: their events by event_id (IssueRepository.event_details)."""
     evidence = {eid: orjson.loads(d["evidence"] or "[]") for eid, d in details.items()}
-    for m in chosen:
-        m["answer_text"] = details.get(m.get("event_id"), {}).get("answer_text", "")
-
-    verdicts = Counter(m["verdict"] for m in members if m.get("verdict"))
-    stages = Counter(d["first_failed_stage"] for d in details.values() if d["first_failed_stage"] in STAGES)
-    signals = [orjson.loads(d["signals"] or "{}") for d in details.values()]
-    picked = [s for s in signals if s.get("cherry_pick")]
-    average = lambda key: mean(v) if (v := [s[key] for s in signals if s.get(key) is not None]) else None  # noqa: E731
-
-    route_rows = {r["route"]: r for r in route_totals if r["route"] in record.routes}
-    impacts = []
-    for route, failing in sorted(record.routes.items(), key=lambda kv: -kv[1]):
-        c = Counts.from_row(route_rows.get(route, {}))
-        interval = ratio_interval(c)
-        impacts.append(RouteImpact(route, c.rate or 0.0, interval.lo if interval else 0.0,
-                                   interval.hi if interval else 0.0, int(failing)))
-    top = impacts[0] if impacts else None
-
-    open_alerts = [a for a in alerts if a.route in record.routes]
+    chosen = [{**m, "answer_text": details.get(m.get("event_id"), {}).get("answer_text", "")} for m in exemplars]
+    impacts = tuple(RouteImpact(r.route, r.rate, r.lo, r.hi, r.members, r.baseline, r.baseline_source, r.own)
+                    for r in figures.routes)
+    top = figures.headline
+    open_alerts = list(figures.alerts)
     suspects = tuple(SuspectChange(s["key"], s["value"], s["kind"] if s["kind"] in ("system", "evidence") else "system",
                                    s.get("rate_before"), s.get("rate_after"))
                      for a in open_alerts for s in a.suspect_changes[:3])
     timeline = [TimelineEntry(_when(h["at"]), h.get("event", "")) for h in record.history if h.get("at")]
     timeline += [TimelineEntry(a.pending_since, f"alert {a.alert_id} on {a.route}: {a.recorded_state}") for a in open_alerts]
-    trend = tuple(v for _, v in sorted(hourly.items()))[-24:]
+    sig = figures.signals
+    alert_id = top.alert_id if top and top.alert_id else (open_alerts[0].alert_id if open_alerts else None)
     return RunbookContext(
-        issue=IssueInfo(record.issue_id, record.name, record.state,
-                        "critical" if any(a.severity == "critical" for a in open_alerts) else "warning",
-                        record.first_seen, record.last_seen, count, trend),
-        summary=Summary(top.rate if top else 0.0, top.lo if top else 0.0, top.hi if top else 0.0,
-                        open_alerts[0].baseline if open_alerts else None,
-                        Counts.from_row(route_rows.get(top.route, {})).claims if top else 0, dict(verdicts)),
+        issue=IssueInfo(record.issue_id, record.name, record.state, figures.severity,
+                        figures.first_seen or record.first_seen, figures.last_seen or record.last_seen, figures.count,
+                        tuple(n for _, n in figures.hourly)),
+        summary=Summary(top.rate if top else None, top.lo if top else None, top.hi if top else None,
+                        top.baseline if top else None, top.claims if top else 0, dict(figures.verdicts),
+                        route=top.route if top else "", window_minutes=top.window_minutes if top else None,
+                        baseline_source=top.baseline_source if top else "no route has been attributed yet",
+                        alert_rate=top.alert_rate if top else None,
+                        counted=figures.verdicts_counted if figures.verdicts_counted < figures.count else None),
         timeline=tuple(sorted(timeline, key=lambda t: t.at)),
-        routes=tuple(impacts),
+        routes=impacts,
         suspect_changes=suspects,
         traces=tuple(_trace(m, evidence) for m in chosen if m.get("event_id")),
-        first_failed_stage=stages.most_common(1)[0][0] if stages else "",
-        signals=IssueSignals(len(picked) / len(signals) if signals else 0.0,
-                             tuple(sorted({c for s in picked for c in s["cherry_pick"]}))[:5],
-                             average("premise_similarity"), average("support_delta"), average("sample_disagreement")),
-        alert_id=open_alerts[0].alert_id if open_alerts else None,
+        first_failed_stage=figures.first_failed_stage,
+        signals=IssueSignals(sig.cherry_pick_share, sig.cherry_pick_chunks, sig.means.get("premise_similarity"),
+                             sig.means.get("support_delta"), sig.means.get("sample_disagreement"), sig.events,
+                             dict(sig.carried)),
+        alert_id=alert_id,
         base_url=base_url,
+        trace_total=figures.traces,
     )

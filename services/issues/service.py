@@ -11,17 +11,20 @@ from runbooks import RunbookRenderer
 from services.alerts.records import AlertRecords
 from services.core.clock import utcnow
 from services.core.errors import Conflict
+from services.issues.figures import MAX_TRACES, IssueFigures, issue_figures, zero_filled
+from services.issues.priority import PrioritySignals, gather, priority_key
 from services.issues.records import IssueRecords
 from services.issues.runbook_context import build_context
 from services.store.rates import RateRepository
 
-SORTS = {"last_seen", "first_seen", "count", "name"}
+SORTS = {"priority", "last_seen", "first_seen", "count", "name"}
 
 
 class IssuesService:
     def __init__(self, issues: IssueRecords, rates: RateRepository, alerts: AlertRecords,
                  base_url: str = "http://127.0.0.1:8080", template_dirs: list[Path] | None = None,
-                 clock: Callable[[], datetime] = utcnow):
+                 clock: Callable[[], datetime] = utcnow, baseline_minutes: int = 24 * 60):
+        self.baseline_minutes = baseline_minutes
         self.issues = issues
         self.rates = rates
         self.alerts = alerts
@@ -29,35 +32,81 @@ class IssuesService:
         self.renderer = RunbookRenderer(template_dirs or [])
         self.clock = clock
 
-    def _view(self, r: IssueRecord, counts: dict) -> dict:
-        c = counts.get(r.issue_id, {"count": r.size, "hourly": dict(r.hourly_counts)})
-        hours = sorted(c["hourly"].items())[-24:]
+    def _signals(self) -> PrioritySignals:
+        return gather(self.issues, self.alerts.open_alerts(), self.clock())
+
+    def _view(self, r: IssueRecord, counts: dict, signals: PrioritySignals | None = None) -> dict:
+        # Event time: first/last seen and the trend come from the members' observed_at, not the clustering run.
+        c = counts.get(r.issue_id, {"count": 0, "hourly": {}, "first": None, "last": None})
+        hours = zero_filled(c["hourly"])
+        signals = signals if signals is not None else self._signals()
         return {
-            "issue_id": r.issue_id, "name": r.name, "state": r.state, "count": c["count"],
-            "first_seen": r.first_seen.isoformat(), "last_seen": r.last_seen.isoformat(),
+            "issue_id": r.issue_id, "name": r.name, "subtitle": r.subtitle or " ".join(r.keywords),
+            "state": r.state, "count": c["count"], "recent_count": signals.recent(r.issue_id),
+            "escalating": signals.escalating(r.issue_id), "drives_alerts": signals.drives(r.issue_id),
+            "first_seen": c["first"].isoformat() if c["first"] else None,
+            "last_seen": c["last"].isoformat() if c["last"] else None, "clustered_at": r.last_seen.isoformat(),
             "routes": sorted(r.routes, key=lambda k: -r.routes[k]), "keywords": list(r.keywords),
             "trend": [n for _, n in hours], "triaged": r.triaged, "config": r.config_name,
             "merged_into": r.merged_into, "runbook_url": f"{self.base_url}/issues/{r.issue_id}",
         }
 
     def list(self, *, state: str | None = None, route: str | None = None, q: str | None = None,
-             sort: str = "last_seen", limit: int = 100) -> list[dict]:
+             sort: str = "priority", limit: int = 100) -> list[dict]:
+        """Issues; by default in priority order (services/issues/priority.py): those driving a firing alert
+        first, then regressed or escalating ones, then the rest, each by recent volume."""
         if sort not in SORTS:
             raise ValueError(f"sort must be one of {sorted(SORTS)}, got {sort!r}")
-        counts = self.issues.member_counts()
-        views = [self._view(r, counts) for r in self.issues.load() if r.merged_into is None]
+        counts, signals = self.issues.member_counts(), self._signals()
+        views = [self._view(r, counts, signals) for r in self.issues.load() if r.merged_into is None]
         views = [v for v in views if (state is None or v["state"] == state) and (route is None or route in v["routes"])
-                 and (q is None or q.lower() in (v["name"] + " " + " ".join(v["keywords"])).lower())]
-        reverse = sort != "name"
-        views.sort(key=lambda v: (v[sort], v["issue_id"]), reverse=reverse)
+                 and (q is None or q.lower() in " ".join([v["name"], v["subtitle"], *v["keywords"]]).lower())]
+        if sort == "priority":
+            views.sort(key=priority_key)
+        else:
+            views.sort(key=lambda v: (v[sort] or "", v["issue_id"]), reverse=sort != "name")
         return views[:limit]
 
     def show(self, issue_id: str) -> dict:
         record = self.issues.get(issue_id)
         view = self._view(record, self.issues.member_counts())
-        members = self.issues.members(issue_id, 200)
-        exemplars = [m for m in members if m["claim_key"] in set(record.exemplar_ids)] or members[:5]
-        return {**view, "exemplars": exemplars, "history": list(record.history), "split_from": record.split_from}
+        figures = self.figures(issue_id)
+        exemplars = self.representatives(record)
+        return {**view, "exemplars": exemplars, "history": list(record.history), "split_from": record.split_from,
+                **self.figures_json(figures, exemplars)}
+
+    def figures(self, issue_id: str) -> IssueFigures:
+        """The issue's figures over every member (event time, verdicts, routes with their own baselines)."""
+        return issue_figures(issue_id, self.issues.member_span(issue_id), self.issues.member_breakdown(issue_id),
+                             self.issues.member_events(issue_id), self.rates, self.alerts.open_alerts(),
+                             self.baseline_minutes)
+
+    @staticmethod
+    def figures_json(figures: IssueFigures, exemplars: list[dict]) -> dict:
+        out = figures.as_dict()
+        out.pop("issue_id")
+        out["route_figures"] = out.pop("routes")           # each route's rate with its own baseline
+        out["routes"] = [r["route"] for r in out["route_figures"]]
+        out["trend"] = [h["count"] for h in out["hourly"]]
+        out["exemplars_note"] = (
+            "" if len(exemplars) >= MAX_TRACES else
+            f"{len(exemplars)} representative traces: the issue's {figures.count} failing claims come from "
+            f"{figures.traces} distinct traces" + ("" if len(exemplars) >= figures.traces else
+                                                  "; the others' claims are no longer stored"))
+        return out
+
+    def representatives(self, record: IssueRecord, limit: int = MAX_TRACES) -> list[dict]:
+        """Up to ``limit`` members from distinct traces: the clustering's exemplars first, then the most typical."""
+        members = self.issues.members(record.issue_id, 500)
+        rank = {k: i for i, k in enumerate(record.exemplar_ids)}
+        ordered = sorted(members, key=lambda m: (rank.get(m["claim_key"], len(rank)), -(m.get("probability") or 0)))
+        chosen, traces = [], set()
+        for m in ordered:
+            key = m.get("trace_id") or m["claim_key"]
+            if m.get("event_id") and key not in traces:
+                traces.add(key)
+                chosen.append(m)
+        return chosen[:limit]
 
     def members(self, issue_id: str, limit: int = 200) -> list[dict]:
         self.issues.get(issue_id)
@@ -112,11 +161,9 @@ class IssuesService:
         if fmt not in ("md", "html"):
             raise ValueError(f"format must be md or html, got {fmt!r}")
         record = self.issues.get(issue_id)
-        counts = self.issues.member_counts().get(issue_id, {"count": record.size, "hourly": dict(record.hourly_counts)})
-        members = self.issues.members(issue_id, 500)
-        details = self.issues.event_details(list({m["event_id"] for m in members if m.get("event_id")}))
-        ctx = build_context(record, members, details, self.rates.totals("", None), self.alerts.open_alerts(),
-                            counts["count"], counts["hourly"], base_url or self.base_url)
+        exemplars = self.representatives(record)
+        details = self.issues.event_details([m["event_id"] for m in exemplars])
+        ctx = build_context(record, self.figures(issue_id), exemplars, details, base_url or self.base_url)
         return self.renderer.render(ctx, format=fmt)
 
 

@@ -105,9 +105,10 @@ class IssueRepository(Generic[I, C]):
             {"into": into, "src": issue_id, "at": self._version()})
 
     def member_counts(self) -> dict[str, dict]:
-        """Per issue: claims assigned (batch + online), and hourly counts."""
+        """Per issue: claims assigned (batch + online), the first and last member's event time (observed_at, as
+        datetimes) and hourly counts in event time."""
         rows = self.store.query(
-            "SELECT issue_id, count() AS n, max(observed_at) AS last, "
+            "SELECT issue_id, count() AS n, min(observed_at) AS first, max(observed_at) AS last, "
             "groupArray((toString(toStartOfHour(observed_at)), 1)) AS hours "
             "FROM issue_members FINAL WHERE issue_id != '' GROUP BY issue_id")
         out = {}
@@ -115,8 +116,32 @@ class IssueRepository(Generic[I, C]):
             hourly: dict[str, int] = {}
             for hour, n in r["hours"]:
                 hourly[hour] = hourly.get(hour, 0) + n
-            out[r["issue_id"]] = {"count": r["n"], "last": r["last"], "hourly": hourly}
+            out[r["issue_id"]] = {"count": r["n"], "first": _time(r["first"]), "last": _time(r["last"]), "hourly": hourly}
         return out
+
+    def member_hours(self, since: datetime, until: datetime) -> dict[str, dict[int, int]]:
+        """Per issue, members by whole hours before ``until`` in event time (0: the hour up to ``until``),
+        for members observed in (since, until]."""
+        rows = self.store.query(
+            "SELECT issue_id, toInt64(intDiv(toUnixTimestamp64Milli({until:DateTime64(3)}) - "
+            "toUnixTimestamp64Milli(observed_at), 3600000)) AS ago, count() AS n FROM issue_members FINAL "
+            "WHERE issue_id != '' AND observed_at > {since:DateTime64(3)} AND observed_at <= {until:DateTime64(3)} "
+            "GROUP BY issue_id, ago", {"since": ch_time(since), "until": ch_time(until)})
+        out: dict[str, dict[int, int]] = {}
+        for r in rows:
+            out.setdefault(r["issue_id"], {})[int(r["ago"])] = int(r["n"])
+        return out
+
+    def members_on_route(self, route: str, since: datetime, until: datetime) -> dict[str, int]:
+        """Per issue, its members whose event is on ``route`` and observed in [since, until]."""
+        rows = self.store.query(
+            "SELECT m.issue_id AS issue_id, count() AS n FROM (SELECT issue_id, splitByChar(':', claim_key)[1] AS "
+            "event_id FROM issue_members FINAL WHERE issue_id != '' AND observed_at >= {since:DateTime64(3)} "
+            "AND observed_at <= {until:DateTime64(3)}) AS m INNER JOIN (SELECT DISTINCT event_id FROM events "
+            "WHERE route = {route:String} AND observed_at >= {since:DateTime64(3)} "
+            "AND observed_at <= {until:DateTime64(3)}) AS e ON e.event_id = m.event_id GROUP BY m.issue_id",
+            {"route": route, "since": ch_time(since), "until": ch_time(until)})
+        return {r["issue_id"]: int(r["n"]) for r in rows}
 
     def members(self, issue_id: str, limit: int) -> list[dict]:
         return self.store.query(
@@ -174,3 +199,64 @@ class IssueRepository(Generic[I, C]):
             "SELECT event_id, answer_text, evidence, signals, first_failed_stage FROM events "
             "WHERE event_id IN {ids:Array(String)}", {"ids": list(event_ids)})
         return {r["event_id"]: r for r in rows}
+
+    # -- aggregates over every member (never a sample) -------------------------
+    _MEMBER_EVENTS = ("SELECT DISTINCT splitByChar(':', claim_key)[1] FROM issue_members FINAL "
+                      "WHERE issue_id = {id:String}")
+    _SIGNALS = ("premise_similarity", "support_delta", "sample_disagreement")
+
+    def member_breakdown(self, issue_id: str) -> list[dict]:
+        """Every member of the issue, counted per (route, verdict), joined to its claim. ``first``/``last`` are the
+        members' event times (observed_at, as datetimes). Members whose claim is no longer stored are left out."""
+        rows = self.store.query(
+            "SELECT c.route AS route, c.verdict AS verdict, count() AS n, min(m.observed_at) AS first, "
+            "max(m.observed_at) AS last "
+            "FROM (SELECT splitByChar(':', claim_key)[1] AS event_id, splitByChar(':', claim_key)[2] AS idx, "
+            "observed_at FROM issue_members FINAL WHERE issue_id = {id:String}) AS m "
+            "INNER JOIN (SELECT event_id, toString(claim_idx) AS idx, route, verdict FROM claims FINAL "
+            f"WHERE event_id IN ({self._MEMBER_EVENTS})) AS c "
+            "ON c.event_id = m.event_id AND c.idx = m.idx GROUP BY route, verdict ORDER BY route, verdict",
+            {"id": issue_id})
+        return [{**r, "n": int(r["n"]), "first": _time(r["first"]), "last": _time(r["last"])} for r in rows]
+
+    def member_span(self, issue_id: str) -> dict:
+        """Members, the first and last member's event time (observed_at) and hourly counts in event time."""
+        rows = self.store.query(
+            "SELECT toString(toStartOfHour(observed_at)) AS hour, count() AS n, min(observed_at) AS first, "
+            "max(observed_at) AS last FROM issue_members FINAL WHERE issue_id = {id:String} GROUP BY hour "
+            "ORDER BY hour", {"id": issue_id})
+        return {"count": sum(int(r["n"]) for r in rows), "hourly": {r["hour"]: int(r["n"]) for r in rows},
+                "first": min((_time(r["first"]) for r in rows), default=None),
+                "last": max((_time(r["last"]) for r in rows), default=None)}
+
+    def member_events(self, issue_id: str) -> dict:
+        """Over every event behind the issue's members: events, distinct traces, first failed stages, and per
+        signal how many events carried it and its mean over those (cherry_pick: events with a non-empty list)."""
+        signals = ", ".join(
+            f"countIf(JSONHas(signals, '{k}')) AS {k}_n, avgIf(JSONExtractFloat(signals, '{k}'), "
+            f"JSONHas(signals, '{k}')) AS {k}_mean" for k in self._SIGNALS)
+        rows = self.store.query(
+            f"SELECT count() AS events, uniqExact(trace_id) AS traces, {signals}, "
+            "countIf(JSONHas(signals, 'cherry_pick')) AS cherry_pick_n, "
+            "countIf(length(JSONExtractArrayRaw(signals, 'cherry_pick')) > 0) AS cherry_picked, "
+            "arraySort(groupUniqArrayArray(JSONExtract(signals, 'cherry_pick', 'Array(String)'))) AS chunks "
+            f"FROM events FINAL WHERE event_id IN ({self._MEMBER_EVENTS})", {"id": issue_id})
+        stages = self.store.query(
+            "SELECT first_failed_stage AS stage, count() AS n FROM events FINAL "
+            f"WHERE event_id IN ({self._MEMBER_EVENTS}) GROUP BY stage", {"id": issue_id})
+        row = rows[0] if rows else {}
+        return {
+            "events": int(row.get("events") or 0), "traces": int(row.get("traces") or 0),
+            "stages": {r["stage"]: int(r["n"]) for r in stages if r["stage"]},
+            "signals": {k: (int(row.get(f"{k}_n") or 0), row.get(f"{k}_mean") if row.get(f"{k}_n") else None)
+                        for k in self._SIGNALS},
+            "cherry_pick": (int(row.get("cherry_pick_n") or 0), int(row.get("cherry_picked") or 0),
+                            list(row.get("chunks") or [])),
+        }
+
+
+def _time(value: Any) -> datetime | None:
+    if value is None or isinstance(value, datetime):
+        return value
+    ts = datetime.fromisoformat(str(value))
+    return ts if ts.tzinfo else ts.replace(tzinfo=timezone.utc)

@@ -47,7 +47,7 @@ def demo():
     issues = {i.issue_id: i for i in tracker.match([], run, now)}
     issue_of = {a["id"]: a["issue_id"] for a in run.assignments(tracker.cluster_issue_ids_)}
     rows = family_coverage(truth, issue_of)
-    print(format_coverage(rows, {k: i.name for k, i in issues.items()}))  # shown when an assertion fails
+    print(format_coverage(rows, {k: f"{i.name} — {i.subtitle}" for k, i in issues.items()}))  # shown on failure
     return DemoIssues(rows, issues, truth, issue_of, len(claims))
 
 
@@ -84,11 +84,13 @@ def test_each_failure_on_each_route_is_one_issue(demo):
 def test_each_family_issue_is_that_family_and_names_its_route(demo):
     assert len({r.top_issue for r in demo.rows}) == len(demo.rows)  # no two families share their main issue
     for r in demo.rows:
-        name = demo.issues[r.top_issue].name
+        name, subtitle = demo.issues[r.top_issue].name, demo.issues[r.top_issue].subtitle
         assert r.top_purity >= 0.9, r
-        assert r.home_route in name, (r.family, name)
-        # no prompt changes in the demo: a prompt in a name would be one its route always runs
-        assert "prompt=" not in name, name
+        assert r.home_route in subtitle, (r.family, name, subtitle)
+        # no prompt changes in the demo: a prompt in a subtitle would be one its route always runs
+        assert "prompt=" not in subtitle, subtitle
+    titles = [i.name for i in demo.issues.values()]
+    assert len(set(titles)) == len(titles)  # titles tell issues apart
 
 
 def test_the_corpus_regression_is_an_issue_named_after_the_new_corpus(demo):
@@ -96,8 +98,9 @@ def test_the_corpus_regression_is_an_issue_named_after_the_new_corpus(demo):
     before, _, _ = largest_issue(demo, "stale_sources", "hr-policy")
     after, share, _ = largest_issue(demo, "stale_sources", "parcel-status")
     assert after != before and share >= 0.8
-    name = demo.issues[after].name
-    assert name.startswith("stale") and "parcel-status" in name and "corpus=carrier-docs@2026-11-15" in name, name
+    name, subtitle = demo.issues[after].name, demo.issues[after].subtitle
+    assert name.endswith('" from a superseded source'), name
+    assert "stale" in subtitle and "parcel-status" in subtitle and "corpus=carrier-docs@2026-11-15" in subtitle, subtitle
 
 
 def test_the_issue_list_is_short(demo):

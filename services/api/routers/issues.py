@@ -27,7 +27,9 @@ def router(issues, gate: Gate) -> APIRouter:
     def list_issues(state: Literal["new", "ongoing", "regressed", "resolved"] | None = None,
                     route: str | None = Query(None, max_length=256),
                     q: str | None = Query(None, max_length=200, description="words in the name or keywords"),
-                    sort: Literal["last_seen", "first_seen", "count", "name"] = "last_seen",
+                    sort: Literal["priority", "last_seen", "first_seen", "count", "name"] = Query(
+                        "priority", description="priority (default): issues driving a firing alert first, then "
+                        "regressed or escalating ones, then the rest, each by claims in the last 24 hours"),
                     limit: int = Query(100, ge=1, le=1000)) -> list[dict]:
         return issues.list(state=state, route=route, q=q, sort=sort, limit=limit)
 

@@ -129,6 +129,8 @@ def eval_group() -> None:
 def _figure(f: dict) -> str:
     if f.get("value") is None:
         return "—"
+    if f.get("note") or f.get("lo") is None or f.get("hi") is None:   # too few items: no zero-width band
+        return f"{100 * f['value']:.1f}% ({f.get('note') or 'n=' + str(f['items']) + ': no interval'})"
     return f"{100 * f['value']:.1f}% [{100 * f['lo']:.1f}–{100 * f['hi']:.1f}] (n={f['items']})"
 
 

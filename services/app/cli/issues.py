@@ -63,12 +63,13 @@ def issues() -> None:
 @issues.command("list")
 @click.option("--state", type=click.Choice(["new", "ongoing", "regressed", "resolved"]), default=None)
 @click.option("--route", default=None)
-@click.option("--sort", type=click.Choice(["last_seen", "first_seen", "count", "name"]), default="count", show_default=True)
+@click.option("--sort", type=click.Choice(["priority", "last_seen", "first_seen", "count", "name"]), default="priority",
+              show_default=True, help="priority: issues driving a firing alert, then regressed or escalating, then the rest")
 @click.option("--limit", default=50, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @service_options
 def issues_list(settings: Settings, state: str | None, route: str | None, sort: str, limit: int, as_json: bool) -> None:
-    """Issues, largest first by default."""
+    """Issues, in priority order by default (the state column flags escalating issues and firing alerts)."""
     params = {k: v for k, v in {"state": state, "route": route, "sort": sort, "limit": limit}.items() if v}
     data = reach(settings, "/api/issues", params,
                  lambda c: c.issues.list(state=state, route=route, sort=sort, limit=limit))
@@ -79,8 +80,14 @@ def issues_list(settings: Settings, state: str | None, route: str | None, sort: 
     for col in ("issue", "name", "count", "state", "routes", "last seen"):
         table.add_column(col, overflow="fold")
     for i in data:
-        table.add_row(i["issue_id"], i["name"], str(i["count"]), i["state"], ",".join(i["routes"][:3]), i["last_seen"][:16])
+        table.add_row(i["issue_id"], i["name"], str(i["count"]), _state_cell(i), ",".join(i["routes"][:3]), (i["last_seen"] or "—")[:16])
     out.print(table if data else "no issues yet: they appear after the first clustering run")
+
+
+def _state_cell(issue: dict) -> str:
+    """The state, then the flags that put the issue high in the priority order."""
+    flags = ["escalating"] * bool(issue.get("escalating")) + ["alert"] * bool(issue.get("drives_alerts"))
+    return "\n".join([issue["state"], *flags])
 
 
 @issues.command("show")

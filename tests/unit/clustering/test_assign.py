@@ -36,7 +36,7 @@ def fitted():
 
 
 def issue_named(issues, word):
-    return next(i.issue_id for i in issues if word in i.name)
+    return next(i.issue_id for i in issues if word in i.name + i.subtitle)
 
 
 def test_a_new_claim_of_a_known_family_joins_its_issue(fitted):

@@ -106,7 +106,8 @@ def test_two_families_become_two_named_issues_with_exemplars():
     for c in run.clusters_:
         words = set(" ".join(c.keywords).split())
         assert words and (words <= refund_words or words <= parcel_words), c.name
-        assert all(w in c.name for w in words)
+        assert all(w in c.subtitle for w in words)
+        assert c.name.startswith('"') and set(c.name.split()) & (refund_words | parcel_words), c.name
     assert {frozenset(" ".join(c.keywords).split()) <= refund_words for c in run.clusters_} == {True, False}
     for c in run.clusters_:
         assert 1 <= len(c.exemplar_ids) <= 5 and set(c.exemplar_ids) <= set(c.member_ids)

@@ -57,7 +57,8 @@ def test_records_and_events_are_clustered_into_assignments_and_issues(tmp_path):
     assert len(issues) == 2
     assert all({"issue_id", "name", "size", "keywords", "exemplar_ids", "routes"} <= set(i) for i in issues)
     billing = next(i for i in issues if i["routes"] == ["billing-faq"])
-    assert billing["size"] == 40 and billing["name"].startswith("contradicted ")
+    assert billing["size"] == 40 and billing["name"].endswith(" contradicts its source")
+    assert billing["subtitle"].split(" · ")[1:3] == ["contradicted", "billing-faq"]
     assert sum(i["size"] for i in issues) == sum(a["issue_id"] is not None for a in assignments)
     assert summary["rejected"] == 2 and summary["unembedded"] == 20 and summary["via_event"] == 20
     assert any("line 41: not JSON" in n and 'line 42: field "id"' in n for n in summary["notes"])

@@ -90,7 +90,7 @@ def test_a_new_family_of_failures_becomes_a_new_issue():
     run, tracker, second = cluster(family("refund") + family("parcel") + family("ratelimit"), later, first)
     new = [i for i in second if i.state == NEW]
     assert len(new) == 1 and new[0].first_seen == later
-    assert "api" in new[0].name and "api-docs" in new[0].name
+    assert "api" in new[0].name and "api-docs" in new[0].subtitle
     assert issue_of(run, tracker, "ratelimit-0-000") == new[0].issue_id
     assert {i.issue_id for i in first} <= {i.issue_id for i in second}
 
@@ -98,7 +98,7 @@ def test_a_new_family_of_failures_becomes_a_new_issue():
 def test_a_resolved_family_that_recurs_is_regressed():
     _, _, first = cluster(family("refund") + family("parcel"), T0)
     _, _, second = cluster(family("refund", batch=1), T0 + timedelta(hours=1), first)
-    parcel_id = next(i.issue_id for i in first if "parcel" in i.name)
+    parcel_id = next(i.issue_id for i in first if "parcel" in i.name + i.subtitle)
     assert by_id(second)[parcel_id].state == RESOLVED
     # new claims (new ids, none shared with the old members) of the same family come back
     run, tracker, third = cluster(family("refund", batch=2) + family("parcel", batch=2), T0 + timedelta(hours=2),
@@ -111,7 +111,7 @@ def test_a_resolved_family_that_recurs_is_regressed():
 
 def test_hourly_counts_and_routes_are_recorded():
     _, _, issues = cluster(family("refund", count=24) + family("parcel"), T0)
-    issue = next(i for i in issues if "billing-faq" in i.name)
+    issue = next(i for i in issues if "billing-faq" in i.subtitle)
     assert issue.hourly_counts == {"2026-11-21T09": 24}
     assert issue.routes == {"billing-faq": 24}
 

@@ -1,0 +1,21 @@
+"""One trace: question, answer, every claim with its verdict, span and chunk, versions, first failed stage, issues."""
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends
+
+from services.api.models import ERROR_RESPONSES
+from services.api.responses import TraceDetail
+from services.api.security import AUTH_RESPONSES, Gate
+from services.api.serialise import as_json
+
+
+def router(traces, gate: Gate) -> APIRouter:
+    r = APIRouter(tags=["traces"])
+    guarded = AUTH_RESPONSES if gate.policy.protect_reads else {}
+
+    @r.get("/api/traces/{trace_id:path}", summary="One trace: its answer, claims with evidence, and their issues",
+           response_model=TraceDetail, dependencies=[Depends(gate.read())], responses={**guarded, **ERROR_RESPONSES})
+    def show_trace(trace_id: str) -> dict:
+        return as_json(traces.get(trace_id))
+
+    return r

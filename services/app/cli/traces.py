@@ -1,0 +1,107 @@
+"""`claimwatch trace ID`: one trace whole, as text that fits 80 columns (or JSON)."""
+from __future__ import annotations
+
+import re
+import textwrap
+from datetime import datetime, timezone
+from urllib.parse import quote
+
+import click
+
+from services.api.serialise import as_json as serialise
+from services.app.cli.base import main, print_json, reach, service_options
+from services.app.settings import Settings
+
+WIDTH = 80
+# Trace text is untrusted: terminal control sequences are shown as nothing, not executed.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _plain(text: object) -> str:
+    return _CONTROL.sub("", str(text))
+
+
+def _wrap(text: object, indent: str, first: str | None = None, limit: int | None = None) -> list[str]:
+    value = _plain(text)
+    if limit is not None and len(value) > limit:
+        value = value[:limit - 1] + "…"
+    lines: list[str] = []
+    for n, para in enumerate(value.splitlines() or [""]):
+        lead = first if first is not None and n == 0 else indent
+        lines += textwrap.wrap(para, WIDTH, initial_indent=lead, subsequent_indent=indent,
+                               break_long_words=True, break_on_hyphens=False) or [lead.rstrip()]
+    return lines
+
+
+def _when(text: str) -> str:
+    try:
+        ts = datetime.fromisoformat(text)
+    except (TypeError, ValueError):
+        return _plain(text)
+    return (ts if ts.tzinfo else ts.replace(tzinfo=timezone.utc)).astimezone(timezone.utc).strftime(
+        "%Y-%m-%d %H:%M:%S UTC")
+
+
+def _chunk(claim: dict) -> list[str]:
+    chunk = claim.get("chunk")
+    if chunk:
+        bits = [chunk["chunk_id"]] + [b for b in (chunk.get("source_id"), chunk.get("version") and
+                                                 f"version {chunk['version']}") if b]
+        if chunk.get("used") is not None:
+            bits.append("used" if chunk["used"] else "not used")
+        lines = _wrap(" · ".join(bits), "            ", "     chunk: ")
+        if chunk.get("text"):
+            lines += _wrap(chunk["text"], "            ", limit=400)
+        return lines
+    if claim.get("chunk_id"):
+        return _wrap(f"{claim['chunk_id']} (not among the event's retrieved chunks)", "            ", "     chunk: ")
+    return ["     chunk: none named"]
+
+
+def _event_lines(e: dict) -> list[str]:
+    lines = _wrap(f"route {e['route']} · event {e['event_id']}", "  ", "")
+    lines += [f"observed {_when(e['observed_at'])} (event time)",
+              f"first failed stage: {e.get('first_failed_stage') or 'not reported'}",
+              f"action: {e.get('action') or 'not reported'}"]
+    versions = ", ".join(f"{k}={v}" for k, v in sorted((e.get("versions") or {}).items()))
+    lines += _wrap(versions or "none sent", "  ", "versions: ")
+    lines += ["", "question"] + _wrap(e.get("question") or "(no question text was sent)", "  ")
+    lines += ["", "answer"] + _wrap(e.get("answer") or "(no answer text was sent)", "  ")
+    claims = e.get("claims") or []
+    lines += ["", f"claims ({len(claims)}, {sum(bool(c['failed']) for c in claims)} failed)"]
+    for c in claims:
+        score = "" if c.get("score") is None else f" {c['score']:.2f}"
+        lines += _wrap(c.get("text") or "(no text)", "     ", f"{c['index'] + 1:>3}. [{c['verdict']}{score}] ")
+        lines += _wrap(f'"{c["span"]}"' if c.get("span") else "none", "            ", "      span: ", limit=400)
+        lines += _chunk(c)
+        if c.get("issue_ids"):
+            lines += _wrap(", ".join(c["issue_ids"]), "            ", "    issues: ")
+    return lines
+
+
+def trace_text(data: dict) -> str:
+    """The trace as lines of at most 80 columns."""
+    lines = _wrap(data["trace_id"], "      ", "trace ") + _event_lines(data)
+    lines += ["", "issues"]
+    for i in data.get("issues") or []:
+        lines += _wrap(f"{i['name']} ({i['state'] or 'no state'}; {i['claims']} of this trace's claims): "
+                       f"claimwatch issues show {i['issue_id']}", "    ", f"  {i['issue_id']}: ")
+    if not data.get("issues"):
+        lines.append("  none of its claims belongs to an issue")
+    for n, e in enumerate(data.get("earlier") or [], 1):
+        lines += ["", f"earlier answer {n}"] + ["  " + line if line else "" for line in _event_lines(e)]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+@main.command()
+@click.argument("trace_id")
+@click.option("--json", "as_json", is_flag=True, help="The API's JSON instead of text.")
+@service_options
+def trace(settings: Settings, trace_id: str, as_json: bool) -> None:
+    """One trace: question, answer, every claim with its verdict, span and chunk, versions, issues."""
+    data = reach(settings, f"/api/traces/{quote(trace_id, safe='')}", {},
+                 lambda c: serialise(c.traces.get(trace_id)))
+    if as_json:
+        print_json(data)
+        return
+    click.echo(trace_text(data))

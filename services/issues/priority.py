@@ -1,0 +1,94 @@
+"""The issue list's default order (Sentry's "priority" sort) and the escalating flag.
+
+Tiers, first to last:
+  0. issues that drive a firing alert: they have failing claims on the alert's route inside its window
+     (from ``window`` minutes before the alert started firing until now, event time);
+     most such claims first;
+  1. regressed or escalating issues;
+  2. the rest.
+Within a tier, recent volume decides (members in the last ``RECENT_HOURS`` hours, event time), then all
+members, then the id.
+
+Escalating: the issue's failing claims in the last hour (event time, members' observed_at) are at least
+``ESCALATION_FACTOR`` times the mean of the ``ESCALATION_HISTORY_HOURS`` hours before, and at least
+``ESCALATION_MIN_CLAIMS`` (a jump from 1 to 3 claims is not news).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Iterable, Mapping, Protocol
+
+from services.alerts.lifecycle import Alert, alert_state
+
+ESCALATION_FACTOR = 3.0
+ESCALATION_HISTORY_HOURS = 6
+ESCALATION_MIN_CLAIMS = 10
+RECENT_HOURS = 24
+ALERT, REGRESSED_OR_ESCALATING, REST = 0, 1, 2
+
+
+class MemberCounts(Protocol):
+    """What priority needs from the issue repository (services.store.issues.IssueRepository)."""
+
+    def member_hours(self, since: datetime, until: datetime) -> dict[str, dict[int, int]]: ...
+    def members_on_route(self, route: str, since: datetime, until: datetime) -> dict[str, int]: ...
+
+
+def is_escalating(hours_ago: Mapping[int, int], factor: float = ESCALATION_FACTOR,
+                  history: int = ESCALATION_HISTORY_HOURS, minimum: int = ESCALATION_MIN_CLAIMS) -> bool:
+    """``hours_ago``: members per whole hour before now (0 is the last hour)."""
+    last = hours_ago.get(0, 0)
+    before = sum(hours_ago.get(h, 0) for h in range(1, history + 1)) / history
+    return last >= minimum and last >= factor * before
+
+
+def alert_window(alert: Alert, now: datetime) -> tuple[datetime, datetime]:
+    """Where an issue's claims count towards an alert: from ``window`` minutes before it fired until now."""
+    started = alert.starts_at or alert.pending_since
+    return started - timedelta(minutes=int(alert.window or 0)), now
+
+
+@dataclass(frozen=True)
+class PrioritySignals:
+    hours: Mapping[str, Mapping[int, int]] = field(default_factory=dict)  # issue -> hours ago -> members
+    driving: Mapping[str, tuple[dict, ...]] = field(default_factory=dict)  # issue -> {alert_id, route, claims}
+
+    def escalating(self, issue_id: str) -> bool:
+        return is_escalating(self.hours.get(issue_id, {}))
+
+    def recent(self, issue_id: str) -> int:
+        return sum(n for ago, n in self.hours.get(issue_id, {}).items() if ago < RECENT_HOURS)
+
+    def drives(self, issue_id: str) -> list[dict]:
+        return list(self.driving.get(issue_id, ()))
+
+
+def gather(issues: MemberCounts, open_alerts: Iterable[Alert], now: datetime) -> PrioritySignals:
+    """Hourly member counts of every issue over the last day, and which issues drive which firing alert."""
+    hours = issues.member_hours(now - timedelta(hours=RECENT_HOURS), now)
+    driving: dict[str, list[dict]] = {}
+    for alert in sorted(open_alerts, key=lambda a: a.alert_id):
+        if alert_state(alert, now) != "firing":
+            continue
+        since, until = alert_window(alert, now)
+        for issue_id, n in sorted(issues.members_on_route(alert.route, since, until).items()):
+            if n > 0:
+                driving.setdefault(issue_id, []).append({"alert_id": alert.alert_id, "route": alert.route,
+                                                         "claims": n})
+    return PrioritySignals(hours, {k: tuple(v) for k, v in driving.items()})
+
+
+def tier(view: Mapping) -> int:
+    if view.get("drives_alerts"):
+        return ALERT
+    if view.get("state") == "regressed" or view.get("escalating"):
+        return REGRESSED_OR_ESCALATING
+    return REST
+
+
+def priority_key(view: Mapping) -> tuple:
+    """Sort key, ascending: tier, then claims behind firing alerts, recent volume, all members, id."""
+    behind_alerts = sum(d["claims"] for d in view.get("drives_alerts") or ())
+    return (tier(view), -behind_alerts, -int(view.get("recent_count") or 0), -int(view.get("count") or 0),
+            view["issue_id"])

@@ -1,0 +1,155 @@
+"""One trace, whole: the question, the answer, every claim beside its verdict, evidence span and chunk, the
+versions, the first failed stage, and the issues its claims were clustered into. API, dashboard and CLI share it.
+
+The event is rebuilt from its ``events`` row (services/store/convert.py writes it): the claim arrays side by
+side, the evidence list as JSON. A trace is usually one event; when a producer sent several with one trace_id
+the newest is the trace's answer and the others are listed, whole, as ``earlier``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import orjson
+
+from services.contract.model import FAILED_VERDICTS
+from services.core.errors import NotFound
+from services.store.convert import parse_ch_time
+from services.store.traces import TraceRepository
+
+MAX_EVENTS = 20
+
+
+def not_found_message(trace_id: str) -> str:
+    return (f"no trace {trace_id!r} is stored: check the id (the trace_id of a verdict event), or its events may "
+            "have aged out of the store; traces behind an issue are linked from its runbook (/issues, or "
+            "`claimwatch issues show ISSUE_ID`)")
+
+
+@dataclass(frozen=True)
+class TraceChunk:
+    """A retrieved chunk, as the event listed it in ``evidence``."""
+
+    chunk_id: str
+    source_id: str | None = None
+    version: str | None = None
+    used: bool | None = None
+    text: str | None = None
+
+
+@dataclass(frozen=True)
+class TraceClaim:
+    index: int
+    claim_key: str                 # event_id:index, as issue membership names it
+    claim_id: str
+    text: str
+    claim_type: str | None
+    verdict: str
+    failed: bool
+    score: float | None
+    span: str | None               # the evidence span the verifier quoted
+    chunk_id: str | None
+    source_id: str | None
+    chunk: TraceChunk | None       # the chunk named by chunk_id, when the event listed it
+    labeler: str | None
+    issue_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TraceIssue:
+    issue_id: str
+    name: str
+    state: str
+    claims: int                    # how many of this trace's claims belong to it
+
+
+@dataclass(frozen=True)
+class TraceEvent:
+    event_id: str
+    observed_at: datetime
+    route: str
+    tenant: str | None
+    question: str
+    query_type: str | None
+    stakes: str | None
+    answerable: bool | None
+    answer: str
+    action: str | None
+    versions: dict[str, str]
+    first_failed_stage: str | None
+    claims: tuple[TraceClaim, ...]
+    evidence: tuple[TraceChunk, ...]
+    signals: dict
+    attributes: dict[str, str]
+
+    @property
+    def failed_claims(self) -> int:
+        return sum(c.failed for c in self.claims)
+
+
+@dataclass(frozen=True)
+class TraceView(TraceEvent):
+    """The trace's newest event, the issues any of its claims belong to, and its earlier events."""
+
+    trace_id: str = ""
+    issues: tuple[TraceIssue, ...] = ()
+    earlier: tuple[TraceEvent, ...] = field(default=())
+
+
+def _blank(value: str) -> str | None:
+    return value or None
+
+
+def _chunk(raw: dict) -> TraceChunk:
+    return TraceChunk(str(raw.get("chunk_id", "")), raw.get("source_id"), raw.get("version"), raw.get("used"),
+                      raw.get("text"))
+
+
+def _event(row: dict, memberships: dict[str, list[str]]) -> TraceEvent:
+    evidence = tuple(_chunk(e) for e in orjson.loads(row.get("evidence") or "[]") if isinstance(e, dict))
+    by_chunk = {c.chunk_id: c for c in evidence}
+    claims = []
+    for i, verdict in enumerate(row["verdicts"]):
+        key = f"{row['event_id']}:{i}"
+        score = row["scores"][i]
+        chunk_id = _blank(row["chunk_ids"][i])
+        claims.append(TraceClaim(
+            index=i, claim_key=key, claim_id=row["claim_ids"][i], text=row["claim_texts"][i],
+            claim_type=_blank(row["claim_types"][i]), verdict=verdict, failed=verdict in FAILED_VERDICTS,
+            score=None if score is None else round(float(score), 4), span=_blank(row["spans"][i]), chunk_id=chunk_id,
+            source_id=_blank(row["source_ids"][i]), chunk=by_chunk.get(chunk_id) if chunk_id else None,
+            labeler=_blank(row["labelers"][i]), issue_ids=tuple(memberships.get(key, ()))))
+    answerable = int(row["answerable"])
+    return TraceEvent(
+        event_id=row["event_id"], observed_at=parse_ch_time(row["observed_at"]), route=row["route"],
+        tenant=_blank(row["tenant"]), question=row["query_text"], query_type=_blank(row["query_type"]),
+        stakes=_blank(row["stakes"]), answerable=None if answerable < 0 else bool(answerable),
+        answer=row["answer_text"], action=_blank(row["action"]), versions=dict(row["versions"]),
+        first_failed_stage=_blank(row["first_failed_stage"]), claims=tuple(claims), evidence=evidence,
+        signals=orjson.loads(row.get("signals") or "{}"), attributes=dict(row["attributes"]))
+
+
+class TraceService:
+    def __init__(self, traces: TraceRepository, max_events: int = MAX_EVENTS):
+        self.traces = traces
+        self.max_events = max_events
+
+    def get(self, trace_id: str) -> TraceView:
+        rows = self.traces.events(trace_id, self.max_events)
+        if not rows:
+            raise NotFound(not_found_message(trace_id))
+        keys = [f"{r['event_id']}:{i}" for r in rows for i in range(len(r["verdicts"]))]
+        assigned = self.traces.claim_issues(keys)
+        memberships: dict[str, list[str]] = {}
+        issues: dict[str, dict] = {}
+        for a in assigned:
+            memberships.setdefault(a["claim_key"], []).append(a["issue_id"])
+            entry = issues.setdefault(a["issue_id"], {"name": a.get("name") or a["issue_id"],
+                                                      "state": a.get("state") or "", "claims": 0})
+            entry["claims"] += 1
+        events = [_event(r, memberships) for r in rows]
+        latest = events[-1]
+        return TraceView(**{f: getattr(latest, f) for f in TraceEvent.__dataclass_fields__}, trace_id=trace_id,
+                         issues=tuple(TraceIssue(i, e["name"], e["state"], e["claims"])
+                                      for i, e in sorted(issues.items(), key=lambda kv: (-kv[1]["claims"], kv[0]))),
+                         earlier=tuple(reversed(events[:-1])))
