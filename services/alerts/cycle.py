@@ -15,6 +15,8 @@ import orjson
 
 from services.core.threads import Run
 from services.alerts.evaluator import AlertEvaluator
+from services.alerts.explain import AlertExplainer, AlertExplanation
+from services.alerts.lifecycle import Alert
 from services.alerts.notify import Dispatcher
 from services.alerts.records import AlertRecords
 from services.core.metrics import Metrics
@@ -26,7 +28,8 @@ Record = tuple[bytes, bytes]  # (key, value) for the alerts topic
 
 class AlertCycle:
     def __init__(self, evaluator: AlertEvaluator, alerts: AlertRecords, dispatcher: Dispatcher, metrics: Metrics,
-                 run: Run):
+                 run: Run, explainer: AlertExplainer | None = None):
+        self.explainer = explainer  # names the issues behind each notified alert's excess
         self.evaluator = evaluator
         self.alerts = alerts
         self.dispatcher = dispatcher
@@ -46,11 +49,12 @@ class AlertCycle:
             log.exception("alert evaluation failed; retrying at the next tick")
             return []
         self.metrics.eval_seconds.observe(time.perf_counter() - started)
+        explanations = await self._explanations([a for a in transitions if a.recorded_state != "pending"], now)
         records = []
         for alert in transitions:
             self.metrics.alert_transitions.labels(alert.recorded_state).inc()
             records.append((alert.route.encode(), orjson.dumps({"alert_id": alert.alert_id, **alert.transition_record()})))
-            self.dispatcher.enqueue(self.dispatcher.plan(None, alert, silences, now))
+            self.dispatcher.enqueue(self.dispatcher.plan(None, alert, silences, now, explanations.get(alert.alert_id)))
         states = Counter(a.recorded_state for a in self.evaluator.open.values())
         for state in ("pending", "firing"):
             self.metrics.alerts.labels(state).set(states.get(state, 0))
@@ -63,4 +67,21 @@ class AlertCycle:
         except Exception:
             log.exception("could not read silences; skipping this resend")
             return
-        self.dispatcher.enqueue(self.dispatcher.resend(self.evaluator.open.values(), silences, now))
+        firing = [a for a in self.evaluator.open.values() if a.recorded_state == "firing"]
+        explanations = await self._explanations(firing, now)
+        self.dispatcher.enqueue(self.dispatcher.resend(self.evaluator.open.values(), silences, now, explanations))
+
+    def explain_all(self, alerts: list[Alert], now: datetime) -> dict[str, AlertExplanation]:
+        """Explanations by alert id (on the store's thread); an alert that cannot be explained goes without."""
+        out = {}
+        for alert in alerts:
+            try:
+                out[alert.alert_id] = self.explainer.explain(alert, now)
+            except Exception:
+                log.exception("could not explain alert %s; notifying without its issues", alert.alert_id)
+        return out
+
+    async def _explanations(self, alerts: list[Alert], now: datetime) -> dict[str, AlertExplanation]:
+        if self.explainer is None or not alerts:
+            return {}
+        return await self.run(self.explain_all, alerts, now)

@@ -9,10 +9,11 @@ import asyncio
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Iterable
+from typing import Iterable, Mapping
 
 import httpx
 
+from services.alerts.explain import TOP, AlertExplanation, Contribution
 from services.alerts.lifecycle import Alert, should_notify
 from services.alerts.silences import Silence
 from services.core.backoff import Backoff
@@ -45,25 +46,73 @@ def description(alert: Alert) -> str:
     return " ".join(parts)
 
 
-def alertmanager_payload(alert: Alert, external_url: str, now: datetime, resend_every: timedelta) -> dict:
+def _claim_text(c: Contribution, limit: int = 300) -> str:
+    text = " ".join(str((c.claim or {}).get("text") or "").split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def top_issues(explanation: AlertExplanation | None, external_url: str, n: int = TOP) -> list[dict]:
+    """The ``n`` issues behind most of the alert's excess: id, name, share, a representative claim, runbook URL."""
+    if explanation is None:
+        return []
+    return [{"issue_id": c.issue_id, "name": c.name, "share": None if c.share is None else round(c.share, 4),
+             "failed": c.failed, "contribution": round(c.contribution, 2), "claim": _claim_text(c),
+             "trace_id": (c.claim or {}).get("trace_id"), "runbook_url": f"{external_url}/issues/{c.issue_id}"}
+            for c in explanation.top(n)]
+
+
+def explanation_text(explanation: AlertExplanation, external_url: str, n: int = TOP) -> str:
+    """One paragraph: the excess, then each top issue's share with its runbook, the rest, the unclustered."""
+    parts = [f"{_pct(c.share)} {c.name} ({external_url}/issues/{c.issue_id})" for c in explanation.top(n)]
+    other = explanation.other_issues(n)
+    if other is not None and abs(other.contribution) >= 0.5:
+        parts.append(f"{_pct(other.share)} {other.name}")
+    parts.append(f"{_pct(explanation.unclustered.share)} unclustered")
+    return (f"{explanation.excess:.0f} failing claims above baseline ({explanation.failed} of {explanation.claims} "
+            f"claims since {explanation.start.isoformat()}): " + "; ".join(parts) + ".")
+
+
+def issue_annotations(explanation: AlertExplanation | None, external_url: str, n: int = TOP) -> dict[str, str]:
+    """Alertmanager annotations (strings) for the top issues: ``explanation`` and ``issue_<k>``,
+    ``issue_<k>_share``, ``issue_<k>_claim``, ``issue_<k>_runbook_url`` for k = 1..n."""
+    if explanation is None:
+        return {}
+    out = {"explanation": explanation_text(explanation, external_url, n)}
+    for k, issue in enumerate(top_issues(explanation, external_url, n), 1):
+        out[f"issue_{k}"] = issue["name"]
+        out[f"issue_{k}_share"] = _pct(issue["share"])
+        out[f"issue_{k}_claim"] = issue["claim"]
+        out[f"issue_{k}_runbook_url"] = issue["runbook_url"]
+    return out
+
+
+def alertmanager_payload(alert: Alert, external_url: str, now: datetime, resend_every: timedelta,
+                         explanation: AlertExplanation | None = None) -> dict:
     """One alert in Alertmanager API v2 form. Firing alerts carry an endsAt a few resends ahead,
-    so Alertmanager resolves them by itself if claimwatch stops sending."""
+    so Alertmanager resolves them by itself if claimwatch stops sending. With an ``explanation``
+    the annotations name the top three issues behind the excess (``issue_annotations``)."""
     ends = min(alert.ends_at, now) if alert.ends_at else now + 4 * resend_every
     return {
         "labels": {"alertname": ALERTNAME, "route": alert.route, "kind": alert.kind, "severity": alert.severity,
                    **{k: v for k, v in alert.labels.items() if k not in ("alertname", "route", "kind", "severity")}},
         "annotations": {"summary": summary(alert), "description": description(alert),
-                        "runbook_url": f"{external_url}/alerts/{alert.alert_id}"},
+                        "runbook_url": f"{external_url}/alerts/{alert.alert_id}",
+                        **issue_annotations(explanation, external_url)},
         "startsAt": (alert.starts_at or alert.pending_since).isoformat(),
         "endsAt": ends.isoformat(),
         "generatorURL": f"{external_url}/alerts/{alert.alert_id}",
     }
 
 
-def webhook_payload(alert: Alert, reason: str, external_url: str) -> dict:
+def webhook_payload(alert: Alert, reason: str, external_url: str,
+                    explanation: AlertExplanation | None = None) -> dict:
     state = alert.recorded_state.upper()
-    return {"text": f"[{state}] {summary(alert)} — {external_url}/alerts/{alert.alert_id}",
+    body = {"text": f"[{state}] {summary(alert)} — {external_url}/alerts/{alert.alert_id}",
             "reason": reason, "alert": alert.as_dict()}
+    if explanation is not None:
+        body["text"] += "\n" + explanation_text(explanation, external_url)
+        body["explanation"] = {**explanation.as_dict(TOP), "issues": top_issues(explanation, external_url)}
+    return body
 
 
 @dataclass(frozen=True)
@@ -89,24 +138,29 @@ class Dispatcher:
         self.max_queue = max_queue
         self.dropped = 0
 
-    def plan(self, previous: Alert | None, current: Alert, silences: Iterable[Silence], now: datetime) -> list[Outgoing]:
+    def plan(self, previous: Alert | None, current: Alert, silences: Iterable[Silence], now: datetime,
+             explanation: AlertExplanation | None = None) -> list[Outgoing]:
         reason = should_notify(previous, current, now, self.resend_every, silences)
         if reason is None:
             return []
         out = []
         if self.alertmanager_url:
             out.append(Outgoing("alertmanager", f"{self.alertmanager_url}/api/v2/alerts",
-                                [alertmanager_payload(current, self.external_url, now, self.resend_every)]))
+                                [alertmanager_payload(current, self.external_url, now, self.resend_every, explanation)]))
         if self.webhook_url and reason != "resend":
-            out.append(Outgoing("webhook", self.webhook_url, webhook_payload(current, reason, self.external_url)))
+            out.append(Outgoing("webhook", self.webhook_url,
+                                webhook_payload(current, reason, self.external_url, explanation)))
         return out
 
-    def resend(self, open_alerts: Iterable[Alert], silences: Iterable[Silence], now: datetime) -> list[Outgoing]:
+    def resend(self, open_alerts: Iterable[Alert], silences: Iterable[Silence], now: datetime,
+               explanations: Mapping[str, AlertExplanation] | None = None) -> list[Outgoing]:
         """Alertmanager expects firing alerts to be re-sent; silenced ones stay quiet."""
         silences = list(silences)
+        explanations = explanations or {}
         if not self.alertmanager_url:
             return []
-        payloads = [alertmanager_payload(a, self.external_url, now, self.resend_every) for a in open_alerts
+        payloads = [alertmanager_payload(a, self.external_url, now, self.resend_every, explanations.get(a.alert_id))
+                    for a in open_alerts
                     if a.recorded_state == "firing" and not any(s.matches(a.match_labels, now) for s in silences)]
         return [Outgoing("alertmanager", f"{self.alertmanager_url}/api/v2/alerts", payloads)] if payloads else []
 

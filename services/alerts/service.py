@@ -1,9 +1,10 @@
 """What engineers do with alerts (list, show, ack, silence, unsilence), shared by the API and the CLI."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
+from services.alerts.explain import AlertExplainer, AlertExplanation
 from services.alerts.lifecycle import Alert, ack, status
 from services.alerts.records import AlertRecords
 from services.alerts.silences import Silence
@@ -19,6 +20,7 @@ class AlertView:
     acked: bool
     silenced_by: tuple[str, ...]
     transitions: tuple[dict, ...] | None = None  # only when one alert is shown
+    explanation: AlertExplanation | None = None  # which issues account for its excess (services/alerts/explain.py)
 
     @classmethod
     def of(cls, alert: Alert, silences: list[Silence], now: datetime) -> "AlertView":
@@ -29,6 +31,8 @@ class AlertView:
         out = {**self.alert.as_dict(), "state": self.state, "acked": self.acked, "silenced_by": list(self.silenced_by)}
         if self.transitions is not None:
             out["transitions"] = list(self.transitions)
+        if self.explanation is not None:
+            out["explanation"] = self.explanation.as_dict()
         return out
 
 
@@ -42,18 +46,29 @@ class SilenceView:
 
 
 class AlertsService:
-    def __init__(self, alerts: AlertRecords):
+    def __init__(self, alerts: AlertRecords, explainer: AlertExplainer | None = None, explain_newest: int = 20):
         self.alerts = alerts
+        self.explainer = explainer
+        self.explain_newest = explain_newest  # a list explains its newest alerts only (each costs a few queries)
 
-    def list(self, now: datetime, route: str | None = None, state: str | None = None) -> list[AlertView]:
+    def explain(self, alert: Alert, now: datetime) -> AlertExplanation | None:
+        return None if self.explainer is None else self.explainer.explain(alert, now)
+
+    def list(self, now: datetime, route: str | None = None, state: str | None = None,
+             explain: bool = False) -> list[AlertView]:
+        """Alerts, newest first; with ``explain``, the newest ``explain_newest`` carry their explanation."""
         silences = self.alerts.silences()
         views = [AlertView.of(a, silences, now) for a in self.alerts.list(route)]
-        return [v for v in views if state is None or v.state == state]
+        views = [v for v in views if state is None or v.state == state]
+        if explain and self.explainer is not None:
+            views = [replace(v, explanation=self.explain(v.alert, now)) if i < self.explain_newest else v
+                     for i, v in enumerate(views)]
+        return views
 
     def show(self, alert_id: str, now: datetime) -> AlertView:
         view = AlertView.of(self.alerts.get(alert_id), self.alerts.silences(), now)
         return AlertView(view.alert, view.state, view.acked, view.silenced_by,
-                         tuple(self.alerts.transitions(alert_id)))
+                         tuple(self.alerts.transitions(alert_id)), self.explain(view.alert, now))
 
     def ack(self, alert_id: str, by: str, note: str, now: datetime) -> AlertView:
         alert = self.alerts.get(alert_id)  # NotFound for an unknown id: an error, not a no-op

@@ -13,18 +13,39 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import re
 import secrets
 from collections import OrderedDict
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterable
 
+log = logging.getLogger(__name__)
 HASH_RE = re.compile(r"[0-9a-f]{64}")
 TOKEN_PREFIX = "cw_"
 READ_COOKIE = "claimwatch_read"
-HOW_TO_CONFIGURE = ("no API tokens are configured, so changes are refused. Run `claimwatch token new`, keep the "
-                    "token it prints, and add its sha256 to [api] token_hashes in the config file "
+HOW_TO_CONFIGURE = ("no API tokens are configured, so changes are refused. Run `claimwatch token new` and keep the "
+                    "token it prints: it adds the token's sha256 to the token file the API watches (api.token_file), "
+                    "accepted at once; or add the sha256 to [api] token_hashes in the config file "
                     "(or CLAIMWATCH_API__TOKEN_HASHES), then restart")
+
+
+def read_hashes_file(path: Path) -> list[bytes]:
+    """The sha256 hashes in a token-hashes file: the first word of each line; other lines are skipped."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        log.warning("cannot read the token hashes in %s: %s", path, exc)
+        return []
+    found = []
+    for n, line in enumerate(text.splitlines(), 1):
+        word = (line.split("#", 1)[0].split() or [""])[0].lower()
+        if HASH_RE.fullmatch(word):
+            found.append(word.encode("ascii"))
+        elif word:
+            log.warning("%s:%d is not a sha256 hex hash; skipped", path, n)
+    return found
 
 
 def hash_token(token: str) -> str:
@@ -62,9 +83,14 @@ def bearer_of(authorization: str | None) -> str | None:
 
 
 class TokenCheck:
-    """Decides on a presented token; holds hashes only."""
+    """Decides on a presented token; holds hashes only.
 
-    def __init__(self, token_hashes: Iterable[str]):
+    Besides the configured hashes, ``hashes_file`` (one sha256 hex a line, ``#`` comments) is
+    re-read whenever it changes (mtime, size or inode), so a token made by ``claimwatch token
+    new`` while the API runs is accepted from the next request, without a restart.
+    """
+
+    def __init__(self, token_hashes: Iterable[str], hashes_file: str | Path | None = None):
         hashes = []
         for i, h in enumerate(token_hashes):
             normal = h.strip().lower()
@@ -72,7 +98,27 @@ class TokenCheck:
                 raise ValueError(f"api.token_hashes[{i}]: expected 64 hex digits (sha256), got {len(h)} characters; "
                                  "make one with `claimwatch token new`")
             hashes.append(normal.encode("ascii"))
-        self._hashes = tuple(hashes)
+        self._fixed = tuple(hashes)
+        self._file = Path(hashes_file).expanduser() if hashes_file else None
+        self._stamp: tuple[int, int, int] | None = None
+        self._from_file: tuple[bytes, ...] = ()
+
+    @property
+    def _hashes(self) -> tuple[bytes, ...]:
+        if self._file is not None:
+            self._reload()
+        return self._fixed + self._from_file
+
+    def _reload(self) -> None:
+        try:
+            st = self._file.stat()
+            stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+        except OSError:
+            stamp = None
+        if stamp == self._stamp:
+            return
+        self._from_file = tuple(read_hashes_file(self._file)) if stamp else ()
+        self._stamp = stamp
 
     @property
     def configured(self) -> bool:

@@ -120,7 +120,7 @@ def router(components, gate: Gate, alerts, now: Callable, issues=None, evalset=N
     @r.get("/routes/{route:path}", response_class=HTMLResponse)
     def route_page(request: Request, route: str, window: str = Query("6h", max_length=16)) -> Response:
         window = window_or_default(window, "6h") if window != "all" else "6h"
-        route_alerts = as_json(alerts.list(now(), route))
+        route_alerts = as_json(alerts.list(now(), route, explain=True))  # each with the issues behind it
         detail = history.detail(route, parse_window(window), None, route_alerts, None,
                                 components.settings.drift.baseline_minutes)
         if detail is None:
@@ -131,7 +131,7 @@ def router(components, gate: Gate, alerts, now: Callable, issues=None, evalset=N
     @r.get("/alerts", response_class=HTMLResponse)
     def alerts_page(request: Request) -> Response:
         at = now()
-        return page(request, "alerts.html", title="Alerts", alerts=as_json(alerts.list(at)), silences=as_json(alerts.silences(at)))
+        return page(request, "alerts.html", title="Alerts", alerts=as_json(alerts.list(at, explain=True)), silences=as_json(alerts.silences(at)))
 
     @r.get("/issues", response_class=HTMLResponse)
     def issues_page(request: Request, state: str | None = Query(None, max_length=32),

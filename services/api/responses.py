@@ -71,6 +71,10 @@ class AlertView(Out):
 
 class AlertDetail(AlertView):
     transitions: list[dict]
+    explanation: dict | None = Field(None, description=(
+        "which issues account for the route's excess failing claims in the alert's window (excess = failed - "
+        "baseline x claims): the top issues with their share, a representative claim and runbook URL, the other "
+        "issues together and the unclustered rest; contributions add up to the excess, shares to 1"))
 
 
 class SilenceView(Out):
@@ -173,6 +177,9 @@ class IssueSummary(Out):
 class IssueDetail(IssueSummary):
     exemplars: list[dict] = Field(description="typical members: claim text, question, trace_id, route, verdict")
     history: list[dict]
+    alerts: list[dict] = Field(default_factory=list, description=(
+        "alerts this issue has failing claims behind: alert_id, route, state, share (of the alert's excess "
+        "failing claims), contribution, failed, window"))
 
 
 class IssueMember(Out):

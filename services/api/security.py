@@ -33,6 +33,7 @@ class ApiPolicy:
     """What the API lets in. Built from ``settings.api``; every field has a safe default."""
 
     token_hashes: tuple[str, ...] = ()
+    token_file: str | None = None  # more hashes, one a line, re-read when the file changes
     protect_reads: bool = False
     mutations_per_minute: float = 60.0
     mutation_burst: int = 20
@@ -46,6 +47,7 @@ class ApiPolicy:
         defaults = cls()
         return cls(
             token_hashes=tuple(given.get("token_hashes") or ()),
+            token_file=given.get("token_file") or None,
             protect_reads=bool(given.get("protect_reads", False)),
             mutations_per_minute=float(given.get("mutations_per_minute", defaults.mutations_per_minute)),
             mutation_burst=int(given.get("mutation_burst", defaults.mutation_burst)),
@@ -64,7 +66,7 @@ class Gate:
 
     def __init__(self, policy: ApiPolicy, clock: Callable[[], float] = time.monotonic):
         self.policy = policy
-        self.tokens = TokenCheck(policy.token_hashes)
+        self.tokens = TokenCheck(policy.token_hashes, policy.token_file)
         self.bucket = TokenBucket(policy.mutations_per_minute / 60.0, policy.mutation_burst)
         self.clock = clock
 

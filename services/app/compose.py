@@ -21,6 +21,7 @@ from typing import Callable, Iterator
 from clustering.config import ClusteringConfig, config_from_settings
 from clustering.embed import CachedEmbedder, SentenceTransformerEmbedder
 from services.alerts.evaluator import evaluator_for
+from services.alerts.explain import AlertExplainer
 from services.alerts.notify import Dispatcher
 from services.alerts.records import AlertRecords, alert_repository
 from services.alerts.service import AlertsService
@@ -105,11 +106,13 @@ def build(settings: Settings, store: Store) -> Components:
     config = clustering_config(settings)
     embedder = CachedEmbedder(SentenceTransformerEmbedder(config.model, backend=config.backend),
                               ClickHouseEmbeddingCache(store))
+    explainer = AlertExplainer(repos.issues, repos.rates, base_url=settings.notify.external_url,
+                               baseline_minutes=settings.drift.baseline_minutes)
     issues = IssuesService(repos.issues, repos.rates, repos.alerts, base_url=settings.notify.external_url,
-                           baseline_minutes=settings.drift.baseline_minutes)
+                           baseline_minutes=settings.drift.baseline_minutes, explainer=explainer)
     return Components(
         settings=settings, store=store, repos=repos, clustering=config, embedder=embedder,
-        alerts=AlertsService(repos.alerts), issues=issues, evalset=EvalService(repos.evalset, repos.issues, embedder.embed),
+        alerts=AlertsService(repos.alerts, explainer), issues=issues, evalset=EvalService(repos.evalset, repos.issues, embedder.embed),
         issue_jobs=IssueJobs(config, embedder, repos.issues, timedelta(hours=settings.clustering.lookback_hours)),
         traces=TraceService(repos.traces))
 
@@ -188,7 +191,7 @@ def run_worker(settings: Settings, *, serve_api: bool, on_ready: Callable[[Compo
         dispatcher = Dispatcher(s.notify.alertmanager_url, s.notify.webhook_url, s.notify.external_url,
                                 timedelta(seconds=s.notify.resend_seconds), c.metrics)
         cycle = AlertCycle(evaluator_for(s, c.repos.rates, c.repos.alerts), c.repos.alerts, dispatcher, c.metrics,
-                           in_thread(c.store_thread))
+                           in_thread(c.store_thread), explainer=c.alerts.explainer)
         timers.register_alerting(app, topics.alerts, cycle, s)
         if s.clustering.in_worker:
             schedule = ClusteringSchedule(lambda: c.issue_jobs, c.metrics, in_thread(clustering_thread))

@@ -70,6 +70,9 @@ class ApiSettings(Section):
     port: int = Field(8080, ge=0, le=65535)
     url: str = "http://127.0.0.1:8080"
     token_hashes: list[str] = Field(default_factory=list, description="sha256 hex of accepted bearer tokens")
+    token_file: str | None = Field(None, description="file of more accepted sha256 hashes, one a line, re-read when it "
+                                   "changes (`claimwatch up` watches ~/.config/claimwatch/token-hashes, where "
+                                   "`claimwatch token new` adds them)")
     protect_reads: bool = False
     mutations_per_minute: float = Field(60.0, gt=0, description="rate limit per client on mutating endpoints")
     mutation_burst: int = Field(20, ge=1)

@@ -60,7 +60,7 @@ def _get(url: str, **params):
     return response.json() if response.status_code == 200 else None
 
 
-def run_demo(settings, console: Console, keep_running: bool) -> None:
+def run_demo(settings, console: Console, keep_running: bool, token_hint: str | None = None) -> None:
     var = Path("var")
     var.mkdir(exist_ok=True)
     api = settings.api.url.rstrip("/")
@@ -93,6 +93,8 @@ def run_demo(settings, console: Console, keep_running: bool) -> None:
         show_issues(api, env, console, stack)
         console.rule("[bold green]done")
         console.print(f"Dashboard: {api}/   API docs: {api}/docs")
+        if token_hint:  # where `claimwatch up` keeps the API token, and how to use it
+            console.print(token_hint, soft_wrap=True, markup=False, highlight=False)
         if keep_running:
             console.print("The stack keeps running; Ctrl-C stops it.")
             stack.wait()

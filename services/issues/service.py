@@ -8,6 +8,7 @@ from typing import Callable
 
 from clustering.issue import RESOLVED, IssueRecord
 from runbooks import RunbookRenderer
+from services.alerts.explain import AlertExplainer
 from services.alerts.records import AlertRecords
 from services.core.clock import utcnow
 from services.core.errors import Conflict
@@ -23,7 +24,9 @@ SORTS = {"priority", "last_seen", "first_seen", "count", "name"}
 class IssuesService:
     def __init__(self, issues: IssueRecords, rates: RateRepository, alerts: AlertRecords,
                  base_url: str = "http://127.0.0.1:8080", template_dirs: list[Path] | None = None,
-                 clock: Callable[[], datetime] = utcnow, baseline_minutes: int = 24 * 60):
+                 clock: Callable[[], datetime] = utcnow, baseline_minutes: int = 24 * 60,
+                 explainer: AlertExplainer | None = None):
+        self.explainer = explainer  # the alerts an issue contributes to, with its share of each one's excess
         self.baseline_minutes = baseline_minutes
         self.issues = issues
         self.rates = rates
@@ -72,8 +75,18 @@ class IssuesService:
         view = self._view(record, self.issues.member_counts())
         figures = self.figures(issue_id)
         exemplars = self.representatives(record)
-        return {**view, "exemplars": exemplars, "history": list(record.history), "split_from": record.split_from,
-                **self.figures_json(figures, exemplars)}
+        out = {**view, "exemplars": exemplars, "history": list(record.history), "split_from": record.split_from,
+               **self.figures_json(figures, exemplars)}
+        out["alerts"] = self.contributes_to(issue_id, set(out["routes"]) | set(record.routes))
+        return out
+
+    def contributes_to(self, issue_id: str, routes: set[str], newest: int = 20) -> list[dict]:
+        """The alerts on the issue's routes (newest ``newest``) it has failing claims behind: alert id, route,
+        state, and its share of the alert's excess (services/alerts/explain.py)."""
+        if self.explainer is None or not routes:
+            return []
+        alerts = [a for a in self.alerts.list() if a.route in routes][:newest]
+        return [a.as_dict() for a in self.explainer.alerts_of_issue(issue_id, alerts, self.clock())]
 
     def figures(self, issue_id: str) -> IssueFigures:
         """The issue's figures over every member (event time, verdicts, routes with their own baselines)."""

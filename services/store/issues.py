@@ -143,6 +143,25 @@ class IssueRepository(Generic[I, C]):
             {"route": route, "since": ch_time(since), "until": ch_time(until)})
         return {r["issue_id"]: int(r["n"]) for r in rows}
 
+    def representatives_on_route(self, issue_ids: Sequence[str], route: str, since: datetime,
+                                 until: datetime) -> dict[str, dict]:
+        """Per issue, its most typical member (highest probability) on ``route`` observed in [since, until]:
+        ``claim_key``, ``text``, ``trace_id``, ``verdict``. Issues without such a member are left out."""
+        if not issue_ids:
+            return {}
+        rows = self.store.query(
+            "SELECT m.issue_id AS issue_id, m.claim_key AS claim_key, c.text AS text, c.trace_id AS trace_id, "
+            "c.verdict AS verdict FROM (SELECT issue_id, claim_key, probability, splitByChar(':', claim_key)[1] AS "
+            "event_id, splitByChar(':', claim_key)[2] AS idx FROM issue_members FINAL "
+            "WHERE issue_id IN {ids:Array(String)} AND observed_at >= {since:DateTime64(3)} "
+            "AND observed_at <= {until:DateTime64(3)}) AS m "
+            "INNER JOIN (SELECT event_id, toString(claim_idx) AS idx, text, trace_id, verdict FROM claims "
+            "WHERE route = {route:String} AND observed_at >= {since:DateTime64(3)} "
+            "AND observed_at <= {until:DateTime64(3)}) AS c ON c.event_id = m.event_id AND c.idx = m.idx "
+            "ORDER BY m.issue_id, m.probability DESC, m.claim_key LIMIT 1 BY m.issue_id",
+            {"ids": list(issue_ids), "route": route, "since": ch_time(since), "until": ch_time(until)})
+        return {r["issue_id"]: {k: r[k] for k in ("claim_key", "text", "trace_id", "verdict")} for r in rows}
+
     def members(self, issue_id: str, limit: int) -> list[dict]:
         return self.store.query(
             "SELECT m.claim_key AS claim_key, m.probability AS probability, m.source AS source, m.x AS x, m.y AS y, "

@@ -1,9 +1,9 @@
 """The dashboard in a real browser against a real worker with simulated traffic.
 
 Headless Chromium (Debian's, never a downloaded build) loads every page, acks a firing
-alert, promotes a trace from an issue page and approves it on the eval page, each
-checked through the API; the JS console stays free of errors; screenshots go to
-test-output/screenshots/.
+alert, and walks the on-call journey: from the alert to the issue behind it, its runbook and
+a trace, then promotes that trace and approves it on the eval page, each checked through
+the API. The JS console stays free of errors; screenshots go to test-output/screenshots/.
 """
 from __future__ import annotations
 
@@ -160,35 +160,68 @@ def test_overview_route_and_alerts_pages_and_an_ack_through_the_ui(worker, sessi
     assert session.errors == [], session.errors
 
 
-@pytest.mark.timeout(240)
-def test_issue_pages_promote_a_trace_and_the_eval_page_approves_it(worker, session):
-    def named_issue_with_exemplars():
-        for listed in worker.get("/api/issues", sort="count") or []:
-            detail = worker.get(f"/api/issues/{quote(listed['issue_id'], safe='')}")
-            if detail and any(e.get("trace_id") for e in detail["exemplars"]):
-                return detail
-        return None
+@pytest.mark.timeout(300)
+def test_the_on_call_journey_from_a_page_to_a_regression_test(worker, session):
+    """The firing alert names its top issue; its runbook and a trace follow; the trace becomes an eval item."""
+    firing = [a for a in worker.get("/api/alerts", route="billing-faq") if a["state"] == "firing"][0]
+    alert_id = firing["alert_id"]
 
-    issue = worker.wait_for(named_issue_with_exemplars, 150, "clustering to name an issue with exemplars")
-    page = session.open("/issues", "issues")
-    assert page.locator(f'a[href="/issues/{quote(issue["issue_id"], safe="")}"]').count() == 1
+    def explained_with_traces():
+        detail = worker.get(f"/api/alerts/{alert_id}") or {}
+        top = ((detail.get("explanation") or {}).get("issues") or [None])[0]
+        if not top:
+            return None
+        issue = worker.get(f"/api/issues/{quote(top['issue_id'], safe='')}")
+        return (detail, issue) if issue and any(e.get("trace_id") for e in issue["exemplars"]) else None
 
-    page = session.open(f"/issues/{quote(issue['issue_id'], safe='')}")
+    detail, issue = worker.wait_for(explained_with_traces, 150, "the alert to name the issue behind it")
+    explanation = detail["explanation"]
+    shares = [c["share"] for c in explanation["issues"]] + [explanation["unclustered"]["share"]]
+    if explanation.get("other_issues"):
+        shares.append(explanation["other_issues"]["share"])
+    assert abs(sum(shares) - 1) < 0.01, explanation  # the decomposition adds up
+
+    # 1. The page: the alert card says which issue accounts for the rise, and links to it.
+    page = session.open("/alerts")
+    why = page.locator(f'[id="{alert_id}-why"]')
+    top_link = why.locator("a[href^='/issues/']").first
+    assert top_link.get_attribute("href") == f"/issues/{quote(issue['issue_id'], safe='')}"
+    session.shot("journey-1-alert")
+
+    # 2. The cause: the issue page, with its runbook.
+    top_link.click()
+    page.wait_for_load_state("networkidle")
+    assert page.url.endswith(f"/issues/{quote(issue['issue_id'], safe='')}")
     page.wait_for_selector("#issue-map .main-svg")
     assert page.locator(".runbook-body h3").count() >= 1
-    session.shot("issue")
-    box = page.locator("#exemplars input[type=checkbox]").first
-    trace = box.get_attribute("value")
-    box.check()
+    assert alert_id in page.content()  # the issue shows the alert it contributes to
+    session.shot("journey-2-issue")
+
+    # 3. The evidence: one of its traces, claim by claim.
+    trace_link = page.locator("#exemplars a[href^='/traces/']").first
+    trace = trace_link.inner_text().strip()
+    trace_link.click()
+    page.wait_for_load_state("networkidle")
+    assert "/traces/" in page.url and trace in page.content() and "billing-faq" in page.content()
+    session.shot("journey-3-trace")
+
+    # 4. The fix's regression test: promote that trace, see the eval set change, approve it.
+    before = len(worker.get("/api/promotions") or [])
+    page = session.open("/issues", "issues")
+    assert page.locator(f'a[href="/issues/{quote(issue["issue_id"], safe="")}"]').count() == 1
+    page = session.open(f"/issues/{quote(issue['issue_id'], safe='')}")
+    page.locator(f'#exemplars input[type=checkbox][value="{trace}"]').check()
     session.act("#promote-form", {"by": "oncall"}, "Promote", "Proposed for the eval set.")
     proposed = [i for i in worker.get("/api/promotions", state="proposed") if i["origin_trace_id"] == trace]
     assert len(proposed) == 1 and proposed[0]["origin_issue_id"] == issue["issue_id"]
+    assert len(worker.get("/api/promotions")) == before + 1
 
     item = proposed[0]["item_id"]
-    page = session.open("/eval", "eval")
+    page = session.open("/eval", "journey-4-eval")
     session.act(f'form[data-path="/api/promotions/{item}/approve"]', {"by": "reviewer"}, "Approve", "Approved.")
     assert worker.get(f"/api/promotions/{item}")["state"] == "approved"
     assert item in page.locator("#items").inner_text()
+    session.shot("journey-5-approved")
     assert session.errors == [], session.errors
 
 

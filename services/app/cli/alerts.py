@@ -5,9 +5,9 @@ import os
 from pathlib import Path
 
 import click
-from rich.table import Table
 
-from services.app.cli.base import Abort, console, main, out, pct, print_json, reach, service_options
+from services.app.cli.base import Abort, console, main, print_json, reach, service_options
+from services.app.cli.tables import Column, ago, output_option, pct, print_table
 from services.api.serialise import as_json as serialise
 from services.core.clock import utcnow
 from services.app.settings import Settings, SettingsError, load_settings
@@ -18,26 +18,34 @@ def alerts() -> None:
     """Drift alerts: list, show, ack, silence and unsilence."""
 
 
+def alert_columns(now) -> list[Column]:
+    return [
+        Column("ALERT", lambda a: a["alert_id"], kind="id"),
+        Column("ROUTE", lambda a: a["route"], kind="key"),
+        Column("STATE", lambda a: a["state"]),
+        Column("SEVERITY", lambda a: a["severity"], 2),
+        Column("RATE", lambda a: pct(a["rate"]), 1, "num"),
+        Column("BASELINE", lambda a: pct(a["baseline"]), 3, "num"),
+        Column("DELTA", lambda a: f"+{100 * (a['delta'] or 0):.1f} pts", 2, "num"),
+        Column("SINCE", lambda a: ago(a["starts_at"] or a["pending_since"], now), 1, "num"),
+        Column("ACKED BY", lambda a: a["acked_by"] or "", 4, "name", lines=1, min_width=8),
+        Column("SILENCED BY", lambda a: " ".join(a["silenced_by"]), 5, "id"),
+    ]
+
+
 @alerts.command("list")
 @click.option("--route", default=None)
 @click.option("--state", type=click.Choice(["pending", "firing", "resolved"]), default=None)
-@click.option("--json", "as_json", is_flag=True)
+@output_option
 @service_options
-def alerts_list(settings: Settings, route: str | None, state: str | None, as_json: bool) -> None:
-    """Alerts, newest first."""
+def alerts_list(settings: Settings, route: str | None, state: str | None, output: str) -> None:
+    """Alerts, newest first (-o wide: every column; -o json: the API's JSON)."""
     params = {k: v for k, v in {"route": route, "state": state}.items() if v}
     data = reach(settings, "/api/alerts", params, lambda c: serialise(c.alerts.list(utcnow(), route, state)))
-    if as_json:
+    if output == "json":
         print_json(data)
         return
-    table = Table(title="Alerts")
-    for col in ("alert_id", "route", "state", "severity", "rate", "baseline", "delta", "since", "ack", "silenced"):
-        table.add_column(col)
-    for a in data:
-        table.add_row(a["alert_id"], a["route"], a["state"], a["severity"], pct(a["rate"]), pct(a["baseline"]),
-                      f"+{100 * (a['delta'] or 0):.1f} pts", a["starts_at"] or a["pending_since"],
-                      a["acked_by"] or "", ",".join(a["silenced_by"]))
-    out.print(table if data else "no alerts")
+    print_table(alert_columns(utcnow()), data, output, empty="no alerts")
 
 
 @alerts.command("show")
@@ -95,12 +103,29 @@ def alerts_unsilence(settings: Settings, silence_id: str) -> None:
     console.print(f"silence {data['silence_id']} ended at {data['ends_at']}")
 
 
+def silence_columns(now) -> list[Column]:
+    return [
+        Column("SILENCE", lambda s: s["silence_id"], kind="id"),
+        Column("MATCHERS", lambda s: ", ".join(s["matchers"]), kind="name", min_width=16),
+        Column("ENDS", lambda s: ago(s["ends_at"], now), kind="num"),
+        Column("ACTIVE", lambda s: "yes" if s.get("active") else "no", 1),
+        Column("BY", lambda s: s["created_by"], 2, "name", lines=1, min_width=8),
+        Column("COMMENT", lambda s: s["comment"], 3, "name", min_width=16),
+        Column("STARTS", lambda s: ago(s["starts_at"], now), 4, "num"),
+    ]
+
+
 @alerts.command("silences")
 @click.option("--active", is_flag=True)
+@output_option
 @service_options
-def alerts_silences(settings: Settings, active: bool) -> None:
-    """List silences (JSON)."""
-    print_json(reach(settings, "/api/silences", {"active": active}, lambda c: serialise(c.alerts.silences(utcnow(), active))))
+def alerts_silences(settings: Settings, active: bool, output: str) -> None:
+    """List silences (-o wide: every column; -o json: the API's JSON)."""
+    data = reach(settings, "/api/silences", {"active": active}, lambda c: serialise(c.alerts.silences(utcnow(), active)))
+    if output == "json":
+        print_json(data)
+        return
+    print_table(silence_columns(utcnow()), data, output, empty="no silences")
 
 
 @main.command()

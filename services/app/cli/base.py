@@ -5,7 +5,6 @@ import functools
 import logging
 import os
 import sys
-from pathlib import Path
 from typing import Any, Callable
 
 import click
@@ -18,9 +17,6 @@ from services.app.settings import Settings, SettingsError, load_settings
 
 console = Console(stderr=True)
 out = Console()
-
-
-LOCAL_TOKEN = Path("var/api-token")  # written by `claimwatch up` when no token is configured
 
 
 class Abort(click.ClickException):
@@ -73,8 +69,7 @@ def on_store(settings: Settings, local: Callable[[Any], Any],
 def reach(settings: Settings, path: str, params: dict, local: Callable[[Any], Any],
           method: str = "GET", body: dict | None = None) -> Any:
     """Ask the running service; if none answers, open the store files directly."""
-    token = os.environ.get("CLAIMWATCH_TOKEN") or (LOCAL_TOKEN.read_text().strip() if LOCAL_TOKEN.is_file() else "")
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    headers = auth_headers(settings)
     try:
         response = httpx.request(method, settings.api.url.rstrip("/") + path, params=params, json=body,
                                  headers=headers, timeout=30)
@@ -89,6 +84,14 @@ def reach(settings: Settings, path: str, params: dict, local: Callable[[Any], An
     if response.headers.get("content-type", "").startswith("application/json"):
         return response.json()
     return response.text
+
+
+def auth_headers(settings: Settings) -> dict[str, str]:
+    """$CLAIMWATCH_TOKEN, else the token `claimwatch up` stored for settings.api.url, else ./var/api-token."""
+    from services.app.credentials import find_token
+
+    found = find_token(settings.api.url)
+    return {"Authorization": f"Bearer {found[0]}"} if found else {}
 
 
 def print_json(data: Any) -> None:

@@ -6,10 +6,8 @@ from pathlib import Path
 from typing import Callable
 
 import click
-from rich import box
-from rich.table import Table
-
-from services.app.cli.base import Abort, console, main, out, pct, print_json, reach, service_options
+from services.app.cli.base import Abort, console, main, out, print_json, reach, service_options
+from services.app.cli.tables import Column, output_option, pct, print_table
 from services.core.clock import utcnow
 from services.app.settings import Settings
 
@@ -103,13 +101,38 @@ def simulate(settings: Settings, minutes: int, seed: int, start: str | None, out
     run_simulation(request, settings, out, speed, console)
 
 
+RATE_COLUMNS = [
+    Column("ROUTE", lambda r: r["route"], kind="key"),
+    Column("RATE", lambda r: pct(r["rate"]), kind="num"),
+    Column("95% CI", lambda r: f"{100 * r['interval'][0]:.1f}–{100 * r['interval'][1]:.1f}" if r["interval"] else "—",
+           1, "num"),
+    Column("FAILED/CLAIMS", lambda r: f"{r['failed']}/{r['claims']}", 2, "num"),
+    Column("UNSAFE", lambda r: pct(r["unsafe_serve"]["rate"]), 3, "num"),
+    Column("ABSTAIN OK|OVER", lambda r: f"{pct(r['abstention_pair']['correct_abstention']['rate'])}|"
+                                        f"{pct(r['abstention_pair']['over_refusal']['rate'])}", 4, "num"),
+    Column("CTR/UNS/OVR/STL/NOS", lambda r: "/".join(str(r["verdicts"][k]) for k in
+                                                     ("contradicted", "unsupported", "overreach", "stale", "no_source")),
+           5, "num"),
+]
+
+
+def slice_columns(dim: str) -> list[Column]:
+    return [Column("ROUTE", lambda e: e["route"], kind="key"), Column(dim.upper(), lambda e: e["value"] or "(none)", kind="key"),
+            Column("RATE", lambda e: pct(e["rate"]), kind="num"),
+            Column("95% CI", lambda e: f"{pct(e['interval'][0])}–{pct(e['interval'][1])}" if e["interval"] else "—", 1, "num"),
+            Column("CLAIMS", lambda e: str(e["claims"]), 2, "num"), Column("EVENTS", lambda e: str(e["events"]), 3, "num")]
+
+
 @main.command()
 @click.option("--window", default="30m", show_default=True, help="5m, 30m, 90m, 24h, … or all.")
 @click.option("--slices", "show_slices", is_flag=True, help="Also show slices by query type, stakes and versions.")
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON array (stable shape for scripts).")
+@output_option
 @service_options
-def rates(settings: Settings, window: str, show_slices: bool, as_json: bool) -> None:
-    """Per-route claim-level hallucination rate with intervals and the verdict breakdown, worst first."""
+def rates(settings: Settings, window: str, show_slices: bool, output: str) -> None:
+    """Per-route claim-level hallucination rate with intervals and the verdict breakdown, worst first.
+
+    -o json (or --json) prints a JSON array (stable shape for scripts); -o wide every column.
+    """
     from services.rates.report import route_rates, slice_rates
     from services.rates.window import WindowError, parse_window
 
@@ -122,56 +145,36 @@ def rates(settings: Settings, window: str, show_slices: bool, as_json: bool) -> 
     if show_slices:
         slices = reach(settings, "/api/slices", {"window": window},
                        lambda c: {d: slice_rates(c.repos.rates.totals(d, w), d) for d in c.repos.rates.dims()})
-    if as_json:
+    if output == "json":
         print_json(data if not show_slices else {"routes": data, "slices": slices})
         return
     if not data:
         console.print("no events stored yet: send some with `claimwatch produce` or `claimwatch simulate`")
         return
-    table = Table(title=f"Claim-level hallucination rate, {window} window, worst first", title_justify="left",
-                  box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
-    for col, justify in (("route", "left"), ("rate", "right"), ("95% CI", "right"), ("failed/claims", "right"),
-                         ("ctr/uns/ovr/stl/nos", "right"), ("unsafe", "right"), ("abstain ok|over", "right")):
-        table.add_column(col, justify=justify, overflow="fold")
-    for r in data:
-        ci = r["interval"]
-        pair = r["abstention_pair"]
-        v = r["verdicts"]
-        table.add_row(
-            r["route"], pct(r["rate"]), f"{100 * ci[0]:.1f}–{100 * ci[1]:.1f}" if ci else "—",
-            f"{r['failed']}/{r['claims']}",
-            "/".join(str(v[k]) for k in ("contradicted", "unsupported", "overreach", "stale", "no_source")),
-            pct(r["unsafe_serve"]["rate"]),
-            f"{pct(pair['correct_abstention']['rate'])}|{pct(pair['over_refusal']['rate'])}",
-        )
-    out.print(table)
+    print_table(RATE_COLUMNS, data, output, title=f"Claim-level hallucination rate, {window} window, worst first")
     for dim, entries in slices.items():
-        t = Table(title=f"by {dim} (worst first)")
-        for col in ("route", dim, "rate", "95% CI", "claims", "events"):
-            t.add_column(col)
-        for e in entries:
-            ci = e["interval"]
-            t.add_row(e["route"], e["value"] or "(none)", pct(e["rate"]), f"{pct(ci[0])}–{pct(ci[1])}" if ci else "—",
-                      str(e["claims"]), str(e["events"]))
-        out.print(t)
+        out.print()
+        print_table(slice_columns(dim), entries, output, title=f"by {dim} (worst first)")
+
+
+DLQ_COLUMNS = [
+    Column("REASON", lambda r: r["reason"], kind="key"),
+    Column("COUNT", lambda r: str(r["count"]), kind="num"),
+    Column("SAMPLE", lambda r: (lambda s: f"{s.get('reason', '')} [{s.get('source', '')}]" if s else "")(
+        r["samples"][0] if r["samples"] else {}), 1, "name"),
+]
 
 
 @main.command()
 @click.option("--samples", default=1, show_default=True, help="Samples to show per reason.")
-@click.option("--json", "as_json", is_flag=True)
+@output_option
 @service_options
-def dlq(settings: Settings, samples: int, as_json: bool) -> None:
+def dlq(settings: Settings, samples: int, output: str) -> None:
     """Dead-letter counts per reason, with a sample of each."""
     from services.store.dlq import dlq_summary
 
     data = reach(settings, "/api/dlq", {"samples": samples}, lambda c: dlq_summary(c.store, samples))
-    if as_json:
+    if output == "json":
         print_json(data)
         return
-    table = Table(title="Dead-lettered messages by reason")
-    for col in ("reason", "count", "sample"):
-        table.add_column(col)
-    for r in data:
-        sample = r["samples"][0] if r["samples"] else {}
-        table.add_row(r["reason"], str(r["count"]), f"{sample.get('reason', '')} [{sample.get('source', '')}]")
-    out.print(table if data else "no dead-lettered messages")
+    print_table(DLQ_COLUMNS, data, output, title="Dead-lettered messages by reason", empty="no dead-lettered messages")

@@ -8,7 +8,8 @@ from pathlib import Path
 import click
 import httpx
 
-from services.app.cli.base import Abort, console, main, on_store, out, print_json, reach, service_options
+from services.app.cli.base import Abort, auth_headers, console, main, on_store, out, print_json, reach, service_options
+from services.app.cli.tables import Column, output_option, print_table
 from services.app.settings import Settings
 
 
@@ -89,13 +90,30 @@ def evalset() -> None:
     """The eval (golden) set: items and export."""
 
 
+ITEM_COLUMNS = [
+    Column("ITEM", lambda i: i["item_id"], kind="id"),
+    Column("STATE", lambda i: i["state"]),
+    Column("QUERY", lambda i: i["query"], 1, "name", min_width=20),
+    Column("ROUTE", lambda i: i["origin_route"], 2, "key"),
+    Column("ISSUE", lambda i: i["origin_issue_id"], 3, "id"),
+    Column("PROPOSED BY", lambda i: i["proposed_by"], 4, "name", lines=1, min_width=11),
+    Column("REVIEWED BY", lambda i: i["reviewed_by"], 4, "name", lines=1, min_width=11),
+    Column("TRACE", lambda i: i["origin_trace_id"], 5, "id"),
+]
+
+
 @evalset.command("items")
 @click.option("--state", type=click.Choice(["proposed", "approved", "rejected"]), default=None)
+@output_option
 @service_options
-def evalset_items(settings: Settings, state: str | None) -> None:
-    """Eval items (JSON)."""
+def evalset_items(settings: Settings, state: str | None, output: str) -> None:
+    """Eval items (-o wide: every column; -o json: the API's JSON)."""
     params = {"state": state} if state else {}
-    print_json(reach(settings, "/api/promotions", params, _json(lambda c: c.evalset.items(state))))
+    data = reach(settings, "/api/promotions", params, _json(lambda c: c.evalset.items(state)))
+    if output == "json":
+        print_json(data)
+        return
+    print_table(ITEM_COLUMNS, data, output, empty="no eval items: propose some with `claimwatch promote propose ISSUE_ID`")
 
 
 @evalset.command("export")
@@ -106,7 +124,8 @@ def evalset_items(settings: Settings, state: str | None) -> None:
 def evalset_export(settings: Settings, out: Path, by: str) -> None:
     """Write approved items with their spans and labels, one item per line."""
     try:
-        response = httpx.get(settings.api.url.rstrip("/") + "/api/promotions/export", timeout=60)
+        response = httpx.get(settings.api.url.rstrip("/") + "/api/promotions/export", timeout=60,
+                             headers=auth_headers(settings))
         if response.status_code != 200:
             raise Abort(f"export failed: HTTP {response.status_code}: {response.text[:300]}")
         tmp = out.with_name(out.name + ".tmp")

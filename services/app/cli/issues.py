@@ -5,10 +5,9 @@ import sys
 from pathlib import Path
 
 import click
-from rich import box
-from rich.table import Table
 
-from services.app.cli.base import Abort, console, main, on_store, out, print_json, reach, service_options
+from services.app.cli.base import Abort, console, main, on_store, print_json, reach, service_options
+from services.app.cli.tables import Column, ago, output_option, print_table
 from services.core.clock import utcnow
 from services.app.settings import Settings
 
@@ -66,22 +65,29 @@ def issues() -> None:
 @click.option("--sort", type=click.Choice(["priority", "last_seen", "first_seen", "count", "name"]), default="priority",
               show_default=True, help="priority: issues driving a firing alert, then regressed or escalating, then the rest")
 @click.option("--limit", default=50, show_default=True)
-@click.option("--json", "as_json", is_flag=True)
+@output_option
 @service_options
-def issues_list(settings: Settings, state: str | None, route: str | None, sort: str, limit: int, as_json: bool) -> None:
+def issues_list(settings: Settings, state: str | None, route: str | None, sort: str, limit: int, output: str) -> None:
     """Issues, in priority order by default (the state column flags escalating issues and firing alerts)."""
     params = {k: v for k, v in {"state": state, "route": route, "sort": sort, "limit": limit}.items() if v}
     data = reach(settings, "/api/issues", params,
                  lambda c: c.issues.list(state=state, route=route, sort=sort, limit=limit))
-    if as_json:
+    if output == "json":
         print_json(data)
         return
-    table = Table(title="Issues", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
-    for col in ("issue", "name", "count", "state", "routes", "last seen"):
-        table.add_column(col, overflow="fold")
-    for i in data:
-        table.add_row(i["issue_id"], i["name"], str(i["count"]), _state_cell(i), ",".join(i["routes"][:3]), (i["last_seen"] or "—")[:16])
-    out.print(table if data else "no issues yet: they appear after the first clustering run")
+    print_table(issue_columns(utcnow()), data, output, empty="no issues yet: they appear after the first clustering run")
+
+
+def issue_columns(now) -> list[Column]:
+    return [
+        Column("ISSUE", lambda i: i["issue_id"], kind="id"),
+        Column("NAME", lambda i: i["name"], kind="name", lines=2, min_width=24),
+        Column("STATE", _state_cell),
+        Column("COUNT", lambda i: str(i["count"]), 1, "num"),
+        Column("LAST SEEN", lambda i: ago(i["last_seen"], now), 1, "num"),
+        Column("ROUTES", lambda i: list(i["routes"]), 2, "list", lines=1, min_width=14),
+        Column("FIRST SEEN", lambda i: ago(i["first_seen"], now), 3, "num"),
+    ]
 
 
 def _state_cell(issue: dict) -> str:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from services.app.cli.base import Abort, LOCAL_TOKEN, console, main, out, service_options
+from services.app.cli.base import Abort, console, main, out, service_options
 from services.core.clock import utcnow
 from services.app.settings import Settings
 
@@ -24,15 +24,7 @@ def up(settings: Settings) -> None:
             raise Abort(f"could not start the embedded broker on {settings.embedded_broker}: {exc}. "
                         "Is another `claimwatch up` running? Set embedded_broker or pass --kafka.") from None
         settings = settings.model_copy(update={"kafka": broker.bootstrap})
-    if not settings.api.token_hashes:  # a local token so the CLI and the dashboard can act (ack, promote, ...)
-        from services.api.auth import new_token
-
-        token, digest = new_token()
-        LOCAL_TOKEN.parent.mkdir(parents=True, exist_ok=True)
-        LOCAL_TOKEN.write_text(token + "\n")
-        LOCAL_TOKEN.chmod(0o600)
-        settings = settings.model_copy(update={"api": settings.api.model_copy(update={"token_hashes": [digest]})})
-        console.print(f"API token for this run in {LOCAL_TOKEN} (the CLI uses it; paste it into the dashboard to act)")
+    settings = _local_token(settings)
     console.print(f"[bold]claimwatch up[/bold]  broker [cyan]{settings.kafka}[/cyan]"
                   f"{' (embedded Tansu, in-memory)' if broker else ''}  store [cyan]{settings.clickhouse}[/cyan]")
 
@@ -45,6 +37,33 @@ def up(settings: Settings) -> None:
         if broker:
             broker.stop()
         console.print("claimwatch stopped")
+
+
+def _local_token(settings: Settings) -> Settings:
+    """Watch the per-user token file; with no token configured, keep one for this API URL in hosts.toml
+    (reused across runs) so the CLI, from any directory, and the dashboard can act (ack, promote, ...)."""
+    from services.api.auth import hash_token, new_token
+    from services.app.credentials import CredentialsError, hashes_path, save_token, stored_token
+
+    api = settings.api.model_copy(update={"token_file": settings.api.token_file or str(hashes_path())})
+    if not api.token_hashes:
+        try:
+            token = stored_token(api.url) or new_token()[0]
+            where = save_token(api.url, token)
+        except (CredentialsError, OSError) as exc:
+            raise Abort(f"cannot keep the API token: {exc}") from None
+        api = api.model_copy(update={"token_hashes": [hash_token(token)]})
+        console.print(token_hint(api.url, where), soft_wrap=True, markup=False, highlight=False)
+    return settings.model_copy(update={"api": api})
+
+
+def token_hint(url: str, where) -> str:
+    """Where the token is and how to use it, for `up` and the demo."""
+    return (f"API token for {url}: kept in {where} (mode 0600).\n"
+            f"  The claimwatch CLI finds it there from any directory. For scripts and curl:\n"
+            f"    export CLAIMWATCH_TOKEN=$(claimwatch token show)\n"
+            f"  For changes in the dashboard (ack, silence, promote): paste the output of\n"
+            f"  `claimwatch token show` into its API token field.")
 
 
 @main.command()
@@ -65,8 +84,11 @@ def demo(settings: Settings, exit_at_end: bool) -> None:
     """Bring the embedded stack up, send accelerated simulated traffic, show rates, alerts, issues and a runbook."""
     from services.client.demo import DemoError, run_demo
 
+    from services.app.credentials import hosts_path
+
     try:
-        run_demo(settings, console, keep_running=not exit_at_end)
+        run_demo(settings, console, keep_running=not exit_at_end,
+                 token_hint=None if settings.api.token_hashes else token_hint(settings.api.url, hosts_path()))
     except DemoError as exc:
         raise Abort(str(exc)) from None
 
@@ -96,18 +118,48 @@ def repair(settings: Settings, hours: float) -> None:
 
 @main.group()
 def token() -> None:
-    """API bearer tokens (configured hashed in api.token_hashes)."""
+    """API bearer tokens: show the CLI's, make new ones (accepted by a running `claimwatch up` at once)."""
+
+
+@token.command("show")
+@service_options
+def token_show(settings: Settings) -> None:
+    """Print the token the CLI sends to --api ($CLAIMWATCH_TOKEN, else the one `claimwatch up` stored)."""
+    from services.app.credentials import find_token
+
+    found = find_token(settings.api.url)
+    if found is None:
+        raise Abort(f"no API token for {settings.api.url}: start the stack with `claimwatch up` (it stores one), "
+                    "or set CLAIMWATCH_TOKEN")
+    click.echo(found[0])
+    console.print(f"from {found[1]}", style="dim", soft_wrap=True, markup=False)
 
 
 @token.command("new")
-def token_new() -> None:
-    """Print a new token and the sha256 to put in CLAIMWATCH_API__TOKEN_HASHES (the token is shown once)."""
+@click.option("--register/--no-register", default=True, show_default=True,
+              help="Add the sha256 to api.token_file (default ~/.config/claimwatch/token-hashes), which a running "
+                   "`claimwatch up` re-reads: the token works from its next request.")
+@click.option("--save", is_flag=True, help="Also store the token for --api in hosts.toml, so this CLI sends it.")
+@service_options
+def token_new(settings: Settings, register: bool, save: bool) -> None:
+    """Print a new token and its sha256 (the token is shown once; only the hash is kept)."""
+    from pathlib import Path
+
     from services.api.auth import new_token
+    from services.app.credentials import add_token_hash, hashes_path, save_token
 
     value, digest = new_token()
-    out.print(f"token:  {value}\nsha256: {digest}")
-    console.print(f"configure: CLAIMWATCH_API__TOKEN_HASHES='[\"{digest}\"]'; clients send Authorization: Bearer <token> "
-                  "(the CLI reads CLAIMWATCH_TOKEN)")
+    out.print(f"token:  {value}\nsha256: {digest}", soft_wrap=True)
+    if register:
+        path = add_token_hash(digest, Path(settings.api.token_file or hashes_path()).expanduser(),
+                              note=f"claimwatch token new, {utcnow():%Y-%m-%d %H:%M}Z")
+        console.print(f"added to {path}: a running `claimwatch up` accepts it from the next request",
+                      soft_wrap=True, markup=False)
+    if save:
+        console.print(f"stored for {settings.api.url} in {save_token(settings.api.url, value)}", soft_wrap=True,
+                      markup=False)
+    console.print(f"elsewhere: CLAIMWATCH_API__TOKEN_HASHES='[\"{digest}\"]'; clients send Authorization: Bearer "
+                  "<token> (the CLI reads CLAIMWATCH_TOKEN)", soft_wrap=True, markup=False)
 
 
 @main.command("api")

@@ -1,0 +1,119 @@
+"""Where API tokens live for the user, the way gh and kubectl keep theirs.
+
+``$XDG_CONFIG_HOME/claimwatch/`` (default ``~/.config/claimwatch/``, mode 0700) holds:
+
+- ``hosts.toml`` (mode 0600): one table per API URL, ``["http://127.0.0.1:8080"]`` with
+  ``token = "cw_..."``. ``claimwatch up`` writes its token there, so the CLI finds it from
+  any directory.
+- ``token-hashes``: sha256 hashes of tokens made by ``claimwatch token new``, one a line. A
+  stack started by ``claimwatch up`` re-reads it when it changes, so a new token works at once.
+
+The CLI's token: ``$CLAIMWATCH_TOKEN``, else the ``hosts.toml`` entry for the API URL, else
+``./var/api-token`` (written by older versions).
+"""
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from pathlib import Path
+from typing import Mapping
+
+LEGACY_TOKEN = Path("var/api-token")
+HOSTS = "hosts.toml"
+HASHES = "token-hashes"
+
+
+class CredentialsError(RuntimeError):
+    """The credentials file cannot be read or written; the message names it."""
+
+
+def config_dir(environ: Mapping[str, str] = os.environ) -> Path:
+    base = environ.get("XDG_CONFIG_HOME") or ""
+    return (Path(base) if base.strip() else Path.home() / ".config") / "claimwatch"
+
+
+def hosts_path(environ: Mapping[str, str] = os.environ) -> Path:
+    return config_dir(environ) / HOSTS
+
+
+def hashes_path(environ: Mapping[str, str] = os.environ) -> Path:
+    return config_dir(environ) / HASHES
+
+
+def _key(url: str) -> str:
+    return url.strip().rstrip("/")
+
+
+def read_hosts(path: Path) -> dict[str, dict]:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise CredentialsError(f"cannot read {path}: {exc}; fix or remove it") from None
+    return {k: v for k, v in data.items() if isinstance(v, dict)}
+
+
+def _private_dir(path: Path) -> None:
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+
+
+def save_token(url: str, token: str, environ: Mapping[str, str] = os.environ) -> Path:
+    """Store ``token`` for the API at ``url`` in hosts.toml (0600, replaced atomically); returns its path."""
+    path = hosts_path(environ)
+    hosts = read_hosts(path)
+    hosts[_key(url)] = {**hosts.get(_key(url), {}), "token": token}
+    lines = ["# claimwatch API tokens by API URL (written by `claimwatch up`; keep it private)"]
+    for host, fields in sorted(hosts.items()):
+        lines += ["", f"[{json.dumps(host)}]"]
+        lines += [f"{name} = {json.dumps(str(value))}" for name, value in sorted(fields.items())]
+    _private_dir(path.parent)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path
+
+
+def stored_token(url: str, environ: Mapping[str, str] = os.environ) -> str | None:
+    """The token hosts.toml keeps for ``url``, if any."""
+    token = read_hosts(hosts_path(environ)).get(_key(url), {}).get("token")
+    return token.strip() if isinstance(token, str) and token.strip() else None
+
+
+def find_token(url: str, environ: Mapping[str, str] = os.environ) -> tuple[str, str] | None:
+    """(token, where it came from) for the API at ``url``: $CLAIMWATCH_TOKEN, hosts.toml, ./var/api-token."""
+    if environ.get("CLAIMWATCH_TOKEN", "").strip():
+        return environ["CLAIMWATCH_TOKEN"].strip(), "$CLAIMWATCH_TOKEN"
+    try:
+        token = stored_token(url, environ)
+    except CredentialsError:
+        token = None
+    if token:
+        return token, f"{hosts_path(environ)} [{_key(url)}]"
+    if LEGACY_TOKEN.is_file():
+        legacy = LEGACY_TOKEN.read_text().strip()
+        if legacy:
+            return legacy, str(LEGACY_TOKEN)
+    return None
+
+
+def add_token_hash(digest: str, path: Path, note: str = "") -> Path:
+    """Append a sha256 to a token-hashes file (created 0600) in one write, so a reader never sees half a line."""
+    _private_dir(path.parent)
+    line = digest + (f"  # {' '.join(note.split())}" if note else "") + "\n"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.write(fd, line.encode("utf-8"))
+    finally:
+        os.close(fd)
+    return path
