@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable, Literal, Sequence
 import click
 from rich.text import Text
 
-from services.app.cli.base import out  # noqa: F401  (pct: the one percent format, for the column lambdas)
+from services.app.cli.base import out
 
 GAP = "  "
 KEY_MAX = 40
