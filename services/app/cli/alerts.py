@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from services.app.cli.base import Abort, console, main, print_json, reach, service_options
-from services.app.cli.tables import Column, ago, output_option, pct, print_table
+from services.app.cli.base import Abort, console, main, print_json, reach, service_options, pct
+from services.app.cli.tables import Column, ago, output_option, print_table
 from services.api.serialise import as_json as serialise
 from services.core.clock import utcnow
 from services.app.settings import Settings, SettingsError, load_settings

@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Callable
 
 import click
-from services.app.cli.base import Abort, console, main, out, print_json, reach, service_options
-from services.app.cli.tables import Column, output_option, pct, print_table
+from services.app.cli.base import Abort, console, main, out, print_json, reach, service_options, pct
+from services.app.cli.tables import Column, output_option, print_table
 from services.core.clock import utcnow
 from services.app.settings import Settings
 
