@@ -118,11 +118,21 @@ def caught_up(api: str) -> bool:
     return bool(lags) and max(lags) == 0
 
 
+def _top_contributor(api: str) -> str | None:
+    """The issue that accounts for most of the first firing alert's excess failing claims."""
+    firing = [a for a in _get(api + "/api/alerts") or [] if a["state"] == "firing"]
+    if not firing:
+        return None
+    detail = _get(api + f"/api/alerts/{firing[0]['alert_id']}") or {}
+    contributors = (detail.get("explanation") or {}).get("issues") or []
+    return contributors[0]["issue_id"] if contributors else None
+
+
 def show_issues(api: str, env: dict, console: Console, stack: subprocess.Popen) -> None:
-    """Named issues and the top issue's runbook, once clustering has run."""
-    issues = _wait("named issues", lambda: _get(api + "/api/issues", sort="count"), 300, console, stack)
-    console.rule("Largest issues (claimwatch issues list --limit 10)")
+    """Named issues in priority order, and the runbook of the issue behind the firing alert."""
+    issues = _wait("named issues", lambda: _get(api + "/api/issues"), 300, console, stack)
+    console.rule("Issues, those behind a firing alert first (claimwatch issues list --limit 10)")
     _cli("issues", "list", "--limit", "10", env=env)
-    top = issues[0]["issue_id"]
-    console.rule(f"Runbook of the top issue (claimwatch runbook {top})")
+    top = _top_contributor(api) or issues[0]["issue_id"]
+    console.rule(f"Runbook of the issue behind the alert (claimwatch runbook {top})")
     _cli("runbook", top, env=env)
