@@ -131,7 +131,7 @@ def _top_contributor(api: str) -> str | None:
 def show_issues(api: str, env: dict, console: Console, stack: subprocess.Popen) -> None:
     """Named issues in priority order, and the runbook of the issue behind the firing alert."""
     issues = _wait("named issues", lambda: _get(api + "/api/issues"), 300, console, stack)
-    console.rule("Issues, those behind a firing alert first (claimwatch issues list --limit 10)")
+    console.rule("Issues by priority (claimwatch issues list --limit 10)")
     _cli("issues", "list", "--limit", "10", env=env)
     top = _top_contributor(api) or issues[0]["issue_id"]
     console.rule(f"Runbook of the issue behind the alert (claimwatch runbook {top})")
