@@ -19,6 +19,7 @@ from services.contract.decode import Decoder
 from services.contract.model import VerdictEvent
 from services.store.writer import EventWriter
 from tests.unit.api.test_api import EVIL_TEXT, START, TOKEN, client_for, world  # noqa: F401  (world is a fixture)
+from tests.support.cli import answer_http_with
 
 ODD_ID = "tr/odd?#&+ id"            # reserved URL characters a trace id may carry
 TWICE = "tr-sent-twice"
@@ -171,11 +172,7 @@ def test_issue_exemplars_link_their_traces(client):
 @pytest.fixture
 def cli(client, monkeypatch):
     """`claimwatch` whose HTTP calls reach the in-process API."""
-    def request(method, url, params=None, json=None, headers=None, timeout=None):
-        return client.request(method, url, params=params, json=json, headers=headers)
-
-    monkeypatch.setattr(httpx, "request", request)
-    monkeypatch.setenv("CLAIMWATCH_TOKEN", TOKEN)
+    answer_http_with(client, monkeypatch, TOKEN)
     return lambda *args: CliRunner().invoke(main, [*args, "--api", "http://testserver"])
 
 

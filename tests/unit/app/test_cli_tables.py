@@ -21,6 +21,7 @@ from services.app.cli.issues import issue_columns
 from services.app.cli.tables import Column, ago, render
 from services.core.clock import utcnow
 from tests.unit.api.test_api import AUTH, HTML_ROUTE, SQL_ROUTE, TOKEN, client_for, world  # noqa: F401  (fixture)
+from tests.support.cli import answer_http_with
 
 WIDTH = 80
 
@@ -38,11 +39,7 @@ def client(world):  # noqa: F811
 @pytest.fixture
 def cli(client, monkeypatch):
     """`claimwatch ...` at COLUMNS=80, its HTTP calls answered by the in-process API."""
-    def request(method, url, params=None, json=None, headers=None, timeout=None):
-        return client.request(method, url, params=params, json=json, headers=headers)
-
-    monkeypatch.setattr(httpx, "request", request)
-    monkeypatch.setenv("CLAIMWATCH_TOKEN", TOKEN)
+    answer_http_with(client, monkeypatch, TOKEN)
 
     def run(*args: str, columns: int = WIDTH):
         result = CliRunner(env={"COLUMNS": str(columns)}).invoke(main, [*args, "--api", "http://testserver"])
