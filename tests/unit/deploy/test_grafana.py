@@ -23,6 +23,7 @@ from services.contract.decode import Decoder, Rejection
 from services.rates.intervals import Counts, proportion_interval, ratio_interval
 from services.client.simulate import Scenario, generate
 from services.store.backends import ChdbStore
+from services.store.convert import ch_time
 from services.store.issues import issue_row
 from services.store.migrate import migrate
 from services.store.writer import DeadLetter, EventWriter
@@ -195,9 +196,16 @@ def loaded(tmp_path_factory):
         ("i-5", "refund amounts, merged", "ongoing", 700, 30, 2, {"billing-faq": 700}, "i-1"),
     ]
     store.insert("issues", [
-        issue_row(IssueRecord(issue_id, name, (), "clustering@test", ago(first), ago(last), state, size, routes=routes,
+        # Clustering ran just now: the issue row's own times are processing times, not when claims were seen.
+        issue_row(IssueRecord(issue_id, name, (), "clustering@test", ago(0), ago(0), state, size, routes=routes,
                               merged_into=merged))
         for issue_id, name, state, size, first, last, routes, merged in issues])
+    # First and last seen are the members' event times: one member at each end.
+    store.insert("issue_members", [
+        {"claim_key": f"{issue_id}:{end}", "issue_id": issue_id, "probability": 1.0, "source": "batch",
+         "config_name": "clustering@test", "x": 0.0, "y": 0.0, "observed_at": ch_time(ago(minutes)),
+         "assigned_at": ch_time(now)}
+        for issue_id, _, _, _, first, last, _, _ in issues for end, minutes in (("first", first), ("last", last))])
     # Dead letters carry the time they arrived (now); the range covers them and the simulated minutes.
     window = (start - timedelta(minutes=1), datetime.now(timezone.utc) + timedelta(minutes=2))
     yield store, window, {"events": len({e.event_id for e in events}), "dead": len(dead)}  # redeliveries count once
