@@ -1,9 +1,9 @@
 """The issue list's default order (Sentry's "priority" sort) and the escalating flag.
 
 Tiers, first to last:
-  0. issues that drive a firing alert: they have failing claims on the alert's route inside its window
-     (from ``window`` minutes before the alert started firing until now, event time);
-     most such claims first;
+  0. issues that drive a firing alert: they account for at least ``DRIVING_SHARE`` of its excess failing
+     claims (services/alerts/explain.py); without an explainer, any failing claims on the alert's route
+     inside its window (from ``window`` minutes before it started firing until now, event time) count;
   1. regressed or escalating issues;
   2. the rest.
 Within a tier, recent volume decides (members in the last ``RECENT_HOURS`` hours, event time), then all
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Iterable, Mapping, Protocol
+from typing import Callable, Iterable, Mapping, Protocol
 
 from services.alerts.lifecycle import Alert, alert_state
 
@@ -25,6 +25,7 @@ ESCALATION_FACTOR = 3.0
 ESCALATION_HISTORY_HOURS = 6
 ESCALATION_MIN_CLAIMS = 10
 RECENT_HOURS = 24
+DRIVING_SHARE = 0.05  # an issue behind 5% of an alert's excess drives it; the route's usual noise does not
 ALERT, REGRESSED_OR_ESCALATING, REST = 0, 1, 2
 
 
@@ -64,19 +65,30 @@ class PrioritySignals:
         return list(self.driving.get(issue_id, ()))
 
 
-def gather(issues: MemberCounts, open_alerts: Iterable[Alert], now: datetime) -> PrioritySignals:
-    """Hourly member counts of every issue over the last day, and which issues drive which firing alert."""
+def gather(issues: MemberCounts, open_alerts: Iterable[Alert], now: datetime,
+           explain: Callable[[Alert, datetime], object] | None = None) -> PrioritySignals:
+    """Hourly member counts of every issue over the last day, and which issues drive which firing alert.
+
+    ``explain(alert, now)`` (an AlertExplainer's) decides by each issue's share of the alert's excess.
+    """
     hours = issues.member_hours(now - timedelta(hours=RECENT_HOURS), now)
     driving: dict[str, list[dict]] = {}
     for alert in sorted(open_alerts, key=lambda a: a.alert_id):
         if alert_state(alert, now) != "firing":
             continue
-        since, until = alert_window(alert, now)
-        for issue_id, n in sorted(issues.members_on_route(alert.route, since, until).items()):
-            if n > 0:
-                driving.setdefault(issue_id, []).append({"alert_id": alert.alert_id, "route": alert.route,
-                                                         "claims": n})
+        for issue_id, n in _drivers(issues, alert, now, explain):
+            driving.setdefault(issue_id, []).append({"alert_id": alert.alert_id, "route": alert.route, "claims": n})
     return PrioritySignals(hours, {k: tuple(v) for k, v in driving.items()})
+
+
+def _drivers(issues: MemberCounts, alert: Alert, now: datetime, explain) -> list[tuple[str, int]]:
+    explanation = explain(alert, now) if explain is not None else None
+    if explanation is not None and explanation.excess > 0:
+        return [(c.issue_id, c.failed) for c in explanation.issues
+                if c.issue_id and c.share is not None and c.share >= DRIVING_SHARE]
+    # No measurable excess (no minute buckets for the window): any failing claims on the route count.
+    since, until = alert_window(alert, now)
+    return [(issue_id, n) for issue_id, n in sorted(issues.members_on_route(alert.route, since, until).items()) if n > 0]
 
 
 def tier(view: Mapping) -> int:

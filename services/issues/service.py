@@ -36,7 +36,8 @@ class IssuesService:
         self.clock = clock
 
     def _signals(self) -> PrioritySignals:
-        return gather(self.issues, self.alerts.open_alerts(), self.clock())
+        explain = self.explainer.explain if self.explainer is not None else None
+        return gather(self.issues, self.alerts.open_alerts(), self.clock(), explain)
 
     def _view(self, r: IssueRecord, counts: dict, signals: PrioritySignals | None = None) -> dict:
         # Event time: first/last seen and the trend come from the members' observed_at, not the clustering run.
