@@ -11,7 +11,8 @@ members, then the id.
 
 Escalating: the issue's failing claims in the last hour (event time, members' observed_at) are at least
 ``ESCALATION_FACTOR`` times the mean of the ``ESCALATION_HISTORY_HOURS`` hours before, and at least
-``ESCALATION_MIN_CLAIMS`` (a jump from 1 to 3 claims is not news).
+``ESCALATION_MIN_CLAIMS`` (a jump from 1 to 3 claims is not news). An issue with no claims in those hours is
+new, not escalating: there is no history to rise against.
 """
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ def is_escalating(hours_ago: Mapping[int, int], factor: float = ESCALATION_FACTO
     """``hours_ago``: members per whole hour before now (0 is the last hour)."""
     last = hours_ago.get(0, 0)
     before = sum(hours_ago.get(h, 0) for h in range(1, history + 1)) / history
-    return last >= minimum and last >= factor * before
+    return before > 0 and last >= minimum and last >= factor * before  # a brand-new issue is new, not escalating
 
 
 def alert_window(alert: Alert, now: datetime) -> tuple[datetime, datetime]:

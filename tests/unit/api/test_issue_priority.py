@@ -33,7 +33,7 @@ TOKEN, TOKEN_HASH = new_token()
 
 def test_a_burst_against_a_quiet_history_escalates_a_steady_or_tiny_one_does_not():
     assert is_escalating({0: 30, **{h: 2 for h in range(1, 7)}})           # 30 >= 3 x 2 and >= 10
-    assert is_escalating({0: 12})                                           # no history: a burst from nothing
+    assert not is_escalating({0: 12})                                       # no history: new, not escalating
     assert not is_escalating({h: 10 for h in range(0, 7)})                  # steady: 10 < 3 x 10
     assert not is_escalating({0: 25, **{h: 9 for h in range(1, 7)}})       # 25 < 27
     assert not is_escalating({0: 9})                                        # a few claims are not news

@@ -5,7 +5,7 @@ from datetime import datetime, timedelta, timezone
 
 from services.alerts.explain import AlertExplanation, Contribution
 from services.alerts.lifecycle import Alert
-from services.issues.priority import DRIVING_SHARE, gather
+from services.issues.priority import DRIVING_SHARE, gather, is_escalating
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=timezone.utc)
 FIRING = Alert(alert_id="a-1", route="billing", kind="hallucination_rate_rise", severity="warning",
@@ -42,3 +42,10 @@ def test_without_a_measurable_excess_any_claims_on_the_route_count():
     signals = gather(Members(), [FIRING], NOW, lambda alert, now: explanation(0))
     assert signals.drives("iss-cause") and signals.drives("iss-usual")
     assert gather(Members(), [FIRING], NOW).drives("iss-usual")  # no explainer at all
+
+
+def test_escalating_needs_a_history_to_rise_against():
+    assert is_escalating({0: 30, 1: 2, 2: 2, 3: 2, 4: 2, 5: 2, 6: 2})
+    assert not is_escalating({0: 30})  # brand new: its state says new
+    assert not is_escalating({0: 9, 1: 1})  # too few to be news
+    assert not is_escalating({0: 30, **{h: 12 for h in range(1, 7)}})  # 2.5x its usual hour
