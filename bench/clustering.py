@@ -9,7 +9,7 @@ centroid and after it; noise fraction; number of issues; seconds per stage; and,
 the same process on the same embeddings, KMeans given the true number of intents.
 
     python bench/clustering.py                              # test split
-    python bench/clustering.py --splits test,val,train      # generalisation check
+    python bench/clustering.py --data FULL.jsonl --splits test,val,train  # all splits (full CLINC150 file)
     python bench/clustering.py --assign                     # online assignment: accuracy and latency
     python bench/clustering.py --scale 100000               # re-clustering 100k cached claims: time, peak RSS
     python bench/clustering.py --splits "" --demo 300       # the demo's simulated failure families -> issues
@@ -56,7 +56,8 @@ from services.client.demo import CORPUS_CHANGE_AT, HISTORY_MINUTES, REGRESSION_A
 from services.client.simulate import Scenario, generate  # noqa: E402
 from services.client.simulate.coverage import failing_claim_families, family_coverage, format_coverage  # noqa: E402
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "clinc150.jsonl"
+# The CLINC150 test split ships with the repository (CC BY 3.0); pass --data for the full file with val and train.
+DATA = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "clinc150" / "clinc150-test.jsonl"
 NOW = datetime(2026, 11, 21, 12, tzinfo=timezone.utc)
 
 
