@@ -180,6 +180,19 @@ def _route_totals(rows: Iterable[Mapping]) -> tuple[int, int]:
     return 0, 0
 
 
+def alert_window(alert: Alert, now: datetime) -> tuple[datetime, datetime]:
+    """Where an alert's failing claims count: [onset, resolved or now] as whole minutes, both inclusive.
+
+    Without an estimated onset, from ``window`` minutes before it went pending. One definition for the
+    explanation and for which issues drive an alert (services/issues/priority.py).
+    """
+    active = alert.starts_at or alert.pending_since
+    start = alert.onset or (alert.pending_since - timedelta(minutes=int(alert.window or 0)))
+    start = min(start, active)
+    end = alert.ends_at or now
+    return _minute(start), _minute(max(end, start))
+
+
 class AlertExplainer:
     """Splits an alert's excess failing claims by issue, from the store's counts (see the module docstring)."""
 
@@ -191,16 +204,8 @@ class AlertExplainer:
         self.baseline_minutes = baseline_minutes
         self.shown = shown
 
-    def window(self, alert: Alert, now: datetime) -> tuple[datetime, datetime]:
-        """[start, end] as whole minutes, both inclusive."""
-        active = alert.starts_at or alert.pending_since
-        start = alert.onset or (alert.pending_since - timedelta(minutes=int(alert.window or 0)))
-        start = min(start, active)
-        end = alert.ends_at or now
-        return _minute(start), _minute(max(end, start))
-
     def explain(self, alert: Alert, now: datetime) -> AlertExplanation:
-        start, end = self.window(alert, now)
+        start, end = alert_window(alert, now)
         until = end + MINUTE - timedelta(milliseconds=1)  # the last minute bucket holds events up to here
         base_start = start - timedelta(minutes=self.baseline_minutes)
         claims, failed = _route_totals(self.rates.route_slices(alert.route, start, end))

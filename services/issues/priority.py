@@ -3,7 +3,7 @@
 Tiers, first to last:
   0. issues that drive a firing alert: they account for at least ``DRIVING_SHARE`` of its excess failing
      claims (services/alerts/explain.py); without an explainer, any failing claims on the alert's route
-     inside its window (from ``window`` minutes before it started firing until now, event time) count;
+     inside its window (services.alerts.explain.alert_window, event time) count;
   1. regressed or escalating issues;
   2. the rest.
 Within a tier, recent volume decides (members in the last ``RECENT_HOURS`` hours, event time), then all
@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Callable, Iterable, Mapping, Protocol
 
+from services.alerts.explain import alert_window
 from services.alerts.lifecycle import Alert, alert_state
 
 ESCALATION_FACTOR = 3.0
@@ -43,12 +44,6 @@ def is_escalating(hours_ago: Mapping[int, int], factor: float = ESCALATION_FACTO
     last = hours_ago.get(0, 0)
     before = sum(hours_ago.get(h, 0) for h in range(1, history + 1)) / history
     return before > 0 and last >= minimum and last >= factor * before  # a brand-new issue is new, not escalating
-
-
-def alert_window(alert: Alert, now: datetime) -> tuple[datetime, datetime]:
-    """Where an issue's claims count towards an alert: from ``window`` minutes before it fired until now."""
-    started = alert.starts_at or alert.pending_since
-    return started - timedelta(minutes=int(alert.window or 0)), now
 
 
 @dataclass(frozen=True)
