@@ -1,23 +1,24 @@
 """Per-route drift detection on minute buckets of the claim-level hallucination rate.
 
-Shaped like river's detectors: ``__init__`` stores parameters, ``update(counts,
-now)`` changes state, results are properties. The clock is an argument.
+Shaped like river's detectors: ``__init__`` stores parameters, ``update(counts, now, slices)``
+changes state, results are properties. The clock is an argument.
 
-Each detector is a thin single-route wrapper around an *engine* (services/alerts/engines.py)
-that runs many routes at once on numpy arrays (shape routes × fields). The live evaluator uses
-one detector per route; bench/drift.py and backtests can drive an engine with
-thousands of routes, so the benchmark measures exactly the shipped code.
+Each detector is a thin single-route wrapper around two *engines* (services/alerts/engines.py) that
+run many routes at once on numpy arrays; bench/drift.py and backtests drive the same engines with
+thousands of routes, so the benchmark measures the shipped code. Both engines test each minute
+against an expectation (services/alerts/baseline.py): the route's trailing level plus its
+time-of-day offset. The ``regression`` engine also adjusts it for the minute's mix of slices (query
+type × stakes), so it pages only when the route got worse on the same questions; the other tests
+the unadjusted expectation, and a rise there that is mostly mix is a ``mix_shift`` (a warning).
 
-Candidates (all share the baseline and the interface; bench/drift.py compares them):
-- ``cusum``: quasi-binomial CUSUM of "rate = baseline + 1.25 × threshold" (``design_ratio``) against
-  "rate = baseline", each minute's log-likelihood ratio divided by that minute's
-  design effect (intra-answer correlation estimated from the baseline's Σ sums).
-  It resolves through a mirror CUSUM, which gives hysteresis. Shipped default.
-  Tuned for 2.5 points rather than 2 because the +2 and +3 delay targets both bind:
-  a CUSUM's drift on a rise d when designed for s is ∝ s(d − s/2), so 2.5 gives up 6%
-  at +2 to gain 9% at +3, which buys a higher h (fewer false alarms) within both.
-- ``window``: z-tests of 10/30/60-minute windows against the baseline, with a ``for``.
-- ``naive``: the 30-minute rate above baseline + threshold for 10 minutes (a
+Candidates (all share the expectation and the interface; bench/drift.py compares them):
+- ``cusum``: quasi-binomial CUSUM of "rate = expected + 1.25 × threshold" (``design_ratio``) against
+  "rate = expected", each minute's log-likelihood ratio divided by that minute's design effect
+  (intra-answer correlation estimated from the level's Σ sums). It resolves through a mirror
+  CUSUM, which gives hysteresis. Shipped default. Tuned for 2.5 points rather than 2 because the +2
+  and +3 delay targets both bind: a CUSUM's drift on a rise d when designed for s is ∝ s(d − s/2).
+- ``window``: z-tests of 10/30/60-minute windows against the expectation, with a ``for``.
+- ``naive``: the 30-minute rate at least threshold over the expectation for 10 minutes (a
   Prometheus rule); it resolves as soon as the condition is false.
 """
 from __future__ import annotations
@@ -31,7 +32,8 @@ import numpy as np
 # The engine classes and FIRING are named here too: evaluator checkpoints pickled before engines.py existed
 # refer to services.alerts.detector.CusumEngine and its siblings, and bench/drift.py imports from here.
 from services.alerts.engines import (  # noqa: F401
-    FIRING, KINDS, STATE_NAMES, CusumEngine, NaiveEngine, WindowEngine, make_engine,
+    CLAIMS, FIRING, KINDS, SEASONAL, STATE_NAMES, CusumEngine, NaiveEngine, WindowEngine, make_engine, mix_shift_state,
+    mix_split, top_mix_slice,
 )
 from services.rates.intervals import FAILED_VERDICT_FIELDS, Counts, Interval, ratio_interval
 from services.store.rates import COUNT_FIELDS
@@ -42,7 +44,10 @@ MAX_GAP_MINUTES = 90  # longer gaps replay this many empty minutes; enough to fl
 CONFIG_RULES = {  # name: (check(value, config), what a valid value is)
     "threshold": (lambda v, c: 0 < v < 1, "a fraction between 0 and 1, e.g. 0.02 for 2 points"),
     "min_claims": (lambda v, c: v >= 1, "at least 1"),
-    "block_minutes": (lambda v, c: v >= 1, "at least 1"),
+    "block_minutes": (lambda v, c: v >= 1 and 1440 % v == 0, "at least 1 and a divisor of 1440 (a day)"),
+    "season_days": (lambda v, c: v >= 0, "0 (no time-of-day profile) or more days"),
+    "slice_prior_claims": (lambda v, c: v > 0, "positive"),
+    "mix_share": (lambda v, c: 0 < v <= 1, "in (0, 1]"),
     "baseline_minutes": (lambda v, c: v >= c.block_minutes, "at least block_minutes"),
     "min_baseline_claims": (lambda v, c: v >= 1, "at least 1"),
     "confidence": (lambda v, c: 0.5 <= v < 1, "in [0.5, 1)"),
@@ -70,8 +75,12 @@ class DetectorConfig:
     kind: str = "cusum"
     threshold: float = 0.02            # minimum rise over the baseline, absolute
     min_claims: int = 200              # claims behind a rise before it may fire
-    baseline_minutes: int = 24 * 60    # trailing baseline, frozen while pending or firing
-    block_minutes: int = 60            # the baseline moves in whole blocks; the current block is excluded
+    baseline_minutes: int = 24 * 60    # trailing level; a pending run's minutes wait, a firing one's are left out
+    block_minutes: int = 60            # the baseline moves in whole wall-clock blocks; the current one is excluded
+    season_days: int = 7               # history behind the time-of-day profile; 0 = the flat trailing level
+    hold_pending: bool = True          # False = drop pending minutes from the baseline (the biased previous way)
+    slice_prior_claims: float = 2_000.0  # a slice's rate is shrunk towards its route's with this many claims
+    mix_share: float = 0.5             # a rise is a mix shift when at least this share of it is mix
     min_baseline_claims: int = 50_000  # warm-up: no alarms before the baseline holds this many claims
     confidence: float = 0.95           # a fired rise must not be credibly smaller than threshold …
     min_rise_fraction: float = 0.75    # … and its estimate must reach this fraction of it
@@ -107,6 +116,11 @@ class DetectorConfig:
         # existed was tuned for the threshold itself and keeps that, so it resumes exactly.
         self.__dict__.update({"design_ratio": 1.0, **state})
 
+    @property
+    def history_minutes(self) -> int:
+        """The history a fresh detector replays: its level and, with seasonality, its time-of-day profile."""
+        return max(self.baseline_minutes, self.season_days * 1440)
+
     @classmethod
     def from_mapping(cls, values: dict) -> "DetectorConfig":
         known = {f.name for f in dc_fields(cls)}
@@ -127,44 +141,19 @@ def minute_start(minute: int) -> datetime:
     return datetime.fromtimestamp(minute * 60, tz=timezone.utc)
 
 
-class DriftDetector:
-    """One route. Call ``update`` once per minute bucket, in event-time order."""
+MAX_SLICES = 12  # slices a detector tells apart by name; later ones share an "other" slice
+OTHER_SLICE = "(other)"
 
-    kind = "cusum"
 
-    def __init__(self, config: DetectorConfig | None = None):
-        self.config = replace(config or DetectorConfig(), kind=self.kind)
-        self._engine = make_engine(self.config, 1, len(COUNT_FIELDS))
-        self._last_minute: int | None = None
-        self._recent: deque[np.ndarray] = deque(maxlen=self.config.rate_window_minutes)
+class RouteView:
+    """One route of one engine as an alert reads it: state, rate, expectation and the parts of the rise."""
 
-    def update(self, counts: Counts, now: datetime) -> "DriftDetector":
-        if not isinstance(counts, Counts):
-            raise TypeError(f"counts must be a Counts, got {type(counts).__name__}")
-        minute = minute_number(now)
-        if self._last_minute is not None and minute <= self._last_minute:
-            raise ValueError(f"now={now.isoformat()} is not after the last bucket {minute_start(self._last_minute).isoformat()}; "
-                             "feed minute buckets in event-time order")
-        if self._last_minute is not None:  # empty minutes in between still count as time
-            empty = np.zeros((1, len(COUNT_FIELDS)))
-            for skipped in range(max(self._last_minute + 1, minute - MAX_GAP_MINUTES), minute):
-                self._step(empty, skipped)
-        self._step(counts.as_array()[None, :], minute)
-        return self
-
-    def _step(self, x: np.ndarray, minute: int) -> None:
-        self._engine.step(x, minute)
-        self._recent.append(x[0])
-        self._last_minute = minute
+    def __init__(self, detector: "DriftDetector", engine, state: int):
+        self._detector, self._engine, self._state = detector, engine, state
 
     @property
     def state(self) -> str:
-        return STATE_NAMES[int(self._engine.state[0])]
-
-    @property
-    def drift_detected(self) -> bool:
-        """True while the alarm condition holds (state firing)."""
-        return self.state == "firing"
+        return STATE_NAMES[self._state]
 
     @property
     def warm(self) -> bool:
@@ -177,9 +166,13 @@ class DriftDetector:
     @property
     def window_counts(self) -> Counts:
         """The minutes behind `rate`: since onset while pending/firing, else the recent window."""
-        if self.state != "ok":
-            return Counts.from_array(self._engine.evidence[0])
-        return Counts.from_array(np.sum(self._recent, axis=0)) if self._recent else Counts.zero()
+        return Counts.from_array(self._sums[: self._engine.n_fields])
+
+    @property
+    def _sums(self) -> np.ndarray:
+        if self.state != "ok" and self._engine.onset[0] >= 0:
+            return self._engine.evidence[0]
+        return self._detector.recent_sums(self._engine)
 
     @property
     def baseline_counts(self) -> Counts:
@@ -195,16 +188,64 @@ class DriftDetector:
 
     @property
     def baseline(self) -> float | None:
+        """The trailing level: the route's pooled rate over the baseline horizon."""
         return self.baseline_counts.rate
 
     @property
     def baseline_interval(self) -> Interval | None:
         return ratio_interval(self.baseline_counts)
 
+    def _split(self) -> tuple[float, float, float] | None:
+        sums = self._sums
+        if sums[CLAIMS] <= 0 or self.baseline is None:
+            return None
+        total, mix, rate = mix_split(sums[None, :], self._engine.n_fields)
+        return float(total[0]), float(mix[0]), float(rate[0])
+
+    @property
+    def expected(self) -> float | None:
+        """The rate expected over the window at this time of day (claim-weighted), before any mix adjustment."""
+        sums = self._sums
+        return None if sums[CLAIMS] <= 0 or self.baseline is None else float(
+            sums[self._engine.n_fields + SEASONAL] / sums[CLAIMS])
+
+    @property
+    def expected_basis(self) -> str:
+        """Why the expectation is what it is."""
+        b = self._engine.baseline
+        if not b.seasonal:
+            return (f"trailing {b.config.baseline_minutes // 60} h level: less than a day of history, "
+                    "so no time-of-day profile yet")
+        days = b.history_blocks / b.per_day
+        return f"time of day: the {b.config.baseline_minutes // 60} h level plus this hour's offset from {days:.1f} days of history"
+
     @property
     def delta(self) -> float | None:
-        rate, baseline = self.rate, self.baseline
-        return None if rate is None or baseline is None else rate - baseline
+        """The whole rise over the expectation: mix_effect + rate_effect."""
+        split = self._split()
+        return None if split is None else split[0]
+
+    @property
+    def mix_effect(self) -> float | None:
+        """The part of the rise the slice mix explains (more hard questions)."""
+        split = self._split()
+        return None if split is None else split[1]
+
+    @property
+    def rate_effect(self) -> float | None:
+        """The part of the rise on the same mix of questions (the system got worse)."""
+        split = self._split()
+        return None if split is None else split[2]
+
+    @property
+    def mix_slice(self) -> str | None:
+        """The slice whose change of share adds most to the mix effect, with its shares."""
+        mix, rise = self.mix_effect, self.delta
+        if not self._detector.slice_names or self.state == "ok" or mix is None or mix <= 0.25 * max(rise, 0.0):
+            return None  # the mix explains little of this rise: naming a slice would point at noise
+        top, base, now = (float(a[0]) for a in top_mix_slice(self._engine))
+        names = self._detector.slice_names
+        return f"{names[int(top)] if int(top) < len(names) else OTHER_SLICE}: {base:.0%} of claims -> {now:.0%}"
 
     @property
     def claims_counted(self) -> int:
@@ -212,10 +253,10 @@ class DriftDetector:
 
     @property
     def window_minutes(self) -> int:
-        onset = self._engine.onset[0]
-        if onset < 0 or self._last_minute is None:
-            return len(self._recent)
-        return int(self._last_minute - onset + 1)
+        onset, last = self._engine.onset[0], self._detector.last_minute
+        if onset < 0 or last is None:
+            return len(self._detector.recent)
+        return int(last - onset + 1)
 
     @property
     def onset(self) -> datetime | None:
@@ -232,6 +273,91 @@ class DriftDetector:
             return None
         rises = {v: getattr(now, v) / now.claims - getattr(base, v) / base.claims for v in FAILED_VERDICT_FIELDS}
         return max(rises, key=rises.get)
+
+
+class DriftDetector:
+    """One route. Call ``update`` once per minute bucket, in event-time order.
+
+    Two engines watch it: ``regression`` tests the mix-adjusted expectation (worse on the same
+    questions: pages), and a second tests the seasonal expectation without the mix adjustment; a
+    rise there that is mostly mix is a ``mix_shift`` (a warning). Its own properties are the
+    regression's."""
+
+    kind = "cusum"
+
+    def __init__(self, config: DetectorConfig | None = None):
+        self.config = replace(config or DetectorConfig(), kind=self.kind)
+        n = len(COUNT_FIELDS)
+        self._engine = make_engine(self.config, 1, n, MAX_SLICES + 1, mix_adjusted=True)
+        self._total = make_engine(self.config, 1, n, MAX_SLICES + 1, mix_adjusted=False)
+        self._mix_state = np.zeros(1, dtype=np.int8)
+        self.slice_names: list[str] = []
+        self.last_minute: int | None = None
+        self.recent: deque[np.ndarray] = deque(maxlen=self.config.rate_window_minutes)  # per minute: both engines
+
+    def update(self, counts: Counts, now: datetime, slices: dict[str, Counts] | None = None) -> "DriftDetector":
+        """One minute bucket; ``slices`` splits its claims by mix slice (query type × stakes) when known."""
+        if not isinstance(counts, Counts):
+            raise TypeError(f"counts must be a Counts, got {type(counts).__name__}")
+        minute = minute_number(now)
+        if self.last_minute is not None and minute <= self.last_minute:
+            raise ValueError(f"now={now.isoformat()} is not after the last bucket {minute_start(self.last_minute).isoformat()}; "
+                             "feed minute buckets in event-time order")
+        if self.last_minute is not None:  # empty minutes in between still count as time
+            empty = np.zeros((1, len(COUNT_FIELDS)))
+            for skipped in range(max(self.last_minute + 1, minute - MAX_GAP_MINUTES), minute):
+                self._step(empty, skipped, None)
+        self._step(counts.as_array()[None, :], minute, self._slice_array(slices))
+        return self
+
+    def _slice_array(self, slices: dict[str, Counts] | None) -> np.ndarray | None:
+        if not slices:
+            return None
+        out = np.zeros((1, MAX_SLICES + 1, 2))
+        for name, c in sorted(slices.items()):  # the store returns slices in any order; indices must not depend on it
+            if name not in self.slice_names and len(self.slice_names) < MAX_SLICES:
+                self.slice_names.append(name)
+            i = self.slice_names.index(name) if name in self.slice_names else MAX_SLICES
+            out[0, i] += (c.claims, c.failed)
+        return out
+
+    def _step(self, x: np.ndarray, minute: int, slices: np.ndarray | None) -> None:
+        self._engine.step(x, minute, slices)
+        self._total.step(x, minute, slices)
+        self._mix_state = mix_shift_state(self._total, self._engine, self._mix_state)
+        claims = x[0, CLAIMS]
+        self.recent.append(tuple(np.concatenate([x[0], claims * np.array(
+            [e.expected.mixed[0] if e.mix_adjusted else e.expected.total[0], e.expected.total[0], e.expected.mixed[0]])])
+            for e in (self._engine, self._total)))
+        self.last_minute = minute
+
+    def recent_sums(self, engine) -> np.ndarray:
+        """The last ``rate_window_minutes`` minutes' sums as ``engine`` saw them (with its expected columns)."""
+        if not self.recent:
+            return np.zeros(engine.n_fields + 3)
+        which = 0 if engine is self._engine else 1
+        return np.sum([minute[which] for minute in self.recent], axis=0)
+
+    @property
+    def regression(self) -> RouteView:
+        return RouteView(self, self._engine, int(self._engine.state[0]))
+
+    @property
+    def mix_shift(self) -> RouteView:
+        return RouteView(self, self._total, int(self._mix_state[0]))
+
+    @property
+    def drift_detected(self) -> bool:
+        """True while the regression's alarm condition holds (state firing)."""
+        return self.state == "firing"
+
+
+VIEW_FIELDS = ("state", "warm", "statistic", "window_counts", "baseline_counts", "rate", "rate_interval", "baseline",
+               "baseline_interval", "expected", "expected_basis", "delta", "mix_effect", "rate_effect", "mix_slice",
+               "claims_counted", "window_minutes", "onset", "driving_verdict")
+for _name in VIEW_FIELDS:  # a detector reads as its regression view
+    setattr(DriftDetector, _name, property(lambda self, name=_name: getattr(self.regression, name),
+                                           doc=getattr(RouteView, _name).__doc__))
 
 
 class CusumDetector(DriftDetector):

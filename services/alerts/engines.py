@@ -10,104 +10,129 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from services.alerts.baseline import (  # noqa: F401
+    CLAIMS, CLAIMS_SQ, EVENTS, FAILED, FAILED_CLAIMS, FAILED_SQ, FIRING, OK, PENDING, RATE_FLOOR, SeasonalBaseline,
+)
 from services.rates.intervals import z_value
 
 if TYPE_CHECKING:
     from services.alerts.detector import DetectorConfig
 
-EVENTS, CLAIMS, FAILED, CLAIMS_SQ, FAILED_SQ, FAILED_CLAIMS = range(6)
 CORE_FIELDS = 6  # the first six COUNT_FIELDS are all an engine needs to detect
-OK, PENDING, FIRING = 0, 1, 2
+TESTED, SEASONAL, MIXED = range(3)  # the expected-failure columns after the input fields
 STATE_NAMES = ("ok", "pending", "firing")
 
 
-class BaselineEngine:
-    """Trailing baseline in whole blocks; minutes that are not 'ok' never enter it."""
+class DriftEngine:
+    """Detection against ``SeasonalBaseline``'s expectation. Each engine tests either the seasonal
+    expectation (``mix_adjusted=False``: any rise) or the mix-adjusted one (a rise on the same mix of
+    questions: a regression). Sums carry three extra columns after the input fields: the expected
+    failures tested, and those under the seasonal and the mix-adjusted expectation."""
 
-    def __init__(self, config: DetectorConfig, n_routes: int, n_fields: int = CORE_FIELDS):
+    def __init__(self, config: DetectorConfig, n_routes: int, n_fields: int = CORE_FIELDS, n_slices: int = 1,
+                 mix_adjusted: bool = True):
         self.config = config
-        self.n_blocks = max(1, config.baseline_minutes // config.block_minutes)
-        self.ring = np.zeros((n_routes, self.n_blocks, n_fields))
-        self.ring_pos = np.zeros(n_routes, dtype=np.int64)
-        self.partial = np.zeros((n_routes, n_fields))
-        self.partial_minutes = np.zeros(n_routes, dtype=np.int64)
-        self.total = np.zeros((n_routes, n_fields))
+        self.n_fields = n_fields
+        self.mix_adjusted = mix_adjusted
+        self.baseline = SeasonalBaseline(config, n_routes, n_fields, n_slices)
         self.state = np.zeros(n_routes, dtype=np.int8)
         self.onset = np.full(n_routes, -1, dtype=np.int64)
-        self.evidence = np.zeros((n_routes, n_fields))  # the sums behind the current rate estimate
+        self.evidence = np.zeros((n_routes, n_fields + 3))  # the sums behind the current rate estimate
+        self.evidence_slices = np.zeros((n_routes, n_slices, 2))
         self.statistic = np.zeros(n_routes)
+        self.expected = self.baseline.expect(0)
         self.z = z_value(config.confidence)
         self.ticks = 0  # steps taken; window rings index by step, so a jump in minutes cannot corrupt them
-        self._refresh_baseline()
 
-    def _refresh_baseline(self) -> None:
-        t = self.total
-        claims = t[:, CLAIMS]
-        self.warm = claims >= self.config.min_baseline_claims
-        p = np.clip(t[:, FAILED] / np.maximum(claims, 1.0), 1e-4, 1 - 1e-4)
-        residual = np.maximum(t[:, FAILED_SQ] - 2 * p * t[:, FAILED_CLAIMS] + p * p * t[:, CLAIMS_SQ], 0.0)
-        spread = t[:, CLAIMS_SQ] - claims
-        rho = np.where(spread > 0, (residual / (p * (1 - p)) - claims) / np.where(spread > 0, spread, 1.0), 0.0)
-        self.rho = np.clip(rho, 0.0, 1.0) if self.config.overdispersion else np.zeros_like(rho)
-        self.p0 = p
+    @property
+    def warm(self) -> np.ndarray:
+        return self.baseline.warm
 
-    def minute_deff(self, x: np.ndarray) -> np.ndarray:
-        """Design effect of a sum of answers: 1 + ρ(Σn²/Σn − 1)."""
-        claims = x[:, CLAIMS]
-        mean_size = np.where(claims > 0, x[:, CLAIMS_SQ] / np.maximum(claims, 1.0), 1.0)
-        return 1.0 + self.rho * (mean_size - 1.0)
+    @property
+    def total(self) -> np.ndarray:
+        """The trailing level's sums (the input fields)."""
+        return self.baseline.total
 
     def rise_is_large_enough(self, sums: np.ndarray) -> np.ndarray:
         """The rise's estimate reaches min_rise_fraction × threshold and its upper confidence bound reaches threshold."""
         c = self.config
         claims = np.maximum(sums[:, CLAIMS], 1.0)
-        delta = sums[:, FAILED] / claims - self.p0
-        se = np.sqrt(self.p0 * (1 - self.p0) * self.minute_deff(sums) / claims)
+        expected = np.clip(sums[:, self.n_fields + TESTED] / claims, RATE_FLOOR, 1 - RATE_FLOOR)
+        delta = sums[:, FAILED] / claims - expected
+        se = np.sqrt(expected * (1 - expected) * self.baseline.minute_deff(sums) / claims)
         return (delta >= c.min_rise_fraction * c.threshold) & (delta + self.z * se >= c.threshold)
 
-    def feed_baseline(self, x: np.ndarray) -> None:
-        accept = self.state == OK
-        self.partial[accept] += x[accept]
-        self.partial_minutes += accept
-        full = np.flatnonzero(self.partial_minutes >= self.config.block_minutes)
-        if full.size:
-            pos = self.ring_pos[full]
-            self.total[full] += self.partial[full] - self.ring[full, pos]
-            self.ring[full, pos] = self.partial[full]
-            self.ring_pos[full] = (pos + 1) % self.n_blocks
-            self.partial[full] = 0.0
-            self.partial_minutes[full] = 0
-            self._refresh_baseline()
-
-    def step(self, x: np.ndarray, minute: int) -> None:
-        """One minute for every route: x has shape (routes, fields) in COUNT_FIELDS order."""
-        self.detect(x, minute)
-        self.feed_baseline(x)
+    def step(self, x: np.ndarray, minute: int, slices: np.ndarray | None = None) -> None:
+        """One minute for every route: x has shape (routes, fields) in COUNT_FIELDS order; slices, if
+        given, (routes, slices, 2) with each slice's claims and failed claims."""
+        self.baseline.roll(minute)
+        expected = self.expected = self.baseline.expect(minute, slices)
+        tested = expected.mixed if self.mix_adjusted else expected.total
+        claims = x[:, CLAIMS]
+        augmented = np.concatenate([x, np.stack([claims * tested, claims * expected.total,
+                                                 claims * expected.mixed], axis=1)], axis=1)
+        onset = self.onset
+        self.detect(augmented, tested, minute)
+        if slices is not None:
+            restarted = (self.onset != onset)[:, None, None]
+            self.evidence_slices = np.where(restarted, 0.0, self.evidence_slices) + slices
+        self.evidence_slices[self.onset < 0] = 0.0
+        self.baseline.admit(x, slices, expected.mix_now, self.state)
         self.ticks += 1
 
-    def detect(self, x: np.ndarray, minute: int) -> None:
+    def detect(self, x: np.ndarray, expected: np.ndarray, minute: int) -> None:
         raise NotImplementedError
 
 
-class CusumEngine(BaselineEngine):
-    def __init__(self, config: DetectorConfig, n_routes: int, n_fields: int = CORE_FIELDS):
-        super().__init__(config, n_routes, n_fields)
+def mix_split(sums: np.ndarray, n_fields: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(total rise, mix effect, rate effect) of each route's sums; mix + rate = total."""
+    claims = np.maximum(sums[:, CLAIMS], 1.0)
+    rate = sums[:, FAILED] / claims
+    seasonal, mixed = sums[:, n_fields + SEASONAL] / claims, sums[:, n_fields + MIXED] / claims
+    return rate - seasonal, mixed - seasonal, rate - mixed
+
+
+def mix_shift_state(total: DriftEngine, regression: DriftEngine, previous: np.ndarray) -> np.ndarray:
+    """The state of a ``mix_shift`` alert per route: the rise of ``total`` (not mix-adjusted) while most of it
+    (``mix_share``) is mix and ``regression`` is not firing; once open it stays open while the rise lasts."""
+    rise, mix, _ = mix_split(total.evidence, total.n_fields)
+    mostly_mix = (rise > 0) & (mix >= total.config.mix_share * rise)
+    open_ = (total.state != OK) & (regression.state != FIRING) & (mostly_mix | (previous != OK))
+    return np.where(open_, total.state, OK).astype(np.int8)
+
+
+def top_mix_slice(engine: DriftEngine) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per route: the slice whose change of share adds most to the mix effect, its baseline share and its
+    share in the evidence."""
+    b = engine.baseline
+    base = b.slice_claims / np.maximum(b.slice_claims.sum(axis=1, keepdims=True), 1.0)
+    now_claims = engine.evidence_slices[..., 0]
+    now = now_claims / np.maximum(now_claims.sum(axis=1, keepdims=True), 1.0)
+    contribution = (now - base) * (b.slice_rate - b.baseline_standard[:, None])
+    top = np.argmax(contribution, axis=1)
+    rows = np.arange(top.size)
+    return top, base[rows, top], now[rows, top]
+
+
+class CusumEngine(DriftEngine):
+    def __init__(self, config: DetectorConfig, n_routes: int, n_fields: int = CORE_FIELDS, n_slices: int = 1,
+                 mix_adjusted: bool = True):
+        super().__init__(config, n_routes, n_fields, n_slices, mix_adjusted)
         self.recovery = np.zeros(n_routes)
 
-    def log_likelihood_ratio(self, x: np.ndarray, shift: float) -> np.ndarray:
-        """Evidence in one minute for "rate = baseline + shift" over "rate = baseline", per design effect."""
-        p0 = self.p0
+    def log_likelihood_ratio(self, x: np.ndarray, p0: np.ndarray, shift: float) -> np.ndarray:
+        """Evidence in one minute for "rate = expected + shift" over "rate = expected", per design effect."""
         p1 = np.minimum(p0 + shift, 1 - 1e-6)
         up, down = np.log(p1 / p0), np.log((1 - p1) / (1 - p0))
-        return (x[:, FAILED] * up + (x[:, CLAIMS] - x[:, FAILED]) * down) / self.minute_deff(x)
+        return (x[:, FAILED] * up + (x[:, CLAIMS] - x[:, FAILED]) * down) / self.baseline.minute_deff(x)
 
-    def detect(self, x: np.ndarray, minute: int) -> None:
+    def detect(self, x: np.ndarray, expected: np.ndarray, minute: int) -> None:
         c = self.config
-        llr = self.log_likelihood_ratio(x, c.design_shift or c.design_ratio * c.threshold)
-        # resolution weighs "back at baseline" against "baseline + threshold": its midpoint stays at half
+        design = c.design_shift or c.design_ratio * c.threshold
+        llr = self.log_likelihood_ratio(x, expected, design)
+        # resolution weighs "back at expected" against "expected + threshold": its midpoint stays at half
         # the threshold whatever rise detection is tuned for, so a rate hovering near the threshold stays open
-        back = llr if (c.design_shift or c.design_ratio * c.threshold) == c.threshold else (
-            self.log_likelihood_ratio(x, c.threshold))
+        back = llr if design == c.threshold else self.log_likelihood_ratio(x, expected, c.threshold)
         firing = self.state == FIRING
         # rising evidence while not firing; onset = first minute after the CUSUM last sat at 0
         fresh = (self.statistic <= 0) & ~firing
@@ -128,16 +153,17 @@ class CusumEngine(BaselineEngine):
         self.evidence = np.where(cleared[:, None], 0.0, self.evidence)
 
 
-class WindowEngine(BaselineEngine):
-    def __init__(self, config: DetectorConfig, n_routes: int, n_fields: int = CORE_FIELDS):
-        super().__init__(config, n_routes, n_fields)
+class WindowEngine(DriftEngine):
+    def __init__(self, config: DetectorConfig, n_routes: int, n_fields: int = CORE_FIELDS, n_slices: int = 1,
+                 mix_adjusted: bool = True):
+        super().__init__(config, n_routes, n_fields, n_slices, mix_adjusted)
         self.span = max(config.windows)
-        self.minutes = np.zeros((n_routes, self.span, n_fields))
-        self.sums = np.zeros((len(config.windows), n_routes, n_fields))
+        self.minutes = np.zeros((n_routes, self.span, n_fields + 3))
+        self.sums = np.zeros((len(config.windows), n_routes, n_fields + 3))
         self.run = np.zeros(n_routes, dtype=np.int64)    # consecutive minutes with a window over z_fire
         self.quiet = np.zeros(n_routes, dtype=np.int64)  # consecutive minutes with every window under z_resolve
 
-    def detect(self, x: np.ndarray, minute: int) -> None:
+    def detect(self, x: np.ndarray, expected: np.ndarray, minute: int) -> None:
         c = self.config
         pos = self.ticks % self.span
         for i, w in enumerate(c.windows):
@@ -146,8 +172,9 @@ class WindowEngine(BaselineEngine):
         zs, big = [], []
         for s in self.sums:
             claims = np.maximum(s[:, CLAIMS], 1.0)
-            var = self.p0 * (1 - self.p0) * self.minute_deff(s) / claims
-            zs.append((s[:, FAILED] / claims - self.p0) / np.sqrt(var))
+            p0 = np.clip(s[:, self.n_fields + TESTED] / claims, RATE_FLOOR, 1 - RATE_FLOOR)
+            var = p0 * (1 - p0) * self.baseline.minute_deff(s) / claims
+            zs.append((s[:, FAILED] / claims - p0) / np.sqrt(var))
             big.append(self.rise_is_large_enough(s) & (s[:, CLAIMS] >= c.min_claims))
         z = np.max(zs, axis=0)
         over = self.warm & np.any((np.array(zs) >= c.z_fire) & np.array(big), axis=0)
@@ -163,26 +190,27 @@ class WindowEngine(BaselineEngine):
         self.evidence = self.sums[-1].copy()
 
 
-class NaiveEngine(BaselineEngine):
-    def __init__(self, config: DetectorConfig, n_routes: int, n_fields: int = CORE_FIELDS):
-        super().__init__(config, n_routes, n_fields)
-        self.minutes = np.zeros((n_routes, config.naive_window, n_fields))
-        self.sums = np.zeros((n_routes, n_fields))
+class NaiveEngine(DriftEngine):
+    def __init__(self, config: DetectorConfig, n_routes: int, n_fields: int = CORE_FIELDS, n_slices: int = 1,
+                 mix_adjusted: bool = True):
+        super().__init__(config, n_routes, n_fields, n_slices, mix_adjusted)
+        self.minutes = np.zeros((n_routes, config.naive_window, n_fields + 3))
+        self.sums = np.zeros((n_routes, n_fields + 3))
         self.run = np.zeros(n_routes, dtype=np.int64)
 
-    def detect(self, x: np.ndarray, minute: int) -> None:
+    def detect(self, x: np.ndarray, expected: np.ndarray, minute: int) -> None:
         c = self.config
         pos = self.ticks % c.naive_window
         self.sums += x - self.minutes[:, pos]
         self.minutes[:, pos] = x
-        claims = self.sums[:, CLAIMS]
-        rate = self.sums[:, FAILED] / np.maximum(claims, 1.0)
-        over = self.warm & (claims >= c.min_claims) & (rate >= self.p0 + c.threshold)
+        claims = np.maximum(self.sums[:, CLAIMS], 1.0)
+        rise = (self.sums[:, FAILED] - self.sums[:, self.n_fields + TESTED]) / claims
+        over = self.warm & (self.sums[:, CLAIMS] >= c.min_claims) & (rise >= c.threshold)
         self.run = np.where(over, self.run + 1, 0)
         state = np.where(self.run > c.for_minutes, FIRING, np.where(over, PENDING, OK))
         self.onset = np.where(state == OK, -1, np.where(self.onset < 0, minute, self.onset))
         self.state = state.astype(np.int8)
-        self.statistic = rate - self.p0
+        self.statistic = rise
         self.evidence = self.sums.copy()
 
 
@@ -190,6 +218,7 @@ ENGINES = {"cusum": CusumEngine, "window": WindowEngine, "naive": NaiveEngine}
 KINDS = tuple(ENGINES)
 
 
-def make_engine(config: DetectorConfig, n_routes: int, n_fields: int = CORE_FIELDS) -> BaselineEngine:
-    """Many routes at once, for benchmarks and backtests: engine.step(x[routes, fields], minute)."""
-    return ENGINES[config.kind](config, n_routes, n_fields)
+def make_engine(config: DetectorConfig, n_routes: int, n_fields: int = CORE_FIELDS, n_slices: int = 1,
+                mix_adjusted: bool = True) -> DriftEngine:
+    """Many routes at once, for benchmarks and backtests: engine.step(x[routes, fields], minute, slices)."""
+    return ENGINES[config.kind](config, n_routes, n_fields, n_slices, mix_adjusted)

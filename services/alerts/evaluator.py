@@ -17,7 +17,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from services.alerts.detector import DetectorConfig, DriftDetector, make_detector
-from services.alerts.lifecycle import DRIFT_KIND, Alert, next_alert, severity_for
+from services.alerts.lifecycle import DRIFT_KIND, KINDS, MIX_KIND, Alert, next_alert, severity_for
 from services.alerts.records import AlertRecords
 from services.alerts.suspects import suspect_changes
 from services.rates.intervals import Counts
@@ -25,7 +25,7 @@ from services.store.convert import ch_time, parse_ch_time
 from services.store.rates import RateRepository
 
 log = logging.getLogger(__name__)
-CHECKPOINT = "alert-evaluator/v2"  # v2: the detectors themselves, not only the minute
+CHECKPOINT = "alert-evaluator/v3"  # v3: detectors with the time-of-day profile and the mix slices
 MINUTE = timedelta(minutes=1)
 SUSPECT_LOOKBACK = timedelta(hours=2)
 ACTIVE_WITHIN = timedelta(minutes=15)  # a route silent for longer no longer holds the watermark back …
@@ -42,7 +42,7 @@ class AlertEvaluator:
         self.alerts = alerts
         self.use_checkpoint = checkpoint
         self.detectors: dict[str, DriftDetector] = {}
-        self.open: dict[str, Alert] = {}
+        self.open: dict[tuple[str, str], Alert] = {}  # (route, kind) -> its open alert
         self.last_minute: datetime | None = None
         self.route_progress: dict[str, tuple[datetime, datetime]] = {}  # route -> (its newest minute, when it last advanced)
         self._restored = False
@@ -56,11 +56,15 @@ class AlertEvaluator:
             self.detectors[route] = make_detector(self.config_for(route))
         return self.detectors[route]
 
-    def _buckets(self, start: datetime, end: datetime) -> dict[datetime, dict[str, Counts]]:
+    def _buckets(self, start: datetime, end: datetime) -> tuple[dict, dict]:
+        """minute -> route -> Counts, and minute -> route -> mix slice -> Counts."""
         by_minute: dict[datetime, dict[str, Counts]] = defaultdict(dict)
         for row in self.rates.minutes_all_routes(start, end):
             by_minute[parse_ch_time(row["minute"])][row["route"]] = Counts.from_row(row)
-        return by_minute
+        slices: dict[datetime, dict[str, dict[str, Counts]]] = defaultdict(lambda: defaultdict(dict))
+        for row in self.rates.minutes_all_routes(start, end, dim="mix"):
+            slices[parse_ch_time(row["minute"])][row["route"]][row["value"]] = Counts.from_row(row)
+        return by_minute, slices
 
     def slowest_active_minute(self, now: datetime) -> datetime | None:
         """The watermark waits for the slowest route still sending: each route has its own partition,
@@ -93,7 +97,7 @@ class AlertEvaluator:
         state = json.loads(saved)
         self.last_minute = parse_ch_time(state["minute"])
         self.detectors = pickle.loads(base64.b64decode(state["detectors"]))  # our own store's bytes
-        self.open = {a.route: a for a in self.alerts.open_alerts() if a.kind == DRIFT_KIND}
+        self.open = {(a.route, a.kind): a for a in self.alerts.open_alerts() if a.kind in KINDS}
         log.info("evaluator resumed at %s with %d open alerts", state["minute"], len(self.open))
 
     def evaluate(self, now: datetime) -> list[Alert]:
@@ -107,7 +111,7 @@ class AlertEvaluator:
         if self.last_minute is not None and end <= self.last_minute:
             return []
         if self.last_minute is None:
-            start = max(self.rates.first_minute(), end - timedelta(minutes=self.detector_config.baseline_minutes))
+            start = max(self.rates.first_minute(), end - timedelta(minutes=self.detector_config.history_minutes))
         else:
             start = self.last_minute + MINUTE
         transitions = self._run(start, end)
@@ -121,44 +125,46 @@ class AlertEvaluator:
         return transitions
 
     def _run(self, start: datetime, end: datetime) -> list[Alert]:
-        buckets = self._buckets(start, end)
+        buckets, slices = self._buckets(start, end)
         routes = sorted({r for counts in buckets.values() for r in counts} | set(self.detectors))
         transitions = []
         minute = start
         while minute <= end:
-            counts = buckets.get(minute, {})
+            counts, mixes = buckets.get(minute, {}), slices.get(minute, {})
             for route in routes:
                 detector = self.detector(route)
-                detector.update(counts.get(route, Counts.zero()), minute)
-                transition = self._step_alert(route, detector, minute)
-                if transition is not None:
-                    transitions.append(transition)
+                detector.update(counts.get(route, Counts.zero()), minute, mixes.get(route))
+                for kind, view in ((DRIFT_KIND, detector.regression), (MIX_KIND, detector.mix_shift)):
+                    transition = self._step_alert(route, kind, view, minute)
+                    if transition is not None:
+                        transitions.append(transition)
             minute += MINUTE
         return transitions
 
-    def _step_alert(self, route: str, detector: DriftDetector, minute: datetime) -> Alert | None:
-        previous = self.open.get(route)
-        if previous is None and detector.state == "ok":
+    def _step_alert(self, route: str, kind: str, view, minute: datetime) -> Alert | None:
+        previous = self.open.get((route, kind))
+        if previous is None and view.state == "ok":
             return None
-        severity = severity_for(detector.delta, self.config_for(route).threshold)
-        current = next_alert(previous, route, detector, minute, severity=severity, labels={"service": "claimwatch"})
+        effect = view.rate_effect if kind == DRIFT_KIND else view.delta
+        severity = severity_for(effect, self.config_for(route).threshold, kind)
+        current = next_alert(previous, route, view, minute, kind=kind, severity=severity, labels={"service": "claimwatch"})
         if current is None:
             return None
         changed = previous is None or previous.recorded_state != current.recorded_state
         if changed and current.recorded_state != "resolved":
-            current = replace(current, suspect_changes=self._suspects(route, detector, minute))
+            current = replace(current, suspect_changes=self._suspects(route, view, minute))
         if current.ends_at is None:
-            self.open[route] = current
+            self.open[(route, kind)] = current
         else:
-            self.open.pop(route, None)
+            self.open.pop((route, kind), None)
         if not changed:
             return None
         self.alerts.save(current)
         self.alerts.record_transition(current)
         return current
 
-    def _suspects(self, route: str, detector: DriftDetector, minute: datetime) -> tuple[dict, ...]:
-        onset = detector.onset or minute
+    def _suspects(self, route: str, view, minute: datetime) -> tuple[dict, ...]:
+        onset = view.onset or minute
         rows_before = self.rates.route_slices(route, onset - SUSPECT_LOOKBACK, onset - MINUTE)
         rows_after = self.rates.route_slices(route, onset, minute)
         aggregate = lambda rows: {(r["dim"], r["value"]): Counts.from_row(r) for r in rows}  # noqa: E731

@@ -4,8 +4,8 @@ Window W = [start, end] in whole minutes of event time: ``start`` is the alert's
 without one, ``window`` minutes before it became active), ``end`` is when it resolved, or now.
 
   N, F     claims and failing claims on the route in W (minute buckets of rate_minute)
-  b        the alert's baseline rate (the detector's frozen baseline; the route's own rate over the
-           baseline period B when the alert carries none)
+  b        the rate the alert expected (its time-of-day expectation; its baseline for an alert stored
+           before expectations existed; the route's own rate over the baseline period B when it has neither)
   excess   E = F - b*N: the failing claims beyond what the baseline predicts
 
 Issue i has c_i failing claims on the route in W (its members, by the members' event time). The
@@ -210,7 +210,7 @@ class AlertExplainer:
         base_start = start - timedelta(minutes=self.baseline_minutes)
         claims, failed = _route_totals(self.rates.route_slices(alert.route, start, end))
         base_claims, base_failed = _route_totals(self.rates.route_slices(alert.route, base_start, start - MINUTE))
-        baseline = alert.baseline
+        baseline = alert.expected if alert.expected is not None else alert.baseline  # what the detector tested against
         if baseline is None:
             baseline = base_failed / base_claims if base_claims else 0.0
         in_window = self.issues.members_on_route(alert.route, start, until)

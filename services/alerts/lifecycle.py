@@ -17,7 +17,9 @@ from typing import Iterable, Mapping
 from services.alerts.silences import Silence
 from services.rates.intervals import Interval
 
-DRIFT_KIND = "hallucination_rate_rise"
+DRIFT_KIND = "hallucination_rate_rise"  # worse on the same mix of questions: a regression, pages
+MIX_KIND = "mix_shift"                  # the rise is mostly a change in the mix of questions: a warning
+KINDS = (DRIFT_KIND, MIX_KIND)
 STATES = ("pending", "firing", "resolved")
 
 
@@ -58,6 +60,11 @@ class Alert:
     driving_verdict: str | None = None
     suspect_changes: tuple[dict, ...] = ()  # Suspect.as_dict() records, most likely first
     updated_at: datetime | None = None
+    expected: float | None = None         # the rate expected over the window at this time of day
+    expected_basis: str = ""              # why: the time-of-day profile, or the trailing level when history is short
+    mix_effect: float | None = None       # the part of delta the slice mix explains (more hard questions) …
+    rate_effect: float | None = None      # … and the part on the same mix (worse answers); they add up to delta
+    mix_slice: str | None = None          # the slice whose share moved most, with its shares
     __hash__ = None  # labels is a dict
 
     @property
@@ -78,7 +85,8 @@ class Alert:
         """One line of `claimwatch backtest --alerts-out` and of topic claimwatch.alerts."""
         return {"route": self.route, "kind": self.kind, "state": self.recorded_state,
                 "at": self.transition_at.isoformat(), "rate": self.rate, "baseline": self.baseline,
-                "delta": self.delta, "suspect_changes": list(self.suspect_changes)}
+                "expected": self.expected, "delta": self.delta, "mix_effect": self.mix_effect,
+                "rate_effect": self.rate_effect, "mix_slice": self.mix_slice, "suspect_changes": list(self.suspect_changes)}
 
     def as_dict(self) -> dict:
         """JSON-ready record for storage."""
@@ -91,6 +99,8 @@ class Alert:
             "baseline_interval": _interval(self.baseline_interval), "delta": self.delta, "claims": self.claims,
             "onset": _iso(self.onset), "driving_verdict": self.driving_verdict,
             "suspect_changes": list(self.suspect_changes), "updated_at": _iso(self.updated_at),
+            "expected": self.expected, "expected_basis": self.expected_basis, "mix_effect": self.mix_effect,
+            "rate_effect": self.rate_effect, "mix_slice": self.mix_slice,
         }
 
     @classmethod
@@ -99,9 +109,10 @@ class Alert:
                  for k in ("pending_since", "starts_at", "ends_at", "acked_at", "onset", "updated_at")}
         intervals = {k: None if data.get(k) is None else Interval(*data[k]) for k in ("rate_interval", "baseline_interval")}
         plain = {k: data.get(k) for k in ("alert_id", "route", "kind", "severity", "window", "acked_by", "ack_note",
-                                          "rate", "baseline", "delta", "driving_verdict")}
+                                          "rate", "baseline", "delta", "driving_verdict", "expected", "mix_effect",
+                                          "rate_effect", "mix_slice")}
         return cls(**plain, **times, **intervals, labels=dict(data.get("labels") or {}), claims=int(data.get("claims") or 0),
-                   suspect_changes=tuple(data.get("suspect_changes") or ()))
+                   suspect_changes=tuple(data.get("suspect_changes") or ()), expected_basis=data.get("expected_basis") or "")
 
 
 @dataclass(frozen=True)
@@ -188,17 +199,17 @@ def should_notify(previous: Alert | None, current: Alert | None, now: datetime,
     return None
 
 
-def severity_for(delta: float | None, threshold: float) -> str:
-    """critical from twice the threshold, warning below."""
-    return "critical" if delta is not None and delta >= 2 * threshold else "warning"
+def severity_for(delta: float | None, threshold: float, kind: str = DRIFT_KIND) -> str:
+    """A regression is critical from twice the threshold, warning below; a mix shift is always a warning."""
+    return "critical" if kind == DRIFT_KIND and delta is not None and delta >= 2 * threshold else "warning"
 
 
 def observed_alert(route: str, detector, now: datetime, kind: str = DRIFT_KIND, severity: str = "warning",
                    labels: Mapping[str, str] | None = None, suspects: Iterable = ()) -> Alert | None:
     """What a detector says about a route now, as an Alert to merge; None when the detector is ok.
 
-    `detector` is anything with the DriftDetector properties; `suspects` are
-    Suspect objects or their dicts.
+    `detector` is anything with the DriftDetector properties (a detector, or one of its views,
+    ``regression`` or ``mix_shift``); `suspects` are Suspect objects or their dicts.
     """
     current = detector.state
     if current == "ok":
@@ -211,6 +222,9 @@ def observed_alert(route: str, detector, now: datetime, kind: str = DRIFT_KIND, 
         baseline_interval=detector.baseline_interval, delta=detector.delta, claims=detector.claims_counted,
         onset=detector.onset, driving_verdict=detector.driving_verdict,
         suspect_changes=tuple(s if isinstance(s, dict) else s.as_dict() for s in suspects), updated_at=now,
+        expected=getattr(detector, "expected", None), expected_basis=getattr(detector, "expected_basis", ""),
+        mix_effect=getattr(detector, "mix_effect", None), rate_effect=getattr(detector, "rate_effect", None),
+        mix_slice=getattr(detector, "mix_slice", None),
     )
 
 

@@ -14,27 +14,47 @@ from typing import Iterable, Mapping
 import httpx
 
 from services.alerts.explain import TOP, AlertExplanation, Contribution
-from services.alerts.lifecycle import Alert, should_notify
+from services.alerts.lifecycle import MIX_KIND, Alert, should_notify
 from services.alerts.silences import Silence
 from services.core.backoff import Backoff
 
 log = logging.getLogger(__name__)
 ALERTNAME = "ClaimHallucinationRateRise"
+ALERTNAMES = {MIX_KIND: "ClaimQuestionMixShift"}  # other kinds: ALERTNAME
 
 
 def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}%"
 
 
+def _pts(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:+.1f} pts"
+
+
 def summary(alert: Alert) -> str:
-    return (f"{alert.route}: claim hallucination rate {_pct(alert.rate)} vs baseline {_pct(alert.baseline)} "
-            f"(+{100 * (alert.delta or 0):.1f} pts)")
+    expected = alert.expected if alert.expected is not None else alert.baseline
+    head = f"{alert.route}: claim hallucination rate {_pct(alert.rate)} vs {_pct(expected)} expected ({_pts(alert.delta)}"
+    if alert.kind == MIX_KIND:
+        return f"{head}, mostly the question mix: {alert.mix_slice or 'a slice'})"
+    if alert.rate_effect is not None and alert.mix_effect is not None:
+        return f"{head}: {_pts(alert.rate_effect)} on the same questions, {_pts(alert.mix_effect)} from the mix)"
+    return head + ")"
+
+
+def effects(alert: Alert) -> str:
+    """The rise split into its mix and rate effects, one sentence."""
+    if alert.mix_effect is None or alert.rate_effect is None:
+        return ""
+    mix_slice = f"; the slice that moved most: {alert.mix_slice}" if alert.mix_slice else ""
+    return (f"Of the {_pts(alert.delta)} rise, {_pts(alert.mix_effect)} is mix (more of the questions that fail "
+            f"more often{mix_slice}) and {_pts(alert.rate_effect)} is rate (worse on the same questions).")
 
 
 def description(alert: Alert) -> str:
     lo_hi = lambda i: f"[{_pct(i.lo)}, {_pct(i.hi)}]" if i else ""  # noqa: E731
     parts = [f"Rate {_pct(alert.rate)} {lo_hi(alert.rate_interval)} over {alert.window} min and {alert.claims} claims; "
-             f"baseline {_pct(alert.baseline)} {lo_hi(alert.baseline_interval)}."]
+             f"expected {_pct(alert.expected)} ({alert.expected_basis or 'trailing level'}); "
+             f"baseline {_pct(alert.baseline)} {lo_hi(alert.baseline_interval)}.", effects(alert)]
     if alert.onset:
         parts.append(f"Estimated onset {alert.onset.isoformat()}.")
     if alert.driving_verdict:
@@ -43,7 +63,7 @@ def description(alert: Alert) -> str:
         top = alert.suspect_changes[0]
         parts.append(f"First suspect: {top.get('key')}={top.get('value')} ({top.get('kind')} change), rate "
                      f"{_pct(top.get('rate_before'))} -> {_pct(top.get('rate_after'))}.")
-    return " ".join(parts)
+    return " ".join(p for p in parts if p)
 
 
 def _claim_text(c: Contribution, limit: int = 300) -> str:
@@ -93,15 +113,22 @@ def alertmanager_payload(alert: Alert, external_url: str, now: datetime, resend_
     the annotations name the top three issues behind the excess (``issue_annotations``)."""
     ends = min(alert.ends_at, now) if alert.ends_at else now + 4 * resend_every
     return {
-        "labels": {"alertname": ALERTNAME, "route": alert.route, "kind": alert.kind, "severity": alert.severity,
+        "labels": {"alertname": ALERTNAMES.get(alert.kind, ALERTNAME), "route": alert.route, "kind": alert.kind, "severity": alert.severity,
                    **{k: v for k, v in alert.labels.items() if k not in ("alertname", "route", "kind", "severity")}},
         "annotations": {"summary": summary(alert), "description": description(alert),
                         "runbook_url": f"{external_url}/alerts/{alert.alert_id}",
-                        **issue_annotations(explanation, external_url)},
+                        **_effect_annotations(alert), **issue_annotations(explanation, external_url)},
         "startsAt": (alert.starts_at or alert.pending_since).isoformat(),
         "endsAt": ends.isoformat(),
         "generatorURL": f"{external_url}/alerts/{alert.alert_id}",
     }
+
+
+def _effect_annotations(alert: Alert) -> dict[str, str]:
+    """The expectation and both parts of the rise, as Alertmanager annotations (strings)."""
+    values = {"expected": _pct(alert.expected), "expected_basis": alert.expected_basis,
+              "mix_effect": _pts(alert.mix_effect), "rate_effect": _pts(alert.rate_effect), "mix_slice": alert.mix_slice}
+    return {k: v for k, v in values.items() if v and v != "n/a"}
 
 
 def webhook_payload(alert: Alert, reason: str, external_url: str,

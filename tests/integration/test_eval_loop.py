@@ -13,6 +13,7 @@ import orjson
 from services.contract.decode import Decoder, Rejection
 from services.app.compose import build
 from services.app.settings import load_settings
+from services.evalset.promotion import load_traces
 from services.evalset.service import EvalService
 from services.client.simulate import Regression, Scenario, generate
 from services.store.backends import ChdbStore
@@ -70,8 +71,10 @@ def test_regression_to_issue_runbook_promotion_export_and_gate(tmp_path):
         assert evals.export(out, by="bob") == len(proposed)
         lines = [orjson.loads(line) for line in out.read_bytes().splitlines()]
         assert {line["item_id"] for line in lines} == {p.item_id for p in proposed}
-        assert all(line["claim_labels"] and all(lab["labeler"].startswith("verifier:") or lab["labeler"] == ""
-                                                for lab in line["claim_labels"]) for line in lines)
+        unlabelled = [line for line in lines if not line["claim_labels"] or not all(
+            lab["labeler"].startswith("verifier:") for lab in line["claim_labels"])]
+        assert not unlabelled, (unlabelled, [t.__dict__ for t in load_traces(components.repos.evalset,
+                                                                             [p.origin_trace_id for p in proposed])])
         measured = evals.report().faithfulness.value
         assert measured is not None and 0 < measured < 1  # the promoted traces carry failing claims
     finally:

@@ -96,7 +96,8 @@ class RouteTraffic:
             self._versions[code] = (versions, chunk_version, labeler)
         return self._versions[code]
 
-    def draw(self, minute: int, volume_factor: float) -> list[Drawn]:
+    def draw(self, minute: int, volume_factor: float, hour: float = 0.0) -> list[Drawn]:
+        """This route's answers in ``minute`` (from the start); ``hour`` (UTC, fractional) sets a swinging base rate."""
         rng, sc, route, words = self.rng, self.scenario, self.route, self.words
         n = int(rng.poisson(route.per_minute * volume_factor))
         if n == 0:
@@ -106,7 +107,7 @@ class RouteTraffic:
         answerable = u[0] >= route.unanswerable_share
         abstained = np.where(answerable, u[1] < sc.over_refusal, u[1] < sc.correct_abstention)
         n_claims = np.where(abstained, 0, 1 + rng.binomial(7, (route.mean_claims - 1) / 7, n))
-        p_base = self._beta(rng, np.where(answerable, route.base_rate, sc.unanswerable_answered_rate))
+        p_base = self._beta(rng, np.where(answerable, route.base_rate_at(hour), sc.unanswerable_answered_rate))
         base_family = rng.choice(len(FAMILIES), n, p=self.family_p)
         code = np.zeros(n, dtype=np.int64)
         extras = []

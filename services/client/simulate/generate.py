@@ -67,10 +67,13 @@ class TrafficGenerator:
         self.bad_weights = {k: w for k, w in weights.items() if w > 0}
         self.bad_credit = dict.fromkeys(self.bad_weights, 0.0)
 
-    def volume_factor(self, minute: int) -> float:
+    def hour(self, minute: int) -> float:
+        """The UTC hour of day in the middle of ``minute``, as a fraction."""
         t = self.start + timedelta(minutes=minute)
-        hour = t.hour + (t.minute + 0.5) / 60
-        return 1 + self.scenario.diurnal_amplitude * math.cos(2 * math.pi * (hour - self.scenario.peak_hour) / 24)
+        return t.hour + (t.minute + 0.5) / 60
+
+    def volume_factor(self, minute: int) -> float:
+        return 1 + self.scenario.diurnal_amplitude * math.cos(2 * math.pi * (self.hour(minute) - self.scenario.peak_hour) / 24)
 
     def _next_bad_kind(self) -> str:
         # Smooth weighted round-robin: exact proportions, and every kind shows up early.
@@ -97,10 +100,10 @@ class TrafficGenerator:
 
     def _build_minute(self, m: int) -> list[SimEvent]:
         sc, rng = self.scenario, self.rng
-        factor = self.volume_factor(m)
+        factor, hour = self.volume_factor(m), self.hour(m)
         drawn = []
         for traffic in self.routes:
-            drawn.extend(traffic.draw(m, factor))
+            drawn.extend(traffic.draw(m, factor, hour))
         drawn.sort(key=lambda d: d.ms)
         t0 = self.start + timedelta(minutes=m)
         prefixes = [(t0 + shift).strftime("%Y-%m-%dT%H:%M:") for shift in SHIFTS]

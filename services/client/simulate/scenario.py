@@ -42,6 +42,11 @@ class Route:
     mean_claims: float = 3.5              # 1..8 claims per answer
     unanswerable_share: float = 0.08
     stakes: tuple[float, float, float] = (0.5, 0.35, 0.15)  # low, medium, high
+    rate_swing: float = 0.0               # base_rate + rate_swing*cos(2π(hour - rate_peak_hour)/24): a daily swing
+    rate_peak_hour: float = 14.0          # UTC
+
+    def base_rate_at(self, hour: float) -> float:
+        return self.base_rate + self.rate_swing * math.cos(2 * math.pi * (hour - self.rate_peak_hour) / 24)
 
 
 @dataclass(frozen=True)
@@ -99,6 +104,8 @@ class Scenario:
                    f"must be 1-128 chars of A-Z a-z 0-9 . _ : / -, got {r.name!r}")
             _check(r.per_minute >= 0 and math.isfinite(r.per_minute), f"{where}.per_minute", f"must be >= 0, got {r.per_minute!r}")
             _unit(r.base_rate, f"{where}.base_rate", upper_open=True)
+            _check(isinstance(r.rate_swing, (int, float)) and 0 <= r.rate_swing <= min(r.base_rate, 1 - r.base_rate),
+                   f"{where}.rate_swing", f"must be >= 0 and keep base_rate ± rate_swing within [0, 1], got {r.rate_swing!r}")
             _unit(r.unanswerable_share, f"{where}.unanswerable_share")
             _check(1 <= r.mean_claims <= 8, f"{where}.mean_claims", f"must be in [1, 8], got {r.mean_claims!r}")
             _check(r.domain is None or r.domain in DOMAIN_NAMES, f"{where}.domain", f"must be one of {DOMAIN_NAMES}")

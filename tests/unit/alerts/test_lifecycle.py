@@ -114,7 +114,8 @@ def test_a_silenced_alert_is_not_sent():
 def test_transition_record_shape_and_round_trip():
     firing = alert(starts_at=T0 + 3 * MIN, suspect_changes=({"dim": "version.model", "value": "gen-11"},))
     record = firing.transition_record()
-    assert list(record) == ["route", "kind", "state", "at", "rate", "baseline", "delta", "suspect_changes"]
+    assert list(record) == ["route", "kind", "state", "at", "rate", "baseline", "expected", "delta", "mix_effect",
+                            "rate_effect", "mix_slice", "suspect_changes"]
     assert (record["state"], record["at"]) == ("firing", "2026-11-21T09:03:00+00:00")
     assert record["suspect_changes"] == [{"dim": "version.model", "value": "gen-11"}]
     json.dumps(record)

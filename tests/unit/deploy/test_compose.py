@@ -350,3 +350,21 @@ def test_grafana_gets_the_plugin_the_provisioning_and_the_dashboard(compose):
     assert datasource["jsonData"]["defaultDatabase"] == environment(compose["services"]["clickhouse"])["CLICKHOUSE_DB"]
     for variable in re.findall(r"\$(\w+)", DATASOURCES.read_text()):
         assert variable in env, f"the datasource provisioning reads ${variable}, which Grafana's environment lacks"
+
+
+@pytest.mark.parametrize("kind, rise, receiver", [
+    ("mix_shift", 0.05, "traffic-review"),            # mostly a change in the mix of questions: never pages
+    ("hallucination_rate_rise", 0.05, "on-call"),     # a regression, critical
+    ("hallucination_rate_rise", 0.025, "on-call"),    # a regression, warning
+])
+def test_alertmanager_pages_on_regressions_and_not_on_mix_shifts(kind, rise, receiver):
+    """The shipped routing, asked of the real Alertmanager's amtool with the labels claimwatch sends."""
+    now = datetime(2026, 11, 21, tzinfo=timezone.utc)
+    alert = Alert(alert_id="a-1", route="billing-faq", kind=kind, severity=severity_for(rise, 0.02, kind),
+                  labels={"service": "claimwatch"}, window=30, pending_since=now, starts_at=now, delta=rise)
+    labels = alertmanager_payload(alert, "http://localhost:8080", now, now - now)["labels"]
+    assert (labels["severity"] == "warning") == (kind == "mix_shift" or rise < 0.04)
+    answer = subprocess.run(["amtool", "config", "routes", "test", f"--config.file={ALERTMANAGER}",
+                             *(f"{k}={v}" for k, v in labels.items())], capture_output=True, text=True, timeout=30)
+    assert answer.returncode == 0, answer.stderr
+    assert answer.stdout.split() == [receiver]

@@ -1,0 +1,189 @@
+"""What a drift engine expects each route's claim-level rate to be this minute (numpy, routes × fields).
+
+- **Level**: the route's pooled rate over the trailing ``baseline_minutes``, in whole wall-clock
+  blocks (hours); the current block is not in it.
+- **Time of day**: once a full day of history exists, the level plus the route's offset at this time
+  of day. Each hour slot's pooled rate over up to ``season_days`` days, smoothed with its neighbours
+  (weights 1, 2, 1), minus the pooled rate of all slots; read between slot centres. With less than a
+  day of history the offset is 0, so the expectation is the trailing level (the fallback).
+- **Mix** (direct standardisation): with slices (query type × stakes), the rate this minute's slice
+  mix has at each slice's baseline rate, minus the rate the baseline's own mix has at those rates.
+  The mix-adjusted offsets come from history with each minute's mix effect taken out, so a daily
+  swing that is itself a mix swing is counted once.
+- **Unbiased**: a minute of an open (pending) run is held back; the run's minutes are admitted when
+  it clears and dropped only if it fires. Dropping every pending minute (``hold_pending=False``, the
+  previous behaviour) kept the noisiest high minutes out and biased the level low.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from services.alerts.detector import DetectorConfig
+
+EVENTS, CLAIMS, FAILED, CLAIMS_SQ, FAILED_SQ, FAILED_CLAIMS = range(6)
+OK, PENDING, FIRING = 0, 1, 2
+SLOT_MIN_CLAIMS = 1_000  # a smoothed hour slot with fewer claims gets no offset
+SMOOTHING = (0.25, 0.5, 0.25)  # the previous, this and the next hour slot
+RATE_FLOOR = 1e-4
+
+
+@dataclass(frozen=True)
+class Expected:
+    """Rates per route for one minute."""
+
+    total: np.ndarray    # level + time-of-day offset
+    mixed: np.ndarray    # level + time-of-day offset net of mix + this minute's mix effect
+    mix_now: np.ndarray  # this minute's mix effect: its standardised rate minus the baseline mix's
+
+
+def smooth_slots(values: np.ndarray) -> np.ndarray:
+    """Weighted sum of each slot with its neighbours, around the clock (axis 1)."""
+    before, here, after = SMOOTHING
+    return before * np.roll(values, 1, axis=1) + here * values + after * np.roll(values, -1, axis=1)
+
+
+class SeasonalBaseline:
+    def __init__(self, config: DetectorConfig, n_routes: int, n_fields: int, n_slices: int = 1):
+        self.config = config
+        self.n_fields, self.n_slices = n_fields, n_slices
+        self.per_day = 1440 // config.block_minutes
+        self.level_blocks = max(1, config.baseline_minutes // config.block_minutes)
+        days = max(config.season_days, -(-self.level_blocks // self.per_day))
+        self.n_blocks = days * self.per_day
+        # each block: the input sums plus Σ claims × that minute's mix effect (the last column)
+        self.ring = np.zeros((n_routes, self.n_blocks, n_fields + 1))
+        self.slice_ring = np.zeros((n_routes, self.n_blocks, n_slices, 2))  # claims, failed per slice
+        self.partial = np.zeros((n_routes, n_fields + 1))
+        self.partial_slices = np.zeros((n_routes, n_slices, 2))
+        # a pending run's minutes, by the block they belong in, until the run clears or fires
+        self.held = np.zeros((n_routes, self.n_blocks, n_fields + 1))
+        self.held_slices = np.zeros((n_routes, self.n_blocks, n_slices, 2))
+        self.holding = np.zeros(n_routes, dtype=bool)
+        self.block: int | None = None
+        self.history_blocks = 0  # blocks of history behind the ring (at most n_blocks)
+        self.offset_total = np.zeros((n_routes, self.per_day))
+        self.offset_mixed = np.zeros((n_routes, self.per_day))
+        self.refresh()
+
+    # -- history -------------------------------------------------------------------------------------
+    def roll(self, minute: int) -> None:
+        """Commit the finished block(s) when ``minute`` starts a new one; blocks skipped by a gap are empty."""
+        block = minute // self.config.block_minutes
+        if self.block is None:
+            self.block = block
+            return
+        if block == self.block:
+            return
+        self._store(self.block, self.partial, self.partial_slices)
+        for skipped in range(self.block + 1, min(block, self.block + 1 + self.n_blocks)):
+            self._store(skipped, 0.0, 0.0)
+        self.history_blocks = min(self.n_blocks, self.history_blocks + block - self.block)
+        self.partial[:] = 0.0
+        self.partial_slices[:] = 0.0
+        self.block = block
+        self.refresh()
+
+    def _store(self, block: int, sums, slices) -> None:
+        self.ring[:, block % self.n_blocks] = sums
+        self.slice_ring[:, block % self.n_blocks] = slices
+
+    def admit(self, x: np.ndarray, slices: np.ndarray | None, mix_now: np.ndarray, state: np.ndarray) -> None:
+        """Add one minute to the current block by each route's state after detection."""
+        row = np.concatenate([x, (x[:, CLAIMS] * mix_now)[:, None]], axis=1)
+        slices = np.zeros_like(self.partial_slices) if slices is None else slices
+        ok = state == OK
+        self.partial[ok] += row[ok]
+        self.partial_slices[ok] += slices[ok]
+        if not self.config.hold_pending:
+            return
+        pos = self.block % self.n_blocks
+        pending = state == PENDING
+        self.held[pending, pos] += row[pending]
+        self.held_slices[pending, pos] += slices[pending]
+        cleared = self.holding & ok
+        if cleared.any():  # the run cleared without firing: its minutes join the blocks they belong in
+            self.partial[cleared] += self.held[cleared, pos]
+            self.partial_slices[cleared] += self.held_slices[cleared, pos]
+            self.held[cleared, pos] = 0.0
+            self.held_slices[cleared, pos] = 0.0
+            earlier = self.held[cleared].any(axis=(1, 2))
+            self.ring[cleared] += self.held[cleared]
+            self.slice_ring[cleared] += self.held_slices[cleared]
+            if earlier.any():
+                self.refresh()
+        done = self.holding & ~pending  # admitted (ok) or dropped (firing)
+        if done.any():
+            self.held[done] = 0.0
+            self.held_slices[done] = 0.0
+        self.holding = pending
+
+    # -- estimates -----------------------------------------------------------------------------------
+    def refresh(self) -> None:
+        last = [(self.block - k) % self.n_blocks for k in range(1, self.level_blocks + 1)] if self.block is not None else []
+        level = self.ring[:, last].sum(axis=1) if last else np.zeros_like(self.partial)
+        self.total = level[:, : self.n_fields]
+        t = self.total
+        claims = t[:, CLAIMS]
+        self.warm = claims >= self.config.min_baseline_claims
+        p = np.clip(t[:, FAILED] / np.maximum(claims, 1.0), RATE_FLOOR, 1 - RATE_FLOOR)
+        residual = np.maximum(t[:, FAILED_SQ] - 2 * p * t[:, FAILED_CLAIMS] + p * p * t[:, CLAIMS_SQ], 0.0)
+        spread = t[:, CLAIMS_SQ] - claims
+        rho = np.where(spread > 0, (residual / (p * (1 - p)) - claims) / np.where(spread > 0, spread, 1.0), 0.0)
+        self.rho = np.clip(rho, 0.0, 1.0) if self.config.overdispersion else np.zeros_like(rho)
+        self.level = p
+        slices = self.slice_ring[:, last].sum(axis=1) if last else np.zeros_like(self.partial_slices)
+        prior = self.config.slice_prior_claims  # shrinks a thin slice's rate towards the route's
+        self.slice_rate = (slices[..., 1] + prior * p[:, None]) / (slices[..., 0] + prior)
+        self.slice_claims = slices[..., 0]
+        share = self.slice_claims / np.maximum(self.slice_claims.sum(axis=1, keepdims=True), 1.0)
+        self.baseline_standard = (share * self.slice_rate).sum(axis=1)
+        self._refresh_offsets()
+
+    def _refresh_offsets(self) -> None:
+        if not self.seasonal:
+            self.offset_total[:] = 0.0
+            self.offset_mixed[:] = 0.0
+            return
+        days = self.ring.reshape(self.ring.shape[0], -1, self.per_day, self.ring.shape[2]).sum(axis=1)
+        claims, failed, mix = days[..., CLAIMS], days[..., FAILED], days[..., -1]
+        smoothed = smooth_slots(claims)
+        enough = smoothed >= SLOT_MIN_CLAIMS
+        all_claims = np.maximum(claims.sum(axis=1), 1.0)[:, None]
+        for out, fails in ((self.offset_total, failed), (self.offset_mixed, failed - mix)):
+            slot_rate = smooth_slots(fails) / np.maximum(smoothed, 1.0)
+            out[:] = np.where(enough, slot_rate - fails.sum(axis=1)[:, None] / all_claims, 0.0)
+
+    @property
+    def seasonal(self) -> bool:
+        """True once a full day of history exists (and seasonality is on)."""
+        return self.config.season_days > 0 and self.history_blocks >= self.per_day
+
+    def slot_position(self, minute: int) -> tuple[int, int, float]:
+        """The two hour slots whose centres surround ``minute`` and the weight of the second."""
+        u = (minute % 1440) / self.config.block_minutes - 0.5
+        first = int(np.floor(u))
+        return first % self.per_day, (first + 1) % self.per_day, u - first
+
+    def expect(self, minute: int, slices: np.ndarray | None = None) -> Expected:
+        j0, j1, f = self.slot_position(minute)
+        offset_total = (1 - f) * self.offset_total[:, j0] + f * self.offset_total[:, j1]
+        offset_mixed = (1 - f) * self.offset_mixed[:, j0] + f * self.offset_mixed[:, j1]
+        if slices is None or self.n_slices == 1:
+            mix_now = np.zeros_like(self.level)
+        else:
+            claims = slices[..., 0]
+            n = claims.sum(axis=1)
+            standard = (claims * self.slice_rate).sum(axis=1) / np.maximum(n, 1.0)
+            mix_now = np.where(n > 0, standard - self.baseline_standard, 0.0)
+        clip = lambda r: np.clip(r, RATE_FLOOR, 1 - RATE_FLOOR)  # noqa: E731
+        return Expected(clip(self.level + offset_total), clip(self.level + offset_mixed + mix_now), mix_now)
+
+    def minute_deff(self, x: np.ndarray) -> np.ndarray:
+        """Design effect of a sum of answers: 1 + ρ(Σn²/Σn − 1)."""
+        claims = x[:, CLAIMS]
+        mean_size = np.where(claims > 0, x[:, CLAIMS_SQ] / np.maximum(claims, 1.0), 1.0)
+        return 1.0 + self.rho * (mean_size - 1.0)

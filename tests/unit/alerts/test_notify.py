@@ -1,0 +1,47 @@
+"""What a page says: the expectation it used and the rise split into mix and rate effects."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from services.alerts.lifecycle import Alert
+from services.alerts.notify import alertmanager_payload, webhook_payload
+
+NOW = datetime(2026, 11, 21, 14, 0, tzinfo=timezone.utc)
+URL = "https://claimwatch.example"
+
+
+def alert(kind: str, **fields) -> Alert:
+    return Alert(alert_id="a-1", route="billing-faq", kind=kind, severity="warning", labels={"service": "claimwatch"},
+                 window=40, pending_since=NOW, starts_at=NOW, rate=0.112, baseline=0.08, expected=0.091,
+                 expected_basis="time of day: the 24 h level plus this hour's offset from 3.0 days of history",
+                 delta=0.021, claims=9000, **fields)
+
+
+def test_a_regression_page_shows_the_expectation_and_both_parts_of_the_rise():
+    payload = alertmanager_payload(alert("hallucination_rate_rise", mix_effect=0.003, rate_effect=0.018),
+                                   URL, NOW, timedelta(minutes=5))
+    notes = payload["annotations"]
+    assert payload["labels"]["alertname"] == "ClaimHallucinationRateRise"
+    assert notes["expected"] == "9.1%" and notes["mix_effect"] == "+0.3 pts" and notes["rate_effect"] == "+1.8 pts"
+    assert notes["expected_basis"].startswith("time of day")
+    assert notes["summary"] == ("billing-faq: claim hallucination rate 11.2% vs 9.1% expected (+2.1 pts: "
+                                "+1.8 pts on the same questions, +0.3 pts from the mix)")
+    assert "+0.3 pts is mix" in notes["description"] and "+1.8 pts is rate" in notes["description"]
+    assert "mix_slice" not in notes  # the mix explains little: no slice is named
+
+
+def test_a_mix_shift_names_its_slice_and_has_its_own_alertname():
+    shift = alert("mix_shift", mix_effect=0.019, rate_effect=0.002, mix_slice="query_type=multi_hop stakes=-: 20% of claims -> 40%")
+    payload = alertmanager_payload(shift, URL, NOW, timedelta(minutes=5))
+    assert payload["labels"]["alertname"] == "ClaimQuestionMixShift" and payload["labels"]["kind"] == "mix_shift"
+    assert payload["annotations"]["mix_slice"] == shift.mix_slice
+    assert "mostly the question mix: query_type=multi_hop" in payload["annotations"]["summary"]
+    body = webhook_payload(shift, "new firing", URL)
+    assert body["alert"]["mix_effect"] == 0.019 and "mostly the question mix" in body["text"]
+
+
+def test_an_alert_stored_before_expectations_still_renders():
+    old = Alert.from_dict({**alert("hallucination_rate_rise").as_dict(), "expected": None, "expected_basis": None})
+    notes = alertmanager_payload(old, URL, NOW, timedelta(minutes=5))["annotations"]
+    assert "vs 8.0% expected" in notes["summary"]  # falls back to the baseline
+    assert "expected" not in notes and "mix_effect" not in notes
