@@ -15,6 +15,7 @@ from services.rates.report import route_rates, slice_rates
 from services.rates.window import WindowError, parse_window
 
 MAX_RANGE_MINUTES = 31 * 24 * 60
+SLICE_DIMS = ("query_type", "stakes", "mix")  # always valid, even before any event carries them; version.* as stored
 
 
 def window_of(text: str, allow_all: bool = True):
@@ -45,7 +46,12 @@ def router(components, gate: Gate, alerts_of: Callable[[str], list[dict]]) -> AP
     def get_slices(window: str = Query("30m", max_length=16),
                    dim: list[str] | None = Query(None, description="slice dimensions; default all")) -> dict:
         w = window_of(window)
-        dims = dim or rates.dims()
+        known = rates.dims()
+        unknown = sorted(set(dim or ()) - set(known) - set(SLICE_DIMS))
+        if unknown:
+            raise HTTPException(422, f"unknown slice dimension(s) {', '.join(map(repr, unknown))}; "
+                                     f"known: {', '.join(sorted(set(known) | set(SLICE_DIMS)))}")
+        dims = dim or known
         return {d: slice_rates(rates.totals(d, w), d) for d in dims}
 
     @r.get("/api/routes/{route:path}", summary="One route over time: rate with interval band, baseline, alert "

@@ -29,6 +29,13 @@ def test_bad_window_names_the_fix(bad):
         parse_window(bad)
 
 
+@pytest.mark.parametrize("huge", ["99999999999d", "367d", "8785h", "999999999999999999999999s"])
+def test_a_window_beyond_the_maximum_is_refused_not_overflowed(huge):
+    with pytest.raises(WindowError, match="longer than 366 days"):
+        parse_window(huge)
+    assert parse_window("366d") == timedelta(days=366)
+
+
 def test_rates_worst_first_with_breakdown_and_window(store):
     evs = [event(i, "calm", 0, ["supported"] * 4) for i in range(10)]
     evs += [event(i, "bad", 0, ["contradicted", "unsupported", "supported", "trivial"]) for i in range(10)]
@@ -59,7 +66,7 @@ def test_slices_by_query_type(store):
     EventWriter(store).write([event(1, "r", 1, ["contradicted"], qt="multi_hop"), event(2, "r", 1, ["supported"], qt="lookup")])
     rows = slice_rates(RateRepository(store).totals("query_type", None), "query_type")
     assert [(e["value"], e["rate"]) for e in rows] == [("multi_hop", 1.0), ("lookup", 0.0)]
-    assert RateRepository(store).dims() == ["query_type", "stakes", "version.model"]
+    assert RateRepository(store).dims() == ["mix", "query_type", "stakes", "version.model"]
 
 
 def test_empty_store_has_no_rates(store):

@@ -60,7 +60,8 @@ def test_retried_identical_insert_is_a_noop_in_every_view(store):
 def test_slices_cover_query_type_stakes_and_versions(store):
     EventWriter(store).write(events(["a"]))
     dims = {(r["dim"], r["value"]) for r in store.query("SELECT DISTINCT dim, value FROM rate_minute")}
-    assert dims == {("", ""), ("query_type", "lookup"), ("stakes", "high"), ("version.model", "m1"), ("version.corpus", "c1")}
+    assert dims == {("", ""), ("query_type", "lookup"), ("stakes", "high"), ("mix", "query_type=lookup stakes=high"),
+                    ("version.model", "m1"), ("version.corpus", "c1")}
 
 
 def test_dead_letters_count_each_message_once(store):
