@@ -42,8 +42,13 @@ def environment() -> jinja2.Environment:
     env.globals.update(plotly_base_id=BASE_STYLE_ID, plotly_style_ids=lambda: PLOTLY.injected_style_ids)
     env.filters.update(pct=views.pct, interval=views.interval_text, when=views.when, route_url=views.route_url,
                        issue_url=views.issue_url, trace_url=views.trace_url, spark=views.sparkline,
-                       segment=views.segment)
+                       segment=views.segment, pts=pts)
     return env
+
+
+def pts(value: float | None) -> str:
+    """A rate difference in points, signed, as the CLI and the Alertmanager annotations write it: +2.3 pts."""
+    return "—" if value is None else f"{100 * value:+.1f} pts"
 
 
 ENV = environment()

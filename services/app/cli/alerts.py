@@ -2,12 +2,17 @@
 from __future__ import annotations
 
 import os
+import re
+import textwrap
+from datetime import datetime, timezone
 from pathlib import Path
 
 import click
+from rich.text import Text
 
-from services.app.cli.base import Abort, console, main, print_json, reach, service_options, pct
-from services.app.cli.tables import Column, ago, output_option, print_table
+from services.alerts.lifecycle import DRIFT_KIND, MIX_KIND
+from services.app.cli.base import Abort, console, main, out, print_json, reach, service_options, pct
+from services.app.cli.tables import _plain as plain, Column, ago, output_option, print_table, terminal_width
 from services.api.serialise import as_json as serialise
 from services.core.clock import utcnow
 from services.app.settings import Settings, SettingsError, load_settings
@@ -18,18 +23,40 @@ def alerts() -> None:
     """Drift alerts: list, show, ack, silence and unsilence."""
 
 
+KINDS = {DRIFT_KIND: "regression", MIX_KIND: "mix shift"}
+KIND_TEXT = {DRIFT_KIND: "regression",
+             MIX_KIND: "mix shift — a change in the mix of questions; warning, does not page"}
+SUSPECTS = 3
+
+
+def pts(x: float | None) -> str:
+    """A rate difference in points, signed: ``+2.3 pts``, ``-0.4 pts``."""
+    return "—" if x is None else f"{100 * x:+.1f} pts"
+
+
+def kind_of(a: dict) -> str:
+    return KINDS.get(a.get("kind"), a.get("kind") or "")
+
+
+def expected_of(a: dict) -> float | None:
+    """What the rise is measured from: the expectation, or the baseline for an alert stored before expectations."""
+    return a["baseline"] if a.get("expected") is None else a["expected"]
+
+
 def alert_columns(now) -> list[Column]:
     return [
         Column("ALERT", lambda a: a["alert_id"], kind="id"),
         Column("ROUTE", lambda a: a["route"], kind="key"),
         Column("STATE", lambda a: a["state"]),
-        Column("SEVERITY", lambda a: a["severity"], 2),
-        Column("RATE", lambda a: pct(a["rate"]), 1, "num"),
-        Column("BASELINE", lambda a: pct(a["baseline"]), 3, "num"),
-        Column("DELTA", lambda a: f"+{100 * (a['delta'] or 0):.1f} pts", 2, "num"),
-        Column("SINCE", lambda a: ago(a["starts_at"] or a["pending_since"], now), 1, "num"),
+        Column("KIND", kind_of, 1),
+        Column("RATE", lambda a: pct(a["rate"]), 2, "num"),
+        Column("EXPECTED", lambda a: pct(expected_of(a)), 2, "num"),  # dropped before RATE, RATE before DELTA
+        Column("DELTA", lambda a: pts(a["delta"]), 1, "num"),
+        Column("SINCE", lambda a: ago(a["starts_at"] or a["pending_since"], now), 3, "num"),
+        Column("SEVERITY", lambda a: a["severity"], 3),
         Column("ACKED BY", lambda a: a["acked_by"] or "", 4, "name", lines=1, min_width=8),
         Column("SILENCED BY", lambda a: " ".join(a["silenced_by"]), 5, "id"),
+        Column("BASELINE", lambda a: pct(a["baseline"]), 6, "num"),
     ]
 
 
@@ -50,10 +77,120 @@ def alerts_list(settings: Settings, route: str | None, state: str | None, output
 
 @alerts.command("show")
 @click.argument("alert_id")
+@click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="text: readable; json: the API's JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Same as -o json.")
 @service_options
-def alerts_show(settings: Settings, alert_id: str) -> None:
-    """One alert with its intervals, suspect changes and transitions (JSON)."""
-    print_json(reach(settings, f"/api/alerts/{alert_id}", {}, lambda c: serialise(c.alerts.show(alert_id, utcnow()))))
+def alerts_show(settings: Settings, alert_id: str, output: str, as_json: bool) -> None:
+    """One alert: its rate against the expectation, the rise split into mix and rate, suspects, transitions."""
+    data = reach(settings, f"/api/alerts/{alert_id}", {}, lambda c: serialise(c.alerts.show(alert_id, utcnow())))
+    if output == "json" or as_json:
+        print_json(data)
+        return
+    for line in alert_text(data, utcnow(), terminal_width()):
+        label = line[:LABEL].rstrip()
+        out.print(Text.assemble((label, "bold"), line[len(label):]), soft_wrap=True)
+
+
+# -- alerts show: label, value --------------------------------------------------
+LABEL = 13  # "transitions" and two spaces
+_POINTS = re.compile(r"(\d) pts\b")
+
+
+def _at(text: str | None, now: datetime, relative: bool = True) -> str:
+    """``2026-11-21 08:23 UTC (3h ago)`` (the relative part within 30 days)."""
+    if not text:
+        return "—"
+    try:
+        at = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return plain(text)
+    at = at if at.tzinfo else at.replace(tzinfo=timezone.utc)
+    rel = ago(text, now)
+    shown = relative and (rel.endswith(" ago") or rel.startswith("in "))
+    return at.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC") + (f" ({rel})" if shown else "")
+
+
+def _interval(i: list | None) -> str:
+    return "" if not i else f" (95% interval {pct(i[0])}–{pct(i[1])})"
+
+
+def _state(a: dict, now: datetime) -> str:
+    if a["state"] == "resolved":
+        fired = f", fired at {_at(a['starts_at'], now)}" if a["starts_at"] else ""
+        return f"resolved at {_at(a['ends_at'], now)}{fired}"
+    if a["state"] == "firing":
+        return f"firing since {_at(a['starts_at'], now)}"
+    return f"pending since {_at(a['pending_since'], now)}"
+
+
+def _rise(a: dict) -> str:
+    mix, rate = a.get("mix_effect"), a.get("rate_effect")
+    if mix is None or rate is None:
+        return f"{pts(a['delta'])} over the {'baseline' if a.get('expected') is None else 'expectation'}"
+    return (f"{pts(a['delta'])} over the expectation = mix effect {pts(mix)} / rate effect {pts(rate)} (mix: more "
+            "of the questions that fail more often; rate: worse on the same questions)")
+
+
+def _suspects(a: dict) -> list[str]:
+    found = a.get("suspect_changes") or []
+    rates = lambda s: (f", rate {pct(s.get('rate_before'))} -> {pct(s.get('rate_after'))}"  # noqa: E731
+                       if s.get("rate_before") is not None or s.get("rate_after") is not None else "")
+    lines = [f"{n}. {s.get('key')}={s.get('value')} ({s.get('kind')} change){rates(s)}"
+             for n, s in enumerate(found[:SUSPECTS], 1)]
+    return lines + [f"+{len(found) - SUSPECTS} more (-o json)"] * (len(found) > SUSPECTS)
+
+
+def _issues(e: dict | None) -> list[str]:
+    """What accounts for the failing claims above the baseline, as on the alert's page (shares add up to 100%)."""
+    if not e or (e.get("excess") or 0) <= 0:
+        return []
+    parts = [*(e.get("issues") or []), *([e["other_issues"]] if e.get("other_issues") else []),
+             e.get("unclustered") or {}]
+    ids = lambda p: f" ({p['issue_id']})" if p.get("issue_id") else ""  # noqa: E731
+    return [f"{pct(p.get('share'))} {p.get('name') or 'unclustered'}{ids(p)}" for p in parts]
+
+
+def _transition(t: dict, now: datetime) -> str:
+    expected = t.get("baseline") if t.get("expected") is None else t["expected"]
+    return (f"{_at(t.get('at'), now, relative=False)} {t.get('state')}: rate {pct(t.get('rate'))}, "
+            f"expected {pct(expected)}, rise {pts(t.get('delta'))}")
+
+
+def alert_fields(a: dict, now: datetime) -> list[tuple[str, str | list[str]]]:
+    """What `alerts show` prints, in order: (label, value or lines); empty values are left out."""
+    expected = ("— (stored before expectations; the rise is over the baseline)" if a.get("expected") is None
+                else f"{pct(a['expected'])}: {a.get('expected_basis') or 'the trailing level'}")
+    acked = f"by {a['acked_by']} at {_at(a['acked_at'], now)}" + (f": {a['ack_note']}" if a.get("ack_note") else "")
+    fields = [
+        ("alert", a["alert_id"]), ("route", a["route"]), ("kind", KIND_TEXT.get(a["kind"], a["kind"])),
+        ("state", _state(a, now)), ("severity", a["severity"]), ("acked", acked if a["acked"] else "no"),
+        ("silenced", f"by {', '.join(a['silenced_by'])}" if a["silenced_by"] else "no"),
+        ("rate", pct(a["rate"]) + _interval(a["rate_interval"])), ("expected", expected),
+        ("baseline", f"{pct(a['baseline'])}{_interval(a['baseline_interval'])}, the trailing level"),
+        ("rise", _rise(a)), ("mix slice", a.get("mix_slice") or ""),
+        ("onset", _at(a["onset"], now) if a["onset"] else ""),
+        ("window", f"{a['window']} min, {a['claims']:,} claims"),
+        ("driven by", f"{a['driving_verdict']} claims" if a["driving_verdict"] else ""),
+        ("suspects", _suspects(a)), ("issues", _issues(a.get("explanation"))),
+        ("transitions", [_transition(t, now) for t in a.get("transitions") or []]),
+    ]
+    return [(label, value) for label, value in fields if value]
+
+
+def alert_text(a: dict, now: datetime, width: int = 80) -> list[str]:
+    """The alert as labelled lines at most ``width`` wide (values wrap at spaces; ids and routes stay whole)."""
+    lines = []
+    for label, value in alert_fields(a, now):
+        first = label.ljust(LABEL)
+        for item in value if isinstance(value, list) else [value]:
+            text = _POINTS.sub("\\1\u00a0pts", " ".join(plain(item).split()))  # "+4.5 pts" stays on one line
+            wrapped = textwrap.wrap(text, max(20, width - LABEL), break_long_words=False,
+                                    break_on_hyphens=False) or [""]
+            lines += [(first if n == 0 else " " * LABEL) + part.replace("\u00a0", " ")
+                      for n, part in enumerate(wrapped)]
+            first = " " * LABEL
+    return [line.rstrip() for line in lines]
 
 
 @alerts.command("ack")

@@ -116,7 +116,12 @@ def test_cli_alerts_show_carries_the_explanation(client, monkeypatch):
 
     monkeypatch.setattr(httpx, "request", request)
     monkeypatch.setenv("CLAIMWATCH_TOKEN", TOKEN)
-    result = CliRunner().invoke(main, ["alerts", "show", ALERT_ID, "--api", "http://testserver"])
+    result = CliRunner().invoke(main, ["alerts", "show", ALERT_ID, "-o", "json", "--api", "http://testserver"])
     assert result.exit_code == 0, result.output
     shown = orjson.loads(result.output)
-    assert shown["explanation"]["issues"][0]["name"] == "Invented refund amounts"
+    top = shown["explanation"]["issues"][0]
+    assert top["name"] == "Invented refund amounts"
+    text = CliRunner(env={"COLUMNS": "80"}).invoke(main, ["alerts", "show", ALERT_ID, "--api", "http://testserver"])
+    assert text.exit_code == 0, text.output
+    issues = [line for line in text.output.splitlines() if line.startswith("issues ")]   # the top share first
+    assert issues == [f"issues       {100 * top['share']:.1f}% Invented refund amounts (iss-invented)"], text.output

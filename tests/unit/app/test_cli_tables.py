@@ -155,6 +155,26 @@ def test_ids_are_whole_even_when_nothing_else_fits():
     assert "a-0d5e5c9d2b6f4a11" in lines[1] and lines[0].split() == ["ALERT", "ROUTE", "STATE"]
 
 
+def test_alert_rows_read_the_delta_against_the_expectation_and_keep_kind_and_delta_longest():
+    row = {"alert_id": "a-0d5e5c9d2b6f4a11", "route": "parcel-status", "state": "firing", "severity": "warning",
+           "starts_at": NOW.isoformat(), "pending_since": None, "acked_by": None, "silenced_by": []}
+    rows = [{**row, "kind": "mix_shift", "rate": 0.091, "expected": 0.046, "baseline": 0.043, "delta": 0.045},
+            {**row, "alert_id": "a-5b1e0c7d9f3a2e64", "kind": "hallucination_rate_rise", "rate": 0.118,
+             "expected": 0.121, "baseline": 0.125, "delta": -0.003},
+            {**row, "alert_id": "a-77c0ffee00000001", "kind": "hallucination_rate_rise", "rate": 0.13,
+             "baseline": 0.06, "delta": 0.07}]   # stored before expectations: no "expected" key at all
+    header = lambda width: render(alert_columns(NOW), rows, width)[0].split()  # noqa: E731
+    assert header(WIDTH) == ["ALERT", "ROUTE", "STATE", "KIND", "RATE", "EXPECTED", "DELTA"]
+    assert header(72) == ["ALERT", "ROUTE", "STATE", "KIND", "RATE", "DELTA"]   # EXPECTED goes first,
+    assert header(64) == ["ALERT", "ROUTE", "STATE", "KIND", "DELTA"]           # then RATE
+    wide = [line.split("  ") for line in render(alert_columns(NOW), rows, None, wide=True)]
+    cells = [[c.strip() for c in line if c.strip()] for line in wide]
+    assert cells[0][3:8] == ["KIND", "RATE", "EXPECTED", "DELTA", "SINCE"] and cells[0][-1] == "BASELINE"
+    assert cells[1][3:7] == ["mix shift", "9.1%", "4.6%", "+4.5 pts"] and cells[1][-1] == "4.3%"
+    assert cells[2][3:7] == ["regression", "11.8%", "12.1%", "-0.3 pts"] and cells[2][-1] == "12.5%"
+    assert cells[3][3:7] == ["regression", "13.0%", "6.0%", "+7.0 pts"]   # EXPECTED falls back to the baseline
+
+
 def test_times_are_short():
     assert ago((NOW - timedelta(minutes=3, seconds=5)).isoformat(), NOW) == "3m ago"
     assert ago((NOW + timedelta(hours=2)).isoformat(), NOW) == "in 2h"
