@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
@@ -15,7 +16,18 @@ from services.app.settings import Settings
 FORMAT_CHOICES = ["judge-card", "pipeline", "monitor-record", "fever", "faithfulness", "otel"]
 
 
+def _observed_at(_ctx: click.Context, _param: click.Parameter, value: str | None) -> datetime | None:
+    from services.contract.model import parse_timestamp
+
+    try:
+        return None if value is None else parse_timestamp(value)
+    except ValueError as exc:  # pydantic's custom error carries the reason
+        raise click.BadParameter(f"{exc}; use RFC 3339 with an offset, e.g. 2026-11-21T09:00:00Z") from None
+
+
 def conversion_options(fn: Callable) -> Callable:
+    fn = click.option("--observed-at", default=None, callback=_observed_at, metavar="RFC3339",
+                      help="Time for records that carry none (default: now, with a warning).")(fn)
     fn = click.option("--format-field", default=None, help="Read each line's format from this field (mixed files).")(fn)
     fn = click.option("--keep-good", is_flag=True, help="Write the good lines even when some fail.")(fn)
     fn = click.option("--route", default=None, help="Route for records that don't name one.")(fn)
@@ -29,7 +41,7 @@ def conversion_options(fn: Callable) -> Callable:
 @conversion_options
 @service_options
 def produce(settings: Settings, file: Path, from_: str | None, route: str | None, keep_good: bool,
-            format_field: str | None) -> None:
+            format_field: str | None, observed_at: datetime | None) -> None:
     """Send a JSONL file to the verdicts topic.
 
     Without --from, lines are sent as they are (replay): the worker routes invalid ones to the
@@ -45,10 +57,12 @@ def produce(settings: Settings, file: Path, from_: str | None, route: str | None
     from services.client.producer import VerdictProducer
 
     try:
-        events, report = load_events(from_, file, route=route, keep_good=keep_good, format_field=format_field, now=utcnow())
+        events, report = load_events(from_, file, route=route, keep_good=keep_good, format_field=format_field,
+                                     now=observed_at or utcnow())
     except ConversionError as exc:
         raise Abort(str(exc)) from None
     console.print(report.summary())
+    warn_if_stamped(report, observed_at)
     if report.written:
         with VerdictProducer(settings.bootstrap, settings.verdicts_topic) as producer:
             result = producer.send_many(events)
@@ -61,18 +75,28 @@ def produce(settings: Settings, file: Path, from_: str | None, route: str | None
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--from", "from_", type=click.Choice(FORMAT_CHOICES), required=True, help="The source shape.")
 @conversion_options
-def convert(file: Path, from_: str, route: str | None, keep_good: bool, format_field: str | None) -> None:
+def convert(file: Path, from_: str, route: str | None, keep_good: bool, format_field: str | None,
+            observed_at: datetime | None) -> None:
     """Convert a verifier's output (JSONL) to verdict events on stdout. Nothing is half-written."""
     from services.client.adapters.convert import ConversionError, convert_file
 
     try:
         report = convert_file(from_, file, sys.stdout, route=route, keep_good=keep_good, format_field=format_field,
-                              now=utcnow())
+                              now=observed_at or utcnow())
     except ConversionError as exc:
         raise Abort(str(exc)) from None
     console.print(report.summary())
+    warn_if_stamped(report, observed_at)
     if not report.ok:
         sys.exit(1)
+
+
+def warn_if_stamped(report, observed_at: datetime | None) -> None:
+    """Records without a time got the wall clock: say so, and how to pin it."""
+    if report.stamped and observed_at is None:
+        console.print(f"warning: {report.stamped} records carry no time; their events got the conversion time "
+                      f"{report.stamped_at}. Pass --observed-at {report.stamped_at} (or the time they were judged) "
+                      "to pin it, so a re-run gives identical events.", style="yellow")
 
 
 @main.command()

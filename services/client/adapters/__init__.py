@@ -6,21 +6,39 @@ Each adapter is a module with three pure functions:
 - ``audit(record, events, *, line) -> list[str]``: warnings about the source's own
   summary figures (e.g. a ``hallucination_rate`` that its claims do not add up to);
 - ``looks_like(record) -> bool``: the record has this format's signature fields
-  (used to refuse files that mix formats).
+  (used to refuse files that mix formats);
+
+and ``TIME_FIELDS``, the source fields that carry the event time (empty: the format
+always carries one).
 
 Bad records raise RecordError naming the line and the source field. Labels are
 mapped through explicit tables; an unknown label is an error, never a guess.
-Event ids are derived from the source record's id (uuid5), so converting the same
-record twice gives the same event_id, which the store counts once.
+
+Ids and times are taken as the tool emits them, never required when the rates do not
+need them:
+
+- the event id is ``uuid5(EVENT_ID_NAMESPACE, "<format>/<own id>")`` when the record has
+  its own id. Without one (absent, null or ""), the identity is ``sha256:<hex>@<line>``:
+  the first 32 hex digits of the SHA-256 of the record as compact UTF-8 JSON with sorted
+  keys (whitespace and key order do not matter), and its 1-based line number (blank
+  lines counted). Converting the same file twice gives the same ids, which the store
+  counts once; identical lines (one answer judged alike for two users) stay two
+  events. Editing lines above a record changes its id: records that will be re-sent
+  from edited files need their own id;
+- a record without a time gets the conversion time ``now`` (the CLI's --observed-at,
+  or the wall clock with a warning).
 """
 from __future__ import annotations
 
+import hashlib
 import importlib
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from types import ModuleType
 from typing import Any, Mapping
+
+import orjson
 
 from services.contract.decode import ContractError, validate_event
 from services.contract.errors import RecordError
@@ -58,6 +76,11 @@ class Adapter:
 
     def looks_like(self, record: dict) -> bool:
         return self.module.looks_like(record)
+
+    def stamped(self, record: dict) -> bool:
+        """The record carries no time of its own, so its events get the conversion time."""
+        fields = self.module.TIME_FIELDS
+        return bool(fields) and all(record.get(f) is None for f in fields)
 
 
 def get_adapter(name: str) -> Adapter:
@@ -119,20 +142,31 @@ def event_time(record: Mapping[str, Any], fields: tuple[str, ...], line: int, no
         if record.get(field) is not None:
             return timestamp(record[field], line, field)
     if now is not None:
-        return now.astimezone(timezone.utc).isoformat(timespec="milliseconds")
+        return stamp(now)
     raise RecordError.at(line, fields[0], f"required field is missing (one of {', '.join(fields)}); or pass a "
                                        "conversion time (now=...) to stamp records that have none", "missing_field")
+
+
+def stamp(now: datetime) -> str:
+    """The conversion time as an event time (UTC, milliseconds)."""
+    return now.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def derived_event_id(fmt: str, source_id: str) -> str:
     return str(uuid.uuid5(EVENT_ID_NAMESPACE, f"{fmt}/{source_id}"))
 
 
-def source_id(record: Mapping[str, Any], field: str, line: int) -> str:
-    value = require(record, field, (str, int), line)
-    if value == "":
-        raise RecordError.at(line, field, "must not be empty: it is the record's identity", "bad_value")
-    return str(value)
+def identity(record: Mapping[str, Any], field: str, line: int) -> str:
+    """The record's own id (``field``), else ``sha256:<content>@<line>``: see the module's docstring."""
+    value = optional(record, field, (str, int), line)
+    if value is not None and value != "":
+        return str(value)
+    try:
+        content = orjson.dumps(record, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError as exc:  # only records built in Python get here
+        raise RecordError.at(line, field, f"missing, and the record is not JSON to derive one from ({exc})",
+                             "missing_field") from None
+    return f"sha256:{hashlib.sha256(content).hexdigest()[:32]}@{line}"
 
 
 def pick_route(route: str | None, line: int) -> str:

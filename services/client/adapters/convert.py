@@ -4,6 +4,9 @@ Nothing is half-written: events are spooled while the file is converted, and rea
 the output only when every line converted, or when ``keep_good=True`` (then the good
 lines are written and the failed ones reported). A file that mixes formats is
 refused whole, unless each line names its format in ``format_field``.
+
+Records without a time get ``now``; the report counts them (``stamped``), so a caller
+that took ``now`` from the wall clock can say so and how to pin it.
 """
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ from typing import IO, Iterable
 
 import orjson
 
-from services.client.adapters import FORMATS, Adapter, RecordError, get_adapter
+from services.client.adapters import FORMATS, Adapter, RecordError, get_adapter, stamp
 
 SPOOL_BYTES = 32 << 20
 
@@ -49,6 +52,8 @@ class ConversionReport:
     failures: list[LineFailure] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     formats: dict[str, int] = field(default_factory=dict)
+    stamped: int = 0                # records that carried no time
+    stamped_at: str | None = None   # ... and the time their events got
 
     @property
     def ok(self) -> bool:
@@ -60,13 +65,16 @@ class ConversionReport:
 
     def to_dict(self) -> dict:
         return {"format": self.fmt, "lines": self.lines, "events": self.events, "written": self.written,
-                "formats": self.formats, "failures": [f.to_dict() for f in self.failures], "warnings": self.warnings}
+                "formats": self.formats, "failures": [f.to_dict() for f in self.failures], "warnings": self.warnings,
+                "stamped": self.stamped, "stamped_at": self.stamped_at}
 
     def summary(self, limit: int = 20) -> str:
         head = (f"{self.fmt or 'per-line formats'}: {self.lines} lines, {self.events} events "
                 f"{'written' if self.written else 'NOT written'}, {len(self.failures)} failed lines, "
                 f"{len(self.warnings)} warnings")
         out = [head] + [f"  error: {f}" for f in self.failures[:limit]]
+        if self.stamped:
+            out.append(f"  {self.stamped} records carry no time: their events have observed_at {self.stamped_at}")
         if len(self.failures) > limit:
             out.append(f"  ... and {len(self.failures) - limit} more failed lines")
         out += [f"  warning: {w}" for w in self.warnings[:limit]]
@@ -88,7 +96,7 @@ class Converter:
         self.route, self.format_field, self.now = route, format_field, now
         self._detectors = [get_adapter(name) for name in FORMATS]
         self._first_line_of: dict[str, int] = {}
-        self.report = ConversionReport(fmt)
+        self.report = ConversionReport(fmt, stamped_at=None if now is None else stamp(now))
 
     @staticmethod
     def _adapter(name: str) -> Adapter:
@@ -110,8 +118,8 @@ class Converter:
         for event in events:
             first = self._first_line_of.setdefault(event["event_id"], line)
             if first != line:
-                self.report.warnings.append(f"line {line}: same event_id as line {first} (same source record id or "
-                                            "identical content); it is counted once downstream")
+                self.report.warnings.append(f"line {line}: same event_id as line {first} (same source record id); "
+                                            "it is counted once downstream")
         self.report.events += len(events)
         return events
 
@@ -124,6 +132,7 @@ class Converter:
             raise RecordError.at(line, "$", f"expected a JSON object, got {type(record).__name__}", "not_object")
         adapter = self._choose(record, line)
         events = adapter.to_events(record, route=self.route, line=line, now=self.now)
+        self.report.stamped += adapter.stamped(record)
         self.report.formats[adapter.name] = self.report.formats.get(adapter.name, 0) + 1
         self.report.warnings += adapter.audit(record, events, line=line)
         return events
@@ -199,7 +208,7 @@ def convert_file(fmt: str | None, in_path: str | Path | IO[bytes], out: str | Pa
                  keep_good: bool = False, format_field: str | None = None, now: datetime | None = None) -> ConversionReport:
     """Convert ``in_path`` (JSONL) into contract events written to ``out`` (a path, or a text/binary stream).
 
-    ``now`` stamps records whose format carries no time (FEVER, faithfulness exports).
+    ``now`` stamps records that carry no time (``report.stamped`` counts them).
     """
     converter = Converter(fmt, route=route, format_field=format_field, now=now)
     with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES) as spool:

@@ -3,8 +3,8 @@
 Source fields (``*`` required):
 
     sample_id            the sample's id; the event_id is derived from it. Eval exports often
-                         have none: then it is derived from the record's content, so identical
-                         samples become one event (the conversion report warns about them)
+                         have none: then it is derived from the record's content and line, so
+                         identical samples on two lines stay two events
     user_input, response question and answer texts
     retrieved_contexts   [str] -> evidence chunks ctx-0, ctx-1, ...
     statements*          [{"statement"*, "verdict"* 0 or 1, "reason"}]: 1 = supported, 0 = unsupported
@@ -15,32 +15,23 @@ Source fields (``*`` required):
 """
 from __future__ import annotations
 
-import hashlib
 from datetime import datetime
 
-import orjson
-
-from services.client.adapters import (RecordError, check_type, derived_event_id, event_time, finish, optional, pick_route,
-                               rate_mismatch, require)
+from services.client.adapters import (RecordError, check_type, derived_event_id, event_time, finish, identity, optional,
+                               pick_route, rate_mismatch, require)
 
 NAME = "faithfulness"
 DESCRIPTION = "per-sample faithfulness outputs (RAGAS-like): statements with verdict 0/1"
 VERDICTS = {1: "supported", 0: "unsupported"}
+TIME_FIELDS = ("evaluated_at",)
 
 
 def looks_like(record: dict) -> bool:
     return isinstance(record.get("statements"), list)
 
 
-def _identity(record: dict, line: int) -> str:
-    sample_id = optional(record, "sample_id", (str, int), line)
-    if sample_id not in (None, ""):
-        return str(sample_id)
-    return "sha256:" + hashlib.sha256(orjson.dumps(record, option=orjson.OPT_SORT_KEYS)).hexdigest()[:32]
-
-
 def to_events(record: dict, *, route: str | None, line: int, now: datetime | None = None) -> list[dict]:
-    identity = _identity(record, line)
+    sample_id = identity(record, "sample_id", line)
     evaluator = optional(record, "evaluator", str, line)
     labeler = f"verifier:{evaluator or NAME}"
     claims = []
@@ -58,9 +49,9 @@ def to_events(record: dict, *, route: str | None, line: int, now: datetime | Non
     evidence = [{"chunk_id": f"ctx-{i}", "text": check_type(text, str, line, f"retrieved_contexts[{i}]")}
                 for i, text in enumerate(contexts)]
     event = {
-        "event_id": derived_event_id(NAME, identity),
-        "trace_id": str(optional(record, "trace_id", (str, int), line) or identity)[:128],
-        "observed_at": event_time(record, ("evaluated_at",), line, now),
+        "event_id": derived_event_id(NAME, sample_id),
+        "trace_id": str(optional(record, "trace_id", (str, int), line) or sample_id)[:128],
+        "observed_at": event_time(record, TIME_FIELDS, line, now),
         "route": pick_route(route, line),
         "query": {"text": optional(record, "user_input", str, line)},
         "answer": {"text": optional(record, "response", str, line)},

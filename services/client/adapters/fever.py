@@ -2,7 +2,7 @@
 
 Source fields (``*`` required):
 
-    id*                  the record's id; the event_id is derived from it
+    id                   the record's id; the event_id is derived from it (else from the content and line)
     claim*               the claim text
     predicted_label      the verifier's call; used when present (labeler verifier:<verifier>)
     label                the gold / human label; used when there is no predicted_label (labeler human:fever)
@@ -10,7 +10,7 @@ Source fields (``*`` required):
     predicted_evidence   [[page, sentence_id], ...]
     evidence             FEVER evidence sets: [[[annotation_id, evidence_id, page, sentence_id], ...], ...]
     observed_at          RFC 3339 with offset; FEVER files have none, so the conversion time is used
-    trace_id             default "fever-<id>"
+    trace_id             default "fever-<id>" (or "fever-<derived identity>")
     verifier             name@version of the verifier that predicted
 
 Labels: SUPPORTS, REFUTES, NOT ENOUGH INFO (case-insensitive).
@@ -21,12 +21,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from services.client.adapters import (RecordError, check_type, derived_event_id, event_time, finish, label, optional,
-                               pick_route, require, source_id)
+from services.client.adapters import (RecordError, check_type, derived_event_id, event_time, finish, identity, label,
+                               optional, pick_route, require)
 
 NAME = "fever"
 DESCRIPTION = "FEVER-style records: SUPPORTS / REFUTES / NOT ENOUGH INFO, one claim each"
 LABELS = {"supports": "supported", "refutes": "contradicted", "not enough info": "unsupported"}
+TIME_FIELDS = ("observed_at",)
 
 
 def looks_like(record: dict) -> bool:
@@ -60,7 +61,7 @@ def _chunks(record: dict, line: int) -> list[dict]:
 
 
 def to_events(record: dict, *, route: str | None, line: int, now: datetime | None = None) -> list[dict]:
-    record_id = source_id(record, "id", line)
+    record_id = identity(record, "id", line)
     predicted = optional(record, "predicted_label", str, line)
     if predicted is not None:
         verdict = label(predicted, LABELS, line, "predicted_label")
@@ -79,7 +80,7 @@ def to_events(record: dict, *, route: str | None, line: int, now: datetime | Non
     event = {
         "event_id": derived_event_id(NAME, record_id),
         "trace_id": str(optional(record, "trace_id", (str, int), line) or f"fever-{record_id}"),
-        "observed_at": event_time(record, ("observed_at",), line, now),
+        "observed_at": event_time(record, TIME_FIELDS, line, now),
         "route": pick_route(route, line),
         "versions": {"verifier": verifier} if verifier else {},
         "evidence": evidence,

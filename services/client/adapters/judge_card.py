@@ -1,15 +1,19 @@
 """LLM-judge prompt cards: one JSON object per judged answer.
 
-Source fields (``*`` required):
+The judge emits exactly ``{"claims": [{"text", "label", "evidence_phrase"}],
+"hallucination_rate", "decision_basis"}``: that converts as it is. Source fields
+(``*`` required):
 
-    card_id*            the card's id; the event_id is derived from it
-    created_at*         RFC 3339 with offset: when the judged answer was produced
-    trace_id            the judged request's trace id (default: card_id)
+    claims*             [{"text"*, "label"*, "evidence_phrase", "source"}]
+    hallucination_rate  the judge's own figure; checked against the claims, a mismatch is a warning
+    decision_basis      accepted and not carried: free text, and attributes (the only place for
+                        it) are not redacted before storage
+    card_id             the card's id; the event_id is derived from it (else from the content and line)
+    created_at          RFC 3339 with offset: when the judged answer was produced (else the conversion time)
+    trace_id            the judged request's trace id (default: card_id, else the derived identity)
     question, answer    texts
     model               the generator that wrote the answer -> versions.model
     judge               {"model", "prompt"} -> versions.verifier "<model>/<prompt>"
-    claims*             [{"text"*, "label"*, "evidence_phrase", "source"}]
-    hallucination_rate  the judge's own figure; checked against the claims, a mismatch is a warning
 
 Labels: supported, unsupported, contradicted (case-insensitive).
 """
@@ -17,13 +21,14 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from services.client.adapters import (check_type, derived_event_id, event_time, finish, label, optional, pick_route,
-                               rate_mismatch, require, source_id)
+from services.client.adapters import (check_type, derived_event_id, event_time, finish, identity, label, optional,
+                               pick_route, rate_mismatch, require)
 from services.contract.model import FAILED_VERDICTS
 
 NAME = "judge-card"
 DESCRIPTION = "LLM-judge prompt cards: claims with labels supported / unsupported / contradicted"
 LABELS = {"supported": "supported", "unsupported": "unsupported", "contradicted": "contradicted"}
+TIME_FIELDS = ("created_at",)
 
 
 def looks_like(record: dict) -> bool:
@@ -34,7 +39,7 @@ def looks_like(record: dict) -> bool:
 
 
 def to_events(record: dict, *, route: str | None, line: int, now: datetime | None = None) -> list[dict]:
-    card_id = source_id(record, "card_id", line)
+    card_id = identity(record, "card_id", line)
     judge = optional(record, "judge", dict, line) or {}
     judge_model = optional(judge, "model", str, line, where="judge.")
     judge_prompt = optional(judge, "prompt", str, line, where="judge.")
@@ -55,7 +60,7 @@ def to_events(record: dict, *, route: str | None, line: int, now: datetime | Non
     event = {
         "event_id": derived_event_id(NAME, card_id),
         "trace_id": str(optional(record, "trace_id", (str, int), line) or card_id),
-        "observed_at": event_time(record, ("created_at",), line, None),
+        "observed_at": event_time(record, TIME_FIELDS, line, now),
         "route": pick_route(route, line),
         "query": {"text": optional(record, "question", str, line)},
         "answer": {"text": optional(record, "answer", str, line)},

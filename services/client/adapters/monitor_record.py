@@ -2,8 +2,9 @@
 
 Source fields (``*`` required):
 
-    request_id*          the request's id: trace_id, and the event_id is derived from it
-    ts*                  RFC 3339 with offset
+    request_id           the request's id: trace_id, and the event_id is derived from it
+                         (else both from the content and line)
+    ts                   RFC 3339 with offset (else the conversion time)
     route                the record's route; used when no --route is given, and must equal it when one is
     verdict_counts*      {"supported": 3, "not_supported": 1}: keys in the contract's verdict vocabulary
                          (canonical or alias, case-insensitive), values non-negative integers
@@ -19,11 +20,12 @@ from __future__ import annotations
 from datetime import datetime
 
 from services.client.adapters import (MAX_CLAIMS_PER_RECORD, RecordError, check_type, derived_event_id, event_time, finish,
-                               label, optional, require, source_id)
+                               identity, label, optional, require)
 from services.contract.model import FAILED_VERDICTS, VERDICT_ALIASES
 
 NAME = "monitor-record"
 DESCRIPTION = "serving-gate monitor records: verdict_counts per request, no text"
+TIME_FIELDS = ("ts",)
 
 
 def looks_like(record: dict) -> bool:
@@ -41,7 +43,7 @@ def _route(record: dict, route: str | None, line: int) -> str:
 
 
 def to_events(record: dict, *, route: str | None, line: int, now: datetime | None = None) -> list[dict]:
-    request_id = source_id(record, "request_id", line)
+    request_id = identity(record, "request_id", line)
     counts = require(record, "verdict_counts", dict, line)
     claims: list[dict] = []
     for key, count in counts.items():
@@ -57,7 +59,7 @@ def to_events(record: dict, *, route: str | None, line: int, now: datetime | Non
     event = {
         "event_id": derived_event_id(NAME, request_id),
         "trace_id": request_id,
-        "observed_at": event_time(record, ("ts",), line, None),
+        "observed_at": event_time(record, TIME_FIELDS, line, now),
         "route": _route(record, route, line),
         "answer": {"action": optional(record, "action", str, line)},
         "versions": {k: v for k, v in versions.items() if v},

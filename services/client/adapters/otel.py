@@ -18,7 +18,8 @@ or as span events, plus OpenInference attributes it may already have:
     llm.prompt_template.version -> versions.prompt, openinference.span.kind and the resource's
     service.name -> attributes
 
-The span's ``traceId`` becomes ``trace_id``; its end time becomes ``observed_at``.
+The span's ``traceId`` becomes ``trace_id``; its end time becomes ``observed_at``. These and
+``spanId`` are required: OTLP requires them of every span, so a line without them is not a span.
 """
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ CLAIM_FIELDS = ("verdict", "text", "claim_type", "score", "chunk_id", "source_id
 _CLAIM_KEY = re.compile(r"claimwatch\.claims\.(\d+)\.(\w+)")
 _HEX_TRACE_ID = re.compile(r"[0-9a-fA-F]{32}")
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+TIME_FIELDS: tuple[str, ...] = ()  # every span carries its own time
 
 
 def claim_attributes(claims: list[dict], *, route: str | None = None, action: str | None = None,

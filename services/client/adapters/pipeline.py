@@ -2,9 +2,9 @@
 
 Source fields (``*`` required):
 
-    run_id*         the run's id; the event_id is derived from it
-    finished_at*    RFC 3339 with offset
-    request_id      the checked request's trace id (default: run_id)
+    run_id          the run's id; the event_id is derived from it (else from the content and line)
+    finished_at     RFC 3339 with offset (else the conversion time)
+    request_id      the checked request's trace id (default: run_id, else the derived identity)
     pipeline        verifier name@version -> versions.verifier and the claims' labeler
     question, answer, action    (action uses the contract's values: served, abstained, ...)
     stages*:
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from services.client.adapters import (RecordError, check_type, derived_event_id, event_time, finish, label, optional,
-                               pick_route, require, source_id)
+from services.client.adapters import (RecordError, check_type, derived_event_id, event_time, finish, identity, label,
+                               optional, pick_route, require)
 from services.contract.model import CLAIM_TYPES
 
 NAME = "pipeline"
@@ -28,6 +28,7 @@ DESCRIPTION = "four-stage verifier pipelines: SUPPORTED / UNLINKED / OVERREACH /
 VERDICTS = {"supported": "supported", "unlinked": "unsupported", "overreach": "overreach",
             "contradicted": "contradicted", "stale": "stale"}
 CLAIM_TYPE_LABELS = {t: t for t in CLAIM_TYPES}
+TIME_FIELDS = ("finished_at",)
 
 
 def looks_like(record: dict) -> bool:
@@ -50,7 +51,7 @@ def _by_claim(stages: dict, stage: str, line: int, *, required: bool) -> dict[st
 
 
 def to_events(record: dict, *, route: str | None, line: int, now: datetime | None = None) -> list[dict]:
-    run_id = source_id(record, "run_id", line)
+    run_id = identity(record, "run_id", line)
     stages = require(record, "stages", dict, line)
     extracted = _by_claim(stages, "extract", line, required=True)
     links = _by_claim(stages, "link", line, required=False)
@@ -94,7 +95,7 @@ def to_events(record: dict, *, route: str | None, line: int, now: datetime | Non
     event = {
         "event_id": derived_event_id(NAME, run_id),
         "trace_id": str(optional(record, "request_id", (str, int), line) or run_id),
-        "observed_at": event_time(record, ("finished_at",), line, None),
+        "observed_at": event_time(record, TIME_FIELDS, line, now),
         "route": pick_route(route, line),
         "query": {"text": optional(record, "question", str, line)},
         "answer": {"text": optional(record, "answer", str, line), "action": optional(record, "action", str, line)},

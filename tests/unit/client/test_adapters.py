@@ -5,7 +5,10 @@ not computed by the code under test.
 """
 from __future__ import annotations
 
+import hashlib
 import io
+import json
+import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -141,9 +144,8 @@ MONITOR = {"request_id": "r-1", "ts": "2026-11-21T09:00:00Z", "route": "billing-
     ("judge-card", {**JUDGE, "claims": [{"text": "t", "label": "mostly_true"}]}, "claims[0].label",
      "unknown label 'mostly_true'; accepted: contradicted, supported, unsupported"),
     ("judge-card", {**JUDGE, "claims": [{"label": "supported"}]}, "claims[0].text", "required field is missing"),
-    ("judge-card", {k: v for k, v in JUDGE.items() if k != "created_at"}, "created_at", "required field is missing"),
     ("judge-card", {**JUDGE, "created_at": "2026-11-21T09:00:00"}, "created_at", "has no offset"),
-    ("judge-card", {**JUDGE, "card_id": ""}, "card_id", "must not be empty"),
+    ("judge-card", {**JUDGE, "card_id": 1.5}, "card_id", "expected a string or an integer"),
     ("pipeline", {"run_id": "r", "finished_at": "2026-11-21T09:00:00Z", "stages": {
         "extract": [{"claim_id": "c1", "text": "t"}], "decide": [{"claim_id": "c1", "verdict": "PARTIAL"}]}},
      "stages.decide[claim c1].verdict", "unknown label 'PARTIAL'; accepted: contradicted, overreach, stale, supported, unlinked"),
@@ -160,7 +162,6 @@ MONITOR = {"request_id": "r-1", "ts": "2026-11-21T09:00:00Z", "route": "billing-
     ("monitor-record", {**MONITOR, "verdict_counts": {"supported": "3"}}, "verdict_counts.supported",
      "expected an integer, got str"),
     ("monitor-record", {**MONITOR, "verdict_counts": {"supported": 10**6}}, "verdict_counts.supported", "out of range"),
-    ("monitor-record", {k: v for k, v in MONITOR.items() if k != "request_id"}, "request_id", "required field is missing"),
     ("monitor-record", {**MONITOR, "first_failed_stage": "generation"}, "event.first_failed_stage", "contract rule"),
     ("fever", {"id": 1, "claim": "c", "label": "TRUE"}, "label",
      "unknown label 'TRUE'; accepted: not enough info, refutes, supports"),
@@ -216,7 +217,7 @@ def test_a_line_by_line_format_field_allows_mixing(tmp_path):
     out = io.StringIO()
     report = convert_file(None, path, out, route="billing-faq", format_field="format", keep_good=True)
     assert report.formats == {"judge-card": 1, "monitor-record": 1}
-    assert [(f.line, f.field) for f in report.failures] == [(3, "id")]
+    assert [(f.line, f.field) for f in report.failures] == [(3, "predicted_label")]
     assert len(out.getvalue().splitlines()) == 2
     report = convert_file(None, write_lines(tmp_path / "b.jsonl", [JUDGE]), io.StringIO(), route="r", format_field="format")
     assert [(f.field, f.rule) for f in report.failures] == [("format", "missing_field")]
@@ -233,7 +234,7 @@ def test_duplicate_source_ids_are_warned_about(tmp_path):
     path = write_lines(tmp_path / "in.jsonl", [JUDGE, JUDGE])
     report = convert_file("judge-card", path, io.BytesIO(), route="billing-faq")
     assert report.ok and report.warnings == [
-        "line 2: same event_id as line 1 (same source record id or identical content); it is counted once downstream"]
+        "line 2: same event_id as line 1 (same source record id); it is counted once downstream"]
 
 
 def test_route_rules(tmp_path):
@@ -252,12 +253,64 @@ def test_formats_without_time_need_a_conversion_time(tmp_path):
     assert report.failures[0].field == "observed_at" and "now=" in report.failures[0].message
 
 
-def test_faithfulness_ids_come_from_content_when_samples_have_none():
-    record = {"statements": [{"statement": "s", "verdict": 1}], "evaluated_at": "2026-11-21T09:00:00Z"}
-    first = convert_records("faithfulness", [record], route="r")[0]["event_id"]
-    assert convert_records("faithfulness", [dict(record)], route="r")[0]["event_id"] == first
-    changed = {**record, "statements": [{"statement": "s", "verdict": 0}]}
-    assert convert_records("faithfulness", [changed], route="r")[0]["event_id"] != first
+# What the tools emit at the least: no id, no time (the monitor record names no route either).
+MINIMAL = {
+    "judge-card": {"claims": [{"text": "t", "label": "unsupported", "evidence_phrase": None}],
+                   "hallucination_rate": 1.0, "decision_basis": "retrieved policy"},
+    "pipeline": {"stages": {"extract": [{"claim_id": "c1", "text": "t"}], "decide": [{"claim_id": "c1", "verdict": "UNLINKED"}]}},
+    "monitor-record": {"verdict_counts": {"supported": 1, "unsupported": 1}},
+    "fever": {"claim": "c", "predicted_label": "REFUTES"},
+    "faithfulness": {"statements": [{"statement": "s", "verdict": 0}]},
+}
+NAMESPACE = uuid.UUID("0b7c4d1e-6f0a-5c1b-9a57-c1a1a1c0ffee")  # fixed forever: ids must not change between releases
+
+
+def content_id(fmt: str, record: dict, line: int) -> str:
+    """The documented rule, written out: uuid5 of format, SHA-256 of the sorted-key JSON, line number."""
+    digest = hashlib.sha256(json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()).hexdigest()[:32]
+    return str(uuid.uuid5(NAMESPACE, f"{fmt}/sha256:{digest}@{line}"))
+
+
+@pytest.mark.parametrize("fmt", MINIMAL)
+def test_records_without_id_or_time_convert_with_ids_from_content_and_line(tmp_path, fmt):
+    record = MINIMAL[fmt]
+    reordered = b"  " + json.dumps(dict(reversed(record.items())), indent=None).encode()  # same content, other bytes
+    path = write_lines(tmp_path / "in.jsonl", [record, record, b"", reordered])
+    out = io.BytesIO()
+    report = convert_file(fmt, path, out, route="r", now=NOW)
+    events = [orjson.loads(line) for line in out.getvalue().splitlines()]
+    assert report.ok and report.warnings == [] and (report.stamped, report.stamped_at) == (3, "2026-11-21T14:00:00.000Z")
+    assert [e["event_id"] for e in events] == [content_id(fmt, record, n) for n in (1, 2, 4)]
+    assert {e["observed_at"] for e in events} == {"2026-11-21T14:00:00Z"}
+    again, _ = load_events(fmt, path, route="r", now=datetime(2027, 1, 1, tzinfo=timezone.utc))
+    assert [e["event_id"] for e in again] == [e["event_id"] for e in events]  # the time is no part of the id
+    changed = convert_records(fmt, [{**record, "extra": 1}], route="r", now=NOW)[0]["event_id"]
+    assert changed != events[0]["event_id"]
+
+
+@pytest.mark.parametrize("fmt, field", [("judge-card", "card_id"), ("pipeline", "run_id"), ("monitor-record", "request_id"),
+                                        ("fever", "id"), ("faithfulness", "sample_id")])
+def test_an_own_id_gives_the_id_and_an_empty_one_counts_as_none(fmt, field):
+    record = MINIMAL[fmt]
+    [event] = convert_records(fmt, [{**record, field: "src-1"}], route="r", now=NOW)
+    assert event["event_id"] == str(uuid.uuid5(NAMESPACE, f"{fmt}/src-1"))
+    [event] = convert_records(fmt, [{**record, field: ""}], route="r", now=NOW)
+    assert event["event_id"] == content_id(fmt, {**record, field: ""}, 1)
+
+
+def test_an_id_cannot_be_derived_from_a_record_that_is_not_json():
+    with pytest.raises(RecordError, match="line 1: id: missing, and the record is not JSON"):
+        convert_records("fever", [{**MINIMAL["fever"], "extra": object()}], route="r", now=NOW)
+
+
+def test_own_times_are_kept_and_not_counted_as_stamped():
+    _, report = convert("judge-card", "billing-faq")
+    assert report.stamped == 0
+    record = {**MINIMAL["judge-card"], "created_at": "2026-11-21T09:00:00+01:00"}
+    [event] = convert_records("judge-card", [record], route="r", now=NOW)
+    assert event["observed_at"] == "2026-11-21T09:00:00+01:00"
+    with pytest.raises(RecordError, match="created_at: required field is missing"):
+        convert_records("judge-card", [MINIMAL["judge-card"]], route="r")  # from Python, the time is explicit
 
 
 def test_load_events_for_produce(tmp_path):

@@ -1,0 +1,84 @@
+"""`claimwatch produce --from judge-card` (a subprocess) against the real embedded broker (Tansu):
+the judge card exactly as the judge emits it (no id, no time) reaches the topic, and a consumer
+reads back the same deterministic event ids `claimwatch convert` gives."""
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+
+import orjson
+import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from services.app.broker import EmbeddedBroker, create_topics
+from services.contract.decode import validate_event
+
+PARTITIONS = 2
+CARDS = [
+    {"claims": [{"text": "The refund arrives the same day.", "label": "unsupported", "evidence_phrase": None}],
+     "hallucination_rate": 1.0, "decision_basis": "retrieved policy pol-17"},
+    {"claims": [{"text": "The refund arrives the same day.", "label": "unsupported", "evidence_phrase": None}],
+     "hallucination_rate": 1.0, "decision_basis": "retrieved policy pol-17"},
+    {"claims": [{"text": "A 5% fee is deducted.", "label": "supported", "evidence_phrase": "A processing fee of 5% applies."}],
+     "hallucination_rate": 0.0, "decision_basis": "retrieved policy pol-17"},
+]
+
+
+@pytest.fixture(scope="module")
+def broker():
+    with EmbeddedBroker() as b:
+        yield b
+
+
+def claimwatch(*args: str) -> subprocess.CompletedProcess:
+    done = subprocess.run([sys.executable, "-m", "services.app.cli", *args], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def read_topic(bootstrap: str, topic: str) -> list:
+    async def read():
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
+        await consumer.start()
+        try:
+            tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+            consumer.assign(tps)
+            await consumer.seek_to_beginning(*tps)
+            end = await consumer.end_offsets(tps)
+            messages, deadline = [], time.monotonic() + 60
+            while any([await consumer.position(tp) < end[tp] for tp in tps]) and time.monotonic() < deadline:
+                for records in (await consumer.getmany(timeout_ms=500)).values():
+                    messages.extend(records)
+            return messages
+        finally:
+            await consumer.stop()
+    return asyncio.run(read())
+
+
+def test_produce_from_judge_card_sends_the_ids_convert_gives(broker, tmp_path):
+    cards = tmp_path / "cards.jsonl"
+    cards.write_bytes(b"".join(orjson.dumps(c) + b"\n" for c in CARDS))
+    create_topics(broker.bootstrap, ["adapters.verdicts"], PARTITIONS)
+    converted = claimwatch("convert", "--from", "judge-card", str(cards), "--route", "billing-faq")
+    ids = [orjson.loads(line)["event_id"] for line in converted.stdout.splitlines()]
+    assert len(set(ids)) == 3
+
+    sent = claimwatch("produce", "--from", "judge-card", str(cards), "--route", "billing-faq",
+                      "--observed-at", "2026-11-21T09:14:03Z", "--kafka", broker.bootstrap, "--topic-prefix", "adapters")
+    assert "sent 3 events to adapters.verdicts" in " ".join(sent.stderr.split())
+    messages = read_topic(broker.bootstrap, "adapters.verdicts")
+    events = [orjson.loads(m.value) for m in messages]
+    assert sorted(e["event_id"] for e in events) == sorted(ids)
+    assert {e["observed_at"] for e in events} == {"2026-11-21T09:14:03Z"}
+    assert {m.key for m in messages} == {b"billing-faq"}
+    for event in events:
+        validate_event(event)
+
+    # Without --observed-at: the same ids again (re-sent, the store counts them once), and a warning.
+    again = claimwatch("produce", "--from", "judge-card", str(cards), "--route", "billing-faq",
+                       "--kafka", broker.bootstrap, "--topic-prefix", "adapters")
+    assert "warning: 3 records carry no time" in " ".join(again.stderr.split())
+    events = [orjson.loads(m.value) for m in read_topic(broker.bootstrap, "adapters.verdicts")]
+    assert sorted(e["event_id"] for e in events) == sorted(ids + ids)
