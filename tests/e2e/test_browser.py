@@ -37,16 +37,19 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 
 
 def traffic(now: datetime, route_index: int, regressed: bool):
-    """100 minutes of one route; a regressed one gets a new model that invents numbers (+10 points) at minute 70."""
+    """160 minutes of one route; a regressed one gets a new model that invents numbers (+10 points) at minute 130.
+
+    The baseline moves in whole wall-clock hours (the current one is left out), so 130 calm minutes leave
+    at least 70 in finished hours before the regression, whatever the minute of the hour the test starts."""
     route = Scenario.demo().routes[route_index]
     route = dataclasses.replace(route, per_minute=min(route.per_minute, 30))  # keeps the first clustering run short
     # Flat volume: with the diurnal curve a night-time run had too few claims to warm the baseline.
     calm = Scenario(routes=(route,), bad_fraction=0.0, duplicate_fraction=0.0, diurnal_amplitude=0.0)
-    start = now - timedelta(minutes=100)
+    start = now - timedelta(minutes=160)
     if not regressed:
-        return list(generate(calm, start, 100, seed=30 + route_index))
+        return list(generate(calm, start, 160, seed=30 + route_index))
     bad = calm.replace(regressions=(Regression(route.name, 0, {"model": "gen-2026-11"}, 0.10),))
-    return [*generate(calm, start, 70, seed=31), *generate(bad, start + timedelta(minutes=70), 30, seed=32)]
+    return [*generate(calm, start, 130, seed=31), *generate(bad, start + timedelta(minutes=130), 30, seed=32)]
 
 
 @pytest.fixture(scope="module")
