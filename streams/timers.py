@@ -30,11 +30,11 @@ def register_alerting(app, alerts_topic, cycle: AlertCycle, settings: Settings) 
 def register_clustering(app, schedule: ClusteringSchedule, settings: Settings) -> None:
     @app.timer(settings.clustering.interval_minutes * 60, on_leader=True)
     async def recluster() -> None:
-        await schedule.recluster(utcnow())
+        await schedule.tick(utcnow())  # re-clusters only when enough changed (services/issues/schedule.py)
 
     @app.timer(settings.clustering.assign_interval_seconds, on_leader=True)
     async def assign() -> None:
-        await schedule.assign(utcnow())
+        await schedule.assign(utcnow())  # its own thread: never behind a re-cluster
 
 
 def register_lag_report(app, offsets: OffsetTracker, metrics: Metrics, interval: float = 5.0) -> None:

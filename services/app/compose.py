@@ -31,7 +31,7 @@ from services.core.backoff import Backoff
 from services.core.clock import utcnow
 from services.core.gcpolicy import tune_for_bulk
 from services.core.metrics import Metrics
-from services.core.threads import in_thread
+from services.core.threads import ChildProcess, in_thread
 from services.evalset.service import EvalService
 from services.ingest.ingestor import Health, Ingestor
 from services.ingest.privacy import Redactor
@@ -48,6 +48,7 @@ from services.store.traces import TraceRepository
 from services.store.writer import EventWriter
 
 log = logging.getLogger("claimwatch")
+SHUTDOWN_GRACE_SECONDS = 8  # open HTTP requests get this long after SIGINT/SIGTERM; the process is gone well within 15 s
 
 
 def clustering_config(settings: Settings) -> ClusteringConfig:
@@ -170,6 +171,8 @@ def run_worker(settings: Settings, *, serve_api: bool, on_ready: Callable[[Compo
     components = open_components(settings)
     decode_thread = ThreadPoolExecutor(1, thread_name_prefix="decode")  # decodes the next batch while one is written
     clustering_thread = ThreadPoolExecutor(1, thread_name_prefix="clustering")  # long runs must not stall ingest
+    assign_thread = ThreadPoolExecutor(1, thread_name_prefix="assign")  # nor online assignment
+    schedule = None
     c, s = components, settings
     try:
         if s.clickhouse.startswith("chdb:"):  # this process alone writes: safe to repair before consuming
@@ -194,7 +197,9 @@ def run_worker(settings: Settings, *, serve_api: bool, on_ready: Callable[[Compo
                            in_thread(c.store_thread), explainer=c.alerts.explainer)
         timers.register_alerting(app, topics.alerts, cycle, s)
         if s.clustering.in_worker:
-            schedule = ClusteringSchedule(lambda: c.issue_jobs, c.metrics, in_thread(clustering_thread))
+            schedule = ClusteringSchedule(lambda: c.issue_jobs, c.metrics, in_thread(clustering_thread),
+                                          policy=recluster_policy(s), assign_run=in_thread(assign_thread),
+                                          child=ChildProcess(name="claimwatch-recluster"))
             timers.register_clustering(app, schedule, s)
         if serve_api:
             app.task(_api_task(c))
@@ -207,9 +212,21 @@ def run_worker(settings: Settings, *, serve_api: bool, on_ready: Callable[[Compo
         except SystemExit:
             pass
     finally:
+        if schedule is not None:  # a re-cluster in progress is abandoned: its process stops, the last issues stay
+            schedule.close()
         decode_thread.shutdown(wait=True)
         clustering_thread.shutdown(wait=False, cancel_futures=True)
+        assign_thread.shutdown(wait=False, cancel_futures=True)
         components.close()
+
+
+def recluster_policy(settings: Settings):
+    """When the leader re-clusters (services/issues/schedule.py)."""
+    from services.issues.schedule import ReclusterPolicy
+
+    c = settings.clustering
+    return ReclusterPolicy(c.recluster_min_new_claims, c.recluster_min_new_fraction,
+                           timedelta(minutes=c.recluster_max_age_minutes))
 
 
 def run_api(settings: Settings) -> None:
@@ -219,4 +236,5 @@ def run_api(settings: Settings) -> None:
     from services.api.app import create_api
 
     with opened(settings) as components:
-        uvicorn.run(create_api(components), host=settings.api.host, port=settings.api.port, log_level="warning")
+        uvicorn.run(create_api(components), host=settings.api.host, port=settings.api.port, log_level="warning",
+                    timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS)

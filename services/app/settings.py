@@ -59,7 +59,12 @@ class ClusteringSettings(Section):
     fields: list[str] = Field(default_factory=lambda: ["question", "claim", "claim"])
     backend: Literal["torch", "onnx", "onnx-int8"] | None = Field(
         None, description="embedding back end; unset means the clustering configuration's own (onnx-int8)")
-    interval_minutes: float = Field(15.0, gt=0, description="re-clustering schedule (leader-only timer)")
+    interval_minutes: float = Field(15.0, gt=0, description="how often the leader checks whether to re-cluster")
+    # A check re-clusters when new failing claims since the last run reach max(min_new_claims,
+    # min_new_fraction x the claims of that run), or when it is older than max_age (services/issues/schedule.py).
+    recluster_min_new_claims: int = Field(200, ge=1, description="new failing claims that always justify a re-cluster")
+    recluster_min_new_fraction: float = Field(0.02, ge=0, le=1, description="or this share of the last run's failing claims, when that is more")
+    recluster_max_age_minutes: float = Field(60.0, gt=0, description="re-cluster anyway once the last run is this old")
     lookback_hours: float = Field(24.0, gt=0)
     assign_interval_seconds: float = Field(5.0, gt=0, description="online assignment of new failing claims")
     in_worker: bool = Field(True, description="run the schedule in the worker (off when `claimwatch cluster --schedule` runs it)")

@@ -19,6 +19,7 @@ import httpx
 from rich.console import Console
 
 from services.core.clock import utcnow
+from services.core.threads import die_with_parent
 
 HISTORY_MINUTES = 300
 REGRESSION_AT = 255
@@ -35,8 +36,13 @@ class DemoError(RuntimeError):
     pass
 
 
+STOP_SECONDS = 30  # `claimwatch up` stops within 15 s of SIGINT; after this it is killed
+
+
 def _cli(*args: str, env: dict, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "services.app.cli", *args], env=env, check=check)
+    # a killed demo takes its commands with it (Linux: PR_SET_PDEATHSIG)
+    return subprocess.run([sys.executable, "-m", "services.app.cli", *args], env=env, check=check,
+                          preexec_fn=die_with_parent())
 
 
 def _wait(what: str, predicate, timeout: float, console: Console, stack: subprocess.Popen):
@@ -70,8 +76,10 @@ def run_demo(settings, console: Console, keep_running: bool, token_hint: str | N
     # SIGTERM (e.g. a CI timeout) must stop the stack too, not orphan it.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     log = open(var / "demo-up.log", "ab")
+    # Its own session, so Ctrl-C reaches the demo only and the demo stops the stack; and SIGTERM when the
+    # demo dies, even by SIGKILL, so no orphan keeps the port, the broker or the store's lock.
     stack = subprocess.Popen([sys.executable, "-m", "services.app.cli", "up"], env=env, stdout=log, stderr=log,
-                             start_new_session=True)
+                             start_new_session=True, preexec_fn=die_with_parent(signal.SIGTERM))
     try:
         _wait("the embedded stack", lambda: _get(api + "/readyz"), 120, console, stack)
         console.rule("[bold]claimwatch demo")
@@ -104,7 +112,7 @@ def run_demo(settings, console: Console, keep_running: bool, token_hint: str | N
         if stack.poll() is None:
             stack.send_signal(signal.SIGINT)
             try:
-                stack.wait(90)
+                stack.wait(STOP_SECONDS)
             except subprocess.TimeoutExpired:
                 os.killpg(stack.pid, signal.SIGKILL)
 

@@ -29,6 +29,15 @@ class Metrics:
         self.alerts = Gauge("claimwatch_alerts", "Alerts by state", ["state"], registry=r)
         self.alert_transitions = Counter("claimwatch_alert_transitions_total", "Alert transitions", ["state"], registry=r)
         self.assignments = Counter("claimwatch_issue_assignments_total", "Online issue assignments", ["outcome"], registry=r)
+        self.recluster_seconds = Histogram("claimwatch_recluster_seconds", "Duration of completed re-clustering runs "
+                                           "(collect, fit, publish)", registry=r,
+                                           buckets=(1, 2.5, 5, 10, 20, 30, 45, 60, 90, 120, 180, 300, 600))
+        self.recluster_runs = Counter("claimwatch_recluster_runs_total", "Re-clustering runs by outcome "
+                                      "(ok, failed, cancelled)", ["outcome"], registry=r)
+        self.recluster_skipped = Counter("claimwatch_recluster_skipped_total", "Re-clustering ticks skipped, by reason "
+                                         "(few_new_claims, nothing_to_cluster, running)", ["reason"], registry=r)
+        self.recluster_new_claims = Gauge("claimwatch_recluster_new_claims", "Failing claims ingested since the last "
+                                          "re-clustering run, counted up to the run threshold", registry=r)
         self.notify_failures = Counter("claimwatch_notification_failures_total", "Failed notification attempts",
                                        ["target"], registry=r)
 

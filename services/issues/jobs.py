@@ -1,21 +1,38 @@
-"""The two clustering jobs: periodic re-clustering (leader-only) and online assignment between runs."""
+"""The two clustering jobs: re-clustering (leader-only) and online assignment between runs.
+
+A re-cluster has three steps, so its heavy middle can run in a process that shutdown may stop:
+
+- ``collect`` (store and model, on the clustering thread): the failing claims, and the vector of
+  every text they need, from the embedding cache or the model (checked for cancel between chunks);
+- ``fit_claims`` (pure: no store, no model): UMAP, HDBSCAN and naming over those vectors; the
+  schedule runs it in a child process (services/core/threads.py ``ChildProcess``);
+- ``publish`` (store): match the clusters to the known issues, save members then issues, and swap
+  in the new online assigner. Until then assignment keeps using the last published issues.
+"""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+import threading
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta, timezone
+from typing import Callable, Sequence
 
 import numpy as np
 
 from clustering.assign import OnlineAssigner
 from clustering.cluster import NOISE
 from clustering.config import ClusteringConfig
-from clustering.pipeline import IssuePipeline
+from clustering.pipeline import IssuePipeline, Progress
+from clustering.records import FailingClaim
 from clustering.run import ClusteringRun
 from clustering.track import IssueTracker
+from clustering.vectorize import ClaimVectorizer
+from services.core.threads import Cancelled
 from services.issues.records import IssueRecords
 
 log = logging.getLogger(__name__)
+
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 @dataclass(frozen=True)
@@ -25,6 +42,52 @@ class RunReport:
     noise: int
     timings: dict
     notes: list
+
+
+@dataclass(frozen=True)
+class ReclusterInput:
+    """Everything ``fit_claims`` needs, and nothing that cannot pickle."""
+
+    config: ClusteringConfig
+    model_id: str
+    claims: list[FailingClaim]
+    vectors: dict[str, np.ndarray]  # normalised text -> its vector, for every text the claims embed
+    now: datetime
+
+
+@dataclass(frozen=True)
+class Fitted:
+    run: ClusteringRun  # without the fitted models and vectors (they stay in the child)
+    positions: np.ndarray  # 2-D map position per claim of ``run``
+
+
+class PrecomputedEmbedder:
+    """An ``Embedder`` over vectors computed before: the child process needs no model and no store."""
+
+    def __init__(self, model_id: str, vectors: dict[str, np.ndarray]):
+        self.model_id = model_id
+        self.vectors = vectors
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if len(texts) == 0:
+            return np.zeros((0, 0), dtype=np.float32)
+        return np.stack([self.vectors[t] for t in texts])
+
+
+class _Collecting:
+    """The real embedder, keeping every vector it returns, and stopping between chunks once cancelled."""
+
+    def __init__(self, embedder, cancelled: Callable[[], bool]):
+        self.embedder, self.cancelled = embedder, cancelled
+        self.model_id = embedder.model_id
+        self.vectors: dict[str, np.ndarray] = {}
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if self.cancelled():
+            raise Cancelled("re-cluster abandoned while embedding")
+        vectors = self.embedder.embed(texts)
+        self.vectors.update(zip(texts, vectors))
+        return vectors
 
 
 def map_positions(run: ClusteringRun) -> np.ndarray:
@@ -41,6 +104,17 @@ def map_positions(run: ClusteringRun) -> np.ndarray:
     return positions
 
 
+def fit_claims(job: ReclusterInput, progress: Progress | None = None) -> Fitted:
+    """The heavy part of a re-cluster, from collected input alone (runs in a child process)."""
+    pipeline = IssuePipeline.from_config(job.config, PrecomputedEmbedder(job.model_id, job.vectors), progress)
+    run = pipeline.fit(job.claims, job.now)
+    positions = map_positions(run)
+    return Fitted(replace(run, vectors_=None, reducer_=None, clusterer_=None, reduced_=None), positions)
+
+
+Fit = Callable[[ReclusterInput], Fitted]
+
+
 class IssueJobs:
     """Holds the embedder (loaded once per process) and the latest online assigner."""
 
@@ -51,17 +125,40 @@ class IssueJobs:
         self.issues = issues
         self.lookback = lookback
         self.min_similarity = min_similarity
-        self.assigner: OnlineAssigner | None = None
-        self.mark: datetime | None = None
+        self.assigner: OnlineAssigner | None = None  # replaced whole by publish: assignment reads it once
+        self._swap = threading.Lock()  # publish (clustering thread) and assign_new (assignment thread) both set it
+        self.mark: datetime | None = None  # online assignment's ingestion high mark
+        self.run_mark: datetime | None = None  # claims ingested after it are new to the last re-cluster
 
-    def recluster(self, now: datetime, progress=None) -> RunReport:
+    def _vectorizer(self) -> ClaimVectorizer:
+        return IssuePipeline.from_config(self.config, self.embedder).vectorizer
+
+    # -- re-clustering --------------------------------------------------------
+    def recluster(self, now: datetime, progress: Progress | None = None, fit: Fit | None = None) -> RunReport:
+        """One whole run; ``fit`` replaces the in-process ``fit_claims`` (the schedule's child process)."""
+        job = self.collect(now, progress=progress)
+        fitted = fit(job) if fit is not None else fit_claims(job, progress)
+        return self.publish(now, fitted)
+
+    def collect(self, now: datetime, cancelled: Callable[[], bool] = lambda: False,
+                progress: Progress | None = None) -> ReclusterInput:
+        """The failing claims of the lookback and the vectors of their texts (cached, or embedded now)."""
         claims = self.issues.failing_claims(now - self.lookback)
-        pipeline = IssuePipeline.from_config(self.config, self.embedder, progress)
-        run = pipeline.fit(claims, now)
+        collecting = _Collecting(self.embedder, cancelled)
+        vectorizer = IssuePipeline.from_config(self.config, collecting).vectorizer
+        prepared = vectorizer.prepare(claims)
+        report = (lambda done, total: progress("embed", done, total, 0.0)) if progress else None
+        vectorizer.embed(prepared, report)
+        if cancelled():
+            raise Cancelled("re-cluster abandoned")
+        return ReclusterInput(self.config, self.embedder.model_id, claims, collecting.vectors, now)
+
+    def publish(self, now: datetime, fitted: Fitted) -> RunReport:
+        """Make a fitted run the current issues: members first, then issues, then the online assigner."""
+        run, positions = fitted.run, fitted.positions
         tracker = IssueTracker(self.config)
         records = tracker.match(self.issues.load(), run, now)
         issue_of = tracker.cluster_issue_ids_
-        positions = map_positions(run)
         rows = []
         for i, (claim, label, probability) in enumerate(zip(run.claims, run.labels_.tolist(), run.probabilities_.tolist())):
             rows.append({
@@ -72,26 +169,47 @@ class IssueJobs:
             })
         self.issues.save_members(rows)
         self.issues.save(records)  # after the members: an issue is visible only with its members
-        self.assigner = OnlineAssigner.from_issues(records, pipeline.vectorizer, self.config.name, self.min_similarity)
+        assigner = OnlineAssigner.from_issues(records, self._vectorizer(), self.config.name, self.min_similarity)
+        with self._swap:
+            self.assigner = assigner
+        self.run_mark = now
         summary = run.summary()
         log.info("re-clustered %d failing claims into %d issues (%d noise)", summary["claims"], summary["issues"],
                  summary["noise"])
         return RunReport(summary["claims"], summary["issues"], summary["noise"], summary["timings"], summary["notes"])
 
+    def new_claims(self, at_least: int) -> int:
+        """Failing claims ingested since the last re-cluster (its ``now``), counted up to ``at_least`` or a
+        little beyond: the store is asked for at most ``at_least`` events, so a tick costs one small query."""
+        claims, _ = self.issues.claims_ingested_after(self.run_mark or EPOCH, max(at_least, 1))
+        return len(claims)
+
+    def previous_run(self, since: datetime) -> int | None:
+        """At start-up, with issues stored by an earlier process: count claims ingested from ``since`` as new
+        and return the claims those issues hold (the last run's size, near enough); None when there are none."""
+        live = [i for i in self.issues.load() if i.config_name == self.config.name and i.merged_into is None]
+        if not live:
+            return None
+        self.run_mark = since
+        return sum(i.size for i in live)
+
+    # -- online assignment ----------------------------------------------------
     def assign_new(self, now: datetime, batch: int = 2000) -> int:
         """Assign failing claims ingested since the last call to the current issues; returns how many."""
         if self.mark is None:
             self.mark = now
-        if self.assigner is None:
-            if not self.issues.load():
+        assigner = self.assigner  # the last published issues, even while a re-cluster runs
+        if assigner is None:
+            stored = self.issues.load()
+            if not stored:
                 return 0
-            pipeline = IssuePipeline.from_config(self.config, self.embedder)
-            self.assigner = OnlineAssigner.from_issues(self.issues.load(), pipeline.vectorizer, self.config.name,
-                                                       self.min_similarity)
+            built = OnlineAssigner.from_issues(stored, self._vectorizer(), self.config.name, self.min_similarity)
+            with self._swap:  # unless a re-cluster published meanwhile
+                assigner = self.assigner = self.assigner or built
         claims, mark = self.issues.claims_ingested_after(self.mark, batch)
         if not claims:
             return 0
-        results = self.assigner.assign_many(claims)
+        results = assigner.assign_many(claims)
         self.issues.save_members(
             {"claim_key": c.id, "issue_id": issue or "", "probability": float(p), "source": "online",
              "config_name": self.config.name, "x": 0.0, "y": 0.0,

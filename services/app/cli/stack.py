@@ -1,6 +1,8 @@
 """`claimwatch` commands. Run the service: up, worker, api, demo, repair, token."""
 from __future__ import annotations
 
+import signal
+
 import click
 
 from services.app.cli.base import Abort, console, main, out, service_options
@@ -15,6 +17,7 @@ def up(settings: Settings) -> None:
     from services.app.compose import run_worker
     from services.app.broker import BrokerError, EmbeddedBroker
 
+    stop_on_sigterm()
     broker = None
     if settings.kafka is None:
         host, port = settings.embedded_broker.rsplit(":", 1)
@@ -37,6 +40,16 @@ def up(settings: Settings) -> None:
         if broker:
             broker.stop()
         console.print("claimwatch stopped")
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def stop_on_sigterm() -> None:
+    """Until the worker takes the signals over, SIGTERM unwinds like Ctrl-C, so `finally` stops the broker
+    (a `claimwatch demo` that dies sends it) instead of leaving it orphaned on its port."""
+    signal.signal(signal.SIGTERM, _interrupt)
 
 
 def _local_token(settings: Settings) -> Settings:
