@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, fields as dc_fields, replace
+from typing import Any
 from datetime import datetime, timezone
 
 import numpy as np
@@ -127,8 +128,22 @@ class DetectorConfig:
         unknown = sorted(set(values) - known)
         if unknown:
             raise ValueError(f"unknown detector setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-        values = {k: tuple(v) if k == "windows" else v for k, v in values.items()}
-        return cls(**values)
+        defaults = cls()
+        return cls(**{k: _as_type_of(getattr(defaults, k), v, k) for k, v in values.items()})
+
+
+def _as_type_of(default: Any, value: Any, name: str) -> Any:
+    """A setting as its default's type: environment variables (CLAIMWATCH_DRIFT__DETECTOR__H=9) arrive as text."""
+    text = value.strip().lower() if isinstance(value, str) else None
+    try:
+        if isinstance(default, bool) and text is not None:
+            return {"true": True, "1": True, "false": False, "0": False}[text]
+        if isinstance(default, (int, float)) and not isinstance(default, bool) and text is not None:
+            number = float(text)
+            return int(number) if isinstance(default, int) and number.is_integer() else number
+        return tuple(value) if isinstance(default, tuple) else value
+    except (KeyError, TypeError, ValueError):
+        raise ValueError(f"detector setting {name}={value!r}: expected a {type(default).__name__}") from None
 
 
 def minute_number(now: datetime) -> int:

@@ -234,6 +234,20 @@ def test_config_validation_names_the_field():
     assert DetectorConfig.from_mapping({"h": 9, "windows": [5, 15]}).windows == (5, 15)
 
 
+def test_detector_settings_from_the_environment_take_their_types():
+    from services.app.settings import load_settings
+
+    env = {"CLAIMWATCH_DRIFT__DETECTOR__MIN_BASELINE_CLAIMS": "10000", "CLAIMWATCH_DRIFT__DETECTOR__H": "9.5",
+           "CLAIMWATCH_DRIFT__DETECTOR__HOLD_PENDING": "false"}
+    config = DetectorConfig.from_mapping(load_settings(None, env, {}).drift.detector)
+    assert (config.min_baseline_claims, config.h, config.hold_pending) == (10_000, 9.5, False)
+    assert isinstance(config.min_baseline_claims, int)
+    with pytest.raises(ValueError, match="min_baseline_claims='many': expected a int"):
+        DetectorConfig.from_mapping({"min_baseline_claims": "many"})
+    with pytest.raises(ValueError, match="hold_pending='maybe': expected a bool"):
+        DetectorConfig.from_mapping({"hold_pending": "maybe"})
+
+
 def test_factory_and_default():
     assert isinstance(make_detector(), DEFAULT_DETECTOR)
     assert isinstance(make_detector(DetectorConfig(kind="window")), WindowDetector)
