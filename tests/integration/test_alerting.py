@@ -29,7 +29,10 @@ def scenario(regressed: bool) -> Scenario:
     hr = type(hr)(**{**hr.__dict__, "per_minute": 60})
     regressions = (Regression("billing-faq", 0, {"model": "gen-2026-11"}, 0.07),
                    Regression("hr-policy", 0, {"prompt": "hr-v4"}, 0.07)) if regressed else ()
-    return Scenario(routes=(billing, hr), regressions=regressions, bad_fraction=0.0, duplicate_fraction=0.0)
+    # Flat volume: the baseline holds only finished wall-clock hours, and a night-time trough could leave
+    # it short of min_baseline_claims when the regression starts.
+    return Scenario(routes=(billing, hr), regressions=regressions, bad_fraction=0.0, duplicate_fraction=0.0,
+                    diurnal_amplitude=0.0)
 
 
 def test_regression_fires_in_alertmanager_then_resolves_and_silence_holds(broker, topic_prefix, tmp_path):
