@@ -44,61 +44,14 @@ from services.client.demo import CORPUS_CHANGE_AT, DEMO_ENV, HISTORY_MINUTES, RE
 from services.client.produce import raw_producer  # noqa: E402
 from services.client.simulate import Scenario, generate  # noqa: E402
 from services.core.threads import die_with_parent  # noqa: E402
+from tests.support.procfs import recluster_child, tree_cpu_seconds  # noqa: E402
 
 IDLE_LIMIT = 3.0  # CPU-s per minute
 LATENCY_LIMIT = 10.0  # seconds, p95
-TICK = os.sysconf("SC_CLK_TCK")
 
 
 class MissingPeer(Exception):
     pass
-
-
-# ---- /proc -------------------------------------------------------------------------------------
-
-def _stat(pid: int) -> list[str] | None:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-
-
-def descendants(root: int) -> list[int]:
-    parents = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and (fields := _stat(int(entry))) is not None:
-            parents[int(entry)] = int(fields[1])
-    found, frontier = [], [root]
-    while frontier:
-        pid = frontier.pop()
-        kids = [p for p, parent in parents.items() if parent == pid]
-        found.extend(kids)
-        frontier.extend(kids)
-    return found
-
-
-def tree_cpu_seconds(root: int) -> float:
-    """User + system CPU of ``root``, its live descendants, and the children they already reaped."""
-    total = 0
-    for pid in [root, *descendants(root)]:
-        fields = _stat(pid)
-        if fields is not None:  # fields[11:15]: utime stime cutime cstime
-            total += sum(int(x) for x in fields[11:15])
-    return total / TICK
-
-
-def cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def recluster_child(root: int) -> int | None:
-    """The process fitting a re-cluster (a multiprocessing spawn child of `up`), if one runs."""
-    return next((p for p in descendants(root) if "spawn_main" in cmdline(p)), None)
 
 
 # ---- the stack -----------------------------------------------------------------------------------

@@ -19,39 +19,10 @@ import pytest
 
 from services.app.broker import create_topics, free_port
 from services.client.simulate import Scenario, expected_counts, generate
+from tests.support.procfs import alive, recluster_child
 from tests.support.processes import send_all
 
 STOP_WITHIN = 15.0
-
-
-def children(pid: int) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid and fields[0] != "Z":
-                found.append(int(entry))
-    return found
-
-
-def cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 class Up:
@@ -134,11 +105,6 @@ def totals(up: Up):
     return sum(r["events"] for r in rates), sum(d["count"] for d in dlq)
 
 
-def recluster_child(up: Up) -> int | None:
-    """The child process fitting a re-cluster (multiprocessing's spawn), if one runs."""
-    return next((pid for pid in children(up.proc.pid) if "spawn_main" in cmdline(pid)), None)
-
-
 def test_sigterm_during_a_recluster_stops_up_within_15s_and_a_restart_stores_every_event_once(
         broker, topic_prefix, tmp_path, ups):
     now = datetime.now(timezone.utc).replace(second=0, microsecond=0)
@@ -152,7 +118,7 @@ def test_sigterm_during_a_recluster_stops_up_within_15s_and_a_restart_stores_eve
     up = Up(tmp_path / "up", broker.bootstrap, topic_prefix, env)
     ups.append(up)
     up.start()
-    child = up.wait_for(lambda: recluster_child(up), 120, "a re-cluster's child process")
+    child = up.wait_for(lambda: recluster_child(up.proc.pid), 120, "a re-cluster's child process")
     assert (totals(up) or (0, 0))[0] < expected.valid_events or True  # ingest may still be under way: fine
     took = up.terminate()
     assert took < STOP_WITHIN
