@@ -5,6 +5,10 @@ Decoder before they are handed to the client: a refused event raises the
 ContractError the DLQ would have recorded (same rule, same field path), and what
 is sent is exactly what was checked.
 
+Events are packed per route key into batch envelopes (services/client/batching.py) unless
+``envelopes=False``: a batch goes when it is full (events or bytes) or its linger time is up,
+and on flush and close.
+
 Delivery is idempotent (``enable_idempotence=True``, ``acks="all"``): a batch the
 client retries after a timeout is written once by the broker. Both the sync and
 the async producer run on kafka-python's client. aiokafka's producer only speaks
@@ -14,6 +18,7 @@ would have to be switched off.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import uuid
 from dataclasses import dataclass, field
@@ -22,11 +27,15 @@ from typing import Any, Callable, Iterable, Mapping
 
 import orjson
 
+from services.client.batching import (DEFAULT_ENVELOPE_BYTES, DEFAULT_LINGER_SECONDS, Batch, EnvelopeBatcher,
+                                      LingeringBatcher)
 from services.contract.decode import DEFAULT_MAX_BYTES, ContractError, Decoder, Rejection, reject
-from services.contract.model import SCHEMA, VerdictEvent
+from services.contract.model import MAX_ENVELOPE_EVENTS, SCHEMA, VerdictEvent
+
+log = logging.getLogger(__name__)
 
 DEFAULT_TOPIC = "claimwatch.verdicts"
-# Room for the key, headers and record overhead on top of a maximal event.
+# Room for the key, headers and record overhead on top of a maximal event or envelope.
 _REQUEST_HEADROOM = 64 * 1024
 
 
@@ -151,6 +160,10 @@ class _Tally:
 class VerdictProducer:
     """Checked, batched, compressed, idempotent sends of verdict events; key = route.
 
+    Events of one route are packed into batch envelopes of up to ``envelope_max_events`` events
+    and ``envelope_max_bytes`` bytes, waiting at most ``envelope_linger_ms``; ``envelopes=False``
+    sends one event per message. ``linger_ms`` and ``batch_size`` are the Kafka client's own.
+
     ``on_delivery(Delivery)`` runs on the client's I/O thread for every event,
     delivered or failed; keep it short. ``close()`` flushes first.
     """
@@ -159,7 +172,9 @@ class VerdictProducer:
                  linger_ms: int = 20, batch_size: int = 256 * 1024, compression: str | None = "gzip",
                  on_delivery: Callable[[Delivery], None] | None = None, client_id: str = "claimwatch-producer",
                  retries: int | None = None, request_timeout_ms: int = 30_000, delivery_timeout_ms: int = 120_000,
-                 max_event_bytes: int = DEFAULT_MAX_BYTES, new_id: Callable[[], str] = new_event_id):
+                 max_event_bytes: int = DEFAULT_MAX_BYTES, new_id: Callable[[], str] = new_event_id,
+                 envelopes: bool = True, envelope_linger_ms: float = DEFAULT_LINGER_SECONDS * 1000,
+                 envelope_max_events: int = MAX_ENVELOPE_EVENTS, envelope_max_bytes: int = DEFAULT_ENVELOPE_BYTES):
         from kafka import KafkaProducer
         from kafka.errors import KafkaError
 
@@ -167,10 +182,15 @@ class VerdictProducer:
         self.on_delivery = on_delivery
         self._preparer = EventPreparer(max_event_bytes, new_id)
         self._tally = _Tally()
+        self._batcher: LingeringBatcher | None = None
+        if envelopes:
+            batcher = EnvelopeBatcher(envelope_max_events, envelope_max_bytes, envelope_linger_ms / 1000)
+            self._batcher = LingeringBatcher(batcher, self._send_batches)
         options = dict(bootstrap_servers=bootstrap_servers, client_id=client_id, acks="all", enable_idempotence=True,
                        compression_type=compression, linger_ms=linger_ms, batch_size=batch_size,
                        max_in_flight_requests_per_connection=5, request_timeout_ms=request_timeout_ms,
-                       delivery_timeout_ms=delivery_timeout_ms, max_request_size=max_event_bytes + _REQUEST_HEADROOM)
+                       delivery_timeout_ms=delivery_timeout_ms,
+                       max_request_size=max(max_event_bytes, envelope_max_bytes) + _REQUEST_HEADROOM)
         if retries is not None:
             options["retries"] = retries
         try:
@@ -219,6 +239,9 @@ class VerdictProducer:
     def _enqueue(self, outgoing: Outgoing, tally: _Tally, extra: Callable[[Delivery], None] | None) -> None:
         if self._closed:
             raise ProducerError("this producer is closed; create a new one")
+        if self._batcher is not None:
+            self._batcher.add(outgoing.key, outgoing.value, (outgoing, tally, extra))
+            return
         try:
             future = self._client.send(self.topic, key=outgoing.key, value=outgoing.value)
         except self._kafka_error as exc:
@@ -230,6 +253,38 @@ class VerdictProducer:
         if listeners:  # a Delivery per event only when someone listens
             future.add_callback(self._delivered, outgoing, listeners)
             future.add_errback(self._undelivered, outgoing, listeners)
+
+    def _send_batches(self, batches: list[Batch], raise_errors: bool) -> None:
+        """Hand batches to the client; a batch it refuses counts as failed deliveries, and the error is raised
+        (after the other batches went) when the caller can take it."""
+        error = None
+        for batch in batches:
+            try:
+                future = self._client.send(self.topic, key=batch.key, value=batch.message())
+            except self._kafka_error as exc:
+                self._batch_undelivered(batch.items, exc)
+                log.warning("could not enqueue %d events for %s: %r", len(batch.items), self.topic, exc)
+                error = error or exc
+                continue
+            future.add_callback(self._batch_delivered, batch.items)
+            future.add_errback(self._batch_undelivered, batch.items)
+        if error is not None and raise_errors:
+            raise ProducerError(f"could not enqueue events for {self.topic}: {error}. "
+                                "Check that the broker is up and the topic exists.") from error
+
+    def _batch_delivered(self, items: list, metadata: Any) -> None:
+        for outgoing, tally, extra in items:
+            tally.ok()
+            listeners = tuple(f for f in (self.on_delivery, extra) if f is not None)
+            if listeners:
+                self._delivered(outgoing, listeners, metadata)
+
+    def _batch_undelivered(self, items: list, error: BaseException) -> None:
+        for outgoing, tally, extra in items:
+            tally.fail()
+            listeners = tuple(f for f in (self.on_delivery, extra) if f is not None)
+            if listeners:
+                self._undelivered(outgoing, listeners, error)
 
     def _delivered(self, outgoing: Outgoing, listeners: tuple, metadata: Any) -> None:
         delivery = Delivery(outgoing.event_id, outgoing.route, metadata.partition, metadata.offset)
@@ -253,6 +308,8 @@ class VerdictProducer:
         return self._client.metrics()
 
     def flush(self, timeout: float | None = None) -> None:
+        if self._batcher is not None:
+            self._batcher.flush()
         try:
             self._client.flush(timeout=timeout)
         except self._kafka_error as exc:
@@ -265,6 +322,8 @@ class VerdictProducer:
             self.flush(timeout)
         finally:
             self._closed = True
+            if self._batcher is not None:
+                self._batcher.close()
             self._client.close(timeout=timeout)
 
     def __enter__(self) -> "VerdictProducer":

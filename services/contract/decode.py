@@ -1,4 +1,5 @@
-"""Bytes in, a valid event or a machine-readable rejection out. Never raises on input."""
+"""Bytes in, valid events or machine-readable rejections out (one event, or each event of a batch
+envelope with its index). Never raises on input."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -6,7 +7,7 @@ from dataclasses import dataclass, field
 import orjson
 from pydantic import ValidationError
 
-from services.contract.model import VerdictEvent
+from services.contract.model import ENVELOPE_SCHEMA, MAX_ENVELOPE_EVENTS, SCHEMA, VerdictEvent
 
 DEFAULT_MAX_BYTES = 1 << 20
 
@@ -102,35 +103,87 @@ def reject(rule: str, path: str, message: str, **ids: str | None) -> Rejection:
     return Rejection((Problem(rule, path, message),), **ids)
 
 
+Decoded = list[tuple[int | None, VerdictEvent | Rejection]]
+
+
+def is_envelope(obj: object) -> bool:
+    """A batch envelope by its schema, or an object with ``events`` that does not claim to be one event."""
+    if not isinstance(obj, dict):
+        return False
+    return obj.get("schema") == ENVELOPE_SCHEMA or ("events" in obj and obj.get("schema") != SCHEMA)
+
+
+def envelope_problem(obj: dict) -> Rejection | None:
+    """Why an envelope as a whole is malformed, or None; its events are validated one by one afterwards."""
+    if obj.get("schema") != ENVELOPE_SCHEMA:
+        return reject("envelope.bad_schema", "schema",
+                      f"an object with 'events' is a batch envelope; its schema must be '{ENVELOPE_SCHEMA}', "
+                      f"got {obj.get('schema')!r:.64}")
+    if "events" not in obj:
+        return reject("envelope.events.missing", "events", "a batch envelope needs an 'events' list")
+    events = obj["events"]
+    if not isinstance(events, list):
+        return reject("envelope.events.wrong_type", "events", f"'events' must be a list, got {type(events).__name__}")
+    if not events:
+        return reject("envelope.events.empty", "events", "'events' is empty; an envelope holds 1 to "
+                      f"{MAX_ENVELOPE_EVENTS} events")
+    if len(events) > MAX_ENVELOPE_EVENTS:
+        return reject("envelope.events.too_many", "events",
+                      f"'events' holds {len(events)} events; the limit is {MAX_ENVELOPE_EVENTS}")
+    return None
+
+
 @dataclass
 class Decoder:
     """Decodes raw Kafka values. Size is checked before any parsing; JSON depth is
-    bounded by orjson's recursion limit (1024), so hostile input is refused cheaply."""
+    bounded by orjson's recursion limit (1024), so hostile input is refused cheaply.
+
+    ``decode`` takes one event; ``decode_message`` takes what a Kafka message may hold:
+    one event or a batch envelope, whose events are validated one by one."""
 
     max_bytes: int = DEFAULT_MAX_BYTES
     counts: dict[str, int] = field(default_factory=dict)
 
     def decode(self, raw: bytes | str | None) -> VerdictEvent | Rejection:
-        result = self._decode(raw)
+        parsed = self._parse(raw)
+        return self._count(parsed if isinstance(parsed, Rejection) else self._validate(parsed))
+
+    def decode_message(self, raw: bytes | str | None) -> Decoded:
+        """Each event with its index in the envelope (None for a single-event message or a
+        malformed envelope, which is one rejection)."""
+        parsed = self._parse(raw)
+        if isinstance(parsed, Rejection):
+            return [(None, self._count(parsed))]
+        if not is_envelope(parsed):
+            return [(None, self._count(self._validate(parsed)))]
+        problem = envelope_problem(parsed)
+        if problem is not None:
+            return [(None, self._count(problem))]
+        return [(i, self._count(self._validate(obj))) for i, obj in enumerate(parsed["events"])]
+
+    def _count(self, result: VerdictEvent | Rejection) -> VerdictEvent | Rejection:
         if isinstance(result, Rejection):
             self.counts[result.rule] = self.counts.get(result.rule, 0) + 1
         return result
 
-    def _decode(self, raw: bytes | str | None) -> VerdictEvent | Rejection:
+    def _parse(self, raw: bytes | str | None) -> object:
         if raw is None:
             return reject("empty", "$", "message has no value")
         if isinstance(raw, str):
             raw = raw.encode("utf-8", "surrogatepass")
         if len(raw) > self.max_bytes:
-            return reject("too_large", "$", f"event is {len(raw)} bytes; the limit is {self.max_bytes}")
+            return reject("too_large", "$", f"message is {len(raw)} bytes; the limit is {self.max_bytes}")
         try:
-            obj = orjson.loads(raw)
+            return orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
             try:
                 raw.decode("utf-8")
             except UnicodeDecodeError as uexc:
                 return reject("not_utf8", "$", f"bytes are not UTF-8 at offset {uexc.start}")
             return reject("not_json", "$", f"not JSON: {exc}")
+
+    @staticmethod
+    def _validate(obj: object) -> VerdictEvent | Rejection:
         if not isinstance(obj, dict):
             return reject("not_object", "$", f"event must be a JSON object, got {type(obj).__name__}")
         try:

@@ -9,6 +9,9 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from pydantic_core import PydanticCustomError
 
 SCHEMA = "claimwatch.verdict/v1"
+# A batch envelope: {"schema": ENVELOPE_SCHEMA, "events": [event, ...]}, 1 to MAX_ENVELOPE_EVENTS events.
+ENVELOPE_SCHEMA = "claimwatch.verdicts/v1"
+MAX_ENVELOPE_EVENTS = 1000
 
 CANONICAL_VERDICTS = ("supported", "unsupported", "contradicted", "overreach", "stale", "no_source", "trivial")
 FAILED_VERDICTS = frozenset({"unsupported", "contradicted", "overreach", "stale", "no_source"})

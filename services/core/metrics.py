@@ -13,7 +13,7 @@ class Metrics:
         self.events = Counter("claimwatch_events_total", "Valid verdict events received (redeliveries included; see claimwatch_duplicate_events_total)", ["route"], registry=r)
         self.duplicates = Counter("claimwatch_duplicate_events_total", "Redelivered events counted once", registry=r)
         self.claims = Counter("claimwatch_claims_total", "Claims stored", ["route", "verdict"], registry=r)
-        self.dlq = Counter("claimwatch_dlq_total", "Invalid messages sent to the dead-letter topic", ["reason"], registry=r)
+        self.dlq = Counter("claimwatch_dlq_total", "Invalid messages (or bad events of a batch envelope) sent to the dead-letter topic", ["reason"], registry=r)
         self.store_failures = Counter("claimwatch_store_failures_total", "Failed store writes (retried)", registry=r)
         self.ingest_seconds = Histogram("claimwatch_ingest_batch_seconds", "Decode + write time per batch", registry=r,
                                         buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))

@@ -31,12 +31,15 @@ def too_large(exc: BaseException | None) -> bool:
 
 
 def headers_for(d: DeadLetter) -> Headers:
-    return [
+    headers = [
         ("claimwatch-reason", d.rejection.reason.encode()),
         ("claimwatch-rule", d.rejection.rule.encode()),
         ("claimwatch-source", f"{d.topic}/{d.partition}/{d.offset}".encode()),
         ("claimwatch-original-size", str(len(d.raw)).encode()),
     ]
+    if d.index is not None:  # one event of a batch envelope; the value holds that event alone
+        headers.append(("claimwatch-envelope-index", str(d.index).encode()))
+    return headers
 
 
 class DeadLetterSender:

@@ -1,5 +1,8 @@
 """The ingest step as a plain object: raw Kafka messages in, one idempotent store write out.
 
+A message holds one event or a batch envelope of events; each event is decoded, stored or
+dead-lettered on its own (with its index in the envelope), and the message is acked as a whole.
+
 Faust only feeds it batches and acks them afterwards (see streams/agents.py), so all
 of this is testable without a broker.
 """
@@ -8,6 +11,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from typing import Sequence
+
+import orjson
 
 from services.contract.decode import Decoder, Rejection, reject
 from services.contract.model import VerdictEvent
@@ -36,14 +41,25 @@ class BatchOutcome:
 
 @dataclass(frozen=True)
 class DecodedBatch:
-    """What ``Ingestor.split`` made of a batch: each valid (redacted) event with its source message."""
+    """What ``Ingestor.split`` made of a batch: each valid (redacted) event with its source message
+    and its index in the message's envelope (None for a single-event message)."""
 
-    items: list[tuple[RawMessage, VerdictEvent]]
+    items: list[tuple[RawMessage, int | None, VerdictEvent]]
     dead: list[DeadLetter]
 
     @property
     def events(self) -> list[VerdictEvent]:
-        return [event for _, event in self.items]
+        return [event for _, _, event in self.items]
+
+
+def envelope_events(m: RawMessage) -> list:
+    """The events of an envelope the decoder has already accepted as one (so this cannot fail)."""
+    return orjson.loads(m.value)["events"]
+
+
+def event_bytes(m: RawMessage, index: int | None, events: list | None) -> bytes:
+    """What a dead letter carries: the whole message, or the one event of an envelope on its own."""
+    return (m.value or b"") if index is None else orjson.dumps(events[index])
 
 
 @dataclass
@@ -70,19 +86,23 @@ class Ingestor:
         self.redactor = redactor or Redactor(RedactionSettings())  # before storage; a no-op unless enabled
 
     def split(self, messages: Sequence[RawMessage]) -> DecodedBatch:
-        """Decode and redact each message once; invalid ones become dead letters."""
+        """Decode and redact each event once; invalid ones (or a malformed envelope) become dead letters."""
         items, dead = [], []
         for m in messages:
-            decoded = self.decoder.decode(m.value)
-            if isinstance(decoded, Rejection):
-                dead.append(self._dead_letter(m, decoded))
-            else:
-                items.append((m, self.redactor.redact(decoded)))
+            envelope: list | None = None  # parsed again only if one of its events is bad
+            for index, result in self.decoder.decode_message(m.value):
+                if isinstance(result, Rejection):
+                    if index is not None and envelope is None:
+                        envelope = envelope_events(m)
+                    dead.append(self._dead_letter(m, result, index, event_bytes(m, index, envelope)))
+                else:
+                    items.append((m, index, self.redactor.redact(result)))
         return DecodedBatch(items, dead)
 
-    def _dead_letter(self, m: RawMessage, rejection: Rejection) -> DeadLetter:
-        raw = m.value or b""  # the DLQ topic gets it all; the store keeps a (redacted) sample
-        return DeadLetter(m.topic, m.partition, m.offset, raw, rejection, self.redactor.redact_raw(raw[:SAMPLE_BYTES]))
+    def _dead_letter(self, m: RawMessage, rejection: Rejection, index: int | None, raw: bytes) -> DeadLetter:
+        # The DLQ topic gets it all; the store keeps a (redacted) sample.
+        sample = self.redactor.redact_raw(raw[:SAMPLE_BYTES])
+        return DeadLetter(m.topic, m.partition, m.offset, raw, rejection, sample, index)
 
     def process(self, messages: Sequence[RawMessage]) -> BatchOutcome:
         """Decode and write once. StoreError propagates: the caller retries and does not ack."""
@@ -100,10 +120,11 @@ class Ingestor:
             log.exception("batch write failed outside the store; isolating events one by one")
             return self._isolate(batch.items, dead)
 
-    def _isolate(self, items: Sequence[tuple[RawMessage, VerdictEvent]], dead: list[DeadLetter]) -> BatchOutcome:
+    def _isolate(self, items: Sequence[tuple[RawMessage, int | None, VerdictEvent]],
+                 dead: list[DeadLetter]) -> BatchOutcome:
         """Write the already decoded events one at a time; one that cannot be stored becomes a dead letter."""
         good, inserted, duplicates = [], 0, 0
-        for m, event in items:
+        for m, index, event in items:
             try:
                 result = self.writer.write([event])
             except StoreError:
@@ -111,7 +132,8 @@ class Ingestor:
             except Exception as exc:
                 rejection = reject("unprocessable", "$", f"valid event could not be stored: {type(exc).__name__}: {exc}",
                                    event_id=event.event_id, route=event.route)
-                dead.append(self._dead_letter(m, rejection))
+                raw = event_bytes(m, index, None if index is None else envelope_events(m))
+                dead.append(self._dead_letter(m, rejection, index, raw))
                 continue
             good.append(event)
             inserted += result.inserted

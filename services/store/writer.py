@@ -32,7 +32,7 @@ class WriteResult:
 
 @dataclass(frozen=True)
 class DeadLetter:
-    """An invalid message and where it came from."""
+    """An invalid message, or one invalid event of a batch envelope, and where it came from."""
 
     topic: str
     partition: int
@@ -40,12 +40,14 @@ class DeadLetter:
     raw: bytes
     rejection: Rejection
     sample: bytes | None = None  # what the store keeps of ``raw``; redacted when privacy is on
+    index: int | None = None  # the event's index in its envelope; None: the whole message
 
     def to_row(self) -> dict:
         r = self.rejection
         sample = self.raw[:SAMPLE_BYTES] if self.sample is None else self.sample[:SAMPLE_BYTES]
         return {
             "topic": self.topic, "partition": self.partition, "offset": self.offset,
+            "envelope_index": -1 if self.index is None else self.index,
             "rule": r.rule, "reason": r.reason, "problems": orjson.dumps(r.to_dict()["problems"]).decode(),
             "event_id": r.event_id or "", "route": r.route or "", "size": len(self.raw),
             "sample": base64.b64encode(sample).decode(),

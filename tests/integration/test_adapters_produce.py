@@ -14,6 +14,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from services.app.broker import EmbeddedBroker, create_topics
 from services.contract.decode import validate_event
+from tests.support.envelopes import events_of
 
 PARTITIONS = 2
 CARDS = [
@@ -69,7 +70,8 @@ def test_produce_from_judge_card_sends_the_ids_convert_gives(broker, tmp_path):
                       "--observed-at", "2026-11-21T09:14:03Z", "--kafka", broker.bootstrap, "--topic-prefix", "adapters")
     assert "sent 3 events to adapters.verdicts" in " ".join(sent.stderr.split())
     messages = read_topic(broker.bootstrap, "adapters.verdicts")
-    events = [orjson.loads(m.value) for m in messages]
+    assert len(messages) == 1  # one route: one batch envelope
+    events = [e for m in messages for e in events_of(m.value)]
     assert sorted(e["event_id"] for e in events) == sorted(ids)
     assert {e["observed_at"] for e in events} == {"2026-11-21T09:14:03Z"}
     assert {m.key for m in messages} == {b"billing-faq"}
@@ -80,5 +82,26 @@ def test_produce_from_judge_card_sends_the_ids_convert_gives(broker, tmp_path):
     again = claimwatch("produce", "--from", "judge-card", str(cards), "--route", "billing-faq",
                        "--kafka", broker.bootstrap, "--topic-prefix", "adapters")
     assert "warning: 3 records carry no time" in " ".join(again.stderr.split())
-    events = [orjson.loads(m.value) for m in read_topic(broker.bootstrap, "adapters.verdicts")]
+    events = [e for m in read_topic(broker.bootstrap, "adapters.verdicts") for e in events_of(m.value)]
     assert sorted(e["event_id"] for e in events) == sorted(ids + ids)
+
+
+@pytest.mark.parametrize("options, messages", [((), 3), (("--no-batch",), 5)], ids=["batched", "no-batch"])
+def test_produce_replay_batches_per_route_unless_told_not_to(broker, tmp_path, options, messages):
+    topic_prefix = f"replay{len(options)}"
+    lines = [orjson.dumps({"schema": "claimwatch.verdict/v1", "event_id": f"r{i}", "trace_id": f"t{i}",
+                           "observed_at": "2026-11-21T09:14:03Z", "route": route, "claims": []})
+             for i, route in enumerate(["billing-faq", "returns", "billing-faq", "returns"])]
+    path = tmp_path / "replay.jsonl"
+    path.write_bytes(b"\n".join(lines[:2] + [b"{not json"] + lines[2:]) + b"\n")
+    create_topics(broker.bootstrap, [f"{topic_prefix}.verdicts"], PARTITIONS)
+    sent = claimwatch("produce", str(path), *options, "--kafka", broker.bootstrap, "--topic-prefix", topic_prefix)
+    assert f"sent 5 lines in {messages} messages" in " ".join(sent.stderr.split())
+    received = read_topic(broker.bootstrap, f"{topic_prefix}.verdicts")
+    if options:
+        assert sorted(m.value for m in received) == sorted(lines + [b"{not json"])
+        return
+    by_key = {m.key: m.value for m in received}  # the bad line goes alone, the rest in one envelope per route
+    assert by_key[None] == b"{not json"
+    assert [e["event_id"] for e in events_of(by_key[b"billing-faq"])] == ["r0", "r2"]
+    assert [e["event_id"] for e in events_of(by_key[b"returns"])] == ["r1", "r3"]

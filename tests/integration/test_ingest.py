@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import subprocess
 import sys
 from datetime import datetime, timezone
@@ -18,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from services.client.simulate import Scenario, expected_counts, generate
 from services.app.broker import create_topics
+from tests.support.envelopes import Message, envelope, pack
 from tests.support.processes import WorkerProcess, send_all
 
 START = datetime(2026, 11, 21, 8, 0, tzinfo=timezone.utc)
@@ -80,7 +82,8 @@ def stream():
     return sims, expected_counts(sims)
 
 
-def test_exactly_once_through_kill_restart_and_redelivery(broker, topic_prefix, tmp_path, stream):
+@pytest.mark.parametrize("batched", [False, True], ids=["single", "envelopes"])
+def test_exactly_once_through_kill_restart_and_redelivery(broker, topic_prefix, tmp_path, stream, batched):
     sims, expected = stream
     assert expected.valid_events >= 10_000, "the stream must be large enough to mean something"
     assert expected.bad_total >= 0.05 * len(sims) and len(expected.bad) >= 8
@@ -88,11 +91,11 @@ def test_exactly_once_through_kill_restart_and_redelivery(broker, topic_prefix, 
 
     topic = f"{topic_prefix}.verdicts"
     create_topics(broker.bootstrap, [topic, f"{topic_prefix}.verdicts.dlq", f"{topic_prefix}.alerts"], 4)
-    send_all(broker.bootstrap, topic, sims)
+    send_all(broker.bootstrap, topic, pack(sims) if batched else sims)
 
     store = f"chdb:{tmp_path / 'ch'}"
     worker = WorkerProcess(broker.bootstrap, store, topic_prefix, tmp_path / "worker.log",
-                           env={"CLAIMWATCH_INGEST__BATCH_SIZE": "500"})
+                           env={"CLAIMWATCH_INGEST__BATCH_SIZE": "5" if batched else "500"})  # ~500 events
     # 1. Kill the worker mid-ingest: written-but-uncommitted batches will be redelivered.
     worker.start()
     worker.wait_for(lambda: stored_totals(worker)[0] > 1000, 180, "some events stored")
@@ -118,9 +121,9 @@ def test_exactly_once_through_kill_restart_and_redelivery(broker, topic_prefix, 
         route: (expected.claims(route), expected.failed(route)) for route in expected.events}
     worker.stop()
 
-    # 3. Every bad message is on the DLQ topic with its original bytes, reason and source.
+    # 3. Every bad message (or bad event of an envelope) is on the DLQ topic with its bytes, reason and source.
     dead = asyncio.run(read_topic(broker.bootstrap, f"{topic_prefix}.verdicts.dlq"))
-    sources = {dict(r.headers)["claimwatch-source"] for r in dead}
+    sources = {(dict(r.headers)["claimwatch-source"], dict(r.headers).get("claimwatch-envelope-index")) for r in dead}
     assert len(sources) == expected.bad_total  # at-least-once on the DLQ topic, each source present
     bad_bytes = {s.raw for s in sims if s.bad_rule}
     assert {r.value for r in dead} == bad_bytes
@@ -135,3 +138,37 @@ def test_exactly_once_through_kill_restart_and_redelivery(broker, topic_prefix, 
     assert stored_totals(worker) == total
     assert {r["route"]: r["verdicts"] for r in worker.get("/api/rates", window="all")} == expected.verdicts
     worker.stop()
+
+
+def test_envelope_with_3_bad_events_among_97_good_stores_97_and_dead_letters_3_by_index(broker, topic_prefix, tmp_path):
+    good = [{"schema": "claimwatch.verdict/v1", "event_id": f"env-{i}", "trace_id": f"tr-{i}",
+             "observed_at": f"2026-11-21T08:{i % 60:02d}:00Z", "route": "billing-faq", "answer": {"action": "served"},
+             "claims": [{"verdict": "supported"}, {"verdict": "contradicted"}]} for i in range(100)]
+    bad = {17: ("unknown_verdict", {"claims": [{"verdict": "maybe"}]}),
+           50: ("timestamp_without_offset", {"observed_at": "2026-11-21T08:50:00"}),
+           98: ("bad_route", {"route": "billing faq"})}
+    events = [{**e, **bad[i][1]} if i in bad else e for i, e in enumerate(good)]
+    topic = f"{topic_prefix}.verdicts"
+    create_topics(broker.bootstrap, [topic, f"{topic_prefix}.verdicts.dlq", f"{topic_prefix}.alerts"], 1)
+    send_all(broker.bootstrap, topic, [Message(b"billing-faq", envelope(orjson.dumps(e) for e in events))])
+
+    with WorkerProcess(broker.bootstrap, f"chdb:{tmp_path / 'ch'}", topic_prefix, tmp_path / "worker.log",
+                       env={"CLAIMWATCH_CLUSTERING__IN_WORKER": "false"}) as worker:
+        worker.wait_for(lambda: stored_totals(worker) == (97, 3), 120, "97 events and 3 dead letters")
+        rates = worker.get("/api/rates", window="all")
+        assert [(r["route"], r["events"], r["claims"]) for r in rates] == [("billing-faq", 97, 194)]
+        samples = {d["reason"]: d["samples"] for d in worker.get("/api/dlq", samples=3)}
+        assert {rule: [(s["envelope_index"], s["source"]) for s in found] for rule, found in samples.items()} == {
+            rule: [(i, f"{topic}/0/0 events[{i}]")] for i, (rule, _) in bad.items()}
+        cli = subprocess.run([sys.executable, "-m", "services.app.cli", "dlq", "--api", worker.url],
+                             capture_output=True, timeout=60, check=True, env={**os.environ, "COLUMNS": "200"})
+        assert f"{topic}/0/0 events[17]" in cli.stdout.decode()
+
+    # On the DLQ topic each bad event is its own record: its bytes alone, its source and its index.
+    dead = asyncio.run(read_topic(broker.bootstrap, f"{topic_prefix}.verdicts.dlq"))
+    by_index = {int(dict(r.headers)["claimwatch-envelope-index"]): r for r in dead}
+    assert set(by_index) == set(bad)
+    for i, (rule, _) in bad.items():
+        headers = dict(by_index[i].headers)
+        assert (headers["claimwatch-rule"].decode(), headers["claimwatch-source"]) == (rule, f"{topic}/0/0".encode())
+        assert orjson.loads(by_index[i].value) == events[i]

@@ -18,8 +18,10 @@ from services.client.producer import (AsyncVerdictProducer, DeliveryError, Event
                                build_event)
 from services.store.backends import ChdbStore
 from services.store.migrate import migrate
+from services.store.retention import KEEP_EVERYTHING, RetentionKeeper
 from services.store.writer import EventWriter
 from services.app.broker import EmbeddedBroker, create_topics
+from tests.support.envelopes import events_of
 
 PARTITIONS = 4
 ROUTES = ["billing-faq", "parcel-status", "returns", "plans/annual", "search:v2"]
@@ -37,6 +39,7 @@ def broker():
 def store(tmp_path_factory):
     s = ChdbStore(tmp_path_factory.mktemp("producer-store"))
     migrate(s)
+    RetentionKeeper(s).apply(KEEP_EVERYTHING)  # fixed event times must not age past a TTL
     yield s
     s.close()
 
@@ -145,22 +148,24 @@ def test_build_event_checks_and_fills_ids():
 def test_ten_thousand_events_are_all_received(broker, topic, store):
     events = [make_event(i) for i in range(10_000)]
     progress = []
-    with VerdictProducer(broker.bootstrap, topic, linger_ms=10) as producer:
+    # A long envelope linger: batches close only when full (1000 events) or on flush, whatever the machine's load.
+    with VerdictProducer(broker.bootstrap, topic, linger_ms=10, envelope_linger_ms=60_000) as producer:
         report = producer.send_many(events, progress=progress.append)
     assert (report.sent, report.delivered, report.failed, report.refused) == (10_000, 10_000, 0, [])
     assert progress[-1] == 10_000 and len(progress) == 10
 
     messages = read_back(broker.bootstrap, topic)
-    ids = [orjson.loads(m.value)["event_id"] for m in messages]
+    assert len(messages) == 10  # 2000 events per route: two full envelopes each
+    ids = [e["event_id"] for m in messages for e in events_of(m.value)]
     assert len(ids) == 10_000 and set(ids) == {e["event_id"] for e in events}
-    assert all(m.key == orjson.loads(m.value)["route"].encode() for m in messages)
+    assert all(m.key == e["route"].encode() for m in messages for e in events_of(m.value))
     # One route's events share one partition.
     partitions = {}
     for m in messages:
         partitions.setdefault(m.key, set()).add(m.partition)
     assert all(len(p) == 1 for p in partitions.values())
 
-    decoded = [Decoder().decode(m.value) for m in messages]
+    decoded = [event for m in messages for _, event in Decoder().decode_message(m.value)]
     EventWriter(store).write(decoded)
     assert stored_claims(store, ids) == {"events": 10_000, "claims": 30_000}
 
@@ -185,12 +190,12 @@ def test_freezing_the_broker_mid_send_loses_and_duplicates_nothing(broker, topic
     assert retry_rate > 0, "the client never retried, so the test proved nothing"
 
     messages = read_back(broker.bootstrap, topic)
-    ids = [orjson.loads(m.value)["event_id"] for m in messages]
+    ids = [e["event_id"] for m in messages for e in events_of(m.value)]
     duplicates = {k: n for k, n in Counter(ids).items() if n > 1}
     assert duplicates == {}
     assert len(ids) == 10_000 and set(ids) == set(sent_ids)
 
-    EventWriter(store).write([Decoder().decode(m.value) for m in messages])
+    EventWriter(store).write([event for m in messages for _, event in Decoder().decode_message(m.value)])
     assert stored_claims(store, sent_ids) == {"events": 10_000, "claims": 30_000}
 
 
@@ -206,7 +211,7 @@ def test_refused_events_are_never_sent(broker, topic):
         (1, "bad_route", "route"), (3, "not_object", "$")]
     assert sorted(d.event_id for d in deliveries) == ["ev-000002", "ev-000004"]
     assert all(d.ok and d.offset is not None and d.partition is not None for d in deliveries)
-    assert len(read_back(broker.bootstrap, topic)) == 2
+    assert len([e for m in read_back(broker.bootstrap, topic) for e in events_of(m.value)]) == 2
 
 
 def test_close_flushes_what_is_still_lingering(broker, topic):
@@ -215,7 +220,7 @@ def test_close_flushes_what_is_still_lingering(broker, topic):
     assert producer.delivered == 0
     producer.close()
     assert producer.delivered == 100
-    received = [orjson.loads(m.value) for m in read_back(broker.bootstrap, topic)]
+    received = [e for m in read_back(broker.bootstrap, topic) for e in events_of(m.value)]
     assert sorted(r["event_id"] for r in received) == sorted(ids)
     assert all(r["schema"] == "claimwatch.verdict/v1" for r in received)
     with pytest.raises(ProducerError):
@@ -256,7 +261,7 @@ def test_async_producer_sends_checks_and_reports(broker, topic):
     deliveries, report, single = asyncio.run(run())
     assert all(d.ok for d in deliveries) and single.ok
     assert (report.sent, report.delivered) == (200, 200)
-    ids = {orjson.loads(m.value)["event_id"] for m in read_back(broker.bootstrap, topic)}
+    ids = {e["event_id"] for m in read_back(broker.bootstrap, topic) for e in events_of(m.value)}
     assert ids == {f"ev-{i:06d}" for i in range(701)}
 
 
@@ -277,3 +282,43 @@ def test_async_failed_delivery_raises(broker, topic):
 
     delivery = asyncio.run(run())
     assert delivery.event_id == "ev-000001" and not delivery.ok
+
+
+def test_events_of_a_route_travel_in_envelopes_within_the_limits(broker, topic):
+    events = [{**make_event(i), "answer": {"action": "served", "text": "x" * 1000}} for i in range(600)]
+    with VerdictProducer(broker.bootstrap, topic, envelope_max_events=50, envelope_max_bytes=32 * 1024,
+                         envelope_linger_ms=60_000) as producer:
+        report = producer.send_many(events)
+    assert (report.sent, report.delivered) == (600, 600)
+    messages = read_back(broker.bootstrap, topic)
+    assert all(len(m.value) <= 32 * 1024 for m in messages) and len(messages) <= 40
+    held = [events_of(m.value) for m in messages]
+    assert all(len(h) <= 50 for h in held) and sum(map(len, held)) == 600
+    assert all({e["route"].encode() for e in h} == {m.key} for m, h in zip(messages, held))
+    assert sum(orjson.loads(m.value)["schema"] == "claimwatch.verdicts/v1" for m in messages) >= 25
+
+
+def test_no_batch_sends_one_event_per_message(broker, topic):
+    with VerdictProducer(broker.bootstrap, topic, envelopes=False) as producer:
+        report = producer.send_many(make_event(i) for i in range(50))
+    assert report.delivered == 50
+    messages = read_back(broker.bootstrap, topic)
+    assert len(messages) == 50 and all(orjson.loads(m.value)["schema"] == "claimwatch.verdict/v1" for m in messages)
+
+
+def test_a_lingering_envelope_goes_without_a_flush_and_reports_each_event(broker, topic):
+    deliveries = []
+    producer = VerdictProducer(broker.bootstrap, topic, linger_ms=0, envelope_linger_ms=500,
+                               on_delivery=deliveries.append)
+    try:
+        ids = [producer.send({**make_event(i), "route": "billing-faq"}) for i in range(3)]
+        assert producer.delivered == 0  # still lingering
+        deadline = time.monotonic() + 20
+        while producer.delivered < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert producer.delivered == 3
+        assert sorted(d.event_id for d in deliveries) == sorted(ids) and len({d.offset for d in deliveries}) == 1
+    finally:
+        producer.close()
+    [message] = read_back(broker.bootstrap, topic)
+    assert [e["event_id"] for e in events_of(message.value)] == ids

@@ -8,11 +8,13 @@ import time
 from datetime import datetime, timedelta, timezone
 
 import httpx
+import pytest
 
 from services.client.produce import raw_producer
 from services.client.simulate import Regression, Scenario, expected_counts, generate
 from services.app.broker import create_topics
 from tests.support.clickhouse_standin import ClickHouseStandin
+from tests.support.envelopes import pack
 from tests.support.processes import WorkerProcess
 
 CONFIG = """
@@ -40,18 +42,21 @@ def rss_mb(pid: int) -> float:
 
 
 class StreamingProducer(threading.Thread):
-    """Sends messages in paced chunks, so faults land while traffic is still arriving."""
+    """Sends messages in paced chunks, so faults land while traffic is still arriving; ``batched``
+    packs each chunk's events into envelopes per route key, as a batching producer does."""
 
-    def __init__(self, bootstrap: str, topic: str, messages, chunk: int, pause: float):
+    def __init__(self, bootstrap: str, topic: str, messages, chunk: int, pause: float, batched: bool = False):
         super().__init__(daemon=True)
         self.bootstrap, self.topic, self.messages, self.chunk, self.pause = bootstrap, topic, messages, chunk, pause
+        self.batched = batched
         self.error: BaseException | None = None
 
     def run(self) -> None:
         try:
             producer = raw_producer(self.bootstrap)
             for start in range(0, len(self.messages), self.chunk):
-                for sim in self.messages[start:start + self.chunk]:
+                chunk = self.messages[start:start + self.chunk]
+                for sim in pack(chunk) if self.batched else chunk:
                     producer.send(self.topic, key=sim.key, value=sim.raw)
                 producer.flush()
                 time.sleep(self.pause)
@@ -64,6 +69,9 @@ def setup_topics(broker, prefix: str) -> str:
     topic = f"{prefix}.verdicts"
     create_topics(broker.bootstrap, [topic, f"{prefix}.verdicts.dlq", f"{prefix}.alerts"], 4)
     return topic
+
+
+BATCHING = pytest.mark.parametrize("batched", [False, True], ids=["single", "envelopes"])
 
 
 def test_sigkill_five_times_while_streaming_100k_events(broker, topic_prefix, tmp_path):
@@ -109,13 +117,41 @@ def test_sigkill_five_times_while_streaming_100k_events(broker, topic_prefix, tm
     worker.stop()
 
 
-def test_broker_frozen_for_30_seconds_loses_nothing(broker, topic_prefix, tmp_path):
+def test_sigkill_while_streaming_envelopes(broker, topic_prefix, tmp_path):
+    """The kill test's exactness with batch envelopes: a kill lands between and inside envelope batches.
+    Smaller than the 100k-event run above (alerting does not depend on the transport; that run checks it)."""
+    sims = list(generate(Scenario.demo(), datetime(2026, 11, 21, 6, 0, tzinfo=timezone.utc), 40, seed=31))
+    expected = expected_counts(sims)
+    topic = setup_topics(broker, topic_prefix)
+    worker = WorkerProcess(broker.bootstrap, f"chdb:{tmp_path / 'ch'}", topic_prefix, tmp_path / "worker.log",
+                           env={"CLAIMWATCH_INGEST__BATCH_SIZE": "5", "CLAIMWATCH_CLUSTERING__IN_WORKER": "false"})
+    producer = StreamingProducer(broker.bootstrap, topic, sims, chunk=2000, pause=0.5, batched=True)
+    rng = random.Random(5)
+    worker.start()
+    producer.start()
+    seen = 0
+    for _ in range(2):
+        seen = worker.wait_for(lambda: (n := (totals(worker) or (0, 0))[0]) > seen + 500 and n, 240, "ingest resumed")
+        time.sleep(rng.uniform(0.2, 1.5))
+        worker.kill()
+        worker.start()
+    producer.join(300)
+    assert producer.error is None and not producer.is_alive()
+    want = (expected.valid_events, expected.bad_total)
+    worker.wait_for(lambda: totals(worker) == want, 300, f"{want} after the kills")
+    assert {r["route"]: r["verdicts"] for r in worker.get("/api/rates", window="all")} == expected.verdicts
+    assert {d["reason"]: d["count"] for d in worker.get("/api/dlq")} == expected.bad
+    worker.stop()
+
+
+@BATCHING
+def test_broker_frozen_for_30_seconds_loses_nothing(broker, topic_prefix, tmp_path, batched):
     sims = list(generate(Scenario.demo(), datetime(2026, 11, 21, 7, 0, tzinfo=timezone.utc), 40, seed=23))
     expected = expected_counts(sims)
     topic = setup_topics(broker, topic_prefix)
     with WorkerProcess(broker.bootstrap, f"chdb:{tmp_path / 'ch'}", topic_prefix, tmp_path / "worker.log",
                        env={"CLAIMWATCH_CLUSTERING__IN_WORKER": "false"}) as worker:
-        producer = StreamingProducer(broker.bootstrap, topic, sims, chunk=2000, pause=0.5)
+        producer = StreamingProducer(broker.bootstrap, topic, sims, chunk=2000, pause=0.5, batched=batched)
         producer.start()
         worker.wait_for(lambda: (totals(worker) or (0, 0))[0] > 2000, 120, "ingest under way")
         broker.freeze()
@@ -130,7 +166,8 @@ def test_broker_frozen_for_30_seconds_loses_nothing(broker, topic_prefix, tmp_pa
         assert {r["route"]: r["verdicts"] for r in worker.get("/api/rates", window="all")} == expected.verdicts
 
 
-def test_store_failures_retry_hold_offsets_and_resume_without_loss(broker, topic_prefix, tmp_path):
+@BATCHING
+def test_store_failures_retry_hold_offsets_and_resume_without_loss(broker, topic_prefix, tmp_path, batched):
     sims = list(generate(Scenario.demo(), datetime(2026, 11, 21, 5, 0, tzinfo=timezone.utc), 45, seed=29))
     expected = expected_counts(sims)
     first, second, third = sims[:4000], sims[4000:9000], sims[9000:]
@@ -138,7 +175,8 @@ def test_store_failures_retry_hold_offsets_and_resume_without_loss(broker, topic
     with ClickHouseStandin(tmp_path / "server") as server:
         env = {"CLAIMWATCH_CLUSTERING__IN_WORKER": "false", "CLAIMWATCH_INGEST__RETRY_MAX_SECONDS": "2"}
         worker = WorkerProcess(broker.bootstrap, server.url, topic_prefix, tmp_path / "worker.log", env=env).start()
-        send = lambda batch: StreamingProducer(broker.bootstrap, topic, batch, chunk=5000, pause=0).run()  # noqa: E731
+        send = lambda batch: StreamingProducer(broker.bootstrap, topic, batch, chunk=5000, pause=0,  # noqa: E731
+                                               batched=batched).run()
         send(first)
         worker.wait_for(lambda: (totals(worker) or (0, 0))[0] > 0, 120, "first events stored")
 

@@ -38,20 +38,23 @@ def conversion_options(fn: Callable) -> Callable:
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--from", "from_", type=click.Choice(FORMAT_CHOICES), default=None,
               help="Convert from a verifier's own output shape first (validated before sending).")
+@click.option("--no-batch", is_flag=True,
+              help="One event per Kafka message, instead of batch envelopes of up to 1000 events per route.")
 @conversion_options
 @service_options
-def produce(settings: Settings, file: Path, from_: str | None, route: str | None, keep_good: bool,
+def produce(settings: Settings, file: Path, from_: str | None, no_batch: bool, route: str | None, keep_good: bool,
             format_field: str | None, observed_at: datetime | None) -> None:
     """Send a JSONL file to the verdicts topic.
 
     Without --from, lines are sent as they are (replay): the worker routes invalid ones to the
     dead-letter topic with a reason. With --from, records are converted and validated first.
+    Events of one route travel in batch envelopes unless --no-batch is given.
     """
     if from_ is None:
         from services.client.produce import send_lines
 
-        sent = send_lines(settings.bootstrap, settings.verdicts_topic, file, console)
-        console.print(f"sent {sent} messages to {settings.verdicts_topic} on {settings.bootstrap}")
+        lines, messages = send_lines(settings.bootstrap, settings.verdicts_topic, file, console, batch=not no_batch)
+        console.print(f"sent {lines} lines in {messages} messages to {settings.verdicts_topic} on {settings.bootstrap}")
         return
     from services.client.adapters.convert import ConversionError, load_events
     from services.client.producer import VerdictProducer
@@ -64,7 +67,7 @@ def produce(settings: Settings, file: Path, from_: str | None, route: str | None
     console.print(report.summary())
     warn_if_stamped(report, observed_at)
     if report.written:
-        with VerdictProducer(settings.bootstrap, settings.verdicts_topic) as producer:
+        with VerdictProducer(settings.bootstrap, settings.verdicts_topic, envelopes=not no_batch) as producer:
             result = producer.send_many(events)
         console.print(f"sent {result.sent} events to {settings.verdicts_topic} on {settings.bootstrap}")
     if not report.ok:
@@ -147,24 +150,45 @@ def slice_columns(dim: str) -> list[Column]:
             Column("CLAIMS", lambda e: str(e["claims"]), 2, "num"), Column("EVENTS", lambda e: str(e["events"]), 3, "num")]
 
 
+CALIBRATED_COLUMNS = [
+    Column("CALIBRATED", lambda r: pct(r["calibrated"]["rate"]) if r.get("calibrated") else "—", kind="num"),
+    Column("CAL 95% CI", lambda r: (lambda c: f"{100 * c['interval'][0]:.1f}–{100 * c['interval'][1]:.1f}"
+                                    if c and c["interval"] else "—")(r.get("calibrated")), 1, "num"),
+    Column("SE/SP", lambda r: (lambda c: f"{c['sensitivity']:.2f}/{c['specificity']:.2f}"
+                               if c and c["sensitivity"] is not None else "—")(r.get("calibrated")), 2, "num"),
+    Column("CALIBRATION", lambda r: (lambda c: "no answers" if not c else "; ".join(
+        (["STALE"] if c["stale"] else []) + [f"{c['labels']} labels"]
+        + ([f"pooled over {', '.join(c['label_routes'])}"] if c["pooled"] else []) + c["reasons"]))(r.get("calibrated")),
+           1, "name", min_width=24),
+]
+
+
 @main.command()
 @click.option("--window", default="30m", show_default=True, help="5m, 30m, 90m, 24h, … or all.")
 @click.option("--slices", "show_slices", is_flag=True, help="Also show slices by query type, stakes and versions.")
+@click.option("--calibrated", is_flag=True, help="Also the rate corrected for the verifier's errors against human "
+              "labels (`claimwatch review`), with its interval, and why it is stale if it is.")
 @output_option
 @service_options
-def rates(settings: Settings, window: str, show_slices: bool, output: str) -> None:
+def rates(settings: Settings, window: str, show_slices: bool, calibrated: bool, output: str) -> None:
     """Per-route claim-level hallucination rate with intervals and the verdict breakdown, worst first.
 
-    -o json (or --json) prints a JSON array (stable shape for scripts); -o wide every column.
+    -o json (or --json) prints a JSON array (stable shape for scripts; --calibrated adds a `calibrated`
+    field to each entry); -o wide every column.
     """
     from services.rates.report import route_rates, slice_rates
     from services.rates.window import WindowError, parse_window
+    from services.review.calibration import with_calibrated
 
     try:
         w = parse_window(window)
     except WindowError as exc:
         raise Abort(str(exc)) from None
-    data = reach(settings, "/api/rates", {"window": window}, lambda c: route_rates(c.repos.rates.totals("", w)))
+    if calibrated:
+        data = reach(settings, "/api/rates", {"window": window, "calibrated": "true"},
+                     lambda c: with_calibrated(route_rates(c.repos.rates.totals("", w)), c.review.calibrated(w, utcnow())))
+    else:
+        data = reach(settings, "/api/rates", {"window": window}, lambda c: route_rates(c.repos.rates.totals("", w)))
     slices = {}
     if show_slices:
         slices = reach(settings, "/api/slices", {"window": window},
@@ -175,7 +199,8 @@ def rates(settings: Settings, window: str, show_slices: bool, output: str) -> No
     if not data:
         console.print("no events stored yet: send some with `claimwatch produce` or `claimwatch simulate`")
         return
-    print_table(RATE_COLUMNS, data, output, title=f"Claim-level hallucination rate, {window} window, worst first")
+    print_table(RATE_COLUMNS[:3] + CALIBRATED_COLUMNS + RATE_COLUMNS[3:] if calibrated else RATE_COLUMNS, data, output,
+                title=f"Claim-level hallucination rate, {window} window, worst first")
     for dim, entries in slices.items():
         out.print()
         print_table(slice_columns(dim), entries, output, title=f"by {dim} (worst first)")

@@ -21,6 +21,7 @@ from services.client.adapters.convert import ConversionError, convert_file, conv
 from services.contract.decode import validate_event
 from services.store.backends import ChdbStore
 from services.store.migrate import migrate
+from services.store.retention import KEEP_EVERYTHING, RetentionKeeper
 from services.store.writer import EventWriter
 from tests.support.paths import FIXTURES
 
@@ -34,6 +35,7 @@ RATE_COLUMNS = ("events", "claims", "failed", "supported", "unsupported", "contr
 def store(tmp_path_factory):
     s = ChdbStore(tmp_path_factory.mktemp("adapters-store"))
     migrate(s)
+    RetentionKeeper(s).apply(KEEP_EVERYTHING)  # fixed event times must not age past a TTL
     yield s
     s.close()
 

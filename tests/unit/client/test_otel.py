@@ -14,6 +14,7 @@ from services.client.adapters.otel import claim_attributes, to_events
 from services.contract.decode import validate_event
 from services.store.backends import ChdbStore
 from services.store.migrate import migrate
+from services.store.retention import KEEP_EVERYTHING, RetentionKeeper
 from services.store.writer import EventWriter
 from tests.support.paths import FIXTURES
 
@@ -25,6 +26,7 @@ LINES = [orjson.loads(line) for line in FIXTURE.read_bytes().splitlines()]
 def store(tmp_path_factory):
     s = ChdbStore(tmp_path_factory.mktemp("otel-store"))
     migrate(s)
+    RetentionKeeper(s).apply(KEEP_EVERYTHING)  # fixed event times must not age past a TTL
     yield s
     s.close()
 

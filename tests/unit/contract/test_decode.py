@@ -106,3 +106,84 @@ def test_validate_event_raises_with_reason():
     with pytest.raises(ContractError, match=r"claims\[0\]\.verdict: unknown verdict 'x'"):
         validate_event({**BASE, "claims": [{"verdict": "x"}]})
     assert validate_event(BASE).event_id == BASE["event_id"]
+
+
+# ---- batch envelopes: {"schema": "claimwatch.verdicts/v1", "events": [...]} -------------
+
+def envelope(events, **over) -> bytes:
+    return orjson.dumps({"schema": "claimwatch.verdicts/v1", "events": events, **over})
+
+
+def test_single_event_message_decodes_to_one_unindexed_result():
+    [(index, event)] = Decoder().decode_message(orjson.dumps(BASE))
+    assert index is None and isinstance(event, VerdictEvent) and event.event_id == BASE["event_id"]
+    [(index, rejection)] = Decoder().decode_message(orjson.dumps({**BASE, "route": "a b"}))
+    assert index is None and (rejection.rule, rejection.problems[0].path) == ("bad_route", "route")
+
+
+def test_good_envelope_decodes_every_event_with_its_index():
+    events = [{**BASE, "event_id": f"e{i}"} for i in range(3)] + EXAMPLES[1:]
+    decoded = Decoder().decode_message(envelope(events))
+    assert [i for i, _ in decoded] == [0, 1, 2, 3, 4]
+    assert [e.event_id for _, e in decoded] == ["e0", "e1", "e2", EXAMPLES[1]["event_id"], EXAMPLES[2]["event_id"]]
+
+
+def test_bad_events_in_an_envelope_are_rejected_alone_with_their_index_rule_and_path():
+    events = [{**BASE, "event_id": f"e{i}"} for i in range(8)]
+    events[1] = {**events[1], "claims": [{"verdict": "maybe"}]}
+    events[4] = {**events[4], "observed_at": "2026-11-21T09:14:03"}
+    events[6] = [1, 2]
+    decoder = Decoder()
+    decoded = decoder.decode_message(envelope(events, producer="p-1"))  # unknown envelope fields are ignored
+    rejected = {i: (r.rule, r.problems[0].path, r.event_id) for i, r in decoded if isinstance(r, Rejection)}
+    assert rejected == {1: ("unknown_verdict", "claims[0].verdict", "e1"),
+                        4: ("timestamp_without_offset", "observed_at", "e4"), 6: ("not_object", "$", None)}
+    assert [e.event_id for _, e in decoded if isinstance(e, VerdictEvent)] == ["e0", "e2", "e3", "e5", "e7"]
+    assert decoder.counts == {"unknown_verdict": 1, "timestamp_without_offset": 1, "not_object": 1}
+
+
+@pytest.mark.parametrize("doc, rule, path, says", [
+    ({"schema": "claimwatch.verdicts/v2", "events": [BASE]}, "envelope.bad_schema", "schema",
+     "'claimwatch.verdicts/v1'"),
+    ({"events": [BASE]}, "envelope.bad_schema", "schema", "got None"),
+    ({"schema": "claimwatch.verdicts/v1"}, "envelope.events.missing", "events", "needs an 'events' list"),
+    ({"schema": "claimwatch.verdicts/v1", "events": {"0": BASE}}, "envelope.events.wrong_type", "events", "got dict"),
+    ({"schema": "claimwatch.verdicts/v1", "events": None}, "envelope.events.wrong_type", "events", "got NoneType"),
+    ({"schema": "claimwatch.verdicts/v1", "events": []}, "envelope.events.empty", "events", "1 to 1000"),
+    ({"schema": "claimwatch.verdicts/v1", "events": [{"verdict": 1}] * 1001}, "envelope.events.too_many", "events",
+     "holds 1001 events; the limit is 1000"),
+])
+def test_malformed_envelope_is_one_rejection_with_a_specific_rule(doc, rule, path, says):
+    decoder = Decoder()
+    [(index, rejection)] = decoder.decode_message(orjson.dumps(doc))
+    assert index is None and isinstance(rejection, Rejection)
+    assert (rejection.rule, rejection.problems[0].path) == (rule, path) and says in rejection.reason
+    assert decoder.counts == {rule: 1}
+
+
+@pytest.mark.parametrize("raw, rule", [
+    (b'{"schema": "claimwatch.verdicts/v1", "events": [', "not_json"),
+    (b'{"schema": "claimwatch.verdicts/v1", "events": ["caf\xe9"]}', "not_utf8"),
+    (None, "empty"),
+])
+def test_undecodable_envelope_bytes_keep_the_message_rules(raw, rule):
+    [(index, rejection)] = Decoder().decode_message(raw)
+    assert index is None and rejection.rule == rule
+
+
+def test_envelope_over_the_size_limit_is_refused_whole_before_parsing():
+    events = [{**BASE, "event_id": f"e{i}", "answer": {"text": "x" * 2000}} for i in range(600)]
+    raw = envelope(events)
+    assert len(raw) > 1 << 20
+    [(index, rejection)] = Decoder().decode_message(raw)
+    assert index is None and rejection.rule == "too_large" and f"message is {len(raw)} bytes" in rejection.reason
+    assert len(Decoder(max_bytes=len(raw)).decode_message(raw)) == 600
+
+
+def test_an_event_carrying_an_events_field_stays_one_event():
+    [(index, event)] = Decoder().decode_message(orjson.dumps({**BASE, "events": [1]}))
+    assert index is None and isinstance(event, VerdictEvent)
+
+
+def test_decode_refuses_an_envelope_as_one_event():
+    assert Decoder().decode(envelope([BASE])).rule == "bad_schema"

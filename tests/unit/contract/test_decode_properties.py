@@ -130,6 +130,22 @@ def test_contract_shaped_objects(value):
     check_outcome(encode(value))
 
 
+@PROPERTY
+@given(st.lists(contract_shaped | json_values | mutated_events(), max_size=6),
+       st.sampled_from(["claimwatch.verdicts/v1", "claimwatch.verdict/v1", None, 1]), st.booleans())
+def test_envelopes_decode_event_by_event_or_as_one_rejection(events, schema, as_list):
+    doc = {"events": events if as_list else {"0": events}} | ({} if schema is None else {"schema": schema})
+    raw = encode(doc)
+    decoded = Decoder().decode_message(raw)
+    indices = [i for i, _ in decoded]
+    if indices != [None]:
+        assert indices == list(range(len(events))) and schema == "claimwatch.verdicts/v1"
+    for _, result in decoded:
+        assert isinstance(result, (VerdictEvent, Rejection))
+        if isinstance(result, Rejection):
+            DeadLetter("t", 0, 0, raw, result).to_row()
+
+
 @settings(PROPERTY, max_examples=600)
 @given(mutated_events())
 def test_mutated_contract_examples(event):

@@ -176,7 +176,8 @@ def mutation_ops() -> list[tuple[str, tuple]]:
 
 
 def decoder_accepts(doc) -> bool:
-    return not isinstance(Decoder().decode(orjson.dumps(doc)), Rejection)
+    """A message is accepted when it holds no rejection (one event, or every event of an envelope)."""
+    return not any(isinstance(result, Rejection) for _, result in Decoder().decode_message(orjson.dumps(doc)))
 
 
 def disagreements(docs: list[tuple[str, object]]) -> list[str]:
@@ -195,6 +196,35 @@ def corpus() -> list[tuple[str, object]]:
         for kind, path, value in mutation_ops():
             docs.append((f"{name} {kind} {'.'.join(map(str, path)) or '$'}={value!r:.60}", apply(base, [(kind, path, value)])))
     return docs
+
+
+def envelope(*events, **over) -> dict:
+    return {"schema": "claimwatch.verdicts/v1", "events": list(events), **over}
+
+
+ENVELOPES = [
+    ("good", envelope(SERVED, ABSTENTION, COUNT_ONLY)),
+    ("one event", envelope(ABSTENTION)),
+    ("1000 events", envelope(*[COUNT_ONLY] * 1000)),
+    ("1001 events", envelope(*[COUNT_ONLY] * 1001)),
+    ("empty", envelope()),
+    ("events missing", {"schema": "claimwatch.verdicts/v1"}),
+    ("events not a list", envelope(events={"a": ABSTENTION})),
+    ("events null", envelope(events=None)),
+    ("wrong schema", envelope(ABSTENTION, schema="claimwatch.verdicts/v2")),
+    ("no schema", {"events": [ABSTENTION]}),
+    ("a bad event", envelope(ABSTENTION, {**COUNT_ONLY, "route": "a b"})),
+    ("a non-object event", envelope(ABSTENTION, "event")),
+    ("a nested envelope", envelope(envelope(ABSTENTION))),
+    ("unknown field", envelope(ABSTENTION, producer="p-1")),
+    ("an event with an events field", {**ABSTENTION, "events": [1]}),
+]
+
+
+def test_schema_and_decoder_agree_on_envelopes():
+    assert [decoder_accepts(doc) for _, doc in ENVELOPES] == [
+        True, True, True, False, False, False, False, False, False, False, False, False, False, True, True]
+    assert disagreements(ENVELOPES) == []
 
 
 def test_schema_is_a_valid_draft_2020_12_schema():

@@ -52,9 +52,9 @@ class CountingDecoder(Decoder):
         super().__init__()
         self.calls = 0
 
-    def decode(self, raw):
+    def decode_message(self, raw):
         self.calls += 1
-        return super().decode(raw)
+        return super().decode_message(raw)
 
 
 class PoisonWriter(EventWriter):
@@ -74,7 +74,7 @@ def test_split_keeps_each_event_with_its_message():
     messages = [message(0, "a"), message(1), message(2, "b")]
     batch = Ingestor(EventWriter(None), Decoder()).split(messages)
     assert isinstance(batch, DecodedBatch)
-    assert [(m.offset, e.event_id) for m, e in batch.items] == [(0, "a"), (2, "b")]
+    assert [(m.offset, i, e.event_id) for m, i, e in batch.items] == [(0, None, "a"), (2, None, "b")]
     assert [e.event_id for e in batch.events] == ["a", "b"]
     assert [(d.offset, d.rejection.rule) for d in batch.dead] == [(1, batch.dead[0].rejection.rule)]
 
@@ -97,6 +97,57 @@ def test_write_is_safe_to_repeat_with_the_same_batch(store):
     first, again = ingestor.write(batch), ingestor.write(batch)
     assert (first.result.inserted, again.result.inserted, again.result.duplicates) == (1, 0, 1)
     assert len(batch.dead) == len(again.dead) == 1 and stored(store) == 1
+
+
+def envelope_message(offset: int, events: list, partition: int = 0) -> RawMessage:
+    value = orjson.dumps({"schema": "claimwatch.verdicts/v1", "events": events})
+    return RawMessage("verdicts", partition, offset, value, b"k")
+
+
+def test_envelope_bad_events_are_dead_lettered_alone_and_neighbours_stored(store):
+    events = [{**BASE, "event_id": f"e{i}"} for i in range(6)]
+    events[2] = {**events[2], "route": "no spaces"}
+    events[5] = "not an event"
+    ingestor = Ingestor(EventWriter(store), Decoder())
+    batch = ingestor.split([envelope_message(7, events), message(8, "single"), message(9)])
+    assert [(m.offset, i, e.event_id) for m, i, e in batch.items] == [
+        (7, 0, "e0"), (7, 1, "e1"), (7, 3, "e3"), (7, 4, "e4"), (8, None, "single")]
+    assert [(d.offset, d.index, d.rejection.rule) for d in batch.dead] == [
+        (7, 2, "bad_route"), (7, 5, "not_object"), (9, None, "not_json")]
+    assert orjson.loads(batch.dead[0].raw) == events[2] and batch.dead[1].raw == b'"not an event"'
+    outcome = ingestor.write(batch)
+    assert (outcome.result.inserted, outcome.result.rejected) == (5, 3)
+    ingestor.write(ingestor.split([envelope_message(7, events)]))  # redelivered: nothing doubles
+    assert stored(store) == 5
+    rows = store.query("SELECT offset, envelope_index, rule FROM dlq FINAL ORDER BY offset, envelope_index")
+    assert [tuple(r.values()) for r in rows] == [(7, 2, "bad_route"), (7, 5, "not_object"), (9, -1, "not_json")]
+
+
+def test_malformed_envelope_is_one_dead_letter_with_the_whole_message():
+    raw = orjson.dumps({"schema": "claimwatch.verdicts/v1", "events": []})
+    batch = Ingestor(EventWriter(None), Decoder()).split([RawMessage("verdicts", 0, 3, raw)])
+    [dead] = batch.dead
+    assert (dead.index, dead.rejection.rule, dead.raw) == (None, "envelope.events.empty", raw) and not batch.items
+
+
+def test_isolation_dead_letters_the_culprit_with_its_envelope_index(store):
+    events = [{**BASE, "event_id": eid} for eid in ("a", "bad", "c")]
+    outcome = Ingestor(PoisonWriter(store, "bad"), Decoder()).process([envelope_message(0, events)])
+    assert [e.event_id for e in outcome.events] == ["a", "c"]
+    assert [(d.index, d.rejection.rule, orjson.loads(d.raw)["event_id"]) for d in outcome.dead] == [(1, "unprocessable", "bad")]
+
+
+def test_dead_letter_headers_carry_the_envelope_index():
+    sent = []
+
+    async def send(key, value, headers):
+        sent.append(dict(headers))
+
+    single = DeadLetter("verdicts", 0, 5, b"x", reject("not_json", "$", "no"))
+    inside = replace(single, index=4)
+    asyncio.run(DeadLetterSender(send, lambda: Backoff(0.1, 1.0)).send_all([single, inside]))
+    assert "claimwatch-envelope-index" not in sent[0]
+    assert (sent[1]["claimwatch-source"], sent[1]["claimwatch-envelope-index"]) == (b"verdicts/0/5", b"4")
 
 
 # ---- DurableWriter ----------------------------------------------------------------------

@@ -14,6 +14,7 @@ from services.contract.model import VerdictEvent
 from services.ingest.privacy import HASHES_ATTRIBUTE, Redactor, RedactionSettings
 from services.store.backends import ChdbStore
 from services.store.migrate import migrate
+from services.store.retention import KEEP_EVERYTHING, RetentionKeeper
 from services.store.writer import EventWriter
 from tests.support.paths import FIXTURES
 
@@ -274,6 +275,7 @@ def write_and_read(path, events) -> tuple[list[dict], list[dict], ChdbStore]:
     """chDB serves one directory per process at a time, so the two stores are opened one after the other."""
     store = ChdbStore(path)
     migrate(store)
+    RetentionKeeper(store).apply(KEEP_EVERYTHING)  # fixed event times must not age past a TTL
     EventWriter(store).write(events)
     return store.query(RATE_SQL), store.query(CLAIM_SQL), store
 

@@ -2,7 +2,13 @@
 import orjson
 
 from services.contract.decode import Decoder, reject
+from services.store.backends import ChdbStore
+from services.store.dlq import dlq_summary
+from services.store.migrate import statements
 from services.store.writer import DeadLetter, EventWriter
+from tests.support.paths import ROOT
+
+MIGRATIONS = ROOT / "services" / "store" / "migrations"
 
 BASE = {"schema": "claimwatch.verdict/v1", "trace_id": "t", "observed_at": "2026-11-21T09:14:03.512+01:00",
         "route": "billing-faq", "answer": {"action": "served"}, "versions": {"model": "m1", "corpus": "c1"},
@@ -71,6 +77,32 @@ def test_dead_letters_count_each_message_once(store):
     writer.write([], dead[:2])  # redelivered
     rows = store.query("SELECT rule, count() n FROM dlq FINAL GROUP BY rule")
     assert rows == [{"rule": "not_utf8", "n": 3}]
+
+
+def test_dead_letters_of_one_envelope_are_kept_per_index_and_summarised_with_it(store):
+    writer = EventWriter(store)
+    bad = reject("bad_route", "route", "route must be ...")
+    dead = [DeadLetter("t", 0, 9, b"{}", bad, index=i) for i in (3, 40)] + [DeadLetter("t", 0, 10, b"{}", bad)]
+    writer.write([], dead)
+    writer.write([], dead[:1])  # redelivered
+    [summary] = dlq_summary(store, samples=5)
+    assert summary["count"] == 3
+    assert sorted((s["source"], s["envelope_index"]) for s in summary["samples"]) == [
+        ("t/0/10", None), ("t/0/9 events[3]", 3), ("t/0/9 events[40]", 40)]
+
+
+def test_migration_007_keeps_earlier_dead_letters_as_whole_messages(tmp_path):
+    store = ChdbStore(tmp_path / "ch")
+    for path in sorted(MIGRATIONS.glob("00[1-6]_*.sql")):
+        for statement in statements(path.read_text()):
+            store.command(statement)
+    row = DeadLetter("t", 1, 5, b"nope", reject("not_json", "$", "not JSON")).to_row()
+    store.insert("dlq", [{k: v for k, v in row.items() if k != "envelope_index"}])  # a row as 001 stored it
+    for statement in statements((MIGRATIONS / "007_envelope_index.sql").read_text()):
+        store.command(statement)
+    assert store.query("SELECT partition, offset, envelope_index, rule FROM dlq") == [
+        {"partition": 1, "offset": 5, "envelope_index": -1, "rule": "not_json"}]
+    store.close()
 
 
 def test_hostile_text_is_stored_verbatim(store):
