@@ -10,17 +10,24 @@ missing claim rows are inserted, and each touched minute bucket gets a correctio
 
 With several workers writing to one ClickHouse server, run `claimwatch repair` while
 they are stopped: a concurrent insert could be mid-way and look like a gap.
+
+Answers within a day of the raw TTL (services/store/retention.py) are left alone: TTL merges may
+already have deleted some of their neighbours from `events`, and a bucket re-derived from the rest
+would undercount the aggregates, which outlive the raw rows.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 from services.store.rates import COUNT_FIELDS
 from services.store.backends import Store
 from services.store.convert import ch_time
+from services.store.retention import RetentionKeeper, ttl_days
 
 KEY = ("dim", "value", "route", "minute")
+TTL_MARGIN = timedelta(days=1)
+EPOCH = datetime(1970, 1, 2, tzinfo=timezone.utc)  # before any event time
 
 
 @dataclass(frozen=True)
@@ -39,9 +46,11 @@ def _view_select(store: Store, view: str, source: str) -> str:
     return row["as_select"].replace(table, f"FROM ({source})")
 
 
-def repair(store: Store, since: datetime) -> RepairReport:
-    params = {"since": ch_time(since)}
-    recent = "SELECT * FROM events FINAL WHERE ingested_at >= {since:DateTime64(3)}"
+def repair(store: Store, since: datetime, observed_from: datetime | None = None) -> RepairReport:
+    """Re-derive the views for answers ingested since ``since`` (and observed since ``observed_from``)."""
+    params = {"since": ch_time(since), "observed_from": ch_time(observed_from or EPOCH)}
+    recent = ("SELECT * FROM events FINAL WHERE ingested_at >= {since:DateTime64(3)} "
+              "AND observed_at >= {observed_from:DateTime64(3)}")
     first = store.query(f"SELECT min(observed_at) AS m, count() AS n FROM ({recent})", params)[0]
     if not first["n"]:
         return RepairReport(0, 0)
@@ -77,4 +86,5 @@ def repair(store: Store, since: datetime) -> RepairReport:
 
 
 def repair_recent(store: Store, now: datetime, horizon: timedelta = timedelta(hours=1)) -> RepairReport:
-    return repair(store, now - horizon)
+    raw_days = ttl_days(RetentionKeeper(store).ttls().get("events"))
+    return repair(store, now - horizon, None if raw_days is None else now - timedelta(days=raw_days) + TTL_MARGIN)

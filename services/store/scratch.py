@@ -5,6 +5,7 @@ from pathlib import Path
 
 from services.store.backends import ChdbStore, Store
 from services.store.migrate import migrate
+from services.store.retention import KEEP_EVERYTHING, RetentionKeeper
 from services.store.writer import INSERT_SETTINGS
 
 UNUSED_VIEWS = ("claims_mv",)  # per-claim rows: the evaluator reads minute buckets only
@@ -13,6 +14,7 @@ UNUSED_VIEWS = ("claims_mv",)  # per-claim rows: the evaluator reads minute buck
 def private_store(workdir: Path) -> ChdbStore:
     store = ChdbStore(workdir / "clickhouse")
     migrate(store)
+    RetentionKeeper(store).apply(KEEP_EVERYTHING)  # a file of old events must not expire mid-run
     for view in UNUSED_VIEWS:
         store.command(f"DROP VIEW IF EXISTS {view}")
     return store

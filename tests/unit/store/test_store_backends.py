@@ -20,6 +20,7 @@ from services.contract.model import FAILED_VERDICTS, VerdictEvent
 from services.store.backends import ChdbStore, HttpStore, Store, StoreError
 from services.store.convert import event_to_row
 from services.store.migrate import migrate
+from services.store.retention import KEEP_EVERYTHING, RetentionKeeper
 from services.store.writer import INSERT_SETTINGS, EventWriter
 from tests.support.clickhouse_standin import ClickHouseStandin
 
@@ -57,6 +58,7 @@ def open_backend(kind: str, root: Path) -> Iterator[Store]:
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     with open_backend(request.param, tmp_path) as opened:
         migrate(opened)
+        RetentionKeeper(opened).apply(KEEP_EVERYTHING)  # fixed event times must not age past a TTL
         yield opened
 
 

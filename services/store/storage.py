@@ -1,0 +1,49 @@
+"""What the store costs on disk: rows and bytes per table (system.parts), the TTLs in force (system.tables).
+
+Rows are physical rows in active parts: a duplicate that a Replacing/Aggregating merge has not
+collapsed yet counts until it is merged (the writer keeps duplicates out of ``events`` and ``claims``).
+Bytes per claim divides a table's compressed bytes by the rows of ``claims``, one row per claim stored.
+"""
+from __future__ import annotations
+
+from services.store.backends import Store
+from services.store.retention import RetentionKeeper, ttl_days
+
+CLAIMS_TABLE = "claims"
+
+
+def _per_claim(nbytes: int, claims: int) -> float | None:
+    return round(nbytes / claims, 1) if claims else None
+
+
+class StorageRepository:
+    def __init__(self, store: Store):
+        self.store = store
+
+    def report(self) -> dict:
+        """``claims`` stored, one entry per MergeTree table (largest first) and the ``total``."""
+        parts = {r["table"]: r for r in self.store.query(
+            "SELECT table, sum(rows) AS rows, sum(data_compressed_bytes) AS compressed, "
+            "sum(data_uncompressed_bytes) AS uncompressed, sum(bytes_on_disk) AS disk "
+            "FROM system.parts WHERE active AND database = currentDatabase() GROUP BY table")}
+        ttls = RetentionKeeper(self.store).ttls()
+        claims = int(parts.get(CLAIMS_TABLE, {}).get("rows", 0))
+        tables = []
+        for name, ttl in ttls.items():
+            p = parts.get(name, {})
+            compressed = int(p.get("compressed", 0))
+            tables.append({
+                "table": name, "rows": int(p.get("rows", 0)), "compressed_bytes": compressed,
+                "uncompressed_bytes": int(p.get("uncompressed", 0)), "disk_bytes": int(p.get("disk", 0)),
+                "bytes_per_claim": _per_claim(compressed, claims), "ttl": ttl, "ttl_days": ttl_days(ttl),
+            })
+        tables.sort(key=lambda t: (-t["compressed_bytes"], t["table"]))
+        total = {key: sum(t[key] for t in tables) for key in ("rows", "compressed_bytes", "uncompressed_bytes",
+                                                                 "disk_bytes")}
+        total["bytes_per_claim"] = _per_claim(total["compressed_bytes"], claims)
+        return {"claims": claims, "tables": tables, "total": total}
+
+    def compact(self, tables: list[str] | None = None) -> None:
+        """Merge every part now (and drop expired rows), as background merges eventually would."""
+        for name in tables or list(RetentionKeeper(self.store).ttls()):
+            self.store.command(f"OPTIMIZE TABLE {name} FINAL")
