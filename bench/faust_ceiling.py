@@ -1,6 +1,7 @@
 """The Faust ceiling: an agent that takes batches the way the ingest agent does and acks
 them, doing no other work. Run by bench/ingest.py as a subprocess (a Faust worker owns
-its process); prints one line, ``events_per_second <float>``, and exits.
+its process); prints one line, ``events_per_second <float> cpu_per_event <float>`` (CPU seconds
+of the whole process per message), and exits.
 
     python bench/faust_ceiling.py BOOTSTRAP TOPIC EVENTS BATCH
 """
@@ -33,12 +34,14 @@ def main(bootstrap: str, topic_name: str, expected: int, batch_size: int) -> Non
             now = time.perf_counter()
             if state["first"] is None:
                 state["first"], state["skipped"] = now, len(batch)  # group join is not counted
+                state["cpu"] = time.process_time()
             for event in batch:
                 await stream.ack(event)
             state["seen"] += len(batch)
             if state["seen"] >= expected:
-                rate = (state["seen"] - state["skipped"]) / (now - state["first"])
-                print(f"events_per_second {rate:.1f}", flush=True)
+                counted = state["seen"] - state["skipped"]
+                cpu = (time.process_time() - state["cpu"]) / counted
+                print(f"events_per_second {counted / (now - state['first']):.1f} cpu_per_event {cpu:.9f}", flush=True)
                 os._exit(0)
 
     tune_for_bulk()  # as the worker does

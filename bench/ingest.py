@@ -1,16 +1,29 @@
-"""Ingest throughput: raw aiokafka consumption vs the full path (Faust -> validate -> ClickHouse).
+"""Ingest throughput, in one run on the same simulated events: raw aiokafka consumption vs the full path.
 
-All three read the same topic in one run: (a) raw aiokafka, (c) a Faust agent that only
-takes and acks batches (the framework's ceiling), (b) the full path. The full path is a real `claimwatch worker`
-process with its own chDB directory; its throughput is measured from the first
-stored event to the last, so worker start-up and group join are not counted.
+The events are the demo's simulated traffic (1-8 claims with text and spans, about 2 KB each; no bad
+input or duplicates). They are sent twice: one event per Kafka message (topic ``singles``) and packed
+into batch envelopes per route key as ``VerdictProducer`` does (topic ``envelopes``). Then, one after
+another on the same broker:
 
-    python bench/ingest.py --events 200000
+  raw     aiokafka consuming and parsing each message (orjson), no other work: the baseline;
+  ceiling a Faust agent that only takes and acks batches (bench/faust_ceiling.py): the framework's limit;
+  single  the full path (a real `claimwatch worker`: Faust -> validation -> ClickHouse -> materialized
+          views) on the single-event topic;
+  envelope the same on the envelope topic.
+
+Each is given as claims/s, as a ratio to ``raw`` (single-event topic), and as CPU µs per claim (all
+threads of the consuming process, chDB's included). A worker's rate is measured from its first stored
+event to the last, so start-up and group join are not counted; its peak RSS is the kernel's VmHWM.
+
+    python bench/ingest.py                    # 200,000 events
+    python bench/ingest.py --events 5000      # a smoke check
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import math
+import os
 import random
 import re
 import shutil
@@ -18,40 +31,72 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 import orjson
+from rich.console import Console
+from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from services.client.produce import raw_producer, send_raw  # noqa: E402
 from services.app.broker import EmbeddedBroker, create_topics  # noqa: E402
+from services.client.batching import EnvelopeBatcher  # noqa: E402
+from services.client.produce import raw_producer, send_raw  # noqa: E402
+from services.client.simulate.generate import generate  # noqa: E402
+from services.client.simulate.scenario import Scenario  # noqa: E402
+from services.core.clock import utcnow  # noqa: E402
 from tests.support.processes import WorkerProcess  # noqa: E402
 
-VERDICTS = ["supported"] * 12 + ["unsupported", "contradicted", "overreach", "stale", "no_source", "trivial"]
+MIN_EVENTS_PER_MINUTE = 150  # the demo's volume at the bottom of its daily swing; bounds the minutes to simulate
 
 
-def make_events(n: int, claims_per_event: int, seed: int) -> list[bytes]:
-    rng = random.Random(seed)
-    routes = [f"route-{i}" for i in range(8)]
-    out = []
-    for i in range(n):
-        out.append(orjson.dumps({
-            "schema": "claimwatch.verdict/v1", "event_id": f"bench-{seed}-{i}", "trace_id": f"tr-{i}",
-            "observed_at": f"2026-11-21T{(i // 60000) % 24:02d}:{(i // 1000) % 60:02d}:{i % 60:02d}.000Z",
-            "route": rng.choice(routes),
-            "query": {"text": "How long do I have to return an annual plan for a refund?", "query_type": "lookup",
-                      "stakes": "medium", "answerable": True},
-            "answer": {"text": "Annual plans can be refunded within 30 days of purchase.", "action": "served"},
-            "versions": {"model": "gen-2026-10", "prompt": "faq-v14", "corpus": "policies@2026-11-01"},
-            "claims": [{"claim_id": f"c{j}", "text": "Annual plans can be refunded within 30 days of purchase.",
-                        "verdict": rng.choice(VERDICTS), "score": 0.9, "labeler": "verifier:nli@2"}
-                       for j in range(claims_per_event)],
-        }))
-    return out
+@dataclass(frozen=True)
+class Run:
+    """One measured path: claims consumed, wall seconds, CPU seconds of the consuming process."""
+
+    name: str
+    what: str
+    claims: float
+    seconds: float
+    cpu_seconds: float | None
+    messages: int | None = None
+    peak_rss: int | None = None  # bytes
+
+    @property
+    def rate(self) -> float:
+        """NaN when everything arrived between two polls (a run too small to time)."""
+        return self.claims / self.seconds if self.claims and self.seconds > 0 else math.nan
 
 
-async def raw_consume(bootstrap: str, topic: str, expected: int) -> float:
+def simulated_events(n: int, seed: int) -> tuple[list[bytes], int]:
+    """``n`` valid simulated events (raw bytes) and their claims."""
+    scenario = Scenario.demo(bad_fraction=0.0, duplicate_fraction=0.0)
+    minutes = math.ceil(n / MIN_EVENTS_PER_MINUTE) + 10
+    start = (utcnow() - timedelta(minutes=minutes)).replace(hour=0, minute=0, second=0, microsecond=0)
+    lines, claims = [], 0
+    for sim in generate(scenario, start, minutes, seed):
+        lines.append(sim.raw)
+        claims += len(sim.event["claims"])
+        if len(lines) == n:
+            return lines, claims
+    raise SystemExit(f"the simulation gave only {len(lines):,} events")
+
+
+def proc_cpu_seconds(pid: int) -> float:
+    """utime + stime of every thread of ``pid`` (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def proc_peak_rss(pid: int) -> int:
+    found = re.search(r"VmHWM:\s+(\d+) kB", Path(f"/proc/{pid}/status").read_text())
+    return int(found[1]) * 1024 if found else 0
+
+
+async def raw_consume(bootstrap: str, topic: str, expected: int) -> tuple[float, float]:
+    """Wall and CPU seconds to consume and parse ``expected`` messages from the start of ``topic``."""
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, max_poll_records=5000,
@@ -60,87 +105,133 @@ async def raw_consume(bootstrap: str, topic: str, expected: int) -> float:
     parts = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or []]
     consumer.assign(parts)
     await consumer.seek_to_beginning(*parts)
-    seen, started = 0, time.perf_counter()
+    seen, started, cpu = 0, time.perf_counter(), time.process_time()
     while seen < expected:
         batch = await consumer.getmany(timeout_ms=1000)
         for records in batch.values():
             for record in records:
                 orjson.loads(record.value)  # parse, as any consumer would
-            seen += sum(len(r) for r in batch.values())
-    elapsed = time.perf_counter() - started
+            seen += len(records)
+    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
     await consumer.stop()
-    return elapsed
+    return elapsed, cpu
 
 
-def faust_ceiling(bootstrap: str, topic: str, expected: int, batch: int) -> float:
+def faust_ceiling(bootstrap: str, topic: str, expected: int, batch: int) -> tuple[float, float]:
+    """Messages/s and CPU seconds per message of the take-and-ack agent."""
     script = Path(__file__).with_name("faust_ceiling.py")
     out = subprocess.run([sys.executable, str(script), bootstrap, topic, str(expected), str(batch)],
                          capture_output=True, text=True, timeout=1800)
-    found = re.search(r"events_per_second ([0-9.]+)", out.stdout)  # Faust may prefix terminal escapes
+    found = re.search(r"events_per_second ([0-9.]+) cpu_per_event ([0-9.e-]+)", out.stdout)  # Faust may add escapes
     if found:
-        return float(found[1])
+        return float(found[1]), float(found[2])
     raise SystemExit(f"faust ceiling run failed (exit {out.returncode}):\n{out.stderr[-2000:]}")
 
 
-def full_path(bootstrap: str, prefix: str, expected: int, workdir: Path, batch: int) -> tuple[float, int]:
+def full_path(bootstrap: str, prefix: str, expected: int, workdir: Path, env: dict[str, str]) -> tuple[float, int, float, int]:
+    """(seconds, events measured, CPU seconds, peak RSS) of a worker storing ``expected`` events."""
     worker = WorkerProcess(bootstrap, f"chdb:{workdir / 'ch'}", prefix, workdir / "worker.log",
-                           env={"CLAIMWATCH_INGEST__BATCH_SIZE": str(batch), "CLAIMWATCH_CLUSTERING__IN_WORKER": "false"})
+                           env={"CLAIMWATCH_CLUSTERING__IN_WORKER": "false", **env})
+    workdir.mkdir(parents=True, exist_ok=True)
     first_seen = None
     with worker:
+        pid = worker.proc.pid
         started = time.perf_counter()
         while True:
             rows = worker.get("/api/rates", window="all") or []
             stored = sum(r["events"] for r in rows)
             now = time.perf_counter()
             if stored and first_seen is None:
-                first_seen, first_count = now, stored
+                first_seen, first_count, first_cpu = now, stored, proc_cpu_seconds(pid)
             if stored >= expected:
-                return now - first_seen, stored - first_count
+                return now - first_seen, stored - first_count, proc_cpu_seconds(pid) - first_cpu, proc_peak_rss(pid)
             if now - started > 1800:
                 raise SystemExit(f"full path stalled at {stored}/{expected} events; see {workdir / 'worker.log'}")
-            time.sleep(0.5)
+            time.sleep(0.1)
 
 
-def main() -> None:
+def produce(bootstrap: str, topic: str, lines: list[bytes], batcher: EnvelopeBatcher | None) -> int:
+    producer = raw_producer(bootstrap)
+    try:
+        return send_raw(producer, topic, lines, batcher=batcher)
+    finally:
+        producer.close()
+
+
+def fmt(value: float, spec: str) -> str:
+    return "—" if math.isnan(value) else format(value, spec)
+
+
+def report(runs: list[Run], events: int, claims: int, nbytes: int, console: Console) -> None:
+    base = runs[0]
+    table = Table(title=f"Ingest of {events:,} simulated events ({claims:,} claims, {nbytes / events:,.0f} B/event), "
+                        "one run")
+    for col, justify in (("path", "left"), ("what", "left"), ("claims/s", "right"), ("ratio to raw", "right"),
+                         ("CPU µs/claim", "right"), ("messages/s", "right"), ("peak RSS", "right")):
+        table.add_column(col, justify=justify)
+    for r in runs:
+        table.add_row(r.name, r.what, fmt(r.rate, ",.0f"), fmt(r.rate / base.rate, ".3f"),
+                      "—" if r.cpu_seconds is None or not r.claims else f"{r.cpu_seconds / r.claims * 1e6:,.1f}",
+                      "—" if r.messages is None else fmt(r.rate / r.claims * r.messages, ",.0f"),
+                      "—" if r.peak_rss is None else f"{r.peak_rss / 2**20:,.0f} MiB")
+    console.print(table)
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=200_000)
-    parser.add_argument("--claims", type=int, default=4, help="claims per event")
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--batch-size", type=int, default=2000, help="worker ingest batch size")
-    args = parser.parse_args()
+    parser.add_argument("--batch-size", type=int, default=2000, help="worker ingest batch size (messages)")
+    args = parser.parse_args(argv)
+    console = Console(width=140)
 
     workdir = Path(tempfile.mkdtemp(prefix="cw-bench-ingest-"))
     prefix = f"bench{random.Random().randrange(1 << 30)}"
-    with EmbeddedBroker(log_path=workdir / "tansu.log") as broker:
-        topic = f"{prefix}.verdicts"
-        create_topics(broker.bootstrap, [topic, f"{prefix}.verdicts.dlq", f"{prefix}.alerts"], args.partitions)
-        lines = make_events(args.events, args.claims, args.seed)
-        print(f"producing {args.events} events ({args.events * args.claims} claims, "
-              f"{sum(map(len, lines)) / len(lines):.0f} B/event) to {broker.bootstrap} ...", flush=True)
-        producer = raw_producer(broker.bootstrap)
-        t = time.perf_counter()
-        send_raw(producer, topic, lines)
-        producer.close()
-        print(f"  produced in {time.perf_counter() - t:.1f}s")
+    lines, claims = simulated_events(args.events, args.seed)
+    nbytes = sum(map(len, lines))
+    per_event = claims / len(lines)
+    env = {"CLAIMWATCH_INGEST__BATCH_SIZE": str(args.batch_size)}
+    try:
+        with EmbeddedBroker(log_path=workdir / "tansu.log") as broker:
+            topics = {kind: f"{prefix}-{kind}.verdicts" for kind in ("singles", "envelopes")}
+            create_topics(broker.bootstrap, [name for kind in topics for name in (
+                topics[kind], f"{prefix}-{kind}.verdicts.dlq", f"{prefix}-{kind}.alerts")], args.partitions)
+            console.print(f"producing {args.events:,} events ({claims:,} claims, {nbytes / args.events:,.0f} B/event) "
+                          f"twice to {broker.bootstrap} ...")
+            t = time.perf_counter()
+            singles = produce(broker.bootstrap, topics["singles"], lines, None)
+            envelopes = produce(broker.bootstrap, topics["envelopes"], lines, EnvelopeBatcher())
+            console.print(f"  {singles:,} single-event and {envelopes:,} envelope messages "
+                          f"({args.events / envelopes:,.0f} events each) in {time.perf_counter() - t:.1f} s")
 
-        raw_s = asyncio.run(raw_consume(broker.bootstrap, topic, args.events))
-        print("  raw aiokafka done; Faust ceiling ...", flush=True)
-        ceiling_events = faust_ceiling(broker.bootstrap, topic, args.events, args.batch_size)
-        print("  Faust ceiling done; full path ...", flush=True)
-        full_s, measured = full_path(broker.bootstrap, prefix, args.events, workdir, args.batch_size)
+            raw_s, raw_cpu = asyncio.run(raw_consume(broker.bootstrap, topics["singles"], singles))
+            runs = [Run("raw", "aiokafka consume + orjson parse, single events", claims, raw_s, raw_cpu, singles)]
+            raw_s, raw_cpu = asyncio.run(raw_consume(broker.bootstrap, topics["envelopes"], envelopes))
+            runs.append(Run("raw envelopes", "the same on envelopes", claims, raw_s, raw_cpu, envelopes))
+            console.print("  raw consumption done; Faust ceiling ...")
+            per_s, cpu_each = faust_ceiling(broker.bootstrap, topics["singles"], singles, args.batch_size)
+            # Stated per wall second: the agent reports rates, not totals.
+            runs.append(Run("ceiling", "Faust take + ack only, single events", per_s * per_event, 1.0,
+                            cpu_each * per_s, round(per_s)))
+            for kind, messages in (("singles", singles), ("envelopes", envelopes)):
+                console.print(f"  full path on {kind} ...")
+                wall, measured, cpu, rss = full_path(broker.bootstrap, f"{prefix}-{kind}", args.events,
+                                                     workdir / kind, env)
+                runs.append(Run(f"full, {kind}", "worker: Faust -> validate -> ClickHouse -> views",
+                                measured * per_event, wall, cpu, round(measured * messages / args.events), rss))
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
 
-    claims = args.claims
-    raw_rate = args.events * claims / raw_s
-    full_rate = measured * claims / full_s
-    print()
-    print(f"(a) raw aiokafka consume + JSON parse : {raw_rate:>10,.0f} claims/s  ({args.events / raw_s:,.0f} events/s)")
-    print(f"(c) Faust take+ack, no work (ceiling)  : {ceiling_events * claims:>10,.0f} claims/s  ({ceiling_events:,.0f} events/s)")
-    print(f"(b) full path Faust+validate+ClickHouse: {full_rate:>10,.0f} claims/s  ({measured / full_s:,.0f} events/s)")
-    print(f"ratio full/raw: {full_rate / raw_rate:.3f}   full/Faust ceiling: {full_rate / (ceiling_events * claims):.2f}"
-          f"   target: >= 50,000 claims/s on the full path")
-    shutil.rmtree(workdir, ignore_errors=True)
+    report(runs, args.events, claims, nbytes, console)
+    ceiling, single, envelope = runs[2], runs[3], runs[4]
+    console.print(f"full path, single events: {fmt(single.rate / ceiling.rate, '.2f')} of the Faust ceiling (target ≥ 0.8); "
+                  f"envelopes: {fmt(envelope.rate / runs[0].rate, '.3f')} of raw (target ≥ 0.25); "
+                  f"peak RSS {max(single.peak_rss, envelope.peak_rss) / 2**20:,.0f} MiB (target < 1 GiB)")
+    console.print(f"[dim]claims/s from events × {per_event:.2f} claims per event; seed {args.seed}, "
+                  f"{args.partitions} partitions, worker batch {args.batch_size} messages[/dim]")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

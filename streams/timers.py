@@ -1,8 +1,9 @@
-"""Timers: leader-only alert evaluation, Alertmanager resend, re-clustering and online assignment;
-and each worker's consumer-lag report. The work is in services/; each timer only calls it."""
+"""Timers: leader-only alert evaluation, Alertmanager resend, re-clustering, online assignment and sampling
+claims for human review; and each worker's consumer-lag report. The work is in services/; each timer only calls it."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from datetime import datetime
+from typing import TYPE_CHECKING, Awaitable, Callable
 
 from services.alerts.cycle import AlertCycle
 from services.core.clock import utcnow
@@ -35,6 +36,12 @@ def register_clustering(app, schedule: ClusteringSchedule, settings: Settings) -
     @app.timer(settings.clustering.assign_interval_seconds, on_leader=True)
     async def assign() -> None:
         await schedule.assign(utcnow())  # its own thread: never behind a re-cluster
+
+
+def register_review_sampling(app, sample: Callable[[datetime], Awaitable[object]], interval_seconds: float) -> None:
+    @app.timer(interval_seconds, on_leader=True)
+    async def sample_for_review() -> None:
+        await sample(utcnow())  # within the day's budget: once it is spent, later runs queue nothing
 
 
 def register_lag_report(app, offsets: OffsetTracker, metrics: Metrics, interval: float = 5.0) -> None:

@@ -16,12 +16,17 @@ OUTPUT_DIR = Path(__file__).resolve().parent.parent / "test-output"
 
 @pytest.fixture
 def store(tmp_path):
-    """A fresh, migrated embedded ClickHouse (chDB allows one open directory per process)."""
+    """A fresh, migrated embedded ClickHouse (chDB allows one open directory per process).
+
+    Without TTLs: fixtures carry fixed event times, which a wall-clock TTL would delete as they age
+    (tests/unit/store/test_retention.py tests the TTLs on stores of its own)."""
     from services.store.backends import ChdbStore
     from services.store.migrate import migrate
+    from services.store.retention import KEEP_EVERYTHING, RetentionKeeper
 
     s = ChdbStore(tmp_path / "clickhouse")
     migrate(s)
+    RetentionKeeper(s).apply(KEEP_EVERYTHING)
     yield s
     s.close()
 

@@ -16,7 +16,8 @@ import orjson
 from services.core.threads import Run
 from services.alerts.evaluator import AlertEvaluator
 from services.alerts.explain import AlertExplainer, AlertExplanation
-from services.alerts.lifecycle import Alert
+from services.alerts.instrument import InstrumentAlerts
+from services.alerts.lifecycle import KINDS, Alert
 from services.alerts.notify import Dispatcher
 from services.alerts.records import AlertRecords
 from services.core.metrics import Metrics
@@ -28,8 +29,9 @@ Record = tuple[bytes, bytes]  # (key, value) for the alerts topic
 
 class AlertCycle:
     def __init__(self, evaluator: AlertEvaluator, alerts: AlertRecords, dispatcher: Dispatcher, metrics: Metrics,
-                 run: Run, explainer: AlertExplainer | None = None):
+                 run: Run, explainer: AlertExplainer | None = None, instrument: InstrumentAlerts | None = None):
         self.explainer = explainer  # names the issues behind each notified alert's excess
+        self.instrument = instrument  # verifier-vs-human agreement alerts (services/alerts/instrument.py)
         self.evaluator = evaluator
         self.alerts = alerts
         self.dispatcher = dispatcher
@@ -44,12 +46,15 @@ class AlertCycle:
         started = time.perf_counter()
         try:
             transitions = await self.run(self.evaluator.evaluate, now)
+            if self.instrument is not None:
+                transitions += await self.run(self.instrument.evaluate, now)
             silences = await self.run(self.alerts.silences, now)
         except Exception:
             log.exception("alert evaluation failed; retrying at the next tick")
             return []
         self.metrics.eval_seconds.observe(time.perf_counter() - started)
-        explanations = await self._explanations([a for a in transitions if a.recorded_state != "pending"], now)
+        explanations = await self._explanations([a for a in transitions if a.recorded_state != "pending"
+                                                 and a.kind in KINDS], now)  # agreement alerts have no excess
         records = []
         for alert in transitions:
             self.metrics.alert_transitions.labels(alert.recorded_state).inc()
@@ -69,7 +74,9 @@ class AlertCycle:
             return
         firing = [a for a in self.evaluator.open.values() if a.recorded_state == "firing"]
         explanations = await self._explanations(firing, now)
-        self.dispatcher.enqueue(self.dispatcher.resend(self.evaluator.open.values(), silences, now, explanations))
+        instrument = list(self.instrument.open.values()) if self.instrument is not None else []
+        self.dispatcher.enqueue(self.dispatcher.resend([*self.evaluator.open.values(), *instrument], silences, now,
+                                                       explanations))
 
     def explain_all(self, alerts: list[Alert], now: datetime) -> dict[str, AlertExplanation]:
         """Explanations by alert id (on the store's thread); an alert that cannot be explained goes without."""

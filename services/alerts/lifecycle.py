@@ -19,7 +19,8 @@ from services.rates.intervals import Interval
 
 DRIFT_KIND = "hallucination_rate_rise"  # worse on the same mix of questions: a regression, pages
 MIX_KIND = "mix_shift"                  # the rise is mostly a change in the mix of questions: a warning
-KINDS = (DRIFT_KIND, MIX_KIND)
+KINDS = (DRIFT_KIND, MIX_KIND)          # the drift evaluator's kinds
+AGREEMENT_KIND = "verifier_agreement"   # the verifier agrees with human labels less than it did: a warning
 STATES = ("pending", "firing", "resolved")
 
 

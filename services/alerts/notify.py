@@ -14,13 +14,13 @@ from typing import Iterable, Mapping
 import httpx
 
 from services.alerts.explain import TOP, AlertExplanation, Contribution
-from services.alerts.lifecycle import MIX_KIND, Alert, should_notify
+from services.alerts.lifecycle import AGREEMENT_KIND, MIX_KIND, Alert, should_notify
 from services.alerts.silences import Silence
 from services.core.backoff import Backoff
 
 log = logging.getLogger(__name__)
 ALERTNAME = "ClaimHallucinationRateRise"
-ALERTNAMES = {MIX_KIND: "ClaimQuestionMixShift"}  # other kinds: ALERTNAME
+ALERTNAMES = {MIX_KIND: "ClaimQuestionMixShift", AGREEMENT_KIND: "ClaimVerifierAgreementDrop"}  # others: ALERTNAME
 
 
 def _pct(x: float | None) -> str:
@@ -32,6 +32,9 @@ def _pts(x: float | None) -> str:
 
 
 def summary(alert: Alert) -> str:
+    if alert.kind == AGREEMENT_KIND:
+        return (f"{alert.route}: the verifier agrees with human labels on {_pct(alert.rate)} of {alert.claims} recent "
+                f"labels vs {_pct(alert.baseline)} before ({_pts(alert.delta)}); calibrated rates may be off")
     expected = alert.expected if alert.expected is not None else alert.baseline
     head = f"{alert.route}: claim hallucination rate {_pct(alert.rate)} vs {_pct(expected)} expected ({_pts(alert.delta)}"
     if alert.kind == MIX_KIND:
@@ -51,6 +54,10 @@ def effects(alert: Alert) -> str:
 
 
 def description(alert: Alert) -> str:
+    if alert.kind == AGREEMENT_KIND:
+        versions = ", ".join(f"{s.get('value')}" for s in alert.suspect_changes)
+        return (f"{summary(alert)}. {alert.expected_basis}." + (f" New verifier versions among the labels: {versions}."
+                                                                if versions else ""))
     lo_hi = lambda i: f"[{_pct(i.lo)}, {_pct(i.hi)}]" if i else ""  # noqa: E731
     parts = [f"Rate {_pct(alert.rate)} {lo_hi(alert.rate_interval)} over {alert.window} min and {alert.claims} claims; "
              f"expected {_pct(alert.expected)} ({alert.expected_basis or 'trailing level'}); "

@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import Callable
 
 from services.alerts.explain import AlertExplainer, AlertExplanation
-from services.alerts.lifecycle import Alert, ack, status
+from services.alerts.instrument import Calibration, calibrated_rise, calibration_suspect
+from services.alerts.lifecycle import KINDS, Alert, ack, status
 from services.alerts.records import AlertRecords
 from services.alerts.silences import Silence
 from services.core.errors import NotFound
@@ -21,6 +23,7 @@ class AlertView:
     silenced_by: tuple[str, ...]
     transitions: tuple[dict, ...] | None = None  # only when one alert is shown
     explanation: AlertExplanation | None = None  # which issues account for its excess (services/alerts/explain.py)
+    calibration: Calibration | None = None       # the route's calibration now (rate alerts, one alert shown)
 
     @classmethod
     def of(cls, alert: Alert, silences: list[Silence], now: datetime) -> "AlertView":
@@ -33,6 +36,11 @@ class AlertView:
             out["transitions"] = list(self.transitions)
         if self.explanation is not None:
             out["explanation"] = self.explanation.as_dict()
+        if self.transitions is not None and self.alert.kind in KINDS:
+            out["calibrated"] = calibrated_rise(self.alert, self.calibration)
+            suspect = calibration_suspect(self.calibration)
+            if suspect:
+                out["suspect_changes"] = [suspect, *out["suspect_changes"]]
         return out
 
 
@@ -46,8 +54,10 @@ class SilenceView:
 
 
 class AlertsService:
-    def __init__(self, alerts: AlertRecords, explainer: AlertExplainer | None = None, explain_newest: int = 20):
+    def __init__(self, alerts: AlertRecords, explainer: AlertExplainer | None = None, explain_newest: int = 20,
+                 calibration: Callable[[str, timedelta, datetime], Calibration | None] | None = None):
         self.alerts = alerts
+        self.calibration = calibration  # (route, window, now) -> the route's calibrated rate (services/review)
         self.explainer = explainer
         self.explain_newest = explain_newest  # a list explains its newest alerts only (each costs a few queries)
 
@@ -67,8 +77,11 @@ class AlertsService:
 
     def show(self, alert_id: str, now: datetime) -> AlertView:
         view = AlertView.of(self.alerts.get(alert_id), self.alerts.silences(), now)
+        calibration = None
+        if self.calibration is not None and view.alert.kind in KINDS:
+            calibration = self.calibration(view.alert.route, timedelta(minutes=view.alert.window), now)
         return AlertView(view.alert, view.state, view.acked, view.silenced_by,
-                         tuple(self.alerts.transitions(alert_id)), self.explain(view.alert, now))
+                         tuple(self.alerts.transitions(alert_id)), self.explain(view.alert, now), calibration)
 
     def ack(self, alert_id: str, by: str, note: str, now: datetime) -> AlertView:
         alert = self.alerts.get(alert_id)  # NotFound for an unknown id: an error, not a no-op

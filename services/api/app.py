@@ -21,6 +21,7 @@ from services.api.routers import alerts as alerts_routes
 from services.api.routers import evalset as evalset_routes
 from services.api.routers import issues as issues_routes
 from services.api.routers import ops, rates
+from services.api.routers import review as review_routes
 from services.api.routers import traces as traces_routes
 from services.api.serialise import as_json
 from services.api.security import ApiPolicy, Gate
@@ -36,6 +37,7 @@ TAGS = [
     {"name": "issues", "description": "Failing claims clustered into named issues, with runbooks"},
     {"name": "traces", "description": "One trace whole: answer, claims with their evidence, and their issues"},
     {"name": "eval", "description": "Promotion of traces into the eval set, and its report, agreement and gate"},
+    {"name": "review", "description": "Blind human labels of sampled claims, agreement and calibration"},
     {"name": "ops", "description": "Health, readiness, Prometheus metrics, dead letters"},
 ]
 
@@ -90,11 +92,12 @@ def create_api(components, policy: ApiPolicy | None = None, now: Callable[[], da
     alerts, issues, evalset = components.alerts, components.issues, components.evalset
 
     api.include_router(ops.router(components, gate))
-    api.include_router(rates.router(components, gate, lambda route: as_json(alerts.list(now(), route))))
+    api.include_router(rates.router(components, gate, lambda route: as_json(alerts.list(now(), route)), now))
     api.include_router(alerts_routes.router(alerts, gate, now))
     api.include_router(issues_routes.router(issues, gate))
     api.include_router(evalset_routes.router(evalset, gate))
     api.include_router(traces_routes.router(components.traces, gate))
+    api.include_router(review_routes.router(components.review, gate, now))
     api.include_router(pages.router(components, gate, alerts, now, issues=issues, evalset=evalset))
     pages.mount_static(api)
 

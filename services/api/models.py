@@ -100,3 +100,25 @@ TEXT_ERROR_RESPONSES = {
     404: {"description": "Nothing has that id", "content": PROBLEM_JSON},
     422: {"description": "The input is malformed; detail names the field", "content": PROBLEM_JSON},
 }
+
+
+class ReviewerBody(Body):
+    reviewer: str = who()
+
+
+class LabelBody(Body):
+    reviewer: str = who()
+    label: str = Field(min_length=1, max_length=32, description="supported, contradicted, unsupported, overreach or stale")
+    span: str = Field("", max_length=4000, description="quoted verbatim from one of the claim's evidence chunks")
+
+
+class AdjudicateBody(Body):
+    adjudicator: str = who()
+    label: str = Field(min_length=1, max_length=32, description="supported, contradicted, unsupported, overreach or stale")
+    span: str = Field("", max_length=4000, description="quoted verbatim from one of the claim's evidence chunks")
+
+
+class SampleBody(Body):
+    window: str = Field("24h", max_length=16, description="event-time window to sample from, e.g. 24h, or all")
+    seed: int = Field(0, ge=0, le=2**32 - 1)
+    include_eval: bool = Field(False, description="also queue the claims of approved eval items")

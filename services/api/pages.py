@@ -36,6 +36,9 @@ ISSUE_SORTS = ("priority", "last_seen", "first_seen", "count", "name")
 ISSUE_STATES = ("new", "ongoing", "regressed", "resolved")
 
 
+REVIEW_WINDOW = "24h"  # the review page's calibrated rates: the day the leader samples from by default
+
+
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
@@ -119,8 +122,10 @@ def router(components, gate: Gate, alerts, now: Callable, issues=None, evalset=N
         if span:
             rows = rates.minutes_all_routes(*span)
             trends = views.route_trends(rows, span[0], TREND_MINUTES, TREND_STEP)
+        calibrated = {r: c.as_dict() for r, c in components.review.calibrated(parse_window(window), now()).items()}
         return page(request, "overview.html", title="Overview", routes=routes, window=window, windows=WINDOWS,
-                    trends=trends, route_badges=views.alert_badges(open_alerts), trend_hours=TREND_MINUTES // 60)
+                    trends=trends, route_badges=views.alert_badges(open_alerts), trend_hours=TREND_MINUTES // 60,
+                    calibrated_rates=calibrated)
 
     @r.get("/routes/{route:path}", response_class=HTMLResponse)
     def route_page(request: Request, route: str, window: str = Query("6h", max_length=16)) -> Response:
@@ -130,8 +135,9 @@ def router(components, gate: Gate, alerts, now: Callable, issues=None, evalset=N
                                 components.settings.drift.baseline_minutes)
         if detail is None:
             raise NotFound(f"no events stored for route {route!r}")
+        found = components.review.calibrated(parse_window(window), now()).get(route)
         return page(request, "route.html", title=f"Route {route}", route=route, detail=detail, window=window,
-                    windows=WINDOWS[:-1], alerts=route_alerts)
+                    windows=WINDOWS[:-1], alerts=route_alerts, calibrated_rate=found.as_dict() if found else None)
 
     @r.get("/alerts", response_class=HTMLResponse)
     def alerts_page(request: Request) -> Response:
@@ -174,6 +180,15 @@ def router(components, gate: Gate, alerts, now: Callable, issues=None, evalset=N
         return page(request, "eval.html", title="Eval set", available=True, items=items,
                     queue=[i for i in items if i.get("state") == "proposed"], report=as_json(evalset.report()),
                     agreement=agreement_json(evalset.agreement()))
+
+    @r.get("/review", response_class=HTMLResponse)
+    def review_page(request: Request) -> Response:
+        review = components.review
+        calibrated = review.calibrated(parse_window(REVIEW_WINDOW), now())
+        return page(request, "review.html", title="Review", guide_version=review.queue.guide_version,
+                    progress=as_json(review.progress()), agreement=as_json(review.agreement()),
+                    calibrated_rates=[c.as_dict() | {"route": r, "raw": c.raw} for r, c in sorted(calibrated.items())],
+                    calibrated_window=REVIEW_WINDOW)
 
     # Reads protected by token: a browser signs in once; the cookie only ever allows reads.
     @r.get("/signin", response_class=HTMLResponse)

@@ -75,6 +75,10 @@ class AlertDetail(AlertView):
         "which issues account for the route's excess failing claims in the alert's window (excess = failed - "
         "baseline x claims): the top issues with their share, a representative claim and runbook URL, the other "
         "issues together and the unclustered rest; contributions add up to the excess, shares to 1"))
+    calibrated: dict | None = Field(None, description=(
+        "rate alerts: whether the rise holds on the rate corrected for the verifier's errors against human labels "
+        "(holds: true, false, or null when the calibration is stale; rate, expected, delta, sensitivity, "
+        "specificity, labels, false_positive_floor, stale, reasons)"))
 
 
 class SilenceView(Out):
@@ -92,14 +96,40 @@ class SilenceListed(SilenceView):
 
 class DlqSample(Out):
     reason: str
-    source: str = Field(description="topic/partition/offset")
+    source: str = Field(description="topic/partition/offset, then events[i] for an event of a batch envelope")
     size: int
+    envelope_index: int | None = Field(None, description="the event's index in its batch envelope; null: the whole message")
 
 
 class DlqReason(Out):
     reason: str = Field(description="the contract rule that was broken")
     count: int
     samples: list[DlqSample]
+
+
+class StorageTable(Out):
+    table: str
+    rows: int = Field(description="rows in active parts (duplicates count until a merge collapses them)")
+    compressed_bytes: int
+    uncompressed_bytes: int
+    disk_bytes: int = Field(description="on disk, with marks, indexes and checksums")
+    bytes_per_claim: float | None = Field(description="compressed bytes ÷ claims stored; null with no claims")
+    ttl: str | None = Field(description="the TTL in force; null: kept until deleted")
+    ttl_days: int | None
+
+
+class StorageTotal(Out):
+    rows: int
+    compressed_bytes: int
+    uncompressed_bytes: int
+    disk_bytes: int
+    bytes_per_claim: float | None
+
+
+class StorageReport(Out):
+    claims: int = Field(description="claims stored (rows of the claims table)")
+    tables: list[StorageTable] = Field(description="largest (compressed) first")
+    total: StorageTotal
 
 
 class Health(Out):

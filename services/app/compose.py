@@ -39,11 +39,14 @@ from services.issues.jobs import IssueJobs
 from services.issues.records import IssueRecords, issue_repository
 from services.issues.service import IssuesService
 from services.issues.traces import TraceService
+from services.review.service import ReviewService
 from services.store.backends import Store, open_store
 from services.store.evalset import EvalRepository
 from services.store.issues import ClickHouseEmbeddingCache
 from services.store.migrate import migrate
 from services.store.rates import RateRepository
+from services.store.review import ReviewRepository
+from services.store.retention import Retention, RetentionKeeper
 from services.store.traces import TraceRepository
 from services.store.writer import EventWriter
 
@@ -66,11 +69,12 @@ class Repositories:
     issues: IssueRecords
     evalset: EvalRepository
     traces: TraceRepository
+    review: ReviewRepository
 
     @classmethod
     def on(cls, store: Store) -> "Repositories":
         return cls(RateRepository(store), alert_repository(store), issue_repository(store), EvalRepository(store),
-                   TraceRepository(store))
+                   TraceRepository(store), ReviewRepository(store))
 
 
 @dataclass
@@ -87,6 +91,7 @@ class Components:
     evalset: EvalService
     issue_jobs: IssueJobs
     traces: TraceService
+    review: ReviewService
     metrics: Metrics = field(default_factory=Metrics)
     health: Health = field(default_factory=Health)
     store_thread: ThreadPoolExecutor = field(  # every chDB call of the worker goes through it
@@ -111,23 +116,50 @@ def build(settings: Settings, store: Store) -> Components:
                                baseline_minutes=settings.drift.baseline_minutes)
     issues = IssuesService(repos.issues, repos.rates, repos.alerts, base_url=settings.notify.external_url,
                            baseline_minutes=settings.drift.baseline_minutes, explainer=explainer)
+    review = review_service(settings, repos)
     return Components(
         settings=settings, store=store, repos=repos, clustering=config, embedder=embedder,
-        alerts=AlertsService(repos.alerts, explainer), issues=issues, evalset=EvalService(repos.evalset, repos.issues, embedder.embed),
+        alerts=AlertsService(repos.alerts, explainer,
+                             calibration=lambda route, window, now: review.calibrated(window, now).get(route)),
+        issues=issues,
+        evalset=EvalService(repos.evalset, repos.issues, embedder.embed, instrument=review),
         issue_jobs=IssueJobs(config, embedder, repos.issues, timedelta(hours=settings.clustering.lookback_hours)),
-        traces=TraceService(repos.traces))
+        traces=TraceService(repos.traces), review=review)
 
 
-def open_components(settings: Settings) -> Components:
-    """Open (and migrate) the configured store and build on it."""
+def review_service(settings: Settings, repos: Repositories) -> ReviewService:
+    r = settings.review
+    return ReviewService(repos.review, repos.rates, daily_budget=r.daily_budget, reviewers_per_claim=r.reviewers_per_claim,
+                         reservation=timedelta(minutes=r.reservation_minutes), guide_version=r.guide_version,
+                         min_labels=r.min_labels, max_label_age=timedelta(days=r.max_label_age_days),
+                         n_boot=r.bootstrap_samples)
+
+
+def retention_policy(settings: Settings) -> Retention:
+    """How long the store keeps raw rows and minute aggregates (services/store/retention.py)."""
+    r = settings.retention
+    return Retention(r.raw_days, r.aggregate_days)
+
+
+def open_components(settings: Settings, *, starting: bool = False) -> Components:
+    """Open (and migrate) the configured store and build on it.
+
+    A starting service (worker, API) also brings the TTLs in line with ``settings.retention``. One-off CLI
+    commands leave them alone, so a command run without the service's config file cannot reset them.
+    """
     store = open_store(settings.clickhouse)
     migrate(store)
+    if starting:
+        changed = RetentionKeeper(store).apply(retention_policy(settings))
+        if changed:
+            log.info("retention: raw %d days, aggregates %d days; TTL changed on %s", settings.retention.raw_days,
+                     settings.retention.aggregate_days, ", ".join(changed))
     return build(settings, store)
 
 
 @contextlib.contextmanager
-def opened(settings: Settings) -> Iterator[Components]:
-    components = open_components(settings)
+def opened(settings: Settings, *, starting: bool = False) -> Iterator[Components]:
+    components = open_components(settings, starting=starting)
     try:
         yield components
     finally:
@@ -158,6 +190,7 @@ def run_worker(settings: Settings, *, serve_api: bool, on_ready: Callable[[Compo
     import faust
 
     from services.alerts.cycle import AlertCycle
+    from services.alerts.instrument import AgreementDropTest, AgreementWatch, InstrumentAlerts
     from services.app.broker import create_topics
     from services.ingest.durable import DurableWriter
     from services.ingest.offsets import OffsetTracker
@@ -168,7 +201,7 @@ def run_worker(settings: Settings, *, serve_api: bool, on_ready: Callable[[Compo
     from streams.app import create_app
 
     create_topics(settings.kafka, [settings.verdicts_topic, settings.dlq_topic, settings.alerts_topic], settings.partitions)
-    components = open_components(settings)
+    components = open_components(settings, starting=True)
     decode_thread = ThreadPoolExecutor(1, thread_name_prefix="decode")  # decodes the next batch while one is written
     clustering_thread = ThreadPoolExecutor(1, thread_name_prefix="clustering")  # long runs must not stall ingest
     assign_thread = ThreadPoolExecutor(1, thread_name_prefix="assign")  # nor online assignment
@@ -193,14 +226,20 @@ def run_worker(settings: Settings, *, serve_api: bool, on_ready: Callable[[Compo
 
         dispatcher = Dispatcher(s.notify.alertmanager_url, s.notify.webhook_url, s.notify.external_url,
                                 timedelta(seconds=s.notify.resend_seconds), c.metrics)
+        agreement = InstrumentAlerts(AgreementWatch(AgreementDropTest()), c.review.reviewed, c.repos.alerts)
         cycle = AlertCycle(evaluator_for(s, c.repos.rates, c.repos.alerts), c.repos.alerts, dispatcher, c.metrics,
-                           in_thread(c.store_thread), explainer=c.alerts.explainer)
+                           in_thread(c.store_thread), explainer=c.alerts.explainer, instrument=agreement)
         timers.register_alerting(app, topics.alerts, cycle, s)
         if s.clustering.in_worker:
             schedule = ClusteringSchedule(lambda: c.issue_jobs, c.metrics, in_thread(clustering_thread),
                                           policy=recluster_policy(s), assign_run=in_thread(assign_thread),
                                           child=ChildProcess(name="claimwatch-recluster"))
             timers.register_clustering(app, schedule, s)
+        if s.review.sample_every_minutes:
+            window = timedelta(hours=s.review.sample_window_hours)
+            run_in_store = in_thread(c.store_thread)
+            timers.register_review_sampling(app, lambda now: run_in_store(c.review.review_tick, window, now),
+                                            s.review.sample_every_minutes * 60)
         if serve_api:
             app.task(_api_task(c))
         if on_ready:
@@ -235,6 +274,6 @@ def run_api(settings: Settings) -> None:
 
     from services.api.app import create_api
 
-    with opened(settings) as components:
+    with opened(settings, starting=True) as components:
         uvicorn.run(create_api(components), host=settings.api.host, port=settings.api.port, log_level="warning",
                     timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS)

@@ -11,9 +11,10 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from services.ingest.privacy import RedactionSettings
+from services.store.retention import MAX_DAYS as MAX_RETENTION_DAYS
 
 ENV_PREFIX = "CLAIMWATCH_"
 
@@ -85,6 +86,37 @@ class ApiSettings(Section):
     cors_origins: list[str] = Field(default_factory=list, description="CORS is off unless origins are listed")
 
 
+class ReviewSettings(Section):
+    """Human review of claims and the calibrated rates built on it (services/review)."""
+
+    daily_budget: int = Field(200, ge=0, description="production claims sampled for review per UTC day")
+    reviewers_per_claim: int = Field(2, ge=1, le=10, description="independent labels each queued claim gets")
+    reservation_minutes: float = Field(15.0, gt=0, le=24 * 60, description="how long a reviewer holds a slot")
+    guide_version: str = Field("annotation-guide@2026-11", min_length=1, description="recorded with every label")
+    min_labels: int = Field(30, ge=1, description="settled labels a route needs before its calibration stands alone")
+    max_label_age_days: float = Field(90.0, gt=0, description="calibration from older labels is marked stale")
+    bootstrap_samples: int = Field(1000, ge=100, le=20_000)
+    sample_every_minutes: float = Field(60.0, ge=0, description="how often the leader queues claims (0: only "
+                                        "`claimwatch review sample`); each UTC day's budget is spent once")
+    sample_window_hours: float = Field(24.0, gt=0, description="event time the leader samples from, ending at the "
+                                       "newest minute stored")
+
+
+class RetentionSettings(Section):
+    """ClickHouse TTLs on event time, applied when a worker or the API starts (services/store/retention.py)."""
+
+    raw_days: int = Field(30, ge=1, le=MAX_RETENTION_DAYS, description="days to keep raw events, claims and dead letters")
+    aggregate_days: int = Field(400, ge=1, le=MAX_RETENTION_DAYS,
+                                description="days to keep per-minute aggregates (rate_minute)")
+
+    @model_validator(mode="after")
+    def _aggregates_outlive_raw_rows(self) -> "RetentionSettings":
+        if self.aggregate_days < self.raw_days:
+            raise ValueError(f"aggregate_days ({self.aggregate_days}) must be at least raw_days ({self.raw_days}): "
+                             "rates, alerts and baselines read the minute aggregates of every stored event")
+        return self
+
+
 class Settings(Section):
     kafka: str | None = Field(None, description="bootstrap list host:port[,...]; unset means the embedded broker")
     embedded_broker: str = Field("127.0.0.1:19092", description="where `claimwatch up` starts Tansu when --kafka is unset")
@@ -97,6 +129,8 @@ class Settings(Section):
     clustering: ClusteringSettings = Field(default_factory=ClusteringSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
     privacy: RedactionSettings = Field(default_factory=RedactionSettings)
+    review: ReviewSettings = Field(default_factory=ReviewSettings)
+    retention: RetentionSettings = Field(default_factory=RetentionSettings)
 
     @field_validator("clickhouse")
     @classmethod

@@ -197,7 +197,8 @@ def ratio_figures(pairs: Sequence[tuple[np.ndarray, np.ndarray]], name: str, *, 
     return figures
 
 
-def _counts(outcomes: Sequence[ItemOutcome]) -> tuple[np.ndarray, np.ndarray]:
+def claim_counts(outcomes: Sequence[ItemOutcome]) -> tuple[np.ndarray, np.ndarray]:
+    """Per item, its supported and checkable (non-trivial) claims."""
     supported, checkable = np.zeros(len(outcomes)), np.zeros(len(outcomes))
     for i, item in enumerate(outcomes):
         verdicts = [canonical(v, f"item {item.item_id}: ") for v in item.verdicts]
@@ -208,7 +209,7 @@ def _counts(outcomes: Sequence[ItemOutcome]) -> tuple[np.ndarray, np.ndarray]:
 
 def faithfulness(outcomes: Sequence[ItemOutcome], name: str = "all", **boot) -> Figure:
     """Supported / checkable claims (trivial claims excluded), over items that have checkable claims."""
-    supported, checkable = _counts(outcomes)
+    supported, checkable = claim_counts(outcomes)
     keep = checkable > 0
     return ratio_figures([(supported[keep], checkable[keep])], f"faithfulness:{name}", **boot)[0]
 
@@ -318,23 +319,29 @@ def agreement(pairs: Sequence[LabelPair], *, labels: Sequence[str] | None = None
                      tuple(disagreement_slices(pairs, min_pairs=min_pairs)))
 
 
+def check_figure(where: str, metric: str, figure: Figure | None, threshold: float, low_is_bad: bool,
+                 decimals: int = 4) -> GateFailure | None:
+    """The failure when ``figure`` misses ``threshold``; an undefined figure fails (no evidence is not a pass)."""
+    if figure is None or figure.value is None:
+        return GateFailure(where, metric, None, threshold,
+                           f"{metric} on {where} is undefined (no items); the gate cannot pass on no evidence")
+    if not (figure.value < threshold if low_is_bad else figure.value > threshold):
+        return None
+    side = "below the minimum" if low_is_bad else "above the maximum"
+    spread = f"95% CI {figure.lo:.{decimals}f}–{figure.hi:.{decimals}f}, " if figure.has_interval else f"{figure.note}; "
+    return GateFailure(where, metric, figure.value, threshold, f"{metric} on {where} is {figure.value:.{decimals}f} "
+                       f"({spread}{figure.items} items), {side} {threshold:.{decimals}f}")
+
+
 def gate(report: EvalReport, min_faithfulness: float | None = None, max_over_refusal: float | None = None,
          slice_min: float | Mapping[str, float] | None = None) -> GateResult:
     """Compare point estimates with thresholds; an undefined figure fails (no evidence is not a pass)."""
     failures: list[GateFailure] = []
 
     def check(where: str, metric: str, figure: Figure | None, threshold: float, low_is_bad: bool) -> None:
-        if figure is None or figure.value is None:
-            failures.append(GateFailure(where, metric, None, threshold,
-                                        f"{metric} on {where} is undefined (no items); the gate cannot pass on no evidence"))
-            return
-        bad = figure.value < threshold if low_is_bad else figure.value > threshold
-        if bad:
-            side = "below the minimum" if low_is_bad else "above the maximum"
-            spread = f"95% CI {figure.lo:.4f}–{figure.hi:.4f}, " if figure.has_interval else f"{figure.note}; "
-            failures.append(GateFailure(where, metric, figure.value, threshold,
-                                        f"{metric} on {where} is {figure.value:.4f} ({spread}"
-                                        f"{figure.items} items), {side} {threshold:.4f}"))
+        failure = check_figure(where, metric, figure, threshold, low_is_bad)
+        if failure:
+            failures.append(failure)
 
     if min_faithfulness is not None:
         check("all", "faithfulness", report.faithfulness, min_faithfulness, True)

@@ -14,6 +14,7 @@ import numpy as np
 
 from services.core.clock import utcnow
 from services.core.errors import NotFound
+from services.evalset.instrument import Instrument, InstrumentChecks, instrument_failures
 from services.evalset.metrics import Agreement, EvalReport, GateResult, agreement, eval_report, gate, parse_slice_min
 from services.evalset.promotion import (EvalItem, HistoryEntry, NearDuplicateError, PromotionError, PromotionService,
                                        load_label_pairs, load_outcomes, load_traces)
@@ -42,8 +43,10 @@ class AgreementSummary:
 class EvalService:
     def __init__(self, evals: EvalRepository, issues: IssueRecords, embed: Callable[[Sequence[str]], np.ndarray],
                  near_dup_threshold: float = 0.95, allow_self_approval: bool = False, n_boot: int = 2000,
-                 clock: Callable[[], datetime] = utcnow):
+                 clock: Callable[[], datetime] = utcnow, instrument: Instrument | None = None):
         self.evals = evals
+        self.instrument = instrument  # the review stage: calibration and verifier-vs-human kappa for the gate
+        self.clock = clock
         self.promotion = PromotionService(evals, embed, near_dup_threshold=near_dup_threshold,
                                           allow_self_approval=allow_self_approval, clock=clock)
         self.issues = issues
@@ -95,17 +98,21 @@ class EvalService:
         """Approved items as JSONL, for a download (same content as `evalset export`)."""
         yield from self.promotion.export_lines()
 
-    def report(self) -> EvalReport:
+    def report(self, outcomes: list | None = None) -> EvalReport:
         pairs = load_label_pairs(self.evals)
         agree = agreement(pairs) if pairs else None
-        return eval_report(load_outcomes(self.evals), n_boot=self.n_boot, agreement=agree)
+        return eval_report(load_outcomes(self.evals) if outcomes is None else outcomes, n_boot=self.n_boot,
+                           agreement=agree)
 
     def agreement(self) -> AgreementSummary:
         pairs = load_label_pairs(self.evals)
         return AgreementSummary(len(pairs), agreement(pairs) if pairs else None)
 
     def gate(self, min_faithfulness: float | None, max_over_refusal: float | None,
-             slice_min: str | float | dict | None = None) -> GateResult:
+             slice_min: str | float | dict | None = None, checks: InstrumentChecks = InstrumentChecks()) -> GateResult:
         if isinstance(slice_min, str):
             slice_min = parse_slice_min(slice_min)
-        return gate(self.report(), min_faithfulness, max_over_refusal, slice_min)
+        outcomes = load_outcomes(self.evals)
+        result = gate(self.report(outcomes), min_faithfulness, max_over_refusal, slice_min)
+        failures = result.failures + tuple(instrument_failures(checks, outcomes, self.instrument, self.clock()))
+        return GateResult(not failures, failures)

@@ -14,6 +14,7 @@ import pytest
 
 from services.alerts.evaluator import evaluator_for
 from services.app.compose import open_components
+from services.store.retention import KEEP_EVERYTHING, RetentionKeeper
 from services.app.settings import Settings
 from services.client.simulate import Scenario, generate
 from services.client.simulate.coverage import failing_claim_families
@@ -32,6 +33,7 @@ def demo(tmp_path_factory):
                         drift={"baseline_minutes": MODEL_AT, "watermark_seconds": 0,
                                "detector": {"min_baseline_claims": 3000, "block_minutes": 10}})
     services = open_components(settings)
+    RetentionKeeper(services.store).apply(KEEP_EVERYTHING)  # fixed event times must not age past a TTL
     scenario = Scenario.demo(regression_at=MODEL_AT, corpus_change_at=CORPUS_AT)
     sims = [s for s in generate(scenario, START, MINUTES, seed=11) if s.event is not None and not s.duplicate]
     EventWriter(services.store).write([validate_event(s.event) for s in sims], [])

@@ -18,6 +18,7 @@ from services.app.settings import load_settings
 from services.client.demo import CORPUS_CHANGE_AT, DEMO_ENV, HISTORY_MINUTES, REGRESSION_AT
 from services.client.simulate import Scenario, generate
 from services.contract.decode import validate_event
+from services.store.retention import KEEP_EVERYTHING, RetentionKeeper
 from services.store.writer import EventWriter
 
 # The regression's first minute is 02:59, in the volume's trough.
@@ -36,6 +37,7 @@ def firing_routes(tmp_path, events, env: dict[str, str]) -> set[str]:
     settings = load_settings(None, {**env, "CLAIMWATCH_CLICKHOUSE": f"chdb:{tmp_path / 'ch'}"}, {})
     components = open_components(settings)
     try:
+        RetentionKeeper(components.store).apply(KEEP_EVERYTHING)  # fixed event times must not age past a TTL
         EventWriter(components.store).write(events, [])
         evaluator_for(settings, components.repos.rates, components.repos.alerts, checkpoint=False).evaluate(NOW)
         alerts = components.repos.alerts.list()

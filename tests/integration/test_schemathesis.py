@@ -29,6 +29,7 @@ from services.contract.model import FAILED_VERDICTS, VerdictEvent
 from services.issues.records import issue_repository
 from services.rates.intervals import Interval
 from services.app.compose import open_components
+from services.store.retention import KEEP_EVERYTHING, RetentionKeeper
 from services.app.settings import Settings
 from services.client.simulate import Scenario, generate
 from services.store.writer import EventWriter
@@ -66,6 +67,7 @@ def seed(store) -> None:
 @pytest.fixture(scope="module")
 def api_schema(tmp_path_factory):
     services = open_components(Settings(clickhouse=f"chdb:{tmp_path_factory.mktemp('st') / 'ch'}"))
+    RetentionKeeper(services.store).apply(KEEP_EVERYTHING)  # fixed event times must not age past a TTL
     seed(services.store)
     # A generous rate limit: this run is about shapes, not throttling (tested in tests/unit/api/test_api.py).
     policy = ApiPolicy(token_hashes=(TOKEN_HASH,), mutations_per_minute=60_000, mutation_burst=10_000)

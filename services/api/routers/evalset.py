@@ -11,6 +11,7 @@ from services.api.models import ERROR_RESPONSES, ProposeBody, RejectBody, Review
 from services.api.responses import AgreementView, EvalItemView, EvalReportView, GateResult
 from services.api.security import AUTH_RESPONSES, MUTATION_RESPONSES, Gate
 from services.core.errors import Conflict
+from services.evalset.instrument import InstrumentChecks
 
 CLASH = {409: {"model": ERROR_RESPONSES[404]["model"],
                "description": "Already reviewed, or a near duplicate of an item in the eval set"}}
@@ -80,7 +81,13 @@ def router(evalset, gate: Gate) -> APIRouter:
                    max_over_refusal: float | None = Query(None, ge=0, le=1),
                    slice_min: str | None = Query(None, max_length=500,
                                                  description="0.8 (every slice) or stakes=high:0.9,query_type=lookup:0.85"),
+                   min_calibrated_faithfulness: float | None = Query(
+                       None, ge=0, le=1, description="faithfulness corrected for the verifier's errors against human "
+                       "labels; a stale calibration fails"),
+                   min_kappa: float | None = Query(None, ge=-1, le=1,
+                                                   description="verifier-vs-human kappa over reviewed claims"),
                    ) -> dict:
-        return as_json(evalset.gate(min_faithfulness, max_over_refusal, slice_min))
+        return as_json(evalset.gate(min_faithfulness, max_over_refusal, slice_min,
+                                    InstrumentChecks(min_calibrated_faithfulness, min_kappa)))
 
     return r

@@ -1,16 +1,17 @@
-"""Liveness, readiness, Prometheus metrics and dead-letter statistics."""
+"""Liveness, readiness, Prometheus metrics, dead-letter statistics and storage."""
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Query, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 
-from services.api.responses import DlqReason, Health, Ready
+from services.api.responses import DlqReason, Health, Ready, StorageReport
 from services.api.security import AUTH_RESPONSES, Gate
 from services.rates.report import route_rates
 from services.rates.window import parse_window
 from services.store.backends import StoreError, ping
 from services.store.dlq import dlq_summary
 from services.store.rates import RateRepository
+from services.store.storage import StorageRepository
 
 GAUGE_WINDOW = "30m"
 
@@ -69,5 +70,12 @@ def router(components, gate: Gate) -> APIRouter:
            response_model=list[DlqReason], dependencies=read, responses=guarded)
     def get_dlq(samples: int = Query(1, ge=0, le=20, description="samples per reason")) -> list[dict]:
         return dlq_summary(components.store, samples)
+
+    storage = StorageRepository(components.store)
+
+    @r.get("/api/storage", tags=["ops"], summary="Rows, bytes and bytes per claim per table, with the TTLs in force",
+           response_model=StorageReport, dependencies=read, responses=guarded)
+    def get_storage() -> dict:
+        return storage.report()
 
     return r

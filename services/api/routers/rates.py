@@ -1,6 +1,7 @@
 """Per-route rates with intervals and slices, worst first, and one route's history."""
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Callable
 
 from fastapi import APIRouter, Depends, HTTPException, Query
@@ -10,9 +11,11 @@ from services.api.models import ERROR_RESPONSES
 from services.api.responses import RateEntry, RouteDetail, SliceEntry
 from services.api.routeview import RouteHistory
 from services.api.security import AUTH_RESPONSES, Gate
+from services.core.clock import utcnow
 from services.core.errors import NotFound
 from services.rates.report import route_rates, slice_rates
 from services.rates.window import WindowError, parse_window
+from services.review.calibration import with_calibrated
 
 MAX_RANGE_MINUTES = 31 * 24 * 60
 SLICE_DIMS = ("query_type", "stakes", "mix")  # always valid, even before any event carries them; version.* as stored
@@ -30,7 +33,8 @@ def window_of(text: str, allow_all: bool = True):
     return window
 
 
-def router(components, gate: Gate, alerts_of: Callable[[str], list[dict]]) -> APIRouter:
+def router(components, gate: Gate, alerts_of: Callable[[str], list[dict]],
+           now: Callable[[], datetime] = utcnow) -> APIRouter:
     r = APIRouter(tags=["rates"], dependencies=[Depends(gate.read())],
                   responses=AUTH_RESPONSES if gate.policy.protect_reads else {})
     rates = components.repos.rates
@@ -38,8 +42,12 @@ def router(components, gate: Gate, alerts_of: Callable[[str], list[dict]]) -> AP
 
     @r.get("/api/rates", summary="Claim-level hallucination rate per route, worst first", response_model=list[RateEntry],
            responses={422: ERROR_RESPONSES[422]})
-    def get_rates(window: str = Query("30m", max_length=16, description="e.g. 5m, 30m, 90m, 24h, or all")) -> list[dict]:
-        return route_rates(rates.totals("", window_of(window)))
+    def get_rates(window: str = Query("30m", max_length=16, description="e.g. 5m, 30m, 90m, 24h, or all"),
+                  calibrated: bool = Query(False, description="add each route's rate corrected for the verifier's "
+                                           "errors measured against human labels (field `calibrated`)")) -> list[dict]:
+        w = window_of(window)
+        entries = route_rates(rates.totals("", w))
+        return with_calibrated(entries, components.review.calibrated(w, now())) if calibrated else entries
 
     @r.get("/api/slices", summary="Rates by slice (query_type, stakes, version.*), worst first",
            response_model=dict[str, list[SliceEntry]], responses={422: ERROR_RESPONSES[422]})

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 from rich.text import Text
 
-from services.alerts.lifecycle import DRIFT_KIND, MIX_KIND
+from services.alerts.lifecycle import AGREEMENT_KIND, DRIFT_KIND, MIX_KIND
 from services.app.cli.base import Abort, console, main, out, print_json, reach, service_options, pct
 from services.app.cli.tables import _plain as plain, Column, ago, output_option, print_table, terminal_width
 from services.api.serialise import as_json as serialise
@@ -23,9 +23,10 @@ def alerts() -> None:
     """Drift alerts: list, show, ack, silence and unsilence."""
 
 
-KINDS = {DRIFT_KIND: "regression", MIX_KIND: "mix shift"}
+KINDS = {DRIFT_KIND: "regression", MIX_KIND: "mix shift", AGREEMENT_KIND: "verifier agreement"}
 KIND_TEXT = {DRIFT_KIND: "regression",
-             MIX_KIND: "mix shift — a change in the mix of questions; warning, does not page"}
+             MIX_KIND: "mix shift — a change in the mix of questions; warning, does not page",
+             AGREEMENT_KIND: "verifier agreement — the verifier agrees with human labels less than it did; warning"}
 SUSPECTS = 3
 
 
@@ -132,11 +133,26 @@ def _rise(a: dict) -> str:
             "of the questions that fail more often; rate: worse on the same questions)")
 
 
+def _calibrated(a: dict) -> str:
+    """Whether the rise also holds on the rate corrected for the verifier's errors (alerts show only)."""
+    c = a.get("calibrated")
+    if not c:
+        return ""
+    if c["holds"] is None:
+        return f"unknown: the calibration is stale ({'; '.join(c['reasons']) or 'no labels'})"
+    figures = (f"{pct(c['rate'])} vs {pct(c['expected'])} expected ({pts(c['delta'])}; Se {c['sensitivity']:.2f}, "
+               f"Sp {c['specificity']:.2f} from {c['labels']} labels)")
+    if c["holds"]:
+        return f"holds: {figures}"
+    return f"does not hold: {figures}; the rise is within the verifier's false-positive floor {pct(c['false_positive_floor'])}"
+
+
 def _suspects(a: dict) -> list[str]:
     found = a.get("suspect_changes") or []
     rates = lambda s: (f", rate {pct(s.get('rate_before'))} -> {pct(s.get('rate_after'))}"  # noqa: E731
                        if s.get("rate_before") is not None or s.get("rate_after") is not None else "")
     lines = [f"{n}. {s.get('key')}={s.get('value')} ({s.get('kind')} change){rates(s)}"
+             + (f"; {s['note']}" if s.get("note") else "")
              for n, s in enumerate(found[:SUSPECTS], 1)]
     return lines + [f"+{len(found) - SUSPECTS} more (-o json)"] * (len(found) > SUSPECTS)
 
@@ -168,7 +184,7 @@ def alert_fields(a: dict, now: datetime) -> list[tuple[str, str | list[str]]]:
         ("silenced", f"by {', '.join(a['silenced_by'])}" if a["silenced_by"] else "no"),
         ("rate", pct(a["rate"]) + _interval(a["rate_interval"])), ("expected", expected),
         ("baseline", f"{pct(a['baseline'])}{_interval(a['baseline_interval'])}, the trailing level"),
-        ("rise", _rise(a)), ("mix slice", a.get("mix_slice") or ""),
+        ("rise", _rise(a)), ("calibrated", _calibrated(a)), ("mix slice", a.get("mix_slice") or ""),
         ("onset", _at(a["onset"], now) if a["onset"] else ""),
         ("window", f"{a['window']} min, {a['claims']:,} claims"),
         ("driven by", f"{a['driving_verdict']} claims" if a["driving_verdict"] else ""),

@@ -188,16 +188,25 @@ def eval_agreement_cmd(settings: Settings) -> None:
 @click.option("--min-faithfulness", type=float, default=None)
 @click.option("--max-over-refusal", type=float, default=None)
 @click.option("--slice-min", default=None, help="e.g. 0.8, or stakes=high:0.9,query_type=lookup:0.85")
+@click.option("--min-calibrated-faithfulness", type=click.FloatRange(0, 1), default=None,
+              help="faithfulness corrected for the verifier's errors measured by human review; stale calibration fails")
+@click.option("--min-kappa", type=click.FloatRange(-1, 1), default=None,
+              help="verifier-vs-human kappa over the reviewed claims")
 @service_options
 def eval_gate_cmd(settings: Settings, min_faithfulness: float | None, max_over_refusal: float | None,
-                  slice_min: str | None) -> None:
+                  slice_min: str | None, min_calibrated_faithfulness: float | None, min_kappa: float | None) -> None:
     """Exit non-zero, naming the failing slice, when the eval set misses a threshold (for CI)."""
-    if min_faithfulness is None and max_over_refusal is None and slice_min is None:
-        raise Abort("give at least one of --min-faithfulness, --max-over-refusal, --slice-min")
+    from services.evalset.instrument import InstrumentChecks
+
+    checks = InstrumentChecks(min_calibrated_faithfulness, min_kappa)
+    if min_faithfulness is None and max_over_refusal is None and slice_min is None and not checks:
+        raise Abort("give at least one of --min-faithfulness, --max-over-refusal, --slice-min, "
+                    "--min-calibrated-faithfulness, --min-kappa")
     params = {k: v for k, v in {"min_faithfulness": min_faithfulness, "max_over_refusal": max_over_refusal,
-                                "slice_min": slice_min}.items() if v is not None}
+                                "slice_min": slice_min, "min_calibrated_faithfulness": min_calibrated_faithfulness,
+                                "min_kappa": min_kappa}.items() if v is not None}
     data = reach(settings, "/api/eval/gate", params,
-                 _json(lambda c: c.evalset.gate(min_faithfulness, max_over_refusal, slice_min)))
+                 _json(lambda c: c.evalset.gate(min_faithfulness, max_over_refusal, slice_min, checks)))
     if data["passed"]:
         console.print("eval gate passed")
         return

@@ -25,6 +25,7 @@ from services.client.simulate import Scenario, generate, write_jsonl
 from services.store.backends import ChdbStore
 from services.store.convert import parse_ch_time
 from services.store.migrate import migrate
+from services.store.retention import KEEP_EVERYTHING, RetentionKeeper
 from services.store.scratch import private_store
 from services.store.writer import EventWriter
 
@@ -105,6 +106,7 @@ def test_same_buckets_and_transitions_as_the_live_writer_and_evaluator(events_fi
     quick.close()
     live = ChdbStore(tmp_path / "live")
     migrate(live)
+    RetentionKeeper(live).apply(KEEP_EVERYTHING)  # as the private store: fixed event times never expire
     writer, decoder = EventWriter(live), Decoder()
     for chunk in read_chunks(path, 5000):
         writer.write([e for e in map(decoder.decode, chunk) if not isinstance(e, Rejection)])

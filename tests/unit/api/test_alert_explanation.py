@@ -19,6 +19,7 @@ from services.api.auth import new_token
 from services.api.security import ApiPolicy
 from services.app.cli import main
 from services.app.compose import open_components
+from services.store.retention import KEEP_EVERYTHING, RetentionKeeper
 from services.app.settings import Settings
 from services.client.simulate import Scenario, generate
 from services.contract.decode import validate_event
@@ -43,6 +44,7 @@ def world(tmp_path_factory):
                         api={"token_hashes": [TOKEN_HASH]}, notify={"external_url": "http://testserver"},
                         drift={"baseline_minutes": 30})
     services = open_components(settings)
+    RetentionKeeper(services.store).apply(KEEP_EVERYTHING)  # fixed event times must not age past a TTL
     scenario = Scenario.demo(regression_at=REGRESSION_AT, corpus_change_at=None).scaled(0.25)
     sims = [s for s in generate(scenario, START, MINUTES, seed=7) if s.event is not None and not s.duplicate]
     events = {e.event_id: e for e in (validate_event(s.event) for s in sims)}

@@ -56,8 +56,9 @@ def hostile_event(i: int) -> VerdictEvent:
 def world(tmp_path_factory):
     """Services on a real store with ~1,000 simulated answers, one alert and hostile rows."""
     settings = Settings(clickhouse=f"chdb:{tmp_path_factory.mktemp('api') / 'ch'}",
-                        api={"token_hashes": [TOKEN_HASH]})
-    services = open_components(settings)
+                        api={"token_hashes": [TOKEN_HASH]},
+                        retention={"raw_days": 3650, "aggregate_days": 3650})  # event times are fixed
+    services = open_components(settings, starting=True)
     decoder = Decoder()
     scenario = Scenario.demo(regression_at=REGRESSION_AT, corpus_change_at=None).scaled(0.08)
     decoded = [decoder.decode(s.raw) for s in generate(scenario, START, MINUTES, seed=3)]
@@ -600,7 +601,8 @@ def test_health_readiness_and_dlq(client, world):
         services.health.mark_ok()
     dlq = client.get("/api/dlq", params={"samples": 1}).json()
     assert dlq == [{"reason": "not_json", "count": 1,
-                    "samples": [{"reason": ": not JSON", "source": "claimwatch.verdicts/0/7", "size": 5}]}]
+                    "samples": [{"reason": ": not JSON", "source": "claimwatch.verdicts/0/7", "size": 5,
+                                 "envelope_index": None}]}]
 
 
 def test_metrics_carry_the_per_route_rate_of_the_30m_window(client):

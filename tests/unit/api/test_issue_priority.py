@@ -20,6 +20,7 @@ from services.api.auth import new_token
 from services.api.security import ApiPolicy
 from services.app.cli.issues import _state_cell
 from services.app.compose import open_components
+from services.store.retention import KEEP_EVERYTHING, RetentionKeeper
 from services.app.settings import Settings
 from services.contract.decode import Decoder
 from services.issues.priority import ALERT, REGRESSED_OR_ESCALATING, REST, is_escalating, priority_key, tier
@@ -82,6 +83,7 @@ def world(tmp_path_factory):
     settings = Settings(clickhouse=f"chdb:{tmp_path_factory.mktemp('priority') / 'ch'}",
                         api={"token_hashes": [TOKEN_HASH]})
     components = open_components(settings)
+    RetentionKeeper(components.store).apply(KEEP_EVERYTHING)  # fixed event times must not age past a TTL
     components.issues.clock = lambda: NOW
     events, members = [], []
     for issue_id, (route, _, _, history) in HISTORIES.items():

@@ -18,7 +18,8 @@ MAX_LINES = 400
 # What each layer may import from this project (third-party imports are free). A module's
 # layer is the longest prefix of its dotted name listed here. Order is the event's path:
 # contract < core < store < stages < api < app, with streams wired by app only.
-STAGES = ("services.ingest", "services.rates", "services.alerts", "services.issues", "services.evalset")
+STAGES = ("services.ingest", "services.rates", "services.alerts", "services.issues", "services.evalset",
+          "services.review")
 BELOW_STAGES = ("services.contract", "services.core", "services.store", "clustering", "runbooks")
 ALLOWED = {
     "services": (),

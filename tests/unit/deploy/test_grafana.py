@@ -26,6 +26,7 @@ from services.store.backends import ChdbStore
 from services.store.convert import ch_time
 from services.store.issues import issue_row
 from services.store.migrate import migrate
+from services.store.review import ReviewRepository
 from services.store.writer import DeadLetter, EventWriter
 from tests.support.paths import ROOT
 
@@ -60,6 +61,10 @@ EXPECTED = {
     "Top issues": [("issue_id", STRING), ("name", STRING), ("state", STRING), ("size", NUMBER),
                    ("first_seen", TIME), ("last_seen", TIME), ("routes", STRING)],
     "Dead-letter reasons": [("rule", STRING), ("messages", NUMBER), ("last_received", TIME), ("example", STRING)],
+    "Calibrated rate beside the raw rate": [("route", STRING), ("raw", NUMBER), ("calibrated", NUMBER),
+                                            ("lower", NUMBER), ("upper", NUMBER), ("sensitivity", NUMBER),
+                                            ("specificity", NUMBER), ("labels", NUMBER), ("status", STRING),
+                                            ("reasons", STRING), ("computed_at", TIME)],
 }
 ANNOTATION_COLUMNS = [("time", TIME), ("timeEnd", TIME), ("text", STRING), ("tags", ARRAY)]
 
@@ -206,6 +211,17 @@ def loaded(tmp_path_factory):
          "config_name": "clustering@test", "x": 0.0, "y": 0.0, "observed_at": ch_time(ago(minutes)),
          "assigned_at": ch_time(now)}
         for issue_id, _, _, _, first, last, _, _ in issues for end, minutes in (("first", first), ("last", last))])
+    # Calibrated rates as the leader stores them: billing-faq's newest is stale without a value (its verifier changed).
+    calibrated = lambda route, minutes, rate, stale, reasons: {  # noqa: E731
+        "computed_at": ago(minutes), "route": route, "window_start": ago(minutes + 60), "window_end": ago(minutes),
+        "raw": 0.10, "rate": rate, "lower": None if rate is None else rate - 0.02,
+        "upper": None if rate is None else rate + 0.02, "sensitivity": None if rate is None else 0.8,
+        "specificity": None if rate is None else 0.95, "labels": 40, "pooled": 0, "stale": int(stale),
+        "reasons": reasons, "verifier_version": "nli@1"}
+    ReviewRepository(store).save_calibrated([
+        calibrated("billing-faq", 30, 0.07, False, ""),
+        calibrated("billing-faq", 5, None, True, "40 labels are of verifier nli@1; the route now runs nli@2"),
+        calibrated("parcel-status", 5, 0.04, False, "")])
     # Dead letters carry the time they arrived (now); the range covers them and the simulated minutes.
     window = (start - timedelta(minutes=1), datetime.now(timezone.utc) + timedelta(minutes=2))
     yield store, window, {"events": len({e.event_id for e in events}), "dead": len(dead)}  # redeliveries count once
@@ -401,3 +417,13 @@ def test_dead_letter_panels_count_every_rejected_message(loaded, dashboard, rout
     _, rows = run_panel(store, window, _panel(dashboard, "Dead-letter reasons"), routes)
     assert sum(r["messages"] for r in rows) == counts["dead"]
     assert {r["rule"] for r in rows} >= {"not_json", "not_utf8"}
+
+
+def test_the_calibrated_panel_shows_each_route_s_newest_snapshot_whole(loaded, dashboard, routes):
+    store, window, _ = loaded
+    (panel,) = [p for p in query_panels(dashboard) if p["title"] == "Calibrated rate beside the raw rate"]
+    _, rows = run_panel(store, window, panel, routes)
+    by_route = {r["route"]: r for r in rows}
+    assert by_route["billing-faq"]["calibrated"] is None and by_route["billing-faq"]["status"] == "stale"
+    assert "now runs nli@2" in by_route["billing-faq"]["reasons"]
+    assert by_route["parcel-status"]["calibrated"] == pytest.approx(0.04) and by_route["parcel-status"]["status"] == "ok"

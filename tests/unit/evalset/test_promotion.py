@@ -20,6 +20,7 @@ from services.evalset.promotion import (
 from services.store.backends import ChdbStore
 from services.store.evalset import EvalRepository
 from services.store.migrate import migrate
+from services.store.retention import KEEP_EVERYTHING, RetentionKeeper
 from services.store.writer import EventWriter
 
 T0 = datetime(2026, 11, 21, 9, 0, tzinfo=timezone.utc)
@@ -73,6 +74,7 @@ def trace(n: int, question: str | None = None, **overrides) -> TraceRecord:
 def store(tmp_path):
     store = ChdbStore(tmp_path / "ch")
     migrate(store)
+    RetentionKeeper(store).apply(KEEP_EVERYTHING)  # fixed event times must not age past a TTL
     yield store
     store.close()
 

@@ -1,0 +1,55 @@
+"""Human review: reserve a claim, label it blind, then see the verifier's verdict; progress and agreement."""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Callable
+
+from fastapi import APIRouter, Depends
+
+from services.api.models import ERROR_RESPONSES, AdjudicateBody, LabelBody, ReviewerBody, SampleBody
+from services.api.routers.rates import window_of
+from services.api.security import AUTH_RESPONSES, MUTATION_RESPONSES, Gate
+from services.api.serialise import as_json
+
+CLASH = {409: {"model": ERROR_RESPONSES[404]["model"],
+               "description": "The slot expired, is another reviewer's, or is labelled already"}}
+
+
+def router(review, gate: Gate, now: Callable[[], datetime]) -> APIRouter:
+    r = APIRouter(tags=["review"])
+    read = [Depends(gate.read())]
+    write = [Depends(gate.mutation())]
+    guarded = AUTH_RESPONSES if gate.policy.protect_reads else {}
+    changes = {**MUTATION_RESPONSES, **ERROR_RESPONSES, **CLASH}
+
+    @r.post("/api/review/sample", summary="Queue production claims for review, stratified, within the daily budget",
+            dependencies=write, responses=changes)
+    def sample(body: SampleBody) -> dict:
+        return as_json(review.sample(window_of(body.window), now(), body.seed, body.include_eval))
+
+    @r.post("/api/review/next", summary="Reserve the next claim to label (the reviewer's held one, if any); "
+            "the verifier's verdict and other labels stay hidden", dependencies=write, responses=changes)
+    def next_claim(body: ReviewerBody) -> dict:
+        return as_json(review.next(body.reviewer, now()))
+
+    @r.post("/api/review/{slot}/label", summary="Label the reserved claim; the answer reveals the verifier's verdict "
+            "and the other labels", dependencies=write, responses=changes)
+    def label(slot: str, body: LabelBody) -> dict:
+        return as_json(review.label(slot, body.reviewer, body.label, body.span, now()))
+
+    @r.post("/api/review/claims/{claim_key}/adjudicate", summary="An adjudicator's label, which settles the claim",
+            dependencies=write, responses=changes)
+    def adjudicate(claim_key: str, body: AdjudicateBody) -> dict:
+        return as_json(review.adjudicate(claim_key, body.adjudicator, body.label, body.span, now()))
+
+    @r.get("/api/review/progress", summary="Labels per reviewer and per stratum (route, verdict, issue)",
+           dependencies=read, responses=guarded)
+    def progress() -> dict:
+        return as_json(review.progress())
+
+    @r.get("/api/review/agreement", summary="Human-human and verifier-human kappa per route, with intervals that "
+           "resample claims; disagreements waiting for an adjudicator", dependencies=read, responses=guarded)
+    def agreement() -> dict:
+        return as_json(review.agreement())
+
+    return r

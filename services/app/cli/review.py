@@ -1,0 +1,182 @@
+"""`claimwatch review`: sample claims, label them blind (interactively or with flags), progress, agreement."""
+from __future__ import annotations
+
+import sys
+
+import click
+
+from services.app.cli.base import Abort, console, main, out, print_json, reach, service_options
+from services.app.cli.tables import Column, output_option, print_table
+from services.app.settings import Settings
+from services.core.clock import utcnow
+
+LABELS = ("supported", "contradicted", "unsupported", "overreach", "stale")
+KEYS = {"s": "supported", "c": "contradicted", "u": "unsupported", "o": "overreach", "t": "stale"}  # one key a label
+
+
+def _json(fn):
+    from services.api.serialise import as_json
+
+    return lambda c: as_json(fn(c))
+
+
+def reviewer_option(fn):
+    return click.option("--reviewer", envvar="CLAIMWATCH_REVIEWER", required=True,
+                        help="Who labels (or $CLAIMWATCH_REVIEWER).")(fn)
+
+
+@main.group()
+def review() -> None:
+    """Human review of sampled claims: blind labels, agreement, and the calibration behind `rates --calibrated`."""
+
+
+@review.command("sample")
+@click.option("--window", default="24h", show_default=True, help="Event-time window to sample from, or all.")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(0, 2**32 - 1))
+@click.option("--eval", "include_eval", is_flag=True, help="Also queue the claims of approved eval items.")
+@service_options
+def review_sample(settings: Settings, window: str, seed: int, include_eval: bool) -> None:
+    """Queue production claims, stratified by route, verdict and issue, within today's budget (review.daily_budget)."""
+    from services.rates.window import WindowError, parse_window
+
+    try:
+        w = parse_window(window)
+    except WindowError as exc:
+        raise Abort(str(exc)) from None
+    data = reach(settings, "/api/review/sample", {}, _json(lambda c: c.review.sample(w, utcnow(), seed, include_eval)),
+                 method="POST", body={"window": window, "seed": seed, "include_eval": include_eval})
+    console.print(f"queued {data['queued']} claims from {len(data['strata'])} strata; "
+                  f"{data['budget_left']} left of today's budget")
+
+
+def show_assignment(slot: dict) -> None:
+    out.print(f"slot {slot['slot']}  (route {slot['route']}, held until {slot['expires_at']})",
+              markup=False, highlight=False)
+    out.print("question: " + slot["question"], markup=False, highlight=False)
+    out.print("answer:   " + slot["answer_excerpt"], markup=False, highlight=False)
+    for chunk in slot["chunks"]:
+        out.print(f"  [{chunk['chunk_id']}] {chunk['text']}", markup=False, highlight=False)
+    out.print("claim:    " + slot["claim"], markup=False, highlight=False)
+
+
+def show_revealed(done: dict) -> None:
+    out.print(f"labelled {done['claim_key']} {done['label']}"
+              + (f" (span from {done['chunk_id']})" if done["chunk_id"] else ""), markup=False, highlight=False)
+    out.print(f"verifier said: {done['verifier_verdict']}"
+              + (f" — span: {done['verifier_span']}" if done["verifier_span"] else ""), markup=False, highlight=False)
+    for other in done["others"]:
+        out.print(f"{other['role']} {other['reviewer']}: {other['label']}", markup=False, highlight=False)
+    out.print(f"settled: {done['settled'] or 'not yet'}", markup=False, highlight=False)
+
+
+def send_label(settings: Settings, slot: str, reviewer: str, label: str, span: str) -> dict:
+    return reach(settings, f"/api/review/{slot}/label", {},
+                 _json(lambda c: c.review.label(slot, reviewer, label, span, utcnow())),
+                 method="POST", body={"reviewer": reviewer, "label": label, "span": span})
+
+
+@review.command("next")
+@reviewer_option
+@click.option("--label", default=None, help=f"Label at once: {', '.join(LABELS)}.")
+@click.option("--span", default="", help="Quoted verbatim from one of the chunks shown.")
+@click.option("--json", "as_json", is_flag=True, help="Print the reserved slot as JSON and stop.")
+@service_options
+def review_next(settings: Settings, reviewer: str, label: str | None, span: str, as_json: bool) -> None:
+    """Reserve the next claim and show its question, answer excerpt, retrieved chunks and the claim.
+
+    With --label it is labelled at once; at a terminal it asks; otherwise label it later with
+    `claimwatch review label SLOT --label ...`.
+    """
+    slot = reach(settings, "/api/review/next", {}, _json(lambda c: c.review.next(reviewer, utcnow())),
+                 method="POST", body={"reviewer": reviewer})
+    if as_json:
+        print_json(slot)
+        return
+    show_assignment(slot)
+    if label is None and sys.stdin.isatty():
+        keys = " ".join(f"{k}={v}" for k, v in KEYS.items())
+        key = click.prompt(f"label ({keys})", type=click.Choice(sorted(KEYS) + list(LABELS)), show_choices=False)
+        label = KEYS.get(key, key)
+        span = click.prompt("span (blank for none)", default="", show_default=False)
+    if label is None:
+        console.print(f"label it with: claimwatch review label {slot['slot']} --reviewer {reviewer} --label LABEL "
+                      "[--span TEXT]")
+        return
+    show_revealed(send_label(settings, slot["slot"], reviewer, label, span))
+
+
+@review.command("label")
+@click.argument("slot")
+@reviewer_option
+@click.option("--label", required=True, help=f"One of {', '.join(LABELS)}.")
+@click.option("--span", default="", help="Quoted verbatim from one of the claim's chunks.")
+@service_options
+def review_label(settings: Settings, slot: str, reviewer: str, label: str, span: str) -> None:
+    """Label a reserved slot; then see the verifier's verdict and the other labels."""
+    show_revealed(send_label(settings, slot, reviewer, label, span))
+
+
+@review.command("adjudicate")
+@click.argument("claim_key")
+@click.option("--by", "adjudicator", required=True, help="The adjudicator.")
+@click.option("--label", required=True, help=f"One of {', '.join(LABELS)}.")
+@click.option("--span", default="")
+@service_options
+def review_adjudicate(settings: Settings, claim_key: str, adjudicator: str, label: str, span: str) -> None:
+    """Settle a disputed claim (see `claimwatch review agreement`)."""
+    show_revealed(reach(settings, f"/api/review/claims/{claim_key}/adjudicate", {},
+                        _json(lambda c: c.review.adjudicate(claim_key, adjudicator, label, span, utcnow())),
+                        method="POST", body={"adjudicator": adjudicator, "label": label, "span": span}))
+
+
+REVIEWER_COLUMNS = [Column("REVIEWER", lambda r: r["reviewer"], kind="key"), Column("ROLE", lambda r: r["role"]),
+                    Column("LABELS", lambda r: str(r["labels"]), kind="num"), Column("LAST", lambda r: r["last"], 1)]
+STRATUM_COLUMNS = [Column("ROUTE", lambda s: s["route"], kind="key"), Column("VERDICT", lambda s: s["verdict"]),
+                   Column("ISSUE", lambda s: s["issue_id"] or "—", 2, "id"),
+                   Column("CLAIMS", lambda s: str(s["claims"]), kind="num"),
+                   Column("LABELLED/SLOTS", lambda s: f"{s['labelled']}/{s['slots']}", kind="num"),
+                   Column("COMPLETE", lambda s: str(s["complete"]), 1, "num")]
+
+
+@review.command("progress")
+@output_option
+@service_options
+def review_progress(settings: Settings, output: str) -> None:
+    """Labels per reviewer, and per stratum how many slots are labelled."""
+    data = reach(settings, "/api/review/progress", {}, _json(lambda c: c.review.progress()))
+    if output == "json":
+        print_json(data)
+        return
+    print_table(REVIEWER_COLUMNS, data["reviewers"], output, title="Labels per reviewer", empty="no labels yet")
+    out.print()
+    print_table(STRATUM_COLUMNS, data["strata"], output, title="Queue per stratum",
+                empty="nothing queued: run `claimwatch review sample`")
+
+
+def _kappa(figure: dict | None) -> str:
+    if not figure or figure.get("value") is None:
+        return "—"
+    band = f" [{figure['lo']:.2f}, {figure['hi']:.2f}]" if figure.get("lo") is not None and not figure.get("note") else ""
+    return f"{figure['value']:.2f}{band} (n={figure['items']})"
+
+
+@review.command("agreement")
+@output_option
+@service_options
+def review_agreement(settings: Settings, output: str) -> None:
+    """Human-human kappa (the guide's ceiling) and verifier-human kappa per route; disputes to adjudicate."""
+    data = reach(settings, "/api/review/agreement", {}, _json(lambda c: c.review.agreement()))
+    if output == "json":
+        print_json(data)
+        return
+    rows = [data["overall"], *data["routes"]]
+    print_table([Column("ROUTE", lambda r: r["route"], kind="key"),
+                 Column("HUMAN-HUMAN KAPPA", lambda r: (f"{r['human']['method']} " + _kappa(r["human"]["kappa"]))
+                        if r["human"] else "—", kind="num"),
+                 Column("VERIFIER-HUMAN KAPPA", lambda r: _kappa(r["verifier"]["kappa"]) if r["verifier"] else "—",
+                        kind="num")], rows, output, title="Agreement (95% intervals resample claims)")
+    if data["disagreements"]:
+        out.print()
+        print_table([Column("CLAIM", lambda d: d["claim_key"], kind="id"), Column("ROUTE", lambda d: d["route"], kind="key"),
+                     Column("LABELS", lambda d: ", ".join(f"{who}: {label}" for who, label in d["labels"]), kind="name")],
+                    data["disagreements"], output, title="Disputed: settle with `claimwatch review adjudicate`")

@@ -1,0 +1,1 @@
+"""Human review of claims: sampling into a queue, blind labelling, agreement and calibrated rates."""

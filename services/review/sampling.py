@@ -1,0 +1,83 @@
+"""Which production claims go to human review: a daily budget spread over strata (route x verdict x issue)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, time, timedelta, timezone
+from typing import Mapping, Protocol
+
+
+class SamplingStore(Protocol):
+    def stratum_sizes(self, since: datetime, until: datetime) -> dict[str, int]: ...
+    def sample(self, since: datetime, until: datetime, quotas: Mapping[str, int], seed: int) -> list[dict]: ...
+    def eval_claims(self) -> list[dict]: ...
+    def enqueue(self, rows) -> int: ...
+    def queued_between(self, since: datetime, until: datetime, origin: str) -> int: ...
+
+
+def allocate(sizes: Mapping[str, int], budget: int) -> dict[str, int]:
+    """Spread ``budget`` as evenly as the strata allow (small strata whole, the rest equal shares), so rare
+    verdicts and routes are reviewed too. Deterministic: leftovers go to the largest strata, then by name."""
+    quotas = {s: 0 for s in sizes}
+    left = max(0, min(budget, sum(sizes.values())))
+    open_strata = sorted((s for s, n in sizes.items() if n > 0), key=lambda s: (sizes[s], s))
+    while left and open_strata:
+        share = left // len(open_strata)
+        if share == 0:  # fewer units than strata: one each to the largest
+            for s in sorted(open_strata, key=lambda s: (-sizes[s], s))[:left]:
+                quotas[s] += 1
+            break
+        filled = []
+        for s in open_strata:
+            take = min(share, sizes[s] - quotas[s])
+            quotas[s] += take
+            left -= take
+            if quotas[s] == sizes[s]:
+                filled.append(s)
+        open_strata = [s for s in open_strata if s not in filled]
+    return {s: q for s, q in quotas.items() if q}
+
+
+@dataclass(frozen=True)
+class SampleResult:
+    queued: int
+    budget_left: int
+    strata: dict[str, int]      # stratum -> claims queued now
+
+
+def day_of(now: datetime) -> tuple[datetime, datetime]:
+    start = datetime.combine(now.astimezone(timezone.utc).date(), time(0), timezone.utc)
+    return start, start + timedelta(days=1)
+
+
+class ReviewSampler:
+    """Queues claims for review, each with the weight (1 / sampling probability) calibration needs."""
+
+    def __init__(self, store: SamplingStore, daily_budget: int, reviewers_per_claim: int):
+        self.store = store
+        self.daily_budget = daily_budget
+        self.reviewers_per_claim = reviewers_per_claim
+
+    def sample(self, since: datetime, until: datetime, now: datetime, seed: int = 0) -> SampleResult:
+        """Queue claims observed in [since, until) up to what is left of today's (UTC, by ``now``) budget."""
+        day_start, day_end = day_of(now)
+        left = max(0, self.daily_budget - self.store.queued_between(day_start, day_end, "production"))
+        sizes = self.store.stratum_sizes(since, until)
+        quotas = allocate(sizes, left)
+        rows = self.store.sample(since, until, quotas, seed)
+        self.store.enqueue(self._queue_row(r, "production", sizes[r["stratum"]] / quotas[r["stratum"]], now)
+                           for r in rows)
+        counts: dict[str, int] = {}
+        for r in rows:
+            counts[r["stratum"]] = counts.get(r["stratum"], 0) + 1
+        return SampleResult(len(rows), left - len(rows), counts)
+
+    def enqueue_eval(self, now: datetime) -> int:
+        """Queue the claims of approved eval items (outside the budget). They count for agreement, not for
+        calibration: they were chosen, not sampled from traffic."""
+        rows = self.store.eval_claims()
+        return self.store.enqueue(self._queue_row(r, "eval", 0.0, now) for r in rows)
+
+    def _queue_row(self, row: dict, origin: str, weight: float, now: datetime) -> dict:
+        return {**{k: row[k] for k in ("claim_key", "event_id", "claim_idx", "route", "verdict", "issue_id",
+                                        "verifier_version", "stratum", "observed_at")},
+                "origin": origin, "weight": weight, "reviewers": self.reviewers_per_claim, "queued_at": now}

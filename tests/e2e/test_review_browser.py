@@ -1,0 +1,127 @@
+"""The review page in headless Chromium: two reviewers label with the keyboard (a span picked by selecting
+text, one undo), see the verdict revealed only after labelling, and kappa and the calibrated rate update;
+the overview and route pages show the calibrated rate beside the raw one. Screenshots go to
+test-output/screenshots/review-*.png."""
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+import uvicorn
+from playwright.sync_api import expect, sync_playwright
+
+from services.api.app import create_api
+from services.api.auth import new_token
+from services.app.compose import build
+from services.app.settings import Settings
+from tests.support.review_world import answer, write_answers
+
+TOKEN, TOKEN_HASH = new_token()
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def site(store, tmp_path):
+    settings = Settings(clickhouse=f"chdb:{tmp_path / 'unused'}", api={"token_hashes": [TOKEN_HASH]},
+                        review={"daily_budget": 4, "bootstrap_samples": 200, "min_labels": 3})
+    write_answers(store, [answer(i) for i in range(4)])
+    components = build(settings, store)
+    components.review.sample(None, components.review.windows.window_bounds(None)[1])
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_api(components), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert time.monotonic() < deadline, "the API did not start"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(10)
+
+
+def select_in_first_chunk(page, text: str) -> None:
+    page.evaluate("""text => {
+        const node = document.querySelector('#review-chunks .chunk-text').firstChild;
+        const start = node.textContent.indexOf(text);
+        const range = document.createRange();
+        range.setStart(node, start);
+        range.setEnd(node, start + text.length);
+        const selection = window.getSelection();
+        selection.removeAllRanges();
+        selection.addRange(range);
+    }""", text)
+
+
+def label_with_keys(page, key: str, span: str = "") -> None:
+    expect(page.locator("#review-pending")).to_contain_text("Label it")
+    assert page.locator("#review-revealed").evaluate("e => e.hidden"), "revealed before labelling"
+    assert "Verifier" not in page.locator("#review-card").inner_text()
+    if span:
+        select_in_first_chunk(page, span)
+    page.keyboard.press(key)
+    page.keyboard.press("Enter")
+    expect(page.locator("#review-revealed")).to_contain_text("Verifier said")
+
+
+def test_two_reviewers_label_with_the_keyboard_and_see_kappa(site, output_dir):
+    shots = output_dir / "screenshots"
+    shots.mkdir(exist_ok=True)
+    errors: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1100, "height": 1300})
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(site + "/review")
+        page.fill("#token-input", TOKEN)
+        page.click("#token-form button[type=submit]")
+        expect(page.locator("#review-human-kappa")).to_have_text("—")
+        calibrated = page.locator('#review-calibrated tr[data-route="billing-faq"] td').nth(1)
+        expect(calibrated).to_contain_text("stale: only 0 settled labels")
+        for reviewer, keys in (("ann", "ccss"), ("bob", "csss")):
+            page.fill("#review-reviewer", reviewer)
+            page.click("#review-start button[type=submit]")
+            expect(page.locator("#review-card")).to_be_visible()
+            page.locator("#review-claim").click()  # keys go to the page, not the name field
+            for n, key in enumerate(keys):
+                if n:
+                    page.keyboard.press("n")
+                if reviewer == "ann" and n == 0:
+                    page.keyboard.press("s")
+                    expect(page.locator("#review-pending")).to_contain_text("sending in 3 s")
+                    page.keyboard.press("z")
+                    expect(page.locator("#review-pending")).to_contain_text("Undone")
+                    page.screenshot(path=str(shots / "review-blind.png"), full_page=True)
+                label_with_keys(page, key, "within 14 days of purchase" if key == "c" else "")
+            page.screenshot(path=str(shots / f"review-revealed-{reviewer}.png"), full_page=True)
+        # ann c c s s, bob c s s s: p_o 3/4, p_e 1/2, so Cohen's kappa 0.50.
+        expect(page.locator("#review-human-kappa")).to_contain_text("0.50 over 4 claims")
+        expect(page.locator("#review-disputed")).to_have_text("1")
+        # 3 settled labels (the disputed claim waits): Se 1.00, Sp 0.50 weighted, so the raw 50% is 0% calibrated.
+        expect(calibrated).to_have_text("0.0% (0.0%–50.0%)")
+        expect(page.locator('#review-calibrated tr[data-route="billing-faq"]')).to_contain_text("1.00 / 0.50")
+        page.screenshot(path=str(shots / "review-calibrated.png"), full_page=True)
+        page.reload()
+        expect(page.locator("#review-strata")).to_contain_text("4 / 4")
+        page.screenshot(path=str(shots / "review-after.png"), full_page=True)
+        page.goto(site + "/?window=all")
+        row = page.locator('#routes tr:has(a:text("billing-faq"))')
+        expect(row.locator("td.calibrated")).to_have_text("0.0% (0.0%–50.0%)")
+        expect(row).to_contain_text("50.0%")  # the raw rate beside it
+        page.screenshot(path=str(shots / "review-overview-calibrated.png"), full_page=True)
+        page.goto(site + "/routes/billing-faq")
+        expect(page.locator("#calibrated-rate")).to_contain_text("0.0% (0.0%–50.0%)")
+        expect(page.locator("#calibrated-rate")).to_contain_text("sensitivity 1.00, specificity 0.50, 3 labels")
+        page.screenshot(path=str(shots / "review-route-calibrated.png"), full_page=True)
+        browser.close()
+    assert not errors, errors

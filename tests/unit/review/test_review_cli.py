@@ -1,0 +1,61 @@
+"""`claimwatch review ...` and `rates --calibrated`, answered by the in-process API over a real store."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from services.app.cli import main
+from tests.support.cli import answer_http_with
+from tests.unit.review.test_review_api import TOKEN, world  # noqa: F401  (world is a fixture)
+
+
+@pytest.fixture
+def cli(world, monkeypatch):  # noqa: F811
+    client, _ = world
+    answer_http_with(client, monkeypatch, TOKEN)
+    monkeypatch.setenv("COLUMNS", "160")
+    return lambda *args: CliRunner().invoke(main, [*args, "--api", "http://testserver"])
+
+
+def test_next_shows_the_claim_blind_and_label_reveals(cli):
+    shown = cli("review", "next", "--reviewer", "ann")
+    assert shown.exit_code == 0, shown.output
+    assert "question: question" in shown.output and "[refund-1] Annual plans" in shown.output
+    assert "claim:    claim" in shown.output and "verifier" not in shown.output
+    slot = shown.output.split()[1]
+    bad = cli("review", "label", slot, "--reviewer", "ann", "--label", "contradicted", "--span", "made up")
+    assert bad.exit_code == 1 and "verbatim" in bad.output
+    done = cli("review", "label", slot, "--reviewer", "ann", "--label", "contradicted",
+               "--span", "within 14 days of purchase")
+    assert done.exit_code == 0, done.output
+    assert "verifier said:" in done.output and "span from refund-1" in done.output
+
+
+def test_next_with_a_label_labels_at_once_and_json_reserves_only(cli):
+    done = cli("review", "next", "--reviewer", "bob", "--label", "stale")
+    assert done.exit_code == 0 and "labelled" in done.output and "settled: not yet" in done.output
+    slot = json.loads(cli("review", "next", "--reviewer", "bob", "--json").output)
+    assert "verdict" not in slot and slot["slot"]
+
+
+def test_progress_and_agreement_tables_and_json(cli):
+    for reviewer in ("ann", "bob"):
+        for _ in range(2):
+            assert cli("review", "next", "--reviewer", reviewer, "--label", "contradicted").exit_code == 0
+    progress = cli("review", "progress")
+    assert progress.exit_code == 0 and "ann" in progress.output and "billing-faq" in progress.output
+    agreement = json.loads(cli("review", "agreement", "--json").output)
+    assert agreement["overall"]["human"]["kappa"]["items"] == 2
+    table = cli("review", "agreement")
+    assert table.exit_code == 0 and "VERIFIER-HUMAN KAPPA" in table.output
+
+
+def test_rates_calibrated_adds_columns_and_json_fields(cli):
+    plain = json.loads(cli("rates", "--window", "all", "--json").output)
+    calibrated = json.loads(cli("rates", "--window", "all", "--calibrated", "--json").output)
+    assert [{k: v for k, v in e.items() if k != "calibrated"} for e in calibrated] == plain
+    assert all(e["calibrated"]["stale"] for e in calibrated), "no labels yet"
+    table = cli("rates", "--window", "all", "--calibrated")
+    assert table.exit_code == 0 and "CALIBRATED" in table.output and "STALE" in table.output
