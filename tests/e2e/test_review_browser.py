@@ -4,6 +4,8 @@ the overview and route pages show the calibrated rate beside the raw one. Screen
 test-output/screenshots/review-*.png."""
 from __future__ import annotations
 
+import re
+
 import socket
 import threading
 import time
@@ -92,6 +94,7 @@ def test_two_reviewers_label_with_the_keyboard_and_see_kappa(site, output_dir):
             page.fill("#review-reviewer", reviewer)
             page.click("#review-start button[type=submit]")
             expect(page.locator("#review-card")).to_be_visible()
+            expect(page.locator("#review-meta")).to_have_text(re.compile(r"slot held until \d\d:\d\d UTC$"))
             page.locator("#review-claim").click()  # keys go to the page, not the name field
             for n, key in enumerate(keys):
                 if n:
@@ -110,6 +113,9 @@ def test_two_reviewers_label_with_the_keyboard_and_see_kappa(site, output_dir):
         # 3 settled labels (the disputed claim waits): Se 1.00, Sp 0.50 weighted, so the raw 50% is 0% calibrated.
         expect(calibrated).to_have_text("0.0% (0.0%–50.0%)")
         expect(page.locator('#review-calibrated tr[data-route="billing-faq"]')).to_contain_text("1.00 / 0.50")
+        # Progress follows the labels without a reload, so it agrees with the kappa above.
+        expect(page.locator("#review-strata")).to_contain_text("4 / 4")
+        expect(page.locator("#review-reviewers")).to_contain_text("ann")
         page.screenshot(path=str(shots / "review-calibrated.png"), full_page=True)
         page.reload()
         expect(page.locator("#review-strata")).to_contain_text("4 / 4")

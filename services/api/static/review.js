@@ -36,6 +36,40 @@
       });
     });
   }
+  // "08:05 UTC" from an ISO time: the reservation's end, as a person reads it.
+  function clock(iso) {
+    var t = new Date(iso);
+    if (isNaN(t.getTime())) { return String(iso); }
+    return ("0" + t.getUTCHours()).slice(-2) + ":" + ("0" + t.getUTCMinutes()).slice(-2) + " UTC";
+  }
+
+  function fill(table, rows, empty) {
+    var body = table.tBodies[0];
+    body.textContent = "";
+    if (!rows.length) { rows = [[empty]]; }
+    rows.forEach(function (cells) {
+      var tr = document.createElement("tr");
+      cells.forEach(function (text) {
+        var cell = document.createElement("td");
+        cell.textContent = text;
+        if (cells.length === 1) { cell.colSpan = table.tHead.rows[0].cells.length; }
+        tr.appendChild(cell);
+      });
+      body.appendChild(tr);
+    });
+  }
+
+  // Progress as the labels just given move it (same cells as the server renders).
+  function refreshProgress() {
+    return call("GET", "/api/review/progress").then(function (p) {
+      fill($("review-strata"), p.strata.map(function (s) {
+        return [s.route, s.verdict, s.issue_id || "—", String(s.claims), s.labelled + " / " + s.slots];
+      }), "Nothing queued: run claimwatch review sample.");
+      fill($("review-reviewers"), p.reviewers.map(function (r) { return [r.reviewer, r.role, String(r.labels)]; }),
+           "No labels yet.");
+    });
+  }
+
   function reviewer() { return $("review-reviewer").value.trim(); }
 
   function show(next) {
@@ -44,7 +78,7 @@
     $("review-revealed").hidden = true;
     $("review-revealed").textContent = "";
     $("review-pending").textContent = "Label it: s c u o t";
-    $("review-meta").textContent = "route " + next.route + " · slot held until " + next.expires_at;
+    $("review-meta").textContent = "route " + next.route + " · slot held until " + clock(next.expires_at);
     $("review-claim").textContent = next.claim;
     $("review-question").textContent = next.question;
     $("review-answer").textContent = next.answer_excerpt;
@@ -118,7 +152,7 @@
       done.others.forEach(function (o) { row(list, o.role + " " + o.reviewer, o.label); });
       row(list, "Settled", done.settled || "not yet");
       list.hidden = false;
-      return Promise.all([refreshAgreement(), refreshCalibrated()]);
+      return Promise.all([refreshAgreement(), refreshCalibrated(), refreshProgress()]);
     }).catch(function (err) {
       $("review-pending").textContent = "Not saved. Label it again: s c u o t";
       say(err.message, true);
