@@ -172,7 +172,7 @@ def report(runs: list[Run], events: int, claims: int, nbytes: int, console: Cons
     for r in runs:
         table.add_row(r.name, r.what, fmt(r.rate, ",.0f"), fmt(r.rate / base.rate, ".3f"),
                       "—" if r.cpu_seconds is None or not r.claims else f"{r.cpu_seconds / r.claims * 1e6:,.1f}",
-                      "—" if r.messages is None else fmt(r.rate / r.claims * r.messages, ",.0f"),
+                      "—" if r.messages is None else fmt(r.messages / r.seconds if not math.isnan(r.rate) else math.nan, ",.0f"),
                       "—" if r.peak_rss is None else f"{r.peak_rss / 2**20:,.0f} MiB")
     console.print(table)
 

@@ -10,7 +10,7 @@ from faust.exceptions import ProducerSendError
 from services.core.backoff import Backoff
 from services.ingest.dead_letters import DeadLetterSender
 from services.ingest.ingestor import RawMessage
-from services.ingest.pipeline import IngestPipeline, InFlight
+from services.ingest.pipeline import ByteSplitter, IngestPipeline, InFlight
 
 if TYPE_CHECKING:
     from services.app.settings import IngestSettings
@@ -36,9 +36,11 @@ async def ack_all(stream, batch) -> None:
 def register_ingest(app, verdicts, pipeline: IngestPipeline, settings: IngestSettings) -> None:
     @app.agent(verdicts)
     async def ingest(stream):
-        inflight = InFlight(settings.pipeline_depth)
+        inflight, splitter = InFlight(settings.pipeline_depth), ByteSplitter(settings.max_batch_bytes)
         try:
             async for batch in stream.noack_take(settings.batch_size, within=settings.batch_seconds):
-                await inflight.add(pipeline.finish(raw_messages(batch), partial(ack_all, stream, batch)))
+                messages = raw_messages(batch)
+                for part in splitter.slices(messages):  # acked part by part, in order
+                    await inflight.add(pipeline.finish(messages[part], partial(ack_all, stream, batch[part])))
         finally:
             inflight.cancel()

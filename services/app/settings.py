@@ -28,6 +28,9 @@ class IngestSettings(Section):
     batch_seconds: float = Field(0.5, gt=0, le=60)
     # Batches in flight: one being collected while earlier ones decode and write. Bounds memory.
     pipeline_depth: int = Field(2, ge=1, le=8)
+    # Bytes of message values per unit of work: batch_size counts messages, and an envelope holds up to
+    # 1000 events, so this is what bounds the decoded events in memory (pipeline_depth units at most).
+    max_batch_bytes: int = Field(8 << 20, ge=1 << 20, le=256 << 20)
     max_event_bytes: int = Field(1 << 20, ge=1024)
     retry_initial_seconds: float = Field(0.2, gt=0)
     retry_max_seconds: float = Field(10.0, gt=0)

@@ -1,4 +1,5 @@
-"""One batch's way through the ingest path once Faust hands it over, and how many may be under way.
+"""One batch's way through the ingest path once Faust hands it over, how large it may be, and how
+many may be under way.
 
     durable write -> dead letters to the DLQ topic -> metrics -> ack -> offset bookkeeping
 
@@ -39,6 +40,31 @@ class IngestPipeline:
         await ack()
         self.offsets.mark(messages)
         return outcome
+
+
+class ByteSplitter:
+    """Cuts a taken batch into consecutive slices of at most ``max_bytes`` of message values.
+
+    Faust's take counts messages, and a message may be an envelope of up to 1000 events, so a
+    batch of 2000 messages could hold two million events. Decoding and writing slice by slice
+    (each one its own unit in ``InFlight``) bounds the decoded events under way by bytes.
+    A message larger than ``max_bytes`` forms a slice of its own.
+    """
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes = max(1, max_bytes)
+
+    def slices(self, messages: Sequence[RawMessage]) -> list[slice]:
+        out, start, size = [], 0, 0
+        for i, m in enumerate(messages):
+            n = len(m.value or b"")
+            if i > start and size + n > self.max_bytes:
+                out.append(slice(start, i))
+                start, size = i, 0
+            size += n
+        if start < len(messages):
+            out.append(slice(start, len(messages)))
+        return out
 
 
 class InFlight:

@@ -17,7 +17,7 @@ import orjson
 from services.contract.decode import Rejection
 from services.contract.model import VerdictEvent
 from services.store.backends import Store
-from services.store.convert import event_to_row
+from services.store.convert import events_to_table
 
 INSERT_SETTINGS = {"deduplicate_blocks_in_dependent_materialized_views": 1}
 SAMPLE_BYTES = 2048
@@ -72,8 +72,8 @@ class EventWriter:
         fresh = [e for eid, e in unique.items() if eid not in stored]
         if fresh:
             token = hashlib.sha256("\n".join(sorted(e.event_id for e in fresh)).encode()).hexdigest()
-            self.store.insert(
-                "events", [event_to_row(e) for e in fresh], {**INSERT_SETTINGS, "insert_deduplication_token": token}
+            self.store.insert_columns(
+                "events", events_to_table(fresh), {**INSERT_SETTINGS, "insert_deduplication_token": token}
             )
         if dead:
             self.store.insert("dlq", [d.to_row() for d in dead])

@@ -83,6 +83,7 @@ _RESULT_KEYWORDS = {b"SELECT", b"WITH", b"SHOW", b"DESC", b"DESCRIBE", b"EXISTS"
 _FORMAT_CLAUSE = re.compile(rb"\bFORMAT\s+(\w+)\s*;?\s*\Z", re.I)
 _ERROR_NAME = re.compile(r"\(([A-Z][A-Z0-9_]*)\)\s*\Z")
 _SETTING_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_BINARY_INSERT_FORMATS = {"arrow", "arrowstream", "native", "rowbinary", "rowbinarywithnamesandtypes", "parquet"}
 _CONTENT_TYPES = {"json": "application/json; charset=UTF-8", "tabseparated": "text/tab-separated-values; charset=UTF-8",
                   "tsv": "text/tab-separated-values; charset=UTF-8", "native": "application/octet-stream",
                   "rowbinary": "application/octet-stream", "parquet": "application/octet-stream"}
@@ -119,6 +120,7 @@ class Request:
     user: str = "default"
     password: str = ""
     read_only: bool = False
+    data: bytes = b""  # binary INSERT data (Arrow, Native, ...), kept apart from the statement ``sql``
 
 
 def decode_body(body: bytes, encoding: str | None) -> bytes:
@@ -176,6 +178,7 @@ def parse_request(method: str, target: str, headers: Mapping[str, str], body: by
     fields = dict(parse_qsl(urlsplit(target).query, keep_blank_values=True))
     content_type = headers.get("content-type", "")
     body = decode_body(body, headers.get("content-encoding"))
+    data = b""
     multipart = content_type.startswith("multipart/form-data")
     if multipart:
         fields.update(_form_fields(content_type, body))
@@ -183,6 +186,8 @@ def parse_request(method: str, target: str, headers: Mapping[str, str], body: by
     else:
         query = fields.get("query", "")
         sql = query.encode() + b"\n" + body if query else body
+        if query and body and output_format(query.encode(), "").lower() in _BINARY_INSERT_FORMATS:
+            sql, data = query.encode(), body  # chDB takes binary data through a streaming insert, not in the SQL text
     for flag in ("compress", "decompress"):
         if fields.get(flag, "0") not in ("", "0", "false"):
             raise ServerError.own("NOT_IMPLEMENTED", f"'{flag}' (ClickHouse block compression) is not supported by the stand-in")
@@ -203,7 +208,7 @@ def parse_request(method: str, target: str, headers: Mapping[str, str], body: by
         settings=settings,
         params={k[len("param_"):]: v for k, v in fields.items() if k.startswith("param_")},
         query_id=fields.get("query_id") or headers.get("x-clickhouse-query-id") or str(uuid.uuid4()),
-        user=user, password=password, read_only=method == "GET",
+        user=user, password=password, read_only=method == "GET", data=data if not multipart else b"",
     )
 
 
@@ -263,6 +268,8 @@ class ChdbEngine:
                 self._session.query("USE `" + request.database.replace("\\", "\\\\").replace("`", "\\`") + "`")
                 if request.settings:
                     self._session.query("SET " + ", ".join(f"{k} = {_literal(v)}" for k, v in request.settings.items()))
+                if request.data:
+                    return self._insert(request, started)
                 result = self._session.query(request.sql, request.default_format, params=request.params or None)
             except Exception as exc:
                 raise ServerError.from_engine(exc) from exc
@@ -274,6 +281,18 @@ class ChdbEngine:
         summary = dict(zip(("read_rows", "read_bytes", "written_rows", "written_bytes", "result_rows"), map(str, counts)))
         summary.update(total_rows_to_read="0", result_bytes=str(len(body)), elapsed_ns=str(time.perf_counter_ns() - started))
         return Reply(body, summary)
+
+    def _insert(self, request: Request, started: int) -> Reply:
+        """A binary INSERT: the statement without its FORMAT clause, and the data streamed in that format."""
+        fmt = output_format(request.sql, "")
+        statement = _FORMAT_CLAUSE.sub(b"", request.sql).decode()
+        inserter = self._session.send_insert(statement, fmt)
+        inserter.append(request.data)
+        result = inserter.finish()
+        summary = {"read_rows": "0", "read_bytes": "0", "written_rows": str(result.rows_written),
+                   "written_bytes": str(result.bytes_written), "result_rows": "0", "total_rows_to_read": "0",
+                   "result_bytes": "0", "elapsed_ns": str(time.perf_counter_ns() - started)}
+        return Reply(b"", summary)
 
     def close(self) -> None:
         with self._lock:

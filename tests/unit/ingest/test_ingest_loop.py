@@ -17,7 +17,7 @@ from services.ingest.dead_letters import DeadLetterSender
 from services.ingest.durable import DurableWriter
 from services.ingest.ingestor import DecodedBatch, Health, Ingestor, RawMessage
 from services.ingest.offsets import OffsetTracker
-from services.ingest.pipeline import InFlight, IngestPipeline
+from services.ingest.pipeline import ByteSplitter, InFlight, IngestPipeline
 from services.store.backends import StoreError
 from services.store.writer import DeadLetter, EventWriter
 
@@ -299,6 +299,43 @@ def test_in_flight_window_bounds_batches_and_surfaces_errors():
             await window.add(asyncio.sleep(0))
         window.cancel()
         assert not window.tasks
+
+    asyncio.run(scenario())
+
+
+def sized(n: int, offset: int) -> RawMessage:
+    return RawMessage("verdicts", 0, offset, b"x" * n)
+
+
+def test_byte_splitter_cuts_a_batch_into_ordered_slices_within_the_byte_bound():
+    messages = [sized(n, i) for i, n in enumerate([400, 300, 300, 100, 2500, 50, 999, 1])]
+    parts = ByteSplitter(1000).slices(messages)
+    assert [m.offset for part in parts for m in messages[part]] == list(range(len(messages)))  # each once, in order
+    sizes = [[len(m.value) for m in messages[part]] for part in parts]
+    assert sizes == [[400, 300, 300], [100], [2500], [50], [999, 1]]  # an oversized message goes alone
+    assert ByteSplitter(1000).slices([]) == []
+
+
+def test_envelopes_under_way_are_bounded_by_bytes_not_by_message_count():
+    """2,000 taken messages, each an envelope: with a byte bound, at most depth slices' bytes are decoded at once."""
+    async def scenario():
+        taken = [sized(1000, i) for i in range(2000)]  # stands for 2,000 envelopes of 1,000 events
+        splitter, window = ByteSplitter(50_000), InFlight(2)
+        under_way, peak, done = [0], [0], []
+
+        async def finish(part):
+            under_way[0] += sum(len(m.value) for m in part)
+            peak[0] = max(peak[0], under_way[0])
+            await asyncio.sleep(0)
+            under_way[0] -= sum(len(m.value) for m in part)
+            done.extend(m.offset for m in part)
+
+        for part in splitter.slices(taken):
+            await window.add(finish(taken[part]))
+        while window.tasks:
+            await window.tasks.popleft()
+        assert done == list(range(2000))
+        assert peak[0] <= 2 * 50_000 < len(taken) * 1000 // 10
 
     asyncio.run(scenario())
 

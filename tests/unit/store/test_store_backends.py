@@ -18,7 +18,7 @@ import pytest
 from services.contract.decode import validate_event
 from services.contract.model import FAILED_VERDICTS, VerdictEvent
 from services.store.backends import ChdbStore, HttpStore, Store, StoreError
-from services.store.convert import event_to_row
+from services.store.convert import event_to_row, events_to_table
 from services.store.migrate import migrate
 from services.store.retention import KEEP_EVERYTHING, RetentionKeeper
 from services.store.writer import INSERT_SETTINGS, EventWriter
@@ -198,6 +198,33 @@ def test_redelivery_through_the_writer_never_double_counts_before_merges(store: 
     parts = store.query("SELECT count() AS n FROM system.parts WHERE database = currentDatabase() "
                         "AND table = 'events' AND active")[0]["n"]
     assert parts == 2  # two inserts landed as two unmerged parts: the counts above are pre-merge
+
+
+def test_columnar_inserts_store_exactly_what_row_inserts_store(store: Store) -> None:
+    """The writer's Arrow columns and the JSONEachRow rows of the same events read back identically."""
+    store.command("SYSTEM STOP MERGES")
+    events = mixed_events(20) + [
+        make_event(900 + i, query={"text": text, "answerable": None}, attributes={"k": text},
+                   observed_at="2026-11-21T09:14:03.512999+01:00",
+                   evidence=[{"chunk_id": text, "text": text, "used": True}, {"chunk_id": "k", "version": "v2"}],
+                   signals={"cherry_pick": [text], "premise_similarity": 1, "support_delta": -0.1 ** 7},
+                   claims=[{"text": text, "verdict": "contradicted", "span": text}, {"verdict": "supported"}])
+        for i, text in enumerate(HOSTILE)]
+    columnar = {**INSERT_SETTINGS, "insert_deduplication_token": "columns"}
+    store.insert_columns("events", events_to_table(events), columnar)
+    store.insert_columns("events", events_to_table(events), columnar)  # a retried insert: a no-op
+    assert totals(store) == expected_totals(events)
+    renamed = [{**event_to_row(e), "event_id": "row-" + e.event_id} for e in events]
+    store.insert("events", renamed, INSERT_SETTINGS)
+
+    def stored(prefix: str, table: str) -> list[dict]:
+        rows = store.query(f"SELECT * EXCEPT ingested_at FROM {table} WHERE startsWith(event_id, {{p:String}}) "
+                           "ORDER BY event_id" + (", claim_idx" if table == "claims" else ""), {"p": prefix})
+        return [{**r, "event_id": r["event_id"].removeprefix("row-")} for r in rows]
+
+    for table in ("events", "claims"):
+        assert stored("row-", table) == stored("e-", table) and len(stored("e-", table)) > len(events) // 2
+    assert totals(store) == {k: 2 * v for k, v in expected_totals(events).items()}
 
 
 def test_a_bad_statement_raises_store_error_with_clickhouse_message(store: Store) -> None:
