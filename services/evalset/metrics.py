@@ -165,7 +165,7 @@ def _resampled_sums(rng: np.random.Generator, rows: np.ndarray, n_boot: int) -> 
         yield weights @ distinct
 
 
-def _interval(samples: np.ndarray, confidence: float) -> tuple[float | None, float | None]:
+def percentile_interval(samples: np.ndarray, confidence: float) -> tuple[float | None, float | None]:
     samples = samples[np.isfinite(samples)]
     if samples.size == 0:
         return None, None
@@ -192,7 +192,7 @@ def ratio_figures(pairs: Sequence[tuple[np.ndarray, np.ndarray]], name: str, *, 
         if total_den == 0:
             figures.append(Figure(None, None, None, items, total_num, total_den))
             continue
-        lo, hi = _interval(np.concatenate(samples), confidence)
+        lo, hi = percentile_interval(np.concatenate(samples), confidence)
         figures.append(Figure(total_num / total_den, lo, hi, items, total_num, total_den, interval_note(items, lo, hi)))
     return figures
 
@@ -310,10 +310,10 @@ def agreement(pairs: Sequence[LabelPair], *, labels: Sequence[str] | None = None
         with np.errstate(invalid="ignore", divide="ignore"):
             shares.append(np.trace(boot, axis1=-2, axis2=-1) / boot.sum(axis=(-2, -1)))
     kappa_value = float(_kappa(total.astype(float)))
-    k_lo, k_hi = _interval(np.concatenate(kappas), confidence)
+    k_lo, k_hi = percentile_interval(np.concatenate(kappas), confidence)
     kappa = Figure(kappa_value if np.isfinite(kappa_value) else None, k_lo, k_hi, len(items), agreed, len(pairs),
                    interval_note(len(items), k_lo, k_hi))
-    o_lo, o_hi = _interval(np.concatenate(shares), confidence)
+    o_lo, o_hi = percentile_interval(np.concatenate(shares), confidence)
     observed = Figure(agreed / len(pairs), o_lo, o_hi, len(items), agreed, len(pairs), interval_note(len(items), o_lo, o_hi))
     return Agreement(kappa, observed, labels, tuple(tuple(int(x) for x in row) for row in total),
                      tuple(disagreement_slices(pairs, min_pairs=min_pairs)))

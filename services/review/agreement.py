@@ -12,7 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
-from services.evalset.metrics import Agreement, Figure, LabelPair, agreement, interval_note
+from services.evalset.metrics import Agreement, Figure, LabelPair, agreement, interval_note, percentile_interval
 from services.review.labels import HUMAN_LABELS, ReviewedClaim
 
 
@@ -67,15 +67,6 @@ def _fleiss(counts: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.nda
         return (observed - expected) / (1 - expected), observed
 
 
-def _percentiles(samples: np.ndarray, confidence: float) -> tuple[float | None, float | None]:
-    samples = samples[np.isfinite(samples)]
-    if samples.size == 0:
-        return None, None
-    tail = (1 - confidence) / 2 * 100
-    lo, hi = np.percentile(samples, [tail, 100 - tail])
-    return float(lo), float(hi)
-
-
 def fleiss_agreement(counts: np.ndarray, *, n_boot: int = 2000, seed: int = 0, confidence: float = 0.95
                      ) -> tuple[Figure, Figure]:
     """Fleiss' kappa and mean pairwise agreement, each with a percentile interval that resamples items."""
@@ -86,7 +77,7 @@ def fleiss_agreement(counts: np.ndarray, *, n_boot: int = 2000, seed: int = 0, c
     kappa, observed = (float(x[0]) for x in _fleiss(counts, np.ones((1, n))))
     figures = []
     for value, samples in ((kappa, boot_kappa), (observed, boot_observed)):
-        lo, hi = _percentiles(samples, confidence)
+        lo, hi = percentile_interval(samples, confidence)
         figures.append(Figure(value if np.isfinite(value) else None, lo, hi, n, note=interval_note(n, lo, hi)))
     return figures[0], figures[1]
 
