@@ -77,7 +77,8 @@ def test_regression_to_issue_runbook_promotion_export_and_gate(tmp_path):
         assert not unlabelled, (unlabelled, [t.__dict__ for t in load_traces(components.repos.evalset,
                                                                              [p.origin_trace_id for p in proposed])])
         measured = evals.report().faithfulness.value
-        assert measured is not None and 0 < measured < 1  # the promoted traces carry failing claims
+        # The promoted traces carry failing claims; short ones may carry nothing else (faithfulness 0).
+        assert measured is not None and 0 <= measured < 1
     finally:
         store.close()
 
@@ -85,7 +86,7 @@ def test_regression_to_issue_runbook_promotion_export_and_gate(tmp_path):
     above = cli("eval", "gate", "--min-faithfulness", f"{measured + 0.01:.4f}", store=store_url)
     assert above.returncode == 1, above.stderr
     assert "FAIL" in above.stderr and "faithfulness" in above.stderr
-    below = cli("eval", "gate", "--min-faithfulness", f"{measured - 0.01:.4f}", store=store_url)
+    below = cli("eval", "gate", "--min-faithfulness", f"{max(measured - 0.01, 0.0):.4f}", store=store_url)
     assert below.returncode == 0, below.stderr
     assert "passed" in below.stderr
 
