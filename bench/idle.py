@@ -36,6 +36,7 @@ from pathlib import Path
 
 import httpx
 import orjson
+from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -52,6 +53,11 @@ LATENCY_LIMIT = 10.0  # seconds, p95
 
 class MissingPeer(Exception):
     pass
+
+
+def series_key(name: str, labels: dict[str, str]) -> str:
+    """A series as /metrics writes it, e.g. claimwatch_consumer_lag{partition="0"}."""
+    return name + ("{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}" if labels else "")
 
 
 # ---- the stack -----------------------------------------------------------------------------------
@@ -85,12 +91,8 @@ class Stack:
             text = httpx.get(self.url + "/metrics", timeout=30).text
         except httpx.TransportError:
             return {}
-        out: dict[str, float] = {}
-        for line in text.splitlines():
-            if line.startswith("claimwatch_") and " " in line:
-                name, value = line.rsplit(" ", 1)
-                out[name] = float(value)
-        return out
+        return {series_key(s.name, s.labels): s.value for family in text_string_to_metric_families(text)
+                for s in family.samples if s.name.startswith("claimwatch_")}
 
     def metric(self, prefix: str) -> float:
         """Sum of every series whose name (with labels) starts with ``prefix``."""
