@@ -28,15 +28,22 @@ Detectors: the shipped one (time-of-day expectation, mix adjustment, unbiased ba
 previous default (flat 24-hour level; pending minutes dropped from it) and the naive rule
 (Prometheus-style: the 30-minute rate at least 2 points over the flat level for 10 minutes).
 
+Day one (``--day-one``, issue 21): routes that are new at minute 0, on the ±1-point swing. Half of them
+stay step-free; a quarter get +3 points and a quarter +5 points for 2 hours from hour 10. False alarms
+are entries into "firing" in the first 24 hours outside a step (and 90 minutes after it); delays as
+above. Compared with the detector as it was before it learned (the 24-hour trailing level, no margin).
+
 Run: python bench/drift.py --seed 7 --days 60 --routes 200
 """
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 import time
 from dataclasses import dataclass, replace
+from datetime import date
 from pathlib import Path
 
 import numpy as np
@@ -58,6 +65,7 @@ RATE_GRID = np.round(np.arange(0.02, 0.2201, 0.0005), 4)  # simulated rates, to 
 CONDITIONS = ("flat", "swing1", "swing2", "ramp", "mix")
 SWING = {"flat": 0.0, "swing1": 0.01, "swing2": 0.02, "ramp": 0.01, "mix": 0.0, "noise": 0.0, "noise1": 0.01}
 FLEET = 50
+DAY_ONE_STEP_HOUR, DAY_ONE_HOURS = 10, 24
 SHIPPED, PREVIOUS, NAIVE = "shipped", "previous: flat level", "naive: 30m rate >= level+2pt, 10m"
 
 
@@ -279,6 +287,70 @@ def fmt(values: np.ndarray, limit: int = DETECT_WITHIN) -> str:
     return f"{show(med)} / {show(p90)}" + (f" ({missed / values.size:.1%} missed)" if missed else "")
 
 
+def run_day_one(rate_per_min: int, routes: int, seed: int, swing: float = 0.01) -> dict:
+    """New routes from minute 0: false alarms in their first day, and delays of +3/+5 steps at hour 10."""
+    rng = np.random.default_rng(seed)
+    seed_numba(seed)
+    total = 2 * routes  # `routes` step-free ones, then as many with a step (half +3, half +5)
+    minutes = DAY_ONE_HOURS * 60
+    step = np.zeros(total)
+    step[routes: routes + routes // 2], step[routes + routes // 2:] = 0.03, 0.05
+    onset = DAY_ONE_STEP_HOUR * 60
+    extra = np.zeros((minutes, total))
+    extra[onset: onset + RISE_MINUTES] = step
+    volume_phase, rate_phase = rng.uniform(0, 2 * np.pi, total), rng.uniform(0, 2 * np.pi, total)
+    clock = 2 * np.pi * np.arange(minutes)[:, None] / 1440
+    volume = rate_per_min * (1 + DIURNAL_VOLUME * np.sin(clock + volume_phase[None, :]))
+    sums = simulate_minutes(volume, grid_level(BASE_RATE + swing * np.sin(clock + rate_phase[None, :]) + extra), CDF)
+    shipped = DetectorConfig()
+    configs = {SHIPPED: shipped, "previous: 24 h level from the first hour": replace(
+        shipped, learning_level_minutes=shipped.baseline_minutes, learning_margin=0.0)}
+    out = {}
+    for name, config in configs.items():
+        engine = make_engine(config, total, 6, 1, mix_adjusted=True)
+        states = np.zeros((minutes, total), dtype=np.int8)
+        for t in range(minutes):
+            engine.step(sums[t], t, None)
+            states[t] = engine.state
+        entered = entries(states)
+        exposed = np.ones_like(entered)
+        exposed[onset: onset + RISE_MINUTES + DETECT_WITHIN, routes:] = False
+        false_alarms = entered & exposed
+        delays = {}
+        for shift in (0.03, 0.05):
+            ds = []
+            for r in np.flatnonzero(step == shift):
+                hits = np.flatnonzero(entered[onset: onset + DETECT_WITHIN, r])
+                ds.append(math.inf if states[onset - 1, r] == FIRING or not hits.size else hits[0] + 1)
+            delays[shift] = np.array(ds, dtype=float)
+        out[name] = {"false_alarms": int(false_alarms.sum()), "route_days": float(exposed.sum() / 1440),
+                     "hours": sorted({int(h) for h in np.flatnonzero(false_alarms.any(axis=1)) // 60}),
+                     "delays": delays}
+    return out
+
+
+def day_one_table(results: dict, routes: int, traffic: int) -> Table:
+    table = Table(title=f"Day one: {2 * routes} new routes at {traffic} answers/min, ±1-point swing; steps at hour "
+                        f"{DAY_ONE_STEP_HOUR}; delays median / p90 minutes")
+    for col in ("detector", "false alarms, first 24 h", "in hours", "+3 pts at hour 10", "+5 pts at hour 10"):
+        table.add_column(col, justify="left" if col == "detector" else "right")
+    for name, r in results.items():
+        table.add_row(name, f"{r['false_alarms']} in {r['route_days']:.0f} route-days",
+                      ", ".join(map(str, r["hours"][:8])) + (" …" if len(r["hours"]) > 8 else ""),
+                      fmt(r["delays"][0.03]), fmt(r["delays"][0.05]))
+    return table
+
+
+def day_one_targets(r: dict, routes: int) -> list[tuple[str, str, bool]]:
+    """Issue 21's day-one targets, scaled to 200 step-free routes."""
+    allowed = 4 * routes / 200
+    med3, med5 = quantile(r["delays"][0.03], 0.5), quantile(r["delays"][0.05], 0.5)
+    return [(f"day one: false alarms in the first 24 h of {routes} new routes <= {allowed:g}",
+             str(r["false_alarms"]), r["false_alarms"] <= allowed),
+            ("day one: +5 at hour 10 median <= 10 min", f"{med5:.0f}", med5 <= 10),
+            ("day one: +3 at hour 10 median <= 30 min", f"{med3:.0f}", med3 <= 30)]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seed", type=int, default=7)
@@ -287,10 +359,18 @@ def main(argv=None) -> int:
     ap.add_argument("--traffic", type=int, default=60, help="mean answers per minute")
     ap.add_argument("--conditions", nargs="+", default=list(CONDITIONS), choices=CONDITIONS)
     ap.add_argument("--bias-days", type=int, default=10, help="days of rise-free noise for the baseline bias (0: skip)")
+    ap.add_argument("--day-one", action="store_true", help="only the day-one comparison (new routes, first 24 h)")
+    ap.add_argument("--write", action="store_true", help="record the figures in services/alerts/rule_quality.json "
+                                                        "for `claimwatch alerts rules`")
     args = ap.parse_args(argv)
     if args.days < 3 or args.routes < 1:
         ap.error("--days must be at least 3 and --routes at least 1")
     console = Console(width=150)
+    day_one = run_day_one(args.traffic, args.routes, args.seed + 21)
+    console.print(day_one_table(day_one, args.routes, args.traffic))
+    if args.day_one:
+        console.print(target_table(day_one_targets(day_one[SHIPPED], args.routes), "Targets (issue 21), shipped detector"))
+        return 0
     table = Table(title=f"Delays in minutes, median / p90 (missed within 90 min), at {args.traffic} answers/min")
     for col in ("condition", "detector", "+2 pts", "+3 pts", "+5 pts", "false alarms / route / 60 d",
                 f"fleet of {FLEET}: pages/day"):
@@ -328,13 +408,16 @@ def main(argv=None) -> int:
         console.print(f"baseline bias, {args.bias_days} days x {args.routes} routes of rise-free "
                       f"{'flat' if noise == 'noise' else '±1 pt swinging'} traffic (hourly level - the route's true "
                       f"pooled rate): shipped {shipped_bias * 100:+.3f} pt, previous {previous_bias * 100:+.3f} pt")
-    console.print(targets(results, extras))
+    console.print(target_table(targets(results, extras) + day_one_targets(day_one[SHIPPED], args.routes),
+                               "Targets (issues 14 and 21), shipped detector"))
+    if args.write:
+        write_quality(results, extras, day_one, args)
     console.print(f"[dim]seed {args.seed}, {args.days} days x {args.routes} routes per condition, "
                   f"total {time.perf_counter() - started:.0f}s[/dim]")
     return 0
 
 
-def targets(results: dict, extras: dict) -> Table:
+def targets(results: dict, extras: dict) -> list[tuple[str, str, bool]]:
     rows = []
     if "flat" in results:
         s = results["flat"][SHIPPED]
@@ -370,13 +453,41 @@ def targets(results: dict, extras: dict) -> Table:
     for noise, (bias, _) in extras.get("bias", {}).items():
         rows.append((f"baseline bias <= 0.1 pt ({'flat' if noise == 'noise' else '±1 pt swing'})",
                      f"{bias * 100:+.3f} pt", abs(bias * 100) <= 0.1))
-    table = Table(title="Targets (issue 14), shipped detector")
+    return rows
+
+
+def write_quality(results: dict, extras: dict, day_one: dict, args) -> None:
+    """What `claimwatch alerts rules` shows for the drift kinds: false alarms and delays on ±1-point swinging traffic."""
+    path = Path(__file__).resolve().parents[1] / "services" / "alerts" / "rule_quality.json"
+    quality = json.loads(path.read_text()) if path.exists() else {}
+    command = f"python bench/drift.py --seed {args.seed} --days {args.days} --routes {args.routes} --write"
+    base = {"measured_by": command, "measured_on": date.today().isoformat()}
+    if "swing1" in results:
+        s = results["swing1"][SHIPPED]
+        first = day_one[SHIPPED]
+        quality["hallucination_rate_rise"] = {
+            **base, "false_alarms_per_route_per_60_days": round(s["fa60"], 3),
+            "median_delay_minutes": {**{f"+{int(SHIFTS[k] * 100)} pts": quantile(s["delays"][k], 0.5) for k in (1, 2, 3)},
+                                     "+3 pts, first day": quantile(first["delays"][0.03], 0.5),
+                                     "+5 pts, first day": quantile(first["delays"][0.05], 0.5)},
+            "note": (f"{args.routes} routes x {args.days} days, 60 answers/min, ±1-point daily swing; first day: "
+                     f"{first['false_alarms']} false alarms in {first['route_days']:.0f} new route-days")}
+    if "mix" in extras:
+        m, r = extras["mix"], results["mix"][SHIPPED]
+        quality["mix_shift"] = {
+            **base, "false_alarms_per_route_per_60_days": round(m["stray"] / max(r["exposure_days"], 1e-9) * 60, 3),
+            "median_delay_minutes": {"multi_hop share 20% -> 40%": quantile(m["delays"], 0.5)},
+            "note": f"{m['caught']} of {m['shifts']} pure mix shifts warned within {DETECT_WITHIN} min, naming the slice"}
+    path.write_text(json.dumps(quality, indent=2, sort_keys=True) + "\n")
+
+
+def target_table(rows: list[tuple[str, str, bool]], title: str) -> Table:
+    table = Table(title=title)
     for col in ("target", "measured", "met"):
         table.add_column(col)
     for name, value, ok in rows:
         table.add_row(name, value, "[green]yes[/green]" if ok else "[red]no[/red]")
     return table
-
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -1,6 +1,8 @@
-"""Runbooks: one typed context per issue, rendered through sandboxed, overridable jinja2 templates."""
+"""Runbooks: one typed context per issue (or per alert on the monitor's own input), rendered through
+sandboxed, overridable jinja2 templates."""
 from runbooks.context import (
     KINDS,
+    AlertRunbookContext,
     NEXT_ACTIONS,
     ContextError,
     IssueInfo,
@@ -17,7 +19,7 @@ from runbooks.context import (
 from runbooks.render import RunbookError, RunbookRenderer
 
 __all__ = [
-    "KINDS", "NEXT_ACTIONS", "ContextError", "IssueInfo", "IssueSignals", "NextAction", "RouteImpact",
+    "AlertRunbookContext", "KINDS", "NEXT_ACTIONS", "ContextError", "IssueInfo", "IssueSignals", "NextAction", "RouteImpact",
     "RunbookContext", "RunbookError", "RunbookRenderer", "Summary", "SuspectChange", "TimelineEntry",
     "TraceExample", "runbook_kind",
 ]

@@ -208,6 +208,32 @@ class RunbookContext:
         return runbook_kind(self)
 
 
+@dataclass(frozen=True)
+class AlertRunbookContext:
+    """What the runbook of an alert on the monitor's own input reads (route_silent, events_rejected,
+    abstention_rise): the alert, its figures already in words (services/alerts/runbook.py builds it).
+    ``route`` and ``details`` come from producers' events and are untrusted, like trace text."""
+
+    alert_id: str
+    route: str
+    kind: str                                   # picks the template: <kind>.md.j2
+    severity: str
+    window: int                                 # minutes behind the figures
+    onset: datetime | None
+    rate: str                                   # in the alert's unit: "0.4/min", "35.0%"
+    expected: str
+    change: str                                 # signed: "-40.8/min", "+34.0 pts"
+    count: int                                  # what the window held …
+    counted: str                                # … of what: events, answers
+    expected_basis: str
+    details: Mapping[str, object] = field(default_factory=dict)   # received, top_rule, sample_reason, …
+    served: str = ""                            # abstention_rise: the served share, now and before
+    hallucination: str = ""                     # … what the hallucination rate did meanwhile
+    gaming: bool = False                        # … it fell: said plainly
+    dlq_command: str = ""                       # the command listing the route's dead letters, shell-quoted
+    base_url: str = "http://127.0.0.1:8080"
+
+
 def runbook_kind(ctx: RunbookContext) -> str:
     """Pick the failure kind, most specific mechanism first.
 

@@ -1,4 +1,4 @@
-"""Render a runbook (Markdown or HTML) from a RunbookContext.
+"""Render a runbook (Markdown or HTML) from a RunbookContext, or an alert's from an AlertRunbookContext.
 
 Untrusted text (anything that came from a trace: questions, answers, claims, spans,
 issue names, ids) is neutralised in three layers:
@@ -26,7 +26,7 @@ import jinja2
 from jinja2.sandbox import SandboxedEnvironment
 from markdown_it import MarkdownIt
 
-from runbooks.context import KINDS, RunbookContext
+from runbooks.context import KINDS, AlertRunbookContext, RunbookContext
 
 MAX_VALUE_CHARS = 1000          # backstop for any single value a template forgot to clip
 _BIDI = set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
@@ -155,9 +155,22 @@ class RunbookRenderer:
         kind = kind or ctx.kind
         if kind not in KINDS:
             raise RunbookError(f"unknown runbook kind {kind!r}: use one of {', '.join(KINDS)}")
+        return self._render(format, ctx=ctx, kind=kind)
+
+    def render_alert(self, ctx: AlertRunbookContext, format: str = "md") -> str:
+        """Render the runbook of one alert on the monitor's own input (template ``<kind>.md.j2``)."""
+        if format not in ("md", "html"):
+            raise RunbookError(f"unknown runbook format {format!r}: use md or html")
+        if f"{ctx.kind}.md.j2" not in self.env.list_templates():
+            raise RunbookError(f"alert kind {ctx.kind!r} has no runbook template ({ctx.kind}.md.j2); a drift alert's "
+                               "runbooks are those of the issues behind it")
+        return self._render(format, ctx=ctx, kind=ctx.kind)
+
+    def _render(self, format: str, kind: str, **context) -> str:
+        """``kind``'s template with ``context`` (and ``kind``), as Markdown or HTML."""
         name = f"{kind}.md.j2"
         try:
-            text = self.env.get_template(name).render(ctx=ctx, kind=kind)
+            text = self.env.get_template(name).render(kind=kind, **context)
         except jinja2.TemplateError as exc:
             raise RunbookError(f"runbook template {name} failed{_where(exc)}: {exc}. Fix the template "
                                f"(or remove the override from {', '.join(map(str, self.template_dirs)) or 'none'})") from exc

@@ -2,17 +2,20 @@
 claims for human review; and each worker's consumer-lag report. The work is in services/; each timer only calls it."""
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 from typing import TYPE_CHECKING, Awaitable, Callable
 
 from services.alerts.cycle import AlertCycle
 from services.core.clock import utcnow
 from services.core.metrics import Metrics
-from services.ingest.offsets import OffsetTracker
+from services.ingest.offsets import BrokerOffsets, OffsetTracker
 from services.issues.schedule import ClusteringSchedule
 
 if TYPE_CHECKING:
     from services.app.settings import Settings
+
+log = logging.getLogger(__name__)
 
 
 def register_alerting(app, alerts_topic, cycle: AlertCycle, settings: Settings) -> None:
@@ -44,10 +47,34 @@ def register_review_sampling(app, sample: Callable[[datetime], Awaitable[object]
         await sample(utcnow())  # within the day's budget: once it is spent, later runs queue nothing
 
 
-def register_lag_report(app, offsets: OffsetTracker, metrics: Metrics, interval: float = 5.0) -> None:
+def register_lag_report(app, offsets: OffsetTracker, broker: BrokerOffsets, metrics: Metrics,
+                        interval: float = 5.0) -> None:
+    """The lag of each partition assigned to this worker, from the broker's log ends and the group's commits (so
+    it is true right after a restart) and what this worker finished since (OffsetTracker.lag)."""
+    reported: set[tuple[str, int]] = set()
+    failing = False  # log when reads start failing, not at every tick
+
     @app.timer(interval)
     async def report_lag() -> None:
-        for tp in app.consumer.assignment():
-            highwater = app.consumer.highwater(tp)
-            if highwater is not None:
-                metrics.consumer_lag.labels(tp.topic, str(tp.partition)).set(offsets.lag(tp.topic, tp.partition, highwater))
+        nonlocal reported, failing
+        # Highwaters before any await: a rebalance meanwhile may take a partition away.
+        highwaters = {(tp.topic, tp.partition): app.consumer.highwater(tp) for tp in app.consumer.assignment()}
+        try:
+            positions = await broker.read(highwaters)
+        except Exception as exc:  # a gauge must not stop the worker: it keeps its last values until the broker answers
+            if not failing:
+                log.warning("consumer lag: cannot read offsets from the broker (%s); trying again every %.0f s",
+                            exc, interval)
+            failing = True
+            return
+        failing = False
+        for topic, partition in reported - highwaters.keys():  # moved to another worker, which reports it now
+            metrics.consumer_lag.remove(topic, str(partition))
+        for (topic, partition), highwater in highwaters.items():
+            lag = offsets.lag(topic, partition, positions[topic, partition], highwater)
+            metrics.consumer_lag.labels(topic, str(partition)).set(lag)
+        reported = set(highwaters)
+
+    @app.on_before_shutdown.connect
+    async def close_broker_clients(sender, **kwargs) -> None:
+        await broker.close()

@@ -3,7 +3,10 @@
 Every line goes through the live decoder (the contract model); valid events land in an
 embedded store in a temporary directory, where the live ``rate_minute`` materialized
 view computes the minute buckets; the live evaluator then walks every minute with a
-simulated clock, and each alert transition is written as one JSON line.
+simulated clock, and each alert transition is written as one JSON line. History of any
+age replays: live ingest's window (services/ingest/window.py) does not apply, only the
+event times the store can hold. Rejected lines become dead letters in the store's ``dlq``
+table, as on live ingest, so rejections per route and minute (services/store/dlq.py) exist here too.
 
 What makes a million events take one to two minutes instead of ten (bench/backtest.py):
 - CPython's collector is tuned for the run (``bulk_allocation``): decoding allocates
@@ -22,7 +25,8 @@ from __future__ import annotations
 import shutil
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -34,9 +38,10 @@ from services.contract.decode import Decoder, Rejection
 from services.contract.model import VerdictEvent
 from services.core.gcpolicy import bulk_allocation
 from services.store.backends import Store
-from services.store.convert import ch_time
+from services.store.convert import STORABLE_FROM, ch_time
 from services.store.rates import RateRepository
 from services.store.scratch import insert_event_rows, private_store
+from services.store.writer import DeadLetter, EventWriter, store_range_problem
 
 CHUNK = 50_000  # lines per insert: few, large inserts keep ClickHouse's per-insert cost negligible
 
@@ -85,43 +90,78 @@ def rate_row(event: VerdictEvent) -> dict:
 class BucketLoader:
     """Decodes lines with the live decoder and fills ``rate_minute`` through the live view.
     Counts what it stored, refused and skipped as a duplicate (first delivery wins, as in
-    ``EventWriter``)."""
+    ``EventWriter``).
 
-    def __init__(self, store: Store, decoder: Decoder):
+    A refused line is a dead letter from ``source`` (its topic), partition 0, offset its index among the
+    non-blank lines. Its route is the one its JSON names, read leniently; its minute its own event time
+    where that is readable and storable, else the latest valid event time before it (the first valid
+    event's for lines before any; the store's first minute in a file without one)."""
+
+    def __init__(self, store: Store, decoder: Decoder, source: str = "backtest"):
         self.store = store
         self.decoder = decoder
+        self.writer = EventWriter(store)
+        self.source = source
         self.seen: set[str] = set()
         self.stored = self.rejected = self.duplicates = 0
+        self.lines = 0
+        self.latest: datetime | None = None  # the latest valid event time so far: the replay's clock
+        self.undated: list[DeadLetter] = []  # refused before any valid event: dated by the first
 
-    def rows(self, lines: list[bytes]) -> list[dict]:
-        rows = []
+    def split(self, lines: list[bytes]) -> tuple[list[dict], list[DeadLetter]]:
+        """The ``events`` rows and the dead letters of a chunk of lines."""
+        rows, dead = [], []
         for line in lines:
+            offset, self.lines = self.lines, self.lines + 1
             event = self.decoder.decode(line)
+            if not isinstance(event, Rejection):
+                unstorable = store_range_problem(event.observed_at)
+                if unstorable is not None:
+                    event = Rejection((unstorable,), event_id=event.event_id, route=event.route)
             if isinstance(event, Rejection):
                 self.rejected += 1
-            elif event.event_id in self.seen:
+                self._dead_letter(DeadLetter(self.source, 0, offset, line, event, route=event.route or ""), dead)
+                continue
+            if self.latest is None:
+                dead += [replace(d, event_time=event.observed_at) for d in self.undated]
+                self.undated.clear()
+            self.latest = max(self.latest or event.observed_at, event.observed_at)
+            if event.event_id in self.seen:
                 self.duplicates += 1
             else:
                 self.seen.add(event.event_id)
                 rows.append(rate_row(event))
         self.stored += len(rows)
-        return rows
+        return rows, dead
 
-    def insert(self, rows: list[dict]) -> None:
+    def _dead_letter(self, d: DeadLetter, dead: list[DeadLetter]) -> None:
+        own = d.rejection.observed_at
+        if own is not None and store_range_problem(own) is None:
+            dead.append(replace(d, event_time=own))
+        elif self.latest is not None:
+            dead.append(replace(d, event_time=self.latest))
+        else:
+            self.undated.append(d)
+
+    def insert(self, rows: list[dict], dead: list[DeadLetter] = ()) -> None:
         insert_event_rows(self.store, rows)
+        self.writer.write([], dead)
 
     def load(self, chunks: Iterator[list[bytes]], progress: Callable[[int], None] | None = None) -> None:
         with ThreadPoolExecutor(1, thread_name_prefix="backtest-insert") as pool:
             pending = None
             for lines in chunks:
-                rows = self.rows(lines)
+                rows, dead = self.split(lines)
                 if pending is not None:
                     pending.result()  # at most one chunk in flight: bounded memory, errors surface here
-                pending = pool.submit(self.insert, rows)
+                pending = pool.submit(self.insert, rows, dead)
                 if progress:
                     progress(len(lines))
             if pending is not None:
                 pending.result()
+        if self.undated:  # no valid event at all: no minute of the replay to count them in
+            self.insert([], [replace(d, event_time=STORABLE_FROM) for d in self.undated])
+            self.undated.clear()
 
 
 def run_backtest(events_path: Path, alerts_out: Path, settings, progress: Callable[[int], None] | None = None,
@@ -132,7 +172,7 @@ def run_backtest(events_path: Path, alerts_out: Path, settings, progress: Callab
     workdir = Path(tempfile.mkdtemp(prefix="claimwatch-backtest-"))
     store = private_store(workdir)
     try:
-        loader = BucketLoader(store, Decoder(settings.ingest.max_event_bytes))
+        loader = BucketLoader(store, Decoder(settings.ingest.max_event_bytes), events_path.name)
         with bulk_allocation():
             loader.load(read_chunks(events_path, chunk), progress)
         loader.seen.clear()
@@ -141,7 +181,7 @@ def run_backtest(events_path: Path, alerts_out: Path, settings, progress: Callab
         transitions = []
         minutes = 0
         if latest is not None:
-            evaluator = evaluator_for(settings, rates, alert_repository(store), checkpoint=False)
+            evaluator = evaluator_for(settings, rates, alert_repository(store), checkpoint=False, wall_clock=False)
             evaluator.last_minute = rates.first_minute() - MINUTE  # evaluate from the very first minute
             minutes = int((latest - evaluator.last_minute) / MINUTE)
             transitions = evaluator.evaluate(latest + MINUTE)

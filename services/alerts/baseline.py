@@ -6,6 +6,11 @@
   of day. Each hour slot's pooled rate over up to ``season_days`` days, smoothed with its neighbours
   (weights 1, 2, 1), minus the pooled rate of all slots; read between slot centres. With less than a
   day of history the offset is 0, so the expectation is the trailing level (the fallback).
+- **Learning** (less than a full day of history): the level is *local*, the last ``learning_level_minutes``
+  (whole blocks), so it tracks the slow daily movement it cannot model yet, and each test adds
+  ``learning_margin`` to the expectation: the rise the unmodelled time of day can still fake
+  (a ±1-point daily swing moves a 3-hour level's lag by up to about half a point). The margin goes
+  once a day is seen and the time-of-day profile takes over. Warm-up counts every claim of history.
 - **Mix** (direct standardisation): with slices (query type × stakes), the rate this minute's slice
   mix has at each slice's baseline rate, minus the rate the baseline's own mix has at those rates.
   The mix-adjusted offsets come from history with each minute's mix effect taken out, so a daily
@@ -22,7 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from services.alerts.detector import DetectorConfig
+    from services.alerts.config import DetectorConfig
 
 EVENTS, CLAIMS, FAILED, CLAIMS_SQ, FAILED_SQ, FAILED_CLAIMS = range(6)
 OK, PENDING, FIRING = 0, 1, 2
@@ -38,6 +43,7 @@ class Expected:
     total: np.ndarray    # level + time-of-day offset
     mixed: np.ndarray    # level + time-of-day offset net of mix + this minute's mix effect
     mix_now: np.ndarray  # this minute's mix effect: its standardised rate minus the baseline mix's
+    margin: np.ndarray   # what a test adds to either while the baseline is learning (0 once it is seasonal)
 
 
 def smooth_slots(values: np.ndarray) -> np.ndarray:
@@ -52,6 +58,7 @@ class SeasonalBaseline:
         self.n_fields, self.n_slices = n_fields, n_slices
         self.per_day = 1440 // config.block_minutes
         self.level_blocks = max(1, config.baseline_minutes // config.block_minutes)
+        self.learning_blocks = max(1, min(self.level_blocks, config.learning_level_minutes // config.block_minutes))
         days = max(config.season_days, -(-self.level_blocks // self.per_day))
         self.n_blocks = days * self.per_day
         # each block: the input sums plus Σ claims × that minute's mix effect (the last column)
@@ -123,25 +130,43 @@ class SeasonalBaseline:
 
     # -- estimates -----------------------------------------------------------------------------------
     def refresh(self) -> None:
-        last = [(self.block - k) % self.n_blocks for k in range(1, self.level_blocks + 1)] if self.block is not None else []
-        level = self.ring[:, last].sum(axis=1) if last else np.zeros_like(self.partial)
+        weights = self._level_weights()
+        level = np.einsum("rb,rbf->rf", weights, self.ring)
         self.total = level[:, : self.n_fields]
         t = self.total
         claims = t[:, CLAIMS]
-        self.warm = claims >= self.config.min_baseline_claims
+        self.history_claims = self.ring[:, :, CLAIMS].sum(axis=1)
+        # warm-up: while learning, the whole history must hold enough claims; once seasonal, the level itself
+        # (after a long outage its day may be empty)
+        self.warm = (self.history_claims if self.learning else claims) >= self.config.min_baseline_claims
         p = np.clip(t[:, FAILED] / np.maximum(claims, 1.0), RATE_FLOOR, 1 - RATE_FLOOR)
         residual = np.maximum(t[:, FAILED_SQ] - 2 * p * t[:, FAILED_CLAIMS] + p * p * t[:, CLAIMS_SQ], 0.0)
         spread = t[:, CLAIMS_SQ] - claims
         rho = np.where(spread > 0, (residual / (p * (1 - p)) - claims) / np.where(spread > 0, spread, 1.0), 0.0)
         self.rho = np.clip(rho, 0.0, 1.0) if self.config.overdispersion else np.zeros_like(rho)
         self.level = p
-        slices = self.slice_ring[:, last].sum(axis=1) if last else np.zeros_like(self.partial_slices)
+        slices = np.einsum("rb,rbsk->rsk", weights, self.slice_ring)
         prior = self.config.slice_prior_claims  # shrinks a thin slice's rate towards the route's
         self.slice_rate = (slices[..., 1] + prior * p[:, None]) / (slices[..., 0] + prior)
         self.slice_claims = slices[..., 0]
         share = self.slice_claims / np.maximum(self.slice_claims.sum(axis=1, keepdims=True), 1.0)
         self.baseline_standard = (share * self.slice_rate).sum(axis=1)
         self._refresh_offsets()
+
+    def _level_weights(self) -> np.ndarray:
+        """Which blocks (1 or 0, routes × ring) the level pools: the last ``level_blocks`` finished ones, or
+        while learning the last ``learning_blocks`` that hold claims (blocks left empty by a firing run or an
+        outage are passed over, so the level stays what it was before them)."""
+        weights = np.zeros(self.ring.shape[:2])
+        if self.block is None:
+            return weights
+        newest_first = [(self.block - k) % self.n_blocks for k in range(1, self.n_blocks + 1)]
+        if not self.learning:
+            weights[:, newest_first[: self.level_blocks]] = 1.0
+            return weights
+        held = self.ring[:, newest_first, CLAIMS] > 0
+        weights[:, newest_first] = held & (np.cumsum(held, axis=1) <= self.learning_blocks)
+        return weights
 
     def _refresh_offsets(self) -> None:
         if not self.seasonal:
@@ -156,6 +181,15 @@ class SeasonalBaseline:
         for out, fails in ((self.offset_total, failed), (self.offset_mixed, failed - mix)):
             slot_rate = smooth_slots(fails) / np.maximum(smoothed, 1.0)
             out[:] = np.where(enough, slot_rate - fails.sum(axis=1)[:, None] / all_claims, 0.0)
+
+    @property
+    def learning(self) -> bool:
+        """True until a full day of history exists: the expectation cannot know the time of day yet."""
+        return self.history_blocks < self.per_day
+
+    @property
+    def history_hours(self) -> float:
+        return self.history_blocks * self.config.block_minutes / 60
 
     @property
     def seasonal(self) -> bool:
@@ -180,7 +214,8 @@ class SeasonalBaseline:
             standard = (claims * self.slice_rate).sum(axis=1) / np.maximum(n, 1.0)
             mix_now = np.where(n > 0, standard - self.baseline_standard, 0.0)
         clip = lambda r: np.clip(r, RATE_FLOOR, 1 - RATE_FLOOR)  # noqa: E731
-        return Expected(clip(self.level + offset_total), clip(self.level + offset_mixed + mix_now), mix_now)
+        margin = np.full_like(self.level, self.config.learning_margin if self.learning else 0.0)
+        return Expected(clip(self.level + offset_total), clip(self.level + offset_mixed + mix_now), mix_now, margin)
 
     def minute_deff(self, x: np.ndarray) -> np.ndarray:
         """Design effect of a sum of answers: 1 + ρ(Σn²/Σn − 1)."""

@@ -15,7 +15,7 @@ import orjson
 
 from services.core.threads import Run
 from services.alerts.evaluator import AlertEvaluator
-from services.alerts.explain import AlertExplainer, AlertExplanation
+from services.alerts.explain import AlertExplainer, AlertExplanation, explainable
 from services.alerts.instrument import InstrumentAlerts
 from services.alerts.lifecycle import KINDS, Alert
 from services.alerts.notify import Dispatcher
@@ -81,7 +81,7 @@ class AlertCycle:
     def explain_all(self, alerts: list[Alert], now: datetime) -> dict[str, AlertExplanation]:
         """Explanations by alert id (on the store's thread); an alert that cannot be explained goes without."""
         out = {}
-        for alert in alerts:
+        for alert in filter(explainable, alerts):
             try:
                 out[alert.alert_id] = self.explainer.explain(alert, now)
             except Exception:

@@ -24,8 +24,7 @@ Candidates (all share the expectation and the interface; bench/drift.py compares
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, fields as dc_fields, replace
-from typing import Any
+from dataclasses import replace
 from datetime import datetime, timezone
 
 import numpy as np
@@ -36,114 +35,9 @@ from services.alerts.engines import (  # noqa: F401
     CLAIMS, FIRING, KINDS, SEASONAL, STATE_NAMES, CusumEngine, NaiveEngine, WindowEngine, make_engine, mix_shift_state,
     mix_split, top_mix_slice,
 )
+from services.alerts.config import MAX_GAP_MINUTES, DetectorConfig
 from services.rates.intervals import FAILED_VERDICT_FIELDS, Counts, Interval, ratio_interval
 from services.store.rates import COUNT_FIELDS
-
-MAX_GAP_MINUTES = 90  # longer gaps replay this many empty minutes; enough to flush every window
-
-
-CONFIG_RULES = {  # name: (check(value, config), what a valid value is)
-    "threshold": (lambda v, c: 0 < v < 1, "a fraction between 0 and 1, e.g. 0.02 for 2 points"),
-    "min_claims": (lambda v, c: v >= 1, "at least 1"),
-    "block_minutes": (lambda v, c: v >= 1 and 1440 % v == 0, "at least 1 and a divisor of 1440 (a day)"),
-    "season_days": (lambda v, c: v >= 0, "0 (no time-of-day profile) or more days"),
-    "slice_prior_claims": (lambda v, c: v > 0, "positive"),
-    "mix_share": (lambda v, c: 0 < v <= 1, "in (0, 1]"),
-    "baseline_minutes": (lambda v, c: v >= c.block_minutes, "at least block_minutes"),
-    "min_baseline_claims": (lambda v, c: v >= 1, "at least 1"),
-    "confidence": (lambda v, c: 0.5 <= v < 1, "in [0.5, 1)"),
-    "min_rise_fraction": (lambda v, c: 0 <= v <= 1, "in [0, 1]"),
-    "rate_window_minutes": (lambda v, c: v >= 1, "at least 1"),
-    "h": (lambda v, c: v > 0, "positive"),
-    "pending_fraction": (lambda v, c: 0 < v <= 1, "in (0, 1]"),
-    "resolve_h": (lambda v, c: v > 0, "positive"),
-    "design_shift": (lambda v, c: v is None or 0 < v < 1, "None or a fraction between 0 and 1"),
-    "design_ratio": (lambda v, c: 0 < v and c.threshold * v < 1, "positive, with threshold × design_ratio below 1"),
-    "windows": (lambda v, c: len(v) > 0 and all(1 <= w <= MAX_GAP_MINUTES for w in v), f"minutes in [1, {MAX_GAP_MINUTES}]"),
-    "z_fire": (lambda v, c: v > 0, "positive"),
-    "window_for_minutes": (lambda v, c: v >= 0, "0 or more"),
-    "z_resolve": (lambda v, c: v < c.z_fire, "below z_fire"),
-    "resolve_minutes": (lambda v, c: v >= 1, "at least 1"),
-    "naive_window": (lambda v, c: 1 <= v <= MAX_GAP_MINUTES, f"in [1, {MAX_GAP_MINUTES}]"),
-    "for_minutes": (lambda v, c: v >= 0, "0 or more"),
-}
-
-
-@dataclass(frozen=True)
-class DetectorConfig:
-    """Defaults chosen by bench/drift.py (60 answers/min, ~8% base rate, correlation 0.1)."""
-
-    kind: str = "cusum"
-    threshold: float = 0.02            # minimum rise over the baseline, absolute
-    min_claims: int = 200              # claims behind a rise before it may fire
-    baseline_minutes: int = 24 * 60    # trailing level; a pending run's minutes wait, a firing one's are left out
-    block_minutes: int = 60            # the baseline moves in whole wall-clock blocks; the current one is excluded
-    season_days: int = 7               # history behind the time-of-day profile; 0 = the flat trailing level
-    hold_pending: bool = True          # False = drop pending minutes from the baseline (the biased previous way)
-    slice_prior_claims: float = 2_000.0  # a slice's rate is shrunk towards its route's with this many claims
-    mix_share: float = 0.5             # a rise is a mix shift when at least this share of it is mix
-    min_baseline_claims: int = 50_000  # warm-up: no alarms before the baseline holds this many claims
-    confidence: float = 0.95           # a fired rise must not be credibly smaller than threshold …
-    min_rise_fraction: float = 0.75    # … and its estimate must reach this fraction of it
-    overdispersion: bool = True        # False = treat claims as independent (ablation only)
-    rate_window_minutes: int = 30      # window of `rate` while nothing is pending
-    h: float = 11.25                   # cusum: fire when the log-likelihood ratio reaches h
-    pending_fraction: float = 0.5      # cusum: pending from h * pending_fraction until the CUSUM is back at 0
-    resolve_h: float = 5.0             # cusum: resolve when the mirror CUSUM (back at baseline) reaches this
-    design_shift: float | None = None  # cusum: the rise it is tuned for; None = design_ratio × threshold
-    design_ratio: float = 1.25         # cusum: 1.25 balances the +2 and +3 delay targets (bench/drift.py)
-    windows: tuple[int, ...] = (10, 30, 60)  # window: test windows in minutes
-    z_fire: float = 4.0                # window: z of any window against the baseline …
-    window_for_minutes: int = 3        # … held for this many minutes
-    z_resolve: float = 1.0             # window: resolve when every window is below this z …
-    resolve_minutes: int = 10          # … for this many minutes
-    naive_window: int = 30             # naive: Prometheus-style rule window
-    for_minutes: int = 10              # naive: `for` duration
-
-    def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"detector kind {self.kind!r} is unknown; use one of {', '.join(KINDS)}")
-        for name, (ok, expected) in CONFIG_RULES.items():
-            value = getattr(self, name)
-            try:
-                valid = ok(value, self)
-            except TypeError:
-                valid = False
-            if not valid:
-                raise ValueError(f"detector setting {name}={value!r}: must be {expected}")
-
-    def __setstate__(self, state: dict) -> None:
-        # Evaluator checkpoints pickle detectors with their config. One pickled before design_ratio
-        # existed was tuned for the threshold itself and keeps that, so it resumes exactly.
-        self.__dict__.update({"design_ratio": 1.0, **state})
-
-    @property
-    def history_minutes(self) -> int:
-        """The history a fresh detector replays: its level and, with seasonality, its time-of-day profile."""
-        return max(self.baseline_minutes, self.season_days * 1440)
-
-    @classmethod
-    def from_mapping(cls, values: dict) -> "DetectorConfig":
-        known = {f.name for f in dc_fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"unknown detector setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-        defaults = cls()
-        return cls(**{k: _as_type_of(getattr(defaults, k), v, k) for k, v in values.items()})
-
-
-def _as_type_of(default: Any, value: Any, name: str) -> Any:
-    """A setting as its default's type: environment variables (CLAIMWATCH_DRIFT__DETECTOR__H=9) arrive as text."""
-    text = value.strip().lower() if isinstance(value, str) else None
-    try:
-        if isinstance(default, bool) and text is not None:
-            return {"true": True, "1": True, "false": False, "0": False}[text]
-        if isinstance(default, (int, float)) and not isinstance(default, bool) and text is not None:
-            number = float(text)
-            return int(number) if isinstance(default, int) and number.is_integer() else number
-        return tuple(value) if isinstance(default, tuple) else value
-    except (KeyError, TypeError, ValueError):
-        raise ValueError(f"detector setting {name}={value!r}: expected a {type(default).__name__}") from None
 
 
 def minute_number(now: datetime) -> int:
@@ -154,6 +48,20 @@ def minute_number(now: datetime) -> int:
 
 def minute_start(minute: int) -> datetime:
     return datetime.fromtimestamp(minute * 60, tz=timezone.utc)
+
+
+def baseline_status(history_hours: float, config: DetectorConfig) -> dict:
+    """Whether a route's baseline is still learning (under a day of history), from its hours of history."""
+    learning = history_hours < 24
+    return {"learning": learning, "history_hours": round(history_hours, 1),
+            "basis": learning_basis(history_hours, config) if learning else "time of day: a full day of history or more"}
+
+
+def learning_basis(history_hours: float, config: DetectorConfig) -> str:
+    """What a learning baseline rests on, in words (alerts and the route page say it alike)."""
+    return (f"learning: {history_hours:.0f} h of history, under the full day a time-of-day profile needs; "
+            f"expected is the last {config.learning_level_minutes // 60} h level, and a rise must clear it "
+            f"by {config.learning_margin * 100:.2g} pt more until then")
 
 
 MAX_SLICES = 12  # slices a detector tells apart by name; later ones share an "other" slice
@@ -225,12 +133,20 @@ class RouteView:
             sums[self._engine.n_fields + SEASONAL] / sums[CLAIMS])
 
     @property
+    def learning(self) -> bool:
+        """Under a day of history: a local level and a wider test, no time-of-day profile yet."""
+        return self._engine.baseline.learning
+
+    @property
+    def history_hours(self) -> float:
+        return self._engine.baseline.history_hours
+
+    @property
     def expected_basis(self) -> str:
         """Why the expectation is what it is."""
         b = self._engine.baseline
-        if not b.seasonal:
-            return (f"trailing {b.config.baseline_minutes // 60} h level: less than a day of history, "
-                    "so no time-of-day profile yet")
+        if b.learning:
+            return learning_basis(b.history_hours, b.config)
         days = b.history_blocks / b.per_day
         return f"time of day: the {b.config.baseline_minutes // 60} h level plus this hour's offset from {days:.1f} days of history"
 
@@ -367,7 +283,7 @@ class DriftDetector:
         return self.state == "firing"
 
 
-VIEW_FIELDS = ("state", "warm", "statistic", "window_counts", "baseline_counts", "rate", "rate_interval", "baseline",
+VIEW_FIELDS = ("state", "warm", "learning", "history_hours", "statistic", "window_counts", "baseline_counts", "rate", "rate_interval", "baseline",
                "baseline_interval", "expected", "expected_basis", "delta", "mix_effect", "rate_effect", "mix_slice",
                "claims_counted", "window_minutes", "onset", "driving_verdict")
 for _name in VIEW_FIELDS:  # a detector reads as its regression view

@@ -16,7 +16,7 @@ from services.alerts.baseline import (  # noqa: F401
 from services.rates.intervals import z_value
 
 if TYPE_CHECKING:
-    from services.alerts.detector import DetectorConfig
+    from services.alerts.config import DetectorConfig
 
 CORE_FIELDS = 6  # the first six COUNT_FIELDS are all an engine needs to detect
 TESTED, SEASONAL, MIXED = range(3)  # the expected-failure columns after the input fields
@@ -67,7 +67,9 @@ class DriftEngine:
         given, (routes, slices, 2) with each slice's claims and failed claims."""
         self.baseline.roll(minute)
         expected = self.expected = self.baseline.expect(minute, slices)
-        tested = expected.mixed if self.mix_adjusted else expected.total
+        # while learning, the null a rise is tested against includes the margin the unknown time of day needs
+        tested = np.clip((expected.mixed if self.mix_adjusted else expected.total) + expected.margin,
+                         RATE_FLOOR, 1 - RATE_FLOOR)
         claims = x[:, CLAIMS]
         augmented = np.concatenate([x, np.stack([claims * tested, claims * expected.total,
                                                  claims * expected.mixed], axis=1)], axis=1)

@@ -17,15 +17,19 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from services.alerts.detector import DetectorConfig, DriftDetector, make_detector
-from services.alerts.lifecycle import DRIFT_KIND, KINDS, MIX_KIND, Alert, next_alert, severity_for
+from services.alerts.input_health import InputHealthConfig, InputHealthDetector
+from services.alerts.lifecycle import (
+    ABSTENTION_KIND, DRIFT_KIND, EVALUATED_KINDS, INPUT_KINDS, MIX_KIND, REJECTED_KIND, Alert, next_alert, severity_for,
+)
 from services.alerts.records import AlertRecords
 from services.alerts.suspects import suspect_changes
 from services.rates.intervals import Counts
 from services.store.convert import ch_time, parse_ch_time
+from services.store.dlq import rejected_minutes, rejected_routes
 from services.store.rates import RateRepository
 
 log = logging.getLogger(__name__)
-CHECKPOINT = "alert-evaluator/v3"  # v3: detectors with the time-of-day profile and the mix slices
+CHECKPOINT = "alert-evaluator/v4"  # v4: learning baselines (a local level and a margin under a day), input health
 MINUTE = timedelta(minutes=1)
 SUSPECT_LOOKBACK = timedelta(hours=2)
 ACTIVE_WITHIN = timedelta(minutes=15)  # a route silent for longer no longer holds the watermark back …
@@ -34,8 +38,15 @@ MOVING_GRACE = timedelta(minutes=2)    # … unless its minutes still advanced t
 
 class AlertEvaluator:
     def __init__(self, detector_config: DetectorConfig, route_thresholds: dict[str, float], watermark: timedelta,
-                 rates: RateRepository, alerts: AlertRecords, checkpoint: bool = True):
+                 rates: RateRepository, alerts: AlertRecords, checkpoint: bool = True,
+                 health_config: InputHealthConfig | None = None, wall_clock: bool = True):
         self.detector_config = detector_config
+        self.health_config = health_config or InputHealthConfig()
+        self.health: dict[str, InputHealthDetector] = {}
+        # live, minutes advance with the wall clock when no route sends (every verifier down is an outage too);
+        # a backtest replays on its own clock
+        self.wall_clock = wall_clock
+        self.newest_seen: tuple[datetime, datetime] | None = None  # (newest minute stored, when it last advanced)
         self.route_thresholds = route_thresholds
         self.watermark = watermark
         self.rates = rates
@@ -56,6 +67,19 @@ class AlertEvaluator:
             self.detectors[route] = make_detector(self.config_for(route))
         return self.detectors[route]
 
+    def health_detector(self, route: str) -> InputHealthDetector:
+        if route not in self.health:
+            self.health[route] = InputHealthDetector(self.health_config)
+        return self.health[route]
+
+    def _rejected(self, start: datetime, end: datetime) -> dict[datetime, dict[str, int]]:
+        """minute -> route -> dead letters (in event time)."""
+        out: dict[datetime, dict[str, int]] = defaultdict(dict)
+        for row in rejected_minutes(self.rates.store, start, end):
+            if row["route"]:
+                out[row["minute"]][row["route"]] = row["rejected"]
+        return out
+
     def _buckets(self, start: datetime, end: datetime) -> tuple[dict, dict]:
         """minute -> route -> Counts, and minute -> route -> mix slice -> Counts."""
         by_minute: dict[datetime, dict[str, Counts]] = defaultdict(dict)
@@ -74,6 +98,14 @@ class AlertEvaluator:
         newest = self.rates.latest_minute()
         if newest is None:
             return None
+        if self.wall_clock:
+            if self.newest_seen is None or newest > self.newest_seen[0]:
+                self.newest_seen = (newest, now)
+            # No route has sent for a while although the data was live (near the wall clock) when it stopped: time
+            # still passes, so silence is evaluated (every verifier down is an outage too). A backfill of old
+            # history that stops is not a live route falling silent.
+            elif now - self.newest_seen[1] > MOVING_GRACE and self.newest_seen[0] >= self.newest_seen[1] - ACTIVE_WITHIN:
+                return max(newest, now.replace(second=0, microsecond=0) - MOVING_GRACE)
         since = newest - timedelta(minutes=self.detector_config.baseline_minutes)
         held = []
         for route, minute in self.rates.latest_minute_by_route(since).items():
@@ -97,7 +129,8 @@ class AlertEvaluator:
         state = json.loads(saved)
         self.last_minute = parse_ch_time(state["minute"])
         self.detectors = pickle.loads(base64.b64decode(state["detectors"]))  # our own store's bytes
-        self.open = {(a.route, a.kind): a for a in self.alerts.open_alerts() if a.kind in KINDS}
+        self.health = pickle.loads(base64.b64decode(state["health"]))
+        self.open = {(a.route, a.kind): a for a in self.alerts.open_alerts() if a.kind in EVALUATED_KINDS}
         log.info("evaluator resumed at %s with %d open alerts", state["minute"], len(self.open))
 
     def evaluate(self, now: datetime) -> list[Alert]:
@@ -121,20 +154,28 @@ class AlertEvaluator:
         if self.use_checkpoint:
             self.alerts.set_checkpoint(CHECKPOINT, json.dumps({
                 "minute": ch_time(end),
-                "detectors": base64.b64encode(pickle.dumps(self.detectors)).decode()}))
+                "detectors": base64.b64encode(pickle.dumps(self.detectors)).decode(),
+                "health": base64.b64encode(pickle.dumps(self.health)).decode()}))
         return transitions
 
     def _run(self, start: datetime, end: datetime) -> list[Alert]:
         buckets, slices = self._buckets(start, end)
-        routes = sorted({r for counts in buckets.values() for r in counts} | set(self.detectors))
+        rejected = self._rejected(start, end)
+        routes = sorted({r for counts in buckets.values() for r in counts} | set(self.detectors)
+                        | {r for per_route in rejected.values() for r in per_route})
         transitions = []
         minute = start
         while minute <= end:
-            counts, mixes = buckets.get(minute, {}), slices.get(minute, {})
+            counts, mixes, refused = buckets.get(minute, {}), slices.get(minute, {}), rejected.get(minute, {})
             for route in routes:
                 detector = self.detector(route)
-                detector.update(counts.get(route, Counts.zero()), minute, mixes.get(route))
-                for kind, view in ((DRIFT_KIND, detector.regression), (MIX_KIND, detector.mix_shift)):
+                route_counts = counts.get(route, Counts.zero())
+                detector.update(route_counts, minute, mixes.get(route))
+                health = self.health_detector(route).update(route_counts, refused.get(route, 0), minute)
+                watched = [k for k in INPUT_KINDS if health.state(k) != "ok" or (route, k) in self.open]
+                views = [(DRIFT_KIND, detector.regression), (MIX_KIND, detector.mix_shift),
+                         *((k, health.view(k)) for k in watched)]
+                for kind, view in views:
                     transition = self._step_alert(route, kind, view, minute)
                     if transition is not None:
                         transitions.append(transition)
@@ -145,13 +186,18 @@ class AlertEvaluator:
         previous = self.open.get((route, kind))
         if previous is None and view.state == "ok":
             return None
-        effect = view.rate_effect if kind == DRIFT_KIND else view.delta
-        severity = severity_for(effect, self.config_for(route).threshold, kind)
+        if kind in INPUT_KINDS:
+            severity = self.health_config.abstention_severity if kind == ABSTENTION_KIND else "critical"
+            if kind == REJECTED_KIND and view.state != "ok":
+                view = self._with_top_rule(route, view, minute)
+        else:
+            effect = view.rate_effect if kind == DRIFT_KIND else view.delta
+            severity = severity_for(effect, self.config_for(route).threshold, kind)
         current = next_alert(previous, route, view, minute, kind=kind, severity=severity, labels={"service": "claimwatch"})
         if current is None:
             return None
         changed = previous is None or previous.recorded_state != current.recorded_state
-        if changed and current.recorded_state != "resolved":
+        if changed and current.recorded_state != "resolved" and kind not in INPUT_KINDS:
             current = replace(current, suspect_changes=self._suspects(route, view, minute))
         if current.ends_at is None:
             self.open[(route, kind)] = current
@@ -162,6 +208,16 @@ class AlertEvaluator:
         self.alerts.save(current)
         self.alerts.record_transition(current)
         return current
+
+    def _with_top_rule(self, route: str, view, minute: datetime):
+        """The rule most of the window's dead letters broke, with a sample and the command that lists them."""
+        start = minute - timedelta(minutes=view.window_minutes - 1)
+        found = next((r for r in rejected_routes(self.rates.store, start, minute) if r["route"] == route), None)
+        details = {**view.details, "dlq_command": f"claimwatch dlq --route {route}"}
+        if found is not None:
+            details.update(top_rule=found["rule"], top_rule_count=found["rule_count"],
+                           sample_reason=found["sample"]["reason"], sample_source=found["sample"]["source"])
+        return replace(view, details=details)
 
     def _suspects(self, route: str, view, minute: datetime) -> tuple[dict, ...]:
         onset = view.onset or minute
@@ -176,9 +232,14 @@ class AlertEvaluator:
         return tuple(s.as_dict() for s in found)
 
 
-def evaluator_for(settings, rates: RateRepository, alerts: AlertRecords, checkpoint: bool = True) -> AlertEvaluator:
+def detector_config_for(drift) -> DetectorConfig:
+    """The detector configuration of a ``[drift]`` settings section."""
+    return DetectorConfig.from_mapping({**drift.detector, "threshold": drift.threshold, "min_claims": drift.min_claims,
+                                        "baseline_minutes": drift.baseline_minutes})
+
+
+def evaluator_for(settings, rates: RateRepository, alerts: AlertRecords, checkpoint: bool = True,
+                  wall_clock: bool = True) -> AlertEvaluator:
     drift = settings.drift
-    config = DetectorConfig.from_mapping({**drift.detector, "threshold": drift.threshold, "min_claims": drift.min_claims,
-                                          "baseline_minutes": drift.baseline_minutes})
-    return AlertEvaluator(config, drift.route_thresholds, timedelta(seconds=drift.watermark_seconds), rates, alerts,
-                          checkpoint)
+    return AlertEvaluator(detector_config_for(drift), drift.route_thresholds, timedelta(seconds=drift.watermark_seconds), rates, alerts,
+                          checkpoint, InputHealthConfig.from_mapping(drift.input_health), wall_clock)

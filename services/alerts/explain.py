@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Iterable, Mapping, Protocol, Sequence
 
-from services.alerts.lifecycle import Alert, alert_state
+from services.alerts.lifecycle import INPUT_KINDS, Alert, alert_state
 
 MINUTE = timedelta(minutes=1)
 TOP = 3  # issues named in notifications; the API and the pages show up to SHOWN
@@ -180,6 +180,12 @@ def _route_totals(rows: Iterable[Mapping]) -> tuple[int, int]:
     return 0, 0
 
 
+def explainable(alert: Alert) -> bool:
+    """Whether failing claims can account for the alert: not the input-health kinds, which count events and
+    answers (a silent route or dead letters have no excess failing claims to split by issue)."""
+    return alert.kind not in INPUT_KINDS
+
+
 def alert_window(alert: Alert, now: datetime) -> tuple[datetime, datetime]:
     """Where an alert's failing claims count: [onset, resolved or now] as whole minutes, both inclusive.
 
@@ -229,7 +235,7 @@ class AlertExplainer:
     def alerts_of_issue(self, issue_id: str, alerts: Iterable[Alert], now: datetime) -> list[IssueAlert]:
         """The alerts ``issue_id`` has failing claims behind, with its share of each one's excess."""
         out = []
-        for alert in alerts:
+        for alert in filter(explainable, alerts):
             explanation = self.explain(alert, now)
             mine = next((c for c in explanation.issues if c.issue_id == issue_id), None)
             if mine is None or mine.failed == 0:

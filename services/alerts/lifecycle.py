@@ -21,6 +21,12 @@ DRIFT_KIND = "hallucination_rate_rise"  # worse on the same mix of questions: a 
 MIX_KIND = "mix_shift"                  # the rise is mostly a change in the mix of questions: a warning
 KINDS = (DRIFT_KIND, MIX_KIND)          # the drift evaluator's kinds
 AGREEMENT_KIND = "verifier_agreement"   # the verifier agrees with human labels less than it did: a warning
+SILENT_KIND = "route_silent"            # the route's events fell far below its time of day: pages
+REJECTED_KIND = "events_rejected"       # the route's share of dead-lettered events rose: pages
+ABSTENTION_KIND = "abstention_rise"     # the route abstains more while serving less: a warning by default
+INPUT_KINDS = (SILENT_KIND, REJECTED_KIND, ABSTENTION_KIND)  # the input-health kinds (services/alerts/input_health.py)
+EVALUATED_KINDS = KINDS + INPUT_KINDS   # every kind the minute evaluator opens
+UNITS = ("share", "per_minute")         # rate, expected, baseline and delta: a share of claims/answers/events, or events a minute
 STATES = ("pending", "firing", "resolved")
 
 
@@ -66,6 +72,8 @@ class Alert:
     mix_effect: float | None = None       # the part of delta the slice mix explains (more hard questions) …
     rate_effect: float | None = None      # … and the part on the same mix (worse answers); they add up to delta
     mix_slice: str | None = None          # the slice whose share moved most, with its shares
+    unit: str = "share"                   # what rate, expected, baseline and delta measure (UNITS)
+    details: dict = field(default_factory=dict)  # kind-specific figures (input health: received, top rule, …)
     __hash__ = None  # labels is a dict
 
     @property
@@ -87,7 +95,8 @@ class Alert:
         return {"route": self.route, "kind": self.kind, "state": self.recorded_state,
                 "at": self.transition_at.isoformat(), "rate": self.rate, "baseline": self.baseline,
                 "expected": self.expected, "delta": self.delta, "mix_effect": self.mix_effect,
-                "rate_effect": self.rate_effect, "mix_slice": self.mix_slice, "suspect_changes": list(self.suspect_changes)}
+                "rate_effect": self.rate_effect, "mix_slice": self.mix_slice, "suspect_changes": list(self.suspect_changes),
+                "unit": self.unit, "details": dict(self.details)}
 
     def as_dict(self) -> dict:
         """JSON-ready record for storage."""
@@ -101,7 +110,7 @@ class Alert:
             "onset": _iso(self.onset), "driving_verdict": self.driving_verdict,
             "suspect_changes": list(self.suspect_changes), "updated_at": _iso(self.updated_at),
             "expected": self.expected, "expected_basis": self.expected_basis, "mix_effect": self.mix_effect,
-            "rate_effect": self.rate_effect, "mix_slice": self.mix_slice,
+            "rate_effect": self.rate_effect, "mix_slice": self.mix_slice, "unit": self.unit, "details": dict(self.details),
         }
 
     @classmethod
@@ -113,7 +122,8 @@ class Alert:
                                           "rate", "baseline", "delta", "driving_verdict", "expected", "mix_effect",
                                           "rate_effect", "mix_slice")}
         return cls(**plain, **times, **intervals, labels=dict(data.get("labels") or {}), claims=int(data.get("claims") or 0),
-                   suspect_changes=tuple(data.get("suspect_changes") or ()), expected_basis=data.get("expected_basis") or "")
+                   suspect_changes=tuple(data.get("suspect_changes") or ()), expected_basis=data.get("expected_basis") or "",
+                   unit=data.get("unit") or "share", details=dict(data.get("details") or {}))
 
 
 @dataclass(frozen=True)
@@ -200,9 +210,13 @@ def should_notify(previous: Alert | None, current: Alert | None, now: datetime,
     return None
 
 
+CRITICAL_THRESHOLDS = 2  # a regression is critical from this many times its threshold
+
+
 def severity_for(delta: float | None, threshold: float, kind: str = DRIFT_KIND) -> str:
     """A regression is critical from twice the threshold, warning below; a mix shift is always a warning."""
-    return "critical" if kind == DRIFT_KIND and delta is not None and delta >= 2 * threshold else "warning"
+    critical = delta is not None and delta >= CRITICAL_THRESHOLDS * threshold
+    return "critical" if kind == DRIFT_KIND and critical else "warning"
 
 
 def observed_alert(route: str, detector, now: datetime, kind: str = DRIFT_KIND, severity: str = "warning",
@@ -225,7 +239,8 @@ def observed_alert(route: str, detector, now: datetime, kind: str = DRIFT_KIND, 
         suspect_changes=tuple(s if isinstance(s, dict) else s.as_dict() for s in suspects), updated_at=now,
         expected=getattr(detector, "expected", None), expected_basis=getattr(detector, "expected_basis", ""),
         mix_effect=getattr(detector, "mix_effect", None), rate_effect=getattr(detector, "rate_effect", None),
-        mix_slice=getattr(detector, "mix_slice", None),
+        mix_slice=getattr(detector, "mix_slice", None), unit=getattr(detector, "unit", "share"),
+        details=dict(getattr(detector, "details", None) or {}),
     )
 
 

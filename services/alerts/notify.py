@@ -14,24 +14,82 @@ from typing import Iterable, Mapping
 import httpx
 
 from services.alerts.explain import TOP, AlertExplanation, Contribution
-from services.alerts.lifecycle import AGREEMENT_KIND, MIX_KIND, Alert, should_notify
+from services.alerts.figures import counted, dlq_command, figure, hallucination_sentence, served_sentence
+from services.alerts.lifecycle import (
+    ABSTENTION_KIND, AGREEMENT_KIND, MIX_KIND, REJECTED_KIND, SILENT_KIND, Alert, should_notify,
+)
 from services.alerts.silences import Silence
 from services.core.backoff import Backoff
 
 log = logging.getLogger(__name__)
 ALERTNAME = "ClaimHallucinationRateRise"
-ALERTNAMES = {MIX_KIND: "ClaimQuestionMixShift", AGREEMENT_KIND: "ClaimVerifierAgreementDrop"}  # others: ALERTNAME
+ALERTNAMES = {MIX_KIND: "ClaimQuestionMixShift", AGREEMENT_KIND: "ClaimVerifierAgreementDrop",  # others: ALERTNAME
+              SILENT_KIND: "ClaimRouteSilent", REJECTED_KIND: "ClaimEventsRejected",
+              ABSTENTION_KIND: "ClaimAbstentionRise"}
 
 
 def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"
+    return figure(x, missing="n/a")
 
 
 def _pts(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:+.1f} pts"
+    return figure(x, change=True, missing="n/a")
+
+
+def _fig(alert: Alert, x: float | None, change: bool = False) -> str:
+    """One of the alert's own figures (rate, expected, baseline, delta) in its unit."""
+    return figure(x, alert.unit, change, missing="n/a")
+
+
+def _count(x: object) -> str:
+    return "n/a" if x is None else f"{x:,.0f}"
+
+
+def _input_summary(alert: Alert) -> str:
+    """route_silent, events_rejected, abstention_rise: one line with the figures that made it fire."""
+    d = alert.details
+    if alert.kind == SILENT_KIND:
+        return (f"{alert.route}: route silent, {_count(d.get('received'))} events in {alert.window} min vs "
+                f"{_count(d.get('expected_events'))} expected ({_fig(alert, alert.rate)} vs {_fig(alert, alert.expected)})")
+    if alert.kind == REJECTED_KIND:
+        top = f"; top rule {d['top_rule']}" if d.get("top_rule") else ""
+        return (f"{alert.route}: {_fig(alert, alert.rate)} of its events dead-lettered vs {_fig(alert, alert.expected)} "
+                f"usually ({_fig(alert, alert.delta, True)}{top})")
+    served = served_sentence(d)
+    fell = f"; {hallucination_sentence(d)}" if d.get("hallucination_fell") else ""
+    return (f"{alert.route}: abstains on {_fig(alert, alert.rate)} of answers vs {_fig(alert, alert.expected)} usually "
+            f"({_fig(alert, alert.delta, True)})" + (f", serving {served}" if served else "") + fell)
+
+
+def _input_description(alert: Alert) -> str:
+    d, basis = alert.details, alert.expected_basis or "the route's history"
+    if alert.kind == SILENT_KIND:
+        return (f"Received {_count(d.get('received'))} events in {alert.window} min ({_fig(alert, alert.rate)}); expected "
+                f"{_count(d.get('expected_events'))} ({_fig(alert, alert.expected)}; {basis}). No events means no rates: "
+                "every other alert on this route is blind until it sends again. Check the verifier and producer, "
+                "consumer lag and recent deploys. A retired route is silenced like any other alert (match route and "
+                f"kind={SILENT_KIND}; the runbook has the command).")
+    if alert.kind == REJECTED_KIND:
+        parts = [f"{_count(d.get('rejected'))} of {_count(d.get('received'))} events dead-lettered in {alert.window} min "
+                 f"({_fig(alert, alert.rate)}); usually {_fig(alert, alert.expected)} ({basis})."]
+        if d.get("top_rule"):
+            parts.append(f"Top rule: {d['top_rule']} ({_count(d.get('top_rule_count'))} events).")
+        if d.get("sample_reason"):
+            parts.append(f"Sample: {d['sample_reason']}" + (f" at {d['sample_source']}." if d.get("sample_source") else "."))
+        return " ".join(parts + [f"List them: {dlq_command(alert.route)}"])
+    parts = [f"Abstained on {_fig(alert, alert.rate)} of {alert.claims:,} {counted(alert.kind)} in {alert.window} min; "
+             f"usually {_fig(alert, alert.expected)} ({basis})."]
+    if served_sentence(d):
+        parts.append(f"Served: {served_sentence(d)}.")
+    sentence = hallucination_sentence(d)
+    if sentence:
+        parts.append(f"{sentence[0].upper()}{sentence[1:]}.")
+    return " ".join(parts)
 
 
 def summary(alert: Alert) -> str:
+    if alert.kind in (SILENT_KIND, REJECTED_KIND, ABSTENTION_KIND):
+        return _input_summary(alert)
     if alert.kind == AGREEMENT_KIND:
         return (f"{alert.route}: the verifier agrees with human labels on {_pct(alert.rate)} of {alert.claims} recent "
                 f"labels vs {_pct(alert.baseline)} before ({_pts(alert.delta)}); calibrated rates may be off")
@@ -54,6 +112,8 @@ def effects(alert: Alert) -> str:
 
 
 def description(alert: Alert) -> str:
+    if alert.kind in (SILENT_KIND, REJECTED_KIND, ABSTENTION_KIND):
+        return _input_description(alert)
     if alert.kind == AGREEMENT_KIND:
         versions = ", ".join(f"{s.get('value')}" for s in alert.suspect_changes)
         return (f"{summary(alert)}. {alert.expected_basis}." + (f" New verifier versions among the labels: {versions}."
@@ -132,9 +192,12 @@ def alertmanager_payload(alert: Alert, external_url: str, now: datetime, resend_
 
 
 def _effect_annotations(alert: Alert) -> dict[str, str]:
-    """The expectation and both parts of the rise, as Alertmanager annotations (strings)."""
-    values = {"expected": _pct(alert.expected), "expected_basis": alert.expected_basis,
+    """The expectation and both parts of the rise, as Alertmanager annotations (strings); for a
+    dead-letter alert its top rule and the command that lists the route's dead letters."""
+    values = {"expected": _fig(alert, alert.expected), "expected_basis": alert.expected_basis,
               "mix_effect": _pts(alert.mix_effect), "rate_effect": _pts(alert.rate_effect), "mix_slice": alert.mix_slice}
+    if alert.kind == REJECTED_KIND:
+        values |= {"top_rule": alert.details.get("top_rule"), "dlq_command": dlq_command(alert.route)}
     return {k: v for k, v in values.items() if v and v != "n/a"}
 
 

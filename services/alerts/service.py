@@ -1,14 +1,18 @@
-"""What engineers do with alerts (list, show, ack, silence, unsilence), shared by the API and the CLI."""
+"""What engineers do with alerts (list, show, ack, silence, unsilence, their runbooks and the rules), shared by
+the API and the CLI."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Callable
 
-from services.alerts.explain import AlertExplainer, AlertExplanation
+from runbooks import RunbookRenderer
+from services.alerts.explain import AlertExplainer, AlertExplanation, explainable
 from services.alerts.instrument import Calibration, calibrated_rise, calibration_suspect
 from services.alerts.lifecycle import KINDS, Alert, ack, status
 from services.alerts.records import AlertRecords
+from services.alerts.rules import Rule
+from services.alerts.runbook import RUNBOOK_KINDS, runbook_context
 from services.alerts.silences import Silence
 from services.core.errors import NotFound
 
@@ -24,6 +28,7 @@ class AlertView:
     transitions: tuple[dict, ...] | None = None  # only when one alert is shown
     explanation: AlertExplanation | None = None  # which issues account for its excess (services/alerts/explain.py)
     calibration: Calibration | None = None       # the route's calibration now (rate alerts, one alert shown)
+    runbook: str | None = None                   # Markdown, input-health kinds (RUNBOOK_KINDS), one alert shown
 
     @classmethod
     def of(cls, alert: Alert, silences: list[Silence], now: datetime) -> "AlertView":
@@ -36,6 +41,8 @@ class AlertView:
             out["transitions"] = list(self.transitions)
         if self.explanation is not None:
             out["explanation"] = self.explanation.as_dict()
+        if self.runbook is not None:
+            out["runbook"] = self.runbook
         if self.transitions is not None and self.alert.kind in KINDS:
             out["calibrated"] = calibrated_rise(self.alert, self.calibration)
             suspect = calibration_suspect(self.calibration)
@@ -55,14 +62,19 @@ class SilenceView:
 
 class AlertsService:
     def __init__(self, alerts: AlertRecords, explainer: AlertExplainer | None = None, explain_newest: int = 20,
-                 calibration: Callable[[str, timedelta, datetime], Calibration | None] | None = None):
+                 calibration: Callable[[str, timedelta, datetime], Calibration | None] | None = None,
+                 rules: Callable[[], list[Rule]] | None = None, renderer: RunbookRenderer | None = None,
+                 base_url: str = "http://127.0.0.1:8080"):
         self.alerts = alerts
+        self.rules_in_force = rules  # () -> every kind's rule: the configs in force and the benches' figures
+        self.renderer = renderer or RunbookRenderer()
+        self.base_url = base_url.rstrip("/")
         self.calibration = calibration  # (route, window, now) -> the route's calibrated rate (services/review)
         self.explainer = explainer
         self.explain_newest = explain_newest  # a list explains its newest alerts only (each costs a few queries)
 
     def explain(self, alert: Alert, now: datetime) -> AlertExplanation | None:
-        return None if self.explainer is None else self.explainer.explain(alert, now)
+        return None if self.explainer is None or not explainable(alert) else self.explainer.explain(alert, now)
 
     def list(self, now: datetime, route: str | None = None, state: str | None = None,
              explain: bool = False) -> list[AlertView]:
@@ -75,13 +87,30 @@ class AlertsService:
                      for i, v in enumerate(views)]
         return views
 
-    def show(self, alert_id: str, now: datetime) -> AlertView:
+    def get(self, alert_id: str) -> Alert:
+        """The stored alert (NotFound for an unknown id)."""
+        return self.alerts.get(alert_id)
+
+    def show(self, alert_id: str, now: datetime, base_url: str | None = None) -> AlertView:
         view = AlertView.of(self.alerts.get(alert_id), self.alerts.silences(), now)
         calibration = None
         if self.calibration is not None and view.alert.kind in KINDS:
             calibration = self.calibration(view.alert.route, timedelta(minutes=view.alert.window), now)
         return AlertView(view.alert, view.state, view.acked, view.silenced_by,
-                         tuple(self.alerts.transitions(alert_id)), self.explain(view.alert, now), calibration)
+                         tuple(self.alerts.transitions(alert_id)), self.explain(view.alert, now), calibration,
+                         self.runbook(view.alert, "md", base_url))
+
+    def runbook(self, alert: Alert, fmt: str = "md", base_url: str | None = None) -> str | None:
+        """The alert's own runbook (input-health kinds); None for a drift alert, whose runbooks are its issues'."""
+        if alert.kind not in RUNBOOK_KINDS:
+            return None
+        return self.renderer.render_alert(runbook_context(alert, base_url or self.base_url), fmt)
+
+    def rules(self) -> list[Rule]:
+        """Every alert kind's rule: meaning, severity, thresholds in force and measured quality."""
+        if self.rules_in_force is None:
+            raise NotFound("the alert rules are not available in this process")
+        return self.rules_in_force()
 
     def ack(self, alert_id: str, by: str, note: str, now: datetime) -> AlertView:
         alert = self.alerts.get(alert_id)  # NotFound for an unknown id: an error, not a no-op

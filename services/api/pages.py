@@ -17,6 +17,8 @@ from fastapi import APIRouter, FastAPI, Form, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
+from services.alerts.figures import counted, dlq_command, figure, hallucination_sentence, served_sentence
+from services.alerts.lifecycle import INPUT_KINDS
 from services.api import views
 from services.api.auth import READ_COOKIE
 from services.api.plotly_assets import BASE_STYLE_ID, PlotlyAssets
@@ -26,6 +28,7 @@ from services.api.security import Gate
 from services.core.errors import NotFound
 from services.rates.window import WindowError, parse_window
 from services.rates.report import route_rates
+from services.alerts.evaluator import detector_config_for
 
 HERE = Path(__file__).resolve().parent
 PLOTLY = PlotlyAssets()
@@ -45,13 +48,15 @@ def environment() -> jinja2.Environment:
     env.globals.update(plotly_base_id=BASE_STYLE_ID, plotly_style_ids=lambda: PLOTLY.injected_style_ids)
     env.filters.update(pct=views.pct, interval=views.interval_text, when=views.when, route_url=views.route_url,
                        issue_url=views.issue_url, trace_url=views.trace_url, spark=views.sparkline,
-                       segment=views.segment, pts=pts)
+                       segment=views.segment, pts=pts, figure=figure, counted=counted)
+    env.globals.update(served_sentence=served_sentence, hallucination_sentence=hallucination_sentence,
+                       dlq_command=dlq_command, input_kinds=INPUT_KINDS)
     return env
 
 
 def pts(value: float | None) -> str:
     """A rate difference in points, signed, as the CLI and the Alertmanager annotations write it: +2.3 pts."""
-    return "—" if value is None else f"{100 * value:+.1f} pts"
+    return figure(value, change=True)
 
 
 ENV = environment()
@@ -118,7 +123,7 @@ def router(components, gate: Gate, alerts, now: Callable, issues=None, evalset=N
         routes = route_rates(rates.totals("", parse_window(window)))
         open_alerts = as_json(alerts.list(now()))
         trends: dict = {}
-        span = views.trend_window(rates.latest_minute(), TREND_MINUTES)
+        span = views.trend_window(rates.window_end(), TREND_MINUTES)
         if span:
             rows = rates.minutes_all_routes(*span)
             trends = views.route_trends(rows, span[0], TREND_MINUTES, TREND_STEP)
@@ -132,7 +137,7 @@ def router(components, gate: Gate, alerts, now: Callable, issues=None, evalset=N
         window = window_or_default(window, "6h") if window != "all" else "6h"
         route_alerts = as_json(alerts.list(now(), route, explain=True))  # each with the issues behind it
         detail = history.detail(route, parse_window(window), None, route_alerts, None,
-                                components.settings.drift.baseline_minutes)
+                                detector_config_for(components.settings.drift))
         if detail is None:
             raise NotFound(f"no events stored for route {route!r}")
         found = components.review.calibrated(parse_window(window), now()).get(route)
@@ -142,7 +147,24 @@ def router(components, gate: Gate, alerts, now: Callable, issues=None, evalset=N
     @r.get("/alerts", response_class=HTMLResponse)
     def alerts_page(request: Request) -> Response:
         at = now()
-        return page(request, "alerts.html", title="Alerts", alerts=as_json(alerts.list(at, explain=True)), silences=as_json(alerts.silences(at)))
+        listed = alerts.list(at, explain=True)
+        base = str(request.base_url).rstrip("/")
+        runbooks = {v.alert.alert_id: embeddable_runbook(found) for v in listed  # input-health kinds have their own
+                    if (found := alerts.runbook(v.alert, "html", base)) is not None}
+        return page(request, "alerts.html", title="Alerts", alerts=as_json(listed), silences=as_json(alerts.silences(at)),
+                    runbooks=runbooks)
+
+    @r.get("/alerts/rules", response_class=HTMLResponse)
+    def rules_page(request: Request) -> Response:
+        return page(request, "rules.html", title="Alert rules", rules=as_json(alerts.rules()))
+
+    @r.get("/alerts/{alert_id}", response_class=HTMLResponse)
+    def alert_page(request: Request, alert_id: str) -> Response:
+        """Where notifications link (runbook_url): the alert's card on the alerts page."""
+        if not gate.signed_in(request):
+            return RedirectResponse(f"/signin?next={quote(request.url.path)}", status_code=303)
+        found = alerts.get(alert_id)  # NotFound for an unknown id
+        return RedirectResponse(f"/alerts#{quote(found.alert_id, safe='')}", status_code=303)
 
     @r.get("/issues", response_class=HTMLResponse)
     def issues_page(request: Request, state: str | None = Query(None, max_length=32),

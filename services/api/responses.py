@@ -67,6 +67,13 @@ class AlertView(Out):
     state: Literal["pending", "firing", "resolved"]
     acked: bool
     silenced_by: list[str]
+    unit: Literal["share", "per_minute"] = Field("share", description=(
+        "what rate, expected, baseline and delta measure: a share (of claims, answers or events) or events a minute "
+        "(route_silent)"))
+    details: dict = Field(default_factory=dict, description=(
+        "kind-specific figures: route_silent received, expected_events; events_rejected rejected, received, "
+        "top_rule, top_rule_count, sample_reason, sample_source; abstention_rise served_share, served_share_before, "
+        "hallucination_rate, hallucination_rate_before, hallucination_fell"))
 
 
 class AlertDetail(AlertView):
@@ -79,6 +86,30 @@ class AlertDetail(AlertView):
         "rate alerts: whether the rise holds on the rate corrected for the verifier's errors against human labels "
         "(holds: true, false, or null when the calibration is stale; rate, expected, delta, sensitivity, "
         "specificity, labels, false_positive_floor, stale, reasons)"))
+    runbook: str | None = Field(None, description=(
+        "input-health kinds (route_silent, events_rejected, abstention_rise): the alert's runbook as Markdown"))
+
+
+class RuleThreshold(Out):
+    text: str = Field(description="what the rule requires, with the value in force")
+    setting: str | None = Field(description="the setting that changes it (TOML path); null: fixed")
+    value: object = None
+
+
+class AlertRule(Out):
+    kind: str
+    meaning: str
+    severity: str = Field(description="in words, e.g. warning; critical from +4 pts")
+    severities: list[str] = Field(description="the severities it opens at")
+    pages: bool = Field(description="whether it reaches the pager under dashboards/alertmanager/alertmanager.yml")
+    thresholds: list[RuleThreshold]
+    false_alarms_per_route_per_60_days: float | None = Field(description="as the bench measured it; null: not measured")
+    median_delay_minutes: dict[str, float | str] | None = Field(
+        description="median minutes from onset to firing per condition (e.g. +3 pts), or \"missed\" when most "
+                    "changes were not caught within the bench's horizon; null: not measured")
+    measured_by: str | None
+    measured_on: str | None
+    note: str
 
 
 class SilenceView(Out):
@@ -174,6 +205,12 @@ class VersionSeen(Out):
     events: int
 
 
+class BaselineStatus(Out):
+    learning: bool = Field(description="under a day of history: a local level and a wider test, no time-of-day profile yet")
+    history_hours: float = Field(description="hours from the route's first stored minute to the end of the range")
+    basis: str = Field(description="what the drift detector's expectation rests on, in words")
+
+
 class RouteDetail(Out):
     route: str
     start: str
@@ -182,6 +219,7 @@ class RouteDetail(Out):
     totals: RateEntry
     series: list[SeriesPoint]
     baseline: Baseline | None
+    baseline_status: BaselineStatus
     alerts: list[AlertSpan]
     versions: list[VersionSeen]
 

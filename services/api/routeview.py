@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+from services.alerts.detector import DetectorConfig, baseline_status
 from services.rates.intervals import Counts, ratio_interval
 from services.rates.report import rate_entry
 from services.store.convert import parse_ch_time
 from services.store.rates import RateRepository
 
 MAX_POINTS = 120
-CURRENT_MINUTES = 30        # "current rate": the overview's window, ending at the newest minute stored
+CURRENT_MINUTES = 30        # "current rate": the overview's window, ending where it does (RateRepository.window_end)
 STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 240, 720, 1440)
 
 
@@ -87,9 +88,9 @@ class RouteHistory:
         return total
 
     def current(self, route: str, end: datetime | None = None, minutes: int = CURRENT_MINUTES) -> dict | None:
-        """The route's rate over the latest ``minutes`` (ending at ``end``, else at the newest minute stored, as the
-        overview does); None when nothing is stored."""
-        end = end or self.rates.latest_minute()
+        """The route's rate over the latest ``minutes`` (ending at ``end``, else where the overview's window ends);
+        None when nothing is stored."""
+        end = end or self.rates.window_end()
         if end is None:
             return None
         total = Counts.zero()
@@ -98,10 +99,10 @@ class RouteHistory:
         return {**rate_entry({"route": route, **total.as_dict()}), "window_minutes": minutes, "end": iso(end)}
 
     def detail(self, route: str, window: timedelta, end: datetime | None, alerts: list[dict],
-               step: int | None, baseline_minutes: int) -> dict | None:
+               step: int | None, detector: DetectorConfig) -> dict | None:
         """Everything the route page draws; None if the route has never been seen."""
         current = self.current(route, end)
-        end = end or self.rates.latest_minute(route)
+        end = end or self.rates.window_end(route)
         if end is None:
             return None
         end = end.replace(second=0, microsecond=0)
@@ -111,7 +112,10 @@ class RouteHistory:
         totals = Counts.zero()
         for row in rows:
             totals += Counts.from_row(row)
+        baseline_minutes = detector.baseline_minutes
         before = self.counts(route, start - timedelta(minutes=baseline_minutes), start - timedelta(minutes=1))
+        first = self.rates.first_minute(route)
+        history_hours = 0.0 if first is None else max((end - first) / timedelta(hours=1) + 1 / 60, 0.0)
         in_range = [a for a in alerts if overlaps(a, start, end + timedelta(minutes=1))]
         return {
             "route": route, "start": iso(start), "end": iso(end), "step_minutes": step,
@@ -119,6 +123,7 @@ class RouteHistory:
             "current": current,
             "series": series(rows, start, step),
             "baseline": baseline_from(alerts, before, baseline_minutes),
+            "baseline_status": baseline_status(history_hours, detector),
             "alerts": alert_spans(in_range),
             "versions": self.versions(route, start, end),
         }

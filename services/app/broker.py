@@ -127,3 +127,18 @@ def create_topics(bootstrap: str, names: list[str], partitions: int) -> None:
                 pass
     finally:
         admin.close()
+
+
+def topic_epoch(bootstrap: str, topic: str) -> str:
+    """The incarnation of a topic's log: its id, which the broker gives anew each time the topic is created.
+    A restarted in-memory broker (Tansu) recreates its topics and counts their offsets from 0 again, so this
+    tells its dead letters apart from the earlier run's; a Kafka cluster keeps the id (and the offsets) for the
+    topic's life. '' where the broker reports no topic ids (Kafka before 2.8)."""
+    from kafka.admin import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="claimwatch-admin")
+    try:
+        described = admin.describe_topics([topic])
+    finally:
+        admin.close()
+    return str(described[0].get("topic_id") or "") if described else ""

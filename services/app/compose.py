@@ -15,15 +15,17 @@ import contextlib
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Callable, Iterator
 
 from clustering.config import ClusteringConfig, config_from_settings
 from clustering.embed import CachedEmbedder, SentenceTransformerEmbedder
 from services.alerts.evaluator import evaluator_for
 from services.alerts.explain import AlertExplainer
+from services.alerts.instrument import AgreementDropTest
 from services.alerts.notify import Dispatcher
 from services.alerts.records import AlertRecords, alert_repository
+from services.alerts.rules import Rule, alert_rules, load_quality
 from services.alerts.service import AlertsService
 from services.app.settings import Settings
 from services.contract.decode import Decoder
@@ -35,6 +37,7 @@ from services.core.threads import ChildProcess, in_thread
 from services.evalset.service import EvalService
 from services.ingest.ingestor import Health, Ingestor
 from services.ingest.privacy import Redactor
+from services.ingest.window import EventTimeWindow
 from services.issues.jobs import IssueJobs
 from services.issues.records import IssueRecords, issue_repository
 from services.issues.service import IssuesService
@@ -72,9 +75,9 @@ class Repositories:
     review: ReviewRepository
 
     @classmethod
-    def on(cls, store: Store) -> "Repositories":
-        return cls(RateRepository(store), alert_repository(store), issue_repository(store), EvalRepository(store),
-                   TraceRepository(store), ReviewRepository(store))
+    def on(cls, store: Store, clock: Callable[[], datetime] = utcnow) -> "Repositories":
+        return cls(RateRepository(store, clock), alert_repository(store), issue_repository(store, clock),
+                   EvalRepository(store), TraceRepository(store), ReviewRepository(store))
 
 
 @dataclass
@@ -97,34 +100,52 @@ class Components:
     store_thread: ThreadPoolExecutor = field(  # every chDB call of the worker goes through it
         default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="store"))
 
-    def ingestor(self) -> Ingestor:
+    def ingestor(self, epoch: str = "") -> Ingestor:
+        """The ingest step; ``epoch`` names the incarnation of the consumed topic (broker.topic_epoch)."""
         s = self.settings
-        return Ingestor(EventWriter(self.store), Decoder(s.ingest.max_event_bytes), Redactor(s.privacy))
+        return Ingestor(EventWriter(self.store), Decoder(s.ingest.max_event_bytes), Redactor(s.privacy),
+                        ingest_window(s), epoch)
 
     def close(self) -> None:
         self.store_thread.shutdown(wait=True)
         self.store.close()
 
 
-def build(settings: Settings, store: Store) -> Components:
-    """Every shared object, once, each given its collaborators."""
-    repos = Repositories.on(store)
+def build(settings: Settings, store: Store, clock: Callable[[], datetime] = utcnow) -> Components:
+    """Every shared object, once, each given its collaborators (and ``clock``, the wall clock they read)."""
+    repos = Repositories.on(store, clock)
+    metrics = Metrics()
     config = clustering_config(settings)
     embedder = CachedEmbedder(SentenceTransformerEmbedder(config.model, backend=config.backend),
                               ClickHouseEmbeddingCache(store))
     explainer = AlertExplainer(repos.issues, repos.rates, base_url=settings.notify.external_url,
                                baseline_minutes=settings.drift.baseline_minutes)
-    issues = IssuesService(repos.issues, repos.rates, repos.alerts, base_url=settings.notify.external_url,
+    issues = IssuesService(repos.issues, repos.rates, repos.alerts, base_url=settings.notify.external_url, clock=clock,
                            baseline_minutes=settings.drift.baseline_minutes, explainer=explainer)
     review = review_service(settings, repos)
     return Components(
         settings=settings, store=store, repos=repos, clustering=config, embedder=embedder,
         alerts=AlertsService(repos.alerts, explainer,
-                             calibration=lambda route, window, now: review.calibrated(window, now).get(route)),
+                             calibration=lambda route, window, now: review.calibrated(window, now).get(route),
+                             rules=lambda: rules_in_force(settings, repos), base_url=settings.notify.external_url),
         issues=issues,
         evalset=EvalService(repos.evalset, repos.issues, embedder.embed, instrument=review),
-        issue_jobs=IssueJobs(config, embedder, repos.issues, timedelta(hours=settings.clustering.lookback_hours)),
-        traces=TraceService(repos.traces), review=review)
+        issue_jobs=IssueJobs(config, embedder, repos.issues, timedelta(hours=settings.clustering.lookback_hours),
+                             skipped=metrics.skipped_rows),
+        traces=TraceService(repos.traces), review=review, metrics=metrics)
+
+
+def agreement_test() -> AgreementDropTest:
+    """The verifier-agreement test the worker runs (the rules listing describes this one)."""
+    return AgreementDropTest()
+
+
+def rules_in_force(settings: Settings, repos: Repositories) -> list[Rule]:
+    """Every alert kind's rule: the configs the evaluator is built with (evaluator_for, no I/O) and the
+    figures the benches measured."""
+    evaluator = evaluator_for(settings, repos.rates, repos.alerts, checkpoint=False)
+    return alert_rules(evaluator.detector_config, evaluator.health_config, agreement_test(), load_quality(),
+                       evaluator.route_thresholds)
 
 
 def review_service(settings: Settings, repos: Repositories) -> ReviewService:
@@ -139,6 +160,13 @@ def retention_policy(settings: Settings) -> Retention:
     """How long the store keeps raw rows and minute aggregates (services/store/retention.py)."""
     r = settings.retention
     return Retention(r.raw_days, r.aggregate_days)
+
+
+def ingest_window(settings: Settings) -> EventTimeWindow:
+    """The event times live ingest stores: what retention keeps, up to the allowed skew ahead of the clock."""
+    retention, i = retention_policy(settings), settings.ingest
+    return EventTimeWindow(retention.raw_days, retention.aggregate_days, i.backfill,
+                           timedelta(seconds=i.max_future_skew_seconds))
 
 
 def open_components(settings: Settings, *, starting: bool = False) -> Components:
@@ -190,10 +218,10 @@ def run_worker(settings: Settings, *, serve_api: bool, on_ready: Callable[[Compo
     import faust
 
     from services.alerts.cycle import AlertCycle
-    from services.alerts.instrument import AgreementDropTest, AgreementWatch, InstrumentAlerts
-    from services.app.broker import create_topics
+    from services.alerts.instrument import AgreementWatch, InstrumentAlerts
+    from services.app.broker import create_topics, topic_epoch
     from services.ingest.durable import DurableWriter
-    from services.ingest.offsets import OffsetTracker
+    from services.ingest.offsets import BrokerOffsets, OffsetTracker
     from services.ingest.pipeline import IngestPipeline
     from services.issues.schedule import ClusteringSchedule
     from services.store.repair import repair_recent
@@ -201,6 +229,7 @@ def run_worker(settings: Settings, *, serve_api: bool, on_ready: Callable[[Compo
     from streams.app import create_app
 
     create_topics(settings.kafka, [settings.verdicts_topic, settings.dlq_topic, settings.alerts_topic], settings.partitions)
+    epoch = topic_epoch(settings.kafka, settings.verdicts_topic)
     components = open_components(settings, starting=True)
     decode_thread = ThreadPoolExecutor(1, thread_name_prefix="decode")  # decodes the next batch while one is written
     clustering_thread = ThreadPoolExecutor(1, thread_name_prefix="clustering")  # long runs must not stall ingest
@@ -218,15 +247,16 @@ def run_worker(settings: Settings, *, serve_api: bool, on_ready: Callable[[Compo
             return Backoff(s.ingest.retry_initial_seconds, s.ingest.retry_max_seconds)
 
         offsets = OffsetTracker()
-        writer = DurableWriter(c.ingestor(), c.health, c.metrics, backoff(), in_thread(c.store_thread),
-                               in_thread(decode_thread))
+        writer = DurableWriter(c.ingestor(epoch), c.health, c.metrics, backoff(), in_thread(c.store_thread),
+                               in_thread(decode_thread), clock=utcnow)
         pipeline = IngestPipeline(writer, agents.dead_letter_sender(topics.dlq, backoff), c.metrics, offsets)
         agents.register_ingest(app, topics.verdicts, pipeline, s.ingest)
-        timers.register_lag_report(app, offsets, c.metrics)
+        # Faust's consumer group is the app's id.
+        timers.register_lag_report(app, offsets, BrokerOffsets(s.bootstrap, app.conf.id), c.metrics)
 
         dispatcher = Dispatcher(s.notify.alertmanager_url, s.notify.webhook_url, s.notify.external_url,
                                 timedelta(seconds=s.notify.resend_seconds), c.metrics)
-        agreement = InstrumentAlerts(AgreementWatch(AgreementDropTest()), c.review.reviewed, c.repos.alerts)
+        agreement = InstrumentAlerts(AgreementWatch(agreement_test()), c.review.reviewed, c.repos.alerts)
         cycle = AlertCycle(evaluator_for(s, c.repos.rates, c.repos.alerts), c.repos.alerts, dispatcher, c.metrics,
                            in_thread(c.store_thread), explainer=c.alerts.explainer, instrument=agreement)
         timers.register_alerting(app, topics.alerts, cycle, s)

@@ -34,6 +34,11 @@ class IngestSettings(Section):
     max_event_bytes: int = Field(1 << 20, ge=1024)
     retry_initial_seconds: float = Field(0.2, gt=0)
     retry_max_seconds: float = Field(10.0, gt=0)
+    # The event-time window of live ingest (services/ingest/window.py); events outside it are dead-lettered.
+    backfill: bool = Field(False, description="accept events older than retention.raw_days (as old as "
+                           "retention.aggregate_days), to load history; off, older ones are dead-lettered")
+    max_future_skew_seconds: float = Field(300.0, ge=0, le=86_400, description="how far ahead of the worker's "
+                                           "clock an event time may be; later ones are dead-lettered")
 
 
 class DriftSettings(Section):
@@ -41,9 +46,11 @@ class DriftSettings(Section):
 
     threshold: float = Field(0.02, gt=0, lt=1, description="minimum rise over baseline, as a fraction")
     route_thresholds: dict[str, float] = Field(default_factory=dict)
-    baseline_minutes: int = Field(24 * 60, ge=30)
+    baseline_minutes: int = Field(24 * 60, ge=60, description="the trailing level, at least an hour (one block)")
     min_claims: int = Field(200, ge=1)
     detector: dict[str, Any] = Field(default_factory=dict, description="advanced DetectorConfig overrides (kind, h, ...)")
+    input_health: dict[str, Any] = Field(default_factory=dict, description="InputHealthConfig overrides "
+                                         "(silent_ratio, rejected_rise, abstention_severity, ...)")
     eval_interval_seconds: float = Field(30.0, gt=0)
     watermark_seconds: float = Field(60.0, ge=0, description="event-time buckets newer than this are not evaluated yet")
 
@@ -102,7 +109,7 @@ class ReviewSettings(Section):
     sample_every_minutes: float = Field(60.0, ge=0, description="how often the leader queues claims (0: only "
                                         "`claimwatch review sample`); each UTC day's budget is spent once")
     sample_window_hours: float = Field(24.0, gt=0, description="event time the leader samples from, ending at the "
-                                       "newest minute stored")
+                                       "newest minute stored up to now")
 
 
 class RetentionSettings(Section):

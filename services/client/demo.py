@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
@@ -24,6 +25,9 @@ from services.core.threads import die_with_parent
 HISTORY_MINUTES = 300
 REGRESSION_AT = 255
 CORPUS_CHANGE_AT = 265
+LIVE_MINUTES = 24 * 60  # after the history, traffic goes on in real time (the regressions stay in force)
+CONTROL_FILE = Path("var") / "demo-control.json"  # `claimwatch demo-traffic` stops or breaks a route through it
+CLI = os.path.relpath(Path(sys.executable).parent / "claimwatch")  # as the user can paste it from here
 DEMO_ENV = {
     "CLAIMWATCH_DRIFT__EVAL_INTERVAL_SECONDS": "2",
     "CLAIMWATCH_DRIFT__WATERMARK_SECONDS": "0",
@@ -83,16 +87,22 @@ def run_demo(settings, console: Console, keep_running: bool, token_hint: str | N
     # demo dies, even by SIGKILL, so no orphan keeps the port, the broker or the store's lock.
     stack = subprocess.Popen([sys.executable, "-m", "services.app.cli", "up"], env=env, stdout=log, stderr=log,
                              start_new_session=True, preexec_fn=die_with_parent(signal.SIGTERM))
+    live = None
+    CONTROL_FILE.unlink(missing_ok=True)  # every route sends at first
     try:
         _wait("the embedded stack", lambda: _get(api + "/readyz"), 120, console, stack)
         console.rule("[bold]claimwatch demo")
         console.print(f"stack up: broker {settings.embedded_broker}, store {settings.clickhouse}, API {api}")
         started = time.monotonic()
+        now = utcnow().replace(second=0, microsecond=0)
+        seed = int(now.timestamp()) % 100000
         _cli("simulate", "--minutes", str(HISTORY_MINUTES), "--speed", "0", "--regression-at", str(REGRESSION_AT),
-             "--corpus-change-at", str(CORPUS_CHANGE_AT), "--seed", str(int(utcnow().timestamp()) % 100000), env=env)
+             "--corpus-change-at", str(CORPUS_CHANGE_AT), "--seed", str(seed),
+             "--start", (now - timedelta(minutes=HISTORY_MINUTES)).isoformat(), env=env)
         console.print(f"traffic sent in {time.monotonic() - started:.0f}s "
                       f"({HISTORY_MINUTES} simulated minutes; new model on billing-faq at minute {REGRESSION_AT}, "
                       f"corpus update on parcel-status at minute {CORPUS_CHANGE_AT})")
+        live = start_live_traffic(now, seed + 1, env, var)
         _wait("an alert to fire", lambda: [a for a in _get(api + "/api/alerts") or [] if a["state"] == "firing"],
               240, console, stack)
         console.print(f"first alert fired {time.monotonic() - started:.0f}s after traffic started")
@@ -104,6 +114,10 @@ def run_demo(settings, console: Console, keep_running: bool, token_hint: str | N
         show_issues(api, env, console, stack)
         console.rule("[bold green]done")
         console.print(f"Dashboard: {api}/   API docs: {api}/docs")
+        console.print("Traffic goes on in real time. To see the monitor notice broken input, stop a route's "
+                      "verifier or break its producer, then watch `claimwatch alerts list`:", soft_wrap=True)
+        console.print(f"  {CLI} demo-traffic stop billing-faq\n  {CLI} demo-traffic break parcel-status\n"
+                      f"  {CLI} demo-traffic resume billing-faq", markup=False, highlight=False, soft_wrap=True)
         if token_hint:  # where `claimwatch up` keeps the API token, and how to use it
             console.print(token_hint, soft_wrap=True, markup=False, highlight=False)
         if keep_running:
@@ -112,12 +126,23 @@ def run_demo(settings, console: Console, keep_running: bool, token_hint: str | N
     except KeyboardInterrupt:
         pass
     finally:
+        if live is not None and live.poll() is None:
+            live.terminate()
         if stack.poll() is None:
             stack.send_signal(signal.SIGINT)
             try:
                 stack.wait(STOP_SECONDS)
             except subprocess.TimeoutExpired:
                 os.killpg(stack.pid, signal.SIGKILL)
+
+
+def start_live_traffic(start, seed: int, env: dict, var: Path) -> subprocess.Popen:
+    """Real-time traffic from the end of the history on, read through CONTROL_FILE each minute."""
+    log = open(var / "demo-traffic.log", "ab")
+    return subprocess.Popen(
+        [sys.executable, "-m", "services.app.cli", "simulate", "--minutes", str(LIVE_MINUTES), "--speed", "1",
+         "--start", start.isoformat(), "--regression-at", "0", "--corpus-change-at", "0", "--seed", str(seed),
+         "--control", str(CONTROL_FILE)], env=env, stdout=log, stderr=log, preexec_fn=die_with_parent())
 
 
 def caught_up(api: str) -> bool:

@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import orjson
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -48,12 +49,68 @@ class SimulationRequest:
         return cls(scenario, first, minutes, seed)
 
 
+UNREAD_SCHEMA = "claimwatch.verdict/v2"  # a contract version nobody reads: what a producer's breaking change sends
+
+
+@dataclass
+class TrafficControl:
+    """Live changes to simulated traffic, read from a JSON file each simulated minute:
+    ``{"stopped": [route, ...], "broken": [route, ...]}``. A stopped route sends nothing (its verifier is down);
+    a broken one sends its events under a contract version nobody reads (a producer shipped a breaking change).
+    `claimwatch demo-traffic` writes the file; a missing file changes nothing."""
+
+    path: Path
+    stopped: frozenset[str] = frozenset()
+    broken: frozenset[str] = frozenset()
+    _seen: float | None = field(default=None, repr=False)
+
+    def refresh(self) -> None:
+        try:
+            mtime = self.path.stat().st_mtime
+        except FileNotFoundError:
+            self.stopped = self.broken = frozenset()
+            self._seen = None
+            return
+        if mtime == self._seen:
+            return
+        self._seen = mtime
+        try:
+            data = orjson.loads(self.path.read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            return  # mid-write: keep what was in force, read it again next minute
+        self.stopped, self.broken = (frozenset(data.get(k) or ()) for k in ("stopped", "broken"))
+
+    def apply(self, key: bytes, raw: bytes) -> bytes | None:
+        """The bytes to send for one message of route ``key``, or None to send nothing."""
+        route = key.decode(errors="replace")
+        if route in self.stopped:
+            return None
+        if route in self.broken:
+            try:
+                return orjson.dumps({**orjson.loads(raw), "schema": UNREAD_SCHEMA})
+            except orjson.JSONDecodeError:
+                return raw  # already bad input: it stays as it was
+        return raw
+
+    def change(self, route: str, action: str) -> None:
+        """Stop, break or resume ``route`` (the file is replaced whole, so a reader never sees half of it)."""
+        self.refresh()
+        stopped, broken = set(self.stopped) - {route}, set(self.broken) - {route}
+        {"stop": stopped, "break": broken, "resume": set()}[action].add(route)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_bytes(orjson.dumps({"stopped": sorted(stopped), "broken": sorted(broken)}))
+        tmp.replace(self.path)
+        self.refresh()
+
+
 def _progress(console: Console, label: str) -> Progress:
     return Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TextColumn("minutes"),
                     TimeRemainingColumn(), console=console)
 
 
-def run_simulation(request: SimulationRequest, settings, out: Path | None, speed: float, console: Console) -> int:
+def run_simulation(request: SimulationRequest, settings, out: Path | None, speed: float, console: Console,
+                   control: TrafficControl | None = None) -> int:
     events = generate(request.scenario, request.start, request.minutes, request.seed)
     if out is not None:
         with _progress(console, f"writing {out}") as progress:
@@ -85,7 +142,12 @@ def run_simulation(request: SimulationRequest, settings, out: Path | None, speed
                     if delay > 0:
                         producer.flush()
                         time.sleep(delay)
-                producer.send(settings.verdicts_topic, key=sim.key, value=sim.raw)
+                    if control is not None:
+                        control.refresh()
+                raw = sim.raw if control is None else control.apply(sim.key, sim.raw)
+                if raw is None:
+                    continue
+                producer.send(settings.verdicts_topic, key=sim.key, value=raw)
                 sent += 1
             producer.flush()
             progress.update(task, completed=request.minutes)

@@ -3,11 +3,14 @@ envelope with its index). Never raises on input."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import orjson
 from pydantic import ValidationError
+from pydantic_core import PydanticCustomError
 
-from services.contract.model import ENVELOPE_SCHEMA, MAX_ENVELOPE_EVENTS, SCHEMA, VerdictEvent
+from services.contract.model import (ENVELOPE_SCHEMA, MAX_ENVELOPE_EVENTS, MAX_ROUTE_CHARS, SCHEMA, VerdictEvent,
+                                     parse_timestamp)
 
 DEFAULT_MAX_BYTES = 1 << 20
 
@@ -46,11 +49,15 @@ class Problem:
 
 @dataclass(frozen=True)
 class Rejection:
-    """Why an input is not a valid event; ``problems[0]`` is the reason it is counted under."""
+    """Why an input is not a valid event; ``problems[0]`` is the reason it is counted under.
+
+    ``route`` and ``observed_at`` are read leniently from what the input holds, so a dead letter can be
+    counted per route and minute; None where it holds no usable value."""
 
     problems: tuple[Problem, ...]
     event_id: str | None = None
     route: str | None = None
+    observed_at: datetime | None = None
 
     @property
     def rule(self) -> str:
@@ -99,8 +106,28 @@ def _problems(exc: ValidationError) -> tuple[Problem, ...]:
     return tuple(problems)
 
 
-def reject(rule: str, path: str, message: str, **ids: str | None) -> Rejection:
+def reject(rule: str, path: str, message: str, **ids: str | datetime | None) -> Rejection:
     return Rejection((Problem(rule, path, message),), **ids)
+
+
+def lenient_time(value: object) -> datetime | None:
+    """An invalid event's ``observed_at`` as far as it can be read: with an offset, or taken as UTC without one."""
+    if not isinstance(value, str):
+        return None
+    for text in (value, value + "Z"):  # the second reading: a timestamp whose only fault is the missing offset
+        try:
+            return parse_timestamp(text)
+        except PydanticCustomError:
+            continue
+    return None
+
+
+def lenient_ids(obj: dict) -> dict:
+    """What an invalid event still tells: its id, route (at most a route's length) and event time, where readable."""
+    event_id, route = obj.get("event_id"), obj.get("route")
+    return {"event_id": event_id if isinstance(event_id, str) else None,
+            "route": route[:MAX_ROUTE_CHARS] if isinstance(route, str) else None,
+            "observed_at": lenient_time(obj.get("observed_at"))}
 
 
 Decoded = list[tuple[int | None, VerdictEvent | Rejection]]
@@ -189,8 +216,7 @@ class Decoder:
         try:
             return VerdictEvent.model_validate(obj)
         except ValidationError as exc:
-            ids = {k: v if isinstance(v, str) else None for k, v in (("event_id", obj.get("event_id")), ("route", obj.get("route")))}
-            return Rejection(_problems(exc), **ids)
+            return Rejection(_problems(exc), **lenient_ids(obj))
         except RecursionError:
             return reject("too_deep", "$", "event nests too deeply")
 

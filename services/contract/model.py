@@ -28,7 +28,8 @@ ACTIONS = ("served", "abstained", "revised", "blocked", "review")
 CLAIM_TYPES = ("existence", "attribute", "numeric", "relation", "qualifier", "action", "other")
 STAGES = ("passed", "evidence_admission", "claim_generation", "generation_stability")
 
-ROUTE_RE = re.compile(r"[A-Za-z0-9._:/-]{1,128}")
+MAX_ROUTE_CHARS = 128
+ROUTE_RE = re.compile(rf"[A-Za-z0-9._:/-]{{1,{MAX_ROUTE_CHARS}}}")
 # RFC 3339 date-time; the offset group is checked separately to give a specific reason.
 TIMESTAMP_RE = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?P<offset>[Zz]|[+-](?:[01]\d|2[0-3]):[0-5]\d)?")
 

@@ -2,8 +2,42 @@
 from __future__ import annotations
 
 import collections
+import logging
+import threading
+from functools import partial
+from typing import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+log = logging.getLogger(__name__)
+
+
+class SkippedRows:
+    """Stored rows a background job could not read (a time out of range, broken JSON). The job leaves the
+    row out and goes on: one bad row must not stop it until a restart. Every skip is counted per job; each row is
+    logged once per job, not at every tick that reads it again."""
+
+    LOG_AT_MOST = 1000  # distinct (job, row) pairs remembered; past that, skips are only counted
+
+    def __init__(self, counter: Counter | None = None):
+        self.counter = counter
+        self._logged: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()  # the jobs run on threads of their own
+
+    def of(self, job: str) -> Callable[[str, Exception], None]:
+        """The ``skip`` a store reader takes (services.store.convert.decode_rows), for one job."""
+        return partial(self.skip, job)
+
+    def skip(self, job: str, key: str, error: Exception) -> None:
+        if self.counter is not None:
+            self.counter.labels(job).inc()
+        with self._lock:
+            new = (job, key) not in self._logged and len(self._logged) < self.LOG_AT_MOST
+            if new:
+                self._logged.add((job, key))
+        if new:
+            log.warning("%s skipped stored row %s, which it cannot read (%s: %s); it stays stored, and skips are "
+                        "counted in claimwatch_rows_skipped_total", job, key, type(error).__name__, error)
 
 
 class Metrics:
@@ -38,6 +72,9 @@ class Metrics:
                                          "(few_new_claims, nothing_to_cluster, running)", ["reason"], registry=r)
         self.recluster_new_claims = Gauge("claimwatch_recluster_new_claims", "Failing claims ingested since the last "
                                           "re-clustering run, counted up to the run threshold", registry=r)
+        self.rows_skipped = Counter("claimwatch_rows_skipped_total", "Stored rows a background job could not read "
+                                    "and skipped, by job (each time it read one)", ["job"], registry=r)
+        self.skipped_rows = SkippedRows(self.rows_skipped)
         self.notify_failures = Counter("claimwatch_notification_failures_total", "Failed notification attempts",
                                        ["target"], registry=r)
 

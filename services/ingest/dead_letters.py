@@ -70,7 +70,7 @@ class DeadLetterSender:
 
     async def send_one(self, d: DeadLetter) -> None:
         headers = headers_for(d)
-        key = (d.rejection.route or "").encode()
+        key = d.counted_route.encode()
         try:
             await self.send(key, d.raw, headers)
         except Exception as exc:

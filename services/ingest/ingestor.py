@@ -2,6 +2,8 @@
 
 A message holds one event or a batch envelope of events; each event is decoded, stored or
 dead-lettered on its own (with its index in the envelope), and the message is acked as a whole.
+A valid event whose time lies outside the ingest window (services/ingest/window.py) is dead-lettered
+too: every acked event is either stored or dead-lettered, never dropped.
 
 Faust only feeds it batches and acks them afterwards (see streams/agents.py), so all
 of this is testable without a broker.
@@ -10,13 +12,15 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Sequence
 
 import orjson
 
 from services.contract.decode import Decoder, Rejection, reject
-from services.contract.model import VerdictEvent
+from services.contract.model import MAX_ROUTE_CHARS, VerdictEvent
 from services.ingest.privacy import RedactionSettings, Redactor
+from services.ingest.window import EventTimeWindow
 from services.store.backends import StoreError
 from services.store.writer import SAMPLE_BYTES, DeadLetter, EventWriter, WriteResult
 
@@ -62,6 +66,14 @@ def event_bytes(m: RawMessage, index: int | None, events: list | None) -> bytes:
     return (m.value or b"") if index is None else orjson.dumps(events[index])
 
 
+def key_route(key: bytes | None) -> str | None:
+    """The route a message key names (producers key by route), read leniently; None without a readable one."""
+    try:
+        return (key or b"").decode("utf-8")[:MAX_ROUTE_CHARS] or None
+    except UnicodeDecodeError:
+        return None
+
+
 @dataclass
 class Health:
     """What /readyz reports: the store's state as the ingest path last saw it."""
@@ -80,33 +92,47 @@ class Health:
 
 
 class Ingestor:
-    def __init__(self, writer: EventWriter, decoder: Decoder, redactor: Redactor | None = None):
+    """``window``: the event times stored (default: what the store can hold, up to a few minutes ahead);
+    ``epoch``: the incarnation of the consumed log, kept on every dead letter (``DeadLetter.epoch``)."""
+
+    def __init__(self, writer: EventWriter, decoder: Decoder, redactor: Redactor | None = None,
+                 window: EventTimeWindow | None = None, epoch: str = ""):
         self.writer = writer
         self.decoder = decoder
         self.redactor = redactor or Redactor(RedactionSettings())  # before storage; a no-op unless enabled
+        self.window = window or EventTimeWindow()
+        self.epoch = epoch
 
-    def split(self, messages: Sequence[RawMessage]) -> DecodedBatch:
-        """Decode and redact each event once; invalid ones (or a malformed envelope) become dead letters."""
+    def split(self, messages: Sequence[RawMessage], now: datetime) -> DecodedBatch:
+        """Decode and redact each event once; invalid ones (or a malformed envelope) and valid ones outside the
+        window at ``now`` (when the batch arrived) become dead letters."""
         items, dead = [], []
         for m in messages:
             envelope: list | None = None  # parsed again only if one of its events is bad
             for index, result in self.decoder.decode_message(m.value):
+                if not isinstance(result, Rejection):
+                    result = self.window.check(result, now) or result
                 if isinstance(result, Rejection):
                     if index is not None and envelope is None:
                         envelope = envelope_events(m)
-                    dead.append(self._dead_letter(m, result, index, event_bytes(m, index, envelope)))
+                    # It counts in its event's minute where that is one the window takes, else in its arrival's.
+                    seen = result.observed_at
+                    when = seen if seen is not None and self.window.admits(seen, now) else now
+                    dead.append(self._dead_letter(m, result, index, event_bytes(m, index, envelope), when))
                 else:
                     items.append((m, index, self.redactor.redact(result)))
         return DecodedBatch(items, dead)
 
-    def _dead_letter(self, m: RawMessage, rejection: Rejection, index: int | None, raw: bytes) -> DeadLetter:
+    def _dead_letter(self, m: RawMessage, rejection: Rejection, index: int | None, raw: bytes,
+                     when: datetime) -> DeadLetter:
         # The DLQ topic gets it all; the store keeps a (redacted) sample.
         sample = self.redactor.redact_raw(raw[:SAMPLE_BYTES])
-        return DeadLetter(m.topic, m.partition, m.offset, raw, rejection, sample, index)
+        route = key_route(m.key) or rejection.route or ""
+        return DeadLetter(m.topic, m.partition, m.offset, raw, rejection, sample, index, self.epoch, route, when)
 
-    def process(self, messages: Sequence[RawMessage]) -> BatchOutcome:
+    def process(self, messages: Sequence[RawMessage], now: datetime) -> BatchOutcome:
         """Decode and write once. StoreError propagates: the caller retries and does not ack."""
-        return self.write(self.split(messages))
+        return self.write(self.split(messages, now))
 
     def write(self, batch: DecodedBatch) -> BatchOutcome:
         """Write what ``split`` decoded; safe to call again after a StoreError."""
@@ -133,7 +159,7 @@ class Ingestor:
                 rejection = reject("unprocessable", "$", f"valid event could not be stored: {type(exc).__name__}: {exc}",
                                    event_id=event.event_id, route=event.route)
                 raw = event_bytes(m, index, None if index is None else envelope_events(m))
-                dead.append(self._dead_letter(m, rejection, index, raw))
+                dead.append(self._dead_letter(m, rejection, index, raw, event.observed_at))
                 continue
             good.append(event)
             inserted += result.inserted

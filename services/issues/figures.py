@@ -1,7 +1,7 @@
 """One issue's figures, computed once from every member: the runbook, the API and the issue page all read these.
 
 Times are event times (the members' ``observed_at``), never when clustering ran. Rates are the route's
-*current* rate over a window that ends at the newest minute stored (the same watermark the overview uses):
+*current* rate over a window that ends where the overview's does (``RateRepository.window_end``):
 the open alert's window when the route has an alert, else ``DEFAULT_WINDOW_MINUTES``. Each route is paired
 with its own baseline: its alert's, else the route's own rate over the minutes before the window.
 """
@@ -33,7 +33,7 @@ class RouteFigure:
     share: float                        # of the issue's claims whose route is known
     own: bool                           # holds >= OWN_ROUTE_SHARE of them (or the most): its alerts count
     window_minutes: int
-    window_end: datetime | None         # the newest minute stored
+    window_end: datetime | None         # RateRepository.window_end
     rate: float | None                  # failed / checkable claims of the route over the window
     lo: float | None
     hi: float | None
@@ -164,7 +164,7 @@ def issue_figures(issue_id: str, span: dict, breakdown: list[dict], events: dict
     counted = sum(per_route.values())
     ranked = sorted(per_route.items(), key=lambda kv: (-kv[1], kv[0]))
     alert_of = newest_alert_per_route(open_alerts)
-    end = rates.latest_minute()
+    end = rates.window_end()
     routes = []
     for i, (route, n) in enumerate(ranked):
         share = n / counted if counted else 0.0

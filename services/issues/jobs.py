@@ -27,12 +27,14 @@ from clustering.records import FailingClaim
 from clustering.run import ClusteringRun
 from clustering.track import IssueTracker
 from clustering.vectorize import ClaimVectorizer
+from services.core.metrics import SkippedRows
 from services.core.threads import Cancelled
 from services.issues.records import IssueRecords
 
 log = logging.getLogger(__name__)
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+RECLUSTER, ONLINE_ASSIGNMENT = "recluster", "online_assignment"  # the jobs, as claimwatch_rows_skipped_total names them
 
 
 @dataclass(frozen=True)
@@ -116,15 +118,17 @@ Fit = Callable[[ReclusterInput], Fitted]
 
 
 class IssueJobs:
-    """Holds the embedder (loaded once per process) and the latest online assigner."""
+    """Holds the embedder (loaded once per process) and the latest online assigner. A stored claim neither job
+    can read is left out (``skipped`` counts and logs it), so one bad row stops neither."""
 
     def __init__(self, config: ClusteringConfig, embedder, issues: IssueRecords, lookback: timedelta,
-                 min_similarity: float = 0.4):
+                 min_similarity: float = 0.4, skipped: SkippedRows | None = None):
         self.config = config
         self.embedder = embedder
         self.issues = issues
         self.lookback = lookback
         self.min_similarity = min_similarity
+        self.skipped = skipped or SkippedRows()
         self.assigner: OnlineAssigner | None = None  # replaced whole by publish: assignment reads it once
         self._swap = threading.Lock()  # publish (clustering thread) and assign_new (assignment thread) both set it
         self.mark: datetime | None = None  # online assignment's ingestion high mark
@@ -143,7 +147,7 @@ class IssueJobs:
     def collect(self, now: datetime, cancelled: Callable[[], bool] = lambda: False,
                 progress: Progress | None = None) -> ReclusterInput:
         """The failing claims of the lookback and the vectors of their texts (cached, or embedded now)."""
-        claims = self.issues.failing_claims(now - self.lookback)
+        claims = self.issues.failing_claims(now - self.lookback, skip=self.skipped.of(RECLUSTER))
         collecting = _Collecting(self.embedder, cancelled)
         vectorizer = IssuePipeline.from_config(self.config, collecting).vectorizer
         prepared = vectorizer.prepare(claims)
@@ -181,7 +185,8 @@ class IssueJobs:
     def new_claims(self, at_least: int) -> int:
         """Failing claims ingested since the last re-cluster (its ``now``), counted up to ``at_least`` or a
         little beyond: the store is asked for at most ``at_least`` events, so a tick costs one small query."""
-        claims, _ = self.issues.claims_ingested_after(self.run_mark or EPOCH, max(at_least, 1))
+        claims, _ = self.issues.claims_ingested_after(self.run_mark or EPOCH, max(at_least, 1),
+                                                      skip=self.skipped.of(RECLUSTER))
         return len(claims)
 
     def previous_run(self, since: datetime) -> int | None:
@@ -206,14 +211,13 @@ class IssueJobs:
             built = OnlineAssigner.from_issues(stored, self._vectorizer(), self.config.name, self.min_similarity)
             with self._swap:  # unless a re-cluster published meanwhile
                 assigner = self.assigner = self.assigner or built
-        claims, mark = self.issues.claims_ingested_after(self.mark, batch)
-        if not claims:
-            return 0
-        results = assigner.assign_many(claims)
+        claims, mark = self.issues.claims_ingested_after(self.mark, batch, skip=self.skipped.of(ONLINE_ASSIGNMENT))
+        results = assigner.assign_many(claims) if claims else []
         self.issues.save_members(
             {"claim_key": c.id, "issue_id": issue or "", "probability": float(p), "source": "online",
              "config_name": self.config.name, "x": 0.0, "y": 0.0,
              "observed_at": c.observed_at or now}
             for c, (issue, p) in zip(claims, results))
-        self.mark = mark
+        if mark is not None:  # also past a batch whose claims were all skipped: it is not read again
+            self.mark = mark
         return sum(1 for issue, _ in results if issue)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Callable, Iterable, Mapping, Protocol
 
-from services.alerts.explain import alert_window
+from services.alerts.explain import alert_window, explainable
 from services.alerts.lifecycle import Alert, alert_state
 
 ESCALATION_FACTOR = 3.0
@@ -70,7 +70,7 @@ def gather(issues: MemberCounts, open_alerts: Iterable[Alert], now: datetime,
     hours = issues.member_hours(now - timedelta(hours=RECENT_HOURS), now)
     driving: dict[str, list[dict]] = {}
     for alert in sorted(open_alerts, key=lambda a: a.alert_id):
-        if alert_state(alert, now) != "firing":
+        if alert_state(alert, now) != "firing" or not explainable(alert):  # no issue drives a silent route
             continue
         for issue_id, n in _drivers(issues, alert, now, explain):
             driving.setdefault(issue_id, []).append({"alert_id": alert.alert_id, "route": alert.route, "claims": n})

@@ -40,7 +40,7 @@ class ReviewService:
         self.calibrator = Calibrator(min_labels, max_label_age, n_boot=n_boot)
 
     def _span(self, window: timedelta | None) -> tuple[datetime, datetime] | None:
-        """[since, until) in event time: the rates' window, ending after the newest minute stored."""
+        """[since, until) in event time: the rates' window, through its end minute (RateRepository.window_end)."""
         start, end = self.windows.window_bounds(window)
         if end is None:
             return None

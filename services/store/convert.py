@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 from itertools import accumulate
-from typing import Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 import orjson
 import pyarrow as pa
@@ -21,8 +21,33 @@ def parse_ch_time(text: str) -> datetime:
     return datetime.fromisoformat(text).replace(tzinfo=timezone.utc)
 
 
+T = TypeVar("T")
+Skip = Callable[[str, Exception], None]  # told of a stored row a reader cannot decode: its key and the error
+UNREADABLE = (ValueError, OverflowError, TypeError, KeyError)  # what decoding a malformed row raises
+
+
+def decode_rows(rows: Iterable[Mapping[str, Any]], decode: Callable[[Mapping[str, Any]], T],
+                key: Callable[[Mapping[str, Any]], str], skip: Skip | None = None) -> list[T]:
+    """Each row decoded. A row that cannot be (a time no datetime holds, broken JSON) raises, unless ``skip``
+    is given: then ``skip`` is told and the row left out, so a background job goes on past it."""
+    out = []
+    for row in rows:
+        try:
+            out.append(decode(row))
+        except UNREADABLE as exc:
+            if skip is None:
+                raise
+            skip(key(row), exc)
+    return out
+
+
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 MILLISECOND = timedelta(milliseconds=1)
+# The event times the store can hold: whole seconds since 1970 in a UInt32, as its DateTime columns keep them
+# (rate_minute.minute, the toDateTime of the TTLs). Outside, a minute saturates to 1970 or 2106 (counted in no
+# window anyone reads) and a TTL wraps (the row expires on arrival), though DateTime64 columns take the time.
+STORABLE_FROM = EPOCH
+STORABLE_UNTIL = EPOCH + timedelta(seconds=1 << 32)  # exclusive: 2106-02-07T06:28:16Z
 _TEXTS = pa.list_(pa.string())
 _MAP = pa.map_(pa.string(), pa.string())
 # The ``events`` columns the writer fills (ingested_at keeps its DEFAULT), as Arrow types that

@@ -16,7 +16,7 @@ from services.contract.model import FAILED_VERDICTS
 from services.core.clock import utcnow
 from services.core.errors import NotFound
 from services.store.backends import Store
-from services.store.convert import ch_time
+from services.store.convert import STORABLE_FROM, STORABLE_UNTIL, Skip, ch_time, decode_rows, parse_ch_time
 
 CLAIM_COLUMNS = ("event_id, claim_idx, trace_id, route, observed_at, verdict, claim_type, text, score, chunk_id, "
                  "source_id, span, labeler, versions, query_text, query_type, stakes, answer_text, action, "
@@ -180,7 +180,8 @@ class IssueRepository(Generic[I, C]):
             {"ids": list(issue_ids), "n": per_issue})
 
     # -- input ----------------------------------------------------------------
-    def failing_claims(self, since: datetime, until: datetime | None = None) -> list[C]:
+    def failing_claims(self, since: datetime, until: datetime | None = None, skip: Skip | None = None) -> list[C]:
+        """Failing claims observed in [since, until]; ``skip``: see ``decode_rows``."""
         where = "verdict IN {failed:Array(String)} AND observed_at >= {since:DateTime64(3)}"
         params: dict = {"failed": sorted(FAILED_VERDICTS), "since": ch_time(since)}
         if until is not None:
@@ -188,10 +189,12 @@ class IssueRepository(Generic[I, C]):
             params["until"] = ch_time(until)
         rows = self.store.query(f"SELECT {CLAIM_COLUMNS} FROM claims FINAL WHERE {where} ORDER BY event_id, claim_idx",
                                 params)
-        return [self.decode_claim(r) for r in rows]
+        return decode_rows(rows, self._claim, _claim_key, skip)
 
-    def claims_ingested_after(self, after: datetime, limit: int) -> tuple[list[C], datetime | None]:
-        """New failing claims by ingestion time, for online assignment; returns the new high mark."""
+    def claims_ingested_after(self, after: datetime, limit: int,
+                              skip: Skip | None = None) -> tuple[list[C], datetime | None]:
+        """New failing claims by ingestion time, for online assignment; returns the new high mark (past any claim
+        ``skip`` was told of: see ``decode_rows``)."""
         failed = sorted(FAILED_VERDICTS)
         rows = self.store.query(
             "SELECT event_id, ingested_at FROM events WHERE ingested_at > {after:DateTime64(3)} "
@@ -204,7 +207,15 @@ class IssueRepository(Generic[I, C]):
             f"SELECT {CLAIM_COLUMNS} FROM claims WHERE event_id IN {{ids:Array(String)}} "
             "AND verdict IN {failed:Array(String)} ORDER BY event_id, claim_idx", {"ids": ids, "failed": failed})
         mark = datetime.fromisoformat(rows[-1]["ingested_at"]).replace(tzinfo=timezone.utc)
-        return [self.decode_claim(r) for r in claims], mark
+        return decode_rows(claims, self._claim, _claim_key, skip), mark
+
+    def _claim(self, row: Mapping[str, Any]) -> C:
+        """A claims row decoded. Its event time must be one the store holds: a row written past the contract can
+        carry any, and a claim dated year 1 would spread into members, issues and hourly counts."""
+        observed_at = parse_ch_time(row["observed_at"])
+        if not STORABLE_FROM <= observed_at < STORABLE_UNTIL:
+            raise ValueError(f"event time {row['observed_at']} is outside what the store holds")
+        return self.decode_claim(row)
 
     def traces(self, trace_ids: Sequence[str]) -> list[dict]:
         return self.store.query("SELECT * FROM claims WHERE trace_id IN {ids:Array(String)} ORDER BY event_id, claim_idx",
@@ -272,6 +283,10 @@ class IssueRepository(Generic[I, C]):
             "cherry_pick": (int(row.get("cherry_pick_n") or 0), int(row.get("cherry_picked") or 0),
                             list(row.get("chunks") or [])),
         }
+
+
+def _claim_key(row: Mapping[str, Any]) -> str:
+    return f"{row['event_id']}:{row['claim_idx']}"
 
 
 def _time(value: Any) -> datetime | None:

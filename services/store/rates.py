@@ -1,13 +1,14 @@
 """Windowed sums over the per-minute buckets of ``rate_minute``. Never scans raw claims.
 
-Windows end at the newest event time stored (the event-time watermark), so a
-replayed or accelerated stream reads the same as a live one.
+Windows end in event time, at the newest minute stored up to the wall clock (``RateRepository``
+says why), so a replayed or accelerated stream reads the same as a live one.
 """
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Callable
 
+from services.core.clock import utcnow
 from services.store.convert import ch_time, parse_ch_time
 
 if TYPE_CHECKING:
@@ -30,12 +31,40 @@ def _second(ts: datetime) -> str:
 
 
 class RateRepository:
-    def __init__(self, store: Store):
+    """Rates over windows of event time.
+
+    A window not given an end ends at ``window_end``: the newest minute stored that is not after the
+    wall clock (``clock``), of one route for that route's page; the clock's own minute when everything
+    stored is ahead of it; None only when nothing is stored. Every reader (API, pages, gauges, CLI,
+    issue figures, review sampling) ends its windows there.
+
+    Live traffic so ends at the current minute, and a store holding only old data (a replay, a test
+    fixture) reads up to its newest minute, as it read when it was live. An answer dated ahead of the
+    clock (a producer's clock gone wrong) is stored, and counted in the window "all", but moves no
+    window: it cannot push every other route out of the overview, the API or the gauges.
+    """
+
+    def __init__(self, store: Store, clock: Callable[[], datetime] = utcnow):
         self.store = store
+        self.clock = clock
 
     # -- where the data is ----------------------------------------------------
+    def window_end(self, route: str | None = None) -> datetime | None:
+        """Where windows end (the class docstring gives the rule), as a minute bucket."""
+        now = self.clock().astimezone(timezone.utc).replace(second=0, microsecond=0)
+        where, params = "dim = ''", {"now": _second(now)}
+        if route is not None:
+            where, params = "dim = '' AND route = {route:String}", {**params, "route": route}
+        past = "minute <= {now:DateTime64(3)}"
+        rows = self.store.query(f"SELECT maxIf(minute, {past}) AS m, countIf({past}) AS past, count() AS n "
+                                f"FROM rate_minute WHERE {where}", params)
+        if not rows or not rows[0]["n"]:
+            return None
+        return parse_ch_time(rows[0]["m"]) if rows[0]["past"] else now
+
     def latest_minute(self, route: str | None = None) -> datetime | None:
-        """The newest minute bucket stored (of one route, if given); None when there is none."""
+        """The newest minute bucket stored (of one route, if given), even ahead of the clock; None when there is
+        none. Windows end at ``window_end`` instead."""
         where, params = "dim = ''", {}
         if route is not None:
             where, params = "dim = '' AND route = {route:String}", {"route": route}
@@ -44,9 +73,12 @@ class RateRepository:
             return None
         return parse_ch_time(rows[0]["m"])
 
-    def first_minute(self) -> datetime | None:
-        """The oldest minute bucket stored; None when there is none."""
-        rows = self.store.query("SELECT min(minute) AS m, count() AS n FROM rate_minute WHERE dim = ''")
+    def first_minute(self, route: str | None = None) -> datetime | None:
+        """The oldest minute bucket stored (of one route, if given); None when there is none."""
+        where, params = "dim = ''", {}
+        if route is not None:
+            where, params = "dim = '' AND route = {route:String}", {"route": route}
+        rows = self.store.query(f"SELECT min(minute) AS m, count() AS n FROM rate_minute WHERE {where}", params)
         if not rows or not rows[0]["n"]:
             return None
         return parse_ch_time(rows[0]["m"])
@@ -58,8 +90,9 @@ class RateRepository:
         return {r["route"]: parse_ch_time(r["m"]) for r in rows}
 
     def window_bounds(self, window: timedelta | None, end: datetime | None = None) -> tuple[datetime | None, datetime | None]:
-        """(start, end) as minute buckets, both inclusive; start None means unbounded."""
-        end = end or self.latest_minute()
+        """(start, end) as minute buckets, both inclusive; start None means unbounded. ``end`` defaults to
+        ``window_end``."""
+        end = end or self.window_end()
         if end is None or window is None:
             return None, end
         return end - window + timedelta(minutes=1), end

@@ -11,14 +11,14 @@ import dataclasses
 import os
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from services.client.simulate import Scenario, expected_counts, generate
-from services.app.broker import create_topics
+from services.app.broker import EmbeddedBroker, create_topics
 from tests.support.envelopes import Message, envelope, pack
 from tests.support.processes import WorkerProcess, send_all
 
@@ -172,3 +172,94 @@ def test_envelope_with_3_bad_events_among_97_good_stores_97_and_dead_letters_3_b
         headers = dict(by_index[i].headers)
         assert (headers["claimwatch-rule"].decode(), headers["claimwatch-source"]) == (rule, f"{topic}/0/0".encode())
         assert orjson.loads(by_index[i].value) == events[i]
+
+
+def partition_lags(worker: WorkerProcess, topic: str) -> dict[str, float]:
+    text = worker.get_text("/metrics")
+    return {s.labels["partition"]: s.value for fam in text_string_to_metric_families(text) for s in fam.samples
+            if s.name == "claimwatch_consumer_lag" and s.labels["topic"] == topic}
+
+
+def test_consumer_lag_reads_zero_right_after_a_restart_with_nothing_new(broker, topic_prefix, tmp_path):
+    sims = list(generate(Scenario.demo(regression_at=5, corpus_change_at=None).scaled(0.1), START, 10, seed=5))
+    expected = expected_counts(sims)
+    topic = f"{topic_prefix}.verdicts"
+    create_topics(broker.bootstrap, [topic, f"{topic_prefix}.verdicts.dlq", f"{topic_prefix}.alerts"], 2)
+    send_all(broker.bootstrap, topic, sims)
+    worker = WorkerProcess(broker.bootstrap, f"chdb:{tmp_path / 'ch'}", topic_prefix, tmp_path / "worker.log",
+                           env={"CLAIMWATCH_CLUSTERING__IN_WORKER": "false"})
+    worker.start()
+    total = expected.valid_events, expected.bad_total
+    worker.wait_for(lambda: stored_totals(worker) == total, 120, f"{total} events/dead letters stored")
+    worker.wait_for(lambda: set(partition_lags(worker, topic).values()) == {0}, 60, "the lag to reach 0")
+    worker.stop()
+
+    # Restarted with nothing new: the group's commit says it is caught up, before any new message arrives.
+    def both_partitions() -> dict[str, float] | None:
+        found = partition_lags(worker, topic)
+        return found if len(found) == 2 else None
+
+    worker.start()
+    assert worker.wait_for(both_partitions, 60, "the lag of both partitions") == {"0": 0, "1": 0}
+    assert stored_totals(worker) == total
+    worker.stop()
+
+
+# The production defaults of the window, which WorkerProcess widens for tests that send fixed event times.
+LIVE_WINDOW = {"CLAIMWATCH_RETENTION__RAW_DAYS": "30", "CLAIMWATCH_RETENTION__AGGREGATE_DAYS": "400",
+               "CLAIMWATCH_INGEST__BACKFILL": "false", "CLAIMWATCH_CLUSTERING__IN_WORKER": "false"}
+
+
+def test_every_acked_boundary_date_is_stored_and_counted_or_dead_lettered_with_its_rule(broker, topic_prefix, tmp_path):
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    skew = timedelta(seconds=300)
+    outside, old, ahead = "observed_at.outside_store_range", "observed_at.too_old", "observed_at.too_far_ahead"
+    cases = {  # route: (observed_at, the rule it is dead-lettered under, or None: stored)
+        "year-1": ("0001-01-01T00:00:00Z", outside),
+        "year-1900": ("1900-01-01T00:00:00Z", outside),
+        "last-second-of-1969": ("1969-12-31T23:59:59Z", outside),
+        "first-second-of-1970": ("1970-01-01T00:00:00Z", old),
+        "datetime-last-second": ("2106-02-07T06:28:15Z", ahead),
+        "past-datetime": ("2106-02-07T06:28:16Z", outside),
+        "older-than-raw-rows": (now - timedelta(days=31), old),
+        "recent": (now - timedelta(hours=1), None),
+        "skew-less-a-second": (now + skew - timedelta(seconds=1), None),
+        "past-the-skew": (now + skew + timedelta(hours=1), ahead),  # the worker judges later than `now`: a margin
+        "thirty-days-ahead": (now + timedelta(days=30), ahead),
+    }
+    topic = f"{topic_prefix}.verdicts"
+    create_topics(broker.bootstrap, [topic, f"{topic_prefix}.verdicts.dlq", f"{topic_prefix}.alerts"], 2)
+    send_all(broker.bootstrap, topic, [Message(route.encode(), orjson.dumps({
+        "schema": "claimwatch.verdict/v1", "event_id": f"b-{route}", "trace_id": f"tr-{route}", "route": route,
+        "observed_at": when if isinstance(when, str) else when.isoformat(), "claims": [{"verdict": "supported"}]}))
+        for route, (when, _) in cases.items()])
+
+    stored = {route for route, (_, rule) in cases.items() if rule is None}
+    with WorkerProcess(broker.bootstrap, f"chdb:{tmp_path / 'ch'}", topic_prefix, tmp_path / "worker.log",
+                       env=LIVE_WINDOW) as worker:
+        total = len(stored), len(cases) - len(stored)
+        worker.wait_for(lambda: stored_totals(worker) == total, 120, f"{total} events/dead letters")
+        assert {r["route"]: r["events"] for r in worker.get("/api/rates", window="all")} == dict.fromkeys(stored, 1)
+        for route, (_, rule) in cases.items():
+            if rule is not None:
+                assert [(d["reason"], d["count"]) for d in worker.get("/api/dlq", route=route)] == [(rule, 1)], route
+        cli = subprocess.run([sys.executable, "-m", "services.app.cli", "dlq", "--route", "first-second-of-1970",
+                              "--api", worker.url], capture_output=True, timeout=60, check=True,
+                             env={**os.environ, "COLUMNS": "200"})
+        assert "observed_at.too_old" in cli.stdout.decode() and "ingest.backfill" in cli.stdout.decode()
+
+
+def test_a_restarted_in_memory_broker_does_not_overwrite_earlier_dead_letters(topic_prefix, tmp_path):
+    """Tansu keeps its log in memory: restarted, it counts offsets from 0 again. Both offset-0 dead letters stay."""
+    topic = f"{topic_prefix}.verdicts"
+    store = f"chdb:{tmp_path / 'ch'}"
+    for run, raw in enumerate([b"not json", b'{"schema": "claimwatch.verdicts/v1", "events": []}']):
+        with EmbeddedBroker(log_path=tmp_path / f"tansu-{run}.log") as broker:
+            create_topics(broker.bootstrap, [topic, f"{topic_prefix}.verdicts.dlq", f"{topic_prefix}.alerts"], 1)
+            send_all(broker.bootstrap, topic, [Message(b"billing-faq", raw)])  # offset 0, in either run
+            with WorkerProcess(broker.bootstrap, store, topic_prefix, tmp_path / f"worker-{run}.log",
+                               env={"CLAIMWATCH_CLUSTERING__IN_WORKER": "false"}) as worker:
+                worker.wait_for(lambda: stored_totals(worker)[1] == run + 1, 120, f"{run + 1} dead letters")
+                summary = worker.get("/api/dlq", route="billing-faq")
+    assert {d["reason"]: [s["source"] for s in d["samples"]] for d in summary} == {
+        "not_json": [f"{topic}/0/0"], "envelope.events.empty": [f"{topic}/0/0"]}

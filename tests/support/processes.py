@@ -47,8 +47,10 @@ class WorkerProcess:
     def start(self, timeout: float = 60) -> "WorkerProcess":
         env = {**os.environ, "CLAIMWATCH_API__PORT": str(self.port), "CLAIMWATCH_API__HOST": "127.0.0.1",
                "CLAIMWATCH_API__URL": self.url, "PYTHONUNBUFFERED": "1",
-               # Tests and benches send fixed event times, which a wall-clock TTL would expire as they age.
-               "CLAIMWATCH_RETENTION__RAW_DAYS": "3650", "CLAIMWATCH_RETENTION__AGGREGATE_DAYS": "3650", **self.env}
+               # Tests and benches send fixed event times, which a wall-clock TTL would expire as they age,
+               # and the live ingest window would refuse once older than the raw rows are kept.
+               "CLAIMWATCH_RETENTION__RAW_DAYS": "3650", "CLAIMWATCH_RETENTION__AGGREGATE_DAYS": "3650",
+               "CLAIMWATCH_INGEST__BACKFILL": "true", **self.env}
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "services.app.cli", "-v", "worker", "--serve-api", "--kafka", self.bootstrap,

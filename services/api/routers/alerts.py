@@ -1,14 +1,15 @@
-"""Drift alerts and silences: list, detail, ack, silence, unsilence."""
+"""Alerts and silences: list, detail (with the runbook of an input-health alert), the rules, ack, silence,
+unsilence."""
 from __future__ import annotations
 
 from datetime import timedelta
 from typing import Callable
 
-from fastapi import APIRouter, Depends, HTTPException, Query
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
 
 from services.alerts.service import AlertsService
 from services.api.models import ERROR_RESPONSES, MAX_SILENCE, AckBody, SilenceBody
-from services.api.responses import AlertDetail, AlertView, SilenceListed, SilenceView
+from services.api.responses import AlertDetail, AlertRule, AlertView, SilenceListed, SilenceView
 from services.api.serialise import as_json
 from services.api.security import AUTH_RESPONSES, MUTATION_RESPONSES, Gate
 
@@ -26,10 +27,16 @@ def router(alerts: AlertsService, gate: Gate, now: Callable) -> APIRouter:
                     state: str | None = Query(None, pattern="^(pending|firing|resolved)$")) -> list[dict]:
         return as_json(alerts.list(now(), route, state))
 
-    @r.get("/api/alerts/{alert_id}", summary="One alert with its intervals, suspect changes and transitions",
+    # before /api/alerts/{alert_id}, which would take "rules" for an id
+    @r.get("/api/alerts/rules", summary="Each alert kind's rule: severity, thresholds in force, measured quality",
+           response_model=list[AlertRule], dependencies=read, responses=guarded)
+    def alert_rules() -> list[dict]:
+        return as_json(alerts.rules())
+
+    @r.get("/api/alerts/{alert_id}", summary="One alert with its intervals, suspect changes, transitions and runbook",
            response_model=AlertDetail, dependencies=read, responses={**guarded, **ERROR_RESPONSES})
-    def show_alert(alert_id: str) -> dict:
-        return as_json(alerts.show(alert_id, now()))
+    def show_alert(request: Request, alert_id: str) -> dict:
+        return as_json(alerts.show(alert_id, now(), str(request.base_url).rstrip("/")))
 
     @r.post("/api/alerts/{alert_id}/ack", summary="Acknowledge an alert", response_model=AlertView,
             dependencies=write, responses=changes)

@@ -17,7 +17,7 @@ GAUGE_WINDOW = "30m"
 
 
 def publish_route_rates(metrics, rates: RateRepository, window: str = GAUGE_WINDOW) -> None:
-    """Set the per-route rate gauges from the window ending at the newest event time.
+    """Set the per-route rate gauges from the window ending where every window ends (RateRepository.window_end).
 
     Routes that left the window disappear from the gauges instead of keeping a stale value.
     """
@@ -68,8 +68,10 @@ def router(components, gate: Gate) -> APIRouter:
 
     @r.get("/api/dlq", tags=["ops"], summary="Dead-lettered messages: count per contract rule, with samples",
            response_model=list[DlqReason], dependencies=read, responses=guarded)
-    def get_dlq(samples: int = Query(1, ge=0, le=20, description="samples per reason")) -> list[dict]:
-        return dlq_summary(components.store, samples)
+    def get_dlq(samples: int = Query(1, ge=0, le=20, description="samples per reason"),
+                route: str | None = Query(None, max_length=256, description="only dead letters of this route "
+                                          "(their message key, else the route their JSON names)")) -> list[dict]:
+        return dlq_summary(components.store, samples, route)
 
     storage = StorageRepository(components.store)
 

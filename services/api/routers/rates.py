@@ -16,6 +16,7 @@ from services.core.errors import NotFound
 from services.rates.report import route_rates, slice_rates
 from services.rates.window import WindowError, parse_window
 from services.review.calibration import with_calibrated
+from services.alerts.evaluator import detector_config_for
 
 MAX_RANGE_MINUTES = 31 * 24 * 60
 SLICE_DIMS = ("query_type", "stakes", "mix")  # always valid, even before any event carries them; version.* as stored
@@ -66,13 +67,14 @@ def router(components, gate: Gate, alerts_of: Callable[[str], list[dict]],
            "spans, verdict breakdown and version changes", response_model=RouteDetail, responses=ERROR_RESPONSES)
     def get_route(route: str,
                   window: str = Query("6h", max_length=16, description="length of the range, ending at `end`"),
-                  end: AwareDatetime | None = Query(None, description="end of the range; default the newest event time"),
+                  end: AwareDatetime | None = Query(None, description="end of the range; default the route's newest "
+                                                    "minute up to now"),
                   step: int | None = Query(None, ge=1, le=1440, description="minutes per point; default keeps <= 120"),
                   ) -> dict:
         w = window_of(window, allow_all=False)
         if end is not None and not 1971 <= end.year <= 2105:
             raise HTTPException(422, f"end {end.isoformat()}: must fall between 1971 and 2105")
-        detail = history.detail(route, w, end, alerts_of(route), step, components.settings.drift.baseline_minutes)
+        detail = history.detail(route, w, end, alerts_of(route), step, detector_config_for(components.settings.drift))
         if detail is None:
             raise NotFound(f"no events stored for route {route!r}; list routes with GET /api/rates?window=all")
         return detail

@@ -1,4 +1,4 @@
-"""`claimwatch` commands. Alerts: list, show, ack, silence, and the backtest."""
+"""`claimwatch` commands. Alerts: list, show, ack, silence, and the backtest (the rules: cli/rules.py)."""
 from __future__ import annotations
 
 import os
@@ -10,7 +10,10 @@ from pathlib import Path
 import click
 from rich.text import Text
 
-from services.alerts.lifecycle import AGREEMENT_KIND, DRIFT_KIND, MIX_KIND
+from services.alerts.figures import counted, dlq_command, figure, hallucination_sentence, served_sentence
+from services.alerts.lifecycle import (
+    ABSTENTION_KIND, AGREEMENT_KIND, DRIFT_KIND, INPUT_KINDS, MIX_KIND, REJECTED_KIND, SILENT_KIND,
+)
 from services.app.cli.base import Abort, console, main, out, print_json, reach, service_options, pct
 from services.app.cli.tables import _plain as plain, Column, ago, output_option, print_table, terminal_width
 from services.api.serialise import as_json as serialise
@@ -20,19 +23,24 @@ from services.app.settings import Settings, SettingsError, load_settings
 
 @main.group()
 def alerts() -> None:
-    """Drift alerts: list, show, ack, silence and unsilence."""
+    """Alerts: list, show, ack, silence and unsilence, and the rules they follow."""
 
 
-KINDS = {DRIFT_KIND: "regression", MIX_KIND: "mix shift", AGREEMENT_KIND: "verifier agreement"}
+KINDS = {DRIFT_KIND: "regression", MIX_KIND: "mix shift", AGREEMENT_KIND: "verifier agreement",
+         SILENT_KIND: "route silent", REJECTED_KIND: "events rejected", ABSTENTION_KIND: "abstention rise"}
 KIND_TEXT = {DRIFT_KIND: "regression",
              MIX_KIND: "mix shift — a change in the mix of questions; warning, does not page",
-             AGREEMENT_KIND: "verifier agreement — the verifier agrees with human labels less than it did; warning"}
+             AGREEMENT_KIND: "verifier agreement — the verifier agrees with human labels less than it did; warning",
+             SILENT_KIND: "route silent — its events fell far below what its time of day predicts; pages",
+             REJECTED_KIND: "events rejected — more of its events are dead-lettered (broke the contract); pages",
+             ABSTENTION_KIND: "abstention rise — it abstains on more answers while serving fewer; a warning "
+                              "unless configured critical"}
 SUSPECTS = 3
 
 
 def pts(x: float | None) -> str:
     """A rate difference in points, signed: ``+2.3 pts``, ``-0.4 pts``."""
-    return "—" if x is None else f"{100 * x:+.1f} pts"
+    return figure(x, change=True)
 
 
 def kind_of(a: dict) -> str:
@@ -44,20 +52,25 @@ def expected_of(a: dict) -> float | None:
     return a["baseline"] if a.get("expected") is None else a["expected"]
 
 
+def fig(a: dict, x: float | None, change: bool = False) -> str:
+    """One of the alert's figures in its unit: ``12.5%``/``+2.0 pts`` or ``41.0/min``/``-38.2/min``."""
+    return figure(x, a.get("unit"), change)
+
+
 def alert_columns(now) -> list[Column]:
     return [
         Column("ALERT", lambda a: a["alert_id"], kind="id"),
         Column("ROUTE", lambda a: a["route"], kind="key"),
         Column("STATE", lambda a: a["state"]),
         Column("KIND", kind_of, 1),
-        Column("RATE", lambda a: pct(a["rate"]), 2, "num"),
-        Column("EXPECTED", lambda a: pct(expected_of(a)), 2, "num"),  # dropped before RATE, RATE before DELTA
-        Column("DELTA", lambda a: pts(a["delta"]), 1, "num"),
+        Column("RATE", lambda a: fig(a, a["rate"]), 2, "num"),
+        Column("EXPECTED", lambda a: fig(a, expected_of(a)), 2, "num"),  # dropped before RATE, RATE before DELTA
+        Column("DELTA", lambda a: fig(a, a["delta"], change=True), 1, "num"),
         Column("SINCE", lambda a: ago(a["starts_at"] or a["pending_since"], now), 3, "num"),
         Column("SEVERITY", lambda a: a["severity"], 3),
         Column("ACKED BY", lambda a: a["acked_by"] or "", 4, "name", lines=1, min_width=8),
         Column("SILENCED BY", lambda a: " ".join(a["silenced_by"]), 5, "id"),
-        Column("BASELINE", lambda a: pct(a["baseline"]), 6, "num"),
+        Column("BASELINE", lambda a: fig(a, a["baseline"]), 6, "num"),
     ]
 
 
@@ -88,9 +101,14 @@ def alerts_show(settings: Settings, alert_id: str, output: str, as_json: bool) -
     if output == "json" or as_json:
         print_json(data)
         return
-    for line in alert_text(data, utcnow(), terminal_width()):
+    width = terminal_width()
+    for line in alert_text(data, utcnow(), width):
         label = line[:LABEL].rstrip()
         out.print(Text.assemble((label, "bold"), line[len(label):]), soft_wrap=True)
+    if data.get("runbook"):  # input-health kinds: what to check first, with the exact commands
+        out.print()
+        for line in runbook_lines(data["runbook"], width):
+            out.print(Text(line), soft_wrap=True)
 
 
 # -- alerts show: label, value --------------------------------------------------
@@ -126,6 +144,8 @@ def _state(a: dict, now: datetime) -> str:
 
 
 def _rise(a: dict) -> str:
+    if a["kind"] in INPUT_KINDS:
+        return f"{fig(a, a['delta'], change=True)} against the expectation"
     mix, rate = a.get("mix_effect"), a.get("rate_effect")
     if mix is None or rate is None:
         return f"{pts(a['delta'])} over the {'baseline' if a.get('expected') is None else 'expectation'}"
@@ -167,46 +187,97 @@ def _issues(e: dict | None) -> list[str]:
     return [f"{pct(p.get('share'))} {p.get('name') or 'unclustered'}{ids(p)}" for p in parts]
 
 
-def _transition(t: dict, now: datetime) -> str:
+def _transition(t: dict, now: datetime, a: dict) -> str:
     expected = t.get("baseline") if t.get("expected") is None else t["expected"]
-    return (f"{_at(t.get('at'), now, relative=False)} {t.get('state')}: rate {pct(t.get('rate'))}, "
-            f"expected {pct(expected)}, rise {pts(t.get('delta'))}")
+    f = lambda x, change=False: figure(x, t.get("unit") or a.get("unit"), change)  # noqa: E731  (older records: the alert's)
+    return (f"{_at(t.get('at'), now, relative=False)} {t.get('state')}: rate {f(t.get('rate'))}, "
+            f"expected {f(expected)}, {'change' if a['kind'] in INPUT_KINDS else 'rise'} {f(t.get('delta'), True)}")
+
+
+def _count(x: object) -> str:
+    return "—" if x is None else f"{x:,.0f}"
+
+
+def _input_fields(a: dict) -> list[tuple[str, str]]:
+    """What the input-health kinds add: received against expected events, the dead letters, the served share."""
+    d = a.get("details") or {}
+    if a["kind"] == SILENT_KIND:
+        return [("received", f"{_count(d.get('received'))} events in {a['window']} min; "
+                             f"{_count(d.get('expected_events'))} expected")]
+    if a["kind"] == REJECTED_KIND:
+        sample = " ".join(x for x in (d.get("sample_reason") or "", f"at {d['sample_source']}"
+                                      if d.get("sample_source") else "") if x)
+        return [("rejected", f"{_count(d.get('rejected'))} of {_count(d.get('received'))} events dead-lettered"),
+                ("top rule", f"{d['top_rule']} ({_count(d.get('top_rule_count'))} events)" if d.get("top_rule") else ""),
+                ("sample", sample), ("list them", dlq_command(a["route"]))]
+    if a["kind"] == ABSTENTION_KIND:
+        return [("served", served_sentence(d)), ("meanwhile", hallucination_sentence(d))]
+    return []
 
 
 def alert_fields(a: dict, now: datetime) -> list[tuple[str, str | list[str]]]:
     """What `alerts show` prints, in order: (label, value or lines); empty values are left out."""
+    basis = a.get("expected_basis") or ("the route's history" if a["kind"] in INPUT_KINDS else "the trailing level")
     expected = ("— (stored before expectations; the rise is over the baseline)" if a.get("expected") is None
-                else f"{pct(a['expected'])}: {a.get('expected_basis') or 'the trailing level'}")
+                else f"{fig(a, a['expected'])}: {basis}")
     acked = f"by {a['acked_by']} at {_at(a['acked_at'], now)}" + (f": {a['ack_note']}" if a.get("ack_note") else "")
+    share = (a.get("unit") or "share") == "share"
+    own_baseline = a["kind"] not in INPUT_KINDS  # an input-health alert's baseline is its expectation
     fields = [
         ("alert", a["alert_id"]), ("route", a["route"]), ("kind", KIND_TEXT.get(a["kind"], a["kind"])),
         ("state", _state(a, now)), ("severity", a["severity"]), ("acked", acked if a["acked"] else "no"),
         ("silenced", f"by {', '.join(a['silenced_by'])}" if a["silenced_by"] else "no"),
-        ("rate", pct(a["rate"]) + _interval(a["rate_interval"])), ("expected", expected),
-        ("baseline", f"{pct(a['baseline'])}{_interval(a['baseline_interval'])}, the trailing level"),
-        ("rise", _rise(a)), ("calibrated", _calibrated(a)), ("mix slice", a.get("mix_slice") or ""),
+        ("rate", fig(a, a["rate"]) + (_interval(a["rate_interval"]) if share else "")), ("expected", expected),
+        ("baseline", f"{fig(a, a['baseline'])}{_interval(a['baseline_interval'])}, the trailing level"
+         if own_baseline else ""),
+        ("rise" if own_baseline else "change", _rise(a)), *_input_fields(a),
+        ("calibrated", _calibrated(a)), ("mix slice", a.get("mix_slice") or ""),
         ("onset", _at(a["onset"], now) if a["onset"] else ""),
-        ("window", f"{a['window']} min, {a['claims']:,} claims"),
+        ("window", f"{a['window']} min, {a['claims']:,} {counted(a['kind'])}"),
         ("driven by", f"{a['driving_verdict']} claims" if a["driving_verdict"] else ""),
         ("suspects", _suspects(a)), ("issues", _issues(a.get("explanation"))),
-        ("transitions", [_transition(t, now) for t in a.get("transitions") or []]),
+        ("transitions", [_transition(t, now, a) for t in a.get("transitions") or []]),
     ]
     return [(label, value) for label, value in fields if value]
 
 
 def alert_text(a: dict, now: datetime, width: int = 80) -> list[str]:
     """The alert as labelled lines at most ``width`` wide (values wrap at spaces; ids and routes stay whole)."""
+    return labelled(alert_fields(a, now), width)
+
+
+def labelled(fields: list[tuple[str, str | list[str]]], width: int, label_width: int = LABEL) -> list[str]:
+    """(label, value or lines) as lines at most ``width`` wide, values wrapped at spaces beside their label."""
     lines = []
-    for label, value in alert_fields(a, now):
-        first = label.ljust(LABEL)
+    for label, value in fields:
+        first = label.ljust(label_width)
         for item in value if isinstance(value, list) else [value]:
             text = _POINTS.sub("\\1\u00a0pts", " ".join(plain(item).split()))  # "+4.5 pts" stays on one line
-            wrapped = textwrap.wrap(text, max(20, width - LABEL), break_long_words=False,
+            wrapped = textwrap.wrap(text, max(20, width - label_width), break_long_words=False,
                                     break_on_hyphens=False) or [""]
-            lines += [(first if n == 0 else " " * LABEL) + part.replace("\u00a0", " ")
+            lines += [(first if n == 0 else " " * label_width) + part.replace("\u00a0", " ")
                       for n, part in enumerate(wrapped)]
-            first = " " * LABEL
+            first = " " * label_width
     return [line.rstrip() for line in lines]
+
+
+_LIST_ITEM = re.compile(r"\s*(?:(?:[-*]|\d+\.)\s+)?")
+
+
+def runbook_lines(markdown: str, width: int) -> list[str]:
+    """A runbook's Markdown for the terminal: prose wrapped at ``width`` (list items keep their indent);
+    code blocks and headings as they are, so commands paste whole."""
+    lines, code = [], False
+    for line in markdown.splitlines():
+        line = plain(line)
+        fence = line.startswith("```")
+        code = code != fence
+        if code or fence or line.startswith("#") or len(line) <= width:
+            lines.append(line)
+            continue
+        indent = " " * len(_LIST_ITEM.match(line).group(0))
+        lines += textwrap.wrap(line, width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
+    return lines
 
 
 @alerts.command("ack")

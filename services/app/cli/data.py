@@ -115,17 +115,36 @@ def warn_if_stamped(report, observed_at: datetime | None) -> None:
               help="Minute a corpus update raises parcel-status's stale rate, or 'none'.")
 @click.option("--bad-fraction", default=0.05, show_default=True, help="Share of messages that break the contract.")
 @click.option("--scale", default=1.0, show_default=True, help="Multiply every route's volume.")
+@click.option("--control", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Read stopped and broken routes from this file each minute (see `claimwatch demo-traffic`).")
 @service_options
 def simulate(settings: Settings, minutes: int, seed: int, start: str | None, out: Path | None, speed: float,
-             regression_at: int, corpus_change_at: str, bad_fraction: float, scale: float) -> None:
+             regression_at: int, corpus_change_at: str, bad_fraction: float, scale: float, control: Path | None) -> None:
     """Realistic verdict traffic (routes, diurnal volume, failure families, regressions, bad events)."""
-    from services.client.simulate_run import SimulationRequest, run_simulation
+    from services.client.simulate_run import SimulationRequest, TrafficControl, run_simulation
 
     try:
         request = SimulationRequest.build(minutes, seed, start, regression_at, corpus_change_at, bad_fraction, scale)
     except ValueError as exc:
         raise Abort(str(exc)) from None
-    run_simulation(request, settings, out, speed, console)
+    run_simulation(request, settings, out, speed, console, None if control is None else TrafficControl(control))
+
+
+@main.command("demo-traffic")
+@click.argument("action", type=click.Choice(["stop", "break", "resume"]))
+@click.argument("route")
+def demo_traffic(action: str, route: str) -> None:
+    """Change the running demo's live traffic: stop a route (a verifier outage: route_silent pages), break it (its
+    events under a contract version nobody reads: events_rejected pages) or resume it."""
+    from services.client.demo import CONTROL_FILE
+    from services.client.simulate_run import TrafficControl
+
+    control = TrafficControl(CONTROL_FILE)
+    control.change(route, action)
+    console.print(f"{route}: {'stopped' if action == 'stop' else 'broken' if action == 'break' else 'resumed'} "
+                  f"(stopped: {', '.join(sorted(control.stopped)) or 'none'}; broken: "
+                  f"{', '.join(sorted(control.broken)) or 'none'}); `claimwatch alerts list` shows the page within "
+                  "about ten minutes")
 
 
 RATE_COLUMNS = [
@@ -216,14 +235,18 @@ DLQ_COLUMNS = [
 
 @main.command()
 @click.option("--samples", default=1, show_default=True, help="Samples to show per reason.")
+@click.option("--route", default=None, help="Only dead letters of this route (their message key, else their route field).")
 @output_option
 @service_options
-def dlq(settings: Settings, samples: int, output: str) -> None:
+def dlq(settings: Settings, samples: int, route: str | None, output: str) -> None:
     """Dead-letter counts per reason, with a sample of each."""
     from services.store.dlq import dlq_summary
 
-    data = reach(settings, "/api/dlq", {"samples": samples}, lambda c: dlq_summary(c.store, samples))
+    params = {"samples": samples} if route is None else {"samples": samples, "route": route}
+    data = reach(settings, "/api/dlq", params, lambda c: dlq_summary(c.store, samples, route))
     if output == "json":
         print_json(data)
         return
-    print_table(DLQ_COLUMNS, data, output, title="Dead-lettered messages by reason", empty="no dead-lettered messages")
+    on = "" if route is None else f" on route {route}"
+    print_table(DLQ_COLUMNS, data, output, title=f"Dead-lettered messages{on} by reason",
+                empty=f"no dead-lettered messages{on}")

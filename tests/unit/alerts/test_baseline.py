@@ -58,15 +58,17 @@ def test_time_of_day_expectation_has_exact_values_on_a_constructed_history():
     assert b.expect(at_centre).mixed[0] == pytest.approx(b.expect(at_centre).total[0])  # no slices: no mix adjustment
 
 
-def test_with_less_than_a_day_of_history_the_expectation_is_the_trailing_level():
+def test_with_less_than_a_day_of_history_the_expectation_is_a_local_level_with_a_margin():
     b = SeasonalBaseline(CONFIG, 1, 6)
     feed(b, range(0, 23 * 60 + 1), failures)
-    assert not b.seasonal
-    level = sum(failures(h * 60) for h in range(23)) * 60 / (23 * 60 * 100)
+    assert not b.seasonal and b.learning and b.history_hours == 23
+    level = sum(failures(h * 60) for h in (21, 22)) * 60 / (2 * 60 * 100)  # the last two finished hours
     for minute in (23 * 60 + 1, 23 * 60 + 30):
         assert b.expect(minute).total[0] == pytest.approx(level, abs=1e-12)
+        assert b.expect(minute).margin[0] == CONFIG.learning_margin == 0.0075
     feed(b, range(23 * 60 + 1, DAY + 1), failures)  # the 24th hour completes a day: the profile takes over
     assert b.seasonal and b.expect(DAY + 30).total[0] != pytest.approx(b.level[0])
+    assert b.expect(DAY + 30).margin[0] == 0.0  # the profile knows the time of day: no margin
     flat = SeasonalBaseline(replace(CONFIG, season_days=0), 1, 6)  # the previous detector: never seasonal
     feed(flat, range(0, 2 * DAY + 1), failures)
     assert not flat.seasonal and flat.expect(2 * DAY + 30).total[0] == pytest.approx(flat.level[0])
@@ -165,7 +167,8 @@ def shifted_minute(simple: int, hard: int, hard_rate: float = 0.16, simple_rate:
 
 
 def test_a_rise_splits_into_mix_and_rate_effects_that_add_up():
-    d = DriftDetector(DetectorConfig(min_baseline_claims=1_000))
+    # six hours are under a day: the previous whole-history level and no margin keep the figures exact
+    d = DriftDetector(DetectorConfig(min_baseline_claims=1_000, learning_level_minutes=1440, learning_margin=0.0))
     start = datetime(2026, 11, 2, tzinfo=timezone.utc)
     total, slices = shifted_minute(800, 200)
     for m in range(6 * 60):  # six hours at 80% simple (6%), 20% multi_hop (16%): 8% pooled

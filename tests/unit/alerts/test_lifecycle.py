@@ -115,7 +115,7 @@ def test_transition_record_shape_and_round_trip():
     firing = alert(starts_at=T0 + 3 * MIN, suspect_changes=({"dim": "version.model", "value": "gen-11"},))
     record = firing.transition_record()
     assert list(record) == ["route", "kind", "state", "at", "rate", "baseline", "expected", "delta", "mix_effect",
-                            "rate_effect", "mix_slice", "suspect_changes"]
+                            "rate_effect", "mix_slice", "suspect_changes", "unit", "details"]
     assert (record["state"], record["at"]) == ("firing", "2026-11-21T09:03:00+00:00")
     assert record["suspect_changes"] == [{"dim": "version.model", "value": "gen-11"}]
     json.dumps(record)

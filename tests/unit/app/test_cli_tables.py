@@ -18,6 +18,7 @@ from services.app.cli.alerts import alert_columns, silence_columns
 from services.app.cli.data import DLQ_COLUMNS, RATE_COLUMNS
 from services.app.cli.evalset import ITEM_COLUMNS
 from services.app.cli.issues import issue_columns
+from services.app.cli.rules import RULE_COLUMNS
 from services.app.cli.tables import Column, ago, render
 from services.core.clock import utcnow
 from tests.unit.api.test_api import AUTH, HTML_ROUTE, SQL_ROUTE, TOKEN, client_for, world  # noqa: F401  (fixture)
@@ -53,6 +54,7 @@ COMMANDS = [
     (["rates", "--window", "all"], ("/api/rates", {"window": "all"}), [], ["route"], RATE_COLUMNS),
     (["alerts", "list"], ("/api/alerts", {}), ["alert_id"], ["route"], alert_columns(utcnow())),
     (["alerts", "silences"], ("/api/silences", {"active": False}), ["silence_id"], [], silence_columns(utcnow())),
+    (["alerts", "rules"], ("/api/alerts/rules", {}), ["kind"], [], RULE_COLUMNS),
     (["issues", "list"], ("/api/issues", {"sort": "priority", "limit": 50}), ["issue_id"], [], issue_columns(utcnow())),
     (["dlq"], ("/api/dlq", {"samples": 1}), [], [], DLQ_COLUMNS),
 ]
@@ -180,3 +182,21 @@ def test_times_are_short():
     assert ago((NOW + timedelta(hours=2)).isoformat(), NOW) == "in 2h"
     assert ago("2020-01-02T03:04:05+00:00", NOW) == "2020-01-02"
     assert ago(None, NOW) == "—"
+
+
+def test_input_health_rows_read_in_their_own_units():
+    row = {"alert_id": "a-0d5e5c9d2b6f4a11", "route": "parcel-status", "state": "firing", "severity": "critical",
+           "starts_at": NOW.isoformat(), "pending_since": None, "acked_by": None, "silenced_by": []}
+    rows = [{**row, "kind": "route_silent", "unit": "per_minute", "rate": 0.4, "expected": 41.2, "baseline": 41.2,
+             "delta": -40.8},
+            {**row, "kind": "events_rejected", "unit": "share", "rate": 0.35, "expected": 0.01, "baseline": 0.01,
+             "delta": 0.34},
+            {**row, "kind": "abstention_rise", "unit": "share", "rate": 0.31, "expected": 0.12, "baseline": 0.12,
+             "delta": 0.19}]
+    lines = render(alert_columns(NOW), rows, WIDTH)
+    assert all(len(line) <= WIDTH for line in lines) and "DELTA" in lines[0].split()   # the delta stays longest
+    assert lines[1].endswith("-40.8/min") and lines[2].endswith("+34.0 pts") and lines[3].endswith("+19.0 pts")
+    wide = [[c.strip() for c in line.split("  ") if c.strip()] for line in render(alert_columns(NOW), rows, None, wide=True)]
+    assert wide[1][3:7] == ["route silent", "0.4/min", "41.2/min", "-40.8/min"] and wide[1][-1] == "41.2/min"
+    assert wide[2][3:7] == ["events rejected", "35.0%", "1.0%", "+34.0 pts"]
+    assert wide[3][3:7] == ["abstention rise", "31.0%", "12.0%", "+19.0 pts"]

@@ -52,3 +52,15 @@ def test_the_model_loads_once_for_clustering_and_promotion(store, monkeypatch):
     second = c.evalset.promotion.embed(["parcels ship on friday"])
     assert first.shape == second.shape == (1, 384)
     assert loads == [DEFAULT_CONFIG.model]
+
+
+def test_the_ingest_window_and_epoch_come_from_the_settings(store):
+    from datetime import timedelta
+
+    from services.ingest.window import EventTimeWindow
+
+    settings = Settings(ingest={"backfill": True, "max_future_skew_seconds": 60}, retention={"raw_days": 7})
+    ingestor = build(settings, store).ingestor("topic-incarnation-2")
+    assert ingestor.window == EventTimeWindow(7, 400, True, timedelta(seconds=60))
+    assert ingestor.epoch == "topic-incarnation-2"
+    assert build(Settings(), store).ingestor().window == EventTimeWindow(30, 400, False, timedelta(minutes=5))

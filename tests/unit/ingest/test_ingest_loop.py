@@ -16,7 +16,7 @@ from services.core.metrics import Metrics
 from services.ingest.dead_letters import DeadLetterSender
 from services.ingest.durable import DurableWriter
 from services.ingest.ingestor import DecodedBatch, Health, Ingestor, RawMessage
-from services.ingest.offsets import OffsetTracker
+from services.ingest.offsets import LogPosition, OffsetTracker
 from services.ingest.pipeline import ByteSplitter, InFlight, IngestPipeline
 from services.store.backends import StoreError
 from services.store.writer import DeadLetter, EventWriter
@@ -24,6 +24,9 @@ from services.store.writer import DeadLetter, EventWriter
 BASE = {"schema": "claimwatch.verdict/v1", "trace_id": "t", "observed_at": "2026-11-21T09:14:03.512+01:00",
         "route": "billing-faq", "answer": {"action": "served"}, "versions": {"model": "m1", "corpus": "c1"},
         "claims": [{"verdict": "contradicted", "text": "x"}, {"verdict": "supported"}]}
+
+
+NOW = datetime(2026, 11, 21, 9, 30, tzinfo=timezone.utc)  # when a batch arrives: BASE is an hour and a quarter old
 
 
 def message(offset: int, event_id: str | None = None, partition: int = 0, **over) -> RawMessage:
@@ -72,7 +75,7 @@ class PoisonWriter(EventWriter):
 
 def test_split_keeps_each_event_with_its_message():
     messages = [message(0, "a"), message(1), message(2, "b")]
-    batch = Ingestor(EventWriter(None), Decoder()).split(messages)
+    batch = Ingestor(EventWriter(None), Decoder()).split(messages, NOW)
     assert isinstance(batch, DecodedBatch)
     assert [(m.offset, i, e.event_id) for m, i, e in batch.items] == [(0, None, "a"), (2, None, "b")]
     assert [e.event_id for e in batch.events] == ["a", "b"]
@@ -83,7 +86,7 @@ def test_isolation_reuses_decoded_events_and_dead_letters_the_culprit(store):
     decoder = CountingDecoder()
     ingestor = Ingestor(PoisonWriter(store, "bad"), decoder)
     messages = [message(0, "a"), message(1, "bad"), message(2), message(3, "c")]
-    outcome = ingestor.process(messages)
+    outcome = ingestor.process(messages, NOW)
     assert decoder.calls == len(messages)  # decoded once: isolation re-used the decoded events
     assert [e.event_id for e in outcome.events] == ["a", "c"]
     assert sorted((d.offset, d.rejection.rule) for d in outcome.dead) == [(1, "unprocessable"), (2, outcome.dead[0].rejection.rule)]
@@ -93,7 +96,7 @@ def test_isolation_reuses_decoded_events_and_dead_letters_the_culprit(store):
 
 def test_write_is_safe_to_repeat_with_the_same_batch(store):
     ingestor = Ingestor(EventWriter(store), Decoder())
-    batch = ingestor.split([message(0, "a"), message(1)])
+    batch = ingestor.split([message(0, "a"), message(1)], NOW)
     first, again = ingestor.write(batch), ingestor.write(batch)
     assert (first.result.inserted, again.result.inserted, again.result.duplicates) == (1, 0, 1)
     assert len(batch.dead) == len(again.dead) == 1 and stored(store) == 1
@@ -109,7 +112,7 @@ def test_envelope_bad_events_are_dead_lettered_alone_and_neighbours_stored(store
     events[2] = {**events[2], "route": "no spaces"}
     events[5] = "not an event"
     ingestor = Ingestor(EventWriter(store), Decoder())
-    batch = ingestor.split([envelope_message(7, events), message(8, "single"), message(9)])
+    batch = ingestor.split([envelope_message(7, events), message(8, "single"), message(9)], NOW)
     assert [(m.offset, i, e.event_id) for m, i, e in batch.items] == [
         (7, 0, "e0"), (7, 1, "e1"), (7, 3, "e3"), (7, 4, "e4"), (8, None, "single")]
     assert [(d.offset, d.index, d.rejection.rule) for d in batch.dead] == [
@@ -117,7 +120,7 @@ def test_envelope_bad_events_are_dead_lettered_alone_and_neighbours_stored(store
     assert orjson.loads(batch.dead[0].raw) == events[2] and batch.dead[1].raw == b'"not an event"'
     outcome = ingestor.write(batch)
     assert (outcome.result.inserted, outcome.result.rejected) == (5, 3)
-    ingestor.write(ingestor.split([envelope_message(7, events)]))  # redelivered: nothing doubles
+    ingestor.write(ingestor.split([envelope_message(7, events)], NOW))  # redelivered: nothing doubles
     assert stored(store) == 5
     rows = store.query("SELECT offset, envelope_index, rule FROM dlq FINAL ORDER BY offset, envelope_index")
     assert [tuple(r.values()) for r in rows] == [(7, 2, "bad_route"), (7, 5, "not_object"), (9, -1, "not_json")]
@@ -125,14 +128,14 @@ def test_envelope_bad_events_are_dead_lettered_alone_and_neighbours_stored(store
 
 def test_malformed_envelope_is_one_dead_letter_with_the_whole_message():
     raw = orjson.dumps({"schema": "claimwatch.verdicts/v1", "events": []})
-    batch = Ingestor(EventWriter(None), Decoder()).split([RawMessage("verdicts", 0, 3, raw)])
+    batch = Ingestor(EventWriter(None), Decoder()).split([RawMessage("verdicts", 0, 3, raw)], NOW)
     [dead] = batch.dead
     assert (dead.index, dead.rejection.rule, dead.raw) == (None, "envelope.events.empty", raw) and not batch.items
 
 
 def test_isolation_dead_letters_the_culprit_with_its_envelope_index(store):
     events = [{**BASE, "event_id": eid} for eid in ("a", "bad", "c")]
-    outcome = Ingestor(PoisonWriter(store, "bad"), Decoder()).process([envelope_message(0, events)])
+    outcome = Ingestor(PoisonWriter(store, "bad"), Decoder()).process([envelope_message(0, events)], NOW)
     assert [e.event_id for e in outcome.events] == ["a", "c"]
     assert [(d.index, d.rejection.rule, orjson.loads(d.raw)["event_id"]) for d in outcome.dead] == [(1, "unprocessable", "bad")]
 
@@ -174,7 +177,8 @@ def test_durable_writer_retries_until_the_store_accepts(store):
         states.append((health.store_ok, health.consecutive_failures))
         return fn(*args)
 
-    writer = DurableWriter(Ingestor(flaky, Decoder()), health, metrics, Backoff(0.2, 1.0), watching, inline, sleeps)
+    writer = DurableWriter(Ingestor(flaky, Decoder()), health, metrics, Backoff(0.2, 1.0), watching, inline, sleeps,
+                           clock=lambda: NOW)
     outcome = asyncio.run(writer.write([message(0, "a"), message(1, "b"), message(2)]))
     assert flaky.attempts == 4 and len(sleeps) == 3 and all(0 < d <= 1.0 for d in sleeps)
     assert states == [(True, 0), (False, 1), (False, 2), (False, 3)]  # Health shows the outage while it lasts
@@ -187,7 +191,7 @@ def test_durable_writer_retries_until_the_store_accepts(store):
 def test_durable_writer_decodes_once_across_retries(store):
     decoder = CountingDecoder()
     writer = DurableWriter(Ingestor(FlakyWriter(store, 2), decoder), Health(), Metrics(), Backoff(0.1, 0.1),
-                           inline, inline, Sleeps())
+                           inline, inline, Sleeps(), clock=lambda: NOW)
     asyncio.run(writer.write([message(0, "a")]))
     assert decoder.calls == 1
 
@@ -252,11 +256,23 @@ def test_broker_errors_are_retried_with_backoff_and_others_propagate():
 
 def test_offset_tracker_keeps_the_highest_offset_per_partition():
     offsets = OffsetTracker()
-    assert offsets.done("verdicts", 0) == -1 and offsets.lag("verdicts", 0, 10) == 10
+    assert offsets.done("verdicts", 0) == -1 and offsets.lag("verdicts", 0, LogPosition(end=10)) == 10
     offsets.mark([message(5, "a"), message(3, "b"), message(7, "c", partition=1)])
     offsets.mark([message(4, "d")])  # a batch that finished out of order does not move it back
     assert offsets.done("verdicts", 0) == 5 and offsets.done("verdicts", 1) == 7
-    assert offsets.lag("verdicts", 0, 6) == 0 and offsets.lag("verdicts", 0, 10) == 4 and offsets.lag("verdicts", 1, 3) == 0
+    assert offsets.lag("verdicts", 0, LogPosition(end=6)) == 0 and offsets.lag("verdicts", 0, LogPosition(end=10)) == 4
+    assert offsets.lag("verdicts", 1, LogPosition(end=3)) == 0
+
+
+def test_lag_counts_from_the_groups_commit_so_it_is_true_right_after_a_restart():
+    restarted = OffsetTracker()  # has finished nothing yet
+    assert restarted.lag("verdicts", 0, LogPosition(start=0, end=10, committed=10)) == 0
+    assert restarted.lag("verdicts", 0, LogPosition(start=0, end=12, committed=10)) == 2
+    assert restarted.lag("verdicts", 0, LogPosition(start=4, end=10)) == 6  # no commit yet: from the log start
+    # The consumer's fetch highwater, when larger, is the newer reading of the log end.
+    assert restarted.lag("verdicts", 0, LogPosition(end=11, committed=10), highwater=14) == 4
+    restarted.mark([message(11, "a")])  # finished ahead of the commit (Faust commits each second)
+    assert restarted.lag("verdicts", 0, LogPosition(end=14, committed=10)) == 2
 
 
 def test_pipeline_acks_after_the_store_and_the_dlq_hold_the_batch(store):
@@ -268,7 +284,8 @@ def test_pipeline_acks_after_the_store_and_the_dlq_hold_the_batch(store):
     async def ack():
         order.append(("ack", offsets.done("verdicts", 0)))
 
-    writer = DurableWriter(Ingestor(EventWriter(store), Decoder()), Health(), metrics, Backoff(0.1, 1), inline, inline)
+    writer = DurableWriter(Ingestor(EventWriter(store), Decoder()), Health(), metrics, Backoff(0.1, 1), inline, inline,
+                           clock=lambda: NOW)
     pipeline = IngestPipeline(writer, DeadLetterSender(send, lambda: Backoff(0.1, 1)), metrics, offsets)
     asyncio.run(pipeline.finish([message(0, "a"), message(1), message(2, "a")], ack))
     assert order == [("dlq", 1), ("ack", -1)] and offsets.done("verdicts", 0) == 2

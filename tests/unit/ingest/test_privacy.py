@@ -2,6 +2,7 @@
 import base64
 import hashlib
 import hmac
+from datetime import datetime, timezone
 from pathlib import Path
 
 import orjson
@@ -324,7 +325,8 @@ def test_dead_letter_samples_are_redacted_before_storage(tmp_path, mode):
     migrate(store)
     try:
         r = redactor(mode=mode, hash_salt=SALT)
-        outcome = Ingestor(EventWriter(store), Decoder(), r).process([RawMessage("t", 0, 5, bad)])
+        outcome = Ingestor(EventWriter(store), Decoder(), r).process([RawMessage("t", 0, 5, bad)],
+                                                                  datetime(2026, 11, 21, tzinfo=timezone.utc))
         assert outcome.dead[0].raw == bad  # the Kafka DLQ topic still gets the original bytes for replay
         sample = base64.b64decode(store.query("SELECT sample FROM dlq")[0]["sample"])
         assert b"ana@example.com" not in sample

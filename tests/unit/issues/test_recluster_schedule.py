@@ -142,9 +142,9 @@ def land(store, prefix: str, n: int, at: datetime) -> None:
     EventWriter(store).write([Decoder().decode(r) for r in raw])
 
 
-def small_jobs(store) -> IssueJobs:
+def small_jobs(store, **options) -> IssueJobs:
     return IssueJobs(replace(DEFAULT_CONFIG, umap_min_points=10**9), HashingEmbedder(), issue_repository(store),
-                     timedelta(hours=1))
+                     timedelta(hours=1), **options)
 
 
 def test_assignment_completes_while_a_recluster_is_blocked(store):

@@ -1,4 +1,4 @@
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 import orjson
 import pytest
@@ -69,6 +69,31 @@ def test_slices_by_query_type(store):
     assert RateRepository(store).dims() == ["mix", "query_type", "stakes", "version.model"]
 
 
+def at(hh_mm: str) -> datetime:
+    return datetime.fromisoformat(f"2026-11-21T{hh_mm}:00+00:00")
+
+
+def test_windows_end_at_the_newest_minute_up_to_the_wall_clock(store):
+    ahead = Decoder().decode(orjson.dumps({
+        "schema": "claimwatch.verdict/v1", "event_id": "ahead-1", "trace_id": "t", "route": "ahead",
+        "observed_at": "2026-12-21T10:00:30Z", "answer": {"action": "served"},
+        "claims": [{"verdict": "contradicted"}]}))
+    EventWriter(store).write([event(1, "calm", 0, ["supported"]), event(2, "bad", 59, ["contradicted"]), ahead])
+    rates = RateRepository(store, clock=lambda: at("11:20") + timedelta(seconds=7))
+    # A month ahead moves no window: the other routes stay in it, and "ahead" waits for the clock.
+    assert rates.window_end() == at("10:59") and rates.window_bounds(timedelta(minutes=30))[1] == at("10:59")
+    assert {r["route"] for r in route_rates(rates.totals("", parse_window("24h")))} == {"calm", "bad"}
+    assert "ahead" in {r["route"] for r in route_rates(rates.totals("", None))}  # stored, and in "all"
+    # A route's own end; a route stored only ahead of the clock ends at the clock's minute.
+    assert rates.window_end("calm") == at("10:00") and rates.window_end("ahead") == at("11:20")
+    # Never after the clock: with the clock at 10:30, only 10:00 has happened.
+    earlier = RateRepository(store, clock=lambda: at("10:30"))
+    assert earlier.window_end() == at("10:00")
+    assert [r["route"] for r in route_rates(earlier.totals("", parse_window("30m")))] == ["calm"]
+    assert RateRepository(store, clock=lambda: at("09:00")).window_end() == at("09:00")
+
+
 def test_empty_store_has_no_rates(store):
     assert RateRepository(store).totals("", parse_window("30m")) == []
     assert RateRepository(store).latest_minute() is None
+    assert RateRepository(store).window_end() is None

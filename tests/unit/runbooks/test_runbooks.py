@@ -13,6 +13,7 @@ from runbooks import (
     KINDS, ContextError, IssueInfo, IssueSignals, RouteImpact, RunbookContext, RunbookError, RunbookRenderer,
     Summary, SuspectChange, TimelineEntry, TraceExample, runbook_kind,
 )
+from services.alerts.runbook import RUNBOOK_KINDS
 from tests.support.paths import ROOT
 
 T0 = datetime(2026, 11, 21, 9, 0, tzinfo=timezone.utc)
@@ -69,7 +70,8 @@ def renderer() -> RunbookRenderer:
 
 def test_packaged_templates_are_a_base_plus_one_per_kind():
     names = {p.name for p in (ROOT / "runbooks" / "templates").glob("*.j2")}
-    assert names == {"base.md.j2"} | {f"{k}.md.j2" for k in KINDS}
+    assert names == ({"base.md.j2", "alert_base.md.j2"} | {f"{k}.md.j2" for k in KINDS}
+                     | {f"{k}.md.j2" for k in RUNBOOK_KINDS})   # issue kinds; input-health alert kinds
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -199,4 +199,9 @@ def test_evaluator_waits_for_a_route_whose_backlog_is_still_being_consumed(store
     now += timedelta(seconds=30)
     assert evaluator.slowest_active_minute(now) == t0 + timedelta(minutes=39)  # still moving: still held
     now += MOVING_GRACE + timedelta(seconds=1)
-    assert evaluator.slowest_active_minute(now) == t0 + timedelta(minutes=119)  # stopped, 80 min behind: let go
+    land("ahead", range(120, 123))
+    assert evaluator.slowest_active_minute(now) == t0 + timedelta(minutes=122)  # stopped, 80 min behind: let go
+    # then every route stops, the data having been live (near the wall clock): time still passes, so silence
+    # is evaluated, MOVING_GRACE behind the clock
+    now += MOVING_GRACE + timedelta(seconds=1)
+    assert evaluator.slowest_active_minute(now) == now.replace(second=0) - MOVING_GRACE

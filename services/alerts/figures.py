@@ -1,0 +1,63 @@
+"""An alert's figures and sentences as every surface writes them (CLI, pages, Alertmanager, runbooks).
+
+``rate``, ``expected``, ``baseline`` and ``delta`` are shares or events a minute (``Alert.unit``); the
+input-health kinds carry a few more figures in ``details``. Each is put into words here, once, so the
+terminal, the page and the page that wakes someone up never disagree.
+"""
+from __future__ import annotations
+
+import shlex
+from typing import Callable, Mapping
+
+from services.alerts.lifecycle import ABSTENTION_KIND, AGREEMENT_KIND, REJECTED_KIND, SILENT_KIND, UNITS
+
+# What `claims` counts for each kind (the drift kinds count claims).
+COUNTED = {SILENT_KIND: "events", REJECTED_KIND: "events", ABSTENTION_KIND: "answers", AGREEMENT_KIND: "labels"}
+
+
+def figure(value: float | None, unit: str | None = "share", change: bool = False, missing: str = "—") -> str:
+    """``12.5%`` or ``41.0/min``; a ``change`` (a delta) is signed: ``+2.0 pts`` or ``-38.2/min``.
+
+    ``unit`` None is a share: alerts stored before units were all shares.
+    """
+    unit = unit or "share"
+    if unit not in UNITS:
+        raise ValueError(f"alert unit {unit!r} is unknown; use one of {', '.join(UNITS)}")
+    if value is None:
+        return missing
+    if unit == "per_minute":
+        return f"{value:+,.1f}/min" if change else f"{value:,.1f}/min"
+    return f"{100 * value:+.1f} pts" if change else f"{100 * value:.1f}%"
+
+
+def counted(kind: str) -> str:
+    """What the alert's ``claims`` figure counts: claims, events, answers or labels."""
+    return COUNTED.get(kind, "claims")
+
+
+def _share(value: float | None) -> str:
+    return figure(value, "share", missing="n/a")
+
+
+def served_sentence(details: Mapping) -> str:
+    """abstention_rise, the served share: ``62.0% of answers (71.0% before)``; empty when unknown."""
+    now, before = details.get("served_share"), details.get("served_share_before")
+    if now is None:
+        return ""
+    return f"{_share(now)} of answers ({_share(before)} before)"
+
+
+def hallucination_sentence(details: Mapping) -> str:
+    """abstention_rise: what the hallucination rate did meanwhile. When it fell, the gaming case is said plainly."""
+    now, before = details.get("hallucination_rate"), details.get("hallucination_rate_before")
+    if now is None or before is None:
+        return ""
+    if details.get("hallucination_fell"):
+        return (f"the hallucination rate fell from {_share(before)} to {_share(now)} at the same time: "
+                "abstaining may be hiding failures (the gaming case)")
+    return f"the hallucination rate did not fall ({_share(before)} before, {_share(now)} now)"
+
+
+def dlq_command(route: str, quote: Callable[[str], str] = shlex.quote) -> str:
+    """The command that lists the route's dead letters (``quote`` makes the route one shell word)."""
+    return f"claimwatch dlq --route {quote(route)}"

@@ -1,0 +1,23 @@
+"""The runbook of an alert on the monitor's own input: its context, the figures in words (services.alerts.figures).
+
+A drift alert has no runbook of its own: the issues behind its excess have theirs (services/alerts/explain.py).
+"""
+from __future__ import annotations
+
+from runbooks import AlertRunbookContext
+from runbooks.render import Md, shell_arg
+from services.alerts.figures import counted, dlq_command, figure, hallucination_sentence, served_sentence
+from services.alerts.lifecycle import INPUT_KINDS, Alert
+
+RUNBOOK_KINDS = INPUT_KINDS  # runbooks/templates/<kind>.md.j2 for each
+
+
+def runbook_context(alert: Alert, base_url: str) -> AlertRunbookContext:
+    d = alert.details
+    return AlertRunbookContext(
+        alert_id=alert.alert_id, route=alert.route, kind=alert.kind, severity=alert.severity, window=alert.window,
+        onset=alert.onset, rate=figure(alert.rate, alert.unit), expected=figure(alert.expected, alert.unit),
+        change=figure(alert.delta, alert.unit, change=True), count=alert.claims, counted=counted(alert.kind),
+        expected_basis=alert.expected_basis, details=dict(d), served=served_sentence(d),
+        hallucination=hallucination_sentence(d), gaming=bool(d.get("hallucination_fell")),
+        dlq_command=Md(dlq_command(alert.route, shell_arg)), base_url=base_url.rstrip("/"))
