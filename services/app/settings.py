@@ -46,7 +46,7 @@ class DriftSettings(Section):
 
     threshold: float = Field(0.02, gt=0, lt=1, description="minimum rise over baseline, as a fraction")
     route_thresholds: dict[str, float] = Field(default_factory=dict)
-    baseline_minutes: int = Field(24 * 60, ge=60, description="the trailing level, at least an hour (one block)")
+    baseline_minutes: int = Field(24 * 60, ge=30)
     min_claims: int = Field(200, ge=1)
     detector: dict[str, Any] = Field(default_factory=dict, description="advanced DetectorConfig overrides (kind, h, ...)")
     input_health: dict[str, Any] = Field(default_factory=dict, description="InputHealthConfig overrides "

@@ -145,6 +145,16 @@ def test_five_point_rise_fires_at_the_exact_minute(name, cls, rise_stream):
     assert detector.rate_interval.lo < detector.rate < detector.rate_interval.hi
 
 
+def test_day_one_a_swinging_rate_is_quiet_and_a_three_point_step_at_hour_ten_pages():
+    """A new route whose rate swings ±1 point over the day, +3 points from hour 10 (issue 21). The previous
+    baseline (the whole history's level, no margin) paged on the swing at hour 6; the learning one waits for the step."""
+    t = np.arange(720)
+    stream = minute_stream(38, BASE + 0.01 * np.sin(2 * np.pi * t / 1440 - 1.0) + np.where(t >= 600, 0.03, 0.0))
+    learning = replay(CusumDetector(), stream)
+    assert first(learning[:600], "firing") is None and first(learning, "firing") == 605
+    assert first(replay(CusumDetector(KNOWN_DAY), stream), "firing") == 343  # a false alarm at 05:43
+
+
 def test_cusum_estimates_onset_and_counts_claims(rise_stream):
     detector = CusumDetector()
     replay(detector, rise_stream[:EXPECTED_FIRING_MINUTE["cusum"] + 1])
