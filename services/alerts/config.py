@@ -95,15 +95,20 @@ class DetectorConfig:
 
     @classmethod
     def from_mapping(cls, values: dict) -> "DetectorConfig":
-        known = {f.name for f in dc_fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"unknown detector setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-        defaults = cls()
-        return cls(**{k: _as_type_of(getattr(defaults, k), v, k) for k, v in values.items()})
+        return cls(**typed_settings(cls, values, "detector"))
 
 
-def _as_type_of(default: Any, value: Any, name: str) -> Any:
+def typed_settings(cls, values: dict, what: str) -> dict:
+    """``values`` for the dataclass ``cls``, each as its default's type; an unknown name is refused with the known ones."""
+    known = {f.name for f in dc_fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(f"unknown {what} setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    defaults = cls()
+    return {k: _as_type_of(getattr(defaults, k), v, k, what) for k, v in values.items()}
+
+
+def _as_type_of(default: Any, value: Any, name: str, what: str) -> Any:
     """A setting as its default's type: environment variables (CLAIMWATCH_DRIFT__DETECTOR__H=9) arrive as text."""
     text = value.strip().lower() if isinstance(value, str) else None
     try:
@@ -114,4 +119,4 @@ def _as_type_of(default: Any, value: Any, name: str) -> Any:
             return int(number) if isinstance(default, int) and number.is_integer() else number
         return tuple(value) if isinstance(default, tuple) else value
     except (KeyError, TypeError, ValueError):
-        raise ValueError(f"detector setting {name}={value!r}: expected a {type(default).__name__}") from None
+        raise ValueError(f"{what} setting {name}={value!r}: expected a {type(default).__name__}") from None

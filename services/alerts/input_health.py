@@ -27,6 +27,7 @@ import numpy as np
 from scipy.stats import binom, poisson
 
 from services.alerts.baseline import smooth_slots
+from services.alerts.config import typed_settings
 from services.alerts.detector import minute_number, minute_start
 from services.alerts.lifecycle import ABSTENTION_KIND, REJECTED_KIND, SILENT_KIND
 from services.rates.intervals import Counts
@@ -81,18 +82,7 @@ class InputHealthConfig:
 
     @classmethod
     def from_mapping(cls, values: dict) -> "InputHealthConfig":
-        known = {f.name for f in dc_fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"unknown input health setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-        defaults, typed = cls(), {}
-        for name, value in values.items():
-            default = getattr(defaults, name)
-            try:
-                typed[name] = value if isinstance(default, str) else type(default)(float(value))
-            except (TypeError, ValueError):
-                raise ValueError(f"input health setting {name}={value!r}: expected a {type(default).__name__}") from None
-        return cls(**typed)
+        return cls(**typed_settings(cls, values, "input health"))
 
 
 def _share(numerator, denominator):
