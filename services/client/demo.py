@@ -115,7 +115,7 @@ def run_demo(settings, console: Console, keep_running: bool, token_hint: str | N
         console.rule("[bold green]done")
         console.print(f"Dashboard: {api}/   API docs: {api}/docs")
         console.print("Traffic goes on in real time. To see the monitor notice broken input, stop a route's "
-                      "verifier or break its producer, then watch `claimwatch alerts list`:", soft_wrap=True)
+                      "verifier or break its producer, then watch `claimwatch alerts list`:")
         console.print(f"  {CLI} demo-traffic stop billing-faq\n  {CLI} demo-traffic break parcel-status\n"
                       f"  {CLI} demo-traffic resume billing-faq", markup=False, highlight=False, soft_wrap=True)
         if token_hint:  # where `claimwatch up` keeps the API token, and how to use it

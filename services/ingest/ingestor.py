@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Sequence
 
 import orjson
@@ -23,6 +23,8 @@ from services.ingest.privacy import RedactionSettings, Redactor
 from services.ingest.window import EventTimeWindow
 from services.store.backends import StoreError
 from services.store.writer import SAMPLE_BYTES, DeadLetter, EventWriter, WriteResult
+
+NEIGHBOUR_FRESH = timedelta(minutes=2)  # a partition's valid events this recent date its unreadable neighbours
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +104,7 @@ class Ingestor:
         self.redactor = redactor or Redactor(RedactionSettings())  # before storage; a no-op unless enabled
         self.window = window or EventTimeWindow()
         self.epoch = epoch
+        self.neighbours: dict[int, tuple[datetime, datetime]] = {}  # partition -> (its newest valid event time, when seen)
 
     def split(self, messages: Sequence[RawMessage], now: datetime) -> DecodedBatch:
         """Decode and redact each event once; invalid ones (or a malformed envelope) and valid ones outside the
@@ -115,13 +118,24 @@ class Ingestor:
                 if isinstance(result, Rejection):
                     if index is not None and envelope is None:
                         envelope = envelope_events(m)
-                    # It counts in its event's minute where that is one the window takes, else in its arrival's.
                     seen = result.observed_at
-                    when = seen if seen is not None and self.window.admits(seen, now) else now
+                    when = seen if seen is not None and self.window.admits(seen, now) else self.minute_of_unreadable(m, now)
                     dead.append(self._dead_letter(m, result, index, event_bytes(m, index, envelope), when))
                 else:
+                    self.note_valid(m.partition, result.observed_at, now)
                     items.append((m, index, self.redactor.redact(result)))
         return DecodedBatch(items, dead)
+
+    def note_valid(self, partition: int, observed_at: datetime, now: datetime) -> None:
+        newest = self.neighbours.get(partition)
+        self.neighbours[partition] = (observed_at if newest is None else max(newest[0], observed_at), now)
+
+    def minute_of_unreadable(self, m: RawMessage, now: datetime) -> datetime:
+        """Where a dead letter without a usable time of its own counts: beside the valid events its partition
+        carries (a backfill's bad lines belong to the hours it replays, not to the minute they arrived), or at
+        its arrival once no valid event has come for NEIGHBOUR_FRESH (a producer whose every event is broken)."""
+        newest = self.neighbours.get(m.partition)
+        return newest[0] if newest is not None and now - newest[1] <= NEIGHBOUR_FRESH else now
 
     def _dead_letter(self, m: RawMessage, rejection: Rejection, index: int | None, raw: bytes,
                      when: datetime) -> DeadLetter:

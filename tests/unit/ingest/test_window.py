@@ -9,7 +9,7 @@ import pytest
 
 from services.contract.decode import Decoder
 from services.core.clock import utcnow
-from services.ingest.ingestor import Ingestor, RawMessage
+from services.ingest.ingestor import NEIGHBOUR_FRESH, Ingestor, RawMessage
 from services.ingest.window import TOO_FAR_AHEAD, TOO_OLD, EventTimeWindow
 from services.store.backends import ChdbStore
 from services.store.dlq import rejected_minutes
@@ -160,3 +160,18 @@ def test_a_dead_letter_counts_in_its_events_minute_or_its_arrivals_under_its_rou
         {"route": "future", "minute": at_minute("2026-11-21 09:30"), "rejected": 1},
         {"route": "key-route", "minute": at_minute("2026-11-21 09:30"), "rejected": 1},
     ]
+
+
+def test_a_backfills_unreadable_lines_count_beside_the_valid_events_of_their_partition(store):
+    """A backfill replays hours in seconds: a line with no usable time counts beside the valid events its partition
+    carries, not in the minute it arrived (which would read as every route's events failing at once). Once no valid
+    event has come for NEIGHBOUR_FRESH (a producer whose every event is broken), it counts when it arrives."""
+    hour_ago = NOW - timedelta(hours=1)
+    ingestor = Ingestor(EventWriter(store), Decoder(), window=LIVE)
+    valid = orjson.dumps({**BASE, "event_id": "v1", "route": "r", "observed_at": hour_ago.isoformat()})
+    ingestor.process([RawMessage("verdicts", 0, 0, valid, b"r"), RawMessage("verdicts", 0, 1, b"{junk", b"r"),
+                      RawMessage("verdicts", 1, 0, b"{junk", b"r")], NOW)  # partition 1 has no valid neighbour
+    ingestor.process([RawMessage("verdicts", 0, 2, b"{junk", b"r")], NOW + NEIGHBOUR_FRESH + timedelta(seconds=1))
+    minute = lambda t: t.replace(second=0, microsecond=0)  # noqa: E731
+    assert [(m["minute"], m["rejected"]) for m in rejected_minutes(store, hour_ago, NOW + timedelta(minutes=5))] == [
+        (minute(hour_ago), 1), (minute(NOW), 1), (minute(NOW + NEIGHBOUR_FRESH + timedelta(seconds=1)), 1)]
