@@ -32,8 +32,11 @@ log = logging.getLogger(__name__)
 CHECKPOINT = "alert-evaluator/v4"  # v4: learning baselines (a local level and a margin under a day), input health
 MINUTE = timedelta(minutes=1)
 SUSPECT_LOOKBACK = timedelta(hours=2)
-ACTIVE_WITHIN = timedelta(minutes=15)  # a route silent for longer no longer holds the watermark back …
+# A route this far behind the newest minute no longer holds the watermark back … (short: a route that stops must be
+# evaluated as silent within minutes, so route_silent pages within ten)
+ACTIVE_WITHIN = timedelta(minutes=3)
 MOVING_GRACE = timedelta(minutes=2)    # … unless its minutes still advanced this recently (a partition catching up)
+LIVE_WITHIN = timedelta(minutes=15)    # data this close to the wall clock when it stopped was live, not a backfill
 
 
 class AlertEvaluator:
@@ -104,7 +107,7 @@ class AlertEvaluator:
             # No route has sent for a while although the data was live (near the wall clock) when it stopped: time
             # still passes, so silence is evaluated (every verifier down is an outage too). A backfill of old
             # history that stops is not a live route falling silent.
-            elif now - self.newest_seen[1] > MOVING_GRACE and self.newest_seen[0] >= self.newest_seen[1] - ACTIVE_WITHIN:
+            elif now - self.newest_seen[1] > MOVING_GRACE and self.newest_seen[0] >= self.newest_seen[1] - LIVE_WITHIN:
                 return max(newest, now.replace(second=0, microsecond=0) - MOVING_GRACE)
         since = newest - timedelta(minutes=self.detector_config.baseline_minutes)
         held = []

@@ -143,8 +143,9 @@ def demo_traffic(action: str, route: str) -> None:
     control.change(route, action)
     console.print(f"{route}: {'stopped' if action == 'stop' else 'broken' if action == 'break' else 'resumed'} "
                   f"(stopped: {', '.join(sorted(control.stopped)) or 'none'}; broken: "
-                  f"{', '.join(sorted(control.broken)) or 'none'}); `claimwatch alerts list` shows the page within "
-                  "about ten minutes")
+                  f"{', '.join(sorted(control.broken)) or 'none'}).")
+    if action != "resume":
+        console.print("The page reaches `claimwatch alerts list` within about ten minutes.")
 
 
 RATE_COLUMNS = [
