@@ -50,6 +50,12 @@ def minute_start(minute: int) -> datetime:
     return datetime.fromtimestamp(minute * 60, tz=timezone.utc)
 
 
+def history_hours_between(first: datetime, now: datetime, config: DetectorConfig) -> float:
+    """Hours of history a detector that started at ``first`` holds at ``now``: its finished blocks, as it counts them."""
+    block = lambda t: minute_number(t) // config.block_minutes  # noqa: E731
+    return max(block(now) - block(first), 0) * config.block_minutes / 60
+
+
 def baseline_status(history_hours: float, config: DetectorConfig) -> dict:
     """Whether a route's baseline is still learning (under a day of history), from its hours of history."""
     learning = history_hours < 24

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from services.alerts.detector import DetectorConfig, baseline_status
+from services.alerts.detector import DetectorConfig, baseline_status, history_hours_between
 from services.rates.intervals import Counts, ratio_interval
 from services.rates.report import rate_entry
 from services.store.convert import parse_ch_time
@@ -115,7 +115,7 @@ class RouteHistory:
         baseline_minutes = detector.baseline_minutes
         before = self.counts(route, start - timedelta(minutes=baseline_minutes), start - timedelta(minutes=1))
         first = self.rates.first_minute(route)
-        history_hours = 0.0 if first is None else max((end - first) / timedelta(hours=1) + 1 / 60, 0.0)
+        history_hours = 0.0 if first is None else history_hours_between(first, end, detector)
         in_range = [a for a in alerts if overlaps(a, start, end + timedelta(minutes=1))]
         return {
             "route": route, "start": iso(start), "end": iso(end), "step_minutes": step,
