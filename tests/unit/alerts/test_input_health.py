@@ -3,6 +3,7 @@ while serving less. Exact minutes on constructed traffic, the nightly dip, and a
 from __future__ import annotations
 
 import pickle
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
@@ -121,3 +122,33 @@ def test_configuration_is_checked_and_typed():
         InputHealthConfig(abstention_severity="page")
     with pytest.raises(ValueError, match="silent_ratio < resume_ratio"):
         InputHealthConfig(silent_ratio=0.6)
+
+
+@pytest.mark.parametrize("kind, broken", [
+    (SILENT_KIND, (Counts.zero(), 0)),
+    (REJECTED_KIND, (Counts.zero(), 60)),
+    (ABSTENTION_KIND, (answers(60, abstained_share=0.5), 0)),
+])
+def test_each_kind_fires_is_silenced_by_its_matchers_and_resolves(kind, broken):
+    from services.alerts.lifecycle import next_alert, should_notify, status
+    from services.alerts.silences import Silence
+
+    d, alert, seen = InputHealthDetector(), None, []
+    stream = STEADY + [broken] * 40 + [(answers(60), 0)] * 40
+    for i, (counts, rejected) in enumerate(stream):
+        now = T0 + timedelta(minutes=i)
+        d.update(counts, rejected, now)
+        alert = next_alert(alert, "retired-route", d.view(kind), now, kind=kind, severity="critical")
+        if alert is not None:
+            seen.append(alert.recorded_state)
+    assert seen[0] == "pending" and "firing" in seen and seen[-1] == "resolved"
+    firing = T0 + timedelta(minutes=200)
+    retired = Silence.create(["route=retired-route", f"kind={kind}"], firing - timedelta(hours=1), duration="90d",
+                             created_by="oncall", comment="route retired")
+    other = Silence.create(["route=retired-route", "kind=hallucination_rate_rise"], firing - timedelta(hours=1),
+                           duration="90d", created_by="oncall", comment="not this kind")
+    open_alert = replace(alert, ends_at=None)  # the alert as it was while it fired
+    assert status(open_alert, [retired], firing).silenced_by == (retired.silence_id,)
+    assert status(open_alert, [other], firing).silenced_by == ()
+    assert should_notify(None, open_alert, firing, timedelta(minutes=5), [retired]) is None
+    assert should_notify(None, open_alert, firing, timedelta(minutes=5), [other]) == "new firing"
