@@ -37,6 +37,7 @@ SUSPECT_LOOKBACK = timedelta(hours=2)
 ACTIVE_WITHIN = timedelta(minutes=3)
 MOVING_GRACE = timedelta(minutes=2)    # … unless its minutes still advanced this recently (a partition catching up)
 LIVE_WITHIN = timedelta(minutes=15)    # data this close to the wall clock when it stopped was live, not a backfill
+TOP_RULE_KEYS = ("top_rule", "top_rule_count", "sample_reason", "sample_source")  # an events_rejected alert's details
 
 
 class AlertEvaluator:
@@ -179,20 +180,22 @@ class AlertEvaluator:
                 views = [(DRIFT_KIND, detector.regression), (MIX_KIND, detector.mix_shift),
                          *((k, health.view(k)) for k in watched)]
                 for kind, view in views:
-                    transition = self._step_alert(route, kind, view, minute)
+                    transition = self._step_alert(route, kind, view, minute, minute == end)
                     if transition is not None:
                         transitions.append(transition)
             minute += MINUTE
         return transitions
 
-    def _step_alert(self, route: str, kind: str, view, minute: datetime) -> Alert | None:
+    def _step_alert(self, route: str, kind: str, view, minute: datetime, last: bool = True) -> Alert | None:
         previous = self.open.get((route, kind))
         if previous is None and view.state == "ok":
             return None
         if kind in INPUT_KINDS:
             severity = self.health_config.abstention_severity if kind == ABSTENTION_KIND else "critical"
             if kind == REJECTED_KIND and view.state != "ok":
-                view = self._with_top_rule(route, view, minute)
+                # the top rule costs a query: only where the alert changes state or its figures are saved
+                fresh = last or previous is None or previous.recorded_state != view.state
+                view = self._with_top_rule(route, view, minute, None if fresh else previous)
         else:
             effect = view.rate_effect if kind == DRIFT_KIND else view.delta
             severity = severity_for(effect, self.config_for(route).threshold, kind)
@@ -212,11 +215,14 @@ class AlertEvaluator:
         self.alerts.record_transition(current)
         return current
 
-    def _with_top_rule(self, route: str, view, minute: datetime):
-        """The rule most of the window's dead letters broke, with a sample and the command that lists them."""
+    def _with_top_rule(self, route: str, view, minute: datetime, previous: Alert | None = None):
+        """The rule most of the window's dead letters broke, with a sample and the command that lists them
+        (carried over from ``previous`` when given, instead of asked again)."""
+        details = {**view.details, "dlq_command": f"claimwatch dlq --route {route}"}
+        if previous is not None:
+            return replace(view, details={**details, **{k: v for k, v in previous.details.items() if k in TOP_RULE_KEYS}})
         start = minute - timedelta(minutes=view.window_minutes - 1)
         found = next((r for r in rejected_routes(self.rates.store, start, minute) if r["route"] == route), None)
-        details = {**view.details, "dlq_command": f"claimwatch dlq --route {route}"}
         if found is not None:
             details.update(top_rule=found["rule"], top_rule_count=found["rule_count"],
                            sample_reason=found["sample"]["reason"], sample_source=found["sample"]["source"])

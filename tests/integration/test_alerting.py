@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-import httpx
 
-from services.api.auth import new_token
 from services.client.simulate import Regression, Scenario, generate
-from services.app.broker import create_topics
-from tests.support.peers import Alertmanager
-from tests.support.processes import WorkerProcess, send_all
+from tests.support.alerting import silence, worker_with_alertmanager
+from tests.support.processes import send_all
 
 CONFIG = """
 [drift]
@@ -43,55 +40,45 @@ def test_regression_fires_in_alertmanager_then_resolves_and_silence_holds(broker
     recovered = list(generate(scenario(False), start + timedelta(minutes=165), 75, seed=7))
 
     topic = f"{topic_prefix}.verdicts"
-    create_topics(broker.bootstrap, [topic, f"{topic_prefix}.verdicts.dlq", f"{topic_prefix}.alerts"], 2)
-    config = tmp_path / "claimwatch.toml"
-    config.write_text(CONFIG)
-    token, digest = new_token()
-    with Alertmanager(tmp_path / "am") as am:
-        env = {"CLAIMWATCH_NOTIFY__ALERTMANAGER_URL": am.url, "CLAIMWATCH_API__TOKEN_HASHES": f'["{digest}"]'}
-        with WorkerProcess(broker.bootstrap, f"chdb:{tmp_path / 'ch'}", topic_prefix, tmp_path / "worker.log",
-                           env=env, args=["--config", str(config)]) as worker:
-            # Silence hr-policy before anything happens there.
-            silence = httpx.post(worker.url + "/api/silences", json={
-                "matchers": ["route=hr-policy"], "by": "oncall", "comment": "prompt rollout under review",
-                "duration": "4h"}, headers={"Authorization": f"Bearer {token}"}, timeout=10)
-            assert silence.status_code == 201, silence.text
+    with worker_with_alertmanager(broker.bootstrap, topic_prefix, tmp_path, CONFIG) as (am, worker, token):
+        # Silence hr-policy before anything happens there.
+        silenced = silence(worker, token, ["route=hr-policy"], "prompt rollout under review")
 
-            send_all(broker.bootstrap, topic, calm + bad)
-            firing = worker.wait_for(lambda: [a for a in am.alerts() if a["labels"]["route"] == "billing-faq"], 240,
-                                     "billing-faq alert in Alertmanager")[0]
-            assert firing["labels"]["kind"] == "hallucination_rate_rise"
-            assert firing["labels"]["severity"] in ("warning", "critical")
-            assert firing["labels"]["alertname"] == "ClaimHallucinationRateRise"
-            assert "billing-faq" in firing["annotations"]["summary"]
-            assert "gen-2026-11" in firing["annotations"]["description"]  # first suspect: the new model
-            assert firing["annotations"]["runbook_url"].startswith("http")
-            # the alert explains itself: its excess failing claims split by issue, the rest unclustered
-            assert "failing claims above baseline" in firing["annotations"]["explanation"]
-            assert "unclustered" in firing["annotations"]["explanation"]
-            assert firing["generatorURL"].endswith(firing["annotations"]["runbook_url"].rsplit("/", 1)[-1])
+        send_all(broker.bootstrap, topic, calm + bad)
+        firing = worker.wait_for(lambda: [a for a in am.alerts() if a["labels"]["route"] == "billing-faq"], 240,
+                                 "billing-faq alert in Alertmanager")[0]
+        assert firing["labels"]["kind"] == "hallucination_rate_rise"
+        assert firing["labels"]["severity"] in ("warning", "critical")
+        assert firing["labels"]["alertname"] == "ClaimHallucinationRateRise"
+        assert "billing-faq" in firing["annotations"]["summary"]
+        assert "gen-2026-11" in firing["annotations"]["description"]  # first suspect: the new model
+        assert firing["annotations"]["runbook_url"].startswith("http")
+        # the alert explains itself: its excess failing claims split by issue, the rest unclustered
+        assert "failing claims above baseline" in firing["annotations"]["explanation"]
+        assert "unclustered" in firing["annotations"]["explanation"]
+        assert firing["generatorURL"].endswith(firing["annotations"]["runbook_url"].rsplit("/", 1)[-1])
 
-            ours = worker.get("/api/alerts", route="billing-faq")
-            assert len(ours) == 1 and ours[0]["state"] == "firing"
-            assert ours[0]["suspect_changes"][0]["key"] == "model"
-            assert ours[0]["suspect_changes"][0]["value"] == "gen-2026-11"
-            # The CUSUM's onset is where its statistic last left zero: noise can move it some minutes early.
-            onset = datetime.fromisoformat(ours[0]["onset"])
-            assert abs(onset - (start + timedelta(minutes=120))) <= timedelta(minutes=20)
-            assert onset <= datetime.fromisoformat(ours[0]["starts_at"])
+        ours = worker.get("/api/alerts", route="billing-faq")
+        assert len(ours) == 1 and ours[0]["state"] == "firing"
+        assert ours[0]["suspect_changes"][0]["key"] == "model"
+        assert ours[0]["suspect_changes"][0]["value"] == "gen-2026-11"
+        # The CUSUM's onset is where its statistic last left zero: noise can move it some minutes early.
+        onset = datetime.fromisoformat(ours[0]["onset"])
+        assert abs(onset - (start + timedelta(minutes=120))) <= timedelta(minutes=20)
+        assert onset <= datetime.fromisoformat(ours[0]["starts_at"])
 
-            # hr-policy regressed too: claimwatch has the alert, silenced, and Alertmanager never saw it.
-            hr = worker.wait_for(lambda: [a for a in worker.get("/api/alerts", route="hr-policy")
-                                          if a["state"] == "firing"], 120, "hr-policy alert (silenced)")[0]
-            assert hr["silenced_by"] == [silence.json()["silence_id"]]
-            assert all(a["labels"]["route"] != "hr-policy" for a in am.alerts())
+        # hr-policy regressed too: claimwatch has the alert, silenced, and Alertmanager never saw it.
+        hr = worker.wait_for(lambda: [a for a in worker.get("/api/alerts", route="hr-policy")
+                                      if a["state"] == "firing"], 120, "hr-policy alert (silenced)")[0]
+        assert hr["silenced_by"] == [silenced["silence_id"]]
+        assert all(a["labels"]["route"] != "hr-policy" for a in am.alerts())
 
-            # Recovery: the rate falls back, the alert resolves, and Alertmanager drops it.
-            send_all(broker.bootstrap, topic, recovered)
-            worker.wait_for(lambda: not [a for a in am.alerts() if a["labels"]["route"] == "billing-faq"], 240,
-                            "billing-faq alert resolved in Alertmanager")
-            resolved = worker.get("/api/alerts", route="billing-faq")
-            assert [a["state"] for a in resolved] == ["resolved"]
-            states = [t["state"] for t in worker.get(f"/api/alerts/{resolved[0]['alert_id']}")["transitions"]]
-            assert states == ["pending", "firing", "resolved"]
-            assert all(a["labels"]["route"] != "hr-policy" for a in am.alerts())
+        # Recovery: the rate falls back, the alert resolves, and Alertmanager drops it.
+        send_all(broker.bootstrap, topic, recovered)
+        worker.wait_for(lambda: not [a for a in am.alerts() if a["labels"]["route"] == "billing-faq"], 240,
+                        "billing-faq alert resolved in Alertmanager")
+        resolved = worker.get("/api/alerts", route="billing-faq")
+        assert [a["state"] for a in resolved] == ["resolved"]
+        states = [t["state"] for t in worker.get(f"/api/alerts/{resolved[0]['alert_id']}")["transitions"]]
+        assert states == ["pending", "firing", "resolved"]
+        assert all(a["labels"]["route"] != "hr-policy" for a in am.alerts())

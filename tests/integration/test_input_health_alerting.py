@@ -7,14 +7,11 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
-import httpx
 import orjson
 
-from services.api.auth import new_token
-from services.app.broker import create_topics
 from services.client.simulate import Scenario, generate
-from tests.support.peers import Alertmanager
-from tests.support.processes import WorkerProcess, send_all
+from tests.support.alerting import silence, worker_with_alertmanager
+from tests.support.processes import send_all
 
 CONFIG = """
 [drift]
@@ -57,46 +54,35 @@ def test_silent_and_rejected_routes_page_in_alertmanager_and_a_retired_route_is_
     broken = list(Broken(generate(scenario(), start + timedelta(minutes=CALM), BROKEN, seed=6)))
 
     topic = f"{topic_prefix}.verdicts"
-    create_topics(broker.bootstrap, [topic, f"{topic_prefix}.verdicts.dlq", f"{topic_prefix}.alerts"], 2)
-    config = tmp_path / "claimwatch.toml"
-    config.write_text(CONFIG)
-    token, digest = new_token()
-    with Alertmanager(tmp_path / "am") as am:
-        env = {"CLAIMWATCH_NOTIFY__ALERTMANAGER_URL": am.url, "CLAIMWATCH_API__TOKEN_HASHES": f'["{digest}"]'}
-        with WorkerProcess(broker.bootstrap, f"chdb:{tmp_path / 'ch'}", topic_prefix, tmp_path / "worker.log",
-                           env=env, args=["--config", str(config)]) as worker:
-            silence = httpx.post(worker.url + "/api/silences", json={
-                "matchers": [f"route={RETIRED}", "kind=route_silent"], "by": "oncall",
-                "comment": "retired on purpose", "duration": "4h"},
-                headers={"Authorization": f"Bearer {token}"}, timeout=10)
-            assert silence.status_code == 201, silence.text
+    with worker_with_alertmanager(broker.bootstrap, topic_prefix, tmp_path, CONFIG) as (am, worker, token):
+        silenced = silence(worker, token, [f"route={RETIRED}", "kind=route_silent"], "retired on purpose")
 
-            send_all(broker.bootstrap, topic, calm + broken)
-            paged = lambda: {a["labels"]["route"]: a for a in am.alerts()  # noqa: E731
-                             if a["labels"]["kind"] in ("route_silent", "events_rejected")}
-            pages = worker.wait_for(lambda: (lambda p: p if {SILENT, REJECTED} <= set(p) else None)(paged()), 300,
-                                    "route_silent and events_rejected in Alertmanager")
-            silent, rejected = pages[SILENT], pages[REJECTED]
-            assert (silent["labels"]["alertname"], silent["labels"]["kind"], silent["labels"]["severity"]) == (
-                "ClaimRouteSilent", "route_silent", "critical")
-            assert "/min" in silent["annotations"]["summary"]
-            assert (rejected["labels"]["alertname"], rejected["labels"]["severity"]) == ("ClaimEventsRejected", "critical")
-            assert f"claimwatch dlq --route {REJECTED}" in rejected["annotations"]["description"]
-            assert STEADY not in pages
+        send_all(broker.bootstrap, topic, calm + broken)
+        paged = lambda: {a["labels"]["route"]: a for a in am.alerts()  # noqa: E731
+                         if a["labels"]["kind"] in ("route_silent", "events_rejected")}
+        pages = worker.wait_for(lambda: (lambda p: p if {SILENT, REJECTED} <= set(p) else None)(paged()), 300,
+                                "route_silent and events_rejected in Alertmanager")
+        silent, rejected = pages[SILENT], pages[REJECTED]
+        assert (silent["labels"]["alertname"], silent["labels"]["kind"], silent["labels"]["severity"]) == (
+            "ClaimRouteSilent", "route_silent", "critical")
+        assert "/min" in silent["annotations"]["summary"]
+        assert (rejected["labels"]["alertname"], rejected["labels"]["severity"]) == ("ClaimEventsRejected", "critical")
+        assert f"claimwatch dlq --route {REJECTED}" in rejected["annotations"]["description"]
+        assert STEADY not in pages
 
-            # claimwatch has the retired route's page too, silenced: Alertmanager never saw it
-            retired = worker.wait_for(lambda: [a for a in worker.get("/api/alerts", route=RETIRED) or []
-                                               if a["kind"] == "route_silent" and a["state"] == "firing"], 60,
-                                      "the retired route's route_silent alert")[0]
-            assert retired["silenced_by"] == [silence.json()["silence_id"]]
-            assert RETIRED not in {a["labels"]["route"] for a in am.alerts()}
-            ours = {a["kind"]: a for a in worker.get("/api/alerts", route=REJECTED)}
-            assert ours["events_rejected"]["details"]["top_rule"]
-            assert ours["events_rejected"]["unit"] == "share" and ours["events_rejected"]["rate"] > 0.2
+        # claimwatch has the retired route's page too, silenced: Alertmanager never saw it
+        retired = worker.wait_for(lambda: [a for a in worker.get("/api/alerts", route=RETIRED) or []
+                                           if a["kind"] == "route_silent" and a["state"] == "firing"], 60,
+                                  "the retired route's route_silent alert")[0]
+        assert retired["silenced_by"] == [silenced["silence_id"]]
+        assert RETIRED not in {a["labels"]["route"] for a in am.alerts()}
+        ours = {a["kind"]: a for a in worker.get("/api/alerts", route=REJECTED)}
+        assert ours["events_rejected"]["details"]["top_rule"]
+        assert ours["events_rejected"]["unit"] == "share" and ours["events_rejected"]["rate"] > 0.2
 
-            # the input comes back: both pages resolve, and Alertmanager drops them
-            send_all(broker.bootstrap, topic, generate(scenario(), start + timedelta(minutes=CALM + BROKEN), BACK, seed=7))
-            worker.wait_for(lambda: not paged(), 240, "both pages resolved in Alertmanager")
-            for route, kind in ((SILENT, "route_silent"), (REJECTED, "events_rejected")):
-                states = [a["state"] for a in worker.get("/api/alerts", route=route) if a["kind"] == kind]
-                assert states == ["resolved"], (route, states)
+        # the input comes back: both pages resolve, and Alertmanager drops them
+        send_all(broker.bootstrap, topic, generate(scenario(), start + timedelta(minutes=CALM + BROKEN), BACK, seed=7))
+        worker.wait_for(lambda: not paged(), 240, "both pages resolved in Alertmanager")
+        for route, kind in ((SILENT, "route_silent"), (REJECTED, "events_rejected")):
+            states = [a["state"] for a in worker.get("/api/alerts", route=route) if a["kind"] == kind]
+            assert states == ["resolved"], (route, states)

@@ -119,7 +119,6 @@ def test_sigterm_during_a_recluster_stops_up_within_15s_and_a_restart_stores_eve
     ups.append(up)
     up.start()
     child = up.wait_for(lambda: recluster_child(up.proc.pid), 120, "a re-cluster's child process")
-    assert (totals(up) or (0, 0))[0] < expected.valid_events or True  # ingest may still be under way: fine
     took = up.terminate()
     assert took < STOP_WITHIN
     assert not alive(child), "the re-cluster's process outlived `claimwatch up`"
