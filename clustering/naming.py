@@ -47,6 +47,15 @@ class Facets:
     stage: str | None
     versions: tuple[tuple[str, str], ...]  # (key, value) the issue concentrates on
 
+    @property
+    def meaning(self) -> dict[str, str | None]:
+        """What a title says about the failure: the verdict that phrases it and its family (the failed stage).
+        While these hold, a re-cluster keeps the title (clustering/track.py)."""
+        return {"verdict": self.verdict, "stage": self.stage}
+
+
+NO_FACETS = Facets(None, None, None, ())
+
 
 @dataclass(frozen=True)
 class IssueName:

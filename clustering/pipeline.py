@@ -185,6 +185,7 @@ class IssuePipeline:
                 member_ids=tuple(c.id for c in members),
                 name=names[index].name,
                 subtitle=names[index].subtitle,
+                facets=names[index].facets,
                 keywords=names[index].keywords,
                 exemplar_ids=tuple(claims[vectorized.embedded[rows[p]]].id for p in picks),
                 routes=_ranked(c.route for c in members),

@@ -8,6 +8,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from clustering.cluster import NOISE
+from clustering.naming import NO_FACETS, Facets
 from clustering.records import FailingClaim
 from clustering.screen import TextProblem
 
@@ -30,6 +31,7 @@ class ClusterSummary:
     first_observed: datetime | None
     last_observed: datetime | None
     subtitle: str = ""  # keywords, verdict, route, stage, versions (the name is the title)
+    facets: Facets = NO_FACETS  # what the name was chosen from: its meaning keeps an issue's title across runs
 
     @property
     def size(self) -> int:

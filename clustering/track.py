@@ -7,6 +7,11 @@ cluster is a new issue with a deterministic id: config name + its smallest membe
 the same data, in any arrival order, gets the same ids. Merges and splits are recorded on
 both sides; a triaged issue is preferred as the survivor of a merge and is never
 absorbed without a recorded ``merged_into``.
+
+An issue keeps its title across runs while the claim it quotes means the same failure: the
+dominant verdict and the failed stage it was named with (``Facets.meaning``, kept in the
+``created`` or ``renamed`` entry of its history). When either changes, this run's title
+replaces it and the history records the rename, from what, to what and why.
 """
 from __future__ import annotations
 
@@ -78,6 +83,19 @@ class IssueTracker:
         self.cluster_issue_ids_ = cluster_ids
         return out + untouched
 
+    def adopt(self, previous: Sequence[IssueRecord], run: ClusteringRun, now: datetime) -> list[IssueRecord]:
+        """New issues from a focused run over claims no known issue held: every cluster is new (its id avoids the
+        known ones) and nothing known changes. The next full run matches them by their members like any issue."""
+        self.changes_ = []
+        ids = {p.issue_id for p in previous}
+        out = []
+        for cluster in run.clusters_:
+            issue_id = self._new_id(run.config_name, cluster, ids)
+            ids.add(issue_id)
+            out.append(self._create(issue_id, cluster, run, now, split_from=None))
+        self.cluster_issue_ids_ = [r.issue_id for r in out]
+        return out
+
     def _links(self, clusters: list[ClusterSummary], mine: list[IssueRecord], alive: set[str]):
         """(tier, score, cluster index, issue position) for every plausible link; tier 0 overlap, 1 centroid."""
         links = []
@@ -131,12 +149,31 @@ class IssueTracker:
         if prior.state == RESOLVED:
             history = (*history, {"at": _iso(now), "event": "regressed"})
             self.changes_.append(f"{prior.issue_id} regressed: resolved before, failing again ({cluster.size} claims)")
-        return replace(prior, **self._fields(cluster, now), state=state,
-                       hourly_counts=self._hourly(prior.hourly_counts, cluster.hourly_counts, now), history=history)
+        name, renamed = self._title(prior, cluster, now)
+        return replace(prior, **{**self._fields(cluster, now), "name": name}, state=state,
+                       hourly_counts=self._hourly(prior.hourly_counts, cluster.hourly_counts, now),
+                       history=(*history, *renamed))
+
+    def _title(self, prior: IssueRecord, cluster: ClusterSummary, now: datetime) -> tuple[str, tuple[dict, ...]]:
+        """The issue's title after this run, and the history entry a rename adds."""
+        said, says = title_meaning(prior), cluster.facets.meaning
+        if cluster.name == prior.name:
+            return prior.name, ()
+        if said is None:
+            why = "the title's meaning was not recorded (named by an earlier version)"
+        else:  # a facet not dominant (None) now or when named says nothing against the title
+            moved = [f"{facet} {said[facet]} -> {value}" for facet, value in says.items()
+                     if None not in (value, said[facet]) and value != said[facet]]
+            if not moved:
+                return prior.name, ()
+            why = "the representative claim now means another failure: " + ", ".join(moved)
+        self.changes_.append(f"{prior.issue_id} renamed: {why}")
+        return cluster.name, ({"at": _iso(now), "event": "renamed", "from": prior.name, "to": cluster.name,
+                               "why": why, **says},)
 
     def _create(self, issue_id: str, cluster: ClusterSummary, run: ClusteringRun, now: datetime,
                 split_from: IssueRecord | None) -> IssueRecord:
-        history: tuple[dict, ...] = ({"at": _iso(now), "event": "created"},)
+        history: tuple[dict, ...] = ({"at": _iso(now), "event": "created", **cluster.facets.meaning},)
         if split_from is not None:
             history += ({"at": _iso(now), "event": "split_from", "issue_id": split_from.issue_id},)
             self.changes_.append(f"{issue_id} split from {split_from.issue_id}")
@@ -178,6 +215,14 @@ class IssueTracker:
             n += 1
             issue_id = f"iss-{digest}-{n}"
         return issue_id
+
+
+def title_meaning(record: IssueRecord) -> dict | None:
+    """What the issue's title says (Facets.meaning) as recorded when it was named; None when no entry says."""
+    for entry in reversed(record.history):
+        if entry.get("event") in ("created", "renamed") and "verdict" in entry:
+            return {"verdict": entry.get("verdict"), "stage": entry.get("stage")}
+    return None
 
 
 def _iso(ts: datetime) -> str:

@@ -189,6 +189,8 @@ class RunbookContext:
     alert_id: str | None = None
     base_url: str = "http://127.0.0.1:8080"
     trace_total: int | None = None              # distinct traces behind the issue's members, when known
+    traces_from: str = ""                       # the alert window the traces were picked from ("" = the whole issue)
+    cli: str = "claimwatch"                     # how the reader runs claimwatch (services/core/command.py)
 
     def __post_init__(self) -> None:
         if self.first_failed_stage not in (*STAGES, ""):
@@ -232,6 +234,7 @@ class AlertRunbookContext:
     gaming: bool = False                        # … it fell: said plainly
     dlq_command: str = ""                       # the command listing the route's dead letters, shell-quoted
     base_url: str = "http://127.0.0.1:8080"
+    cli: str = "claimwatch"                     # how the reader runs claimwatch (services/core/command.py)
 
 
 def runbook_kind(ctx: RunbookContext) -> str:

@@ -17,6 +17,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from services.alerts.detector import DetectorConfig, DriftDetector, make_detector
+from services.alerts.expectations import publish as publish_expectations
 from services.alerts.input_health import InputHealthConfig, InputHealthDetector
 from services.alerts.lifecycle import (
     ABSTENTION_KIND, DRIFT_KIND, EVALUATED_KINDS, INPUT_KINDS, MIX_KIND, REJECTED_KIND, Alert, next_alert, severity_for,
@@ -160,6 +161,7 @@ class AlertEvaluator:
                 "minute": ch_time(end),
                 "detectors": base64.b64encode(pickle.dumps(self.detectors)).decode(),
                 "health": base64.b64encode(pickle.dumps(self.health)).decode()}))
+            publish_expectations(self.alerts, self.detectors, end)  # what the overview and `rates` compare with
         return transitions
 
     def _run(self, start: datetime, end: datetime) -> list[Alert]:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Iterable, Mapping, Protocol, Sequence
 
-from services.alerts.lifecycle import INPUT_KINDS, Alert, alert_state
+from services.alerts.lifecycle import INPUT_KINDS, Alert, alert_state, state_text
 
 MINUTE = timedelta(minutes=1)
 TOP = 3  # issues named in notifications; the API and the pages show up to SHOWN
@@ -40,6 +40,7 @@ class IssueCounts(Protocol):
     def representatives_on_route(self, issue_ids: Sequence[str], route: str, since: datetime,
                                  until: datetime) -> dict[str, dict]: ...
     def load(self, issue_ids: Sequence[str] | None = None) -> list: ...
+    def unassigned_on_route(self, route: str, since: datetime, until: datetime) -> int: ...
 
 
 class RouteSums(Protocol):
@@ -110,6 +111,15 @@ class AlertExplanation:
     issues: tuple[Contribution, ...]   # every issue with claims on the route in the window or baseline, largest first
     unclustered: Contribution
     baseline_start: datetime | None = None
+    pending: int = 0   # failing claims of the window no assignment has seen yet (clustering is on its way)
+
+    @property
+    def status(self) -> str:
+        """Says the explanation is still filling in, while the window's unseen claims would change it: before any
+        issue is named, or while they are at least a tenth of the window's failing claims."""
+        if self.pending and (not self.top() or self.pending * 10 >= self.failed):
+            return f"clustering {self.pending:,} failing claims of this window"
+        return ""
 
     @property
     def expected(self) -> float:
@@ -146,6 +156,7 @@ class AlertExplanation:
                 "baseline_since": self.baseline_start.isoformat() if self.baseline_start else None,
                 "claims": self.claims, "failed": self.failed, "baseline": self.baseline,
                 "expected": round(self.expected, 2), "excess": round(self.excess, 2),
+                "pending": self.pending, "status": self.status,
                 "issues": [c.as_dict() for c in self.top(n)],
                 "other_issues": other.as_dict() if other else None,
                 "unclustered": self.unclustered.as_dict()}
@@ -162,10 +173,11 @@ class IssueAlert:
     contribution: float
     failed: int
     window: tuple[str, str] = field(default=("", ""))
+    state_text: str = ""   # as people read it: cleared (never fired), firing·acked (lifecycle.state_text)
 
     def as_dict(self) -> dict:
         return {"alert_id": self.alert_id, "route": self.route, "state": self.state,
-                "share": None if self.share is None else round(self.share, 4),
+                "state_text": self.state_text or self.state, "share": None if self.share is None else round(self.share, 4),
                 "contribution": round(self.contribution, 2), "failed": self.failed, "window": list(self.window)}
 
 
@@ -229,8 +241,9 @@ class AlertExplainer:
         named = {c.issue_id: Contribution(c.issue_id, c.failed, c.expected, c.contribution, c.share,
                                           name=names.get(c.issue_id, c.issue_id), claim=claims_of.get(c.issue_id),
                                           runbook_url=f"{self.base_url}/issues/{c.issue_id}") for c in shown}
+        pending = self.issues.unassigned_on_route(alert.route, start, until)
         return AlertExplanation(alert.alert_id, alert.route, start, end, claims, failed, baseline,
-                                tuple(named.get(c.issue_id, c) for c in issues), unclustered, base_start)
+                                tuple(named.get(c.issue_id, c) for c in issues), unclustered, base_start, pending)
 
     def alerts_of_issue(self, issue_id: str, alerts: Iterable[Alert], now: datetime) -> list[IssueAlert]:
         """The alerts ``issue_id`` has failing claims behind, with its share of each one's excess."""
@@ -240,6 +253,8 @@ class AlertExplainer:
             mine = next((c for c in explanation.issues if c.issue_id == issue_id), None)
             if mine is None or mine.failed == 0:
                 continue
-            out.append(IssueAlert(alert.alert_id, alert.route, alert_state(alert, now), mine.share, mine.contribution,
-                                  mine.failed, (explanation.start.isoformat(), explanation.end.isoformat())))
+            state = alert_state(alert, now)
+            out.append(IssueAlert(alert.alert_id, alert.route, state, mine.share, mine.contribution,
+                                  mine.failed, (explanation.start.isoformat(), explanation.end.isoformat()),
+                                  state_text(state, alert.starts_at is not None, alert.acked_at is not None, False)))
         return out

@@ -58,6 +58,7 @@ def hallucination_sentence(details: Mapping) -> str:
     return f"the hallucination rate did not fall ({_share(before)} before, {_share(now)} now)"
 
 
-def dlq_command(route: str, quote: Callable[[str], str] = shlex.quote) -> str:
-    """The command that lists the route's dead letters (``quote`` makes the route one shell word)."""
-    return f"claimwatch dlq --route {quote(route)}"
+def dlq_command(route: str, quote: Callable[[str], str] = shlex.quote, cli: str = "claimwatch") -> str:
+    """The command that lists the route's dead letters (``quote`` makes the route and ``cli``, how the reader runs
+    claimwatch, one shell word each)."""
+    return f"{quote(cli)} dlq --route {quote(route)}"

@@ -4,8 +4,10 @@
 - firing: ``starts_at <= now`` and no ``ends_at`` reached;
 - resolved: ``ends_at <= now``.
 Acks and silences never change the state; they change who gets told
-(``should_notify``). One open alert per (route, kind): ``merge`` folds every new
-observation into the open one, keeping its identity, ack and original start.
+(``should_notify``). People read it as ``state_text``: an alert that ended without ever
+firing was ``cleared``, not resolved, and an open one says whether it is acked or silenced.
+One open alert per (route, kind): ``merge`` folds every new observation into the open one,
+keeping its identity, ack and original start.
 """
 from __future__ import annotations
 
@@ -139,6 +141,14 @@ def alert_state(alert: Alert, now: datetime) -> str:
     if alert.starts_at is not None and alert.starts_at <= now:
         return "firing"
     return "pending"
+
+
+def state_text(state: str, fired: bool, acked: bool, silenced: bool) -> str:
+    """The state as people read it: ``cleared`` when it ended without ever firing (only pending: nothing was
+    resolved), and an open alert's ack and silence beside its state (``firing·acked``)."""
+    if state == "resolved":
+        return "resolved" if fired else "cleared"
+    return "·".join([state, *["acked"] * acked, *["silenced"] * silenced])
 
 
 def silenced_by(alert: Alert, silences: Iterable[Silence], now: datetime) -> tuple[str, ...]:

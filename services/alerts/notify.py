@@ -155,8 +155,9 @@ def explanation_text(explanation: AlertExplanation, external_url: str, n: int = 
     if other is not None and abs(other.contribution) >= 0.5:
         parts.append(f"{_pct(other.share)} {other.name}")
     parts.append(f"{_pct(explanation.unclustered.share)} unclustered")
+    pending = f" Still {explanation.status}; the issues fill in within seconds." if explanation.status else ""
     return (f"{explanation.excess:.0f} failing claims above baseline ({explanation.failed} of {explanation.claims} "
-            f"claims since {explanation.start.isoformat()}): " + "; ".join(parts) + ".")
+            f"claims since {explanation.start.isoformat()}): " + "; ".join(parts) + "." + pending)
 
 
 def issue_annotations(explanation: AlertExplanation | None, external_url: str, n: int = TOP) -> dict[str, str]:

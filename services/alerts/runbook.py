@@ -12,7 +12,8 @@ from services.alerts.lifecycle import INPUT_KINDS, Alert
 RUNBOOK_KINDS = INPUT_KINDS  # runbooks/templates/<kind>.md.j2 for each
 
 
-def runbook_context(alert: Alert, base_url: str) -> AlertRunbookContext:
+def runbook_context(alert: Alert, base_url: str, cli: str = "claimwatch") -> AlertRunbookContext:
+    """``cli``: how the reader runs claimwatch (services/core/command.py), first word of every command."""
     d = alert.details
     return AlertRunbookContext(
         alert_id=alert.alert_id, route=alert.route, kind=alert.kind, severity=alert.severity, window=alert.window,
@@ -20,4 +21,4 @@ def runbook_context(alert: Alert, base_url: str) -> AlertRunbookContext:
         change=figure(alert.delta, alert.unit, change=True), count=alert.claims, counted=counted(alert.kind),
         expected_basis=alert.expected_basis, details=dict(d), served=served_sentence(d),
         hallucination=hallucination_sentence(d), gaming=bool(d.get("hallucination_fell")),
-        dlq_command=Md(dlq_command(alert.route, shell_arg)), base_url=base_url.rstrip("/"))
+        dlq_command=Md(dlq_command(alert.route, shell_arg, cli)), base_url=base_url.rstrip("/"), cli=cli)

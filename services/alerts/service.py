@@ -7,9 +7,10 @@ from datetime import datetime, timedelta
 from typing import Callable
 
 from runbooks import RunbookRenderer
+from services.alerts.expectations import compare, published, sort_routes
 from services.alerts.explain import AlertExplainer, AlertExplanation, explainable
 from services.alerts.instrument import Calibration, calibrated_rise, calibration_suspect
-from services.alerts.lifecycle import KINDS, Alert, ack, status
+from services.alerts.lifecycle import KINDS, Alert, ack, state_text, status
 from services.alerts.records import AlertRecords
 from services.alerts.rules import Rule
 from services.alerts.runbook import RUNBOOK_KINDS, runbook_context
@@ -36,7 +37,8 @@ class AlertView:
         return cls(alert, st.state, st.acked, tuple(st.silenced_by))
 
     def as_dict(self) -> dict:
-        out = {**self.alert.as_dict(), "state": self.state, "acked": self.acked, "silenced_by": list(self.silenced_by)}
+        out = {**self.alert.as_dict(), "state": self.state, "acked": self.acked, "silenced_by": list(self.silenced_by),
+               "state_text": state_text(self.state, self.alert.starts_at is not None, self.acked, bool(self.silenced_by))}
         if self.transitions is not None:
             out["transitions"] = list(self.transitions)
         if self.explanation is not None:
@@ -64,8 +66,9 @@ class AlertsService:
     def __init__(self, alerts: AlertRecords, explainer: AlertExplainer | None = None, explain_newest: int = 20,
                  calibration: Callable[[str, timedelta, datetime], Calibration | None] | None = None,
                  rules: Callable[[], list[Rule]] | None = None, renderer: RunbookRenderer | None = None,
-                 base_url: str = "http://127.0.0.1:8080"):
+                 base_url: str = "http://127.0.0.1:8080", cli: str = "claimwatch"):
         self.alerts = alerts
+        self.cli = cli  # how the runbooks' reader runs claimwatch (services/core/command.py)
         self.rules_in_force = rules  # () -> every kind's rule: the configs in force and the benches' figures
         self.renderer = renderer or RunbookRenderer()
         self.base_url = base_url.rstrip("/")
@@ -87,6 +90,14 @@ class AlertsService:
                      for i, v in enumerate(views)]
         return views
 
+    def compare_rates(self, entries: list[dict], now: datetime, sort: str = "priority") -> list[dict]:
+        """Rate entries beside each route's expectation and firing alerts, sorted (services/alerts/expectations.py)."""
+        expectations = published(self.alerts)
+        firing: dict[str, list[str]] = {}
+        for view in self.list(now, state="firing"):
+            firing.setdefault(view.alert.route, []).append(view.alert.alert_id)
+        return sort_routes([compare(e, expectations.get(e["route"]), firing.get(e["route"], ())) for e in entries], sort)
+
     def get(self, alert_id: str) -> Alert:
         """The stored alert (NotFound for an unknown id)."""
         return self.alerts.get(alert_id)
@@ -104,7 +115,7 @@ class AlertsService:
         """The alert's own runbook (input-health kinds); None for a drift alert, whose runbooks are its issues'."""
         if alert.kind not in RUNBOOK_KINDS:
             return None
-        return self.renderer.render_alert(runbook_context(alert, base_url or self.base_url), fmt)
+        return self.renderer.render_alert(runbook_context(alert, base_url or self.base_url, self.cli), fmt)
 
     def rules(self) -> list[Rule]:
         """Every alert kind's rule: meaning, severity, thresholds in force and measured quality."""

@@ -13,10 +13,12 @@ from typing import Callable
 
 from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from services.api import pages
 from services.api.middleware import BodyLimit, SecurityHeaders
+from services.api.models import Problem, error_location, plain_errors
 from services.api.routers import alerts as alerts_routes
 from services.api.routers import evalset as evalset_routes
 from services.api.routers import issues as issues_routes
@@ -42,17 +44,22 @@ TAGS = [
 ]
 
 
-def _problem(status: int, detail: str) -> JSONResponse:
-    return JSONResponse(status_code=status, content={"detail": detail})
+def _problem(status: int, detail: str, field: str | None = None) -> JSONResponse:
+    return JSONResponse(status_code=status, content={"detail": detail, **({"field": field} if field else {})})
 
 
 def install_error_handlers(api: FastAPI) -> None:
     @api.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException):
         if exc.status_code == 400:  # FastAPI's answer to a body it cannot decode (not UTF-8): malformed, so 422
-            return JSONResponse(status_code=422, content={"detail": [
-                {"loc": ["body"], "msg": "the body is not UTF-8 JSON; send a JSON object", "type": "json_invalid"}]})
+            return _problem(422, "the body is not UTF-8 JSON; send a JSON object", "body")
         return await http_exception_handler(request, exc)
+
+    @api.exception_handler(RequestValidationError)
+    async def _malformed(request: Request, exc: RequestValidationError):
+        # One sentence naming each field, never pydantic's list (it echoes the input and its internals).
+        errors = exc.errors()
+        return _problem(422, plain_errors(errors), error_location(errors[0]) if errors else None)
 
     @api.exception_handler(NotFound)
     async def _not_found(request: Request, exc: NotFound):
@@ -108,4 +115,22 @@ def create_api(components, policy: ApiPolicy | None = None, now: Callable[[], da
                            allow_methods=["GET", "POST", "DELETE"], allow_headers=["Authorization", "Content-Type"])
     api.add_middleware(BodyLimit, max_bytes=policy.max_body_bytes)
     api.add_middleware(SecurityHeaders)
+    document_plain_validation_errors(api)
     return api
+
+
+def document_plain_validation_errors(api: FastAPI) -> None:
+    """The OpenAPI document describes 422 answers as they are sent (``Problem``: one sentence and a field), not as
+    FastAPI's default list of pydantic errors, which ``install_error_handlers`` never sends."""
+    default = api.openapi
+
+    def openapi() -> dict:
+        if api.openapi_schema is None:
+            schema = default()
+            schemas = schema.get("components", {}).get("schemas", {})
+            if "HTTPValidationError" in schemas:
+                schemas["HTTPValidationError"] = Problem.model_json_schema(ref_template="#/components/schemas/{model}")
+                schemas.pop("ValidationError", None)
+        return api.openapi_schema or schema
+
+    api.openapi = openapi

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Mapping, Sequence
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
@@ -86,7 +87,8 @@ class RejectBody(Body):
 
 
 class Problem(BaseModel):
-    detail: str | list[dict]
+    detail: str = Field(description="what is wrong, in one sentence")
+    field: str | None = Field(None, description="for malformed input: where the first problem is, e.g. body.by")
 
 
 ERROR_RESPONSES = {
@@ -100,6 +102,43 @@ TEXT_ERROR_RESPONSES = {
     404: {"description": "Nothing has that id", "content": PROBLEM_JSON},
     422: {"description": "The input is malformed; detail names the field", "content": PROBLEM_JSON},
 }
+
+
+LOCATIONS = {"body", "query", "path", "header", "cookie"}
+
+
+def error_location(error: Mapping) -> str:
+    """Where one validation error is, dotted: ``body.by``, ``query.state``; just ``body`` for a body that is not JSON."""
+    loc = [str(p) for p in error.get("loc") or ()]
+    return "body" if error.get("type") == "json_invalid" else ".".join(loc) or "input"
+
+
+def _sentence(error: Mapping) -> str:
+    kind, ctx = error.get("type", ""), error.get("ctx") or {}
+    if kind == "json_invalid":
+        return "the body is not valid JSON; send a JSON object"
+    loc = [str(p) for p in error.get("loc") or ()]
+    field = ".".join(loc[1:] if loc and loc[0] in LOCATIONS else loc) or (loc[0] if loc else "input")
+    if kind == "missing":
+        complaint = "is required"
+    elif kind == "extra_forbidden":
+        complaint = "is not a field this endpoint takes"
+    elif kind == "string_too_short" and ctx.get("min_length") == 1:
+        complaint = "must not be empty"
+    elif kind == "string_pattern_mismatch" and ctx.get("pattern") == r"\S":
+        complaint = "must not be blank"
+    elif kind in ("literal_error", "enum") and "expected" in ctx:
+        complaint = f"must be {ctx['expected']}"
+    else:
+        message = str(error.get("msg", "is malformed")).removeprefix("Value error, ")
+        complaint = message[:1].lower() + message[1:]
+    return f"{field}: {complaint}"
+
+
+def plain_errors(errors: Sequence[Mapping]) -> str:
+    """Validation errors (pydantic's, as FastAPI reports them) as one sentence naming each field:
+    ``by: must not be empty; surprise: is not a field this endpoint takes``."""
+    return "; ".join(_sentence(e) for e in errors) or "the input is malformed"
 
 
 class ReviewerBody(Body):

@@ -23,11 +23,11 @@ from services.api import views
 from services.api.auth import READ_COOKIE
 from services.api.plotly_assets import BASE_STYLE_ID, PlotlyAssets
 from services.api.serialise import agreement_json, as_json
-from services.api.routeview import RouteHistory
+from services.alerts.expectations import PRIORITY, SORTS, expected_text
+from services.api.routeview import RouteHistory, route_report
 from services.api.security import Gate
 from services.core.errors import NotFound
 from services.rates.window import WindowError, parse_window
-from services.rates.report import route_rates
 from services.alerts.evaluator import detector_config_for
 
 HERE = Path(__file__).resolve().parent
@@ -48,7 +48,7 @@ def environment() -> jinja2.Environment:
     env.globals.update(plotly_base_id=BASE_STYLE_ID, plotly_style_ids=lambda: PLOTLY.injected_style_ids)
     env.filters.update(pct=views.pct, interval=views.interval_text, when=views.when, route_url=views.route_url,
                        issue_url=views.issue_url, trace_url=views.trace_url, spark=views.sparkline,
-                       segment=views.segment, pts=pts, figure=figure, counted=counted)
+                       segment=views.segment, pts=pts, figure=figure, counted=counted, expected=expected_text)
     env.globals.update(served_sentence=served_sentence, hallucination_sentence=hallucination_sentence,
                        dlq_command=dlq_command, input_kinds=INPUT_KINDS)
     return env
@@ -118,9 +118,11 @@ def router(components, gate: Gate, alerts, now: Callable, issues=None, evalset=N
         return text
 
     @r.get("/", response_class=HTMLResponse)
-    def overview(request: Request, window: str = Query("30m", max_length=16)) -> Response:
+    def overview(request: Request, window: str = Query("30m", max_length=16),
+                 sort: str = Query("priority", max_length=16)) -> Response:
         window = window_or_default(window, "30m")
-        routes = route_rates(rates.totals("", parse_window(window)))
+        sort = sort if sort in SORTS else "priority"
+        routes = route_report(components, parse_window(window), now(), sort)
         open_alerts = as_json(alerts.list(now()))
         trends: dict = {}
         span = views.trend_window(rates.window_end(), TREND_MINUTES)
@@ -129,6 +131,7 @@ def router(components, gate: Gate, alerts, now: Callable, issues=None, evalset=N
             trends = views.route_trends(rows, span[0], TREND_MINUTES, TREND_STEP)
         calibrated = {r: c.as_dict() for r, c in components.review.calibrated(parse_window(window), now()).items()}
         return page(request, "overview.html", title="Overview", routes=routes, window=window, windows=WINDOWS,
+                    sort=sort, sorts=SORTS, priority=PRIORITY,
                     trends=trends, route_badges=views.alert_badges(open_alerts), trend_hours=TREND_MINUTES // 60,
                     calibrated_rates=calibrated)
 
@@ -137,7 +140,8 @@ def router(components, gate: Gate, alerts, now: Callable, issues=None, evalset=N
         window = window_or_default(window, "6h") if window != "all" else "6h"
         route_alerts = as_json(alerts.list(now(), route, explain=True))  # each with the issues behind it
         detail = history.detail(route, parse_window(window), None, route_alerts, None,
-                                detector_config_for(components.settings.drift))
+                                detector_config_for(components.settings.drift),
+                                lambda entries: alerts.compare_rates(entries, now()))
         if detail is None:
             raise NotFound(f"no events stored for route {route!r}")
         found = components.review.calibrated(parse_window(window), now()).get(route)

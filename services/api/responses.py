@@ -37,6 +37,16 @@ class RateEntry(Out):
     abstention_pair: AbstentionPair
 
 
+class RouteRate(RateEntry):
+    expected: float | None = Field(description="the drift detector's time-of-day expectation for the route, as its "
+                                   "alerts carry it; null while it has too little history (learning) or has not run")
+    expected_basis: str = Field(description="what the expectation rests on, or why there is none yet")
+    learning: bool = Field(description="under a day of history: no time-of-day profile yet")
+    delta: float | None = Field(description="rate - expected")
+    delta_lo: float | None = Field(description="the 95% interval's lower end - expected: the rise the data is sure of")
+    firing_alerts: list[str] = Field(description="ids of the route's firing alerts")
+
+
 class SliceEntry(RateEntry):
     dim: str
     value: str
@@ -65,6 +75,8 @@ class AlertView(Out):
     driving_verdict: str | None
     suspect_changes: list[dict]
     state: Literal["pending", "firing", "resolved"]
+    state_text: str = Field("", description="the state as people read it: cleared (ended without ever firing) "
+                                            "rather than resolved, and an open alert's ack and silence: firing·acked")
     acked: bool
     silenced_by: list[str]
     unit: Literal["share", "per_minute"] = Field("share", description=(
@@ -81,7 +93,9 @@ class AlertDetail(AlertView):
     explanation: dict | None = Field(None, description=(
         "which issues account for the route's excess failing claims in the alert's window (excess = failed - "
         "baseline x claims): the top issues with their share, a representative claim and runbook URL, the other "
-        "issues together and the unclustered rest; contributions add up to the excess, shares to 1"))
+        "issues together and the unclustered rest; contributions add up to the excess, shares to 1. While the "
+        "window's failing claims are still being clustered: pending (how many) and status (\"clustering N failing "
+        "claims of this window\"; empty once they are)"))
     calibrated: dict | None = Field(None, description=(
         "rate alerts: whether the rise holds on the rate corrected for the verifier's errors against human labels "
         "(holds: true, false, or null when the calibration is stale; rate, expected, delta, sensitivity, "
@@ -217,6 +231,8 @@ class RouteDetail(Out):
     end: str
     step_minutes: int
     totals: RateEntry
+    current: RouteRate | RateEntry | None = Field(None, description=(
+        "the last 30 minutes, as the overview's default window; beside the expectation unless `end` is given"))
     series: list[SeriesPoint]
     baseline: Baseline | None
     baseline_status: BaselineStatus
@@ -243,10 +259,14 @@ class IssueSummary(Out):
 
 
 class IssueDetail(IssueSummary):
-    exemplars: list[dict] = Field(description="typical members: claim text, question, trace_id, route, verdict")
+    exemplars: list[dict] = Field(description=(
+        "representative members from distinct traces, no two with near-duplicate questions (what `promote propose` "
+        "proposes): claim text, question, trace_id, route, verdict, observed_at"))
+    exemplars_from: str = Field("", description=(
+        "where the exemplars come from: an open alert's window on its suspect version, or \"\" for the whole issue"))
     history: list[dict]
     alerts: list[dict] = Field(default_factory=list, description=(
-        "alerts this issue has failing claims behind: alert_id, route, state, share (of the alert's excess "
+        "alerts this issue has failing claims behind: alert_id, route, state, state_text, share (of the alert's excess "
         "failing claims), contribution, failed, window"))
 
 

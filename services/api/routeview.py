@@ -1,19 +1,31 @@
 """What the route detail shows: the rate over time with its interval band, the baseline, alert
 spans, the verdict breakdown and the version-change timeline. Pure functions over the rate
-repository's rows."""
+repository's rows; and the per-route rates every surface lists (``route_report``)."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from typing import Callable
 
 from services.alerts.detector import DetectorConfig, baseline_status, history_hours_between
 from services.rates.intervals import Counts, ratio_interval
-from services.rates.report import rate_entry
+from services.rates.report import rate_entry, route_rates
+from services.review.calibration import with_calibrated
 from services.store.convert import parse_ch_time
 from services.store.rates import RateRepository
 
 MAX_POINTS = 120
 CURRENT_MINUTES = 30        # "current rate": the overview's window, ending where it does (RateRepository.window_end)
 STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 240, 720, 1440)
+
+
+def route_report(components, window: timedelta | None, now: datetime, sort: str = "priority",
+                 calibrated: bool = False) -> list[dict]:
+    """Each route's rate over ``window`` beside the drift detector's expectation, sorted: what ``GET /api/rates``,
+    the overview and `claimwatch rates` list (services/alerts/expectations.py)."""
+    entries = route_rates(components.repos.rates.totals("", window))
+    if calibrated:
+        entries = with_calibrated(entries, components.review.calibrated(window, now))
+    return components.alerts.compare_rates(entries, now, sort)
 
 
 def iso(ts: datetime) -> str:
@@ -99,9 +111,13 @@ class RouteHistory:
         return {**rate_entry({"route": route, **total.as_dict()}), "window_minutes": minutes, "end": iso(end)}
 
     def detail(self, route: str, window: timedelta, end: datetime | None, alerts: list[dict],
-               step: int | None, detector: DetectorConfig) -> dict | None:
-        """Everything the route page draws; None if the route has never been seen."""
+               step: int | None, detector: DetectorConfig,
+               compare: Callable[[list[dict]], list[dict]] | None = None) -> dict | None:
+        """Everything the route page draws; None if the route has never been seen. ``compare`` sets the current
+        rate beside the expectation (AlertsService.compare_rates), which is of now: only when ``end`` is None."""
         current = self.current(route, end)
+        if current is not None and compare is not None and end is None:
+            current = compare([current])[0]
         end = end or self.rates.window_end(route)
         if end is None:
             return None

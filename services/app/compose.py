@@ -31,9 +31,11 @@ from services.app.settings import Settings
 from services.contract.decode import Decoder
 from services.core.backoff import Backoff
 from services.core.clock import utcnow
+from services.core.command import cli_path
 from services.core.gcpolicy import tune_for_bulk
 from services.core.metrics import Metrics
 from services.core.threads import ChildProcess, in_thread
+from services.evalset.distinct import DistinctQuestions
 from services.evalset.service import EvalService
 from services.ingest.ingestor import Health, Ingestor
 from services.ingest.privacy import Redactor
@@ -111,8 +113,12 @@ class Components:
         self.store.close()
 
 
-def build(settings: Settings, store: Store, clock: Callable[[], datetime] = utcnow) -> Components:
-    """Every shared object, once, each given its collaborators (and ``clock``, the wall clock they read)."""
+def build(settings: Settings, store: Store, clock: Callable[[], datetime] = utcnow, cli: str = "claimwatch") -> Components:
+    """Every shared object, once, each given its collaborators (and ``clock``, the wall clock they read).
+
+    ``cli`` starts the commands runbooks print: a service passes ``service_cli()``; the CLI, how its own user
+    runs claimwatch from where they are (services/core/command.py).
+    """
     repos = Repositories.on(store, clock)
     metrics = Metrics()
     config = clustering_config(settings)
@@ -121,15 +127,19 @@ def build(settings: Settings, store: Store, clock: Callable[[], datetime] = utcn
     explainer = AlertExplainer(repos.issues, repos.rates, base_url=settings.notify.external_url,
                                baseline_minutes=settings.drift.baseline_minutes)
     issues = IssuesService(repos.issues, repos.rates, repos.alerts, base_url=settings.notify.external_url, clock=clock,
-                           baseline_minutes=settings.drift.baseline_minutes, explainer=explainer)
+                           baseline_minutes=settings.drift.baseline_minutes, explainer=explainer,
+                           distinct=DistinctQuestions(repos.evalset, embedder.embed).pick, cli=cli)
     review = review_service(settings, repos)
     return Components(
         settings=settings, store=store, repos=repos, clustering=config, embedder=embedder,
         alerts=AlertsService(repos.alerts, explainer,
                              calibration=lambda route, window, now: review.calibrated(window, now).get(route),
-                             rules=lambda: rules_in_force(settings, repos), base_url=settings.notify.external_url),
+                             rules=lambda: rules_in_force(settings, repos), base_url=settings.notify.external_url,
+                             cli=cli),
         issues=issues,
-        evalset=EvalService(repos.evalset, repos.issues, embedder.embed, instrument=review),
+        evalset=EvalService(repos.evalset, repos.issues, embedder.embed, instrument=review,
+                            representatives=lambda issue_id: [m["trace_id"] for m in issues.representatives(
+                                repos.issues.get(issue_id)) if m.get("trace_id")]),
         issue_jobs=IssueJobs(config, embedder, repos.issues, timedelta(hours=settings.clustering.lookback_hours),
                              skipped=metrics.skipped_rows),
         traces=TraceService(repos.traces), review=review, metrics=metrics)
@@ -169,7 +179,7 @@ def ingest_window(settings: Settings) -> EventTimeWindow:
                            timedelta(seconds=i.max_future_skew_seconds))
 
 
-def open_components(settings: Settings, *, starting: bool = False) -> Components:
+def open_components(settings: Settings, *, starting: bool = False, cli: str = "claimwatch") -> Components:
     """Open (and migrate) the configured store and build on it.
 
     A starting service (worker, API) also brings the TTLs in line with ``settings.retention``. One-off CLI
@@ -182,12 +192,18 @@ def open_components(settings: Settings, *, starting: bool = False) -> Components
         if changed:
             log.info("retention: raw %d days, aggregates %d days; TTL changed on %s", settings.retention.raw_days,
                      settings.retention.aggregate_days, ", ".join(changed))
-    return build(settings, store)
+    return build(settings, store, cli=cli)
+
+
+def service_cli() -> str:
+    """How a service's runbook readers run claimwatch: they may be in any directory, so the bare name when the
+    service's PATH has this very script, else its absolute path (runbooks with the bare name say to activate)."""
+    return cli_path(cwd=None)
 
 
 @contextlib.contextmanager
-def opened(settings: Settings, *, starting: bool = False) -> Iterator[Components]:
-    components = open_components(settings, starting=starting)
+def opened(settings: Settings, *, starting: bool = False, cli: str = "claimwatch") -> Iterator[Components]:
+    components = open_components(settings, starting=starting, cli=cli)
     try:
         yield components
     finally:
@@ -223,14 +239,14 @@ def run_worker(settings: Settings, *, serve_api: bool, on_ready: Callable[[Compo
     from services.ingest.durable import DurableWriter
     from services.ingest.offsets import BrokerOffsets, OffsetTracker
     from services.ingest.pipeline import IngestPipeline
-    from services.issues.schedule import ClusteringSchedule
+    from services.issues.schedule import ClusteringSchedule, open_alert_windows
     from services.store.repair import repair_recent
     from streams import agents, timers
     from streams.app import create_app
 
     create_topics(settings.kafka, [settings.verdicts_topic, settings.dlq_topic, settings.alerts_topic], settings.partitions)
     epoch = topic_epoch(settings.kafka, settings.verdicts_topic)
-    components = open_components(settings, starting=True)
+    components = open_components(settings, starting=True, cli=service_cli())
     decode_thread = ThreadPoolExecutor(1, thread_name_prefix="decode")  # decodes the next batch while one is written
     clustering_thread = ThreadPoolExecutor(1, thread_name_prefix="clustering")  # long runs must not stall ingest
     assign_thread = ThreadPoolExecutor(1, thread_name_prefix="assign")  # nor online assignment
@@ -263,7 +279,8 @@ def run_worker(settings: Settings, *, serve_api: bool, on_ready: Callable[[Compo
         if s.clustering.in_worker:
             schedule = ClusteringSchedule(lambda: c.issue_jobs, c.metrics, in_thread(clustering_thread),
                                           policy=recluster_policy(s), assign_run=in_thread(assign_thread),
-                                          child=ChildProcess(name="claimwatch-recluster"))
+                                          child=ChildProcess(name="claimwatch-recluster"),
+                                          windows=lambda now: open_alert_windows(c.repos.alerts, now))
             timers.register_clustering(app, schedule, s)
         if s.review.sample_every_minutes:
             window = timedelta(hours=s.review.sample_window_hours)
@@ -304,6 +321,6 @@ def run_api(settings: Settings) -> None:
 
     from services.api.app import create_api
 
-    with opened(settings, starting=True) as components:
+    with opened(settings, starting=True, cli=service_cli()) as components:
         uvicorn.run(create_api(components), host=settings.api.host, port=settings.api.port, log_level="warning",
                     timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS)

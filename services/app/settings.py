@@ -96,6 +96,13 @@ class ApiSettings(Section):
     cors_origins: list[str] = Field(default_factory=list, description="CORS is off unless origins are listed")
 
 
+class IdentitySettings(Section):
+    """Who the CLI records a change as (`--by` of promote, issues resolve, ...) when --by is left out."""
+
+    name: str | None = Field(None, min_length=1, max_length=200, pattern=r"\S",
+                             description="your name or handle; unset: your login name")
+
+
 class ReviewSettings(Section):
     """Human review of claims and the calibrated rates built on it (services/review)."""
 
@@ -141,6 +148,7 @@ class Settings(Section):
     privacy: RedactionSettings = Field(default_factory=RedactionSettings)
     review: ReviewSettings = Field(default_factory=ReviewSettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
+    identity: IdentitySettings = Field(default_factory=IdentitySettings)
 
     @field_validator("clickhouse")
     @classmethod

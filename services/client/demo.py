@@ -4,16 +4,18 @@ Starts `claimwatch up` (broker, worker, store, evaluator, clustering, API), send
 hours of history as fast as the stack takes it (a new model regresses billing-faq,
 a corpus update regresses parcel-status), then shows what an on-call engineer sees:
 rates worst first, the alert with its suspect change, named issues, and the runbook
-of the top issue with the commands that promote its traces.
+of the issue the alert names with the commands that promote its traces. Run again, it
+first moves the earlier run's store and state aside (var/previous-demo/).
 """
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -27,7 +29,10 @@ REGRESSION_AT = 255
 CORPUS_CHANGE_AT = 265
 LIVE_MINUTES = 24 * 60  # after the history, traffic goes on in real time (the regressions stay in force)
 CONTROL_FILE = Path("var") / "demo-control.json"  # `claimwatch demo-traffic` stops or breaks a route through it
-CLI = os.path.relpath(Path(sys.executable).parent / "claimwatch")  # as the user can paste it from here
+# What a demo leaves in var/ besides its store: Faust's scratch files (streams/app.py), the traffic control, the logs.
+STATE = ("faust", CONTROL_FILE.name, "demo-up.log", "demo-traffic.log")
+PREVIOUS = "previous-demo"
+EXPLANATION_SECONDS = 120  # how long the alert's explanation may take to name its issue (clustering its window)
 DEMO_ENV = {
     "CLAIMWATCH_DRIFT__EVAL_INTERVAL_SECONDS": "2",
     "CLAIMWATCH_DRIFT__WATERMARK_SECONDS": "0",
@@ -52,7 +57,8 @@ def _cli(*args: str, env: dict, check: bool = True) -> subprocess.CompletedProce
                           preexec_fn=die_with_parent())
 
 
-def _wait(what: str, predicate, timeout: float, console: Console, stack: subprocess.Popen):
+def _wait(what: str, predicate, timeout: float, console: Console, stack: subprocess.Popen, required: bool = True):
+    """The first truthy value of ``predicate``, polled each second; on timeout a DemoError, or None if not ``required``."""
     deadline = time.monotonic() + timeout
     with console.status(f"waiting for {what} ..."):
         while time.monotonic() < deadline:
@@ -62,7 +68,54 @@ def _wait(what: str, predicate, timeout: float, console: Console, stack: subproc
             if value:
                 return value
             time.sleep(1)
+    if not required:
+        return None
     raise DemoError(f"timed out after {timeout:.0f}s waiting for {what}; see var/demo-up.log")
+
+
+def start_clean(var: Path, store: Path | None) -> str | None:
+    """Move an earlier demo's store and state out of ``var`` into ``var/previous-demo/`` (dropping the one kept
+    before), so this run shows its own traffic only. Returns the line that says so; None when there was nothing.
+
+    Only what lies in ``var``: a store configured elsewhere is the user's and stays as it is.
+    """
+    inside = store is not None and store.resolve().is_relative_to(var.resolve())
+    earlier = [p for p in ([store] if inside else []) + [var / name for name in STATE] if _holds(p)]
+    if not earlier:
+        return None
+    previous = var / PREVIOUS
+    shutil.rmtree(previous, ignore_errors=True)
+    previous.mkdir(parents=True)
+    for path in earlier:
+        path.rename(previous / path.name)
+    return f"{var}/ holds an earlier demo's data: starting clean (moved it to {previous}/, replacing the one kept before)"
+
+
+def _holds(path: Path) -> bool:
+    return path.is_file() or (path.is_dir() and any(path.iterdir()))
+
+
+def chdb_dir(clickhouse: str) -> Path | None:
+    """The directory of an embedded (chdb:PATH) store; None for a ClickHouse server."""
+    return Path(clickhouse.removeprefix("chdb:") or "./var/clickhouse") if clickhouse.startswith("chdb:") else None
+
+
+def this_runs_firing(alerts: list[dict], since: datetime, before: set[str]) -> list[dict]:
+    """The firing alerts this run's traffic raised, first fired first: none listed before it was sent, none firing
+    since before its first change (``since``, event time)."""
+    fresh = [a for a in alerts if a["state"] == "firing" and a["alert_id"] not in before
+             and datetime.fromisoformat(a["starts_at"]) >= since]
+    return sorted(fresh, key=lambda a: datetime.fromisoformat(a["starts_at"]))
+
+
+def issue_behind(alert: dict | None, settled: bool = True) -> str | None:
+    """The issue the alert's explanation names first; with ``settled``, only once clustering has caught up with the
+    alert's window (its explanation no longer says it is clustering)."""
+    explanation = (alert or {}).get("explanation") or {}
+    issues = explanation.get("issues") or []
+    if not issues or (settled and explanation.get("status")):
+        return None
+    return issues[0]["issue_id"]
 
 
 def _get(url: str, **params):
@@ -73,13 +126,18 @@ def _get(url: str, **params):
     return response.json() if response.status_code == 200 else None
 
 
-def run_demo(settings, console: Console, keep_running: bool, token_hint: str | None = None) -> None:
+def run_demo(settings, console: Console, keep_running: bool, token_hint: str | None = None,
+             cli: str = "claimwatch") -> None:
+    """``cli``: how the user runs claimwatch from here (services/core/command.py), in every command printed."""
     var = Path("var")
-    var.mkdir(exist_ok=True)
     api = settings.api.url.rstrip("/")
     env = {**os.environ, **DEMO_ENV, "CLAIMWATCH_CLICKHOUSE": settings.clickhouse}
     if _get(api + "/healthz") is not None:
         raise DemoError(f"something already answers at {api}; stop it (or another `claimwatch up`) first")
+    cleaned = start_clean(var, chdb_dir(settings.clickhouse))
+    if cleaned:
+        console.print(cleaned, markup=False, highlight=False, soft_wrap=True)
+    var.mkdir(exist_ok=True)
     # SIGTERM (e.g. a CI timeout) must stop the stack too, not orphan it.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     log = open(var / "demo-up.log", "ab")
@@ -88,13 +146,14 @@ def run_demo(settings, console: Console, keep_running: bool, token_hint: str | N
     stack = subprocess.Popen([sys.executable, "-m", "services.app.cli", "up"], env=env, stdout=log, stderr=log,
                              start_new_session=True, preexec_fn=die_with_parent(signal.SIGTERM))
     live = None
-    CONTROL_FILE.unlink(missing_ok=True)  # every route sends at first
     try:
         _wait("the embedded stack", lambda: _get(api + "/readyz"), 120, console, stack)
         console.rule("[bold]claimwatch demo")
         console.print(f"stack up: broker {settings.embedded_broker}, store {settings.clickhouse}, API {api}")
+        before = {a["alert_id"] for a in _get(api + "/api/alerts") or []}
         started = time.monotonic()
         now = utcnow().replace(second=0, microsecond=0)
+        first_change = now - timedelta(minutes=HISTORY_MINUTES - min(REGRESSION_AT, CORPUS_CHANGE_AT))
         seed = int(now.timestamp()) % 100000
         _cli("simulate", "--minutes", str(HISTORY_MINUTES), "--speed", "0", "--regression-at", str(REGRESSION_AT),
              "--corpus-change-at", str(CORPUS_CHANGE_AT), "--seed", str(seed),
@@ -103,21 +162,22 @@ def run_demo(settings, console: Console, keep_running: bool, token_hint: str | N
                       f"({HISTORY_MINUTES} simulated minutes; new model on billing-faq at minute {REGRESSION_AT}, "
                       f"corpus update on parcel-status at minute {CORPUS_CHANGE_AT})")
         live = start_live_traffic(now, seed + 1, env, var)
-        _wait("an alert to fire", lambda: [a for a in _get(api + "/api/alerts") or [] if a["state"] == "firing"],
-              240, console, stack)
-        console.print(f"first alert fired {time.monotonic() - started:.0f}s after traffic started")
+        alert = _wait("an alert to fire", lambda: this_runs_firing(_get(api + "/api/alerts") or [], first_change, before),
+                      240, console, stack)[0]
+        console.print(f"first alert fired {time.monotonic() - started:.0f}s after traffic started: {alert['kind']} "
+                      f"on {alert['route']}", markup=False, highlight=False)
         _wait("ingestion to catch up", lambda: caught_up(api), 240, console, stack)
-        console.rule("Rates, worst route first (claimwatch rates --window 30m)")
+        console.rule(f"Rates, worst route first ({cli} rates --window 30m)")
         _cli("rates", "--window", "30m", env=env)
-        console.rule("Alerts (claimwatch alerts list)")
+        console.rule(f"Alerts ({cli} alerts list)")
         _cli("alerts", "list", env=env)
-        show_issues(api, env, console, stack)
+        show_issues(api, env, console, stack, alert["alert_id"], cli)
         console.rule("[bold green]done")
         console.print(f"Dashboard: {api}/   API docs: {api}/docs")
         console.print("Traffic goes on in real time. To see the monitor notice broken input, stop a route's "
-                      "verifier or break its producer, then watch `claimwatch alerts list`:")
-        console.print(f"  {CLI} demo-traffic stop billing-faq\n  {CLI} demo-traffic break parcel-status\n"
-                      f"  {CLI} demo-traffic resume billing-faq", markup=False, highlight=False, soft_wrap=True)
+                      f"verifier or break its producer, then watch `{cli} alerts list`:", markup=False, highlight=False)
+        console.print(f"  {cli} demo-traffic stop billing-faq\n  {cli} demo-traffic break parcel-status\n"
+                      f"  {cli} demo-traffic resume billing-faq", markup=False, highlight=False, soft_wrap=True)
         if token_hint:  # where `claimwatch up` keeps the API token, and how to use it
             console.print(token_hint, soft_wrap=True, markup=False, highlight=False)
         if keep_running:
@@ -154,21 +214,25 @@ def caught_up(api: str) -> bool:
     return bool(lags) and max(lags) == 0
 
 
-def _top_contributor(api: str) -> str | None:
-    """The issue that accounts for most of the first firing alert's excess failing claims."""
-    firing = [a for a in _get(api + "/api/alerts") or [] if a["state"] == "firing"]
-    if not firing:
-        return None
-    detail = _get(api + f"/api/alerts/{firing[0]['alert_id']}") or {}
-    contributors = (detail.get("explanation") or {}).get("issues") or []
-    return contributors[0]["issue_id"] if contributors else None
-
-
-def show_issues(api: str, env: dict, console: Console, stack: subprocess.Popen) -> None:
-    """Named issues in priority order, and the runbook of the issue behind the firing alert."""
-    issues = _wait("named issues", lambda: _get(api + "/api/issues"), 300, console, stack)
-    console.rule("Issues by priority (claimwatch issues list --limit 10)")
+def show_issues(api: str, env: dict, console: Console, stack: subprocess.Popen, alert_id: str, cli: str) -> None:
+    """Named issues in priority order, and the runbook of the issue the alert's explanation names first: that one or
+    none (never another issue in its place)."""
+    _wait("named issues", lambda: _get(api + "/api/issues"), 300, console, stack)
+    console.rule(f"Issues by priority ({cli} issues list --limit 10)")
     _cli("issues", "list", "--limit", "10", env=env)
-    top = _top_contributor(api) or issues[0]["issue_id"]
-    console.rule(f"Runbook of the issue behind the alert (claimwatch runbook {top})")
+    top = _wait(f"the alert's explanation to name its issue (alert {alert_id})",
+                lambda: issue_behind(_get(api + f"/api/alerts/{alert_id}")), EXPLANATION_SECONDS, console, stack,
+                required=False)
+    if top is None:
+        last = _get(api + f"/api/alerts/{alert_id}")
+        top = issue_behind(last, settled=False)  # named, though clustering of its window goes on
+    if top is None:
+        status = ((last or {}).get("explanation") or {}).get("status") or "no failing claims of its window are clustered"
+        console.print(f"The alert's explanation named no issue within {EXPLANATION_SECONDS} s ({status}), so no runbook "
+                      f"is shown; see it later with: {cli} alerts show {alert_id}", markup=False, highlight=False,
+                      soft_wrap=True)
+        return
+    console.rule(f"Runbook of the issue behind the alert ({cli} runbook {top})")
     _cli("runbook", top, env=env)
+    console.print(f"From this terminal, propose its representative traces with: {cli} promote propose {top}",
+                  markup=False, highlight=False, soft_wrap=True)

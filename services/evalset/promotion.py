@@ -25,6 +25,12 @@ from services.store.evalset import EvalRepository
 
 ORIGIN_RUN = "origin"                     # run_id of the production answer an item came from
 GOLD_VERDICTS = ("supported", "contradicted", "overreach")   # their spans hold the right evidence; stale ones do not
+NEAR_DUP_THRESHOLD = 0.95                 # cosine between questions above which a trace adds nothing to the eval set
+
+
+def unit_rows(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.where(norms == 0, 1, norms)
 
 
 class PromotionError(ValueError):
@@ -140,7 +146,7 @@ def _required(value: str, field: str) -> str:
 
 
 class PromotionService:
-    def __init__(self, evals: EvalRepository, embed: Callable[[list[str]], np.ndarray], near_dup_threshold: float = 0.95,
+    def __init__(self, evals: EvalRepository, embed: Callable[[list[str]], np.ndarray], near_dup_threshold: float = NEAR_DUP_THRESHOLD,
                  allow_self_approval: bool = False, clock: Callable[[], datetime] = utcnow):
         if not 0 < near_dup_threshold <= 1:
             raise PromotionError(f"near_dup_threshold must be in (0, 1], got {near_dup_threshold}")
@@ -262,8 +268,7 @@ class PromotionService:
         vectors = np.asarray(self.embed(texts), dtype=np.float32)
         if vectors.ndim != 2 or len(vectors) != len(texts) or not np.isfinite(vectors).all():
             raise PromotionError(f"the embedder returned shape {vectors.shape} for {len(texts)} texts; expected (n, dim), finite")
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        return vectors / np.where(norms == 0, 1, norms)
+        return unit_rows(vectors)
 
     def _refuse_duplicates(self, traces: Sequence[TraceRecord], vectors: np.ndarray) -> None:
         existing = self.evals.embeddings()

@@ -16,8 +16,8 @@ from services.core.clock import utcnow
 from services.core.errors import NotFound
 from services.evalset.instrument import Instrument, InstrumentChecks, instrument_failures
 from services.evalset.metrics import Agreement, EvalReport, GateResult, agreement, eval_report, gate, parse_slice_min
-from services.evalset.promotion import (EvalItem, HistoryEntry, NearDuplicateError, PromotionError, PromotionService,
-                                       load_label_pairs, load_outcomes, load_traces)
+from services.evalset.promotion import (NEAR_DUP_THRESHOLD, EvalItem, HistoryEntry, NearDuplicateError, PromotionError,
+                                       PromotionService, load_label_pairs, load_outcomes, load_traces)
 from services.issues.records import IssueRecords
 from services.store.evalset import EvalRepository
 
@@ -42,8 +42,9 @@ class AgreementSummary:
 
 class EvalService:
     def __init__(self, evals: EvalRepository, issues: IssueRecords, embed: Callable[[Sequence[str]], np.ndarray],
-                 near_dup_threshold: float = 0.95, allow_self_approval: bool = False, n_boot: int = 2000,
-                 clock: Callable[[], datetime] = utcnow, instrument: Instrument | None = None):
+                 near_dup_threshold: float = NEAR_DUP_THRESHOLD, allow_self_approval: bool = False, n_boot: int = 2000,
+                 clock: Callable[[], datetime] = utcnow, instrument: Instrument | None = None,
+                 representatives: Callable[[str], list[str]] | None = None):
         self.evals = evals
         self.instrument = instrument  # the review stage: calibration and verifier-vs-human kappa for the gate
         self.clock = clock
@@ -51,12 +52,15 @@ class EvalService:
                                           allow_self_approval=allow_self_approval, clock=clock)
         self.issues = issues
         self.n_boot = n_boot
+        self.representatives = representatives  # issue id -> the trace ids its runbook and page show
 
     def propose(self, issue_id: str, trace_ids: list[str] | None, by: str) -> list[EvalItem]:
         """The issue's representative traces (or the ones named) become proposed items."""
         record = self.issues.get(issue_id)
         chosen_for_user = not trace_ids
-        if chosen_for_user:
+        if chosen_for_user and self.representatives is not None:
+            trace_ids = self.representatives(issue_id)
+        elif chosen_for_user:
             members = self.issues.members(issue_id, 500)
             exemplars = set(record.exemplar_ids)
             chosen = [m for m in members if m["claim_key"] in exemplars] or members[:5]

@@ -8,6 +8,10 @@ A re-cluster has three steps, so its heavy middle can run in a process that shut
   schedule runs it in a child process (services/core/threads.py ``ChildProcess``);
 - ``publish`` (store): match the clusters to the known issues, save members then issues, and swap
   in the new online assigner. Until then assignment keeps using the last published issues.
+
+``focus_window`` serves an alert the moment it is open: the failing claims of its window that no issue
+holds, newest first, go to the known issues before the backlog; the rest, when enough are left, are
+clustered at once (a focused run) into new issues, so the alert names its cause within seconds.
 """
 from __future__ import annotations
 
@@ -34,6 +38,7 @@ from services.issues.records import IssueRecords
 log = logging.getLogger(__name__)
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+FOCUS_LIMIT = 800  # an alert window's newest claims a focused run takes: seconds of embedding, well under one of HDBSCAN
 RECLUSTER, ONLINE_ASSIGNMENT = "recluster", "online_assignment"  # the jobs, as claimwatch_rows_skipped_total names them
 
 
@@ -117,6 +122,22 @@ def fit_claims(job: ReclusterInput, progress: Progress | None = None) -> Fitted:
 Fit = Callable[[ReclusterInput], Fitted]
 
 
+@dataclass(frozen=True)
+class WindowReport:
+    """What ``focus_window`` did with an alert window's failing claims that no issue held."""
+
+    claims: int          # taken from the window (newest first)
+    assigned: int        # joined a known issue
+    clustered: int       # formed new issues in the focused run
+    new_issues: tuple[str, ...] = ()
+
+
+def focused_config(config: ClusteringConfig, limit: int = FOCUS_LIMIT) -> ClusteringConfig:
+    """The configuration of a focused run: the same, except that its few hundred claims are clustered in the
+    embedding space directly. UMAP would cost a JIT compile in the worker; the next full run reduces them."""
+    return replace(config, umap_min_points=limit + 1)
+
+
 class IssueJobs:
     """Holds the embedder (loaded once per process) and the latest online assigner. A stored claim neither job
     can read is left out (``skipped`` counts and logs it), so one bad row stops neither."""
@@ -131,6 +152,7 @@ class IssueJobs:
         self.skipped = skipped or SkippedRows()
         self.assigner: OnlineAssigner | None = None  # replaced whole by publish: assignment reads it once
         self._swap = threading.Lock()  # publish (clustering thread) and assign_new (assignment thread) both set it
+        self._publishing = threading.Lock()  # a full run's publish and a focused run's never interleave
         self.mark: datetime | None = None  # online assignment's ingestion high mark
         self.run_mark: datetime | None = None  # claims ingested after it are new to the last re-cluster
 
@@ -159,6 +181,10 @@ class IssueJobs:
 
     def publish(self, now: datetime, fitted: Fitted) -> RunReport:
         """Make a fitted run the current issues: members first, then issues, then the online assigner."""
+        with self._publishing:
+            return self._publish(now, fitted)
+
+    def _publish(self, now: datetime, fitted: Fitted) -> RunReport:
         run, positions = fitted.run, fitted.positions
         tracker = IssueTracker(self.config)
         records = tracker.match(self.issues.load(), run, now)
@@ -199,25 +225,78 @@ class IssueJobs:
         return sum(i.size for i in live)
 
     # -- online assignment ----------------------------------------------------
+    def _current_assigner(self) -> OnlineAssigner | None:
+        """The last published issues (even while a re-cluster runs), or the stored ones; None before any."""
+        assigner = self.assigner
+        if assigner is None:
+            stored = self.issues.load()
+            if not stored:
+                return None
+            built = OnlineAssigner.from_issues(stored, self._vectorizer(), self.config.name, self.min_similarity)
+            with self._swap:  # unless a re-cluster published meanwhile
+                assigner = self.assigner = self.assigner or built
+        return assigner
+
+    def _member_rows(self, claims: Sequence[FailingClaim], results, source: str, now: datetime) -> list[dict]:
+        return [{"claim_key": c.id, "issue_id": issue or "", "probability": float(p), "source": source,
+                 "config_name": self.config.name, "x": 0.0, "y": 0.0, "observed_at": c.observed_at or now}
+                for c, (issue, p) in zip(claims, results)]
+
     def assign_new(self, now: datetime, batch: int = 2000) -> int:
         """Assign failing claims ingested since the last call to the current issues; returns how many."""
         if self.mark is None:
             self.mark = now
-        assigner = self.assigner  # the last published issues, even while a re-cluster runs
+        assigner = self._current_assigner()
         if assigner is None:
-            stored = self.issues.load()
-            if not stored:
-                return 0
-            built = OnlineAssigner.from_issues(stored, self._vectorizer(), self.config.name, self.min_similarity)
-            with self._swap:  # unless a re-cluster published meanwhile
-                assigner = self.assigner = self.assigner or built
+            return 0
         claims, mark = self.issues.claims_ingested_after(self.mark, batch, skip=self.skipped.of(ONLINE_ASSIGNMENT))
         results = assigner.assign_many(claims) if claims else []
-        self.issues.save_members(
-            {"claim_key": c.id, "issue_id": issue or "", "probability": float(p), "source": "online",
-             "config_name": self.config.name, "x": 0.0, "y": 0.0,
-             "observed_at": c.observed_at or now}
-            for c, (issue, p) in zip(claims, results))
+        self.issues.save_members(self._member_rows(claims, results, "online", now))
         if mark is not None:  # also past a batch whose claims were all skipped: it is not read again
             self.mark = mark
         return sum(1 for issue, _ in results if issue)
+
+    def focus_window(self, route: str, since: datetime, until: datetime, now: datetime,
+                     limit: int = FOCUS_LIMIT) -> WindowReport:
+        """An open alert's window first: its failing claims that no issue holds, newest first, join the known issues;
+        when at least an issue's worth is left, a focused run clusters them into new issues at once."""
+        claims = self.issues.window_claims(route, since, until, limit, skip=self.skipped.of(ONLINE_ASSIGNMENT))
+        if not claims:
+            return WindowReport(0, 0, 0)
+        assigner = self._current_assigner()
+        results = assigner.assign_many(claims) if assigner is not None else [(None, 0.0)] * len(claims)
+        rest = [c for c, (issue, _) in zip(claims, results) if not issue]
+        assigned = [(c, r) for c, r in zip(claims, results) if r[0]]
+        self.issues.save_members(self._member_rows([c for c, _ in assigned], [r for _, r in assigned], "online", now))
+        new_issues: tuple[str, ...] = ()
+        clustered = 0
+        if len(rest) >= self.config.min_cluster_size:
+            with self._publishing:
+                new_issues, clustered = self._cluster_window(rest, now, limit)
+        else:
+            self.issues.save_members(self._member_rows(rest, [(None, 0.0)] * len(rest), "online", now))
+        if new_issues:
+            log.info("alert window on %s: %d failing claims no issue held; %d joined known issues, %d formed %d new "
+                     "issue(s): %s", route, len(claims), len(assigned), clustered, len(new_issues), ", ".join(new_issues))
+        return WindowReport(len(claims), len(assigned), clustered, new_issues)
+
+    def _cluster_window(self, claims: Sequence[FailingClaim], now: datetime, limit: int) -> tuple[tuple[str, ...], int]:
+        """A focused run over ``claims``: its clusters become new issues (members, then issues, then the assigner);
+        the claims it leaves as noise are saved as noise, as online assignment would."""
+        run = IssuePipeline.from_config(focused_config(self.config, limit), self.embedder).fit(claims, now)
+        known = self.issues.load()
+        tracker = IssueTracker(self.config)
+        records = tracker.adopt(known, run, now) if run.clusters_ else []
+        issue_of = tracker.cluster_issue_ids_ if records else []
+        labels, probabilities = run.labels_.tolist(), run.probabilities_.tolist()
+        results = [(issue_of[label] if label != NOISE else None, p if label != NOISE else 0.0)
+                   for label, p in zip(labels, probabilities)]
+        self.issues.save_members(self._member_rows(run.claims, results, "online", now))
+        if not records:
+            return (), 0
+        self.issues.save(records)  # after the members: an issue is visible only with its members
+        assigner = OnlineAssigner.from_issues([*known, *records], self._vectorizer(), self.config.name,
+                                              self.min_similarity)
+        with self._swap:
+            self.assigner = assigner
+        return tuple(r.issue_id for r in records), sum(1 for label in labels if label != NOISE)

@@ -31,9 +31,10 @@ def _trace(row: dict, evidence: dict) -> TraceExample:
 
 
 def build_context(record: IssueRecord, figures: IssueFigures, exemplars: list[dict], details: dict[str, dict],
-                  base_url: str) -> RunbookContext:
+                  base_url: str, cli: str = "claimwatch", traces_from: str = "") -> RunbookContext:
     """``figures``: the issue's figures over every member (services.issues.figures); ``exemplars``: the
-    representative members, one per trace; ``details``: their events by event_id (IssueRepository.event_details)."""
+    representative members, one per trace; ``details``: their events by event_id (IssueRepository.event_details);
+    ``cli``: how the reader runs claimwatch (services/core/command.py)."""
     evidence = {eid: orjson.loads(d["evidence"] or "[]") for eid, d in details.items()}
     chosen = [{**m, "answer_text": details.get(m.get("event_id"), {}).get("answer_text", "")} for m in exemplars]
     impacts = tuple(RouteImpact(r.route, r.rate, r.lo, r.hi, r.members, r.baseline, r.baseline_source, r.own)
@@ -43,7 +44,7 @@ def build_context(record: IssueRecord, figures: IssueFigures, exemplars: list[di
     suspects = tuple(SuspectChange(s["key"], s["value"], s["kind"] if s["kind"] in ("system", "evidence") else "system",
                                    s.get("rate_before"), s.get("rate_after"))
                      for a in open_alerts for s in a.suspect_changes[:3])
-    timeline = [TimelineEntry(_when(h["at"]), h.get("event", "")) for h in record.history if h.get("at")]
+    timeline = [TimelineEntry(_when(h["at"]), _happening(h)) for h in record.history if h.get("at")]
     timeline += [TimelineEntry(a.pending_since, f"alert {a.alert_id} on {a.route}: {a.recorded_state}") for a in open_alerts]
     sig = figures.signals
     alert_id = top.alert_id if top and top.alert_id else (open_alerts[0].alert_id if open_alerts else None)
@@ -68,4 +69,13 @@ def build_context(record: IssueRecord, figures: IssueFigures, exemplars: list[di
         alert_id=alert_id,
         base_url=base_url,
         trace_total=figures.traces,
+        traces_from=traces_from,
+        cli=cli,
     )
+
+
+def _happening(entry: dict) -> str:
+    """One history entry in words: its event; a rename says why and what the title was (the new one heads the page)."""
+    if entry.get("event") == "renamed":
+        return f"renamed ({entry.get('why', '')}); it was {entry.get('from', '')}"
+    return entry.get("event", "")

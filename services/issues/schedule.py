@@ -14,7 +14,9 @@ change of reason. The process start counts as a run for the age; a process that 
 stored by an earlier one takes their size as the last run's and does not re-cluster at start-up.
 
 ``ClusteringSchedule`` runs the work. Online assignment has a thread of its own and uses the last
-published issues, so it never waits behind a re-cluster. A re-cluster collects on the clustering
+published issues, so it never waits behind a re-cluster. Before the backlog, each tick serves the windows
+of open alerts (``WindowFocus``: a new alert at once, then every minute while it is open), so an alert
+names its cause within seconds of opening (``IssueJobs.focus_window``). A re-cluster collects on the clustering
 thread, fits in a child process (``ChildProcess``) and publishes when done; ``close`` (shutdown)
 stops the child at once, so an abandoned run leaves the previous issues in place.
 """
@@ -29,10 +31,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Callable
 
+from services.alerts.explain import alert_window, explainable
 from services.core.clock import utcnow
 from services.core.metrics import Metrics
 from services.core.threads import Cancelled, ChildProcess, Run
-from services.issues.jobs import Fit, IssueJobs, RunReport, fit_claims
+from services.issues.jobs import Fit, IssueJobs, RunReport, WindowReport, fit_claims
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +84,41 @@ class ReclusterPolicy:
         self.claims_at_last_run = claims
 
 
+@dataclass(frozen=True)
+class AlertWindow:
+    """Where an open alert's failing claims are: its route, from its onset to now (services/alerts/explain.py)."""
+
+    alert_id: str
+    route: str
+    since: datetime
+    until: datetime
+
+
+def open_alert_windows(alerts, now: datetime) -> list[AlertWindow]:
+    """The windows of the open alerts failing claims can explain (``alerts``: services.alerts.records.AlertRecords)."""
+    out = []
+    for alert in alerts.open_alerts():
+        if explainable(alert):
+            start, end = alert_window(alert, now)
+            out.append(AlertWindow(alert.alert_id, alert.route, start, end + timedelta(minutes=1, milliseconds=-1)))
+    return out
+
+
+class WindowFocus:
+    """Which open alerts' windows to serve now: a newly open one at once, each again every ``every`` while open."""
+
+    def __init__(self, every: timedelta = timedelta(minutes=1)):
+        self.every = every
+        self.served: dict[str, datetime] = {}
+
+    def due(self, windows: list[AlertWindow], now: datetime) -> list[AlertWindow]:
+        self.served = {k: v for k, v in self.served.items() if k in {w.alert_id for w in windows}}
+        return [w for w in windows if w.alert_id not in self.served or now - self.served[w.alert_id] >= self.every]
+
+    def done(self, window: AlertWindow, now: datetime) -> None:
+        self.served[window.alert_id] = now
+
+
 def _minutes(delta: timedelta) -> str:
     return f"{delta.total_seconds() / 60:.0f} min"
 
@@ -96,13 +134,16 @@ class ClusteringSchedule:
 
     def __init__(self, make_jobs: Callable[[], IssueJobs], metrics: Metrics, run: Run, *,
                  policy: ReclusterPolicy | None = None, assign_run: Run | None = None,
-                 child: ChildProcess | None = None, fit: Fit = fit_claims):
+                 child: ChildProcess | None = None, fit: Fit = fit_claims,
+                 windows: Callable[[datetime], list[AlertWindow]] | None = None):
         self.make_jobs = make_jobs
         self.metrics = metrics
         self.run = run  # run(fn, *args) on the clustering thread
         self.assign_run = assign_run or run
         self.policy = policy
         self.child, self.fit = child, fit  # fit(job) runs in the child; a module-level function (it is pickled)
+        self.windows = windows  # the open alerts' windows, served before the backlog
+        self.focus = WindowFocus()
         self.jobs: IssueJobs | None = None
         self.running = False  # a run is awaited (event loop side)
         self.active = False  # a run is on the clustering thread
@@ -209,6 +250,8 @@ class ClusteringSchedule:
         if self.jobs is None and self.policy is None:
             return 0  # the policy-less schedule assigns only after its first run
         jobs = self._jobs()
+        if self.windows is not None:
+            await self.focus_windows(jobs, now)
         try:
             assigned = await self.assign_run(self._tracked, jobs.assign_new, now)
         except Cancelled:
@@ -218,6 +261,29 @@ class ClusteringSchedule:
             return 0
         self.metrics.assignments.labels("assigned").inc(assigned)
         return assigned
+
+    async def focus_windows(self, jobs: IssueJobs, now: datetime) -> list[WindowReport]:
+        """The due open alerts' windows, newest claims first (see ``WindowFocus``); one failing window stops none."""
+        try:
+            due = self.focus.due(await self.assign_run(self._tracked, self.windows, now), now)
+        except Cancelled:
+            return []
+        except Exception:
+            log.exception("could not read the open alerts' windows; trying again at the next tick")
+            return []
+        reports = []
+        for window in due:
+            try:
+                reports.append(await self.assign_run(self._tracked, jobs.focus_window, window.route, window.since,
+                                                     window.until, now))
+            except Cancelled:
+                break
+            except Exception:
+                log.exception("could not assign the window of alert %s; trying again at the next tick", window.alert_id)
+                continue
+            self.focus.done(window, now)
+            self.metrics.assignments.labels("assigned").inc(reports[-1].assigned + reports[-1].clustered)
+        return reports
 
     # -- shutdown ----------------------------------------------------------------
     def close(self, wait_seconds: float = 8.0) -> bool:

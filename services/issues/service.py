@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Callable
 
 from clustering.issue import RESOLVED, IssueRecord
 from runbooks import RunbookRenderer
-from services.alerts.explain import AlertExplainer
+from services.alerts.explain import AlertExplainer, alert_window, explainable
 from services.alerts.records import AlertRecords
 from services.core.clock import utcnow
 from services.core.errors import Conflict
@@ -25,8 +25,12 @@ class IssuesService:
     def __init__(self, issues: IssueRecords, rates: RateRepository, alerts: AlertRecords,
                  base_url: str = "http://127.0.0.1:8080", template_dirs: list[Path] | None = None,
                  clock: Callable[[], datetime] = utcnow, baseline_minutes: int = 24 * 60,
-                 explainer: AlertExplainer | None = None):
-        self.explainer = explainer  # the alerts an issue contributes to, with its share of each one's excess
+                 explainer: AlertExplainer | None = None,
+                 distinct: Callable[[list[str], list[str], int], list[int]] | None = None, cli: str = "claimwatch"):
+        self.explainer = explainer
+        self.cli = cli  # how runbook readers run claimwatch (services/core/command.py)
+        # (event ids, questions, limit) -> the indices a promote command can propose together (services/evalset)
+        self.distinct = distinct  # the alerts an issue contributes to, with its share of each one's excess
         self.baseline_minutes = baseline_minutes
         self.issues = issues
         self.rates = rates
@@ -75,9 +79,9 @@ class IssuesService:
         record = self.issues.get(issue_id)
         view = self._view(record, self.issues.member_counts())
         figures = self.figures(issue_id)
-        exemplars = self.representatives(record)
-        out = {**view, "exemplars": exemplars, "history": list(record.history), "split_from": record.split_from,
-               **self.figures_json(figures, exemplars)}
+        exemplars, source = self._representatives(record)
+        out = {**view, "exemplars": exemplars, "exemplars_from": source, "history": list(record.history),
+               "split_from": record.split_from, **self.figures_json(figures, exemplars, source)}
         out["alerts"] = self.contributes_to(issue_id, set(out["routes"]) | set(record.routes))
         return out
 
@@ -96,7 +100,7 @@ class IssuesService:
                              self.baseline_minutes)
 
     @staticmethod
-    def figures_json(figures: IssueFigures, exemplars: list[dict]) -> dict:
+    def figures_json(figures: IssueFigures, exemplars: list[dict], source: str = "") -> dict:
         out = figures.as_dict()
         out.pop("issue_id")
         out["route_figures"] = out.pop("routes")           # each route's rate with its own baseline
@@ -104,23 +108,62 @@ class IssuesService:
         out["trend"] = [h["count"] for h in out["hourly"]]
         out["exemplars_note"] = (
             "" if len(exemplars) >= MAX_TRACES else
-            f"{len(exemplars)} representative traces: the issue's {figures.count} failing claims come from "
+            f"{len(exemplars)} representative trace{'' if len(exemplars) == 1 else 's'}: the issue's {figures.count} "
+            "failing claims come from "
             f"{figures.traces} distinct traces" + ("" if len(exemplars) >= figures.traces else
-                                                  "; the others' claims are no longer stored"))
+                                                  f"; the others {f'lie outside {source}, ' if source else ''}repeat a "
+                                                  "question shown here or already in the eval set, or are no longer "
+                                                  "stored"))
         return out
 
     def representatives(self, record: IssueRecord, limit: int = MAX_TRACES) -> list[dict]:
-        """Up to ``limit`` members from distinct traces: the clustering's exemplars first, then the most typical."""
-        members = self.issues.members(record.issue_id, 500)
-        rank = {k: i for i, k in enumerate(record.exemplar_ids)}
-        ordered = sorted(members, key=lambda m: (rank.get(m["claim_key"], len(rank)), -(m.get("probability") or 0)))
+        """Up to ``limit`` members from distinct traces whose questions a promote command can propose together (no
+        near duplicates). While the issue has members in an open alert's window, they come from there: after the
+        onset, on the alert's suspect version when it has one. Otherwise the clustering's exemplars come first,
+        then the most typical members. The runbook, the issue page and `promote propose` all use this set."""
+        return self._representatives(record, limit)[0]
+
+    def _representatives(self, record: IssueRecord, limit: int = MAX_TRACES) -> tuple[list[dict], str]:
+        """The representatives, and where they come from ("" for the whole issue)."""
+        members, source = self._alert_window_members(record)
+        if not members:
+            rank = {k: i for i, k in enumerate(record.exemplar_ids)}
+            members = sorted(self.issues.members(record.issue_id, 500),
+                             key=lambda m: (rank.get(m["claim_key"], len(rank)), -(m.get("probability") or 0)))
         chosen, traces = [], set()
-        for m in ordered:
+        for m in members:
             key = m.get("trace_id") or m["claim_key"]
             if m.get("event_id") and key not in traces:
                 traces.add(key)
                 chosen.append(m)
-        return chosen[:limit]
+        if self.distinct is None:
+            return chosen[:limit], source
+        keep = self.distinct([m["event_id"] for m in chosen], [m.get("question") or "" for m in chosen], limit)
+        return [chosen[i] for i in keep], source
+
+    def _alert_window_members(self, record: IssueRecord) -> tuple[list[dict], str]:
+        """The issue's members in the window of the open alert it has most claims in (firing before pending): only
+        those on the alert's top suspect version when there are any. ([], "") without such an alert."""
+        now = self.clock()
+        candidates = []
+        for alert in self.alerts.open_alerts():
+            if alert.route not in record.routes or not explainable(alert):
+                continue
+            start, end = alert_window(alert, now)
+            members = self.issues.members_in_window(record.issue_id, alert.route, start,
+                                                    end + timedelta(minutes=1, milliseconds=-1), 500)
+            if members:
+                candidates.append((alert.starts_at is None, -len(members), alert.alert_id, start, alert, members))
+        if not candidates:
+            return [], ""
+        *_, start, alert, members = min(candidates, key=lambda c: c[:3])
+        source = f"alert {alert.alert_id}'s window on {alert.route} (since the onset, {start:%Y-%m-%d %H:%M} UTC)"
+        suspect = next(iter(alert.suspect_changes or ()), None)
+        if suspect:
+            on_suspect = [m for m in members if dict(m.get("versions") or {}).get(suspect["key"]) == suspect["value"]]
+            if on_suspect:
+                return on_suspect, f"{source[:-1]}, on the suspect {suspect['key']} {suspect['value']})"
+        return members, source
 
     def members(self, issue_id: str, limit: int = 200) -> list[dict]:
         self.issues.get(issue_id)
@@ -175,9 +218,10 @@ class IssuesService:
         if fmt not in ("md", "html"):
             raise ValueError(f"format must be md or html, got {fmt!r}")
         record = self.issues.get(issue_id)
-        exemplars = self.representatives(record)
+        exemplars, source = self._representatives(record)
         details = self.issues.event_details([m["event_id"] for m in exemplars])
-        ctx = build_context(record, self.figures(issue_id), exemplars, details, base_url or self.base_url)
+        ctx = build_context(record, self.figures(issue_id), exemplars, details, base_url or self.base_url,
+                            traces_from=source, cli=self.cli)
         return self.renderer.render(ctx, format=fmt)
 
 

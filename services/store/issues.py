@@ -191,6 +191,47 @@ class IssueRepository(Generic[I, C]):
                                 params)
         return decode_rows(rows, self._claim, _claim_key, skip)
 
+    _NOT_IN_AN_ISSUE = ("concat(event_id, ':', toString(claim_idx)) NOT IN (SELECT claim_key FROM issue_members FINAL "
+                        "WHERE {held} AND observed_at >= {since:DateTime64(3)} AND observed_at <= {until:DateTime64(3)})")
+    _ROUTE_WINDOW = ("route = {route:String} AND verdict IN {failed:Array(String)} "
+                     "AND observed_at >= {since:DateTime64(3)} AND observed_at <= {until:DateTime64(3)}")
+
+    def _window_params(self, route: str, since: datetime, until: datetime) -> dict:
+        return {"route": route, "failed": sorted(FAILED_VERDICTS), "since": ch_time(since), "until": ch_time(until)}
+
+    def window_claims(self, route: str, since: datetime, until: datetime, limit: int,
+                      skip: Skip | None = None) -> list[C]:
+        """Failing claims on ``route`` observed in [since, until] that no issue holds (never assigned, or noise),
+        newest first: an alert's window, assigned before the backlog."""
+        held = self._NOT_IN_AN_ISSUE.replace("{held}", "issue_id != ''")
+        rows = self.store.query(
+            f"SELECT {CLAIM_COLUMNS} FROM claims FINAL WHERE {self._ROUTE_WINDOW} AND {held} "
+            "ORDER BY observed_at DESC, event_id, claim_idx LIMIT {n:UInt32}",
+            {**self._window_params(route, since, until), "n": limit})
+        return decode_rows(rows, self._claim, _claim_key, skip)
+
+    def unassigned_on_route(self, route: str, since: datetime, until: datetime) -> int:
+        """Failing claims on ``route`` observed in [since, until] that no assignment has seen yet (not even as noise)."""
+        unseen = self._NOT_IN_AN_ISSUE.replace("{held}", "1")
+        rows = self.store.query(f"SELECT count() AS n FROM claims FINAL WHERE {self._ROUTE_WINDOW} AND {unseen}",
+                                self._window_params(route, since, until))
+        return int(rows[0]["n"]) if rows else 0
+
+    def members_in_window(self, issue_id: str, route: str, since: datetime, until: datetime, limit: int) -> list[dict]:
+        """The issue's members on ``route`` observed in [since, until], most typical first, with their claim, question
+        and the event's versions (as ``members``, plus ``versions``)."""
+        return self.store.query(
+            "SELECT m.claim_key AS claim_key, m.probability AS probability, m.source AS source, m.x AS x, m.y AS y, "
+            "c.trace_id AS trace_id, c.event_id AS event_id, c.route AS route, c.verdict AS verdict, c.text AS text, "
+            "c.query_text AS question, c.span AS span, c.observed_at AS observed_at, c.versions AS versions "
+            "FROM (SELECT claim_key, probability, source, x, y, splitByChar(':', claim_key)[1] AS event_id, "
+            "splitByChar(':', claim_key)[2] AS idx FROM issue_members FINAL WHERE issue_id = {id:String} "
+            "AND observed_at >= {since:DateTime64(3)} AND observed_at <= {until:DateTime64(3)}) AS m "
+            "INNER JOIN (SELECT * FROM claims WHERE route = {route:String} AND observed_at >= {since:DateTime64(3)} "
+            "AND observed_at <= {until:DateTime64(3)}) AS c ON c.event_id = m.event_id AND toString(c.claim_idx) = m.idx "
+            "ORDER BY m.probability DESC, c.observed_at DESC LIMIT {n:UInt32}",
+            {"id": issue_id, "route": route, "since": ch_time(since), "until": ch_time(until), "n": limit})
+
     def claims_ingested_after(self, after: datetime, limit: int,
                               skip: Skip | None = None) -> tuple[list[C], datetime | None]:
         """New failing claims by ingestion time, for online assignment; returns the new high mark (past any claim

@@ -8,14 +8,14 @@ from fastapi import APIRouter, Depends, HTTPException, Query
 from pydantic import AwareDatetime
 
 from services.api.models import ERROR_RESPONSES
-from services.api.responses import RateEntry, RouteDetail, SliceEntry
-from services.api.routeview import RouteHistory
+from services.api.responses import RouteDetail, RouteRate, SliceEntry
+from services.alerts.expectations import PRIORITY, SORTS
+from services.api.routeview import RouteHistory, route_report
 from services.api.security import AUTH_RESPONSES, Gate
 from services.core.clock import utcnow
 from services.core.errors import NotFound
-from services.rates.report import route_rates, slice_rates
+from services.rates.report import slice_rates
 from services.rates.window import WindowError, parse_window
-from services.review.calibration import with_calibrated
 from services.alerts.evaluator import detector_config_for
 
 MAX_RANGE_MINUTES = 31 * 24 * 60
@@ -41,14 +41,14 @@ def router(components, gate: Gate, alerts_of: Callable[[str], list[dict]],
     rates = components.repos.rates
     history = RouteHistory(rates)
 
-    @r.get("/api/rates", summary="Claim-level hallucination rate per route, worst first", response_model=list[RateEntry],
-           responses={422: ERROR_RESPONSES[422]})
+    @r.get("/api/rates", summary="Claim-level hallucination rate per route beside its expected rate",
+           response_model=list[RouteRate], responses={422: ERROR_RESPONSES[422]})
     def get_rates(window: str = Query("30m", max_length=16, description="e.g. 5m, 30m, 90m, 24h, or all"),
                   calibrated: bool = Query(False, description="add each route's rate corrected for the verifier's "
-                                           "errors measured against human labels (field `calibrated`)")) -> list[dict]:
-        w = window_of(window)
-        entries = route_rates(rates.totals("", w))
-        return with_calibrated(entries, components.review.calibrated(w, now())) if calibrated else entries
+                                           "errors measured against human labels (field `calibrated`)"),
+                  sort: str = Query("rate", pattern=f"^({'|'.join(SORTS)})$",
+                                    description=f"rate: highest rate first; priority: {PRIORITY}")) -> list[dict]:
+        return route_report(components, window_of(window), now(), sort, calibrated)
 
     @r.get("/api/slices", summary="Rates by slice (query_type, stakes, version.*), worst first",
            response_model=dict[str, list[SliceEntry]], responses={422: ERROR_RESPONSES[422]})
@@ -74,7 +74,8 @@ def router(components, gate: Gate, alerts_of: Callable[[str], list[dict]],
         w = window_of(window, allow_all=False)
         if end is not None and not 1971 <= end.year <= 2105:
             raise HTTPException(422, f"end {end.isoformat()}: must fall between 1971 and 2105")
-        detail = history.detail(route, w, end, alerts_of(route), step, detector_config_for(components.settings.drift))
+        detail = history.detail(route, w, end, alerts_of(route), step, detector_config_for(components.settings.drift),
+                                lambda entries: components.alerts.compare_rates(entries, now()))
         if detail is None:
             raise NotFound(f"no events stored for route {route!r}; list routes with GET /api/rates?window=all")
         return detail

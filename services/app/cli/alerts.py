@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 import re
 import textwrap
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 
 import click
@@ -15,7 +15,9 @@ from services.alerts.lifecycle import (
     ABSTENTION_KIND, AGREEMENT_KIND, DRIFT_KIND, INPUT_KINDS, MIX_KIND, REJECTED_KIND, SILENT_KIND,
 )
 from services.app.cli.base import Abort, console, main, out, print_json, reach, service_options, pct
-from services.app.cli.tables import _plain as plain, Column, ago, output_option, print_table, terminal_width
+from services.app.cli.tables import (
+    _plain as plain, Column, ago, at as _at, labelled, output_option, print_labelled, print_table, terminal_width,
+)
 from services.api.serialise import as_json as serialise
 from services.core.clock import utcnow
 from services.app.settings import Settings, SettingsError, load_settings
@@ -61,7 +63,7 @@ def alert_columns(now) -> list[Column]:
     return [
         Column("ALERT", lambda a: a["alert_id"], kind="id"),
         Column("ROUTE", lambda a: a["route"], kind="key"),
-        Column("STATE", lambda a: a["state"]),
+        Column("STATE", lambda a: a.get("state_text") or a["state"]),  # firing·acked, cleared: never dropped
         Column("KIND", kind_of, 1),
         Column("RATE", lambda a: fig(a, a["rate"]), 2, "num"),
         Column("EXPECTED", lambda a: fig(a, expected_of(a)), 2, "num"),  # dropped before RATE, RATE before DELTA
@@ -102,9 +104,7 @@ def alerts_show(settings: Settings, alert_id: str, output: str, as_json: bool) -
         print_json(data)
         return
     width = terminal_width()
-    for line in alert_text(data, utcnow(), width):
-        label = line[:LABEL].rstrip()
-        out.print(Text.assemble((label, "bold"), line[len(label):]), soft_wrap=True)
+    print_labelled(alert_text(data, utcnow(), width))
     if data.get("runbook"):  # input-health kinds: what to check first, with the exact commands
         out.print()
         for line in runbook_lines(data["runbook"], width):
@@ -112,32 +112,15 @@ def alerts_show(settings: Settings, alert_id: str, output: str, as_json: bool) -
 
 
 # -- alerts show: label, value --------------------------------------------------
-LABEL = 13  # "transitions" and two spaces
-_POINTS = re.compile(r"(\d) pts\b")
-
-
-def _at(text: str | None, now: datetime, relative: bool = True) -> str:
-    """``2026-11-21 08:23 UTC (3h ago)`` (the relative part within 30 days)."""
-    if not text:
-        return "—"
-    try:
-        at = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
-    except ValueError:
-        return plain(text)
-    at = at if at.tzinfo else at.replace(tzinfo=timezone.utc)
-    rel = ago(text, now)
-    shown = relative and (rel.endswith(" ago") or rel.startswith("in "))
-    return at.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC") + (f" ({rel})" if shown else "")
-
-
 def _interval(i: list | None) -> str:
     return "" if not i else f" (95% interval {pct(i[0])}–{pct(i[1])})"
 
 
 def _state(a: dict, now: datetime) -> str:
+    if a["state"] == "resolved" and not a["starts_at"]:
+        return f"cleared at {_at(a['ends_at'], now)}: it ended pending and never fired"
     if a["state"] == "resolved":
-        fired = f", fired at {_at(a['starts_at'], now)}" if a["starts_at"] else ""
-        return f"resolved at {_at(a['ends_at'], now)}{fired}"
+        return f"resolved at {_at(a['ends_at'], now)}, fired at {_at(a['starts_at'], now)}"
     if a["state"] == "firing":
         return f"firing since {_at(a['starts_at'], now)}"
     return f"pending since {_at(a['pending_since'], now)}"
@@ -178,13 +161,24 @@ def _suspects(a: dict) -> list[str]:
 
 
 def _issues(e: dict | None) -> list[str]:
-    """What accounts for the failing claims above the baseline, as on the alert's page (shares add up to 100%)."""
-    if not e or (e.get("excess") or 0) <= 0:
+    """What accounts for the failing claims above the expectation, as on the alert's page: each part's excess
+    claims first, then its share of the route's excess (shares add up to 100%; a part can be negative)."""
+    if not e:
         return []
+    status = [f"still filling in: {e['status']}"] if e.get("status") else []  # the window is being clustered
+    if (e.get("excess") or 0) <= 0:
+        return status
     parts = [*(e.get("issues") or []), *([e["other_issues"]] if e.get("other_issues") else []),
              e.get("unclustered") or {}]
     ids = lambda p: f" ({p['issue_id']})" if p.get("issue_id") else ""  # noqa: E731
-    return [f"{pct(p.get('share'))} {p.get('name') or 'unclustered'}{ids(p)}" for p in parts]
+    why = (f"{e['failed']:,} failing claims, {e['expected']:,.0f} expected: {e['excess']:,.0f} excess. Each part: "
+           "its claims beyond its part of the expected, then its share of the excess (negative: fewer than expected)")
+    return status + [why] + [f"{p.get('contribution', 0):+,.0f} claims ({_signed_pct(p.get('share'))}) "
+                             f"{p.get('name') or 'unclustered'}{ids(p)}" for p in parts]
+
+
+def _signed_pct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:+.1f}%"
 
 
 def _transition(t: dict, now: datetime, a: dict) -> str:
@@ -244,21 +238,6 @@ def alert_fields(a: dict, now: datetime) -> list[tuple[str, str | list[str]]]:
 def alert_text(a: dict, now: datetime, width: int = 80) -> list[str]:
     """The alert as labelled lines at most ``width`` wide (values wrap at spaces; ids and routes stay whole)."""
     return labelled(alert_fields(a, now), width)
-
-
-def labelled(fields: list[tuple[str, str | list[str]]], width: int, label_width: int = LABEL) -> list[str]:
-    """(label, value or lines) as lines at most ``width`` wide, values wrapped at spaces beside their label."""
-    lines = []
-    for label, value in fields:
-        first = label.ljust(label_width)
-        for item in value if isinstance(value, list) else [value]:
-            text = _POINTS.sub("\\1\u00a0pts", " ".join(plain(item).split()))  # "+4.5 pts" stays on one line
-            wrapped = textwrap.wrap(text, max(20, width - label_width), break_long_words=False,
-                                    break_on_hyphens=False) or [""]
-            lines += [(first if n == 0 else " " * label_width) + part.replace("\u00a0", " ")
-                      for n, part in enumerate(wrapped)]
-            first = " " * label_width
-    return [line.rstrip() for line in lines]
 
 
 _LIST_ITEM = re.compile(r"\s*(?:(?:[-*]|\d+\.)\s+)?")

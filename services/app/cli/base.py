@@ -50,10 +50,11 @@ def on_store(settings: Settings, local: Callable[[Any], Any],
              unavailable: str = "no claimwatch API answers at {url}, and {exc}") -> Any:
     """Run `local(components)` on the store files directly (no service answers)."""
     from services.app.compose import open_components
+    from services.core.command import cli_path
     from services.store.backends import StoreError
 
     try:
-        components = open_components(settings)
+        components = open_components(settings, cli=cli_path())  # runbooks print commands as this user runs them
     except StoreError as exc:
         raise Abort(unavailable.format(url=settings.api.url, exc=exc)) from None
     try:
@@ -76,14 +77,43 @@ def reach(settings: Settings, path: str, params: dict, local: Callable[[Any], An
     except httpx.TransportError:
         return on_store(settings, local)
     if response.status_code >= 400:
-        try:
-            detail = response.json().get("detail", response.text)
-        except ValueError:
-            detail = response.text
-        raise Abort(f"{settings.api.url}{path}: HTTP {response.status_code}: {detail}")
+        raise Abort(refusal(response, settings.api.url + path))
     if response.headers.get("content-type", "").startswith("application/json"):
         return response.json()
     return response.text
+
+
+def refusal(response: httpx.Response, where: str) -> str:
+    """What the API answered, as the user reads it: a 4xx is one sentence (the caller has something to fix);
+    other errors also say where they came from."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    detail = body.get("detail", response.text) if isinstance(body, dict) else response.text[:300]
+    if isinstance(detail, list):  # an API from before plain error sentences: pydantic's list
+        from services.api.models import plain_errors
+
+        detail = plain_errors(detail)
+    if 400 <= response.status_code < 500:
+        return f"{detail} (HTTP {response.status_code})"
+    return f"{where}: HTTP {response.status_code}: {detail}"
+
+
+def by_option(help: str) -> Callable:
+    """``--by``, optional: left out, the change is recorded under identity.name or the login name (see ``who``)."""
+    return click.option("--by", default=None, metavar="NAME",
+                        help=f"{help} Default: identity.name (CLAIMWATCH_IDENTITY__NAME), else your login name.")
+
+
+def who(settings: Settings, by: str | None) -> str:
+    """The name to record a change under: --by, else identity.name, else the login name."""
+    from services.app.identity import IdentityError, signer
+
+    try:
+        return signer(by, settings.identity.name)
+    except IdentityError as exc:
+        raise Abort(str(exc)) from None
 
 
 def auth_headers(settings: Settings) -> dict[str, str]:

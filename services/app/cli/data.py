@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Callable
 
 import click
+from services.alerts.expectations import PRIORITY, SORTS, expected_text
+from services.alerts.figures import figure
 from services.app.cli.base import Abort, console, main, out, print_json, reach, service_options, pct
 from services.app.cli.tables import Column, output_option, print_table
 from services.core.clock import utcnow
@@ -151,15 +153,25 @@ def demo_traffic(action: str, route: str) -> None:
 RATE_COLUMNS = [
     Column("ROUTE", lambda r: r["route"], kind="key"),
     Column("RATE", lambda r: pct(r["rate"]), kind="num"),
+    Column("EXPECTED", expected_text, kind="num",
+           note="the drift detector's time-of-day expectation, as alerts carry it (learning: too little history yet; "
+                "—: not evaluated yet)"),
+    Column("DELTA", lambda r: figure(r["delta"], change=True), kind="num",
+           note="rate minus expected; the order ranks the 95% interval's lower end minus expected (the rise the "
+                "data is sure of)"),
+    Column("ALERT", lambda r: "firing" if r["firing_alerts"] else "", 1),
     Column("95% CI", lambda r: f"{100 * r['interval'][0]:.1f}–{100 * r['interval'][1]:.1f}" if r["interval"] else "—",
-           1, "num"),
-    Column("FAILED/CLAIMS", lambda r: f"{r['failed']}/{r['claims']}", 2, "num"),
-    Column("UNSAFE", lambda r: pct(r["unsafe_serve"]["rate"]), 3, "num"),
+           2, "num"),
+    Column("FAILED/CLAIMS", lambda r: f"{r['failed']}/{r['claims']}", 3, "num"),
+    Column("UNSAFE", lambda r: pct(r["unsafe_serve"]["rate"]), 4, "num",
+           note="unsafe serves: answers served with at least one failing claim, of the answers served"),
     Column("ABSTAIN OK|OVER", lambda r: f"{pct(r['abstention_pair']['correct_abstention']['rate'])}|"
-                                        f"{pct(r['abstention_pair']['over_refusal']['rate'])}", 4, "num"),
+                                        f"{pct(r['abstention_pair']['over_refusal']['rate'])}", 5, "num",
+           note="the abstention pair: correct abstention (abstained, of the unanswerable questions) | over-refusal "
+                "(abstained, of the answerable ones)"),
     Column("CTR/UNS/OVR/STL/NOS", lambda r: "/".join(str(r["verdicts"][k]) for k in
                                                      ("contradicted", "unsupported", "overreach", "stale", "no_source")),
-           5, "num"),
+           6, "num", note="failing claims by verdict: contradicted/unsupported/overreach/stale/no_source"),
 ]
 
 
@@ -170,6 +182,7 @@ def slice_columns(dim: str) -> list[Column]:
             Column("CLAIMS", lambda e: str(e["claims"]), 2, "num"), Column("EVENTS", lambda e: str(e["events"]), 3, "num")]
 
 
+CALIBRATED_AT = [c.header for c in RATE_COLUMNS].index("95% CI") + 1  # the calibrated columns follow it
 CALIBRATED_COLUMNS = [
     Column("CALIBRATED", lambda r: pct(r["calibrated"]["rate"]) if r.get("calibrated") else "—", kind="num"),
     Column("CAL 95% CI", lambda r: (lambda c: f"{100 * c['interval'][0]:.1f}–{100 * c['interval'][1]:.1f}"
@@ -185,30 +198,33 @@ CALIBRATED_COLUMNS = [
 
 @main.command()
 @click.option("--window", default="30m", show_default=True, help="5m, 30m, 90m, 24h, … or all.")
+@click.option("--sort", type=click.Choice(SORTS), default="priority", show_default=True,
+              help=f"priority: {PRIORITY}; rate: highest rate first.")
 @click.option("--slices", "show_slices", is_flag=True, help="Also show slices by query type, stakes and versions.")
 @click.option("--calibrated", is_flag=True, help="Also the rate corrected for the verifier's errors against human "
               "labels (`claimwatch review`), with its interval, and why it is stale if it is.")
 @output_option
 @service_options
-def rates(settings: Settings, window: str, show_slices: bool, calibrated: bool, output: str) -> None:
-    """Per-route claim-level hallucination rate with intervals and the verdict breakdown, worst first.
+def rates(settings: Settings, window: str, sort: str, show_slices: bool, calibrated: bool, output: str) -> None:
+    """Per-route claim-level hallucination rate beside its expected rate, with intervals and the verdict
+    breakdown, worst (furthest above expected) first.
 
-    -o json (or --json) prints a JSON array (stable shape for scripts; --calibrated adds a `calibrated`
-    field to each entry); -o wide every column.
+    EXPECTED is the drift detector's time-of-day expectation for the route and DELTA the rate minus it.
+    UNSAFE: answers served with a failing claim, of those served. ABSTAIN OK|OVER: correct abstention
+    (of unanswerable questions) | over-refusal (of answerable ones). -o json (or --json) prints a JSON
+    array (stable shape for scripts; --calibrated adds a `calibrated` field to each entry); -o wide
+    every column.
     """
-    from services.rates.report import route_rates, slice_rates
+    from services.api.routeview import route_report
+    from services.rates.report import slice_rates
     from services.rates.window import WindowError, parse_window
-    from services.review.calibration import with_calibrated
 
     try:
         w = parse_window(window)
     except WindowError as exc:
         raise Abort(str(exc)) from None
-    if calibrated:
-        data = reach(settings, "/api/rates", {"window": window, "calibrated": "true"},
-                     lambda c: with_calibrated(route_rates(c.repos.rates.totals("", w)), c.review.calibrated(w, utcnow())))
-    else:
-        data = reach(settings, "/api/rates", {"window": window}, lambda c: route_rates(c.repos.rates.totals("", w)))
+    params = {"window": window, "sort": sort, **({"calibrated": "true"} if calibrated else {})}
+    data = reach(settings, "/api/rates", params, lambda c: route_report(c, w, utcnow(), sort, calibrated))
     slices = {}
     if show_slices:
         slices = reach(settings, "/api/slices", {"window": window},
@@ -219,8 +235,9 @@ def rates(settings: Settings, window: str, show_slices: bool, calibrated: bool, 
     if not data:
         console.print("no events stored yet: send some with `claimwatch produce` or `claimwatch simulate`")
         return
-    print_table(RATE_COLUMNS[:3] + CALIBRATED_COLUMNS + RATE_COLUMNS[3:] if calibrated else RATE_COLUMNS, data, output,
-                title=f"Claim-level hallucination rate, {window} window, worst first")
+    order = "firing first, then furthest above expected" if sort == "priority" else "highest first"
+    print_table(RATE_COLUMNS[:CALIBRATED_AT] + CALIBRATED_COLUMNS + RATE_COLUMNS[CALIBRATED_AT:] if calibrated
+                else RATE_COLUMNS, data, output, title=f"Claim-level hallucination rate, {window}: {order}")
     for dim, entries in slices.items():
         out.print()
         print_table(slice_columns(dim), entries, output, title=f"by {dim} (worst first)")

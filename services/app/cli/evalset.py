@@ -8,9 +8,11 @@ from pathlib import Path
 import click
 import httpx
 
-from services.app.cli.base import Abort, auth_headers, console, main, on_store, out, print_json, reach, service_options
-from services.app.cli.tables import Column, output_option, print_table
+from services.app.cli.base import (Abort, auth_headers, by_option, console, main, on_store, out, print_json, reach, refusal,
+                                   service_options, who)
+from services.app.cli.tables import Column, labelled, output_option, print_labelled, print_table, terminal_width
 from services.app.settings import Settings
+from services.core.command import cli_command
 
 
 def _json(fn):
@@ -41,22 +43,25 @@ def promote() -> None:
 @promote.command("propose")
 @click.argument("issue_id")
 @click.option("--traces", default=None, help="Comma-separated trace ids (default: the issue's representative traces).")
-@click.option("--by", required=True, help="Who proposes.")
+@by_option("Who proposes.")
 @service_options
 @_promotion_errors
-def promote_propose(settings: Settings, issue_id: str, traces: str | None, by: str) -> None:
+def promote_propose(settings: Settings, issue_id: str, traces: str | None, by: str | None) -> None:
     """Propose traces of an issue as eval items (their verifier labels are copied in)."""
+    by = who(settings, by)
     ids = [t.strip() for t in traces.split(",") if t.strip()] if traces else None
     data = reach(settings, "/api/promotions", {}, _json(lambda c: c.evalset.propose(issue_id, ids, by)),
                  method="POST", body={"issue_id": issue_id, "trace_ids": ids, "by": by})
     for item in data:
         console.print(f"proposed {item['item_id']} from trace {item['origin_trace_id']}")
     if data:
-        console.print(f"a reviewer signs off with: claimwatch promote approve {data[0]['item_id']} --by NAME --reason '...'")
+        console.print(f"a reviewer (not {by}) signs off with: {cli_command()} promote approve {data[0]['item_id']} "
+                      "--by NAME --reason '...'", markup=False, highlight=False, soft_wrap=True)
 
 
-def _review(settings: Settings, verdict: str, item_id: str, by: str, reason: str) -> None:
+def _review(settings: Settings, verdict: str, item_id: str, by: str | None, reason: str) -> None:
     """approve or reject: the same call, API first, the store files otherwise."""
+    by = who(settings, by)
     data = reach(settings, f"/api/promotions/{item_id}/{verdict}", {},
                  _json(lambda c: getattr(c.evalset, verdict)(item_id, by, reason)),
                  method="POST", body={"by": by, "reason": reason})
@@ -65,22 +70,22 @@ def _review(settings: Settings, verdict: str, item_id: str, by: str, reason: str
 
 @promote.command("approve")
 @click.argument("item_id")
-@click.option("--by", required=True, help="Reviewer.")
+@by_option("Reviewer.")
 @click.option("--reason", default="", help="Why it belongs in the eval set.")
 @service_options
 @_promotion_errors
-def promote_approve(settings: Settings, item_id: str, by: str, reason: str) -> None:
+def promote_approve(settings: Settings, item_id: str, by: str | None, reason: str) -> None:
     """Approve a proposed item (the sign-off)."""
     _review(settings, "approve", item_id, by, reason)
 
 
 @promote.command("reject")
 @click.argument("item_id")
-@click.option("--by", required=True, help="Reviewer.")
+@by_option("Reviewer.")
 @click.option("--reason", required=True, help="Why not.")
 @service_options
 @_promotion_errors
-def promote_reject(settings: Settings, item_id: str, by: str, reason: str) -> None:
+def promote_reject(settings: Settings, item_id: str, by: str | None, reason: str) -> None:
     """Reject a proposed item, with a reason."""
     _review(settings, "reject", item_id, by, reason)
 
@@ -113,7 +118,7 @@ def evalset_items(settings: Settings, state: str | None, output: str) -> None:
     if output == "json":
         print_json(data)
         return
-    print_table(ITEM_COLUMNS, data, output, empty="no eval items: propose some with `claimwatch promote propose ISSUE_ID`")
+    print_table(ITEM_COLUMNS, data, output, empty=f"no eval items: propose some with `{cli_command()} promote propose ISSUE_ID`")
 
 
 @evalset.command("export")
@@ -127,7 +132,7 @@ def evalset_export(settings: Settings, out: Path, by: str) -> None:
         response = httpx.get(settings.api.url.rstrip("/") + "/api/promotions/export", timeout=60,
                              headers=auth_headers(settings))
         if response.status_code != 200:
-            raise Abort(f"export failed: HTTP {response.status_code}: {response.text[:300]}")
+            raise Abort(f"export failed: {refusal(response, settings.api.url.rstrip('/') + '/api/promotions/export')}")
         tmp = out.with_name(out.name + ".tmp")
         try:
             tmp.write_bytes(response.content)
@@ -175,13 +180,54 @@ def eval_report_cmd(settings: Settings, as_json: bool) -> None:
 
 
 @eval_group.command("agreement")
+@click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="text: readable; json: the API's JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Same as -o json.")
 @service_options
-def eval_agreement_cmd(settings: Settings) -> None:
-    """Verifier labels beside human labels on the same claims: kappa, confusion matrix, worst slices (JSON)."""
+def eval_agreement_cmd(settings: Settings, output: str, as_json: bool) -> None:
+    """Verifier labels beside human labels on the same claims of approved items: kappa, confusion, worst slices."""
     from services.api.serialise import agreement_json
 
-    print_json(reach(settings, "/api/eval/agreement", {},
-                     lambda c: agreement_json(c.evalset.agreement())))
+    data = reach(settings, "/api/eval/agreement", {}, lambda c: agreement_json(c.evalset.agreement()))
+    if output == "json" or as_json:
+        print_json(data)
+        return
+    print_labelled(labelled(agreement_fields(data, cli_command()), terminal_width()))
+
+
+def agreement_fields(a: dict, cli: str = "claimwatch") -> list[tuple[str, str | list[str]]]:
+    """What `eval agreement` prints: (label, value or lines); with no pairs, where human labels come from."""
+    if not a.get("pairs"):
+        return [("pairs", "none: no claim of an approved eval item has both a verifier and a human label yet"),
+                ("to label", [f"{cli} review sample --eval (queues the eval items' claims for review)",
+                              f"{cli} review next --reviewer NAME (labels them blind)",
+                              f"{cli} review agreement (verifier-vs-human kappa over reviewed claims, eval ones "
+                              "included)"])]
+    kappa = a["kappa"]
+    labels = a.get("labels") or []
+    confusion = [f"verifier {v} -> human " + ", ".join(f"{h} {n:,}" for h, n in zip(labels, row) if n)
+                 for v, row in zip(labels, a.get("confusion") or []) if any(row)]
+    slices = [f"{s['dim']}={s['value']}: {100 * s['disagreement']:.0f}% disagree over {s['pairs']:,} pairs, kappa "
+              f"{_two_places(s['kappa'])}"
+              + (f"; most often verifier {s['top_confusion'][0]}, human {s['top_confusion'][1]} "
+                 f"({s['top_confusion'][2]})" if s.get("top_confusion") else "")
+              for s in a.get("slices") or []]
+    return [("pairs", f"{a['pairs']:,} claims labelled by both, on {kappa['items']:,} items"),
+            ("kappa", _kappa(kappa)), ("agree", _figure(a["observed"])), ("confusion", confusion),
+            ("worst slices", slices)]
+
+
+def _two_places(x: float | None) -> str:
+    return "—" if x is None else f"{x:.2f}"
+
+
+def _kappa(f: dict) -> str:
+    """A kappa figure as ``_figure`` writes a share: ``0.71 [0.55–0.84] (n=40)``, or why it has no interval."""
+    if f.get("value") is None:
+        return "—"
+    if f.get("note") or f.get("lo") is None or f.get("hi") is None:
+        return f"{f['value']:.2f} ({f.get('note') or 'no interval'})"
+    return f"{f['value']:.2f} [{f['lo']:.2f}–{f['hi']:.2f}] (n={f['items']})"
 
 
 @eval_group.command("gate")

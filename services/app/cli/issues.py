@@ -6,9 +6,14 @@ from pathlib import Path
 
 import click
 
-from services.app.cli.base import Abort, console, main, on_store, print_json, reach, service_options
-from services.app.cli.tables import Column, ago, output_option, print_table
+from services.app.cli.base import (
+    Abort, by_option, console, main, on_store, pct, print_json, reach, service_options, who,
+)
+from services.app.cli.tables import (
+    Column, ago, at, labelled, output_option, print_labelled, print_markdown, print_table, terminal_width,
+)
 from services.core.clock import utcnow
+from services.core.command import cli_command
 from services.app.settings import Settings
 
 
@@ -83,10 +88,10 @@ def issue_columns(now) -> list[Column]:
         Column("ISSUE", lambda i: i["issue_id"], kind="id"),
         Column("NAME", lambda i: i["name"], kind="name", lines=2, min_width=24),
         Column("STATE", _state_cell),
-        Column("COUNT", lambda i: str(i["count"]), 1, "num"),
-        Column("LAST SEEN", lambda i: ago(i["last_seen"], now), 1, "num"),
-        Column("ROUTES", lambda i: list(i["routes"]), 2, "list", lines=1, min_width=14),
-        Column("FIRST SEEN", lambda i: ago(i["first_seen"], now), 3, "num"),
+        Column("ROUTES", lambda i: list(i["routes"]), 1, "list", lines=1, min_width=14),  # kept at 80 columns
+        Column("COUNT", lambda i: str(i["count"]), 2, "num"),
+        Column("LAST SEEN", lambda i: ago(i["last_seen"], now), 3, "num"),
+        Column("FIRST SEEN", lambda i: ago(i["first_seen"], now), 4, "num"),
     ]
 
 
@@ -98,18 +103,51 @@ def _state_cell(issue: dict) -> str:
 
 @issues.command("show")
 @click.argument("issue_id")
+@click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="text: readable; json: the API's JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Same as -o json.")
 @service_options
-def issues_show(settings: Settings, issue_id: str) -> None:
-    """One issue with its exemplars and history (JSON)."""
-    print_json(reach(settings, f"/api/issues/{issue_id}", {}, lambda c: c.issues.show(issue_id)))
+def issues_show(settings: Settings, issue_id: str, output: str, as_json: bool) -> None:
+    """One issue: its title, state, routes, counts, when it was seen, its traces and the alerts it drives."""
+    data = reach(settings, f"/api/issues/{issue_id}", {}, lambda c: c.issues.show(issue_id))
+    if output == "json" or as_json:
+        print_json(data)
+        return
+    print_labelled(labelled(issue_fields(data, utcnow()), terminal_width()))
+
+
+def issue_fields(i: dict, now) -> list[tuple[str, str | list[str]]]:
+    """What `issues show` prints, in order: (label, value or lines); empty values are left out."""
+    flags = ["escalating"] * bool(i.get("escalating")) + ["behind a firing alert"] * bool(i.get("drives_alerts"))
+    verdicts = ", ".join(f"{v} {n:,}" for v, n in sorted((i.get("verdicts") or {}).items(), key=lambda x: -x[1]))
+    routes = [f"{r['route']}: {r['members']:,} claims; now {pct(r.get('rate'))} vs baseline {pct(r.get('baseline'))}"
+              for r in i.get("route_figures") or []] or list(i.get("routes") or [])
+    alerts = [f"{a['alert_id']} on {a['route']}: {a.get('state_text') or a['state']}, {pct(a.get('share'))} of its "
+              f"excess failing claims" for a in i.get("alerts") or []]
+    alerts += [f"{a['alert_id']} on {a['route']}: firing" for a in i.get("drives_alerts") or []
+               if a["alert_id"] not in {b["alert_id"] for b in i.get("alerts") or []}]
+    traces = [f"{e['trace_id']} ({e.get('verdict', '')} on {e.get('route', '')}): {e.get('text', '')}"
+              for e in i.get("exemplars") or [] if e.get("trace_id")]
+    fields = [
+        ("issue", i["issue_id"]), ("name", i["name"]), ("about", i.get("subtitle") or ""),
+        ("state", ", ".join([i["state"], *flags])), ("severity", i.get("severity") or ""),
+        ("routes", routes),
+        ("claims", f"{i['count']:,} failing claims, {i.get('recent_count', 0):,} in the last 24 h"
+                   + (f", from {i['traces']:,} traces" if i.get("traces") is not None else "")),
+        ("verdicts", verdicts), ("first seen", at(i.get("first_seen"), now)), ("last seen", at(i.get("last_seen"), now)),
+        ("stage", i.get("first_failed_stage") or ""), ("alerts", alerts), ("traces", traces),
+        ("merged into", i.get("merged_into") or ""), ("runbook", f"{cli_command()} runbook {i['issue_id']}"),
+    ]
+    return [(label, value) for label, value in fields if value]
 
 
 @issues.command("resolve")
 @click.argument("issue_id")
-@click.option("--by", required=True)
+@by_option("Who resolves it.")
 @service_options
-def issues_resolve(settings: Settings, issue_id: str, by: str) -> None:
+def issues_resolve(settings: Settings, issue_id: str, by: str | None) -> None:
     """Mark an issue resolved (it comes back as 'regressed' if it recurs)."""
+    by = who(settings, by)
     data = reach(settings, f"/api/issues/{issue_id}/resolve", {}, lambda c: c.issues.resolve(issue_id, by),
                  method="POST", body={"by": by})
     console.print(f"{data['issue_id']} is {data['state']}")
@@ -118,10 +156,11 @@ def issues_resolve(settings: Settings, issue_id: str, by: str) -> None:
 @issues.command("merge")
 @click.argument("issue_id")
 @click.option("--into", required=True)
-@click.option("--by", required=True)
+@by_option("Who merges them.")
 @service_options
-def issues_merge(settings: Settings, issue_id: str, into: str, by: str) -> None:
+def issues_merge(settings: Settings, issue_id: str, into: str, by: str | None) -> None:
     """Merge one issue into another; both keep the record."""
+    by = who(settings, by)
     data = reach(settings, f"/api/issues/{issue_id}/merge", {}, lambda c: c.issues.merge(issue_id, into, by),
                  method="POST", body={"into": into, "by": by})
     console.print(f"merged {issue_id} into {data['issue_id']}")
@@ -130,9 +169,14 @@ def issues_merge(settings: Settings, issue_id: str, into: str, by: str) -> None:
 @main.command()
 @click.argument("issue_id")
 @click.option("--format", "fmt", type=click.Choice(["md", "html"]), default="md", show_default=True)
+@click.option("--markdown", "as_markdown", is_flag=True, help="Print the Markdown source instead of rendering it.")
 @service_options
-def runbook(settings: Settings, issue_id: str, fmt: str) -> None:
-    """Render the runbook of one issue."""
+def runbook(settings: Settings, issue_id: str, fmt: str, as_markdown: bool) -> None:
+    """The runbook of one issue, rendered for the terminal (--markdown: its Markdown source; --format html)."""
     text = reach(settings, f"/api/issues/{issue_id}/runbook", {"format": fmt},
                  lambda c: {"runbook": c.issues.runbook(issue_id, fmt)})
-    sys.stdout.write((text["runbook"] if isinstance(text, dict) else text) + "\n")
+    text = text["runbook"] if isinstance(text, dict) else text
+    if fmt == "html" or as_markdown:
+        sys.stdout.write(text + "\n")
+        return
+    print_markdown(text, terminal_width())

@@ -1,6 +1,7 @@
 """`claimwatch review`: sample claims, label them blind (interactively or with flags), progress, agreement."""
 from __future__ import annotations
 
+import shlex
 import sys
 
 import click
@@ -9,6 +10,7 @@ from services.app.cli.base import Abort, console, main, out, print_json, reach, 
 from services.app.cli.tables import Column, output_option, print_table
 from services.app.settings import Settings
 from services.core.clock import utcnow
+from services.core.command import cli_command
 
 LABELS = ("supported", "contradicted", "unsupported", "overreach", "stale")
 KEYS = {"s": "supported", "c": "contradicted", "u": "unsupported", "o": "overreach", "t": "stale"}  # one key a label
@@ -99,8 +101,8 @@ def review_next(settings: Settings, reviewer: str, label: str | None, span: str,
         label = KEYS.get(key, key)
         span = click.prompt("span (blank for none)", default="", show_default=False)
     if label is None:
-        console.print(f"label it with: claimwatch review label {slot['slot']} --reviewer {reviewer} --label LABEL "
-                      "[--span TEXT]")
+        console.print(f"label it with: {cli_command()} review label {slot['slot']} --reviewer {shlex.quote(reviewer)} "
+                      "--label LABEL [--span TEXT]", markup=False, highlight=False, soft_wrap=True)
         return
     show_revealed(send_label(settings, slot["slot"], reviewer, label, span))
 

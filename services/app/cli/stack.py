@@ -7,6 +7,7 @@ import click
 
 from services.app.cli.base import Abort, console, main, out, service_options
 from services.core.clock import utcnow
+from services.core.command import cli_command
 from services.app.settings import Settings
 
 
@@ -72,11 +73,12 @@ def _local_token(settings: Settings) -> Settings:
 
 def token_hint(url: str, where) -> str:
     """Where the token is and how to use it, for `up` and the demo."""
+    cli = cli_command()
     return (f"API token for {url}: kept in {where} (mode 0600).\n"
             f"  The claimwatch CLI finds it there from any directory. For scripts and curl:\n"
-            f"    export CLAIMWATCH_TOKEN=$(claimwatch token show)\n"
+            f"    export CLAIMWATCH_TOKEN=$({cli} token show)\n"
             f"  For changes in the dashboard (ack, silence, promote): paste the output of\n"
-            f"  `claimwatch token show` into its API token field.")
+            f"  `{cli} token show` into its API token field.")
 
 
 @main.command()
@@ -100,7 +102,7 @@ def demo(settings: Settings, exit_at_end: bool) -> None:
     from services.app.credentials import hosts_path
 
     try:
-        run_demo(settings, console, keep_running=not exit_at_end,
+        run_demo(settings, console, keep_running=not exit_at_end, cli=cli_command(),
                  token_hint=None if settings.api.token_hashes else token_hint(settings.api.url, hosts_path()))
     except DemoError as exc:
         raise Abort(str(exc)) from None

@@ -2,8 +2,9 @@
 
 Each column has a priority (0: always shown, higher: dropped sooner). At the terminal's
 width the lowest-priority columns are dropped until the rest fit; then names wrap at word
-boundaries (at most ``lines`` lines, ellipsised at the end). Ids are never wrapped or cut,
-and neither are keys such as route names (only one longer than ``KEY_MAX`` loses its end).
+boundaries (at most ``lines`` lines, ellipsised at the end after a whole word). Ids are never
+wrapped or cut, and neither are keys such as route names (only one longer than ``KEY_MAX`` loses
+its end). Under the table, each shown column that has a ``note`` says what it means.
 ``-o wide`` shows every column at full width; ``-o json`` (alias ``--json``) prints the
 API's JSON unchanged.
 """
@@ -19,6 +20,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Literal, Sequence
 
 import click
+from rich.markdown import CodeBlock, Markdown
 from rich.text import Text
 
 from services.app.cli.base import out
@@ -28,6 +30,9 @@ KEY_MAX = 40
 OUTPUTS = ("table", "wide", "json")
 # Values are untrusted (route names, claim text): control sequences are shown as nothing.
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_DANGLING = " …\"'.,;:"  # left before an ellipsis they would read as "…\"…"
+LABEL = 13  # labelled text: "transitions" and two spaces
+_POINTS = re.compile(r"(\d) pts\b")
 
 Kind = Literal["id", "key", "num", "text", "name", "list"]
 
@@ -36,7 +41,8 @@ Kind = Literal["id", "key", "num", "text", "name", "list"]
 class Column:
     """``kind``: id (whole, always), key (whole up to KEY_MAX), num (right-aligned), text (short,
     whole), name (wraps at spaces to ``lines`` lines, narrows to ``min_width`` before dropping),
-    list (the value is a list of keys, each kept whole, ``, +N`` for those that do not fit)."""
+    list (the value is a list of keys, each kept whole, ``, +N`` for those that do not fit). ``note``: what
+    the column means, printed under the table while the column is shown."""
 
     header: str
     value: Callable[[dict], Any]
@@ -44,6 +50,7 @@ class Column:
     kind: Kind = "text"
     lines: int = 2
     min_width: int = 16
+    note: str = ""
 
 
 def terminal_width() -> int:
@@ -78,10 +85,16 @@ def _wrap(text: str, width: int, lines: int) -> list[str]:
     wrapped = textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False) or [""]
     kept = [_cut(line, width) for line in wrapped[:lines]]
     if len(wrapped) > lines:
-        last = kept[-1]
-        kept[-1] = last + "…" if len(last) < width else _cut(last, width - 1) + "…"
-        kept[-1] = _cut(kept[-1], width)
+        kept[-1] = _ellipsised(wrapped[lines - 1], width)
     return kept
+
+
+def _ellipsised(line: str, width: int) -> str:
+    """``line`` shortened to whole words and "…" within ``width`` (a quote or stop before the "…" goes too)."""
+    words = line.split(" ")
+    while len(words) > 1 and len(" ".join(words).rstrip(_DANGLING)) + 1 > width:
+        words.pop()
+    return _cut(" ".join(words).rstrip(_DANGLING) + "…", width)  # one word wider than the column: cut
 
 
 def _pack(items: list[str], width: int, lines: int) -> list[str]:
@@ -114,8 +127,8 @@ def layout(columns: Sequence[Column], rows: Sequence[dict], width: int | None, w
     natural, minimum = [], []
     for col in columns:
         cells = [_cell_lines(col, row) for row in rows]
-        if col.kind == "list":
-            item = max([len(i) for c in cells for i in c] or [0])
+        if col.kind == "list":  # the first item of each row is always shown whole; later ones may become "+N"
+            item = max([len(c[0]) for c in cells if c] or [0])
             longest = max([len(col.header)] + [len(", ".join(c)) for c in cells])
             natural.append(longest)
             minimum.append(min(longest, max(col.min_width, len(col.header), min(item, KEY_MAX) + len(", +99"))))
@@ -138,6 +151,9 @@ def layout(columns: Sequence[Column], rows: Sequence[dict], width: int | None, w
         if not droppable:
             break
         shown.remove(max(droppable, key=lambda i: (columns[i].priority, i)))
+    for i in sorted(set(range(len(columns))) - set(shown), key=lambda i: (columns[i].priority, i)):
+        if used(minimum[j] for j in [*shown, i]) <= width:  # dropped before a wider, more important one went too
+            shown = sorted([*shown, i])
     widths = {i: minimum[i] for i in shown}
     spare = width - used(widths.values())
     for i in shown:  # the room left goes to the names, left to right
@@ -181,12 +197,63 @@ def print_table(columns: Sequence[Column], rows: Sequence[dict], output: str = "
     if not rows:
         out.print(Text(empty))
         return
-    lines = render(columns, rows, width or terminal_width(), wide=output == "wide")
+    width = width or terminal_width()
+    lines = render(columns, rows, width, wide=output == "wide")
     if title:
-        out.print(Text(title, style="bold"), soft_wrap=True)
+        for line in textwrap.wrap(title, width, break_long_words=False, break_on_hyphens=False):
+            out.print(Text(line, style="bold"), soft_wrap=True)
     out.print(Text(lines[0], style="bold"), soft_wrap=True)
     for line in lines[1:]:
         out.print(Text(line), soft_wrap=True)
+    for line in legend(layout(columns, rows, width, wide=output == "wide").columns, width):
+        out.print(Text(line, style="dim"), soft_wrap=True)
+
+
+def legend(shown: Sequence[Column], width: int) -> list[str]:
+    """What the shown columns that carry a note mean, one wrapped entry each."""
+    return [line for c in shown if c.note
+            for line in textwrap.wrap(f"{c.header}: {c.note}", width, subsequent_indent="  ", break_long_words=False)]
+
+
+def labelled(fields: list[tuple[str, str | list[str]]], width: int, label_width: int = LABEL) -> list[str]:
+    """(label, value or lines) as lines at most ``width`` wide, values wrapped at spaces beside their label
+    (`alerts show`, `issues show`, `eval agreement`)."""
+    lines = []
+    for label, value in fields:
+        first = label.ljust(label_width)
+        for item in value if isinstance(value, list) else [value]:
+            text = _POINTS.sub("\\1\u00a0pts", " ".join(_plain(item).split()))  # "+4.5 pts" stays on one line
+            wrapped = textwrap.wrap(text, max(20, width - label_width), break_long_words=False,
+                                    break_on_hyphens=False) or [""]
+            lines += [(first if n == 0 else " " * label_width) + part.replace("\u00a0", " ")
+                      for n, part in enumerate(wrapped)]
+            first = " " * label_width
+    return [line.rstrip() for line in lines]
+
+
+def print_labelled(lines: list[str], label_width: int = LABEL) -> None:
+    """``labelled`` lines to stdout, labels in bold."""
+    for line in lines:
+        label = line[:label_width].rstrip()
+        out.print(Text.assemble((label, "bold"), line[len(label):]), soft_wrap=True)
+
+
+class _PastableCode(CodeBlock):
+    """A code block as it is, never wrapped: a command copied from the terminal pastes whole."""
+
+    def __rich_console__(self, console, options):
+        yield Text(str(self.text).rstrip(), no_wrap=True, overflow="ignore")
+
+
+class TerminalMarkdown(Markdown):
+    """Markdown for the terminal: prose wrapped at word boundaries, code blocks unwrapped; backslash escapes
+    (runbooks escape untrusted text, runbooks/render.py) show as the plain characters they stand for."""
+
+    elements = {**Markdown.elements, "fence": _PastableCode, "code_block": _PastableCode}
+
+
+def print_markdown(text: str, width: int) -> None:
+    out.print(TerminalMarkdown(text), width=width, crop=False)  # crop=False: code lines run past the width
 
 
 def output_option(fn: Callable) -> Callable:
@@ -219,3 +286,17 @@ def ago(text: str | None, now: datetime) -> str:
                       (1, "s"))
     amount = f"{abs(seconds) // size}{unit}"
     return f"in {amount}" if seconds < 0 else f"{amount} ago"
+
+
+def at(text: str | None, now: datetime, relative: bool = True) -> str:
+    """``2026-11-21 08:23 UTC (3h ago)`` (the relative part within 30 days)."""
+    if not text:
+        return "—"
+    try:
+        moment = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return _plain(text)
+    moment = moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    rel = ago(text, now)
+    shown = relative and (rel.endswith(" ago") or rel.startswith("in "))
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC") + (f" ({rel})" if shown else "")

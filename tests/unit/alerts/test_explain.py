@@ -64,9 +64,13 @@ class FakeIssue:
 class FakeIssues:
     """Members by (issue, route, minute) and issue names, answering like services.store.issues.IssueRepository."""
 
-    def __init__(self, members: dict[tuple[str, str], list[datetime]], names: dict[str, str]):
+    def __init__(self, members: dict[tuple[str, str], list[datetime]], names: dict[str, str], pending: int = 0):
         self.members = members
         self.names = names
+        self.pending = pending  # failing claims no assignment has seen yet
+
+    def unassigned_on_route(self, route, since, until):
+        return self.pending
 
     def members_on_route(self, route, since, until):
         out = {}
@@ -157,6 +161,21 @@ def test_an_alert_with_no_clustered_members_is_all_unclustered():
     e = AlertExplainer(FakeIssues({}, {}), rates, base_url=URL).explain(alert(), T0 + timedelta(minutes=19))
     assert e.issues == () and e.top() == () and e.unclustered.share == pytest.approx(1.0)
     assert e.as_dict()["issues"] == [] and e.as_dict()["other_issues"] is None
+
+
+def test_while_the_windows_claims_are_unseen_the_explanation_says_it_is_clustering_them():
+    rates = FakeRates({m: (100, 20) for m in minutes(T0 - timedelta(minutes=10), 30)})
+    waiting = AlertExplainer(FakeIssues({}, {}, pending=540), rates, base_url=URL).explain(alert(), T0 + timedelta(minutes=19))
+    assert waiting.as_dict()["status"] == "clustering 540 failing claims of this window"
+    assert waiting.as_dict()["pending"] == 540
+
+
+def test_a_few_unseen_claims_beside_named_issues_do_not_say_clustering(explainer):
+    explainer.issues.pending = 12  # the last seconds' claims, against 600 failing in the window
+    e = explainer.explain(alert(), T0 + timedelta(minutes=19))
+    assert e.top() and e.status == ""
+    explainer.issues.pending = 60  # a tenth of the window still unseen: its issues may change
+    assert explainer.explain(alert(), T0 + timedelta(minutes=19)).status == "clustering 60 failing claims of this window"
 
 
 # -- notifications --------------------------------------------------------------------------------------------

@@ -125,5 +125,9 @@ def test_cli_alerts_show_carries_the_explanation(client, monkeypatch):
     assert top["name"] == "Invented refund amounts"
     text = CliRunner(env={"COLUMNS": "80"}).invoke(main, ["alerts", "show", ALERT_ID, "--api", "http://testserver"])
     assert text.exit_code == 0, text.output
-    issues = [line for line in text.output.splitlines() if line.startswith("issues ")]   # the top share first
-    assert issues == [f"issues       {100 * top['share']:.1f}% Invented refund amounts (iss-invented)"], text.output
+    lines = text.output.splitlines()
+    first = next(n for n, line in enumerate(lines) if line.startswith("issues "))   # what the parts are, then each
+    said = " ".join(" ".join(lines[first:first + 8]).split())
+    assert f"{shown['explanation']['excess']:,.0f} excess" in said, text.output
+    assert (f"{top['contribution']:+,.0f} claims ({100 * top['share']:+.1f}%) Invented refund amounts (iss-invented)"
+            in said), text.output   # the top issue first among the parts: its claims, then its share

@@ -215,13 +215,20 @@ def test_no_page_shows_a_processing_time_where_an_event_time_belongs(client, bul
 def test_representative_traces_are_distinct_up_to_five_and_fewer_are_explained(client):
     detail = client.get("/api/issues/iss-bulk").json()
     traces = [e["trace_id"] for e in detail["exemplars"]]
-    assert len(traces) == 5 == len(set(traces)) and traces[0] == "tr-bulk-000"
+    assert len(traces) == 5 == len(set(traces))
+    # a-bulk is open on bulk-faq: the traces come from its window (since its onset), not from before it
+    assert detail["exemplars_from"].startswith("alert a-bulk's window on bulk-faq")
+    onset = START + timedelta(minutes=25)
+    assert all(datetime.fromisoformat(e["observed_at"]).replace(tzinfo=timezone.utc) >= onset
+               for e in detail["exemplars"])
     runbook = client.get("/api/issues/iss-bulk/runbook", params={"format": "md"}).text
     assert runbook.count("- **Failing claim:**") == 5 and "Only " not in runbook
-    evil = client.get("/api/issues/iss-evil").json()          # 3 hostile events: 3 traces exist, 3 shown
-    assert len(evil["exemplars"]) == 3 and evil["exemplars_note"].startswith("3 representative traces")
+    # 3 hostile events ask the same question: one trace is shown, since a promote command refuses the others
+    evil = client.get("/api/issues/iss-evil").json()
+    assert len(evil["exemplars"]) == 1 and evil["exemplars_note"].startswith("1 representative trace:")
+    assert "repeat a question shown here" in evil["exemplars_note"]
     evil_md = client.get("/api/issues/iss-evil/runbook", params={"format": "md"}).text
-    assert "come from 3 distinct traces" in evil_md
+    assert "come from 3 distinct traces" in evil_md and "repeat a question shown here" in evil_md
     assert "from 3 distinct traces" in client.get("/issues/iss-evil").text
 
 

@@ -224,7 +224,7 @@ def test_cli_reads_the_store_when_no_api_answers(store, monkeypatch):
         raise httpx.ConnectError("refused")
 
     monkeypatch.setattr(httpx, "request", refuse)
-    monkeypatch.setattr(compose, "open_components", lambda settings: Borrowed())
+    monkeypatch.setattr(compose, "open_components", lambda settings, **how: Borrowed())
     result = CliRunner().invoke(main, ["trace", TWICE, "--json", "--api", "http://127.0.0.1:9"])
     assert result.exit_code == 0, result.output
     assert orjson.loads(result.output)["answer"] == "Second try."

@@ -206,3 +206,58 @@ def test_bad_state_in_a_row_names_the_issue():
     row = IssueRecord("iss-1", "n", (), CONFIG.name, T0, T0).to_row() | {"state": "exploded"}
     with pytest.raises(ValueError, match="iss-1.*exploded"):
         IssueRecord.from_row(row)
+
+
+# --- titles: kept across runs unless the representative claim means another failure -------------
+
+def without_online(name: str, **changes) -> list[FailingClaim]:
+    """The family re-clustered with a different membership: the claims that titled it gone, a few new ones in."""
+    kept = [c for c in family(name) if not c.text.endswith("online")] + family(name, count=4, batch=1)[1:]
+    return [replace(c, **changes) for c in kept]
+
+
+def parcel_issue(issues):
+    return next(i for i in issues if "parcel" in i.name)
+
+
+def test_an_issue_reclustered_with_other_members_keeps_its_title():
+    _, _, first = cluster(family("parcel") + family("refund"), T0)
+    later = T0 + timedelta(minutes=15)
+    fresh = IssuePipeline.from_config(CONFIG, HashingEmbedder()).fit(without_online("parcel") + family("refund"), later)
+    before = parcel_issue(first)
+    assert before.name not in {c.name for c in fresh.clusters_}  # this run alone would title it otherwise
+    _, tracker, second = cluster(without_online("parcel") + family("refund"), later, first)
+    after = by_id(second)[before.issue_id]
+    assert after.name == before.name and set(after.member_sample) != set(before.member_sample)
+    assert [h["event"] for h in after.history] == ["created"]
+    assert not any("renamed" in change for change in tracker.changes_)
+
+
+@pytest.mark.parametrize("changes, why", [
+    ({"verdict": "stale"}, "verdict unsupported -> stale"),
+    ({"stage": "evidence_admission"}, "stage claim_generation -> evidence_admission"),
+])
+def test_another_verdict_or_failure_family_renames_the_issue_and_records_why(changes, why):
+    _, _, first = cluster(family("parcel") + family("refund"), T0)
+    before = parcel_issue(first)
+    later = T0 + timedelta(minutes=15)
+    _, tracker, second = cluster(without_online("parcel", **changes) + family("refund"), later, first)
+    after = by_id(second)[before.issue_id]
+    assert after.name != before.name
+    renamed = after.history[-1]
+    assert (renamed["event"], renamed["at"], renamed["from"], renamed["to"]) == (
+        "renamed", later.isoformat(), before.name, after.name)
+    assert why in renamed["why"] and any(before.issue_id in c and "renamed" in c for c in tracker.changes_)
+    # the new title holds from now on: the same data again keeps it without another entry
+    _, _, third = cluster(without_online("parcel", **changes) + family("refund"), later + timedelta(minutes=15),
+                          second)
+    assert by_id(third)[before.issue_id].name == after.name
+    assert [h["event"] for h in by_id(third)[before.issue_id].history] == ["created", "renamed"]
+
+
+def test_a_verdict_no_longer_dominant_leaves_the_title_alone():
+    _, _, first = cluster(family("parcel") + family("refund"), T0)
+    before = parcel_issue(first)
+    mixed = [replace(c, verdict="stale") if i % 2 else c for i, c in enumerate(without_online("parcel"))]
+    _, _, second = cluster(mixed + family("refund"), T0 + timedelta(minutes=15), first)
+    assert by_id(second)[before.issue_id].name == before.name

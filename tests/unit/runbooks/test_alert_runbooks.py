@@ -154,3 +154,17 @@ def test_a_team_overrides_one_alert_runbook(tmp_path):
     md = render(renderer, alert(SILENT_KIND, route="a_b"))
     assert "Call the platform team about a\\_b." in md and "## Commands" in md
     assert "Contract version" in render(renderer, alert(REJECTED_KIND))
+
+
+@pytest.mark.parametrize("kind", RUNBOOK_KINDS)
+def test_every_command_starts_with_claimwatch_as_the_reader_runs_it(renderer, kind):
+    cli = "/opt/my venv/bin/claimwatch"  # not on the reader's PATH, with a space to quote
+    md = renderer.render_alert(runbook_context(alert(kind), URL, cli=cli))
+    found = commands(md)
+    assert len(found) >= 2 and "from your PATH" not in md
+    for command in found:
+        argv = subprocess.run(["bash", "-c", "printf '%s\\0' " + command], capture_output=True, check=True,
+                              env={"USER": "alice"}).stdout.split(b"\0")[:-1]
+        assert argv[0].decode() == cli, command
+    # the bare name (a service's page, readers anywhere) comes with the line on activating the virtualenv
+    assert "from your PATH" in render(renderer, alert(kind))

@@ -88,7 +88,7 @@ def test_every_template_renders_every_required_section(renderer, kind):
     assert md.count("- **Failing claim:**") == 5 and md.count("- **Evidence span:**") == 5
     assert "- **Source versions:** refund-policy@2026-11-01" in md
     assert "claimwatch alerts ack al-1 --by \"$USER\" --note 'investigating issue iss-7'" in md
-    assert "claimwatch promote propose iss-7 --traces tr-0,tr-1,tr-2,tr-3,tr-4 --by \"$USER\"" in md
+    assert "\nclaimwatch promote propose iss-7 --traces tr-0,tr-1,tr-2,tr-3,tr-4\n" in md  # --by: the CLI's default
     assert f"Template: {kind}".replace("_", "\\_") in md
     # Each kind says something of its own in the mechanism section.
     mechanism = md.split("## What is failing")[1].split("## Timeline")[0].strip()
@@ -140,13 +140,28 @@ def test_commands_are_safe_to_paste_into_bash(renderer, bad_id):
     assert len(commands) == 2
     ack, promote = commands
     # Let bash parse the arguments exactly as a paste would, printing them instead of running anything.
+    parsed = {}
     for line, position, expected in ((ack, 3, bad_id), (promote, 5, bad_id)):
         argv = subprocess.run(["bash", "-c", "printf '%s\\0' " + line.removeprefix("claimwatch ")],
                               capture_output=True, check=True, env={"USER": "alice"}).stdout.split(b"\0")[:-1]
         assert argv[position - 1].decode() == expected
-        assert argv[-2:] == [b"--by", b"alice"] or argv[-4:-2] == [b"--by", b"alice"]
+        parsed[line] = argv
+    assert parsed[ack][3:5] == [b"--by", b"alice"]
+    assert len(parsed[promote]) == 5  # the traces end it: promote takes no --by (the CLI knows its user)
     fences = [line for line in md.splitlines() if line.lstrip().startswith("```")]
     assert fences == ["```sh", "```", "```sh", "```"]   # two fenced blocks, neither broken open
+
+
+def test_commands_start_with_claimwatch_as_the_reader_runs_it(renderer):
+    md = renderer.render(make_ctx(cli="/opt/my venv/bin/claimwatch"))
+    ack, promote = re.findall(r"^```sh\n(.*?)\n```$", md, flags=re.M)
+    for command in (ack, promote):
+        argv = subprocess.run(["bash", "-c", "printf '%s\\0' " + command], capture_output=True, check=True,
+                              env={"USER": "alice"}).stdout.split(b"\0")[:-1]
+        assert argv[0] == b"/opt/my venv/bin/claimwatch"
+    assert "from your PATH" not in md
+    # the bare name (a service's page, readers anywhere) comes with the line on activating the virtualenv
+    assert "These commands run `claimwatch` from your PATH: activate the virtualenv" in renderer.render(make_ctx())
 
 
 def test_no_alert_means_no_ack_command_and_no_traces_means_no_promote(renderer):

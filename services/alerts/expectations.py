@@ -1,0 +1,96 @@
+"""Each route's rate beside what the drift detector expects of it now: the overview, `claimwatch rates`,
+the route page and ``GET /api/rates`` all compare through here, so their figures agree.
+
+The evaluator publishes, after every evaluation, each route's expectation: its regression view's
+``expected``, the time-of-day expectation an alert on the route carries as ``expected`` (over the
+detector's latest window, or since onset while an alert is open). A reader sets a window's rate beside it:
+``delta = rate - expected`` (points) and ``delta_lo = 95% interval's lower end - expected``, the rise the
+data is sure of. "Worst" means furthest above the expectation (``PRIORITY``): routes with a firing alert
+first, then by ``delta_lo``, then routes without an expectation yet, by rate.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Iterable, Mapping, Protocol
+
+from services.alerts.figures import figure
+from services.rates.report import worst_first
+
+CHECKPOINT = "route-expectations/v1"   # a row of the checkpoints table, rewritten after every evaluation
+SORTS = ("priority", "rate")           # priority: firing, then delta_lo (the module docstring); rate: highest first
+PRIORITY = ("firing alerts first, then by how far the rate's 95% interval lies above the expectation "
+            "(its lower end minus expected)")
+NOT_EVALUATED = "no expectation yet: the drift evaluator has not evaluated this route"
+NO_HISTORY = "learning: no finished hour of history yet"
+NO_CLAIMS = "no claims in the drift detector's latest window"
+
+
+class Checkpoints(Protocol):
+    """Where the expectations are kept (services.store.alerts.AlertRepository)."""
+
+    def checkpoint(self, name: str) -> str | None: ...
+    def set_checkpoint(self, name: str, value: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """What the detector expects of one route's claim-level rate now; ``expected`` None: it cannot say yet."""
+
+    expected: float | None
+    basis: str          # why it is what it is (the alert's ``expected_basis``), or why there is none
+    learning: bool      # under a day of history: a recent level, no time-of-day profile yet
+
+    @classmethod
+    def of(cls, view) -> "Expectation":
+        """From a detector's RouteView (services/alerts/detector.py)."""
+        if view.expected is not None:
+            return cls(view.expected, view.expected_basis, view.learning)
+        return cls(None, NO_HISTORY if view.baseline is None else NO_CLAIMS, view.baseline is None or view.learning)
+
+
+def publish(checkpoints: Checkpoints, detectors: Mapping[str, object], minute: datetime) -> None:
+    """Store every route's expectation as of ``minute`` (the detectors' regression views)."""
+    routes = {route: Expectation.of(d.regression).__dict__ for route, d in detectors.items()}
+    checkpoints.set_checkpoint(CHECKPOINT, json.dumps({"minute": minute.isoformat(), "routes": routes}))
+
+
+def published(checkpoints: Checkpoints) -> dict[str, Expectation]:
+    """The expectations the evaluator stored last (none before it has run)."""
+    saved = checkpoints.checkpoint(CHECKPOINT)
+    if not saved:
+        return {}
+    return {route: Expectation(**fields) for route, fields in json.loads(saved)["routes"].items()}
+
+
+def compare(entry: dict, expectation: Expectation | None, firing: Iterable[str] = ()) -> dict:
+    """A rate entry (services/rates/report.py) with its expectation, how far above it the rate is, and the
+    route's firing alerts."""
+    e = expectation or Expectation(None, NOT_EVALUATED, False)
+    rate, interval = entry.get("rate"), entry.get("interval")
+    known = e.expected is not None and rate is not None
+    return {**entry, "expected": e.expected, "expected_basis": e.basis, "learning": e.learning,
+            "delta": rate - e.expected if known else None,
+            "delta_lo": interval[0] - e.expected if known and interval else None,
+            "firing_alerts": list(firing)}
+
+
+def expected_text(entry: dict) -> str:
+    """The expectation as every surface writes it: ``4.6%``, ``learning`` (too little history for one yet) or
+    ``—`` (the drift evaluator has not evaluated the route)."""
+    if entry.get("expected") is not None:
+        return figure(entry["expected"])
+    return "learning" if entry.get("learning") else "—"
+
+
+def by_priority(entries: list[dict]) -> list[dict]:
+    """Firing first, then the surest rise over the expectation, then routes without one by rate (PRIORITY)."""
+    return sorted(entries, key=lambda e: (not e["firing_alerts"], e["delta_lo"] is None, -(e["delta_lo"] or 0.0),
+                                          e["rate"] is None, -(e["rate"] or 0.0), -e["claims"]))
+
+
+def sort_routes(entries: list[dict], sort: str) -> list[dict]:
+    if sort not in SORTS:
+        raise ValueError(f"sort {sort!r} is unknown; use one of {', '.join(SORTS)}")
+    return by_priority(entries) if sort == "priority" else worst_first(entries)

@@ -1,0 +1,118 @@
+"""The first minutes after the demo's pages, as on-call lives them: `claimwatch demo` runs its scenario (a new model
+regresses billing-faq, a corpus update regresses parcel-status) while this test watches the API.
+
+Within 30 s of each alert firing:
+- the alert names its top issue;
+- that issue's representative traces come from after the onset, on the suspect version;
+- the runbook's promote command, pasted into a shell in the repository exactly as `claimwatch runbook` prints it,
+  proposes those traces for the eval set.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import httpx
+import pytest
+
+from services.app.broker import free_port
+from tests.support.paths import ROOT as REPO
+
+WITHIN = 30.0
+
+
+class Demo:
+    def __init__(self, tmp: Path):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "80", "XDG_CONFIG_HOME": str(tmp / "config"),
+                    "CLAIMWATCH_API__PORT": str(self.port), "CLAIMWATCH_API__URL": self.url,
+                    "CLAIMWATCH_EMBEDDED_BROKER": f"127.0.0.1:{free_port()}"}
+        self.log = tmp / "demo.log"
+        self.proc = subprocess.Popen([sys.executable, "-m", "services.app.cli", "demo"], cwd=tmp, env=self.env,
+                                     stdout=open(self.log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
+
+    def get(self, path: str, **params):
+        try:
+            response = httpx.get(self.url + path, params=params, timeout=30)
+        except httpx.TransportError:
+            return None
+        return response.json() if response.status_code == 200 else None
+
+    def alive(self) -> None:
+        assert self.proc.poll() is None, f"the demo exited with {self.proc.returncode}:\n{self.log.read_text()[-3000:]}"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+
+
+def top_issue(demo: Demo, alert_id: str) -> tuple[dict, dict] | None:
+    """The alert's explanation and its top issue (with exemplars), once it names one with traces."""
+    detail = demo.get(f"/api/alerts/{alert_id}") or {}
+    named = ((detail.get("explanation") or {}).get("issues") or [None])[0]
+    issue = demo.get(f"/api/issues/{named['issue_id']}") if named else None
+    return (detail, issue) if issue and any(e.get("trace_id") for e in issue["exemplars"]) else None
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    d = Demo(tmp_path_factory.mktemp("demo-journey"))
+    try:
+        yield d
+    finally:
+        d.stop()
+
+
+@pytest.mark.timeout(900)
+def test_within_30_s_of_each_page_the_alert_names_its_issue_and_its_runbook_promotes_post_onset_traces(demo):
+    fired: dict[str, float] = {}
+    named: dict[str, tuple[dict, dict, float]] = {}
+    deadline = time.monotonic() + 600
+    while len(named) < 2:  # both regressions page, and each names its cause
+        demo.alive()
+        assert time.monotonic() < deadline, f"fired {fired}, named {list(named)}; see {demo.log}"
+        for alert in demo.get("/api/alerts") or []:
+            if alert["route"] not in ("billing-faq", "parcel-status") or alert["kind"] != "hallucination_rate_rise":
+                continue
+            if alert["state"] == "firing":
+                fired.setdefault(alert["alert_id"], time.monotonic())
+            if alert["alert_id"] in fired and alert["route"] not in named:
+                found = top_issue(demo, alert["alert_id"])
+                if found:
+                    named[alert["route"]] = (*found, time.monotonic() - fired[alert["alert_id"]])
+        time.sleep(0.5)
+
+    for route, (detail, issue, after) in named.items():
+        assert after <= WITHIN, f"{route}: the alert named its issue {after:.0f} s after firing"
+        onset = datetime.fromisoformat(detail["explanation"]["window"][0])
+        suspect = detail["suspect_changes"][0]
+        traces = [e["trace_id"] for e in issue["exemplars"]]
+        assert len(traces) >= 3, issue["exemplars"]
+        for e in issue["exemplars"]:
+            assert datetime.fromisoformat(e["observed_at"]).replace(tzinfo=timezone.utc) >= onset, (route, e)
+            event = demo.get(f"/api/traces/{e['trace_id']}")
+            assert event["versions"][suspect["key"]] == suspect["value"], (route, suspect, event["versions"])
+
+        # The runbook as the CLI prints it, and its promote command pasted into a shell in the repository.
+        runbook = subprocess.run([sys.executable, "-m", "services.app.cli", "runbook", issue["issue_id"], "--markdown"],
+                                 cwd=REPO, env=demo.env, capture_output=True, text=True, timeout=60)
+        assert runbook.returncode == 0, runbook.stderr
+        command = next(line.strip() for line in runbook.stdout.splitlines() if " promote propose " in line)
+        assert all(t in shlex.split(command) for t in traces), (command, traces)
+        pasted = subprocess.run(["bash", "-c", command], cwd=REPO, env={**demo.env, "USER": ""}, capture_output=True,
+                                text=True, timeout=120)
+        assert pasted.returncode == 0, (command, pasted.stdout, pasted.stderr)
+        proposed = {i["origin_trace_id"] for i in demo.get("/api/promotions", state="proposed") or []
+                    if i["origin_issue_id"] == issue["issue_id"]}
+        assert set(traces) <= proposed, (traces, proposed)

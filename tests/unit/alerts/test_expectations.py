@@ -1,0 +1,94 @@
+"""Worst means furthest above the expectation: routes with a firing alert first, then by how far the rate's 95%
+interval lies above what the drift detector expects, then routes it cannot judge yet (by rate). And an alert that
+ended without ever firing reads `cleared`, one that fired `resolved`."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from services.alerts.detector import DriftDetector
+from services.alerts.expectations import (
+    NOT_EVALUATED, NO_HISTORY, Expectation, compare, expected_text, publish, published, sort_routes,
+)
+from services.alerts.lifecycle import Alert, alert_state, state_text
+from services.rates.intervals import Counts
+
+
+def entry(route: str, rate: float | None, interval: tuple[float, float] | None, claims: int = 1000) -> dict:
+    return {"route": route, "rate": rate, "interval": list(interval) if interval else None, "claims": claims}
+
+
+def test_a_firing_route_comes_first_then_the_surest_rise_over_its_expectation():
+    rows = [
+        compare(entry("legal-terms", 0.133, (0.12, 0.146)), Expectation(0.131, "time of day", False)),  # normal for it
+        compare(entry("parcel-status", 0.097, (0.085, 0.11)), Expectation(0.046, "time of day", False), ["a-parcel"]),
+        compare(entry("billing-faq", 0.09, (0.07, 0.11)), Expectation(0.05, "time of day", False)),     # +2.0 sure
+        compare(entry("hr-policy", 0.12, (0.04, 0.20)), Expectation(0.07, "time of day", False)),      # -3.0 sure: noisy
+        compare(entry("new-route", 0.30, (0.2, 0.4)), Expectation(None, NO_HISTORY, True)),
+        compare(entry("quiet-route", None, None, claims=0), None),
+    ]
+    assert [r["route"] for r in sort_routes(rows, "priority")] == [
+        "parcel-status", "billing-faq", "legal-terms", "hr-policy", "new-route", "quiet-route"]
+    assert [r["route"] for r in sort_routes(rows, "rate")][:3] == ["new-route", "legal-terms", "hr-policy"]
+    with pytest.raises(ValueError, match="priority, rate"):
+        sort_routes(rows, "delta")
+
+
+def test_the_delta_is_the_rate_minus_the_expectation_and_none_is_invented():
+    row = compare(entry("parcel-status", 0.097, (0.085, 0.11)), Expectation(0.046, "time of day", False), ["a-1"])
+    assert row["delta"] == pytest.approx(0.051) and row["delta_lo"] == pytest.approx(0.039)
+    assert row["firing_alerts"] == ["a-1"] and expected_text(row) == "4.6%"
+    learning = compare(entry("new-route", 0.3, (0.2, 0.4)), Expectation(None, NO_HISTORY, True))
+    assert learning["delta"] is None and learning["delta_lo"] is None and expected_text(learning) == "learning"
+    unseen = compare(entry("other", 0.1, (0.05, 0.15)), None)
+    assert unseen["expected_basis"] == NOT_EVALUATED and expected_text(unseen) == "—" and not unseen["firing_alerts"]
+
+
+class Checkpoints:
+    def __init__(self):
+        self.saved: dict[str, str] = {}
+
+    def checkpoint(self, name):
+        return self.saved.get(name)
+
+    def set_checkpoint(self, name, value):
+        self.saved[name] = value
+
+
+def test_the_published_expectation_is_the_detectors_own():
+    start = datetime(2026, 11, 20, 8, 0, tzinfo=timezone.utc)
+    detector, fresh = DriftDetector(), DriftDetector()
+    for minute in range(150):  # two finished hours: a learning level
+        detector.update(Counts.from_row({"events": 30, "claims": 100, "failed": 8}), start + timedelta(minutes=minute))
+    fresh.update(Counts.from_row({"events": 30, "claims": 100, "failed": 8}), start)
+    checkpoints = Checkpoints()
+    assert published(checkpoints) == {}
+    publish(checkpoints, {"billing-faq": detector, "new-route": fresh}, start + timedelta(minutes=149))
+    found = published(checkpoints)
+    assert found["billing-faq"].expected == pytest.approx(detector.regression.expected) and found["billing-faq"].learning
+    assert found["billing-faq"].basis == detector.regression.expected_basis
+    assert found["new-route"] == Expectation(None, NO_HISTORY, True)
+
+
+# -- cleared and resolved ----------------------------------------------------------------------------
+AT = datetime(2026, 11, 21, 8, 0, tzinfo=timezone.utc)
+
+
+def alert(**times) -> Alert:
+    return Alert(alert_id="a-1", route="parcel-status", kind="hallucination_rate_rise", severity="warning", labels={},
+                 window=30, pending_since=AT, **times)
+
+
+@pytest.mark.parametrize("times, acked, silenced, text", [
+    ({"ends_at": AT + timedelta(minutes=5)}, False, False, "cleared"),                       # only ever pending
+    ({"starts_at": AT + timedelta(minutes=2), "ends_at": AT + timedelta(minutes=9)}, False, False, "resolved"),
+    ({"starts_at": AT + timedelta(minutes=2)}, True, False, "firing·acked"),
+    ({"starts_at": AT + timedelta(minutes=2)}, True, True, "firing·acked·silenced"),
+    ({}, False, False, "pending"),
+])
+def test_an_alert_that_never_fired_is_cleared_not_resolved(times, acked, silenced, text):
+    a = alert(**times)
+    state = alert_state(a, AT + timedelta(minutes=10))
+    assert state in ("pending", "firing", "resolved")   # the machine state stays what the API always said
+    assert state_text(state, a.starts_at is not None, acked, silenced) == text

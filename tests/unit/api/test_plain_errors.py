@@ -1,0 +1,80 @@
+"""A refusal reaches the user as one plain sentence, from the API and through `claimwatch`, never pydantic's error
+list; and `--by` may be left out: the change is recorded under the configured name, else the login name. Over the API
+test's store (simulated traffic, two issues with members), through the real app."""
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from services.app.cli import main
+from services.core.command import cli_command
+from tests.support.cli import answer_http_with
+from tests.unit.api.test_api import AUTH, TOKEN, client_for, world  # noqa: F401  (world is a fixture)
+
+DUMP = ("string_too_short", "string_too_long", "'loc'", '"loc"', "'input'", '"input"', "'type'", "{", "[")
+
+
+@pytest.fixture(scope="module")
+def client(world):  # noqa: F811
+    return client_for(world[0])
+
+
+@pytest.fixture
+def cli(client, monkeypatch):
+    """`claimwatch` whose HTTP calls reach the in-process API; no configured name unless a test sets one."""
+    answer_http_with(client, monkeypatch, TOKEN)
+    monkeypatch.delenv("CLAIMWATCH_IDENTITY__NAME", raising=False)
+    return lambda *args: CliRunner().invoke(main, [*args, "--api", "http://testserver"])
+
+
+def a_trace_of(client, issue_id: str) -> str:
+    return client.get(f"/api/issues/{issue_id}").json()["exemplars"][0]["trace_id"]
+
+
+def one_sentence(text: str) -> None:
+    assert len(text.strip().splitlines()) == 1, text
+    assert not any(piece in text for piece in DUMP), text
+
+
+def test_the_api_answers_an_empty_by_with_one_sentence(client):
+    response = client.post("/api/promotions", json={"issue_id": "iss-numbers", "by": ""}, headers=AUTH)
+    assert response.status_code == 422
+    assert response.json() == {"detail": "by: must not be empty", "field": "body.by"}
+    one_sentence(response.json()["detail"])
+
+
+def test_the_cli_refuses_an_empty_by_with_one_sentence(cli):
+    result = cli("promote", "propose", "iss-numbers", "--by", "")
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: by: must not be empty; pass --by NAME, or leave --by out to be recorded as ")
+    one_sentence(result.output)
+
+
+def test_a_422_from_the_api_reaches_the_cli_as_one_sentence(cli):
+    result = cli("promote", "approve", "ev-nope", "--by", "reviewer", "--reason", "x" * 2001)
+    assert result.exit_code == 1
+    assert result.output == "Error: reason: string should have at most 2000 characters (HTTP 422)\n"
+
+
+def test_a_404_from_the_api_reaches_the_cli_as_one_sentence(cli):
+    result = cli("issues", "resolve", "iss-nope", "--by", "oncall")
+    assert result.exit_code == 1
+    assert result.output == "Error: no issue 'iss-nope'; list issues with `claimwatch issues list` (HTTP 404)\n"
+
+
+def test_left_out_by_is_the_configured_name(cli, client, monkeypatch):
+    monkeypatch.setenv("CLAIMWATCH_IDENTITY__NAME", "alice")
+    result = cli("promote", "propose", "iss-numbers", "--traces", a_trace_of(client, "iss-numbers"))
+    assert result.exit_code == 0, result.output
+    item = result.output.split()[1]
+    assert client.get(f"/api/promotions/{item}").json()["proposed_by"] == "alice"
+    # the reviewer's next step, as pasteable from here as the proposer's was
+    assert f"a reviewer (not alice) signs off with: {cli_command()} promote approve {item} --by NAME" in result.output
+
+
+def test_left_out_by_without_a_configured_name_is_the_login_name(cli, client, monkeypatch):
+    monkeypatch.setenv("LOGNAME", "bob")  # what getpass reads first
+    result = cli("promote", "propose", "iss-evil", "--traces", a_trace_of(client, "iss-evil"))
+    assert result.exit_code == 0, result.output
+    item = result.output.split()[1]
+    assert client.get(f"/api/promotions/{item}").json()["proposed_by"] == "bob"

@@ -1,0 +1,69 @@
+"""An open alert's window is served first: its failing claims join issues at once, new failures by a focused run."""
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from services.core.clock import utcnow
+from services.core.metrics import Metrics
+from services.issues.schedule import AlertWindow, ClusteringSchedule, ReclusterPolicy, WindowFocus
+from tests.unit.issues.test_recluster_schedule import T0, inline, land, small_jobs
+
+
+def held(store, prefix: str) -> dict[str, str]:
+    rows = store.query("SELECT claim_key, issue_id FROM issue_members FINAL WHERE startsWith(claim_key, {p:String})",
+                       {"p": prefix})
+    return {r["claim_key"]: r["issue_id"] for r in rows}
+
+
+def test_a_new_window_is_due_at_once_then_once_a_minute_and_forgotten_when_closed():
+    focus = WindowFocus(timedelta(minutes=1))
+    a, b = AlertWindow("a-1", "billing-faq", T0, T0), AlertWindow("a-2", "parcel-status", T0, T0)
+    assert focus.due([a], T0) == [a]
+    focus.done(a, T0)
+    assert focus.due([a, b], T0 + timedelta(seconds=5)) == [b]  # a newly open alert does not wait for the minute
+    assert focus.due([a], T0 + timedelta(seconds=59)) == []
+    assert focus.due([a], T0 + timedelta(minutes=1)) == [a]
+    focus.due([], T0 + timedelta(minutes=1))  # a closed: forgotten, so a reopened alert is served at once
+    assert focus.due([a], T0 + timedelta(minutes=1, seconds=1)) == [a]
+
+
+def test_without_issues_a_focused_run_makes_the_window_issues_and_a_full_run_keeps_their_ids(store):
+    now = utcnow()
+    land(store, "win-", 48, now - timedelta(minutes=5))
+    jobs = small_jobs(store)
+    report = jobs.focus_window("billing-faq", now - timedelta(minutes=10), now, now)
+    assert report.claims == 48 and report.assigned == 0 and report.new_issues and report.clustered >= 40
+    assigned = held(store, "win-")
+    assert set(assigned) == {f"win-{i}:0" for i in range(48)}  # every claim seen: in an issue or noise
+    focused = {i for i in assigned.values() if i}
+    assert focused == set(report.new_issues)
+    assert {r.issue_id for r in jobs.issues.load()} == focused
+
+    again = jobs.focus_window("billing-faq", now - timedelta(minutes=10), now, now)
+    assert again.new_issues == () and again.claims == 48 - report.clustered  # only the noise is looked at again
+
+    jobs.recluster(now)  # the next full run continues the focused issues by their members
+    after = {i for i in held(store, "win-").values() if i}
+    assert after == focused
+
+
+def test_the_assignment_tick_serves_an_open_alert_window_before_the_backlog(store):
+    now = utcnow()
+    land(store, "calm-", 48, now - timedelta(minutes=50))
+    jobs, metrics = small_jobs(store), Metrics()
+    jobs.recluster(now - timedelta(minutes=40))
+    land(store, "alert-", 48, now - timedelta(minutes=3))
+    window = AlertWindow("a-1", "billing-faq", now - timedelta(minutes=5), now)
+    served = []
+
+    def windows(at):
+        served.append(at)
+        return [window]
+
+    schedule = ClusteringSchedule(lambda: jobs, metrics, inline, policy=ReclusterPolicy(), windows=windows)
+    reports = asyncio.run(schedule.focus_windows(jobs, now))
+    assert [r.claims for r in reports] == [48]
+    assert set(held(store, "alert-")) == {f"alert-{i}:0" for i in range(48)}
+    assert asyncio.run(schedule.focus_windows(jobs, now + timedelta(seconds=5))) == []  # served a minute ago
+    assert len(served) == 2
