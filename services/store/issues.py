@@ -229,7 +229,7 @@ class IssueRepository(Generic[I, C]):
             "AND observed_at >= {since:DateTime64(3)} AND observed_at <= {until:DateTime64(3)}) AS m "
             "INNER JOIN (SELECT * FROM claims WHERE route = {route:String} AND observed_at >= {since:DateTime64(3)} "
             "AND observed_at <= {until:DateTime64(3)}) AS c ON c.event_id = m.event_id AND toString(c.claim_idx) = m.idx "
-            "ORDER BY m.probability DESC, c.observed_at DESC LIMIT {n:UInt32}",
+            "ORDER BY m.probability DESC, c.observed_at, m.claim_key LIMIT {n:UInt32}",
             {"id": issue_id, "route": route, "since": ch_time(since), "until": ch_time(until), "n": limit})
 
     def claims_ingested_after(self, after: datetime, limit: int,

@@ -57,6 +57,11 @@ class Demo:
                 os.killpg(self.proc.pid, signal.SIGKILL)
 
 
+def aware(text: str) -> datetime:
+    ts = datetime.fromisoformat(text)
+    return ts if ts.tzinfo else ts.replace(tzinfo=timezone.utc)
+
+
 def top_issue(demo: Demo, alert_id: str) -> tuple[dict, dict] | None:
     """The alert's explanation and its top issue (with exemplars), once it names one with traces."""
     detail = demo.get(f"/api/alerts/{alert_id}") or {}
@@ -94,22 +99,25 @@ def test_within_30_s_of_each_page_the_alert_names_its_issue_and_its_runbook_prom
         time.sleep(0.5)
 
     for route, (detail, issue, after) in named.items():
+        print(f"{route}: the alert named its issue {after:.1f} s after firing")
         assert after <= WITHIN, f"{route}: the alert named its issue {after:.0f} s after firing"
-        onset = datetime.fromisoformat(detail["explanation"]["window"][0])
-        suspect = detail["suspect_changes"][0]
-        traces = [e["trace_id"] for e in issue["exemplars"]]
-        assert len(traces) >= 3, issue["exemplars"]
-        for e in issue["exemplars"]:
-            assert datetime.fromisoformat(e["observed_at"]).replace(tzinfo=timezone.utc) >= onset, (route, e)
-            event = demo.get(f"/api/traces/{e['trace_id']}")
-            assert event["versions"][suspect["key"]] == suspect["value"], (route, suspect, event["versions"])
-
         # The runbook as the CLI prints it, and its promote command pasted into a shell in the repository.
         runbook = subprocess.run([sys.executable, "-m", "services.app.cli", "runbook", issue["issue_id"], "--markdown"],
                                  cwd=REPO, env=demo.env, capture_output=True, text=True, timeout=60)
         assert runbook.returncode == 0, runbook.stderr
         command = next(line.strip() for line in runbook.stdout.splitlines() if " promote propose " in line)
-        assert all(t in shlex.split(command) for t in traces), (command, traces)
+        words = shlex.split(command)
+        traces = words[words.index("--traces") + 1].split(",")
+        assert len(traces) >= 3 and set(traces) <= {e["trace_id"] for e in demo.get(
+            f"/api/issues/{issue['issue_id']}")["exemplars"]}, (command, issue["exemplars"])  # the page's set
+
+        onset = aware(detail["explanation"]["window"][0])
+        suspect = detail["suspect_changes"][0]
+        for trace_id in traces:
+            trace = demo.get(f"/api/traces/{trace_id}")
+            assert aware(trace["observed_at"]) >= onset, (route, trace_id, trace["observed_at"])
+            assert trace["versions"][suspect["key"]] == suspect["value"], (route, suspect, trace["versions"])
+
         pasted = subprocess.run(["bash", "-c", command], cwd=REPO, env={**demo.env, "USER": ""}, capture_output=True,
                                 text=True, timeout=120)
         assert pasted.returncode == 0, (command, pasted.stdout, pasted.stderr)

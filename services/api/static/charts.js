@@ -65,7 +65,12 @@
   }
 
   function drawMap(el, d) {
-    if (!d.points.length) { fail(el, "No member coordinates stored for this issue yet."); return; }
+    if (!d.points.some(function (p) { return p.member; })) {
+      // issues formed from an alert's window (a focused run) are placed by the next full re-cluster
+      fail(el, "Not on the map yet: this issue's claims are placed at the next full re-cluster.");
+      el.classList.add("map-pending");
+      return;
+    }
     var groups = { member: { x: [], y: [], text: [] }, other: { x: [], y: [], text: [] } };
     d.points.forEach(function (p) {
       var g = p.member ? groups.member : groups.other;
