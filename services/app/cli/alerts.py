@@ -14,7 +14,7 @@ from services.alerts.figures import counted, dlq_command, figure, hallucination_
 from services.alerts.lifecycle import (
     ABSTENTION_KIND, AGREEMENT_KIND, DRIFT_KIND, INPUT_KINDS, MIX_KIND, REJECTED_KIND, SILENT_KIND,
 )
-from services.app.cli.base import Abort, console, main, out, print_json, reach, service_options, pct
+from services.app.cli.base import Abort, by_option, console, main, out, pct, print_json, reach, service_options, who
 from services.app.cli.tables import (
     _plain as plain, Column, ago, at as _at, labelled, output_option, print_labelled, print_table, terminal_width,
 )
@@ -261,11 +261,12 @@ def runbook_lines(markdown: str, width: int) -> list[str]:
 
 @alerts.command("ack")
 @click.argument("alert_id")
-@click.option("--by", required=True, help="Who acknowledges.")
+@by_option("Who acknowledges.")
 @click.option("--note", default="", help="What you are doing about it.")
 @service_options
-def alerts_ack(settings: Settings, alert_id: str, by: str, note: str) -> None:
+def alerts_ack(settings: Settings, alert_id: str, by: str | None, note: str) -> None:
     """Acknowledge an alert (an unknown id is an error)."""
+    by = who(settings, by)
     data = reach(settings, f"/api/alerts/{alert_id}/ack", {}, lambda c: serialise(c.alerts.ack(alert_id, by, note, utcnow())),
                  method="POST", body={"by": by, "note": note})
     console.print(f"acked {data['alert_id']} ({data['route']}, {data['state']}) by {data['acked_by']}")
@@ -275,14 +276,15 @@ def alerts_ack(settings: Settings, alert_id: str, by: str, note: str) -> None:
 @click.option("--match", "matchers", multiple=True, required=True, help="label=value, label!=value, label=~regex, label!~regex")
 @click.option("--duration", default=None, help="e.g. 2h (or use --until)")
 @click.option("--until", "until", default=None, help="RFC 3339 end time")
-@click.option("--by", required=True)
+@by_option("Who silences.")
 @click.option("--comment", required=True, help="Why.")
 @service_options
 def alerts_silence(settings: Settings, matchers: tuple[str, ...], duration: str | None, until: str | None,
-                   by: str, comment: str) -> None:
+                   by: str | None, comment: str) -> None:
     """Silence alerts matching labels (route, kind, severity) until a time."""
     from services.contract.model import parse_timestamp
 
+    by = who(settings, by)
     try:
         ends_at = parse_timestamp(until) if until else None
     except Exception:

@@ -126,7 +126,7 @@ def test_alerts_show_a_silent_route_received_against_expected_with_its_runbook(c
     # the runbook follows, with the exact silence for a retired route
     assert "# Route silent: hr-policy" in text and "## First checks" in text
     assert ("claimwatch alerts silence --match route=hr-policy --match kind=route_silent \\\n"
-            "  --duration 90d --by \"$USER\" --comment 'route retired'") in text
+            "  --duration 90d --comment 'route retired'") in text
 
 
 def test_alerts_show_rejected_events_names_the_rule_a_sample_and_the_dlq_command(cli):

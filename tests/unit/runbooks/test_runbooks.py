@@ -87,7 +87,7 @@ def test_every_template_renders_every_required_section(renderer, kind):
     assert "| system | prompt | faq-v15 | 2.0% | 12.0% |" in md
     assert md.count("- **Failing claim:**") == 5 and md.count("- **Evidence span:**") == 5
     assert "- **Source versions:** refund-policy@2026-11-01" in md
-    assert "claimwatch alerts ack al-1 --by \"$USER\" --note 'investigating issue iss-7'" in md
+    assert "claimwatch alerts ack al-1 --note 'investigating issue iss-7'" in md  # --by: the CLI's default
     assert "\nclaimwatch promote propose iss-7 --traces tr-0,tr-1,tr-2,tr-3,tr-4\n" in md  # --by: the CLI's default
     assert f"Template: {kind}".replace("_", "\\_") in md
     # Each kind says something of its own in the mechanism section.
@@ -146,7 +146,7 @@ def test_commands_are_safe_to_paste_into_bash(renderer, bad_id):
                               capture_output=True, check=True, env={"USER": "alice"}).stdout.split(b"\0")[:-1]
         assert argv[position - 1].decode() == expected
         parsed[line] = argv
-    assert parsed[ack][3:5] == [b"--by", b"alice"]
+    assert parsed[ack][3] == b"--note"  # no --by: the CLI records the configured or login name
     assert len(parsed[promote]) == 5  # the traces end it: promote takes no --by (the CLI knows its user)
     fences = [line for line in md.splitlines() if line.lstrip().startswith("```")]
     assert fences == ["```sh", "```", "```sh", "```"]   # two fenced blocks, neither broken open
