@@ -187,7 +187,12 @@ class IssueJobs:
     def _publish(self, now: datetime, fitted: Fitted) -> RunReport:
         run, positions = fitted.run, fitted.positions
         tracker = IssueTracker(self.config)
-        records = tracker.match(self.issues.load(), run, now)
+        known = self.issues.load()
+        # Issues a focused run made after this run read its claims hold none of them: matching would take them for
+        # resolved ones. They stay as they are until a run reads their members.
+        younger = [r for r in known if r.first_seen > run.now]
+        young_ids = {r.issue_id for r in younger}
+        records = tracker.match([r for r in known if r.issue_id not in young_ids], run, now)
         issue_of = tracker.cluster_issue_ids_
         rows = []
         for i, (claim, label, probability) in enumerate(zip(run.claims, run.labels_.tolist(), run.probabilities_.tolist())):
@@ -199,7 +204,8 @@ class IssueJobs:
             })
         self.issues.save_members(rows)
         self.issues.save(records)  # after the members: an issue is visible only with its members
-        assigner = OnlineAssigner.from_issues(records, self._vectorizer(), self.config.name, self.min_similarity)
+        assigner = OnlineAssigner.from_issues([*records, *younger], self._vectorizer(), self.config.name,
+                                              self.min_similarity)
         with self._swap:
             self.assigner = assigner
         self.run_mark = now

@@ -15,37 +15,26 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from services.alerts.evaluator import evaluator_for
-from services.app.compose import open_components
-from services.app.settings import Settings
-from services.client.simulate import Scenario, generate
 from services.client.simulate.coverage import failing_claim_families
 from services.contract.decode import validate_event
 from services.evalset.promotion import NEAR_DUP_THRESHOLD
 from services.issues.schedule import open_alert_windows
-from services.store.retention import KEEP_EVERYTHING, RetentionKeeper
 from services.store.writer import EventWriter
+from tests.integration.test_demo_alert_explanation import MODEL_AT, NOW, START, demo_world
 
-START = datetime(2026, 11, 21, 9, tzinfo=timezone.utc)
-MINUTES, MODEL_AT, CORPUS_AT = 70, 40, 45
-NOW = START + timedelta(minutes=MINUTES)
 INJECTED = {"billing-faq": ("invented_numbers", {"model": "gen-2026-11"}),
             "parcel-status": ("stale_sources", {"corpus": "carrier-docs@2026-11-15"})}
 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    settings = Settings(clickhouse=f"chdb:{tmp_path_factory.mktemp('window-issues') / 'ch'}",
-                        drift={"baseline_minutes": MODEL_AT, "watermark_seconds": 0,
-                               "detector": {"min_baseline_claims": 3000, "block_minutes": 10}})
-    services = open_components(settings)
-    RetentionKeeper(services.store).apply(KEEP_EVERYTHING)  # fixed event times must not age past a TTL
-    scenario = Scenario.demo(regression_at=MODEL_AT, corpus_change_at=CORPUS_AT)
-    sims = [s for s in generate(scenario, START, MINUTES, seed=11) if s.event is not None and not s.duplicate]
+    settings, services, sims = demo_world(tmp_path_factory.mktemp("window-issues"))
     writer = EventWriter(services.store)
-    before = [s for s in sims if s.event["observed_at"] < (START + timedelta(minutes=MODEL_AT)).isoformat()]
-    writer.write([validate_event(s.event) for s in before], [])
-    services.issue_jobs.recluster(START + timedelta(minutes=MODEL_AT))  # the last full run: calm traffic only
-    writer.write([validate_event(s.event) for s in sims[len(before):]], [])
+    events = [validate_event(s.event) for s in sims]
+    calm_until = START + timedelta(minutes=MODEL_AT)
+    writer.write([e for e in events if e.observed_at < calm_until], [])
+    services.issue_jobs.recluster(calm_until)  # the last full run: calm traffic only
+    writer.write([e for e in events if e.observed_at >= calm_until], [])
     evaluator = evaluator_for(settings, services.repos.rates, services.repos.alerts, checkpoint=False)
     evaluator.evaluate(NOW)
     yield services, failing_claim_families(sims)

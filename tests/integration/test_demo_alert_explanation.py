@@ -27,15 +27,21 @@ NOW = START + timedelta(minutes=MINUTES)
 INJECTED = {"billing-faq": "invented_numbers", "parcel-status": "stale_sources"}
 
 
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory):
-    settings = Settings(clickhouse=f"chdb:{tmp_path_factory.mktemp('demo-explain') / 'ch'}",
+def demo_world(directory):
+    """Settings and components on an empty store in ``directory``, and the demo stream's valid events."""
+    settings = Settings(clickhouse=f"chdb:{directory / 'ch'}",
                         drift={"baseline_minutes": MODEL_AT, "watermark_seconds": 0,
                                "detector": {"min_baseline_claims": 3000, "block_minutes": 10}})
     services = open_components(settings)
     RetentionKeeper(services.store).apply(KEEP_EVERYTHING)  # fixed event times must not age past a TTL
     scenario = Scenario.demo(regression_at=MODEL_AT, corpus_change_at=CORPUS_AT)
     sims = [s for s in generate(scenario, START, MINUTES, seed=11) if s.event is not None and not s.duplicate]
+    return settings, services, sims
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    settings, services, sims = demo_world(tmp_path_factory.mktemp("demo-explain"))
     EventWriter(services.store).write([validate_event(s.event) for s in sims], [])
     services.issue_jobs.recluster(NOW)
     evaluator = evaluator_for(settings, services.repos.rates, services.repos.alerts, checkpoint=False)

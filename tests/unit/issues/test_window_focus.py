@@ -6,6 +6,7 @@ from datetime import timedelta
 
 from services.core.clock import utcnow
 from services.core.metrics import Metrics
+from services.issues.jobs import fit_claims
 from services.issues.schedule import AlertWindow, ClusteringSchedule, ReclusterPolicy, WindowFocus
 from tests.unit.issues.test_recluster_schedule import T0, inline, land, small_jobs
 
@@ -67,3 +68,22 @@ def test_the_assignment_tick_serves_an_open_alert_window_before_the_backlog(stor
     assert set(held(store, "alert-")) == {f"alert-{i}:0" for i in range(48)}
     assert asyncio.run(schedule.focus_windows(jobs, now + timedelta(seconds=5))) == []  # served a minute ago
     assert len(served) == 2
+
+
+def test_a_full_run_that_read_its_claims_before_a_focused_run_leaves_the_focused_issues_alone(store):
+    now = utcnow()
+    land(store, "calm-", 48, now - timedelta(minutes=50))
+    jobs = small_jobs(store)
+    job = jobs.collect(now - timedelta(minutes=1))  # a full run reads the store ...
+    land(store, "alert-", 48, now - timedelta(seconds=30))
+    focused = jobs.focus_window("billing-faq", now - timedelta(minutes=5), now, now)  # ... an alert is served ...
+    assert focused.new_issues
+    before = {r.issue_id: r for r in jobs.issues.load()}
+    jobs.publish(now - timedelta(minutes=1), fit_claims(job))  # ... and the full run publishes after it
+
+    stored = {r.issue_id: r for r in jobs.issues.load()}
+    for issue_id in focused.new_issues:  # as they were: not resolved, not taken over by a calm cluster
+        assert stored[issue_id] == before[issue_id]
+        assert issue_id in jobs.assigner.issue_ids  # and still assigned to
+    assert {i for i in held(store, "alert-").values() if i} <= set(focused.new_issues)
+    assert not {i for i in held(store, "calm-").values()} & set(focused.new_issues)
