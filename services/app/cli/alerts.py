@@ -173,8 +173,12 @@ def _issues(e: dict | None) -> list[str]:
     ids = lambda p: f" ({p['issue_id']})" if p.get("issue_id") else ""  # noqa: E731
     why = (f"{e['failed']:,} failing claims, {e['expected']:,.0f} expected: {e['excess']:,.0f} excess. Each part: "
            "its claims beyond its part of the expected, then its share of the excess (negative: fewer than expected)")
-    return status + [why] + [f"{p.get('contribution', 0):+,.0f} claims ({_signed_pct(p.get('share'))}) "
+    return status + [why] + [f"{_claims(p.get('contribution', 0))} ({_signed_pct(p.get('share'))}) "
                              f"{p.get('name') or 'unclustered'}{ids(p)}" for p in parts]
+
+
+def _claims(n: float) -> str:
+    return f"{n:+,.0f} claim" + ("" if round(abs(n)) == 1 else "s")
 
 
 def _signed_pct(x: float | None) -> str:
