@@ -14,6 +14,8 @@ import time
 from importlib import resources
 from pathlib import Path
 
+from services.core.threads import die_with_parent
+
 
 class BrokerError(RuntimeError):
     pass
@@ -48,6 +50,40 @@ def wait_for_port(host: str, port: int, timeout: float) -> None:
     raise BrokerError(f"nothing listens on {host}:{port} after {timeout:.0f}s")
 
 
+def port_free(host: str, port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def listener_of(port: int) -> str | None:
+    """Which process listens on TCP ``port`` ("pid 123: tansu broker ..."), from /proc (Linux); None if unknown."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "0A":  # 0A: LISTEN
+                inodes.add(f"socket:[{fields[9]}]")
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if any(os.readlink(fd) in inodes for fd in (proc / "fd").iterdir()):
+                command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+                return f"pid {proc.name}: {command[:120]}"
+        except OSError:
+            continue
+    return None
+
+
 class EmbeddedBroker:
     """Starts Tansu on loopback; ``bootstrap`` is the address clients use."""
 
@@ -66,15 +102,23 @@ class EmbeddedBroker:
         return self._proc.pid if self._proc else None
 
     def start(self, timeout: float = 15.0) -> "EmbeddedBroker":
+        """Start Tansu; refuses a taken port (another stack's broker, or an orphan), so one broker serves one stack.
+
+        The broker gets SIGTERM when this process dies, even by SIGKILL: no orphan keeps the port."""
+        if not port_free(self.host, self.port):
+            holder = listener_of(self.port)
+            raise BrokerError(f"port {self.port} is already taken{f' by {holder}' if holder else ''}")
         url = f"tcp://{self.host}:{self.port}"
         log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         self._proc = subprocess.Popen(
             [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url,
              "--storage-engine", "memory://tansu/"],
-            stdout=log, stderr=log, start_new_session=True,
+            stdout=log, stderr=log, start_new_session=True, preexec_fn=die_with_parent(signal.SIGTERM),
         )
         try:
             wait_for_port(self.host, self.port, timeout)
+            if self._proc.poll() is not None:  # something else answered on the port
+                raise BrokerError(f"the broker exited with {self._proc.returncode} while starting")
         except BrokerError:
             self.stop()
             raise

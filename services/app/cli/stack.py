@@ -25,8 +25,9 @@ def up(settings: Settings) -> None:
         try:
             broker = EmbeddedBroker(host, int(port), log_path=None).start()
         except BrokerError as exc:
-            raise Abort(f"could not start the embedded broker on {settings.embedded_broker}: {exc}. "
-                        "Is another `claimwatch up` running? Set embedded_broker or pass --kafka.") from None
+            raise Abort(f"could not start the embedded broker on {settings.embedded_broker}: {exc}. Stop that process "
+                        "(another `claimwatch up`, or a broker one left behind), or set embedded_broker or pass "
+                        "--kafka.") from None
         settings = settings.model_copy(update={"kafka": broker.bootstrap})
     settings = _local_token(settings)
     console.print(f"[bold]claimwatch up[/bold]  broker [cyan]{settings.kafka}[/cyan]"
