@@ -1,6 +1,7 @@
 """The ingest agent: Faust hands batches to services/ingest/pipeline.py and acks them once it is done."""
 from __future__ import annotations
 
+import logging
 from functools import partial
 from typing import TYPE_CHECKING, Callable
 
@@ -9,11 +10,14 @@ from faust.exceptions import ProducerSendError
 
 from services.core.backoff import Backoff
 from services.ingest.dead_letters import DeadLetterSender
+from services.ingest.durable import WriteAbandoned
 from services.ingest.ingestor import RawMessage
 from services.ingest.pipeline import ByteSplitter, IngestPipeline, InFlight
 
 if TYPE_CHECKING:
     from services.app.settings import IngestSettings
+
+log = logging.getLogger(__name__)
 
 
 def dead_letter_sender(dlq, backoff: Callable[[], Backoff]) -> DeadLetterSender:
@@ -33,14 +37,28 @@ async def ack_all(stream, batch) -> None:
         await stream.ack(event)
 
 
+def forget_unacked(app) -> None:
+    """Faust's stop waits until every delivered message is acked (stream_wait_empty); a batch abandoned at shutdown
+    never will be. Forget them: their offsets are not committed (commits follow acks), so they are redelivered at
+    the next start."""
+    app.consumer._unacked_messages.clear()  # only wait_empty reads it
+
+
 def register_ingest(app, verdicts, pipeline: IngestPipeline, settings: IngestSettings) -> None:
     @app.agent(verdicts)
     async def ingest(stream):
         inflight, splitter = InFlight(settings.pipeline_depth), ByteSplitter(settings.max_batch_bytes)
+        async def finish(messages, ack) -> None:
+            try:
+                await pipeline.finish(messages, ack)
+            except WriteAbandoned as exc:  # shutting down: what is not stored stays unacked, for the next start
+                log.warning("ingest stopped: %s", exc)
+                forget_unacked(app)
+
         try:
             async for batch in stream.noack_take(settings.batch_size, within=settings.batch_seconds):
                 messages = raw_messages(batch)
                 for part in splitter.slices(messages):  # acked part by part, in order
-                    await inflight.add(pipeline.finish(messages[part], partial(ack_all, stream, batch[part])))
+                    await inflight.add(finish(messages[part], partial(ack_all, stream, batch[part])))
         finally:
             inflight.cancel()

@@ -20,7 +20,8 @@ from services.alerts.detector import DetectorConfig, DriftDetector, make_detecto
 from services.alerts.expectations import publish as publish_expectations
 from services.alerts.input_health import InputHealthConfig, InputHealthDetector
 from services.alerts.lifecycle import (
-    ABSTENTION_KIND, DRIFT_KIND, EVALUATED_KINDS, INPUT_KINDS, MIX_KIND, REJECTED_KIND, Alert, next_alert, severity_for,
+    ABSTENTION_KIND, DRIFT_KIND, EVALUATED_KINDS, INPUT_KINDS, MIX_KIND, REJECTED_KIND, SERVICE_LABELS, Alert,
+    next_alert, severity_for,
 )
 from services.alerts.records import AlertRecords
 from services.alerts.suspects import suspect_changes
@@ -201,7 +202,7 @@ class AlertEvaluator:
         else:
             effect = view.rate_effect if kind == DRIFT_KIND else view.delta
             severity = severity_for(effect, self.config_for(route).threshold, kind)
-        current = next_alert(previous, route, view, minute, kind=kind, severity=severity, labels={"service": "claimwatch"})
+        current = next_alert(previous, route, view, minute, kind=kind, severity=severity, labels=dict(SERVICE_LABELS))
         if current is None:
             return None
         changed = previous is None or previous.recorded_state != current.recorded_state

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from statistics import NormalDist
 from typing import Callable, Iterable, Mapping, Protocol, Sequence
 
-from services.alerts.lifecycle import AGREEMENT_KIND, Alert, make_alert_id, merge, resolve
+from services.alerts.lifecycle import AGREEMENT_KIND, SERVICE_LABELS, Alert, make_alert_id, merge, resolve
 from services.alerts.records import AlertRecords
 from services.rates.intervals import Interval, wilson
 from services.review.calibration import rogan_gladen
@@ -118,7 +118,7 @@ class AgreementWatch:
         interval = lambda p, n: Interval(*(float(x) for x in wilson(p, n, z)))  # noqa: E731
         since = now - self.test.recent
         return Alert(alert_id=make_alert_id(route, AGREEMENT_KIND, now), route=route, kind=AGREEMENT_KIND,
-                     severity="warning", labels={"service": "claimwatch"},
+                     severity="warning", labels=dict(SERVICE_LABELS),
                      window=int(self.test.recent / timedelta(minutes=1)),
                      pending_since=now, starts_at=now, rate=found.recent,
                      rate_interval=interval(found.recent, found.recent_labels), baseline=found.history,

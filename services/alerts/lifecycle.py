@@ -30,6 +30,8 @@ INPUT_KINDS = (SILENT_KIND, REJECTED_KIND, ABSTENTION_KIND)  # the input-health 
 EVALUATED_KINDS = KINDS + INPUT_KINDS   # every kind the minute evaluator opens
 UNITS = ("share", "per_minute")         # rate, expected, baseline and delta: a share of claims/answers/events, or events a minute
 STATES = ("pending", "firing", "resolved")
+SERVICE_LABELS = {"service": "claimwatch"}  # the extra labels the evaluators put on every alert
+MATCH_LABEL_NAMES = ("route", "kind", "severity", *SERVICE_LABELS)  # what silences can match (see match_labels)
 
 
 def make_alert_id(route: str, kind: str, started: datetime) -> str:

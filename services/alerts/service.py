@@ -10,11 +10,11 @@ from runbooks import RunbookRenderer
 from services.alerts.expectations import compare, published, sort_routes
 from services.alerts.explain import AlertExplainer, AlertExplanation, explainable
 from services.alerts.instrument import Calibration, calibrated_rise, calibration_suspect
-from services.alerts.lifecycle import KINDS, Alert, ack, state_text, status
+from services.alerts.lifecycle import KINDS, MATCH_LABEL_NAMES, Alert, ack, state_text, status
 from services.alerts.records import AlertRecords
 from services.alerts.rules import Rule
 from services.alerts.runbook import RUNBOOK_KINDS, runbook_context
-from services.alerts.silences import Silence
+from services.alerts.silences import Silence, refuse_unknown_labels
 from services.core.errors import NotFound
 
 
@@ -132,11 +132,16 @@ class AlertsService:
     def silence(self, matchers: list[str], by: str, comment: str, now: datetime,
                 duration: str | None = None, ends_at: datetime | None = None) -> Silence:
         silence = Silence.create(matchers, now, ends_at=ends_at, duration=duration, created_by=by, comment=comment)
+        refuse_unknown_labels(silence.matchers, self.label_names())
         self.alerts.save_silence(silence)
         return silence
 
-    def unsilence(self, silence_id: str, now: datetime) -> Silence:
-        silence = self.alerts.silence(silence_id).expire(now)
+    def label_names(self) -> set[str]:
+        """The labels a silence can match: those every alert has, and any extra label a stored alert carries."""
+        return {*MATCH_LABEL_NAMES, *(name for a in self.alerts.list() for name in a.labels)}
+
+    def unsilence(self, silence_id: str, by: str, now: datetime) -> Silence:
+        silence = self.alerts.silence(silence_id).expire(now, by)
         self.alerts.save_silence(silence)
         return silence
 

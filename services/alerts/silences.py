@@ -10,13 +10,25 @@ import hashlib
 import re
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from functools import lru_cache
 from typing import Iterable, Mapping
+
+import re2
 
 LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 MATCHER = re.compile(r"\s*(?P<name>[^=!~\s]*)\s*(?P<op>=~|!~|!=|=)\s*(?P<value>.*?)\s*")
 DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
 UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 OPS = ("=", "!=", "=~", "!~")
+MAX_SILENCE = timedelta(days=366)
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # a refused pattern is reported to the caller, not logged to stderr
+
+
+@lru_cache(maxsize=1024)
+def compile_label_regex(pattern: str):
+    """RE2, not ``re``: matching takes linear time, so a pattern such as ``(a|a)*b`` cannot hang the alerts."""
+    return re2.compile(pattern, _RE2_OPTIONS)
 
 
 @dataclass(frozen=True)
@@ -37,7 +49,7 @@ class Matcher:
             return actual == self.value
         if self.op == "!=":
             return actual != self.value
-        found = re.fullmatch(self.value, actual) is not None  # anchored, as in Alertmanager
+        found = compile_label_regex(self.value).fullmatch(actual) is not None  # anchored, as in Alertmanager
         return found if self.op == "=~" else not found
 
 
@@ -48,9 +60,11 @@ def _validate(name: str, op: str, value: str, shown: str) -> None:
         raise ValueError(f"matcher '{shown}': operator must be one of {', '.join(OPS)}")
     if op in ("=~", "!~"):
         try:
-            re.compile(value)
-        except re.error as exc:
-            raise ValueError(f"matcher '{shown}': invalid regex: {exc}") from None
+            compile_label_regex(value)
+        except re2.error as exc:
+            reason = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+            raise ValueError(f"matcher '{shown}': invalid regex (RE2 syntax, no lookarounds or backreferences): "
+                             f"{reason}") from None
 
 
 def parse_matcher(text: str) -> Matcher:
@@ -67,8 +81,16 @@ def parse_matcher(text: str) -> Matcher:
     return Matcher(found["name"], found["op"], value)
 
 
+def refuse_unknown_labels(matchers: Iterable[Matcher], known: Iterable[str]) -> None:
+    """A matcher on a label no alert carries silences nothing (or, with !=, everything): most likely a typo."""
+    names = sorted(set(known))
+    for m in matchers:
+        if m.name not in names:
+            raise ValueError(f"matcher '{m}': no alert carries the label {m.name!r}; known labels: {', '.join(names)}")
+
+
 def parse_duration(text: str, field: str = "duration") -> timedelta:
-    """``90s``, ``30m``, ``2h``, ``1d`` or a sum such as ``1h30m``; must be positive."""
+    """``90s``, ``30m``, ``2h``, ``1d`` or a sum such as ``1h30m``; positive and at most ``MAX_SILENCE``."""
     if not isinstance(text, str) or not text.strip():
         raise ValueError(f"{field} {text!r}: use a number followed by s, m, h or d, such as 30m or 2h")
     cleaned = text.strip().lower()
@@ -78,6 +100,9 @@ def parse_duration(text: str, field: str = "duration") -> timedelta:
     seconds = sum(float(n) * UNIT_SECONDS[u] for n, u in parts)
     if seconds <= 0:
         raise ValueError(f"{field} '{text}': must be longer than zero")
+    if seconds > MAX_SILENCE.total_seconds():  # checked before timedelta(), which overflows on huge values
+        raise ValueError(f"{field} '{text}' is longer than the limit of {MAX_SILENCE.days} days; "
+                         f"silence for less and renew it")
     return timedelta(seconds=seconds)
 
 
@@ -95,6 +120,7 @@ class Silence:
     ends_at: datetime
     created_by: str
     comment: str
+    ended_by: str = ""  # who unsilenced it; empty while it runs or when it ran its course
 
     def __post_init__(self) -> None:
         _aware(self.starts_at, "starts_at")
@@ -130,17 +156,19 @@ class Silence:
     def matches(self, labels: Mapping[str, str], now: datetime) -> bool:
         return self.is_active(now) and all(m.matches(labels) for m in self.matchers)
 
-    def expire(self, now: datetime) -> "Silence":
-        """Unsilence: end it now (or keep the earlier end)."""
-        return replace(self, ends_at=max(self.starts_at, min(self.ends_at, now)))
+    def expire(self, now: datetime, by: str = "") -> "Silence":
+        """Unsilence: end it now, recording who did. One that has already ended keeps its end and who ended it."""
+        if now >= self.ends_at:
+            return self
+        return replace(self, ends_at=max(self.starts_at, now), ended_by=by)
 
     def as_dict(self) -> dict:
         return {"silence_id": self.silence_id, "matchers": [str(m) for m in self.matchers],
                 "starts_at": self.starts_at.isoformat(), "ends_at": self.ends_at.isoformat(),
-                "created_by": self.created_by, "comment": self.comment}
+                "created_by": self.created_by, "comment": self.comment, "ended_by": self.ended_by}
 
     @classmethod
     def from_dict(cls, data: Mapping) -> "Silence":
         return cls(data["silence_id"], tuple(parse_matcher(m) for m in data["matchers"]),
                    datetime.fromisoformat(data["starts_at"]), datetime.fromisoformat(data["ends_at"]),
-                   data["created_by"], data["comment"])
+                   data["created_by"], data["comment"], data.get("ended_by", ""))  # absent in older records

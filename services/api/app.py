@@ -2,7 +2,8 @@
 
 Errors are always JSON ``{"detail": ...}`` with a 4xx for bad input: 404 for an unknown id,
 409 for a clash with the current state, 413 for an oversize body, 422 for a malformed
-one (naming the field), 401/403 for a missing or wrong token, 429 when rate limited,
+one (naming the field), 401/403 for a missing or wrong token, 429 when rate limited
+(services/api/security.py: Gate),
 503 when the store is down.
 """
 from __future__ import annotations
@@ -17,7 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from services.api import pages
-from services.api.middleware import BodyLimit, SecurityHeaders
+from services.api.middleware import AnonymousReadLimit, BodyLimit, SecurityHeaders
 from services.api.models import Problem, error_location, plain_errors
 from services.api.routers import alerts as alerts_routes
 from services.api.routers import evalset as evalset_routes
@@ -113,6 +114,7 @@ def create_api(components, policy: ApiPolicy | None = None, now: Callable[[], da
 
         api.add_middleware(CORSMiddleware, allow_origins=list(policy.cors_origins), allow_credentials=False,
                            allow_methods=["GET", "POST", "DELETE"], allow_headers=["Authorization", "Content-Type"])
+    api.add_middleware(AnonymousReadLimit, gate=gate)
     api.add_middleware(BodyLimit, max_bytes=policy.max_body_bytes)
     api.add_middleware(SecurityHeaders)
     document_plain_validation_errors(api)

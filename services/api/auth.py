@@ -3,8 +3,9 @@
 - Mutations always need a token. With no token hashes configured they are refused
   (403) with a message saying how to make one, never silently opened.
 - Reads are open unless ``api.protect_reads``; then they take the bearer header, or
-  the read-only cookie set by the dashboard's sign-in form (never enough to mutate,
-  so a cross-site form post cannot act on a signed-in browser).
+  the read-only session cookie set by the dashboard's sign-in form: a signed, expiring
+  value that carries no token, so it can never act as one (no CSRF through a signed-in
+  browser, and a stolen cookie cannot change anything).
 - A presented token is hashed and compared with ``hmac.compare_digest`` against
   every configured hash, without stopping at the first match, so timing says
   nothing about which hash (or how much of one) matched.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import logging
 import re
 import secrets
@@ -20,6 +22,9 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
+from urllib.parse import urlsplit
+
+from itsdangerous import BadSignature, URLSafeTimedSerializer
 
 log = logging.getLogger(__name__)
 HASH_RE = re.compile(r"[0-9a-f]{64}")
@@ -69,6 +74,8 @@ MISSING = Refusal(401, "this endpoint needs a bearer token: send `Authorization:
 WRONG = Refusal(403, "the bearer token is not one of the configured tokens; check $CLAIMWATCH_TOKEN "
                      "or make a new one with `claimwatch token new`")
 UNCONFIGURED = Refusal(403, HOW_TO_CONFIGURE)
+SESSION_NOT_TOKEN = Refusal(401, "a sign-in session only reads; changes need `Authorization: Bearer <token>` "
+                                 "with the token itself")
 
 
 def bearer_of(authorization: str | None) -> str | None:
@@ -165,3 +172,68 @@ class TokenBucket:
         while len(self._buckets) > self.max_clients:
             self._buckets.popitem(last=False)
         return wait
+
+
+class ReadSession:
+    """Signed, expiring read-only sessions for the dashboard's sign-in; they carry no token.
+
+    The signing key is random per process unless one is given, so sessions end when the
+    API restarts (signing in again takes one form post).
+    """
+
+    SCOPE = {"scope": "read"}
+
+    def __init__(self, max_age_seconds: int, key: bytes | None = None):
+        self.max_age_seconds = max_age_seconds
+        self._signer = URLSafeTimedSerializer(key or secrets.token_bytes(32), salt="claimwatch-read-session")
+
+    def issue(self) -> str:
+        return self._signer.dumps(self.SCOPE)
+
+    def valid(self, value: str | None) -> bool:
+        if not value:
+            return False
+        try:
+            return self._signer.loads(value, max_age=self.max_age_seconds) == self.SCOPE
+        except BadSignature:  # also an expired one (SignatureExpired)
+            return False
+
+
+def same_origin(host: str | None, origin: str | None, referer: str | None) -> bool:
+    """Did a browser send this from our own pages? Origin decides, else Referer.
+
+    Hosts are compared without the scheme, since a TLS-terminating proxy makes the API see
+    http for an https page. With neither header the caller is not a browser form (curl),
+    which cannot ride a signed-in browser, so it is let through.
+    """
+    sent = origin if origin is not None else referer
+    if sent is None:
+        return True
+    return bool(host) and urlsplit(sent).netloc.lower() == host.lower()  # "null" has no netloc: refused
+
+
+class ClientAddress:
+    """The caller's IP: the peer, or, when the peer is a trusted proxy, the nearest untrusted
+    address in X-Forwarded-For (read right to left, since a client can prepend anything)."""
+
+    def __init__(self, trusted_proxies: Iterable[str] = ()):
+        try:
+            self._trusted = tuple(ipaddress.ip_network(p.strip(), strict=False) for p in trusted_proxies)
+        except ValueError as exc:
+            raise ValueError(f"api.trusted_proxies: {exc}; list IP addresses or networks such as 10.0.0.0/8") from None
+
+    def trusted(self, address: str) -> bool:
+        try:
+            ip = ipaddress.ip_address(address.strip())
+        except ValueError:
+            return False
+        return any(ip in net for net in self._trusted)
+
+    def of(self, peer: str, forwarded_for: str | None) -> str:
+        if not forwarded_for or not self.trusted(peer):
+            return peer
+        hops = [h.strip() for h in forwarded_for.split(",") if h.strip()]
+        for hop in reversed(hops):
+            if not self.trusted(hop):
+                return hop
+        return hops[0] if hops else peer

@@ -1,4 +1,4 @@
-"""ASGI middleware: refuse oversize bodies before anything parses them; security headers on every response.
+"""ASGI middleware: refuse oversize bodies before anything parses them; limit anonymous reads; security headers.
 
 (FastAPI's own ``max_body_size`` answers 413 in plain text and only once the body is
 read; here the refusal is JSON, says which setting to change, and a declared
@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import orjson
 from starlette.exceptions import HTTPException
+from starlette.requests import Request
+
+from services.api.security import Gate, retry_after
 
 # No inline scripts anywhere: pages load /static/*.js only, and pass data in data- attributes.
 CONTENT_SECURITY_POLICY = (
@@ -30,10 +33,11 @@ class BodyTooLarge(HTTPException):
         super().__init__(413, detail)
 
 
-async def _send_json(send, status: int, detail: str) -> None:
+async def _send_json(send, status: int, detail: str, headers: tuple[tuple[bytes, bytes], ...] = ()) -> None:
     body = orjson.dumps({"detail": detail})
     await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            *headers]})
     await send({"type": "http.response.body", "body": body})
 
 
@@ -81,6 +85,26 @@ class BodyLimit:
             if started:
                 raise
             await _send_json(send, 413, exc.detail)
+
+
+class AnonymousReadLimit:
+    """429 for reads (GET, HEAD) beyond api.anonymous_reads_per_minute from one address, unless the
+    request carries a valid token or sign-in session. A middleware so pages and static files count too."""
+
+    UNLIMITED = ("/healthz", "/readyz")  # probes must not fail because someone else floods from their address
+
+    def __init__(self, app, gate: Gate):
+        self.app, self.gate = app, gate
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope["method"] in ("GET", "HEAD") and scope["path"] not in self.UNLIMITED:
+            wait = self.gate.anonymous_read_wait(Request(scope))
+            if wait > 0:
+                retry = retry_after(wait)
+                return await _send_json(send, 429, f"Too many requests from your address without signing in; "
+                                                   f"try again in {retry} seconds.",
+                                        ((b"retry-after", str(retry).encode()),))
+        await self.app(scope, receive, send)
 
 
 class SecurityHeaders:

@@ -7,7 +7,6 @@ field (kept in sessionStorage), so the API's auth and rate limits apply unchange
 from __future__ import annotations
 
 import re
-from datetime import timedelta
 from pathlib import Path
 from typing import Callable
 from urllib.parse import quote
@@ -20,7 +19,7 @@ from fastapi.staticfiles import StaticFiles
 from services.alerts.figures import counted, dlq_command, figure, hallucination_sentence, served_sentence
 from services.alerts.lifecycle import INPUT_KINDS
 from services.api import views
-from services.api.auth import READ_COOKIE
+from services.api.auth import READ_COOKIE, same_origin
 from services.api.plotly_assets import BASE_STYLE_ID, PlotlyAssets
 from services.api.serialise import agreement_json, as_json
 from services.alerts.expectations import PRIORITY, SORTS, expected_text
@@ -216,23 +215,31 @@ def router(components, gate: Gate, alerts, now: Callable, issues=None, evalset=N
                     calibrated_rates=[c.as_dict() | {"route": r, "raw": c.raw} for r, c in sorted(calibrated.items())],
                     calibrated_window=REVIEW_WINDOW)
 
-    # Reads protected by token: a browser signs in once; the cookie only ever allows reads.
+    # Reads protected by token: a browser signs in once and gets a read-only session, never the token.
+    def signin_form(request: Request, next: str, status: int = 200, error: str = "") -> Response:
+        response = render("signin.html", status, page="signin", title="Sign in", next=_local(next), signed_in=False,
+                          protect_reads=gate.policy.protect_reads, tokens_configured=gate.tokens.configured,
+                          error=error)
+        # The form's post must carry its Origin, which the site-wide no-referrer policy would blank to "null".
+        response.headers["Referrer-Policy"] = "same-origin"
+        return response
+
     @r.get("/signin", response_class=HTMLResponse)
     def signin_page(request: Request, next: str = Query("/", max_length=500)) -> Response:
-        return render("signin.html", page="signin", title="Sign in", next=_local(next), signed_in=False,
-                      protect_reads=gate.policy.protect_reads, tokens_configured=gate.tokens.configured, error="")
+        return signin_form(request, next)
 
     @r.post("/signin", response_class=HTMLResponse)
     def signin(request: Request, token: str = Form(max_length=500), next: str = Form("/", max_length=500)) -> Response:
-        wait = gate.bucket.take(gate.client_of(request), gate.clock())
-        refusal = gate.tokens.refusal(token) if wait == 0 else None
-        if wait > 0 or refusal is not None:
-            message = "too many attempts; wait a minute" if wait > 0 else refusal.detail
-            return render("signin.html", 429 if wait > 0 else refusal.status, page="signin", title="Sign in",
-                          next=_local(next), signed_in=False, protect_reads=gate.policy.protect_reads,
-                          tokens_configured=gate.tokens.configured, error=message)
+        if not same_origin(request.headers.get("host"), request.headers.get("origin"), request.headers.get("referer")):
+            return signin_form(request, next, 403, "Sign in from this site's own sign-in page.")
+        wait = gate.signin_wait(request)
+        if wait > 0:
+            return signin_form(request, next, 429, "Too many sign-in attempts from your address; wait a minute.")
+        refusal = gate.tokens.refusal(token)
+        if refusal is not None:
+            return signin_form(request, next, refusal.status, refusal.detail)
         response = RedirectResponse(_local(next), status_code=303)
-        response.set_cookie(READ_COOKIE, token, max_age=int(timedelta(hours=12).total_seconds()), httponly=True,
+        response.set_cookie(READ_COOKIE, gate.sessions.issue(), max_age=gate.sessions.max_age_seconds, httponly=True,
                             samesite="strict", secure=request.url.scheme == "https", path="/")
         return response
 

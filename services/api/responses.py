@@ -133,6 +133,7 @@ class SilenceView(Out):
     ends_at: str
     created_by: str
     comment: str
+    ended_by: str = Field(description="who ended it early; empty while it runs or when it ran its course")
 
 
 class SilenceListed(SilenceView):

@@ -8,7 +8,8 @@ from typing import Callable
 from fastapi import HTTPException, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from services.api.auth import READ_COOKIE, Refusal, TokenBucket, TokenCheck
+from services.api.auth import (READ_COOKIE, SESSION_NOT_TOKEN, ClientAddress, ReadSession, Refusal, TokenBucket,
+                               TokenCheck, bearer_of, hash_token)
 from services.api.models import PROBLEM_JSON
 
 # Shown in OpenAPI as the `bearerAuth` scheme; auto_error off so refusals use our messages.
@@ -23,9 +24,10 @@ AUTH_RESPONSES = {
 MUTATION_RESPONSES = {
     **AUTH_RESPONSES,
     413: {"description": "The body is larger than api.max_body_bytes", "content": PROBLEM_JSON},
-    429: {"description": "Too many changes from this client; retry after Retry-After seconds",
-          "content": PROBLEM_JSON},
+    429: {"description": "Too many changes from this token (or, without a valid token, from this address); "
+                         "retry after Retry-After seconds", "content": PROBLEM_JSON},
 }
+SESSION_SECONDS = 12 * 3600  # how long a dashboard sign-in lasts
 
 
 @dataclass(frozen=True)
@@ -35,8 +37,12 @@ class ApiPolicy:
     token_hashes: tuple[str, ...] = ()
     token_file: str | None = None  # more hashes, one a line, re-read when the file changes
     protect_reads: bool = False
-    mutations_per_minute: float = 60.0
+    mutations_per_minute: float = 60.0  # per valid token
     mutation_burst: int = 20
+    anonymous_mutations_per_minute: float = 10.0  # per address, for missing and wrong tokens
+    signins_per_minute: float = 10.0  # per address
+    anonymous_reads_per_minute: float = 600.0  # per address, for reads without a valid token or session
+    trusted_proxies: tuple[str, ...] = ()  # peers whose X-Forwarded-For names the caller
     max_body_bytes: int = 64 * 1024
     cors_origins: tuple[str, ...] = field(default=())
 
@@ -51,6 +57,12 @@ class ApiPolicy:
             protect_reads=bool(given.get("protect_reads", False)),
             mutations_per_minute=float(given.get("mutations_per_minute", defaults.mutations_per_minute)),
             mutation_burst=int(given.get("mutation_burst", defaults.mutation_burst)),
+            anonymous_mutations_per_minute=float(given.get("anonymous_mutations_per_minute",
+                                                           defaults.anonymous_mutations_per_minute)),
+            signins_per_minute=float(given.get("signins_per_minute", defaults.signins_per_minute)),
+            anonymous_reads_per_minute=float(given.get("anonymous_reads_per_minute",
+                                                       defaults.anonymous_reads_per_minute)),
+            trusted_proxies=tuple(given.get("trusted_proxies") or ()),
             max_body_bytes=int(given.get("max_body_bytes", defaults.max_body_bytes)),
             cors_origins=tuple(given.get("cors_origins") or ()),
         )
@@ -61,45 +73,86 @@ def _refuse(refusal: Refusal) -> HTTPException:
     return HTTPException(refusal.status, refusal.detail, headers=headers)
 
 
+def per_minute(calls: float) -> TokenBucket:
+    """A bucket that holds a minute's worth of calls and refills evenly."""
+    return TokenBucket(calls / 60.0, max(1, int(calls)))
+
+
+def retry_after(wait: float) -> int:
+    return max(1, int(wait + 0.999))
+
+
+def too_many(wait: float, who: str, settings: str) -> HTTPException:
+    retry = retry_after(wait)
+    return HTTPException(429, f"too many {who}; retry in {retry}s (limit: {settings})",
+                         headers={"Retry-After": str(retry)})
+
+
 class Gate:
-    """Dependencies: ``mutation`` (rate limit, then token) and ``read`` (token only if reads are protected)."""
+    """Dependencies: ``mutation`` (token, then its rate limit) and ``read`` (token or session if reads are protected).
+
+    Rate limits are kept apart so that no flood can delay a token holder: a valid token spends its
+    own bucket (keyed by its hash); missing and wrong tokens share a small bucket per address;
+    sign-in attempts and anonymous reads have buckets of their own per address.
+    """
 
     def __init__(self, policy: ApiPolicy, clock: Callable[[], float] = time.monotonic):
         self.policy = policy
         self.tokens = TokenCheck(policy.token_hashes, policy.token_file)
-        self.bucket = TokenBucket(policy.mutations_per_minute / 60.0, policy.mutation_burst)
+        self.sessions = ReadSession(SESSION_SECONDS)  # per-process key: sessions end at restart
+        self.addresses = ClientAddress(policy.trusted_proxies)
+        self.holders = TokenBucket(policy.mutations_per_minute / 60.0, policy.mutation_burst)
+        self.anonymous_mutations = per_minute(policy.anonymous_mutations_per_minute)
+        self.signins = per_minute(policy.signins_per_minute)
+        self.anonymous_reads = per_minute(policy.anonymous_reads_per_minute)
         self.clock = clock
 
-    @staticmethod
-    def client_of(request: Request) -> str:
-        return request.client.host if request.client else "unknown"
+    def client_of(self, request: Request) -> str:
+        peer = request.client.host if request.client else "unknown"
+        return self.addresses.of(peer, request.headers.get("x-forwarded-for"))
+
+    def holds_token(self, token: str | None) -> bool:
+        return token is not None and self.tokens.matches(token)
 
     def mutation_check(self, request: Request, token: str | None) -> None:
-        # Limit before checking the token, so guessing tokens is throttled too.
-        wait = self.bucket.take(self.client_of(request), self.clock())
+        if self.holds_token(token):
+            wait = self.holders.take(hash_token(token), self.clock())
+            if wait > 0:
+                raise too_many(wait, "changes with this token", "api.mutations_per_minute, api.mutation_burst")
+            return
+        # Guessing tokens is throttled, in a bucket no token holder shares.
+        wait = self.anonymous_mutations.take(self.client_of(request), self.clock())
         if wait > 0:
-            retry = max(1, int(wait + 0.999))
-            raise HTTPException(429, f"too many changes from this client; retry in {retry}s "
-                                     "(limit: api.mutations_per_minute, api.mutation_burst)",
-                                headers={"Retry-After": str(retry)})
-        refusal = self.tokens.refusal(token)
-        if refusal is not None:
+            raise too_many(wait, "changes without a valid token from this address",
+                           "api.anonymous_mutations_per_minute")
+        refusal = SESSION_NOT_TOKEN if token is not None and self.sessions.valid(token) else self.tokens.refusal(token)
+        if refusal is not None:  # None only if the token file gained this token since holds_token()
             raise _refuse(refusal)
 
     def read_check(self, request: Request, token: str | None) -> None:
         if not self.policy.protect_reads:
             return
-        token = token or request.cookies.get(READ_COOKIE)
+        if token is None and self.has_session(request):
+            return
         refusal = self.tokens.refusal(token)
         if refusal is not None:
             raise _refuse(refusal)
 
+    def has_session(self, request: Request) -> bool:
+        return self.sessions.valid(request.cookies.get(READ_COOKIE))
+
     def signed_in(self, request: Request) -> bool:
         """For pages: may this browser read (always, unless reads are protected)?"""
-        if not self.policy.protect_reads:
-            return True
-        token = request.cookies.get(READ_COOKIE)
-        return token is not None and self.tokens.refusal(token) is None
+        return not self.policy.protect_reads or self.has_session(request)
+
+    def anonymous_read_wait(self, request: Request) -> float:
+        """0 for a read with a valid token or session, else what the address's anonymous bucket says."""
+        if self.holds_token(bearer_of(request.headers.get("authorization"))) or self.has_session(request):
+            return 0.0
+        return self.anonymous_reads.take(self.client_of(request), self.clock())
+
+    def signin_wait(self, request: Request) -> float:
+        return self.signins.take(self.client_of(request), self.clock())
 
     # FastAPI dependencies -----------------------------------------------------
     def mutation(self):

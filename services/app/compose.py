@@ -264,7 +264,7 @@ def run_worker(settings: Settings, *, serve_api: bool, on_ready: Callable[[Compo
 
         offsets = OffsetTracker()
         writer = DurableWriter(c.ingestor(epoch), c.health, c.metrics, backoff(), in_thread(c.store_thread),
-                               in_thread(decode_thread), clock=utcnow)
+                               in_thread(decode_thread), clock=utcnow, stopping=lambda: app.should_stop)
         pipeline = IngestPipeline(writer, agents.dead_letter_sender(topics.dlq, backoff), c.metrics, offsets)
         agents.register_ingest(app, topics.verdicts, pipeline, s.ingest)
         # Faust's consumer group is the app's id.

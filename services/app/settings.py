@@ -90,8 +90,15 @@ class ApiSettings(Section):
                                    "changes (`claimwatch up` watches ~/.config/claimwatch/token-hashes, where "
                                    "`claimwatch token new` adds them)")
     protect_reads: bool = False
-    mutations_per_minute: float = Field(60.0, gt=0, description="rate limit per client on mutating endpoints")
+    mutations_per_minute: float = Field(60.0, gt=0, description="rate limit per valid token on mutating endpoints")
     mutation_burst: int = Field(20, ge=1)
+    anonymous_mutations_per_minute: float = Field(10.0, gt=0, description="per address, for changes with a missing "
+                                                  "or wrong token; never shared with token holders")
+    signins_per_minute: float = Field(10.0, gt=0, description="dashboard sign-in attempts per address")
+    anonymous_reads_per_minute: float = Field(600.0, gt=0, description="reads per address without a valid token or "
+                                              "sign-in session")
+    trusted_proxies: list[str] = Field(default_factory=list, description="IPs or networks of reverse proxies whose "
+                                       "X-Forwarded-For names the caller; empty: the peer address is the caller")
     max_body_bytes: int = Field(65536, ge=1024)
     cors_origins: list[str] = Field(default_factory=list, description="CORS is off unless origins are listed")
 

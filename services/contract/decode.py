@@ -22,6 +22,7 @@ _RULES = {
     "string_too_long": "bad_length",
     "too_long": "too_many_items",
     "greater_than_equal": "out_of_range",
+    "greater_than": "out_of_range",
     "less_than_equal": "out_of_range",
     "model_type": "wrong_type",
     "dict_type": "wrong_type",

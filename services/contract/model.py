@@ -59,11 +59,18 @@ def parse_timestamp(value: object) -> datetime:
         raise PydanticCustomError("bad_timestamp", "not a valid date-time: {value}", {"value": repr(value[:64])}) from None
 
 
+DOT_SEGMENTS = (".", "..")  # URLs resolve these away, so /routes/{route} would lead elsewhere
+
+
 def check_route(value: str) -> str:
     if not ROUTE_RE.fullmatch(value):
         raise PydanticCustomError(
             "bad_route", "route must be 1-128 chars of A-Z a-z 0-9 . _ : / -, got {route}", {"route": repr(value[:64])}
         )
+    if value in DOT_SEGMENTS:
+        raise PydanticCustomError(
+            "route.dot_segment",
+            "route {route} is a URL dot segment, which links drop; use a name with a letter or digit", {"route": repr(value)})
     return value
 
 
@@ -121,6 +128,11 @@ class Signals(Part):
     sample_disagreement: Unit | None = None
 
 
+class Sampling(Part):
+    # in (0, 1]: the chance this answer was picked for verification; 0 or more than 1 would weight it by nonsense
+    rate: Annotated[float, Field(gt=0, le=1)] = 1.0
+
+
 class VerdictEvent(Part):
     schema_: Literal["claimwatch.verdict/v1"] = Field(alias="schema")
     event_id: Id
@@ -137,6 +149,7 @@ class VerdictEvent(Part):
     first_failed_stage: Literal[STAGES] | None = None  # type: ignore[valid-type]
     signals: Signals = Field(default_factory=Signals)
     attributes: dict[str, str] = Field(default_factory=dict, max_length=32)
+    sampling: Sampling = Field(default_factory=Sampling)
 
     @property
     def failed_claims(self) -> list[Claim]:

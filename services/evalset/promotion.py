@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+import unicodedata
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -139,6 +140,18 @@ def _canonical(verdict: str, where: str) -> str:
         raise PromotionError(f"{where}: unknown verdict {verdict!r}; use one of {sorted(set(VERDICT_ALIASES.values()))}") from None
 
 
+# Invisible letters the Unicode "default ignorable" set adds to the format (Cf) characters: fillers, selectors.
+_IGNORABLE = {0x115F, 0x1160, 0x3164, 0xFFA0, *range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0)}
+
+
+def identity_key(name: str) -> str:
+    """What the four-eyes check compares: NFKC, case-folded, with invisible characters dropped, so that
+    ``Alice``, ``ａｌｉｃｅ`` and ``alice\u200b`` are all the proposer ``alice``."""
+    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", name).casefold())
+    visible = "".join(c for c in folded if unicodedata.category(c)[0] != "C" and ord(c) not in _IGNORABLE)
+    return " ".join(visible.split())
+
+
 def _required(value: str, field: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise PromotionError(f"{field} is required (got {value!r})")
@@ -204,7 +217,7 @@ class PromotionService:
     def approve(self, item_id: str, by: str, reason: str = "") -> EvalItem:
         by = _required(by, "--by")
         item = self._reviewable(item_id)
-        if by == item.proposed_by and not self.allow_self_approval:
+        if identity_key(by) == identity_key(item.proposed_by) and not self.allow_self_approval:
             raise PromotionError(f"{by} proposed item {item_id} and cannot approve it too; ask another reviewer "
                                  "(or set allow_self_approval)")
         return self._review(item, "approved", by, reason.strip())

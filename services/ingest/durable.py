@@ -19,17 +19,23 @@ from services.ingest.ingestor import BatchOutcome, Health, Ingestor, RawMessage
 from services.store.backends import StoreError
 
 log = logging.getLogger(__name__)
+PAUSE_SLICE = 0.25  # a backoff pause notices a shutdown within this long
 
+
+class WriteAbandoned(Exception):
+    """The process is stopping while the store refuses the batch: it stays unacked, so it is redelivered."""
 
 
 class DurableWriter:
     """Decode once, then retry the write with backoff while the store is down; marks Health and observes metrics.
 
-    ``clock`` says when a batch arrived: the ingest window is judged at that time."""
+    ``clock`` says when a batch arrived: the ingest window is judged at that time. ``stopping`` says the process
+    is shutting down: a refused batch is then abandoned (``WriteAbandoned``) instead of retried, so shutdown
+    never waits on a store that refuses every write."""
 
     def __init__(self, ingestor: Ingestor, health: Health, metrics: Metrics, backoff: Backoff,
                  run_store: Run, run_decode: Run, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-                 clock: Callable[[], datetime] = utcnow):
+                 clock: Callable[[], datetime] = utcnow, stopping: Callable[[], bool] = lambda: False):
         self.ingestor = ingestor
         self.health = health
         self.metrics = metrics
@@ -38,6 +44,7 @@ class DurableWriter:
         self.run_decode = run_decode
         self.sleep = sleep
         self.clock = clock
+        self.stopping = stopping
 
     async def write(self, messages: Sequence[RawMessage]) -> BatchOutcome:
         """Returns only once the batch is stored; StoreError is retried forever (offsets stay uncommitted)."""
@@ -49,11 +56,21 @@ class DurableWriter:
             except StoreError as exc:
                 self.health.mark_failed(str(exc)[:500])
                 self.metrics.store_failures.inc()
+                if self.stopping():
+                    raise WriteAbandoned(f"stopping while the store refuses writes ({str(exc)[:200]}); "
+                                         f"{len(messages)} messages stay uncommitted and are redelivered") from None
                 delay = self.backoff.next_delay()
                 log.warning("store write failed (%s); retrying in %.1fs, offsets not committed", str(exc)[:200], delay)
-                await self.sleep(delay)
+                await self._pause(delay)
                 continue
             self.backoff.reset()
             self.health.mark_ok()
             self.metrics.ingest_seconds.observe(time.perf_counter() - started)
             return outcome
+
+    async def _pause(self, seconds: float) -> None:
+        """The backoff pause, cut short by a shutdown."""
+        left = seconds
+        while left > 0 and not self.stopping():
+            await self.sleep(min(left, PAUSE_SLICE))
+            left -= PAUSE_SLICE

@@ -204,6 +204,8 @@ class IssuesService:
         source, target = self.issues.get(issue_id), self.issues.get(into)
         if source.merged_into:
             raise Conflict(f"issue {issue_id} was already merged into {source.merged_into}")
+        if target.merged_into:  # merging into it would hide the source, and close a cycle if the chain leads back
+            raise Conflict(self._merged_target(issue_id, target))
         now = self.clock().isoformat()
         self.issues.save([
             replace(source, merged_into=into, history=source.history + ({"at": now, "event": "merged_into", "issue": into,
@@ -213,6 +215,17 @@ class IssuesService:
         ])
         self.issues.move_members(issue_id, into)
         return self.show(into)
+
+    def _merged_target(self, issue_id: str, target: IssueRecord) -> str:
+        """Why a merge into an issue that was itself merged away is refused, naming where its chain ends."""
+        chain, current = [target.issue_id], target
+        while current.merged_into and current.merged_into not in chain and len(chain) < 100:  # bounded: stored cycles
+            if current.merged_into == issue_id:
+                return (f"issue {target.issue_id} was itself merged, and its merges lead back to {issue_id}; "
+                        f"merging would make a cycle that hides both")
+            chain.append(current.merged_into)
+            current = self.issues.get(current.merged_into)
+        return f"issue {target.issue_id} was merged into {target.merged_into}; merge into {chain[-1]} instead"
 
     def runbook(self, issue_id: str, fmt: str = "md", base_url: str | None = None) -> str:
         if fmt not in ("md", "html"):

@@ -23,10 +23,11 @@ from datetime import datetime, timedelta, timezone
 from services.store.rates import COUNT_FIELDS
 from services.store.backends import Store
 from services.store.convert import ch_time
-from services.store.retention import RetentionKeeper, ttl_days
+from services.store.retention import MAX_DAYS, RetentionKeeper, ttl_days
 
 KEY = ("dim", "value", "route", "minute")
 TTL_MARGIN = timedelta(days=1)
+MAX_REPAIR_HORIZON = timedelta(days=MAX_DAYS)  # the longest retention: older answers are not stored
 EPOCH = datetime(1970, 1, 2, tzinfo=timezone.utc)  # before any event time
 
 

@@ -33,7 +33,8 @@ class Demo:
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "80", "XDG_CONFIG_HOME": str(tmp / "config"),
                     "CLAIMWATCH_API__PORT": str(self.port), "CLAIMWATCH_API__URL": self.url,
-                    "CLAIMWATCH_EMBEDDED_BROKER": f"127.0.0.1:{free_port()}"}
+                    "CLAIMWATCH_EMBEDDED_BROKER": f"127.0.0.1:{free_port()}",
+                    "CLAIMWATCH_API__ANONYMOUS_READS_PER_MINUTE": "100000"}  # this test polls twice a second
         self.log = tmp / "demo.log"
         self.proc = subprocess.Popen([sys.executable, "-m", "services.app.cli", "demo"], cwd=tmp, env=self.env,
                                      stdout=open(self.log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)

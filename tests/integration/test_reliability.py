@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import signal
+import subprocess
 import threading
 import time
 from datetime import datetime, timedelta, timezone
@@ -208,3 +210,30 @@ def test_store_failures_retry_hold_offsets_and_resume_without_loss(broker, topic
 def not_ready(worker: WorkerProcess):
     response = httpx.get(worker.url + "/readyz", timeout=10)
     return response.json() if response.status_code == 503 else None
+
+
+def test_sigterm_stops_a_worker_whose_store_refuses_every_write_and_a_restart_stores_every_event_once(
+        broker, topic_prefix, tmp_path):
+    sims = list(generate(Scenario.demo(), datetime(2026, 11, 21, 5, 0, tzinfo=timezone.utc), 10, seed=31))
+    expected = expected_counts(sims)
+    topic = setup_topics(broker, topic_prefix)
+    with ClickHouseStandin(tmp_path / "server") as server:
+        env = {"CLAIMWATCH_CLUSTERING__IN_WORKER": "false", "CLAIMWATCH_INGEST__RETRY_MAX_SECONDS": "30"}
+        worker = WorkerProcess(broker.bootstrap, server.url, topic_prefix, tmp_path / "worker.log", env=env).start()
+        server.fail_inserts = True  # from the first batch on: nothing is ever stored
+        StreamingProducer(broker.bootstrap, topic, sims, chunk=5000, pause=0).run()
+        worker.wait_for(lambda: server.failed_inserts >= 3, 120, "the writes to be refused and retried")
+        worker.proc.send_signal(signal.SIGTERM)
+        started = time.monotonic()
+        try:
+            worker.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            raise AssertionError(f"the worker did not stop within 15 s of SIGTERM; log: {worker.log_path}") from None
+        print(f"stopped {time.monotonic() - started:.1f} s after SIGTERM")  # shown with -s
+        server.fail_inserts = False
+        worker.start()  # the unacked batches are redelivered
+        want = (expected.valid_events, expected.bad_total)
+        worker.wait_for(lambda: totals(worker) == want, 300, f"{want} after the restart")
+        assert {r["route"]: r["verdicts"] for r in worker.get("/api/rates", window="all")} == expected.verdicts
+        worker.stop()

@@ -50,7 +50,9 @@ class WorkerProcess:
                # Tests and benches send fixed event times, which a wall-clock TTL would expire as they age,
                # and the live ingest window would refuse once older than the raw rows are kept.
                "CLAIMWATCH_RETENTION__RAW_DAYS": "3650", "CLAIMWATCH_RETENTION__AGGREGATE_DAYS": "3650",
-               "CLAIMWATCH_INGEST__BACKFILL": "true", **self.env}
+               "CLAIMWATCH_INGEST__BACKFILL": "true",
+               # tests poll the API anonymously from one address, faster than any reader should
+               "CLAIMWATCH_API__ANONYMOUS_READS_PER_MINUTE": "100000", **self.env}
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "services.app.cli", "-v", "worker", "--serve-api", "--kafka", self.bootstrap,

@@ -8,7 +8,7 @@ from typing import Callable
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 
 from services.alerts.service import AlertsService
-from services.api.models import ERROR_RESPONSES, MAX_SILENCE, AckBody, SilenceBody
+from services.api.models import ERROR_RESPONSES, MAX_SILENCE, AckBody, SilenceBody, UnsilenceBody
 from services.api.responses import AlertDetail, AlertRule, AlertView, SilenceListed, SilenceView
 from services.api.serialise import as_json
 from services.api.security import AUTH_RESPONSES, MUTATION_RESPONSES, Gate
@@ -60,7 +60,7 @@ def router(alerts: AlertsService, gate: Gate, now: Callable) -> APIRouter:
 
     @r.delete("/api/silences/{silence_id}", summary="End a silence now", response_model=SilenceView,
               dependencies=write, responses=changes)
-    def expire_silence(silence_id: str) -> dict:
-        return as_json(alerts.unsilence(silence_id, now()))
+    def expire_silence(silence_id: str, body: UnsilenceBody) -> dict:
+        return as_json(alerts.unsilence(silence_id, body.by, now()))
 
     return r

@@ -34,7 +34,8 @@
         return;
       }
       if (kind === "lines") {
-        var lines = el.value.split(/\r?\n|,/).map(function (s) { return s.trim(); }).filter(Boolean);
+        // newlines only: a comma belongs to the regex in a matcher such as route=~a{1,3}
+        var lines = el.value.split(/\r?\n/).map(function (s) { return s.trim(); }).filter(Boolean);
         body[el.name] = (body[el.name] || []).concat(lines);
         return;
       }
@@ -54,7 +55,7 @@
     var headers = { "Accept": "application/json" };
     if (token()) { headers.Authorization = "Bearer " + token(); }
     var init = { method: method, headers: headers, credentials: "same-origin" };
-    if (method !== "DELETE") {
+    if (method !== "DELETE" || form.querySelector("[name]")) {  // a DELETE sends a body only when it has fields (by)
       headers["Content-Type"] = "application/json";
       init.body = JSON.stringify(bodyOf(form));
     }

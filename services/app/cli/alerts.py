@@ -304,12 +304,15 @@ def alerts_silence(settings: Settings, matchers: tuple[str, ...], duration: str 
 
 @alerts.command("unsilence")
 @click.argument("silence_id")
+@by_option("Who ends the silence.")
 @service_options
-def alerts_unsilence(settings: Settings, silence_id: str) -> None:
+def alerts_unsilence(settings: Settings, silence_id: str, by: str | None) -> None:
     """End a silence now."""
-    data = reach(settings, f"/api/silences/{silence_id}", {}, lambda c: serialise(c.alerts.unsilence(silence_id, utcnow())),
-                 method="DELETE")
-    console.print(f"silence {data['silence_id']} ended at {data['ends_at']}")
+    by = who(settings, by)
+    data = reach(settings, f"/api/silences/{silence_id}", {},
+                 lambda c: serialise(c.alerts.unsilence(silence_id, by, utcnow())), method="DELETE", body={"by": by})
+    ended_by = f" by {data['ended_by']}" if data.get("ended_by") else ""
+    console.print(f"silence {data['silence_id']} ended at {data['ends_at']}{ended_by}")
 
 
 def silence_columns(now) -> list[Column]:
@@ -319,6 +322,7 @@ def silence_columns(now) -> list[Column]:
         Column("ENDS", lambda s: ago(s["ends_at"], now), kind="num"),
         Column("ACTIVE", lambda s: "yes" if s.get("active") else "no", 1),
         Column("BY", lambda s: s["created_by"], 2, "name", lines=1, min_width=8),
+        Column("ENDED BY", lambda s: s.get("ended_by") or "", 4, "name", lines=1, min_width=8),
         Column("COMMENT", lambda s: s["comment"], 3, "name", min_width=16),
         Column("STARTS", lambda s: ago(s["starts_at"], now), 4, "num"),
     ]

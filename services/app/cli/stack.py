@@ -118,7 +118,12 @@ def repair(settings: Settings, hours: float) -> None:
 
     from services.store.backends import StoreError, open_store
     from services.store.migrate import migrate
-    from services.store.repair import repair_recent
+    from services.store.repair import MAX_REPAIR_HORIZON, repair_recent
+
+    limit = MAX_REPAIR_HORIZON / timedelta(hours=1)
+    if not 0 < hours <= limit:  # also refuses nan; checked before timedelta(), which overflows on huge values
+        raise Abort(f"--hours must be more than 0 and at most {limit:g} (the limit, {MAX_REPAIR_HORIZON.days} days); "
+                    f"got {hours:g}")
 
     try:
         store = open_store(settings.clickhouse)

@@ -124,3 +124,26 @@ def test_matcher_built_directly_is_validated():
         Matcher("route", "=~", "(")
     with pytest.raises(ValueError, match="operator"):
         Matcher("route", "==", "x")
+
+
+def test_a_duration_past_the_limit_is_a_value_error_naming_it_not_an_overflow():
+    with pytest.raises(ValueError, match="duration '99999999999d' is longer than the limit of 366 days"):
+        parse_duration("99999999999d")
+    assert parse_duration("366d") == timedelta(days=366)
+
+
+def test_unsilencing_records_who_and_keeps_it_through_a_record():
+    silence = Silence.create(["route=billing-faq"], NOW, duration="2h", created_by="ana", comment="c")
+    ended = silence.expire(NOW + timedelta(minutes=10), by="bo")
+    assert ended.ended_by == "bo" and Silence.from_dict(ended.as_dict()) == ended
+    assert ended.expire(NOW + timedelta(minutes=20), by="cy").ended_by == "bo"  # already over: unchanged
+    older_record = {k: v for k, v in silence.as_dict().items() if k != "ended_by"}
+    assert Silence.from_dict(older_record).ended_by == ""
+
+
+def test_regex_matchers_use_re2_anchored():
+    matcher = parse_matcher("route=~(a|a)*b")
+    assert not matcher.matches({"route": "a" * 128}) and matcher.matches({"route": "aab"})
+    assert parse_matcher("route=~a{1,3}").matches({"route": "aaa"})
+    with pytest.raises(ValueError, match=r"matcher 'route=~\(\?=a\)': invalid regex .*invalid perl operator"):
+        parse_matcher("route=~(?=a)")

@@ -107,7 +107,9 @@ def write_issues(store, events) -> None:
 
 
 def client_for(services, **policy) -> TestClient:
-    fields = {"token_hashes": (TOKEN_HASH,), "mutations_per_minute": 6000, "mutation_burst": 1000, **policy}
+    fields = {"token_hashes": (TOKEN_HASH,), "mutations_per_minute": 6000, "mutation_burst": 1000,
+              "anonymous_mutations_per_minute": 6000, "signins_per_minute": 6000, "anonymous_reads_per_minute": 60000,
+              **policy}
     return TestClient(create_api(services, ApiPolicy(**fields), now=lambda: NOW))
 
 
@@ -235,10 +237,10 @@ def test_silence_lifecycle(client):
     sid = made.json()["silence_id"]
     active = {s["silence_id"]: s for s in client.get("/api/silences", params={"active": True}).json()}
     assert active[sid]["matchers"] == ["route=hr-policy"]
-    ended = client.delete(f"/api/silences/{sid}", headers=AUTH)
+    ended = client.request("DELETE", f"/api/silences/{sid}", json={"by": "oncall"}, headers=AUTH)
     assert ended.status_code == 200
     assert sid not in {s["silence_id"] for s in client.get("/api/silences", params={"active": True}).json()}
-    assert client.delete("/api/silences/s-nope", headers=AUTH).status_code == 404
+    assert client.request("DELETE", "/api/silences/s-nope", json={"by": "oncall"}, headers=AUTH).status_code == 404
 
 
 @pytest.mark.parametrize("body, where", [
@@ -247,7 +249,8 @@ def test_silence_lifecycle(client):
      "not both"),
     ({"matchers": ["not a matcher"], "by": "me", "comment": "c", "duration": "1h"}, "use label=value"),
     ({"matchers": ["route=~("], "by": "me", "comment": "c", "duration": "1h"}, "invalid regex"),
-    ({"matchers": ["route=x"], "by": "me", "comment": "c", "duration": "9999999999d"}, "longer than 366 days"),
+    ({"matchers": ["route=x"], "by": "me", "comment": "c", "duration": "9999999999d"},
+     "longer than the limit of 366 days"),
     ({"matchers": ["route=x"], "by": "me", "comment": "c", "ends_at": "9999-01-01T00:00:00Z"}, "more than 366 days"),
     ({"matchers": ["route=x"], "by": "me", "comment": "c", "ends_at": "2001-01-01T00:00:00Z"}, "in the past"),
     ({"matchers": ["route=~.*"], "by": "me", "comment": "c", "duration": "1h"}, "silence everything"),
@@ -341,16 +344,19 @@ def test_oversize_bodies_are_refused_with_413_before_parsing(world):
     assert unauthenticated.status_code == 413
 
 
-def test_mutations_are_rate_limited_per_client_with_retry_after(world):
+def test_mutations_are_rate_limited_per_token_and_per_address_without_one_with_retry_after(world):
     clock = [1000.0]
-    policy = ApiPolicy(token_hashes=(TOKEN_HASH,), mutations_per_minute=6, mutation_burst=2)
+    policy = ApiPolicy(token_hashes=(TOKEN_HASH,), mutations_per_minute=6, mutation_burst=2,
+                       anonymous_mutations_per_minute=6)
     client = TestClient(create_api(world[0], policy, now=lambda: NOW, clock=lambda: clock[0]))
     statuses = [client.post("/api/alerts/a-nope/ack", json={"by": "x"}, headers=AUTH).status_code for _ in range(3)]
     assert statuses == [404, 404, 429]
-    limited = client.post("/api/alerts/a-nope/ack", json={"by": "x"}, headers={"Authorization": "Bearer cw_guess"})
-    assert limited.status_code == 429  # guessing tokens is throttled too
-    assert limited.headers["retry-after"] == "10" and "retry in 10s" in limited.json()["detail"]
-    assert client.get("/api/rates").status_code == 200  # reads are not limited
+    # Guessing tokens is throttled too, in the address's own bucket: the token's spent one does not decide it.
+    guesses = [client.post("/api/alerts/a-nope/ack", json={"by": "x"}, headers={"Authorization": "Bearer cw_guess"})
+               for _ in range(7)]
+    assert [g.status_code for g in guesses] == [403] * 6 + [429]
+    assert guesses[-1].headers["retry-after"] == "10" and "retry in 10s" in guesses[-1].json()["detail"]
+    assert client.get("/api/rates").status_code == 200  # reads have their own, larger limit
     clock[0] += 10
     assert client.post("/api/alerts/a-nope/ack", json={"by": "x"}, headers=AUTH).status_code == 404
 
@@ -370,6 +376,7 @@ def test_protected_reads_need_the_token_and_pages_sign_in_with_a_read_only_cooki
     assert signed.status_code == 303 and signed.headers["location"] == "/"  # never off-site
     cookie = signed.headers["set-cookie"].lower()
     assert "httponly" in cookie and "samesite=strict" in cookie
+    assert TOKEN.lower() not in cookie  # a session, not the token
     assert client.get("/alerts").status_code == 200 and client.get("/api/rates").status_code == 200
     # The cookie reads; it never changes anything (no CSRF through a signed-in browser).
     assert client.post("/api/alerts/a-billing/ack", json={"by": "csrf"}).status_code == 401
@@ -396,7 +403,8 @@ def test_pages_carry_a_csp_without_inline_scripts_and_load_nothing_from_elsewher
     assert "script-src 'self'" in csp and "unsafe-inline" not in csp and "unsafe-eval" not in csp
     assert "frame-ancestors 'none'" in csp
     assert response.headers["x-content-type-options"] == "nosniff"
-    assert response.headers["referrer-policy"] == "no-referrer"
+    # Nothing leaks to other sites; the sign-in form sends its own origin so that /signin can check it.
+    assert response.headers["referrer-policy"] == ("same-origin" if path == "/signin" else "no-referrer")
     html = response.text
     scripts = re.findall(r"<script\b[^>]*>", html)
     assert scripts and all(re.search(r'\bsrc="/static/[\w.-]+\.js"', s) for s in scripts), scripts

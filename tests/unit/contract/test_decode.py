@@ -44,6 +44,11 @@ def test_verdict_aliases_normalise(alias, canonical):
     ({"route": ""}, "bad_route", "route"),
     ({"route": "billing faq"}, "bad_route", "route"),
     ({"route": "x" * 129}, "bad_route", "route"),
+    ({"sampling": {"rate": 0}}, "out_of_range", "sampling.rate"),
+    ({"sampling": {"rate": 1.5}}, "out_of_range", "sampling.rate"),
+    ({"sampling": {"rate": "0.5"}}, "wrong_type", "sampling.rate"),
+    ({"route": "."}, "route.dot_segment", "route"),
+    ({"route": ".."}, "route.dot_segment", "route"),
     ({"claims": "supported"}, "wrong_type", "claims"),
     ({"claims": [{"verdict": "supported", "score": "0.9"}]}, "wrong_type", "claims[0].score"),
     ({"claims": [{"verdict": "supported", "score": 1.5}]}, "out_of_range", "claims[0].score"),
@@ -187,3 +192,13 @@ def test_an_event_carrying_an_events_field_stays_one_event():
 
 def test_decode_refuses_an_envelope_as_one_event():
     assert Decoder().decode(envelope([BASE])).rule == "bad_schema"
+
+
+@pytest.mark.parametrize("route", ["...", ".well-known", "a/..", "v1.2"])
+def test_routes_with_dots_that_are_not_whole_dot_segments_are_accepted(route):
+    assert isinstance(decode({**BASE, "route": route}), VerdictEvent)
+
+
+def test_a_dot_segment_route_says_why():
+    result = decode({**BASE, "route": ".."})
+    assert result.reason == "route: route '..' is a URL dot segment, which links drop; use a name with a letter or digit"

@@ -141,8 +141,10 @@ def mutation_ops() -> list[tuple[str, tuple]]:
                                               "\U0001f600" * 129, *WRONG_TYPES)]
     ops += [op_set(["observed_at"], v) for v in VALID_TIMESTAMPS + INVALID_TIMESTAMPS]
     ops += [op_set(["route"], v) for v in ("a", "A-Z.a_z:0/9-", "x" * 128, "x" * 129, "", "has space", "route\n",
-                                           "r\u00fcte", "faq!", "faq\t", *WRONG_TYPES)]
+                                           "r\u00fcte", "faq!", "faq\t", ".", "..", "...", ".\n", *WRONG_TYPES)]
     ops += [op_set(["tenant"], v) for v in ("acme", "")]
+    ops += [op_set(["sampling"], v) for v in ({"rate": 0.05}, {"rate": 1}, {"rate": 0}, {"rate": -0.5}, {"rate": 1.5},
+                                              {"rate": "0.5"}, {"rate": True}, {}, *WRONG_TYPES)]
     ops += [op_set(["query", "query_type"], v) for v in (*QUERY_TYPES, "LOOKUP", "bogus", 1, None)]
     ops += [op_set(["query", "stakes"], v) for v in (*STAKES, "critical", None, 2)]
     ops += [op_set(["query", "answerable"], v) for v in (True, False, None, "yes", 1, 0)]

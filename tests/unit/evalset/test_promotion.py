@@ -297,3 +297,15 @@ def test_stored_traces_feed_promotion_and_the_eval_metrics(service, store):
     assert [(p.claim_idx, p.verifier, p.human, p.stakes) for p in pairs] == [(0, "supported", "supported", "high"),
                                                                              (1, "contradicted", "supported", "high")]
     assert agreement(pairs, n_boot=50).confusion == ((0, 1), (0, 1))
+
+
+@pytest.mark.parametrize("disguised", ["Bob", "BOB", "bob\u200b", "\u200bb\u00adob", "ｂｏｂ", " bob "])
+def test_self_approval_compares_normalised_names(service, disguised):
+    item = service.propose("iss-7", [trace(0)], by="bob")[0]
+    with pytest.raises(PromotionError, match="cannot approve it too"):
+        service.approve(item.item_id, by=disguised, reason="lgtm")
+
+
+def test_approval_stores_the_name_as_given(service):
+    item = service.propose("iss-7", [trace(0)], by="bob")[0]
+    assert service.approve(item.item_id, by="Carol").reviewed_by == "Carol"

@@ -14,7 +14,7 @@ from services.contract.decode import Decoder, reject
 from services.core.backoff import Backoff
 from services.core.metrics import Metrics
 from services.ingest.dead_letters import DeadLetterSender
-from services.ingest.durable import DurableWriter
+from services.ingest.durable import PAUSE_SLICE, DurableWriter, WriteAbandoned
 from services.ingest.ingestor import DecodedBatch, Health, Ingestor, RawMessage
 from services.ingest.offsets import LogPosition, OffsetTracker
 from services.ingest.pipeline import ByteSplitter, InFlight, IngestPipeline
@@ -180,12 +180,26 @@ def test_durable_writer_retries_until_the_store_accepts(store):
     writer = DurableWriter(Ingestor(flaky, Decoder()), health, metrics, Backoff(0.2, 1.0), watching, inline, sleeps,
                            clock=lambda: NOW)
     outcome = asyncio.run(writer.write([message(0, "a"), message(1, "b"), message(2)]))
-    assert flaky.attempts == 4 and len(sleeps) == 3 and all(0 < d <= 1.0 for d in sleeps)
+    assert flaky.attempts == 4 and 0.2 * 3 <= sum(sleeps) <= 1.0 * 3 and all(0 < d <= PAUSE_SLICE for d in sleeps)
     assert states == [(True, 0), (False, 1), (False, 2), (False, 3)]  # Health shows the outage while it lasts
     assert health.store_ok and health.consecutive_failures == 0 and writer.backoff.attempt == 0
     assert metrics.store_failures._value.get() == 3
     assert [e.event_id for e in outcome.events] == ["a", "b"] and len(outcome.dead) == 1
     assert stored(store) == 2 and store.query("SELECT count() n FROM dlq FINAL")[0]["n"] == 1  # one DLQ row, not four
+
+
+def test_a_stopping_process_abandons_a_refused_batch_unacked_instead_of_retrying(store):
+    flaky, stopping = FlakyWriter(store, 10**6), []
+    writer = DurableWriter(Ingestor(flaky, Decoder()), Health(), Metrics(), Backoff(5.0, 30.0), inline, inline,
+                           Sleeps(), clock=lambda: NOW, stopping=lambda: bool(stopping))
+
+    async def stop_during_the_first_pause(seconds):
+        stopping.append(True)
+
+    writer.sleep = stop_during_the_first_pause
+    with pytest.raises(WriteAbandoned, match="stay uncommitted and are redelivered"):
+        asyncio.run(writer.write([message(0, "a")]))
+    assert flaky.attempts == 2 and stored(store) == 0  # no retry loop after the stop: shutdown never waits on it
 
 
 def test_durable_writer_decodes_once_across_retries(store):

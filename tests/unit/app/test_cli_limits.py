@@ -1,0 +1,49 @@
+"""CLI limits and unsilence on the store files (no API answers): huge numbers get a one-line error naming the
+limit, not an OverflowError traceback; unsilence records who ended the silence."""
+from __future__ import annotations
+
+import orjson
+import pytest
+from click.testing import CliRunner
+
+from services.app.cli import main
+
+NO_API = "http://127.0.0.1:9"
+
+
+@pytest.fixture
+def run(tmp_path):
+    def run(*args: str):
+        return CliRunner(env={"COLUMNS": "200"}).invoke(
+            main, [*args, "--clickhouse", f"chdb:{tmp_path / 'clickhouse'}", "--api", NO_API])
+    return run
+
+
+def one_line_error(result) -> str:
+    assert result.exit_code != 0 and isinstance(result.exception, SystemExit), result.output  # no traceback
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1, result.output
+    return lines[0]
+
+
+def test_an_offline_silence_past_the_limit_is_a_one_line_error(run):
+    line = one_line_error(run("alerts", "silence", "--match", "route=billing-faq", "--duration", "99999999999d",
+                              "--by", "ana", "--comment", "c"))
+    assert "duration '99999999999d' is longer than the limit of 366 days" in line
+
+
+@pytest.mark.parametrize("hours", ["1e11", "0", "nan", "inf"])
+def test_repair_hours_outside_the_limit_is_a_one_line_error(run, hours):
+    line = one_line_error(run("repair", "--hours", hours))
+    assert "--hours must be more than 0 and at most 87600 (the limit, 3650 days)" in line
+
+
+def test_unsilence_records_who_ended_it_and_silences_lists_it(run):
+    made = run("alerts", "silence", "--match", "route=billing-faq", "--duration", "1h", "--by", "ana", "--comment", "c")
+    assert made.exit_code == 0, made.output
+    silence_id = made.output.split()[1]
+    ended = run("alerts", "unsilence", silence_id, "--by", "bo")
+    assert ended.exit_code == 0 and ended.output.rstrip().endswith("by bo"), ended.output
+    listed = orjson.loads(run("alerts", "silences", "-o", "json").output)
+    assert [(s["silence_id"], s["ended_by"]) for s in listed] == [(silence_id, "bo")]
+    assert "ENDED BY" in run("alerts", "silences", "-o", "wide").output
