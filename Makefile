@@ -22,6 +22,9 @@ system-deps:
 	  echo "installing Debian packages:$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(DEBS) >/dev/null; \
 	fi
+	@# the dashboard's app.js runs under node in the tests
+	@command -v node >/dev/null || { echo "installing Debian package: nodejs"; apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs >/dev/null; }
 
 install: $(STAMP) system-deps
 
