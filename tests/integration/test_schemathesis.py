@@ -69,8 +69,10 @@ def api_schema(tmp_path_factory):
     services = open_components(Settings(clickhouse=f"chdb:{tmp_path_factory.mktemp('st') / 'ch'}"))
     RetentionKeeper(services.store).apply(KEEP_EVERYTHING)  # fixed event times must not age past a TTL
     seed(services.store)
-    # A generous rate limit: this run is about shapes, not throttling (tested in tests/unit/api/test_api.py).
-    policy = ApiPolicy(token_hashes=(TOKEN_HASH,), mutations_per_minute=60_000, mutation_burst=10_000)
+    # Generous rate limits: this run is about shapes, not throttling (tested in tests/unit/api/test_rate_limits.py).
+    policy = ApiPolicy(token_hashes=(TOKEN_HASH,), mutations_per_minute=60_000, mutation_burst=10_000,
+                       anonymous_mutations_per_minute=60_000, anonymous_reads_per_minute=60_000,
+                       signins_per_minute=60_000)
     yield schemathesis.openapi.from_asgi("/openapi.json", create_api(services, policy))
     services.close()
 
