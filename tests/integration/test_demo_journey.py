@@ -18,11 +18,11 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-import httpx
 import pytest
 
 from services.app.broker import free_port
 from tests.support.paths import ROOT as REPO
+from tests.support.processes import get_json
 
 WITHIN = 30.0
 
@@ -40,11 +40,7 @@ class Demo:
                                      stdout=open(self.log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
 
     def get(self, path: str, **params):
-        try:
-            response = httpx.get(self.url + path, params=params, timeout=30)
-        except httpx.TransportError:
-            return None
-        return response.json() if response.status_code == 200 else None
+        return get_json(self.url, path, **params)
 
     def alive(self) -> None:
         assert self.proc.poll() is None, f"the demo exited with {self.proc.returncode}:\n{self.log.read_text()[-3000:]}"

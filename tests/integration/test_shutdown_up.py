@@ -14,13 +14,12 @@ import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-import httpx
 import pytest
 
 from services.app.broker import create_topics, free_port
 from services.client.simulate import Scenario, expected_counts, generate
 from tests.support.procfs import alive, recluster_child
-from tests.support.processes import send_all
+from tests.support.processes import get_json, send_all
 
 STOP_WITHIN = 15.0
 
@@ -51,11 +50,7 @@ class Up:
         return self
 
     def get(self, path: str, **params):
-        try:
-            response = httpx.get(self.url + path, params=params, timeout=30)
-        except httpx.TransportError:
-            return None
-        return response.json() if response.status_code == 200 else None
+        return get_json(self.url, path, **params)
 
     def wait_for(self, predicate, timeout: float, what: str):
         deadline = time.monotonic() + timeout

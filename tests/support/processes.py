@@ -28,6 +28,15 @@ def send_all(bootstrap: str, topic: str, sims) -> None:
 LIVE: set["WorkerProcess"] = set()  # reaped after every test by tests/conftest.py, even when it fails
 
 
+def get_json(base_url: str, path: str, **params: Any) -> Any:
+    """The JSON of a 200 answer; None for any other answer or when nothing answers (yet)."""
+    try:
+        response = httpx.get(base_url + path, params=params, timeout=30)
+    except httpx.TransportError:
+        return None
+    return response.json() if response.status_code == 200 else None
+
+
 class WorkerProcess:
     """`claimwatch worker --serve-api` as a subprocess owning its chDB directory."""
 
@@ -64,11 +73,7 @@ class WorkerProcess:
         return self
 
     def get(self, path: str, **params: Any) -> Any:
-        try:
-            response = httpx.get(self.url + path, params=params, timeout=30)
-        except httpx.TransportError:
-            return None
-        return response.json() if response.status_code == 200 else None
+        return get_json(self.url, path, **params)
 
     def get_text(self, path: str) -> str:
         return httpx.get(self.url + path, timeout=30).text
