@@ -102,20 +102,20 @@ class AlertsService:
         """The stored alert (NotFound for an unknown id)."""
         return self.alerts.get(alert_id)
 
-    def show(self, alert_id: str, now: datetime, base_url: str | None = None) -> AlertView:
+    def show(self, alert_id: str, now: datetime) -> AlertView:
         view = AlertView.of(self.alerts.get(alert_id), self.alerts.silences(), now)
         calibration = None
         if self.calibration is not None and view.alert.kind in KINDS:
             calibration = self.calibration(view.alert.route, timedelta(minutes=view.alert.window), now)
         return AlertView(view.alert, view.state, view.acked, view.silenced_by,
                          tuple(self.alerts.transitions(alert_id)), self.explain(view.alert, now), calibration,
-                         self.runbook(view.alert, "md", base_url))
+                         self.runbook(view.alert, "md"))
 
-    def runbook(self, alert: Alert, fmt: str = "md", base_url: str | None = None) -> str | None:
+    def runbook(self, alert: Alert, fmt: str = "md") -> str | None:
         """The alert's own runbook (input-health kinds); None for a drift alert, whose runbooks are its issues'."""
         if alert.kind not in RUNBOOK_KINDS:
             return None
-        return self.renderer.render_alert(runbook_context(alert, base_url or self.base_url, self.cli), fmt)
+        return self.renderer.render_alert(runbook_context(alert, self.base_url, self.cli), fmt)
 
     def rules(self) -> list[Rule]:
         """Every alert kind's rule: meaning, severity, thresholds in force and measured quality."""

@@ -151,9 +151,8 @@ def router(components, gate: Gate, alerts, now: Callable, issues=None, evalset=N
     def alerts_page(request: Request) -> Response:
         at = now()
         listed = alerts.list(at, explain=True)
-        base = str(request.base_url).rstrip("/")
         runbooks = {v.alert.alert_id: embeddable_runbook(found) for v in listed  # input-health kinds have their own
-                    if (found := alerts.runbook(v.alert, "html", base)) is not None}
+                    if (found := alerts.runbook(v.alert, "html")) is not None}
         return page(request, "alerts.html", title="Alerts", alerts=as_json(listed), silences=as_json(alerts.silences(at)),
                     runbooks=runbooks)
 
@@ -185,7 +184,7 @@ def router(components, gate: Gate, alerts, now: Callable, issues=None, evalset=N
         if issues is None:
             raise NotFound("issues are not available in this build yet")
         issue = issues.show(issue_id)
-        runbook = issues.runbook(issue_id, "html", str(request.base_url).rstrip("/"))
+        runbook = issues.runbook(issue_id, "html")
         return page(request, "issue.html", title=issue["name"], issue=issue, runbook=embeddable_runbook(runbook),
                     can_promote=evalset is not None)
 

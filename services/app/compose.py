@@ -124,9 +124,9 @@ def build(settings: Settings, store: Store, clock: Callable[[], datetime] = utcn
     config = clustering_config(settings)
     embedder = CachedEmbedder(SentenceTransformerEmbedder(config.model, backend=config.backend),
                               ClickHouseEmbeddingCache(store))
-    explainer = AlertExplainer(repos.issues, repos.rates, base_url=settings.notify.external_url,
+    explainer = AlertExplainer(repos.issues, repos.rates, base_url=settings.external_url,
                                baseline_minutes=settings.drift.baseline_minutes)
-    issues = IssuesService(repos.issues, repos.rates, repos.alerts, base_url=settings.notify.external_url, clock=clock,
+    issues = IssuesService(repos.issues, repos.rates, repos.alerts, base_url=settings.external_url, clock=clock,
                            baseline_minutes=settings.drift.baseline_minutes, explainer=explainer,
                            distinct=DistinctQuestions(repos.evalset, embedder.embed).pick, cli=cli)
     review = review_service(settings, repos)
@@ -134,7 +134,7 @@ def build(settings: Settings, store: Store, clock: Callable[[], datetime] = utcn
         settings=settings, store=store, repos=repos, clustering=config, embedder=embedder,
         alerts=AlertsService(repos.alerts, explainer,
                              calibration=lambda route, window, now: review.calibrated(window, now).get(route),
-                             rules=lambda: rules_in_force(settings, repos), base_url=settings.notify.external_url,
+                             rules=lambda: rules_in_force(settings, repos), base_url=settings.external_url,
                              cli=cli),
         issues=issues,
         evalset=EvalService(repos.evalset, repos.issues, embedder.embed, instrument=review,
@@ -270,7 +270,7 @@ def run_worker(settings: Settings, *, serve_api: bool, on_ready: Callable[[Compo
         # Faust's consumer group is the app's id.
         timers.register_lag_report(app, offsets, BrokerOffsets(s.bootstrap, app.conf.id), c.metrics)
 
-        dispatcher = Dispatcher(s.notify.alertmanager_url, s.notify.webhook_url, s.notify.external_url,
+        dispatcher = Dispatcher(s.notify.alertmanager_url, s.notify.webhook_url, s.external_url,
                                 timedelta(seconds=s.notify.resend_seconds), c.metrics)
         agreement = InstrumentAlerts(AgreementWatch(agreement_test()), c.review.reviewed, c.repos.alerts)
         cycle = AlertCycle(evaluator_for(s, c.repos.rates, c.repos.alerts), c.repos.alerts, dispatcher, c.metrics,

@@ -62,7 +62,8 @@ class NotifySettings(Section):
     alertmanager_url: str | None = None
     webhook_url: str | None = None
     resend_seconds: float = Field(60.0, gt=0)
-    external_url: str = "http://127.0.0.1:8080"
+    external_url: str | None = Field(None, description="where readers reach the dashboard: the base of every "
+                                     "link in runbooks, pages and notifications; unset: api.url")
 
 
 class ClusteringSettings(Section):
@@ -167,6 +168,11 @@ class Settings(Section):
     @property
     def bootstrap(self) -> str:
         return self.kafka or self.embedded_broker
+
+    @property
+    def external_url(self) -> str:
+        """The base of every absolute link (never a request's Host header, which the client chooses)."""
+        return (self.notify.external_url or self.api.url).rstrip("/")
 
     @property
     def verdicts_topic(self) -> str:

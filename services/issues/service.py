@@ -227,13 +227,13 @@ class IssuesService:
             current = self.issues.get(current.merged_into)
         return f"issue {target.issue_id} was merged into {target.merged_into}; merge into {chain[-1]} instead"
 
-    def runbook(self, issue_id: str, fmt: str = "md", base_url: str | None = None) -> str:
+    def runbook(self, issue_id: str, fmt: str = "md") -> str:
         if fmt not in ("md", "html"):
             raise ValueError(f"format must be md or html, got {fmt!r}")
         record = self.issues.get(issue_id)
         exemplars, source = self._representatives(record)
         details = self.issues.event_details([m["event_id"] for m in exemplars])
-        ctx = build_context(record, self.figures(issue_id), exemplars, details, base_url or self.base_url,
+        ctx = build_context(record, self.figures(issue_id), exemplars, details, self.base_url,
                             traces_from=source, cli=self.cli)
         return self.renderer.render(ctx, format=fmt)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Callable
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Query
 
 from services.alerts.service import AlertsService
 from services.api.models import ERROR_RESPONSES, MAX_SILENCE, AckBody, SilenceBody, UnsilenceBody
@@ -35,8 +35,8 @@ def router(alerts: AlertsService, gate: Gate, now: Callable) -> APIRouter:
 
     @r.get("/api/alerts/{alert_id}", summary="One alert with its intervals, suspect changes, transitions and runbook",
            response_model=AlertDetail, dependencies=read, responses={**guarded, **ERROR_RESPONSES})
-    def show_alert(request: Request, alert_id: str) -> dict:
-        return as_json(alerts.show(alert_id, now(), str(request.base_url).rstrip("/")))
+    def show_alert(alert_id: str) -> dict:
+        return as_json(alerts.show(alert_id, now()))
 
     @r.post("/api/alerts/{alert_id}/ack", summary="Acknowledge an alert", response_model=AlertView,
             dependencies=write, responses=changes)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Query
 from fastapi.responses import PlainTextResponse
 
 from services.api.models import ERROR_RESPONSES, TEXT_ERROR_RESPONSES, MergeBody, ResolveBody
@@ -53,8 +53,8 @@ def router(issues, gate: Gate) -> APIRouter:
            responses={200: {"content": {"text/markdown": {"schema": {"type": "string"}},
                                         "text/html": {"schema": {"type": "string"}}}},
                       **guarded, **TEXT_ERROR_RESPONSES})
-    def issue_runbook(request: Request, issue_id: str, format: Literal["md", "html"] = "md") -> PlainTextResponse:
-        text = issues.runbook(issue_id, format, str(request.base_url).rstrip("/"))
+    def issue_runbook(issue_id: str, format: Literal["md", "html"] = "md") -> PlainTextResponse:
+        text = issues.runbook(issue_id, format)
         return PlainTextResponse(text, media_type=RUNBOOK_TYPES[format])
 
     @r.post("/api/issues/{issue_id}/resolve", summary="Mark the issue resolved", response_model=IssueSummary,

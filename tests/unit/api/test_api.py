@@ -57,6 +57,7 @@ def world(tmp_path_factory):
     """Services on a real store with ~1,000 simulated answers, one alert and hostile rows."""
     settings = Settings(clickhouse=f"chdb:{tmp_path_factory.mktemp('api') / 'ch'}",
                         api={"token_hashes": [TOKEN_HASH]},
+                        notify={"external_url": "http://testserver"},  # where the test client reaches the pages
                         retention={"raw_days": 3650, "aggregate_days": 3650})  # event times are fixed
     services = open_components(settings, starting=True)
     decoder = Decoder()

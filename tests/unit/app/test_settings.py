@@ -47,3 +47,9 @@ def test_lists_and_tables_from_the_environment_are_json():
     s = load_settings(None, env, {})
     assert s.api.token_hashes == ["ab", "cd"] and s.drift.threshold_for("billing-faq") == 0.03
     assert s.drift.threshold_for("other") == 0.02
+
+
+def test_links_use_the_configured_external_url_else_the_api_url():
+    assert load_settings(None, {"CLAIMWATCH_API__URL": "http://127.0.0.1:9123/"}, {}).external_url == "http://127.0.0.1:9123"
+    configured = {"CLAIMWATCH_API__URL": "http://127.0.0.1:9123", "CLAIMWATCH_NOTIFY__EXTERNAL_URL": "https://cw.example"}
+    assert load_settings(None, configured, {}).external_url == "https://cw.example"
