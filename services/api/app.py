@@ -15,6 +15,7 @@ from typing import Callable
 from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.gzip import GZipMiddleware
 from fastapi.responses import JSONResponse
 
 from services.api import pages
@@ -43,6 +44,8 @@ TAGS = [
     {"name": "review", "description": "Blind human labels of sampled claims, agreement and calibration"},
     {"name": "ops", "description": "Health, readiness, Prometheus metrics, dead letters"},
 ]
+
+GZIP_MIN_BYTES = 1024  # smaller answers gain less than compressing them costs
 
 
 def _problem(status: int, detail: str, field: str | None = None) -> JSONResponse:
@@ -114,6 +117,7 @@ def create_api(components, policy: ApiPolicy | None = None, now: Callable[[], da
 
         api.add_middleware(CORSMiddleware, allow_origins=list(policy.cors_origins), allow_credentials=False,
                            allow_methods=["GET", "POST", "DELETE"], allow_headers=["Authorization", "Content-Type"])
+    api.add_middleware(GZipMiddleware, minimum_size=GZIP_MIN_BYTES)
     api.add_middleware(AnonymousReadLimit, gate=gate)
     api.add_middleware(BodyLimit, max_bytes=policy.max_body_bytes)
     api.add_middleware(SecurityHeaders)

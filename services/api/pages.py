@@ -13,12 +13,12 @@ from urllib.parse import quote
 
 import jinja2
 from fastapi import APIRouter, FastAPI, Form, Query, Request
-from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
-from fastapi.staticfiles import StaticFiles
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from services.alerts.figures import counted, dlq_command, figure, hallucination_sentence, served_sentence
 from services.alerts.lifecycle import INPUT_KINDS
 from services.api import views
+from services.api.assets import Assets, asked_version, cache_control
 from services.api.auth import READ_COOKIE, same_origin
 from services.api.plotly_assets import BASE_STYLE_ID, PlotlyAssets
 from services.api.serialise import agreement_json, as_json
@@ -31,6 +31,7 @@ from services.alerts.evaluator import detector_config_for
 
 HERE = Path(__file__).resolve().parent
 PLOTLY = PlotlyAssets()
+ASSETS = Assets(HERE / "static", {"plotly.min.js": PLOTLY.bundle})  # the plotly package's own bundle: no CDN
 API_PREFIXES = ("/api/", "/metrics", "/healthz", "/readyz", "/openapi.json", "/static/")
 WINDOWS = ("5m", "30m", "90m", "6h", "24h", "7d", "all")
 TREND_MINUTES, TREND_STEP = 360, 15
@@ -44,7 +45,8 @@ REVIEW_WINDOW = "24h"  # the review page's calibrated rates: the day the leader 
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.globals.update(plotly_base_id=BASE_STYLE_ID, plotly_style_ids=lambda: PLOTLY.injected_style_ids)
+    env.globals.update(plotly_base_id=BASE_STYLE_ID, plotly_style_ids=lambda: PLOTLY.injected_style_ids,
+                       static_url=ASSETS.url)
     env.filters.update(pct=views.pct, interval=views.interval_text, when=views.when, route_url=views.route_url,
                        issue_url=views.issue_url, trace_url=views.trace_url, spark=views.sparkline,
                        segment=views.segment, pts=pts, figure=figure, counted=counted, expected=expected_text)
@@ -86,16 +88,13 @@ def error_page(request: Request, status: int, message: str) -> HTMLResponse:
 
 
 def mount_static(api: FastAPI) -> None:
-    @api.get("/static/plotly.min.js", include_in_schema=False)
-    def plotly_js() -> FileResponse:
-        # The plotly package's own bundle: no CDN, works offline.
-        return FileResponse(PLOTLY.bundle, media_type="text/javascript", headers={"Cache-Control": "max-age=86400"})
-
     @api.get("/static/plotly-base.css", include_in_schema=False)
-    def plotly_css() -> Response:
-        return Response(PLOTLY.base_css, media_type="text/css", headers={"Cache-Control": "max-age=86400"})
+    def plotly_css(request: Request) -> Response:
+        # Derived from the bundle, so versioned by it.
+        cache = cache_control(asked_version(request.scope), ASSETS.version("plotly.min.js"))
+        return Response(PLOTLY.base_css, media_type="text/css", headers={"Cache-Control": cache})
 
-    api.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
+    api.mount("/static", ASSETS, name="static")
 
 
 def router(components, gate: Gate, alerts, now: Callable, issues=None, evalset=None) -> APIRouter:

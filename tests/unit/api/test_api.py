@@ -408,7 +408,7 @@ def test_pages_carry_a_csp_without_inline_scripts_and_load_nothing_from_elsewher
     assert response.headers["referrer-policy"] == ("same-origin" if path == "/signin" else "no-referrer")
     html = response.text
     scripts = re.findall(r"<script\b[^>]*>", html)
-    assert scripts and all(re.search(r'\bsrc="/static/[\w.-]+\.js"', s) for s in scripts), scripts
+    assert scripts and all(re.search(r'\bsrc="/static/[\w.-]+\.js\?v=[0-9a-f]+"', s) for s in scripts), scripts
     assert not re.search(r"<script\b[^>]*>(?!</script>)\s*\S", html)  # no inline code
     assert not re.search(r"\son[a-z]+\s*=", html)  # no inline event handlers
     assert not re.search(r"<[^>]+\sstyle=", html)  # no inline styles either (style-src 'self')

@@ -127,7 +127,7 @@ def test_unknown_trace_is_404_with_what_to_do(client):
     assert "claimwatch issues show" in api.json()["detail"]
     page = client.get("/traces/tr-nope")
     assert page.status_code == 404 and page.headers["content-type"].startswith("text/html")
-    assert '<link rel="stylesheet" href="/static/app.css">' in page.text and "aged out of the store" in page.text
+    assert re.search(r'<link rel="stylesheet" href="/static/app.css\?v=\w+">', page.text) and "aged out of the store" in page.text
 
 
 def test_openapi_documents_the_trace_endpoint(client):
