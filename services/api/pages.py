@@ -26,6 +26,7 @@ from services.alerts.expectations import PRIORITY, SORTS, expected_text
 from services.api.routeview import RouteHistory, route_report
 from services.api.security import Gate
 from services.core.errors import NotFound
+from services.issues.traces import MAX_CLAIMS_PAGE
 from services.rates.window import WindowError, parse_window
 from services.alerts.evaluator import detector_config_for
 
@@ -188,10 +189,10 @@ def router(components, gate: Gate, alerts, now: Callable, issues=None, evalset=N
                     can_promote=evalset is not None)
 
     @r.get("/traces/{trace_id:path}", response_class=HTMLResponse)
-    def trace_page(request: Request, trace_id: str) -> Response:
+    def trace_page(request: Request, trace_id: str, claims_page: int = Query(1, ge=1, le=MAX_CLAIMS_PAGE)) -> Response:
         if not gate.signed_in(request):  # sign in before anything is looked up
             return page(request, "trace.html")
-        trace = components.traces.get(trace_id)
+        trace = components.traces.get(trace_id, claims_page)
         return page(request, "trace.html", title=f"Trace {trace_id}", trace=trace)
 
     @r.get("/eval", response_class=HTMLResponse)

@@ -238,7 +238,8 @@ class RouteDetail(Out):
     baseline: Baseline | None
     baseline_status: BaselineStatus
     alerts: list[AlertSpan]
-    versions: list[VersionSeen]
+    versions: list[VersionSeen] = Field(description="the 50 version values first seen last in the range, oldest first")
+    versions_seen: int = Field(description="version values seen in the range in all")
 
 
 # -- issues and the eval set ----------------------------------------------------
@@ -358,13 +359,18 @@ class TraceEventView(Out):
     action: str | None
     versions: dict[str, str]
     first_failed_stage: str | None = Field(description="null when the producer did not report one")
-    claims: list[TraceClaimView]
+    claims: list[TraceClaimView] = Field(description="one page of the event's claims, from index claims_from")
     evidence: list[TraceChunkView]
     signals: dict
     attributes: dict[str, str]
+    claim_count: int = Field(description="all of the event's claims")
+    failed_claims: int = Field(description="of all its claims, those that failed")
+    claims_from: int = Field(description="index of the first claim on this page")
 
 
 class TraceDetail(TraceEventView):
     trace_id: str
     issues: list[TraceIssueView]
     earlier: list[TraceEventView] = Field(description="older events with the same trace_id, newest first")
+    claims_page: int = Field(description="the page of each event's claims shown (from 1; 100 claims a page)")
+    claims_pages: int = Field(description="pages of claims of the event with the most")

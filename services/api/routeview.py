@@ -14,6 +14,7 @@ from services.store.convert import parse_ch_time
 from services.store.rates import RateRepository
 
 MAX_POINTS = 120
+MAX_VERSIONS = 50           # version values listed on a route's page: producers choose them, so the page bounds them
 CURRENT_MINUTES = 30        # "current rate": the overview's window, ending where it does (RateRepository.window_end)
 STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 240, 720, 1440)
 
@@ -87,10 +88,12 @@ class RouteHistory:
     def __init__(self, rates: RateRepository):
         self.rates = rates
 
-    def versions(self, route: str, start: datetime, end: datetime) -> list[dict]:
-        """Each version value seen in [start, end]: the first and last minute it was seen at all."""
+    def versions(self, route: str, start: datetime, end: datetime) -> tuple[list[dict], int]:
+        """The version values seen in [start, end], the ``MAX_VERSIONS`` first seen last: the first and last minute
+        each was seen at all; and how many were seen in all."""
+        spans, total = self.rates.version_spans(route, start, end, MAX_VERSIONS)
         return [{"key": r["key"], "value": r["value"], "first_seen": iso(r["first"]), "last_seen": iso(r["last"]),
-                 "events": r["events"]} for r in self.rates.version_spans(route, start, end)]
+                 "events": r["events"]} for r in spans], total
 
     def counts(self, route: str, start: datetime, end: datetime) -> Counts:
         rows = self.rates.minutes(route, start, end)
@@ -133,6 +136,7 @@ class RouteHistory:
         first = self.rates.first_minute(route)
         history_hours = 0.0 if first is None else history_hours_between(first, end, detector)
         in_range = [a for a in alerts if overlaps(a, start, end + timedelta(minutes=1))]
+        versions, versions_seen = self.versions(route, start, end)
         return {
             "route": route, "start": iso(start), "end": iso(end), "step_minutes": step,
             "totals": rate_entry({"route": route, **totals.as_dict()}),
@@ -141,5 +145,6 @@ class RouteHistory:
             "baseline": baseline_from(alerts, before, baseline_minutes),
             "baseline_status": baseline_status(history_hours, detector),
             "alerts": alert_spans(in_range),
-            "versions": self.versions(route, start, end),
+            "versions": versions,
+            "versions_seen": versions_seen,
         }

@@ -19,8 +19,7 @@ _RULES = {
     "missing": "missing_field",
     "literal_error": "invalid_value",
     "string_too_short": "bad_length",
-    "string_too_long": "bad_length",
-    "too_long": "too_many_items",
+    "string_too_long": "too_long",
     "greater_than_equal": "out_of_range",
     "greater_than": "out_of_range",
     "less_than_equal": "out_of_range",
@@ -80,29 +79,42 @@ class ContractError(ValueError):
         self.rejection = rejection
 
 
+MAX_PATH_PART = 64  # a hostile key can be long; the path names it, shortened
+
+
 def _path(loc: tuple) -> str:
     out = ""
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif part in ("function-before[canonical_verdict(), str]",) or "function-" in str(part):
+        elif "function-" in str(part) or part == "[key]":
             continue
         else:
-            out += ("." if out else "") + ("schema" if part == "schema" else str(part))
+            out += ("." if out else "") + str(part)[:MAX_PATH_PART]
     return out or "$"
+
+
+def _field(loc: tuple) -> str:
+    """The field a list or object bound belongs to: 'claims', 'versions', 'signals.cherry_pick'."""
+    return ".".join(str(p) for p in loc if isinstance(p, str) and "function-" not in p)
 
 
 def _problems(exc: ValidationError) -> tuple[Problem, ...]:
     problems = []
     for err in exc.errors(include_url=False, include_input=False)[:10]:
         kind = err["type"]
-        rule = _RULES.get(kind, kind)
+        rule = f"{_field(err['loc'])}.too_many" if kind == "too_long" else _RULES.get(kind, kind)
         path = _path(err["loc"])
         message = err["msg"]
         if kind == "literal_error" and path == "schema":
             rule, message = "bad_schema", f"schema must be 'claimwatch.verdict/v1': {message}"
         elif kind == "missing":
             message = "required field is missing"
+        elif kind == "too_long":
+            message = f"more than {err['ctx']['max_length']} items; the limit is {err['ctx']['max_length']}"
+        elif kind == "string_too_long":
+            what = "key" if "[key]" in err["loc"] else "string"
+            message = f"{what} longer than {err['ctx']['max_length']} characters, the limit"
         problems.append(Problem(rule, path, message))
     return tuple(problems)
 

@@ -29,6 +29,16 @@ CLAIM_TYPES = ("existence", "attribute", "numeric", "relation", "qualifier", "ac
 STAGES = ("passed", "evidence_admission", "claim_generation", "generation_stability")
 
 MAX_ROUTE_CHARS = 128
+# Shape bounds: every versions key becomes a slice of every rate query and page, and every claim a row of its
+# trace page, so one hostile event could otherwise multiply the cost of reading the whole store. Each bound
+# is a dead-letter rule: "<field>.too_many" for items, "too_long" for strings.
+MAX_VERSION_KEYS = 16
+MAX_ATTRIBUTES = 32
+MAX_CLAIMS = 500
+MAX_EVIDENCE = 500
+MAX_KEY_CHARS = 64        # a versions or attributes key
+MAX_LABEL_CHARS = 256     # a version, attribute value, tenant, claim/chunk/source id, labeler
+MAX_TEXT_CHARS = 32_768   # question, answer, claim, span and chunk text
 ROUTE_RE = re.compile(rf"[A-Za-z0-9._:/-]{{1,{MAX_ROUTE_CHARS}}}")
 # RFC 3339 date-time; the offset group is checked separately to give a specific reason.
 TIMESTAMP_RE = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?P<offset>[Zz]|[+-](?:[01]\d|2[0-3]):[0-5]\d)?")
@@ -78,6 +88,9 @@ Verdict = Annotated[str, BeforeValidator(canonical_verdict)]
 Timestamp = Annotated[datetime, BeforeValidator(parse_timestamp)]
 Route = Annotated[str, AfterValidator(check_route)]
 Id = Annotated[str, Field(min_length=1, max_length=128)]
+Label = Annotated[str, Field(max_length=MAX_LABEL_CHARS)]
+Text = Annotated[str, Field(max_length=MAX_TEXT_CHARS)]
+Key = Annotated[str, Field(max_length=MAX_KEY_CHARS)]
 Unit = Annotated[float, Field(ge=0, le=1)]
 
 
@@ -86,35 +99,35 @@ class Part(BaseModel):
 
 
 class Query(Part):
-    text: str | None = None
+    text: Text | None = None
     query_type: Literal[QUERY_TYPES] | None = None  # type: ignore[valid-type]
     stakes: Literal[STAKES] | None = None  # type: ignore[valid-type]
     answerable: bool | None = None
 
 
 class Answer(Part):
-    text: str | None = None
+    text: Text | None = None
     action: Literal[ACTIONS] | None = None  # type: ignore[valid-type]
 
 
 class Evidence(Part):
-    chunk_id: str
-    source_id: str | None = None
-    version: str | None = None
+    chunk_id: Label
+    source_id: Label | None = None
+    version: Label | None = None
     used: bool | None = None
-    text: str | None = None
+    text: Text | None = None
 
 
 class Claim(Part):
-    claim_id: str | None = None
-    text: str | None = None
+    claim_id: Label | None = None
+    text: Text | None = None
     claim_type: Literal[CLAIM_TYPES] | None = None  # type: ignore[valid-type]
     verdict: Verdict
     score: Unit | None = None
-    chunk_id: str | None = None
-    source_id: str | None = None
-    span: str | None = None
-    labeler: str | None = None
+    chunk_id: Label | None = None
+    source_id: Label | None = None
+    span: Text | None = None
+    labeler: Label | None = None
 
     @property
     def failed(self) -> bool:
@@ -122,7 +135,7 @@ class Claim(Part):
 
 
 class Signals(Part):
-    cherry_pick: list[str] = Field(default_factory=list, fail_fast=True)
+    cherry_pick: list[Label] = Field(default_factory=list, max_length=MAX_EVIDENCE, fail_fast=True)
     premise_similarity: Unit | None = None
     support_delta: float | None = None
     sample_disagreement: Unit | None = None
@@ -139,16 +152,16 @@ class VerdictEvent(Part):
     trace_id: Id
     observed_at: Timestamp
     route: Route
-    tenant: str | None = None
+    tenant: Label | None = None
     query: Query = Field(default_factory=Query)
     answer: Answer = Field(default_factory=Answer)
-    versions: dict[str, str] = Field(default_factory=dict)
+    versions: dict[Key, Label] = Field(default_factory=dict, max_length=MAX_VERSION_KEYS)
     # fail_fast: a 500k-item list under the size limit is refused at its first bad item.
-    evidence: list[Evidence] = Field(default_factory=list, fail_fast=True)
-    claims: list[Claim] = Field(fail_fast=True)
+    evidence: list[Evidence] = Field(default_factory=list, max_length=MAX_EVIDENCE, fail_fast=True)
+    claims: list[Claim] = Field(max_length=MAX_CLAIMS, fail_fast=True)
     first_failed_stage: Literal[STAGES] | None = None  # type: ignore[valid-type]
     signals: Signals = Field(default_factory=Signals)
-    attributes: dict[str, str] = Field(default_factory=dict, max_length=32)
+    attributes: dict[Key, Label] = Field(default_factory=dict, max_length=MAX_ATTRIBUTES)
     sampling: Sampling = Field(default_factory=Sampling)
 
     @property

@@ -18,6 +18,8 @@ from services.store.convert import parse_ch_time
 from services.store.traces import TraceRepository
 
 MAX_EVENTS = 20
+CLAIMS_PER_PAGE = 100  # one page of each event's claims: an event stored before the claim limit may hold 55,000
+MAX_CLAIMS_PAGE = 10_000
 
 
 def not_found_message(trace_id: str) -> str:
@@ -77,14 +79,13 @@ class TraceEvent:
     action: str | None
     versions: dict[str, str]
     first_failed_stage: str | None
-    claims: tuple[TraceClaim, ...]
+    claims: tuple[TraceClaim, ...]   # one page of them, from index ``claims_from``
     evidence: tuple[TraceChunk, ...]
     signals: dict
     attributes: dict[str, str]
-
-    @property
-    def failed_claims(self) -> int:
-        return sum(c.failed for c in self.claims)
+    claim_count: int                 # all of the event's claims
+    failed_claims: int
+    claims_from: int = 0
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,8 @@ class TraceView(TraceEvent):
     trace_id: str = ""
     issues: tuple[TraceIssue, ...] = ()
     earlier: tuple[TraceEvent, ...] = field(default=())
+    claims_page: int = 1
+    claims_pages: int = 1            # pages of the event with the most claims
 
 
 def _blank(value: str) -> str | None:
@@ -105,16 +108,16 @@ def _chunk(raw: dict) -> TraceChunk:
                       raw.get("text"))
 
 
-def _event(row: dict, memberships: dict[str, list[str]]) -> TraceEvent:
+def _event(row: dict, memberships: dict[str, list[str]], first: int) -> TraceEvent:
     evidence = tuple(_chunk(e) for e in orjson.loads(row.get("evidence") or "[]") if isinstance(e, dict))
     by_chunk = {c.chunk_id: c for c in evidence}
     claims = []
     for i, verdict in enumerate(row["verdicts"]):
-        key = f"{row['event_id']}:{i}"
+        key = f"{row['event_id']}:{first + i}"
         score = row["scores"][i]
         chunk_id = _blank(row["chunk_ids"][i])
         claims.append(TraceClaim(
-            index=i, claim_key=key, claim_id=row["claim_ids"][i], text=row["claim_texts"][i],
+            index=first + i, claim_key=key, claim_id=row["claim_ids"][i], text=row["claim_texts"][i],
             claim_type=_blank(row["claim_types"][i]), verdict=verdict, failed=verdict in FAILED_VERDICTS,
             score=None if score is None else round(float(score), 4), span=_blank(row["spans"][i]), chunk_id=chunk_id,
             source_id=_blank(row["source_ids"][i]), chunk=by_chunk.get(chunk_id) if chunk_id else None,
@@ -126,7 +129,8 @@ def _event(row: dict, memberships: dict[str, list[str]]) -> TraceEvent:
         stakes=_blank(row["stakes"]), answerable=None if answerable < 0 else bool(answerable),
         answer=row["answer_text"], action=_blank(row["action"]), versions=dict(row["versions"]),
         first_failed_stage=_blank(row["first_failed_stage"]), claims=tuple(claims), evidence=evidence,
-        signals=orjson.loads(row.get("signals") or "{}"), attributes=dict(row["attributes"]))
+        signals=orjson.loads(row.get("signals") or "{}"), attributes=dict(row["attributes"]),
+        claim_count=int(row["claim_count"]), failed_claims=int(row["failed_count"]), claims_from=first)
 
 
 class TraceService:
@@ -134,22 +138,26 @@ class TraceService:
         self.traces = traces
         self.max_events = max_events
 
-    def get(self, trace_id: str) -> TraceView:
-        rows = self.traces.events(trace_id, self.max_events)
+    def get(self, trace_id: str, claims_page: int = 1) -> TraceView:
+        """The trace with page ``claims_page`` (from 1) of each event's claims. Raises NotFound for an unknown
+        trace and ValueError for a page past the last."""
+        first = (claims_page - 1) * CLAIMS_PER_PAGE
+        rows = self.traces.events(trace_id, self.max_events, first, CLAIMS_PER_PAGE, FAILED_VERDICTS)
         if not rows:
             raise NotFound(not_found_message(trace_id))
-        keys = [f"{r['event_id']}:{i}" for r in rows for i in range(len(r["verdicts"]))]
-        assigned = self.traces.claim_issues(keys)
+        pages = max(1, -(-max(int(r["claim_count"]) for r in rows) // CLAIMS_PER_PAGE))
+        if claims_page > pages:
+            raise ValueError(f"claims page {claims_page} is past the last: this trace has {pages} "
+                             f"page{'s' if pages > 1 else ''} of {CLAIMS_PER_PAGE} claims")
+        keys = [f"{r['event_id']}:{first + i}" for r in rows for i in range(len(r["verdicts"]))]
         memberships: dict[str, list[str]] = {}
-        issues: dict[str, dict] = {}
-        for a in assigned:
+        for a in self.traces.claim_issues(keys):
             memberships.setdefault(a["claim_key"], []).append(a["issue_id"])
-            entry = issues.setdefault(a["issue_id"], {"name": a.get("name") or a["issue_id"],
-                                                      "state": a.get("state") or "", "claims": 0})
-            entry["claims"] += 1
-        events = [_event(r, memberships) for r in rows]
+        issues = sorted(self.traces.event_issues([r["event_id"] for r in rows]),
+                        key=lambda i: (-int(i["claims"]), i["issue_id"]))
+        events = [_event(r, memberships, first) for r in rows]
         latest = events[-1]
         return TraceView(**{f: getattr(latest, f) for f in TraceEvent.__dataclass_fields__}, trace_id=trace_id,
-                         issues=tuple(TraceIssue(i, e["name"], e["state"], e["claims"])
-                                      for i, e in sorted(issues.items(), key=lambda kv: (-kv[1]["claims"], kv[0]))),
-                         earlier=tuple(reversed(events[:-1])))
+                         issues=tuple(TraceIssue(i["issue_id"], i.get("name") or i["issue_id"], i.get("state") or "",
+                                                 int(i["claims"])) for i in issues),
+                         earlier=tuple(reversed(events[:-1])), claims_page=claims_page, claims_pages=pages)

@@ -56,3 +56,29 @@ def slice_rates(rows: list[dict], dim: str) -> list[dict]:
         entry = {"dim": dim, "value": row["value"], **entry}
         out.append(entry)
     return worst_first(out)
+
+
+# /api/slices answers a bounded amount whatever the store holds: producers choose version keys and values.
+FIXED_SLICE_DIMS = ("query_type", "stakes", "mix")  # always valid, even before any event carries them
+MAX_SLICE_DIMS = 24      # dimensions in one answer: by default the ones with the most events
+MAX_SLICE_VALUES = 50    # values per dimension, worst first
+
+
+def slice_report(rates, window, dims: list[str] | None = None, values: int = MAX_SLICE_VALUES) -> dict[str, list[dict]]:
+    """Rates by slice, worst first, for ``dims`` (default: the most-used ones), in one pass over the window.
+    Raises ValueError naming the bound or the unknown dimensions."""
+    if dims:
+        dims = list(dict.fromkeys(dims))
+        if len(dims) > MAX_SLICE_DIMS:
+            raise ValueError(f"{len(dims)} slice dimensions asked for; the limit is {MAX_SLICE_DIMS}")
+        unknown = sorted(set(dims) - set(FIXED_SLICE_DIMS) - rates.stored_dims(dims))
+        if unknown:
+            shown = ", ".join(repr(d[:64]) for d in unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
+            raise ValueError(f"unknown slice dimension(s) {shown}; GET /api/slices without dim lists the stored ones")
+    else:
+        dims = rates.dims(MAX_SLICE_DIMS)
+    by_dim: dict[str, list[dict]] = {d: [] for d in dims}
+    for row in rates.totals_by_dim(dims, window):
+        by_dim[row["dim"]].append(row)
+    return {d: slice_rates(rows, d)[:values] for d, rows in by_dim.items()}
+

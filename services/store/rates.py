@@ -115,8 +115,26 @@ class RateRepository:
         sql = f"SELECT value, route, {_SUMS} FROM rate_minute WHERE {' AND '.join(where)} GROUP BY value, route"
         return self.store.query(sql, params)
 
-    def dims(self) -> list[str]:
-        return [r["dim"] for r in self.store.query("SELECT DISTINCT dim FROM rate_minute WHERE dim != '' ORDER BY dim")]
+    def totals_by_dim(self, dims: list[str], window: timedelta | None = None) -> list[dict]:
+        """One row per (dim, value, route) for several slice dimensions, in one pass over the window."""
+        start, end = self.window_bounds(window)
+        where, params = ["dim IN {dims:Array(String)}"], {"dims": dims}
+        if start is not None:
+            where.append("minute >= {start:DateTime64(3)} AND minute <= {end:DateTime64(3)}")
+            params.update(start=_second(start), end=_second(end))
+        return self.store.query(f"SELECT dim, value, route, {_SUMS} FROM rate_minute WHERE {' AND '.join(where)} "
+                                "GROUP BY dim, value, route", params)
+
+    def dims(self, limit: int) -> list[str]:
+        """Slice dimensions stored, the most events first, at most ``limit``."""
+        rows = self.store.query("SELECT dim FROM rate_minute WHERE dim != '' GROUP BY dim "
+                                "ORDER BY sum(events) DESC, dim LIMIT {n:UInt32}", {"n": limit})
+        return [r["dim"] for r in rows]
+
+    def stored_dims(self, dims: list[str]) -> set[str]:
+        """Which of ``dims`` are stored."""
+        rows = self.store.query("SELECT DISTINCT dim FROM rate_minute WHERE dim IN {dims:Array(String)}", {"dims": dims})
+        return {r["dim"] for r in rows}
 
     def minutes(self, route: str, start: datetime, end: datetime, dim: str = "", value: str = "") -> list[dict]:
         """Per-minute sums for one route (and slice), oldest first."""
@@ -139,13 +157,16 @@ class RateRepository:
                "AND minute >= {start:DateTime64(3)} AND minute <= {end:DateTime64(3)} GROUP BY dim, value")
         return self.store.query(sql, {"route": route, "start": _second(start), "end": _second(end)})
 
-    def version_spans(self, route: str, start: datetime, end: datetime) -> list[dict]:
-        """Each version value of a route seen in [start, end]: key, value, first and last minute seen at all
-        (as datetimes) and its events, oldest first."""
+    def version_spans(self, route: str, start: datetime, end: datetime, limit: int) -> tuple[list[dict], int]:
+        """The version values of a route seen in [start, end] (key, value, first and last minute seen at all, as
+        datetimes, and events), oldest first: the ``limit`` first seen last, and how many there are in all."""
         rows = self.store.query(
-            "SELECT substring(dim, 9) AS key, value, min(minute) AS first, max(minute) AS last, sum(events) AS events "
+            "SELECT substring(dim, 9) AS key, value, min(minute) AS first, max(minute) AS last, sum(events) AS events, "
+            "count() OVER () AS total "
             "FROM rate_minute WHERE route = {route:String} AND startsWith(dim, 'version.') GROUP BY dim, value "
-            "HAVING last >= {start:DateTime64(3)} AND first <= {end:DateTime64(3)} ORDER BY first, key, value",
-            {"route": route, "start": _second(start), "end": _second(end)})
-        return [{**r, "first": parse_ch_time(r["first"]), "last": parse_ch_time(r["last"]), "events": int(r["events"])}
-                for r in rows]
+            "HAVING last >= {start:DateTime64(3)} AND first <= {end:DateTime64(3)} "
+            "ORDER BY first DESC, key DESC, value DESC LIMIT {n:UInt32}",
+            {"route": route, "start": _second(start), "end": _second(end), "n": limit})
+        spans = [{"key": r["key"], "value": r["value"], "first": parse_ch_time(r["first"]),
+                  "last": parse_ch_time(r["last"]), "events": int(r["events"])} for r in reversed(rows)]
+        return spans, int(rows[0]["total"]) if rows else 0

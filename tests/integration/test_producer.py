@@ -117,7 +117,7 @@ def test_preparer_takes_a_verdict_event_and_aware_datetimes():
     ({"observed_at": "2026-11-21T09:00:00"}, "timestamp_without_offset", "observed_at"),
     ({"observed_at": datetime(2026, 11, 21, 9)}, "timestamp_without_offset", "observed_at"),
     ({"claims": [{"verdict": "supported", "score": 1.5}]}, "out_of_range", "claims[0].score"),
-    ({"attributes": {f"k{i}": "v" for i in range(33)}}, "too_many_items", "attributes"),
+    ({"attributes": {f"k{i}": "v" for i in range(33)}}, "attributes.too_many", "attributes"),
     ({"answer": {"text": "x" * (1 << 20)}}, "too_large", "$"),
     ({"claims": [{"verdict": "supported", "text": {1, 2}}]}, "not_json", "$"),
 ])

@@ -14,12 +14,11 @@ from services.api.routeview import RouteHistory, route_report
 from services.api.security import AUTH_RESPONSES, Gate
 from services.core.clock import utcnow
 from services.core.errors import NotFound
-from services.rates.report import slice_rates
+from services.rates.report import MAX_SLICE_DIMS, MAX_SLICE_VALUES, slice_report
 from services.rates.window import WindowError, parse_window
 from services.alerts.evaluator import detector_config_for
 
 MAX_RANGE_MINUTES = 31 * 24 * 60
-SLICE_DIMS = ("query_type", "stakes", "mix")  # always valid, even before any event carries them; version.* as stored
 
 
 def window_of(text: str, allow_all: bool = True):
@@ -53,15 +52,11 @@ def router(components, gate: Gate, alerts_of: Callable[[str], list[dict]],
     @r.get("/api/slices", summary="Rates by slice (query_type, stakes, version.*), worst first",
            response_model=dict[str, list[SliceEntry]], responses={422: ERROR_RESPONSES[422]})
     def get_slices(window: str = Query("30m", max_length=16),
-                   dim: list[str] | None = Query(None, description="slice dimensions; default all")) -> dict:
-        w = window_of(window)
-        known = rates.dims()
-        unknown = sorted(set(dim or ()) - set(known) - set(SLICE_DIMS))
-        if unknown:
-            raise HTTPException(422, f"unknown slice dimension(s) {', '.join(map(repr, unknown))}; "
-                                     f"known: {', '.join(sorted(set(known) | set(SLICE_DIMS)))}")
-        dims = dim or known
-        return {d: slice_rates(rates.totals(d, w), d) for d in dims}
+                   dim: list[str] | None = Query(None, description=f"slice dimensions, at most {MAX_SLICE_DIMS}; "
+                                                 "default the ones with the most events"),
+                   limit: int = Query(MAX_SLICE_VALUES, ge=1, le=500, description="values per dimension, worst first")
+                   ) -> dict:
+        return slice_report(rates, window_of(window), dim, limit)
 
     @r.get("/api/routes/{route:path}", summary="One route over time: rate with interval band, baseline, alert "
            "spans, verdict breakdown and version changes", response_model=RouteDetail, responses=ERROR_RESPONSES)

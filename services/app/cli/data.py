@@ -216,7 +216,7 @@ def rates(settings: Settings, window: str, sort: str, show_slices: bool, calibra
     every column.
     """
     from services.api.routeview import route_report
-    from services.rates.report import slice_rates
+    from services.rates.report import slice_report
     from services.rates.window import WindowError, parse_window
 
     try:
@@ -228,7 +228,7 @@ def rates(settings: Settings, window: str, sort: str, show_slices: bool, calibra
     slices = {}
     if show_slices:
         slices = reach(settings, "/api/slices", {"window": window},
-                       lambda c: {d: slice_rates(c.repos.rates.totals(d, w), d) for d in c.repos.rates.dims()})
+                       lambda c: slice_report(c.repos.rates, w))
     if output == "json":
         print_json(data if not show_slices else {"routes": data, "slices": slices})
         return

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 import textwrap
 from datetime import datetime, timezone
 from urllib.parse import quote
@@ -11,6 +12,8 @@ import click
 from services.api.serialise import as_json as serialise
 from services.app.cli.base import main, print_json, reach, service_options
 from services.app.settings import Settings
+from services.core.command import cli_command
+from services.issues.traces import CLAIMS_PER_PAGE, MAX_CLAIMS_PAGE
 
 WIDTH = 80
 # Trace text is untrusted: terminal control sequences are shown as nothing, not executed.
@@ -68,7 +71,9 @@ def _event_lines(e: dict) -> list[str]:
     lines += ["", "question"] + _wrap(e.get("question") or "(no question text was sent)", "  ")
     lines += ["", "answer"] + _wrap(e.get("answer") or "(no answer text was sent)", "  ")
     claims = e.get("claims") or []
-    lines += ["", f"claims ({len(claims)}, {sum(bool(c['failed']) for c in claims)} failed)"]
+    shown = (f": {e['claims_from'] + 1:,}–{e['claims_from'] + len(claims):,} shown" if e["claim_count"] > len(claims)
+             and claims else "")
+    lines += ["", f"claims ({e['claim_count']:,}, {e['failed_claims']:,} failed{shown})"]
     for c in claims:
         score = "" if c.get("score") is None else f" {c['score']:.2f}"
         lines += _wrap(c.get("text") or "(no text)", "     ", f"{c['index'] + 1:>3}. [{c['verdict']}{score}] ")
@@ -90,17 +95,23 @@ def trace_text(data: dict) -> str:
         lines.append("  none of its claims belongs to an issue")
     for n, e in enumerate(data.get("earlier") or [], 1):
         lines += ["", f"earlier answer {n}"] + ["  " + line if line else "" for line in _event_lines(e)]
+    page, pages = data["claims_page"], data["claims_pages"]
+    if page < pages:
+        lines += ["", f"claims page {page} of {pages}; the next: "
+                      f"{cli_command()} trace {shlex.quote(data['trace_id'])} --claims-page {page + 1}"]
     return "\n".join(line.rstrip() for line in lines)
 
 
 @main.command()
 @click.argument("trace_id")
+@click.option("--claims-page", type=click.IntRange(1, MAX_CLAIMS_PAGE), default=1, show_default=True,
+              help=f"Page of each answer's claims, {CLAIMS_PER_PAGE} a page.")
 @click.option("--json", "as_json", is_flag=True, help="The API's JSON instead of text.")
 @service_options
-def trace(settings: Settings, trace_id: str, as_json: bool) -> None:
+def trace(settings: Settings, trace_id: str, claims_page: int, as_json: bool) -> None:
     """One trace: question, answer, every claim with its verdict, span and chunk, versions, issues."""
-    data = reach(settings, f"/api/traces/{quote(trace_id, safe='')}", {},
-                 lambda c: serialise(c.traces.get(trace_id)))
+    data = reach(settings, f"/api/traces/{quote(trace_id, safe='')}", {"claims_page": claims_page},
+                 lambda c: serialise(c.traces.get(trace_id, claims_page)))
     if as_json:
         print_json(data)
         return

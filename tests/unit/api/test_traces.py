@@ -200,7 +200,8 @@ def test_cli_strips_terminal_control_sequences_from_trace_text(cli):
     from services.app.cli.traces import trace_text
 
     data = {"trace_id": "t", "event_id": "e", "route": "r", "observed_at": "2026-11-21T08:00:00+00:00",
-            "question": "hi\x1b]0;pwned\x07 there", "answer": "\x1b[2Jok", "versions": {}, "claims": [], "issues": []}
+            "question": "hi\x1b]0;pwned\x07 there", "answer": "\x1b[2Jok", "versions": {}, "claims": [], "issues": [],
+            "claim_count": 0, "failed_claims": 0, "claims_from": 0, "claims_page": 1, "claims_pages": 1}
     text = trace_text(data)
     assert "\x1b" not in text and "\x07" not in text and "hi]0;pwned there" in text
 

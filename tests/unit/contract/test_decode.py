@@ -2,7 +2,8 @@ import orjson
 import pytest
 
 from services.contract.decode import Decoder, Rejection, validate_event, ContractError
-from services.contract.model import VerdictEvent
+from services.contract.model import (MAX_CLAIMS, MAX_EVIDENCE, MAX_KEY_CHARS, MAX_LABEL_CHARS, MAX_TEXT_CHARS,
+                                     MAX_VERSION_KEYS, VerdictEvent)
 
 from pathlib import Path
 from tests.support.paths import FIXTURES
@@ -56,7 +57,17 @@ def test_verdict_aliases_normalise(alias, canonical):
     ({"answer": {"action": "shipped"}}, "invalid_value", "answer.action"),
     ({"schema": "claimwatch.verdict/v2"}, "bad_schema", "schema"),
     ({"event_id": ""}, "bad_length", "event_id"),
-    ({"attributes": {f"k{i}": "v" for i in range(33)}}, "too_many_items", "attributes"),
+    ({"attributes": {f"k{i}": "v" for i in range(33)}}, "attributes.too_many", "attributes"),
+    # Shape bounds (issue 23, H1/H2): one event must not multiply the cost of every slice query and page.
+    ({"versions": {f"k{i}": "v" for i in range(MAX_VERSION_KEYS + 1)}}, "versions.too_many", "versions"),
+    ({"versions": {"k" * (MAX_KEY_CHARS + 1): "v"}}, "too_long", "versions." + "k" * 64),
+    ({"versions": {"model": "v" * (MAX_LABEL_CHARS + 1)}}, "too_long", "versions.model"),
+    ({"claims": [{"verdict": "supported"}] * (MAX_CLAIMS + 1)}, "claims.too_many", "claims"),
+    ({"evidence": [{"chunk_id": "c"}] * (MAX_EVIDENCE + 1)}, "evidence.too_many", "evidence"),
+    ({"signals": {"cherry_pick": ["c"] * (MAX_EVIDENCE + 1)}}, "signals.cherry_pick.too_many", "signals.cherry_pick"),
+    ({"query": {"text": "q" * (MAX_TEXT_CHARS + 1)}}, "too_long", "query.text"),
+    ({"claims": [{"verdict": "supported", "span": "s" * (MAX_TEXT_CHARS + 1)}]}, "too_long", "claims[0].span"),
+    ({"event_id": "e" * 129}, "too_long", "event_id"),
 ])
 def test_bad_events_get_rule_and_path(mutation, rule, path):
     result = decode({**BASE, **mutation})

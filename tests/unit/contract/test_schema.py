@@ -25,7 +25,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from services.contract.decode import Decoder, Rejection
-from services.contract.model import ACTIONS, CLAIM_TYPES, QUERY_TYPES, STAGES, STAKES, VERDICT_ALIASES
+from services.contract.model import (ACTIONS, CLAIM_TYPES, MAX_CLAIMS, MAX_EVIDENCE, MAX_KEY_CHARS, MAX_LABEL_CHARS,
+                                     MAX_TEXT_CHARS, MAX_VERSION_KEYS, QUERY_TYPES, STAGES, STAKES, VERDICT_ALIASES)
 from tests.support.paths import ROOT
 
 SCHEMA_PATH = ROOT / "services" / "contract" / "verdict-event-v1.schema.json"
@@ -172,8 +173,31 @@ def mutation_ops() -> list[tuple[str, tuple]]:
     ops += [op_set(["signals", "premise_similarity"], v) for v in (0, 1, 0.41, -0.1, 1.1, None, "0.5", False)]
     ops += [op_set(["attributes"], v) for v in (
         {f"k{i}": "v" for i in range(32)}, {f"k{i}": "v" for i in range(33)}, {"k": 1}, {"k": None}, {"region": "eu"})]
+    ops += bound_ops()
     ops += [op_set(["unknown_top_level"], {"any": ["thing"]}), op_set(["schema_"], 5)]
     ops += [op_set([], v) for v in ([], "event", 1, None)]
+    return ops
+
+
+def bound_ops() -> list[tuple[str, tuple]]:
+    """Each shape bound at its limit (accepted) and one past it (refused)."""
+    def at_and_past(limit: int, make) -> list:
+        return [make(limit), make(limit + 1)]
+
+    ops = [op_set(["versions"], v) for v in at_and_past(MAX_VERSION_KEYS, lambda n: {f"k{i}": "v" for i in range(n)})]
+    ops += [op_set(["versions"], {k: "v"}) for k in at_and_past(MAX_KEY_CHARS, lambda n: "\u00e9" * n)]
+    ops += [op_set(["attributes"], {"k": v}) for v in at_and_past(MAX_LABEL_CHARS, lambda n: "\U0001f600" * n)]
+    ops += [op_set(["claims"], v) for v in at_and_past(MAX_CLAIMS, lambda n: [{"verdict": "supported"}] * n)]
+    ops += [op_set(["evidence"], v) for v in at_and_past(MAX_EVIDENCE, lambda n: [{"chunk_id": "c"}] * n)]
+    ops += [op_set(["signals", "cherry_pick"], v) for v in at_and_past(MAX_EVIDENCE, lambda n: ["c"] * n)]
+    ops += [op_set(["tenant"], v) for v in at_and_past(MAX_LABEL_CHARS, lambda n: "t" * n)]
+    ops += [op_set(["answer", "text"], v) for v in at_and_past(MAX_TEXT_CHARS, lambda n: "a" * n)]
+    ops += [op_set(["query", "text"], v) for v in at_and_past(MAX_TEXT_CHARS, lambda n: "q" * n)]
+    ops += [op_set(["evidence"], [{"chunk_id": "c", "text": v}]) for v in at_and_past(MAX_TEXT_CHARS, lambda n: "x" * n)]
+    ops += [op_set(["evidence"], [{"chunk_id": v}]) for v in at_and_past(MAX_LABEL_CHARS, lambda n: "c" * n)]
+    for field, limit in (("text", MAX_TEXT_CHARS), ("span", MAX_TEXT_CHARS), ("claim_id", MAX_LABEL_CHARS),
+                         ("chunk_id", MAX_LABEL_CHARS), ("labeler", MAX_LABEL_CHARS)):
+        ops += [op_set(["claims"], [{"verdict": "supported", field: v}]) for v in at_and_past(limit, lambda n: "s" * n)]
     return ops
 
 
@@ -296,7 +320,7 @@ def test_lower_case_z_is_accepted_by_both():
 def test_size_limit_is_enforced_by_the_decoder_only():
     # JSON Schema validates a parsed document; it cannot count bytes. An event over
     # 1 MiB is schema-valid and still goes to the DLQ with rule too_large.
-    big = {**ABSTENTION, "answer": {"text": "x" * (1 << 20), "action": "served"}}
+    big = {**ABSTENTION, "padding": "x" * (1 << 20)}  # unknown fields are ignored
     assert PY_VALIDATOR.is_valid(big)
     result = Decoder().decode(orjson.dumps(big))
     assert isinstance(result, Rejection) and result.rule == "too_large"

@@ -153,9 +153,9 @@ def test_hostile_values_are_stored_and_read_back_exactly(store: Store) -> None:
         row = store.query("SELECT {v:String} AS v, {a:Array(String)} AS a", {"v": value, "a": [value, "plain"]})
         assert row == [{"v": value, "a": [value, "plain"]}]
     events = [
-        make_event(n, event_id=value[:128], trace_id=value[-128:], tenant=value,
+        make_event(n, event_id=value[:128], trace_id=value[-128:], tenant=value[:256],
                    query={"text": value}, answer={"text": value, "action": "served"},
-                   versions={"model": value, value[:64]: "v"}, attributes={"note": value},
+                   versions={"model": value[:256], value[:64]: "v"}, attributes={"note": value[:256]},
                    claims=[{"text": value, "verdict": "supported", "span": value}])
         for n, value in enumerate(HOSTILE)
     ]
@@ -164,9 +164,9 @@ def test_hostile_values_are_stored_and_read_back_exactly(store: Store) -> None:
     for event, value in zip(events, HOSTILE):
         stored = store.query("SELECT event_id, trace_id, tenant, query_text, answer_text, versions, attributes, "
                              "claim_texts, spans FROM events WHERE event_id = {id:String}", {"id": event.event_id})
-        assert stored == [{"event_id": value[:128], "trace_id": value[-128:], "tenant": value, "query_text": value,
-                           "answer_text": value, "versions": {"model": value, value[:64]: "v"},
-                           "attributes": {"note": value}, "claim_texts": [value], "spans": [value]}]
+        assert stored == [{"event_id": value[:128], "trace_id": value[-128:], "tenant": value[:256],
+                           "query_text": value, "answer_text": value, "versions": {"model": value[:256], value[:64]: "v"},
+                           "attributes": {"note": value[:256]}, "claim_texts": [value], "spans": [value]}]
         claims = store.query("SELECT text, span FROM claims WHERE event_id = {id:String}", {"id": event.event_id})
         assert claims == [{"text": value, "span": value}]
     assert totals(store)["events"] == len(HOSTILE)  # and the events table is still there
@@ -204,10 +204,10 @@ def test_columnar_inserts_store_exactly_what_row_inserts_store(store: Store) -> 
     """The writer's Arrow columns and the JSONEachRow rows of the same events read back identically."""
     store.command("SYSTEM STOP MERGES")
     events = mixed_events(20) + [
-        make_event(900 + i, query={"text": text, "answerable": None}, attributes={"k": text},
+        make_event(900 + i, query={"text": text, "answerable": None}, attributes={"k": text[:256]},
                    observed_at="2026-11-21T09:14:03.512999+01:00",
-                   evidence=[{"chunk_id": text, "text": text, "used": True}, {"chunk_id": "k", "version": "v2"}],
-                   signals={"cherry_pick": [text], "premise_similarity": 1, "support_delta": -0.1 ** 7},
+                   evidence=[{"chunk_id": text[:256], "text": text, "used": True}, {"chunk_id": "k", "version": "v2"}],
+                   signals={"cherry_pick": [text[:256]], "premise_similarity": 1, "support_delta": -0.1 ** 7},
                    claims=[{"text": text, "verdict": "contradicted", "span": text}, {"verdict": "supported"}])
         for i, text in enumerate(HOSTILE)]
     columnar = {**INSERT_SETTINGS, "insert_deduplication_token": "columns"}
