@@ -1,22 +1,22 @@
 """HTTP API and dashboard, built by an app factory from the process's components (no globals).
 
-Errors are always JSON ``{"detail": ...}`` with a 4xx for bad input: 404 for an unknown id,
+API errors are JSON ``{"detail": ...}`` with a 4xx for bad input: 404 for an unknown id,
 409 for a clash with the current state, 413 for an oversize body, 422 for a malformed
 one (naming the field), 401/403 for a missing or wrong token, 429 when rate limited
 (services/api/security.py: Gate),
-503 when the store is down.
+503 when the store is down. A page request gets the same status and sentence as the styled error page.
 """
 from __future__ import annotations
 
 import time
 from datetime import datetime
-from typing import Callable
+from typing import Callable, Mapping
 
 from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.gzip import GZipMiddleware
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from services.api import pages
 from services.api.middleware import AnonymousReadLimit, BodyLimit, SecurityHeaders
@@ -48,44 +48,54 @@ TAGS = [
 GZIP_MIN_BYTES = 1024  # smaller answers gain less than compressing them costs
 
 
-def _problem(status: int, detail: str, field: str | None = None) -> JSONResponse:
-    return JSONResponse(status_code=status, content={"detail": detail, **({"field": field} if field else {})})
+def refusal(request: Request, status: int, detail: str, field: str | None = None,
+            headers: Mapping[str, str] | None = None) -> Response:
+    """The styled error page for a page request; ``Problem`` JSON for everything else (services/api/pages.py)."""
+    if pages.wants_page(request):
+        return pages.error_page(status, detail, headers)
+    return JSONResponse(status_code=status, content={"detail": detail, **({"field": field} if field else {})},
+                        headers=headers)
 
 
 def install_error_handlers(api: FastAPI) -> None:
     @api.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException):
         if exc.status_code == 400:  # FastAPI's answer to a body it cannot decode (not UTF-8): malformed, so 422
-            return _problem(422, "the body is not UTF-8 JSON; send a JSON object", "body")
+            return refusal(request, 422, "the body is not UTF-8 JSON; send a JSON object", "body")
+        if pages.wants_page(request):
+            return pages.error_page(exc.status_code, str(exc.detail), exc.headers)
         return await http_exception_handler(request, exc)
 
     @api.exception_handler(RequestValidationError)
     async def _malformed(request: Request, exc: RequestValidationError):
         # One sentence naming each field, never pydantic's list (it echoes the input and its internals).
         errors = exc.errors()
-        return _problem(422, plain_errors(errors), error_location(errors[0]) if errors else None)
+        return refusal(request, 422, plain_errors(errors), error_location(errors[0]) if errors else None)
 
     @api.exception_handler(NotFound)
     async def _not_found(request: Request, exc: NotFound):
-        if pages.wants_page(request):
-            return pages.error_page(request, 404, str(exc))
-        return _problem(404, str(exc))
+        return refusal(request, 404, str(exc))
 
     @api.exception_handler(Conflict)
     async def _conflict(request: Request, exc: Conflict):
-        return _problem(409, str(exc))
+        return refusal(request, 409, str(exc))
 
     @api.exception_handler(PromotionError)
     async def _refused(request: Request, exc: PromotionError):
-        return _problem(409 if isinstance(exc, NearDuplicateError) else 422, str(exc))
+        return refusal(request, 409 if isinstance(exc, NearDuplicateError) else 422, str(exc))
 
     @api.exception_handler(ValueError)
     async def _bad_value(request: Request, exc: ValueError):
-        return _problem(422, str(exc))
+        return refusal(request, 422, str(exc))
 
     @api.exception_handler(StoreError)
     async def _store_down(request: Request, exc: StoreError):
-        return _problem(503, f"store unavailable: {exc}")
+        return refusal(request, 503, f"store unavailable: {exc}")
+
+    @api.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception):
+        # Starlette re-raises the exception after this answer, so the server still logs it with its traceback.
+        return refusal(request, 500, "Something went wrong on the server; its log has the details.")
 
 
 def create_api(components, policy: ApiPolicy | None = None, now: Callable[[], datetime] = utcnow,

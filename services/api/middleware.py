@@ -1,15 +1,19 @@
 """ASGI middleware: refuse oversize bodies before anything parses them; limit anonymous reads; security headers.
 
 (FastAPI's own ``max_body_size`` answers 413 in plain text and only once the body is
-read; here the refusal is JSON, says which setting to change, and a declared
-Content-Length over the limit is refused before the request reaches the app.)
+read; here the refusal is JSON, or the styled error page for a page request, says which
+setting to change, and a declared Content-Length over the limit is refused before the
+request reaches the app.)
 """
 from __future__ import annotations
 
-import orjson
+from typing import Mapping
+
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
+from starlette.responses import JSONResponse
 
+from services.api.pages import error_page, wants_page
 from services.api.security import Gate, retry_after
 
 # No inline scripts anywhere: pages load /static/*.js only, and pass data in data- attributes.
@@ -33,12 +37,13 @@ class BodyTooLarge(HTTPException):
         super().__init__(413, detail)
 
 
-async def _send_json(send, status: int, detail: str, headers: tuple[tuple[bytes, bytes], ...] = ()) -> None:
-    body = orjson.dumps({"detail": detail})
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                            *headers]})
-    await send({"type": "http.response.body", "body": body})
+async def _refuse(scope, receive, send, status: int, detail: str, headers: Mapping[str, str] | None = None) -> None:
+    """The styled error page for a page request, else JSON ``{"detail": ...}``."""
+    if wants_page(Request(scope)):
+        response = error_page(status, detail, headers)
+    else:
+        response = JSONResponse({"detail": detail}, status, headers)
+    await response(scope, receive, send)
 
 
 class BodyLimit:
@@ -58,9 +63,9 @@ class BodyLimit:
                 try:
                     declared = int(value)
                 except ValueError:
-                    return await _send_json(send, 400, "Content-Length is not a number")
+                    return await _refuse(scope, receive, send, 400, "Content-Length is not a number")
                 if declared > self.max_bytes:
-                    return await _send_json(send, 413, self.message())
+                    return await _refuse(scope, receive, send, 413, self.message())
         seen = 0
         started = False
 
@@ -84,7 +89,7 @@ class BodyLimit:
         except BodyTooLarge as exc:
             if started:
                 raise
-            await _send_json(send, 413, exc.detail)
+            await _refuse(scope, receive, send, 413, exc.detail)
 
 
 class AnonymousReadLimit:
@@ -101,9 +106,8 @@ class AnonymousReadLimit:
             wait = self.gate.anonymous_read_wait(Request(scope))
             if wait > 0:
                 retry = retry_after(wait)
-                return await _send_json(send, 429, f"Too many requests from your address without signing in; "
-                                                   f"try again in {retry} seconds.",
-                                        ((b"retry-after", str(retry).encode()),))
+                return await _refuse(scope, receive, send, 429, f"Too many requests from your address without "
+                                     f"signing in; try again in {retry} seconds.", {"Retry-After": str(retry)})
         await self.app(scope, receive, send)
 
 

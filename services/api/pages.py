@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 from urllib.parse import quote
 
 import jinja2
@@ -83,9 +83,11 @@ def wants_page(request: Request) -> bool:
     return not request.url.path.startswith(API_PREFIXES)
 
 
-def error_page(request: Request, status: int, message: str) -> HTMLResponse:
-    return render("error.html", status, page="error", title=f"{status}", message=message, signed_in=True,
-                  tokens_configured=True)
+def error_page(status: int, message: str, headers: Mapping[str, str] | None = None) -> HTMLResponse:
+    response = render("error.html", status, page="error", title=f"{status}", message=message, signed_in=True,
+                      tokens_configured=True)
+    response.headers.update(headers or {})
+    return response
 
 
 def mount_static(api: FastAPI) -> None:
