@@ -3,9 +3,18 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
+from fastapi import Path
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
 from services.alerts.silences import MAX_SILENCE, parse_duration
+
+
+MAX_ID_CHARS = 200  # an id in an API path: alert, issue, eval item, trace (the contract's ids are at most 128)
+
+
+def path_id():
+    """An id in a URL path: a longer one names nothing, so it is refused (422, naming the limit), not echoed."""
+    return Path(max_length=MAX_ID_CHARS)
 
 
 def who():

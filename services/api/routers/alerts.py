@@ -8,7 +8,7 @@ from typing import Callable
 from fastapi import APIRouter, Depends, HTTPException, Query
 
 from services.alerts.service import AlertsService
-from services.api.models import ERROR_RESPONSES, MAX_SILENCE, AckBody, SilenceBody, UnsilenceBody
+from services.api.models import ERROR_RESPONSES, MAX_SILENCE, AckBody, SilenceBody, UnsilenceBody, path_id
 from services.api.responses import AlertDetail, AlertRule, AlertView, SilenceListed, SilenceView
 from services.api.serialise import as_json
 from services.api.security import AUTH_RESPONSES, MUTATION_RESPONSES, Gate
@@ -35,7 +35,7 @@ def router(alerts: AlertsService, gate: Gate, now: Callable) -> APIRouter:
 
     @r.get("/api/alerts/{alert_id}", summary="One alert with its intervals, suspect changes, transitions and runbook",
            response_model=AlertDetail, dependencies=read, responses={**guarded, **ERROR_RESPONSES})
-    def show_alert(alert_id: str) -> dict:
+    def show_alert(alert_id: str = path_id()) -> dict:
         return as_json(alerts.show(alert_id, now()))
 
     @r.post("/api/alerts/{alert_id}/ack", summary="Acknowledge an alert", response_model=AlertView,

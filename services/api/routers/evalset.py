@@ -7,7 +7,7 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.responses import StreamingResponse
 
 from services.api.serialise import agreement_json, as_json, item_json
-from services.api.models import ERROR_RESPONSES, ProposeBody, RejectBody, ReviewBody
+from services.api.models import ERROR_RESPONSES, ProposeBody, RejectBody, ReviewBody, path_id
 from services.api.responses import AgreementView, EvalItemView, EvalReportView, GateResult
 from services.api.security import AUTH_RESPONSES, MUTATION_RESPONSES, Gate
 from services.core.errors import Conflict
@@ -50,7 +50,7 @@ def router(evalset, gate: Gate) -> APIRouter:
 
     @r.get("/api/promotions/{item_id}", summary="One eval item with its history", response_model=EvalItemView,
            dependencies=read, responses={**guarded, **ERROR_RESPONSES})
-    def item(item_id: str) -> dict:
+    def item(item_id: str = path_id()) -> dict:
         return item_json(evalset.item(item_id))
 
     @r.post("/api/promotions/{item_id}/approve", summary="Approve a proposed item (not by its proposer)",

@@ -6,7 +6,7 @@ from typing import Literal
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import PlainTextResponse
 
-from services.api.models import ERROR_RESPONSES, TEXT_ERROR_RESPONSES, MergeBody, ResolveBody
+from services.api.models import ERROR_RESPONSES, TEXT_ERROR_RESPONSES, MergeBody, ResolveBody, path_id
 from services.api.responses import IssueDetail, IssueMap, IssueMember, IssueSummary
 from services.api.security import AUTH_RESPONSES, MUTATION_RESPONSES, Gate
 
@@ -35,17 +35,17 @@ def router(issues, gate: Gate) -> APIRouter:
 
     @r.get("/api/issues/{issue_id}", summary="One issue with its exemplars and history", response_model=IssueDetail,
            dependencies=read, responses=reads)
-    def show_issue(issue_id: str) -> dict:
+    def show_issue(issue_id: str = path_id()) -> dict:
         return issues.show(issue_id)
 
     @r.get("/api/issues/{issue_id}/members", summary="The issue's failing claims, most typical first",
            response_model=list[IssueMember], dependencies=read, responses=reads)
-    def issue_members(issue_id: str, limit: int = Query(200, ge=1, le=5000)) -> list[dict]:
+    def issue_members(issue_id: str = path_id(), limit: int = Query(200, ge=1, le=5000)) -> list[dict]:
         return issues.members(issue_id, limit)
 
     @r.get("/api/issues/{issue_id}/map", summary="2-D map of the issue's members with neighbouring issues",
            response_model=IssueMap, dependencies=read, responses=reads)
-    def issue_map(issue_id: str) -> dict:
+    def issue_map(issue_id: str = path_id()) -> dict:
         return issues.map(issue_id)
 
     @r.get("/api/issues/{issue_id}/runbook", summary="The issue's runbook, as Markdown or HTML",
@@ -53,7 +53,7 @@ def router(issues, gate: Gate) -> APIRouter:
            responses={200: {"content": {"text/markdown": {"schema": {"type": "string"}},
                                         "text/html": {"schema": {"type": "string"}}}},
                       **guarded, **TEXT_ERROR_RESPONSES})
-    def issue_runbook(issue_id: str, format: Literal["md", "html"] = "md") -> PlainTextResponse:
+    def issue_runbook(issue_id: str = path_id(), format: Literal["md", "html"] = "md") -> PlainTextResponse:
         text = issues.runbook(issue_id, format)
         return PlainTextResponse(text, media_type=RUNBOOK_TYPES[format])
 

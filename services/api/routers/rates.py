@@ -4,7 +4,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Callable
 
-from fastapi import APIRouter, Depends, HTTPException, Query
+from fastapi import APIRouter, Depends, HTTPException, Path, Query
 from pydantic import AwareDatetime
 
 from services.api.models import ERROR_RESPONSES
@@ -60,7 +60,7 @@ def router(components, gate: Gate, alerts_of: Callable[[str], list[dict]],
 
     @r.get("/api/routes/{route:path}", summary="One route over time: rate with interval band, baseline, alert "
            "spans, verdict breakdown and version changes", response_model=RouteDetail, responses=ERROR_RESPONSES)
-    def get_route(route: str,
+    def get_route(route: str = Path(max_length=256),
                   window: str = Query("6h", max_length=16, description="length of the range, ending at `end`"),
                   end: AwareDatetime | None = Query(None, description="end of the range; default the route's newest "
                                                     "minute up to now"),
