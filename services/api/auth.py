@@ -36,8 +36,20 @@ HOW_TO_CONFIGURE = ("no API tokens are configured, so changes are refused. Run `
                     "(or CLAIMWATCH_API__TOKEN_HASHES), then restart")
 
 
-def read_hashes_file(path: Path) -> list[bytes]:
-    """The sha256 hashes in a token-hashes file: the first word of each line; other lines are skipped."""
+def hash_line(line: str) -> tuple[str, str | None] | None:
+    """``<sha256 hex> [name]  # comment`` as (hash, name or None); None for a blank or comment line. Raises
+    ValueError for a line that starts with anything but a sha256 hex."""
+    words = line.split("#", 1)[0].split(maxsplit=1)
+    if not words:
+        return None
+    digest = words[0].lower()
+    if not HASH_RE.fullmatch(digest):
+        raise ValueError(f"expected 64 hex digits (a sha256), then an optional name; got {words[0][:20]!r}")
+    return digest, (words[1].strip() if len(words) > 1 else None)
+
+
+def read_hashes_file(path: Path) -> list[tuple[bytes, str | None]]:
+    """The (sha256, name) pairs of a token-hashes file, a line each; other lines are skipped."""
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
@@ -45,11 +57,13 @@ def read_hashes_file(path: Path) -> list[bytes]:
         return []
     found = []
     for n, line in enumerate(text.splitlines(), 1):
-        word = (line.split("#", 1)[0].split() or [""])[0].lower()
-        if HASH_RE.fullmatch(word):
-            found.append(word.encode("ascii"))
-        elif word:
-            log.warning("%s:%d is not a sha256 hex hash; skipped", path, n)
+        try:
+            entry = hash_line(line)
+        except ValueError as exc:
+            log.warning("%s:%d skipped: %s", path, n, exc)
+            continue
+        if entry is not None:
+            found.append((entry[0].encode("ascii"), entry[1]))
     return found
 
 
@@ -61,6 +75,14 @@ def new_token() -> tuple[str, str]:
     """A fresh random bearer token and the sha256 hex to configure; only the hash is ever stored."""
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     return token, hash_token(token)
+
+
+@dataclass(frozen=True)
+class Holder:
+    """A valid token's holder: ``name`` when the token was made with one (``claimwatch token new --name``), and
+    then every change made with it is recorded as that name; None for an unnamed token, whose caller says who."""
+
+    name: str | None
 
 
 @dataclass(frozen=True)
@@ -100,18 +122,20 @@ class TokenCheck:
     def __init__(self, token_hashes: Iterable[str], hashes_file: str | Path | None = None):
         hashes = []
         for i, h in enumerate(token_hashes):
-            normal = h.strip().lower()
-            if not HASH_RE.fullmatch(normal):
-                raise ValueError(f"api.token_hashes[{i}]: expected 64 hex digits (sha256), got {len(h)} characters; "
-                                 "make one with `claimwatch token new`")
-            hashes.append(normal.encode("ascii"))
+            try:
+                entry = hash_line(h)
+                if entry is None:  # a mistake in a list of hashes, not a comment line
+                    raise ValueError("expected 64 hex digits (a sha256), then an optional name; got nothing")
+            except ValueError as exc:
+                raise ValueError(f"api.token_hashes[{i}]: {exc}; make one with `claimwatch token new`") from None
+            hashes.append((entry[0].encode("ascii"), entry[1]))
         self._fixed = tuple(hashes)
         self._file = Path(hashes_file).expanduser() if hashes_file else None
         self._stamp: tuple[int, int, int] | None = None
-        self._from_file: tuple[bytes, ...] = ()
+        self._from_file: tuple[tuple[bytes, str | None], ...] = ()
 
     @property
-    def _hashes(self) -> tuple[bytes, ...]:
+    def _hashes(self) -> tuple[tuple[bytes, str | None], ...]:
         if self._file is not None:
             self._reload()
         return self._fixed + self._from_file
@@ -131,12 +155,17 @@ class TokenCheck:
     def configured(self) -> bool:
         return bool(self._hashes)
 
-    def matches(self, token: str) -> bool:
+    def holder(self, token: str) -> Holder | None:
+        """Who holds the token (its name, if it was given one), or None for a token not configured."""
         presented = hash_token(token).encode("ascii")
-        found = False
-        for known in self._hashes:  # no early exit
-            found |= hmac.compare_digest(presented, known)
+        found: Holder | None = None
+        for known, name in self._hashes:  # no early exit
+            if hmac.compare_digest(presented, known) and found is None:
+                found = Holder(name)
         return found
+
+    def matches(self, token: str) -> bool:
+        return self.holder(token) is not None
 
     def refusal(self, token: str | None) -> Refusal | None:
         """None when the token is accepted, else why not (401 missing, 403 wrong or none configured)."""

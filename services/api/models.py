@@ -18,7 +18,8 @@ def path_id():
 
 
 def who():
-    return Field(min_length=1, max_length=200, pattern=r"\S", description="who does this (a name or handle)")
+    return Field(None, min_length=1, max_length=200, pattern=r"\S",
+                 description="who does this (a name or handle); with a named token, its holder, and may be left out")
 
 
 class Body(BaseModel):
@@ -26,13 +27,13 @@ class Body(BaseModel):
 
 
 class AckBody(Body):
-    by: str = who()
+    by: str | None = who()
     note: str = Field("", max_length=2000)
 
 
 class SilenceBody(Body):
     matchers: list[str] = Field(min_length=1, max_length=20, description="e.g. route=billing-faq, severity=~warn.*")
-    by: str = who()
+    by: str | None = who()
     comment: str = Field(min_length=1, max_length=2000, pattern=r"\S", description="why")
     duration: str | None = Field(None, max_length=32, description="e.g. 2h or 1h30m, at most 366d; give this or ends_at")
     ends_at: AwareDatetime | None = Field(None, description="RFC 3339 end time, within 366 days")
@@ -54,23 +55,23 @@ class SilenceBody(Body):
 
 
 class UnsilenceBody(Body):
-    by: str = who()
+    by: str | None = who()
 
 
 class ResolveBody(Body):
-    by: str = who()
+    by: str | None = who()
 
 
 class MergeBody(Body):
     into: str = Field(min_length=1, max_length=200, description="the issue that absorbs this one")
-    by: str = who()
+    by: str | None = who()
 
 
 class ProposeBody(Body):
     issue_id: str = Field(min_length=1, max_length=200)
     trace_ids: list[str] | None = Field(None, max_length=100,
                                         description="traces to promote; omitted: the issue's exemplars")
-    by: str = who()
+    by: str | None = who()
 
     @field_validator("trace_ids")
     @classmethod
@@ -82,12 +83,12 @@ class ProposeBody(Body):
 
 
 class ReviewBody(Body):
-    by: str = who()
+    by: str | None = who()
     reason: str = Field("", max_length=2000)
 
 
 class RejectBody(Body):
-    by: str = who()
+    by: str | None = who()
     reason: str = Field(min_length=1, max_length=2000, pattern=r"\S", description="why it does not belong")
 
 
@@ -147,17 +148,17 @@ def plain_errors(errors: Sequence[Mapping]) -> str:
 
 
 class ReviewerBody(Body):
-    reviewer: str = who()
+    reviewer: str | None = who()
 
 
 class LabelBody(Body):
-    reviewer: str = who()
+    reviewer: str | None = who()
     label: str = Field(min_length=1, max_length=32, description="supported, contradicted, unsupported, overreach or stale")
     span: str = Field("", max_length=4000, description="quoted verbatim from one of the claim's evidence chunks")
 
 
 class AdjudicateBody(Body):
-    adjudicator: str = who()
+    adjudicator: str | None = who()
     label: str = Field(min_length=1, max_length=32, description="supported, contradicted, unsupported, overreach or stale")
     span: str = Field("", max_length=4000, description="quoted verbatim from one of the claim's evidence chunks")
 

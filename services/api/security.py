@@ -6,11 +6,13 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from fastapi import HTTPException, Request, Security
+from fastapi.exceptions import RequestValidationError
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from services.api.auth import (READ_COOKIE, SESSION_NOT_TOKEN, ClientAddress, ReadSession, Refusal, TokenBucket,
                                TokenCheck, bearer_of, hash_token)
 from services.api.models import PROBLEM_JSON
+from services.core.names import identity_key
 
 # Shown in OpenAPI as the `bearerAuth` scheme; auto_error off so refusals use our messages.
 bearer_scheme = HTTPBearer(auto_error=False, scheme_name="bearerAuth",
@@ -115,10 +117,12 @@ class Gate:
         return token is not None and self.tokens.matches(token)
 
     def mutation_check(self, request: Request, token: str | None) -> None:
-        if self.holds_token(token):
+        holder = self.tokens.holder(token) if token is not None else None
+        if holder is not None:
             wait = self.holders.take(hash_token(token), self.clock())
             if wait > 0:
                 raise too_many(wait, "changes with this token", "api.mutations_per_minute, api.mutation_burst")
+            request.state.holder = holder
             return
         # Guessing tokens is throttled, in a bucket no token holder shares.
         wait = self.anonymous_mutations.take(self.client_of(request), self.clock())
@@ -128,6 +132,23 @@ class Gate:
         refusal = SESSION_NOT_TOKEN if token is not None and self.sessions.valid(token) else self.tokens.refusal(token)
         if refusal is not None:  # None only if the token file gained this token since holds_token()
             raise _refuse(refusal)
+
+    @staticmethod
+    def acting_as(request: Request, claimed: str | None, field: str = "by") -> str:
+        """Who a change is recorded as: a named token's holder, whatever the body says (a different ``by`` is
+        refused, compared as sign-off compares names); with an unnamed token, the body's ``by``."""
+        holder = getattr(request.state, "holder", None)
+        name = holder.name if holder is not None else None
+        if name is None:
+            if claimed is None:
+                raise RequestValidationError([{"type": "value_error", "loc": ("body", field), "msg": (
+                    "is required with a token that has no name (one made with `claimwatch token new --name NAME` "
+                    "records its holder)")}])
+            return claimed
+        if claimed is not None and identity_key(claimed) != identity_key(name):
+            raise HTTPException(403, f"this token is {name!r}'s, so changes made with it are recorded as {name!r}, "
+                                     f"not {claimed[:200]!r}: leave out by, or use your own token")
+        return name
 
     def read_check(self, request: Request, token: str | None) -> None:
         if not self.policy.protect_reads:

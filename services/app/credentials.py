@@ -107,10 +107,11 @@ def find_token(url: str, environ: Mapping[str, str] = os.environ) -> tuple[str, 
     return None
 
 
-def add_token_hash(digest: str, path: Path, note: str = "") -> Path:
-    """Append a sha256 to a token-hashes file (created 0600) in one write, so a reader never sees half a line."""
+def add_token_hash(digest: str, path: Path, note: str = "", name: str | None = None) -> Path:
+    """Append a sha256 (and its holder's name) to a token-hashes file (created 0600) in one write, so a reader
+    never sees half a line."""
     _private_dir(path.parent)
-    line = digest + (f"  # {' '.join(note.split())}" if note else "") + "\n"
+    line = digest + (f" {name}" if name else "") + (f"  # {' '.join(note.split())}" if note else "") + "\n"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
         os.write(fd, line.encode("utf-8"))

@@ -86,7 +86,9 @@ class ApiSettings(Section):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
     url: str = "http://127.0.0.1:8080"
-    token_hashes: list[str] = Field(default_factory=list, description="sha256 hex of accepted bearer tokens")
+    token_hashes: list[str] = Field(default_factory=list, description="sha256 hex of accepted bearer tokens, each "
+                                    "optionally followed by a space and its holder's name (changes made with it are recorded "
+                                    "as that name)")
     token_file: str | None = Field(None, description="file of more accepted sha256 hashes, one a line, re-read when it "
                                    "changes (`claimwatch up` watches ~/.config/claimwatch/token-hashes, where "
                                    "`claimwatch token new` adds them)")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-import unicodedata
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -21,6 +20,7 @@ import orjson
 
 from services.contract.model import VERDICT_ALIASES, canonical_verdict
 from services.core.clock import utcnow
+from services.core.names import identity_key
 from services.evalset.metrics import ItemOutcome, LabelPair
 from services.store.evalset import EvalRepository
 
@@ -138,18 +138,6 @@ def _canonical(verdict: str, where: str) -> str:
         return canonical_verdict(str(verdict))
     except ValueError:
         raise PromotionError(f"{where}: unknown verdict {verdict!r}; use one of {sorted(set(VERDICT_ALIASES.values()))}") from None
-
-
-# Invisible letters the Unicode "default ignorable" set adds to the format (Cf) characters: fillers, selectors.
-_IGNORABLE = {0x115F, 0x1160, 0x3164, 0xFFA0, *range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0)}
-
-
-def identity_key(name: str) -> str:
-    """What the four-eyes check compares: NFKC, case-folded, with invisible characters dropped, so that
-    ``Alice``, ``ａｌｉｃｅ`` and ``alice\u200b`` are all the proposer ``alice``."""
-    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", name).casefold())
-    visible = "".join(c for c in folded if unicodedata.category(c)[0] != "C" and ord(c) not in _IGNORABLE)
-    return " ".join(visible.split())
 
 
 def _required(value: str, field: str) -> str:

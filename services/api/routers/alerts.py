@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Callable
 
-from fastapi import APIRouter, Depends, HTTPException, Query
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
 
 from services.alerts.service import AlertsService
 from services.api.models import ERROR_RESPONSES, MAX_SILENCE, AckBody, SilenceBody, UnsilenceBody, path_id
@@ -40,8 +40,8 @@ def router(alerts: AlertsService, gate: Gate, now: Callable) -> APIRouter:
 
     @r.post("/api/alerts/{alert_id}/ack", summary="Acknowledge an alert", response_model=AlertView,
             dependencies=write, responses=changes)
-    def ack_alert(alert_id: str, body: AckBody) -> dict:
-        return as_json(alerts.ack(alert_id, body.by, body.note, now()))
+    def ack_alert(alert_id: str, body: AckBody, request: Request) -> dict:
+        return as_json(alerts.ack(alert_id, gate.acting_as(request, body.by), body.note, now()))
 
     @r.get("/api/silences", summary="Silences (all, or only the active ones)", response_model=list[SilenceListed],
            dependencies=read, responses=guarded)
@@ -50,17 +50,17 @@ def router(alerts: AlertsService, gate: Gate, now: Callable) -> APIRouter:
 
     @r.post("/api/silences", status_code=201, summary="Silence alerts whose labels match, until a time",
             response_model=SilenceView, dependencies=write, responses=changes)
-    def create_silence(body: SilenceBody) -> dict:
+    def create_silence(body: SilenceBody, request: Request) -> dict:
         at = now()
         if body.ends_at is not None and body.ends_at - at > MAX_SILENCE:
             raise HTTPException(422, "ends_at is more than 366 days away; silence for less and renew it")
         if body.ends_at is not None and body.ends_at <= at - timedelta(seconds=1):
             raise HTTPException(422, "ends_at is in the past; give a time in the future or a duration")
-        return as_json(alerts.silence(body.matchers, body.by, body.comment, at, duration=body.duration, ends_at=body.ends_at))
+        return as_json(alerts.silence(body.matchers, gate.acting_as(request, body.by), body.comment, at, duration=body.duration, ends_at=body.ends_at))
 
     @r.delete("/api/silences/{silence_id}", summary="End a silence now", response_model=SilenceView,
               dependencies=write, responses=changes)
-    def expire_silence(silence_id: str, body: UnsilenceBody) -> dict:
-        return as_json(alerts.unsilence(silence_id, body.by, now()))
+    def expire_silence(silence_id: str, body: UnsilenceBody, request: Request) -> dict:
+        return as_json(alerts.unsilence(silence_id, gate.acting_as(request, body.by), now()))
 
     return r

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
 
 from services.api.serialise import agreement_json, as_json, item_json
@@ -33,8 +33,8 @@ def router(evalset, gate: Gate) -> APIRouter:
 
     @r.post("/api/promotions", status_code=201, summary="Propose an issue's traces (default: its exemplars) as eval items",
             response_model=list[EvalItemView], dependencies=write, responses=changes)
-    def propose(body: ProposeBody) -> list[dict]:
-        return as_json(evalset.propose(body.issue_id, body.trace_ids, body.by))
+    def propose(body: ProposeBody, request: Request) -> list[dict]:
+        return as_json(evalset.propose(body.issue_id, body.trace_ids, gate.acting_as(request, body.by)))
 
     @r.get("/api/promotions", summary="Eval items, optionally by state (the review queue is state=proposed)",
            response_model=list[EvalItemView], dependencies=read, responses={**guarded, 422: ERROR_RESPONSES[422]})
@@ -55,15 +55,15 @@ def router(evalset, gate: Gate) -> APIRouter:
 
     @r.post("/api/promotions/{item_id}/approve", summary="Approve a proposed item (not by its proposer)",
             response_model=EvalItemView, dependencies=write, responses=changes)
-    def approve(item_id: str, body: ReviewBody) -> dict:
+    def approve(item_id: str, body: ReviewBody, request: Request) -> dict:
         reviewable(item_id)
-        return as_json(evalset.approve(item_id, body.by, body.reason))
+        return as_json(evalset.approve(item_id, gate.acting_as(request, body.by), body.reason))
 
     @r.post("/api/promotions/{item_id}/reject", summary="Reject a proposed item, saying why",
             response_model=EvalItemView, dependencies=write, responses=changes)
-    def reject(item_id: str, body: RejectBody) -> dict:
+    def reject(item_id: str, body: RejectBody, request: Request) -> dict:
         reviewable(item_id)
-        return as_json(evalset.reject(item_id, body.by, body.reason))
+        return as_json(evalset.reject(item_id, gate.acting_as(request, body.by), body.reason))
 
     @r.get("/api/eval/report", summary="Faithfulness, slices worst first and the abstention pair, with intervals",
            response_model=EvalReportView, dependencies=read, responses=guarded)

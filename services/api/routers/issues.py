@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import PlainTextResponse
 
 from services.api.models import ERROR_RESPONSES, TEXT_ERROR_RESPONSES, MergeBody, ResolveBody, path_id
@@ -59,12 +59,12 @@ def router(issues, gate: Gate) -> APIRouter:
 
     @r.post("/api/issues/{issue_id}/resolve", summary="Mark the issue resolved", response_model=IssueSummary,
             dependencies=write, responses=changes)
-    def resolve_issue(issue_id: str, body: ResolveBody) -> dict:
-        return issues.resolve(issue_id, body.by)
+    def resolve_issue(issue_id: str, body: ResolveBody, request: Request) -> dict:
+        return issues.resolve(issue_id, gate.acting_as(request, body.by))
 
     @r.post("/api/issues/{issue_id}/merge", summary="Merge the issue into another; returns the one that absorbed it",
             response_model=IssueDetail, dependencies=write, responses=changes)
-    def merge_issue(issue_id: str, body: MergeBody) -> dict:
-        return issues.merge(issue_id, body.into, body.by)
+    def merge_issue(issue_id: str, body: MergeBody, request: Request) -> dict:
+        return issues.merge(issue_id, body.into, gate.acting_as(request, body.by))
 
     return r

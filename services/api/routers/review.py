@@ -4,7 +4,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Callable
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 
 from services.api.models import ERROR_RESPONSES, AdjudicateBody, LabelBody, ReviewerBody, SampleBody
 from services.api.routers.rates import window_of
@@ -29,18 +29,18 @@ def router(review, gate: Gate, now: Callable[[], datetime]) -> APIRouter:
 
     @r.post("/api/review/next", summary="Reserve the next claim to label (the reviewer's held one, if any); "
             "the verifier's verdict and other labels stay hidden", dependencies=write, responses=changes)
-    def next_claim(body: ReviewerBody) -> dict:
-        return as_json(review.next(body.reviewer, now()))
+    def next_claim(body: ReviewerBody, request: Request) -> dict:
+        return as_json(review.next(gate.acting_as(request, body.reviewer, "reviewer"), now()))
 
     @r.post("/api/review/{slot}/label", summary="Label the reserved claim; the answer reveals the verifier's verdict "
             "and the other labels", dependencies=write, responses=changes)
-    def label(slot: str, body: LabelBody) -> dict:
-        return as_json(review.label(slot, body.reviewer, body.label, body.span, now()))
+    def label(slot: str, body: LabelBody, request: Request) -> dict:
+        return as_json(review.label(slot, gate.acting_as(request, body.reviewer, "reviewer"), body.label, body.span, now()))
 
     @r.post("/api/review/claims/{claim_key}/adjudicate", summary="An adjudicator's label, which settles the claim",
             dependencies=write, responses=changes)
-    def adjudicate(claim_key: str, body: AdjudicateBody) -> dict:
-        return as_json(review.adjudicate(claim_key, body.adjudicator, body.label, body.span, now()))
+    def adjudicate(claim_key: str, body: AdjudicateBody, request: Request) -> dict:
+        return as_json(review.adjudicate(claim_key, gate.acting_as(request, body.adjudicator, "adjudicator"), body.label, body.span, now()))
 
     @r.get("/api/review/progress", summary="Labels per reviewer and per stratum (route, verdict, issue)",
            dependencies=read, responses=guarded)

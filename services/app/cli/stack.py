@@ -161,8 +161,11 @@ def token_show(settings: Settings) -> None:
               help="Add the sha256 to api.token_file (default ~/.config/claimwatch/token-hashes), which a running "
                    "`claimwatch up` re-reads: the token works from its next request.")
 @click.option("--save", is_flag=True, help="Also store the token for --api in hosts.toml, so this CLI sends it.")
+@click.option("--name", default=None, metavar="NAME", callback=lambda ctx, param, v: token_name(v),
+              help="Who holds the token: every change made with it is recorded as NAME, and sign-off's four-eyes "
+                   "check compares it. Unnamed tokens record the --by their caller gives.")
 @service_options
-def token_new(settings: Settings, register: bool, save: bool) -> None:
+def token_new(settings: Settings, register: bool, save: bool, name: str | None) -> None:
     """Print a new token and its sha256 (the token is shown once; only the hash is kept)."""
     from pathlib import Path
 
@@ -173,14 +176,28 @@ def token_new(settings: Settings, register: bool, save: bool) -> None:
     out.print(f"token:  {value}\nsha256: {digest}", soft_wrap=True)
     if register:
         path = add_token_hash(digest, Path(settings.api.token_file or hashes_path()).expanduser(),
-                              note=f"claimwatch token new, {utcnow():%Y-%m-%d %H:%M}Z")
+                              note=f"claimwatch token new, {utcnow():%Y-%m-%d %H:%M}Z", name=name)
         console.print(f"added to {path}: a running `claimwatch up` accepts it from the next request",
                       soft_wrap=True, markup=False)
     if save:
         console.print(f"stored for {settings.api.url} in {save_token(settings.api.url, value)}", soft_wrap=True,
                       markup=False)
-    console.print(f"elsewhere: CLAIMWATCH_API__TOKEN_HASHES='[\"{digest}\"]'; clients send Authorization: Bearer "
+    entry = f"{digest} {name}" if name else digest
+    console.print(f"elsewhere: CLAIMWATCH_API__TOKEN_HASHES='[\"{entry}\"]'; clients send Authorization: Bearer "
                   "<token> (the CLI reads CLAIMWATCH_TOKEN)", soft_wrap=True, markup=False)
+    if name:
+        console.print(f"changes made with it are recorded as {name!r}; set identity.name (CLAIMWATCH_IDENTITY__NAME) "
+                      "to the same name, or pass --by with it", soft_wrap=True, markup=False)
+
+
+def token_name(value: str | None) -> str | None:
+    """A token's holder name: what a token-hashes line can carry after the hash (no '#', one line)."""
+    if value is None:
+        return None
+    name = " ".join(value.split())
+    if not name or "#" in name or len(name) > 200:
+        raise click.BadParameter("give 1-200 characters without '#'")
+    return name
 
 
 @main.command("api")

@@ -263,7 +263,8 @@ def test_bad_silences_are_422_with_the_reason(client, body, where):
 
 
 @pytest.mark.parametrize("body, detail, field", [
-    ({}, "by: is required", "body.by"),
+    ({}, "by: is required with a token that has no name (one made with `claimwatch token new --name NAME` "
+         "records its holder)", "body.by"),
     ({"by": ""}, "by: must not be empty", "body.by"),
     ({"by": "   "}, "by: must not be blank", "body.by"),
     ({"by": "me", "surprise": 1}, "surprise: is not a field this endpoint takes", "body.surprise"),
@@ -608,6 +609,36 @@ def test_eval_page_shows_the_queue_with_review_forms_and_the_figures(client):
 
 
 # -- ops ----------------------------------------------------------------------------
+def test_a_named_token_signs_as_its_holder(world):
+    """Issue 23, H4: the approver is the token's holder, so a self-asserted `by` can't pass the four-eyes check."""
+    alice, alice_hash = new_token()
+    bob, bob_hash = new_token()
+    client = client_for(world[0], token_hashes=(TOKEN_HASH, f"{alice_hash} alice", f"{bob_hash} Bob Smith"))
+    as_alice, as_bob = {"Authorization": f"Bearer {alice}"}, {"Authorization": f"Bearer {bob}"}
+    exemplars = client.get("/api/issues/iss-numbers").json()["exemplars"]
+    trace = list(dict.fromkeys(e["trace_id"] for e in exemplars))[-1]
+    made = client.post("/api/promotions", json={"issue_id": "iss-numbers", "trace_ids": [trace]}, headers=as_alice)
+    assert made.status_code == 201, made.text
+    item = made.json()[0]
+    assert item["proposed_by"] == "alice"
+
+    posing = client.post(f"/api/promotions/{item['item_id']}/approve", json={"by": "bob"}, headers=as_alice)
+    assert posing.status_code == 403
+    assert posing.json()["detail"].startswith("this token is 'alice''s, so changes made with it are recorded as 'alice'")
+    own = client.post(f"/api/promotions/{item['item_id']}/approve", json={"by": "ALICE\u200b"}, headers=as_alice)
+    assert own.status_code == 422 and "cannot approve it too" in own.json()["detail"]
+    approved = client.post(f"/api/promotions/{item['item_id']}/approve", json={}, headers=as_bob)
+    assert approved.status_code == 200, approved.text
+    assert approved.json()["state"] == "approved"
+    history = client.get(f"/api/promotions/{item['item_id']}").json()["history"]
+    assert [(h["action"], h["by"]) for h in history] == [("proposed", "alice"), ("approved", "Bob Smith")]
+
+    anonymous_name = client.post("/api/alerts/a-billing/ack", json={"note": "x"}, headers=AUTH)  # unnamed token
+    assert anonymous_name.status_code == 422 and anonymous_name.json()["field"] == "body.by"
+    acked = client.post("/api/alerts/a-billing/ack", json={"note": "mine"}, headers=as_bob)
+    assert acked.status_code == 200 and acked.json()["acked_by"] == "Bob Smith"
+
+
 def test_health_readiness_and_dlq(client, world):
     services = world[0]
     assert client.get("/healthz").json() == {"status": "ok"}

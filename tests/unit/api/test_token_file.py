@@ -68,3 +68,16 @@ def test_the_sign_in_page_says_where_a_token_comes_from(world):  # noqa: F811
     assert "claimwatch token show" in page and "claimwatch up" in page and "hosts.toml" in page
     assert "claimwatch token new" in page
     assert 'aria-describedby="signin-where"' in page
+
+
+def test_a_named_token_made_by_the_cli_records_its_holder(world, tmp_path, monkeypatch):  # noqa: F811
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    client = client_for(world[0], token_file=str(tmp_path / "config" / "claimwatch" / "token-hashes"))
+    result = CliRunner().invoke(main, ["token", "new", "--name", "  Dana   Oncall "])
+    bearer = {"Authorization": f"Bearer {made_token(result)}"}
+    assert "recorded as 'Dana Oncall'" in result.output
+    acked = client.post("/api/alerts/a-billing/ack", json={"note": "on it"}, headers=bearer)
+    assert acked.status_code == 200 and acked.json()["acked_by"] == "Dana Oncall"
+    assert client.post(ACK, json={"by": "someone else"}, headers=bearer).status_code == 403
+    refused = CliRunner().invoke(main, ["token", "new", "--name", "a # b"])
+    assert refused.exit_code == 2 and "without '#'" in refused.output

@@ -99,7 +99,7 @@ def test_token_new_adds_its_hash_to_the_watched_file(home):
     result = CliRunner().invoke(main, ["token", "new"])
     assert result.exit_code == 0, result.output
     token = result.stdout.split("token:", 1)[1].split()[0]
-    assert read_hashes_file(hashes_path()) == [hash_token(token).encode()]
+    assert read_hashes_file(hashes_path()) == [(hash_token(token).encode(), None)]
     assert mode(hashes_path()) == 0o600 and str(hashes_path()) in result.stderr
     again = CliRunner().invoke(main, ["token", "new", "--save", "--api", "http://127.0.0.1:8181"])
     second = again.stdout.split("token:", 1)[1].split()[0]
@@ -110,6 +110,8 @@ def test_token_new_adds_its_hash_to_the_watched_file(home):
 
 def test_a_hashes_file_skips_lines_that_are_not_hashes(tmp_path):
     path = add_token_hash("ab" * 32, tmp_path / "d" / "token-hashes", note="first\nsecond")
+    add_token_hash("ef" * 32, path, note="named", name="Dana Oncall")
     with path.open("a") as f:
         f.write("# a comment\nnot-a-hash\n\n" + "CD" * 32 + "  # upper case\n")
-    assert read_hashes_file(path) == [("ab" * 32).encode(), ("cd" * 32).encode()]
+    assert read_hashes_file(path) == [(("ab" * 32).encode(), None), (("ef" * 32).encode(), "Dana Oncall"),
+                                      (("cd" * 32).encode(), None)]

@@ -66,7 +66,8 @@ def test_next_is_blind_and_the_label_reveals(world):
 
 @pytest.mark.parametrize("path, body, status, fragment", [
     ("/api/review/next", {"reviewer": ""}, 422, "reviewer"),
-    ("/api/review/next", {"who": "ann"}, 422, "reviewer"),
+    ("/api/review/next", {"who": "ann"}, 422, "who: is not a field this endpoint takes"),
+    ("/api/review/next", {}, 422, "reviewer: is required with a token that has no name"),
     ("/api/review/SLOT/label", {"reviewer": "ann", "label": "maybe"}, 422, "unknown verdict"),
     ("/api/review/SLOT/label", {"reviewer": "ann", "label": "no_source"}, 422, "annotation guide"),
     ("/api/review/SLOT/label", {"reviewer": "ann", "label": "supported", "span": "not in any chunk"}, 422, "verbatim"),
