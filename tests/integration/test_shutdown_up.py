@@ -1,4 +1,5 @@
-"""SIGTERM stops `claimwatch up` within 15 s even in the middle of a re-cluster, and a restart loses and doubles nothing.
+"""SIGTERM or SIGINT stops `claimwatch up`, `worker` and `api` within 15 s: idle, mid re-cluster and mid ingest; a
+restart loses and doubles nothing. (A worker whose store refuses every write: tests/integration/test_reliability.py.)
 
 Real components: the Tansu broker (the session fixture, so the log outlives `up`), chDB, the
 bundled embedding model, UMAP and HDBSCAN. The re-cluster is caught in its fit, which runs in a
@@ -19,7 +20,7 @@ import pytest
 from services.app.broker import create_topics, free_port
 from services.client.simulate import Scenario, expected_counts, generate
 from tests.support.procfs import alive, recluster_child
-from tests.support.processes import get_json, send_all
+from tests.support.processes import WorkerProcess, get_json, send_all
 
 STOP_WITHIN = 15.0
 
@@ -64,17 +65,10 @@ class Up:
             time.sleep(0.2)
         raise AssertionError(f"timed out after {timeout}s waiting for {what}; see {self.workdir / 'up.log'}")
 
-    def terminate(self) -> float:
-        """SIGTERM; seconds until the process is gone (fails beyond STOP_WITHIN)."""
-        started = time.monotonic()
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(STOP_WITHIN)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise AssertionError(f"`claimwatch up` still running {STOP_WITHIN}s after SIGTERM; "
-                                 f"see {self.workdir / 'up.log'}") from None
-        return time.monotonic() - started
+    def terminate(self, sig: signal.Signals = signal.SIGTERM) -> float:
+        """Send ``sig`` (SIGTERM, or SIGINT as Ctrl-C does); seconds until the process is gone (fails beyond
+        STOP_WITHIN)."""
+        return stop_within(self.proc, sig, self.workdir / "up.log")
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -83,6 +77,19 @@ class Up:
 
     def log(self) -> str:
         return (self.workdir / "up.log").read_text(errors="replace")
+
+
+def stop_within(proc: subprocess.Popen, sig: signal.Signals, log: Path) -> float:
+    """Signal a claimwatch process; seconds until it is gone. Fails (and kills it) beyond STOP_WITHIN."""
+    started = time.monotonic()
+    proc.send_signal(sig)
+    try:
+        proc.wait(STOP_WITHIN)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise AssertionError(f"still running {STOP_WITHIN}s after {sig.name}; see {log}") from None
+    return time.monotonic() - started
 
 
 @pytest.fixture
@@ -131,3 +138,61 @@ def test_sigterm_during_a_recluster_stops_up_within_15s_and_a_restart_stores_eve
     time.sleep(2)  # nothing arrives twice late
     assert totals(again) == want
     assert again.terminate() < STOP_WITHIN
+
+
+def test_ctrl_c_mid_ingest_and_sigterm_when_idle_stop_up_within_15s_and_nothing_is_lost_or_doubled(
+        broker, topic_prefix, tmp_path, ups):
+    """A backlog of four hours of demo traffic (~49,000 answers): Ctrl-C while it is half stored, then a restart
+    stores the rest exactly once, and SIGTERM stops the caught-up, idle stack."""
+    now = datetime.now(timezone.utc).replace(second=0, microsecond=0)
+    sims = list(generate(Scenario.demo(), now - timedelta(minutes=240), 240, seed=8))
+    expected = expected_counts(sims)
+    topic = f"{topic_prefix}.verdicts"
+    create_topics(broker.bootstrap, [topic, f"{topic_prefix}.verdicts.dlq", f"{topic_prefix}.alerts"], 4)
+    send_all(broker.bootstrap, topic, sims)
+    want = (expected.valid_events, expected.bad_total)
+
+    up = Up(tmp_path / "up", broker.bootstrap, topic_prefix, {})
+    ups.append(up)
+    up.start()
+    stored = up.wait_for(lambda: (t := totals(up)) and 0 < t[0] < want[0] and t, 120, "part of the backlog stored")
+    assert up.terminate(signal.SIGINT) < STOP_WITHIN
+    assert "Traceback" not in up.log(), up.log()[-3000:]
+
+    again = Up(tmp_path / "up", broker.bootstrap, topic_prefix, {})
+    ups.append(again)
+    again.start()
+    assert totals(again)[0] >= stored[0]
+    again.wait_for(lambda: totals(again) == want, 240, f"{want} after the restart")
+    assert {r["route"]: r["verdicts"] for r in again.get("/api/rates", window="all")} == expected.verdicts
+    assert again.terminate(signal.SIGTERM) < STOP_WITHIN
+
+
+def test_the_worker_and_the_api_alone_stop_within_15s_on_sigterm_and_sigint(broker, topic_prefix, tmp_path):
+    """`claimwatch worker` and `claimwatch api`, idle, each on the signal a service manager and a terminal send."""
+    create_topics(broker.bootstrap, [f"{topic_prefix}.verdicts", f"{topic_prefix}.verdicts.dlq",
+                                     f"{topic_prefix}.alerts"], 2)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        worker = WorkerProcess(broker.bootstrap, f"chdb:{tmp_path / sig.name / 'worker'}", topic_prefix,
+                               tmp_path / f"worker-{sig.name}.log").start()
+        worker.wait_for(lambda: worker.get("/readyz") is not None, 60, "the worker to be ready")
+        assert stop_within(worker.proc, sig, worker.log_path) < STOP_WITHIN
+
+        port = free_port()
+        log = tmp_path / f"api-{sig.name}.log"
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "CLAIMWATCH_API__PORT": str(port),
+               "CLAIMWATCH_API__URL": f"http://127.0.0.1:{port}", "XDG_CONFIG_HOME": str(tmp_path / "config")}
+        with open(log, "ab") as out:
+            api = subprocess.Popen([sys.executable, "-m", "services.app.cli", "api", "--kafka", broker.bootstrap,
+                                    "--clickhouse", f"chdb:{tmp_path / sig.name / 'api'}",
+                                    "--topic-prefix", topic_prefix], env=env, stdout=out, stderr=out,
+                                   start_new_session=True)
+        try:
+            deadline = time.monotonic() + 60
+            while get_json(f"http://127.0.0.1:{port}", "/healthz") is None:
+                assert api.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")[-3000:]
+                time.sleep(0.2)
+            assert stop_within(api, sig, log) < STOP_WITHIN
+        finally:
+            if api.poll() is None:
+                os.killpg(api.pid, signal.SIGKILL)
