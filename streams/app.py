@@ -34,7 +34,7 @@ def create_app(s: Settings) -> tuple[faust.App, Topics]:
     datadir = Path("var/faust") / s.topic_prefix  # Faust's own scratch files, out of the working tree
     datadir.mkdir(parents=True, exist_ok=True)
     app = faust.App(
-        f"{s.topic_prefix}-worker",
+        s.consumer_group,
         broker=kafka_urls(s.kafka or ""),
         autodiscover=False,
         web_enabled=False,

@@ -19,6 +19,7 @@ from fastapi.middleware.gzip import GZipMiddleware
 from fastapi.responses import JSONResponse, Response
 
 from services.api import pages
+from services.api.ingestlag import LagWatch
 from services.api.middleware import AnonymousReadLimit, BodyLimit, SecurityHeaders
 from services.api.models import Problem, error_location, plain_errors
 from services.api.routers import alerts as alerts_routes
@@ -99,10 +100,11 @@ def install_error_handlers(api: FastAPI) -> None:
 
 
 def create_api(components, policy: ApiPolicy | None = None, now: Callable[[], datetime] = utcnow,
-               clock: Callable[[], float] = time.monotonic) -> FastAPI:
+               clock: Callable[[], float] = time.monotonic, ingest_lag: LagWatch | None = None) -> FastAPI:
     """The API and dashboard over the process's components (services/app/compose.py builds them).
 
-    ``policy`` defaults to ``components.settings.api``.
+    ``policy`` defaults to ``components.settings.api``. ``ingest_lag`` feeds the pages' lag banner and
+    GET /api/ingest; without it, neither knows the lag.
     """
     policy = policy or ApiPolicy.from_settings(components.settings.api)
     gate = Gate(policy, clock)
@@ -112,14 +114,15 @@ def create_api(components, policy: ApiPolicy | None = None, now: Callable[[], da
     install_error_handlers(api)
     alerts, issues, evalset = components.alerts, components.issues, components.evalset
 
-    api.include_router(ops.router(components, gate))
+    api.include_router(ops.router(components, gate, ingest_lag))
     api.include_router(rates.router(components, gate, lambda route: as_json(alerts.list(now(), route)), now))
     api.include_router(alerts_routes.router(alerts, gate, now))
     api.include_router(issues_routes.router(issues, gate))
     api.include_router(evalset_routes.router(evalset, gate))
     api.include_router(traces_routes.router(components.traces, gate))
     api.include_router(review_routes.router(components.review, gate, now))
-    api.include_router(pages.router(components, gate, alerts, now, issues=issues, evalset=evalset))
+    api.include_router(pages.router(components, gate, alerts, now, issues=issues, evalset=evalset,
+                                    ingest_lag=ingest_lag))
     pages.mount_static(api)
 
     if policy.cors_origins:  # off unless configured

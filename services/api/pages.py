@@ -12,7 +12,7 @@ from typing import Callable, Mapping
 from urllib.parse import quote
 
 import jinja2
-from fastapi import APIRouter, FastAPI, Form, Query, Request
+from fastapi import APIRouter, Depends, FastAPI, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from services.alerts.figures import counted, dlq_command, figure, hallucination_sentence, served_sentence
@@ -20,6 +20,7 @@ from services.alerts.lifecycle import INPUT_KINDS
 from services.api import views
 from services.api.assets import Assets, asked_version, cache_control
 from services.api.auth import READ_COOKIE, same_origin
+from services.api.ingestlag import LagWatch
 from services.api.plotly_assets import BASE_STYLE_ID, PlotlyAssets
 from services.api.serialise import agreement_json, as_json
 from services.alerts.expectations import PRIORITY, SORTS, expected_text
@@ -47,7 +48,7 @@ def environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.globals.update(plotly_base_id=BASE_STYLE_ID, plotly_style_ids=lambda: PLOTLY.injected_style_ids,
-                       static_url=ASSETS.url)
+                       static_url=ASSETS.url, ingest_lag=None)  # pages pass the figure; error pages have none
     env.filters.update(pct=views.pct, interval=views.interval_text, when=views.when, route_url=views.route_url,
                        issue_url=views.issue_url, trace_url=views.trace_url, spark=views.sparkline,
                        segment=views.segment, pts=pts, figure=figure, counted=counted, expected=expected_text)
@@ -100,15 +101,20 @@ def mount_static(api: FastAPI) -> None:
     api.mount("/static", ASSETS, name="static")
 
 
-def router(components, gate: Gate, alerts, now: Callable, issues=None, evalset=None) -> APIRouter:
-    r = APIRouter(include_in_schema=False)
+def router(components, gate: Gate, alerts, now: Callable, issues=None, evalset=None,
+           ingest_lag: LagWatch | None = None) -> APIRouter:
+    async def read_ingest_lag(request: Request) -> None:
+        # Async, so the broker is read on the event loop (the pages themselves run in threads).
+        request.state.ingest_lag = await ingest_lag.current() if ingest_lag else None
+
+    r = APIRouter(include_in_schema=False, dependencies=[Depends(read_ingest_lag)])
     rates = components.repos.rates
     history = RouteHistory(rates)
 
     def page(request: Request, name: str, **context) -> Response:
         if not gate.signed_in(request):
             return RedirectResponse(f"/signin?next={quote(request.url.path)}", status_code=303)
-        return render(name, page=name.removesuffix(".html"), signed_in=True,
+        return render(name, page=name.removesuffix(".html"), signed_in=True, ingest_lag=request.state.ingest_lag,
                       protect_reads=gate.policy.protect_reads, tokens_configured=gate.tokens.configured, **context)
 
     def window_or_default(text: str, default: str) -> str:

@@ -187,6 +187,14 @@ class Ready(Out):
     reason: str | None = None
 
 
+class IngestLag(Out):
+    messages_behind: int | None = Field(description="messages on the verdicts topic the worker has yet to ingest "
+                                        "(at least this many); null when the broker could not be read")
+    threshold: int = Field(description="ingest.lag_warning_messages: beyond it, every page warns of stale figures")
+    behind: bool
+    error: str | None = None
+
+
 class SeriesPoint(Out):
     minute: str = Field(description="start of the bucket, UTC ISO 8601")
     events: int

@@ -210,6 +210,15 @@ def opened(settings: Settings, *, starting: bool = False, cli: str = "claimwatch
         components.close()
 
 
+def ingest_lag_watch(settings: Settings):
+    """How far the worker's group is behind on the verdicts topic, read from the broker (the dashboard's banner)."""
+    from services.api.ingestlag import LagWatch
+    from services.ingest.offsets import unread
+
+    return LagWatch(lambda: unread(settings.bootstrap, settings.consumer_group, settings.verdicts_topic),
+                    settings.ingest.lag_warning_messages)
+
+
 def _api_task(components: Components):
     import uvicorn
 
@@ -220,7 +229,8 @@ def _api_task(components: Components):
         def capture_signals(self):  # Faust owns the signals in this process
             yield
 
-    config = uvicorn.Config(create_api(components), host=components.settings.api.host,
+    config = uvicorn.Config(create_api(components, ingest_lag=ingest_lag_watch(components.settings)),
+                            host=components.settings.api.host,
                             port=components.settings.api.port, log_level="warning", lifespan="off", access_log=False)
 
     async def serve_api() -> None:
@@ -322,5 +332,5 @@ def run_api(settings: Settings) -> None:
     from services.api.app import create_api
 
     with opened(settings, starting=True, cli=service_cli()) as components:
-        uvicorn.run(create_api(components), host=settings.api.host, port=settings.api.port, log_level="warning",
-                    timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS)
+        uvicorn.run(create_api(components, ingest_lag=ingest_lag_watch(settings)), host=settings.api.host,
+                    port=settings.api.port, log_level="warning", timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS)

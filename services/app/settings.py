@@ -39,6 +39,8 @@ class IngestSettings(Section):
                            "retention.aggregate_days), to load history; off, older ones are dead-lettered")
     max_future_skew_seconds: float = Field(300.0, ge=0, le=86_400, description="how far ahead of the worker's "
                                            "clock an event time may be; later ones are dead-lettered")
+    lag_warning_messages: int = Field(10_000, ge=0, description="messages the worker may be behind the broker's "
+                                      "log before every dashboard page warns that its figures may be stale")
 
 
 class DriftSettings(Section):
@@ -175,6 +177,11 @@ class Settings(Section):
     def external_url(self) -> str:
         """The base of every absolute link (never a request's Host header, which the client chooses)."""
         return (self.notify.external_url or self.api.url).rstrip("/")
+
+    @property
+    def consumer_group(self) -> str:
+        """The worker's consumer group (Faust's app id)."""
+        return f"{self.topic_prefix}-worker"
 
     @property
     def verdicts_topic(self) -> str:

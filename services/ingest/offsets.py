@@ -19,6 +19,11 @@ class LogPosition:
     end: int = 0                    # the offset the next message written gets
     committed: int | None = None    # the group's committed offset (the next it reads); None before its first commit
 
+    @property
+    def unread(self) -> int:
+        """Messages from the group's next offset (the log start before its first commit) to the log end."""
+        return max(0, self.end - max(self.start, -1 if self.committed is None else self.committed))
+
 
 class OffsetTracker:
     """The highest finished offset per (topic, partition)."""
@@ -70,6 +75,15 @@ class BrokerOffsets:
         committed = {tp: c.offset for tp, c in commits.items() if c.offset >= 0}  # -1: no commit yet
         return {(tp.topic, tp.partition): LogPosition(starts[tp], ends[tp], committed.get(tp)) for tp in tps}
 
+    async def partitions(self, topic: str) -> list[tuple[str, int]]:
+        """The topic's partitions; none before it exists (described by name, a missing topic would be created by
+        brokers that create topics on demand, Tansu among them)."""
+        admin, _ = await self._clients()
+        if topic not in await admin.list_topics():
+            return []
+        (described,) = await admin.describe_topics([topic])
+        return sorted((topic, p["partition"]) for p in described["partitions"])
+
     async def _clients(self) -> tuple[AIOKafkaAdminClient, AIOKafkaConsumer]:
         if self._admin is None or self._consumer is None:
             admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="claimwatch-lag")
@@ -91,3 +105,14 @@ class BrokerOffsets:
             await consumer.stop()
         if admin is not None:
             await admin.close()
+
+
+async def unread(bootstrap: str, group: str, topic: str) -> int:
+    """Messages of ``topic`` that ``group`` has yet to commit, read with clients opened and closed here (so it
+    works from any event loop, and from a process that is not the consumer's)."""
+    broker = BrokerOffsets(bootstrap, group)
+    try:
+        positions = await broker.read(await broker.partitions(topic))
+    finally:
+        await broker.close()
+    return sum(p.unread for p in positions.values())

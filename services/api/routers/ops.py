@@ -4,7 +4,9 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Query, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 
+from services.api.ingestlag import IngestLag, LagWatch
 from services.api.responses import DlqReason, Health, Ready, StorageReport
+from services.api.responses import IngestLag as IngestLagOut
 from services.api.security import AUTH_RESPONSES, Gate
 from services.rates.report import route_rates
 from services.rates.window import parse_window
@@ -32,7 +34,7 @@ def publish_route_rates(metrics, rates: RateRepository, window: str = GAUGE_WIND
         metrics.route_rate_hi.labels(e["route"], window).set(e["interval"][1])
 
 
-def router(components, gate: Gate) -> APIRouter:
+def router(components, gate: Gate, ingest_lag: LagWatch | None = None) -> APIRouter:
     r = APIRouter()
     rates = components.repos.rates
     read = [Depends(gate.read())]
@@ -72,6 +74,12 @@ def router(components, gate: Gate) -> APIRouter:
                 route: str | None = Query(None, max_length=256, description="only dead letters of this route "
                                           "(their message key, else the route their JSON names)")) -> list[dict]:
         return dlq_summary(components.store, samples, route)
+
+    @r.get("/api/ingest", tags=["ops"], summary="How far ingest is behind the broker's log (the pages' lag banner)",
+           response_model=IngestLagOut, dependencies=read, responses=guarded)
+    async def get_ingest() -> dict:
+        found = await ingest_lag.current() if ingest_lag else None
+        return (found or IngestLag(None, components.settings.ingest.lag_warning_messages, "not read yet")).as_dict()
 
     storage = StorageRepository(components.store)
 
