@@ -40,7 +40,7 @@ def router(alerts: AlertsService, gate: Gate, now: Callable) -> APIRouter:
 
     @r.post("/api/alerts/{alert_id}/ack", summary="Acknowledge an alert", response_model=AlertView,
             dependencies=write, responses=changes)
-    def ack_alert(alert_id: str, body: AckBody, request: Request) -> dict:
+    def ack_alert(body: AckBody, request: Request, alert_id: str = path_id()) -> dict:
         return as_json(alerts.ack(alert_id, gate.acting_as(request, body.by), body.note, now()))
 
     @r.get("/api/silences", summary="Silences (all, or only the active ones)", response_model=list[SilenceListed],
@@ -60,7 +60,7 @@ def router(alerts: AlertsService, gate: Gate, now: Callable) -> APIRouter:
 
     @r.delete("/api/silences/{silence_id}", summary="End a silence now", response_model=SilenceView,
               dependencies=write, responses=changes)
-    def expire_silence(silence_id: str, body: UnsilenceBody, request: Request) -> dict:
+    def expire_silence(body: UnsilenceBody, request: Request, silence_id: str = path_id()) -> dict:
         return as_json(alerts.unsilence(silence_id, gate.acting_as(request, body.by), now()))
 
     return r

@@ -55,13 +55,13 @@ def router(evalset, gate: Gate) -> APIRouter:
 
     @r.post("/api/promotions/{item_id}/approve", summary="Approve a proposed item (not by its proposer)",
             response_model=EvalItemView, dependencies=write, responses=changes)
-    def approve(item_id: str, body: ReviewBody, request: Request) -> dict:
+    def approve(body: ReviewBody, request: Request, item_id: str = path_id()) -> dict:
         reviewable(item_id)
         return as_json(evalset.approve(item_id, gate.acting_as(request, body.by), body.reason))
 
     @r.post("/api/promotions/{item_id}/reject", summary="Reject a proposed item, saying why",
             response_model=EvalItemView, dependencies=write, responses=changes)
-    def reject(item_id: str, body: RejectBody, request: Request) -> dict:
+    def reject(body: RejectBody, request: Request, item_id: str = path_id()) -> dict:
         reviewable(item_id)
         return as_json(evalset.reject(item_id, gate.acting_as(request, body.by), body.reason))
 

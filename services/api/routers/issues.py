@@ -59,12 +59,12 @@ def router(issues, gate: Gate) -> APIRouter:
 
     @r.post("/api/issues/{issue_id}/resolve", summary="Mark the issue resolved", response_model=IssueSummary,
             dependencies=write, responses=changes)
-    def resolve_issue(issue_id: str, body: ResolveBody, request: Request) -> dict:
+    def resolve_issue(body: ResolveBody, request: Request, issue_id: str = path_id()) -> dict:
         return issues.resolve(issue_id, gate.acting_as(request, body.by))
 
     @r.post("/api/issues/{issue_id}/merge", summary="Merge the issue into another; returns the one that absorbed it",
             response_model=IssueDetail, dependencies=write, responses=changes)
-    def merge_issue(issue_id: str, body: MergeBody, request: Request) -> dict:
+    def merge_issue(body: MergeBody, request: Request, issue_id: str = path_id()) -> dict:
         return issues.merge(issue_id, body.into, gate.acting_as(request, body.by))
 
     return r

@@ -6,7 +6,7 @@ from typing import Callable
 
 from fastapi import APIRouter, Depends, Request
 
-from services.api.models import ERROR_RESPONSES, AdjudicateBody, LabelBody, ReviewerBody, SampleBody
+from services.api.models import ERROR_RESPONSES, AdjudicateBody, LabelBody, ReviewerBody, SampleBody, path_id
 from services.api.routers.rates import window_of
 from services.api.security import AUTH_RESPONSES, MUTATION_RESPONSES, Gate
 from services.api.serialise import as_json
@@ -34,12 +34,12 @@ def router(review, gate: Gate, now: Callable[[], datetime]) -> APIRouter:
 
     @r.post("/api/review/{slot}/label", summary="Label the reserved claim; the answer reveals the verifier's verdict "
             "and the other labels", dependencies=write, responses=changes)
-    def label(slot: str, body: LabelBody, request: Request) -> dict:
+    def label(body: LabelBody, request: Request, slot: str = path_id()) -> dict:
         return as_json(review.label(slot, gate.acting_as(request, body.reviewer, "reviewer"), body.label, body.span, now()))
 
     @r.post("/api/review/claims/{claim_key}/adjudicate", summary="An adjudicator's label, which settles the claim",
             dependencies=write, responses=changes)
-    def adjudicate(claim_key: str, body: AdjudicateBody, request: Request) -> dict:
+    def adjudicate(body: AdjudicateBody, request: Request, claim_key: str = path_id()) -> dict:
         return as_json(review.adjudicate(claim_key, gate.acting_as(request, body.adjudicator, "adjudicator"), body.label, body.span, now()))
 
     @r.get("/api/review/progress", summary="Labels per reviewer and per stratum (route, verdict, issue)",

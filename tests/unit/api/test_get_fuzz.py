@@ -25,7 +25,7 @@ from starlette.routing import Mount, Route
 
 from services.alerts.expectations import SORTS
 from services.api.pages import API_PREFIXES, ISSUE_SORTS, WINDOWS
-from tests.unit.api.test_api import HTML_ROUTE, SQL_ROUTE, client_for, world  # noqa: F401  (world is a fixture)
+from tests.unit.api.test_api import AUTH, HTML_ROUTE, SQL_ROUTE, client_for, world  # noqa: F401  (world is a fixture)
 
 EXAMPLES = 30  # per route, and 5 more per query parameter up to 40: about 40 routes in about 40 s on two cores
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
@@ -245,3 +245,15 @@ def test_an_overlong_id_in_an_api_path_is_refused_naming_the_limit(client, path,
     assert response.status_code == 422
     assert response.json()["detail"].endswith(f"should have at most {limit} characters")
     assert len(response.content) < 200
+
+
+@pytest.mark.parametrize("method, path, body", [
+    ("POST", "/api/alerts/{}/ack", {"by": "x"}), ("DELETE", "/api/silences/{}", {"by": "x"}),
+    ("POST", "/api/issues/{}/resolve", {"by": "x"}), ("POST", "/api/issues/{}/merge", {"by": "x", "into": "y"}),
+    ("POST", "/api/promotions/{}/approve", {"by": "x"}), ("POST", "/api/promotions/{}/reject", {"by": "x", "reason": "r"}),
+    ("POST", "/api/review/{}/label", {"reviewer": "x", "label": "supported"}),
+    ("POST", "/api/review/claims/{}/adjudicate", {"adjudicator": "x", "label": "supported"})])
+def test_an_overlong_id_in_a_change_is_refused_naming_the_limit(client, method, path, body):
+    response = client.request(method, path.format("x" * 201), json=body, headers=AUTH)
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"].endswith("should have at most 200 characters") and len(response.content) < 200
