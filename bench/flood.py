@@ -14,7 +14,7 @@ against events offered (target: the flood's rate at least 0.9 of the baseline's)
 the end. The flood's answers are counted by status (429: refused by the per-address read limit).
 
     python bench/flood.py                               # 30 s phases, 200 clients, 400 events/s
-    python bench/flood.py --seconds 60 --clients 400
+    python bench/flood.py --addresses 200               # a crowd: each client its own address
 
 Exit status: 0 when both targets are met, 1 when one is missed, 2 when a peer is missing.
 """
@@ -48,15 +48,17 @@ INGEST_RATIO_LIMIT = 0.9  # events stored per second during the flood, against t
 FLOOD_PATHS = ("/", "/routes/billing-faq", "/issues", "/api/slices?window=all", "/api/rates?window=24h")
 
 
-def flood(url: str, clients: int, seconds: float, results) -> None:
+def flood(url: str, clients: int, addresses: int, seconds: float, results) -> None:
     """Runs in its own process: ``clients`` keep-alive connections, each asking for the next path as soon as
-    the last answer came, for ``seconds``. Puts the count of answers by status on ``results``."""
+    the last answer came, for ``seconds``, from ``addresses`` callers (named in X-Forwarded-For, which the stack
+    trusts from loopback in this bench). Puts the count of answers by status on ``results``."""
     os.nice(10)
 
     async def client(http: httpx.AsyncClient, n: int, until: float, counts: Counter) -> None:
+        caller = {"X-Forwarded-For": f"10.{n % addresses // 65536}.{n % addresses // 256 % 256}.{n % 256}"}
         while time.monotonic() < until:
             try:
-                response = await http.get(url + FLOOD_PATHS[n % len(FLOOD_PATHS)])
+                response = await http.get(url + FLOOD_PATHS[n % len(FLOOD_PATHS)], headers=caller)
                 counts[str(response.status_code)] += 1
             except httpx.HTTPError as exc:
                 counts[type(exc).__name__] += 1
@@ -103,7 +105,8 @@ class Offered(threading.Thread):
 def phase(stack: Stack, token: str, args, clients: int) -> dict:
     headers = {"Authorization": f"Bearer {token}"}
     results = multiprocessing.Queue()
-    flooder = multiprocessing.Process(target=flood, args=(stack.url, clients, args.seconds, results)) if clients else None
+    flooder = (multiprocessing.Process(target=flood, args=(stack.url, clients, args.addresses, args.seconds, results))
+               if clients else None)
     offered = Offered(stack.bootstrap, "claimwatch.verdicts", args.rate, args.seconds, args.seed + clients)
     stored_before = stack.metric("claimwatch_events_total")
     if flooder:
@@ -135,6 +138,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=30.0, help="length of each phase")
     parser.add_argument("--clients", type=int, default=200, help="anonymous keep-alive clients in the flood")
+    parser.add_argument("--addresses", type=int, default=1, help="callers the clients are spread over (1: one "
+                        "address, as from one machine; up to --clients: a crowd, each with its own rate limit)")
     parser.add_argument("--rate", type=float, default=400.0, help="live events offered per second in both phases")
     parser.add_argument("--history-minutes", type=int, default=120, help="demo history loaded first")
     parser.add_argument("--seed", type=int, default=11)
@@ -151,6 +156,7 @@ def main() -> int:
     stack = Stack(workdir)
     stack.env["CLAIMWATCH_API__TOKEN_HASHES"] = f'["{digest}"]'
     stack.headers = {"Authorization": f"Bearer {token}"}  # the bench's own reads are a token holder's
+    stack.env["CLAIMWATCH_API__TRUSTED_PROXIES"] = '["127.0.0.1"]'  # so the flood can name its callers
     try:
         stack.start()
         send_traffic(stack, args.history_minutes, args.seed)
@@ -174,7 +180,8 @@ def main() -> int:
         print(f"{name:22s} probe p50 {r['p50'] * 1000:.0f} ms, p95 {r['p95'] * 1000:.0f} ms ({r['probes']} probes); "
               f"stored {r['stored_per_s']:.0f}/s of {r['offered_per_s']:.0f}/s offered; lag at the end {r['lag']:.0f}")
     answered = sum(flooded["flood"].values())
-    print(f"{'flood answers':22s} {answered:,} in {args.seconds:g}s ({answered / args.seconds:.0f}/s): "
+    print(f"{'flood answers':22s} {answered:,} in {args.seconds:g}s ({answered / args.seconds:.0f}/s) from "
+          f"{args.addresses} address{'es' if args.addresses > 1 else ''}: "
           + ", ".join(f"{k}: {v:,}" for k, v in sorted(flooded["flood"].items())))
     print(f"{'probe p95 in the flood':22s} {flooded['p95'] * 1000:.0f} ms (target < {PROBE_LIMIT * 1000:.0f} ms): "
           f"{'ok' if probe_ok else 'MISSED'}")

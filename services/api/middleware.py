@@ -7,6 +7,9 @@ request reaches the app.)
 """
 from __future__ import annotations
 
+import asyncio
+import weakref
+
 from typing import Mapping
 
 from starlette.exceptions import HTTPException
@@ -93,22 +96,43 @@ class BodyLimit:
 
 
 class AnonymousReadLimit:
-    """429 for reads (GET, HEAD) beyond api.anonymous_reads_per_minute from one address, unless the
-    request carries a valid token or sign-in session. A middleware so pages and static files count too."""
+    """Reads (GET, HEAD) without a valid token or sign-in session are limited twice, so that no crowd of
+    readers can starve token holders or the worker sharing this process:
+
+    - per address: 429 beyond api.anonymous_reads_per_minute (api.anonymous_read_burst at once);
+    - all together: at most api.anonymous_concurrency are served at once; the rest wait their turn (holding
+      no thread) up to ``QUEUE_SECONDS``, then get 503.
+
+    A middleware so pages and static files count too."""
 
     UNLIMITED = ("/healthz", "/readyz")  # probes must not fail because someone else floods from their address
+    QUEUE_SECONDS = 10.0
 
     def __init__(self, app, gate: Gate):
         self.app, self.gate = app, gate
+        self._slots: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # a semaphore per serving loop
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] == "http" and scope["method"] in ("GET", "HEAD") and scope["path"] not in self.UNLIMITED:
-            wait = self.gate.anonymous_read_wait(Request(scope))
-            if wait > 0:
-                retry = retry_after(wait)
-                return await _refuse(scope, receive, send, 429, f"Too many requests from your address without "
-                                     f"signing in; try again in {retry} seconds.", {"Retry-After": str(retry)})
-        await self.app(scope, receive, send)
+        if (scope["type"] != "http" or scope["method"] not in ("GET", "HEAD") or scope["path"] in self.UNLIMITED
+                or self.gate.known_reader(request := Request(scope))):
+            return await self.app(scope, receive, send)
+        wait = self.gate.anonymous_read_wait(request)
+        if wait > 0:
+            retry = retry_after(wait)
+            return await _refuse(scope, receive, send, 429, f"Too many requests from your address without "
+                                 f"signing in; try again in {retry} seconds.", {"Retry-After": str(retry)})
+        loop = asyncio.get_running_loop()
+        slots = self._slots.get(loop) or self._slots.setdefault(
+            loop, asyncio.Semaphore(self.gate.policy.anonymous_concurrency))
+        try:
+            await asyncio.wait_for(slots.acquire(), self.QUEUE_SECONDS)
+        except asyncio.TimeoutError:
+            return await _refuse(scope, receive, send, 503, "Too many readers without signing in right now; try "
+                                 "again shortly, or sign in.", {"Retry-After": "5"})
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            slots.release()
 
 
 class SecurityHeaders:

@@ -43,7 +43,9 @@ class ApiPolicy:
     mutation_burst: int = 20
     anonymous_mutations_per_minute: float = 10.0  # per address, for missing and wrong tokens
     signins_per_minute: float = 10.0  # per address
-    anonymous_reads_per_minute: float = 600.0  # per address, for reads without a valid token or session
+    anonymous_reads_per_minute: float = 120.0  # per address, for reads without a valid token or session
+    anonymous_read_burst: int = 30  # of those, at once
+    anonymous_concurrency: int = 2  # anonymous reads served at once, from every address together
     trusted_proxies: tuple[str, ...] = ()  # peers whose X-Forwarded-For names the caller
     max_body_bytes: int = 64 * 1024
     cors_origins: tuple[str, ...] = field(default=())
@@ -64,6 +66,8 @@ class ApiPolicy:
             signins_per_minute=float(given.get("signins_per_minute", defaults.signins_per_minute)),
             anonymous_reads_per_minute=float(given.get("anonymous_reads_per_minute",
                                                        defaults.anonymous_reads_per_minute)),
+            anonymous_read_burst=int(given.get("anonymous_read_burst", defaults.anonymous_read_burst)),
+            anonymous_concurrency=int(given.get("anonymous_concurrency", defaults.anonymous_concurrency)),
             trusted_proxies=tuple(given.get("trusted_proxies") or ()),
             max_body_bytes=int(given.get("max_body_bytes", defaults.max_body_bytes)),
             cors_origins=tuple(given.get("cors_origins") or ()),
@@ -106,7 +110,8 @@ class Gate:
         self.holders = TokenBucket(policy.mutations_per_minute / 60.0, policy.mutation_burst)
         self.anonymous_mutations = per_minute(policy.anonymous_mutations_per_minute)
         self.signins = per_minute(policy.signins_per_minute)
-        self.anonymous_reads = per_minute(policy.anonymous_reads_per_minute)
+        self.anonymous_reads = TokenBucket(policy.anonymous_reads_per_minute / 60.0,
+                                           max(1, min(policy.anonymous_read_burst, int(policy.anonymous_reads_per_minute))))
         self.clock = clock
 
     def client_of(self, request: Request) -> str:
@@ -166,10 +171,12 @@ class Gate:
         """For pages: may this browser read (always, unless reads are protected)?"""
         return not self.policy.protect_reads or self.has_session(request)
 
+    def known_reader(self, request: Request) -> bool:
+        """Does the read carry a valid token or sign-in session? Those reads are never limited."""
+        return self.holds_token(bearer_of(request.headers.get("authorization"))) or self.has_session(request)
+
     def anonymous_read_wait(self, request: Request) -> float:
-        """0 for a read with a valid token or session, else what the address's anonymous bucket says."""
-        if self.holds_token(bearer_of(request.headers.get("authorization"))) or self.has_session(request):
-            return 0.0
+        """What the address's anonymous read bucket says: 0 when the read may go ahead."""
         return self.anonymous_reads.take(self.client_of(request), self.clock())
 
     def signin_wait(self, request: Request) -> float:

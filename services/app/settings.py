@@ -100,8 +100,11 @@ class ApiSettings(Section):
     anonymous_mutations_per_minute: float = Field(10.0, gt=0, description="per address, for changes with a missing "
                                                   "or wrong token; never shared with token holders")
     signins_per_minute: float = Field(10.0, gt=0, description="dashboard sign-in attempts per address")
-    anonymous_reads_per_minute: float = Field(600.0, gt=0, description="reads per address without a valid token or "
+    anonymous_reads_per_minute: float = Field(120.0, gt=0, description="reads per address without a valid token or "
                                               "sign-in session")
+    anonymous_read_burst: int = Field(30, ge=1, description="of those, how many at once")
+    anonymous_concurrency: int = Field(2, ge=1, le=64, description="reads without a token or session served at once "
+                                       "from every address together; the rest queue (up to 10 s, then 503)")
     trusted_proxies: list[str] = Field(default_factory=list, description="IPs or networks of reverse proxies whose "
                                        "X-Forwarded-For names the caller; empty: the peer address is the caller")
     max_body_bytes: int = Field(65536, ge=1024)

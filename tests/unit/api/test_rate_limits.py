@@ -7,11 +7,15 @@ All over the real app and a real chDB store, with the rate-limit clock frozen.
 """
 from __future__ import annotations
 
+import asyncio
+
+import httpx
 from fastapi.testclient import TestClient
 
 from services.api.app import create_api
+from services.api.middleware import AnonymousReadLimit
 from services.api.auth import READ_COOKIE, ClientAddress, ReadSession, same_origin
-from services.api.security import ApiPolicy
+from services.api.security import ApiPolicy, Gate
 from tests.unit.api.test_api import AUTH, NOW, TOKEN, TOKEN_HASH, world  # noqa: F401  (world is a fixture)
 
 ACK = "/api/alerts/a-billing/ack"
@@ -127,3 +131,41 @@ def test_same_origin_and_sessions_signed_by_another_key():
     assert same_origin("cw.example", None, None)  # not a browser form
     mine, other = ReadSession(60), ReadSession(60)
     assert mine.valid(mine.issue()) and not mine.valid(other.issue()) and not mine.valid("garbage")
+
+
+def test_anonymous_reads_beyond_the_concurrency_queue_and_never_hold_up_a_token_holder():
+    """H3: a crowd (each caller within its own rate) is served a few at a time, so the threads and the CPU it
+    can take are bounded; a token holder skips the queue; a caller that waits too long gets 503."""
+    gate = Gate(ApiPolicy(token_hashes=(TOKEN_HASH,), anonymous_concurrency=2, anonymous_reads_per_minute=600))
+    release, entered = asyncio.Event(), []
+
+    async def slow_page(scope, receive, send):  # anonymous readers hold their slot until released
+        entered.append(dict(scope["headers"]).get(b"authorization"))
+        if entered[-1] is None:
+            await release.wait()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    limit = AnonymousReadLimit(slow_page, gate)
+
+    async def scenario():
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=limit), base_url="http://t") as client:
+            crowd = [asyncio.create_task(client.get("/")) for _ in range(3)]
+            while len(entered) < 2:
+                await asyncio.sleep(0.01)
+            holder = await asyncio.wait_for(client.get("/", headers=AUTH), 5)
+            assert holder.status_code == 200 and entered.count(None) == 2  # the third anonymous reader waits
+            release.set()
+            assert [r.status_code for r in await asyncio.gather(*crowd)] == [200, 200, 200]
+
+            release.clear()
+            limit.QUEUE_SECONDS = 0.2
+            held = [asyncio.create_task(client.get("/")) for _ in range(2)]
+            while entered.count(None) < 5:
+                await asyncio.sleep(0.01)
+            late = await client.get("/")
+            assert late.status_code == 503 and late.headers["Retry-After"] == "5"
+            release.set()
+            await asyncio.gather(*held)
+
+    asyncio.run(scenario())
