@@ -39,7 +39,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from idle import MissingPeer, Stack, check_peers, p95, progress, send_traffic  # noqa: E402
-from services.api.auth import new_token  # noqa: E402
 from services.client.produce import raw_producer  # noqa: E402
 from services.client.simulate import Scenario, generate  # noqa: E402
 
@@ -102,8 +101,7 @@ class Offered(threading.Thread):
         producer.close()
 
 
-def phase(stack: Stack, token: str, args, clients: int) -> dict:
-    headers = {"Authorization": f"Bearer {token}"}
+def phase(stack: Stack, args, clients: int) -> dict:
     results = multiprocessing.Queue()
     flooder = (multiprocessing.Process(target=flood, args=(stack.url, clients, args.addresses, args.seconds, results))
                if clients else None)
@@ -114,7 +112,7 @@ def phase(stack: Stack, token: str, args, clients: int) -> dict:
     offered.start()
     latencies: list[float] = []
     started = time.monotonic()
-    with httpx.Client(timeout=60, headers=headers) as http:
+    with httpx.Client(timeout=60, headers=stack.headers) as http:
         while time.monotonic() - started < args.seconds:
             t = time.monotonic()
             http.get(stack.url + "/api/alerts").raise_for_status()
@@ -151,19 +149,16 @@ def main() -> int:
         print(f"bench/flood.py: cannot run: {exc}", file=sys.stderr)
         return 2
 
-    token, digest = new_token()
     workdir = Path(tempfile.mkdtemp(prefix="claimwatch-flood-"))
-    stack = Stack(workdir)
-    stack.env["CLAIMWATCH_API__TOKEN_HASHES"] = f'["{digest}"]'
-    stack.headers = {"Authorization": f"Bearer {token}"}  # the bench's own reads are a token holder's
+    stack = Stack(workdir)  # its reads, and the probe, are a token holder's
     stack.env["CLAIMWATCH_API__TRUSTED_PROXIES"] = '["127.0.0.1"]'  # so the flood can name its callers
     try:
         stack.start()
         send_traffic(stack, args.history_minutes, args.seed)
         stack.wait("the history to be stored", stack.caught_up, 600)
-        base = phase(stack, token, args, 0)
+        base = phase(stack, args, 0)
         stack.wait("ingestion to catch up", stack.caught_up, 300)
-        flooded = phase(stack, token, args, args.clients)
+        flooded = phase(stack, args, args.clients)
     except RuntimeError as exc:
         print(f"\nbench/flood.py: {exc}", file=sys.stderr)
         return 1

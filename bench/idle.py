@@ -41,6 +41,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from services.api.auth import new_token  # noqa: E402
 from services.app.broker import BrokerError, free_port, tansu_binary  # noqa: E402
 from services.client.demo import CORPUS_CHANGE_AT, DEMO_ENV, HISTORY_MINUTES, REGRESSION_AT  # noqa: E402
 from services.client.produce import raw_producer  # noqa: E402
@@ -74,7 +75,9 @@ class Stack:
                     "CLAIMWATCH_CLICKHOUSE": f"chdb:{workdir / 'clickhouse'}", "CLAIMWATCH_API__PORT": str(self.port),
                     "CLAIMWATCH_API__URL": self.url, "CLAIMWATCH_EMBEDDED_BROKER": self.bootstrap}
         self.proc: subprocess.Popen | None = None
-        self.headers: dict[str, str] = {}  # a bearer token, when the bench configures one
+        token, digest = new_token()  # the bench reads as a token holder: anonymous reads are rate limited
+        self.env["CLAIMWATCH_API__TOKEN_HASHES"] = f'["{digest}"]'
+        self.headers = {"Authorization": f"Bearer {token}"}
 
     def start(self) -> None:
         log = open(self.workdir / "up.log", "ab")
@@ -91,9 +94,12 @@ class Stack:
 
     def metrics(self) -> dict[str, float]:
         try:
-            text = httpx.get(self.url + "/metrics", headers=self.headers, timeout=30).text
+            response = httpx.get(self.url + "/metrics", headers=self.headers, timeout=30)
         except httpx.TransportError:
             return {}
+        if response.status_code != 200:
+            return {}
+        text = response.text
         return {series_key(s.name, s.labels): s.value for family in text_string_to_metric_families(text)
                 for s in family.samples if s.name.startswith("claimwatch_")}
 
