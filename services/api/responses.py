@@ -24,17 +24,30 @@ class AbstentionPair(Out):
     over_refusal: Share
 
 
+class WeightedTotals(Out):
+    events: float
+    claims: float
+    failed: float
+
+
 class RateEntry(Out):
     route: str
-    events: int
-    claims: int = Field(description="non-trivial claims")
+    events: int = Field(description="answers stored")
+    claims: int = Field(description="non-trivial claims stored")
     failed: int
-    rate: float | None = Field(description="failed / claims; null without claims")
+    rate: float | None = Field(description="the whole traffic's rate: failed / claims, each answer weighted by 1 / "
+                               "its sampling.rate (so failed / claims when every answer is verified); null without claims")
     verdicts: dict[str, int]
-    interval: list[float] | None = Field(description="95% interval [lo, hi], resampling answers")
+    interval: list[float] | None = Field(description="95% interval [lo, hi] of rate, resampling answers")
     unsafe_serve: Share
     abstention: Share
     abstention_pair: AbstentionPair
+    weighted: WeightedTotals = Field(description="the traffic the stored answers stand for (each 1 / sampling.rate)")
+    effective_claims: float = Field(description="what the claims are worth as an unweighted sample (Kish)")
+    sampling: Literal["none", "mixed", "all"] = Field(description="how many of the answers were sampled "
+                                                      "(sampling.rate below 1): mixed means weighted and unweighted "
+                                                      "answers share this slice")
+    sampled_events: int
 
 
 class RouteRate(RateEntry):

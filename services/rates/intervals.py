@@ -16,7 +16,7 @@ from typing import Mapping
 
 import numpy as np
 
-from services.store.rates import COUNT_FIELDS  # the columns of rate_minute, defined once by the store
+from services.store.rates import COUNT_FIELDS, SAMPLING_FIELDS, SUM_FIELDS  # rate_minute's columns, defined once
 
 FAILED_VERDICT_FIELDS = ("unsupported", "contradicted", "overreach", "stale", "no_source")
 
@@ -45,11 +45,21 @@ class Counts:
     answerable_abstained: int = 0
     unanswerable: int = 0
     unanswerable_abstained: int = 0
+    # Sampled verification: each answer weighs w = 1 / its sampling.rate (1 when every answer is verified).
+    sampled: int = 0                 # answers verified with a sampling.rate below 1
+    w_events: float = 0.0            # Σ w
+    w2_events: float = 0.0           # Σ w²
+    w_claims: float = 0.0            # Σ w·n
+    w_failed: float = 0.0            # Σ w·f
+    w2_claims: float = 0.0           # Σ w²·n
+    w2_claims_sq: float = 0.0        # Σ w²·n²
+    w2_failed_sq: float = 0.0        # Σ w²·f²
+    w2_failed_claims: float = 0.0    # Σ w²·f·n
 
     def __add__(self, other: "Counts") -> "Counts":
         if not isinstance(other, Counts):
             return NotImplemented
-        return Counts(*(getattr(self, f) + getattr(other, f) for f in COUNT_FIELDS))
+        return Counts(*(getattr(self, f) + getattr(other, f) for f in SUM_FIELDS))
 
     @classmethod
     def zero(cls) -> "Counts":
@@ -59,7 +69,7 @@ class Counts:
     def from_row(cls, row: Mapping[str, object]) -> "Counts":
         """Build from a store row; extra keys (route, minute, dim …) are ignored, missing ones are 0."""
         values = []
-        for name in COUNT_FIELDS:
+        for name in COUNT_FIELDS + ("sampled",):
             value = row.get(name, 0)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
                 if isinstance(value, float) and value.is_integer():
@@ -69,25 +79,49 @@ class Counts:
             if value < 0:
                 raise ValueError(f"count {name!r} must not be negative, got {value}")
             values.append(int(value))
-        return cls(*values)
+        weighted = []
+        for name in SAMPLING_FIELDS[1:]:
+            value = float(row.get(name, 0.0))
+            if not value >= 0:  # also NaN
+                raise ValueError(f"weighted sum {name!r} must be a non-negative number, got {value!r}")
+            weighted.append(value)
+        return cls(*values, *weighted)
 
     @classmethod
     def from_array(cls, values) -> "Counts":
+        """From the drift engines' arrays, which hold the unweighted COUNT_FIELDS only."""
         return cls(*(int(v) for v in values))
 
     def as_array(self) -> np.ndarray:
         return np.array([getattr(self, f) for f in COUNT_FIELDS], dtype=np.float64)
 
-    def as_dict(self) -> dict[str, int]:
-        return {f: getattr(self, f) for f in COUNT_FIELDS}
+    def as_dict(self) -> dict[str, float]:
+        return {f: getattr(self, f) for f in SUM_FIELDS}
+
+    @property
+    def weighted(self) -> tuple[float, float, float, float, float, float]:
+        """(Σw·n, Σw·f, Σw²·n, Σw²·n², Σw²·f², Σw²·f·n): the weighted sums, or, where none were kept (sums
+        from before weights, or the drift engines' arrays), the unweighted ones, which they equal at w = 1."""
+        if self.w_events > 0:
+            return (self.w_claims, self.w_failed, self.w2_claims, self.w2_claims_sq, self.w2_failed_sq,
+                    self.w2_failed_claims)
+        return self.claims, self.failed, self.claims, self.claims_sq, self.failed_sq, self.failed_claims
 
     @property
     def rate(self) -> float | None:
-        """Claim-level hallucination rate, or None without non-trivial claims."""
-        return self.failed / self.claims if self.claims else None
+        """Claim-level hallucination rate of the whole traffic: weighted failed over weighted claims (each answer
+        weighs 1 / its sampling rate); None without non-trivial claims."""
+        w_claims, w_failed = self.weighted[:2]
+        return w_failed / w_claims if self.claims and w_claims > 0 else None
+
+    @property
+    def effective_claims(self) -> float:
+        """Kish's effective number of claims, (Σw·n)² / Σw²·n: the claims it is worth as an unweighted sample."""
+        w_claims, _, w2_claims = self.weighted[:3]
+        return w_claims * w_claims / w2_claims if w2_claims > 0 else 0.0
 
 
-assert tuple(f.name for f in fields(Counts)) == COUNT_FIELDS
+assert tuple(f.name for f in fields(Counts)) == SUM_FIELDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,11 +177,21 @@ def design_effect(events, claims, failed, claims_sq, failed_sq, failed_claims):
 
 
 def ratio_interval(c: Counts, level: float = 0.95) -> Interval | None:
-    """Interval for failed/claims that resamples answers; None when there are no claims."""
+    """Interval for the (weighted) failed/claims that resamples answers; None when there are no claims.
+
+    Weighted, the sandwich variance takes w² in each sum and the binomial reference Σw²·n, so the Wilson
+    interval is at the effective claims, (Σw·n)²/Σw²·n over the design effect; at w = 1 this is exactly the
+    unweighted interval."""
     if c.claims <= 0:
         return None
-    deff = float(design_effect(c.events, c.claims, c.failed, c.claims_sq, c.failed_sq, c.failed_claims))
-    lo, hi = wilson(c.failed / c.claims, c.claims / deff, z_value(level))
+    w_claims, w_failed, w2_claims, w2_claims_sq, w2_failed_sq, w2_failed_claims = c.weighted
+    if w_claims <= 0:
+        return None
+    # design_effect reads (claims, claims_sq) as the binomial reference and its ceiling: Σw²·n and Σw²·n² here,
+    # with the rate itself given through failed = rate x Σw²·n.
+    rate = w_failed / w_claims
+    deff = float(design_effect(c.events, w2_claims, rate * w2_claims, w2_claims_sq, w2_failed_sq, w2_failed_claims))
+    lo, hi = wilson(rate, c.effective_claims / deff, z_value(level))
     return Interval(float(lo), float(hi))
 
 

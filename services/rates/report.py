@@ -25,7 +25,7 @@ def rate_entry(row: dict, key: str = "route") -> dict:
         "events": c.events,
         "claims": c.claims,
         "failed": c.failed,
-        "rate": c.failed / c.claims if c.claims else None,
+        "rate": c.rate,
         "verdicts": {v: int(row.get(v, 0)) for v in CANONICAL_VERDICTS},
         "interval": [interval.lo, interval.hi] if interval else None,
         "unsafe_serve": _share(c.served_unsafe, c.served),
@@ -35,8 +35,23 @@ def rate_entry(row: dict, key: str = "route") -> dict:
             "correct_abstention": _share(c.unanswerable_abstained, c.unanswerable),
             "over_refusal": _share(c.answerable_abstained, c.answerable),
         },
+        **sampling_figures(c),
     }
     return entry
+
+
+def sampling_figures(c: Counts) -> dict:
+    """What sampled verification does to a slice's figures: ``rate`` and ``interval`` estimate the whole traffic
+    (each answer weighs 1 / its sampling.rate), ``weighted`` gives the totals they stand for, ``effective_claims``
+    what the claims are worth as an unweighted sample, and ``sampling`` whether none, some ("mixed") or all of
+    the answers were sampled."""
+    w_claims, w_failed = c.weighted[:2]
+    return {
+        "weighted": {"events": c.w_events or float(c.events), "claims": w_claims, "failed": w_failed},
+        "effective_claims": round(c.effective_claims, 1),
+        "sampling": "none" if not c.sampled else "all" if c.sampled == c.events else "mixed",
+        "sampled_events": c.sampled,
+    }
 
 
 def worst_first(entries: list[dict]) -> list[dict]:

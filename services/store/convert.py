@@ -59,7 +59,7 @@ EVENT_COLUMNS = pa.schema([
     ("versions", _MAP), ("first_failed_stage", pa.string()), ("evidence", pa.string()), ("signals", pa.string()),
     ("attributes", _MAP), ("claim_ids", _TEXTS), ("claim_texts", _TEXTS), ("claim_types", _TEXTS),
     ("verdicts", _TEXTS), ("scores", pa.list_(pa.float32())), ("chunk_ids", _TEXTS), ("source_ids", _TEXTS),
-    ("spans", _TEXTS), ("labelers", _TEXTS),
+    ("spans", _TEXTS), ("labelers", _TEXTS), ("sampling_rate", pa.float64()),
 ])
 
 
@@ -112,6 +112,7 @@ def events_to_table(events: Sequence[VerdictEvent]) -> pa.Table:
         "source_ids": per_claim([c.source_id or "" for c in claims]),
         "spans": per_claim([c.span or "" for c in claims]),
         "labelers": per_claim([c.labeler or "" for c in claims]),
+        "sampling_rate": pa.array([e.sampling.rate for e in events], pa.float64()),
     }
     return pa.table(columns, schema=EVENT_COLUMNS)
 
@@ -145,4 +146,5 @@ def event_to_row(event: VerdictEvent) -> dict:
         "source_ids": [c.source_id or "" for c in claims],
         "spans": [c.span or "" for c in claims],
         "labelers": [c.labeler or "" for c in claims],
+        "sampling_rate": event.sampling.rate,
     }

@@ -22,7 +22,12 @@ COUNT_FIELDS = (
     "served", "served_unsafe", "abstained",
     "answerable", "answerable_abstained", "unanswerable", "unanswerable_abstained",
 )
-_SUMS = ", ".join(f"sum({c}) AS {c}" for c in COUNT_FIELDS)
+# Sampled verification (each answer weighs w = 1 / its sampling.rate): the answers sampled, then the
+# weighted sums (floats) that estimates of the whole traffic need.
+SAMPLING_FIELDS = ("sampled", "w_events", "w2_events", "w_claims", "w_failed", "w2_claims", "w2_claims_sq",
+                   "w2_failed_sq", "w2_failed_claims")
+SUM_FIELDS = COUNT_FIELDS + SAMPLING_FIELDS
+_SUMS = ", ".join(f"sum({c}) AS {c}" for c in SUM_FIELDS)
 
 
 def _second(ts: datetime) -> str:

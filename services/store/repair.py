@@ -20,10 +20,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from services.store.rates import COUNT_FIELDS
 from services.store.backends import Store
 from services.store.convert import ch_time
+from services.store.rates import SUM_FIELDS
 from services.store.retention import MAX_DAYS, RetentionKeeper, ttl_days
+
+WEIGHT_TOLERANCE = 1e-6  # weighted sums added in another order differ in their last bits, not by a claim
 
 KEY = ("dim", "value", "route", "minute")
 TTL_MARGIN = timedelta(days=1)
@@ -65,7 +67,7 @@ def repair(store: Store, since: datetime, observed_from: datetime | None = None)
 
     touched = f"SELECT DISTINCT route, toStartOfMinute(observed_at) AS minute FROM ({recent})"
     in_buckets = (f"SELECT * FROM events FINAL WHERE (route, toStartOfMinute(observed_at)) IN ({touched})")
-    sums = ", ".join(f"sum({c}) AS {c}" for c in COUNT_FIELDS)
+    sums = ", ".join(f"sum({c}) AS {c}" for c in SUM_FIELDS)
     expected = store.query(f"SELECT dim, value, route, toString(minute) AS minute, {sums} "
                            f"FROM ({_view_select(store, 'rate_minute_mv', in_buckets)}) GROUP BY dim, value, route, minute",
                            params)
@@ -76,11 +78,11 @@ def repair(store: Store, since: datetime, observed_from: datetime | None = None)
     for row in expected:
         key = tuple(row[k] for k in KEY)
         old = have.pop(key, None)
-        delta = {c: int(row[c]) - int(old[c] if old else 0) for c in COUNT_FIELDS}
-        if any(delta.values()):
+        delta = {c: row[c] - (old[c] if old else 0) for c in SUM_FIELDS}
+        if any(abs(d) > WEIGHT_TOLERANCE for d in delta.values()):  # counts are whole; weighted sums are floats
             corrections.append({**dict(zip(KEY, key)), **delta})
     for key, old in have.items():  # aggregates with no answers behind them
-        corrections.append({**dict(zip(KEY, key)), **{c: -int(old[c]) for c in COUNT_FIELDS}})
+        corrections.append({**dict(zip(KEY, key)), **{c: -old[c] for c in SUM_FIELDS}})
     if corrections:
         store.insert("rate_minute", corrections)
     return RepairReport(lacking, len(corrections))

@@ -1,0 +1,104 @@
+"""Sampled verification is honoured (issue 24): each answer weighs 1 / its sampling.rate, so rates and their
+intervals estimate the whole traffic, through the store's own minute sums."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import orjson
+import pytest
+
+from services.contract.decode import Decoder
+from services.rates.intervals import Counts, ratio_interval
+from services.rates.report import rate_entry
+from services.store.backends import open_store
+from services.store.migrate import migrate
+from services.store.rates import RateRepository
+from services.store.writer import EventWriter
+from tests.support.sampling_world import draw
+
+START = datetime(2026, 11, 21, 8, 0, tzinfo=timezone.utc)
+
+
+def event(i: int, route: str, verdicts: list[str], rate: float | None):
+    return Decoder().decode(orjson.dumps({
+        "schema": "claimwatch.verdict/v1", "event_id": f"{route}-{i}", "trace_id": f"t-{route}-{i}",
+        "observed_at": (START + timedelta(seconds=i)).isoformat(), "route": route,
+        "claims": [{"verdict": v} for v in verdicts], **({"sampling": {"rate": rate}} if rate else {})}))
+
+
+def test_minute_sums_stored_before_weights_read_as_unweighted_after_the_upgrade(tmp_path, monkeypatch):
+    import services.store.migrate as migrations
+
+    shipped = migrations._migrations()
+    store = open_store(f"chdb:{tmp_path / 'ch'}")
+    try:
+        monkeypatch.setattr(migrations, "_migrations", lambda: [m for m in shipped if m[0] < 11])
+        migrate(store)
+        store.insert("rate_minute", [{"dim": "", "value": "", "route": "old", "minute": "2026-11-21 08:00:00",
+                                      "events": 4, "claims": 10, "failed": 3, "claims_sq": 30, "failed_sq": 5,
+                                      "failed_claims": 9}])
+        monkeypatch.setattr(migrations, "_migrations", lambda: shipped)
+        assert 11 in migrate(store)
+        row = RateRepository(store, clock=lambda: START).totals("", None)[0]
+        assert {k: row[k] for k in ("w_events", "w_claims", "w_failed", "w2_claims_sq", "sampled")} == {
+            "w_events": 4.0, "w_claims": 10.0, "w_failed": 3.0, "w2_claims_sq": 30.0, "sampled": 0}
+        assert rate_entry(row)["rate"] == 0.3
+    finally:
+        store.close()
+
+
+# chDB serves one data directory per process: the test above closes its store before this one opens.
+@pytest.fixture(scope="module")
+def rates(tmp_path_factory):
+    store = open_store(f"chdb:{tmp_path_factory.mktemp('weights') / 'ch'}")
+    migrate(store)
+    events = [event(i, "mixed", ["supported"], None) for i in range(30)]                  # short, all verified
+    events += [event(100 + i, "mixed", ["unsupported", "unsupported", "supported", "supported"], 0.1)
+               for i in range(3)]                                                           # long, 1 in 10
+    events += [event(200 + i, "plain", ["supported", "contradicted"], None) for i in range(10)]
+    EventWriter(store).write(events)
+    yield RateRepository(store, clock=lambda: START + timedelta(hours=1))
+    store.close()
+
+
+def by_route(rates: RateRepository) -> dict[str, dict]:
+    return {r["route"]: rate_entry(r) for r in rates.totals("", None)}
+
+
+def test_a_sampled_answer_counts_for_the_answers_it_stands_for(rates):
+    mixed = by_route(rates)["mixed"]
+    assert (mixed["events"], mixed["claims"], mixed["failed"]) == (33, 42, 6)  # the stored counts stay counts
+    assert mixed["weighted"] == {"events": 60.0, "claims": 150.0, "failed": 60.0}
+    assert mixed["rate"] == pytest.approx(60 / 150)  # unweighted it would read 6 / 42
+    assert (mixed["sampling"], mixed["sampled_events"]) == ("mixed", 3)
+    assert mixed["effective_claims"] == pytest.approx(150 ** 2 / (30 + 300 * 4), abs=0.05)
+    assert mixed["interval"][0] < 0.4 < mixed["interval"][1]
+
+
+def test_without_sampling_every_figure_is_the_unweighted_one(rates):
+    plain = by_route(rates)["plain"]
+    assert plain["rate"] == 0.5 and plain["sampling"] == "none" and plain["effective_claims"] == 20
+    unweighted = Counts(events=10, claims=20, failed=10, claims_sq=40, failed_sq=10, failed_claims=20)
+    assert plain["interval"] == ratio_interval(unweighted).as_list()
+
+
+def test_slices_and_minutes_carry_the_weights(rates):
+    minute = rates.minutes("mixed", START, START + timedelta(minutes=5))
+    assert sum(r["w_claims"] for r in minute) == 150.0
+    slices = {r["value"]: rate_entry(r) for r in rates.totals("query_type", None) if r["route"] == "mixed"}
+    assert slices[""]["rate"] == pytest.approx(0.4)
+
+
+def test_weighted_intervals_cover_the_population_rate_and_unweighted_ones_do_not():
+    """Long answers verified 1 in 10 and failing more: 300 draws of bench/sampling.py's world."""
+    rng = np.random.default_rng(24)
+    weighted_hits = unweighted_hits = 0
+    reps = 300
+    for _ in range(reps):
+        truth, weighted, unweighted = draw(rng)
+        weighted_hits += truth in ratio_interval(weighted)
+        unweighted_hits += truth in ratio_interval(unweighted)
+    assert 0.92 <= weighted_hits / reps <= 0.98
+    assert unweighted_hits / reps < 0.5
+
