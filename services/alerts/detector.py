@@ -255,7 +255,8 @@ class DriftDetector:
             if name not in self.slice_names and len(self.slice_names) < MAX_SLICES:
                 self.slice_names.append(name)
             i = self.slice_names.index(name) if name in self.slice_names else MAX_SLICES
-            out[0, i] += (c.claims, c.failed)
+            effective = c.effective()  # sampled answers count as the sample they are (Counts.effective)
+            out[0, i] += (effective.claims, effective.failed)
         return out
 
     def _step(self, x: np.ndarray, minute: int, slices: np.ndarray | None) -> None:

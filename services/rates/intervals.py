@@ -9,7 +9,7 @@ measured by simulation in tests/unit/rates/test_intervals.py.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from functools import lru_cache
 from statistics import NormalDist
 from typing import Mapping
@@ -89,11 +89,25 @@ class Counts:
 
     @classmethod
     def from_array(cls, values) -> "Counts":
-        """From the drift engines' arrays, which hold the unweighted COUNT_FIELDS only."""
-        return cls(*(int(v) for v in values))
+        """From the drift engines' arrays (``as_array``), rounded to whole counts."""
+        return cls(*(int(round(v)) for v in values))
 
     def as_array(self) -> np.ndarray:
-        return np.array([getattr(self, f) for f in COUNT_FIELDS], dtype=np.float64)
+        """The drift engines' view: COUNT_FIELDS, with the rate's sums taken from ``effective``."""
+        c = self.effective()
+        return np.array([getattr(c, f) for f in COUNT_FIELDS], dtype=np.float64)
+
+    def effective(self) -> "Counts":
+        """With sampled answers, the rate's sums as an unweighted sample worth as much: every weight scaled by
+        Σw·n / Σw²·n, so claims become Kish's effective claims, failed / claims the weighted rate, and the design
+        effect and interval the weighted ones (tests/unit/rates/test_sampling_weights.py checks both). What the
+        drift detector adds up, so its evidence is the sample's, not the traffic's. Unchanged without sampling."""
+        if not self.sampled:
+            return self
+        w_claims, w_failed, w2_claims, w2_claims_sq, w2_failed_sq, w2_failed_claims = self.weighted
+        k = w_claims / w2_claims if w2_claims > 0 else 0.0
+        return replace(self, claims=w_claims * k, failed=w_failed * k, claims_sq=w2_claims_sq * k * k,
+                       failed_sq=w2_failed_sq * k * k, failed_claims=w2_failed_claims * k * k)
 
     def as_dict(self) -> dict[str, float]:
         return {f: getattr(self, f) for f in SUM_FIELDS}

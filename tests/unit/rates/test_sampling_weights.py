@@ -102,3 +102,17 @@ def test_weighted_intervals_cover_the_population_rate_and_unweighted_ones_do_not
     assert 0.92 <= weighted_hits / reps <= 0.98
     assert unweighted_hits / reps < 0.5
 
+
+
+def test_the_drift_detector_sees_a_sampled_minute_as_the_sample_it_is():
+    rng = np.random.default_rng(5)
+    _, weighted, _ = draw(rng)
+    effective = weighted.effective()
+    assert effective.claims == pytest.approx(weighted.effective_claims)
+    assert effective.failed / effective.claims == pytest.approx(weighted.rate)
+    plain = Counts(**{**effective.as_dict(), "sampled": 0, "w_events": 0.0})  # the same sums, unweighted
+    assert ratio_interval(plain).as_list() == pytest.approx(ratio_interval(weighted).as_list())
+    unsampled = Counts(events=3, claims=7, failed=2, claims_sq=19, failed_sq=2, failed_claims=6, w_events=3.0,
+                       w_claims=7.0, w_failed=2.0, w2_claims=7.0, w2_claims_sq=19.0, w2_failed_sq=2.0,
+                       w2_failed_claims=6.0, w2_events=3.0)
+    assert unsampled.effective() is unsampled and list(unsampled.as_array()[:6]) == [3, 7, 2, 19, 2, 6]
