@@ -84,6 +84,7 @@ def rate_row(event: VerdictEvent) -> dict:
         "action": event.answer.action or "",
         "versions": event.versions,
         "verdicts": [c.verdict for c in event.claims],
+        "sampling_rate": event.sampling.rate,
     }
 
 
