@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Callable
 
 import click
+from rich.text import Text
 from services.alerts.expectations import PRIORITY, SORTS, expected_text
 from services.alerts.figures import figure
 from services.app.cli.base import Abort, console, main, out, print_json, reach, service_options, pct
@@ -238,9 +239,19 @@ def rates(settings: Settings, window: str, sort: str, show_slices: bool, calibra
     order = "firing first, then furthest above expected" if sort == "priority" else "highest first"
     print_table(RATE_COLUMNS[:CALIBRATED_AT] + CALIBRATED_COLUMNS + RATE_COLUMNS[CALIBRATED_AT:] if calibrated
                 else RATE_COLUMNS, data, output, title=f"Claim-level hallucination rate, {window}: {order}")
+    for line in sampling_notes(data):
+        out.print(Text(line, style="dim"), soft_wrap=True)
     for dim, entries in slices.items():
         out.print()
         print_table(slice_columns(dim), entries, output, title=f"by {dim} (worst first)")
+
+
+def sampling_notes(entries: list[dict]) -> list[str]:
+    """A line for each route whose answers were verified on a sample: its rate is weighted."""
+    return [f"{e['route']}: {e['sampled_events']:,} of {e['events']:,} answers verified on a sample"
+            f"{' (mixed with fully verified ones)' if e['sampling'] == 'mixed' else ''}; RATE weighs each by "
+            f"1 / its sampling.rate and stands for {e['weighted']['events']:,.0f} answers"
+            for e in entries if e.get("sampling", "none") != "none"]
 
 
 DLQ_COLUMNS = [

@@ -50,8 +50,13 @@ def test_minute_sums_stored_before_weights_read_as_unweighted_after_the_upgrade(
 
 # chDB serves one data directory per process: the test above closes its store before this one opens.
 @pytest.fixture(scope="module")
-def rates(tmp_path_factory):
-    store = open_store(f"chdb:{tmp_path_factory.mktemp('weights') / 'ch'}")
+def store_url(tmp_path_factory):
+    return f"chdb:{tmp_path_factory.mktemp('weights') / 'ch'}"
+
+
+@pytest.fixture(scope="module")
+def rates(store_url):
+    store = open_store(store_url)
     migrate(store)
     events = [event(i, "mixed", ["supported"], None) for i in range(30)]                  # short, all verified
     events += [event(100 + i, "mixed", ["unsupported", "unsupported", "supported", "supported"], 0.1)
@@ -116,3 +121,21 @@ def test_the_drift_detector_sees_a_sampled_minute_as_the_sample_it_is():
                        w_claims=7.0, w_failed=2.0, w2_claims=7.0, w2_claims_sq=19.0, w2_failed_sq=2.0,
                        w2_failed_claims=6.0, w2_events=3.0)
     assert unsampled.effective() is unsampled and list(unsampled.as_array()[:6]) == [3, 7, 2, 19, 2, 6]
+
+
+def test_the_overview_and_the_cli_say_which_routes_were_sampled(rates, store_url):
+    from fastapi.testclient import TestClient
+
+    from services.api.app import create_api
+    from services.app.cli.data import sampling_notes
+    from services.app.compose import open_components
+    from services.app.settings import Settings
+
+    entries = list(by_route(rates).values())
+    assert sampling_notes(entries) == ["mixed: 3 of 33 answers verified on a sample (mixed with fully verified ones); "
+                                       "RATE weighs each by 1 / its sampling.rate and stands for 60 answers"]
+    components = open_components(Settings(clickhouse=store_url))
+    page = TestClient(create_api(components)).get("/", params={"window": "all"}).text
+    mixed_row = page.split('href="/routes/mixed"')[1].split("</tr>")[0]
+    assert "mixed sampling" in mixed_row and "40.0%" in mixed_row
+    assert "sampling" not in page.split('href="/routes/plain"')[1].split("</tr>")[0]
