@@ -55,6 +55,13 @@ class Counts:
     w2_claims_sq: float = 0.0        # Σ w²·n²
     w2_failed_sq: float = 0.0        # Σ w²·f²
     w2_failed_claims: float = 0.0    # Σ w²·f·n
+    w_served: float = 0.0            # Σ w over the answers of each event-level share
+    w_served_unsafe: float = 0.0
+    w_abstained: float = 0.0
+    w_answerable: float = 0.0
+    w_answerable_abstained: float = 0.0
+    w_unanswerable: float = 0.0
+    w_unanswerable_abstained: float = 0.0
 
     def __add__(self, other: "Counts") -> "Counts":
         if not isinstance(other, Counts):
@@ -120,6 +127,16 @@ class Counts:
             return (self.w_claims, self.w_failed, self.w2_claims, self.w2_claims_sq, self.w2_failed_sq,
                     self.w2_failed_claims)
         return self.claims, self.failed, self.claims, self.claims_sq, self.failed_sq, self.failed_claims
+
+    def weighted_share(self, part: str, whole: str) -> tuple[float, float, float]:
+        """An event-level share of the traffic (e.g. served_unsafe of served): (weighted part, weighted whole, the
+        whole's effective answers). The effective size takes the whole route's Kish factor, (Σw)² / (Σw²·answers),
+        as if the share's answers were weighted like all of them."""
+        count = getattr(self, whole)
+        if self.w_events <= 0:
+            return float(getattr(self, part)), float(count), float(count)
+        kish = self.w_events * self.w_events / (self.w2_events * self.events) if self.w2_events and self.events else 1.0
+        return getattr(self, "w_" + part), getattr(self, "w_" + whole), count * kish
 
     @property
     def rate(self) -> float | None:
@@ -218,6 +235,12 @@ def share_interval(k: int, c: Counts, level: float = 0.95) -> Interval | None:
         return None
     deff = max(c.claims_sq / c.claims, 1.0)
     lo, hi = wilson(k / c.claims, c.claims / deff, z_value(level))
+    return Interval(float(lo), float(hi))
+
+
+def effective_proportion_interval(share: float, effective: float, level: float = 0.95) -> Interval:
+    """Wilson interval for a weighted share at its effective sample size (``proportion_interval`` at w = 1)."""
+    lo, hi = wilson(share, effective, z_value(level))
     return Interval(float(lo), float(hi))
 
 

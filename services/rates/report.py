@@ -2,13 +2,18 @@
 from __future__ import annotations
 
 from services.contract.model import CANONICAL_VERDICTS
-from services.rates.intervals import Counts, proportion_interval, ratio_interval
+from services.rates.intervals import Counts, effective_proportion_interval, ratio_interval
 
 
-def _share(k: int, n: int) -> dict:
-    interval = proportion_interval(k, n) if n else None
+def _share(c: Counts, part: str, whole: str) -> dict:
+    """An event-level share: its rate weighted (each answer 1 / its sampling.rate), its Wilson interval at the
+    effective answers, and the stored counts."""
+    k, n = getattr(c, part), getattr(c, whole)
+    w_part, w_whole, effective = c.weighted_share(part, whole)
+    share = w_part / w_whole if n and w_whole > 0 else None
+    interval = effective_proportion_interval(share, effective) if share is not None and effective > 0 else None
     return {
-        "rate": k / n if n else None,
+        "rate": share,
         "lo": interval.lo if interval else None,
         "hi": interval.hi if interval else None,
         "count": k,
@@ -28,12 +33,12 @@ def rate_entry(row: dict, key: str = "route") -> dict:
         "rate": c.rate,
         "verdicts": {v: int(row.get(v, 0)) for v in CANONICAL_VERDICTS},
         "interval": [interval.lo, interval.hi] if interval else None,
-        "unsafe_serve": _share(c.served_unsafe, c.served),
-        "abstention": _share(c.abstained, c.events),
+        "unsafe_serve": _share(c, "served_unsafe", "served"),
+        "abstention": _share(c, "abstained", "events"),
         # Reported together, never one alone.
         "abstention_pair": {
-            "correct_abstention": _share(c.unanswerable_abstained, c.unanswerable),
-            "over_refusal": _share(c.answerable_abstained, c.answerable),
+            "correct_abstention": _share(c, "unanswerable_abstained", "unanswerable"),
+            "over_refusal": _share(c, "answerable_abstained", "answerable"),
         },
         **sampling_figures(c),
     }

@@ -25,7 +25,8 @@ COUNT_FIELDS = (
 # Sampled verification (each answer weighs w = 1 / its sampling.rate): the answers sampled, then the
 # weighted sums (floats) that estimates of the whole traffic need.
 SAMPLING_FIELDS = ("sampled", "w_events", "w2_events", "w_claims", "w_failed", "w2_claims", "w2_claims_sq",
-                   "w2_failed_sq", "w2_failed_claims")
+                   "w2_failed_sq", "w2_failed_claims", "w_served", "w_served_unsafe", "w_abstained", "w_answerable",
+                   "w_answerable_abstained", "w_unanswerable", "w_unanswerable_abstained")
 SUM_FIELDS = COUNT_FIELDS + SAMPLING_FIELDS
 _SUMS = ", ".join(f"sum({c}) AS {c}" for c in SUM_FIELDS)
 

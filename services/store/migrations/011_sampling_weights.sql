@@ -1,7 +1,7 @@
 -- Sampled verification (issue 24): an answer verified with probability sampling.rate stands for 1/rate
 -- answers of the traffic. events keeps the rate; rate_minute keeps the weighted sums every population
--- estimate needs (the ratio of weighted failed to weighted claims, its answer-clustered interval, and
--- the effective sample size). With every rate 1 each w* sum equals its unweighted one, which is what
+-- estimate needs (the ratio of weighted failed to weighted claims, its answer-clustered interval, the
+-- effective sample size, and the weighted unsafe-serve and abstention shares). With every rate 1 each w* sum equals its unweighted one, which is what
 -- rows stored before this migration are given.
 ALTER TABLE events ADD COLUMN IF NOT EXISTS sampling_rate Float64 DEFAULT 1;
 
@@ -14,10 +14,20 @@ ALTER TABLE rate_minute
     ADD COLUMN IF NOT EXISTS w2_claims SimpleAggregateFunction(sum, Float64),
     ADD COLUMN IF NOT EXISTS w2_claims_sq SimpleAggregateFunction(sum, Float64),
     ADD COLUMN IF NOT EXISTS w2_failed_sq SimpleAggregateFunction(sum, Float64),
-    ADD COLUMN IF NOT EXISTS w2_failed_claims SimpleAggregateFunction(sum, Float64);
+    ADD COLUMN IF NOT EXISTS w2_failed_claims SimpleAggregateFunction(sum, Float64),
+    ADD COLUMN IF NOT EXISTS w_served SimpleAggregateFunction(sum, Float64),
+    ADD COLUMN IF NOT EXISTS w_served_unsafe SimpleAggregateFunction(sum, Float64),
+    ADD COLUMN IF NOT EXISTS w_abstained SimpleAggregateFunction(sum, Float64),
+    ADD COLUMN IF NOT EXISTS w_answerable SimpleAggregateFunction(sum, Float64),
+    ADD COLUMN IF NOT EXISTS w_answerable_abstained SimpleAggregateFunction(sum, Float64),
+    ADD COLUMN IF NOT EXISTS w_unanswerable SimpleAggregateFunction(sum, Float64),
+    ADD COLUMN IF NOT EXISTS w_unanswerable_abstained SimpleAggregateFunction(sum, Float64);
 
 ALTER TABLE rate_minute UPDATE w_events = events, w2_events = events, w_claims = claims, w_failed = failed,
-    w2_claims = claims, w2_claims_sq = claims_sq, w2_failed_sq = failed_sq, w2_failed_claims = failed_claims
+    w2_claims = claims, w2_claims_sq = claims_sq, w2_failed_sq = failed_sq, w2_failed_claims = failed_claims,
+    w_served = served, w_served_unsafe = served_unsafe, w_abstained = abstained, w_answerable = answerable,
+    w_answerable_abstained = answerable_abstained, w_unanswerable = unanswerable,
+    w_unanswerable_abstained = unanswerable_abstained
     WHERE w_events = 0 AND events != 0 SETTINGS mutations_sync = 2;
 
 DROP VIEW IF EXISTS rate_minute_mv;
@@ -52,7 +62,14 @@ SELECT slice.1 AS dim, slice.2 AS value, route, toStartOfMinute(observed_at) AS 
        w * w * n_claims AS w2_claims,
        w * w * n_claims * n_claims AS w2_claims_sq,
        w * w * n_failed * n_failed AS w2_failed_sq,
-       w * w * n_failed * n_claims AS w2_failed_claims
+       w * w * n_failed * n_claims AS w2_failed_claims,
+       w * (action = 'served') AS w_served,
+       w * (action = 'served' AND n_failed > 0) AS w_served_unsafe,
+       w * (action = 'abstained') AS w_abstained,
+       w * (answerable = 1) AS w_answerable,
+       w * (answerable = 1 AND action = 'abstained') AS w_answerable_abstained,
+       w * (answerable = 0) AS w_unanswerable,
+       w * (answerable = 0 AND action = 'abstained') AS w_unanswerable_abstained
 FROM
 (
     SELECT *,

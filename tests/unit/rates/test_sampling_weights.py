@@ -139,3 +139,14 @@ def test_the_overview_and_the_cli_say_which_routes_were_sampled(rates, store_url
     mixed_row = page.split('href="/routes/mixed"')[1].split("</tr>")[0]
     assert "mixed sampling" in mixed_row and "40.0%" in mixed_row
     assert "sampling" not in page.split('href="/routes/plain"')[1].split("</tr>")[0]
+
+
+def test_unsafe_serve_and_the_abstention_pair_are_weighted_too(rates):
+    mixed = by_route(rates)["mixed"]
+    # events carry no action or answerability here: every share has no answers behind it
+    assert mixed["unsafe_serve"]["rate"] is None and mixed["abstention"]["rate"] == 0.0
+    served = Counts(events=4, served=4, served_unsafe=1, sampled=1, w_events=13.0, w2_events=103.0, w_served=13.0,
+                    w_served_unsafe=10.0, claims=4, w_claims=13.0, w2_claims=103.0)
+    unsafe = rate_entry({"route": "r", **served.as_dict()})["unsafe_serve"]
+    assert unsafe["rate"] == pytest.approx(10 / 13) and (unsafe["count"], unsafe["of"]) == (1, 4)
+    assert unsafe["lo"] < 10 / 13 < unsafe["hi"] and unsafe["hi"] - unsafe["lo"] > 0.5  # worth ~1.6 answers
