@@ -38,7 +38,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from idle import MissingPeer, Stack, check_peers, p95, progress, send_traffic  # noqa: E402
+from idle import Stack, p95, peers_or_exit, progress, send_traffic  # noqa: E402
 from services.client.produce import raw_producer  # noqa: E402
 from services.client.simulate import Scenario, generate  # noqa: E402
 
@@ -143,11 +143,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--keep", action="store_true", help="keep the working directory (logs, store)")
     args = parser.parse_args()
-    try:
-        check_peers()
-    except MissingPeer as exc:
-        print(f"bench/flood.py: cannot run: {exc}", file=sys.stderr)
-        return 2
+    peers_or_exit("flood.py")
 
     workdir = Path(tempfile.mkdtemp(prefix="claimwatch-flood-"))
     stack = Stack(workdir)  # its reads, and the probe, are a token holder's

@@ -298,6 +298,15 @@ def measure_stops(stack: Stack, runs: int) -> list[float]:
     return took
 
 
+def peers_or_exit(bench: str) -> None:
+    """Exit 2, saying what is missing, when a peer the bench needs is not installed."""
+    try:
+        check_peers()
+    except MissingPeer as exc:
+        print(f"bench/{bench}: cannot run: {exc}", file=sys.stderr)
+        sys.exit(2)
+
+
 def p95(values: list[float]) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, int(round(0.95 * len(ordered) + 0.5)) - 1))]
@@ -315,11 +324,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--keep", action="store_true", help="keep the working directory (logs, store)")
     args = parser.parse_args()
-    try:
-        check_peers()
-    except MissingPeer as exc:
-        print(f"bench/idle.py: cannot run: {exc}", file=sys.stderr)
-        return 2
+    peers_or_exit("idle.py")
 
     workdir = Path(tempfile.mkdtemp(prefix="claimwatch-idle-"))
     stack = Stack(workdir)

@@ -100,6 +100,16 @@ def ups():
         up.kill()
 
 
+def send_backlog(broker, topic_prefix: str, minutes: int, seed: int):
+    """The demo's traffic of the last ``minutes``, on topics of four partitions, before `up` starts; what it holds."""
+    now = datetime.now(timezone.utc).replace(second=0, microsecond=0)
+    sims = list(generate(Scenario.demo(), now - timedelta(minutes=minutes), minutes, seed=seed))
+    topic = f"{topic_prefix}.verdicts"
+    create_topics(broker.bootstrap, [topic, f"{topic_prefix}.verdicts.dlq", f"{topic_prefix}.alerts"], 4)
+    send_all(broker.bootstrap, topic, sims)
+    return expected_counts(sims)
+
+
 def totals(up: Up):
     rates, dlq = up.get("/api/rates", window="all"), up.get("/api/dlq")
     if rates is None or dlq is None:
@@ -109,12 +119,7 @@ def totals(up: Up):
 
 def test_sigterm_during_a_recluster_stops_up_within_15s_and_a_restart_stores_every_event_once(
         broker, topic_prefix, tmp_path, ups):
-    now = datetime.now(timezone.utc).replace(second=0, microsecond=0)
-    sims = list(generate(Scenario.demo(), now - timedelta(minutes=40), 40, seed=5))
-    expected = expected_counts(sims)
-    topic = f"{topic_prefix}.verdicts"
-    create_topics(broker.bootstrap, [topic, f"{topic_prefix}.verdicts.dlq", f"{topic_prefix}.alerts"], 4)
-    send_all(broker.bootstrap, topic, sims)
+    expected = send_backlog(broker, topic_prefix, minutes=40, seed=5)
     env = {"CLAIMWATCH_CLUSTERING__INTERVAL_MINUTES": "0.05", "CLAIMWATCH_CLUSTERING__RECLUSTER_MIN_NEW_CLAIMS": "1"}
 
     up = Up(tmp_path / "up", broker.bootstrap, topic_prefix, env)
@@ -144,12 +149,7 @@ def test_ctrl_c_mid_ingest_and_sigterm_when_idle_stop_up_within_15s_and_nothing_
         broker, topic_prefix, tmp_path, ups):
     """A backlog of four hours of demo traffic (~49,000 answers): Ctrl-C while it is half stored, then a restart
     stores the rest exactly once, and SIGTERM stops the caught-up, idle stack."""
-    now = datetime.now(timezone.utc).replace(second=0, microsecond=0)
-    sims = list(generate(Scenario.demo(), now - timedelta(minutes=240), 240, seed=8))
-    expected = expected_counts(sims)
-    topic = f"{topic_prefix}.verdicts"
-    create_topics(broker.bootstrap, [topic, f"{topic_prefix}.verdicts.dlq", f"{topic_prefix}.alerts"], 4)
-    send_all(broker.bootstrap, topic, sims)
+    expected = send_backlog(broker, topic_prefix, minutes=240, seed=8)
     want = (expected.valid_events, expected.bad_total)
 
     up = Up(tmp_path / "up", broker.bootstrap, topic_prefix, {})
