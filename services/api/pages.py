@@ -7,6 +7,7 @@ field (kept in sessionStorage), so the API's auth and rate limits apply unchange
 from __future__ import annotations
 
 import re
+from http import HTTPStatus
 from pathlib import Path
 from typing import Callable, Mapping
 from urllib.parse import quote
@@ -85,7 +86,7 @@ def wants_page(request: Request) -> bool:
 
 
 def error_page(status: int, message: str, headers: Mapping[str, str] | None = None) -> HTMLResponse:
-    response = render("error.html", status, page="error", title=f"{status}", message=message, signed_in=True,
+    response = render("error.html", status, page="error", title=f"{status} {HTTPStatus(status).phrase}", message=message, signed_in=True,
                       tokens_configured=True)
     response.headers.update(headers or {})
     return response
