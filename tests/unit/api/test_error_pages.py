@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import re
+from http import HTTPStatus
 
 import pytest
 from fastapi.testclient import TestClient
@@ -33,7 +34,7 @@ def styled_page(response, status: int) -> str:
     assert response.status_code == status
     assert response.headers["content-type"].startswith("text/html")
     assert re.search(r'<link rel="stylesheet" href="/static/app.css\?v=\w+">', response.text)
-    assert f"<h1>{status}</h1>" in response.text
+    assert f"<h1>{status} {HTTPStatus(status).phrase}</h1>" in response.text
     message = html.unescape(re.search(r"<p>(.*?)</p>\s*<p><a href=\"/\">Back to the overview", response.text, re.S)[1])
     assert len(message.splitlines()) == 1 and not any(piece in message for piece in DUMP), message
     return message
