@@ -1,4 +1,4 @@
-"""Calibrated-rate benchmark: coverage and width of the 95% intervals, raw against calibrated.
+"""Calibrated-rate benchmark: coverage and width of the 95% intervals, raw against the calibrated estimators.
 
 The world is the one the coverage test uses (tests/support/calibration_world.py): three routes whose
 verifiers err asymmetrically and differently (sensitivity / specificity for "failed" 0.70/0.97,
@@ -6,22 +6,27 @@ verifiers err asymmetrically and differently (sensitivity / specificity for "fai
 sampled stratified by the verifier's verdict, two reviewers each wrong ``--reviewer-error`` of the
 time and an adjudicator (as often wrong) on their disputes.
 
-Estimates, each through the product's code:
+Estimates, each through the product's Calibrator (services/review/calibration.py):
 - raw: the verifier's rate with the answer-clustered interval `claimwatch rates` shows;
-- calibrated, per route: Rogan–Gladen from the route's own labels (``review.min_labels`` met);
-- calibrated, pooled: the same with every route's labels pooled (what a route with too few labels
-  borrows from the routes of its verifier version).
+- RG / PPI, per route: Rogan–Gladen or stratified PPI from the route's own labels (``review.min_labels`` met);
+- RG / PPI, pooled: the same with every route's labels pooled (what a route with too few labels borrows
+  from the routes of its verifier version);
+- shipped: the default Calibrator (PPI on a route's own labels, Rogan–Gladen on labels of other traffic).
 
-A second table runs the same routes with one verifier that errs alike on all of them (Se 0.80, Sp 0.95):
-there pooling is honest and narrower; in the first it is not.
+Three tables: the verifier errs differently on each route; one verifier errs alike on all of them (Se 0.80,
+Sp 0.95: pooling Se and Sp is honest there); and the errors of the first table with every route's rate 5 points
+higher than when its labels were drawn (a prevalence shift: labels from one window, traffic from a later one).
 
 Run: python bench/calibration.py --reps 500 --seed 16
+     python bench/calibration.py --plan --routes 200 --seed 16      (how well `review plan`'s counts land)
 """
 from __future__ import annotations
 
 import argparse
 import sys
 import time
+from collections import Counter
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -31,25 +36,49 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from services.review.calibration import Calibrator  # noqa: E402
+from services.review.planning import PLAN_CAUTION, LabelPlanner  # noqa: E402
+from services.review.sampling import allocate  # noqa: E402
 from tests.support.calibration_world import NOW, ROUTES, RouteTruth, World, raw_interval  # noqa: E402
 
-ESTIMATES = ("raw", "calibrated, pooled", "calibrated, per route")
+AGE = timedelta(days=90)
 
 
-def run(world: World, reps: int, seed: int, n_boot: int) -> dict[tuple[str, str], tuple[int, float, int]]:
-    """(estimate, route) -> (intervals covering the true rate, summed width, intervals)."""
+def calibrators(world: World, n_boot: int, moved: bool) -> dict[str, Calibrator]:
+    """Each calibrated estimate by name. Per route: the route's own labels suffice (min_labels 1); pooled: they
+    never do (min_labels above a route's labels), so every route borrows."""
+    own, pool = 1, world.labels + 1
+
+    def only(estimator: str, min_labels: int) -> Calibrator:  # whatever the labels' traffic
+        return Calibrator(min_labels, AGE, n_boot, estimator=estimator, transfer_estimator=estimator)
+
+    if moved:
+        return {"RG, per route": only("rogan_gladen", own), "PPI alone, per route": only("ppi", own),
+                "shipped, per route": Calibrator(own, AGE, n_boot)}
+    return {"RG, pooled": only("rogan_gladen", pool), "PPI, pooled": only("ppi", pool),
+            "RG, per route": only("rogan_gladen", own), "PPI, per route": only("ppi", own),
+            "shipped, per route": Calibrator(own, AGE, n_boot)}
+
+
+def run(world: World, reps: int, seed: int, n_boot: int, shift: float = 0.0
+        ) -> tuple[list[str], dict[tuple[str, str], tuple[int, float, int]]]:
+    """The estimates' names, and (estimate, route) -> (intervals covering the true rate, summed width,
+    intervals). With ``shift``, the labels come from ``world`` and the traffic from the same routes ``shift``
+    higher."""
     rng = np.random.default_rng(seed)
-    found = {(e, r.route): [0, 0.0, 0] for e in ESTIMATES for r in world.routes}
-    per_route = Calibrator(1, timedelta(days=90), n_boot=n_boot)
-    pooled = Calibrator(world.labels + 1, timedelta(days=90), n_boot=n_boot)  # own labels too few: pool
+    later = replace(world, routes=tuple(replace(r, true_rate=r.true_rate + shift) for r in world.routes))
+    estimates = calibrators(world, n_boot, moved=bool(shift))
+    names = ["raw", *estimates]
+    found = {(e, r.route): [0, 0.0, 0] for e in names for r in world.routes}
     for rep in range(reps):
         traffic, claims = world.draw(rng)
-        per_route.seed = pooled.seed = rep
+        if shift:
+            traffic, _ = later.draw(rng)
         intervals = {"raw": {t.route: raw_interval(t) for t in traffic}}
-        for name, calibrator in (("calibrated, per route", per_route), ("calibrated, pooled", pooled)):
+        for name, calibrator in estimates.items():
+            calibrator.seed = rep
             intervals[name] = {r: c.interval for r, c in calibrator.calibrate_all(traffic, claims, NOW).items()}
-        for truth in world.routes:
-            for estimate in ESTIMATES:
+        for truth in later.routes:
+            for estimate in names:
                 interval = intervals[estimate][truth.route]
                 if interval is None:
                     continue
@@ -58,7 +87,62 @@ def run(world: World, reps: int, seed: int, n_boot: int) -> dict[tuple[str, str]
                 cell[0] += lo <= truth.true_rate <= hi
                 cell[1] += hi - lo
                 cell[2] += 1
-    return {k: tuple(v) for k, v in found.items()}
+    return names, {k: tuple(v) for k, v in found.items()}
+
+
+@dataclass(frozen=True)
+class PlanOutcome:
+    truth: RouteTruth
+    pilot: int              # labels before
+    asked: int | None       # more labels the plan asked for (None: it said labels cannot do it)
+    width: float | None     # the interval's width once they are labelled
+    covered: bool
+
+
+def measure_plans(args) -> list[PlanOutcome]:
+    """Routes of random rates and verifier errors, each with a first day's labels: ask the plan, label what it
+    asks (more claims of the same window, each stratum's labels then weighted as one sample), calibrate again."""
+    rng = np.random.default_rng(args.seed)
+    world = World(answers=args.answers, reviewer_error=args.reviewer_error)
+    calibrator = Calibrator(30, AGE, args.boot)
+    planner = LabelPlanner(calibrator.estimator, calibrator.min_labels, caution=args.caution)
+    outcomes = []
+    for i in range(args.routes):
+        truth = RouteTruth(f"route-{i}", rng.uniform(0.05, 0.35), rng.uniform(0.65, 0.95), rng.uniform(0.85, 0.99))
+        route = world.route(rng, truth)
+        pilot = world.review(rng, route, allocate(route.sizes, int(rng.integers(60, 241))))
+        plan = planner.plan(calibrator.calibrate(route.traffic, pilot, NOW), args.width)
+        if plan.more is None:
+            outcomes.append(PlanOutcome(truth, len(pilot), None, None, False))
+            continue
+        taken = frozenset(int(c.claim_key.rsplit(":", 1)[1]) for c in pilot)
+        extra = world.review(rng, route, {v: n for v, n in (("contradicted", plan.flagged), ("supported", plan.passed))
+                                          if n}, taken)
+        labels = pilot + extra
+        per_stratum = Counter(c.verdict for c in labels)
+        labels = [replace(c, weight=route.sizes[c.verdict] / per_stratum[c.verdict]) for c in labels]
+        after = calibrator.calibrate(route.traffic, labels, NOW)
+        lo, hi = after.interval
+        outcomes.append(PlanOutcome(truth, len(pilot), plan.more, hi - lo, lo <= truth.true_rate <= hi))
+    return outcomes
+
+
+def plan_report(outcomes: list[PlanOutcome], args) -> Table:
+    table = Table(title=f"`review plan --width {100 * args.width:g}` on {args.routes} routes (true rate 5-35%, Se "
+                        f"0.65-0.95, Sp 0.85-0.99, {args.answers} answers, 60-240 labels before), caution "
+                        f"{args.caution}")
+    for column in ("routes", "labels cannot do it", "under the width after", "labels asked (median, p90)",
+                   "width after (median, p90)", "true rate covered after"):
+        table.add_column(column, justify="right")
+    planned = [o for o in outcomes if o.asked is not None]
+    asked = np.array([o.asked for o in planned])
+    widths = np.array([o.width for o in planned])
+    under = np.mean(widths <= args.width)
+    table.add_row(str(len(outcomes)), str(len(outcomes) - len(planned)), f"{100 * under:.1f}%",
+                  f"{np.median(asked):.0f}, {np.quantile(asked, 0.9):.0f}",
+                  f"{100 * np.median(widths):.2f}, {100 * np.quantile(widths, 0.9):.2f} pts",
+                  f"{100 * np.mean([o.covered for o in planned]):.1f}%")
+    return table
 
 
 def main() -> None:
@@ -69,33 +153,49 @@ def main() -> None:
     parser.add_argument("--labels", type=int, default=200, help="reviewed claims per route")
     parser.add_argument("--reviewer-error", type=float, default=0.05)
     parser.add_argument("--boot", type=int, default=1000, help="bootstrap draws (the product's default)")
+    parser.add_argument("--shift", type=float, default=0.05, help="the third table's rise since the labels")
+    parser.add_argument("--plan", action="store_true", help="measure `review plan` instead")
+    parser.add_argument("--routes", type=int, default=200, help="--plan: simulated routes")
+    parser.add_argument("--width", type=float, default=0.03, help="--plan: the width asked")
+    parser.add_argument("--caution", type=float, default=PLAN_CAUTION, help="--plan: the planner's caution")
     args = parser.parse_args()
-    alike = tuple(RouteTruth(r.route, r.true_rate, 0.80, 0.95) for r in ROUTES)
-    console = Console(width=140)
+    console = Console(width=160)
     started = time.perf_counter()
-    for title, routes in (("verifier errors differ by route", ROUTES), ("one verifier errs alike on every route", alike)):
-        world = World(answers=args.answers, labels=args.labels, reviewer_error=args.reviewer_error, routes=routes)
-        console.print(report(world, run(world, args.reps, args.seed, args.boot), title, args))
+    if args.plan:
+        console.print(plan_report(measure_plans(args), args))
+    else:
+        alike = tuple(RouteTruth(r.route, r.true_rate, 0.80, 0.95) for r in ROUTES)
+        tables = (("verifier errors differ by route", ROUTES, 0.0),
+                  ("one verifier errs alike on every route", alike, 0.0),
+                  (f"every route {args.shift:+.0%} since its labels were drawn", ROUTES, args.shift))
+        for title, routes, shift in tables:
+            world = World(answers=args.answers, labels=args.labels, reviewer_error=args.reviewer_error, routes=routes)
+            names, found = run(world, args.reps, args.seed, args.boot, shift)
+            console.print(report(world, names, found, title, args, shift))
     console.print(f"width: the mean interval width. {time.perf_counter() - started:.1f} s (seed {args.seed}, "
-                  f"{args.boot} bootstrap draws)")
+                  f"{args.boot} bootstrap draws for Rogan–Gladen)")
 
 
-def report(world: World, found: dict, title: str, args) -> Table:
-    table = Table(title=f"{title}: 95% intervals over {args.reps} repetitions, {args.answers} answers and "
-                        f"{args.labels} reviewed claims a route, reviewers wrong {args.reviewer_error:.0%}")
-    table.add_column("route")
-    for column in ("true rate", "Se / Sp", *(f"{e}\n{what}" for e in ESTIMATES for what in ("coverage", "width"))):
-        table.add_column(column, justify="right")
+def report(world: World, names: list[str], found: dict, title: str, args, shift: float) -> Table:
+    table = Table(title=f"{title}: coverage of the true rate by the 95% interval (mean width), {args.reps} "
+                        f"repetitions, {args.answers} answers and {args.labels} reviewed claims a route, reviewers "
+                        f"wrong {args.reviewer_error:.0%}")
+    for column in ("route", "true rate", "Se / Sp", *names, "width:\nshipped / RG"):
+        table.add_column(column, justify="left" if column == "route" else "right")
 
-    def cells(found_cells) -> list[str]:
-        return [text for covered, width, n in found_cells for text in
-                ((f"{100 * covered / n:.1f}%", f"{100 * width / n:.1f} pts") if n else ("—", "—"))]
+    def cell(covered: int, width: float, n: int) -> str:
+        return f"{100 * covered / n:.1f}% ({100 * width / n:.1f})" if n else "—"
+
+    def ratio(cells) -> str:
+        shipped, rg = cells("shipped, per route"), cells("RG, per route")
+        return f"{(shipped[1] / shipped[2]) / (rg[1] / rg[2]):.2f}" if shipped[2] and rg[2] else "—"
 
     for truth in world.routes:
-        table.add_row(truth.route, f"{truth.true_rate:.0%}", f"{truth.sensitivity:.2f} / {truth.specificity:.2f}",
-                      *cells(found[(e, truth.route)] for e in ESTIMATES))
-    totals = [tuple(sum(found[(e, r.route)][i] for r in world.routes) for i in range(3)) for e in ESTIMATES]
-    table.add_row("all routes", "", "", *cells(totals), style="bold")
+        of = lambda e, route=truth.route: found[(e, route)]  # noqa: E731
+        errors = f"{truth.sensitivity:.2f} / {truth.specificity:.2f}"
+        table.add_row(truth.route, f"{truth.true_rate + shift:.0%}", errors, *(cell(*of(e)) for e in names), ratio(of))
+    totals = {e: tuple(sum(found[(e, r.route)][i] for r in world.routes) for i in range(3)) for e in names}
+    table.add_row("all routes", "", "", *(cell(*totals[e]) for e in names), ratio(totals.get), style="bold")
     return table
 
 

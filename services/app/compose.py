@@ -163,7 +163,7 @@ def review_service(settings: Settings, repos: Repositories) -> ReviewService:
     return ReviewService(repos.review, repos.rates, daily_budget=r.daily_budget, reviewers_per_claim=r.reviewers_per_claim,
                          reservation=timedelta(minutes=r.reservation_minutes), guide_version=r.guide_version,
                          min_labels=r.min_labels, max_label_age=timedelta(days=r.max_label_age_days),
-                         n_boot=r.bootstrap_samples)
+                         n_boot=r.bootstrap_samples, estimator=r.calibration_estimator, plan_width=r.plan_width)
 
 
 def retention_policy(settings: Settings) -> Retention:

@@ -128,6 +128,11 @@ class ReviewSettings(Section):
     min_labels: int = Field(30, ge=1, description="settled labels a route needs before its calibration stands alone")
     max_label_age_days: float = Field(90.0, gt=0, description="calibration from older labels is marked stale")
     bootstrap_samples: int = Field(1000, ge=100, le=20_000)
+    calibration_estimator: Literal["ppi", "rogan_gladen"] = Field(
+        "ppi", description="ppi: stratified prediction-powered inference on a route's own labels (Rogan–Gladen "
+        "still for pooled labels and after a prevalence shift); rogan_gladen: always Rogan–Gladen")
+    plan_width: float = Field(0.03, gt=0, lt=1, description="the calibrated interval width `review plan` and the "
+                              "daily sampler aim for (0.03: 3 points)")
     sample_every_minutes: float = Field(60.0, ge=0, description="how often the leader queues claims (0: only "
                                         "`claimwatch review sample`); each UTC day's budget is spent once")
     sample_window_hours: float = Field(24.0, gt=0, description="event time the leader samples from, ending at the "

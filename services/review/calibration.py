@@ -1,28 +1,63 @@
-"""Calibrated rates: the verifier's failed-rate corrected for its measured errors (Rogan–Gladen).
+"""Calibrated rates: the verifier's failed-rate corrected by settled human labels.
 
-The verifier says "failed" (any non-supported verdict) with sensitivity Se and specificity Sp against
-settled human labels. If it reports a raw rate p, the true rate is (p + Sp - 1) / (Se + Sp - 1),
-clipped to [0, 1]. Labels are weighted by 1 / their stratum's sampling probability, so oversampling
-rare verdicts does not bias Se and Sp. The interval is a percentile bootstrap that resamples both the
-answers of the traffic (claims of one answer move together) and the labelled claims, within the strata they
-were sampled from (a stratum's count is fixed by its quota; resampling across strata would add variance the
-design does not have, and over-cover).
+Two estimators, from the same weighted labels (weight 1 / their stratum's sampling probability, so oversampling
+rare verdicts biases neither) and the window's raw share p of claims the verifier flagged (any non-supported
+verdict):
+
+- ``ppi``: stratified prediction-powered inference, strata by the verifier's verdict:
+  p·P(failed | flagged) + (1 - p)·P(failed | passed), each conditional share the weighted share of that class's
+  labels settled as failed (Angelopoulos et al., "PPI++: Efficient Prediction-Powered Inference", 2023; Fisch
+  et al., "Stratified Prediction-Powered Inference for Hybrid Language Model Evaluation", 2024). With a binary
+  prediction PPI++'s power tuning changes nothing: inside a stratum the prediction is constant, so
+  λ·mean(f) - λ·mean(f) cancels and the stratum's estimate is the mean of its labels whatever λ is.
+- ``rogan_gladen``: (p + Sp - 1) / (Se + Sp - 1), the verifier's sensitivity and specificity measured on the
+  labels, clipped to [0, 1].
+
+Both are θ0 + λ·(p - q), θ0 the labels' own weighted failed share and q their weighted flagged share, with
+λ = P(failed | flagged) - P(failed | passed) for PPI and 1 / (Se + Sp - 1) for Rogan–Gladen (Chen et al.,
+"Efficient Inference for Noisy LLM-as-a-Judge Evaluation", ICML 2026, compare the two families and derive the
+efficient estimator). They differ only in how they carry the labels over to a window whose flagged share p
+differs from the labels' q:
+- where the labels are a sample of the same traffic, PPI's λ is the efficient one. The window's noise in p then
+  weighs (a - b)² rather than 1 / (Se + Sp - 1)², so PPI's interval can keep narrowing as labels are added;
+  Rogan–Gladen's cannot go under 2·z·sd(p) / (Se + Sp - 1). At 200 labels a route the two are equally wide
+  (the labels' own variance dominates, and it is the same θ0); the gain is in reaching a few points;
+- where they are not, PPI is biased. P(failed | verdict) moves with the prevalence; Se and Sp stay with the
+  verifier. So labels of other traffic than the window's use Rogan–Gladen (``transfer_estimator``): pooled
+  labels (other routes of the verifier version; the eval set's chosen answers), and labels whose flagged share
+  q differs from the window's p beyond noise (the prevalence moved since they were drawn).
+bench/calibration.py measures all three cases.
+
+Intervals:
+- PPI's is analytic: p's variance (answers resampled: claims of one answer move together) times λ², plus each
+  class's share² × its labels' variance / effective labels ((Σw)² / Σw², which is how the sampling strata's
+  weights enter). A class's variance is Jeffreys-smoothed (half a label each way). A percentile bootstrap
+  degenerates here: misses are rare (about 1 failed in 80 passed labels on one bench route), a quarter of
+  draws see none, and the interval then ignores that class's uncertainty (covered 89.7%).
+- Rogan–Gladen's is a percentile bootstrap. It resamples both the traffic's answers and the labelled claims,
+  within the strata they were sampled from: a stratum's count is fixed by its quota, and resampling across
+  strata would add variance the design does not have, and over-cover.
 
 What it estimates: the rate the settled human labels would give if every claim were reviewed. Settled labels
-are wrong only when both reviewers (and, on a dispute, the adjudicator) are wrong together, so with reviewers
-wrong 5% of the time that rate is within a fraction of a point of the true one (tests/unit/review/
-test_calibration_simulation.py measures coverage of the true rate).
+are wrong only when both reviewers (and, on a dispute, the adjudicator) are wrong together. With reviewers
+wrong 5% of the time that is 0.7% of labels, so the rate sits about half a point from the true one. That is
+small against the width at 200 labels (tests/unit/review/test_calibration_simulation.py measures coverage of
+the true rate), but not against an interval narrowed to 2-3 points.
 """
 from __future__ import annotations
 
+import math
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from statistics import NormalDist
 from typing import Mapping, Sequence
 
 import numpy as np
 
 from services.review.labels import ReviewedClaim
+
+ESTIMATORS = ("ppi", "rogan_gladen")
 
 
 @dataclass(frozen=True)
@@ -45,22 +80,81 @@ class Traffic:
         claims = float(self.answers @ self.claims)
         return float(self.answers @ self.failed) / claims if claims else None
 
+    @property
+    def raw_variance(self) -> float | None:
+        """The raw rate's variance with answers resampled (the linearised ratio: claims of one answer move
+        together)."""
+        raw = self.raw
+        if raw is None:
+            return None
+        return float(self.answers @ (self.failed - raw * self.claims) ** 2) / float(self.answers @ self.claims) ** 2
+
+
+@dataclass(frozen=True)
+class VerdictClass:
+    """The claims the verifier flagged (or passed): their share of the window and what the labels say of them."""
+
+    share: float                    # of the window's claims
+    failed: float | None            # weighted share of its labels settled as failed
+    labels: float                   # effective labels, (Σw)² / Σw²
+
+    @property
+    def spread(self) -> float:
+        """σ of one label's 'settled failed', Jeffreys-smoothed (half a label each way), so a class whose labels
+        all agree, or that has none, still counts as uncertain."""
+        smoothed = ((self.failed or 0.0) * self.labels + 0.5) / (self.labels + 1)
+        return math.sqrt(smoothed * (1 - smoothed))
+
+    def variance(self, labels: float | None = None) -> float:
+        """Its part of the stratified estimate's variance with ``labels`` effective labels (default: its own)."""
+        n = self.labels if labels is None else labels
+        if self.share == 0:
+            return 0.0
+        return (self.share * self.spread) ** 2 / n if n > 0 else math.inf
+
+
+def stratified_variance(flagged: VerdictClass, passed: VerdictClass, slope: float, raw_variance: float,
+                        labels: tuple[float, float] | None = None) -> float:
+    """The calibrated rate's variance: the window's noise in p carried by λ, plus each verdict class's labels'
+    (with ``labels`` = (flagged, passed) effective labels instead of the current ones, for planning)."""
+    n_flagged, n_passed = labels or (None, None)
+    return slope ** 2 * raw_variance + flagged.variance(n_flagged) + passed.variance(n_passed)
+
+
+def z_of(confidence: float) -> float:
+    return NormalDist().inv_cdf(0.5 + confidence / 2)
+
 
 @dataclass(frozen=True)
 class CalibratedRate:
     route: str
     raw: float | None
-    value: float | None             # Rogan–Gladen, clipped to [0, 1]
+    value: float | None             # in [0, 1]
     interval: tuple[float, float] | None
     sensitivity: float | None
     specificity: float | None
-    labels: int                     # settled labels behind Se and Sp
+    labels: int                     # settled labels behind the estimate
     pooled: bool                    # labels of other routes with the same verifier version were used
     label_routes: tuple[str, ...]
     verifier_version: str
     stale: bool
     reasons: tuple[str, ...] = field(default=())   # why stale, or why there is no value
     newest_label: datetime | None = None
+    estimator: str = "ppi"          # ppi | rogan_gladen
+    estimator_note: str = ""        # why not the configured estimator
+    flagged: VerdictClass | None = None
+    passed: VerdictClass | None = None
+    raw_variance: float | None = None
+    own_labels: int = 0             # the route's own settled labels of its current verifier version
+
+    def slope(self, estimator: str | None = None) -> float | None:
+        """λ of ``estimator`` (default: this rate's): how far the estimate moves with the window's flagged share."""
+        if (estimator or self.estimator) == "rogan_gladen":
+            youden = (self.sensitivity or 0.0) + (self.specificity or 0.0) - 1
+            return 1 / youden if youden > 0 else None
+        if self.flagged is None or self.flagged.failed is None or self.passed.failed is None:
+            return None
+        return self.flagged.failed - self.passed.failed
 
     def as_dict(self) -> dict:
         """The ``calibrated`` field of a `rates --json` entry (the entry's own ``rate`` is the raw one)."""
@@ -68,7 +162,10 @@ class CalibratedRate:
                 "sensitivity": self.sensitivity, "specificity": self.specificity, "labels": self.labels,
                 "pooled": self.pooled, "label_routes": list(self.label_routes),
                 "verifier_version": self.verifier_version, "stale": self.stale, "reasons": list(self.reasons),
-                "newest_label": self.newest_label.isoformat() if self.newest_label else None}
+                "newest_label": self.newest_label.isoformat() if self.newest_label else None,
+                "own_labels": self.own_labels, "estimator": self.estimator, "estimator_note": self.estimator_note,
+                "failed_if_flagged": self.flagged.failed if self.flagged else None,
+                "failed_if_passed": self.passed.failed if self.passed else None}
 
 
 def with_calibrated(entries: list[dict], calibrated: Mapping[str, CalibratedRate]) -> list[dict]:
@@ -84,6 +181,13 @@ def rogan_gladen(raw, sensitivity, specificity):
     with np.errstate(invalid="ignore", divide="ignore"):
         value = np.clip((raw + sp - 1) / youden, 0.0, 1.0)
     value = np.where(youden > 0, value, np.nan)
+    return float(value) if value.ndim == 0 else value
+
+
+def prediction_powered(raw, failed_if_flagged, failed_if_passed):
+    """Stratified PPI, strata by the verifier's verdict: raw·P(failed | flagged) + (1 - raw)·P(failed | passed)."""
+    raw, a, b = (np.asarray(x, dtype=np.float64) for x in (raw, failed_if_flagged, failed_if_passed))
+    value = raw * a + (1 - raw) * b
     return float(value) if value.ndim == 0 else value
 
 
@@ -120,22 +224,79 @@ def resample_counts(rng: np.random.Generator, n: int, draws: int) -> np.ndarray:
     return np.bincount(picks.ravel(), minlength=draws * n).reshape(draws, n).astype(np.float64)
 
 
-def _error_rates(weights: np.ndarray, verifier: np.ndarray, human: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Weighted Se and Sp for each row of ``weights`` (labelled claims' draw counts times their weights)."""
+def _share(part, whole):
     with np.errstate(invalid="ignore", divide="ignore"):
-        se = (weights @ (verifier * human)) / (weights @ human)
-        sp = (weights @ ((1 - verifier) * (1 - human))) / (weights @ (1 - human))
-    return se, sp
+        return part / whole
+
+
+def _number(x) -> float | None:
+    return None if np.isnan(x) else float(x)
+
+
+def effective_labels(weights: np.ndarray) -> float:
+    """(Σw)² / Σw²: how many equally weighted labels would estimate a share as precisely."""
+    return float(weights.sum() ** 2 / (weights ** 2).sum()) if weights.size else 0.0
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """Weighted counts of labelled claims by the verifier's verdict and the settled label (scalars, or one per
+    bootstrap row); every figure either estimator needs follows from them."""
+
+    flagged_failed: np.ndarray
+    flagged_supported: np.ndarray
+    passed_failed: np.ndarray
+    passed_supported: np.ndarray
+
+    @classmethod
+    def of(cls, weights: np.ndarray, verifier: np.ndarray, human: np.ndarray) -> "Agreement":
+        """``weights``: the labelled claims' weights (or, a row per draw, their draw counts times their weights)."""
+        return cls(weights @ (verifier * human), weights @ (verifier * (1 - human)),
+                   weights @ ((1 - verifier) * human), weights @ ((1 - verifier) * (1 - human)))
+
+    @property
+    def sensitivity(self):
+        return _share(self.flagged_failed, self.flagged_failed + self.passed_failed)
+
+    @property
+    def specificity(self):
+        return _share(self.passed_supported, self.passed_supported + self.flagged_supported)
+
+    @property
+    def failed_if_flagged(self):
+        return _share(self.flagged_failed, self.flagged_failed + self.flagged_supported)
+
+    @property
+    def failed_if_passed(self):
+        return _share(self.passed_failed, self.passed_failed + self.passed_supported)
+
+    @property
+    def flagged_share(self):
+        """q: the share of the labels' traffic (their weights) the verifier flagged."""
+        flagged = self.flagged_failed + self.flagged_supported
+        return _share(flagged, flagged + self.passed_failed + self.passed_supported)
+
+    def estimate(self, estimator: str, raw):
+        if estimator == "rogan_gladen":
+            return rogan_gladen(raw, self.sensitivity, self.specificity)
+        return prediction_powered(raw, self.failed_if_flagged, self.failed_if_passed)
 
 
 class Calibrator:
     def __init__(self, min_labels: int, max_label_age: timedelta, n_boot: int = 1000, confidence: float = 0.95,
-                 seed: int = 0):
+                 seed: int = 0, estimator: str = "ppi", transfer_estimator: str = "rogan_gladen"):
+        for name in (estimator, transfer_estimator):
+            if name not in ESTIMATORS:
+                raise ValueError(f"estimator {name!r} is not one of {', '.join(ESTIMATORS)}")
         self.min_labels = min_labels
         self.max_label_age = max_label_age
         self.n_boot = n_boot
         self.confidence = confidence
         self.seed = seed
+        self.estimator = estimator
+        # For labels of other traffic than the window's (pooled over routes, or drawn before the prevalence moved):
+        # P(failed | verdict) moves with the prevalence, Se and Sp stay with the verifier.
+        self.transfer_estimator = transfer_estimator
 
     def calibrate_all(self, traffic: Sequence[Traffic], claims: Sequence[ReviewedClaim], now: datetime
                       ) -> dict[str, CalibratedRate]:
@@ -146,59 +307,97 @@ class Calibrator:
         return self._calibrate(traffic, settled_labels(claims), now)
 
     def _calibrate(self, traffic: Traffic, usable: Sequence[SettledLabel], now: datetime) -> CalibratedRate:
-        basis, pooled, reasons = self._basis(traffic, usable)
+        own = [c for c in usable if c.route == traffic.route and c.verifier_version == traffic.verifier_version]
+        basis, pooled, reasons = self._basis(traffic, own, usable)
         newest = max((c.settled_at for c in basis), default=None)
         if newest is not None and now - newest > self.max_label_age:
             reasons.append(f"the newest label is {(now - newest).days} days old (calibration.max_label_age_days is "
                            f"{self.max_label_age.days})")
-        common = dict(route=traffic.route, raw=traffic.raw, labels=len(basis), pooled=pooled,
-                      label_routes=tuple(sorted({c.route for c in basis})), verifier_version=traffic.verifier_version,
-                      newest_label=newest)
         weights = np.array([c.weight for c in basis])
         verifier = np.array([c.verifier_failed for c in basis], dtype=np.float64)
         human = np.array([c.human_failed for c in basis], dtype=np.float64)
+        found = Agreement.of(weights, verifier, human)
+        raw, raw_variance = traffic.raw, traffic.raw_variance
+        estimator, note = self._estimator(pooled, raw, raw_variance, found, weights)
+        se, sp = _number(found.sensitivity), _number(found.specificity)
+        if se is None or sp is None:  # known as a pair or not at all
+            se = sp = None
+        common = dict(route=traffic.route, raw=raw, labels=len(basis), pooled=pooled,
+                      label_routes=tuple(sorted({c.route for c in basis})), verifier_version=traffic.verifier_version,
+                      newest_label=newest, estimator=estimator, estimator_note=note, raw_variance=raw_variance,
+                      own_labels=len(own),
+                      sensitivity=se, specificity=sp,
+                      flagged=VerdictClass(raw or 0.0, _number(found.failed_if_flagged),
+                                           effective_labels(weights[verifier == 1])),
+                      passed=VerdictClass(1 - (raw or 0.0), _number(found.failed_if_passed),
+                                          effective_labels(weights[verifier == 0])))
         missing = [side for side, n in (("failed", human.sum()), ("supported", len(human) - human.sum())) if n == 0]
-        if traffic.raw is None or missing:
-            why = ["no checkable claims in the window"] if traffic.raw is None else \
-                [f"no settled label says {' or '.join(missing)}, so the verifier's error rates are unknown"]
-            return CalibratedRate(value=None, interval=None, sensitivity=None, specificity=None, stale=True,
-                                  reasons=tuple(reasons + why), **common)
-        se, sp = (float(x) for x in _error_rates(weights, verifier, human))
-        value = rogan_gladen(traffic.raw, se, sp)
+        unlabelled = [side for side, n in (("flagged", verifier.sum()), ("passed", len(verifier) - verifier.sum()))
+                      if n == 0]
+        if raw is None or missing or (estimator == "ppi" and unlabelled):
+            why = ("no checkable claims in the window" if raw is None else
+                   f"no settled label says {' or '.join(missing)}, so the verifier's error rates are unknown" if missing
+                   else f"no settled label is of a claim the verifier {' or '.join(unlabelled)}, so how often such "
+                   "claims fail is unknown")
+            return CalibratedRate(value=None, interval=None, stale=True, reasons=(*reasons, why), **common)
+        value = found.estimate(estimator, raw)
         if np.isnan(value):
             reasons.append(f"the verifier is no better than chance on these labels (Se {se:.2f} + Sp {sp:.2f} <= 1)")
+            return CalibratedRate(value=None, interval=None, stale=True, reasons=tuple(reasons), **common)
+        rate = CalibratedRate(value=value, interval=None, stale=bool(reasons), reasons=tuple(reasons), **common)
+        if estimator == "ppi":
+            return self._with_stratified_interval(rate)
         strata = [c.stratum for c in basis]
-        return CalibratedRate(value=None if np.isnan(value) else value, interval=self._interval(traffic, weights,
-                              verifier, human, strata), sensitivity=se, specificity=sp, stale=bool(reasons),
-                              reasons=tuple(reasons), **common)
+        return replace(rate, interval=self._bootstrap(traffic, weights, verifier, human, strata))
 
-    def _basis(self, traffic: Traffic, usable: Sequence[SettledLabel]) -> tuple[list[SettledLabel], bool, list[str]]:
+    def _estimator(self, pooled: bool, raw: float | None, raw_variance: float | None, found: Agreement,
+                   weights: np.ndarray) -> tuple[str, str]:
+        """The estimator for these labels and this window, and why when it is not the configured one."""
+        if self.transfer_estimator == self.estimator:
+            return self.estimator, ""
+        if pooled:
+            return self.transfer_estimator, "labels pooled over routes"
+        # A prevalence shift since the labels were drawn moves the window's flagged share p away from theirs, q.
+        q = found.flagged_share
+        if raw is None or np.isnan(q):
+            return self.estimator, ""
+        noise = math.sqrt(raw_variance + q * (1 - q) / weights.sum())
+        if abs(raw - q) > z_of(self.confidence) * noise:
+            return self.transfer_estimator, (f"the window's flagged share ({100 * raw:.1f}%) moved from the labels' "
+                                             f"({100 * q:.1f}%)")
+        return self.estimator, ""
+
+    def _with_stratified_interval(self, rate: CalibratedRate) -> CalibratedRate:
+        half = z_of(self.confidence) * math.sqrt(stratified_variance(rate.flagged, rate.passed, rate.slope(),
+                                                                     rate.raw_variance))
+        interval = (max(0.0, rate.value - half), min(1.0, rate.value + half))
+        return replace(rate, value=min(1.0, max(0.0, rate.value)), interval=interval)
+
+    def _basis(self, traffic: Traffic, own: list[SettledLabel], usable: Sequence[SettledLabel]
+               ) -> tuple[list[SettledLabel], bool, list[str]]:
         """The route's own labels of its current verifier version; else pooled across routes of that version;
         else the route's labels of other versions (stale)."""
         version = traffic.verifier_version
-        own = [c for c in usable if c.route == traffic.route and c.verifier_version == version]
         if len(own) >= self.min_labels:
             return own, False, []
         same_version = [c for c in usable if c.verifier_version == version]
-        if len(same_version) > len(own):
-            own, pooled = same_version, True
-        else:
-            pooled = False
-        if len(own) >= self.min_labels:
-            return own, pooled, []
+        basis, pooled = (same_version, True) if len(same_version) > len(own) else (own, False)
+        if len(basis) >= self.min_labels:
+            return basis, pooled, []
         older = [c for c in usable if c.route == traffic.route and c.verifier_version != version]
-        if len(older) > len(own):
+        if len(older) > len(basis):
             versions = ", ".join(sorted({c.verifier_version or "(none)" for c in older}))
             return older, False, [f"{len(older)} labels are of verifier {versions}; the route now runs "
                                   f"{version or '(none)'}", *self._too_few(len(older))]
-        return own, pooled, self._too_few(len(own))
+        return basis, pooled, self._too_few(len(basis))
 
     def _too_few(self, n: int) -> list[str]:
         return [f"only {n} settled labels (calibration needs review.min_labels = {self.min_labels})"] \
             if n < self.min_labels else []
 
-    def _interval(self, traffic: Traffic, weights: np.ndarray, verifier: np.ndarray, human: np.ndarray,
-                  strata: Sequence[tuple[str, float]]) -> tuple[float, float] | None:
+    def _bootstrap(self, traffic: Traffic, weights: np.ndarray, verifier: np.ndarray, human: np.ndarray,
+                   strata: Sequence[tuple[str, float]]) -> tuple[float, float] | None:
+        """Rogan–Gladen's percentile interval: answers and, within their strata, labelled claims resampled."""
         rng = np.random.default_rng([self.seed, zlib.crc32(traffic.route.encode())])
         total = int(traffic.answers.sum())
         drawn = rng.multinomial(total, traffic.answers / total, size=self.n_boot).astype(np.float64)
@@ -211,8 +410,7 @@ class Calibrator:
         for ix in members.values():
             picks[:, ix] = resample_counts(rng, len(ix), self.n_boot)
         picks *= weights
-        se, sp = _error_rates(picks, verifier, human)
-        samples = rogan_gladen(raw, se, sp)
+        samples = Agreement.of(picks, verifier, human).estimate("rogan_gladen", raw)
         samples = samples[np.isfinite(samples)]
         if samples.size < self.n_boot / 2:  # mostly undefined: an interval from the rest would mislead
             return None

@@ -5,6 +5,11 @@ from dataclasses import dataclass
 from datetime import datetime, time, timedelta, timezone
 from typing import Mapping, Protocol
 
+from services.contract.model import FAILED_VERDICTS
+
+# What the review plan (services/review/planning.py) asks of each route's verdict class: (route, flagged) -> labels.
+Needs = Mapping[tuple[str, bool], int]
+
 
 class SamplingStore(Protocol):
     def stratum_sizes(self, since: datetime, until: datetime) -> dict[str, int]: ...
@@ -37,6 +42,45 @@ def allocate(sizes: Mapping[str, int], budget: int) -> dict[str, int]:
     return {s: q for s, q in quotas.items() if q}
 
 
+def verdict_class(stratum: str) -> tuple[str, bool]:
+    """(route, whether the verifier flagged its claims) of a stratum, 'route|verdict|issue' (services/store/review.py
+    makes them)."""
+    route, verdict, _ = stratum.rsplit("|", 2)
+    return route, verdict in FAILED_VERDICTS
+
+
+def proportional(wanted: Mapping, total: int) -> dict:
+    """``total`` split in proportion to ``wanted`` (largest remainders; ties by key, so deterministic)."""
+    whole = sum(wanted.values())
+    exact = {k: w * total / whole for k, w in wanted.items()}
+    out = {k: int(x) for k, x in exact.items()}
+    for k in sorted(exact, key=lambda k: (out[k] - exact[k], str(k)))[:total - sum(out.values())]:
+        out[k] += 1
+    return out
+
+
+def allocate_by_need(sizes: Mapping[str, int], budget: int, needs: Needs) -> dict[str, int]:
+    """Spend the budget where the review plan needs labels: each (route, verdict class) gets what it needs, or,
+    when the budget falls short, the same fraction of it as every other (so the routes furthest from the width
+    asked get the most); inside a class, ``allocate`` spreads its share over the class's strata. What the plans
+    leave goes out as ``allocate`` does."""
+    classes: dict[tuple[str, bool], dict[str, int]] = {}
+    for stratum, n in sizes.items():
+        if n > 0:
+            classes.setdefault(verdict_class(stratum), {})[stratum] = n
+    budget = max(0, min(budget, sum(sizes.values())))
+    wanted = {c: min(needs.get(c, 0), sum(members.values())) for c, members in classes.items()}
+    wanted = {c: n for c, n in wanted.items() if n > 0}
+    shares = wanted if sum(wanted.values()) <= budget else proportional(wanted, budget)
+    quotas: dict[str, int] = {}
+    for c, share in shares.items():
+        quotas.update(allocate(classes[c], share))
+    for stratum, q in allocate({s: n - quotas.get(s, 0) for s, n in sizes.items()},
+                               budget - sum(quotas.values())).items():
+        quotas[stratum] = quotas.get(stratum, 0) + q
+    return quotas
+
+
 @dataclass(frozen=True)
 class SampleResult:
     queued: int
@@ -57,12 +101,14 @@ class ReviewSampler:
         self.daily_budget = daily_budget
         self.reviewers_per_claim = reviewers_per_claim
 
-    def sample(self, since: datetime, until: datetime, now: datetime, seed: int = 0) -> SampleResult:
-        """Queue claims observed in [since, until) up to what is left of today's (UTC, by ``now``) budget."""
+    def sample(self, since: datetime, until: datetime, now: datetime, seed: int = 0, needs: Needs | None = None
+               ) -> SampleResult:
+        """Queue claims observed in [since, until) up to what is left of today's (UTC, by ``now``) budget: where
+        ``needs`` (the review plan) asks for labels first, else evenly over strata."""
         day_start, day_end = day_of(now)
         left = max(0, self.daily_budget - self.store.queued_between(day_start, day_end, "production"))
         sizes = self.store.stratum_sizes(since, until)
-        quotas = allocate(sizes, left)
+        quotas = allocate_by_need(sizes, left, needs or {})
         rows = self.store.sample(since, until, quotas, seed)
         self.store.enqueue(self._queue_row(r, "production", sizes[r["stratum"]] / quotas[r["stratum"]], now)
                            for r in rows)

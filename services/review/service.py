@@ -11,6 +11,7 @@ from services.review.agreement import AgreementReport, AgreementReporter
 from services.evalset.metrics import Figure
 from services.review.calibration import CalibratedRate, Calibrator, Traffic, settled_labels
 from services.review.labels import ReviewedClaim
+from services.review.planning import LabelPlan, LabelPlanner
 from services.review.queue import Assignment, ReviewQueue, Revealed
 from services.review.sampling import ReviewSampler, SampleResult
 
@@ -31,13 +32,15 @@ class Progress:
 class ReviewService:
     def __init__(self, repo, windows: RateWindows, *, daily_budget: int, reviewers_per_claim: int,
                  reservation: timedelta, guide_version: str, min_labels: int, max_label_age: timedelta,
-                 n_boot: int = 1000):
+                 n_boot: int = 1000, estimator: str = "ppi", plan_width: float = 0.03):
         self.repo = repo
         self.windows = windows
         self.sampler = ReviewSampler(repo, daily_budget, reviewers_per_claim)
         self.queue = ReviewQueue(repo, reservation, guide_version)
         self.reporter = AgreementReporter(reviewers_per_claim, n_boot=n_boot)
-        self.calibrator = Calibrator(min_labels, max_label_age, n_boot=n_boot)
+        self.calibrator = Calibrator(min_labels, max_label_age, n_boot=n_boot, estimator=estimator)
+        self.planner = LabelPlanner(estimator, min_labels)
+        self.plan_width = plan_width
 
     def _span(self, window: timedelta | None) -> tuple[datetime, datetime] | None:
         """[since, until) in event time: the rates' window, through its end minute (RateRepository.window_end)."""
@@ -48,8 +51,13 @@ class ReviewService:
 
     # -- the queue -----------------------------------------------------------------------------
     def sample(self, window: timedelta | None, now: datetime, seed: int = 0, include_eval: bool = False) -> SampleResult:
+        """Queue today's claims where the review plan (at review.plan_width) needs labels most."""
         span = self._span(window)
-        result = self.sampler.sample(*span, now, seed) if span else SampleResult(0, 0, {})
+        result = SampleResult(0, 0, {})
+        if span:
+            plans = self.planner.plan_all(self._calibrated(span, now).values(), self.plan_width)
+            needs = {(p.route, flagged): n for p in plans for flagged, n in ((True, p.flagged), (False, p.passed))}
+            result = self.sampler.sample(*span, now, seed, needs)
         if include_eval:
             self.sampler.enqueue_eval(now)
         return result
@@ -76,10 +84,16 @@ class ReviewService:
     def calibrated(self, window: timedelta | None, now: datetime) -> dict[str, CalibratedRate]:
         """Per route with traffic in the window, its calibrated rate (stale ones say why)."""
         span = self._span(window)
-        if span is None:
-            return {}
+        return self._calibrated(span, now) if span else {}
+
+    def _calibrated(self, span: tuple[datetime, datetime], now: datetime) -> dict[str, CalibratedRate]:
         traffic = [Traffic.from_row(r) for r in self.repo.answer_profile(*span)]
         return self.calibrator.calibrate_all(traffic, self.reviewed(), now)
+
+    def plan(self, window: timedelta | None, now: datetime, width: float | None = None) -> list[LabelPlan]:
+        """Per route with traffic in the window, how many more settled labels bring its calibrated interval under
+        ``width`` (default review.plan_width), and how to split them; those needing most first."""
+        return self.planner.plan_all(self.calibrated(window, now).values(), width or self.plan_width)
 
     def snapshot(self, window: timedelta | None, now: datetime) -> int:
         """Store every route's calibrated rate over ``window`` (table calibrated_rates, which Grafana reads)."""

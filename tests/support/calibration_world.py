@@ -49,12 +49,13 @@ class World:
     def draw(self, rng: np.random.Generator) -> tuple[list[Traffic], list[ReviewedClaim]]:
         traffic, claims = [], []
         for truth in self.routes:
-            t, c = self._route(rng, truth)
-            traffic.append(t)
-            claims.extend(c)
+            route = self.route(rng, truth)
+            traffic.append(route.traffic)
+            claims.extend(self.review(rng, route, allocate(route.sizes, self.labels)))
         return traffic, claims
 
-    def _route(self, rng: np.random.Generator, truth: RouteTruth) -> tuple[Traffic, list[ReviewedClaim]]:
+    def route(self, rng: np.random.Generator, truth: RouteTruth) -> "RouteDraw":
+        """A window of the route's answers: each claim's truth and the verifier's verdict."""
         n = rng.integers(1, 6, size=self.answers)
         a = truth.true_rate * self.concentration
         propensity = rng.beta(a, self.concentration - a, size=self.answers)
@@ -65,14 +66,19 @@ class World:
         patterns, counts = np.unique(np.column_stack([per_answer, n]), axis=0, return_counts=True)
         traffic = Traffic(truth.route, VERSION, patterns[:, 0].astype(float), patterns[:, 1].astype(float),
                           counts.astype(float))
-        strata = {"contradicted": np.flatnonzero(flagged), "supported": np.flatnonzero(~flagged)}
-        quotas = allocate({v: len(ix) for v, ix in strata.items()}, self.labels)
+        return RouteDraw(truth.route, traffic, failed, flagged)
+
+    def review(self, rng: np.random.Generator, route: "RouteDraw", quotas: dict[str, int],
+               taken: frozenset[int] = frozenset()) -> list[ReviewedClaim]:
+        """Claims of each verdict stratum ({verdict: quota}) drawn for review, leaving out those ``taken``,
+        weighted stratum size / quota, and labelled."""
         claims = []
         for verdict, quota in quotas.items():
-            picked = rng.choice(strata[verdict], size=quota, replace=False)
-            weight = len(strata[verdict]) / quota
-            claims.extend(self._reviewed(rng, truth.route, verdict, weight, failed[picked], picked))
-        return traffic, claims
+            members = route.strata[verdict]
+            picked = rng.choice(np.setdiff1d(members, list(taken)), size=quota, replace=False)
+            weight = len(members) / quota
+            claims.extend(self._reviewed(rng, route.route, verdict, weight, route.failed[picked], picked))
+        return claims
 
     def _reviewed(self, rng, route: str, verdict: str, weight: float, truly_failed: np.ndarray,
                   picked: np.ndarray) -> list[ReviewedClaim]:
@@ -87,6 +93,23 @@ class World:
             out.append(ReviewedClaim(f"{route}:{key}", route, verdict, VERSION, "production", weight, 2,
                                      tuple(reviews), stratum=f"{route}|{verdict}|"))
         return out
+
+
+@dataclass(frozen=True)
+class RouteDraw:
+    route: str
+    traffic: Traffic
+    failed: np.ndarray      # per claim: truly failed
+    flagged: np.ndarray     # per claim: the verifier said so
+
+    @property
+    def strata(self) -> dict[str, np.ndarray]:
+        """The claims of each verdict stratum the review samples from."""
+        return {"contradicted": np.flatnonzero(self.flagged), "supported": np.flatnonzero(~self.flagged)}
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        return {verdict: len(ix) for verdict, ix in self.strata.items()}
 
 
 def raw_interval(t: Traffic) -> tuple[float, float]:

@@ -1,12 +1,13 @@
-"""Coverage of the calibrated rate by simulation, through the product's Calibrator on in-memory data.
+"""Coverage and width of the calibrated rate by simulation, through the product's Calibrator on in-memory data.
 
 The world (tests/support/calibration_world.py): three routes whose verifiers err asymmetrically and
 differently (Se/Sp 0.70/0.97, 0.92/0.90, 0.80/0.99), claims of one answer correlated, review labels sampled
 stratified by the verifier's verdict with the product's allocation, two reviewers each wrong 5% of the time
 and an adjudicator (as wrong) settling their disputes. The interval must cover the route's true rate.
 
-500 seeded repetitions take about 6 s. The bootstrap uses 250 draws here instead of the product's 1000 to keep
-it fast: at 1000 draws the same repetitions cover equally (94.9% over all routes against 94.9%).
+500 seeded repetitions of both estimators take about 10 s. Rogan–Gladen's bootstrap uses 250 draws here
+instead of the product's 1000 to keep it fast: at 1000 draws the same repetitions cover equally (94.9% over all
+routes against 94.9%). PPI's interval is analytic.
 """
 from __future__ import annotations
 
@@ -15,36 +16,74 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
-from services.review.calibration import Calibrator
+from services.review.calibration import ESTIMATORS, Calibrator
 from tests.support.calibration_world import NOW, World, raw_interval
 
 REPETITIONS = 500
 
 
+def calibrator(estimator: str, seed: int) -> Calibrator:
+    return Calibrator(30, timedelta(days=90), n_boot=250, seed=seed, estimator=estimator)
+
+
 @pytest.fixture(scope="module")
 def coverage():
+    """estimator -> route -> (share of intervals covering the true rate, mean width); 'raw' too."""
     world = World(answers=1000, labels=160)
     rng = np.random.default_rng(16)
-    calibrated = {t.route: 0 for t in world.routes}
-    raw = dict(calibrated)
+    found = {e: {t.route: [0, 0.0] for t in world.routes} for e in (*ESTIMATORS, "raw")}
     for rep in range(REPETITIONS):
         traffic, claims = world.draw(rng)
-        rates = Calibrator(30, timedelta(days=90), n_boot=250, seed=rep).calibrate_all(traffic, claims, NOW)
-        for t, truth in zip(traffic, world.routes):
-            found = rates[t.route]
-            assert not found.pooled and not found.stale, found.reasons  # 160 labels a route: each stands alone
-            lo, hi = found.interval
-            calibrated[t.route] += lo <= truth.true_rate <= hi
-            raw_lo, raw_hi = raw_interval(t)
-            raw[t.route] += raw_lo <= truth.true_rate <= raw_hi
-    return ({r: n / REPETITIONS for r, n in calibrated.items()}, {r: n / REPETITIONS for r, n in raw.items()})
+        intervals = {"raw": {t.route: raw_interval(t) for t in traffic}}
+        for estimator in ESTIMATORS:
+            rates = calibrator(estimator, rep).calibrate_all(traffic, claims, NOW)
+            for rate in rates.values():
+                assert not rate.pooled and not rate.stale, rate.reasons  # 160 labels a route: each stands alone
+                assert rate.estimator == estimator, rate.estimator_note  # the labels are of this very traffic
+            intervals[estimator] = {r: c.interval for r, c in rates.items()}
+        for truth in world.routes:
+            for estimate, by_route in intervals.items():
+                lo, hi = by_route[truth.route]
+                cell = found[estimate][truth.route]
+                cell[0] += lo <= truth.true_rate <= hi
+                cell[1] += hi - lo
+    return {e: {r: (n / REPETITIONS, w / REPETITIONS) for r, (n, w) in routes.items()} for e, routes in found.items()}
 
 
-def test_the_calibrated_interval_covers_the_true_rate_95_percent_of_the_time(coverage):
-    calibrated, _ = coverage
-    assert all(0.93 <= share <= 0.97 for share in calibrated.values()), calibrated
+@pytest.mark.parametrize("estimator", ESTIMATORS)
+def test_the_calibrated_interval_covers_the_true_rate_95_percent_of_the_time(coverage, estimator):
+    shares = {route: share for route, (share, _) in coverage[estimator].items()}
+    assert all(0.93 <= share <= 0.97 for share in shares.values()), shares
+
+
+def test_at_a_couple_of_hundred_labels_ppi_is_as_wide_as_rogan_gladen(coverage):
+    # Both are the labels' own failed share plus λ·(p - q) with p = q here: the labels' variance dominates.
+    ratios = {r: coverage["ppi"][r][1] / coverage["rogan_gladen"][r][1] for r in coverage["ppi"]}
+    assert all(0.9 <= ratio <= 1.05 for ratio in ratios.values()), ratios
 
 
 def test_the_raw_interval_misses_when_the_verifier_errs_asymmetrically(coverage):
-    _, raw = coverage
-    assert all(share < 0.5 for share in raw.values()), raw
+    shares = {route: share for route, (share, _) in coverage["raw"].items()}
+    assert all(share < 0.5 for share in shares.values()), shares
+
+
+def test_with_many_labels_ppi_keeps_covering_and_narrows_where_rogan_gladen_stops():
+    """1,200 labels a route: Rogan–Gladen's interval cannot go under 2z·sd(p) / (Se + Sp - 1), PPI's weighs the
+    window's noise by P(failed | flagged) - P(failed | passed) instead. Reviewers who never err, so that what is
+    covered is the estimator's variance and not the settled labels' own bias (see calibration.py)."""
+    world = World(answers=2000, labels=1200, reviewer_error=0.0)
+    rng = np.random.default_rng(16)
+    reps, widths_rg = 150, 20  # RG's mean width settles in a few draws; its bootstrap is the slow part
+    covered = {t.route: 0 for t in world.routes}
+    width = {e: {t.route: 0.0 for t in world.routes} for e in ESTIMATORS}
+    for rep in range(reps):
+        traffic, claims = world.draw(rng)
+        for estimator in ESTIMATORS if rep < widths_rg else ("ppi",):
+            rates = calibrator(estimator, rep).calibrate_all(traffic, claims, NOW)
+            for truth, rate in zip(world.routes, rates.values()):
+                lo, hi = rate.interval
+                width[estimator][truth.route] += (hi - lo) / (widths_rg if estimator == "rogan_gladen" else reps)
+                covered[truth.route] += estimator == "ppi" and lo <= truth.true_rate <= hi
+    assert all(n / reps >= 0.9 for n in covered.values()), covered
+    ratios = {r: width["ppi"][r] / width["rogan_gladen"][r] for r in covered}
+    assert all(ratio < 0.95 for ratio in ratios.values()) and np.mean(list(ratios.values())) <= 0.85, ratios

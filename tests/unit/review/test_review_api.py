@@ -28,10 +28,14 @@ class Clock:
 
 @pytest.fixture
 def world(store, tmp_path):
+    return make_world(store, tmp_path)
+
+
+def make_world(store, tmp_path, **review):
     settings = Settings(clickhouse=f"chdb:{tmp_path / 'unused'}", api={"token_hashes": [TOKEN_HASH],
                         "mutations_per_minute": 6000, "mutation_burst": 1000},
                         review={"daily_budget": 8, "reviewers_per_claim": 2, "min_labels": 3,
-                                "bootstrap_samples": 200})
+                                "bootstrap_samples": 200, **review})
     write_answers(store, [answer(i, route="billing-faq") for i in range(6)] +
                   [answer(i, route="shipping", verdicts=("supported", "supported", "stale")) for i in range(4)])
     components = build(settings, store)
@@ -184,6 +188,16 @@ def test_rates_gain_a_calibrated_field_and_keep_their_old_ones(world):
     assert set(by_route["billing-faq"]) >= {"rate", "interval", "sensitivity", "specificity", "labels", "pooled",
                                             "stale", "reasons", "verifier_version"}
     assert by_route["billing-faq"]["verifier_version"] == "nli@1" and by_route["billing-faq"]["labels"] >= 3
+
+
+@pytest.mark.parametrize("estimator", ["ppi", "rogan_gladen"])
+def test_the_setting_chooses_the_estimator(store, tmp_path, estimator):
+    client, clock = make_world(store, tmp_path, calibration_estimator=estimator)
+    label_everything(client, clock, ("ann", "bob"),
+                     lambda slot: "supported" if slot["claim"].endswith(".0") else "contradicted")
+    rates = client.get("/api/rates", params={"window": "all", "calibrated": "true"}).json()
+    billing = next(e["calibrated"] for e in rates if e["route"] == "billing-faq")
+    assert billing["estimator"] == estimator and not billing["pooled"] and billing["rate"] is not None, billing
 
 
 def test_the_review_page_renders_progress_and_agreement_and_loads_its_script(world):

@@ -8,7 +8,7 @@ import pytest
 
 from services.core.errors import Conflict, NotFound
 from services.review.queue import ReviewQueue, winners
-from services.review.sampling import ReviewSampler, allocate
+from services.review.sampling import ReviewSampler, allocate, allocate_by_need, verdict_class
 from services.store.review import ReviewRepository
 from tests.support.review_world import T0, answer, write_answers
 
@@ -35,6 +35,37 @@ def queue_all(repo, budget=100, reviewers=2, seed=0):
 ])
 def test_allocate_spreads_the_budget_evenly_over_strata(sizes, budget, expected):
     assert allocate(sizes, budget) == expected
+
+
+SIZES = {"a|supported|": 100, "a|contradicted|": 20, "b|supported|": 100, "b|contradicted|i-1": 5, "b|stale|": 5}
+
+
+@pytest.mark.parametrize("budget, needs, expected", [
+    # no plan: as allocate
+    (10, {}, {"a|supported|": 2, "a|contradicted|": 2, "b|supported|": 2, "b|contradicted|i-1": 2, "b|stale|": 2}),
+    # the budget short of the needs: each class the same fraction of its need
+    (10, {("a", False): 30, ("a", True): 10}, {"a|supported|": 8, "a|contradicted|": 2}),
+    (12, {("a", False): 30, ("b", False): 10}, {"a|supported|": 9, "b|supported|": 3}),
+    # needs met: the rest as allocate spreads it
+    (50, {("a", False): 30, ("a", True): 10},
+     {"a|supported|": 32, "a|contradicted|": 12, "b|supported|": 2, "b|contradicted|i-1": 2, "b|stale|": 2}),
+    # a class's share spread over its strata; a need beyond what the window holds is capped
+    (10, {("b", True): 40}, {"b|contradicted|i-1": 5, "b|stale|": 5}),
+])
+def test_allocate_by_need_spends_where_the_plan_needs_labels(budget, needs, expected):
+    assert allocate_by_need(SIZES, budget, needs) == expected
+
+
+def test_a_stratum_s_verdict_class_survives_bars_in_the_route_name():
+    assert verdict_class("eu|billing|overreach|iss-1") == ("eu|billing", True)
+    assert verdict_class("billing|supported|") == ("billing", False)
+
+
+def test_the_sampler_follows_the_needs_it_is_given(repo):
+    result = ReviewSampler(repo, 3, 2).sample(T0 - timedelta(hours=1), T0 + timedelta(hours=1), T0,
+                                              needs={("billing-faq", True): 3})
+    assert result.strata == {"billing-faq|contradicted|": 3}
+    assert all(repo.queued(f"ev-billing-faq-{i}:1")["weight"] == pytest.approx(1.0) for i in range(3))
 
 
 def test_sampling_is_stratified_weighted_and_within_the_daily_budget(repo):
