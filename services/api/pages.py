@@ -221,7 +221,9 @@ def router(components, gate: Gate, alerts, now: Callable, issues=None, evalset=N
         return page(request, "review.html", title="Review", guide_version=review.queue.guide_version,
                     progress=as_json(review.progress()), agreement=as_json(review.agreement()),
                     calibrated_rates=[c.as_dict() | {"route": r, "raw": c.raw} for r, c in sorted(calibrated.items())],
-                    calibrated_window=REVIEW_WINDOW)
+                    calibrated_window=REVIEW_WINDOW, plan=as_json(review.planner.plan_all(calibrated.values(),
+                                                                                          review.plan_width)),
+                    plan_width=review.plan_width)
 
     # Reads protected by token: a browser signs in once and gets a read-only session, never the token.
     def signin_form(request: Request, next: str, status: int = 200, error: str = "") -> Response:

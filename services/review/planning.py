@@ -4,8 +4,8 @@ The interval's variance (services/review/calibration.py, ``stratified_variance``
 flagged share p times λ², plus W_k²·σ_k² / n_k for the verifier's two verdict classes (W_k their shares of the
 window, σ_k the spread of their labels, n_k their effective labels). The fewest labels that bring it to
 (width / 2z)² are split by Neyman allocation, n_k ∝ W_k·σ_k: in total n = (2z·Σ W_k σ_k / width)² when no
-class already has more than its share. The traffic's part does not shrink with labels: when it alone is wider than asked,
-no number of labels will do, and the plan says so.
+class already has more than its share. The traffic's part does not shrink with labels: when it alone is wider than
+asked, no number of labels will do, and the plan says so.
 
 A plan made from the current estimates falls short about half the time (σ is estimated too, and comes out low
 as often as high), so each class's failed share is first moved ``caution`` standard errors towards ½, where σ is
@@ -61,6 +61,12 @@ def cautious_spread(k: VerdictClass, caution: float) -> float:
     return math.sqrt(moved * (1 - moved))
 
 
+def halves(n: int) -> tuple[int, int]:
+    """``n`` labels (none if negative) split between the flagged and the passed class, the odd one passed."""
+    n = max(0, n)
+    return n // 2, n - n // 2
+
+
 class LabelPlanner:
     def __init__(self, estimator: str, min_labels: int, confidence: float = 0.95,
                  caution: float = PLAN_CAUTION):
@@ -73,6 +79,16 @@ class LabelPlanner:
         """Every route's plan, those needing the most labels first (None: labels cannot do it, first of all)."""
         plans = [self.plan(rate, width) for rate in rates]
         return sorted(plans, key=lambda p: (p.more is not None, -(p.more or 0), p.route))
+
+    def needs(self, plans: Iterable[LabelPlan]) -> dict[tuple[str, bool], int]:
+        """What the daily sampler asks of each (route, flagged) class: the plan's split; for a route no number of
+        labels brings under the width, what it lacks of min_labels, so that it stands alone (else it would never
+        be sampled and stay pooled)."""
+        out = {}
+        for p in plans:
+            split = (p.flagged, p.passed) if p.more is not None else halves(self.min_labels - p.labels)
+            out[(p.route, True)], out[(p.route, False)] = split
+        return out
 
     def plan(self, rate: CalibratedRate, width: float) -> LabelPlan:
         now = rate.interval[1] - rate.interval[0] if rate.interval else None
@@ -87,19 +103,18 @@ class LabelPlanner:
         slope = 1.0 if slope is None else slope  # unknown shares: p's noise at most whole (λ = a - b <= 1)
         z = z_of(self.confidence)
         budget = (width / (2 * z)) ** 2 - slope ** 2 * rate.raw_variance
+        floor = 2 * z * abs(slope) * math.sqrt(rate.raw_variance)  # the width with labels beyond count
         if budget <= 0:
-            floor = 2 * z * abs(slope) * math.sqrt(rate.raw_variance)
-            return LabelPlan(more=None, flagged=0, passed=0, note=f"the window's own noise is {100 * floor:.1f} pts "
-                             "wide whatever the labels: a longer window narrows it", **common)
+            return LabelPlan(more=None, flagged=0, passed=0, note=f"window alone: {100 * floor:.1f} pts; widen it",
+                             **common)
         parts = tuple(k.share * cautious_spread(k, self.caution) for k in classes)
         targets = neyman(parts, have, budget)
         more = [math.ceil(max(0.0, t - n)) for t, n in zip(targets, have)]
-        short = self.min_labels - own - sum(more)
-        if short > 0:  # the route stands alone only from min_labels on
-            more[1] += short - short // 2
-            more[0] += short // 2
-        note = ("no labels yet: planned as if each verdict were a coin toss" if not rate.labels else "" if
-                own == rate.labels else "planned from labels of other routes or versions; the route's own count from "
-                "zero")
+        # The route stands alone only from min_labels on.
+        more = [m + extra for m, extra in zip(more, halves(self.min_labels - own - sum(more)))]
+        note = ("no labels yet: planned as coin tosses" if not rate.labels else "" if own == rate.labels else
+                "own count from 0 (labels pooled)")
+        if floor > width / 2:  # most of the width is the window's own noise: labels buy little of the rest
+            note = "; ".join(filter(None, [note, f"window alone: {100 * floor:.1f} pts; a longer one needs fewer"]))
         return LabelPlan(more=sum(more), flagged=more[0], passed=more[1], note=note, **common)
 

@@ -56,8 +56,7 @@ class ReviewService:
         result = SampleResult(0, 0, {})
         if span:
             plans = self.planner.plan_all(self._calibrated(span, now).values(), self.plan_width)
-            needs = {(p.route, flagged): n for p in plans for flagged, n in ((True, p.flagged), (False, p.passed))}
-            result = self.sampler.sample(*span, now, seed, needs)
+            result = self.sampler.sample(*span, now, seed, self.planner.needs(plans))
         if include_eval:
             self.sampler.enqueue_eval(now)
         return result

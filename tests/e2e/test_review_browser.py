@@ -90,6 +90,8 @@ def test_two_reviewers_label_with_the_keyboard_and_see_kappa(site, output_dir):
         expect(page.locator("#review-human-kappa")).to_have_text("—")
         calibrated = page.locator('#review-calibrated tr[data-route="billing-faq"] td').nth(1)
         expect(calibrated).to_contain_text("stale: only 0 settled labels")
+        plan = page.locator('#review-plan tr[data-route="billing-faq"]')
+        expect(plan).to_contain_text("no labels yet")
         for reviewer, keys in (("ann", "ccss"), ("bob", "csss")):
             page.fill("#review-reviewer", reviewer)
             page.click("#review-start button[type=submit]")
@@ -110,8 +112,10 @@ def test_two_reviewers_label_with_the_keyboard_and_see_kappa(site, output_dir):
         # ann c c s s, bob c s s s: p_o 3/4, p_e 1/2, so Cohen's kappa 0.50.
         expect(page.locator("#review-human-kappa")).to_contain_text("0.50 over 4 claims")
         expect(page.locator("#review-disputed")).to_have_text("1")
-        # 3 settled labels (the disputed claim waits): Se 1.00, Sp 0.50 weighted, so the raw 50% is 0% calibrated.
-        expect(calibrated).to_have_text("0.0% (0.0%–50.0%)")
+        # 3 settled labels (the disputed claim waits): of the flagged claims 1 failed in 2, of the passed 0 in 1, so
+        # PPI says 50% of 1/2 + 50% of 0 (Se 1.00 and Sp 0.50 weighted, shown beside it).
+        expect(calibrated).to_have_text("25.0% (0.0%–79.8%)")
+        expect(plan).not_to_contain_text("no labels yet")  # the plan follows the labels without a reload
         expect(page.locator('#review-calibrated tr[data-route="billing-faq"]')).to_contain_text("1.00 / 0.50")
         # Progress follows the labels without a reload, so it agrees with the kappa above.
         expect(page.locator("#review-strata")).to_contain_text("4 / 4")
@@ -122,11 +126,11 @@ def test_two_reviewers_label_with_the_keyboard_and_see_kappa(site, output_dir):
         page.screenshot(path=str(shots / "review-after.png"), full_page=True)
         page.goto(site + "/?window=all")
         row = page.locator('#routes tr:has(a:text("billing-faq"))')
-        expect(row.locator("td.calibrated")).to_have_text("0.0% (0.0%–50.0%)")
+        expect(row.locator("td.calibrated")).to_have_text("25.0% (0.0%–79.8%)")
         expect(row).to_contain_text("50.0%")  # the raw rate beside it
         page.screenshot(path=str(shots / "review-overview-calibrated.png"), full_page=True)
         page.goto(site + "/routes/billing-faq")
-        expect(page.locator("#calibrated-rate")).to_contain_text("0.0% (0.0%–50.0%)")
+        expect(page.locator("#calibrated-rate")).to_contain_text("25.0% (0.0%–79.8%)")
         expect(page.locator("#calibrated-rate")).to_contain_text("sensitivity 1.00, specificity 0.50, 3 labels")
         page.screenshot(path=str(shots / "review-route-calibrated.png"), full_page=True)
         browser.close()

@@ -1,10 +1,11 @@
-"""Human review: reserve a claim, label it blind, then see the verifier's verdict; progress and agreement."""
+"""Human review: reserve a claim, label it blind, then see the verifier's verdict; progress, agreement and the
+labels each route still needs."""
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Callable
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 
 from services.api.models import ERROR_RESPONSES, AdjudicateBody, LabelBody, ReviewerBody, SampleBody, path_id
 from services.api.routers.rates import window_of
@@ -51,5 +52,15 @@ def router(review, gate: Gate, now: Callable[[], datetime]) -> APIRouter:
            "resample claims; disagreements waiting for an adjudicator", dependencies=read, responses=guarded)
     def agreement() -> dict:
         return as_json(review.agreement())
+
+    @r.get("/api/review/plan", summary="Per route, how many more settled labels bring its calibrated interval under "
+           "a width, split between the claims the verifier flagged and those it passed; the routes needing most "
+           "first (more is null when the window's own noise is wider than asked)", dependencies=read,
+           responses=guarded)
+    def plan(width: float | None = Query(None, gt=0, lt=1, description="the 95% interval's full width as a share "
+                                         "(0.03: 3 points); default review.plan_width"),
+             window: str = Query("24h", max_length=20, description="the calibrated rates' window: 5m, 24h, 7d, ... "
+                                 "or all")) -> list[dict]:
+        return as_json(review.plan(window_of(window), now(), width))
 
     return r

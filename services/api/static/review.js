@@ -152,7 +152,7 @@
       done.others.forEach(function (o) { row(list, o.role + " " + o.reviewer, o.label); });
       row(list, "Settled", done.settled || "not yet");
       list.hidden = false;
-      return Promise.all([refreshAgreement(), refreshCalibrated(), refreshProgress()]);
+      return Promise.all([refreshAgreement(), refreshCalibrated(), refreshPlan(), refreshProgress()]);
     }).catch(function (err) {
       $("review-pending").textContent = "Not saved. Label it again: s c u o t";
       say(err.message, true);
@@ -180,7 +180,7 @@
     if (!c) { return "—"; }
     if (c.rate === null) { return "— (stale: " + (c.reasons[0] || "no labels") + ")"; }
     return pct(c.rate) + (c.interval ? " (" + pct(c.interval[0]) + "–" + pct(c.interval[1]) + ")" : "") +
-      (c.pooled ? " pooled" : "") + (c.stale ? " stale" : "");
+      (c.pooled ? " pooled" : c.estimator_note ? " RG" : "") + (c.stale ? " stale" : "");
   }
 
   // The calibrated rates as the labels just given move them (same cells as the server renders).
@@ -199,6 +199,28 @@
         cells.forEach(function (text, i) {
           var cell = document.createElement(i ? "td" : "th");
           if (i) { cell.className = "num"; } else { cell.scope = "row"; }
+          cell.textContent = text;
+          tr.appendChild(cell);
+        });
+        body.appendChild(tr);
+      });
+    });
+  }
+
+  // The plan as the labels just given move it (same cells as the server renders).
+  function refreshPlan() {
+    var table = $("review-plan");
+    return call("GET", "/api/review/plan?window=" + encodeURIComponent(table.dataset.window)).then(function (plans) {
+      var body = table.tBodies[0];
+      body.textContent = "";
+      plans.forEach(function (p) {
+        var tr = document.createElement("tr");
+        tr.dataset.route = p.route;
+        var cells = [p.route, p.width === null ? "—" : (100 * p.width).toFixed(1) + " pts",
+                     p.more === null ? "—" : String(p.more), String(p.flagged), String(p.passed), p.note];
+        cells.forEach(function (text, i) {
+          var cell = document.createElement(i ? "td" : "th");
+          if (i === 0) { cell.scope = "row"; } else if (i < 5) { cell.className = "num"; }
           cell.textContent = text;
           tr.appendChild(cell);
         });

@@ -183,6 +183,7 @@ def slice_columns(dim: str) -> list[Column]:
             Column("CLAIMS", lambda e: str(e["claims"]), 2, "num"), Column("EVENTS", lambda e: str(e["events"]), 3, "num")]
 
 
+ESTIMATOR_NAMES = {"ppi": "PPI", "rogan_gladen": "Rogan–Gladen"}  # review.calibration_estimator
 CALIBRATED_AT = [c.header for c in RATE_COLUMNS].index("95% CI") + 1  # the calibrated columns follow it
 CALIBRATED_COLUMNS = [
     Column("CALIBRATED", lambda r: pct(r["calibrated"]["rate"]) if r.get("calibrated") else "—", kind="num"),
@@ -191,8 +192,10 @@ CALIBRATED_COLUMNS = [
     Column("SE/SP", lambda r: (lambda c: f"{c['sensitivity']:.2f}/{c['specificity']:.2f}"
                                if c and c["sensitivity"] is not None else "—")(r.get("calibrated")), 2, "num"),
     Column("CALIBRATION", lambda r: (lambda c: "no answers" if not c else "; ".join(
-        (["STALE"] if c["stale"] else []) + [f"{c['labels']} labels"]
-        + ([f"pooled over {', '.join(c['label_routes'])}"] if c["pooled"] else []) + c["reasons"]))(r.get("calibrated")),
+        (["STALE"] if c["stale"] else []) + [f"{c['labels']} labels, {ESTIMATOR_NAMES[c['estimator']]}"]
+        + ([f"pooled over {', '.join(c['label_routes'])}"] if c["pooled"] else [])
+        + ([c["estimator_note"]] if c["estimator_note"] and not c["pooled"] else [])
+        + c["reasons"]))(r.get("calibrated")),
            1, "name", min_width=24),
 ]
 

@@ -1,4 +1,5 @@
-"""`claimwatch review`: sample claims, label them blind (interactively or with flags), progress, agreement."""
+"""`claimwatch review`: sample claims, label them blind (interactively or with flags), progress, agreement, and
+how many labels each route still needs."""
 from __future__ import annotations
 
 import shlex
@@ -182,3 +183,47 @@ def review_agreement(settings: Settings, output: str) -> None:
         print_table([Column("CLAIM", lambda d: d["claim_key"], kind="id"), Column("ROUTE", lambda d: d["route"], kind="key"),
                      Column("LABELS", lambda d: ", ".join(f"{who}: {label}" for who, label in d["labels"]), kind="name")],
                     data["disagreements"], output, title="Disputed: settle with `claimwatch review adjudicate`")
+
+
+PLAN_COLUMNS = [
+    Column("ROUTE", lambda p: p["route"], kind="key"),
+    Column("MORE", lambda p: "—" if p["more"] is None else str(p["more"]), kind="num",
+           note="settled labels still needed (—: the window's own noise is wider than asked)"),
+    Column("FLAGGED", lambda p: str(p["flagged"]), kind="num",
+           note="of them, claims the verifier flagged (any verdict but supported)"),
+    Column("PASSED", lambda p: str(p["passed"]), kind="num", note="and claims it passed (supported)"),
+    Column("WIDTH NOW", lambda p: "—" if p["width"] is None else f"{100 * p['width']:.1f} pts", 1, "num",
+           note="the calibrated 95% interval's width now"),
+    Column("LABELS", lambda p: str(p["labels"]), 2, "num", note="the route's own settled labels now"),
+    Column("NOTE", lambda p: p["note"], 3, "name", min_width=20),
+]
+
+
+@review.command("plan")
+@click.option("--width", type=click.FloatRange(0, 100, min_open=True, max_open=True), default=None,
+              help="Width to reach, in points of the 95% interval (default review.plan_width, 3).")
+@click.option("--window", default="24h", show_default=True, help="The calibrated rates' window: 5m, 24h, 7d, … or all.")
+@output_option
+@service_options
+def review_plan(settings: Settings, width: float | None, window: str, output: str) -> None:
+    """How many more settled labels bring each route's calibrated interval under a width, and how to split them
+    between the claims the verifier flagged and those it passed (Neyman allocation); most needed first.
+
+    The daily sample (`claimwatch review sample` and the leader's timer) follows this plan at review.plan_width.
+    -o json (or --json) prints the API's JSON.
+    """
+    from services.rates.window import WindowError, parse_window
+
+    try:
+        w = parse_window(window)
+    except WindowError as exc:
+        raise Abort(str(exc)) from None
+    share = None if width is None else width / 100
+    params = {"window": window, **({"width": share} if share is not None else {})}
+    data = reach(settings, "/api/review/plan", params, _json(lambda c: c.review.plan(w, utcnow(), share)))
+    if output == "json":
+        print_json(data)
+        return
+    target = data[0]["target"] if data else share or settings.review.plan_width
+    print_table(PLAN_COLUMNS, data, output, title=f"Labels to bring each route's calibrated interval under "
+                f"{100 * target:g} pts ({window}), most needed first", empty=f"no traffic in the last {window}")

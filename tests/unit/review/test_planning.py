@@ -62,7 +62,9 @@ def test_caution_asks_for_more_the_fewer_labels_the_estimates_rest_on():
 
 def test_when_the_window_s_own_noise_is_wider_no_count_is_given():
     plan = LabelPlanner("ppi", 30).plan(rate(raw_variance=1e-3), 0.03)
-    assert plan.more is None and "window's own noise" in plan.note and "longer window" in plan.note
+    assert plan.more is None and "window alone: 8.7 pts" in plan.note  # 2z · 0.7 · √1e-3
+    close = LabelPlanner("ppi", 30).plan(rate(raw_variance=4.5e-5), 0.03)
+    assert close.more > 3000 and "a longer one needs fewer" in close.note
 
 
 def test_rogan_gladen_s_heavier_slope_asks_for_more_labels():
@@ -75,7 +77,7 @@ def test_pooled_labels_do_not_count_for_the_route_and_min_labels_is_a_floor():
     planner = LabelPlanner("ppi", 30)
     pooled = planner.plan(rate(pooled=True, own_labels=4), 0.03)
     alone = planner.plan(rate(), 0.03)
-    assert pooled.labels == 4 and "other routes" in pooled.note
+    assert pooled.labels == 4 and "own count from 0" in pooled.note
     assert pooled.more == pytest.approx(alone.more + 100, abs=2), "the 100 pooled labels count from zero"
     assert planner.plan(rate(pooled=True, own_labels=4), 0.3).more == 26, "wide enough, but min_labels first"
     assert planner.plan(rate(), 0.3).more == 0, "wide enough already"
@@ -93,3 +95,13 @@ def test_plans_come_worst_first():
     plans = LabelPlanner("ppi", 30).plan_all([rate("small"), rate("noisy", raw_variance=1e-3),
                                               rate("thin", flagged=(0.2, 0.8, 5.0), passed=(0.8, 0.1, 5.0))], 0.03)
     assert [p.route for p in plans] == ["noisy", "thin", "small"]
+
+
+def test_the_sampler_is_asked_for_the_plan_and_a_hopeless_route_still_gets_min_labels():
+    planner = LabelPlanner("ppi", 30)
+    plans = planner.plan_all([rate("thin", flagged=(0.2, 0.8, 5.0), passed=(0.8, 0.1, 5.0), own_labels=10, labels=10),
+                              rate("noisy", raw_variance=1e-3, own_labels=7, labels=7)], 0.03)
+    needs = planner.needs(plans)
+    thin = next(p for p in plans if p.route == "thin")
+    assert needs[("thin", True)] == thin.flagged and needs[("thin", False)] == thin.passed and thin.more > 0
+    assert needs[("noisy", True)] + needs[("noisy", False)] == 23, "what it lacks of min_labels"

@@ -207,4 +207,20 @@ def test_the_review_page_renders_progress_and_agreement_and_loads_its_script(wor
     assert page.status_code == 200 and 'id="review-card"' in page.text and "/static/review.js" in page.text
     assert "Human–human kappa (cohen)" in page.text and "billing-faq" in page.text
     assert "<script>" not in page.text, "no inline scripts: the CSP allows only /static/"
+    assert 'id="review-plan"' in page.text and "under 3 points" in page.text
+    assert '<tr data-route="shipping"><th scope="row">shipping</th>' in page.text.split('id="review-plan"')[1]
     assert client.get("/static/review.js").status_code == 200
+
+
+def test_the_plan_answers_per_route_and_refuses_a_width_out_of_range(world):
+    client, clock = world
+    label_everything(client, clock, ("ann", "bob"),
+                     lambda slot: "supported" if slot["claim"].endswith(".0") else "contradicted")
+    plans = client.get("/api/review/plan", params={"window": "all", "width": 0.05}).json()
+    assert {p["route"] for p in plans} == {"billing-faq", "shipping"}
+    assert all(p["target"] == 0.05 and p["estimator"] == "ppi" for p in plans)
+    assert client.get("/api/review/plan", params={"window": "all"}).json()[0]["target"] == 0.03, "review.plan_width"
+    for width in (0, 1, -0.1, "wide"):
+        refused = client.get("/api/review/plan", params={"width": width})
+        assert refused.status_code == 422 and "width" in refused.text, refused.text
+    assert client.get("/api/review/plan", params={"window": "fortnight"}).status_code == 422

@@ -59,3 +59,20 @@ def test_rates_calibrated_adds_columns_and_json_fields(cli):
     assert all(e["calibrated"]["stale"] for e in calibrated), "no labels yet"
     table = cli("rates", "--window", "all", "--calibrated")
     assert table.exit_code == 0 and "CALIBRATED" in table.output and "STALE" in table.output
+
+
+def test_plan_fits_80_columns_and_json_is_the_api_s(cli, monkeypatch):
+    for reviewer in ("ann", "bob"):
+        while cli("review", "next", "--reviewer", reviewer, "--label", "contradicted").exit_code == 0:
+            pass
+    monkeypatch.setenv("COLUMNS", "80")
+    table = cli("review", "plan", "--window", "all", "--width", "5")
+    assert table.exit_code == 0, table.output
+    assert "under 5 pts" in table.output and "billing-faq" in table.output and "MORE" in table.output
+    assert max(len(line) for line in table.output.splitlines()) <= 80, table.output
+    plans = json.loads(cli("review", "plan", "--window", "all", "--width", "5", "-o", "json").output)
+    assert {p["route"] for p in plans} == {"billing-faq", "shipping"} and all(p["target"] == 0.05 for p in plans)
+    assert all(p["more"] == p["flagged"] + p["passed"] for p in plans if p["more"] is not None)
+    assert [p["more"] for p in plans] == sorted((p["more"] for p in plans), reverse=True), "most needed first"
+    bad = cli("review", "plan", "--width", "0")
+    assert bad.exit_code != 0 and "--width" in bad.output
