@@ -20,7 +20,7 @@ from typing import Iterable
 
 from services.review.calibration import CalibratedRate, VerdictClass, z_of
 
-PLAN_CAUTION = 1.0  # standard errors each class's failed share moves towards ½ (bench/calibration.py --plan)
+PLAN_CAUTION = 1.5  # standard errors each class's failed share moves towards ½ (bench/calibration.py --plan)
 
 
 @dataclass(frozen=True)
