@@ -19,7 +19,7 @@ from typing import Callable, Iterable, Mapping, Protocol, Sequence
 from services.alerts.lifecycle import AGREEMENT_KIND, SERVICE_LABELS, Alert, make_alert_id, merge, resolve
 from services.alerts.records import AlertRecords
 from services.rates.intervals import Interval, wilson
-from services.review.calibration import rogan_gladen
+from services.review.estimators import rogan_gladen
 from services.review.labels import ReviewedClaim
 
 

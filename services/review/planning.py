@@ -18,7 +18,8 @@ import math
 from dataclasses import dataclass
 from typing import Iterable
 
-from services.review.calibration import CalibratedRate, VerdictClass, z_of
+from services.review.calibration import CalibratedRate
+from services.review.estimators import VerdictClass, z_of
 
 PLAN_CAUTION = 1.5  # standard errors each class's failed share moves towards ½ (bench/calibration.py --plan)
 

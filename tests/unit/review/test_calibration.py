@@ -7,7 +7,8 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pytest
 
-from services.review.calibration import Calibrator, Traffic, prediction_powered, rogan_gladen
+from services.review.calibration import Calibrator, Traffic
+from services.review.estimators import prediction_powered, rogan_gladen
 from services.review.labels import Review, ReviewedClaim
 
 NOW = datetime(2026, 11, 21, tzinfo=timezone.utc)
@@ -134,7 +135,7 @@ def test_stale_calibration_says_why(claims, reason):
 
 
 def test_resampled_counts_draw_n_items_a_row_and_each_item_once_on_average():
-    from services.review.calibration import resample_counts
+    from services.review.estimators import resample_counts
 
     counts = resample_counts(np.random.default_rng(1), 50, 4000)
     assert counts.shape == (4000, 50) and (counts.sum(axis=1) == 50).all()

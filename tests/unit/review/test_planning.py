@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from services.review.calibration import CalibratedRate, VerdictClass, stratified_variance
+from services.review.calibration import CalibratedRate
+from services.review.estimators import VerdictClass, stratified_variance
 from services.review.planning import LabelPlanner, cautious_spread, neyman
 
 Z = 1.959964
