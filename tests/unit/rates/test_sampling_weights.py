@@ -135,7 +135,10 @@ def test_the_overview_and_the_cli_say_which_routes_were_sampled(rates, store_url
     assert sampling_notes(entries) == ["mixed: 3 of 33 answers verified on a sample (mixed with fully verified ones); "
                                        "RATE weighs each by 1 / its sampling.rate and stands for 60 answers"]
     components = open_components(Settings(clickhouse=store_url))
-    page = TestClient(create_api(components)).get("/", params={"window": "all"}).text
+    try:  # chDB serves one data directory per process: every handle on it must close before another opens
+        page = TestClient(create_api(components)).get("/", params={"window": "all"}).text
+    finally:
+        components.close()
     mixed_row = page.split('href="/routes/mixed"')[1].split("</tr>")[0]
     assert "mixed sampling" in mixed_row and "40.0%" in mixed_row
     assert "sampling" not in page.split('href="/routes/plain"')[1].split("</tr>")[0]
