@@ -19,6 +19,10 @@ and sum(contribution_i) + unclustered = F - b*N = E exactly; an issue's share is
 (shares add up to 1). An issue that failed at the same rate before the alert contributes about
 nothing; a new one contributes all its claims; one that shrank contributes a negative amount. Without
 failing claims in B the expected failures are split by the shares of W instead (s_i = c_i / F).
+
+With sampled verification (sampling.rate < 1), N, F and c_i are the verified claims, while the alert's b is a
+rate of the whole traffic (weighted). b is first brought to the verified sample's scale, b * (F/N) / (F_w/N_w)
+with the window's weighted sums F_w, N_w, so that E / F is the traffic's relative excess (r_w - b) / r_w.
 """
 from __future__ import annotations
 
@@ -27,6 +31,7 @@ from datetime import datetime, timedelta
 from typing import Iterable, Mapping, Protocol, Sequence
 
 from services.alerts.lifecycle import INPUT_KINDS, Alert, alert_state, state_text
+from services.rates.intervals import Counts
 
 MINUTE = timedelta(minutes=1)
 TOP = 3  # issues named in notifications; the API and the pages show up to SHOWN
@@ -185,11 +190,17 @@ def _minute(ts: datetime) -> datetime:
     return ts.replace(second=0, microsecond=0)
 
 
-def _route_totals(rows: Iterable[Mapping]) -> tuple[int, int]:
-    for r in rows:
-        if r.get("dim", "") == "":
-            return int(r.get("claims") or 0), int(r.get("failed") or 0)
-    return 0, 0
+def _route_counts(rows: Iterable[Mapping]) -> Counts:
+    return Counts.from_row(next((r for r in rows if r.get("dim", "") == ""), {}))
+
+
+def sample_scale(window: Counts) -> float:
+    """What turns a rate of the whole traffic into one of the verified sample in ``window``: the stored rate
+    over the weighted one (1 without sampling)."""
+    rate = window.rate
+    if not window.sampled or not rate:
+        return 1.0
+    return (window.failed / window.claims) / rate
 
 
 def explainable(alert: Alert) -> bool:
@@ -226,11 +237,14 @@ class AlertExplainer:
         start, end = alert_window(alert, now)
         until = end + MINUTE - timedelta(milliseconds=1)  # the last minute bucket holds events up to here
         base_start = start - timedelta(minutes=self.baseline_minutes)
-        claims, failed = _route_totals(self.rates.route_slices(alert.route, start, end))
-        base_claims, base_failed = _route_totals(self.rates.route_slices(alert.route, base_start, start - MINUTE))
+        window = _route_counts(self.rates.route_slices(alert.route, start, end))
+        base = _route_counts(self.rates.route_slices(alert.route, base_start, start - MINUTE))
+        claims, failed, base_failed = window.claims, window.failed, base.failed
         baseline = alert.expected if alert.expected is not None else alert.baseline  # what the detector tested against
         if baseline is None:
-            baseline = base_failed / base_claims if base_claims else 0.0
+            baseline = base.failed / base.claims if base.claims else 0.0
+        else:  # a rate of the whole traffic: on the verified sample's scale (module docstring)
+            baseline *= sample_scale(window)
         in_window = self.issues.members_on_route(alert.route, start, until)
         in_baseline = self.issues.members_on_route(alert.route, base_start, start - timedelta(milliseconds=1))
         issues, unclustered = decompose(claims, failed, baseline, in_window, in_baseline, base_failed)

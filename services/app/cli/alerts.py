@@ -344,9 +344,12 @@ def alerts_silences(settings: Settings, active: bool, output: str) -> None:
 @main.command()
 @click.argument("events", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--alerts-out", type=click.Path(dir_okay=False, path_type=Path), required=True)
+@click.option("--rates-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write every route's rates over the whole file (the shape of `rates --window all -o json`).")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None, help="TOML settings (drift section).")
-def backtest(events: Path, alerts_out: Path, config_file: str | None) -> None:
-    """Replay a JSONL file through the live rate and detector code in event time; write alert transitions."""
+def backtest(events: Path, alerts_out: Path, rates_out: Path | None, config_file: str | None) -> None:
+    """Replay a JSONL file through the live rate and detector code in event time; write alert transitions
+    (and, with --rates-out, the rates)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from services.alerts.backtest import run_backtest
@@ -355,13 +358,16 @@ def backtest(events: Path, alerts_out: Path, config_file: str | None) -> None:
         settings = load_settings(config_file, os.environ, {})
     except SettingsError as exc:
         raise Abort(str(exc)) from None
-    if not alerts_out.parent.exists():
-        raise Abort(f"--alerts-out: directory {alerts_out.parent} does not exist")
+    for option, path in (("--alerts-out", alerts_out), ("--rates-out", rates_out)):
+        if path is not None and not path.parent.exists():
+            raise Abort(f"{option}: directory {path.parent} does not exist")
     size = events.stat().st_size
     with Progress(TextColumn("backtest"), BarColumn(), TextColumn("{task.completed:,} events"), TimeElapsedColumn(),
                   console=console, transient=True) as progress:
         task = progress.add_task("events", total=None)
-        summary = run_backtest(events, alerts_out, settings, progress=lambda n: progress.advance(task, n))
+        summary = run_backtest(events, alerts_out, settings, progress=lambda n: progress.advance(task, n),
+                               rates_out=rates_out)
     console.print(f"{summary.events:,} events ({summary.rejected:,} invalid and {summary.duplicates:,} duplicates skipped), "
                   f"{summary.minutes:,} minutes evaluated, "
-                  f"{summary.transitions} alert transitions -> {alerts_out}  [{size / 1e6:.0f} MB]")
+                  f"{summary.transitions} alert transitions -> {alerts_out}"
+                  + (f", rates -> {rates_out}" if rates_out else "") + f"  [{size / 1e6:.0f} MB]")

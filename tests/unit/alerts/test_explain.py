@@ -268,3 +268,28 @@ def test_the_alert_cycle_sends_each_firing_alert_with_its_explanation(three_issu
     assert len(sent) == 2 and all(n["issue_1_runbook_url"] == f"{URL}/issues/i1" for n in sent)
     plain = asyncio.run(run(Explainer(True)))  # an explainer that fails never stops the notification
     assert len(plain) == 2 and all("issue_1" not in n and n["summary"] for n in plain)
+
+
+class SampledRates(FakeRates):
+    """Every answer verified at sampling.rate 0.25 (weight 4), the whole traffic failing at ``traffic_rate`` while
+    the verified claims fail at their stored failed / claims."""
+
+    def __init__(self, per_minute, traffic_rate: float):
+        super().__init__(per_minute)
+        self.traffic_rate = traffic_rate
+
+    def route_slices(self, route, start, end):
+        row = super().route_slices(route, start, end)[0]
+        w_claims = row["claims"] * 4.0
+        return [{**row, "events": row["claims"], "sampled": row["claims"], "w_events": w_claims,
+                 "w_claims": w_claims, "w_failed": w_claims * self.traffic_rate}]
+
+
+@pytest.mark.parametrize(("traffic_rate", "excess_share"), [(0.1, 0.0), (0.2, 0.5)])
+def test_a_sampled_routes_excess_is_the_traffics_relative_rise_not_the_samples_bias(traffic_rate, excess_share):
+    # Verified claims fail at 20% in the window; the alert's baseline, a rate of the whole traffic, is 10%. If the
+    # traffic also fails at 10%, the verified sample's 20% is its bias, not a rise: no excess (not 300 of 600).
+    rates = SampledRates({m: (100, 20) for m in minutes(T0 - timedelta(minutes=10), 30)}, traffic_rate)
+    e = AlertExplainer(FakeIssues({}, {}), rates, base_url=URL).explain(alert(expected=0.1), T0 + timedelta(minutes=19))
+    assert (e.claims, e.failed) == (3000, 600)
+    assert e.excess == pytest.approx(600 * excess_share)
