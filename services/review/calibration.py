@@ -63,32 +63,41 @@ ESTIMATORS = ("ppi", "rogan_gladen")
 
 @dataclass(frozen=True)
 class Traffic:
-    """A route's answers in a window, as distinct (failed, claims) patterns and how many answers had each."""
+    """A route's answers in a window, as distinct (failed, claims) patterns and how many answers had each. With
+    sampled verification, ``weights`` and ``weights_sq`` are each pattern's Σ 1/sampling.rate and Σ of its square
+    (None: every answer weighs 1), so the raw rate and its variance are the whole traffic's."""
 
     route: str
     verifier_version: str
     failed: np.ndarray
     claims: np.ndarray
     answers: np.ndarray
+    weights: np.ndarray | None = None
+    weights_sq: np.ndarray | None = None
 
     @classmethod
     def from_row(cls, row: Mapping) -> "Traffic":
-        profile = np.array(row["profile"], dtype=np.float64).reshape(-1, 3)
-        return cls(row["route"], row["verifier_version"], profile[:, 0], profile[:, 1], profile[:, 2])
+        profile = np.array(row["profile"], dtype=np.float64).reshape(-1, 5)
+        return cls(row["route"], row["verifier_version"], *profile.T)
+
+    @property
+    def answer_weights(self) -> np.ndarray:
+        return self.answers if self.weights is None else self.weights
 
     @property
     def raw(self) -> float | None:
-        claims = float(self.answers @ self.claims)
-        return float(self.answers @ self.failed) / claims if claims else None
+        claims = float(self.answer_weights @ self.claims)
+        return float(self.answer_weights @ self.failed) / claims if claims else None
 
     @property
     def raw_variance(self) -> float | None:
         """The raw rate's variance with answers resampled (the linearised ratio: claims of one answer move
-        together)."""
+        together; each answer's term weighted by its weight squared)."""
         raw = self.raw
         if raw is None:
             return None
-        return float(self.answers @ (self.failed - raw * self.claims) ** 2) / float(self.answers @ self.claims) ** 2
+        squares = self.answers if self.weights_sq is None else self.weights_sq
+        return float(squares @ (self.failed - raw * self.claims) ** 2) / float(self.answer_weights @ self.claims) ** 2
 
 
 @dataclass(frozen=True)
@@ -337,6 +346,7 @@ class Calibrator:
         rng = np.random.default_rng([self.seed, zlib.crc32(traffic.route.encode())])
         total = int(traffic.answers.sum())
         drawn = rng.multinomial(total, traffic.answers / total, size=self.n_boot).astype(np.float64)
+        drawn *= traffic.answer_weights / traffic.answers  # a drawn answer weighs its pattern's mean weight
         with np.errstate(invalid="ignore", divide="ignore"):
             raw = (drawn @ traffic.failed) / (drawn @ traffic.claims)
         picks = np.empty((self.n_boot, len(weights)))

@@ -164,13 +164,15 @@ class ReviewRepository:
         return rows[0] if rows else None
 
     def answer_profile(self, since: datetime, until: datetime) -> list[dict]:
-        """Per route, how many answers had each (failed, non-trivial claims) pair in [since, until): enough to
-        resample answers. ``verifier_version`` is the route's newest."""
+        """Per route, how many answers had each (failed, non-trivial claims) pair in [since, until), and their
+        weights' sum and sum of squares (1 / sampling.rate): enough to resample answers. ``verifier_version`` is the
+        route's newest."""
         failed = sorted(FAILED_VERDICTS)
         return self.store.query(
-            "SELECT route, groupArray((f, n, answers)) AS profile, argMax(version, newest) AS verifier_version FROM "
-            "(SELECT route, arrayCount(v -> v IN {failed:Array(String)}, verdicts) AS f, "
+            "SELECT route, groupArray((f, n, answers, w, w2)) AS profile, argMax(version, newest) AS verifier_version "
+            "FROM (SELECT route, arrayCount(v -> v IN {failed:Array(String)}, verdicts) AS f, "
             " arrayCount(v -> v != 'trivial', verdicts) AS n, count() AS answers, "
+            " sum(1 / sampling_rate) AS w, sum(1 / (sampling_rate * sampling_rate)) AS w2, "
             " argMax(versions['verifier'], observed_at) AS version, max(observed_at) AS newest "
             " FROM events FINAL WHERE observed_at >= {since:DateTime64(3)} AND observed_at < {until:DateTime64(3)} "
             " GROUP BY route, f, n) GROUP BY route ORDER BY route",

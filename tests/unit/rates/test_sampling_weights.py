@@ -153,3 +153,17 @@ def test_unsafe_serve_and_the_abstention_pair_are_weighted_too(rates):
     unsafe = rate_entry({"route": "r", **served.as_dict()})["unsafe_serve"]
     assert unsafe["rate"] == pytest.approx(10 / 13) and (unsafe["count"], unsafe["of"]) == (1, 4)
     assert unsafe["lo"] < 10 / 13 < unsafe["hi"] and unsafe["hi"] - unsafe["lo"] > 0.5  # worth ~1.6 answers
+
+
+def test_the_calibrated_rates_traffic_is_weighted_like_the_rate(rates):
+    """The calibration corrects the whole traffic's raw rate, not the verified sample's (which reads 6 / 42)."""
+    from services.review.calibration import Traffic
+    from services.store.review import ReviewRepository
+
+    profiles = ReviewRepository(rates.store).answer_profile(START - timedelta(hours=1), START + timedelta(hours=1))
+    traffic = {row["route"]: Traffic.from_row(row) for row in profiles}
+    assert traffic["mixed"].raw == pytest.approx(by_route(rates)["mixed"]["rate"]) == pytest.approx(0.4)
+    assert traffic["plain"].raw == 0.5
+    # Each long answer stands for ten: its variance term counts a hundred-fold, not ten (one answer was seen).
+    unweighted = Traffic("mixed", "", traffic["mixed"].failed, traffic["mixed"].claims, traffic["mixed"].weights)
+    assert traffic["mixed"].raw_variance > 5 * unweighted.raw_variance
