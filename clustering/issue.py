@@ -39,6 +39,12 @@ class IssueRecord:
     split_from: str | None = None
     history: tuple[dict, ...] = ()  # {"at", "event": created|regressed|resolved|merged_into|absorbed|split_*}
     subtitle: str = ""  # keywords, verdict, route, stage, versions; ``name`` is the title (clustering/naming.py)
+    # Triage, set by people (services/triage): who works it, until when it is parked, where its ticket is, and
+    # the versions current when it was resolved "in the next version" (it regresses only on another one).
+    assignee: str = ""
+    archive: Mapping[str, Any] | None = None  # services.triage.archive.Archive.as_dict()
+    ticket_url: str = ""
+    resolved_in: Mapping[str, str] = field(default_factory=dict)
 
     def to_row(self) -> dict[str, Any]:
         """The ``issues`` row as plain values: times as aware datetimes (the store formats them), history as JSON text."""
@@ -62,6 +68,10 @@ class IssueRecord:
             "merged_into": self.merged_into or "",
             "split_from": self.split_from or "",
             "history": orjson.dumps(list(self.history)).decode(),
+            "assignee": self.assignee,
+            "archive": orjson.dumps(self.archive).decode() if self.archive else "",
+            "ticket_url": self.ticket_url,
+            "resolved_in": dict(self.resolved_in),
         }
 
     @classmethod
@@ -90,6 +100,10 @@ class IssueRecord:
             merged_into=row.get("merged_into") or None,
             split_from=row.get("split_from") or None,
             history=tuple(orjson.loads(history) if isinstance(history, (str, bytes)) else history),
+            assignee=row.get("assignee") or "",
+            archive=orjson.loads(row["archive"]) if row.get("archive") else None,
+            ticket_url=row.get("ticket_url") or "",
+            resolved_in={k: str(v) for k, v in (row.get("resolved_in") or {}).items()},
         )
 
     def to_line(self) -> dict[str, Any]:

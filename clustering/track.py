@@ -19,7 +19,7 @@ import hashlib
 from collections import Counter
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -145,12 +145,16 @@ class IssueTracker:
 
     def _continue(self, prior: IssueRecord, cluster: ClusterSummary, run: ClusteringRun, now: datetime) -> IssueRecord:
         state = REGRESSED if prior.state in (RESOLVED, REGRESSED) else ONGOING
-        history = prior.history
+        history, resolved_in = prior.history, prior.resolved_in
         if prior.state == RESOLVED:
-            history = (*history, {"at": _iso(now), "event": "regressed"})
-            self.changes_.append(f"{prior.issue_id} regressed: resolved before, failing again ({cluster.size} claims)")
+            newer = newer_versions(prior.resolved_in, cluster.member_ids, run)
+            if newer is None:  # resolved in the next version: recurring on the resolved one is expected
+                state = RESOLVED
+            else:
+                history, resolved_in = (*history, {"at": _iso(now), "event": "regressed", **newer}), {}
+                self.changes_.append(f"{prior.issue_id} regressed: resolved before, failing again ({cluster.size} claims)")
         name, renamed = self._title(prior, cluster, now)
-        return replace(prior, **{**self._fields(cluster, now), "name": name}, state=state,
+        return replace(prior, **{**self._fields(cluster, now), "name": name}, state=state, resolved_in=resolved_in,
                        hourly_counts=self._hourly(prior.hourly_counts, cluster.hourly_counts, now),
                        history=(*history, *renamed))
 
@@ -215,6 +219,18 @@ class IssueTracker:
             n += 1
             issue_id = f"iss-{digest}-{n}"
         return issue_id
+
+
+def newer_versions(resolved_in: Mapping[str, str], member_ids: Sequence[str], run: ClusteringRun) -> dict | None:
+    """What makes a recurrence a regression: {} for an issue resolved outright; for one resolved in the next version,
+    {"versions": ...} of a member on a version other than the one current at resolve time; None when none is."""
+    if not resolved_in:
+        return {}
+    members = set(member_ids)
+    for claim in run.claims:
+        if claim.id in members and any(claim.versions.get(k, v) != v for k, v in resolved_in.items()):
+            return {"versions": {k: claim.versions.get(k, "") for k in resolved_in}}
+    return None
 
 
 def title_meaning(record: IssueRecord) -> dict | None:

@@ -191,6 +191,7 @@ class RunbookContext:
     trace_total: int | None = None              # distinct traces behind the issue's members, when known
     traces_from: str = ""                       # the alert window the traces were picked from ("" = the whole issue)
     cli: str = "claimwatch"                     # how the reader runs claimwatch (services/core/command.py)
+    notes: tuple[TimelineEntry, ...] = ()       # the latest notes people left on the issue, newest first
 
     def __post_init__(self) -> None:
         if self.first_failed_stage not in (*STAGES, ""):

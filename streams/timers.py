@@ -41,6 +41,12 @@ def register_clustering(app, schedule: ClusteringSchedule, settings: Settings) -
         await schedule.assign(utcnow())  # its own thread: never behind a re-cluster
 
 
+def register_triage(app, tick: Callable[[datetime], Awaitable[list]], dispatcher, interval_seconds: float) -> None:
+    @app.timer(interval_seconds, on_leader=True)
+    async def triage() -> None:
+        dispatcher.enqueue(await tick(utcnow()))  # wake archived issues; the issue webhook's events
+
+
 def register_review_sampling(app, sample: Callable[[datetime], Awaitable[object]], interval_seconds: float) -> None:
     @app.timer(interval_seconds, on_leader=True)
     async def sample_for_review() -> None:

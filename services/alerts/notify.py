@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 import httpx
 
@@ -175,14 +175,16 @@ def issue_annotations(explanation: AlertExplanation | None, external_url: str, n
 
 
 def alertmanager_payload(alert: Alert, external_url: str, now: datetime, resend_every: timedelta,
-                         explanation: AlertExplanation | None = None) -> dict:
+                         explanation: AlertExplanation | None = None, owner: Mapping[str, str] | None = None) -> dict:
     """One alert in Alertmanager API v2 form. Firing alerts carry an endsAt a few resends ahead,
     so Alertmanager resolves them by itself if claimwatch stops sending. With an ``explanation``
-    the annotations name the top three issues behind the excess (``issue_annotations``)."""
+    the annotations name the top three issues behind the excess (``issue_annotations``); ``owner``: the
+    labels that route it to its team (``team``, ``owner``; services/triage/owners.py)."""
     ends = min(alert.ends_at, now) if alert.ends_at else now + 4 * resend_every
     return {
         "labels": {"alertname": ALERTNAMES.get(alert.kind, ALERTNAME), "route": alert.route, "kind": alert.kind, "severity": alert.severity,
-                   **{k: v for k, v in alert.labels.items() if k not in ("alertname", "route", "kind", "severity")}},
+                   **{k: v for k, v in alert.labels.items() if k not in ("alertname", "route", "kind", "severity")},
+                   **(owner or {})},
         "annotations": {"summary": summary(alert), "description": description(alert),
                         "runbook_url": f"{external_url}/alerts/{alert.alert_id}",
                         **_effect_annotations(alert), **issue_annotations(explanation, external_url)},
@@ -215,23 +217,26 @@ def webhook_payload(alert: Alert, reason: str, external_url: str,
 
 @dataclass(frozen=True)
 class Outgoing:
-    target: str       # "alertmanager" or "webhook"
+    target: str       # "alertmanager", "webhook" or "issue_webhook"
     url: str
-    body: object
+    body: object      # sent as JSON; bytes are sent as they are (a signed body)
     attempt: int = 0
+    headers: Mapping[str, str] = field(default_factory=dict)
 
 
 class Dispatcher:
     """Decides what to send (pure `plan`) and sends it from a bounded queue (`run`)."""
 
     def __init__(self, alertmanager_url: str | None, webhook_url: str | None, external_url: str,
-                 resend_every: timedelta, metrics=None, max_queue: int = 1000, max_attempts: int = 8):
+                 resend_every: timedelta, metrics=None, max_queue: int = 1000, max_attempts: int = 8,
+                 owner_labels: Callable[[Alert], Mapping[str, str]] = lambda alert: {}):
         self.alertmanager_url = alertmanager_url.rstrip("/") if alertmanager_url else None
         self.webhook_url = webhook_url
         self.external_url = external_url.rstrip("/")
         self.resend_every = resend_every
         self.metrics = metrics
         self.max_attempts = max_attempts
+        self.owner_labels = owner_labels  # each alert's team (and owner): how Alertmanager routes it
         self.queue: asyncio.Queue[Outgoing] | None = None
         self.max_queue = max_queue
         self.dropped = 0
@@ -244,7 +249,8 @@ class Dispatcher:
         out = []
         if self.alertmanager_url:
             out.append(Outgoing("alertmanager", f"{self.alertmanager_url}/api/v2/alerts",
-                                [alertmanager_payload(current, self.external_url, now, self.resend_every, explanation)]))
+                                [alertmanager_payload(current, self.external_url, now, self.resend_every, explanation,
+                                                     self.owner_labels(current))]))
         if self.webhook_url and reason != "resend":
             out.append(Outgoing("webhook", self.webhook_url,
                                 webhook_payload(current, reason, self.external_url, explanation)))
@@ -257,7 +263,8 @@ class Dispatcher:
         explanations = explanations or {}
         if not self.alertmanager_url:
             return []
-        payloads = [alertmanager_payload(a, self.external_url, now, self.resend_every, explanations.get(a.alert_id))
+        payloads = [alertmanager_payload(a, self.external_url, now, self.resend_every, explanations.get(a.alert_id),
+                                         self.owner_labels(a))
                     for a in open_alerts
                     if a.recorded_state == "firing" and not any(s.matches(a.match_labels, now) for s in silences)]
         return [Outgoing("alertmanager", f"{self.alertmanager_url}/api/v2/alerts", payloads)] if payloads else []
@@ -283,7 +290,8 @@ class Dispatcher:
         backoff = Backoff(0.5, 30)
         for attempt in range(self.max_attempts):
             try:
-                response = await client.post(item.url, json=item.body)
+                content = {"content": item.body} if isinstance(item.body, bytes) else {"json": item.body}
+                response = await client.post(item.url, headers=dict(item.headers), **content)
                 if response.status_code < 300:
                     return
                 problem = f"HTTP {response.status_code}: {response.text[:200]}"

@@ -117,7 +117,7 @@ def create_api(components, policy: ApiPolicy | None = None, now: Callable[[], da
     api.include_router(ops.router(components, gate, ingest_lag))
     api.include_router(rates.router(components, gate, lambda route: as_json(alerts.list(now(), route)), now))
     api.include_router(alerts_routes.router(alerts, gate, now))
-    api.include_router(issues_routes.router(issues, gate))
+    api.include_router(issues_routes.router(issues, components.triage, gate))
     api.include_router(evalset_routes.router(evalset, gate))
     api.include_router(traces_routes.router(components.traces, gate))
     api.include_router(review_routes.router(components.review, gate, now))

@@ -31,7 +31,18 @@ class AckBody(Body):
     note: str = Field("", max_length=2000)
 
 
-class SilenceBody(Body):
+class WithDuration(Body):
+    """A body whose ``duration`` is text such as 2h or 1h30m (services.alerts.silences.parse_duration)."""
+
+    @field_validator("duration", check_fields=False)
+    @classmethod
+    def _bounded_duration(cls, duration: str | None) -> str | None:
+        if duration is not None:
+            parse_duration(duration)  # refuses bad text and lengths over MAX_SILENCE, naming the limit
+        return duration
+
+
+class SilenceBody(WithDuration):
     matchers: list[str] = Field(min_length=1, max_length=20, description="e.g. route=billing-faq, severity=~warn.*")
     by: str | None = who()
     comment: str = Field(min_length=1, max_length=2000, pattern=r"\S", description="why")
@@ -46,19 +57,40 @@ class SilenceBody(Body):
                 raise ValueError(f"matchers[{i}] is {len(m)} characters; keep each under 500")
         return matchers
 
-    @field_validator("duration")
-    @classmethod
-    def _bounded_duration(cls, duration: str | None) -> str | None:
-        if duration is not None:
-            parse_duration(duration)  # refuses bad text and lengths over MAX_SILENCE, naming the limit
-        return duration
-
 
 class UnsilenceBody(Body):
     by: str | None = who()
 
 
 class ResolveBody(Body):
+    by: str | None = who()
+    in_next_version: bool = Field(False, description="regress only on a corpus, model or prompt version other than "
+                                  "those current on the issue's dominant route now")
+
+
+class ByBody(Body):
+    by: str | None = who()
+
+
+class AssignBody(Body):
+    assignee: str = Field(min_length=1, max_length=200, pattern=r"\S", description="who works the issue")
+    by: str | None = who()
+
+
+class ArchiveBody(WithDuration):
+    by: str | None = who()
+    duration: str | None = Field(None, max_length=32, description="archive for this long (e.g. 8h, 7d); or claims; "
+                                 "neither: until it escalates")
+    claims: int | None = Field(None, ge=1, le=10_000_000, description="archive until this many more failing claims")
+
+
+class NoteBody(Body):
+    text: str = Field(min_length=1, max_length=4000, pattern=r"\S")
+    by: str | None = who()
+
+
+class LinkBody(Body):
+    url: str = Field(min_length=1, max_length=2000, description="the ticket's http(s) URL")
     by: str | None = who()
 
 

@@ -54,6 +54,9 @@ from services.store.review import ReviewRepository
 from services.store.retention import Retention, RetentionKeeper
 from services.store.traces import TraceRepository
 from services.store.writer import EventWriter
+from services.triage.owners import Owner, OwnerRule, OwnerRules
+from services.triage.service import TriageService
+from services.triage.webhook import IssueWebhook
 
 log = logging.getLogger("claimwatch")
 SHUTDOWN_GRACE_SECONDS = 8  # open HTTP requests get this long after SIGINT/SIGTERM; the process is gone well within 15 s
@@ -97,6 +100,8 @@ class Components:
     issue_jobs: IssueJobs
     traces: TraceService
     review: ReviewService
+    triage: TriageService
+    owners: OwnerRules
     metrics: Metrics = field(default_factory=Metrics)
     health: Health = field(default_factory=Health)
     store_thread: ThreadPoolExecutor = field(  # every chDB call of the worker goes through it
@@ -128,7 +133,10 @@ def build(settings: Settings, store: Store, clock: Callable[[], datetime] = utcn
                                baseline_minutes=settings.drift.baseline_minutes)
     issues = IssuesService(repos.issues, repos.rates, repos.alerts, base_url=settings.external_url, clock=clock,
                            baseline_minutes=settings.drift.baseline_minutes, explainer=explainer,
-                           distinct=DistinctQuestions(repos.evalset, embedder.embed).pick, cli=cli)
+                           distinct=DistinctQuestions(repos.evalset, embedder.embed).pick, cli=cli,
+                           owners=owner_rules(settings))
+    t = settings.triage
+    webhook = IssueWebhook(t.webhook_url, t.webhook_secret) if t.webhook_url else None
     review = review_service(settings, repos)
     return Components(
         settings=settings, store=store, repos=repos, clustering=config, embedder=embedder,
@@ -142,7 +150,16 @@ def build(settings: Settings, store: Store, clock: Callable[[], datetime] = utcn
                                 repos.issues.get(issue_id)) if m.get("trace_id")]),
         issue_jobs=IssueJobs(config, embedder, repos.issues, timedelta(hours=settings.clustering.lookback_hours),
                              skipped=metrics.skipped_rows),
-        traces=TraceService(repos.traces), review=review, metrics=metrics)
+        traces=TraceService(repos.traces), review=review, metrics=metrics, owners=issues.owners,
+        triage=TriageService(repos.issues, issues.summary, webhook, clock))
+
+
+def owner_rules(settings: Settings) -> OwnerRules:
+    """The ``[[owners]]`` rules in order, and the default owner (services/triage/owners.py)."""
+    rules = [OwnerRule(Owner(r.team, r.owner), r.route,
+                       {k: v for k, v in (("corpus", r.corpus), ("model", r.model), ("prompt", r.prompt)) if v})
+             for r in settings.owners]
+    return OwnerRules(rules, Owner(settings.triage.default_team, settings.triage.default_owner))
 
 
 def agreement_test() -> AgreementDropTest:
@@ -281,11 +298,13 @@ def run_worker(settings: Settings, *, serve_api: bool, on_ready: Callable[[Compo
         timers.register_lag_report(app, offsets, BrokerOffsets(s.bootstrap, app.conf.id), c.metrics)
 
         dispatcher = Dispatcher(s.notify.alertmanager_url, s.notify.webhook_url, s.external_url,
-                                timedelta(seconds=s.notify.resend_seconds), c.metrics)
+                                timedelta(seconds=s.notify.resend_seconds), c.metrics, owner_labels=c.owners.alert_labels)
         agreement = InstrumentAlerts(AgreementWatch(agreement_test()), c.review.reviewed, c.repos.alerts)
         cycle = AlertCycle(evaluator_for(s, c.repos.rates, c.repos.alerts), c.repos.alerts, dispatcher, c.metrics,
                            in_thread(c.store_thread), explainer=c.alerts.explainer, instrument=agreement)
         timers.register_alerting(app, topics.alerts, cycle, s)
+        timers.register_triage(app, lambda now: in_thread(c.store_thread)(c.triage.tick, now), dispatcher,
+                               s.triage.tick_seconds)
         if s.clustering.in_worker:
             schedule = ClusteringSchedule(lambda: c.issue_jobs, c.metrics, in_thread(clustering_thread),
                                           policy=recluster_policy(s), assign_run=in_thread(assign_thread),

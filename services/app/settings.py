@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from services.ingest.privacy import RedactionSettings
 from services.store.retention import MAX_DAYS as MAX_RETENTION_DAYS
+from services.triage.owners import DEFAULT_TEAM
 
 ENV_PREFIX = "CLAIMWATCH_"
 
@@ -118,6 +119,30 @@ class IdentitySettings(Section):
                              description="your name or handle; unset: your login name")
 
 
+class OwnerRuleSettings(Section):
+    """One ``[[owners]]`` rule: shell-glob patterns (all given must match) -> a team; first match wins."""
+
+    team: str = Field(min_length=1, max_length=100)
+    owner: str = Field("", max_length=200, description="a person or handle in the team, sent as the owner label")
+    route: str | None = Field(None, min_length=1)
+    corpus: str | None = Field(None, min_length=1, description="pattern on the corpus version")
+    model: str | None = Field(None, min_length=1, description="pattern on the model version")
+    prompt: str | None = Field(None, min_length=1, description="pattern on the prompt version")
+
+
+class TriageSettings(Section):
+    """Owners, and the issue webhook a team's bridge opens and reopens tickets from (services/triage)."""
+
+    default_team: str = Field(DEFAULT_TEAM, min_length=1, max_length=100, description="the team of what no rule matches")
+    default_owner: str = Field("", max_length=200)
+    webhook_url: str | None = Field(None, description="receives created, regressed, escalating, assigned and "
+                                    "resolved issue events (POST, JSON)")
+    webhook_secret: str | None = Field(None, min_length=16, description="signs each event: X-Claimwatch-Signature: "
+                                       "sha256=HMAC-SHA256(secret, body) in hex")
+    tick_seconds: float = Field(30.0, gt=0, description="how often the leader wakes archived issues, records "
+                                "escalations and sends the webhook's events")
+
+
 class ReviewSettings(Section):
     """Human review of claims and the calibrated rates built on it (services/review)."""
 
@@ -169,6 +194,8 @@ class Settings(Section):
     review: ReviewSettings = Field(default_factory=ReviewSettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
     identity: IdentitySettings = Field(default_factory=IdentitySettings)
+    triage: TriageSettings = Field(default_factory=TriageSettings)
+    owners: list[OwnerRuleSettings] = Field(default_factory=list, description="[[owners]] rules, first match wins")
 
     @field_validator("clickhouse")
     @classmethod

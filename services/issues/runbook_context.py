@@ -7,6 +7,7 @@ touches the store.
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from typing import Sequence
 
 import orjson
 
@@ -31,7 +32,8 @@ def _trace(row: dict, evidence: dict) -> TraceExample:
 
 
 def build_context(record: IssueRecord, figures: IssueFigures, exemplars: list[dict], details: dict[str, dict],
-                  base_url: str, cli: str = "claimwatch", traces_from: str = "") -> RunbookContext:
+                  base_url: str, cli: str = "claimwatch", traces_from: str = "",
+                  notes: Sequence[dict] = ()) -> RunbookContext:
     """``figures``: the issue's figures over every member (services.issues.figures); ``exemplars``: the
     representative members, one per trace; ``details``: their events by event_id (IssueRepository.event_details);
     ``cli``: how the reader runs claimwatch (services/core/command.py)."""
@@ -71,6 +73,7 @@ def build_context(record: IssueRecord, figures: IssueFigures, exemplars: list[di
         trace_total=figures.traces,
         traces_from=traces_from,
         cli=cli,
+        notes=tuple(TimelineEntry(_when(n["at"]), f"{n['by']}: {n['text']}") for n in notes),
     )
 
 

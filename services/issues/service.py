@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Callable
 
-from clustering.issue import RESOLVED, IssueRecord
+from clustering.issue import IssueRecord
 from runbooks import RunbookRenderer
 from services.alerts.explain import AlertExplainer, alert_window, explainable
 from services.alerts.records import AlertRecords
@@ -17,6 +17,8 @@ from services.issues.priority import PrioritySignals, gather, priority_key
 from services.issues.records import IssueRecords
 from services.issues.runbook_context import build_context
 from services.store.rates import RateRepository
+from services.triage.activity import activity, latest_notes, triage_fields, view_state, wanted
+from services.triage.owners import OwnerRules
 
 SORTS = {"priority", "last_seen", "first_seen", "count", "name"}
 
@@ -26,7 +28,9 @@ class IssuesService:
                  base_url: str = "http://127.0.0.1:8080", template_dirs: list[Path] | None = None,
                  clock: Callable[[], datetime] = utcnow, baseline_minutes: int = 24 * 60,
                  explainer: AlertExplainer | None = None,
-                 distinct: Callable[[list[str], list[str], int], list[int]] | None = None, cli: str = "claimwatch"):
+                 distinct: Callable[[list[str], list[str], int], list[int]] | None = None, cli: str = "claimwatch",
+                 owners: OwnerRules | None = None):
+        self.owners = owners or OwnerRules()  # an issue's team: its dominant route's owner (services/triage)
         self.explainer = explainer
         self.cli = cli  # how runbook readers run claimwatch (services/core/command.py)
         # (event ids, questions, limit) -> the indices a promote command can propose together (services/evalset)
@@ -50,8 +54,9 @@ class IssuesService:
         signals = signals if signals is not None else self._signals()
         return {
             "issue_id": r.issue_id, "name": r.name, "subtitle": r.subtitle or " ".join(r.keywords),
-            "state": r.state, "count": c["count"], "recent_count": signals.recent(r.issue_id),
+            "count": c["count"], "recent_count": signals.recent(r.issue_id),
             "escalating": signals.escalating(r.issue_id), "drives_alerts": signals.drives(r.issue_id),
+            **triage_fields(r, self.owners), "state": view_state(r),
             "first_seen": c["first"].isoformat() if c["first"] else None,
             "last_seen": c["last"].isoformat() if c["last"] else None, "clustered_at": r.last_seen.isoformat(),
             "routes": sorted(r.routes, key=lambda k: -r.routes[k]), "keywords": list(r.keywords),
@@ -60,14 +65,16 @@ class IssuesService:
         }
 
     def list(self, *, state: str | None = None, route: str | None = None, q: str | None = None,
-             sort: str = "priority", limit: int = 100) -> list[dict]:
+             sort: str = "priority", limit: int = 100, owner: str | None = None,
+             assignee: str | None = None) -> list[dict]:
         """Issues; by default in priority order (services/issues/priority.py): those driving a firing alert
-        first, then regressed or escalating ones, then the rest, each by recent volume."""
+        first, then regressed or escalating ones, then the rest, each by recent volume. Archived issues only
+        with ``state="archived"``; ``owner`` matches the team or the owner."""
         if sort not in SORTS:
             raise ValueError(f"sort must be one of {sorted(SORTS)}, got {sort!r}")
         counts, signals = self.issues.member_counts(), self._signals()
         views = [self._view(r, counts, signals) for r in self.issues.load() if r.merged_into is None]
-        views = [v for v in views if (state is None or v["state"] == state) and (route is None or route in v["routes"])
+        views = [v for v in views if wanted(v, state, owner, assignee) and (route is None or route in v["routes"])
                  and (q is None or q.lower() in " ".join([v["name"], v["subtitle"], *v["keywords"]]).lower())]
         if sort == "priority":
             views.sort(key=priority_key)
@@ -75,12 +82,16 @@ class IssuesService:
             views.sort(key=lambda v: (v[sort] or "", v["issue_id"]), reverse=sort != "name")
         return views[:limit]
 
+    def summary(self, issue_id: str) -> dict:
+        return self._view(self.issues.get(issue_id), self.issues.member_counts())
+
     def show(self, issue_id: str) -> dict:
         record = self.issues.get(issue_id)
         view = self._view(record, self.issues.member_counts())
         figures = self.figures(issue_id)
         exemplars, source = self._representatives(record)
         out = {**view, "exemplars": exemplars, "exemplars_from": source, "history": list(record.history),
+               "activity": activity(record),
                "split_from": record.split_from, **self.figures_json(figures, exemplars, source)}
         out["alerts"] = self.contributes_to(issue_id, set(out["routes"]) | set(record.routes))
         return out
@@ -186,18 +197,6 @@ class IssuesService:
         return {"issue_id": issue_id, "issues": [{"issue_id": i, "name": names.get(i, "")} for i in shown],
                 "points": points}
 
-    def resolve(self, issue_id: str, by: str) -> dict:
-        if not by.strip():
-            raise ValueError("by: say who resolves the issue")
-        record = self.issues.get(issue_id)
-        if record.state == RESOLVED:
-            raise Conflict(f"issue {issue_id} is already resolved")
-        now = self.clock()
-        history = record.history + ({"at": now.isoformat(), "event": "resolved", "by": by},)
-        updated = replace(record, state=RESOLVED, triaged=True, history=history)
-        self.issues.save([updated])
-        return self._view(updated, self.issues.member_counts())
-
     def merge(self, issue_id: str, into: str, by: str) -> dict:
         if issue_id == into:
             raise ValueError("merge: an issue cannot be merged into itself")
@@ -234,7 +233,7 @@ class IssuesService:
         exemplars, source = self._representatives(record)
         details = self.issues.event_details([m["event_id"] for m in exemplars])
         ctx = build_context(record, self.figures(issue_id), exemplars, details, self.base_url,
-                            traces_from=source, cli=self.cli)
+                            traces_from=source, cli=self.cli, notes=latest_notes(record))
         return self.renderer.render(ctx, format=fmt)
 
 

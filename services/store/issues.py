@@ -271,6 +271,19 @@ class IssueRepository(Generic[I, C]):
             "WHERE event_id IN {ids:Array(String)}", {"ids": list(event_ids)})
         return {r["event_id"]: r for r in rows}
 
+    # -- triage ---------------------------------------------------------------
+    def members_after(self, issue_id: str, since: datetime) -> int:
+        """The issue's members observed after ``since`` (an archive's "N more claims")."""
+        rows = self.store.query("SELECT count() AS n FROM issue_members FINAL WHERE issue_id = {id:String} "
+                                "AND observed_at > {since:DateTime64(3)}", {"id": issue_id, "since": ch_time(since)})
+        return int(rows[0]["n"]) if rows else 0
+
+    def latest_versions(self, route: str) -> dict[str, str]:
+        """The versions of the newest claim stored on ``route`` ({} without one): what is current there."""
+        rows = self.store.query("SELECT versions FROM claims WHERE route = {route:String} "
+                                "ORDER BY observed_at DESC LIMIT 1", {"route": route})
+        return dict(rows[0]["versions"]) if rows else {}
+
     # -- aggregates over every member (never a sample) -------------------------
     _MEMBER_EVENTS = ("SELECT DISTINCT splitByChar(':', claim_key)[1] FROM issue_members FINAL "
                       "WHERE issue_id = {id:String}")

@@ -1,4 +1,4 @@
-"""`claimwatch` commands. Issues: cluster, list, show, resolve, merge, runbook."""
+"""`claimwatch` commands. Issues: cluster, list, show, resolve, merge, runbook (triage: cli/triage.py)."""
 from __future__ import annotations
 
 import sys
@@ -61,22 +61,26 @@ def cluster(settings: Settings, input_file: Path | None, out: Path | None, issue
 
 @main.group()
 def issues() -> None:
-    """Named issues: list, show, resolve, merge."""
+    """Named issues: list, show, resolve, merge, and triage (assign, archive, note, link)."""
 
 
 @issues.command("list")
-@click.option("--state", type=click.Choice(["new", "ongoing", "regressed", "resolved"]), default=None)
+@click.option("--state", type=click.Choice(["new", "ongoing", "regressed", "resolved", "archived"]), default=None,
+              help="archived issues are listed only with --state archived")
 @click.option("--route", default=None)
+@click.option("--owner", default=None, help="the issue's team or owner")
+@click.option("--assignee", default=None)
 @click.option("--sort", type=click.Choice(["priority", "last_seen", "first_seen", "count", "name"]), default="priority",
               show_default=True, help="priority: issues driving a firing alert, then regressed or escalating, then the rest")
 @click.option("--limit", default=50, show_default=True)
 @output_option
 @service_options
-def issues_list(settings: Settings, state: str | None, route: str | None, sort: str, limit: int, output: str) -> None:
+def issues_list(settings: Settings, state: str | None, route: str | None, owner: str | None, assignee: str | None,
+                sort: str, limit: int, output: str) -> None:
     """Issues, in priority order by default (the state column flags escalating issues and firing alerts)."""
-    params = {k: v for k, v in {"state": state, "route": route, "sort": sort, "limit": limit}.items() if v}
-    data = reach(settings, "/api/issues", params,
-                 lambda c: c.issues.list(state=state, route=route, sort=sort, limit=limit))
+    filters = {"state": state, "route": route, "owner": owner, "assignee": assignee}
+    params = {k: v for k, v in {**filters, "sort": sort, "limit": limit}.items() if v}
+    data = reach(settings, "/api/issues", params, lambda c: c.issues.list(**filters, sort=sort, limit=limit))
     if output == "json":
         print_json(data)
         return
@@ -88,6 +92,7 @@ def issue_columns(now) -> list[Column]:
         Column("ISSUE", lambda i: i["issue_id"], kind="id"),
         Column("NAME", lambda i: i["name"], kind="name", lines=2, min_width=24),
         Column("STATE", _state_cell),
+        Column("OWNER", lambda i: i.get("owner") or "", 4, "key"),
         Column("ROUTES", lambda i: list(i["routes"]), 1, "list", lines=1, min_width=14),  # kept at 80 columns
         Column("COUNT", lambda i: str(i["count"]), 2, "num"),
         Column("LAST SEEN", lambda i: ago(i["last_seen"], now), 3, "num"),
@@ -136,20 +141,41 @@ def issue_fields(i: dict, now) -> list[tuple[str, str | list[str]]]:
                    + (f", from {i['traces']:,} traces" if i.get("traces") is not None else "")),
         ("verdicts", verdicts), ("first seen", at(i.get("first_seen"), now)), ("last seen", at(i.get("last_seen"), now)),
         ("stage", i.get("first_failed_stage") or ""), ("alerts", alerts), ("traces", traces),
-        ("merged into", i.get("merged_into") or ""), ("runbook", f"{cli_command()} runbook {i['issue_id']}"),
+        ("merged into", i.get("merged_into") or ""), *triage_fields(i, now),
+        ("runbook", f"{cli_command()} runbook {i['issue_id']}"),
     ]
     return [(label, value) for label, value in fields if value]
 
 
+def triage_fields(i: dict, now) -> list[tuple[str, str | list[str]]]:
+    """Owner, assignee, archive, ticket and the activity (newest first), for `issues show`."""
+    owner = f"{i.get('owner')} (team {i.get('team')})" if i.get("owner") != i.get("team") else i.get("team") or ""
+    entries = [f"{at(e['at'], now)} {e['by']}: {activity_text(e)}" for e in i.get("activity") or []]
+    return [("owner", owner), ("assignee", i.get("assignee") or ""),
+            ("archived", (i.get("archive") or {}).get("text", "")), ("ticket", i.get("ticket_url") or ""),
+            ("activity", entries)]
+
+
+def activity_text(entry: dict) -> str:
+    """One activity entry in words: the event and what it carries."""
+    details = {k: v for k, v in entry.items() if k not in ("at", "event", "by") and v not in (None, "", {}, [])}
+    said = details.pop("text", None)
+    rest = ", ".join(f"{k} {v}" for k, v in details.items())
+    return " ".join(p for p in (entry.get("event", ""), f"\"{said}\"" if said else "", f"({rest})" if rest else "") if p)
+
+
 @issues.command("resolve")
 @click.argument("issue_id")
+@click.option("--in-next-version", is_flag=True, help="Regress only on a corpus, model or prompt version other than "
+              "those current on its dominant route now.")
 @by_option("Who resolves it.")
 @service_options
-def issues_resolve(settings: Settings, issue_id: str, by: str | None) -> None:
+def issues_resolve(settings: Settings, issue_id: str, in_next_version: bool, by: str | None) -> None:
     """Mark an issue resolved (it comes back as 'regressed' if it recurs)."""
     by = who(settings, by)
-    data = reach(settings, f"/api/issues/{issue_id}/resolve", {}, lambda c: c.issues.resolve(issue_id, by),
-                 method="POST", body={"by": by})
+    data = reach(settings, f"/api/issues/{issue_id}/resolve", {},
+                 lambda c: c.triage.resolve(issue_id, by, in_next_version),
+                 method="POST", body={"by": by, "in_next_version": in_next_version})
     console.print(f"{data['issue_id']} is {data['state']}")
 
 

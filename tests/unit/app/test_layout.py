@@ -19,7 +19,7 @@ MAX_LINES = 400
 # layer is the longest prefix of its dotted name listed here. Order is the event's path:
 # contract < core < store < stages < api < app, with streams wired by app only.
 STAGES = ("services.ingest", "services.rates", "services.alerts", "services.issues", "services.evalset",
-          "services.review")
+          "services.review", "services.triage")
 BELOW_STAGES = ("services.contract", "services.core", "services.store", "clustering", "runbooks")
 ALLOWED = {
     "services": (),

@@ -25,7 +25,7 @@ FAMILIES = {
 }
 
 
-def family(name: str, count: int = 24, batch: int = 0) -> list[FailingClaim]:
+def family(name: str, count: int = 24, batch: int = 0, versions: dict | None = None) -> list[FailingClaim]:
     route, verdict, template = FAMILIES[name]
     rng = random.Random(f"{name}/{batch}")
     out = []
@@ -33,7 +33,8 @@ def family(name: str, count: int = 24, batch: int = 0) -> list[FailingClaim]:
         text = template.format(n=rng.randint(2, 90), id=f"{rng.randint(10, 99)}-{rng.randint(1000, 9999)}",
                                date=f"2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}", tail=TAILS[i % len(TAILS)])
         out.append(FailingClaim(id=f"{name}-{batch}-{i:03d}", text=text, route=route, verdict=verdict,
-                                stage="claim_generation", observed_at=T0 + timedelta(minutes=i)))
+                                stage="claim_generation", observed_at=T0 + timedelta(minutes=i),
+                                versions=versions or {}))
     return out
 
 
@@ -107,6 +108,26 @@ def test_a_resolved_family_that_recurs_is_regressed():
     assert issue_of(run, tracker, "parcel-2-000") == parcel_id
     assert [h["event"] for h in by_id(third)[parcel_id].history] == ["created", "resolved", "regressed"]
     assert any("regressed" in change for change in tracker.changes_)
+
+
+def test_resolved_in_the_next_version_regresses_only_on_another_version():
+    _, _, first = cluster(family("refund") + family("parcel", versions={"model": "gen-1"}), T0)
+    parcel_id = next(i.issue_id for i in first if "parcel" in i.name + i.subtitle)
+    resolved = [replace(i, state=RESOLVED, resolved_in={"model": "gen-1"}) if i.issue_id == parcel_id else i
+                for i in first]
+    # the same family again on the version it was resolved in: expected until the fix ships, so still resolved
+    _, tracker, second = cluster(family("refund", batch=1) + family("parcel", batch=1, versions={"model": "gen-1"}),
+                                 T0 + timedelta(hours=1), resolved)
+    assert by_id(second)[parcel_id].state == RESOLVED
+    assert by_id(second)[parcel_id].resolved_in == {"model": "gen-1"}
+    assert not any("regressed" in change for change in tracker.changes_)
+    # on a newer model it is back, and the regression names the version
+    _, _, third = cluster(family("refund", batch=2) + family("parcel", batch=2, versions={"model": "gen-2"}),
+                          T0 + timedelta(hours=2), second)
+    back = by_id(third)[parcel_id]
+    assert back.state == REGRESSED and back.resolved_in == {}
+    assert back.history[-1] == {"at": (T0 + timedelta(hours=2)).isoformat(), "event": "regressed",
+                                "versions": {"model": "gen-2"}}
 
 
 def test_hourly_counts_and_routes_are_recorded():
@@ -195,7 +216,9 @@ def test_issue_ids_do_not_depend_on_the_previous_state_for_new_issues():
 @pytest.mark.parametrize("triaged", [False, True])
 def test_issue_record_round_trips_through_a_store_row(triaged):
     _, _, issues = cluster(family("refund") + family("parcel"), T0)
-    record = replace(issues[0], triaged=triaged)
+    record = replace(issues[0], triaged=triaged, assignee="dana", ticket_url="https://t.example/PAY-1",
+                     archive={"until": "claims", "since": T0.isoformat(), "ends_at": None, "claims": 5},
+                     resolved_in={"model": "gen-1"})
     again = IssueRecord.from_row(record.to_row())
     assert again == replace(record, centroid=again.centroid)
     np.testing.assert_allclose(again.centroid, record.centroid, atol=1e-6)

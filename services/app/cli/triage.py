@@ -1,0 +1,98 @@
+"""`claimwatch issues` triage commands: assign, unassign, archive, unarchive, note, link (resolve and merge are in
+issues.py). Each goes through the running API when one answers, as the same change made from the page would."""
+from __future__ import annotations
+
+import click
+
+from services.app.cli.base import Abort, by_option, console, reach, service_options, who
+from services.app.cli.issues import issues
+from services.app.settings import Settings
+
+
+def _change(settings: Settings, issue_id: str, action: str, body: dict, local) -> dict:
+    """POST /api/issues/ID/ACTION, or ``local(triage)`` on the store when no API answers."""
+    return reach(settings, f"/api/issues/{issue_id}/{action}", {}, lambda c: local(c.triage), method="POST", body=body)
+
+
+@issues.command("assign")
+@click.argument("issue_id")
+@click.argument("assignee")
+@by_option("Who assigns it.")
+@service_options
+def issues_assign(settings: Settings, issue_id: str, assignee: str, by: str | None) -> None:
+    """Assign an issue to someone (it is theirs until unassigned, whoever owns its route)."""
+    by = who(settings, by)
+    data = _change(settings, issue_id, "assign", {"assignee": assignee, "by": by},
+                   lambda t: t.assign(issue_id, assignee, by))
+    console.print(f"{data['issue_id']} is assigned to {data['assignee']} (team {data['team']})")
+
+
+@issues.command("unassign")
+@click.argument("issue_id")
+@by_option("Who unassigns it.")
+@service_options
+def issues_unassign(settings: Settings, issue_id: str, by: str | None) -> None:
+    """Leave an issue to the owner of its dominant route."""
+    by = who(settings, by)
+    data = _change(settings, issue_id, "unassign", {"by": by}, lambda t: t.unassign(issue_id, by))
+    console.print(f"{data['issue_id']} is unassigned; its owner is {data['owner']}")
+
+
+@issues.command("archive")
+@click.argument("issue_id")
+@click.option("--for", "duration", default=None, metavar="DURATION", help="Archive for this long (e.g. 8h, 7d).")
+@click.option("--until-claims", "claims", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Archive until N more failing claims.")
+@by_option("Who archives it.")
+@service_options
+def issues_archive(settings: Settings, issue_id: str, duration: str | None, claims: int | None, by: str | None) -> None:
+    """Archive an issue: it leaves `issues list` and comes back by itself when it escalates (the default), when
+    --for has passed, or after --until-claims more failing claims."""
+    from services.alerts.silences import parse_duration
+
+    if duration and claims:
+        raise Abort("give --for or --until-claims, not both (neither: until it escalates)")
+    try:
+        length = parse_duration(duration, "--for") if duration else None
+    except ValueError as exc:
+        raise Abort(str(exc)) from None
+    by = who(settings, by)
+    body = {"by": by, **({"duration": duration} if duration else {}), **({"claims": claims} if claims else {})}
+    data = _change(settings, issue_id, "archive", body, lambda t: t.archive(issue_id, by, length, claims))
+    console.print(f"{data['issue_id']} is archived {data['archive']['text']}; "
+                  f"`claimwatch issues list --state archived` lists it")
+
+
+@issues.command("unarchive")
+@click.argument("issue_id")
+@by_option("Who brings it back.")
+@service_options
+def issues_unarchive(settings: Settings, issue_id: str, by: str | None) -> None:
+    """Bring an archived issue back to the list now."""
+    by = who(settings, by)
+    data = _change(settings, issue_id, "unarchive", {"by": by}, lambda t: t.unarchive(issue_id, by))
+    console.print(f"{data['issue_id']} is {data['state']} again")
+
+
+@issues.command("note")
+@click.argument("issue_id")
+@click.argument("text")
+@by_option("Who writes it.")
+@service_options
+def issues_note(settings: Settings, issue_id: str, text: str, by: str | None) -> None:
+    """Add a note to an issue's activity (the runbook shows the latest ones)."""
+    by = who(settings, by)
+    data = _change(settings, issue_id, "notes", {"text": text, "by": by}, lambda t: t.note(issue_id, text, by))
+    console.print(f"noted on {data['issue_id']}")
+
+
+@issues.command("link")
+@click.argument("issue_id")
+@click.argument("url")
+@by_option("Who links it.")
+@service_options
+def issues_link(settings: Settings, issue_id: str, url: str, by: str | None) -> None:
+    """Link an issue to the ticket its fix is tracked in (the issue webhook's events carry the link)."""
+    by = who(settings, by)
+    data = _change(settings, issue_id, "link", {"url": url, "by": by}, lambda t: t.link(issue_id, url, by))
+    console.print(f"{data['issue_id']} is linked to {data['ticket_url']}")

@@ -1,0 +1,60 @@
+"""An issue's activity: its history entries (who did what, when), and the triage fields every view shows.
+
+Every change people make, every note and merge, and what claimwatch does by itself (created, regressed, woke
+up, escalating) is one entry ``{"at", "event", "by", ...}`` in the issue's history; claimwatch's own are by
+``SYSTEM``.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Mapping
+
+from clustering.issue import RESOLVED, IssueRecord
+from services.triage.archive import Archive
+from services.triage.owners import OwnerRules
+
+SYSTEM = "claimwatch"
+ARCHIVED = "archived"  # the state an archived issue shows, and the list filter that finds it
+NOTES_SHOWN = 3  # the runbook's latest notes
+
+
+def entry(now: datetime, event: str, by: str = SYSTEM, **details) -> dict:
+    return {"at": now.isoformat(), "event": event, "by": by, **details}
+
+
+def activity(record: IssueRecord) -> list[dict]:
+    """Every entry, newest first, each with who (``SYSTEM`` when claimwatch did it)."""
+    return [{**e, "by": e.get("by") or SYSTEM} for e in reversed(record.history)]
+
+
+def latest_notes(record: IssueRecord, n: int = NOTES_SHOWN) -> list[dict]:
+    return [e for e in activity(record) if e.get("event") == "note"][:n]
+
+
+def entries_between(record: IssueRecord, after: datetime, until: datetime, events: tuple[str, ...]) -> list[dict]:
+    return [e for e in record.history if e.get("event") in events and after < datetime.fromisoformat(e["at"]) <= until]
+
+
+def dominant_route(record: IssueRecord) -> str | None:
+    return max(sorted(record.routes), key=lambda r: record.routes[r], default=None)
+
+
+def view_state(record: IssueRecord) -> str:
+    """``archived`` while an archive holds (a resolved issue shows resolved), else the clustering's state."""
+    return ARCHIVED if record.archive and record.state != RESOLVED else record.state
+
+
+def triage_fields(record: IssueRecord, owners: OwnerRules) -> dict:
+    """Team and owner (the assignee, else the dominant route's owner, else its team), the archive, the ticket."""
+    owner = owners.of(dominant_route(record) or "")
+    archive = Archive.from_dict(record.archive) if record.archive else None
+    return {"team": owner.team, "owner": record.assignee or owner.owner or owner.team, "assignee": record.assignee,
+            "archive": None if archive is None else {**archive.as_dict(), "text": archive.describe()},
+            "ticket_url": record.ticket_url, "resolved_in": dict(record.resolved_in)}
+
+
+def wanted(view: Mapping, state: str | None, owner: str | None, assignee: str | None) -> bool:
+    """The issue list's filters: archived issues only when asked for by state; owner matches team or owner."""
+    if (state is None and view["state"] == ARCHIVED) or (state is not None and view["state"] != state):
+        return False
+    return (owner is None or owner in (view["team"], view["owner"])) and (assignee is None or view["assignee"] == assignee)
