@@ -43,9 +43,10 @@ def triage_world(tmp_path: Path, **settings) -> Iterator[tuple[Components, Clock
 
 
 def an_issue(components: Components, issue_id: str, route: str = "billing-faq", **fields) -> IssueRecord:
-    record = IssueRecord(issue_id=issue_id, name=f"issue {issue_id}", keywords=("x",), config_name="test@1",
-                         first_seen=T0 - timedelta(days=1), last_seen=T0, routes={route: 10}, centroid=[1.0, 0.0],
-                         history=({"at": (T0 - timedelta(days=1)).isoformat(), "event": "created"},), **fields)
+    created = ({"at": (T0 - timedelta(days=1)).isoformat(), "event": "created"},)
+    record = IssueRecord(**{"issue_id": issue_id, "name": f"issue {issue_id}", "keywords": ("x",),
+                            "config_name": "test@1", "first_seen": T0 - timedelta(days=1), "last_seen": T0,
+                            "routes": {route: 10}, "centroid": [1.0, 0.0], "history": created, **fields})
     components.repos.issues.save([record])
     return record
 

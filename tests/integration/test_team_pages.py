@@ -1,0 +1,93 @@
+"""Pages reach the owning team's receiver: a real Alertmanager runs the shipped routing tree
+(dashboards/alertmanager/alertmanager.yml, each receiver a webhook into this test), and claimwatch's alerts carry
+the team the compose file's [[owners]] rules give their route."""
+from __future__ import annotations
+
+import json
+import threading
+from datetime import datetime, timedelta, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+import pytest
+import yaml
+
+from services.alerts.lifecycle import Alert, severity_for
+from services.alerts.notify import alertmanager_payload
+from services.app.compose import owner_rules
+from services.app.settings import load_settings
+from tests.support.paths import ROOT
+from tests.support.peers import Alertmanager
+
+SHIPPED = ROOT / "dashboards/alertmanager/alertmanager.yml"
+
+
+class Receivers:
+    """One HTTP server standing in for every receiver: Alertmanager posts to /<receiver name>."""
+
+    def __init__(self):
+        self.got: dict[str, list[dict]] = {}
+        self.changed = threading.Condition()
+        receivers = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with receivers.changed:
+                    receivers.got.setdefault(self.path.strip("/"), []).extend(a["labels"] for a in body["alerts"])
+                    receivers.changed.notify_all()
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def routes_seen(self, count: int, timeout: float = 60) -> dict[str, set[str]]:
+        """Receiver -> the claimwatch routes of the alerts it got, once ``count`` alerts arrived in all."""
+        with self.changed:
+            assert self.changed.wait_for(lambda: sum(map(len, self.got.values())) >= count, timeout), self.got
+            return {name: {labels["route"] for labels in alerts} for name, alerts in self.got.items()}
+
+
+def shipped_tree_into(receivers: Receivers) -> str:
+    """The shipped config with fast grouping, and each receiver a webhook to ``receivers``."""
+    config = yaml.safe_load(SHIPPED.read_text())
+    config["route"].update(group_wait="1s", group_interval="1s")
+    config["receivers"] = [{"name": r["name"], "webhook_configs": [{"url": f"{receivers.url}/{r['name']}",
+                                                                  "send_resolved": False}]}
+                           for r in config["receivers"]]
+    return yaml.safe_dump(config)
+
+
+@pytest.fixture()
+def receivers():
+    r = Receivers()
+    yield r
+    r.server.shutdown()
+    r.server.server_close()
+
+
+def test_a_page_goes_to_the_receiver_of_the_team_that_owns_its_route(tmp_path, receivers):
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    rules = owner_rules(load_settings(environ={"CLAIMWATCH_OWNERS": compose["x-claimwatch-env"]["CLAIMWATCH_OWNERS"]}))
+    now = datetime.now(timezone.utc)
+    alerts = [Alert(alert_id=f"a-{route}-{kind}", route=route, kind=kind, severity=severity_for(0.05, 0.02, kind),
+                    labels={"service": "claimwatch"}, window=30, pending_since=now, starts_at=now, delta=0.05)
+              for route, kind in [("billing-faq", "hallucination_rate_rise"), ("search-web", "hallucination_rate_rise"),
+                                  ("hr-policy", "hallucination_rate_rise"), ("billing-faq", "mix_shift")]]
+    payloads = [alertmanager_payload(a, "http://localhost:8080", now, timedelta(minutes=1), owner=rules.alert_labels(a))
+                for a in alerts]
+    assert [p["labels"]["team"] for p in payloads] == ["payments", "search", "on-call", "payments"]
+    am = Alertmanager(tmp_path / "am")
+    am.CONFIG = shipped_tree_into(receivers)
+    with am:
+        assert httpx.post(am.url + "/api/v2/alerts", json=payloads, timeout=10).status_code == 200
+        seen = receivers.routes_seen(len(payloads))
+    # each team's pager gets its own route's page; a mix shift is traffic, reviewed in chat whoever owns it
+    assert seen == {"payments-oncall": {"billing-faq"}, "search-oncall": {"search-web"}, "on-call": {"hr-policy"},
+                    "traffic-review": {"billing-faq"}}
+    assert [a["kind"] for a in receivers.got["traffic-review"]] == ["mix_shift"]
