@@ -39,7 +39,7 @@ API_PREFIXES = ("/api/", "/metrics", "/healthz", "/readyz", "/openapi.json", "/s
 WINDOWS = ("5m", "30m", "90m", "6h", "24h", "7d", "all")
 TREND_MINUTES, TREND_STEP = 360, 15
 ISSUE_SORTS = ("priority", "last_seen", "first_seen", "count", "name")
-ISSUE_STATES = ("new", "ongoing", "regressed", "resolved")
+ISSUE_STATES = ("new", "ongoing", "regressed", "resolved", "archived")
 
 
 REVIEW_WINDOW = "24h"  # the review page's calibrated rates: the day the leader samples from by default
@@ -180,13 +180,15 @@ def router(components, gate: Gate, alerts, now: Callable, issues=None, evalset=N
     @r.get("/issues", response_class=HTMLResponse)
     def issues_page(request: Request, state: str | None = Query(None, max_length=32),
                     route: str | None = Query(None, max_length=256), q: str | None = Query(None, max_length=200),
-                    sort: str = Query("priority", max_length=32)) -> Response:
+                    sort: str = Query("priority", max_length=32), owner: str | None = Query(None, max_length=200),
+                    assignee: str | None = Query(None, max_length=200)) -> Response:
         sort = sort if sort in ISSUE_SORTS else "priority"
         state = state if state in ISSUE_STATES else None
-        found = [] if issues is None else issues.list(state=state, route=route or None, q=q or None, sort=sort,
+        filters = {"state": state, "route": route, "q": q, "owner": owner, "assignee": assignee}
+        found = [] if issues is None else issues.list(**{k: v or None for k, v in filters.items()}, sort=sort,
                                                      limit=200)
         return page(request, "issues.html", title="Issues", issues=found, available=issues is not None,
-                    filters={"state": state or "", "route": route or "", "q": q or "", "sort": sort})
+                    filters={**{k: v or "" for k, v in filters.items()}, "sort": sort})
 
     @r.get("/issues/{issue_id}", response_class=HTMLResponse)
     def issue_page(request: Request, issue_id: str) -> Response:

@@ -23,8 +23,24 @@ def entry(now: datetime, event: str, by: str = SYSTEM, **details) -> dict:
 
 
 def activity(record: IssueRecord) -> list[dict]:
-    """Every entry, newest first, each with who (``SYSTEM`` when claimwatch did it)."""
-    return [{**e, "by": e.get("by") or SYSTEM} for e in reversed(record.history)]
+    """Every entry, newest first, each with who (``SYSTEM`` when claimwatch did it) and ``summary``: what it says."""
+    return [{**e, "by": e.get("by") or SYSTEM, "summary": describe(e)} for e in reversed(record.history)]
+
+
+def describe(entry: Mapping) -> str:
+    """One entry in words: the event, a note's text in quotes, then what else it carries."""
+    details = {k: v for k, v in entry.items()
+               if k not in ("at", "event", "by", "text", "summary") and v not in (None, "", {}, [])}
+    said = f'"{entry["text"]}"' if entry.get("text") else ""
+    rest = ", ".join(_plain(v) if str(v).startswith(k) else f"{k.replace('_', ' ')} {_plain(v)}"  # until …
+                     for k, v in details.items())
+    return " ".join(p for p in (entry.get("event", ""), said, f"({rest})" if rest else "") if p)
+
+
+def _plain(value) -> str:
+    if isinstance(value, Mapping):
+        return " ".join(f"{k} {v}" for k, v in value.items())
+    return str(value)
 
 
 def latest_notes(record: IssueRecord, n: int = NOTES_SHOWN) -> list[dict]:

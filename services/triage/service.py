@@ -36,10 +36,9 @@ class TriageService:
         self.issues, self.view, self.webhook, self.clock = issues, view, webhook, clock
         self.mark = clock()  # the webhook sends entries made after it
 
-    def _change(self, record: IssueRecord, event: str, by: str, **fields_and_details) -> dict:
-        fields = {k: fields_and_details.pop(k) for k in ("assignee", "archive", "ticket_url", "state", "resolved_in",
-                                                          "triaged") if k in fields_and_details}
-        done = entry(self.clock(), event, _said(by, "by: who does this"), **fields_and_details)
+    def _change(self, record: IssueRecord, event: str, by: str, fields: dict, **details) -> dict:
+        """Save the record with ``fields`` changed and the activity entry ``event`` with ``details``; its view."""
+        done = entry(self.clock(), event, _said(by, "by: who does this"), **details)
         self.issues.save([replace(record, **fields, history=(*record.history, done))])
         return self.view(record.issue_id)
 
@@ -51,38 +50,39 @@ class TriageService:
 
     def assign(self, issue_id: str, assignee: str, by: str) -> dict:
         who = _said(assignee, "assignee")
-        return self._change(self._live(issue_id), "assigned", by, assignee=who, triaged=True)
+        return self._change(self._live(issue_id), "assigned", by, {"assignee": who, "triaged": True}, assignee=who)
 
     def unassign(self, issue_id: str, by: str) -> dict:
         record = self._live(issue_id)
         if not record.assignee:
             raise Conflict(f"issue {issue_id} is not assigned")
-        return self._change(record, "unassigned", by, assignee="", was=record.assignee)
+        return self._change(record, "unassigned", by, {"assignee": ""}, was=record.assignee)
 
     def archive(self, issue_id: str, by: str, duration: timedelta | None = None, claims: int | None = None) -> dict:
         record = self._live(issue_id)
         if record.state == RESOLVED:
             raise Conflict(f"issue {issue_id} is resolved; an archive is for issues still failing")
         archive = Archive.start(self.clock(), duration, claims)
-        return self._change(record, "archived", by, archive=archive.as_dict(), until=archive.describe(), triaged=True)
+        return self._change(record, "archived", by, {"archive": archive.as_dict(), "triaged": True},
+                            until=archive.describe())
 
     def unarchive(self, issue_id: str, by: str) -> dict:
         record = self._live(issue_id)
         if not record.archive:
             raise Conflict(f"issue {issue_id} is not archived")
-        return self._change(record, "unarchived", by, archive=None)
+        return self._change(record, "unarchived", by, {"archive": None})
 
     def note(self, issue_id: str, text: str, by: str) -> dict:
         text = _said(text, "the note")
         if len(text) > MAX_NOTE_CHARS:
             raise ValueError(f"the note is {len(text)} characters; keep it under {MAX_NOTE_CHARS}")
-        return self._change(self.issues.get(issue_id), "note", by, text=text)
+        return self._change(self.issues.get(issue_id), "note", by, {}, text=text)
 
     def link(self, issue_id: str, url: str, by: str) -> dict:
         parsed = urlparse(url.strip())
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
             raise ValueError(f"the ticket link must be an http(s) URL, got {url[:200]!r}")
-        return self._change(self._live(issue_id), "linked", by, ticket_url=url.strip(), url=url.strip())
+        return self._change(self._live(issue_id), "linked", by, {"ticket_url": url.strip()}, url=url.strip())
 
     def resolve(self, issue_id: str, by: str, in_next_version: bool = False) -> dict:
         """Resolved outright, it regresses when it recurs; in the next version, only when it recurs on a version
@@ -92,8 +92,8 @@ class TriageService:
             raise Conflict(f"issue {issue_id} is already resolved")
         versions = self._current_versions(record) if in_next_version else {}
         details = {"in_next_version": versions} if in_next_version else {}
-        return self._change(record, "resolved", by, state=RESOLVED, triaged=True, archive=None, resolved_in=versions,
-                            **details)
+        fields = {"state": RESOLVED, "triaged": True, "archive": None, "resolved_in": versions}
+        return self._change(record, "resolved", by, fields, **details)
 
     def _current_versions(self, record: IssueRecord) -> dict[str, str]:
         route = dominant_route(record)

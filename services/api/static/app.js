@@ -111,6 +111,9 @@
     setUpToken();
     var by = window.localStorage.getItem(BY_KEY) || "";
     document.querySelectorAll("[data-remember='by']").forEach(function (el) { if (!el.value) { el.value = by; } });
+    document.querySelectorAll("[data-mine]").forEach(function (link) {  // the issues you own or were assigned
+      if (by) { link.href = "/issues?owner=" + encodeURIComponent(by); link.hidden = false; }
+    });
     document.querySelectorAll("form.api-form").forEach(function (form) {
       form.addEventListener("submit", submitToApi);
     });

@@ -150,18 +150,10 @@ def issue_fields(i: dict, now) -> list[tuple[str, str | list[str]]]:
 def triage_fields(i: dict, now) -> list[tuple[str, str | list[str]]]:
     """Owner, assignee, archive, ticket and the activity (newest first), for `issues show`."""
     owner = f"{i.get('owner')} (team {i.get('team')})" if i.get("owner") != i.get("team") else i.get("team") or ""
-    entries = [f"{at(e['at'], now)} {e['by']}: {activity_text(e)}" for e in i.get("activity") or []]
+    entries = [f"{at(e['at'], now)} {e['by']}: {e['summary']}" for e in i.get("activity") or []]
     return [("owner", owner), ("assignee", i.get("assignee") or ""),
             ("archived", (i.get("archive") or {}).get("text", "")), ("ticket", i.get("ticket_url") or ""),
             ("activity", entries)]
-
-
-def activity_text(entry: dict) -> str:
-    """One activity entry in words: the event and what it carries."""
-    details = {k: v for k, v in entry.items() if k not in ("at", "event", "by") and v not in (None, "", {}, [])}
-    said = details.pop("text", None)
-    rest = ", ".join(f"{k} {v}" for k, v in details.items())
-    return " ".join(p for p in (entry.get("event", ""), f"\"{said}\"" if said else "", f"({rest})" if rest else "") if p)
 
 
 @issues.command("resolve")

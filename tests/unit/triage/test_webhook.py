@@ -123,6 +123,7 @@ def test_events_arrive_signed_and_are_retried_until_the_target_answers(tmp_path,
             b"another-secret-entirely", b, hashlib.sha256).hexdigest()) for h, b in posts)
         assigned = events[1]
         assert assigned["by"] == "lee" and assigned["issue"]["assignee"] == "sam" and assigned["owner"] == "sam"
+        assert assigned["text"] == "[ASSIGNED] issue iss-a (iss-a), owner sam: assigned to sam by lee"
         assert assigned["team"] == "payments" and assigned["runbook_url"] == "http://127.0.0.1:8080/issues/iss-a"
         assert assigned["ticket_url"] == "https://tickets.example/PAY-7" and not assigned["reopen_ticket"]
 

@@ -1,0 +1,54 @@
+"""`claimwatch issues` triage commands on the store files (no API answers): assign, note, link, archive,
+unarchive, the filters of `issues list` and what `issues show` prints; refusals say what to do instead."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from services.app.cli import main
+from services.app.broker import free_port
+from tests.support.triage_world import an_issue, triage_world
+
+
+@pytest.fixture()
+def claimwatch(tmp_path):
+    with triage_world(tmp_path) as (components, _):
+        an_issue(components, "iss-a")
+    nothing_listens = f"http://127.0.0.1:{free_port()}"
+    flags = ["--clickhouse", f"chdb:{tmp_path / 'ch'}", "--api", nothing_listens]
+
+    def run(*args: str):
+        return CliRunner(env={"COLUMNS": "120", "CLAIMWATCH_TOKEN": ""}).invoke(main, ["issues", *args, *flags])
+    return run
+
+
+def test_triage_from_the_command_line_shows_in_issues_show(claimwatch):
+    steps = [("assign", "iss-a", "sam", "--by", "lee"), ("note", "iss-a", "rolled back gen-2", "--by", "sam"),
+             ("link", "iss-a", "https://tickets.example/PAY-7", "--by", "sam"), ("archive", "iss-a", "--for", "2h")]
+    said = [claimwatch(*step) for step in steps]
+    assert all(r.exit_code == 0 for r in said), [r.output for r in said]
+    assert said[0].output.strip() == "iss-a is assigned to sam (team on-call)"
+    assert "archived until" in said[3].output and "--state archived" in said[3].output
+    listed = lambda *f: [i["issue_id"] for i in json.loads(claimwatch("list", "-o", "json", *f).output)]  # noqa: E731
+    assert listed() == [] and listed("--state", "archived") == ["iss-a"]
+    assert listed("--state", "archived", "--assignee", "sam") == ["iss-a"]
+    assert listed("--state", "archived", "--owner", "nobody") == []
+    shown = claimwatch("show", "iss-a").output
+    for expected in ("sam (team on-call)", "https://tickets.example/PAY-7", 'sam: note "rolled back gen-2"',
+                     "lee: assigned (assignee sam)", "archived"):
+        assert expected in shown, expected
+    assert claimwatch("unarchive", "iss-a").output.strip() == "iss-a is new again"
+
+
+@pytest.mark.parametrize("args, says", [
+    (("archive", "iss-a", "--for", "2h", "--until-claims", "5"), "give --for or --until-claims, not both"),
+    (("archive", "iss-a", "--for", "soon"), "--for 'soon': use a number followed by s, m, h or d"),
+    (("unassign", "iss-a"), "issue iss-a is not assigned"),
+    (("link", "iss-a", "tickets/PAY-7"), "the ticket link must be an http(s) URL"),
+    (("resolve", "iss-a", "--in-next-version"), "no corpus, model, prompt version is stored on route 'billing-faq'"),
+])
+def test_refusals_say_what_to_do(claimwatch, args, says):
+    result = claimwatch(*args)
+    assert result.exit_code == 1 and says in result.output, result.output
