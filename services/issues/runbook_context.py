@@ -15,6 +15,7 @@ from clustering.issue import IssueRecord
 from runbooks import (IssueInfo, IssueSignals, RouteImpact, RunbookContext, Summary, SuspectChange, TimelineEntry,
                       TraceExample)
 from services.issues.figures import IssueFigures
+from services.triage.activity import view_state
 
 
 def _when(text: str) -> datetime:
@@ -51,7 +52,7 @@ def build_context(record: IssueRecord, figures: IssueFigures, exemplars: list[di
     sig = figures.signals
     alert_id = top.alert_id if top and top.alert_id else (open_alerts[0].alert_id if open_alerts else None)
     return RunbookContext(
-        issue=IssueInfo(record.issue_id, record.name, record.state, figures.severity,
+        issue=IssueInfo(record.issue_id, record.name, view_state(record), figures.severity,
                         figures.first_seen or record.first_seen, figures.last_seen or record.last_seen, figures.count,
                         tuple(n for _, n in figures.hourly)),
         summary=Summary(top.rate if top else None, top.lo if top else None, top.hi if top else None,

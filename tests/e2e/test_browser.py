@@ -239,6 +239,46 @@ def test_overview_route_and_alerts_pages_and_an_ack_through_the_ui(worker, sessi
     assert session.errors == [], session.errors
 
 
+@pytest.mark.timeout(240)
+def test_assign_archive_and_unarchive_an_issue_from_its_page(worker, session):
+    """The on-call engineer takes the issue behind the page, parks it, and brings it back: each from the page, each
+    recorded in its activity; archived, it leaves the list until un-archived; "Mine" finds it."""
+    issue_id = worker.wait_for(lambda: [i["issue_id"] for i in worker.get("/api/issues", route="billing-faq") or []],
+                               90, "an issue on billing-faq")[0]
+    path = f"/issues/{quote(issue_id, safe='')}"
+    page = session.open(path)
+    page.fill("#token-input", TOKEN)
+    page.click("#token-form button[type=submit]")
+    session.act("#assign-form", {"assignee": "oncall", "by": "oncall"}, "Assign", "Assigned.")
+    assert page.locator("#owner").inner_text() == "oncall" and worker.get(f"/api/issues/{issue_id}")["assignee"] == "oncall"
+    session.shot("triage-1-assigned")
+
+    session.act("#archive-form", {"duration": "2h", "by": "oncall"}, "Archive", "Archived.")
+    assert page.locator("#archived").inner_text().startswith("archived until 20")
+    assert worker.get(f"/api/issues/{issue_id}")["state"] == "archived"
+    session.shot("triage-2-archived")
+    page = session.open("/issues")
+    assert page.locator(f'#issues a[href="{path}"]').count() == 0  # parked: out of the default list
+    page = session.open("/issues?state=archived", "triage-3-archived-list")
+    assert page.locator(f'#issues a[href="{path}"]').count() == 1
+
+    page = session.open(path)
+    session.act("#unarchive-form", {"by": "oncall"}, "Unarchive", "Unarchived.")
+    assert page.locator("#archived").count() == 0 and worker.get(f"/api/issues/{issue_id}")["state"] != "archived"
+    activity = page.locator("#activity li").all_inner_texts()
+    assert [line.split(": ", 1)[1].split(" ")[0] for line in activity[:3]] == ["unarchived", "archived", "assigned"]
+    assert all("oncall:" in line for line in activity[:3])
+    session.shot("triage-4-unarchived")
+    page.locator("#triage").screenshot(path=str(session.shots / "triage-4-section.png"))  # legible at full size
+
+    page = session.open("/issues")
+    page.click("#mine")  # the name this tab signs changes with: issues it owns or was assigned
+    page.wait_for_load_state("networkidle")
+    assert page.url.endswith("/issues?owner=oncall") and page.locator(f'#issues a[href="{path}"]').count() == 1
+    session.shot("triage-5-mine")
+    assert session.errors == [], session.errors
+
+
 def test_pages_fit_a_terminal_sized_window(worker, session):
     session.page.set_viewport_size({"width": 640, "height": 480})  # ~80 columns
     try:
