@@ -4,9 +4,7 @@ the team the compose file's [[owners]] rules give their route."""
 from __future__ import annotations
 
 import json
-import threading
 from datetime import datetime, timedelta, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
@@ -18,42 +16,12 @@ from services.app.compose import owner_rules
 from services.app.settings import load_settings
 from tests.support.paths import ROOT
 from tests.support.peers import Alertmanager
+from tests.support.receiver import Receiver
 
 SHIPPED = ROOT / "dashboards/alertmanager/alertmanager.yml"
 
 
-class Receivers:
-    """One HTTP server standing in for every receiver: Alertmanager posts to /<receiver name>."""
-
-    def __init__(self):
-        self.got: dict[str, list[dict]] = {}
-        self.changed = threading.Condition()
-        receivers = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with receivers.changed:
-                    receivers.got.setdefault(self.path.strip("/"), []).extend(a["labels"] for a in body["alerts"])
-                    receivers.changed.notify_all()
-                self.send_response(200)
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def routes_seen(self, count: int, timeout: float = 60) -> dict[str, set[str]]:
-        """Receiver -> the claimwatch routes of the alerts it got, once ``count`` alerts arrived in all."""
-        with self.changed:
-            assert self.changed.wait_for(lambda: sum(map(len, self.got.values())) >= count, timeout), self.got
-            return {name: {labels["route"] for labels in alerts} for name, alerts in self.got.items()}
-
-
-def shipped_tree_into(receivers: Receivers) -> str:
+def shipped_tree_into(receivers: Receiver) -> str:
     """The shipped config with fast grouping, and each receiver a webhook to ``receivers``."""
     config = yaml.safe_load(SHIPPED.read_text())
     config["route"].update(group_wait="1s", group_interval="1s")
@@ -65,10 +33,19 @@ def shipped_tree_into(receivers: Receivers) -> str:
 
 @pytest.fixture()
 def receivers():
-    r = Receivers()
-    yield r
-    r.server.shutdown()
-    r.server.server_close()
+    with Receiver() as r:
+        yield r
+
+
+def alerts_by_receiver(receivers: Receiver, count: int) -> dict[str, list[dict]]:
+    """Receiver name -> the labels of the alerts Alertmanager sent it, once ``count`` alerts arrived in all."""
+    def alerts(posts) -> dict[str, list[dict]]:
+        got: dict[str, list[dict]] = {}
+        for path, _, body in posts:
+            got.setdefault(path.strip("/"), []).extend(a["labels"] for a in json.loads(body)["alerts"])
+        return got
+
+    return alerts(receivers.wait_until(lambda posts: sum(map(len, alerts(posts).values())) >= count))
 
 
 def test_a_page_goes_to_the_receiver_of_the_team_that_owns_its_route(tmp_path, receivers):
@@ -86,8 +63,9 @@ def test_a_page_goes_to_the_receiver_of_the_team_that_owns_its_route(tmp_path, r
     am.CONFIG = shipped_tree_into(receivers)
     with am:
         assert httpx.post(am.url + "/api/v2/alerts", json=payloads, timeout=10).status_code == 200
-        seen = receivers.routes_seen(len(payloads))
+        got = alerts_by_receiver(receivers, len(payloads))
     # each team's pager gets its own route's page; a mix shift is traffic, reviewed in chat whoever owns it
-    assert seen == {"payments-oncall": {"billing-faq"}, "search-oncall": {"search-web"}, "on-call": {"hr-policy"},
-                    "traffic-review": {"billing-faq"}}
-    assert [a["kind"] for a in receivers.got["traffic-review"]] == ["mix_shift"]
+    assert {name: {a["route"] for a in alerts} for name, alerts in got.items()} == {
+        "payments-oncall": {"billing-faq"}, "search-oncall": {"search-web"}, "on-call": {"hr-policy"},
+        "traffic-review": {"billing-faq"}}
+    assert [a["kind"] for a in got["traffic-review"]] == ["mix_shift"]

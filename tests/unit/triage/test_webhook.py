@@ -11,49 +11,15 @@ import json
 import threading
 from dataclasses import replace
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from clustering.issue import REGRESSED
 from services.alerts.notify import Dispatcher
+from tests.support.receiver import Receiver
 from tests.support.triage_world import T0, an_issue, hourly, members, triage_world
 
 SECRET = "s3cret-shared-with-the-bridge"
-
-
-class Receiver:
-    """A real HTTP server: answers 503 to the first ``failures`` posts, then 200; keeps every post."""
-
-    def __init__(self, failures: int):
-        self.failures, self.posts, self.changed = failures, [], threading.Condition()
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                with receiver.changed:
-                    receiver.posts.append((dict(self.headers), body))
-                    ok = len(receiver.posts) > receiver.failures
-                    receiver.changed.notify_all()
-                self.send_response(200 if ok else 503)
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}/hooks/claimwatch"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def wait_for(self, count: int, timeout: float = 30) -> list:
-        with self.changed:
-            assert self.changed.wait_for(lambda: len(self.posts) >= count, timeout), self.posts
-            return list(self.posts)
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 class Sending:
@@ -82,9 +48,8 @@ class Sending:
 
 @pytest.fixture()
 def receiver():
-    r = Receiver(failures=2)
-    yield r
-    r.close()
+    with Receiver(failures=2) as r:
+        yield r
 
 
 @pytest.fixture()
@@ -100,7 +65,7 @@ def signed(headers: dict, body: bytes) -> bool:
 
 
 def test_events_arrive_signed_and_are_retried_until_the_target_answers(tmp_path, receiver, sending):
-    settings = {"triage": {"webhook_url": receiver.url, "webhook_secret": SECRET, "default_team": "platform"},
+    settings = {"triage": {"webhook_url": receiver.url + "/hooks/claimwatch", "webhook_secret": SECRET, "default_team": "platform"},
                 "owners": [{"route": "billing-*", "team": "payments"}]}
     with triage_world(tmp_path, **settings) as (components, clock):
         triage = components.triage
@@ -113,7 +78,7 @@ def test_events_arrive_signed_and_are_retried_until_the_target_answers(tmp_path,
         clock.at(T0 + timedelta(minutes=4))
         triage.resolve("iss-a", "sam")
         sending.send(triage.tick(clock.at(T0 + timedelta(minutes=5))))
-        posts = receiver.wait_for(5)  # the first event twice refused, then each event once
+        posts = [p[1:] for p in receiver.wait_until(lambda p: len(p) >= 5)]  # the first refused twice, then each once
         # the failing target got the very same signed event until it answered
         assert posts[0] == posts[1] == posts[2]
         events = [json.loads(body) for _, body in posts[2:]]
@@ -135,7 +100,7 @@ def test_events_arrive_signed_and_are_retried_until_the_target_answers(tmp_path,
         components.repos.issues.save([replace(record, state=REGRESSED, history=(
             *record.history, {"at": clock.now.isoformat(), "event": "regressed", "versions": {"model": "gen-2"}}))])
         sending.send(triage.tick(clock.at(T0 + timedelta(hours=1))))
-        later = [json.loads(body) for _, body in receiver.wait_for(7)[5:]]
+        later = [json.loads(body) for _, _, body in receiver.wait_until(lambda p: len(p) >= 7)[5:]]
         by_event = {e["event"]: e for e in later}
         assert sorted(by_event) == ["escalating", "regressed"]
         assert by_event["escalating"]["issue"]["issue_id"] == "iss-b" and by_event["escalating"]["team"] == "platform"
