@@ -12,7 +12,9 @@ from services.core.backoff import Backoff
 from services.ingest.dead_letters import DeadLetterSender
 from services.ingest.durable import WriteAbandoned
 from services.ingest.ingestor import RawMessage
+from services.ingest.budget import ByteBudget
 from services.ingest.pipeline import ByteSplitter, IngestPipeline, InFlight
+from streams.app import value_bytes
 
 if TYPE_CHECKING:
     from services.app.settings import IngestSettings
@@ -32,9 +34,11 @@ def raw_messages(batch) -> list[RawMessage]:
             for e in batch]
 
 
-async def ack_all(stream, batch) -> None:
+async def ack_all(stream, batch, budget: ByteBudget) -> None:
+    """Ack a stored batch and give its bytes back to the buffer's budget (streams/app.py)."""
     for event in batch:
         await stream.ack(event)
+    budget.give_back(sum(map(value_bytes, batch)))
 
 
 def forget_unacked(app) -> None:
@@ -59,6 +63,6 @@ def register_ingest(app, verdicts, pipeline: IngestPipeline, settings: IngestSet
             async for batch in stream.noack_take(settings.batch_size, within=settings.batch_seconds):
                 messages = raw_messages(batch)
                 for part in splitter.slices(messages):  # acked part by part, in order
-                    await inflight.add(finish(messages[part], partial(ack_all, stream, batch[part])))
+                    await inflight.add(finish(messages[part], partial(ack_all, stream, batch[part], app.byte_budget)))
         finally:
             inflight.cancel()

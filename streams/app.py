@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import faust
+from mode.utils.queues import ThrowableQueue
+
+from services.ingest.budget import ByteBudget
 
 if TYPE_CHECKING:
     from services.app.settings import Settings
@@ -26,6 +29,47 @@ class Topics:
     alerts: faust.types.TopicT
 
 
+def value_bytes(event) -> int:
+    return len(getattr(getattr(event, "message", None), "value", None) or b"")
+
+
+class BudgetedQueue(ThrowableQueue):
+    """Faust's stream buffer, full also when the worker's ByteBudget is spent: Faust's delivery then waits (and
+    stops fetching) until acked batches give bytes back (streams/agents.py)."""
+
+    def __init__(self, *args, budget: ByteBudget, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.budget = budget
+        budget.on_give_back(self._wake_putters)
+
+    def full(self) -> bool:
+        return super().full() or self.budget.spent
+
+    def _put(self, item) -> None:
+        self.budget.spend(value_bytes(item))
+        super()._put(item)
+
+    def clear(self) -> None:
+        """A rebalance drops what is buffered, unacked: its bytes come back."""
+        dropped = sum(map(value_bytes, self._queue))
+        super().clear()
+        self.budget.give_back(dropped)
+
+    def _wake_putters(self) -> None:
+        while self._putters:
+            self._wakeup_next(self._putters)
+
+
+class BudgetedApp(faust.App):
+    """A Faust app whose stream buffers count bytes against ``byte_budget`` as well as messages."""
+
+    byte_budget: ByteBudget
+
+    def FlowControlQueue(self, maxsize: int | None = None, *, clear_on_resume: bool = False) -> ThrowableQueue:
+        return BudgetedQueue(maxsize=maxsize, flow_control=self.flow_control, clear_on_resume=clear_on_resume,
+                             budget=self.byte_budget)
+
+
 def kafka_urls(bootstrap: str) -> list[str]:
     return [f"kafka://{host.strip()}" for host in bootstrap.split(",") if host.strip()]
 
@@ -33,7 +77,7 @@ def kafka_urls(bootstrap: str) -> list[str]:
 def create_app(s: Settings) -> tuple[faust.App, Topics]:
     datadir = Path("var/faust") / s.topic_prefix  # Faust's own scratch files, out of the working tree
     datadir.mkdir(parents=True, exist_ok=True)
-    app = faust.App(
+    app = BudgetedApp(
         s.consumer_group,
         broker=kafka_urls(s.kafka or ""),
         autodiscover=False,
@@ -53,6 +97,7 @@ def create_app(s: Settings) -> tuple[faust.App, Topics]:
         producer_max_request_size=max(4 << 20, 2 * s.ingest.max_event_bytes),
         logging_config=None,
     )
+    app.byte_budget = ByteBudget(s.ingest.max_buffer_bytes)
 
     def raw_topic(name: str):
         return app.topic(name, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw",

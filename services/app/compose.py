@@ -285,6 +285,7 @@ def run_worker(settings: Settings, *, serve_api: bool, on_ready: Callable[[Compo
             if report.claims_rows or report.buckets_corrected:
                 log.warning("repaired a torn write: %s", report)
         app, topics = create_app(s)
+        c.metrics.watch_buffer(app.byte_budget)
 
         def backoff() -> Backoff:
             return Backoff(s.ingest.retry_initial_seconds, s.ingest.retry_max_seconds)

@@ -75,8 +75,18 @@ class Metrics:
         self.rows_skipped = Counter("claimwatch_rows_skipped_total", "Stored rows a background job could not read "
                                     "and skipped, by job (each time it read one)", ["job"], registry=r)
         self.skipped_rows = SkippedRows(self.rows_skipped)
+        self.buffered_bytes = Gauge("claimwatch_ingest_buffered_bytes", "Bytes of messages the worker holds: buffered, "
+                                    "or taken and not yet stored (at most ingest.max_buffer_bytes and one message)",
+                                    registry=r)
+        self.buffered_bytes_peak = Gauge("claimwatch_ingest_buffered_bytes_peak", "The most bytes of messages the "
+                                         "worker has held since it started", registry=r)
         self.notify_failures = Counter("claimwatch_notification_failures_total", "Failed notification attempts",
                                        ["target"], registry=r)
+
+    def watch_buffer(self, budget) -> None:
+        """Report a ByteBudget (services/ingest/budget.py) at every scrape."""
+        self.buffered_bytes.set_function(lambda: budget.held)
+        self.buffered_bytes_peak.set_function(lambda: budget.peak)
 
     def observe_batch(self, events, dead, duplicates: int) -> None:
         per_route, per_verdict, per_rule = collections.Counter(), collections.Counter(), collections.Counter()  # one inc per label set, not per claim

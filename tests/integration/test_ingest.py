@@ -263,3 +263,23 @@ def test_a_restarted_in_memory_broker_does_not_overwrite_earlier_dead_letters(to
                 summary = worker.get("/api/dlq", route="billing-faq")
     assert {d["reason"]: [s["source"] for s in d["samples"]] for d in summary} == {
         "not_json": [f"{topic}/0/0"], "envelope.events.empty": [f"{topic}/0/0"]}
+
+
+def test_a_byte_budget_smaller_than_a_batch_drains_large_envelopes_exactly_once(broker, topic_prefix, tmp_path):
+    """Issue 25: envelopes of 400 events (about 1 MB each) against a 2 MiB budget. Delivery waits whenever the
+    budget is spent and resumes as batches are acked: everything arrives, once, and the worker never held much
+    more than the budget (at most one message beyond it)."""
+    sims = [s for s in generate(Scenario.demo(), START, 12, seed=5) if s.bad_rule is None and not s.duplicate]
+    messages = pack(sims, max_events=400)
+    largest = max(len(m.raw) for m in messages)
+    assert len(messages) >= 10 and largest > 500_000
+    topic = f"{topic_prefix}.verdicts"
+    create_topics(broker.bootstrap, [topic, f"{topic_prefix}.verdicts.dlq", f"{topic_prefix}.alerts"], 2)
+    send_all(broker.bootstrap, topic, messages)
+    budget = 2 << 20
+    with WorkerProcess(broker.bootstrap, f"chdb:{tmp_path / 'ch'}", topic_prefix, tmp_path / "worker.log",
+                       env={"CLAIMWATCH_INGEST__MAX_BUFFER_BYTES": str(budget)}) as worker:
+        worker.wait_for(lambda: stored_totals(worker) == (len(sims), 0), 300, f"{len(sims)} events stored")
+        peak = metric(worker, "claimwatch_ingest_buffered_bytes_peak")
+        assert largest <= peak <= budget + largest
+        worker.wait_for(lambda: metric(worker, "claimwatch_ingest_buffered_bytes") == 0, 30, "every byte given back")
