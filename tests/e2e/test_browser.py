@@ -8,6 +8,7 @@ the API. The JS console stays free of errors; screenshots go to test-output/scre
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from datetime import datetime, timedelta, timezone
 from urllib.parse import quote
@@ -18,9 +19,12 @@ from playwright.sync_api import sync_playwright
 from services.api.auth import new_token
 from services.client.simulate import Regression, Scenario, generate
 from services.app.broker import create_topics
+from services.triage.webhook import verify
 from tests.support.processes import LIVE, WorkerProcess, send_all
+from tests.support.receiver import Receiver
 
 TOKEN, TOKEN_HASH = new_token()
+HOOK_SECRET = "e2e-secret-of-the-ticket-bridge"
 CONFIG = f"""
 [drift]
 eval_interval_seconds = 1.0
@@ -54,13 +58,21 @@ def traffic(now: datetime, route_index: int, regressed: bool):
 
 
 @pytest.fixture(scope="module")
-def worker(broker, tmp_path_factory):
+def hook():
+    """The issue webhook's target: a team's ticket bridge."""
+    with Receiver() as r:
+        yield r
+
+
+@pytest.fixture(scope="module")
+def worker(broker, tmp_path_factory, hook):
     tmp = tmp_path_factory.mktemp("e2e")
     prefix = "e2e" + new_token()[1][:8]
     topic = f"{prefix}.verdicts"
     create_topics(broker.bootstrap, [topic, f"{prefix}.verdicts.dlq", f"{prefix}.alerts"], 2)
     config = tmp / "claimwatch.toml"
-    config.write_text(CONFIG)
+    config.write_text(CONFIG + f'[triage]\nwebhook_url = "{hook.url}/hook"\nwebhook_secret = "{HOOK_SECRET}"\n'
+                               'tick_seconds = 1.0\n')
     with WorkerProcess(broker.bootstrap, f"chdb:{tmp / 'ch'}", prefix, tmp / "worker.log",
                        args=["--config", str(config)]) as w:
         # This worker serves the whole module and this fixture stops it (even on failure), so the per-test
@@ -240,7 +252,7 @@ def test_overview_route_and_alerts_pages_and_an_ack_through_the_ui(worker, sessi
 
 
 @pytest.mark.timeout(240)
-def test_assign_archive_and_unarchive_an_issue_from_its_page(worker, session):
+def test_assign_archive_and_unarchive_an_issue_from_its_page(worker, session, hook):
     """The on-call engineer takes the issue behind the page, parks it, and brings it back: each from the page, each
     recorded in its activity; archived, it leaves the list until un-archived; "Mine" finds it."""
     issue_id = worker.wait_for(lambda: [i["issue_id"] for i in worker.get("/api/issues", route="billing-faq") or []],
@@ -252,6 +264,11 @@ def test_assign_archive_and_unarchive_an_issue_from_its_page(worker, session):
     session.act("#assign-form", {"assignee": "oncall", "by": "oncall"}, "Assign", "Assigned.")
     assert page.locator("#owner").inner_text() == "oncall" and worker.get(f"/api/issues/{issue_id}")["assignee"] == "oncall"
     session.shot("triage-1-assigned")
+    # the leader's triage tick tells the ticket bridge, signed with the shared secret
+    posts = hook.wait_until(lambda posts: [p for p in posts if b'"event":"assigned"' in p[2]], 30)
+    _, headers, body = next(p for p in posts if b'"event":"assigned"' in p[2])
+    assert verify(HOOK_SECRET, body, headers["X-Claimwatch-Signature"])
+    assert json.loads(body)["issue"]["issue_id"] == issue_id and json.loads(body)["owner"] == "oncall"
 
     session.act("#archive-form", {"duration": "2h", "by": "oncall"}, "Archive", "Archived.")
     assert page.locator("#archived").inner_text().startswith("archived until 20")

@@ -17,6 +17,11 @@ watermark_seconds = 0
 min_baseline_claims = 8000
 [notify]
 resend_seconds = 2.0
+[[owners]]
+route = "billing-*"
+model = "gen-2026-*"
+team = "model-eval"
+owner = "priya"
 """
 
 
@@ -50,6 +55,8 @@ def test_regression_fires_in_alertmanager_then_resolves_and_silence_holds(broker
         assert firing["labels"]["kind"] == "hallucination_rate_rise"
         assert firing["labels"]["severity"] in ("warning", "critical")
         assert firing["labels"]["alertname"] == "ClaimHallucinationRateRise"
+        # the page goes to the team whose [[owners]] rule matches the route and its suspect model
+        assert (firing["labels"]["team"], firing["labels"]["owner"]) == ("model-eval", "priya")
         assert "billing-faq" in firing["annotations"]["summary"]
         assert "gen-2026-11" in firing["annotations"]["description"]  # first suspect: the new model
         assert firing["annotations"]["runbook_url"].startswith("http")
