@@ -18,6 +18,7 @@ from services.issues.records import IssueRecords
 from services.issues.runbook_context import build_context
 from services.store.rates import RateRepository
 from services.triage.activity import activity, latest_notes, triage_fields, view_state, wanted
+from services.triage.merges import suggest_merges
 from services.triage.owners import OwnerRules
 
 SORTS = {"priority", "last_seen", "first_seen", "count", "name"}
@@ -94,6 +95,7 @@ class IssuesService:
                "activity": activity(record),
                "split_from": record.split_from, **self.figures_json(figures, exemplars, source)}
         out["alerts"] = self.contributes_to(issue_id, set(out["routes"]) | set(record.routes))
+        out["merge_candidates"] = [c.as_dict() for c in suggest_merges(record, self.issues.load())]
         return out
 
     def contributes_to(self, issue_id: str, routes: set[str], newest: int = 20) -> list[dict]:
