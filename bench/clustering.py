@@ -55,6 +55,7 @@ from services.contract.decode import validate_event  # noqa: E402
 from services.client.demo import CORPUS_CHANGE_AT, HISTORY_MINUTES, REGRESSION_AT  # noqa: E402
 from services.client.simulate import Scenario, generate  # noqa: E402
 from services.client.simulate.coverage import failing_claim_families, family_coverage, format_coverage  # noqa: E402
+from services.triage.merges import MIN_SIMILARITY, merge_groups  # noqa: E402
 
 # The CLINC150 test split ships with the repository (CC BY 3.0); pass --data for the full file with val and train.
 DATA = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "clinc150" / "clinc150-test.jsonl"
@@ -96,6 +97,7 @@ def bench_split(split: str, rows: list[dict], embedder, args, config: Clustering
     t = run.timings_
     print("seconds   " + "  ".join(f"{k} {v:.2f}" for k, v in t.items()) + f"   (embed {len(rows) / t['embed']:.0f} texts/s)")
     result = {"split": split, "nmi": nmi, "ari": ari, "noise": summary["noise_fraction"], "issues": summary["issues"]}
+    result |= after_suggested_merges(run, intent, labels)
     if not args.no_kmeans:
         k = len(set(intent))
         started = time.perf_counter()
@@ -105,6 +107,19 @@ def bench_split(split: str, rows: list[dict], embedder, args, config: Clustering
         print(f"ratio pipeline/KMeans  NMI {nmi / k_nmi:.3f}  ARI {ari / k_ari:.3f}")
         result |= {"kmeans_nmi": k_nmi, "kmeans_ari": k_ari}
     return result
+
+
+def after_suggested_merges(run, intent: list[str], labels: list[int]) -> dict:
+    """Issues against the true number of intents, before and after accepting every suggested merge (the issue
+    page's, services/triage/merges.py), with NMI after."""
+    clusters = sorted(run.clusters_, key=lambda c: c.index)
+    group = dict(zip((c.index for c in clusters), merge_groups([c.centroid for c in clusters])))
+    merged = [NOISE if label == NOISE else group[label] for label in labels]
+    true, before, after = len(set(intent)), len(clusters), len(set(group.values()))
+    merged_nmi, _ = scores(intent, merged)
+    print(f"issues / true intents  {before} / {true} = {before / true:.2f}x; after accepting every suggested merge "
+          f"(similarity >= {MIN_SIMILARITY}): {after} = {after / true:.2f}x, NMI {merged_nmi:.3f}")
+    return {"issues_merged": after, "nmi_merged": merged_nmi}
 
 
 def bench_assign(rows: list[dict], embedder, uncached, config: ClusteringConfig) -> None:

@@ -50,3 +50,27 @@ def suggest_merges(record: IssueRecord, others: Sequence[IssueRecord], min_simil
             found.append(MergeCandidate(other.issue_id, other.name, round(similarity, 3),
                                         tuple(sorted(mine & words(other)))))
     return sorted(found, key=lambda c: (-c.similarity, c.issue_id))[:n]
+
+
+def merge_groups(centroids: Sequence[Sequence[float]], min_similarity: float = MIN_SIMILARITY,
+                 n: int = SHOWN) -> list[int]:
+    """Every suggestion accepted: each issue's group, the smallest index its top ``n`` suggestions join it to,
+    directly or through others (bench/clustering.py counts issues before and after)."""
+    if len(centroids) == 0:
+        return []
+    vectors = np.asarray(centroids, dtype=np.float32)
+    parent = list(range(len(vectors)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            i = parent[i]
+        return i
+
+    similarity = vectors @ vectors.T
+    np.fill_diagonal(similarity, -np.inf)
+    for i in range(len(vectors)):
+        for j in np.argsort(-similarity[i])[:n]:
+            if similarity[i, j] >= min_similarity:
+                a, b = root(i), root(int(j))
+                parent[max(a, b)] = min(a, b)
+    return [root(i) for i in range(len(vectors))]

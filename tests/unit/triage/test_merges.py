@@ -41,3 +41,13 @@ def test_the_issue_shows_its_merge_candidates(tmp_path):
         an_issue(components, "iss-c", centroid=at_angle(90))
         shown = components.issues.show("iss-a")["merge_candidates"]
         assert [(c["issue_id"], c["similarity"]) for c in shown] == [("iss-b", round(math.cos(math.radians(8)), 3))]
+
+
+def test_accepting_every_suggestion_joins_issues_through_chains_of_near_neighbours():
+    from services.triage.merges import merge_groups
+
+    # 0-5° apart chain together (0~1~2), 3 stands alone, 4 and 5 pair up
+    centroids = [at_angle(0), at_angle(9), at_angle(18), at_angle(90), at_angle(180), at_angle(185)]
+    assert merge_groups(centroids) == [0, 0, 0, 3, 4, 4]
+    assert merge_groups(centroids, min_similarity=0.999) == [0, 1, 2, 3, 4, 5]
+    assert merge_groups([]) == []
