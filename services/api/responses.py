@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-
-class Out(BaseModel):
-    model_config = ConfigDict(extra="allow")
+from services.api.triage_responses import Out, TriageDetail, TriageView
 
 
 class Share(Out):
@@ -264,7 +262,9 @@ class RouteDetail(Out):
 
 
 # -- issues and the eval set ----------------------------------------------------
-class IssueSummary(Out):
+
+
+class IssueSummary(TriageView):
     issue_id: str
     name: str = Field(description="title: the most representative failing claim, phrased by its verdict")
     subtitle: str = Field("", description="keywords · verdict · route · stage · versions the issue concentrates on")
@@ -281,7 +281,7 @@ class IssueSummary(Out):
     trend: list[int] = Field(description="claims per hour, last 24 hours, oldest first")
 
 
-class IssueDetail(IssueSummary):
+class IssueDetail(IssueSummary, TriageDetail):
     exemplars: list[dict] = Field(description=(
         "representative members from distinct traces, no two with near-duplicate questions (what `promote propose` "
         "proposes): claim text, question, trace_id, route, verdict, observed_at"))
