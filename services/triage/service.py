@@ -19,6 +19,8 @@ from services.triage.owners import VERSION_KEYS
 from services.triage.webhook import EVENTS, IssueWebhook
 
 MAX_NOTE_CHARS = 4000
+# How long after its time an entry may be saved and still be sent: a re-cluster's entries carry the time it began.
+LATE = timedelta(hours=6)
 
 
 def _said(value: str, what: str) -> str:
@@ -34,7 +36,8 @@ class TriageService:
     def __init__(self, issues: IssueRecords, view: Callable[[str], dict], webhook: IssueWebhook | None = None,
                  clock: Callable[[], datetime] = utcnow):
         self.issues, self.view, self.webhook, self.clock = issues, view, webhook, clock
-        self.mark = clock()  # the webhook sends entries made after it
+        self.started = clock()  # the webhook sends entries made after it, each once
+        self.sent: set[tuple[str, str, str]] = set()  # (issue, event, at) of the entries sent in the last LATE
 
     def _change(self, record: IssueRecord, event: str, by: str, fields: dict, **details) -> dict:
         """Save the record with ``fields`` changed and the activity entry ``event`` with ``details``; its view."""
@@ -107,18 +110,22 @@ class TriageService:
     # -- the leader's tick -----------------------------------------------------
     def tick(self, now: datetime) -> list[Outgoing]:
         """Wake archived issues whose condition is met, record new escalations, and render the webhook's events
-        for every entry since the last tick."""
+        for every entry not sent yet (one saved late, as a long re-cluster's are, too)."""
         records = [r for r in self.issues.load() if r.merged_into is None]
         hours = self.issues.member_hours(now - timedelta(hours=RECENT_HOURS), now)
         changed = [c for r in records if (c := self._woken(r, hours.get(r.issue_id, {}), now)) is not r]
         if changed:
             self.issues.save(changed)
         records = [{c.issue_id: c for c in changed}.get(r.issue_id, r) for r in records]
-        since, self.mark = self.mark, now
         if self.webhook is None:
             return []
-        return [self.webhook.outgoing(e, self.view(r.issue_id)) for r in records
-                for e in entries_between(r, since, now, EVENTS)]
+        since = max(self.started, now - LATE)
+        due = [(r.issue_id, e) for r in records for e in entries_between(r, since, now, EVENTS)
+               if (r.issue_id, e["event"], e["at"]) not in self.sent]
+        self.sent = {k for k in self.sent if datetime.fromisoformat(k[2]) > since}
+        self.sent |= {(issue_id, e["event"], e["at"]) for issue_id, e in due}
+        views = {issue_id: self.view(issue_id) for issue_id in dict(due)}  # one view per issue, however many events
+        return [self.webhook.outgoing(e, views[issue_id]) for issue_id, e in due]
 
     def _woken(self, record: IssueRecord, hours_ago: dict[int, int], now: datetime) -> IssueRecord:
         """The record with a wake-up and a new escalation recorded (the same object when neither happened)."""

@@ -108,3 +108,14 @@ def test_events_arrive_signed_and_are_retried_until_the_target_answers(tmp_path,
         assert regressed["reopen_ticket"] is True and regressed["ticket_url"] == "https://tickets.example/PAY-7"
         assert "https://tickets.example/PAY-7 was closed with it: reopen it" in regressed["text"]
         assert triage.tick(clock.at(T0 + timedelta(hours=1, minutes=1))) == []  # each event is sent once
+
+
+def test_an_entry_saved_after_the_tick_that_would_have_sent_it_is_sent_by_the_next(tmp_path):
+    """A re-cluster's entries carry the time the run began, and it publishes minutes later."""
+    with triage_world(tmp_path, triage={"webhook_url": "http://127.0.0.1:9/hook"}) as (components, clock):
+        triage = components.triage
+        assert triage.tick(clock.at(T0 + timedelta(minutes=10))) == []
+        an_issue(components, "iss-late", history=({"at": (T0 + timedelta(minutes=2)).isoformat(), "event": "created"},))
+        (late,) = triage.tick(clock.at(T0 + timedelta(minutes=11)))
+        assert json.loads(late.body)["issue"]["issue_id"] == "iss-late" and late.headers["X-Claimwatch-Event"] == "created"
+        assert triage.tick(clock.at(T0 + timedelta(minutes=12))) == []
