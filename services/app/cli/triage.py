@@ -2,6 +2,8 @@
 issues.py). Each goes through the running API when one answers, as the same change made from the page would."""
 from __future__ import annotations
 
+from typing import Callable
+
 import click
 
 from services.app.cli.base import Abort, by_option, console, reach, service_options, who
@@ -27,15 +29,22 @@ def issues_assign(settings: Settings, issue_id: str, assignee: str, by: str | No
     console.print(f"{data['issue_id']} is assigned to {data['assignee']} (team {data['team']})")
 
 
-@issues.command("unassign")
-@click.argument("issue_id")
-@by_option("Who unassigns it.")
-@service_options
-def issues_unassign(settings: Settings, issue_id: str, by: str | None) -> None:
-    """Leave an issue to the owner of its dominant route."""
-    by = who(settings, by)
-    data = _change(settings, issue_id, "unassign", {"by": by}, lambda t: t.unassign(issue_id, by))
-    console.print(f"{data['issue_id']} is unassigned; its owner is {data['owner']}")
+def _by_only(name: str, doc: str, change: Callable[..., dict],
+             said: Callable[[dict], str]) -> None:
+    """A command whose one input is who does it (unassign, unarchive); ``change(triage, issue_id, by)``."""
+    @issues.command(name, help=doc)
+    @click.argument("issue_id")
+    @by_option("Who does it.")
+    @service_options
+    def command(settings: Settings, issue_id: str, by: str | None) -> None:
+        by = who(settings, by)
+        console.print(said(_change(settings, issue_id, name, {"by": by}, lambda t: change(t, issue_id, by))))
+
+
+_by_only("unassign", "Leave an issue to the owner of its dominant route.", lambda t, i, by: t.unassign(i, by),
+         lambda data: f"{data['issue_id']} is unassigned; its owner is {data['owner']}")
+_by_only("unarchive", "Bring an archived issue back to the list now.", lambda t, i, by: t.unarchive(i, by),
+         lambda data: f"{data['issue_id']} is {data['state']} again")
 
 
 @issues.command("archive")
@@ -61,17 +70,6 @@ def issues_archive(settings: Settings, issue_id: str, duration: str | None, clai
     data = _change(settings, issue_id, "archive", body, lambda t: t.archive(issue_id, by, length, claims))
     console.print(f"{data['issue_id']} is archived {data['archive']['text']}; "
                   f"`claimwatch issues list --state archived` lists it")
-
-
-@issues.command("unarchive")
-@click.argument("issue_id")
-@by_option("Who brings it back.")
-@service_options
-def issues_unarchive(settings: Settings, issue_id: str, by: str | None) -> None:
-    """Bring an archived issue back to the list now."""
-    by = who(settings, by)
-    data = _change(settings, issue_id, "unarchive", {"by": by}, lambda t: t.unarchive(issue_id, by))
-    console.print(f"{data['issue_id']} is {data['state']} again")
 
 
 @issues.command("note")
