@@ -236,3 +236,5 @@ def show_issues(api: str, env: dict, console: Console, stack: subprocess.Popen, 
     _cli("runbook", top, env=env)
     console.print(f"From this terminal, propose its representative traces with: {cli} promote propose {top}",
                   markup=False, highlight=False, soft_wrap=True)
+    console.print(f"Take it and link its ticket: {cli} issues assign {top} YOUR_NAME; "
+                  f"{cli} issues link {top} TICKET_URL", markup=False, highlight=False, soft_wrap=True)
