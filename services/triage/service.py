@@ -29,6 +29,10 @@ def _said(value: str, what: str) -> str:
     return value.strip()
 
 
+def _recorded(record: IssueRecord, added: list[dict], woke: bool) -> IssueRecord:
+    return replace(record, archive=None if woke else record.archive, history=(*record.history, *added))
+
+
 class TriageService:
     """``view(issue_id)``: the issue as the API shows it (IssuesService.summary): each change returns it, and the
     webhook's events carry it."""
@@ -113,7 +117,9 @@ class TriageService:
         for every entry not sent yet (one saved late, as a long re-cluster's are, too)."""
         records = [r for r in self.issues.load() if r.merged_into is None]
         hours = self.issues.member_hours(now - timedelta(hours=RECENT_HOURS), now)
-        changed = [c for r in records if (c := self._woken(r, hours.get(r.issue_id, {}), now)) is not r]
+        news = {r.issue_id: found for r in records if (found := self._news(r, hours.get(r.issue_id, {}), now))[0]}
+        # onto the rows as they are now: a change saved since the load above (an assignment) is kept
+        changed = [_recorded(r, *news[r.issue_id]) for r in (self.issues.load(list(news)) if news else [])]
         if changed:
             self.issues.save(changed)
         records = [{c.issue_id: c for c in changed}.get(r.issue_id, r) for r in records]
@@ -127,19 +133,19 @@ class TriageService:
         views = {issue_id: self.view(issue_id) for issue_id in dict(due)}  # one view per issue, however many events
         return [self.webhook.outgoing(e, views[issue_id]) for issue_id, e in due]
 
-    def _woken(self, record: IssueRecord, hours_ago: dict[int, int], now: datetime) -> IssueRecord:
-        """The record with a wake-up and a new escalation recorded (the same object when neither happened)."""
-        added, archive = [], record.archive
-        if archive:
-            parsed = Archive.from_dict(archive)
+    def _news(self, record: IssueRecord, hours_ago: dict[int, int], now: datetime) -> tuple[list[dict], bool]:
+        """The entries to record now (a wake-up, a new escalation), and whether the issue wakes up."""
+        added, woke = [], False
+        if record.archive:
+            parsed = Archive.from_dict(record.archive)
             claims = self.issues.members_after(record.issue_id, parsed.since) if parsed.until == CLAIMS else 0
             reason = parsed.wake_reason(now, claims, hours_ago)
             if reason:
                 added.append(entry(now, "unarchived", SYSTEM, why=reason))
-                archive = None
+                woke = True
         if record.state != RESOLVED and is_escalating(hours_ago) and not self._escalated_lately(record, now):
             added.append(entry(now, "escalating", SYSTEM, claims_last_hour=hours_ago.get(0, 0)))
-        return replace(record, archive=archive, history=(*record.history, *added)) if added else record
+        return added, woke
 
     @staticmethod
     def _escalated_lately(record: IssueRecord, now: datetime) -> bool:
