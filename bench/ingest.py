@@ -17,6 +17,7 @@ event to the last, so start-up and group join are not counted; its peak RSS is t
 
     python bench/ingest.py                    # 200,000 events
     python bench/ingest.py --events 5000      # a smoke check
+    python bench/ingest.py --backlog --events 460000   # only a worker draining ~1 GB of envelopes: its peak RSS
 """
 from __future__ import annotations
 
@@ -177,13 +178,39 @@ def report(runs: list[Run], events: int, claims: int, nbytes: int, console: Cons
     console.print(table)
 
 
+def backlog(args, console: Console) -> int:
+    """A worker started on a backlog of envelopes: how much memory it takes to drain it."""
+    workdir = Path(tempfile.mkdtemp(prefix="cw-bench-backlog-"))
+    prefix = f"bench{random.Random().randrange(1 << 30)}"
+    lines, claims = simulated_events(args.events, args.seed)
+    env = {"CLAIMWATCH_INGEST__BATCH_SIZE": str(args.batch_size)}
+    try:
+        with EmbeddedBroker(log_path=workdir / "tansu.log") as broker:
+            topic = f"{prefix}.verdicts"
+            create_topics(broker.bootstrap, [topic, f"{prefix}.verdicts.dlq", f"{prefix}.alerts"], args.partitions)
+            messages = produce(broker.bootstrap, topic, lines, EnvelopeBatcher())
+            nbytes = sum(map(len, lines))
+            console.print(f"backlog: {args.events:,} events ({claims:,} claims) in {messages:,} envelopes, "
+                          f"{nbytes / 2**20:,.0f} MiB")
+            wall, measured, _, rss = full_path(broker.bootstrap, prefix, args.events, workdir / "worker", env)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    console.print(f"worker drained it at {measured / wall * claims / args.events:,.0f} claims/s; "
+                  f"peak RSS {rss / 2**20:,.0f} MiB = {rss / nbytes:.2f} of the backlog (target < 1 GiB)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=200_000)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--batch-size", type=int, default=2000, help="worker ingest batch size (messages)")
+    parser.add_argument("--backlog", action="store_true",
+                        help="only the envelope topic, sent whole before the worker starts: its peak RSS")
     args = parser.parse_args(argv)
+    if args.backlog:
+        return backlog(args, Console(width=140))
     console = Console(width=140)
 
     workdir = Path(tempfile.mkdtemp(prefix="cw-bench-ingest-"))
