@@ -20,12 +20,17 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import numpy as np
-from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, CountVectorizer
 
 from clustering.normalize import PLACEHOLDERS, normalize
 
 _PLACEHOLDER_WORDS = {p.strip("<>") for p in PLACEHOLDERS}
-STOP_WORDS = sorted(ENGLISH_STOP_WORDS | _PLACEHOLDER_WORDS | {"don", "does", "did", "doesn", "isn", "ll", "ve"})
+_MORE_STOP_WORDS = {"don", "does", "did", "doesn", "isn", "ll", "ve"}
+
+
+def stop_words() -> list[str]:
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS  # ~170 MB: only where issues are named, not in ingest
+
+    return sorted(ENGLISH_STOP_WORDS | _PLACEHOLDER_WORDS | _MORE_STOP_WORDS)
 SEPARATOR = " · "
 TITLE_MAX_CHARS = 60  # of the quoted claim; longer claims are cut at a word boundary with "…"
 UNNAMED = "unnamed failures"
@@ -115,7 +120,9 @@ class IssueNamer:
         documents = [" ".join(texts) for texts in cluster_texts]
         if not any(doc.strip() for doc in documents):
             return [() for _ in documents]
-        vectorizer = CountVectorizer(ngram_range=(1, 2), stop_words=STOP_WORDS, token_pattern=r"(?u)\b[^\W\d_]{2,}\b")
+        from sklearn.feature_extraction.text import CountVectorizer
+
+        vectorizer = CountVectorizer(ngram_range=(1, 2), stop_words=stop_words(), token_pattern=r"(?u)\b[^\W\d_]{2,}\b")
         try:
             counts = vectorizer.fit_transform(documents).astype(float)
         except ValueError:  # every word is a stop word

@@ -24,7 +24,7 @@ from dataclasses import dataclass, fields as dc_fields
 from datetime import datetime
 
 import numpy as np
-from scipy.stats import binom, poisson
+from scipy.special import bdtrc, pdtr  # the Poisson cdf and binomial tail, without scipy.stats' 90 MB
 
 from services.alerts.baseline import smooth_slots
 from services.alerts.config import typed_settings
@@ -205,7 +205,7 @@ class InputHealthEngine:
         expected = np.nan_to_num(per_minute) * window
         got = self.window_sums(window)[:, RECEIVED]
         judged = expected >= c.min_expected
-        opens = judged & (got <= c.silent_ratio * expected) & (poisson.cdf(got, np.maximum(expected, 1e-9)) < c.p_value)
+        opens = judged & (got <= c.silent_ratio * expected) & (pdtr(got, np.maximum(expected, 1e-9)) < c.p_value)
         return opens, ~judged | (got >= c.resume_ratio * expected)
 
     def _rejected(self):
@@ -213,7 +213,7 @@ class InputHealthEngine:
         s = self.window_sums(self.silence_window(self.expected_per_minute()))
         base = np.nan_to_num(self.usual(REJECTS, REJECTED, RECEIVED)[0])
         share = np.nan_to_num(_share(s[:, REJECTED], s[:, RECEIVED]))
-        tail = binom.sf(s[:, REJECTED] - 1, s[:, RECEIVED].astype(np.int64), np.maximum(base, 1e-3))
+        tail = bdtrc(s[:, REJECTED] - 1, s[:, RECEIVED].astype(np.int64), np.maximum(base, 1e-3))
         opens = (s[:, REJECTED] >= c.min_rejected) & (share >= base + c.rejected_rise) & (tail < c.p_value)
         return opens, share < base + c.rejected_rise / 2
 
@@ -224,7 +224,7 @@ class InputHealthEngine:
         served_base = self.usual(ABSTAINS, SERVED, ANSWERS)[0]
         share = np.nan_to_num(_share(s[:, ABSTAINED], s[:, ANSWERS]))
         base0 = np.nan_to_num(base)
-        tail = binom.sf(s[:, ABSTAINED] - 1, s[:, ANSWERS].astype(np.int64), np.maximum(base0, 1e-3))
+        tail = bdtrc(s[:, ABSTAINED] - 1, s[:, ANSWERS].astype(np.int64), np.maximum(base0, 1e-3))
         served = np.nan_to_num(_share(s[:, SERVED], s[:, ANSWERS]), nan=1.0)
         opens = ((answers >= c.min_answers) & (s[:, ANSWERS] >= c.min_answers) & (share >= base0 + c.abstention_rise)
                  & (tail < c.p_value) & (served < np.nan_to_num(served_base, nan=0.0)))
