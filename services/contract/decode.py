@@ -11,6 +11,7 @@ from pydantic_core import PydanticCustomError
 
 from services.contract.model import (ENVELOPE_SCHEMA, MAX_ENVELOPE_EVENTS, MAX_ROUTE_CHARS, SCHEMA, VerdictEvent,
                                      parse_timestamp)
+from services.contract.rejection import ContractError, Problem, Rejection, reject  # noqa: F401  (re-exported)
 
 DEFAULT_MAX_BYTES = 1 << 20
 
@@ -32,51 +33,6 @@ _RULES = {
     "int_type": "wrong_type",
     "finite_number": "wrong_type",
 }
-
-
-@dataclass(frozen=True)
-class Problem:
-    rule: str
-    path: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.message}"
-
-    def to_dict(self) -> dict:
-        return {"rule": self.rule, "path": self.path, "message": self.message}
-
-
-@dataclass(frozen=True)
-class Rejection:
-    """Why an input is not a valid event; ``problems[0]`` is the reason it is counted under.
-
-    ``route`` and ``observed_at`` are read leniently from what the input holds, so a dead letter can be
-    counted per route and minute; None where it holds no usable value."""
-
-    problems: tuple[Problem, ...]
-    event_id: str | None = None
-    route: str | None = None
-    observed_at: datetime | None = None
-
-    @property
-    def rule(self) -> str:
-        return self.problems[0].rule
-
-    @property
-    def reason(self) -> str:
-        return str(self.problems[0])
-
-    def to_dict(self) -> dict:
-        return {"rule": self.rule, "reason": self.reason, "problems": [p.to_dict() for p in self.problems]}
-
-
-class ContractError(ValueError):
-    """Raised by helpers that refuse an event at the source (producer, adapters)."""
-
-    def __init__(self, rejection: Rejection):
-        super().__init__(rejection.reason)
-        self.rejection = rejection
 
 
 MAX_PATH_PART = 64  # a hostile key can be long; the path names it, shortened
@@ -119,10 +75,6 @@ def _problems(exc: ValidationError) -> tuple[Problem, ...]:
     return tuple(problems)
 
 
-def reject(rule: str, path: str, message: str, **ids: str | datetime | None) -> Rejection:
-    return Rejection((Problem(rule, path, message),), **ids)
-
-
 def lenient_time(value: object) -> datetime | None:
     """An invalid event's ``observed_at`` as far as it can be read: with an offset, or taken as UTC without one."""
     if not isinstance(value, str):
@@ -141,6 +93,21 @@ def lenient_ids(obj: dict) -> dict:
     return {"event_id": event_id if isinstance(event_id, str) else None,
             "route": route[:MAX_ROUTE_CHARS] if isinstance(route, str) else None,
             "observed_at": lenient_time(obj.get("observed_at"))}
+
+
+def parse_error(raw: bytes, exc: Exception) -> Rejection:
+    """Why bytes that a parser refused (``exc``) are no event, worded as orjson sees them."""
+    try:
+        orjson.loads(raw)
+    except orjson.JSONDecodeError as json_exc:
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as uexc:
+            return reject("not_utf8", "$", f"bytes are not UTF-8 at offset {uexc.start}")
+        return reject("not_json", "$", f"not JSON: {json_exc}")
+    if isinstance(exc, RecursionError):
+        return reject("too_deep", "$", "event nests too deeply")
+    return reject("not_json", "$", f"not JSON: {exc}")
 
 
 Decoded = list[tuple[int | None, VerdictEvent | Rejection]]
@@ -216,11 +183,7 @@ class Decoder:
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
-            try:
-                raw.decode("utf-8")
-            except UnicodeDecodeError as uexc:
-                return reject("not_utf8", "$", f"bytes are not UTF-8 at offset {uexc.start}")
-            return reject("not_json", "$", f"not JSON: {exc}")
+            return parse_error(raw, exc)
 
     @staticmethod
     def _validate(obj: object) -> VerdictEvent | Rejection:
