@@ -109,17 +109,25 @@ def bench_split(split: str, rows: list[dict], embedder, args, config: Clustering
     return result
 
 
+SWEEP = (0.90, 0.85, 0.80, 0.775, 0.75, 0.70)  # merge thresholds tried beside the shipped one
+
+
 def after_suggested_merges(run, intent: list[str], labels: list[int]) -> dict:
     """Issues against the true number of intents, before and after accepting every suggested merge (the issue
-    page's, services/triage/merges.py), with NMI after."""
+    page's, services/triage/merges.py) at the shipped similarity and at each of SWEEP, with NMI after."""
     clusters = sorted(run.clusters_, key=lambda c: c.index)
-    group = dict(zip((c.index for c in clusters), merge_groups([c.centroid for c in clusters])))
-    merged = [NOISE if label == NOISE else group[label] for label in labels]
-    true, before, after = len(set(intent)), len(clusters), len(set(group.values()))
-    merged_nmi, _ = scores(intent, merged)
-    print(f"issues / true intents  {before} / {true} = {before / true:.2f}x; after accepting every suggested merge "
-          f"(similarity >= {MIN_SIMILARITY}): {after} = {after / true:.2f}x, NMI {merged_nmi:.3f}")
-    return {"issues_merged": after, "nmi_merged": merged_nmi}
+    true, before = len(set(intent)), len(clusters)
+    print(f"issues / true intents  {before} / {true} = {before / true:.2f}x; after accepting every suggested merge:")
+    result = {}
+    for similarity in sorted({MIN_SIMILARITY, *SWEEP}, reverse=True):
+        group = dict(zip((c.index for c in clusters), merge_groups([c.centroid for c in clusters], similarity)))
+        merged = [NOISE if label == NOISE else group[label] for label in labels]
+        after, (merged_nmi, _) = len(set(group.values())), scores(intent, merged)
+        shipped = "  (shipped)" if similarity == MIN_SIMILARITY else ""
+        print(f"  similarity >= {similarity:.3f}: {after} issues = {after / true:.2f}x, NMI {merged_nmi:.3f}{shipped}")
+        if shipped:
+            result = {"issues_merged": after, "nmi_merged": merged_nmi}
+    return result
 
 
 def bench_assign(rows: list[dict], embedder, uncached, config: ClusteringConfig) -> None:
