@@ -18,6 +18,7 @@ event to the last, so start-up and group join are not counted; its peak RSS is t
     python bench/ingest.py                    # 200,000 events
     python bench/ingest.py --events 5000      # a smoke check
     python bench/ingest.py --backlog --events 460000   # only a worker draining ~1 GB of envelopes: its peak RSS
+    python bench/ingest.py --profile --events 20000    # in-process CPU µs per claim of each stage of the path
 """
 from __future__ import annotations
 
@@ -178,6 +179,50 @@ def report(runs: list[Run], events: int, claims: int, nbytes: int, console: Cons
     console.print(table)
 
 
+def profile(args, console: Console) -> int:
+    """Where the worker's CPU goes per claim, stage by stage, on the same events in one process: decoding
+    (parse and validate), building the Arrow columns, and the insert into ``events`` with its views and into a
+    copy of ``events`` with no view attached. Batches of --batch-size events, as the worker writes them."""
+    from services.contract.decode import Decoder
+    from services.store.convert import events_to_table
+    from services.store.scratch import private_store
+    from services.store.writer import INSERT_SETTINGS
+
+    lines, claims = simulated_events(args.events, args.seed)
+    workdir = Path(tempfile.mkdtemp(prefix="cw-bench-profile-"))
+    store = private_store(workdir)
+    spent = dict.fromkeys(("decode", "columns", "insert, no view", "insert with views"), 0.0)
+    try:
+        store.command("CREATE TABLE events_bare AS events")
+        for start in range(0, len(lines), args.batch_size):
+            t = time.process_time()
+            decoder = Decoder()
+            events = [event for _, event in (item for raw in lines[start:start + args.batch_size]
+                                             for item in decoder.decode_message(raw))]
+            spent["decode"] += time.process_time() - t
+            t = time.process_time()
+            table = events_to_table(events)
+            spent["columns"] += time.process_time() - t
+            for name, target in (("insert, no view", "events_bare"), ("insert with views", "events")):
+                t = time.process_time()
+                store.insert_columns(target, table, INSERT_SETTINGS)
+                spent[name] += time.process_time() - t
+    finally:
+        store.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+    table = Table(title=f"CPU per stage, {args.events:,} events ({claims:,} claims), batches of {args.batch_size:,}")
+    for col in ("stage", "µs/claim", "µs/event", "share"):
+        table.add_column(col, justify="left" if col == "stage" else "right")
+    total = spent["decode"] + spent["columns"] + spent["insert with views"]
+    for name, seconds in spent.items():
+        table.add_row(name, f"{seconds / claims * 1e6:,.1f}", f"{seconds / len(lines) * 1e6:,.1f}",
+                      "" if name == "insert, no view" else f"{seconds / total:.0%}")
+    console.print(table)
+    console.print(f"the views: {(spent['insert with views'] - spent['insert, no view']) / claims * 1e6:,.1f} µs/claim; "
+                  "process CPU time (chDB's threads included)")
+    return 0
+
+
 def backlog(args, console: Console) -> int:
     """A worker started on a backlog of envelopes: how much memory it takes to drain it."""
     workdir = Path(tempfile.mkdtemp(prefix="cw-bench-backlog-"))
@@ -208,9 +253,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=2000, help="worker ingest batch size (messages)")
     parser.add_argument("--backlog", action="store_true",
                         help="only the envelope topic, sent whole before the worker starts: its peak RSS")
+    parser.add_argument("--profile", action="store_true",
+                        help="in process, no broker: CPU µs per claim of decoding, columns and each store insert")
     args = parser.parse_args(argv)
     if args.backlog:
         return backlog(args, Console(width=140))
+    if args.profile:
+        return profile(args, Console(width=140))
     console = Console(width=140)
 
     workdir = Path(tempfile.mkdtemp(prefix="cw-bench-ingest-"))
