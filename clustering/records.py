@@ -9,7 +9,7 @@ import orjson
 
 from services.contract.decode import ContractError, validate_event
 from services.contract.errors import RecordError
-from services.contract.model import FAILED_VERDICTS, VerdictEvent, canonical_verdict
+from services.contract.model import FAILED_VERDICTS, VerdictEvent, canonical_verdict, json_object
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class FailingClaim:
     @classmethod
     def from_event(cls, event: VerdictEvent) -> list[FailingClaim]:
         """The failed claims of one verdict event, ids ``{event_id}:{claim_idx}``."""
-        signals = event.signals.model_dump(exclude_none=True)
+        signals = json_object(event.signals)
         return [
             cls(
                 id=f"{event.event_id}:{idx}",

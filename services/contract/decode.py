@@ -1,78 +1,23 @@
 """Bytes in, valid events or machine-readable rejections out (one event, or each event of a batch
-envelope with its index). Never raises on input."""
+envelope with its index). Never raises on input.
+
+msgspec decodes straight from bytes into the model's Structs and reports the first fault it meets, as
+``"<message> - at `$.path`"``; ``_problem`` folds that into the contract's rule names and field paths.
+Input that is not JSON is classified by ``parse_error``, in orjson's words."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
+import msgspec
 import orjson
-from pydantic import ValidationError
-from pydantic_core import PydanticCustomError
 
-from services.contract.model import (ENVELOPE_SCHEMA, MAX_ENVELOPE_EVENTS, MAX_ROUTE_CHARS, SCHEMA, VerdictEvent,
-                                     parse_timestamp)
+from services.contract.model import (ENVELOPE_SCHEMA, MAX_ENVELOPE_EVENTS, MAX_ROUTE_CHARS, SCHEMA, Fault,
+                                     VerdictEvent, parse_timestamp)
 from services.contract.rejection import ContractError, Problem, Rejection, reject  # noqa: F401  (re-exported)
 
 DEFAULT_MAX_BYTES = 1 << 20
-
-# pydantic's error types, folded into the contract's rule names.
-_RULES = {
-    "missing": "missing_field",
-    "literal_error": "invalid_value",
-    "string_too_short": "bad_length",
-    "string_too_long": "too_long",
-    "greater_than_equal": "out_of_range",
-    "greater_than": "out_of_range",
-    "less_than_equal": "out_of_range",
-    "model_type": "wrong_type",
-    "dict_type": "wrong_type",
-    "list_type": "wrong_type",
-    "string_type": "wrong_type",
-    "bool_type": "wrong_type",
-    "float_type": "wrong_type",
-    "int_type": "wrong_type",
-    "finite_number": "wrong_type",
-}
-
-
-MAX_PATH_PART = 64  # a hostile key can be long; the path names it, shortened
-
-
-def _path(loc: tuple) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif "function-" in str(part) or part == "[key]":
-            continue
-        else:
-            out += ("." if out else "") + str(part)[:MAX_PATH_PART]
-    return out or "$"
-
-
-def _field(loc: tuple) -> str:
-    """The field a list or object bound belongs to: 'claims', 'versions', 'signals.cherry_pick'."""
-    return ".".join(str(p) for p in loc if isinstance(p, str) and "function-" not in p)
-
-
-def _problems(exc: ValidationError) -> tuple[Problem, ...]:
-    problems = []
-    for err in exc.errors(include_url=False, include_input=False)[:10]:
-        kind = err["type"]
-        rule = f"{_field(err['loc'])}.too_many" if kind == "too_long" else _RULES.get(kind, kind)
-        path = _path(err["loc"])
-        message = err["msg"]
-        if kind == "literal_error" and path == "schema":
-            rule, message = "bad_schema", f"schema must be 'claimwatch.verdict/v1': {message}"
-        elif kind == "missing":
-            message = "required field is missing"
-        elif kind == "too_long":
-            message = f"more than {err['ctx']['max_length']} items; the limit is {err['ctx']['max_length']}"
-        elif kind == "string_too_long":
-            what = "key" if "[key]" in err["loc"] else "string"
-            message = f"{what} longer than {err['ctx']['max_length']} characters, the limit"
-        problems.append(Problem(rule, path, message))
-    return tuple(problems)
 
 
 def lenient_time(value: object) -> datetime | None:
@@ -82,7 +27,7 @@ def lenient_time(value: object) -> datetime | None:
     for text in (value, value + "Z"):  # the second reading: a timestamp whose only fault is the missing offset
         try:
             return parse_timestamp(text)
-        except PydanticCustomError:
+        except Fault:
             continue
     return None
 
@@ -140,10 +85,108 @@ def envelope_problem(obj: dict) -> Rejection | None:
     return None
 
 
+_AT = re.compile(r"(?s)(.*) - at `\$(.*)`")
+_INDEX = re.compile(r"\[\d+\]")
+_LENGTH = re.compile(r"Expected `(\w+)[^`]*` of length ([<>]=) (\d+)")
+_RANGE = re.compile(r"Expected `[^`]*` ([<>]=?) (\S+)")
+_BOUNDS = {">=": "greater than or equal to", ">": "greater than", "<=": "less than or equal to", "<": "less than"}
+_GOT = re.compile(r"Expected `[^`]*`, got `(\w+)`")
+# The enumerated fields: a value of the wrong type is an invalid value, as for any other value outside the list.
+_CHOICES = frozenset({"query.query_type", "query.stakes", "answer.action", "claims.claim_type", "first_failed_stage"})
+_PY_TYPES = {"array": "list", "null": "NoneType", "object": "dict"}
+
+
+class _Head(msgspec.Struct):
+    """What tells a batch envelope from one event; everything else is skipped unread."""
+    schema: object = None
+    events: msgspec.Raw = None  # null is read as Raw(b"null"), so None means absent
+
+
+class _Ids(msgspec.Struct):
+    event_id: object = None
+    route: object = None
+    observed_at: object = None
+
+
+_HEAD = msgspec.json.Decoder(_Head)
+_EVENT = msgspec.json.Decoder(VerdictEvent)
+_RAWS = msgspec.json.Decoder(list[msgspec.Raw])
+_IDS = msgspec.json.Decoder(_Ids)
+_ANY = msgspec.json.Decoder()
+DECODE_ERRORS = (msgspec.DecodeError, UnicodeDecodeError, RecursionError)  # malformed or too deep to read
+
+
+def _problem(exc: msgspec.ValidationError) -> Problem:
+    match = _AT.fullmatch(str(exc))
+    message, path = (match[1], match[2].lstrip(".")) if match else (str(exc), "")
+    fault = exc.__cause__
+    if isinstance(fault, Fault):
+        return Problem(fault.rule, f"{path}.{fault.field}" if path else fault.field, fault.message)
+    if message.startswith("Object missing required field `"):
+        name = message.split("`")[1]
+        return Problem("missing_field", f"{path}.{name}" if path else name, "required field is missing")
+    if message == "Number out of range":  # orjson refuses such numbers as not JSON
+        return Problem("not_json", "$", f"not JSON: {message}")
+    where = path or "$"
+    if where == "schema":
+        return Problem("bad_schema", where, f"schema must be '{SCHEMA}': {message}")
+    if (length := _LENGTH.match(message)) is not None:
+        kind, op, limit = length.groups()
+        if op == ">=":
+            return Problem("bad_length", where, f"should have at least {limit} character{'s' * (limit != '1')}")
+        if kind == "str":
+            return Problem("too_long", where, f"string longer than {limit} characters, the limit")
+        return Problem(f"{_INDEX.sub('', where)}.too_many", where, f"more than {limit} items; the limit is {limit}")
+    if (bound := _RANGE.match(message)) is not None:
+        return Problem("out_of_range", where, f"should be {_BOUNDS[bound[1]]} {float(bound[2]):g}")
+    if message.startswith("Invalid enum value") or _INDEX.sub("", where) in _CHOICES:
+        return Problem("invalid_value", where, message)
+    if where == "$" and (got := _GOT.match(message)) is not None:
+        kind = _PY_TYPES.get(got[1], got[1])
+        return Problem("not_object", "$", f"event must be a JSON object, got {kind}")
+    return Problem("wrong_type", where, message)
+
+
+def validate(raw: bytes) -> VerdictEvent | Rejection:
+    """One event's JSON bytes."""
+    try:
+        return _EVENT.decode(raw)
+    except msgspec.ValidationError as exc:
+        problem = _problem(exc)
+    except DECODE_ERRORS as exc:
+        return parse_error(raw, exc)
+    if problem.rule == "not_object":
+        return Rejection((problem,))
+    try:
+        ids = msgspec.structs.asdict(_IDS.decode(raw))
+    except (msgspec.ValidationError, RecursionError):
+        ids = {}
+    return Rejection((problem,), **lenient_ids(ids))
+
+
+def _parses(raw: bytes) -> bool:
+    try:
+        orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return False
+    return True
+
+
+def _envelope(head: _Head) -> list[bytes] | Rejection:
+    """The envelope's events as raw JSON, or why the envelope as a whole is malformed."""
+    obj = {"schema": head.schema}
+    if head.events is not None:
+        try:
+            obj["events"] = _RAWS.decode(head.events)
+        except msgspec.ValidationError:
+            obj["events"] = _ANY.decode(head.events)  # not a list: only its type is reported
+    return envelope_problem(obj) or obj["events"]
+
+
 @dataclass
 class Decoder:
-    """Decodes raw Kafka values. Size is checked before any parsing; JSON depth is
-    bounded by orjson's recursion limit (1024), so hostile input is refused cheaply.
+    """Decodes raw Kafka values. Size is checked before any parsing, and msgspec reads no deeper than
+    Python's recursion limit, so hostile input is refused cheaply.
 
     ``decode`` takes one event; ``decode_message`` takes what a Kafka message may hold:
     one event or a batch envelope, whose events are validated one by one."""
@@ -152,49 +195,53 @@ class Decoder:
     counts: dict[str, int] = field(default_factory=dict)
 
     def decode(self, raw: bytes | str | None) -> VerdictEvent | Rejection:
-        parsed = self._parse(raw)
-        return self._count(parsed if isinstance(parsed, Rejection) else self._validate(parsed))
+        return self._count(self._read(raw, envelopes=False)[0][1])
 
     def decode_message(self, raw: bytes | str | None) -> Decoded:
         """Each event with its index in the envelope (None for a single-event message or a
         malformed envelope, which is one rejection)."""
-        parsed = self._parse(raw)
-        if isinstance(parsed, Rejection):
-            return [(None, self._count(parsed))]
-        if not is_envelope(parsed):
-            return [(None, self._count(self._validate(parsed)))]
-        problem = envelope_problem(parsed)
-        if problem is not None:
-            return [(None, self._count(problem))]
-        return [(i, self._count(self._validate(obj))) for i, obj in enumerate(parsed["events"])]
+        return [(i, self._count(result)) for i, result in self._read(raw, envelopes=True)]
+
+    def _read(self, raw: bytes | str | None, envelopes: bool) -> list:
+        if raw is None:
+            return [(None, reject("empty", "$", "message has no value"))]
+        if isinstance(raw, str):
+            raw = raw.encode("utf-8", "surrogatepass")
+        if len(raw) > self.max_bytes:
+            return [(None, reject("too_large", "$", f"message is {len(raw)} bytes; the limit is {self.max_bytes}"))]
+        if not raw.isascii():  # msgspec checks UTF-8 only in the strings it reads, not in those it skips
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                return [(None, parse_error(raw, exc))]
+        try:
+            head = _HEAD.decode(raw)
+        except msgspec.ValidationError:  # not an object, which msgspec sees before reading further
+            return [(None, self._not_object(raw))]
+        except RecursionError as exc:  # too deep for msgspec to skip: orjson's depth limit (1024) decides, as before
+            return [(None, validate(raw) if _parses(raw) else parse_error(raw, exc))]
+        except DECODE_ERRORS as exc:
+            return [(None, parse_error(raw, exc))]
+        if not (envelopes and is_envelope({"schema": head.schema, **({} if head.events is None else {"events": 1})})):
+            return [(None, validate(raw))]
+        events = _envelope(head)
+        if isinstance(events, Rejection):
+            return [(None, events)]
+        return [(i, validate(event)) for i, event in enumerate(events)]
+
+    @staticmethod
+    def _not_object(raw: bytes) -> Rejection:
+        """A document that is no object: named as not JSON if it is malformed anywhere, as orjson would."""
+        try:
+            _ANY.decode(raw)
+        except DECODE_ERRORS as exc:
+            return parse_error(raw, exc)
+        return validate(raw)
 
     def _count(self, result: VerdictEvent | Rejection) -> VerdictEvent | Rejection:
         if isinstance(result, Rejection):
             self.counts[result.rule] = self.counts.get(result.rule, 0) + 1
         return result
-
-    def _parse(self, raw: bytes | str | None) -> object:
-        if raw is None:
-            return reject("empty", "$", "message has no value")
-        if isinstance(raw, str):
-            raw = raw.encode("utf-8", "surrogatepass")
-        if len(raw) > self.max_bytes:
-            return reject("too_large", "$", f"message is {len(raw)} bytes; the limit is {self.max_bytes}")
-        try:
-            return orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            return parse_error(raw, exc)
-
-    @staticmethod
-    def _validate(obj: object) -> VerdictEvent | Rejection:
-        if not isinstance(obj, dict):
-            return reject("not_object", "$", f"event must be a JSON object, got {type(obj).__name__}")
-        try:
-            return VerdictEvent.model_validate(obj)
-        except ValidationError as exc:
-            return Rejection(_problems(exc), **lenient_ids(obj))
-        except RecursionError:
-            return reject("too_deep", "$", "event nests too deeply")
 
 
 def validate_event(obj: dict) -> VerdictEvent:

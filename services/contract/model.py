@@ -1,12 +1,16 @@
-"""Typed model of the verdict event contract, v1 (shared/contract/verdict-event-v1.md)."""
+"""Typed model of the verdict event contract, v1 (shared/contract/verdict-event-v1.md), as msgspec Structs.
+
+msgspec checks types, lengths and ranges in C while it decodes. The contract's own rules (verdict aliases,
+timestamps, routes, the versions and attributes maps) run in ``__post_init__`` and raise ``Fault``, which
+names the rule and the field, so the decoder reports them as it reports any other fault."""
 from __future__ import annotations
 
 import re
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
-from pydantic_core import PydanticCustomError
+import msgspec
+from msgspec import Meta, Struct, field
 
 SCHEMA = "claimwatch.verdict/v1"
 # A batch envelope: {"schema": ENVELOPE_SCHEMA, "events": [event, ...]}, 1 to MAX_ENVELOPE_EVENTS events.
@@ -44,29 +48,35 @@ ROUTE_RE = re.compile(rf"[A-Za-z0-9._:/-]{{1,{MAX_ROUTE_CHARS}}}")
 TIMESTAMP_RE = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?P<offset>[Zz]|[+-](?:[01]\d|2[0-3]):[0-5]\d)?")
 
 
+class Fault(ValueError):
+    """A broken contract rule; ``field`` is relative to the struct that raised it ('' in a plain check)."""
+
+    def __init__(self, rule: str, message: str, field: str = ""):
+        super().__init__(message)
+        self.rule, self.message, self.field = rule, message, field
+
+
 def canonical_verdict(value: object) -> str:
     if not isinstance(value, str):
-        raise PydanticCustomError("wrong_type", "verdict must be a string")
+        raise Fault("wrong_type", "verdict must be a string")
     canonical = VERDICT_ALIASES.get(value.lower())
     if canonical is None:
-        raise PydanticCustomError("unknown_verdict", "unknown verdict {verdict}", {"verdict": repr(value[:64])})
+        raise Fault("unknown_verdict", f"unknown verdict {value[:64]!r}")
     return canonical
 
 
 def parse_timestamp(value: object) -> datetime:
     if not isinstance(value, str):
-        raise PydanticCustomError("wrong_type", "timestamp must be an RFC 3339 string")
+        raise Fault("wrong_type", "timestamp must be an RFC 3339 string")
     match = TIMESTAMP_RE.fullmatch(value)
     if match is None:
-        raise PydanticCustomError("bad_timestamp", "not an RFC 3339 timestamp: {value}", {"value": repr(value[:64])})
+        raise Fault("bad_timestamp", f"not an RFC 3339 timestamp: {value[:64]!r}")
     if match["offset"] is None:
-        raise PydanticCustomError(
-            "timestamp_without_offset", "timestamp {value} has no offset; add Z or +HH:MM", {"value": repr(value[:64])}
-        )
+        raise Fault("timestamp_without_offset", f"timestamp {value[:64]!r} has no offset; add Z or +HH:MM")
     try:
         return datetime.fromisoformat(value[:-1] + "Z" if value.endswith("z") else value)
     except ValueError:
-        raise PydanticCustomError("bad_timestamp", "not a valid date-time: {value}", {"value": repr(value[:64])}) from None
+        raise Fault("bad_timestamp", f"not a valid date-time: {value[:64]!r}") from None
 
 
 DOT_SEGMENTS = (".", "..")  # URLs resolve these away, so /routes/{route} would lead elsewhere
@@ -74,28 +84,45 @@ DOT_SEGMENTS = (".", "..")  # URLs resolve these away, so /routes/{route} would 
 
 def check_route(value: str) -> str:
     if not ROUTE_RE.fullmatch(value):
-        raise PydanticCustomError(
-            "bad_route", "route must be 1-128 chars of A-Z a-z 0-9 . _ : / -, got {route}", {"route": repr(value[:64])}
-        )
+        raise Fault("bad_route", f"route must be 1-128 chars of A-Z a-z 0-9 . _ : / -, got {value[:64]!r}")
     if value in DOT_SEGMENTS:
-        raise PydanticCustomError(
-            "route.dot_segment",
-            "route {route} is a URL dot segment, which links drop; use a name with a letter or digit", {"route": repr(value)})
+        raise Fault("route.dot_segment",
+                    f"route {value!r} is a URL dot segment, which links drop; use a name with a letter or digit")
     return value
 
 
-Verdict = Annotated[str, BeforeValidator(canonical_verdict)]
-Timestamp = Annotated[datetime, BeforeValidator(parse_timestamp)]
-Route = Annotated[str, AfterValidator(check_route)]
-Id = Annotated[str, Field(min_length=1, max_length=128)]
-Label = Annotated[str, Field(max_length=MAX_LABEL_CHARS)]
-Text = Annotated[str, Field(max_length=MAX_TEXT_CHARS)]
-Key = Annotated[str, Field(max_length=MAX_KEY_CHARS)]
-Unit = Annotated[float, Field(ge=0, le=1)]
+def _checked(check, value, name: str):
+    try:
+        return check(value)
+    except Fault as exc:
+        raise Fault(exc.rule, exc.message, name) from None
 
 
-class Part(BaseModel):
-    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+def _labels(value: object, name: str, limit: int) -> dict[str, str]:
+    """A versions or attributes map, checked here so that a fault names its key."""
+    if not isinstance(value, dict):
+        raise Fault("wrong_type", f"expected an object, got {type(value).__name__}", name)
+    if len(value) > limit:
+        raise Fault(f"{name}.too_many", f"more than {limit} items; the limit is {limit}", name)
+    for key, label in value.items():
+        where = f"{name}.{key[:MAX_KEY_CHARS]}"
+        if len(key) > MAX_KEY_CHARS:
+            raise Fault("too_long", f"key longer than {MAX_KEY_CHARS} characters, the limit", where)
+        if not isinstance(label, str):
+            raise Fault("wrong_type", f"expected a string, got {type(label).__name__}", where)
+        if len(label) > MAX_LABEL_CHARS:
+            raise Fault("too_long", f"string longer than {MAX_LABEL_CHARS} characters, the limit", where)
+    return value
+
+
+Id = Annotated[str, Meta(min_length=1, max_length=128)]
+Label = Annotated[str, Meta(max_length=MAX_LABEL_CHARS)]
+Text = Annotated[str, Meta(max_length=MAX_TEXT_CHARS)]
+Unit = Annotated[float, Meta(ge=0, le=1)]
+
+
+class Part(Struct, gc=False):  # decoded trees hold no cycles, so the collector may skip them
+    pass
 
 
 class Query(Part):
@@ -110,7 +137,7 @@ class Answer(Part):
     action: Literal[ACTIONS] | None = None  # type: ignore[valid-type]
 
 
-class Evidence(Part):
+class Evidence(Part, omit_defaults=True):  # its optional fields default to None: encoded JSON leaves the nulls out
     chunk_id: Label
     source_id: Label | None = None
     version: Label | None = None
@@ -118,16 +145,19 @@ class Evidence(Part):
     text: Text | None = None
 
 
-class Claim(Part):
+class Claim(Part, kw_only=True):
     claim_id: Label | None = None
     text: Text | None = None
     claim_type: Literal[CLAIM_TYPES] | None = None  # type: ignore[valid-type]
-    verdict: Verdict
+    verdict: str
     score: Unit | None = None
     chunk_id: Label | None = None
     source_id: Label | None = None
     span: Text | None = None
     labeler: Label | None = None
+
+    def __post_init__(self) -> None:
+        self.verdict = _checked(canonical_verdict, self.verdict, "verdict")
 
     @property
     def failed(self) -> bool:
@@ -135,7 +165,7 @@ class Claim(Part):
 
 
 class Signals(Part):
-    cherry_pick: list[Label] = Field(default_factory=list, max_length=MAX_EVIDENCE, fail_fast=True)
+    cherry_pick: Annotated[list[Label], Meta(max_length=MAX_EVIDENCE)] = field(default_factory=list)
     premise_similarity: Unit | None = None
     support_delta: float | None = None
     sample_disagreement: Unit | None = None
@@ -143,31 +173,52 @@ class Signals(Part):
 
 class Sampling(Part):
     # in (0, 1]: the chance this answer was picked for verification; 0 or more than 1 would weight it by nonsense
-    rate: Annotated[float, Field(gt=0, le=1)] = 1.0
+    rate: Annotated[float, Meta(gt=0, le=1)] = 1.0
 
 
-class VerdictEvent(Part):
-    schema_: Literal["claimwatch.verdict/v1"] = Field(alias="schema")
+class VerdictEvent(Part, kw_only=True):
+    schema_: Literal[SCHEMA] = field(name="schema")  # type: ignore[valid-type]
     event_id: Id
     trace_id: Id
-    observed_at: Timestamp
-    route: Route
+    # RFC 3339 text on the wire, parsed by the contract's rule in __post_init__: an aware datetime once decoded.
+    observed_at: str
+    route: str
     tenant: Label | None = None
-    query: Query = Field(default_factory=Query)
-    answer: Answer = Field(default_factory=Answer)
-    versions: dict[Key, Label] = Field(default_factory=dict, max_length=MAX_VERSION_KEYS)
-    # fail_fast: a 500k-item list under the size limit is refused at its first bad item.
-    evidence: list[Evidence] = Field(default_factory=list, max_length=MAX_EVIDENCE, fail_fast=True)
-    claims: list[Claim] = Field(max_length=MAX_CLAIMS, fail_fast=True)
+    query: Query = field(default_factory=Query)
+    answer: Answer = field(default_factory=Answer)
+    versions: dict = field(default_factory=dict)  # any object, checked in __post_init__ so a fault names its key
+    evidence: Annotated[list[Evidence], Meta(max_length=MAX_EVIDENCE)] = field(default_factory=list)
+    claims: Annotated[list[Claim], Meta(max_length=MAX_CLAIMS)]
     first_failed_stage: Literal[STAGES] | None = None  # type: ignore[valid-type]
-    signals: Signals = Field(default_factory=Signals)
-    attributes: dict[Key, Label] = Field(default_factory=dict, max_length=MAX_ATTRIBUTES)
-    sampling: Sampling = Field(default_factory=Sampling)
+    signals: Signals = field(default_factory=Signals)
+    attributes: dict = field(default_factory=dict)
+    sampling: Sampling = field(default_factory=Sampling)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.observed_at, datetime):  # checked already: copied by msgspec.structs.replace
+            return
+        self.observed_at = _checked(parse_timestamp, self.observed_at, "observed_at")
+        self.route = _checked(check_route, self.route, "route")
+        self.versions = _labels(self.versions, "versions", MAX_VERSION_KEYS)
+        self.attributes = _labels(self.attributes, "attributes", MAX_ATTRIBUTES)
 
     @property
     def failed_claims(self) -> list[Claim]:
         return [c for c in self.claims if c.failed]
 
     def to_json_dict(self) -> dict:
-        """The event as contract JSON (canonical verdicts, schema key restored)."""
-        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        """The event as contract JSON (canonical verdicts, schema key restored, no nulls)."""
+        return json_object(self)
+
+
+def json_object(part: Part) -> dict:
+    """A part as contract JSON: canonical values, no nulls (as its fields were given or defaulted)."""
+    return _without_none(msgspec.to_builtins(part))
+
+
+def _without_none(value):
+    if isinstance(value, dict):
+        return {k: _without_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_none(v) for v in value]
+    return value

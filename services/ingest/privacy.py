@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Literal
 
+import msgspec
 import orjson
 import phonenumbers
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
@@ -336,7 +337,7 @@ class Redactor:
         if self.drop and (hashes := self._hashes(event)):
             update["attributes"] = {**event.attributes,
                                     HASHES_ATTRIBUTE: orjson.dumps({"alg": "hmac-sha256", **hashes}).decode()}
-        return event.model_copy(update=update) if update else event
+        return msgspec.structs.replace(event, **update) if update else event
 
     def _rewrite(self, event: VerdictEvent) -> dict:
         fields, update = self.fields, {}
@@ -358,7 +359,7 @@ class Redactor:
             value = getattr(part, attr)
             if value and (text := self.redact_text(value)) != value:
                 changed[attr] = text
-        return part.model_copy(update=changed) if changed else part
+        return msgspec.structs.replace(part, **changed) if changed else part
 
     def _hashes(self, event: VerdictEvent) -> dict:
         """Hashes by field; list fields line up with claims / evidence (null where there was no text)."""

@@ -7,9 +7,9 @@ from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 import orjson
 import pyarrow as pa
-from pydantic import TypeAdapter
+import msgspec
 
-from services.contract.model import Evidence, Signals, VerdictEvent
+from services.contract.model import Evidence, Signals, VerdictEvent, json_object
 
 
 def ch_time(ts: datetime) -> str:
@@ -63,8 +63,12 @@ EVENT_COLUMNS = pa.schema([
 ])
 
 
-_EVIDENCE_JSON = TypeAdapter(list[Evidence])
-_SIGNALS_JSON = Signals.__pydantic_serializer__
+def evidence_json(evidence: list[Evidence]) -> str:
+    return msgspec.json.encode(evidence).decode() if evidence else "[]"  # Evidence omits its null fields
+
+
+def signals_json(signals: Signals) -> str:
+    return orjson.dumps(json_object(signals)).decode()
 
 
 def _texts(values: list) -> pa.Array:
@@ -98,10 +102,8 @@ def events_to_table(events: Sequence[VerdictEvent]) -> pa.Table:
         "action": _texts([a.action or "" for a in answers]),
         "versions": pa.array([list(e.versions.items()) for e in events], _MAP),
         "first_failed_stage": _texts([e.first_failed_stage or "" for e in events]),
-        # pydantic's own (Rust) serialiser: the same JSON as event_to_row's orjson.dumps(model_dump(...)).
-        "evidence": _texts([_EVIDENCE_JSON.dump_json(e.evidence, exclude_none=True).decode() if e.evidence else "[]"
-                            for e in events]),
-        "signals": _texts([_SIGNALS_JSON.to_json(e.signals, exclude_none=True).decode() for e in events]),
+        "evidence": _texts([evidence_json(e.evidence) for e in events]),
+        "signals": _texts([signals_json(e.signals) for e in events]),
         "attributes": pa.array([list(e.attributes.items()) for e in events], _MAP),
         "claim_ids": per_claim([c.claim_id or f"c{i + 1}" for e in events for i, c in enumerate(e.claims)]),
         "claim_texts": per_claim([c.text or "" for c in claims]),
@@ -134,8 +136,8 @@ def event_to_row(event: VerdictEvent) -> dict:
         "action": event.answer.action or "",
         "versions": event.versions,
         "first_failed_stage": event.first_failed_stage or "",
-        "evidence": orjson.dumps([e.model_dump(exclude_none=True) for e in event.evidence]).decode(),
-        "signals": orjson.dumps(event.signals.model_dump(exclude_none=True)).decode(),
+        "evidence": evidence_json(event.evidence),
+        "signals": signals_json(event.signals),
         "attributes": event.attributes,
         "claim_ids": [c.claim_id or f"c{i + 1}" for i, c in enumerate(claims)],
         "claim_texts": [c.text or "" for c in claims],

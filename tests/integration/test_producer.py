@@ -12,8 +12,7 @@ import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from services.contract.decode import ContractError, Decoder, Rejection
-from services.contract.model import VerdictEvent
+from services.contract.decode import ContractError, Decoder, Rejection, validate_event
 from services.client.producer import (AsyncVerdictProducer, DeliveryError, EventPreparer, ProducerError, VerdictProducer,
                                build_event)
 from services.store.backends import ChdbStore
@@ -105,7 +104,7 @@ def test_preparer_sends_exactly_the_bytes_it_checked():
 
 
 def test_preparer_takes_a_verdict_event_and_aware_datetimes():
-    event = VerdictEvent.model_validate({"schema": "claimwatch.verdict/v1", **make_event(1)})
+    event = validate_event({"schema": "claimwatch.verdict/v1", **make_event(1)})
     assert orjson.loads(EventPreparer().prepare(event).value)["event_id"] == "ev-000001"
     aware = {**make_event(2), "observed_at": T0}
     assert orjson.loads(EventPreparer().prepare(aware).value)["observed_at"] == "2026-11-21T09:00:00+00:00"

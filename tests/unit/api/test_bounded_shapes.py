@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+import msgspec
 import orjson
 import pytest
 from fastapi.testclient import TestClient
@@ -33,9 +34,9 @@ def event(i: int, versions: dict[str, str], route: str = "wide") -> VerdictEvent
 
 def big_answer() -> VerdictEvent:
     """An answer with more claims than the contract now allows, as one stored before the bound would be."""
-    claims = [Claim.model_construct(verdict="unsupported" if k % 4 == 0 else "supported", text=f"claim {k}")
+    claims = [Claim(verdict="unsupported" if k % 4 == 0 else "supported", text=f"claim {k}")
               for k in range(BIG_CLAIMS)]
-    return event(0, {}, "big").model_copy(update={"claims": claims})
+    return msgspec.structs.replace(event(0, {}, "big"), claims=claims)
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The msgspec decoder and the pydantic one it replaces decide alike.
+"""The msgspec decoder and the pydantic one it replaced (tests/support/pydantic_contract.py) decide alike.
 
 On generated valid events, single-fault mutations of them, hostile input and the fuzz corpus, both accept
 or both reject. An accepted event is the same contract JSON; a rejection's rule and path are one of the
@@ -13,12 +13,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from bench.fuzz_decoder import DICTIONARY, seeds
-from services.contract.compiled import Decoder
-from services.contract.decode import Decoder as Reference
+from services.contract.decode import Decoder
 from services.contract.model import (ACTIONS, CLAIM_TYPES, MAX_ATTRIBUTES, MAX_CLAIMS, MAX_EVIDENCE, MAX_KEY_CHARS,
                                      MAX_LABEL_CHARS, MAX_TEXT_CHARS, MAX_VERSION_KEYS, QUERY_TYPES, STAGES, STAKES,
                                      VERDICT_ALIASES)
 from services.contract.rejection import Rejection
+from tests.support import pydantic_contract as reference
 from tests.unit.contract.test_decode_properties import contract_shaped, encode, json_values, mutated_events
 from tests.unit.contract.test_schema import ENVELOPES, corpus
 
@@ -34,7 +34,7 @@ def outcome(result) -> tuple:
 
 def assert_agree(raw) -> list:
     """Both decoders on one message: the same decisions, events and rules; the reference's results."""
-    expected, got = Reference().decode_message(raw), Decoder().decode_message(raw)
+    expected, got = reference.decode_message(raw), Decoder().decode_message(raw)
     assert [i for i, _ in got] == [i for i, _ in expected]
     for (_, old), (_, new) in zip(expected, got):
         assert outcome(new) == outcome(old), (raw[:300], old, new)
@@ -42,7 +42,7 @@ def assert_agree(raw) -> list:
             named = {(p.rule, p.path) for p in old.problems}
             assert (new.rule, new.problems[0].path) in named, (raw[:300], old.problems, new.problems)
             assert new.problems[0].message
-    single_old, single_new = Reference().decode(raw), Decoder().decode(raw)
+    single_old, single_new = reference.decode(raw), Decoder().decode(raw)
     assert outcome(single_new) == outcome(single_old)
     return [result for _, result in expected]
 
@@ -233,7 +233,7 @@ def test_a_number_past_a_double_is_refused_only_where_the_event_reads_it():
     refuse an event (orjson refused the whole message). In a field the event reads, both refuse it as not JSON."""
     event = orjson.loads(seeds()[0])
     unread = orjson.dumps(event)[:-1] + b', "extra": 1e400}'
-    assert Reference().decode(unread).rule == "not_json"
-    assert Decoder().decode(unread).to_json_dict() == Reference().decode(orjson.dumps(event)).to_json_dict()
+    assert reference.decode(unread).rule == "not_json"
+    assert Decoder().decode(unread).to_json_dict() == reference.decode(orjson.dumps(event)).to_json_dict()
     read = orjson.dumps({**event, "claims": []})[:-1] + b', "sampling": {"rate": 1e400}}'
-    assert Reference().decode(read).rule == Decoder().decode(read).rule == "not_json"
+    assert reference.decode(read).rule == Decoder().decode(read).rule == "not_json"

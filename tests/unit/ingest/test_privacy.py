@@ -130,12 +130,12 @@ def pii_event(event_id="p-1", **over) -> VerdictEvent:
 
 def skeleton(event: VerdictEvent) -> dict:
     """Everything rates, alerts and issue counts read: the event with its free text and redaction hashes removed."""
-    d = event.model_dump()
-    d["query"].pop("text"), d["answer"].pop("text")
+    d = event.to_json_dict()
+    d["query"].pop("text", None), d["answer"].pop("text", None)
     for c in d["claims"]:
-        c.pop("text"), c.pop("span")
+        c.pop("text", None), c.pop("span", None)
     for e in d["evidence"]:
-        e.pop("text")
+        e.pop("text", None)
     d["attributes"].pop(HASHES_ATTRIBUTE, None)
     return d
 
