@@ -24,7 +24,7 @@ def _observed_at(_ctx: click.Context, _param: click.Parameter, value: str | None
 
     try:
         return None if value is None else parse_timestamp(value)
-    except ValueError as exc:  # pydantic's custom error carries the reason
+    except ValueError as exc:  # the contract's Fault carries the reason
         raise click.BadParameter(f"{exc}; use RFC 3339 with an offset, e.g. 2026-11-21T09:00:00Z") from None
 
 

@@ -130,7 +130,7 @@ def timestamp(value: Any, line: int, path: str) -> str:
     check_type(value, str, line, path)
     try:
         parse_timestamp(value)
-    except Exception as exc:  # pydantic's custom error carries the specific reason
+    except Exception as exc:  # the contract's Fault carries the specific reason
         raise RecordError.at(line, path, f"{exc}; the contract needs RFC 3339 with a UTC offset, e.g. "
                                       "2026-11-21T09:14:03Z", "bad_timestamp") from None
     return value
