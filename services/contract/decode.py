@@ -113,7 +113,8 @@ _EVENT = msgspec.json.Decoder(VerdictEvent)
 _RAWS = msgspec.json.Decoder(list[msgspec.Raw])
 _IDS = msgspec.json.Decoder(_Ids)
 _ANY = msgspec.json.Decoder()
-DECODE_ERRORS = (msgspec.DecodeError, UnicodeDecodeError, RecursionError)  # malformed or too deep to read
+# Malformed, too deep to read, or (ValidationError, when read without a type) a number past a double's range.
+DECODE_ERRORS = (msgspec.MsgspecError, UnicodeDecodeError, RecursionError)
 
 
 def _problem(exc: msgspec.ValidationError) -> Problem:
@@ -164,6 +165,15 @@ def validate(raw: bytes) -> VerdictEvent | Rejection:
     return Rejection((problem,), **lenient_ids(ids))
 
 
+def _not_object(raw: bytes) -> Rejection:
+    """A document that is no object: named as not JSON if it is malformed anywhere, as orjson would."""
+    try:
+        _ANY.decode(raw)
+    except DECODE_ERRORS as exc:
+        return parse_error(raw, exc)
+    return validate(raw)
+
+
 def _parses(raw: bytes) -> bool:
     try:
         orjson.loads(raw)
@@ -172,14 +182,17 @@ def _parses(raw: bytes) -> bool:
     return True
 
 
-def _envelope(head: _Head) -> list[bytes] | Rejection:
+def _envelope(head: _Head, raw: bytes) -> list[bytes] | Rejection:
     """The envelope's events as raw JSON, or why the envelope as a whole is malformed."""
     obj = {"schema": head.schema}
     if head.events is not None:
         try:
             obj["events"] = _RAWS.decode(head.events)
         except msgspec.ValidationError:
-            obj["events"] = _ANY.decode(head.events)  # not a list: only its type is reported
+            try:
+                obj["events"] = _ANY.decode(head.events)  # not a list: only its type is reported
+            except DECODE_ERRORS as exc:
+                return parse_error(raw, exc)
     return envelope_problem(obj) or obj["events"]
 
 
@@ -209,6 +222,13 @@ class Decoder:
             raw = raw.encode("utf-8", "surrogatepass")
         if len(raw) > self.max_bytes:
             return [(None, reject("too_large", "$", f"message is {len(raw)} bytes; the limit is {self.max_bytes}"))]
+        try:
+            return self._read_bytes(raw, envelopes)
+        except (msgspec.MsgspecError, RecursionError, ValueError) as exc:  # unforeseen, still no crash
+            return [(None, parse_error(raw, exc))]
+
+    @staticmethod
+    def _read_bytes(raw: bytes, envelopes: bool) -> list:
         if not raw.isascii():  # msgspec checks UTF-8 only in the strings it reads, not in those it skips
             try:
                 raw.decode("utf-8")
@@ -217,26 +237,17 @@ class Decoder:
         try:
             head = _HEAD.decode(raw)
         except msgspec.ValidationError:  # not an object, which msgspec sees before reading further
-            return [(None, self._not_object(raw))]
+            return [(None, _not_object(raw))]
         except RecursionError as exc:  # too deep for msgspec to skip: orjson's depth limit (1024) decides, as before
             return [(None, validate(raw) if _parses(raw) else parse_error(raw, exc))]
         except DECODE_ERRORS as exc:
             return [(None, parse_error(raw, exc))]
         if not (envelopes and is_envelope({"schema": head.schema, **({} if head.events is None else {"events": 1})})):
             return [(None, validate(raw))]
-        events = _envelope(head)
+        events = _envelope(head, raw)
         if isinstance(events, Rejection):
             return [(None, events)]
         return [(i, validate(event)) for i, event in enumerate(events)]
-
-    @staticmethod
-    def _not_object(raw: bytes) -> Rejection:
-        """A document that is no object: named as not JSON if it is malformed anywhere, as orjson would."""
-        try:
-            _ANY.decode(raw)
-        except DECODE_ERRORS as exc:
-            return parse_error(raw, exc)
-        return validate(raw)
 
     def _count(self, result: VerdictEvent | Rejection) -> VerdictEvent | Rejection:
         if isinstance(result, Rejection):

@@ -218,6 +218,10 @@ CRAFTED = [
     b'{"a": "\\ud800"}', nested(100_000), b"[" * 500_000, b'{"a":' * 100_000, nested(1025),
     b'{"schema": "claimwatch.verdicts/v1", "events": ' + nested(2000) + b"}",
     orjson.dumps({"schema": "claimwatch.verdicts/v1", "events": [{"schema": "claimwatch.verdict/v1"}] * 1001}),
+    b'{"schema": "claimwatch.verdicts/v1", "events": 1e400}', b"[1e400]", b'"\\ud800"',
+    b'{"schema": "claimwatch.verdicts/v1", "events": ' + b'{"a":' * 950 + b"1" + b"}" * 951,
+    b'{"schema": "claimwatch.verdicts/v1", "events": [' + nested(950) + b"]}",
+    b'{"schema": "claimwatch.verdict/v1", "x": ' + nested(950) + b"}",
     b"x" * ((1 << 20) + 1),
 ]
 
