@@ -185,12 +185,16 @@ def profile(args, console: Console) -> int:
     copy of ``events`` with no view attached. Batches of --batch-size events, as the worker writes them."""
     from services.contract.decode import Decoder
     from services.store.convert import events_to_table
-    from services.store.scratch import private_store
+    from services.store.backends import ChdbStore
+    from services.store.migrate import migrate
+    from services.store.retention import KEEP_EVERYTHING, RetentionKeeper
     from services.store.writer import INSERT_SETTINGS
 
     lines, claims = simulated_events(args.events, args.seed)
     workdir = Path(tempfile.mkdtemp(prefix="cw-bench-profile-"))
-    store = private_store(workdir)
+    store = ChdbStore(workdir / "clickhouse")  # the worker's schema, every view attached
+    migrate(store)
+    RetentionKeeper(store).apply(KEEP_EVERYTHING)
     spent = dict.fromkeys(("decode", "columns", "insert, no view", "insert with views"), 0.0)
     try:
         store.command("CREATE TABLE events_bare AS events")
