@@ -37,6 +37,7 @@ from services.alerts.records import alert_repository
 from services.contract.decode import Decoder, Rejection
 from services.contract.model import VerdictEvent
 from services.rates.report import route_rates
+from services.core.files import write_atomically
 from services.core.gcpolicy import bulk_allocation
 from services.store.backends import Store
 from services.store.convert import STORABLE_FROM, ch_time
@@ -166,12 +167,6 @@ class BucketLoader:
             self.undated.clear()
 
 
-def _write_atomically(path: Path, content: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(content)
-    tmp.replace(path)
-
-
 def run_backtest(events_path: Path, alerts_out: Path, settings, progress: Callable[[int], None] | None = None,
                  chunk: int = CHUNK, rates_out: Path | None = None) -> BacktestSummary:
     """Replay ``events_path`` and write one JSON line per alert transition to ``alerts_out``, and, with
@@ -194,10 +189,10 @@ def run_backtest(events_path: Path, alerts_out: Path, settings, progress: Callab
             evaluator.last_minute = rates.first_minute() - MINUTE  # evaluate from the very first minute
             minutes = int((latest - evaluator.last_minute) / MINUTE)
             transitions = evaluator.evaluate(latest + MINUTE)
-        _write_atomically(alerts_out, b"".join(orjson.dumps({"alert_id": alert.alert_id, **alert.transition_record()})
+        write_atomically(alerts_out, b"".join(orjson.dumps({"alert_id": alert.alert_id, **alert.transition_record()})
                                                + b"\n" for alert in transitions))
         if rates_out is not None:
-            _write_atomically(rates_out, orjson.dumps(route_rates(rates.totals()), option=orjson.OPT_INDENT_2))
+            write_atomically(rates_out, orjson.dumps(route_rates(rates.totals()), option=orjson.OPT_INDENT_2))
         return BacktestSummary(loader.stored, loader.rejected, len(transitions), minutes, loader.duplicates)
     finally:
         store.close()

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from services.core.clock import utcnow
+from services.core.files import write_atomically
 from services.contract.model import parse_timestamp
 from services.client.simulate import Scenario, ScenarioError, generate, write_jsonl
 
@@ -98,9 +99,7 @@ class TrafficControl:
         stopped, broken = set(self.stopped) - {route}, set(self.broken) - {route}
         {"stop": stopped, "break": broken, "resume": set()}[action].add(route)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_bytes(orjson.dumps({"stopped": sorted(stopped), "broken": sorted(broken)}))
-        tmp.replace(self.path)
+        write_atomically(self.path, orjson.dumps({"stopped": sorted(stopped), "broken": sorted(broken)}))
         self.refresh()
 
 

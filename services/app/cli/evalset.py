@@ -13,6 +13,7 @@ from services.app.cli.base import (Abort, auth_headers, by_option, console, main
 from services.app.cli.tables import Column, labelled, output_option, print_labelled, print_table, terminal_width
 from services.app.settings import Settings
 from services.core.command import cli_command
+from services.core.files import write_atomically
 
 
 def _json(fn):
@@ -133,10 +134,8 @@ def evalset_export(settings: Settings, out: Path, by: str) -> None:
                              headers=auth_headers(settings))
         if response.status_code != 200:
             raise Abort(f"export failed: {refusal(response, settings.api.url.rstrip('/') + '/api/promotions/export')}")
-        tmp = out.with_name(out.name + ".tmp")
         try:
-            tmp.write_bytes(response.content)
-            tmp.replace(out)
+            write_atomically(out, response.content)
         except OSError as exc:
             raise Abort(f"cannot write {out}: {exc.strerror}; choose a writable path") from None
         count = response.content.count(b"\n")
