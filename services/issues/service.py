@@ -13,7 +13,7 @@ from services.alerts.records import AlertRecords
 from services.core.clock import utcnow
 from services.core.errors import Conflict
 from services.issues.figures import MAX_TRACES, IssueFigures, issue_figures, zero_filled
-from services.issues.priority import PrioritySignals, gather, priority_key
+from services.issues.priority import DRIVING_SHARE, PrioritySignals, gather, priority_key
 from services.issues.records import IssueRecords
 from services.issues.runbook_context import build_context
 from services.store.rates import RateRepository
@@ -155,21 +155,25 @@ class IssuesService:
         return [chosen[i] for i in keep], source
 
     def _alert_window_members(self, record: IssueRecord) -> tuple[list[dict], str]:
-        """The issue's members in the window of the open alert it has most claims in (firing before pending): only
-        those on the alert's top suspect version when there are any. ([], "") without such an alert."""
+        """The issue's members in the window of the open alert it explains the largest share of (firing before
+        pending): only those on the alert's top suspect version when there are any. An alert where the issue is
+        under ``DRIVING_SHARE`` of the window's clustered failing claims is the route's usual noise, not the
+        issue's page, so it is passed over. ([], "") without such an alert."""
         now = self.clock()
         candidates = []
         for alert in self.alerts.open_alerts():
             if alert.route not in record.routes or not explainable(alert):
                 continue
             start, end = alert_window(alert, now)
-            members = self.issues.members_in_window(record.issue_id, alert.route, start,
-                                                    end + timedelta(minutes=1, milliseconds=-1), 500)
-            if members:
-                candidates.append((alert.starts_at is None, -len(members), alert.alert_id, start, alert, members))
+            until = end + timedelta(minutes=1, milliseconds=-1)
+            counts = self.issues.members_on_route(alert.route, start, until)
+            share = counts.get(record.issue_id, 0) / max(1, sum(counts.values()))
+            if share >= DRIVING_SHARE:
+                candidates.append((alert.starts_at is None, -share, alert.alert_id, start, until, alert))
         if not candidates:
             return [], ""
-        *_, start, alert, members = min(candidates, key=lambda c: c[:3])
+        *_, start, until, alert = min(candidates, key=lambda c: c[:3])
+        members = self.issues.members_in_window(record.issue_id, alert.route, start, until, 500)
         source = f"alert {alert.alert_id}'s window on {alert.route} (since the onset, {start:%Y-%m-%d %H:%M} UTC)"
         suspect = next(iter(alert.suspect_changes or ()), None)
         if suspect:
