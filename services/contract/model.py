@@ -164,7 +164,7 @@ class Claim(Part, kw_only=True):
         return self.verdict in FAILED_VERDICTS
 
 
-class Signals(Part):
+class Signals(Part, omit_defaults=True):  # encoded JSON leaves out nulls and an empty cherry_pick
     cherry_pick: Annotated[list[Label], Meta(max_length=MAX_EVIDENCE)] = field(default_factory=list)
     premise_similarity: Unit | None = None
     support_delta: float | None = None

@@ -22,6 +22,7 @@ from services.contract.model import MAX_ROUTE_CHARS, VerdictEvent
 from services.ingest.privacy import RedactionSettings, Redactor
 from services.ingest.window import EventTimeWindow
 from services.store.backends import StoreError
+from services.store.convert import intake_line
 from services.store.writer import SAMPLE_BYTES, DeadLetter, EventWriter, WriteResult
 
 NEIGHBOUR_FRESH = timedelta(minutes=2)  # a partition's valid events this recent date its unreadable neighbours
@@ -52,6 +53,7 @@ class DecodedBatch:
 
     items: list[tuple[RawMessage, int | None, VerdictEvent]]
     dead: list[DeadLetter]
+    lines: list[bytes] | None = None  # each event's store intake line; None: the write encodes them
 
     @property
     def events(self) -> list[VerdictEvent]:
@@ -124,7 +126,8 @@ class Ingestor:
                 else:
                     self.note_valid(m.partition, result.observed_at, now)
                     items.append((m, index, self.redactor.redact(result)))
-        return DecodedBatch(items, dead)
+        # Encoded here, on the decoding thread: the store thread then only queries and inserts.
+        return DecodedBatch(items, dead, [intake_line(event) for _, _, event in items])
 
     def note_valid(self, partition: int, observed_at: datetime, now: datetime) -> None:
         newest = self.neighbours.get(partition)
@@ -153,7 +156,7 @@ class Ingestor:
         dead = list(batch.dead)  # a retry must not see dead letters a failed attempt added
         events = batch.events
         try:
-            return BatchOutcome(events, dead, self.writer.write(events, dead))
+            return BatchOutcome(events, dead, self.writer.write(events, dead, batch.lines))
         except StoreError:
             raise
         except Exception:  # a data-dependent bug must not stall the partition: isolate the culprit

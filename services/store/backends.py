@@ -3,8 +3,8 @@
 ``ChdbStore`` is the embedded engine (data under a directory, one process per
 directory). ``HttpStore`` talks to a ClickHouse server through clickhouse-connect.
 Both take ``{name:Type}`` query parameters, formatted by clickhouse-connect's own
-binding code, and both read results as JSONEachRow so rows look the same. Bulk writes go
-in as columns (``insert_columns``: an Arrow table, which both engines read natively).
+binding code, and both read results as JSONEachRow so rows look the same. Writes go in as
+JSONEachRow lines too (``insert_lines``), which both engines parse natively.
 """
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from typing import Any, Iterable, Mapping, Protocol
 from urllib.parse import unquote, urlparse
 
 import orjson
-import pyarrow as pa
 from clickhouse_connect import common as ch_common
 from clickhouse_connect.driver.binding import format_bind_value
 
@@ -34,7 +33,7 @@ class Store(Protocol):
     def command(self, sql: str, params: Mapping[str, Any] | None = None) -> None: ...
     def query(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Row]: ...
     def insert(self, table: str, rows: Iterable[Row], settings: Mapping[str, Any] | None = None) -> int: ...
-    def insert_columns(self, table: str, columns: pa.Table, settings: Mapping[str, Any] | None = None) -> int: ...
+    def insert_lines(self, table: str, lines: bytes, settings: Mapping[str, Any] | None = None) -> int: ...
     def close(self) -> None: ...
 
 
@@ -50,18 +49,10 @@ def _parse_rows(data: bytes) -> list[Row]:
     return [orjson.loads(line) for line in data.splitlines() if line]
 
 
-def _arrow_stream(columns: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, columns.schema) as stream:
-        stream.write_table(columns)
-    return sink.getvalue().to_pybytes()
-
-
-def _column_list(table: str, columns: pa.Table) -> str:
-    for name in (table, *columns.column_names):
-        if not name.isidentifier():
-            raise StoreError(f"bad table or column name {name!r}")
-    return f"{table} ({', '.join(columns.column_names)})"
+def _checked_name(table: str) -> str:
+    if not table.isidentifier():
+        raise StoreError(f"bad table name {table!r}")
+    return table
 
 
 def _settings_clause(settings: Mapping[str, Any] | None) -> str:
@@ -109,25 +100,20 @@ class ChdbStore:
         return _parse_rows(self._run(sql, "JSONEachRow", params))
 
     def insert(self, table: str, rows: Iterable[Row], settings: Mapping[str, Any] | None = None) -> int:
-        data = _json_lines(rows)
-        if not data:
-            return 0
-        sql = f"INSERT INTO {table}{_settings_clause(settings)} FORMAT JSONEachRow\n"
-        self._run(sql + data.decode("utf-8"), "TabSeparated")
-        return data.count(b"\n") + 1
+        return self.insert_lines(table, _json_lines(rows), settings)
 
-    def insert_columns(self, table: str, columns: pa.Table, settings: Mapping[str, Any] | None = None) -> int:
-        if not columns.num_rows:
+    def insert_lines(self, table: str, lines: bytes, settings: Mapping[str, Any] | None = None) -> int:
+        if not lines:
             return 0
-        sql, data = f"INSERT INTO {_column_list(table, columns)}{_settings_clause(settings)}", _arrow_stream(columns)
+        sql = f"INSERT INTO {_checked_name(table)}{_settings_clause(settings)}"
         with self._lock:
             try:
-                inserter = self._session.send_insert(sql, "ArrowStream")
-                inserter.append(data)
+                inserter = self._session.send_insert(sql, "JSONEachRow")
+                inserter.append(lines)
                 inserter.finish()
             except Exception as exc:
                 raise StoreError(str(exc).strip()) from exc
-        return columns.num_rows
+        return lines.count(b"\n") + 1
 
     def close(self) -> None:
         with self._lock:
@@ -169,24 +155,17 @@ class HttpStore:
             raise StoreError(str(exc).strip()) from exc
 
     def insert(self, table: str, rows: Iterable[Row], settings: Mapping[str, Any] | None = None) -> int:
-        data = _json_lines(rows)
-        if not data:
-            return 0
-        try:
-            self._client.raw_insert(table, insert_block=data, settings=dict(settings or {}), fmt="JSONEachRow")
-        except Exception as exc:
-            raise StoreError(str(exc).strip()) from exc
-        return data.count(b"\n") + 1
+        return self.insert_lines(table, _json_lines(rows), settings)
 
-    def insert_columns(self, table: str, columns: pa.Table, settings: Mapping[str, Any] | None = None) -> int:
-        if not columns.num_rows:
+    def insert_lines(self, table: str, lines: bytes, settings: Mapping[str, Any] | None = None) -> int:
+        if not lines:
             return 0
-        _column_list(table, columns)
         try:
-            self._client.insert_arrow(table, columns, settings=dict(settings or {}))
+            self._client.raw_insert(_checked_name(table), insert_block=lines, settings=dict(settings or {}),
+                                    fmt="JSONEachRow")
         except Exception as exc:
             raise StoreError(str(exc).strip()) from exc
-        return columns.num_rows
+        return lines.count(b"\n") + 1
 
     def close(self) -> None:
         self._client.close()

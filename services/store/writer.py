@@ -18,7 +18,7 @@ import orjson
 from services.contract.decode import Problem, Rejection
 from services.contract.model import VerdictEvent
 from services.store.backends import Store
-from services.store.convert import STORABLE_FROM, STORABLE_UNTIL, ch_time, events_to_table
+from services.store.convert import INTAKE_SETTINGS, INTAKE_TABLE, STORABLE_FROM, STORABLE_UNTIL, ch_time, intake_line
 
 INSERT_SETTINGS = {"deduplicate_blocks_in_dependent_materialized_views": 1}
 SAMPLE_BYTES = 2048
@@ -88,17 +88,20 @@ class EventWriter:
         rows = self.store.query("SELECT event_id FROM events WHERE event_id IN {ids:Array(String)}", {"ids": list(event_ids)})
         return {r["event_id"] for r in rows}
 
-    def write(self, events: Sequence[VerdictEvent], dead: Sequence[DeadLetter] = ()) -> WriteResult:
-        unique: dict[str, VerdictEvent] = {}
-        for event in events:
-            unique.setdefault(event.event_id, event)
-        stored = self.stored_ids(list(unique))
-        fresh = [e for eid, e in unique.items() if eid not in stored]
+    def write(self, events: Sequence[VerdictEvent], dead: Sequence[DeadLetter] = (),
+              lines: Sequence[bytes] | None = None) -> WriteResult:
+        """``lines``: each event's ``intake_line`` when the caller encoded them already (the worker does, on its
+        decoding thread, so this thread only queries and inserts, mostly outside the GIL)."""
+        first: dict[str, int] = {}
+        for i, event in enumerate(events):
+            first.setdefault(event.event_id, i)
+        stored = self.stored_ids(list(first))
+        fresh = [i for event_id, i in first.items() if event_id not in stored]
         if fresh:
-            token = hashlib.sha256("\n".join(sorted(e.event_id for e in fresh)).encode()).hexdigest()
-            self.store.insert_columns(
-                "events", events_to_table(fresh), {**INSERT_SETTINGS, "insert_deduplication_token": token}
-            )
+            token = hashlib.sha256("\n".join(sorted(events[i].event_id for i in fresh)).encode()).hexdigest()
+            data = b"\n".join(intake_line(events[i]) if lines is None else lines[i] for i in fresh)
+            self.store.insert_lines(INTAKE_TABLE, data,
+                                    {**INSERT_SETTINGS, **INTAKE_SETTINGS, "insert_deduplication_token": token})
         if dead:
             self.store.insert("dlq", [d.to_row() for d in dead])
         return WriteResult(len(fresh), len(events) - len(fresh), len(dead))

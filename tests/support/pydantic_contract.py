@@ -100,7 +100,10 @@ class VerdictEvent(Part):
     sampling: Sampling = Field(default_factory=Sampling)
 
     def to_json_dict(self) -> dict:
-        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        out = self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        if not out["signals"]["cherry_pick"]:  # the service's Signals leave their defaults out, as nulls
+            del out["signals"]["cherry_pick"]
+        return out
 
 
 # pydantic's error types, folded into the contract's rule names.

@@ -67,10 +67,10 @@ class PoisonWriter(EventWriter):
         super().__init__(store)
         self.poison = poison
 
-    def write(self, events, dead=()):
+    def write(self, events, dead=(), lines=None):
         if any(e.event_id == self.poison for e in events):
             raise ValueError("cannot convert")
-        return super().write(events, dead)
+        return super().write(events, dead, lines)
 
 
 def test_split_keeps_each_event_with_its_message():
@@ -78,6 +78,7 @@ def test_split_keeps_each_event_with_its_message():
     batch = Ingestor(EventWriter(None), Decoder()).split(messages, NOW)
     assert isinstance(batch, DecodedBatch)
     assert [(m.offset, i, e.event_id) for m, i, e in batch.items] == [(0, None, "a"), (2, None, "b")]
+    assert [orjson.loads(line)["event_id"] for line in batch.lines] == ["a", "b"]  # encoded on the decoding thread
     assert [e.event_id for e in batch.events] == ["a", "b"]
     assert [(d.offset, d.rejection.rule) for d in batch.dead] == [(1, batch.dead[0].rejection.rule)]
 
@@ -162,11 +163,11 @@ class FlakyWriter(EventWriter):
         super().__init__(store)
         self.failures, self.attempts = failures, 0
 
-    def write(self, events, dead=()):
+    def write(self, events, dead=(), lines=None):
         self.attempts += 1
         if self.attempts <= self.failures:
             raise StoreError("Connection refused")
-        return super().write(events, dead)
+        return super().write(events, dead, lines)
 
 
 def test_durable_writer_retries_until_the_store_accepts(store):

@@ -18,7 +18,7 @@ import pytest
 from services.contract.decode import validate_event
 from services.contract.model import FAILED_VERDICTS, VerdictEvent
 from services.store.backends import ChdbStore, HttpStore, Store, StoreError
-from services.store.convert import event_to_row, events_to_table
+from services.store.convert import INTAKE_SETTINGS, INTAKE_TABLE, event_to_row, intake_line
 from services.store.migrate import migrate
 from services.store.retention import KEEP_EVERYTHING, RetentionKeeper
 from services.store.writer import INSERT_SETTINGS, EventWriter
@@ -200,8 +200,9 @@ def test_redelivery_through_the_writer_never_double_counts_before_merges(store: 
     assert parts == 2  # two inserts landed as two unmerged parts: the counts above are pre-merge
 
 
-def test_columnar_inserts_store_exactly_what_row_inserts_store(store: Store) -> None:
-    """The writer's Arrow columns and the JSONEachRow rows of the same events read back identically."""
+def test_intake_lines_store_exactly_what_row_inserts_store(store: Store) -> None:
+    """The writer's intake lines (the events' own JSON, turned into rows by migration 015's view) and the
+    ``events`` rows of the same events read back identically, down to the truncated millisecond."""
     store.command("SYSTEM STOP MERGES")
     events = mixed_events(20) + [
         make_event(900 + i, query={"text": text, "answerable": None}, attributes={"k": text[:256]},
@@ -210,9 +211,10 @@ def test_columnar_inserts_store_exactly_what_row_inserts_store(store: Store) -> 
                    signals={"cherry_pick": [text[:256]], "premise_similarity": 1, "support_delta": -0.1 ** 7},
                    claims=[{"text": text, "verdict": "contradicted", "span": text}, {"verdict": "supported"}])
         for i, text in enumerate(HOSTILE)]
-    columnar = {**INSERT_SETTINGS, "insert_deduplication_token": "columns"}
-    store.insert_columns("events", events_to_table(events), columnar)
-    store.insert_columns("events", events_to_table(events), columnar)  # a retried insert: a no-op
+    intake = {**INSERT_SETTINGS, **INTAKE_SETTINGS, "insert_deduplication_token": "lines"}
+    lines = b"\n".join(intake_line(e) for e in events)
+    store.insert_lines(INTAKE_TABLE, lines, intake)
+    store.insert_lines(INTAKE_TABLE, lines, intake)  # a retried insert: a no-op in events and every view
     assert totals(store) == expected_totals(events)
     renamed = [{**event_to_row(e), "event_id": "row-" + e.event_id} for e in events]
     store.insert("events", renamed, INSERT_SETTINGS)

@@ -51,6 +51,20 @@ def test_redelivery_is_counted_once_even_before_merges(store):
     assert agg["e"] == before[0]["e"] + 1 and stored == 4 and claims == 12  # raw counts, no FINAL needed
 
 
+def test_lines_encoded_beforehand_lose_their_duplicates_like_events_do(store):
+    """The worker encodes a batch while decoding; the writer inserts only the fresh events' lines."""
+    from services.store.convert import intake_line
+
+    writer = EventWriter(store)
+    writer.write(events(["a"]))
+    batch = events(["b", "a", "c", "b"], route="parcel-status")
+    result = writer.write(batch, (), [intake_line(e) for e in batch])
+    assert (result.inserted, result.duplicates) == (2, 2)
+    rows = store.query("SELECT event_id, route FROM events ORDER BY event_id")
+    assert rows == [{"event_id": "a", "route": "billing-faq"}, {"event_id": "b", "route": "parcel-status"},
+                    {"event_id": "c", "route": "parcel-status"}]
+
+
 def test_retried_identical_insert_is_a_noop_in_every_view(store):
     """The dedup token covers a retry after a write that succeeded but was not acknowledged."""
     from services.store.convert import event_to_row
