@@ -89,13 +89,10 @@ class Metrics:
         self.buffered_bytes_peak.set_function(lambda: budget.peak)
 
     def observe_batch(self, events, dead, duplicates: int) -> None:
-        per_route, per_verdict, per_rule = collections.Counter(), collections.Counter(), collections.Counter()  # one inc per label set, not per claim
-        for event in events:
-            per_route[event.route] += 1
-            for claim in event.claims:
-                per_verdict[event.route, claim.verdict] += 1
-        for d in dead:
-            per_rule[d.rejection.rule] += 1
+        # One inc per label set, not per claim; Counter counts an iterable in C (this runs on the event loop).
+        per_route = collections.Counter(event.route for event in events)
+        per_verdict = collections.Counter((event.route, claim.verdict) for event in events for claim in event.claims)
+        per_rule = collections.Counter(d.rejection.rule for d in dead)
         for route, n in per_route.items():
             self.events.labels(route).inc(n)
         for labels, n in per_verdict.items():

@@ -19,8 +19,20 @@ from services.store.backends import Store
 from services.store.convert import STORABLE_FROM, STORABLE_UNTIL, Skip, ch_time, decode_rows, parse_ch_time
 
 CLAIM_COLUMNS = ("event_id, claim_idx, trace_id, route, observed_at, verdict, claim_type, text, score, chunk_id, "
-                 "source_id, span, labeler, versions, query_text, query_type, stakes, answer_text, action, "
-                 "first_failed_stage, signals")
+                 "source_id, span, labeler, versions, query_type, stakes, action, first_failed_stage")
+ANSWER_EXCERPT_CHARS = 2000  # what a claim reader gets of its answer's text
+CLAIM_ANSWER_FIELDS = ("query_text", "answer_text", "signals")  # what clustering.records reads of a claim's answer
+
+
+def with_answer_text(claims_sql: str, events_where: str) -> str:
+    """The rows of ``claims_sql`` (a SELECT of claims with an ``event_id``) with their answer's question, the
+    first ANSWER_EXCERPT_CHARS of its text, and its signals, from ``events``: a claim row references its answer
+    and copies none of its text (migration 016). ``events_where`` narrows the events read to those the claims
+    can belong to (their window), so the claims are not read twice."""
+    return (f"SELECT c.*, e.query_text AS query_text, e.answer_text AS answer_text, e.signals AS signals "
+            f"FROM ({claims_sql}) AS c LEFT JOIN (SELECT event_id, query_text, "
+            f"substring(answer_text, 1, {ANSWER_EXCERPT_CHARS}) AS answer_text, signals FROM events "
+            f"WHERE {events_where} LIMIT 1 BY event_id) AS e ON e.event_id = c.event_id")
 
 
 def ch_values(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -163,15 +175,31 @@ class IssueRepository(Generic[I, C]):
         return {r["issue_id"]: {k: r[k] for k in ("claim_key", "text", "trace_id", "verdict")} for r in rows}
 
     def members(self, issue_id: str, limit: int) -> list[dict]:
-        return self.store.query(
+        return self._with_answer(self.store.query(
             "SELECT m.claim_key AS claim_key, m.probability AS probability, m.source AS source, m.x AS x, m.y AS y, "
             "c.trace_id AS trace_id, c.event_id AS event_id, c.route AS route, c.verdict AS verdict, c.text AS text, "
-            "c.query_text AS question, c.span AS span, c.observed_at AS observed_at "
+            "c.span AS span, c.observed_at AS observed_at "
             "FROM (SELECT * FROM issue_members FINAL WHERE issue_id = {id:String} ORDER BY probability DESC "
             "LIMIT {n:UInt32}) AS m "
             "LEFT JOIN claims AS c ON c.event_id = splitByChar(':', m.claim_key)[1] "
             "AND toString(c.claim_idx) = splitByChar(':', m.claim_key)[2]",
-            {"id": issue_id, "n": limit})
+            {"id": issue_id, "n": limit}), "question")
+
+    # What a reader may take from a claim's answer; a claim row copies none of it (migration 016).
+    _ANSWER_FIELDS = {"question": "any(query_text)", "query_text": "any(query_text)",
+                      "answer_text": f"any(substring(answer_text, 1, {ANSWER_EXCERPT_CHARS}))", "signals": "any(signals)"}
+
+    def _with_answer(self, rows: list[dict], *fields: str) -> list[dict]:
+        """Each row (with an ``event_id``) with ``fields`` of its answer, read from ``events`` by id in one query:
+        for readers whose rows are few (a page, a batch). '' where the answer is no longer stored."""
+        ids = sorted({r["event_id"] for r in rows if r.get("event_id")})
+        if not ids:
+            return [{**r, **dict.fromkeys(fields, "")} for r in rows]
+        picked = ", ".join(f"{self._ANSWER_FIELDS[f]} AS {f}" for f in fields)
+        found = {a["event_id"]: a for a in self.store.query(
+            f"SELECT event_id, {picked} FROM events WHERE event_id IN {{ids:Array(String)}} GROUP BY event_id",
+            {"ids": ids})}
+        return [{**r, **{f: found.get(r.get("event_id") or "", {}).get(f, "") for f in fields}} for r in rows]
 
     def map_points(self, issue_ids: Sequence[str], per_issue: int) -> list[dict]:
         return self.store.query(
@@ -182,13 +210,13 @@ class IssueRepository(Generic[I, C]):
     # -- input ----------------------------------------------------------------
     def failing_claims(self, since: datetime, until: datetime | None = None, skip: Skip | None = None) -> list[C]:
         """Failing claims observed in [since, until]; ``skip``: see ``decode_rows``."""
-        where = "verdict IN {failed:Array(String)} AND observed_at >= {since:DateTime64(3)}"
+        window = "observed_at >= {since:DateTime64(3)}"
         params: dict = {"failed": sorted(FAILED_VERDICTS), "since": ch_time(since)}
         if until is not None:
-            where += " AND observed_at <= {until:DateTime64(3)}"
+            window += " AND observed_at <= {until:DateTime64(3)}"
             params["until"] = ch_time(until)
-        rows = self.store.query(f"SELECT {CLAIM_COLUMNS} FROM claims FINAL WHERE {where} ORDER BY event_id, claim_idx",
-                                params)
+        claims = f"SELECT {CLAIM_COLUMNS} FROM claims FINAL WHERE verdict IN {{failed:Array(String)}} AND {window}"
+        rows = self.store.query(f"{with_answer_text(claims, window)} ORDER BY event_id, claim_idx", params)
         return decode_rows(rows, self._claim, _claim_key, skip)
 
     _NOT_IN_AN_ISSUE = ("concat(event_id, ':', toString(claim_idx)) NOT IN (SELECT claim_key FROM issue_members FINAL "
@@ -208,6 +236,7 @@ class IssueRepository(Generic[I, C]):
             f"SELECT {CLAIM_COLUMNS} FROM claims FINAL WHERE {self._ROUTE_WINDOW} AND {held} "
             "ORDER BY observed_at DESC, event_id, claim_idx LIMIT {n:UInt32}",
             {**self._window_params(route, since, until), "n": limit})
+        rows = self._with_answer(rows, *CLAIM_ANSWER_FIELDS)
         return decode_rows(rows, self._claim, _claim_key, skip)
 
     def unassigned_on_route(self, route: str, since: datetime, until: datetime) -> int:
@@ -220,17 +249,17 @@ class IssueRepository(Generic[I, C]):
     def members_in_window(self, issue_id: str, route: str, since: datetime, until: datetime, limit: int) -> list[dict]:
         """The issue's members on ``route`` observed in [since, until], most typical first, with their claim, question
         and the event's versions (as ``members``, plus ``versions``)."""
-        return self.store.query(
+        return self._with_answer(self.store.query(
             "SELECT m.claim_key AS claim_key, m.probability AS probability, m.source AS source, m.x AS x, m.y AS y, "
             "c.trace_id AS trace_id, c.event_id AS event_id, c.route AS route, c.verdict AS verdict, c.text AS text, "
-            "c.query_text AS question, c.span AS span, c.observed_at AS observed_at, c.versions AS versions "
+            "c.span AS span, c.observed_at AS observed_at, c.versions AS versions "
             "FROM (SELECT claim_key, probability, source, x, y, splitByChar(':', claim_key)[1] AS event_id, "
             "splitByChar(':', claim_key)[2] AS idx FROM issue_members FINAL WHERE issue_id = {id:String} "
             "AND observed_at >= {since:DateTime64(3)} AND observed_at <= {until:DateTime64(3)}) AS m "
             "INNER JOIN (SELECT * FROM claims WHERE route = {route:String} AND observed_at >= {since:DateTime64(3)} "
             "AND observed_at <= {until:DateTime64(3)}) AS c ON c.event_id = m.event_id AND toString(c.claim_idx) = m.idx "
             "ORDER BY m.probability DESC, c.observed_at, m.claim_key LIMIT {n:UInt32}",
-            {"id": issue_id, "route": route, "since": ch_time(since), "until": ch_time(until), "n": limit})
+            {"id": issue_id, "route": route, "since": ch_time(since), "until": ch_time(until), "n": limit}), "question")
 
     def claims_ingested_after(self, after: datetime, limit: int,
                               skip: Skip | None = None) -> tuple[list[C], datetime | None]:
@@ -244,9 +273,10 @@ class IssueRepository(Generic[I, C]):
         if not rows:
             return [], None
         ids = [r["event_id"] for r in rows]
-        claims = self.store.query(
+        claims = self._with_answer(self.store.query(
             f"SELECT {CLAIM_COLUMNS} FROM claims WHERE event_id IN {{ids:Array(String)}} "
-            "AND verdict IN {failed:Array(String)} ORDER BY event_id, claim_idx", {"ids": ids, "failed": failed})
+            "AND verdict IN {failed:Array(String)} ORDER BY event_id, claim_idx", {"ids": ids, "failed": failed}),
+            *CLAIM_ANSWER_FIELDS)
         mark = datetime.fromisoformat(rows[-1]["ingested_at"]).replace(tzinfo=timezone.utc)
         return decode_rows(claims, self._claim, _claim_key, skip), mark
 
@@ -257,10 +287,6 @@ class IssueRepository(Generic[I, C]):
         if not STORABLE_FROM <= observed_at < STORABLE_UNTIL:
             raise ValueError(f"event time {row['observed_at']} is outside what the store holds")
         return self.decode_claim(row)
-
-    def traces(self, trace_ids: Sequence[str]) -> list[dict]:
-        return self.store.query("SELECT * FROM claims WHERE trace_id IN {ids:Array(String)} ORDER BY event_id, claim_idx",
-                                {"ids": list(trace_ids)})
 
     def event_details(self, event_ids: Sequence[str]) -> dict[str, dict]:
         """Per event: answer_text, evidence and signals (JSON text) and first_failed_stage."""

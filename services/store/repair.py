@@ -63,7 +63,9 @@ def repair(store: Store, since: datetime, observed_from: datetime | None = None)
                "(SELECT event_id FROM claims WHERE observed_at >= {from:DateTime64(3)})")
     lacking = store.query(f"SELECT count() AS n FROM ({missing})", params)[0]["n"]
     if lacking:
-        store.command(f"INSERT INTO claims {_view_select(store, 'claims_mv', missing)}", params)
+        rows = _view_select(store, "claims_mv", missing)
+        columns = ", ".join(r["name"] for r in store.query(f"DESCRIBE TABLE ({rows})", params))
+        store.command(f"INSERT INTO claims ({columns}) {rows}", params)  # by name: the view fills only some
 
     touched = f"SELECT DISTINCT route, toStartOfMinute(observed_at) AS minute FROM ({recent})"
     in_buckets = (f"SELECT * FROM events FINAL WHERE (route, toStartOfMinute(observed_at)) IN ({touched})")

@@ -65,6 +65,23 @@ def test_lines_encoded_beforehand_lose_their_duplicates_like_events_do(store):
                     {"event_id": "c", "route": "parcel-status"}]
 
 
+def test_a_claim_row_references_its_answer_and_readers_join_its_text(store):
+    """Migration 016: no question, answer or signals copied into claims; the claim readers get them from events."""
+    from datetime import datetime, timezone
+
+    from services.store.issues import IssueRepository
+
+    question, answer = "Why was I charged twice?", "You were charged once; " + "x" * 3000
+    EventWriter(store).write(events(["q1"], query={**BASE["query"], "text": question}, answer={"text": answer},
+                                    signals={"premise_similarity": 0.5}))
+    copied = store.query("SELECT query_text, answer_text, signals FROM claims WHERE event_id = 'q1'")
+    assert copied == [{"query_text": "", "answer_text": "", "signals": ""}] * 3
+    repo = IssueRepository(store, dict, dict)
+    claims = repo.failing_claims(datetime(2026, 11, 21, tzinfo=timezone.utc))
+    assert [(c["event_id"], c["claim_idx"], c["query_text"], c["answer_text"], c["signals"]) for c in claims] == [
+        ("q1", 0, question, answer[:2000], '{"premise_similarity":0.5}')]
+
+
 def test_retried_identical_insert_is_a_noop_in_every_view(store):
     """The dedup token covers a retry after a write that succeeded but was not acknowledged."""
     from services.store.convert import event_to_row
