@@ -104,15 +104,6 @@ class HdbscanClusterer:
         labels = np.where(best_similarity >= self.attach_min_similarity, best, NOISE)
         return labels, np.where(labels == NOISE, 0.0, np.clip(best_similarity, 0.0, 1.0))
 
-    def membership_vectors(self) -> np.ndarray:
-        """HDBSCAN soft membership of every fitted point, columns in canonical cluster order."""
-        if self.model_ is None:
-            return np.zeros((len(self.labels_), len(self.order_)))
-        import hdbscan
-
-        soft = hdbscan.all_points_membership_vectors(self.model_)
-        return soft.reshape(len(self.labels_), -1)[:, self.order_]
-
     @property
     def n_clusters_(self) -> int:
         return len(self.order_)

@@ -72,9 +72,6 @@ class ClusteringConfig:
                   if k != "name" and not (k in NEUTRAL_ADDITIONS and v == NEUTRAL_ADDITIONS[k])}
         return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:16]
 
-    def min_cluster_size_for(self, n: int) -> int:
-        return max(self.min_cluster_size, round(self.min_cluster_fraction * n))
-
     def with_overrides(self, name: str, **params) -> ClusteringConfig:
         """A new named configuration; refuses to reuse an existing name for different parameters."""
         if name in CONFIGS and CONFIGS[name] != replace(self, name=name, **params):

@@ -220,7 +220,6 @@ class Outgoing:
     target: str       # "alertmanager", "webhook" or "issue_webhook"
     url: str
     body: object      # sent as JSON; bytes are sent as they are (a signed body)
-    attempt: int = 0
     headers: Mapping[str, str] = field(default_factory=dict)
 
 

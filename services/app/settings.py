@@ -60,9 +60,6 @@ class DriftSettings(Section):
     eval_interval_seconds: float = Field(30.0, gt=0)
     watermark_seconds: float = Field(60.0, ge=0, description="event-time buckets newer than this are not evaluated yet")
 
-    def threshold_for(self, route: str) -> float:
-        return self.route_thresholds.get(route, self.threshold)
-
 
 class NotifySettings(Section):
     alertmanager_url: str | None = None

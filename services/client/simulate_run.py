@@ -154,12 +154,3 @@ def run_simulation(request: SimulationRequest, settings, out: Path | None, speed
         producer.close()
     console.print(f"sent {sent} messages to {settings.verdicts_topic} on {settings.bootstrap}")
     return sent
-
-
-def scenario_summary(scenario: Scenario) -> list[str]:
-    lines = [f"{r.name}: {r.per_minute:g} answers/min, base rate {100 * r.base_rate:.0f}%" for r in scenario.routes]
-    for g in scenario.regressions:
-        change = ", ".join(f"{k}={v}" for k, v in g.versions.items())
-        lines.append(f"from minute {g.at_minute}: {g.route} gets {change} (+{100 * g.rate_increase:.0f} pts, {g.family})")
-    return lines
-

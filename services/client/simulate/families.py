@@ -149,7 +149,6 @@ FAMILY_LIST = (
 )
 
 FAMILIES = tuple(f.name for f in FAMILY_LIST)
-FAMILY_INDEX = {f.name: i for i, f in enumerate(FAMILY_LIST)}
 # Pipeline order: the earliest failing stage is the event's first_failed_stage.
 STAGE_ORDER = {"passed": 0, "evidence_admission": 1, "claim_generation": 2, "generation_stability": 3}
 

@@ -45,8 +45,7 @@ def test_lists_and_tables_from_the_environment_are_json():
     env = {"CLAIMWATCH_API__TOKEN_HASHES": '["ab", "cd"]', "CLAIMWATCH_DRIFT__ROUTE_THRESHOLDS": '{"billing-faq": 0.03}',
            "CLAIMWATCH_CONFIG": "/some/file.toml", "CLAIMWATCH_TOKEN": "secret"}
     s = load_settings(None, env, {})
-    assert s.api.token_hashes == ["ab", "cd"] and s.drift.threshold_for("billing-faq") == 0.03
-    assert s.drift.threshold_for("other") == 0.02
+    assert s.api.token_hashes == ["ab", "cd"] and s.drift.route_thresholds == {"billing-faq": 0.03}
 
 
 def test_links_use_the_configured_external_url_else_the_api_url():
