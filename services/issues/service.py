@@ -155,10 +155,13 @@ class IssuesService:
         return [chosen[i] for i in keep], source
 
     def _alert_window_members(self, record: IssueRecord) -> tuple[list[dict], str]:
-        """The issue's members in the window of the open alert it explains the largest share of (firing before
-        pending): only those on the alert's top suspect version when there are any. An alert where the issue is
-        under ``DRIVING_SHARE`` of the window's clustered failing claims is the route's usual noise, not the
-        issue's page, so it is passed over. ([], "") without such an alert."""
+        """The issue's members in the window of the open alert it matters most to (firing before pending): only
+        those on the alert's top suspect version when there are any. ([], "") without such an alert.
+
+        "Matters most": where it ranks highest among the issues behind the alert's excess, then where it holds
+        the largest share of it (the explainer's, as the alert page names them); without an explainer, the
+        largest share of the window's clustered failing claims. An alert where the issue is under
+        ``DRIVING_SHARE`` is the route's usual noise, not the issue's page, so it is passed over."""
         now = self.clock()
         candidates = []
         for alert in self.alerts.open_alerts():
@@ -166,13 +169,12 @@ class IssuesService:
                 continue
             start, end = alert_window(alert, now)
             until = end + timedelta(minutes=1, milliseconds=-1)
-            counts = self.issues.members_on_route(alert.route, start, until)
-            share = counts.get(record.issue_id, 0) / max(1, sum(counts.values()))
+            rank, share = self._standing(record.issue_id, alert, start, until, now)
             if share >= DRIVING_SHARE:
-                candidates.append((alert.starts_at is None, -share, alert.alert_id, start, until, alert))
+                candidates.append((alert.starts_at is None, rank, -share, alert.alert_id, start, until, alert))
         if not candidates:
             return [], ""
-        *_, start, until, alert = min(candidates, key=lambda c: c[:3])
+        *_, start, until, alert = min(candidates, key=lambda c: c[:4])
         members = self.issues.members_in_window(record.issue_id, alert.route, start, until, 500)
         source = f"alert {alert.alert_id}'s window on {alert.route} (since the onset, {start:%Y-%m-%d %H:%M} UTC)"
         suspect = next(iter(alert.suspect_changes or ()), None)
@@ -181,6 +183,16 @@ class IssuesService:
             if on_suspect:
                 return on_suspect, f"{source[:-1]}, on the suspect {suspect['key']} {suspect['value']})"
         return members, source
+
+    def _standing(self, issue_id: str, alert, start: datetime, until: datetime, now: datetime) -> tuple[int, float]:
+        """(the issue's rank among the alert's issues, its share): see ``_alert_window_members``."""
+        if self.explainer is not None:
+            ranked = [c for c in self.explainer.explain(alert, now).issues if c.issue_id and c.share]
+            ranked.sort(key=lambda c: -c.share)
+            at = next((i for i, c in enumerate(ranked) if c.issue_id == issue_id), None)
+            return (len(ranked), 0.0) if at is None else (at, ranked[at].share)
+        counts = self.issues.members_on_route(alert.route, start, until)
+        return 0, counts.get(issue_id, 0) / max(1, sum(counts.values()))
 
     def members(self, issue_id: str, limit: int = 200) -> list[dict]:
         self.issues.get(issue_id)

@@ -113,7 +113,9 @@ def test_within_30_s_of_each_page_the_alert_names_its_issue_and_its_runbook_prom
         for trace_id in traces:
             trace = demo.get(f"/api/traces/{trace_id}")
             assert aware(trace["observed_at"]) >= onset, (route, trace_id, trace["observed_at"])
-            assert trace["versions"][suspect["key"]] == suspect["value"], (route, suspect, trace["versions"])
+            assert trace["versions"][suspect["key"]] == suspect["value"], (
+                route, suspect, trace["versions"], issue["issue_id"], issue["routes"], issue["exemplars_from"],
+                [(c.get("issue_id"), c.get("share")) for c in detail["explanation"]["issues"][:4]])
 
         pasted = subprocess.run(["bash", "-c", command], cwd=REPO, env={**demo.env, "USER": ""}, capture_output=True,
                                 text=True, timeout=120)
