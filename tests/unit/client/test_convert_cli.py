@@ -1,5 +1,5 @@
 """`claimwatch convert` run as users run it (a subprocess): verifier output exactly as the tools
-emit it, and every minimal example in the README's "Sending verdicts" section."""
+emit it, and every minimal example in docs/sending-verdicts.md ("The smallest line each format accepts")."""
 from __future__ import annotations
 
 import re
@@ -44,10 +44,10 @@ def said(done: subprocess.CompletedProcess) -> str:
     return " ".join(done.stderr.split())  # the console wraps lines
 
 
-def readme_examples() -> list[tuple[str, str, str]]:
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("## Sending verdicts\n"):]
-    section = section[:section.index("\n## ")]
+def documented_examples() -> list[tuple[str, str, str]]:
+    guide = (ROOT / "docs" / "sending-verdicts.md").read_text()
+    section = guide[guide.index("### The smallest line each format accepts\n"):]
+    section = section[:section.index("\n### ")]
     return [(m["fmt"], m["line"], m["command"]) for m in ROW.finditer(section)]
 
 
@@ -81,12 +81,12 @@ def test_a_bad_observed_at_is_refused(tmp_path):
     assert "--observed-at" in said(done) and "has no offset" in said(done)
 
 
-def test_the_readme_documents_a_minimal_example_for_every_adapter():
-    assert sorted(fmt for fmt, _, _ in readme_examples()) == sorted(FORMATS)
+def test_the_docs_show_a_minimal_example_for_every_adapter():
+    assert sorted(fmt for fmt, _, _ in documented_examples()) == sorted(FORMATS)
 
 
-@pytest.mark.parametrize("fmt, line, command", readme_examples(), ids=[fmt for fmt, _, _ in readme_examples()])
-def test_each_readme_example_converts(tmp_path, fmt, line, command):
+@pytest.mark.parametrize("fmt, line, command", documented_examples(), ids=[fmt for fmt, _, _ in documented_examples()])
+def test_each_documented_example_converts(tmp_path, fmt, line, command):
     (tmp_path / "in.jsonl").write_text(line + "\n")
     argv = shlex.split(command)
     assert argv[0] == "claimwatch" and argv[1:4] == ["convert", "--from", fmt]
