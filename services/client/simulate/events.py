@@ -1,15 +1,18 @@
-"""One route's answers for one minute: numpy draws every random number at once, then a
-plain loop assembles the event dicts from pre-rendered wording."""
+"""One route's answers for one minute: numpy draws every random number at once (draws.py names
+them), then a plain loop assembles the event dicts from pre-rendered wording."""
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from services.client.simulate.families import FAMILIES, FAMILY_LIST, STAGE_ORDER
+from services.client.simulate.draws import (
+    PICK_HIGH, AnswerPicks, AnswerUniforms, ClaimUniforms, MinuteDraws, per_answer, signal_values,
+)
+from services.client.simulate.families import FAMILIES, FAMILY_LIST, STAGE_ORDER, Family
 from services.client.simulate.scenario import Scenario
-from services.client.simulate.wording import domain_wording
+from services.client.simulate.wording import FailingText, domain_wording
 
 SCHEMA = "claimwatch.verdict/v1"
 CLAIM_IDS = tuple(f"c{i}" for i in range(1, 9))
@@ -28,8 +31,6 @@ ALIASES_SENT = {
     "no_source": ("NO_SOURCE", "No_Source"),
     "trivial": ("TRIVIAL", "Trivial"),
 }
-EVENT_ROWS = 16   # uniform draws per event, one row per purpose (see the loop)
-PICK_ROWS = 8     # integer draws per event
 
 
 def _query_type(u: float) -> str:
@@ -45,6 +46,18 @@ def _cite(chunk: dict, span: str) -> None:
     chunk["used"] = True
 
 
+def _action(u: float, abstained: bool, stakes: str, failed: int) -> str:
+    if abstained:
+        return "abstained"
+    if failed >= 2 and stakes == "high" and u < 0.3:
+        return "blocked"
+    return "review" if u > 0.98 else "revised" if u > 0.95 else "served"
+
+
+def _timestamp_form(u: float) -> int:
+    return 0 if u < 0.55 else 1 if u < 0.85 else 2  # Z, +01:00, +00:00
+
+
 @dataclass(slots=True)
 class Drawn:
     """An event before it gets ids and a timestamp (those depend on the merged minute)."""
@@ -53,6 +66,57 @@ class Drawn:
     form: int                  # 0: Z, 1: +01:00, 2: +00:00
     event: dict
     families: tuple[str | None, ...]
+
+
+@dataclass(slots=True)
+class Answer:
+    """One answer while its claims are written: what they draw on, and what their failures make of the event."""
+
+    topic: int
+    wording: int               # AnswerPicks.claim_wording
+    labeler: str
+    chunk_version: str
+    evidence: list[dict]
+    claims: list[dict] = field(default_factory=list)
+    families: list[str | None] = field(default_factory=list)   # per claim: its failure family, None when it holds
+    first_failure: tuple[FailingText, Family] | None = None    # the question is the one this failure answers
+    stage: str | None = None                                    # the earliest stage a failure points at
+    cherry: list[str] = field(default_factory=list)             # unused chunks that contradict a claim
+    signal_kinds: set[str] = field(default_factory=set)         # signals the failures raise
+
+    def failed(self, text: FailingText, family: Family) -> None:
+        if self.first_failure is None:
+            self.first_failure = (text, family)
+        if self.stage is None or STAGE_ORDER[family.stage] < STAGE_ORDER[self.stage]:
+            self.stage = family.stage
+        if family.signal:
+            self.signal_kinds.add(family.signal)
+
+
+def _link(claim: dict, link: str, verdict: str, text: FailingText, answer: Answer, k: int) -> None:
+    """Point a failing claim at the evidence its verdict rests on, adding the chunk that explains it."""
+    evidence = answer.evidence
+    src = evidence[0]["source_id"]
+    if link == "phantom":
+        claim["source_id"] = text.aux
+        return
+    if link == "stale":
+        chunk = {"chunk_id": f"{src}@{text.aux}#{k + 1}", "source_id": src, "version": text.aux, "used": True}
+    elif link == "unused_contradicting":
+        chunk = {"chunk_id": f"{src}#alt{k + 1}", "source_id": src, "version": answer.chunk_version, "used": False}
+        answer.cherry.append(chunk["chunk_id"])
+    elif link == "off_topic":
+        chunk = {"chunk_id": f"{text.aux}#{k + 1}", "source_id": text.aux, "version": answer.chunk_version,
+                 "used": True}
+    elif verdict == "unsupported":  # extrinsic: nothing in the evidence speaks to it
+        return
+    else:
+        chunk = evidence[0]
+        _cite(chunk, text.span)
+    if chunk is not evidence[0]:
+        chunk["text"] = text.span
+        evidence.append(chunk)
+    claim.update(chunk_id=chunk["chunk_id"], source_id=chunk["source_id"], span=text.span)
 
 
 class RouteTraffic:
@@ -98,17 +162,40 @@ class RouteTraffic:
 
     def draw(self, minute: int, volume_factor: float, hour: float = 0.0) -> list[Drawn]:
         """This route's answers in ``minute`` (from the start); ``hour`` (UTC, fractional) sets a swinging base rate."""
-        rng, sc, route, words = self.rng, self.scenario, self.route, self.words
-        n = int(rng.poisson(route.per_minute * volume_factor))
+        n = int(self.rng.poisson(self.route.per_minute * volume_factor))
         if n == 0:
             return []
-        u = rng.random((EVENT_ROWS, n))
-        picks = rng.integers(0, 1 << 30, (PICK_ROWS, n))
-        answerable = u[0] >= route.unanswerable_share
-        abstained = np.where(answerable, u[1] < sc.over_refusal, u[1] < sc.correct_abstention)
+        draws = self._draw_minute(n, minute, hour)
+        return [self._answer(draws, i) for i in range(n)]
+
+    def _draw_minute(self, n: int, minute: int, hour: float) -> MinuteDraws:
+        """Every random number of ``n`` answers, in the order the stream has always given them."""
+        rng, sc, route = self.rng, self.scenario, self.route
+        rows = rng.random((len(AnswerUniforms._fields), n))
+        u = AnswerUniforms(*rows)
+        picks = rng.integers(0, PICK_HIGH, (len(AnswerPicks._fields), n))
+        answerable = u.answerable >= route.unanswerable_share
+        abstained = np.where(answerable, u.abstains < sc.over_refusal, u.abstains < sc.correct_abstention)
         n_claims = np.where(abstained, 0, 1 + rng.binomial(7, (route.mean_claims - 1) / 7, n))
-        p_base = self._beta(rng, np.where(answerable, route.base_rate_at(hour), sc.unanswerable_answered_rate))
+        propensity = self._beta(rng, np.where(answerable, route.base_rate_at(hour), sc.unanswerable_answered_rate))
         base_family = rng.choice(len(FAMILIES), n, p=self.family_p)
+        version_code, extras = self._regressions(n, minute)
+        total = int(n_claims.sum())
+        cu = ClaimUniforms(*rng.random((len(ClaimUniforms._fields), total)))
+        alias = rng.integers(0, PICK_HIGH, total)
+        score = np.round(rng.uniform(0.55, 0.99, total), 2)
+        checkable = cu.trivial >= sc.trivial_share
+        owner = np.repeat(np.arange(n), n_claims)
+        family = _failures(owner, cu.failure, checkable, propensity, base_family, extras)
+        return MinuteDraws(
+            uniforms=per_answer(AnswerUniforms, rows), picks=per_answer(AnswerPicks, picks), signals=signal_values(u),
+            answerable=answerable.tolist(), abstained=abstained.tolist(), version_code=version_code.tolist(),
+            claim_start=np.concatenate(([0], np.cumsum(n_claims))).tolist(), family=family.tolist(),
+            checkable=checkable.tolist(), verdict=cu.verdict.tolist(), alias=alias.tolist(), score=score.tolist())
+
+    def _regressions(self, n: int, minute: int) -> tuple[np.ndarray, list[tuple[np.ndarray, int]]]:
+        """Per answer, a bit per regression it runs on; and per regression under way, the failure
+        propensity it adds to each answer (0 off it) with its family's index."""
         code = np.zeros(n, dtype=np.int64)
         extras = []
         for bit, g in enumerate(self.regressions):
@@ -119,172 +206,139 @@ class RouteTraffic:
             code |= on_new.astype(np.int64) << bit
             extra = self._beta(self.change_rng, np.full(n, g.rate_increase)) * on_new
             extras.append((extra, FAMILIES.index(g.family)))
+        return code, extras
 
-        total = int(n_claims.sum())
-        owner = np.repeat(np.arange(n), n_claims)
-        cu = rng.random((3, total))
-        alias_picks = rng.integers(0, 1 << 30, total)
-        scores = np.round(rng.uniform(0.55, 0.99, total), 2)
-        checkable = cu[1] >= sc.trivial_share
-        family = np.full(total, -1, dtype=np.int64)
-        high = p_base[owner]
-        failing = checkable & (cu[0] < high)
-        family[failing] = base_family[owner][failing]
-        for extra, family_index in extras:  # a regression adds its own failures above the base rate
-            low, high = high, high + extra[owner]
-            failing = checkable & (cu[0] >= low) & (cu[0] < high)
-            family[failing] = family_index
+    def _answer(self, d: MinuteDraws, i: int) -> Drawn:
+        sc, u, pick = self.scenario, d.uniforms[i], d.picks[i]
+        first, end = d.claim_start[i], d.claim_start[i + 1]
+        versions, chunk_version, labeler = self._versions_for(d.version_code[i])
+        if u.human_label < sc.human_label_fraction:
+            labeler = f"human:ann-{pick.annotator % 40:02d}"
+        answer = Answer(self._topic(pick.topic, d.family[first:end]), pick.claim_wording, labeler, chunk_version,
+                        self._evidence(pick.evidence, chunk_version))
+        for k, j in enumerate(range(first, end)):
+            f = d.family[j]
+            if f >= 0:
+                claim = self._failing_claim(answer, k, f, d.verdict[j], d.score[j])
+            elif d.checkable[j]:
+                claim = self._supported_claim(answer, k, d.score[j])
+            else:
+                claim = self._trivial_claim(answer, k, d.score[j])
+            claim["labeler"] = labeler
+            answer.claims.append(claim)
+            answer.families.append(FAMILIES[f] if f >= 0 else None)
+        if u.aliases < sc.alias_fraction:  # this producer sends its verifier's own labels
+            for claim, alias in zip(answer.claims, d.alias[first:end]):
+                sent = ALIASES_SENT[claim["verdict"]]
+                claim["verdict"] = sent[alias % len(sent)]
+        return self._event(d, i, dict(versions), answer)
 
-        # Signal values for both cases (raised by a family or not), rounded here rather than per event.
-        signal_values = np.round(np.stack((
-            0.1 + 0.5 * u[12], 0.85 + 0.13 * u[12], 0.12 * u[13], 0.3 + 0.4 * u[13], 0.25 * u[14], 0.55 + 0.4 * u[14],
-        )), 3).T.tolist()
-        ul, pl = u[:12].T.tolist(), picks.T.tolist()  # rows 12-14 went into signal_values
-        out = []
-        offsets = np.concatenate(([0], np.cumsum(n_claims))).tolist()
-        fam_l, checkable_l, vu_l = family.tolist(), checkable.tolist(), cu[2].tolist()
-        alias_l, score_l = alias_picks.tolist(), scores.tolist()
-        abstained_l, answerable_l, code_l = abstained.tolist(), answerable.tolist(), code.tolist()
-        chunks, n_topics, topics_per_family = words.chunks, len(words.topics), len(self.family_topics[0])
-        human_share, alias_share, textless_share = sc.human_label_fraction, sc.alias_fraction, sc.textless_fraction
-        for i in range(n):
-            r, p = ul[i], pl[i]
-            c0, c1 = offsets[i], offsets[i + 1]
-            # One answer keeps to one topic; a failing one to a topic its family's issue is about.
-            first_family = next((f for f in fam_l[c0:c1] if f >= 0), -1)
-            topic = p[6] % n_topics if first_family < 0 else self.family_topics[first_family][p[6] % topics_per_family]
-            pool_base = p[7]  # consecutive pool entries: the claims of one answer differ
-            supported_pool, trivial_pool = words.supported[topic], words.trivial[topic]
-            versions, chunk_version, labeler = self._versions_for(code_l[i])
-            versions = dict(versions)  # each event owns its dicts
-            if r[8] < human_share:
-                labeler = f"human:ann-{p[3] % 40:02d}"
-            base = p[2]
-            evidence = []
-            for k in range(3):
-                c = chunks[(base + k) % len(chunks)]
-                evidence.append({"chunk_id": c[0], "source_id": c[1], "version": chunk_version, "used": False,
-                                 "text": c[2]})
-            e0, e1 = evidence[0], evidence[1]
-            claims, families = [], []
-            first_item, stage, cherry, signal_kinds = None, None, [], set()
-            for j in range(c0, c1):
-                k = j - c0
-                f = fam_l[j]
-                if f >= 0:
-                    fam = FAMILY_LIST[f]
-                    pool = words.failing(f, topic)
-                    item = pool[(pool_base + k) % len(pool)]
-                    verdict = fam.verdict(vu_l[j])
-                    claim = {"claim_id": CLAIM_IDS[k], "text": item.claim, "claim_type": fam.claim_type,
-                             "verdict": verdict, "score": score_l[j]}
-                    self._link(fam.link, verdict, item, claim, evidence, chunk_version, cherry, k)
-                    claim["labeler"] = labeler
-                    if first_item is None:
-                        first_item = (item, fam)
-                    if stage is None or STAGE_ORDER[fam.stage] < STAGE_ORDER[stage]:
-                        stage = fam.stage
-                    if fam.signal:
-                        signal_kinds.add(fam.signal)
-                    families.append(fam.name)
-                elif checkable_l[j]:
-                    text, span = supported_pool[(pool_base + k) % len(supported_pool)]
-                    chunk = e1 if k & 1 else e0
-                    if chunk["used"]:  # a used chunk's text holds every span cited from it, verbatim
-                        chunk["text"] = f"{chunk['text']} {span}"
-                    else:
-                        chunk["text"], chunk["used"] = span, True
-                    claim = {"claim_id": CLAIM_IDS[k], "text": text, "claim_type": SUPPORTED_TYPES[(pool_base + k) & 3],
-                             "verdict": "supported", "score": score_l[j], "chunk_id": chunk["chunk_id"],
-                             "source_id": chunk["source_id"], "span": span, "labeler": labeler}
-                    families.append(None)
-                else:
-                    claim = {"claim_id": CLAIM_IDS[k], "text": trivial_pool[(pool_base + k) % len(trivial_pool)],
-                             "claim_type": "other", "verdict": "trivial", "score": score_l[j], "labeler": labeler}
-                    families.append(None)
-                claims.append(claim)
-            if r[6] < alias_share:  # this producer sends its verifier's own labels
-                for j, claim in enumerate(claims, c0):
-                    sent = ALIASES_SENT[claim["verdict"]]
-                    claim["verdict"] = sent[alias_l[j] % len(sent)]
-            textless = r[7] < textless_share
-            if textless:
-                claims = [{"claim_id": c["claim_id"], "verdict": c["verdict"], "score": c["score"]} for c in claims]
-            out.append(self._event(r, p, topic, answerable_l[i], abstained_l[i], textless, versions, evidence,
-                                   claims, first_item, stage, cherry, signal_kinds, tuple(families), signal_values[i]))
-        return out
+    def _topic(self, pick: int, families: list[int]) -> int:
+        """One answer keeps to one topic; a failing one to a topic its first failure's family is about."""
+        first = next((f for f in families if f >= 0), -1)
+        if first < 0:
+            return pick % len(self.words.topics)
+        topics = self.family_topics[first]
+        return topics[pick % len(topics)]
 
-    @staticmethod
-    def _link(link: str, verdict: str, item, claim: dict, evidence: list, chunk_version: str, cherry: list, k: int):
-        """Point a failing claim at the evidence its verdict rests on, adding the chunk that explains it."""
-        src = evidence[0]["source_id"]
-        if link == "phantom":
-            claim["source_id"] = item.aux
-            return
-        if link == "stale":
-            chunk = {"chunk_id": f"{src}@{item.aux}#{k + 1}", "source_id": src, "version": item.aux, "used": True}
-        elif link == "unused_contradicting":
-            chunk = {"chunk_id": f"{src}#alt{k + 1}", "source_id": src, "version": chunk_version, "used": False}
-            cherry.append(chunk["chunk_id"])
-        elif link == "off_topic":
-            chunk = {"chunk_id": f"{item.aux}#{k + 1}", "source_id": item.aux, "version": chunk_version, "used": True}
-        elif verdict == "unsupported":  # extrinsic: nothing in the evidence speaks to it
-            return
-        else:
-            chunk = evidence[0]
-            _cite(chunk, item.span)
-        if chunk is not evidence[0]:
-            chunk["text"] = item.span
-            evidence.append(chunk)
-        claim.update(chunk_id=chunk["chunk_id"], source_id=chunk["source_id"], span=item.span)
+    def _evidence(self, pick: int, chunk_version: str) -> list[dict]:
+        """Three consecutive chunks of the corpus; a chunk a claim cites holds the cited spans instead."""
+        chunks = self.words.chunks
+        evidence = []
+        for k in range(3):
+            chunk_id, source_id, text = chunks[(pick + k) % len(chunks)]
+            evidence.append({"chunk_id": chunk_id, "source_id": source_id, "version": chunk_version, "used": False,
+                             "text": text})
+        return evidence
 
-    def _event(self, r, p, topic, answerable, abstained, textless, versions, evidence, claims, first_item, stage, cherry,
-               signal_kinds, families, signal_values) -> Drawn:
-        sc, words = self.scenario, self.words
-        if not answerable:
-            question, query_type = words.unanswerable[topic][p[0] % len(words.unanswerable[topic])], "unanswerable"
-        elif first_item is not None:
-            question, query_type = first_item[0].question, first_item[1].query_type
-        elif r[2] < 0.5:
-            question = words.questions[topic][p[0] % len(words.questions[topic])]
-            query_type = _query_type(r[3])
-        else:  # risky-looking questions are often answered well
-            f = p[0] % len(FAMILY_LIST)
-            pool = words.family_questions[f][topic]
-            question, query_type = pool[p[1] % len(pool)], FAMILY_LIST[f].query_type
-        low, medium = self.stakes_cum[0], self.stakes_cum[1]
-        stakes = "low" if r[4] < low else "medium" if r[4] < medium else "high"
-        failed = len(families) - families.count(None)
-        if abstained:
-            action = "abstained"
-        elif failed >= 2 and stakes == "high" and r[5] < 0.3:
-            action = "blocked"
-        else:
-            action = "review" if r[5] > 0.98 else "revised" if r[5] > 0.95 else "served"
+    def _failing_claim(self, answer: Answer, k: int, f: int, verdict_u: float, score: float) -> dict:
+        family, pool = FAMILY_LIST[f], self.words.failing(f, answer.topic)
+        text = pool[(answer.wording + k) % len(pool)]
+        verdict = family.verdict(verdict_u)
+        claim = {"claim_id": CLAIM_IDS[k], "text": text.claim, "claim_type": family.claim_type, "verdict": verdict,
+                 "score": score}
+        _link(claim, family.link, verdict, text, answer, k)
+        answer.failed(text, family)
+        return claim
+
+    def _supported_claim(self, answer: Answer, k: int, score: float) -> dict:
+        pool = self.words.supported[answer.topic]
+        text, span = pool[(answer.wording + k) % len(pool)]
+        chunk = answer.evidence[k & 1]  # alternate between the first two chunks
+        _cite(chunk, span)
+        return {"claim_id": CLAIM_IDS[k], "text": text, "claim_type": SUPPORTED_TYPES[(answer.wording + k) & 3],
+                "verdict": "supported", "score": score, "chunk_id": chunk["chunk_id"], "source_id": chunk["source_id"],
+                "span": span}
+
+    def _trivial_claim(self, answer: Answer, k: int, score: float) -> dict:
+        pool = self.words.trivial[answer.topic]
+        return {"claim_id": CLAIM_IDS[k], "text": pool[(answer.wording + k) % len(pool)], "claim_type": "other",
+                "verdict": "trivial", "score": score}
+
+    def _event(self, d: MinuteDraws, i: int, versions: dict, answer: Answer) -> Drawn:
+        u, pick, answerable, abstained = d.uniforms[i], d.picks[i], d.answerable[i], d.abstained[i]
+        question, query_type = self._question(u, pick, answer, answerable)
+        stakes = self._stakes(u.stakes)
+        failed = len(answer.families) - answer.families.count(None)
+        action = _action(u.action, abstained, stakes, failed)
         event = {"schema": SCHEMA, "event_id": None, "trace_id": None, "observed_at": None, "route": self.route.name}
-        if r[10] < 0.5:
-            event["tenant"] = TENANTS[p[4] % len(TENANTS)]
-        if textless:  # a producer that keeps no customer text
+        if u.tenant < 0.5:
+            event["tenant"] = TENANTS[pick.tenant % len(TENANTS)]
+        drawn = Drawn(pick.millisecond % 60000, _timestamp_form(u.timestamp_form), event, tuple(answer.families))
+        if u.textless < self.scenario.textless_fraction:  # a producer that keeps no customer text
+            claims = [{"claim_id": c["claim_id"], "verdict": c["verdict"], "score": c["score"]} for c in answer.claims]
             event.update(query={"query_type": query_type, "stakes": stakes, "answerable": answerable},
                          answer={"action": action}, versions=versions, claims=claims)
-            return Drawn(p[5] % 60000, self._form(r[11]), event, families)
-        answer_text = (words.abstentions[p[1] % len(words.abstentions)] if abstained
-                       else " ".join([c["text"] for c in claims]))
+            return drawn
+        words = self.words
+        answer_text = (words.abstentions[pick.wording % len(words.abstentions)] if abstained
+                       else " ".join([c["text"] for c in answer.claims]))
         event.update(query={"text": question, "query_type": query_type, "stakes": stakes, "answerable": answerable},
-                     answer={"text": answer_text, "action": action}, versions=versions, evidence=evidence,
-                     claims=claims, first_failed_stage=stage or "passed")
-        if signal_kinds or cherry or r[9] < sc.signals_fraction:
-            premise = "premise" in signal_kinds
-            unstable = "disagreement" in signal_kinds
+                     answer={"text": answer_text, "action": action}, versions=versions, evidence=answer.evidence,
+                     claims=answer.claims, first_failed_stage=answer.stage or "passed")
+        if answer.signal_kinds or answer.cherry or u.signals < self.scenario.signals_fraction:
+            premise, values = "premise" in answer.signal_kinds, d.signals
             event["signals"] = {
-                "cherry_pick": cherry,
-                "premise_similarity": signal_values[premise],
-                "support_delta": signal_values[2 + premise],
-                "sample_disagreement": signal_values[4 + unstable],
+                "cherry_pick": answer.cherry,
+                "premise_similarity": values.premise_similarity[i][premise],
+                "support_delta": values.support_delta[i][premise],
+                "sample_disagreement": values.sample_disagreement[i]["disagreement" in answer.signal_kinds],
             }
-        event["attributes"] = {"region": REGIONS[p[4] % len(REGIONS)], "channel": CHANNELS[p[3] % len(CHANNELS)]}
-        return Drawn(p[5] % 60000, self._form(r[11]), event, families)
+        event["attributes"] = {"region": REGIONS[pick.tenant % len(REGIONS)],
+                               "channel": CHANNELS[pick.annotator % len(CHANNELS)]}
+        return drawn
 
-    @staticmethod
-    def _form(u: float) -> int:
-        return 0 if u < 0.55 else 1 if u < 0.85 else 2  # Z, +01:00, +00:00
+    def _question(self, u: AnswerUniforms, pick: AnswerPicks, answer: Answer, answerable: bool) -> tuple[str, str]:
+        """The question and its query type."""
+        words = self.words
+        if not answerable:
+            pool = words.unanswerable[answer.topic]
+            return pool[pick.question % len(pool)], "unanswerable"
+        if answer.first_failure is not None:
+            text, family = answer.first_failure
+            return text.question, family.query_type
+        if u.question_kind < 0.5:
+            pool = words.questions[answer.topic]
+            return pool[pick.question % len(pool)], _query_type(u.query_type)
+        f = pick.question % len(FAMILY_LIST)  # risky-looking questions are often answered well
+        pool = words.family_questions[f][answer.topic]
+        return pool[pick.wording % len(pool)], FAMILY_LIST[f].query_type
+
+    def _stakes(self, u: float) -> str:
+        low, medium = self.stakes_cum[0], self.stakes_cum[1]
+        return "low" if u < low else "medium" if u < medium else "high"
+
+
+def _failures(owner: np.ndarray, failure_u: np.ndarray, checkable: np.ndarray, propensity: np.ndarray,
+              base_family: np.ndarray, extras: list[tuple[np.ndarray, int]]) -> np.ndarray:
+    """Per claim, the index of the family it fails as, -1 when it holds: below its answer's propensity it
+    fails as the answer's base family, and in each regression's band above that as the regression's."""
+    family = np.full(len(owner), -1, dtype=np.int64)
+    high = propensity[owner]
+    failing = checkable & (failure_u < high)
+    family[failing] = base_family[owner][failing]
+    for extra, family_index in extras:
+        low, high = high, high + extra[owner]
+        failing = checkable & (failure_u >= low) & (failure_u < high)
+        family[failing] = family_index
+    return family
