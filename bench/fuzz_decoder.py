@@ -42,7 +42,7 @@ def run_target(libfuzzer_args: list[str]) -> None:
     with atheris.instrument_imports(include=["services.contract"]):
         from services.contract.decode import DEFAULT_MAX_BYTES, Decoder, Rejection
         from services.contract.model import VerdictEvent
-    from services.store.writer import DeadLetter
+    from services.ingest.records import DeadLetter
 
     decoder = Decoder()
     roundtrip = Decoder(max_bytes=4 * DEFAULT_MAX_BYTES)  # contract JSON adds defaults, so allow growth

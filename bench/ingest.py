@@ -186,7 +186,8 @@ def profile(args, console: Console) -> int:
     events, as the worker writes them."""
     from services.contract.decode import Decoder
     from services.store.backends import ChdbStore
-    from services.store.convert import INTAKE_SETTINGS, INTAKE_TABLE, intake_line
+    from services.store.convert import INTAKE_SETTINGS, INTAKE_TABLE
+    from services.ingest.records import intake_line
     from services.store.migrate import migrate
     from services.store.retention import KEEP_EVERYTHING, RetentionKeeper
     from services.store.writer import INSERT_SETTINGS

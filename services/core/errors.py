@@ -10,3 +10,7 @@ class NotFound(LookupError):
 
 class Conflict(ValueError):
     """The request is well-formed but clashes with the current state (approve twice, ...)."""
+
+
+class StoreError(RuntimeError):
+    """The store refused or failed a statement. The message says what to do next."""

@@ -12,7 +12,7 @@ from typing import Awaitable, Callable, Sequence
 from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 
 from services.core.backoff import Backoff
-from services.store.writer import DeadLetter
+from services.ingest.records import DeadLetter
 
 log = logging.getLogger(__name__)
 

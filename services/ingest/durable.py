@@ -16,7 +16,7 @@ from services.core.backoff import Backoff
 from services.core.clock import utcnow
 from services.core.metrics import Metrics
 from services.ingest.ingestor import BatchOutcome, Health, Ingestor, RawMessage
-from services.store.backends import StoreError
+from services.core.errors import StoreError
 
 log = logging.getLogger(__name__)
 PAUSE_SLICE = 0.25  # a backoff pause notices a shutdown within this long

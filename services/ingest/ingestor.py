@@ -19,11 +19,10 @@ import orjson
 
 from services.contract.decode import Decoder, Rejection, reject
 from services.contract.model import MAX_ROUTE_CHARS, VerdictEvent
+from services.core.errors import StoreError
 from services.ingest.privacy import RedactionSettings, Redactor
+from services.ingest.records import SAMPLE_BYTES, DeadLetter, Writer, WriteResult, intake_line
 from services.ingest.window import EventTimeWindow
-from services.store.backends import StoreError
-from services.store.convert import intake_line
-from services.store.writer import SAMPLE_BYTES, DeadLetter, EventWriter, WriteResult
 
 NEIGHBOUR_FRESH = timedelta(minutes=2)  # a partition's valid events this recent date its unreadable neighbours
 
@@ -99,7 +98,7 @@ class Ingestor:
     """``window``: the event times stored (default: what the store can hold, up to a few minutes ahead);
     ``epoch``: the incarnation of the consumed log, kept on every dead letter (``DeadLetter.epoch``)."""
 
-    def __init__(self, writer: EventWriter, decoder: Decoder, redactor: Redactor | None = None,
+    def __init__(self, writer: Writer, decoder: Decoder, redactor: Redactor | None = None,
                  window: EventTimeWindow | None = None, epoch: str = ""):
         self.writer = writer
         self.decoder = decoder

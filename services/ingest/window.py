@@ -3,7 +3,7 @@
 Outside it, an acked event would be lost or would mislead: older than the store keeps it, a TTL merge deletes
 it within seconds of its insert; far ahead of the clock, it moves the event-time watermark that every window
 ends at. So such an event is dead-lettered under a rule of its own, whose reason names the bound and the fix.
-The store's own range (services/store/writer.py) always applies; the age and skew bounds apply to live ingest
+The store's own range (services/ingest/records.py) always applies; the age and skew bounds apply to live ingest
 only: ``claimwatch backtest`` replays history of any age, on event time.
 
 The clock is an argument (``now``), never read here.
@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 
 from services.contract.decode import Problem, Rejection
 from services.contract.model import VerdictEvent
-from services.store.writer import store_range_problem
+from services.ingest.records import store_range_problem
 
 TOO_OLD = "observed_at.too_old"
 TOO_FAR_AHEAD = "observed_at.too_far_ahead"

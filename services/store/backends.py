@@ -17,14 +17,12 @@ import orjson
 from clickhouse_connect import common as ch_common
 from clickhouse_connect.driver.binding import format_bind_value
 
+from services.core.errors import StoreError  # noqa: F401  (raised here; importers outside ingest read it here too)
+
 # Dict parameters bind as ClickHouse Map literals, not JSON, on both back ends.
 ch_common.set_setting("dict_parameter_format", "map")
 
 Row = dict[str, Any]
-
-
-class StoreError(RuntimeError):
-    """The store refused or failed a statement. The message says what to do next."""
 
 
 class Store(Protocol):

@@ -1,7 +1,7 @@
 """Pure converters between contract events and store rows."""
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 import msgspec
@@ -39,11 +39,6 @@ def decode_rows(rows: Iterable[Mapping[str, Any]], decode: Callable[[Mapping[str
 
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-# The event times the store can hold: whole seconds since 1970 in a UInt32, as its DateTime columns keep them
-# (rate_minute.minute, the toDateTime of the TTLs). Outside, a minute saturates to 1970 or 2106 (counted in no
-# window anyone reads) and a TTL wraps (the row expires on arrival), though DateTime64 columns take the time.
-STORABLE_FROM = EPOCH
-STORABLE_UNTIL = EPOCH + timedelta(seconds=1 << 32)  # exclusive: 2106-02-07T06:28:16Z
 # How the worker's events reach the store: each as one JSON line (the contract's shape, canonical values),
 # which events_intake_mv turns into an ``events`` row inside ClickHouse (migration 015).
 INTAKE_TABLE = "events_intake"
@@ -51,14 +46,6 @@ INTAKE_SETTINGS = {"date_time_input_format": "best_effort", "input_format_skip_u
                    "input_format_null_as_default": 1, "input_format_json_read_objects_as_strings": 1,
                    "input_format_json_read_arrays_as_strings": 1, "input_format_json_named_tuples_as_objects": 1,
                    "input_format_json_defaults_for_missing_elements_in_named_tuple": 1}
-_encoder = msgspec.json.Encoder()
-
-
-def intake_line(event: VerdictEvent) -> bytes:
-    """The event as one ``events_intake`` line: the same values ``event_to_row`` gives, once stored."""
-    return _encoder.encode(event)
-
-
 def evidence_json(evidence: list[Evidence]) -> str:
     return msgspec.json.encode(evidence).decode() if evidence else "[]"  # Evidence omits its null fields
 

@@ -16,7 +16,8 @@ from services.contract.model import FAILED_VERDICTS
 from services.core.clock import utcnow
 from services.core.errors import NotFound
 from services.store.backends import Store
-from services.store.convert import STORABLE_FROM, STORABLE_UNTIL, Skip, ch_time, decode_rows, parse_ch_time
+from services.store.convert import Skip, ch_time, decode_rows, parse_ch_time
+from services.ingest.records import STORABLE_FROM, STORABLE_UNTIL
 
 CLAIM_COLUMNS = ("event_id, claim_idx, trace_id, route, observed_at, verdict, claim_type, text, score, chunk_id, "
                  "source_id, span, labeler, versions, query_type, stakes, action, first_failed_stage")

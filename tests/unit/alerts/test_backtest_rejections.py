@@ -7,13 +7,14 @@ from pathlib import Path
 
 import orjson
 
-from services.alerts.backtest import BucketLoader, read_chunks, run_backtest
+from services.alerts.backtest import BucketLoader, read_chunks
+from services.app.compose import run_backtest
 from services.app.settings import Settings
 from services.contract.decode import Decoder
 from services.store.dlq import dlq_summary, rejected_minutes
 from services.store.rates import RateRepository
 from services.store.scratch import private_store
-from services.store.writer import OUTSIDE_STORE_RANGE
+from services.ingest.records import OUTSIDE_STORE_RANGE
 
 T0 = datetime(2026, 11, 21, 9, 0, tzinfo=timezone.utc)
 EVENT = {"schema": "claimwatch.verdict/v1", "trace_id": "t", "claims": [{"verdict": "supported"}]}

@@ -28,7 +28,8 @@ from services.app.compose import open_components
 from services.app.settings import Settings
 from services.client.simulate import Scenario, generate
 from services.store.convert import ch_time
-from services.store.writer import DeadLetter, EventWriter
+from services.store.writer import EventWriter
+from services.ingest.records import DeadLetter
 
 START = datetime(2026, 11, 21, 8, 0, tzinfo=timezone.utc)
 MINUTES, REGRESSION_AT = 40, 20

@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from services.contract.decode import DEFAULT_MAX_BYTES, Decoder, Rejection
 from services.contract.model import ACTIONS, CLAIM_TYPES, QUERY_TYPES, STAGES, STAKES, VERDICT_ALIASES, VerdictEvent
-from services.store.writer import DeadLetter
+from services.ingest.records import DeadLetter
+from services.store.writer import dead_letter_row
 from tests.support.paths import FIXTURES
 
 pytestmark = pytest.mark.timeout(120)
@@ -37,7 +38,7 @@ def check_outcome(raw) -> VerdictEvent | Rejection:
     assert result.problems and result.rule and result.reason
     for problem in result.problems:
         assert problem.rule and problem.path and problem.message
-    row = DeadLetter("t", 0, 0, raw if isinstance(raw, bytes) else b"", result).to_row()
+    row = dead_letter_row(DeadLetter("t", 0, 0, raw if isinstance(raw, bytes) else b"", result))
     orjson.dumps(row)
     return result
 
@@ -143,7 +144,7 @@ def test_envelopes_decode_event_by_event_or_as_one_rejection(events, schema, as_
     for _, result in decoded:
         assert isinstance(result, (VerdictEvent, Rejection))
         if isinstance(result, Rejection):
-            DeadLetter("t", 0, 0, raw, result).to_row()
+            dead_letter_row(DeadLetter("t", 0, 0, raw, result))
 
 
 @settings(PROPERTY, max_examples=600)

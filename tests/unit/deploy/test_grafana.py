@@ -27,7 +27,8 @@ from services.store.convert import ch_time
 from services.store.issues import issue_row
 from services.store.migrate import migrate
 from services.store.review import ReviewRepository
-from services.store.writer import DeadLetter, EventWriter
+from services.store.writer import EventWriter
+from services.ingest.records import DeadLetter
 from tests.support.paths import ROOT
 
 DASHBOARD = ROOT / "dashboards/grafana/claimwatch.json"

@@ -19,7 +19,8 @@ from services.ingest.ingestor import DecodedBatch, Health, Ingestor, RawMessage
 from services.ingest.offsets import LogPosition, OffsetTracker
 from services.ingest.pipeline import ByteSplitter, InFlight, IngestPipeline
 from services.store.backends import StoreError
-from services.store.writer import DeadLetter, EventWriter
+from services.store.writer import EventWriter
+from services.ingest.records import DeadLetter
 
 BASE = {"schema": "claimwatch.verdict/v1", "trace_id": "t", "observed_at": "2026-11-21T09:14:03.512+01:00",
         "route": "billing-faq", "answer": {"action": "served"}, "versions": {"model": "m1", "corpus": "c1"},
@@ -376,9 +377,9 @@ def test_envelopes_under_way_are_bounded_by_bytes_not_by_message_count():
 
 def test_alert_cycle_returns_transition_records_and_queues_notifications(store):
     from services.alerts.cycle import AlertCycle
-    from services.alerts.evaluator import evaluator_for
     from services.alerts.notify import Dispatcher
     from services.alerts.records import alert_repository
+    from services.app.compose import evaluator_for
     from services.app.settings import load_settings
     from services.client.simulate import Regression, Scenario, generate
     from services.store.rates import RateRepository

@@ -15,7 +15,8 @@ from services.store.backends import ChdbStore
 from services.store.dlq import rejected_minutes
 from services.store.migrate import migrate
 from services.store.retention import Retention, RetentionKeeper
-from services.store.writer import OUTSIDE_STORE_RANGE, EventWriter
+from services.store.writer import EventWriter
+from services.ingest.records import OUTSIDE_STORE_RANGE
 
 NOW = datetime(2026, 11, 21, 9, 30, 15, tzinfo=timezone.utc)
 SKEW = timedelta(minutes=5)

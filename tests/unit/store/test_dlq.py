@@ -4,10 +4,11 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from services.contract.decode import reject
+from services.ingest.records import DeadLetter
 from services.store.backends import ChdbStore
 from services.store.dlq import dlq_summary, rejected_minutes, rejected_routes
 from services.store.migrate import statements
-from services.store.writer import DeadLetter, EventWriter
+from services.store.writer import EventWriter, dead_letter_row
 from tests.support.paths import ROOT
 
 MIGRATIONS = ROOT / "services" / "store" / "migrations"
@@ -41,7 +42,7 @@ def test_migration_010_keeps_earlier_dead_letters_their_ttl_and_arrival_minute(t
         for path in sorted(MIGRATIONS.glob("00[1-9]_*.sql")):
             for statement in statements(path.read_text()):
                 store.command(statement)
-        row = {k: v for k, v in dead(5).to_row().items() if k not in ("epoch", "event_time")}  # as 007 stored it
+        row = {k: v for k, v in dead_letter_row(dead(5)).items() if k not in ("epoch", "event_time")}  # as 007 stored it
         store.insert("dlq", [{**row, "received_at": "2026-11-20 10:11:12.000"}])
         for statement in statements((MIGRATIONS / "010_dlq_epoch.sql").read_text()):
             store.command(statement)

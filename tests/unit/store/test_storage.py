@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from services.store.retention import Retention, RetentionKeeper
 from services.store.storage import StorageRepository
-from services.store.writer import DeadLetter, EventWriter
+from services.store.writer import EventWriter
+from services.ingest.records import DeadLetter
 from services.contract.decode import reject
 from tests.unit.store.test_store_backends import mixed_events
 

@@ -18,7 +18,8 @@ import pytest
 from services.contract.decode import validate_event
 from services.contract.model import FAILED_VERDICTS, VerdictEvent
 from services.store.backends import ChdbStore, HttpStore, Store, StoreError
-from services.store.convert import INTAKE_SETTINGS, INTAKE_TABLE, event_to_row, intake_line
+from services.store.convert import INTAKE_SETTINGS, INTAKE_TABLE, event_to_row
+from services.ingest.records import intake_line
 from services.store.migrate import migrate
 from services.store.retention import KEEP_EVERYTHING, RetentionKeeper
 from services.store.writer import INSERT_SETTINGS, EventWriter

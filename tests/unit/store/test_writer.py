@@ -2,10 +2,11 @@
 import orjson
 
 from services.contract.decode import Decoder, reject
+from services.ingest.records import DeadLetter
 from services.store.backends import ChdbStore
 from services.store.dlq import dlq_summary
 from services.store.migrate import statements
-from services.store.writer import DeadLetter, EventWriter
+from services.store.writer import EventWriter, dead_letter_row
 from tests.support.paths import ROOT
 
 MIGRATIONS = ROOT / "services" / "store" / "migrations"
@@ -53,7 +54,7 @@ def test_redelivery_is_counted_once_even_before_merges(store):
 
 def test_lines_encoded_beforehand_lose_their_duplicates_like_events_do(store):
     """The worker encodes a batch while decoding; the writer inserts only the fresh events' lines."""
-    from services.store.convert import intake_line
+    from services.ingest.records import intake_line
 
     writer = EventWriter(store)
     writer.write(events(["a"]))
@@ -127,7 +128,7 @@ def test_migration_007_keeps_earlier_dead_letters_as_whole_messages(tmp_path):
     for path in sorted(MIGRATIONS.glob("00[1-6]_*.sql")):
         for statement in statements(path.read_text()):
             store.command(statement)
-    row = DeadLetter("t", 1, 5, b"nope", reject("not_json", "$", "not JSON")).to_row()
+    row = dead_letter_row(DeadLetter("t", 1, 5, b"nope", reject("not_json", "$", "not JSON")))
     store.insert("dlq", [{k: v for k, v in row.items() if k != "envelope_index"}])  # a row as 001 stored it
     for statement in statements((MIGRATIONS / "007_envelope_index.sql").read_text()):
         store.command(statement)
@@ -175,8 +176,8 @@ def test_alert_evaluator_resumes_from_its_checkpoint_without_duplicates(store):
     """A restarted evaluator continues the same detectors: no second alert for the same episode."""
     from datetime import datetime, timedelta, timezone
 
-    from services.alerts.evaluator import evaluator_for
     from services.alerts.records import alert_repository
+    from services.app.compose import evaluator_for
     from services.store.rates import RateRepository
     from services.app.settings import load_settings
     from services.client.simulate import Regression, Scenario, generate
@@ -207,7 +208,8 @@ def test_evaluator_waits_for_a_route_whose_backlog_is_still_being_consumed(store
     stops advancing it is silent and lets go, so one dead route cannot stall alerting."""
     from datetime import datetime, timedelta, timezone
 
-    from services.alerts.evaluator import MOVING_GRACE, evaluator_for
+    from services.alerts.evaluator import MOVING_GRACE
+    from services.app.compose import evaluator_for
     from services.alerts.records import alert_repository
     from services.store.rates import RateRepository
     from services.app.settings import load_settings

@@ -1,0 +1,75 @@
+"""What ingest hands the store: each accepted event's intake line, each rejected message's dead letter,
+and the outcome of a write. The store's writer takes them (services/store/writer.py); ingest never
+imports the store, so it is given a ``Writer`` by the composition root."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Protocol, Sequence
+
+import msgspec
+
+from services.contract.decode import Problem, Rejection
+from services.contract.model import VerdictEvent
+
+# The event times the store can hold: whole seconds since 1970 in a UInt32, as its DateTime columns keep them
+# (rate_minute.minute, the toDateTime of the TTLs). Outside, a minute saturates to 1970 or 2106 (counted in no
+# window anyone reads) and a TTL wraps (the row expires on arrival), though DateTime64 columns take the time.
+STORABLE_FROM = datetime(1970, 1, 1, tzinfo=timezone.utc)
+STORABLE_UNTIL = STORABLE_FROM + timedelta(seconds=1 << 32)  # exclusive: 2106-02-07T06:28:16Z
+SAMPLE_BYTES = 2048  # what the store keeps of a rejected message
+OUTSIDE_STORE_RANGE = "observed_at.outside_store_range"
+
+
+def store_range_problem(observed_at: datetime) -> Problem | None:
+    """Why the store cannot hold an event at ``observed_at`` (STORABLE_FROM), or None."""
+    if STORABLE_FROM <= observed_at < STORABLE_UNTIL:
+        return None
+    last = (STORABLE_UNTIL - timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return Problem(OUTSIDE_STORE_RANGE, "observed_at",
+                   f"{observed_at.isoformat()} is outside the event times the store holds "
+                   f"({STORABLE_FROM:%Y-%m-%dT%H:%M:%SZ} to {last}): fix the producer's clock or the value it sends")
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    inserted: int
+    duplicates: int
+    rejected: int = 0
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """An invalid message, or one invalid event of a batch envelope, and where it came from."""
+
+    topic: str
+    partition: int
+    offset: int
+    raw: bytes
+    rejection: Rejection
+    sample: bytes | None = None  # what the store keeps of ``raw``; redacted when privacy is on
+    index: int | None = None  # the event's index in its envelope; None: the whole message
+    # The incarnation of the log the offset belongs to: a restarted in-memory broker counts offsets from 0
+    # again, and the epoch keeps its dead letters apart from the earlier ones (migration 010).
+    epoch: str = ""
+    route: str | None = None  # the route it counts under; None: the one the rejection read
+    event_time: datetime | None = None  # the minute it counts in; None: when it is stored
+
+    @property
+    def counted_route(self) -> str:
+        return (self.rejection.route if self.route is None else self.route) or ""
+
+
+_encoder = msgspec.json.Encoder()
+
+
+def intake_line(event: VerdictEvent) -> bytes:
+    """The event as one ``events_intake`` line: the same values ``event_to_row`` gives, once stored."""
+    return _encoder.encode(event)
+
+
+class Writer(Protocol):
+    """Stores a batch at most once per event id (services.store.writer.EventWriter)."""
+
+    def write(self, events: Sequence[VerdictEvent], dead: Sequence[DeadLetter] = (),
+              lines: Sequence[bytes] | None = None) -> WriteResult: ...
