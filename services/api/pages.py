@@ -102,160 +102,177 @@ def mount_static(api: FastAPI) -> None:
     api.mount("/static", ASSETS, name="static")
 
 
-def router(components, gate: Gate, alerts, now: Callable, issues=None, evalset=None,
-           ingest_lag: LagWatch | None = None) -> APIRouter:
-    async def read_ingest_lag(request: Request) -> None:
-        # Async, so the broker is read on the event loop (the pages themselves run in threads).
-        request.state.ingest_lag = await ingest_lag.current() if ingest_lag else None
+class Pages:
+    """The dashboard's pages, one handler each, over the services they read."""
 
-    r = APIRouter(include_in_schema=False, dependencies=[Depends(read_ingest_lag)])
-    rates = components.repos.rates
-    history = RouteHistory(rates)
+    def __init__(self, components, gate: Gate, alerts, now: Callable, issues=None, evalset=None):
+        self.components, self.gate, self.alerts, self.now = components, gate, alerts, now
+        self.issues, self.evalset = issues, evalset
+        self.rates = components.repos.rates
+        self.history = RouteHistory(self.rates)
 
-    def page(request: Request, name: str, **context) -> Response:
-        if not gate.signed_in(request):
-            return RedirectResponse(f"/signin?next={quote(request.url.path)}", status_code=303)
+    def _page(self, request: Request, name: str, **context) -> Response:
+        if not self.gate.signed_in(request):
+            return _signin_redirect(request)
         return render(name, page=name.removesuffix(".html"), signed_in=True, ingest_lag=request.state.ingest_lag,
-                      protect_reads=gate.policy.protect_reads, tokens_configured=gate.tokens.configured, **context)
+                      protect_reads=self.gate.policy.protect_reads, tokens_configured=self.gate.tokens.configured,
+                      **context)
 
-    def window_or_default(text: str, default: str) -> str:
-        try:
-            parse_window(text)
-        except WindowError:
-            return default
-        return text
-
-    @r.get("/", response_class=HTMLResponse)
-    def overview(request: Request, window: str = Query("30m", max_length=16),
+    def overview(self, request: Request, window: str = Query("30m", max_length=16),
                  sort: str = Query("priority", max_length=16)) -> Response:
-        window = window_or_default(window, "30m")
+        window = _window_or_default(window, "30m")
         sort = sort if sort in SORTS else "priority"
-        routes = route_report(components, parse_window(window), now(), sort)
-        open_alerts = as_json(alerts.list(now()))
+        routes = route_report(self.components, parse_window(window), self.now(), sort)
+        open_alerts = as_json(self.alerts.list(self.now()))
         trends: dict = {}
-        span = views.trend_window(rates.window_end(), TREND_MINUTES)
+        span = views.trend_window(self.rates.window_end(), TREND_MINUTES)
         if span:
-            rows = rates.minutes_all_routes(*span)
+            rows = self.rates.minutes_all_routes(*span)
             trends = views.route_trends(rows, span[0], TREND_MINUTES, TREND_STEP)
-        calibrated = {r: c.as_dict() for r, c in components.review.calibrated(parse_window(window), now()).items()}
-        return page(request, "overview.html", title="Overview", routes=routes, window=window, windows=WINDOWS,
-                    sort=sort, sorts=SORTS, priority=PRIORITY,
-                    trends=trends, route_badges=views.alert_badges(open_alerts), trend_hours=TREND_MINUTES // 60,
-                    calibrated_rates=calibrated)
+        found = self.components.review.calibrated(parse_window(window), self.now())
+        calibrated = {r: c.as_dict() for r, c in found.items()}
+        return self._page(request, "overview.html", title="Overview", routes=routes, window=window, windows=WINDOWS,
+                          sort=sort, sorts=SORTS, priority=PRIORITY,
+                          trends=trends, route_badges=views.alert_badges(open_alerts), trend_hours=TREND_MINUTES // 60,
+                          calibrated_rates=calibrated)
 
-    @r.get("/routes/{route:path}", response_class=HTMLResponse)
-    def route_page(request: Request, route: str, window: str = Query("6h", max_length=16)) -> Response:
-        window = window_or_default(window, "6h") if window != "all" else "6h"
-        route_alerts = as_json(alerts.list(now(), route, explain=True))  # each with the issues behind it
-        detail = history.detail(route, parse_window(window), None, route_alerts, None,
-                                detector_config_for(components.settings.drift),
-                                lambda entries: alerts.compare_rates(entries, now()))
+    def route_page(self, request: Request, route: str, window: str = Query("6h", max_length=16)) -> Response:
+        window = _window_or_default(window, "6h") if window != "all" else "6h"
+        alerts = self.alerts
+        route_alerts = as_json(alerts.list(self.now(), route, explain=True))  # each with the issues behind it
+        detail = self.history.detail(route, parse_window(window), None, route_alerts, None,
+                                     detector_config_for(self.components.settings.drift),
+                                     lambda entries: alerts.compare_rates(entries, self.now()))
         if detail is None:
             raise NotFound(f"no events stored for route {route!r}")
-        found = components.review.calibrated(parse_window(window), now()).get(route)
-        return page(request, "route.html", title=f"Route {route}", route=route, detail=detail, window=window,
-                    windows=WINDOWS[:-1], alerts=route_alerts, calibrated_rate=found.as_dict() if found else None)
+        found = self.components.review.calibrated(parse_window(window), self.now()).get(route)
+        return self._page(request, "route.html", title=f"Route {route}", route=route, detail=detail, window=window,
+                          windows=WINDOWS[:-1], alerts=route_alerts,
+                          calibrated_rate=found.as_dict() if found else None)
 
-    @r.get("/alerts", response_class=HTMLResponse)
-    def alerts_page(request: Request) -> Response:
-        at = now()
-        listed = alerts.list(at, explain=True)
+    def alerts_page(self, request: Request) -> Response:
+        at = self.now()
+        listed = self.alerts.list(at, explain=True)
         runbooks = {v.alert.alert_id: embeddable_runbook(found) for v in listed  # input-health kinds have their own
-                    if (found := alerts.runbook(v.alert, "html")) is not None}
-        return page(request, "alerts.html", title="Alerts", alerts=as_json(listed), silences=as_json(alerts.silences(at)),
-                    runbooks=runbooks)
+                    if (found := self.alerts.runbook(v.alert, "html")) is not None}
+        return self._page(request, "alerts.html", title="Alerts", alerts=as_json(listed),
+                          silences=as_json(self.alerts.silences(at)), runbooks=runbooks)
 
-    @r.get("/alerts/rules", response_class=HTMLResponse)
-    def rules_page(request: Request) -> Response:
-        return page(request, "rules.html", title="Alert rules", rules=as_json(alerts.rules()))
+    def rules_page(self, request: Request) -> Response:
+        return self._page(request, "rules.html", title="Alert rules", rules=as_json(self.alerts.rules()))
 
-    @r.get("/alerts/{alert_id}", response_class=HTMLResponse)
-    def alert_page(request: Request, alert_id: str) -> Response:
+    def alert_page(self, request: Request, alert_id: str) -> Response:
         """Where notifications link (runbook_url): the alert's card on the alerts page."""
-        if not gate.signed_in(request):
-            return RedirectResponse(f"/signin?next={quote(request.url.path)}", status_code=303)
-        found = alerts.get(alert_id)  # NotFound for an unknown id
+        if not self.gate.signed_in(request):
+            return _signin_redirect(request)
+        found = self.alerts.get(alert_id)  # NotFound for an unknown id
         return RedirectResponse(f"/alerts#{quote(found.alert_id, safe='')}", status_code=303)
 
-    @r.get("/issues", response_class=HTMLResponse)
-    def issues_page(request: Request, state: str | None = Query(None, max_length=32),
+    def issues_page(self, request: Request, state: str | None = Query(None, max_length=32),
                     route: str | None = Query(None, max_length=256), q: str | None = Query(None, max_length=200),
                     sort: str = Query("priority", max_length=32), owner: str | None = Query(None, max_length=200),
                     assignee: str | None = Query(None, max_length=200)) -> Response:
         sort = sort if sort in ISSUE_SORTS else "priority"
         state = state if state in ISSUE_STATES else None
         filters = {"state": state, "route": route, "q": q, "owner": owner, "assignee": assignee}
-        found = [] if issues is None else issues.list(**{k: v or None for k, v in filters.items()}, sort=sort,
-                                                     limit=200)
-        return page(request, "issues.html", title="Issues", issues=found, available=issues is not None,
-                    filters={**{k: v or "" for k, v in filters.items()}, "sort": sort})
+        found = [] if self.issues is None else self.issues.list(**{k: v or None for k, v in filters.items()},
+                                                                sort=sort, limit=200)
+        return self._page(request, "issues.html", title="Issues", issues=found, available=self.issues is not None,
+                          filters={**{k: v or "" for k, v in filters.items()}, "sort": sort})
 
-    @r.get("/issues/{issue_id}", response_class=HTMLResponse)
-    def issue_page(request: Request, issue_id: str) -> Response:
-        if issues is None:
+    def issue_page(self, request: Request, issue_id: str) -> Response:
+        if self.issues is None:
             raise NotFound("issues are not available in this build yet")
-        issue = issues.show(issue_id)
-        runbook = issues.runbook(issue_id, "html")
-        return page(request, "issue.html", title=issue["name"], issue=issue, runbook=embeddable_runbook(runbook),
-                    can_promote=evalset is not None)
+        issue = self.issues.show(issue_id)
+        runbook = self.issues.runbook(issue_id, "html")
+        return self._page(request, "issue.html", title=issue["name"], issue=issue, runbook=embeddable_runbook(runbook),
+                          can_promote=self.evalset is not None)
 
-    @r.get("/traces/{trace_id:path}", response_class=HTMLResponse)
-    def trace_page(request: Request, trace_id: str, claims_page: int = Query(1, ge=1, le=MAX_CLAIMS_PAGE)) -> Response:
-        if not gate.signed_in(request):  # sign in before anything is looked up
-            return page(request, "trace.html")
-        trace = components.traces.get(trace_id, claims_page)
-        return page(request, "trace.html", title=f"Trace {trace_id}", trace=trace)
+    def trace_page(self, request: Request, trace_id: str,
+                   claims_page: int = Query(1, ge=1, le=MAX_CLAIMS_PAGE)) -> Response:
+        if not self.gate.signed_in(request):  # sign in before anything is looked up
+            return self._page(request, "trace.html")
+        trace = self.components.traces.get(trace_id, claims_page)
+        return self._page(request, "trace.html", title=f"Trace {trace_id}", trace=trace)
 
-    @r.get("/eval", response_class=HTMLResponse)
-    def eval_page(request: Request) -> Response:
-        if evalset is None:
-            return page(request, "eval.html", title="Eval set", available=False, items=[], queue=[], report={},
-                        agreement={})
-        items = as_json(evalset.items())
-        return page(request, "eval.html", title="Eval set", available=True, items=items,
-                    queue=[i for i in items if i.get("state") == "proposed"], report=as_json(evalset.report()),
-                    agreement=agreement_json(evalset.agreement()))
+    def eval_page(self, request: Request) -> Response:
+        if self.evalset is None:
+            return self._page(request, "eval.html", title="Eval set", available=False, items=[], queue=[], report={},
+                              agreement={})
+        items = as_json(self.evalset.items())
+        return self._page(request, "eval.html", title="Eval set", available=True, items=items,
+                          queue=[i for i in items if i.get("state") == "proposed"],
+                          report=as_json(self.evalset.report()), agreement=agreement_json(self.evalset.agreement()))
 
-    @r.get("/review", response_class=HTMLResponse)
-    def review_page(request: Request) -> Response:
-        review = components.review
-        calibrated = review.calibrated(parse_window(REVIEW_WINDOW), now())
-        return page(request, "review.html", title="Review", guide_version=review.queue.guide_version,
-                    progress=as_json(review.progress()), agreement=as_json(review.agreement()),
-                    calibrated_rates=[c.as_dict() | {"route": r, "raw": c.raw} for r, c in sorted(calibrated.items())],
-                    calibrated_window=REVIEW_WINDOW, plan=as_json(review.planner.plan_all(calibrated.values(),
-                                                                                          review.plan_width)),
-                    plan_width=review.plan_width)
+    def review_page(self, request: Request) -> Response:
+        review = self.components.review
+        calibrated = review.calibrated(parse_window(REVIEW_WINDOW), self.now())
+        return self._page(request, "review.html", title="Review", guide_version=review.queue.guide_version,
+                          progress=as_json(review.progress()), agreement=as_json(review.agreement()),
+                          calibrated_rates=[c.as_dict() | {"route": r, "raw": c.raw}
+                                            for r, c in sorted(calibrated.items())],
+                          calibrated_window=REVIEW_WINDOW,
+                          plan=as_json(review.planner.plan_all(calibrated.values(), review.plan_width)),
+                          plan_width=review.plan_width)
 
     # Reads protected by token: a browser signs in once and gets a read-only session, never the token.
-    def signin_form(request: Request, next: str, status: int = 200, error: str = "") -> Response:
+    def _signin_form(self, next: str, status: int = 200, error: str = "") -> Response:
         response = render("signin.html", status, page="signin", title="Sign in", next=_local(next), signed_in=False,
-                          protect_reads=gate.policy.protect_reads, tokens_configured=gate.tokens.configured,
+                          protect_reads=self.gate.policy.protect_reads, tokens_configured=self.gate.tokens.configured,
                           error=error)
         # The form's post must carry its Origin, which the site-wide no-referrer policy would blank to "null".
         response.headers["Referrer-Policy"] = "same-origin"
         return response
 
-    @r.get("/signin", response_class=HTMLResponse)
-    def signin_page(request: Request, next: str = Query("/", max_length=500)) -> Response:
-        return signin_form(request, next)
+    def signin_page(self, request: Request, next: str = Query("/", max_length=500)) -> Response:
+        return self._signin_form(next)
 
-    @r.post("/signin", response_class=HTMLResponse)
-    def signin(request: Request, token: str = Form(max_length=500), next: str = Form("/", max_length=500)) -> Response:
+    def signin(self, request: Request, token: str = Form(max_length=500),
+               next: str = Form("/", max_length=500)) -> Response:
+        gate = self.gate
         if not same_origin(request.headers.get("host"), request.headers.get("origin"), request.headers.get("referer")):
-            return signin_form(request, next, 403, "Sign in from this site's own sign-in page.")
+            return self._signin_form(next, 403, "Sign in from this site's own sign-in page.")
         wait = gate.signin_wait(request)
         if wait > 0:
-            return signin_form(request, next, 429, "Too many sign-in attempts from your address; wait a minute.")
+            return self._signin_form(next, 429, "Too many sign-in attempts from your address; wait a minute.")
         refusal = gate.tokens.refusal(token)
         if refusal is not None:
-            return signin_form(request, next, refusal.status, refusal.detail)
+            return self._signin_form(next, refusal.status, refusal.detail)
         response = RedirectResponse(_local(next), status_code=303)
         response.set_cookie(READ_COOKIE, gate.sessions.issue(), max_age=gate.sessions.max_age_seconds, httponly=True,
                             samesite="strict", secure=request.url.scheme == "https", path="/")
         return response
 
+
+def router(components, gate: Gate, alerts, now: Callable, issues=None, evalset=None,
+           ingest_lag: LagWatch | None = None) -> APIRouter:
+    async def read_ingest_lag(request: Request) -> None:
+        # Async, so the broker is read on the event loop (the pages themselves run in threads).
+        request.state.ingest_lag = await ingest_lag.current() if ingest_lag else None
+
+    pages = Pages(components, gate, alerts, now, issues, evalset)
+    r = APIRouter(include_in_schema=False, dependencies=[Depends(read_ingest_lag)])
+    gets = (("/", pages.overview), ("/routes/{route:path}", pages.route_page), ("/alerts", pages.alerts_page),
+            ("/alerts/rules", pages.rules_page), ("/alerts/{alert_id}", pages.alert_page),  # rules before {alert_id}
+            ("/issues", pages.issues_page), ("/issues/{issue_id}", pages.issue_page),
+            ("/traces/{trace_id:path}", pages.trace_page), ("/eval", pages.eval_page), ("/review", pages.review_page),
+            ("/signin", pages.signin_page))
+    for path, handler in gets:
+        r.add_api_route(path, handler, methods=["GET"], response_class=HTMLResponse)
+    r.add_api_route("/signin", pages.signin, methods=["POST"], response_class=HTMLResponse)
     return r
+
+
+def _window_or_default(text: str, default: str) -> str:
+    try:
+        parse_window(text)
+    except WindowError:
+        return default
+    return text
+
+
+def _signin_redirect(request: Request) -> Response:
+    return RedirectResponse(f"/signin?next={quote(request.url.path)}", status_code=303)
 
 
 def _local(target: str) -> str:
