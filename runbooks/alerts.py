@@ -4,8 +4,8 @@ A drift alert has no runbook of its own: the issues behind its excess have their
 """
 from __future__ import annotations
 
-from runbooks import AlertRunbookContext
-from runbooks.render import Md, shell_arg
+from runbooks.context import AlertRunbookContext
+from runbooks.render import Md, RunbookRenderer, shell_arg
 from services.alerts.figures import counted, dlq_command, figure, hallucination_sentence, served_sentence
 from services.alerts.lifecycle import INPUT_KINDS, Alert
 
@@ -22,3 +22,18 @@ def runbook_context(alert: Alert, base_url: str, cli: str = "claimwatch") -> Ale
         expected_basis=alert.expected_basis, details=dict(d), served=served_sentence(d),
         hallucination=hallucination_sentence(d), gaming=bool(d.get("hallucination_fell")),
         dlq_command=Md(dlq_command(alert.route, shell_arg, cli)), base_url=base_url.rstrip("/"), cli=cli)
+
+
+class AlertRunbooks:
+    """The alerts service's runbook writer (given to ``AlertsService`` by the composition root)."""
+
+    def __init__(self, renderer: RunbookRenderer, base_url: str, cli: str = "claimwatch"):
+        self.renderer = renderer
+        self.base_url = base_url.rstrip("/")
+        self.cli = cli  # how the runbooks' reader runs claimwatch (services/core/command.py)
+
+    def __call__(self, alert: Alert, fmt: str = "md") -> str | None:
+        """The alert's own runbook (input-health kinds); None for a drift alert, whose runbooks are its issues'."""
+        if alert.kind not in RUNBOOK_KINDS:
+            return None
+        return self.renderer.render_alert(runbook_context(alert, self.base_url, self.cli), fmt)

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, Mapping
 
-from services.contract.model import FAILED_VERDICTS, STAGES
+from services.contract.model import FAILED_VERDICT_ORDER, FAILED_VERDICTS, STAGES
 
 KINDS = (
-    "contradicted", "unsupported", "overreach", "stale", "no_source",
+    *FAILED_VERDICT_ORDER,  # one runbook kind per failed verdict
     "cherry_pick", "sycophancy", "evidence_admission", "unstable_generation",
 )
 
@@ -214,7 +214,7 @@ class RunbookContext:
 @dataclass(frozen=True)
 class AlertRunbookContext:
     """What the runbook of an alert on the monitor's own input reads (route_silent, events_rejected,
-    abstention_rise): the alert, its figures already in words (services/alerts/runbook.py builds it).
+    abstention_rise): the alert, its figures already in words (runbooks/alerts.py builds it).
     ``route`` and ``details`` come from producers' events and are untrusted, like trace text."""
 
     alert_id: str

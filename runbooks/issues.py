@@ -1,8 +1,8 @@
-"""Build one issue's RunbookContext: pure assembly over data the issues service fetched.
+"""Build one issue's RunbookContext and render it: pure assembly over data the issues service fetched.
 
 ``IssuesService.runbook`` computes the issue's figures (services.issues.figures, over every member),
-picks the representative traces and reads their events, and hands them here; nothing in this module
-touches the store.
+picks the representative traces and reads their events, and hands them to ``IssueRunbooks``, which the
+composition root gives it; nothing in this module touches the store.
 """
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from typing import Sequence
 import orjson
 
 from clustering.issue import IssueRecord
-from runbooks import (IssueInfo, IssueSignals, RouteImpact, RunbookContext, Summary, SuspectChange, TimelineEntry,
-                      TraceExample)
+from runbooks.context import (IssueInfo, IssueSignals, RouteImpact, RunbookContext, Summary, SuspectChange,
+                              TimelineEntry, TraceExample)
+from runbooks.render import RunbookRenderer
 from services.issues.figures import IssueFigures
 from services.triage.activity import view_state
 
@@ -83,3 +84,18 @@ def _happening(entry: dict) -> str:
     if entry.get("event") == "renamed":
         return f"renamed ({entry.get('why', '')}); it was {entry.get('from', '')}"
     return entry.get("event", "")
+
+
+class IssueRunbooks:
+    """The issues service's runbook writer (given to ``IssuesService`` by the composition root)."""
+
+    def __init__(self, renderer: RunbookRenderer, base_url: str, cli: str = "claimwatch"):
+        self.renderer = renderer
+        self.base_url = base_url.rstrip("/")
+        self.cli = cli  # how runbook readers run claimwatch (services/core/command.py)
+
+    def __call__(self, record: IssueRecord, figures: IssueFigures, exemplars: list[dict], details: dict[str, dict],
+                 traces_from: str, notes: Sequence[dict], fmt: str = "md") -> str:
+        ctx = build_context(record, figures, exemplars, details, self.base_url, cli=self.cli,
+                            traces_from=traces_from, notes=notes)
+        return self.renderer.render(ctx, format=fmt)

@@ -6,14 +6,12 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Callable
 
-from runbooks import RunbookRenderer
 from services.alerts.expectations import compare, published, sort_routes
 from services.alerts.explain import AlertExplainer, AlertExplanation, explainable
 from services.alerts.instrument import Calibration, calibrated_rise, calibration_suspect
 from services.alerts.lifecycle import KINDS, MATCH_LABEL_NAMES, Alert, ack, state_text, status
 from services.alerts.records import AlertRecords
 from services.alerts.rules import Rule
-from services.alerts.runbook import RUNBOOK_KINDS, runbook_context
 from services.alerts.silences import Silence, refuse_unknown_labels
 from services.core.errors import NotFound
 
@@ -65,13 +63,11 @@ class SilenceView:
 class AlertsService:
     def __init__(self, alerts: AlertRecords, explainer: AlertExplainer | None = None, explain_newest: int = 20,
                  calibration: Callable[[str, timedelta, datetime], Calibration | None] | None = None,
-                 rules: Callable[[], list[Rule]] | None = None, renderer: RunbookRenderer | None = None,
-                 base_url: str = "http://127.0.0.1:8080", cli: str = "claimwatch"):
+                 rules: Callable[[], list[Rule]] | None = None,
+                 runbook: Callable[[Alert, str], str | None] | None = None):
         self.alerts = alerts
-        self.cli = cli  # how the runbooks' reader runs claimwatch (services/core/command.py)
         self.rules_in_force = rules  # () -> every kind's rule: the configs in force and the benches' figures
-        self.renderer = renderer or RunbookRenderer()
-        self.base_url = base_url.rstrip("/")
+        self.write_runbook = runbook  # (alert, "md" | "html") -> its runbook, or None (runbooks/alerts.py)
         self.calibration = calibration  # (route, window, now) -> the route's calibrated rate (services/review)
         self.explainer = explainer
         self.explain_newest = explain_newest  # a list explains its newest alerts only (each costs a few queries)
@@ -113,9 +109,7 @@ class AlertsService:
 
     def runbook(self, alert: Alert, fmt: str = "md") -> str | None:
         """The alert's own runbook (input-health kinds); None for a drift alert, whose runbooks are its issues'."""
-        if alert.kind not in RUNBOOK_KINDS:
-            return None
-        return self.renderer.render_alert(runbook_context(alert, self.base_url, self.cli), fmt)
+        return None if self.write_runbook is None else self.write_runbook(alert, fmt)
 
     def rules(self) -> list[Rule]:
         """Every alert kind's rule: meaning, severity, thresholds in force and measured quality."""

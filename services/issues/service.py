@@ -3,11 +3,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Callable
 
 from clustering.issue import IssueRecord
-from runbooks import RunbookRenderer
 from services.alerts.explain import AlertExplainer, alert_window, explainable
 from services.alerts.records import AlertRecords
 from services.core.clock import utcnow
@@ -15,7 +13,6 @@ from services.core.errors import Conflict
 from services.issues.figures import MAX_TRACES, IssueFigures, issue_figures, zero_filled
 from services.issues.priority import DRIVING_SHARE, PrioritySignals, gather, priority_key
 from services.issues.records import IssueRecords
-from services.issues.runbook_context import build_context
 from services.store.rates import RateRepository
 from services.triage.activity import activity, latest_notes, triage_fields, view_state, wanted
 from services.triage.merges import suggest_merges
@@ -26,14 +23,13 @@ SORTS = {"priority", "last_seen", "first_seen", "count", "name"}
 
 class IssuesService:
     def __init__(self, issues: IssueRecords, rates: RateRepository, alerts: AlertRecords,
-                 base_url: str = "http://127.0.0.1:8080", template_dirs: list[Path] | None = None,
+                 base_url: str = "http://127.0.0.1:8080",
                  clock: Callable[[], datetime] = utcnow, baseline_minutes: int = 24 * 60,
                  explainer: AlertExplainer | None = None,
-                 distinct: Callable[[list[str], list[str], int], list[int]] | None = None, cli: str = "claimwatch",
-                 owners: OwnerRules | None = None):
+                 distinct: Callable[[list[str], list[str], int], list[int]] | None = None,
+                 owners: OwnerRules | None = None, runbook: Callable[..., str] | None = None):
         self.owners = owners or OwnerRules()  # an issue's team: its dominant route's owner (services/triage)
         self.explainer = explainer
-        self.cli = cli  # how runbook readers run claimwatch (services/core/command.py)
         # (event ids, questions, limit) -> the indices a promote command can propose together (services/evalset)
         self.distinct = distinct  # the alerts an issue contributes to, with its share of each one's excess
         self.baseline_minutes = baseline_minutes
@@ -41,7 +37,8 @@ class IssuesService:
         self.rates = rates
         self.alerts = alerts
         self.base_url = base_url.rstrip("/")
-        self.renderer = RunbookRenderer(template_dirs or [])
+        # (record, figures, exemplars, details, traces_from, notes, fmt) -> the runbook (runbooks/issues.py)
+        self.write_runbook = runbook
         self.clock = clock
 
     def _signals(self) -> PrioritySignals:
@@ -250,8 +247,8 @@ class IssuesService:
         record = self.issues.get(issue_id)
         exemplars, source = self._representatives(record)
         details = self.issues.event_details([m["event_id"] for m in exemplars])
-        ctx = build_context(record, self.figures(issue_id), exemplars, details, self.base_url,
-                            traces_from=source, cli=self.cli, notes=latest_notes(record))
-        return self.renderer.render(ctx, format=fmt)
+        if self.write_runbook is None:
+            raise RuntimeError("this IssuesService was built without a runbook writer (services/app/compose.py)")
+        return self.write_runbook(record, self.figures(issue_id), exemplars, details, source, latest_notes(record), fmt)
 
 

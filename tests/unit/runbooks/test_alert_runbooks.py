@@ -12,7 +12,7 @@ import pytest
 
 from runbooks import RunbookError, RunbookRenderer
 from services.alerts.lifecycle import ABSTENTION_KIND, DRIFT_KIND, REJECTED_KIND, SILENT_KIND, Alert
-from services.alerts.runbook import RUNBOOK_KINDS, runbook_context
+from runbooks.alerts import RUNBOOK_KINDS, runbook_context
 
 T0 = datetime(2026, 11, 21, 9, 0, tzinfo=timezone.utc)
 URL = "http://cw.example"

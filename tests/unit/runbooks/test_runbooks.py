@@ -13,7 +13,7 @@ from runbooks import (
     KINDS, ContextError, IssueInfo, IssueSignals, RouteImpact, RunbookContext, RunbookError, RunbookRenderer,
     Summary, SuspectChange, TimelineEntry, TraceExample, runbook_kind,
 )
-from services.alerts.runbook import RUNBOOK_KINDS
+from runbooks.alerts import RUNBOOK_KINDS
 from tests.support.paths import ROOT
 
 T0 = datetime(2026, 11, 21, 9, 0, tzinfo=timezone.utc)
