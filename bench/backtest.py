@@ -32,7 +32,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from services.alerts.backtest import run_backtest  # noqa: E402
+from services.app.compose import run_backtest  # noqa: E402
 from services.app.settings import load_settings  # noqa: E402
 
 TARGET_SECONDS = 240  # "a million events in a few minutes", on this 2-core machine

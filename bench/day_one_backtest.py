@@ -18,7 +18,7 @@ from pathlib import Path
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from services.alerts.backtest import run_backtest  # noqa: E402
+from services.app.compose import run_backtest  # noqa: E402
 from services.app.settings import Settings  # noqa: E402
 from services.client.simulate import Scenario, generate, write_jsonl  # noqa: E402
 from services.client.simulate.scenario import Route  # noqa: E402

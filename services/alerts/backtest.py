@@ -22,8 +22,6 @@ What makes a million events take one to two minutes instead of ten (bench/backte
 """
 from __future__ import annotations
 
-import shutil
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -32,18 +30,19 @@ from typing import Callable, Iterator
 
 import orjson
 
-from services.alerts.evaluator import MINUTE, evaluator_for
-from services.alerts.records import alert_repository
+from services.alerts.evaluator import MINUTE, AlertEvaluator
 from services.contract.decode import Decoder, Rejection
 from services.contract.model import VerdictEvent
 from services.rates.report import route_rates
 from services.core.files import write_atomically
 from services.core.gcpolicy import bulk_allocation
 from services.store.backends import Store
-from services.store.convert import STORABLE_FROM, ch_time
+from services.store.convert import ch_time
+from services.ingest.records import STORABLE_FROM
 from services.store.rates import RateRepository
-from services.store.scratch import insert_event_rows, private_store
-from services.store.writer import DeadLetter, EventWriter, store_range_problem
+from services.store.scratch import insert_event_rows
+from services.store.writer import EventWriter
+from services.ingest.records import DeadLetter, store_range_problem
 
 CHUNK = 50_000  # lines per insert: few, large inserts keep ClickHouse's per-insert cost negligible
 
@@ -167,33 +166,26 @@ class BucketLoader:
             self.undated.clear()
 
 
-def run_backtest(events_path: Path, alerts_out: Path, settings, progress: Callable[[int], None] | None = None,
-                 chunk: int = CHUNK, rates_out: Path | None = None) -> BacktestSummary:
-    """Replay ``events_path`` and write one JSON line per alert transition to ``alerts_out``, and, with
-    ``rates_out``, every route's rates over the whole file as `claimwatch rates --window all -o json` prints them.
-    ``progress(n)`` is called with the number of lines read since its last call."""
-    settings = settings.model_copy(update={"drift": settings.drift.model_copy(update={"watermark_seconds": 0})})
-    workdir = Path(tempfile.mkdtemp(prefix="claimwatch-backtest-"))
-    store = private_store(workdir)
-    try:
-        loader = BucketLoader(store, Decoder(settings.ingest.max_event_bytes), events_path.name)
-        with bulk_allocation():
-            loader.load(read_chunks(events_path, chunk), progress)
-        loader.seen.clear()
-        rates = RateRepository(store)
-        latest = rates.latest_minute()
-        transitions = []
-        minutes = 0
-        if latest is not None:
-            evaluator = evaluator_for(settings, rates, alert_repository(store), checkpoint=False, wall_clock=False)
-            evaluator.last_minute = rates.first_minute() - MINUTE  # evaluate from the very first minute
-            minutes = int((latest - evaluator.last_minute) / MINUTE)
-            transitions = evaluator.evaluate(latest + MINUTE)
-        write_atomically(alerts_out, b"".join(orjson.dumps({"alert_id": alert.alert_id, **alert.transition_record()})
-                                               + b"\n" for alert in transitions))
-        if rates_out is not None:
-            write_atomically(rates_out, orjson.dumps(route_rates(rates.totals()), option=orjson.OPT_INDENT_2))
-        return BacktestSummary(loader.stored, loader.rejected, len(transitions), minutes, loader.duplicates)
-    finally:
-        store.close()
-        shutil.rmtree(workdir, ignore_errors=True)
+def replay(loader: BucketLoader, rates: RateRepository, evaluator: AlertEvaluator, events_path: Path,
+           alerts_out: Path, progress: Callable[[int], None] | None = None, chunk: int = CHUNK,
+           rates_out: Path | None = None) -> BacktestSummary:
+    """Load ``events_path`` with ``loader``, then have ``evaluator`` (on the same store as ``rates``, without a
+    checkpoint, on the replay's clock) walk every minute from the first; write one JSON line per alert transition
+    to ``alerts_out`` and, with ``rates_out``, every route's rates over the whole file as
+    `claimwatch rates --window all -o json` prints them. ``progress(n)``: lines read since its last call.
+    services/app/compose.py ``run_backtest`` builds the private store and these three on it."""
+    with bulk_allocation():
+        loader.load(read_chunks(events_path, chunk), progress)
+    loader.seen.clear()
+    latest = rates.latest_minute()
+    transitions = []
+    minutes = 0
+    if latest is not None:
+        evaluator.last_minute = rates.first_minute() - MINUTE  # evaluate from the very first minute
+        minutes = int((latest - evaluator.last_minute) / MINUTE)
+        transitions = evaluator.evaluate(latest + MINUTE)
+    write_atomically(alerts_out, b"".join(orjson.dumps({"alert_id": alert.alert_id, **alert.transition_record()})
+                                           + b"\n" for alert in transitions))
+    if rates_out is not None:
+        write_atomically(rates_out, orjson.dumps(route_rates(rates.totals()), option=orjson.OPT_INDENT_2))
+    return BacktestSummary(loader.stored, loader.rejected, len(transitions), minutes, loader.duplicates)

@@ -249,9 +249,3 @@ def detector_config_for(drift) -> DetectorConfig:
     return DetectorConfig.from_mapping({**drift.detector, "threshold": drift.threshold, "min_claims": drift.min_claims,
                                         "baseline_minutes": drift.baseline_minutes})
 
-
-def evaluator_for(settings, rates: RateRepository, alerts: AlertRecords, checkpoint: bool = True,
-                  wall_clock: bool = True) -> AlertEvaluator:
-    drift = settings.drift
-    return AlertEvaluator(detector_config_for(drift), drift.route_thresholds, timedelta(seconds=drift.watermark_seconds), rates, alerts,
-                          checkpoint, InputHealthConfig.from_mapping(drift.input_health), wall_clock)

@@ -13,15 +13,20 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import shutil
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Callable, Iterator
 
 from clustering.config import ClusteringConfig, config_from_settings
 from clustering.embed import CachedEmbedder, SentenceTransformerEmbedder
-from services.alerts.evaluator import evaluator_for
+from services.alerts.backtest import CHUNK, BacktestSummary, BucketLoader, replay
+from services.alerts.evaluator import AlertEvaluator, detector_config_for
 from services.alerts.explain import AlertExplainer
+from services.alerts.input_health import InputHealthConfig
 from services.alerts.instrument import AgreementDropTest
 from services.alerts.notify import Dispatcher
 from services.alerts.records import AlertRecords, alert_repository
@@ -52,6 +57,7 @@ from services.store.migrate import migrate
 from services.store.rates import RateRepository
 from services.store.review import ReviewRepository
 from services.store.retention import Retention, RetentionKeeper
+from services.store.scratch import private_store
 from services.store.traces import TraceRepository
 from services.store.writer import EventWriter
 from services.triage.owners import Owner, OwnerRule, OwnerRules
@@ -142,7 +148,7 @@ def build(settings: Settings, store: Store, clock: Callable[[], datetime] = utcn
         settings=settings, store=store, repos=repos, clustering=config, embedder=embedder,
         alerts=AlertsService(repos.alerts, explainer,
                              calibration=lambda route, window, now: review.calibrated(window, now).get(route),
-                             rules=lambda: rules_in_force(settings, repos), base_url=settings.external_url,
+                             rules=lambda: rules_in_force(settings), base_url=settings.external_url,
                              cli=cli),
         issues=issues,
         evalset=EvalService(repos.evalset, repos.issues, embedder.embed, instrument=review,
@@ -167,12 +173,38 @@ def agreement_test() -> AgreementDropTest:
     return AgreementDropTest()
 
 
-def rules_in_force(settings: Settings, repos: Repositories) -> list[Rule]:
-    """Every alert kind's rule: the configs the evaluator is built with (evaluator_for, no I/O) and the
-    figures the benches measured."""
-    evaluator = evaluator_for(settings, repos.rates, repos.alerts, checkpoint=False)
-    return alert_rules(evaluator.detector_config, evaluator.health_config, agreement_test(), load_quality(),
-                       evaluator.route_thresholds)
+def rules_in_force(settings: Settings) -> list[Rule]:
+    """Every alert kind's rule: the configs the evaluator is built with (evaluator_for) and the figures the
+    benches measured."""
+    drift = settings.drift
+    return alert_rules(detector_config_for(drift), InputHealthConfig.from_mapping(drift.input_health),
+                       agreement_test(), load_quality(), drift.route_thresholds)
+
+
+def evaluator_for(settings: Settings, rates: RateRepository, alerts: AlertRecords, checkpoint: bool = True,
+                  wall_clock: bool = True) -> AlertEvaluator:
+    """The alert evaluator the ``[drift]`` settings describe, over ``rates`` and ``alerts`` (services/alerts/evaluator.py)."""
+    drift = settings.drift
+    return AlertEvaluator(detector_config_for(drift), drift.route_thresholds, timedelta(seconds=drift.watermark_seconds),
+                          rates, alerts, checkpoint, InputHealthConfig.from_mapping(drift.input_health), wall_clock)
+
+
+def run_backtest(events_path: Path, alerts_out: Path, settings: Settings, progress: Callable[[int], None] | None = None,
+                 chunk: int = CHUNK, rates_out: Path | None = None) -> BacktestSummary:
+    """`claimwatch backtest` (services/alerts/backtest.py ``replay``): a private store in a temporary directory,
+    removed after; on it the live decoder and the settings' evaluator, with no watermark, no checkpoint and the
+    replay's own clock."""
+    settings = settings.model_copy(update={"drift": settings.drift.model_copy(update={"watermark_seconds": 0})})
+    workdir = Path(tempfile.mkdtemp(prefix="claimwatch-backtest-"))
+    store = private_store(workdir)
+    try:
+        rates = RateRepository(store)
+        loader = BucketLoader(store, Decoder(settings.ingest.max_event_bytes), events_path.name)
+        evaluator = evaluator_for(settings, rates, alert_repository(store), checkpoint=False, wall_clock=False)
+        return replay(loader, rates, evaluator, events_path, alerts_out, progress, chunk, rates_out)
+    finally:
+        store.close()
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def review_service(settings: Settings, repos: Repositories) -> ReviewService:

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from services.alerts.evaluator import evaluator_for
+from services.app.compose import evaluator_for
 from services.client.simulate.coverage import failing_claim_families
 from services.contract.decode import validate_event
 from services.evalset.promotion import NEAR_DUP_THRESHOLD

@@ -12,8 +12,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from services.alerts.evaluator import evaluator_for
-from services.app.compose import open_components
+from services.app.compose import evaluator_for, open_components
 from services.store.retention import KEEP_EVERYTHING, RetentionKeeper
 from services.app.settings import Settings
 from services.client.simulate import Scenario, generate

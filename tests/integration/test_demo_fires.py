@@ -12,8 +12,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from services.alerts.evaluator import evaluator_for
-from services.app.compose import open_components
+from services.app.compose import evaluator_for, open_components
 from services.app.settings import load_settings
 from services.client.demo import CORPUS_CHANGE_AT, DEMO_ENV, HISTORY_MINUTES, REGRESSION_AT
 from services.client.simulate import Scenario, generate

@@ -352,7 +352,7 @@ def backtest(events: Path, alerts_out: Path, rates_out: Path | None, config_file
     (and, with --rates-out, the rates)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from services.alerts.backtest import run_backtest
+    from services.app.compose import run_backtest
 
     try:
         settings = load_settings(config_file, os.environ, {})

@@ -15,12 +15,13 @@ from pathlib import Path
 import orjson
 import pytest
 
-from services.alerts.backtest import BucketLoader, read_chunks, run_backtest
+from services.alerts.backtest import BucketLoader, read_chunks
 from services.core.gcpolicy import bulk_allocation
-from services.alerts.evaluator import MINUTE, evaluator_for
+from services.alerts.evaluator import MINUTE
 from services.alerts.records import alert_repository
 from services.contract.decode import Decoder, Rejection
 from services.store.rates import COUNT_FIELDS, SUM_FIELDS, RateRepository
+from services.app.compose import evaluator_for, run_backtest
 from services.app.settings import Settings
 from services.client.simulate import Scenario, generate, write_jsonl
 from services.store.backends import ChdbStore

@@ -9,8 +9,8 @@ from datetime import datetime, timedelta, timezone
 import orjson
 import pytest
 
-from services.alerts.backtest import run_backtest
 from services.alerts.lifecycle import REJECTED_KIND, SILENT_KIND
+from services.app.compose import run_backtest
 from services.app.settings import Settings
 from services.client.simulate import Scenario, generate
 from services.client.simulate.scenario import Route

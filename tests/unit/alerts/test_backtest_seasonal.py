@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 import orjson
 import pytest
 
-from services.alerts.backtest import run_backtest
+from services.app.compose import run_backtest
 from services.app.settings import Settings
 from services.client.simulate import Scenario, generate, write_jsonl
 from services.client.simulate.scenario import Regression, Route

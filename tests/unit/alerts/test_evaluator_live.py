@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from services.alerts.evaluator import evaluator_for
 from services.alerts.lifecycle import SILENT_KIND
 from services.alerts.records import alert_repository
+from services.app.compose import evaluator_for
 from services.app.settings import load_settings
 from services.client.simulate import Scenario, generate
 from services.contract.decode import Decoder

@@ -21,7 +21,6 @@ from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
 from clustering.issue import IssueRecord
-from services.alerts.evaluator import evaluator_for
 from services.alerts.figures import figure
 from services.alerts.lifecycle import Alert
 from services.alerts.records import alert_repository
@@ -29,7 +28,7 @@ from services.api.app import create_api
 from services.api.auth import new_token
 from services.api.security import ApiPolicy
 from services.app.cli import main
-from services.app.compose import open_components
+from services.app.compose import evaluator_for, open_components
 from services.app.settings import load_settings
 from services.client.simulate import Regression, Scenario, generate
 from services.contract.decode import validate_event
