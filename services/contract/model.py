@@ -18,7 +18,11 @@ ENVELOPE_SCHEMA = "claimwatch.verdicts/v1"
 MAX_ENVELOPE_EVENTS = 1000
 
 CANONICAL_VERDICTS = ("supported", "unsupported", "contradicted", "overreach", "stale", "no_source", "trivial")
-FAILED_VERDICTS = frozenset({"unsupported", "contradicted", "overreach", "stale", "no_source"})
+# The failed verdicts, defined here once: in CANONICAL_VERDICTS' order (rates, the detector's driving verdict and
+# the CLI list them so) and as a set. The store's SQL binds them; tests/unit/store/test_failed_verdicts.py checks
+# that the migrations' views, which spell them out, list this set.
+FAILED_VERDICT_ORDER = ("unsupported", "contradicted", "overreach", "stale", "no_source")
+FAILED_VERDICTS = frozenset(FAILED_VERDICT_ORDER)
 VERDICT_ALIASES = {
     **{v: v for v in CANONICAL_VERDICTS},
     "unlinked": "unsupported", "not_supported": "unsupported", "nei": "unsupported",

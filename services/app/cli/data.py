@@ -14,6 +14,7 @@ from services.app.cli.base import Abort, console, main, out, print_json, reach, 
 from services.app.cli.tables import Column, output_option, print_table
 from services.core.clock import utcnow
 from services.app.settings import Settings
+from services.contract.model import FAILED_VERDICT_ORDER
 
 
 FORMAT_CHOICES = ["judge-card", "pipeline", "monitor-record", "fever", "faithfulness", "otel"]
@@ -151,6 +152,7 @@ def demo_traffic(action: str, route: str) -> None:
         console.print("The page reaches `claimwatch alerts list` within about ten minutes.")
 
 
+VERDICT_SHORT = {"unsupported": "UNS", "contradicted": "CTR", "overreach": "OVR", "stale": "STL", "no_source": "NOS"}
 RATE_COLUMNS = [
     Column("ROUTE", lambda r: r["route"], kind="key"),
     Column("RATE", lambda r: pct(r["rate"]), kind="num"),
@@ -170,9 +172,9 @@ RATE_COLUMNS = [
                                         f"{pct(r['abstention_pair']['over_refusal']['rate'])}", 5, "num",
            note="the abstention pair: correct abstention (abstained, of the unanswerable questions) | over-refusal "
                 "(abstained, of the answerable ones)"),
-    Column("CTR/UNS/OVR/STL/NOS", lambda r: "/".join(str(r["verdicts"][k]) for k in
-                                                     ("contradicted", "unsupported", "overreach", "stale", "no_source")),
-           6, "num", note="failing claims by verdict: contradicted/unsupported/overreach/stale/no_source"),
+    Column("/".join(VERDICT_SHORT[v] for v in FAILED_VERDICT_ORDER),
+           lambda r: "/".join(str(r["verdicts"][v]) for v in FAILED_VERDICT_ORDER),
+           6, "num", note="failing claims by verdict: " + "/".join(FAILED_VERDICT_ORDER)),
 ]
 
 
