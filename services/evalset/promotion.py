@@ -1,6 +1,6 @@
 """Promotion of representative traces into the eval set, with a person's sign-off.
 
-proposed --approve--> approved (can take human labels, is exported)
+proposed --approve--> approved (is exported)
 proposed --reject---> rejected
 Every state change appends to eval_item_history. Each method checks everything
 before its first write, so a refused request changes nothing.
@@ -77,14 +77,6 @@ class TraceRecord:
     corpus_version: str
     claims: tuple[TraceClaim, ...]
     action: str = "served"
-
-
-@dataclass(frozen=True)
-class HumanLabel:
-    claim_idx: int
-    verdict: str
-    supporting_span: str = ""
-    source_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -214,28 +206,6 @@ class PromotionService:
         by = _required(by, "--by")
         reason = _required(reason, "--reason (say why the item is rejected)")
         return self._review(self._reviewable(item_id), "rejected", by, reason)
-
-    def add_human_labels(self, item_id: str, labels: Sequence[HumanLabel], by: str) -> int:
-        person = _required(by, "--by").removeprefix("human:")
-        item = self.get(item_id)
-        if item.state != "approved":
-            raise PromotionError(f"item {item_id} is {item.state}; human labels go on approved items only")
-        claims = self.evals.labelled_claims(item_id, ORIGIN_RUN)
-        if not labels:
-            raise PromotionError("no labels given; pass one verdict per claim index")
-        if len({label.claim_idx for label in labels}) != len(labels):
-            raise PromotionError("a claim index is labelled twice in one request; give one verdict per claim")
-        rows, now = [], self.clock()
-        for label in labels:
-            if label.claim_idx not in claims:
-                raise PromotionError(f"item {item_id} has no claim {label.claim_idx}; its claims are {sorted(claims)}")
-            claim = claims[label.claim_idx]
-            rows.append({"run_id": ORIGIN_RUN, "item_id": item_id, "claim_idx": label.claim_idx,
-                         "claim_text": claim["claim_text"], "claim_type": claim["claim_type"],
-                         "verdict": _canonical(label.verdict, f"claim {label.claim_idx}"),
-                         "supporting_span": label.supporting_span, "source_id": label.source_id,
-                         "labeler": f"human:{person}", "labeled_at": now})
-        return self.evals.save_claim_labels(rows)
 
     def export(self, path: str | Path, by: str = "") -> int:
         """Approved items with spans and labels, one JSON object per line; written to a temp file, then renamed."""

@@ -21,6 +21,7 @@ from services.api.app import create_api
 from services.api.auth import new_token
 from services.api.plotly_assets import BUNDLE
 from services.api.security import ApiPolicy
+from services.api.serialise import NO_PAIRS
 from services.contract.decode import Decoder, reject
 from services.contract.model import FAILED_VERDICTS, VerdictEvent
 from services.rates.intervals import Interval
@@ -28,8 +29,10 @@ from services.app.compose import open_components
 from services.app.settings import Settings
 from services.client.simulate import Scenario, generate
 from services.store.convert import ch_time
+from services.store.evalset import EvalRepository
 from services.store.writer import EventWriter
 from services.ingest.records import DeadLetter
+from tests.support.eval_labels import add_human_labels
 
 START = datetime(2026, 11, 21, 8, 0, tzinfo=timezone.utc)
 MINUTES, REGRESSION_AT = 40, 20
@@ -574,7 +577,13 @@ def test_promote_review_export_and_report(world):
     assert [line["item_id"] for line in lines] == [first]
     report = client.get("/api/eval/report").json()
     assert report["items"] >= 1 and "faithfulness" in report and "abstention" in report
-    assert client.get("/api/eval/agreement").json()["pairs"] >= 0
+    assert client.get("/api/eval/agreement").json() == {"pairs": 0, "message": NO_PAIRS}  # no human label yet
+    verifier = world[0].store.query("SELECT claim_idx, verdict FROM claim_labels WHERE item_id = {id:String} "
+                                    "ORDER BY claim_idx", {"id": first})
+    add_human_labels(EvalRepository(world[0].store), first, {r["claim_idx"]: r["verdict"] for r in verifier},
+                     by="reviewer", at=NOW)
+    agreement = client.get("/api/eval/agreement").json()
+    assert agreement["pairs"] == len(verifier) > 0 and agreement["observed"]["value"] == 1.0, agreement
     gate = client.get("/api/eval/gate", params={"min_faithfulness": 1.0}).json()
     assert set(gate) >= {"passed", "failures"}
 
@@ -586,8 +595,8 @@ def test_promote_review_export_and_report(world):
     ("POST", "/api/promotions/e-nope/approve", {"by": "x"}, 404, "no eval item 'e-nope'"),
     ("POST", "/api/promotions/e-nope/reject", {"by": "x", "reason": "r"}, 404, "no eval item 'e-nope'"),
     ("GET", "/api/promotions/e-nope", None, 404, "no eval item 'e-nope'"),
-    ("GET", "/api/eval/gate?slice_min=stakes:high", None, 422, ""),
-    ("GET", "/api/eval/gate?min_faithfulness=2", None, 422, ""),
+    ("GET", "/api/eval/gate?slice_min=stakes:high", None, 422, "part 'stakes:high': write DIM=VALUE:MIN"),
+    ("GET", "/api/eval/gate?min_faithfulness=2", None, 422, "min_faithfulness: input should be less than or equal to 1"),
 ])
 def test_bad_eval_requests_are_4xx_with_a_message(client, method, path, body, status, fragment):
     response = client.request(method, path, json=body, headers=AUTH)

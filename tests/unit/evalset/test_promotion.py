@@ -14,14 +14,15 @@ import pytest
 from services.contract.decode import validate_event
 from services.evalset.metrics import agreement, eval_report, gate
 from services.evalset.promotion import (
-    HumanLabel, NearDuplicateError, PromotionError, PromotionService, TraceClaim, TraceRecord, item_id_for,
-    load_label_pairs, load_outcomes, load_traces,
+    NearDuplicateError, PromotionError, PromotionService, TraceClaim, TraceRecord, item_id_for, load_label_pairs,
+    load_outcomes, load_traces,
 )
 from services.store.backends import ChdbStore
 from services.store.evalset import EvalRepository
 from services.store.migrate import migrate
 from services.store.retention import KEEP_EVERYTHING, RetentionKeeper
 from services.store.writer import EventWriter
+from tests.support.eval_labels import add_human_labels
 
 T0 = datetime(2026, 11, 21, 9, 0, tzinfo=timezone.utc)
 TABLES = ("eval_items", "gold_spans", "claim_labels", "eval_results", "eval_item_history")
@@ -182,7 +183,6 @@ def test_reject_needs_a_reason_and_is_final(service, store):
 @pytest.mark.parametrize("call, message", [
     (lambda s: s.approve("ei-nope", by="carol"), "no eval item 'ei-nope'"),
     (lambda s: s.reject("ei-nope", by="carol", reason="x"), "no eval item 'ei-nope'"),
-    (lambda s: s.add_human_labels("ei-nope", [HumanLabel(0, "supported")], by="carol"), "no eval item"),
     (lambda s: s.propose("iss-7", [], by="bob"), "no traces to propose"),
     (lambda s: s.propose("iss-7", [trace(0)], by=" "), "--by is required"),
     (lambda s: s.propose("", [trace(0)], by="bob"), "issue_id is required"),
@@ -199,33 +199,12 @@ def test_bad_requests_get_specific_errors_and_change_nothing(service, store, cal
     assert snapshot(store) == before
 
 
-def test_human_labels_only_on_approved_items(service, store):
-    item = service.propose("iss-7", [trace(0)], by="bob")[0]
-    with pytest.raises(PromotionError, match="is proposed; human labels go on approved items only"):
-        service.add_human_labels(item.item_id, [HumanLabel(0, "contradicted")], by="carol")
-    service.approve(item.item_id, by="carol", reason="ok")
-    before = snapshot(store)
-    for labels, message in (([HumanLabel(9, "supported")], "has no claim 9; its claims are \\[0, 1, 2, 3, 4\\]"),
-                            ([HumanLabel(0, "fine")], "claim 0: unknown verdict 'fine'"),
-                            ([HumanLabel(0, "supported"), HumanLabel(0, "unsupported")], "labelled twice"),
-                            ([], "no labels given")):
-        with pytest.raises(PromotionError, match=message):
-            service.add_human_labels(item.item_id, labels, by="carol")
-    assert snapshot(store) == before
-    assert service.add_human_labels(item.item_id, [HumanLabel(0, "refuted", "refunded within 14 days", "refund-policy"),
-                                                   HumanLabel(2, "supported")], by="human:carol") == 2
-    rows = store.query("SELECT claim_idx, claim_text, verdict, labeler FROM claim_labels WHERE startsWith(labeler, 'human:') "
-                       "ORDER BY claim_idx")
-    assert rows == [{"claim_idx": 0, "claim_text": "Refunds within 30 days.", "verdict": "contradicted", "labeler": "human:carol"},
-                    {"claim_idx": 2, "claim_text": "It arrives the same day.", "verdict": "supported", "labeler": "human:carol"}]
-
-
 def test_export_writes_approved_items_atomically_and_records_it(service, store, tmp_path):
     a, b, c = service.propose("iss-7", [trace(0), trace(1), trace(2)], by="bob")
     service.approve(a.item_id, by="carol", reason="ok")
     service.approve(c.item_id, by="carol", reason="ok")
     service.reject(b.item_id, by="carol", reason="duplicate in spirit")
-    service.add_human_labels(a.item_id, [HumanLabel(2, "supported")], by="carol")
+    add_human_labels(EvalRepository(store), a.item_id, {2: "supported"}, by="carol", at=T0)
     out = tmp_path / "eval.jsonl"
     out.write_text("old content\n")
     assert service.export(out, by="ci") == 2
@@ -281,7 +260,7 @@ def test_stored_traces_feed_promotion_and_the_eval_metrics(service, store):
     items = service.propose("iss-7", traces, by="bob")
     for item in items:
         service.approve(item.item_id, by="carol", reason="ok")
-    service.add_human_labels(items[0].item_id, [HumanLabel(0, "supported"), HumanLabel(1, "supported")], by="dave")
+    add_human_labels(EvalRepository(store), items[0].item_id, {0: "supported", 1: "supported"}, by="dave", at=T0)
 
     outcomes = load_outcomes(EvalRepository(store))
     assert sorted(o.verdicts for o in outcomes) == sorted(tuple(v) for v in [
