@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Iterable, Mapping, Protocol, Sequence
 
+from services.alerts.config import DetectorConfig
 from services.alerts.lifecycle import INPUT_KINDS, Alert, alert_state, state_text
 from services.rates.intervals import Counts
 
@@ -226,7 +227,7 @@ class AlertExplainer:
     """Splits an alert's excess failing claims by issue, from the store's counts (see the module docstring)."""
 
     def __init__(self, issues: IssueCounts, rates: RouteSums, base_url: str = "http://127.0.0.1:8080",
-                 baseline_minutes: int = 24 * 60, shown: int = SHOWN):
+                 baseline_minutes: int = DetectorConfig.baseline_minutes, shown: int = SHOWN):
         self.issues = issues
         self.rates = rates
         self.base_url = base_url.rstrip("/")

@@ -13,6 +13,7 @@ from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from services.alerts.config import DetectorConfig
 from services.ingest.privacy import RedactionSettings
 from services.store.retention import MAX_DAYS as MAX_RETENTION_DAYS
 from services.triage.owners import DEFAULT_TEAM
@@ -48,12 +49,14 @@ class IngestSettings(Section):
 
 
 class DriftSettings(Section):
-    """Defaults chosen by bench/drift.py; see the README."""
+    """Defaults chosen by bench/drift.py (its figures: docs/performance.md, "Drift detector"); the detector's own
+    (services/alerts/config.py, DetectorConfig), so each is defined there once."""
 
-    threshold: float = Field(0.02, gt=0, lt=1, description="minimum rise over baseline, as a fraction")
+    threshold: float = Field(DetectorConfig.threshold, gt=0, lt=1,
+                             description="minimum rise over baseline, as a fraction")
     route_thresholds: dict[str, float] = Field(default_factory=dict)
-    baseline_minutes: int = Field(24 * 60, ge=30)
-    min_claims: int = Field(200, ge=1)
+    baseline_minutes: int = Field(DetectorConfig.baseline_minutes, ge=30)
+    min_claims: int = Field(DetectorConfig.min_claims, ge=1)
     detector: dict[str, Any] = Field(default_factory=dict, description="advanced DetectorConfig overrides (kind, h, ...)")
     input_health: dict[str, Any] = Field(default_factory=dict, description="InputHealthConfig overrides "
                                          "(silent_ratio, rejected_rise, abstention_severity, ...)")

@@ -6,6 +6,7 @@ from datetime import datetime, timedelta
 from typing import Callable
 
 from clustering.issue import IssueRecord
+from services.alerts.config import DetectorConfig
 from services.alerts.explain import AlertExplainer, alert_window, explainable
 from services.alerts.records import AlertRecords
 from services.core.clock import utcnow
@@ -24,7 +25,7 @@ SORTS = {"priority", "last_seen", "first_seen", "count", "name"}
 class IssuesService:
     def __init__(self, issues: IssueRecords, rates: RateRepository, alerts: AlertRecords,
                  base_url: str = "http://127.0.0.1:8080",
-                 clock: Callable[[], datetime] = utcnow, baseline_minutes: int = 24 * 60,
+                 clock: Callable[[], datetime] = utcnow, baseline_minutes: int = DetectorConfig.baseline_minutes,
                  explainer: AlertExplainer | None = None,
                  distinct: Callable[[list[str], list[str], int], list[int]] | None = None,
                  owners: OwnerRules | None = None, runbook: Callable[..., str] | None = None):
