@@ -35,7 +35,20 @@ def test_with_an_explainer_only_the_issues_behind_the_excess_drive_the_alert():
     signals = gather(Members(), [FIRING], NOW, lambda alert, now: explanation(90))
     assert signals.drives("iss-cause") == [{"alert_id": "a-1", "route": "billing", "claims": 90}]
     assert signals.drives("iss-usual") == []  # the route's usual failures, at its baseline: no share
-    assert DRIVING_SHARE > 0
+
+
+def test_an_issue_drives_from_driving_share_of_the_excess_not_below_it():
+    excess = 200.0  # 250 failing claims against 50 expected
+
+    def shares(at: float, below: float):
+        return lambda alert, now: AlertExplanation(
+            "a-1", "billing", NOW - timedelta(minutes=45), NOW, 1000, 250, 0.05,
+            (Contribution("iss-at", 40, 0.0, at * excess, at), Contribution("iss-below", 30, 0.0, below * excess, below)),
+            Contribution(None, 0, 0.0, 0.0, 0.0))
+
+    signals = gather(Members(), [FIRING], NOW, shares(DRIVING_SHARE, DRIVING_SHARE * 0.99))
+    assert signals.drives("iss-at") == [{"alert_id": "a-1", "route": "billing", "claims": 40}]
+    assert signals.drives("iss-below") == []  # a small but real part of the excess: the route's noise
 
 
 def test_without_a_measurable_excess_any_claims_on_the_route_count():
