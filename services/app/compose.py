@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from clustering.config import ClusteringConfig, config_from_settings
-from clustering.embed import CachedEmbedder, SentenceTransformerEmbedder
+from clustering.embed import CachedEmbedder, Embedder, SentenceTransformerEmbedder
+from clustering.screen import TextScreen
+from clustering.vectorize import ClaimVectorizer
 from services.alerts.backtest import CHUNK, BacktestSummary, BucketLoader, replay
 from services.alerts.evaluator import AlertEvaluator, detector_config_for
 from services.alerts.explain import AlertExplainer
@@ -72,6 +74,12 @@ def clustering_config(settings: Settings) -> ClusteringConfig:
     """The clustering configuration the settings name: model, fields and embedding back end."""
     c = settings.clustering
     return config_from_settings(c.model, c.fields, backend=c.backend)
+
+
+def claim_vectorizer(config: ClusteringConfig) -> Callable[[Embedder], ClaimVectorizer]:
+    """The issue jobs' claim vectorizer for an embedder: the one the clustering pipeline builds from ``config``."""
+    return lambda embedder: ClaimVectorizer(embedder, config.fields, screen=TextScreen(config.max_chars, config.model),
+                                            require_claim_text=config.require_claim_text)
 
 
 @dataclass(frozen=True)
@@ -155,7 +163,7 @@ def build(settings: Settings, store: Store, clock: Callable[[], datetime] = utcn
                             representatives=lambda issue_id: [m["trace_id"] for m in issues.representatives(
                                 repos.issues.get(issue_id)) if m.get("trace_id")]),
         issue_jobs=IssueJobs(config, embedder, repos.issues, timedelta(hours=settings.clustering.lookback_hours),
-                             skipped=metrics.skipped_rows),
+                             vectorizer=claim_vectorizer(config), skipped=metrics.skipped_rows),
         traces=TraceService(repos.traces), review=review, metrics=metrics, owners=issues.owners,
         triage=TriageService(repos.issues, issues.summary, webhook, clock))
 

@@ -26,6 +26,7 @@ import numpy as np
 from clustering.assign import OnlineAssigner
 from clustering.cluster import NOISE
 from clustering.config import ClusteringConfig
+from clustering.embed import Embedder
 from clustering.pipeline import IssuePipeline, Progress
 from clustering.records import FailingClaim
 from clustering.run import ClusteringRun
@@ -138,14 +139,19 @@ def focused_config(config: ClusteringConfig, limit: int = FOCUS_LIMIT) -> Cluste
     return replace(config, umap_min_points=limit + 1)
 
 
+Vectorizer = Callable[[Embedder], ClaimVectorizer]  # the claim vectorizer that embeds with a given embedder
+
+
 class IssueJobs:
     """Holds the embedder (loaded once per process) and the latest online assigner. A stored claim neither job
-    can read is left out (``skipped`` counts and logs it), so one bad row stops neither."""
+    can read is left out (``skipped`` counts and logs it), so one bad row stops neither. ``vectorizer`` turns
+    claims into vectors with an embedder as the pipeline does (services/app/compose.py ``claim_vectorizer``)."""
 
-    def __init__(self, config: ClusteringConfig, embedder, issues: IssueRecords, lookback: timedelta,
-                 min_similarity: float = 0.4, skipped: SkippedRows | None = None):
+    def __init__(self, config: ClusteringConfig, embedder, issues: IssueRecords, lookback: timedelta, *,
+                 vectorizer: Vectorizer, min_similarity: float = 0.4, skipped: SkippedRows | None = None):
         self.config = config
         self.embedder = embedder
+        self.vectorizer_for = vectorizer
         self.issues = issues
         self.lookback = lookback
         self.min_similarity = min_similarity
@@ -155,9 +161,6 @@ class IssueJobs:
         self._publishing = threading.Lock()  # a full run's publish and a focused run's never interleave
         self.mark: datetime | None = None  # online assignment's ingestion high mark
         self.run_mark: datetime | None = None  # claims ingested after it are new to the last re-cluster
-
-    def _vectorizer(self) -> ClaimVectorizer:
-        return IssuePipeline.from_config(self.config, self.embedder).vectorizer
 
     # -- re-clustering --------------------------------------------------------
     def recluster(self, now: datetime, progress: Progress | None = None, fit: Fit | None = None) -> RunReport:
@@ -171,7 +174,7 @@ class IssueJobs:
         """The failing claims of the lookback and the vectors of their texts (cached, or embedded now)."""
         claims = self.issues.failing_claims(now - self.lookback, skip=self.skipped.of(RECLUSTER))
         collecting = _Collecting(self.embedder, cancelled)
-        vectorizer = IssuePipeline.from_config(self.config, collecting).vectorizer
+        vectorizer = self.vectorizer_for(collecting)
         prepared = vectorizer.prepare(claims)
         report = (lambda done, total: progress("embed", done, total, 0.0)) if progress else None
         vectorizer.embed(prepared, report)
@@ -204,7 +207,7 @@ class IssueJobs:
             })
         self.issues.save_members(rows)
         self.issues.save(records)  # after the members: an issue is visible only with its members
-        assigner = OnlineAssigner.from_issues([*records, *younger], self._vectorizer(), self.config.name,
+        assigner = OnlineAssigner.from_issues([*records, *younger], self.vectorizer_for(self.embedder), self.config.name,
                                               self.min_similarity)
         with self._swap:
             self.assigner = assigner
@@ -238,7 +241,8 @@ class IssueJobs:
             stored = self.issues.load()
             if not stored:
                 return None
-            built = OnlineAssigner.from_issues(stored, self._vectorizer(), self.config.name, self.min_similarity)
+            built = OnlineAssigner.from_issues(stored, self.vectorizer_for(self.embedder), self.config.name,
+                                               self.min_similarity)
             with self._swap:  # unless a re-cluster published meanwhile
                 assigner = self.assigner = self.assigner or built
         return assigner
@@ -301,7 +305,7 @@ class IssueJobs:
         if not records:
             return (), 0
         self.issues.save(records)  # after the members: an issue is visible only with its members
-        assigner = OnlineAssigner.from_issues([*known, *records], self._vectorizer(), self.config.name,
+        assigner = OnlineAssigner.from_issues([*known, *records], self.vectorizer_for(self.embedder), self.config.name,
                                               self.min_similarity)
         with self._swap:
             self.assigner = assigner

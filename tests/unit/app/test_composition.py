@@ -64,3 +64,18 @@ def test_the_ingest_window_and_epoch_come_from_the_settings(store):
     assert ingestor.window == EventTimeWindow(7, 400, True, timedelta(seconds=60))
     assert ingestor.epoch == "topic-incarnation-2"
     assert build(Settings(), store).ingestor().window == EventTimeWindow(30, 400, False, timedelta(minutes=5))
+
+
+def test_the_issue_jobs_vectorize_claims_as_the_pipeline_does():
+    from dataclasses import replace
+
+    from clustering.embed import HashingEmbedder
+    from clustering.pipeline import IssuePipeline
+    from services.app.compose import claim_vectorizer
+
+    for config in (DEFAULT_CONFIG, replace(DEFAULT_CONFIG, fields=("claim",), max_chars=500, require_claim_text=False)):
+        embedder = HashingEmbedder()
+        ours, pipeline = claim_vectorizer(config)(embedder), IssuePipeline.from_config(config, embedder).vectorizer
+        assert ours.embedder is embedder
+        assert (ours.weights, ours.require_claim_text) == (pipeline.weights, pipeline.require_claim_text)
+        assert vars(ours.screen) == vars(pipeline.screen)

@@ -465,6 +465,7 @@ def test_clustering_schedule_makes_jobs_on_the_first_run_and_assigns_after_it():
 def test_clustering_schedule_on_the_store(store):
     from clustering.config import DEFAULT_CONFIG
     from clustering.embed import HashingEmbedder
+    from services.app.compose import claim_vectorizer
     from services.core.clock import utcnow
     from services.issues.jobs import IssueJobs
     from services.issues.schedule import ClusteringSchedule
@@ -485,8 +486,8 @@ def test_clustering_schedule_on_the_store(store):
     land("first-", 48, now - timedelta(minutes=5))
     config = replace(DEFAULT_CONFIG, umap_min_points=10**9)
     metrics = Metrics()
-    schedule = ClusteringSchedule(lambda: IssueJobs(config, HashingEmbedder(), issue_repository(store), timedelta(hours=1)),
-                                  metrics, inline)
+    schedule = ClusteringSchedule(lambda: IssueJobs(config, HashingEmbedder(), issue_repository(store), timedelta(hours=1),
+                                                    vectorizer=claim_vectorizer(config)), metrics, inline)
     report = asyncio.run(schedule.recluster(now))
     assert report is not None and report.claims == 48 and report.issues >= 1
     mark = utcnow()

@@ -13,6 +13,7 @@ import orjson
 
 from clustering.config import DEFAULT_CONFIG
 from clustering.embed import HashingEmbedder
+from services.app.compose import claim_vectorizer
 from services.contract.decode import Decoder
 from services.core.clock import utcnow
 from services.core.metrics import Metrics
@@ -143,8 +144,9 @@ def land(store, prefix: str, n: int, at: datetime) -> None:
 
 
 def small_jobs(store, **options) -> IssueJobs:
-    return IssueJobs(replace(DEFAULT_CONFIG, umap_min_points=10**9), HashingEmbedder(), issue_repository(store),
-                     timedelta(hours=1), **options)
+    config = replace(DEFAULT_CONFIG, umap_min_points=10**9)
+    return IssueJobs(config, HashingEmbedder(), issue_repository(store), timedelta(hours=1),
+                     vectorizer=claim_vectorizer(config), **options)
 
 
 def test_assignment_completes_while_a_recluster_is_blocked(store):
