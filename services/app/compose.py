@@ -236,14 +236,24 @@ def ingest_window(settings: Settings) -> EventTimeWindow:
                            timedelta(seconds=i.max_future_skew_seconds))
 
 
+def open_migrated(settings: Settings) -> Store:
+    """The configured store, opened and migrated to the current schema (closed again if migrating fails)."""
+    store = open_store(settings.clickhouse)
+    try:
+        migrate(store)
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
 def open_components(settings: Settings, *, starting: bool = False, cli: str = "claimwatch") -> Components:
     """Open (and migrate) the configured store and build on it.
 
     A starting service (worker, API) also brings the TTLs in line with ``settings.retention``. One-off CLI
     commands leave them alone, so a command run without the service's config file cannot reset them.
     """
-    store = open_store(settings.clickhouse)
-    migrate(store)
+    store = open_migrated(settings)
     if starting:
         changed = RetentionKeeper(store).apply(retention_policy(settings))
         if changed:

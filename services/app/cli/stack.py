@@ -116,8 +116,8 @@ def repair(settings: Settings, hours: float) -> None:
     """Re-derive claim rows and minute aggregates from stored answers after a crash (workers stopped)."""
     from datetime import timedelta
 
-    from services.store.backends import StoreError, open_store
-    from services.store.migrate import migrate
+    from services.app.compose import open_migrated
+    from services.store.backends import StoreError
     from services.store.repair import MAX_REPAIR_HORIZON, repair_recent
 
     limit = MAX_REPAIR_HORIZON / timedelta(hours=1)
@@ -126,11 +126,10 @@ def repair(settings: Settings, hours: float) -> None:
                     f"got {hours:g}")
 
     try:
-        store = open_store(settings.clickhouse)
+        store = open_migrated(settings)
     except StoreError as exc:
         raise Abort(str(exc)) from None
     try:
-        migrate(store)
         report = repair_recent(store, utcnow(), timedelta(hours=hours))
     finally:
         store.close()
