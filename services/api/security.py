@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import Callable
 
 from fastapi import HTTPException, Request, Security
@@ -12,6 +11,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from services.api.auth import (READ_COOKIE, SESSION_NOT_TOKEN, ClientAddress, ReadSession, Refusal, TokenBucket,
                                TokenCheck, bearer_of, hash_token)
 from services.api.models import PROBLEM_JSON
+from services.api.policy import ApiPolicy
 from services.core.names import identity_key
 
 # Shown in OpenAPI as the `bearerAuth` scheme; auto_error off so refusals use our messages.
@@ -30,48 +30,6 @@ MUTATION_RESPONSES = {
                          "retry after Retry-After seconds", "content": PROBLEM_JSON},
 }
 SESSION_SECONDS = 12 * 3600  # how long a dashboard sign-in lasts
-
-
-@dataclass(frozen=True)
-class ApiPolicy:
-    """What the API lets in. Built from ``settings.api``; every field has a safe default."""
-
-    token_hashes: tuple[str, ...] = ()
-    token_file: str | None = None  # more hashes, one a line, re-read when the file changes
-    protect_reads: bool = False
-    mutations_per_minute: float = 60.0  # per valid token
-    mutation_burst: int = 20
-    anonymous_mutations_per_minute: float = 10.0  # per address, for missing and wrong tokens
-    signins_per_minute: float = 10.0  # per address
-    anonymous_reads_per_minute: float = 120.0  # per address, for reads without a valid token or session
-    anonymous_read_burst: int = 30  # of those, at once
-    anonymous_concurrency: int = 2  # anonymous reads served at once, from every address together
-    trusted_proxies: tuple[str, ...] = ()  # peers whose X-Forwarded-For names the caller
-    max_body_bytes: int = 64 * 1024
-    cors_origins: tuple[str, ...] = field(default=())
-
-    @classmethod
-    def from_settings(cls, api) -> "ApiPolicy":
-        # Fields the settings object does not define yet keep their defaults here.
-        given = api.model_dump()
-        defaults = cls()
-        return cls(
-            token_hashes=tuple(given.get("token_hashes") or ()),
-            token_file=given.get("token_file") or None,
-            protect_reads=bool(given.get("protect_reads", False)),
-            mutations_per_minute=float(given.get("mutations_per_minute", defaults.mutations_per_minute)),
-            mutation_burst=int(given.get("mutation_burst", defaults.mutation_burst)),
-            anonymous_mutations_per_minute=float(given.get("anonymous_mutations_per_minute",
-                                                           defaults.anonymous_mutations_per_minute)),
-            signins_per_minute=float(given.get("signins_per_minute", defaults.signins_per_minute)),
-            anonymous_reads_per_minute=float(given.get("anonymous_reads_per_minute",
-                                                       defaults.anonymous_reads_per_minute)),
-            anonymous_read_burst=int(given.get("anonymous_read_burst", defaults.anonymous_read_burst)),
-            anonymous_concurrency=int(given.get("anonymous_concurrency", defaults.anonymous_concurrency)),
-            trusted_proxies=tuple(given.get("trusted_proxies") or ()),
-            max_body_bytes=int(given.get("max_body_bytes", defaults.max_body_bytes)),
-            cors_origins=tuple(given.get("cors_origins") or ()),
-        )
 
 
 def _refuse(refusal: Refusal) -> HTTPException:

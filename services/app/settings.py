@@ -14,6 +14,7 @@ from typing import Any, Literal, Mapping
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from services.alerts.config import DetectorConfig
+from services.api.policy import ApiPolicy
 from services.ingest.privacy import RedactionSettings
 from services.store.retention import MAX_DAYS as MAX_RETENTION_DAYS
 from services.triage.owners import DEFAULT_TEAM
@@ -89,6 +90,8 @@ class ClusteringSettings(Section):
 
 
 class ApiSettings(Section):
+    """The API's access policy; its defaults are services/api/policy.py's ApiPolicy, where each is defined once."""
+
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
     url: str = "http://127.0.0.1:8080"
@@ -98,20 +101,23 @@ class ApiSettings(Section):
     token_file: str | None = Field(None, description="file of more accepted sha256 hashes, one a line, re-read when it "
                                    "changes (`claimwatch up` watches ~/.config/claimwatch/token-hashes, where "
                                    "`claimwatch token new` adds them)")
-    protect_reads: bool = False
-    mutations_per_minute: float = Field(60.0, gt=0, description="rate limit per valid token on mutating endpoints")
-    mutation_burst: int = Field(20, ge=1)
-    anonymous_mutations_per_minute: float = Field(10.0, gt=0, description="per address, for changes with a missing "
-                                                  "or wrong token; never shared with token holders")
-    signins_per_minute: float = Field(10.0, gt=0, description="dashboard sign-in attempts per address")
-    anonymous_reads_per_minute: float = Field(120.0, gt=0, description="reads per address without a valid token or "
-                                              "sign-in session")
-    anonymous_read_burst: int = Field(30, ge=1, description="of those, how many at once")
-    anonymous_concurrency: int = Field(2, ge=1, le=64, description="reads without a token or session served at once "
-                                       "from every address together; the rest queue (up to 10 s, then 503)")
+    protect_reads: bool = ApiPolicy.protect_reads
+    mutations_per_minute: float = Field(ApiPolicy.mutations_per_minute, gt=0,
+                                        description="rate limit per valid token on mutating endpoints")
+    mutation_burst: int = Field(ApiPolicy.mutation_burst, ge=1)
+    anonymous_mutations_per_minute: float = Field(ApiPolicy.anonymous_mutations_per_minute, gt=0, description=(
+        "per address, for changes with a missing or wrong token; never shared with token holders"))
+    signins_per_minute: float = Field(ApiPolicy.signins_per_minute, gt=0,
+                                      description="dashboard sign-in attempts per address")
+    anonymous_reads_per_minute: float = Field(ApiPolicy.anonymous_reads_per_minute, gt=0,
+                                              description="reads per address without a valid token or sign-in session")
+    anonymous_read_burst: int = Field(ApiPolicy.anonymous_read_burst, ge=1, description="of those, how many at once")
+    anonymous_concurrency: int = Field(ApiPolicy.anonymous_concurrency, ge=1, le=64, description=(
+        "reads without a token or session served at once from every address together; the rest queue (up to 10 s, "
+        "then 503)"))
     trusted_proxies: list[str] = Field(default_factory=list, description="IPs or networks of reverse proxies whose "
                                        "X-Forwarded-For names the caller; empty: the peer address is the caller")
-    max_body_bytes: int = Field(65536, ge=1024)
+    max_body_bytes: int = Field(ApiPolicy.max_body_bytes, ge=1024)
     cors_origins: list[str] = Field(default_factory=list, description="CORS is off unless origins are listed")
 
 
