@@ -1,4 +1,8 @@
 import hashlib
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +21,7 @@ from clustering.embed import (
 from clustering.records import FailingClaim
 from services.contract.errors import RecordError
 from clustering.vectorize import ClaimVectorizer
+from tests.support.paths import ROOT
 
 
 class CountingEmbedder:
@@ -73,10 +78,16 @@ def test_minilm_vectors_are_unit_float32_and_meaningful(minilm):
     assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2] + 0.2
 
 
-def test_minilm_is_deterministic(minilm):
-    a = minilm.embed(["the api allows 500 requests per minute"])
-    b = minilm.embed(["the api allows 500 requests per minute"])
-    np.testing.assert_allclose(a, b, atol=1e-6)
+def test_minilm_gives_the_same_vector_in_another_process(minilm):
+    """Vectors cached by a previous worker sit beside fresh ones (CachedEmbedder): a restart must embed alike."""
+    text = "the api allows 500 requests per minute"
+    script = ("import json, sys; from clustering.embed import SentenceTransformerEmbedder; "
+              "print(json.dumps(SentenceTransformerEmbedder(batch_size=16).embed([sys.argv[1]]).tolist()))")
+    seed = "4321" if os.environ.get("PYTHONHASHSEED") == "1234" else "1234"
+    child = subprocess.run([sys.executable, "-c", script, text], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                           env={**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(ROOT)})
+    assert child.returncode == 0, child.stderr[-3000:]
+    np.testing.assert_allclose(minilm.embed([text]), np.array(json.loads(child.stdout), dtype=np.float32), atol=1e-6)
 
 
 def test_text_key_is_sha256_of_the_text():

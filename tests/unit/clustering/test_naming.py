@@ -63,7 +63,6 @@ def test_a_long_claim_is_cut_at_a_word_boundary_and_volatile_tokens_are_masked()
     cut = quoted(text)
     assert cut.endswith("…") and len(cut) <= TITLE_MAX_CHARS + 1
     assert cut == "order <id> placed on <date> by <email> ships 'today' with…"
-    assert quoted(text) == cut  # deterministic
     assert quoted("  The plan is free.  ") == "the plan is free"
 
 
