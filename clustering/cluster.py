@@ -18,9 +18,12 @@ from clustering.merge import NOISE, CohesionMerger
 
 
 class HdbscanClusterer:
-    def __init__(self, min_cluster_size: int = 5, min_cluster_fraction: float = 0.003, min_samples: int = 5,
-                 attach_min_similarity: float = 0.4, allow_single_cluster: bool = True,
-                 merge_min_cohesion: float = 1.0, merge_min_alignment: float = 1.0):
+    """Every parameter comes from a ClusteringConfig (clustering/config.py, where each is defined once):
+    ``IssuePipeline.from_config`` builds it."""
+
+    def __init__(self, min_cluster_size: int, min_cluster_fraction: float, min_samples: int,
+                 attach_min_similarity: float, allow_single_cluster: bool,
+                 merge_min_cohesion: float, merge_min_alignment: float):
         self.min_cluster_size = min_cluster_size
         # one failure family dominating a window (a bad deploy) must still become an issue,
         # not be declared all noise because HDBSCAN may not pick the root cluster
