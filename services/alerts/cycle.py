@@ -10,13 +10,13 @@ import logging
 import time
 from collections import Counter
 from datetime import datetime
+from typing import Protocol
 
 import orjson
 
 from services.core.threads import Run
 from services.alerts.evaluator import AlertEvaluator
 from services.alerts.explain import AlertExplainer, AlertExplanation, explainable
-from services.alerts.instrument import InstrumentAlerts
 from services.alerts.lifecycle import KINDS, Alert
 from services.alerts.notify import Dispatcher
 from services.alerts.records import AlertRecords
@@ -27,11 +27,17 @@ log = logging.getLogger(__name__)
 Record = tuple[bytes, bytes]  # (key, value) for the alerts topic
 
 
+class InstrumentHook(Protocol):  # services.review.agreement_alerts.InstrumentAlerts
+    open: dict[str, Alert]
+
+    def evaluate(self, now: datetime) -> list[Alert]: ...
+
+
 class AlertCycle:
     def __init__(self, evaluator: AlertEvaluator, alerts: AlertRecords, dispatcher: Dispatcher, metrics: Metrics,
-                 run: Run, explainer: AlertExplainer | None = None, instrument: InstrumentAlerts | None = None):
+                 run: Run, explainer: AlertExplainer | None = None, instrument: InstrumentHook | None = None):
         self.explainer = explainer  # names the issues behind each notified alert's excess
-        self.instrument = instrument  # verifier-vs-human agreement alerts (services/alerts/instrument.py)
+        self.instrument = instrument  # verifier-vs-human agreement alerts (services/review/agreement_alerts.py)
         self.evaluator = evaluator
         self.alerts = alerts
         self.dispatcher = dispatcher

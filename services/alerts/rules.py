@@ -12,11 +12,11 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Mapping
+from datetime import timedelta
+from typing import Mapping, Protocol
 
-from services.alerts.detector import DetectorConfig
+from services.alerts.config import DetectorConfig
 from services.alerts.input_health import InputHealthConfig
-from services.alerts.instrument import AgreementDropTest
 from services.alerts.lifecycle import (
     ABSTENTION_KIND, AGREEMENT_KIND, CRITICAL_THRESHOLDS, DRIFT_KIND, INPUT_KINDS, KINDS, MIX_KIND, REJECTED_KIND,
     SILENT_KIND,
@@ -25,6 +25,13 @@ from services.alerts.lifecycle import (
 QUALITY_FILE = Path(__file__).with_name("rule_quality.json")
 MISSED = "missed"  # a median delay past the bench's horizon: most of its changes were not caught in time
 RULE_KINDS = KINDS + (AGREEMENT_KIND,) + INPUT_KINDS  # every kind an evaluator opens
+
+
+class AgreementRule(Protocol):  # services.review.agreement_alerts.AgreementDropTest
+    recent: timedelta
+    alpha: float
+    min_drop: float
+    min_labels: int
 # Warnings of these kinds go to a chat receiver, never the pager (dashboards/alertmanager/alertmanager.yml;
 # tests/unit/alerts/test_rules.py checks the two agree). Every other alert reaches the on-call receiver.
 QUIET_WARNINGS = (MIX_KIND, ABSTENTION_KIND)
@@ -143,16 +150,16 @@ def _drift_setting(name: str) -> str:
 
 def _engine(d: DetectorConfig) -> list[Threshold]:
     """How the configured engine decides (services/alerts/engines.py)."""
-    t = lambda text, name: Threshold(text, _drift_setting(name), getattr(d, name))  # noqa: E731
+    e = d.engine
+    t = lambda text, name: Threshold(text, _drift_setting(name), getattr(e, name))  # noqa: E731
     if d.kind == "cusum":
-        design = d.design_shift if d.design_shift is not None else d.design_ratio * d.threshold
-        return [t(f"CUSUM fires at h = {d.h:g}, tuned for a +{_pts(design)} rise", "h"),
-                t(f"resolves when the mirror CUSUM reaches {d.resolve_h:g}", "resolve_h")]
+        return [t(f"CUSUM fires at h = {e.h:g}, tuned for a +{_pts(e.design(d.threshold))} rise", "h"),
+                t(f"resolves when the mirror CUSUM reaches {e.resolve_h:g}", "resolve_h")]
     if d.kind == "window":
-        minutes = "/".join(str(w) for w in d.windows)
-        return [t(f"z ≥ {d.z_fire:g} on a {minutes}-minute window, held {d.window_for_minutes} min", "z_fire"),
-                t(f"resolves when every window is below z {d.z_resolve:g} for {d.resolve_minutes} min", "z_resolve")]
-    return [t(f"the {d.naive_window}-minute rate over the threshold for {d.for_minutes} min", "for_minutes")]
+        minutes = "/".join(str(w) for w in e.windows)
+        return [t(f"z ≥ {e.z_fire:g} on a {minutes}-minute window, held {e.window_for_minutes} min", "z_fire"),
+                t(f"resolves when every window is below z {e.z_resolve:g} for {e.resolve_minutes} min", "z_resolve")]
+    return [t(f"the {e.naive_window}-minute rate over the threshold for {e.for_minutes} min", "for_minutes")]
 
 
 def _drift(d: DetectorConfig, route_thresholds: Mapping[str, float]) -> list[Threshold]:
@@ -196,7 +203,7 @@ def _input(h: InputHealthConfig, kind: str) -> list[Threshold]:
             Threshold(f"resolves below its usual share + {_pts(h.abstention_rise / 2)}", None)]
 
 
-def _agreement(a: AgreementDropTest) -> list[Threshold]:
+def _agreement(a: AgreementRule) -> list[Threshold]:
     days = a.recent.total_seconds() / 86400
     return [Threshold(f"agreement over the last {days:g} days below all older labels by ≥ {_pts(a.min_drop)}", None,
                       a.min_drop),
@@ -204,7 +211,7 @@ def _agreement(a: AgreementDropTest) -> list[Threshold]:
             Threshold(f"≥ {a.min_labels} labels on each side", None, a.min_labels)]
 
 
-def alert_rules(detector: DetectorConfig, health: InputHealthConfig, agreement: AgreementDropTest,
+def alert_rules(detector: DetectorConfig, health: InputHealthConfig, agreement: AgreementRule,
                 quality: Mapping[str, Quality], route_thresholds: Mapping[str, float] | None = None) -> list[Rule]:
     """Every kind's rule, in RULE_KINDS order, from the configs the evaluators run with."""
     route_thresholds = route_thresholds or {}

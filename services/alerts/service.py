@@ -8,7 +8,7 @@ from typing import Callable
 
 from services.alerts.expectations import compare, published, sort_routes
 from services.alerts.explain import AlertExplainer, AlertExplanation, explainable
-from services.alerts.instrument import Calibration, calibrated_rise, calibration_suspect
+from services.alerts.calibrated import Calibration, calibrated_rise, calibration_suspect
 from services.alerts.lifecycle import KINDS, MATCH_LABEL_NAMES, Alert, ack, state_text, status
 from services.alerts.records import AlertRecords
 from services.alerts.rules import Rule

@@ -15,6 +15,7 @@ from typing import Iterator, Mapping, Sequence
 import numpy as np
 
 from services.contract.model import VERDICT_ALIASES, canonical_verdict
+from services.core.stats import percentile_interval
 
 SLICE_DIMS = ("query_type", "stakes")
 MIN_INTERVAL_ITEMS = 10            # below this many items a bootstrap interval means little (n=1: zero width)
@@ -163,15 +164,6 @@ def _resampled_sums(rng: np.random.Generator, rows: np.ndarray, n_boot: int) -> 
     for start in range(0, n_boot, chunk):
         weights = rng.multinomial(n, counts / n, size=min(chunk, n_boot - start)).astype(np.float64)
         yield weights @ distinct
-
-
-def percentile_interval(samples: np.ndarray, confidence: float) -> tuple[float | None, float | None]:
-    samples = samples[np.isfinite(samples)]
-    if samples.size == 0:
-        return None, None
-    tail = (1 - confidence) / 2 * 100
-    lo, hi = np.percentile(samples, [tail, 100 - tail])
-    return float(lo), float(hi)
 
 
 def ratio_figures(pairs: Sequence[tuple[np.ndarray, np.ndarray]], name: str, *, n_boot: int = 2000, seed: int = 0,

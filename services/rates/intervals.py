@@ -10,15 +10,13 @@ measured by simulation in tests/unit/rates/test_intervals.py.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
-from functools import lru_cache
-from statistics import NormalDist
 from typing import Mapping
 
 import numpy as np
 
+from services.contract.model import FAILED_VERDICT_ORDER
+from services.core.stats import wilson, z_value
 from services.store.rates import COUNT_FIELDS, SAMPLING_FIELDS, SUM_FIELDS  # rate_minute's columns, defined once
-
-FAILED_VERDICT_FIELDS = ("unsupported", "contradicted", "overreach", "stale", "no_source")
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,23 +169,6 @@ class Interval:
         return [self.lo, self.hi]
 
 
-@lru_cache(maxsize=64)
-def z_value(level: float) -> float:
-    if not 0 < level < 1:
-        raise ValueError(f"level must be between 0 and 1 (e.g. 0.95), got {level!r}")
-    return NormalDist().inv_cdf(0.5 + level / 2)
-
-
-def wilson(p, n, z):
-    """Wilson score bounds; numpy-vectorised, n may be an effective (non-integer) size > 0."""
-    z2n = z * z / n
-    centre = (p + z2n / 2) / (1 + z2n)
-    half = z / (1 + z2n) * np.sqrt(p * (1 - p) / n + z2n / (4 * n))
-    lo = np.where(p <= 0, 0.0, np.clip(centre - half, 0.0, 1.0))  # exact ends, not 1 - 1e-16
-    hi = np.where(p >= 1, 1.0, np.clip(centre + half, 0.0, 1.0))
-    return lo, hi
-
-
 def design_effect(events, claims, failed, claims_sq, failed_sq, failed_claims):
     """Cluster-robust variance of failed/claims over the binomial one, in [1, Σn²/Σn].
 
@@ -266,7 +247,7 @@ class Rate:
 def rates(c: Counts, level: float = 0.95) -> dict[str, Rate]:
     """Every rate of issue 3 for one window, each with its interval and volume."""
     out = {"hallucination": Rate("hallucination", c.rate, ratio_interval(c, level), c.failed, c.claims)}
-    for verdict in FAILED_VERDICT_FIELDS:
+    for verdict in FAILED_VERDICT_ORDER:
         k = getattr(c, verdict)
         out[verdict] = Rate(verdict, k / c.claims if c.claims else None, share_interval(k, c, level), k, c.claims)
     for name, k, n in (

@@ -12,7 +12,8 @@ from typing import Sequence
 
 import numpy as np
 
-from services.evalset.metrics import Agreement, Figure, LabelPair, agreement, interval_note, percentile_interval
+from services.core.stats import percentile_interval
+from services.evalset.metrics import Agreement, Figure, LabelPair, agreement, interval_note
 from services.review.labels import HUMAN_LABELS, ReviewedClaim
 
 

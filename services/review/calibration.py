@@ -54,8 +54,9 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from services.core.stats import percentile_interval, rogan_gladen, z_value
 from services.review.estimators import (VerdictClass, effective_labels, prediction_powered, resample_counts,
-                                       rogan_gladen, stratified_variance, z_of)
+                                       stratified_variance)
 from services.review.labels import ReviewedClaim
 
 ESTIMATORS = ("ppi", "rogan_gladen")
@@ -307,13 +308,13 @@ class Calibrator:
         if raw is None or np.isnan(q):
             return self.estimator, ""
         noise = math.sqrt(raw_variance + q * (1 - q) / weights.sum())
-        if abs(raw - q) > z_of(self.confidence) * noise:
+        if abs(raw - q) > z_value(self.confidence) * noise:
             return self.transfer_estimator, (f"the window's flagged share ({100 * raw:.1f}%) moved from the labels' "
                                              f"({100 * q:.1f}%)")
         return self.estimator, ""
 
     def _with_stratified_interval(self, rate: CalibratedRate) -> CalibratedRate:
-        half = z_of(self.confidence) * math.sqrt(stratified_variance(rate.flagged, rate.passed, rate.slope(),
+        half = z_value(self.confidence) * math.sqrt(stratified_variance(rate.flagged, rate.passed, rate.slope(),
                                                                      rate.raw_variance))
         interval = (max(0.0, rate.value - half), min(1.0, rate.value + half))
         return replace(rate, value=min(1.0, max(0.0, rate.value)), interval=interval)
@@ -357,9 +358,6 @@ class Calibrator:
             picks[:, ix] = resample_counts(rng, len(ix), self.n_boot)
         picks *= weights
         samples = Agreement.of(picks, verifier, human).estimate("rogan_gladen", raw)
-        samples = samples[np.isfinite(samples)]
-        if samples.size < self.n_boot / 2:  # mostly undefined: an interval from the rest would mislead
+        if np.isfinite(samples).sum() < self.n_boot / 2:  # mostly undefined: an interval from the rest would mislead
             return None
-        tail = (1 - self.confidence) / 2
-        lo, hi = np.quantile(samples, [tail, 1 - tail])
-        return float(lo), float(hi)
+        return percentile_interval(samples, self.confidence)

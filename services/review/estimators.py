@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from statistics import NormalDist
 
 import numpy as np
 
@@ -38,20 +37,6 @@ def stratified_variance(flagged: VerdictClass, passed: VerdictClass, slope: floa
     (with ``labels`` = (flagged, passed) effective labels instead of the current ones, for planning)."""
     n_flagged, n_passed = labels or (None, None)
     return slope ** 2 * raw_variance + flagged.variance(n_flagged) + passed.variance(n_passed)
-
-
-def z_of(confidence: float) -> float:
-    return NormalDist().inv_cdf(0.5 + confidence / 2)
-
-
-def rogan_gladen(raw, sensitivity, specificity):
-    """(raw + Sp - 1) / (Se + Sp - 1) clipped to [0, 1]; nan where Se + Sp <= 1 (no better than chance)."""
-    raw, se, sp = (np.asarray(x, dtype=np.float64) for x in (raw, sensitivity, specificity))
-    youden = se + sp - 1
-    with np.errstate(invalid="ignore", divide="ignore"):
-        value = np.clip((raw + sp - 1) / youden, 0.0, 1.0)
-    value = np.where(youden > 0, value, np.nan)
-    return float(value) if value.ndim == 0 else value
 
 
 def prediction_powered(raw, failed_if_flagged, failed_if_passed):

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from services.review.calibration import CalibratedRate
-from services.review.estimators import VerdictClass, z_of
+from services.core.stats import z_value
+from services.review.estimators import VerdictClass
 
 PLAN_CAUTION = 1.5  # standard errors each class's failed share moves towards ½ (bench/calibration.py --plan)
 
@@ -102,7 +103,7 @@ class LabelPlanner:
         have = tuple(k.labels for k in classes) if own == rate.labels else (0.0, 0.0)
         slope = rate.slope(self.estimator)
         slope = 1.0 if slope is None else slope  # unknown shares: p's noise at most whole (λ = a - b <= 1)
-        z = z_of(self.confidence)
+        z = z_value(self.confidence)
         budget = (width / (2 * z)) ** 2 - slope ** 2 * rate.raw_variance
         floor = 2 * z * abs(slope) * math.sqrt(rate.raw_variance)  # the width with labels beyond count
         if budget <= 0:

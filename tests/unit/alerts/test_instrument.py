@@ -7,8 +7,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from services.alerts.instrument import (AgreementDropTest, AgreementWatch, LabelAgreement, calibrated_rise,
-                                        calibration_suspect, label_agreements)
+from services.alerts.calibrated import calibrated_rise, calibration_suspect
+from services.review.agreement_alerts import AgreementDropTest, AgreementWatch, LabelAgreement, label_agreements
 from services.alerts.lifecycle import AGREEMENT_KIND, DRIFT_KIND, Alert
 from services.alerts.notify import summary
 from services.app.cli.alerts import alert_fields
@@ -109,7 +109,7 @@ def test_the_alert_cycle_sends_the_agreement_alert_and_resends_it_while_it_fires
     import asyncio
 
     from services.alerts.cycle import AlertCycle
-    from services.alerts.instrument import InstrumentAlerts
+    from services.review.agreement_alerts import InstrumentAlerts
     from services.alerts.notify import Dispatcher
     from services.core.metrics import Metrics
 
@@ -144,7 +144,8 @@ def test_the_alert_cycle_sends_the_agreement_alert_and_resends_it_while_it_fires
 
     async def run():
         records = Records()
-        dispatcher = Dispatcher("http://am:9093", None, "https://claimwatch.example", timedelta(minutes=5))
+        dispatcher = Dispatcher("http://am:9093", None, "https://claimwatch.example", timedelta(minutes=5),
+                                retry_initial_seconds=0.5, retry_max_seconds=30)
         hook = InstrumentAlerts(AgreementWatch(AgreementDropTest()), lambda: claims, records)
         cycle = AlertCycle(Evaluator(), records, dispatcher, Metrics(), inline, instrument=hook)
         published = await cycle.evaluate(NOW)

@@ -9,9 +9,9 @@ from datetime import datetime, timedelta, timezone
 import orjson
 import pytest
 
-from services.alerts.detector import DetectorConfig
+from services.alerts.config import CusumConfig, DetectorConfig
 from services.alerts.input_health import InputHealthConfig
-from services.alerts.instrument import AgreementDropTest
+from services.review.agreement_alerts import AgreementDropTest
 from services.alerts.lifecycle import Alert
 from services.alerts.notify import alertmanager_payload
 from services.alerts.rules import MISSED, QUALITY_FILE, RULE_KINDS, Quality, alert_rules, load_quality
@@ -40,7 +40,7 @@ def test_every_kind_has_a_rule_with_its_meaning_and_severity():
 
 
 def test_thresholds_are_the_configs_in_force_with_the_setting_that_changes_each():
-    custom = rules(DetectorConfig(threshold=0.03, min_claims=500, h=9.0, learning_margin=0.01),
+    custom = rules(DetectorConfig(threshold=0.03, min_claims=500, learning_margin=0.01, cusum=CusumConfig(h=9.0)),
                    InputHealthConfig(silent_ratio=0.1, rejected_rise=0.3, abstention_severity="critical"),
                    **{"billing-faq": 0.05})
     drift = custom["hallucination_rate_rise"]

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from services.review.calibration import Calibrator, Traffic
-from services.review.estimators import prediction_powered, rogan_gladen
+from services.core.stats import rogan_gladen
+from services.review.estimators import prediction_powered
 from services.review.labels import Review, ReviewedClaim
 
 NOW = datetime(2026, 11, 21, tzinfo=timezone.utc)

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from fastapi.testclient import TestClient
 
-from services.alerts.instrument import AgreementDropTest, AgreementWatch, InstrumentAlerts
+from services.review.agreement_alerts import AgreementDropTest, AgreementWatch, InstrumentAlerts
 from services.alerts.lifecycle import AGREEMENT_KIND, DRIFT_KIND, Alert
 from services.api.app import create_api
 from services.app.compose import build
