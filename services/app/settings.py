@@ -69,6 +69,9 @@ class NotifySettings(Section):
     alertmanager_url: str | None = None
     webhook_url: str | None = None
     resend_seconds: float = Field(60.0, gt=0)
+    retry_initial_seconds: float = Field(0.5, gt=0, description="wait before re-trying a failed notification; it "
+                                         "doubles each attempt (with jitter)")
+    retry_max_seconds: float = Field(30.0, gt=0, description="longest wait between a notification's attempts")
     external_url: str | None = Field(None, description="where readers reach the dashboard: the base of every "
                                      "link in runbooks, pages and notifications; unset: api.url")
 

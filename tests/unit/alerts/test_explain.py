@@ -219,7 +219,7 @@ def test_the_webhook_carries_the_top_three_issues(three_issues):
 
 
 def test_the_dispatcher_puts_the_explanation_in_what_it_sends(three_issues):
-    d = Dispatcher("http://am:9093", "http://hook", URL, timedelta(minutes=5))
+    d = Dispatcher("http://am:9093", "http://hook", URL, timedelta(minutes=5), retry_initial_seconds=0.5, retry_max_seconds=30)
     sent = {o.target: o.body for o in d.plan(None, alert(), [], T0 + timedelta(minutes=6), three_issues)}
     assert sent["alertmanager"][0]["annotations"]["issue_1_runbook_url"] == f"{URL}/issues/i1"
     assert sent["webhook"]["explanation"]["issues"][0]["issue_id"] == "i1"
@@ -258,7 +258,7 @@ def test_the_alert_cycle_sends_each_firing_alert_with_its_explanation(three_issu
         return fn(*args)
 
     async def run(explainer):
-        d = Dispatcher("http://am:9093", None, URL, timedelta(minutes=5))
+        d = Dispatcher("http://am:9093", None, URL, timedelta(minutes=5), retry_initial_seconds=0.5, retry_max_seconds=30)
         cycle = AlertCycle(Evaluator(), Alerts(), d, Metrics(), inline, explainer=explainer)
         await cycle.evaluate(T0 + timedelta(minutes=6))
         await cycle.resend(T0 + timedelta(minutes=12))

@@ -1,10 +1,15 @@
 """What a page says: the expectation it used and the rise split into mix and rate effects."""
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime, timedelta, timezone
 
+import httpx
+import pytest
+
 from services.alerts.lifecycle import Alert
-from services.alerts.notify import alertmanager_payload, webhook_payload
+from services.alerts.notify import Dispatcher, Outgoing, alertmanager_payload, webhook_payload
+from services.app.settings import Settings
 
 NOW = datetime(2026, 11, 21, 14, 0, tzinfo=timezone.utc)
 URL = "https://claimwatch.example"
@@ -45,3 +50,26 @@ def test_an_alert_stored_before_expectations_still_renders():
     notes = alertmanager_payload(old, URL, NOW, timedelta(minutes=5))["annotations"]
     assert "vs 8.0% expected" in notes["summary"]  # falls back to the baseline
     assert "expected" not in notes and "mix_effect" not in notes
+
+
+def test_a_failing_notification_backs_off_as_the_settings_say(monkeypatch):
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    class Down:
+        async def post(self, url, **_):
+            raise httpx.ConnectError("refused")
+
+    notify = Settings(notify={"retry_initial_seconds": 1.0, "retry_max_seconds": 3.0}).notify
+    d = Dispatcher("http://am:9093", None, URL, timedelta(minutes=5), max_attempts=4,
+                   retry_initial_seconds=notify.retry_initial_seconds, retry_max_seconds=notify.retry_max_seconds)
+    monkeypatch.setattr("services.alerts.notify.asyncio.sleep", sleep)
+    asyncio.run(d._deliver(Down(), Outgoing("alertmanager", "http://am:9093/api/v2/alerts", [])))
+    assert len(waits) == 4 and all(c / 2 <= w <= c for w, c in zip(waits, [1.0, 2.0, 3.0, 3.0]))  # full jitter
+
+
+def test_the_dispatcher_has_no_backoff_of_its_own():
+    with pytest.raises(TypeError, match="retry_initial_seconds"):
+        Dispatcher("http://am:9093", None, URL, timedelta(minutes=5))

@@ -393,7 +393,8 @@ def test_alert_cycle_returns_transition_records_and_queues_notifications(store):
     settings = load_settings(None, {"CLAIMWATCH_DRIFT__WATERMARK_SECONDS": "0"},
                              {"drift": {"detector": {"min_baseline_claims": 8000}}})
     alerts, metrics = alert_repository(store), Metrics()
-    dispatcher = Dispatcher("http://alertmanager.invalid", None, "http://claimwatch.invalid", timedelta(minutes=1), metrics)
+    dispatcher = Dispatcher("http://alertmanager.invalid", None, "http://claimwatch.invalid", timedelta(minutes=1), metrics,
+                            retry_initial_seconds=0.5, retry_max_seconds=30)
     cycle = AlertCycle(evaluator_for(settings, RateRepository(store), alerts), alerts, dispatcher, metrics, inline)
 
     async def ticks():

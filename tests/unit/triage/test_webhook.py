@@ -26,7 +26,7 @@ class Sending:
     """The alert notifier's queue and retries (services/alerts/notify.Dispatcher) on an event loop of its own."""
 
     def __init__(self):
-        self.dispatcher = Dispatcher(None, None, "http://127.0.0.1:8080", timedelta(minutes=1))
+        self.dispatcher = Dispatcher(None, None, "http://127.0.0.1:8080", timedelta(minutes=1), retry_initial_seconds=0.5, retry_max_seconds=30)
         self.loop = asyncio.new_event_loop()
         self.task = self.loop.create_task(self.dispatcher.run())
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
