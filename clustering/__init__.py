@@ -21,7 +21,7 @@ _WHERE = {
     "OnlineAssigner": "assign", "NOISE": "cluster", "HdbscanClusterer": "cluster",
     "CONFIGS": "config", "DEFAULT_CONFIG": "config", "ClusteringConfig": "config", "config_from_settings": "config",
     "get_config": "config", "CachedEmbedder": "embed", "Embedder": "embed", "EmbeddingCache": "embed",
-    "MemoryEmbeddingCache": "embed", "ModelError": "embed", "SentenceTransformerEmbedder": "embed", "text_key": "embed",
+    "MemoryEmbeddingCache": "embed", "ModelError": "errors", "SentenceTransformerEmbedder": "embed", "text_key": "embed",
     "IssueRecord": "issue", "IssueNamer": "naming", "Normalizer": "normalize", "normalize": "normalize",
     "cluster_file": "offline", "IssuePipeline": "pipeline", "FailingClaim": "records", "RecordError": "records",
     "NoReducer": "reduce", "UmapReducer": "reduce", "ClusteringRun": "run", "ClusterSummary": "run",

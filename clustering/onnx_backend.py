@@ -16,7 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
-from clustering.embed import ModelError
+from clustering.errors import ModelError
 
 
 class OnnxEncoder:

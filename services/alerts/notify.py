@@ -16,7 +16,7 @@ import httpx
 from services.alerts.explain import TOP, AlertExplanation, Contribution
 from services.alerts.figures import counted, dlq_command, figure, hallucination_sentence, served_sentence
 from services.alerts.lifecycle import (
-    ABSTENTION_KIND, AGREEMENT_KIND, MIX_KIND, REJECTED_KIND, SILENT_KIND, Alert, should_notify,
+    ABSTENTION_KIND, AGREEMENT_KIND, MIX_KIND, REJECTED_KIND, SILENT_KIND, Alert, Notify, should_notify,
 )
 from services.alerts.silences import Silence
 from services.core.backoff import Backoff
@@ -228,13 +228,15 @@ class Dispatcher:
 
     def __init__(self, alertmanager_url: str | None, webhook_url: str | None, external_url: str,
                  resend_every: timedelta, metrics=None, max_queue: int = 1000, max_attempts: int = 8,
-                 owner_labels: Callable[[Alert], Mapping[str, str]] = lambda alert: {}):
+                 owner_labels: Callable[[Alert], Mapping[str, str]] = lambda alert: {}, *,
+                 retry_initial_seconds: float, retry_max_seconds: float):
         self.alertmanager_url = alertmanager_url.rstrip("/") if alertmanager_url else None
         self.webhook_url = webhook_url
         self.external_url = external_url.rstrip("/")
         self.resend_every = resend_every
         self.metrics = metrics
         self.max_attempts = max_attempts
+        self.retry_seconds = (retry_initial_seconds, retry_max_seconds)  # the backoff between attempts (notify.retry_*)
         self.owner_labels = owner_labels  # each alert's team (and owner): how Alertmanager routes it
         self.queue: asyncio.Queue[Outgoing] | None = None
         self.max_queue = max_queue
@@ -243,16 +245,16 @@ class Dispatcher:
     def plan(self, previous: Alert | None, current: Alert, silences: Iterable[Silence], now: datetime,
              explanation: AlertExplanation | None = None) -> list[Outgoing]:
         reason = should_notify(previous, current, now, self.resend_every, silences)
-        if reason is None:
+        if reason is Notify.NOTHING:
             return []
         out = []
         if self.alertmanager_url:
             out.append(Outgoing("alertmanager", f"{self.alertmanager_url}/api/v2/alerts",
                                 [alertmanager_payload(current, self.external_url, now, self.resend_every, explanation,
                                                      self.owner_labels(current))]))
-        if self.webhook_url and reason != "resend":
+        if self.webhook_url and reason is not Notify.RESEND:
             out.append(Outgoing("webhook", self.webhook_url,
-                                webhook_payload(current, reason, self.external_url, explanation)))
+                                webhook_payload(current, reason.value, self.external_url, explanation)))
         return out
 
     def resend(self, open_alerts: Iterable[Alert], silences: Iterable[Silence], now: datetime,
@@ -286,7 +288,7 @@ class Dispatcher:
                 await self._deliver(client, item)
 
     async def _deliver(self, client: httpx.AsyncClient, item: Outgoing) -> None:
-        backoff = Backoff(0.5, 30)
+        backoff = Backoff(*self.retry_seconds)
         for attempt in range(self.max_attempts):
             try:
                 content = {"content": item.body} if isinstance(item.body, bytes) else {"json": item.body}

@@ -10,94 +10,53 @@ import re
 from pathlib import Path
 
 import pytest
+from tests.support.layers import imports, layer_of, module_name, source_files, violations
 from tests.support.paths import ROOT
 
-PACKAGES = ("services", "streams", "clustering", "runbooks")
 MAX_LINES = 400
-
-# What each layer may import from this project (third-party imports are free). A module's
-# layer is the longest prefix of its dotted name listed here. Order is the event's path:
-# contract < core < store < stages < api < app, with streams wired by app only.
-STAGES = ("services.ingest", "services.rates", "services.alerts", "services.issues", "services.evalset",
-          "services.review", "services.triage")
-BELOW_STAGES = ("services.contract", "services.core", "services.store", "clustering", "runbooks")
-ALLOWED = {
-    "services": (),
-    "services.contract": ("services.contract",),
-    "services.core": ("services.core",),
-    "services.store": ("services.store", "services.contract", "services.core"),
-    "clustering": ("clustering", "services.contract"),
-    "runbooks": ("runbooks", "clustering", "services.contract"),
-    **{stage: STAGES + BELOW_STAGES for stage in STAGES},
-    "services.api": ("services.api",) + STAGES + BELOW_STAGES,
-    "streams": ("streams",) + STAGES + BELOW_STAGES,
-    "services.client": ("services.client", "services.contract", "services.core"),
-    "services.app": PACKAGES,
-}
-
 SQL = re.compile(r"\bSELECT\b[\s\S]*\bFROM\b|\bINSERT INTO\b|\b(ALTER|CREATE|DROP|OPTIMIZE|TRUNCATE) TABLE\b"
                  r"|\bCREATE MATERIALIZED VIEW\b|\bSYSTEM (FLUSH|STOP|START)\b")
 STORE_CALLS = {"query", "command", "insert"}
-
-
-def source_files() -> list[Path]:
-    return sorted(p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py"))
-
-
-def module_name(path: Path) -> str:
-    parts = path.relative_to(ROOT).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def layer_of(module: str) -> str:
-    candidates = [layer for layer in ALLOWED if module == layer or module.startswith(layer + ".")]
-    assert candidates, f"{module} belongs to no layer; add its folder to ALLOWED in {__file__}"
-    return max(candidates, key=len)
-
-
-def _type_checking_block(node: ast.AST) -> bool:
-    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-
-
-def project_imports(tree: ast.AST, module: str) -> list[tuple[int, str]]:
-    """Every import of this project's packages, anywhere in the module, except under `if TYPE_CHECKING:`."""
-    found: list[tuple[int, str]] = []
-
-    def visit(node: ast.AST) -> None:
-        if _type_checking_block(node):
-            return
-        if isinstance(node, ast.Import):
-            found.extend((node.lineno, alias.name) for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:  # relative: resolve against this module's package
-                base = module.split(".")[: -node.level] if not module.endswith("__init__") else module.split(".")
-                found.append((node.lineno, ".".join(base + ([node.module] if node.module else []))))
-            elif node.module:
-                found.append((node.lineno, node.module))
-        for child in ast.iter_child_nodes(node):
-            visit(child)
-
-    visit(tree)
-    return [(line, name) for line, name in found if name.split(".")[0] in PACKAGES]
 
 
 def parsed() -> list[tuple[Path, str, ast.AST]]:
     return [(p, module_name(p), ast.parse(p.read_text(), str(p))) for p in source_files()]
 
 
-def test_imports_point_one_way():
-    problems = []
-    for path, module, tree in parsed():
-        allowed = ALLOWED[layer_of(module)]
-        for line, name in project_imports(tree, module):
-            if not any(name == a or name.startswith(a + ".") for a in allowed):
-                problems.append(f"{path.relative_to(ROOT)}:{line} ({layer_of(module)}) imports {name}")
-    assert not problems, "imports against the layer order:\n" + "\n".join(problems)
+def test_imports_point_down_the_event_path():
+    problems = violations(imports())
+    assert not problems, "imports against the layer order (python -m tests.support.layers):\n" + "\n".join(problems)
+
+
+def plant(tmp_path: Path, module: str, source: str) -> Path:
+    path = tmp_path.joinpath(*module.split(".")).with_suffix(".py")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(source)
+    return path
+
+
+@pytest.mark.parametrize("module, source, why", [
+    ("services.alerts.planted", "from services.review.labels import ReviewedClaim\n", "comes later"),
+    ("services.ingest.planted", "def f():\n    from services.store.writer import EventWriter\n", "comes later"),
+    ("services.store.planted", "from . import writer\nfrom ..api import app\n", "services.api comes later"),
+    ("services.rates.planted", "import services.client.producer\n", "only services.app may import"),
+])
+def test_the_layer_test_fails_on_an_upward_import(tmp_path, module, source, why):
+    plant(tmp_path, module, source)
+    problems = violations(imports(tmp_path))
+    assert len(problems) == 1 and why in problems[0], problems
+    assert problems[0].startswith(module.replace(".", "/") + ".py:")
+
+
+def test_the_layer_test_passes_a_downward_import(tmp_path):
+    plant(tmp_path, "services.api.planted", "from services.review.labels import ReviewedClaim\n"
+                                            "if TYPE_CHECKING:\n    from services.app.compose import build\n")
+    assert violations(imports(tmp_path)) == []
 
 
 def test_only_the_composition_root_imports_streams():
-    importers = {module for _, module, tree in parsed() for _, name in project_imports(tree, module)
-                 if name.split(".")[0] == "streams" and not module.startswith("streams")}
+    importers = {imp.module for imp in imports() if imp.name.split(".")[0] == "streams"
+                 and not imp.module.startswith("streams")}
     assert importers and all(m.startswith("services.app") for m in importers), importers
 
 
