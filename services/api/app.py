@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
+from functools import partial
 from typing import Callable, Mapping
 
 from fastapi import FastAPI, Request
@@ -18,6 +19,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.gzip import GZipMiddleware
 from fastapi.responses import JSONResponse, Response
 
+from services.alerts.evaluator import detector_config_for
 from services.api import pages
 from services.api.ingestlag import LagWatch
 from services.api.middleware import AnonymousReadLimit, BodyLimit, SecurityHeaders
@@ -28,7 +30,7 @@ from services.api.routers import issues as issues_routes
 from services.api.routers import ops, rates
 from services.api.routers import review as review_routes
 from services.api.routers import traces as traces_routes
-from services.api.serialise import as_json
+from services.api.routeview import route_report
 from services.api.security import ApiPolicy, Gate
 from services.core.clock import utcnow
 from services.core.errors import Conflict, NotFound
@@ -114,8 +116,10 @@ def create_api(components, policy: ApiPolicy | None = None, now: Callable[[], da
     install_error_handlers(api)
     alerts, issues, evalset = components.alerts, components.issues, components.evalset
 
-    api.include_router(ops.router(components, gate, ingest_lag))
-    api.include_router(rates.router(components, gate, lambda route: as_json(alerts.list(now(), route)), now))
+    api.include_router(ops.router(components.store, components.repos.rates, components.health, components.metrics, gate,
+                                  ingest_lag, components.settings.ingest.lag_warning_messages))
+    api.include_router(rates.router(components.repos.rates, alerts, partial(route_report, components),
+                                    detector_config_for(components.settings.drift), gate, now))
     api.include_router(alerts_routes.router(alerts, gate, now))
     api.include_router(issues_routes.router(issues, components.triage, gate))
     api.include_router(evalset_routes.router(evalset, gate))

@@ -8,9 +8,11 @@ from services.api.ingestlag import IngestLag, LagWatch
 from services.api.responses import DlqReason, Health, Ready, StorageReport
 from services.api.responses import IngestLag as IngestLagOut
 from services.api.security import AUTH_RESPONSES, Gate
+from services.core.metrics import Metrics
+from services.ingest.ingestor import Health as IngestHealth
 from services.rates.report import route_rates
 from services.rates.window import parse_window
-from services.store.backends import StoreError, ping
+from services.store.backends import Store, StoreError, ping
 from services.store.dlq import dlq_summary
 from services.store.rates import RateRepository
 from services.store.storage import StorageRepository
@@ -34,9 +36,11 @@ def publish_route_rates(metrics, rates: RateRepository, window: str = GAUGE_WIND
         metrics.route_rate_hi.labels(e["route"], window).set(e["interval"][1])
 
 
-def router(components, gate: Gate, ingest_lag: LagWatch | None = None) -> APIRouter:
+def router(store: Store, rates: RateRepository, health: IngestHealth, registry: Metrics, gate: Gate,
+           ingest_lag: LagWatch | None, lag_warning_messages: int) -> APIRouter:
+    """``health``: the ingest writes' (readiness); ``registry``: the process's metrics; ``lag_warning_messages``:
+    the lag the banner warns at."""
     r = APIRouter()
-    rates = components.repos.rates
     read = [Depends(gate.read())]
     guarded = AUTH_RESPONSES if gate.policy.protect_reads else {}
 
@@ -47,13 +51,12 @@ def router(components, gate: Gate, ingest_lag: LagWatch | None = None) -> APIRou
     @r.get("/readyz", tags=["ops"], summary="Readiness: the store accepts reads and writes", response_model=Ready,
            response_model_exclude_none=True, responses={503: {"model": Ready, "description": "Not ready; reason says why"}})
     def readyz() -> JSONResponse | dict:
-        health = components.health
         if not health.store_ok:
             return JSONResponse(status_code=503, content={
                 "ready": False, "reason": f"store writes failing: {health.store_error}",
                 "consecutive_failures": health.consecutive_failures})
         try:
-            ping(components.store)
+            ping(store)
         except StoreError as exc:
             return JSONResponse(status_code=503, content={"ready": False, "reason": f"store unreachable: {exc}"})
         return {"ready": True}
@@ -63,25 +66,25 @@ def router(components, gate: Gate, ingest_lag: LagWatch | None = None) -> APIRou
            responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}, **guarded})
     def metrics() -> Response:
         try:
-            publish_route_rates(components.metrics, rates)
+            publish_route_rates(registry, rates)
         except StoreError:
             pass  # a store hiccup must not hide the ingest counters; the gauges keep their last values
-        return Response(components.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+        return Response(registry.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     @r.get("/api/dlq", tags=["ops"], summary="Dead-lettered messages: count per contract rule, with samples",
            response_model=list[DlqReason], dependencies=read, responses=guarded)
     def get_dlq(samples: int = Query(1, ge=0, le=20, description="samples per reason"),
                 route: str | None = Query(None, max_length=256, description="only dead letters of this route "
                                           "(their message key, else the route their JSON names)")) -> list[dict]:
-        return dlq_summary(components.store, samples, route)
+        return dlq_summary(store, samples, route)
 
     @r.get("/api/ingest", tags=["ops"], summary="How far ingest is behind the broker's log (the pages' lag banner)",
            response_model=IngestLagOut, dependencies=read, responses=guarded)
     async def get_ingest() -> dict:
         found = await ingest_lag.current() if ingest_lag else None
-        return (found or IngestLag(None, components.settings.ingest.lag_warning_messages, "not read yet")).as_dict()
+        return (found or IngestLag(None, lag_warning_messages, "not read yet")).as_dict()
 
-    storage = StorageRepository(components.store)
+    storage = StorageRepository(store)
 
     @r.get("/api/storage", tags=["ops"], summary="Rows, bytes and bytes per claim per table, with the TTLs in force",
            response_model=StorageReport, dependencies=read, responses=guarded)

@@ -1,7 +1,7 @@
 """Per-route rates with intervals and slices, worst first, and one route's history."""
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Callable
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query
@@ -9,16 +9,21 @@ from pydantic import AwareDatetime
 
 from services.api.models import ERROR_RESPONSES
 from services.api.responses import RouteDetail, RouteRate, SliceEntry
+from services.alerts.config import DetectorConfig
 from services.alerts.expectations import PRIORITY, SORTS
-from services.api.routeview import RouteHistory, route_report
+from services.alerts.service import AlertsService
+from services.api.routeview import RouteHistory
 from services.api.security import AUTH_RESPONSES, Gate
+from services.api.serialise import as_json
 from services.core.clock import utcnow
 from services.core.errors import NotFound
 from services.rates.report import MAX_SLICE_DIMS, MAX_SLICE_VALUES, slice_report
 from services.rates.window import WindowError, parse_window
-from services.alerts.evaluator import detector_config_for
+from services.store.rates import RateRepository
 
 MAX_RANGE_MINUTES = 31 * 24 * 60
+# (window, now, sort, calibrated) -> each route's rate beside its expectation (services/api/routeview.py route_report)
+RouteReport = Callable[[timedelta | None, datetime, str, bool], list[dict]]
 
 
 def window_of(text: str, allow_all: bool = True):
@@ -33,11 +38,10 @@ def window_of(text: str, allow_all: bool = True):
     return window
 
 
-def router(components, gate: Gate, alerts_of: Callable[[str], list[dict]],
+def router(rates: RateRepository, alerts: AlertsService, report: RouteReport, detector: DetectorConfig, gate: Gate,
            now: Callable[[], datetime] = utcnow) -> APIRouter:
     r = APIRouter(tags=["rates"], dependencies=[Depends(gate.read())],
                   responses=AUTH_RESPONSES if gate.policy.protect_reads else {})
-    rates = components.repos.rates
     history = RouteHistory(rates)
 
     @r.get("/api/rates", summary="Claim-level hallucination rate per route beside its expected rate",
@@ -47,7 +51,7 @@ def router(components, gate: Gate, alerts_of: Callable[[str], list[dict]],
                                            "errors measured against human labels (field `calibrated`)"),
                   sort: str = Query("rate", pattern=f"^({'|'.join(SORTS)})$",
                                     description=f"rate: highest rate first; priority: {PRIORITY}")) -> list[dict]:
-        return route_report(components, window_of(window), now(), sort, calibrated)
+        return report(window_of(window), now(), sort, calibrated)
 
     @r.get("/api/slices", summary="Rates by slice (query_type, stakes, version.*), worst first",
            response_model=dict[str, list[SliceEntry]], responses={422: ERROR_RESPONSES[422]})
@@ -69,8 +73,8 @@ def router(components, gate: Gate, alerts_of: Callable[[str], list[dict]],
         w = window_of(window, allow_all=False)
         if end is not None and not 1971 <= end.year <= 2105:
             raise HTTPException(422, f"end {end.isoformat()}: must fall between 1971 and 2105")
-        detail = history.detail(route, w, end, alerts_of(route), step, detector_config_for(components.settings.drift),
-                                lambda entries: components.alerts.compare_rates(entries, now()))
+        detail = history.detail(route, w, end, as_json(alerts.list(now(), route)), step, detector,
+                                lambda entries: alerts.compare_rates(entries, now()))
         if detail is None:
             raise NotFound(f"no events stored for route {route!r}; list routes with GET /api/rates?window=all")
         return detail
