@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from enum import Enum
 from typing import Iterable, Mapping
 
 from services.alerts.silences import Silence
@@ -199,27 +200,36 @@ def ack(alert: Alert, by: str, now: datetime, note: str = "") -> Alert:
     return replace(alert, acked_at=now, acked_by=by.strip(), ack_note=note)
 
 
+class Notify(Enum):
+    """What ``should_notify`` decides; a reason to send is sent as its value (the webhook's ``reason``)."""
+
+    NEW_FIRING = "new firing"  # it fires, and did not at the last evaluation
+    RESEND = "resend"          # still firing, and a resend interval has passed since the last evaluation
+    RESOLVED = "resolved"      # it fired once and has now ended
+    NOTHING = "nothing"        # silenced, pending, never fired, or nothing new to say
+
+
 def should_notify(previous: Alert | None, current: Alert | None, now: datetime,
-                  resend_every: timedelta, silences: Iterable[Silence] = ()) -> str | None:
-    """Why to send `current` now ("new firing", "resolved", "resend"), or None.
+                  resend_every: timedelta, silences: Iterable[Silence] = ()) -> Notify:
+    """Why to send `current` now, or ``Notify.NOTHING``.
 
     `previous` is the alert as of the last evaluation. A silenced alert is never
     sent; a pending one or one that never fired is not either.
     """
     if current is None or silenced_by(current, silences, now):
-        return None
+        return Notify.NOTHING
     same = previous is not None and previous.alert_id == current.alert_id
     before = previous.recorded_state if same else None
     now_state = current.recorded_state
     if now_state == "firing":
         if before != "firing":
-            return "new firing"
+            return Notify.NEW_FIRING
         last = previous.updated_at or current.starts_at
         ticks = lambda t: (t - current.starts_at) // resend_every  # noqa: E731
-        return "resend" if ticks(now) > ticks(last) else None
+        return Notify.RESEND if ticks(now) > ticks(last) else Notify.NOTHING
     if now_state == "resolved" and current.starts_at is not None and before != "resolved":
-        return "resolved"
-    return None
+        return Notify.RESOLVED
+    return Notify.NOTHING
 
 
 CRITICAL_THRESHOLDS = 2  # a regression is critical from this many times its threshold
@@ -235,8 +245,8 @@ def observed_alert(route: str, detector, now: datetime, kind: str = DRIFT_KIND, 
                    labels: Mapping[str, str] | None = None, suspects: Iterable = ()) -> Alert | None:
     """What a detector says about a route now, as an Alert to merge; None when the detector is ok.
 
-    `detector` is anything with the DriftDetector properties (a detector, or one of its views,
-    ``regression`` or ``mix_shift``); `suspects` are Suspect objects or their dicts.
+    `detector` is a view of a route: a drift detector's ``regression`` or ``mix_shift`` (RouteView), or
+    an input-health view; `suspects` are Suspect objects or their dicts.
     """
     current = detector.state
     if current == "ok":

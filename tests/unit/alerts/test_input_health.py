@@ -130,7 +130,7 @@ def test_configuration_is_checked_and_typed():
     (ABSTENTION_KIND, (answers(60, abstained_share=0.5), 0)),
 ])
 def test_each_kind_fires_is_silenced_by_its_matchers_and_resolves(kind, broken):
-    from services.alerts.lifecycle import next_alert, should_notify, status
+    from services.alerts.lifecycle import Notify, next_alert, should_notify, status
     from services.alerts.silences import Silence
 
     d, alert, seen = InputHealthDetector(), None, []
@@ -150,5 +150,5 @@ def test_each_kind_fires_is_silenced_by_its_matchers_and_resolves(kind, broken):
     open_alert = replace(alert, ends_at=None)  # the alert as it was while it fired
     assert status(open_alert, [retired], firing).silenced_by == (retired.silence_id,)
     assert status(open_alert, [other], firing).silenced_by == ()
-    assert should_notify(None, open_alert, firing, timedelta(minutes=5), [retired]) is None
-    assert should_notify(None, open_alert, firing, timedelta(minutes=5), [other]) == "new firing"
+    assert should_notify(None, open_alert, firing, timedelta(minutes=5), [retired]) is Notify.NOTHING
+    assert should_notify(None, open_alert, firing, timedelta(minutes=5), [other]) is Notify.NEW_FIRING

@@ -8,9 +8,9 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pytest
 
-from services.alerts.detector import CusumDetector
+from services.alerts.detector import DriftDetector
 from services.alerts.lifecycle import (
-    DRIFT_KIND, Alert, ack, alert_state, is_acked, make_alert_id, merge, next_alert, observed_alert, resolve,
+    DRIFT_KIND, Alert, Notify, ack, alert_state, is_acked, make_alert_id, merge, next_alert, observed_alert, resolve,
     severity_for, should_notify, silenced_by, status,
 )
 from services.alerts.silences import Silence
@@ -91,24 +91,24 @@ def test_resolve_and_ack_rules():
 def test_should_notify_reasons():
     pending = alert()
     firing = merge(pending, alert(at=T0 + 3 * MIN, starts_at=T0 + 3 * MIN))
-    assert should_notify(None, pending, T0, RESEND) is None                      # pending is not sent
-    assert should_notify(pending, firing, T0 + 3 * MIN, RESEND) == "new firing"
+    assert should_notify(None, pending, T0, RESEND) is Notify.NOTHING                 # pending is not sent
+    assert should_notify(pending, firing, T0 + 3 * MIN, RESEND) is Notify.NEW_FIRING
     again = replace(firing, updated_at=T0 + 4 * MIN)
-    assert should_notify(firing, again, T0 + 4 * MIN, RESEND) is None             # unchanged
+    assert should_notify(firing, again, T0 + 4 * MIN, RESEND) is Notify.NOTHING        # unchanged
     tick = replace(firing, updated_at=T0 + 8 * MIN)
-    assert should_notify(replace(firing, updated_at=T0 + 7 * MIN), tick, T0 + 8 * MIN, RESEND) == "resend"
+    assert should_notify(replace(firing, updated_at=T0 + 7 * MIN), tick, T0 + 8 * MIN, RESEND) is Notify.RESEND
     resolved = resolve(tick, T0 + 20 * MIN)
-    assert should_notify(tick, resolved, T0 + 20 * MIN, RESEND) == "resolved"
-    assert should_notify(resolved, resolved, T0 + 21 * MIN, RESEND) is None       # said once
-    assert should_notify(pending, resolve(pending, T0 + MIN), T0 + MIN, RESEND) is None  # never fired
-    assert should_notify(None, firing, T0 + 3 * MIN, RESEND) == "new firing"
+    assert should_notify(tick, resolved, T0 + 20 * MIN, RESEND) is Notify.RESOLVED
+    assert should_notify(resolved, resolved, T0 + 21 * MIN, RESEND) is Notify.NOTHING  # said once
+    assert should_notify(pending, resolve(pending, T0 + MIN), T0 + MIN, RESEND) is Notify.NOTHING  # never fired
+    assert should_notify(None, firing, T0 + 3 * MIN, RESEND) is Notify.NEW_FIRING
 
 
 def test_a_silenced_alert_is_not_sent():
     silence = Silence.create(["route=billing-faq"], T0, duration="1h", created_by="ana", comment="c")
     firing = alert(starts_at=T0)
-    assert should_notify(None, firing, T0, RESEND, silences=[silence]) is None
-    assert should_notify(None, firing, T0 + 2 * timedelta(hours=1), RESEND, silences=[silence]) == "new firing"
+    assert should_notify(None, firing, T0, RESEND, silences=[silence]) is Notify.NOTHING
+    assert should_notify(None, firing, T0 + 2 * timedelta(hours=1), RESEND, silences=[silence]) is Notify.NEW_FIRING
 
 
 def test_transition_record_shape_and_round_trip():
@@ -140,12 +140,12 @@ def minute_stream(seed, rates, answers=60):
 
 
 def test_a_detector_run_becomes_pending_firing_resolved_records():
-    detector, current, records = CusumDetector(), None, []
+    detector, current, records = DriftDetector(), None, []
     stream = minute_stream(3, [0.08] * 600 + [0.14] * 60 + [0.08] * 120)
     for i, counts in enumerate(stream):
         now = T0 + i * MIN
         detector.update(counts, now)
-        previous, current = current, next_alert(current, "billing-faq", detector, now, labels={"tenant": "acme"})
+        previous, current = current, next_alert(current, "billing-faq", detector.regression, now, labels={"tenant": "acme"})
         if current is not None and (previous is None or previous.recorded_state != current.recorded_state
                                     or previous.alert_id != current.alert_id):
             records.append(current.transition_record())
@@ -158,12 +158,12 @@ def test_a_detector_run_becomes_pending_firing_resolved_records():
 
 
 def test_observed_alert_is_none_while_ok_and_carries_suspects():
-    detector = CusumDetector()
+    detector = DriftDetector()
     detector.update(Counts.zero(), T0)
-    assert observed_alert("billing-faq", detector, T0) is None
+    assert observed_alert("billing-faq", detector.regression, T0) is None
     stream = minute_stream(4, [0.08] * 600 + [0.15] * 15)
     for i, counts in enumerate(stream, 1):
         detector.update(counts, T0 + i * MIN)
-    observed = observed_alert("billing-faq", detector, T0 + 616 * MIN, suspects=[{"value": "gen-11"}])
+    observed = observed_alert("billing-faq", detector.regression, T0 + 616 * MIN, suspects=[{"value": "gen-11"}])
     assert observed.starts_at == T0 + 616 * MIN and observed.suspect_changes == ({"value": "gen-11"},)
-    assert observed.driving_verdict == "unsupported" and observed.claims == detector.claims_counted
+    assert observed.driving_verdict == "unsupported" and observed.claims == detector.regression.claims_counted
