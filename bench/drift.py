@@ -53,7 +53,8 @@ from rich.table import Table
 from scipy.stats import betabinom
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from services.alerts.detector import FIRING, DetectorConfig, make_engine, mix_shift_state, top_mix_slice  # noqa: E402
+from services.alerts.config import DetectorConfig  # noqa: E402
+from services.alerts.engines import FIRING, make_engine, mix_shift_state, top_mix_slice  # noqa: E402
 
 BASE_RATE, RHO, MAX_CLAIMS = 0.08, 0.1, 8
 SHIFTS = (0.01, 0.02, 0.03, 0.05)

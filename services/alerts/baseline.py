@@ -22,12 +22,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from services.alerts.config import DetectorConfig
+from services.alerts.config import DetectorConfig
 
 EVENTS, CLAIMS, FAILED, CLAIMS_SQ, FAILED_SQ, FAILED_CLAIMS = range(6)
 OK, PENDING, FIRING = 0, 1, 2

@@ -1,7 +1,9 @@
 """Per-route drift detection on minute buckets of the claim-level hallucination rate.
 
 Shaped like river's detectors: ``__init__`` stores parameters, ``update(counts, now, slices)``
-changes state, results are properties. The clock is an argument.
+changes state, results are properties: ``state`` and ``drift_detected``, and the figures an alert
+carries on the two views, ``regression`` and ``mix_shift`` (``RouteView``). The clock is an argument.
+The settings, the shared part and each engine's own, are services/alerts/config.py's.
 
 Each detector is a thin single-route wrapper around two *engines* (services/alerts/engines.py) that
 run many routes at once on numpy arrays; bench/drift.py and backtests drive the same engines with
@@ -24,19 +26,16 @@ Candidates (all share the expectation and the interface; bench/drift.py compares
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import replace
 from datetime import datetime, timezone
 
 import numpy as np
 
-# The engine classes and FIRING are named here too: evaluator checkpoints pickled before engines.py existed
-# refer to services.alerts.detector.CusumEngine and its siblings, and bench/drift.py imports from here.
-from services.alerts.engines import (  # noqa: F401
-    CLAIMS, FIRING, KINDS, SEASONAL, STATE_NAMES, CusumEngine, NaiveEngine, WindowEngine, make_engine, mix_shift_state,
-    mix_split, top_mix_slice,
-)
 from services.alerts.config import MAX_GAP_MINUTES, DetectorConfig
-from services.rates.intervals import FAILED_VERDICT_FIELDS, Counts, Interval, ratio_interval
+from services.alerts.engines import (
+    CLAIMS, SEASONAL, STATE_NAMES, DriftEngine, make_engine, mix_shift_state, mix_split, top_mix_slice,
+)
+from services.contract.model import FAILED_VERDICT_ORDER
+from services.rates.intervals import Counts, Interval, ratio_interval
 from services.store.rates import COUNT_FIELDS
 
 
@@ -75,9 +74,13 @@ OTHER_SLICE = "(other)"
 
 
 class RouteView:
-    """One route of one engine as an alert reads it: state, rate, expectation and the parts of the rise."""
+    """One route of one engine as an alert reads it: state, rate, expectation and the parts of the rise.
 
-    def __init__(self, detector: "DriftDetector", engine, state: int):
+    Its figures are read when asked for, from the detector as it is then; take a fresh view after an update."""
+
+    __slots__ = ("_detector", "_engine", "_state")
+
+    def __init__(self, detector: DriftDetector, engine: DriftEngine, state: int):
         self._detector, self._engine, self._state = detector, engine, state
 
     @property
@@ -208,22 +211,20 @@ class RouteView:
         now, base = self.window_counts, self.baseline_counts
         if not now.claims or not base.claims:
             return None
-        rises = {v: getattr(now, v) / now.claims - getattr(base, v) / base.claims for v in FAILED_VERDICT_FIELDS}
+        rises = {v: getattr(now, v) / now.claims - getattr(base, v) / base.claims for v in FAILED_VERDICT_ORDER}
         return max(rises, key=rises.get)
 
 
 class DriftDetector:
     """One route. Call ``update`` once per minute bucket, in event-time order.
 
-    Two engines watch it: ``regression`` tests the mix-adjusted expectation (worse on the same
-    questions: pages), and a second tests the seasonal expectation without the mix adjustment; a
-    rise there that is mostly mix is a ``mix_shift`` (a warning). Its own properties are the
+    Two engines of ``config.kind`` watch it: ``regression`` tests the mix-adjusted expectation (worse
+    on the same questions: pages), and a second tests the seasonal expectation without the mix
+    adjustment; a rise there that is mostly mix is a ``mix_shift`` (a warning). ``state`` is the
     regression's."""
 
-    kind = "cusum"
-
     def __init__(self, config: DetectorConfig | None = None):
-        self.config = replace(config or DetectorConfig(), kind=self.kind)
+        self.config = config or DetectorConfig()
         n = len(COUNT_FIELDS)
         self._engine = make_engine(self.config, 1, n, MAX_SLICES + 1, mix_adjusted=True)
         self._total = make_engine(self.config, 1, n, MAX_SLICES + 1, mix_adjusted=False)
@@ -285,36 +286,27 @@ class DriftDetector:
         return RouteView(self, self._total, int(self._mix_state[0]))
 
     @property
+    def state(self) -> str:
+        """The regression's state: ok, pending or firing."""
+        return STATE_NAMES[int(self._engine.state[0])]
+
+    @property
     def drift_detected(self) -> bool:
         """True while the regression's alarm condition holds (state firing)."""
         return self.state == "firing"
 
 
-VIEW_FIELDS = ("state", "warm", "learning", "history_hours", "statistic", "window_counts", "baseline_counts", "rate", "rate_interval", "baseline",
-               "baseline_interval", "expected", "expected_basis", "delta", "mix_effect", "rate_effect", "mix_slice",
-               "claims_counted", "window_minutes", "onset", "driving_verdict")
-for _name in VIEW_FIELDS:  # a detector reads as its regression view
-    setattr(DriftDetector, _name, property(lambda self, name=_name: getattr(self.regression, name),
-                                           doc=getattr(RouteView, _name).__doc__))
-
-
-class CusumDetector(DriftDetector):
-    kind = "cusum"
-
-
-class WindowDetector(DriftDetector):
-    kind = "window"
-
-
-class NaiveDetector(DriftDetector):
-    kind = "naive"
-
-
-DETECTORS = {"cusum": CusumDetector, "window": WindowDetector, "naive": NaiveDetector}
-DEFAULT_CONFIG = DetectorConfig()
-DEFAULT_DETECTOR = DETECTORS[DEFAULT_CONFIG.kind]
-
-
 def make_detector(config: DetectorConfig | None = None) -> DriftDetector:
-    config = config or DEFAULT_CONFIG
-    return DETECTORS[config.kind](config)
+    """A detector for one route, with the engine ``config.kind`` names (cusum by default)."""
+    return DriftDetector(config)
+
+
+# Evaluator checkpoints (alert-evaluator/v4) pickled each detector as a subclass named after its kind, which
+# differed in nothing else. The kind is in the pickled config, so every one of those names loads as a DriftDetector.
+PICKLED_NAMES = {"CusumDetector": DriftDetector, "WindowDetector": DriftDetector, "NaiveDetector": DriftDetector}
+
+
+def __getattr__(name: str):
+    if name in PICKLED_NAMES:
+        return PICKLED_NAMES[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

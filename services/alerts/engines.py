@@ -2,21 +2,19 @@
 
 A per-route ``services.alerts.detector.DriftDetector`` wraps an engine with one route; bench/drift.py
 and backtests can drive an engine with thousands of routes, so the benchmark measures the shipped
-code. The candidates (``cusum``, ``window``, ``naive``) are described in services/alerts/detector.py.
+code. The candidates (``cusum``, ``window``, ``naive``) are described in services/alerts/detector.py;
+each reads the shared settings from ``config`` and its own from ``config.cusum``, ``config.window``
+or ``config.naive`` (services/alerts/config.py).
 """
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from services.alerts.baseline import (  # noqa: F401
     CLAIMS, CLAIMS_SQ, EVENTS, FAILED, FAILED_CLAIMS, FAILED_SQ, FIRING, OK, PENDING, RATE_FLOOR, SeasonalBaseline,
 )
+from services.alerts.config import DetectorConfig
 from services.rates.intervals import z_value
-
-if TYPE_CHECKING:
-    from services.alerts.config import DetectorConfig
 
 CORE_FIELDS = 6  # the first six COUNT_FIELDS are all an engine needs to detect
 TESTED, SEASONAL, MIXED = range(3)  # the expected-failure columns after the input fields
@@ -129,8 +127,8 @@ class CusumEngine(DriftEngine):
         return (x[:, FAILED] * up + (x[:, CLAIMS] - x[:, FAILED]) * down) / self.baseline.minute_deff(x)
 
     def detect(self, x: np.ndarray, expected: np.ndarray, minute: int) -> None:
-        c = self.config
-        design = c.design_shift or c.design_ratio * c.threshold
+        c, e = self.config, self.config.cusum
+        design = e.design(c.threshold)
         llr = self.log_likelihood_ratio(x, expected, design)
         # resolution weighs "back at expected" against "expected + threshold": its midpoint stays at half
         # the threshold whatever rise detection is tuned for, so a rate hovering near the threshold stays open
@@ -142,13 +140,13 @@ class CusumEngine(DriftEngine):
         self.evidence = np.where(fresh[:, None], 0.0, self.evidence) + x
         s = np.where(firing, self.statistic, np.where(self.warm, np.maximum(self.statistic + llr, 0.0), 0.0))
         self.recovery = np.where(firing, np.maximum(self.recovery - back, 0.0), 0.0)
-        fire = (~firing & (s >= c.h) & self.warm & (self.evidence[:, CLAIMS] >= c.min_claims)
+        fire = (~firing & (s >= e.h) & self.warm & (self.evidence[:, CLAIMS] >= c.min_claims)
                 & self.rise_is_large_enough(self.evidence))
-        resolve = firing & (self.recovery >= c.resolve_h)
+        resolve = firing & (self.recovery >= e.resolve_h)
         cleared = (s <= 0) | resolve
         self.statistic = np.where(resolve, 0.0, s)
         self.recovery = np.where(resolve, 0.0, self.recovery)
-        pending = (self.state == PENDING) | (s >= c.h * c.pending_fraction)
+        pending = (self.state == PENDING) | (s >= e.h * e.pending_fraction)
         state = np.where(fire | (firing & ~resolve), FIRING, np.where(pending & ~cleared, PENDING, OK))
         self.state = state.astype(np.int8)
         self.onset = np.where(cleared, -1, self.onset)
@@ -159,16 +157,16 @@ class WindowEngine(DriftEngine):
     def __init__(self, config: DetectorConfig, n_routes: int, n_fields: int = CORE_FIELDS, n_slices: int = 1,
                  mix_adjusted: bool = True):
         super().__init__(config, n_routes, n_fields, n_slices, mix_adjusted)
-        self.span = max(config.windows)
+        self.span = max(config.window.windows)
         self.minutes = np.zeros((n_routes, self.span, n_fields + 3))
-        self.sums = np.zeros((len(config.windows), n_routes, n_fields + 3))
+        self.sums = np.zeros((len(config.window.windows), n_routes, n_fields + 3))
         self.run = np.zeros(n_routes, dtype=np.int64)    # consecutive minutes with a window over z_fire
         self.quiet = np.zeros(n_routes, dtype=np.int64)  # consecutive minutes with every window under z_resolve
 
     def detect(self, x: np.ndarray, expected: np.ndarray, minute: int) -> None:
-        c = self.config
+        c, e = self.config, self.config.window
         pos = self.ticks % self.span
-        for i, w in enumerate(c.windows):
+        for i, w in enumerate(e.windows):
             self.sums[i] += x - self.minutes[:, (self.ticks - w) % self.span]
         self.minutes[:, pos] = x
         zs, big = [], []
@@ -179,14 +177,14 @@ class WindowEngine(DriftEngine):
             zs.append((s[:, FAILED] / claims - p0) / np.sqrt(var))
             big.append(self.rise_is_large_enough(s) & (s[:, CLAIMS] >= c.min_claims))
         z = np.max(zs, axis=0)
-        over = self.warm & np.any((np.array(zs) >= c.z_fire) & np.array(big), axis=0)
+        over = self.warm & np.any((np.array(zs) >= e.z_fire) & np.array(big), axis=0)
         firing = self.state == FIRING
         self.run = np.where(over, self.run + 1, 0)
-        self.quiet = np.where(firing & (z < c.z_resolve), self.quiet + 1, 0)
-        resolve = firing & (self.quiet >= c.resolve_minutes)
-        fire = ~firing & (self.run > c.window_for_minutes)
+        self.quiet = np.where(firing & (z < e.z_resolve), self.quiet + 1, 0)
+        resolve = firing & (self.quiet >= e.resolve_minutes)
+        fire = ~firing & (self.run > e.window_for_minutes)
         state = np.where(fire | (firing & ~resolve), FIRING, np.where(over & ~firing, PENDING, OK))
-        self.onset = np.where(state == OK, -1, np.where(self.onset < 0, minute - min(c.windows) + 1, self.onset))
+        self.onset = np.where(state == OK, -1, np.where(self.onset < 0, minute - min(e.windows) + 1, self.onset))
         self.state = state.astype(np.int8)
         self.statistic = z
         self.evidence = self.sums[-1].copy()
@@ -196,28 +194,27 @@ class NaiveEngine(DriftEngine):
     def __init__(self, config: DetectorConfig, n_routes: int, n_fields: int = CORE_FIELDS, n_slices: int = 1,
                  mix_adjusted: bool = True):
         super().__init__(config, n_routes, n_fields, n_slices, mix_adjusted)
-        self.minutes = np.zeros((n_routes, config.naive_window, n_fields + 3))
+        self.minutes = np.zeros((n_routes, config.naive.naive_window, n_fields + 3))
         self.sums = np.zeros((n_routes, n_fields + 3))
         self.run = np.zeros(n_routes, dtype=np.int64)
 
     def detect(self, x: np.ndarray, expected: np.ndarray, minute: int) -> None:
-        c = self.config
-        pos = self.ticks % c.naive_window
+        c, e = self.config, self.config.naive
+        pos = self.ticks % e.naive_window
         self.sums += x - self.minutes[:, pos]
         self.minutes[:, pos] = x
         claims = np.maximum(self.sums[:, CLAIMS], 1.0)
         rise = (self.sums[:, FAILED] - self.sums[:, self.n_fields + TESTED]) / claims
         over = self.warm & (self.sums[:, CLAIMS] >= c.min_claims) & (rise >= c.threshold)
         self.run = np.where(over, self.run + 1, 0)
-        state = np.where(self.run > c.for_minutes, FIRING, np.where(over, PENDING, OK))
+        state = np.where(self.run > e.for_minutes, FIRING, np.where(over, PENDING, OK))
         self.onset = np.where(state == OK, -1, np.where(self.onset < 0, minute, self.onset))
         self.state = state.astype(np.int8)
         self.statistic = rise
         self.evidence = self.sums.copy()
 
 
-ENGINES = {"cusum": CusumEngine, "window": WindowEngine, "naive": NaiveEngine}
-KINDS = tuple(ENGINES)
+ENGINES = {"cusum": CusumEngine, "window": WindowEngine, "naive": NaiveEngine}  # one per config.KINDS, in its order
 
 
 def make_engine(config: DetectorConfig, n_routes: int, n_fields: int = CORE_FIELDS, n_slices: int = 1,

@@ -6,7 +6,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Callable
 
-from services.alerts.detector import DetectorConfig, baseline_status, history_hours_between
+from services.alerts.config import DetectorConfig
+from services.alerts.detector import baseline_status, history_hours_between
 from services.rates.intervals import Counts, ratio_interval
 from services.rates.report import rate_entry, route_rates
 from services.review.calibration import with_calibrated

@@ -2,16 +2,23 @@
 from __future__ import annotations
 
 import copy
+import gzip
+import json
+import os
 import pickle
+import subprocess
+import sys
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
 import pytest
 
-from services.alerts.detector import (
-    DEFAULT_DETECTOR, DETECTORS, CusumDetector, DetectorConfig, NaiveDetector, WindowDetector, make_detector,
-)
+from services.alerts.config import KINDS, CusumConfig, DetectorConfig, NaiveConfig, WindowConfig
+from services.alerts.detector import DriftDetector, make_detector
+from services.alerts.engines import ENGINES, make_engine
 from services.rates.intervals import Counts
+from tests.support.paths import FIXTURES, ROOT
 
 T0 = datetime(2026, 11, 21, tzinfo=timezone.utc)
 RHO = 0.1
@@ -54,7 +61,7 @@ def entries(states, wanted: str = "firing") -> int:
     return sum(1 for prev, cur in zip(["ok", *states], states) if cur == wanted and prev != wanted)
 
 
-ALL = sorted(DETECTORS.items())
+ALL = sorted(KINDS)
 
 
 # ---- contract: every detector -------------------------------------------------------------
@@ -65,52 +72,88 @@ def rise_stream():
     return minute_stream(1, rates, contradicted_share=np.r_[np.full(600, 0.3), np.full(300, 0.6)])
 
 
-@pytest.mark.parametrize("name,cls", ALL)
-def test_update_does_not_mutate_inputs(name, cls, rise_stream):
-    detector = cls()
+def detector_of(kind: str, config: DetectorConfig = DetectorConfig()) -> DriftDetector:
+    return make_detector(replace(config, kind=kind))
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_update_does_not_mutate_inputs(name, rise_stream):
+    detector = detector_of(name)
     before = [copy.deepcopy(c) for c in rise_stream[:700]]
-    now = T0 + timedelta(minutes=5)
     replay(detector, rise_stream[:700])
     assert rise_stream[:700] == before
-    assert now == T0 + timedelta(minutes=5)
 
 
-@pytest.mark.parametrize("name,cls", ALL)
-def test_pickled_copy_continues_identically(name, cls, rise_stream):
-    detector = cls()
+def figures(detector: DriftDetector) -> tuple:
+    view = detector.regression
+    return view.statistic, view.rate, view.onset, view.expected, view.delta, detector.mix_shift.state
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_pickled_copy_continues_identically(name, rise_stream):
+    detector = detector_of(name)
     replay(detector, rise_stream[:620])
     clone = pickle.loads(pickle.dumps(detector))
-    a = [(s, detector.statistic, detector.rate, detector.onset) for s in replay(detector, rise_stream[620:], 620)]
-    b = [(s, clone.statistic, clone.rate, clone.onset) for s in replay(clone, rise_stream[620:], 620)]
+    assert clone.config == detector.config
+    a = [(s, figures(detector)) for s in replay(detector, rise_stream[620:], 620)]
+    b = [(s, figures(clone)) for s in replay(clone, rise_stream[620:], 620)]
     assert a == b
 
 
-def test_a_detector_checkpointed_before_design_ratio_resumes_exactly(rise_stream):
-    """Checkpoints pickle detectors with their config; one from before ``design_ratio`` existed (tuned
-    for the threshold itself, h=10.5) must carry on as it was, not with today's defaults."""
-    legacy = CusumDetector(DetectorConfig(h=10.5, design_ratio=1.0))
-    replay(legacy, rise_stream[:620])
-    del legacy.config.__dict__["design_ratio"]  # as pickled by the previous version (its engine shares the config)
-    resumed = pickle.loads(pickle.dumps(legacy))
-    assert resumed.config.design_ratio == 1.0 and resumed.config.h == 10.5
-    reference = CusumDetector(DetectorConfig(h=10.5, design_ratio=1.0))
-    replay(reference, rise_stream[:620])
-    assert replay(resumed, rise_stream[620:], 620) == replay(reference, rise_stream[620:], 620)
-    assert resumed.statistic == reference.statistic
+def test_detectors_from_a_checkpoint_of_the_previous_code_resume_exactly():
+    """The evaluator checkpoint (alert-evaluator/v4) pickles its detectors. This one was written by the code
+    before each engine had its own settings (commit 3792908): a subclass per kind (CusumDetector, ...) and
+    every setting flat on DetectorConfig, some of the engines' own not at their defaults. Loaded now, each
+    goes on exactly as one fed the same minutes from the start."""
+    with gzip.open(FIXTURES / "checkpoints" / "alert-evaluator-v4-detectors.pkl.gz") as f:
+        fixture = pickle.loads(f.read())
+    resumed = pickle.loads(fixture["detectors"])
+    assert {route: d.config.kind for route, d in resumed.items()} == {
+        "cusum-route": "cusum", "window-route": "window", "naive-route": "naive"}
+    assert resumed["cusum-route"].config.cusum == CusumConfig(h=9.5, design_ratio=1.1, resolve_h=4.0)
+    assert resumed["window-route"].config.window == WindowConfig(windows=(5, 20), z_fire=3.5)
+    assert resumed["naive-route"].config.naive == NaiveConfig(for_minutes=5)
+    assert all(type(d) is DriftDetector for d in resumed.values())
+    minutes = [(fixture["start"] + timedelta(minutes=i), Counts(**total), {k: Counts(**v) for k, v in slices.items()})
+               for i, (total, slices) in enumerate(fixture["stream"])]
+    at = fixture["pickled_at"]
+    for route, detector in resumed.items():
+        fresh = make_detector(detector.config)
+        for now, counts, slices in minutes[:at]:
+            fresh.update(counts, now, slices)
+        steps = [(detector.update(c, now, sl).state, figures(detector), fresh.update(c, now, sl).state, figures(fresh))
+                 for now, c, sl in minutes[at:]]
+        assert [s[:2] for s in steps] == [s[2:] for s in steps], route
+        assert "firing" in [s[0] for s in steps] or "firing" in [s[1][-1] for s in steps], route  # it resumed into a rise
 
 
-@pytest.mark.parametrize("name,cls", ALL)
-def test_deterministic_under_a_seed(name, cls):
-    stream_a = minute_stream(9, np.r_[np.full(500, BASE), np.full(200, BASE + 0.04)])
-    stream_b = minute_stream(9, np.r_[np.full(500, BASE), np.full(200, BASE + 0.04)])
-    a, b = cls(), cls()
-    assert replay(a, stream_a) == replay(b, stream_b)
-    assert (a.statistic, a.baseline, a.rate) == (b.statistic, b.baseline, b.rate)
+def seeded_run(name: str) -> str:
+    """A fresh detector's states on a seeded rise, and its figures after it, as text."""
+    detector = detector_of(name)
+    states = replay(detector, minute_stream(9, np.r_[np.full(500, BASE), np.full(200, BASE + 0.04)]))
+    return repr((states, figures(detector), detector.regression.baseline))
 
 
-@pytest.mark.parametrize("name,cls", ALL)
-def test_bad_updates_are_refused_with_a_clear_error(name, cls):
-    detector = cls()
+@pytest.fixture(scope="module")
+def another_process() -> dict[str, str]:
+    """``seeded_run`` of every kind in a child process with another hash seed (a restarted worker)."""
+    seed = "4321" if os.environ.get("PYTHONHASHSEED") == "1234" else "1234"
+    script = ("import json; from tests.unit.alerts.test_detector import ALL, seeded_run; "
+              "print(json.dumps({name: seeded_run(name) for name in ALL}))")
+    child = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                           env={**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(ROOT)})
+    assert child.returncode == 0, child.stderr[-3000:]
+    return json.loads(child.stdout)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_deterministic_under_a_seed_in_another_process(name, another_process):
+    assert seeded_run(name) == another_process[name]
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_bad_updates_are_refused_with_a_clear_error(name):
+    detector = detector_of(name)
     detector.update(Counts.zero(), T0)
     with pytest.raises(ValueError, match="not after the last bucket"):
         detector.update(Counts.zero(), T0)
@@ -130,19 +173,21 @@ EXPECTED_FIRING_MINUTE = {"cusum": 604, "window": 607, "naive": 626}
 KNOWN_DAY = DetectorConfig(learning_level_minutes=1440, learning_margin=0.0)
 
 
-@pytest.mark.parametrize("name,cls", ALL)
-def test_five_point_rise_fires_at_the_exact_minute(name, cls, rise_stream):
-    detector = cls()
+@pytest.mark.parametrize("name", ALL)
+def test_five_point_rise_fires_at_the_exact_minute(name, rise_stream):
+    detector = detector_of(name)
     states = replay(detector, rise_stream)
     assert first(states[:600], "firing") is None
     assert first(states, "firing") == EXPECTED_FIRING_MINUTE[name]
     assert first(states, "pending") < first(states, "firing")
     assert detector.drift_detected and detector.state == "firing"
+    view = detector.regression
+    assert view.state == "firing"
     # the naive rule flaps: the elevated minutes between its firings join a learning baseline's local level
-    assert detector.baseline == pytest.approx(BASE, abs=0.006 if name != "naive" else 0.01)
-    assert detector.delta == pytest.approx(0.05, abs=0.015 if name != "naive" else 0.02)
-    assert detector.driving_verdict == "contradicted"
-    assert detector.rate_interval.lo < detector.rate < detector.rate_interval.hi
+    assert view.baseline == pytest.approx(BASE, abs=0.006 if name != "naive" else 0.01)
+    assert view.delta == pytest.approx(0.05, abs=0.015 if name != "naive" else 0.02)
+    assert view.driving_verdict == "contradicted"
+    assert view.rate_interval.lo < view.rate < view.rate_interval.hi
 
 
 def test_day_one_a_swinging_rate_is_quiet_and_a_three_point_step_at_hour_ten_pages():
@@ -150,35 +195,36 @@ def test_day_one_a_swinging_rate_is_quiet_and_a_three_point_step_at_hour_ten_pag
     baseline (the whole history's level, no margin) paged on the swing at hour 6; the learning one waits for the step."""
     t = np.arange(720)
     stream = minute_stream(38, BASE + 0.01 * np.sin(2 * np.pi * t / 1440 - 1.0) + np.where(t >= 600, 0.03, 0.0))
-    learning = replay(CusumDetector(), stream)
+    learning = replay(DriftDetector(), stream)
     assert first(learning[:600], "firing") is None and first(learning, "firing") == 605
-    assert first(replay(CusumDetector(KNOWN_DAY), stream), "firing") == 343  # a false alarm at 05:43
+    assert first(replay(DriftDetector(KNOWN_DAY), stream), "firing") == 343  # a false alarm at 05:43
 
 
 def test_cusum_estimates_onset_and_counts_claims(rise_stream):
-    detector = CusumDetector()
+    detector = DriftDetector()
     replay(detector, rise_stream[:EXPECTED_FIRING_MINUTE["cusum"] + 1])
-    assert abs(detector.onset - (T0 + timedelta(minutes=600))) <= timedelta(minutes=3)
-    assert detector.claims_counted >= 200
-    assert detector.window_minutes == EXPECTED_FIRING_MINUTE["cusum"] + 1 - int((detector.onset - T0).total_seconds() // 60)
+    view = detector.regression
+    assert abs(view.onset - (T0 + timedelta(minutes=600))) <= timedelta(minutes=3)
+    assert view.claims_counted >= 200
+    assert view.window_minutes == EXPECTED_FIRING_MINUTE["cusum"] + 1 - int((view.onset - T0).total_seconds() // 60)
 
 
 def test_two_point_rise_is_caught_and_three_points_faster():
     base = np.full(600, BASE)
-    two = replay(CusumDetector(), minute_stream(21, np.r_[base, np.full(120, BASE + 0.02)]))
-    three = replay(CusumDetector(), minute_stream(21, np.r_[base, np.full(120, BASE + 0.03)]))
+    two = replay(DriftDetector(), minute_stream(21, np.r_[base, np.full(120, BASE + 0.02)]))
+    three = replay(DriftDetector(), minute_stream(21, np.r_[base, np.full(120, BASE + 0.03)]))
     assert first(two[:600], "firing") is None and first(three[:600], "firing") is None
     assert 600 < first(three, "firing") < first(two, "firing") <= 690
 
 
 @pytest.mark.parametrize("name", ["cusum", "naive", "window"])
 def test_days_of_pure_noise_raise_nothing(name):
-    states = replay(make_detector(DetectorConfig(kind=name)), minute_stream(5, np.full(4 * 1440, BASE)))
+    states = replay(detector_of(name), minute_stream(5, np.full(4 * 1440, BASE)))
     assert "firing" not in states
 
 
 def test_low_volume_noise_at_a_low_base_rate_raises_nothing():
-    states = replay(DEFAULT_DETECTOR(), minute_stream(6, np.full(3 * 1440, 0.02), answers_per_minute=20))
+    states = replay(make_detector(), minute_stream(6, np.full(3 * 1440, 0.02), answers_per_minute=20))
     assert "firing" not in states
 
 
@@ -193,23 +239,23 @@ def expected_minute(rate: float, answers: int = 1000) -> Counts:
 def test_a_credible_rise_smaller_than_the_threshold_is_not_alerted():
     # +1.4 points, without noise: the CUSUM (tuned for 2.5, midpoint 1.25) accumulates (pending), but the rise
     # is below 75% of the 2-point threshold, so it never fires
-    states = replay(CusumDetector(KNOWN_DAY), [expected_minute(BASE)] * 600 + [expected_minute(BASE + 0.014)] * 600)
+    states = replay(DriftDetector(KNOWN_DAY), [expected_minute(BASE)] * 600 + [expected_minute(BASE + 0.014)] * 600)
     assert "pending" in states and "firing" not in states
-    states = replay(CusumDetector(KNOWN_DAY), [expected_minute(BASE)] * 600 + [expected_minute(BASE + 0.02)] * 60)
+    states = replay(DriftDetector(KNOWN_DAY), [expected_minute(BASE)] * 600 + [expected_minute(BASE + 0.02)] * 60)
     assert first(states, "firing") == 601  # the same stream at +2 points fires on its second elevated minute
 
 
 def test_no_alarm_during_warm_up_even_on_a_huge_rise():
-    detector = CusumDetector()
+    detector = DriftDetector()
     states = replay(detector, minute_stream(4, np.r_[np.full(60, BASE), np.full(100, 0.4)]))
-    assert "firing" not in states and not detector.warm
+    assert "firing" not in states and not detector.regression.warm
 
 
 def test_resolution_has_hysteresis_no_flapping_around_the_threshold():
     # six hours hovering around baseline + threshold (+1.5 / +2.5 points, alternating every 10 minutes)
     hover = np.where((np.arange(360) // 10) % 2 == 0, BASE + 0.015, BASE + 0.025)
     stream = minute_stream(13, np.r_[np.full(600, BASE), hover, np.full(240, BASE)])
-    cusum = replay(CusumDetector(KNOWN_DAY), stream)
+    cusum = replay(DriftDetector(KNOWN_DAY), stream)
     assert entries(cusum) == 1
     fired = first(cusum, "firing")
     assert all(s == "firing" for s in cusum[fired:960])  # stays firing through the hover
@@ -217,20 +263,20 @@ def test_resolution_has_hysteresis_no_flapping_around_the_threshold():
     assert cusum[-1] == "ok" and len(resolved) == 1  # resolved once, after the rate came back
     assert 960 < resolved[0] <= 1000
     # the Prometheus-style rule resolves the moment its condition is false, so it flaps on the same data
-    assert entries(replay(NaiveDetector(KNOWN_DAY), stream)) >= 3
+    assert entries(replay(detector_of("naive", KNOWN_DAY), stream)) >= 3
 
 
 def test_baseline_freezes_while_an_alert_is_open(rise_stream):
     rates = np.r_[np.full(600, BASE), np.full(600, BASE + 0.05)]
-    detector = CusumDetector()
+    detector = DriftDetector()
     replay(detector, minute_stream(1, rates))
     assert detector.state == "firing"
-    assert detector.baseline == pytest.approx(BASE, abs=0.006)  # ten hours in, the rise is not the new normal
+    assert detector.regression.baseline == pytest.approx(BASE, abs=0.006)  # ten hours in, the rise is not the new normal
 
 
 def test_gaps_count_as_empty_minutes():
     stream = minute_stream(2, np.full(400, BASE))
-    detector = CusumDetector()
+    detector = DriftDetector()
     for i, c in enumerate(stream):
         if i % 7:  # drop some buckets entirely
             detector.update(c, T0 + timedelta(minutes=i))
@@ -242,12 +288,30 @@ def test_config_validation_names_the_field():
     with pytest.raises(ValueError, match="threshold=0: must be a fraction between 0 and 1"):
         DetectorConfig(threshold=0)
     with pytest.raises(ValueError, match="h='high': must be positive"):
-        DetectorConfig(h="high")
+        CusumConfig(h="high")
+    with pytest.raises(ValueError, match="z_resolve=5.0: must be below z_fire"):
+        WindowConfig(z_resolve=5.0)
+    with pytest.raises(ValueError, match="naive_window=0: must be in \\[1, 90\\]"):
+        NaiveConfig(naive_window=0)
+    with pytest.raises(ValueError, match="design_ratio=2.0: must be positive, with threshold × design_ratio below 1"):
+        DetectorConfig(threshold=0.6, cusum=CusumConfig(design_ratio=2.0))
     with pytest.raises(ValueError, match="kind 'ewma' is unknown"):
         DetectorConfig(kind="ewma")
     with pytest.raises(ValueError, match="unknown detector setting.*hh"):
         DetectorConfig.from_mapping({"hh": 3})
-    assert DetectorConfig.from_mapping({"h": 9, "windows": [5, 15]}).windows == (5, 15)
+    with pytest.raises(ValueError, match="unknown detector setting.*cusum"):  # settings stay flat: drift.detector.h
+        DetectorConfig.from_mapping({"cusum": {"h": 3}})
+    config = DetectorConfig.from_mapping({"h": 9, "windows": [5, 15], "for_minutes": "4", "threshold": 0.03})
+    assert config == DetectorConfig(threshold=0.03, cusum=CusumConfig(h=9.0), window=WindowConfig(windows=(5, 15)),
+                                    naive=NaiveConfig(for_minutes=4))
+
+
+def test_each_engine_reads_its_own_settings():
+    assert tuple(ENGINES) == KINDS
+    config = DetectorConfig(kind="window", window=WindowConfig(windows=(5, 20)))
+    assert config.engine is config.window
+    engine = make_engine(config, n_routes=1)
+    assert type(engine) is ENGINES["window"] and engine.span == 20
 
 
 def test_detector_settings_from_the_environment_take_their_types():
@@ -256,7 +320,7 @@ def test_detector_settings_from_the_environment_take_their_types():
     env = {"CLAIMWATCH_DRIFT__DETECTOR__MIN_BASELINE_CLAIMS": "10000", "CLAIMWATCH_DRIFT__DETECTOR__H": "9.5",
            "CLAIMWATCH_DRIFT__DETECTOR__HOLD_PENDING": "false"}
     config = DetectorConfig.from_mapping(load_settings(None, env, {}).drift.detector)
-    assert (config.min_baseline_claims, config.h, config.hold_pending) == (10_000, 9.5, False)
+    assert (config.min_baseline_claims, config.cusum.h, config.hold_pending) == (10_000, 9.5, False)
     assert isinstance(config.min_baseline_claims, int)
     with pytest.raises(ValueError, match="min_baseline_claims='many': expected a int"):
         DetectorConfig.from_mapping({"min_baseline_claims": "many"})
@@ -265,7 +329,8 @@ def test_detector_settings_from_the_environment_take_their_types():
 
 
 def test_factory_and_default():
-    assert isinstance(make_detector(), DEFAULT_DETECTOR)
-    assert isinstance(make_detector(DetectorConfig(kind="window")), WindowDetector)
-    assert isinstance(make_detector(DetectorConfig(kind="naive")), NaiveDetector)
+    assert make_detector().config == DetectorConfig() and make_detector().config.kind == "cusum"
+    for kind in KINDS:
+        detector = make_detector(DetectorConfig(kind=kind))
+        assert type(detector) is DriftDetector and detector.config.kind == kind
     assert make_detector(DetectorConfig(threshold=0.03)).config.threshold == 0.03
