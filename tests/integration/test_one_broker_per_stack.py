@@ -6,18 +6,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
 from services.app.broker import BrokerError, EmbeddedBroker, free_port, port_free
-
-
-def wait_until(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out after {timeout:.0f}s waiting for {what}"
-        time.sleep(0.2)
+from tests.support.waiting import wait_until
 
 
 def up_env(tmp_path, broker_port: int) -> dict[str, str]:

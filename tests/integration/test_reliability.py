@@ -191,6 +191,7 @@ def test_store_failures_retry_hold_offsets_and_resume_without_loss(broker, topic
         worker.wait_for(lambda: server.failed_inserts >= 3, 60, "retries with backoff")
         growth = rss_mb(worker.proc.pid) - rss_before
         assert growth < 300, f"worker grew {growth:.0f} MB during the outage"
+        stored = totals(worker)[0]  # nothing more is written while every insert fails
         # 2. Killed during the outage: offsets of unwritten batches must not have been committed.
         worker.kill()
         server.fail_inserts = False
@@ -198,7 +199,7 @@ def test_store_failures_retry_hold_offsets_and_resume_without_loss(broker, topic
         server.insert_delay = 1.5
         worker.start()
         send(third)
-        time.sleep(5)
+        worker.wait_for(lambda: (totals(worker) or (0, 0))[0] > stored, 120, "an insert through the slow store")
         server.insert_delay = 0.0
         want = (expected.valid_events, expected.bad_total)
         worker.wait_for(lambda: totals(worker) == want, 300, f"{want} after store faults")

@@ -15,6 +15,8 @@ import time
 import uuid
 
 from services.app.broker import free_port
+from tests.support.processes import get_json
+from tests.support.waiting import wait_until
 
 MARK = "CW_TEST_DEMO_MARK"  # not CLAIMWATCH_*: those are settings
 
@@ -52,21 +54,24 @@ def port_free(port: int) -> bool:
 
 def test_sigkill_of_the_demo_leaves_no_claimwatch_process_and_frees_the_ports(tmp_path):
     api_port, broker_port, mark = free_port(), free_port(), uuid.uuid4().hex
+    api = f"http://127.0.0.1:{api_port}"
     env = {**os.environ, MARK: mark, "PYTHONUNBUFFERED": "1", "XDG_CONFIG_HOME": str(tmp_path / "config"),
-           "CLAIMWATCH_API__PORT": str(api_port), "CLAIMWATCH_API__URL": f"http://127.0.0.1:{api_port}",
-           "CLAIMWATCH_EMBEDDED_BROKER": f"127.0.0.1:{broker_port}"}
+           "CLAIMWATCH_API__PORT": str(api_port), "CLAIMWATCH_API__URL": api,
+           "CLAIMWATCH_EMBEDDED_BROKER": f"127.0.0.1:{broker_port}",
+           "CLAIMWATCH_API__ANONYMOUS_READS_PER_MINUTE": "100000"}  # the test polls beside the demo's own reads
     log = open(tmp_path / "demo.log", "ab")
     demo = subprocess.Popen([sys.executable, "-m", "services.app.cli", "demo"], cwd=tmp_path, env=env,
                             stdout=log, stderr=log, start_new_session=True)
+
+    def flowing() -> dict[int, str] | None:
+        """The stack is up (`up` and its broker beside the demo) and the demo's traffic is being stored."""
+        assert demo.poll() is None, f"the demo exited with {demo.returncode}; see {tmp_path}"
+        running = marked(mark)
+        stored = sum(r["events"] for r in get_json(api, "/api/rates", window="all") or [])
+        return running if stored and any(" up" in cmd for cmd in running.values()) and len(running) >= 3 else None
+
     try:
-        deadline = time.monotonic() + 150
-        while not any(" simulate " in cmd for cmd in marked(mark).values()):  # the stack is up, traffic flows
-            assert demo.poll() is None, f"the demo exited with {demo.returncode}; see {tmp_path}"
-            assert time.monotonic() < deadline, f"the demo never reached its traffic; see {tmp_path}"
-            time.sleep(0.5)
-        time.sleep(3)
-        before = marked(mark)
-        assert any(" up" in cmd for cmd in before.values()) and len(before) >= 3, before
+        wait_until(flowing, 150, f"the demo's traffic to be stored; see {tmp_path}", interval=0.5)
         demo.send_signal(signal.SIGKILL)
         demo.wait()
         deadline = time.monotonic() + 30
