@@ -1,10 +1,10 @@
 """The ingest loop's parts without Faust or a broker: decode once, write until durable, dead letters,
-offsets; and the leader timers' work (alert cycle, clustering schedule) against the real chDB engine."""
+offsets. (The leader timers' work: tests/unit/alerts/test_alert_cycle.py, tests/unit/issues/test_recluster_schedule.py.)"""
 from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 import orjson
 import pytest
@@ -371,127 +371,3 @@ def test_envelopes_under_way_are_bounded_by_bytes_not_by_message_count():
         assert peak[0] <= 2 * 50_000 < len(taken) * 1000 // 10
 
     asyncio.run(scenario())
-
-
-# ---- AlertCycle and ClusteringSchedule (leader timers' work) ----------------------------
-
-def test_alert_cycle_returns_transition_records_and_queues_notifications(store):
-    from services.alerts.cycle import AlertCycle
-    from services.alerts.notify import Dispatcher
-    from services.alerts.records import alert_repository
-    from services.app.compose import evaluator_for
-    from services.app.settings import load_settings
-    from services.client.simulate import Regression, Scenario, generate
-    from services.store.rates import RateRepository
-
-    demo = Scenario.demo()
-    scenario = Scenario(routes=demo.routes[:1], bad_fraction=0.0,
-                        regressions=(Regression("billing-faq", 200, {"model": "gen-2026-11"}, 0.07),))
-    start = datetime(2026, 11, 20, 8, 0, tzinfo=timezone.utc)
-    decoder = Decoder()
-    EventWriter(store).write([decoder.decode(s.raw) for s in generate(scenario, start, 260, seed=4)])
-    settings = load_settings(None, {"CLAIMWATCH_DRIFT__WATERMARK_SECONDS": "0"},
-                             {"drift": {"detector": {"min_baseline_claims": 8000}}})
-    alerts, metrics = alert_repository(store), Metrics()
-    dispatcher = Dispatcher("http://alertmanager.invalid", None, "http://claimwatch.invalid", timedelta(minutes=1), metrics,
-                            retry_initial_seconds=0.5, retry_max_seconds=30)
-    cycle = AlertCycle(evaluator_for(settings, RateRepository(store), alerts), alerts, dispatcher, metrics, inline)
-
-    async def ticks():
-        records = await cycle.evaluate(start + timedelta(days=1))
-        queued = dispatcher.queue.qsize()
-        await cycle.resend(start + timedelta(days=1))
-        return records, queued, dispatcher.queue.qsize()
-
-    records, queued, after_resend = asyncio.run(ticks())
-    assert records and all(key == b"billing-faq" for key, _ in records)
-    values = [orjson.loads(v) for _, v in records]
-    assert values[-1]["state"] == "firing" and values[-1]["alert_id"] == next(iter(cycle.evaluator.open.values())).alert_id
-    assert queued >= 1 and after_resend == queued + 1  # the firing alert is re-sent to Alertmanager
-    assert metrics.alert_transitions.labels("firing")._value.get() >= 1
-    assert metrics.alerts.labels("firing")._value.get() == 1
-
-
-def test_alert_cycle_survives_a_store_hiccup():
-    from services.alerts.cycle import AlertCycle
-
-    async def down(fn, *args):
-        raise StoreError("Connection refused")
-
-    class Unused:
-        open: dict = {}
-
-    metrics = Metrics()
-    cycle = AlertCycle(Unused(), Unused(), None, metrics, down)
-    assert asyncio.run(cycle.evaluate(datetime(2026, 11, 21, tzinfo=timezone.utc))) == []
-    asyncio.run(cycle.resend(datetime(2026, 11, 21, tzinfo=timezone.utc)))  # logged and skipped
-
-
-class FakeJobs:
-    def __init__(self, fail: bool = False):
-        self.calls, self.fail = [], fail
-
-    def recluster(self, now):
-        self.calls.append(("recluster", now))
-        if self.fail:
-            raise RuntimeError("model missing")
-        return "report"
-
-    def assign_new(self, now):
-        self.calls.append(("assign", now))
-        return 3
-
-
-def test_clustering_schedule_makes_jobs_on_the_first_run_and_assigns_after_it():
-    from services.issues.schedule import ClusteringSchedule
-
-    made, metrics, now = [], Metrics(), datetime(2026, 11, 21, tzinfo=timezone.utc)
-
-    def make_jobs():
-        made.append(FakeJobs())
-        return made[-1]
-
-    schedule = ClusteringSchedule(make_jobs, metrics, inline)
-    assert asyncio.run(schedule.assign(now)) == 0 and not made  # nothing to assign to before the first run
-    assert asyncio.run(schedule.recluster(now)) == "report"
-    assert asyncio.run(schedule.recluster(now)) == "report" and len(made) == 1
-    assert asyncio.run(schedule.assign(now)) == 3
-    assert made[0].calls == [("recluster", now), ("recluster", now), ("assign", now)]
-    assert metrics.assignments.labels("assigned")._value.get() == 3
-
-    failing = ClusteringSchedule(lambda: FakeJobs(fail=True), metrics, inline)
-    assert asyncio.run(failing.recluster(now)) is None  # logged; the previous issues stay
-
-
-def test_clustering_schedule_on_the_store(store):
-    from clustering.config import DEFAULT_CONFIG
-    from clustering.embed import HashingEmbedder
-    from services.app.compose import claim_vectorizer
-    from services.core.clock import utcnow
-    from services.issues.jobs import IssueJobs
-    from services.issues.schedule import ClusteringSchedule
-    from services.issues.records import issue_repository
-
-    tails = ["online", "by phone", "in store", "for members", "in europe", "at night", "for teams", "on mobile"]
-
-    def land(prefix: str, n: int, now: datetime) -> None:
-        raw = []
-        for i in range(n):
-            text = (f"annual plans can be refunded within {i} days {tails[i % 8]}" if i % 2 else
-                    f"the courier delivers parcel {i}-77 on friday {tails[(i + 3) % 8]}")
-            raw.append(orjson.dumps({**BASE, "event_id": f"{prefix}{i}", "observed_at": now.isoformat(),
-                                     "claims": [{"verdict": "contradicted", "text": text}]}))
-        EventWriter(store).write([Decoder().decode(r) for r in raw])
-
-    now = utcnow()
-    land("first-", 48, now - timedelta(minutes=5))
-    config = replace(DEFAULT_CONFIG, umap_min_points=10**9)
-    metrics = Metrics()
-    schedule = ClusteringSchedule(lambda: IssueJobs(config, HashingEmbedder(), issue_repository(store), timedelta(hours=1),
-                                                    vectorizer=claim_vectorizer(config)), metrics, inline)
-    report = asyncio.run(schedule.recluster(now))
-    assert report is not None and report.claims == 48 and report.issues >= 1
-    mark = utcnow()
-    land("later-", 8, utcnow())
-    assert asyncio.run(schedule.assign(mark)) >= 1
-    assert metrics.assignments.labels("assigned")._value.get() >= 1

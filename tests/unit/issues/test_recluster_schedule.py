@@ -131,6 +131,42 @@ def test_ticks_skip_count_and_log_once_then_run_and_time_the_run(caplog):
     assert value(metrics.recluster_skipped, "few_new_claims") == 3
 
 
+class MadeJobs:
+    """Jobs the schedule makes itself on its first run; ``fail``: every re-cluster raises."""
+
+    def __init__(self, fail: bool = False):
+        self.calls, self.fail = [], fail
+
+    def recluster(self, now):
+        self.calls.append(("recluster", now))
+        if self.fail:
+            raise RuntimeError("model missing")
+        return "report"
+
+    def assign_new(self, now):
+        self.calls.append(("assign", now))
+        return 3
+
+
+def test_the_schedule_makes_its_jobs_on_the_first_run_and_assigns_after_it():
+    made, metrics, now = [], Metrics(), T0
+
+    def make_jobs():
+        made.append(MadeJobs())
+        return made[-1]
+
+    schedule = ClusteringSchedule(make_jobs, metrics, inline)
+    assert asyncio.run(schedule.assign(now)) == 0 and not made  # nothing to assign to before the first run
+    assert asyncio.run(schedule.recluster(now)) == "report"
+    assert asyncio.run(schedule.recluster(now)) == "report" and len(made) == 1
+    assert asyncio.run(schedule.assign(now)) == 3
+    assert made[0].calls == [("recluster", now), ("recluster", now), ("assign", now)]
+    assert value(metrics.assignments, "assigned") == 3
+
+    failing = ClusteringSchedule(lambda: MadeJobs(fail=True), metrics, inline)
+    assert asyncio.run(failing.recluster(now)) is None  # logged; the previous issues stay
+
+
 # ---- assignment beside a re-cluster, on the store ------------------------------------------------
 
 def land(store, prefix: str, n: int, at: datetime) -> None:
@@ -147,6 +183,19 @@ def small_jobs(store, **options) -> IssueJobs:
     config = replace(DEFAULT_CONFIG, umap_min_points=10**9)
     return IssueJobs(config, HashingEmbedder(), issue_repository(store), timedelta(hours=1),
                      vectorizer=claim_vectorizer(config), **options)
+
+
+def test_a_recluster_on_the_store_then_assigns_new_claims(store):
+    now = utcnow()
+    land(store, "first-", 48, now - timedelta(minutes=5))
+    metrics = Metrics()
+    schedule = ClusteringSchedule(lambda: small_jobs(store), metrics, inline)
+    report = asyncio.run(schedule.recluster(now))
+    assert report is not None and report.claims == 48 and report.issues >= 1
+    mark = utcnow()
+    land(store, "later-", 8, utcnow())
+    assert asyncio.run(schedule.assign(mark)) >= 1
+    assert value(metrics.assignments, "assigned") >= 1
 
 
 def test_assignment_completes_while_a_recluster_is_blocked(store):

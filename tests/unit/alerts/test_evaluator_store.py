@@ -1,0 +1,73 @@
+"""The alert evaluator over the real chDB engine and the live writer: a restart resumes from its checkpoint
+without a second alert, and the watermark waits for a route whose backlog is still being consumed."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import orjson
+
+from services.alerts.evaluator import MOVING_GRACE
+from services.alerts.records import alert_repository
+from services.app.compose import evaluator_for
+from services.app.settings import load_settings
+from services.client.simulate import Regression, Scenario, generate
+from services.contract.decode import Decoder
+from services.store.rates import RateRepository
+from services.store.writer import EventWriter
+
+BASE = {"schema": "claimwatch.verdict/v1", "trace_id": "t", "observed_at": "2026-11-21T09:14:03.512+01:00",
+        "route": "billing-faq", "answer": {"action": "served"}, "versions": {"model": "m1", "corpus": "c1"},
+        "query": {"query_type": "lookup", "stakes": "high", "answerable": True},
+        "claims": [{"verdict": "contradicted", "text": "x"}, {"verdict": "supported"}, {"verdict": "trivial"}]}
+
+
+def test_alert_evaluator_resumes_from_its_checkpoint_without_duplicates(store):
+    """A restarted evaluator continues the same detectors: no second alert for the same episode."""
+    demo = Scenario.demo()
+    scenario = Scenario(routes=demo.routes[:1], bad_fraction=0.0,
+                        regressions=(Regression("billing-faq", 200, {"model": "gen-2026-11"}, 0.07),))
+    start = datetime(2026, 11, 20, 8, 0, tzinfo=timezone.utc)
+    decoder = Decoder()
+    sims = [decoder.decode(s.raw) for s in generate(scenario, start, 260, seed=4)]
+    writer = EventWriter(store)
+    settings = load_settings(None, {"CLAIMWATCH_DRIFT__WATERMARK_SECONDS": "0"}, {"drift": {"detector": {"min_baseline_claims": 8000}}})
+    cut = start + timedelta(minutes=215)  # after onset, before the end: "kill" the evaluator here
+    writer.write([e for e in sims if e.observed_at < cut])
+    first = evaluator_for(settings, RateRepository(store), alert_repository(store))
+    first.evaluate(cut + timedelta(minutes=5))
+    assert first.open, "the regression should have opened an alert before the cut"
+    writer.write([e for e in sims if e.observed_at >= cut])
+    resumed = evaluator_for(settings, RateRepository(store), alert_repository(store))  # a fresh process
+    resumed.evaluate(start + timedelta(days=1))
+    alerts = alert_repository(store).list("billing-faq")
+    assert len(alerts) == 1 and alerts[0].alert_id == next(iter(first.open.values())).alert_id
+    assert alerts[0].recorded_state == "firing"
+
+
+def test_evaluator_waits_for_a_route_whose_backlog_is_still_being_consumed(store):
+    """A partition far behind (a backlog) holds the watermark while its minutes advance; once it
+    stops advancing it is silent and lets go, so one dead route cannot stall alerting."""
+    t0 = datetime(2026, 11, 21, 8, 0, tzinfo=timezone.utc)
+
+    def land(route, minutes):
+        EventWriter(store).write([
+            Decoder().decode(orjson.dumps({**BASE, "event_id": f"{route}-{m}", "route": route,
+                                           "observed_at": (t0 + timedelta(minutes=m)).isoformat()}))
+            for m in minutes])
+
+    land("ahead", range(0, 120))
+    land("behind", range(0, 10))
+    settings = load_settings(None, {"CLAIMWATCH_DRIFT__WATERMARK_SECONDS": "0"}, {})
+    evaluator = evaluator_for(settings, RateRepository(store), alert_repository(store), checkpoint=False)
+    now = t0 + timedelta(minutes=121)
+    assert evaluator.slowest_active_minute(now) == t0 + timedelta(minutes=9)  # first sight: every route counts
+    land("behind", range(10, 40))
+    now += timedelta(seconds=30)
+    assert evaluator.slowest_active_minute(now) == t0 + timedelta(minutes=39)  # still moving: still held
+    now += MOVING_GRACE + timedelta(seconds=1)
+    land("ahead", range(120, 123))
+    assert evaluator.slowest_active_minute(now) == t0 + timedelta(minutes=122)  # stopped, 80 min behind: let go
+    # then every route stops, the data having been live (near the wall clock): time still passes, so silence
+    # is evaluated, MOVING_GRACE behind the clock
+    now += MOVING_GRACE + timedelta(seconds=1)
+    assert evaluator.slowest_active_minute(now) == now.replace(second=0) - MOVING_GRACE
