@@ -42,12 +42,12 @@ def _load_prctl() -> Callable[..., int] | None:
 _prctl = _load_prctl()  # resolved here, not in a forked child (no dlopen between fork and exec)
 
 
-def set_parent_death_signal(sig: int, parent: int | None = None) -> None:
+def set_parent_death_signal(sig: int, parent: int) -> None:
     """Linux: deliver ``sig`` to this process when its parent exits. If ``parent`` (its pid) is already
     gone, exit at once: the parent died before the request took effect."""
     if _prctl is not None:
         _prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
-    if parent is not None and os.getppid() != parent:
+    if os.getppid() != parent:
         os._exit(1)
 
 

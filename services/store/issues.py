@@ -209,13 +209,10 @@ class IssueRepository(Generic[I, C]):
             {"ids": list(issue_ids), "n": per_issue})
 
     # -- input ----------------------------------------------------------------
-    def failing_claims(self, since: datetime, until: datetime | None = None, skip: Skip | None = None) -> list[C]:
-        """Failing claims observed in [since, until]; ``skip``: see ``decode_rows``."""
+    def failing_claims(self, since: datetime, skip: Skip | None = None) -> list[C]:
+        """Failing claims observed from ``since`` on; ``skip``: see ``decode_rows``."""
         window = "observed_at >= {since:DateTime64(3)}"
         params: dict = {"failed": sorted(FAILED_VERDICTS), "since": ch_time(since)}
-        if until is not None:
-            window += " AND observed_at <= {until:DateTime64(3)}"
-            params["until"] = ch_time(until)
         claims = f"SELECT {CLAIM_COLUMNS} FROM claims FINAL WHERE verdict IN {{failed:Array(String)}} AND {window}"
         rows = self.store.query(f"{with_answer_text(claims, window)} ORDER BY event_id, claim_idx", params)
         return decode_rows(rows, self._claim, _claim_key, skip)
