@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import TYPE_CHECKING, Awaitable, Callable
+from typing import Awaitable, Callable
 
 from services.alerts.cycle import AlertCycle
 from services.core.clock import utcnow
@@ -12,31 +12,28 @@ from services.core.metrics import Metrics
 from services.ingest.offsets import BrokerOffsets, OffsetTracker
 from services.issues.schedule import ClusteringSchedule
 
-if TYPE_CHECKING:
-    from services.app.settings import Settings
-
 log = logging.getLogger(__name__)
 
 
-def register_alerting(app, alerts_topic, cycle: AlertCycle, settings: Settings) -> None:
-    @app.timer(settings.drift.eval_interval_seconds, on_leader=True)
+def register_alerting(app, alerts_topic, cycle: AlertCycle, eval_seconds: float, resend_seconds: float) -> None:
+    @app.timer(eval_seconds, on_leader=True)
     async def evaluate_alerts() -> None:
         for key, value in await cycle.evaluate(utcnow()):
             await alerts_topic.send(key=key, value=value)
 
-    @app.timer(settings.notify.resend_seconds, on_leader=True)
+    @app.timer(resend_seconds, on_leader=True)
     async def resend_firing() -> None:
         await cycle.resend(utcnow())
 
     app.task(cycle.dispatcher.run)
 
 
-def register_clustering(app, schedule: ClusteringSchedule, settings: Settings) -> None:
-    @app.timer(settings.clustering.interval_minutes * 60, on_leader=True)
+def register_clustering(app, schedule: ClusteringSchedule, recluster_seconds: float, assign_seconds: float) -> None:
+    @app.timer(recluster_seconds, on_leader=True)
     async def recluster() -> None:
         await schedule.tick(utcnow())  # re-clusters only when enough changed (services/issues/schedule.py)
 
-    @app.timer(settings.clustering.assign_interval_seconds, on_leader=True)
+    @app.timer(assign_seconds, on_leader=True)
     async def assign() -> None:
         await schedule.assign(utcnow())  # its own thread: never behind a re-cluster
 

@@ -1,12 +1,14 @@
 """The one composition root: every object of a process, built once from the one Settings.
 
 `build` wires the store's repositories, the embedder and the services that the API, the CLI
-and the worker share; `run_worker` adds the ingest pipeline and the leader timers and hands
-them to Faust (streams/). Nothing else constructs a service, so each collaborator is passed
-by constructor and exists once per process: one store, one embedder, one set of repositories.
+and the worker share; the builders below make the rest (the alert evaluator, the backtest's
+private store, the issue jobs' vectorizer, ...). services/app/processes.py adds what only a
+worker has (the ingest pipeline and the leader timers, handed to Faust in streams/) and serves
+the API. Nothing else constructs a service, so each collaborator is passed by constructor and
+exists once per process: one store, one embedder, one set of repositories.
 
 In embedded mode one process owns the chDB directory, so the worker, the alert evaluator,
-the clustering schedule and the API all run here, in one event loop, sharing one store.
+the clustering schedule and the API all run in one process, in one event loop, sharing one store.
 With a ClickHouse server, several workers can run side by side.
 """
 from __future__ import annotations
@@ -25,23 +27,21 @@ from clustering.config import ClusteringConfig, config_from_settings
 from clustering.embed import CachedEmbedder, Embedder, SentenceTransformerEmbedder
 from clustering.screen import TextScreen
 from clustering.vectorize import ClaimVectorizer
+from runbooks import RunbookRenderer
+from runbooks.alerts import AlertRunbooks
+from runbooks.issues import IssueRunbooks
 from services.alerts.backtest import CHUNK, BacktestSummary, BucketLoader, replay
 from services.alerts.evaluator import AlertEvaluator, detector_config_for
 from services.alerts.explain import AlertExplainer
 from services.alerts.input_health import InputHealthConfig
-from services.alerts.instrument import AgreementDropTest
-from services.alerts.notify import Dispatcher
 from services.alerts.records import AlertRecords, alert_repository
 from services.alerts.rules import Rule, alert_rules, load_quality
 from services.alerts.service import AlertsService
 from services.app.settings import Settings
 from services.contract.decode import Decoder
-from services.core.backoff import Backoff
 from services.core.clock import utcnow
 from services.core.command import cli_path
-from services.core.gcpolicy import tune_for_bulk
 from services.core.metrics import Metrics
-from services.core.threads import ChildProcess, in_thread
 from services.evalset.distinct import DistinctQuestions
 from services.evalset.service import EvalService
 from services.ingest.ingestor import Health, Ingestor
@@ -49,8 +49,10 @@ from services.ingest.privacy import Redactor
 from services.ingest.window import EventTimeWindow
 from services.issues.jobs import IssueJobs
 from services.issues.records import IssueRecords, issue_repository
+from services.issues.schedule import ReclusterPolicy
 from services.issues.service import IssuesService
 from services.issues.traces import TraceService
+from services.review.agreement_alerts import AgreementDropTest
 from services.review.service import ReviewService
 from services.store.backends import Store, open_store
 from services.store.evalset import EvalRepository
@@ -67,7 +69,6 @@ from services.triage.service import TriageService
 from services.triage.webhook import IssueWebhook
 
 log = logging.getLogger("claimwatch")
-SHUTDOWN_GRACE_SECONDS = 8  # open HTTP requests get this long after SIGINT/SIGTERM; the process is gone well within 15 s
 
 
 def clustering_config(settings: Settings) -> ClusteringConfig:
@@ -147,8 +148,9 @@ def build(settings: Settings, store: Store, clock: Callable[[], datetime] = utcn
                                baseline_minutes=settings.drift.baseline_minutes)
     issues = IssuesService(repos.issues, repos.rates, repos.alerts, base_url=settings.external_url, clock=clock,
                            baseline_minutes=settings.drift.baseline_minutes, explainer=explainer,
-                           distinct=DistinctQuestions(repos.evalset, embedder.embed).pick, cli=cli,
-                           owners=owner_rules(settings))
+                           distinct=DistinctQuestions(repos.evalset, embedder.embed).pick,
+                           owners=owner_rules(settings),
+                           runbook=IssueRunbooks(RunbookRenderer(), settings.external_url, cli))
     t = settings.triage
     webhook = IssueWebhook(t.webhook_url, t.webhook_secret) if t.webhook_url else None
     review = review_service(settings, repos)
@@ -156,8 +158,8 @@ def build(settings: Settings, store: Store, clock: Callable[[], datetime] = utcn
         settings=settings, store=store, repos=repos, clustering=config, embedder=embedder,
         alerts=AlertsService(repos.alerts, explainer,
                              calibration=lambda route, window, now: review.calibrated(window, now).get(route),
-                             rules=lambda: rules_in_force(settings), base_url=settings.external_url,
-                             cli=cli),
+                             rules=lambda: rules_in_force(settings),
+                             runbook=AlertRunbooks(RunbookRenderer(), settings.external_url, cli)),
         issues=issues,
         evalset=EvalService(repos.evalset, repos.issues, embedder.embed, instrument=review,
                             representatives=lambda issue_id: [m["trace_id"] for m in issues.representatives(
@@ -277,130 +279,8 @@ def opened(settings: Settings, *, starting: bool = False, cli: str = "claimwatch
         components.close()
 
 
-def ingest_lag_watch(settings: Settings):
-    """How far the worker's group is behind on the verdicts topic, read from the broker (the dashboard's banner)."""
-    from services.api.ingestlag import LagWatch
-    from services.ingest.offsets import unread
-
-    return LagWatch(lambda: unread(settings.bootstrap, settings.consumer_group, settings.verdicts_topic),
-                    settings.ingest.lag_warning_messages)
-
-
-def _api_task(components: Components):
-    import uvicorn
-
-    from services.api.app import create_api
-
-    class EmbeddedServer(uvicorn.Server):
-        @contextlib.contextmanager
-        def capture_signals(self):  # Faust owns the signals in this process
-            yield
-
-    config = uvicorn.Config(create_api(components, ingest_lag=ingest_lag_watch(components.settings)),
-                            host=components.settings.api.host,
-                            port=components.settings.api.port, log_level="warning", lifespan="off", access_log=False)
-
-    async def serve_api() -> None:
-        await EmbeddedServer(config).serve()
-
-    return serve_api
-
-
-def run_worker(settings: Settings, *, serve_api: bool, on_ready: Callable[[Components], None] | None = None) -> None:
-    """Run the Faust worker (and the API) in the foreground until SIGINT/SIGTERM."""
-    import faust
-
-    from services.alerts.cycle import AlertCycle
-    from services.alerts.instrument import AgreementWatch, InstrumentAlerts
-    from services.app.broker import create_topics, topic_epoch
-    from services.ingest.durable import DurableWriter
-    from services.ingest.offsets import BrokerOffsets, OffsetTracker
-    from services.ingest.pipeline import IngestPipeline
-    from services.issues.schedule import ClusteringSchedule, open_alert_windows
-    from services.store.repair import repair_recent
-    from streams import agents, timers
-    from streams.app import create_app
-
-    create_topics(settings.kafka, [settings.verdicts_topic, settings.dlq_topic, settings.alerts_topic], settings.partitions)
-    epoch = topic_epoch(settings.kafka, settings.verdicts_topic)
-    components = open_components(settings, starting=True, cli=service_cli())
-    decode_thread = ThreadPoolExecutor(1, thread_name_prefix="decode")  # decodes the next batch while one is written
-    clustering_thread = ThreadPoolExecutor(1, thread_name_prefix="clustering")  # long runs must not stall ingest
-    assign_thread = ThreadPoolExecutor(1, thread_name_prefix="assign")  # nor online assignment
-    schedule = None
-    c, s = components, settings
-    try:
-        if s.clickhouse.startswith("chdb:"):  # this process alone writes: safe to repair before consuming
-            report = repair_recent(c.store, utcnow())
-            if report.claims_rows or report.buckets_corrected:
-                log.warning("repaired a torn write: %s", report)
-        app, topics = create_app(s)
-        c.metrics.watch_buffer(app.byte_budget)
-
-        def backoff() -> Backoff:
-            return Backoff(s.ingest.retry_initial_seconds, s.ingest.retry_max_seconds)
-
-        offsets = OffsetTracker()
-        writer = DurableWriter(c.ingestor(epoch), c.health, c.metrics, backoff(), in_thread(c.store_thread),
-                               in_thread(decode_thread), clock=utcnow, stopping=lambda: app.should_stop)
-        pipeline = IngestPipeline(writer, agents.dead_letter_sender(topics.dlq, backoff), c.metrics, offsets)
-        agents.register_ingest(app, topics.verdicts, pipeline, s.ingest)
-        # Faust's consumer group is the app's id.
-        timers.register_lag_report(app, offsets, BrokerOffsets(s.bootstrap, app.conf.id), c.metrics)
-
-        dispatcher = Dispatcher(s.notify.alertmanager_url, s.notify.webhook_url, s.external_url,
-                                timedelta(seconds=s.notify.resend_seconds), c.metrics, owner_labels=c.owners.alert_labels)
-        agreement = InstrumentAlerts(AgreementWatch(agreement_test()), c.review.reviewed, c.repos.alerts)
-        cycle = AlertCycle(evaluator_for(s, c.repos.rates, c.repos.alerts), c.repos.alerts, dispatcher, c.metrics,
-                           in_thread(c.store_thread), explainer=c.alerts.explainer, instrument=agreement)
-        timers.register_alerting(app, topics.alerts, cycle, s)
-        timers.register_triage(app, lambda now: in_thread(c.store_thread)(c.triage.tick, now), dispatcher,
-                               s.triage.tick_seconds)
-        if s.clustering.in_worker:
-            schedule = ClusteringSchedule(lambda: c.issue_jobs, c.metrics, in_thread(clustering_thread),
-                                          policy=recluster_policy(s), assign_run=in_thread(assign_thread),
-                                          child=ChildProcess(name="claimwatch-recluster"),
-                                          windows=lambda now: open_alert_windows(c.repos.alerts, now))
-            timers.register_clustering(app, schedule, s)
-        if s.review.sample_every_minutes:
-            window = timedelta(hours=s.review.sample_window_hours)
-            run_in_store = in_thread(c.store_thread)
-            timers.register_review_sampling(app, lambda now: run_in_store(c.review.review_tick, window, now),
-                                            s.review.sample_every_minutes * 60)
-        if serve_api:
-            app.task(_api_task(c))
-        if on_ready:
-            on_ready(c)
-        tune_for_bulk()  # after start-up: see services/core/gcpolicy.py
-        worker = faust.Worker(app, loglevel=logging.getLogger().getEffectiveLevel(), quiet=True, redirect_stdouts=False)
-        try:
-            worker.execute_from_commandline()
-        except SystemExit:
-            pass
-    finally:
-        if schedule is not None:  # a re-cluster in progress is abandoned: its process stops, the last issues stay
-            schedule.close()
-        decode_thread.shutdown(wait=True)
-        clustering_thread.shutdown(wait=False, cancel_futures=True)
-        assign_thread.shutdown(wait=False, cancel_futures=True)
-        components.close()
-
-
-def recluster_policy(settings: Settings):
+def recluster_policy(settings: Settings) -> ReclusterPolicy:
     """When the leader re-clusters (services/issues/schedule.py)."""
-    from services.issues.schedule import ReclusterPolicy
-
     c = settings.clustering
     return ReclusterPolicy(c.recluster_min_new_claims, c.recluster_min_new_fraction,
                            timedelta(minutes=c.recluster_max_age_minutes))
-
-
-def run_api(settings: Settings) -> None:
-    """The HTTP API alone (against a ClickHouse server; in embedded mode use `claimwatch up`)."""
-    import uvicorn
-
-    from services.api.app import create_api
-
-    with opened(settings, starting=True, cli=service_cli()) as components:
-        uvicorn.run(create_api(components, ingest_lag=ingest_lag_watch(settings)), host=settings.api.host,
-                    port=settings.api.port, log_level="warning", timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS)

@@ -16,7 +16,8 @@ from kafka import KafkaProducer
 
 from services.api.app import create_api
 from services.app.broker import create_topics
-from services.app.compose import build, ingest_lag_watch
+from services.app.compose import build
+from services.app.processes import ingest_lag_watch
 from services.app.settings import Settings
 
 THRESHOLD, BACKLOG = 10, 12

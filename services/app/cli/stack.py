@@ -15,7 +15,7 @@ from services.app.settings import Settings
 @service_options
 def up(settings: Settings) -> None:
     """Start the embedded stack in the foreground: broker, worker, store, evaluator, API. Ctrl-C stops it."""
-    from services.app.compose import run_worker
+    from services.app.processes import run_worker
     from services.app.broker import BrokerError, EmbeddedBroker
 
     stop_on_sigterm()
@@ -87,7 +87,7 @@ def token_hint(url: str, where) -> str:
 @service_options
 def worker(settings: Settings, serve_api: bool) -> None:
     """Run the Faust worker alone (ingest, evaluator and clustering timers) against --kafka."""
-    from services.app.compose import run_worker
+    from services.app.processes import run_worker
 
     settings = settings.model_copy(update={"kafka": settings.bootstrap})
     run_worker(settings, serve_api=serve_api)
@@ -203,7 +203,7 @@ def token_name(value: str | None) -> str | None:
 @service_options
 def api_command(settings: Settings) -> None:
     """Serve the HTTP API and dashboard alone (for a ClickHouse server deployment)."""
-    from services.app.compose import run_api
+    from services.app.processes import run_api
 
     run_api(settings)
 

@@ -1,0 +1,195 @@
+"""The long-running processes, wired from compose's Components: the worker and the API server.
+
+`run_worker` adds what only a worker has to the shared objects (services/app/compose.py): the ingest
+pipeline, the leader timers and, with ``serve_api``, the API in the same event loop; Faust runs them
+(streams/). `run_api` serves the API alone. Each small builder below wires one part and hands the
+timers and agents the services they call and the intervals they keep, never Components or Settings.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Callable
+
+from services.alerts.cycle import AlertCycle
+from services.alerts.notify import Dispatcher
+from services.api.ingestlag import LagWatch
+from services.app.broker import create_topics, topic_epoch
+from services.app.compose import (
+    Components, agreement_test, evaluator_for, open_components, opened, recluster_policy, service_cli,
+)
+from services.app.settings import Settings
+from services.core.backoff import Backoff
+from services.core.clock import utcnow
+from services.core.gcpolicy import tune_for_bulk
+from services.core.threads import ChildProcess, in_thread
+from services.ingest.durable import DurableWriter
+from services.ingest.offsets import BrokerOffsets, OffsetTracker, unread
+from services.ingest.pipeline import IngestPipeline
+from services.issues.schedule import ClusteringSchedule, open_alert_windows
+from services.review.agreement_alerts import AgreementWatch, InstrumentAlerts
+from services.store.repair import repair_recent
+from streams import timers
+
+log = logging.getLogger("claimwatch")
+SHUTDOWN_GRACE_SECONDS = 8  # open HTTP requests get this long after SIGINT/SIGTERM; the process is gone well within 15 s
+
+
+def ingest_lag_watch(settings: Settings) -> LagWatch:
+    """How far the worker's group is behind on the verdicts topic, read from the broker (the dashboard's banner)."""
+    return LagWatch(lambda: unread(settings.bootstrap, settings.consumer_group, settings.verdicts_topic),
+                    settings.ingest.lag_warning_messages)
+
+
+@dataclass
+class WorkerThreads:
+    """The worker's own threads, besides the store's (Components.store_thread)."""
+
+    decode: ThreadPoolExecutor = field(  # decodes the next batch while one is written
+        default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="decode"))
+    clustering: ThreadPoolExecutor = field(  # long runs must not stall ingest
+        default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="clustering"))
+    assign: ThreadPoolExecutor = field(  # nor online assignment
+        default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="assign"))
+
+    def close(self) -> None:
+        self.decode.shutdown(wait=True)
+        self.clustering.shutdown(wait=False, cancel_futures=True)
+        self.assign.shutdown(wait=False, cancel_futures=True)
+
+
+def run_worker(settings: Settings, *, serve_api: bool, on_ready: Callable[[Components], None] | None = None) -> None:
+    """Run the Faust worker (and the API) in the foreground until SIGINT/SIGTERM."""
+    from streams.app import create_app  # Faust loads only in a worker
+
+    create_topics(settings.kafka, [settings.verdicts_topic, settings.dlq_topic, settings.alerts_topic], settings.partitions)
+    epoch = topic_epoch(settings.kafka, settings.verdicts_topic)
+    c = open_components(settings, starting=True, cli=service_cli())
+    threads = WorkerThreads()
+    schedule = None
+    try:
+        if settings.clickhouse.startswith("chdb:"):  # this process alone writes: safe to repair before consuming
+            repair_torn_writes(c)
+        app, topics = create_app(settings)
+        add_ingest(app, topics, c, threads, settings, epoch)
+        dispatcher = add_alerting(app, topics.alerts, c, settings)
+        add_triage(app, c, dispatcher, settings.triage.tick_seconds)
+        schedule = add_clustering(app, c, threads, settings) if settings.clustering.in_worker else None
+        if settings.review.sample_every_minutes:
+            add_review_sampling(app, c, settings)
+        if serve_api:
+            app.task(api_task(c))
+        if on_ready:
+            on_ready(c)
+        tune_for_bulk()  # after start-up: see services/core/gcpolicy.py
+        run_faust(app)
+    finally:
+        if schedule is not None:  # a re-cluster in progress is abandoned: its process stops, the last issues stay
+            schedule.close()
+        threads.close()
+        c.close()
+
+
+def repair_torn_writes(c: Components) -> None:
+    report = repair_recent(c.store, utcnow())
+    if report.claims_rows or report.buckets_corrected:
+        log.warning("repaired a torn write: %s", report)
+
+
+def add_ingest(app, topics, c: Components, threads: WorkerThreads, settings: Settings, epoch: str) -> None:
+    """The ingest agent over the verdicts topic, and each worker's consumer-lag report."""
+    from streams import agents  # Faust loads only in a worker
+
+    i = settings.ingest
+    c.metrics.watch_buffer(app.byte_budget)
+
+    def backoff() -> Backoff:
+        return Backoff(i.retry_initial_seconds, i.retry_max_seconds)
+
+    offsets = OffsetTracker()
+    writer = DurableWriter(c.ingestor(epoch), c.health, c.metrics, backoff(), in_thread(c.store_thread),
+                           in_thread(threads.decode), clock=utcnow, stopping=lambda: app.should_stop)
+    pipeline = IngestPipeline(writer, agents.dead_letter_sender(topics.dlq, backoff), c.metrics, offsets)
+    agents.register_ingest(app, topics.verdicts, pipeline, i)
+    # Faust's consumer group is the app's id.
+    timers.register_lag_report(app, offsets, BrokerOffsets(settings.bootstrap, app.conf.id), c.metrics)
+
+
+def add_alerting(app, alerts_topic, c: Components, settings: Settings) -> Dispatcher:
+    """The leader's alert evaluation and resends; returns the dispatcher that notifies."""
+    n = settings.notify
+    dispatcher = Dispatcher(n.alertmanager_url, n.webhook_url, settings.external_url,
+                            timedelta(seconds=n.resend_seconds), c.metrics, owner_labels=c.owners.alert_labels,
+                            retry_initial_seconds=n.retry_initial_seconds, retry_max_seconds=n.retry_max_seconds)
+    agreement = InstrumentAlerts(AgreementWatch(agreement_test()), c.review.reviewed, c.repos.alerts)
+    cycle = AlertCycle(evaluator_for(settings, c.repos.rates, c.repos.alerts), c.repos.alerts, dispatcher, c.metrics,
+                       in_thread(c.store_thread), explainer=c.alerts.explainer, instrument=agreement)
+    timers.register_alerting(app, alerts_topic, cycle, settings.drift.eval_interval_seconds, n.resend_seconds)
+    return dispatcher
+
+
+def add_triage(app, c: Components, dispatcher: Dispatcher, interval_seconds: float) -> None:
+    run_in_store = in_thread(c.store_thread)
+    timers.register_triage(app, lambda now: run_in_store(c.triage.tick, now), dispatcher, interval_seconds)
+
+
+def add_clustering(app, c: Components, threads: WorkerThreads, settings: Settings) -> ClusteringSchedule:
+    """The leader's re-clustering and online assignment, each on its own thread."""
+    s = settings.clustering
+    schedule = ClusteringSchedule(lambda: c.issue_jobs, c.metrics, in_thread(threads.clustering),
+                                  policy=recluster_policy(settings), assign_run=in_thread(threads.assign),
+                                  child=ChildProcess(name="claimwatch-recluster"),
+                                  windows=lambda now: open_alert_windows(c.repos.alerts, now))
+    timers.register_clustering(app, schedule, s.interval_minutes * 60, s.assign_interval_seconds)
+    return schedule
+
+
+def add_review_sampling(app, c: Components, settings: Settings) -> None:
+    r = settings.review
+    window, run_in_store = timedelta(hours=r.sample_window_hours), in_thread(c.store_thread)
+    timers.register_review_sampling(app, lambda now: run_in_store(c.review.review_tick, window, now),
+                                    r.sample_every_minutes * 60)
+
+
+def run_faust(app) -> None:
+    import faust  # Faust loads only in a worker
+
+    worker = faust.Worker(app, loglevel=logging.getLogger().getEffectiveLevel(), quiet=True, redirect_stdouts=False)
+    try:
+        worker.execute_from_commandline()
+    except SystemExit:
+        pass
+
+
+def api_task(c: Components):
+    """The API served in the worker's event loop (`claimwatch up`)."""
+    import uvicorn  # FastAPI and uvicorn load only in a process that serves HTTP
+
+    from services.api.app import create_api
+
+    class EmbeddedServer(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self):  # Faust owns the signals in this process
+            yield
+
+    config = uvicorn.Config(create_api(c, ingest_lag=ingest_lag_watch(c.settings)), host=c.settings.api.host,
+                            port=c.settings.api.port, log_level="warning", lifespan="off", access_log=False)
+
+    async def serve_api() -> None:
+        await EmbeddedServer(config).serve()
+
+    return serve_api
+
+
+def run_api(settings: Settings) -> None:
+    """The HTTP API alone (against a ClickHouse server; in embedded mode use `claimwatch up`)."""
+    import uvicorn  # FastAPI and uvicorn load only in a process that serves HTTP
+
+    from services.api.app import create_api
+
+    with opened(settings, starting=True, cli=service_cli()) as components:
+        uvicorn.run(create_api(components, ingest_lag=ingest_lag_watch(settings)), host=settings.api.host,
+                    port=settings.api.port, log_level="warning", timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS)
