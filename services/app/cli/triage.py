@@ -69,7 +69,7 @@ def issues_archive(settings: Settings, issue_id: str, duration: str | None, clai
     body = {"by": by, **({"duration": duration} if duration else {}), **({"claims": claims} if claims else {})}
     data = _change(settings, issue_id, "archive", body, lambda t: t.archive(issue_id, by, length, claims))
     console.print(f"{data['issue_id']} is archived {data['archive']['text']}; "
-                  f"`claimwatch issues list --state archived` lists it")
+                  f"`claimwatch issues list --state archived` lists it", soft_wrap=True)  # a command, unbroken
 
 
 @issues.command("note")
