@@ -1,4 +1,9 @@
-"""Shared pieces of the command line: the group, settings flags, store and API access."""
+"""Shared pieces of the command line: the group, settings flags, store and API access.
+
+The API is reached through the `Api` in the click context's ``obj``: ``main`` makes one (its httpx client is
+created on first use and closed when the command ends); tests pass their own, e.g.
+``CliRunner().invoke(main, args, obj=Api(test_client))``.
+"""
 from __future__ import annotations
 
 import functools
@@ -21,6 +26,31 @@ out = Console()
 
 class Abort(click.ClickException):
     """A user-facing error: printed without a traceback, exit code 1."""
+
+
+class Api:
+    """How the command line talks HTTP to a claimwatch API: through ``client`` when given (a test's), else one
+    httpx client of its own, made on first use and closed by ``close``."""
+
+    TIMEOUT_SECONDS = 30
+
+    def __init__(self, client: httpx.Client | None = None):
+        self._client = client
+        self._owned = client is None
+
+    def request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+        if self._client is None:
+            self._client = httpx.Client(timeout=self.TIMEOUT_SECONDS)
+        return self._client.request(method, url, **kwargs)
+
+    def close(self) -> None:
+        if self._owned and self._client is not None:
+            self._client.close()
+
+
+def api() -> Api:
+    """The running command's Api (``main`` puts it in the click context)."""
+    return click.get_current_context().find_object(Api)
 
 
 def service_options(fn: Callable) -> Callable:
@@ -72,8 +102,8 @@ def reach(settings: Settings, path: str, params: dict, local: Callable[[Any], An
     """Ask the running service; if none answers, open the store files directly."""
     headers = auth_headers(settings)
     try:
-        response = httpx.request(method, settings.api.url.rstrip("/") + path, params=params, json=body,
-                                 headers=headers, timeout=30)
+        response = api().request(method, settings.api.url.rstrip("/") + path, params=params, json=body,
+                                 headers=headers)
     except httpx.TransportError:
         return on_store(settings, local)
     if response.status_code >= 400:
@@ -134,8 +164,12 @@ def pct(x: float | None) -> str:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-v", "--verbose", is_flag=True, help="Log more.")
-def main(verbose: bool) -> None:
+@click.pass_context
+def main(ctx: click.Context, verbose: bool) -> None:
     """claimwatch: claim-level hallucination monitoring for RAG and LLM products."""
+    if not isinstance(ctx.obj, Api):  # a test may have passed its own (invoke(..., obj=Api(client)))
+        ctx.obj = Api()
+        ctx.call_on_close(ctx.obj.close)
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not verbose:  # the Kafka clients narrate transient reconnects at WARNING

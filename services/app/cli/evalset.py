@@ -8,8 +8,8 @@ from pathlib import Path
 import click
 import httpx
 
-from services.app.cli.base import (Abort, auth_headers, by_option, console, main, on_store, out, print_json, reach, refusal,
-                                   service_options, who)
+from services.app.cli.base import (Abort, api, auth_headers, by_option, console, main, on_store, out, print_json, reach,
+                                   refusal, service_options, who)
 from services.app.cli.tables import Column, labelled, output_option, print_labelled, print_table, terminal_width
 from services.app.settings import Settings
 from services.core.command import cli_command
@@ -130,8 +130,8 @@ def evalset_items(settings: Settings, state: str | None, output: str) -> None:
 def evalset_export(settings: Settings, out: Path, by: str) -> None:
     """Write approved items with their spans and labels, one item per line."""
     try:
-        response = httpx.get(settings.api.url.rstrip("/") + "/api/promotions/export", timeout=60,
-                             headers=auth_headers(settings))
+        response = api().request("GET", settings.api.url.rstrip("/") + "/api/promotions/export", timeout=60,
+                                 headers=auth_headers(settings))
         if response.status_code != 200:
             raise Abort(f"export failed: {refusal(response, settings.api.url.rstrip('/') + '/api/promotions/export')}")
         try:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from urllib.parse import urlsplit
 
-import httpx
 import orjson
 import pytest
 from click.testing import CliRunner
@@ -27,6 +26,7 @@ from services.issues.records import issue_repository
 from services.rates.intervals import Interval
 from services.store.convert import ch_time
 from services.store.writer import EventWriter
+from tests.support.cli import answer_http_with
 
 START = datetime(2026, 11, 21, 8, 0, tzinfo=timezone.utc)
 MINUTES, REGRESSION_AT = 60, 30
@@ -113,17 +113,14 @@ def test_an_issue_lists_the_alerts_it_contributes_to(client):
 
 
 def test_cli_alerts_show_carries_the_explanation(client, monkeypatch):
-    def request(method, url, params=None, json=None, headers=None, timeout=None):
-        return client.request(method, url, params=params, json=json, headers=headers)
-
-    monkeypatch.setattr(httpx, "request", request)
-    monkeypatch.setenv("CLAIMWATCH_TOKEN", TOKEN)
-    result = CliRunner().invoke(main, ["alerts", "show", ALERT_ID, "-o", "json", "--api", "http://testserver"])
+    api = answer_http_with(client, monkeypatch, TOKEN)
+    result = CliRunner().invoke(main, ["alerts", "show", ALERT_ID, "-o", "json", "--api", "http://testserver"], obj=api)
     assert result.exit_code == 0, result.output
     shown = orjson.loads(result.output)
     top = shown["explanation"]["issues"][0]
     assert top["name"] == "Invented refund amounts"
-    text = CliRunner(env={"COLUMNS": "80"}).invoke(main, ["alerts", "show", ALERT_ID, "--api", "http://testserver"])
+    text = CliRunner(env={"COLUMNS": "80"}).invoke(main, ["alerts", "show", ALERT_ID, "--api", "http://testserver"],
+                                                   obj=api)
     assert text.exit_code == 0, text.output
     lines = text.output.splitlines()
     first = next(n for n, line in enumerate(lines) if line.startswith("issues "))   # what the parts are, then each

@@ -62,10 +62,10 @@ def client(world):  # noqa: F811
 
 @pytest.fixture
 def cli(client, monkeypatch):
-    answer_http_with(client, monkeypatch, TOKEN)
+    api = answer_http_with(client, monkeypatch, TOKEN)
 
     def run(*args: str, columns: int = WIDTH) -> str:
-        result = CliRunner(env={"COLUMNS": str(columns)}).invoke(main, [*args, "--api", "http://testserver"])
+        result = CliRunner(env={"COLUMNS": str(columns)}).invoke(main, [*args, "--api", "http://testserver"], obj=api)
         assert result.exit_code == 0, result.output
         return result.output
     return run

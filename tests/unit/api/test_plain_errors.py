@@ -22,9 +22,9 @@ def client(world):  # noqa: F811
 @pytest.fixture
 def cli(client, monkeypatch):
     """`claimwatch` whose HTTP calls reach the in-process API; no configured name unless a test sets one."""
-    answer_http_with(client, monkeypatch, TOKEN)
+    api = answer_http_with(client, monkeypatch, TOKEN)
     monkeypatch.delenv("CLAIMWATCH_IDENTITY__NAME", raising=False)
-    return lambda *args: CliRunner().invoke(main, [*args, "--api", "http://testserver"])
+    return lambda *args: CliRunner().invoke(main, [*args, "--api", "http://testserver"], obj=api)
 
 
 def a_trace_of(client, issue_id: str) -> str:

@@ -19,7 +19,7 @@ from services.contract.decode import Decoder
 from services.contract.model import VerdictEvent
 from services.store.writer import EventWriter
 from tests.unit.api.test_api import EVIL_TEXT, START, TOKEN, client_for, world  # noqa: F401  (world is a fixture)
-from tests.support.cli import answer_http_with
+from tests.support.cli import answer_http_by, answer_http_with
 
 ODD_ID = "tr/odd?#&+ id"            # reserved URL characters a trace id may carry
 TWICE = "tr-sent-twice"
@@ -172,8 +172,8 @@ def test_issue_exemplars_link_their_traces(client):
 @pytest.fixture
 def cli(client, monkeypatch):
     """`claimwatch` whose HTTP calls reach the in-process API."""
-    answer_http_with(client, monkeypatch, TOKEN)
-    return lambda *args: CliRunner().invoke(main, [*args, "--api", "http://testserver"])
+    api = answer_http_with(client, monkeypatch, TOKEN)
+    return lambda *args: CliRunner().invoke(main, [*args, "--api", "http://testserver"], obj=api)
 
 
 def test_cli_prints_the_trace_in_80_columns(cli, store):
@@ -221,15 +221,15 @@ def test_cli_reads_the_store_when_no_api_answers(store, monkeypatch):
         def close(self):
             pass
 
-    def refuse(*args, **kwargs):
-        raise httpx.ConnectError("refused")
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("refused", request=request)
 
-    monkeypatch.setattr(httpx, "request", refuse)
+    api = answer_http_by(refuse)
     monkeypatch.setattr(compose, "open_components", lambda settings, **how: Borrowed())
-    result = CliRunner().invoke(main, ["trace", TWICE, "--json", "--api", "http://127.0.0.1:9"])
+    result = CliRunner().invoke(main, ["trace", TWICE, "--json", "--api", "http://127.0.0.1:9"], obj=api)
     assert result.exit_code == 0, result.output
     assert orjson.loads(result.output)["answer"] == "Second try."
-    missing = CliRunner().invoke(main, ["trace", "tr-nope", "--api", "http://127.0.0.1:9"])
+    missing = CliRunner().invoke(main, ["trace", "tr-nope", "--api", "http://127.0.0.1:9"], obj=api)
     assert missing.exit_code == 1 and "no trace 'tr-nope' is stored" in missing.output
 
 

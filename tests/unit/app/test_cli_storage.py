@@ -29,10 +29,11 @@ def client(store):
 
 @pytest.fixture
 def cli(client, monkeypatch):
-    answer_http_with(client, monkeypatch, "unused")
+    api = answer_http_with(client, monkeypatch, "unused")
 
     def run(*args: str, columns: int = WIDTH) -> str:
-        result = CliRunner(env={"COLUMNS": str(columns)}).invoke(main, ["storage", *args, "--api", "http://testserver"])
+        result = CliRunner(env={"COLUMNS": str(columns)}).invoke(main, ["storage", *args, "--api", "http://testserver"],
+                                                                 obj=api)
         assert result.exit_code == 0, result.output
         return result.output
     return run

@@ -22,7 +22,7 @@ from services.app.cli.rules import RULE_COLUMNS
 from services.app.cli.tables import Column, ago, render
 from services.core.clock import utcnow
 from tests.unit.api.test_api import AUTH, HTML_ROUTE, SQL_ROUTE, TOKEN, client_for, world  # noqa: F401  (fixture)
-from tests.support.cli import answer_http_with
+from tests.support.cli import answer_http_by, answer_http_with
 
 WIDTH = 80
 
@@ -40,10 +40,10 @@ def client(world):  # noqa: F811
 @pytest.fixture
 def cli(client, monkeypatch):
     """`claimwatch ...` at COLUMNS=80, its HTTP calls answered by the in-process API."""
-    answer_http_with(client, monkeypatch, TOKEN)
+    api = answer_http_with(client, monkeypatch, TOKEN)
 
     def run(*args: str, columns: int = WIDTH):
-        result = CliRunner(env={"COLUMNS": str(columns)}).invoke(main, [*args, "--api", "http://testserver"])
+        result = CliRunner(env={"COLUMNS": str(columns)}).invoke(main, [*args, "--api", "http://testserver"], obj=api)
         assert result.exit_code == 0, result.output
         return result.output
     return run
@@ -112,12 +112,9 @@ ISSUES = [{"issue_id": "iss-b8080668579f", "name": '"the robot vacuum empties it
            "routes": {"product-search": 9, LONG_ROUTE: 3}}]
 
 
-def test_eval_items_keep_ids_whole_and_drop_columns_before_cutting(monkeypatch):
-    def request(method, url, params=None, json=None, headers=None, timeout=None):
-        return httpx.Response(200, json=ITEMS, request=httpx.Request(method, url))
-
-    monkeypatch.setattr(httpx, "request", request)
-    run = lambda *a: CliRunner(env={"COLUMNS": "80"}).invoke(main, ["evalset", "items", *a, "--api", "http://x"])
+def test_eval_items_keep_ids_whole_and_drop_columns_before_cutting():
+    api = answer_http_by(lambda request: httpx.Response(200, json=ITEMS))
+    run = lambda *a: CliRunner(env={"COLUMNS": "80"}).invoke(main, ["evalset", "items", *a, "--api", "http://x"], obj=api)
     lines = fits(run().output)
     assert all(any(i["item_id"] in line for line in lines) for i in ITEMS)
     assert orjson.loads(run("-o", "json").output) == ITEMS

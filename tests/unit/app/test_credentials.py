@@ -14,6 +14,7 @@ from services.app.cli.stack import _local_token
 from services.app.credentials import (LEGACY_TOKEN, add_token_hash, find_token, hashes_path, hosts_path, save_token,
                                       stored_token)
 from services.app.settings import Settings
+from tests.support.cli import answer_http_by
 
 URL = "http://127.0.0.1:8080"
 
@@ -80,13 +81,13 @@ def test_the_cli_sends_the_stored_token_and_the_environment_overrides_it(home, m
     save_token(URL, "cw_stored")
     sent = []
 
-    def request(method, url, params=None, json=None, headers=None, timeout=None):
-        sent.append((headers or {}).get("Authorization"))
-        return httpx.Response(200, json=[], request=httpx.Request(method, url))
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(request.headers.get("Authorization"))
+        return httpx.Response(200, json=[])
 
-    monkeypatch.setattr(httpx, "request", request)
-    assert CliRunner().invoke(main, ["alerts", "list"]).exit_code == 0
-    assert CliRunner(env={"CLAIMWATCH_TOKEN": "cw_env"}).invoke(main, ["alerts", "list"]).exit_code == 0
+    api = answer_http_by(answer)
+    assert CliRunner().invoke(main, ["alerts", "list"], obj=api).exit_code == 0
+    assert CliRunner(env={"CLAIMWATCH_TOKEN": "cw_env"}).invoke(main, ["alerts", "list"], obj=api).exit_code == 0
     assert sent == ["Bearer cw_stored", "Bearer cw_env"]
 
 

@@ -100,11 +100,11 @@ def test_the_api_gate_checks_kappa_on_the_review_labels(labelled):
 
 
 def test_the_cli_gate_exits_1_naming_the_check_and_0_when_it_holds(labelled, monkeypatch):
-    answer_http_with(labelled, monkeypatch, TOKEN)
+    api = answer_http_with(labelled, monkeypatch, TOKEN)
     monkeypatch.setenv("COLUMNS", "200")
 
     def gate(*args):
-        return CliRunner().invoke(main, ["eval", "gate", *args, "--api", "http://testserver"])
+        return CliRunner().invoke(main, ["eval", "gate", *args, "--api", "http://testserver"], obj=api)
 
     assert gate("--min-kappa", "-0.5").exit_code == 0
     strict = gate("--min-kappa", "0.99")

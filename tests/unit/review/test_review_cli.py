@@ -14,9 +14,9 @@ from tests.unit.review.test_review_api import TOKEN, world  # noqa: F401  (world
 @pytest.fixture
 def cli(world, monkeypatch):  # noqa: F811
     client, _ = world
-    answer_http_with(client, monkeypatch, TOKEN)
+    api = answer_http_with(client, monkeypatch, TOKEN)
     monkeypatch.setenv("COLUMNS", "160")
-    return lambda *args: CliRunner().invoke(main, [*args, "--api", "http://testserver"])
+    return lambda *args: CliRunner().invoke(main, [*args, "--api", "http://testserver"], obj=api)
 
 
 def test_next_shows_the_claim_blind_and_label_reveals(cli):
