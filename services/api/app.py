@@ -116,9 +116,10 @@ def create_api(components, policy: ApiPolicy | None = None, now: Callable[[], da
     install_error_handlers(api)
     alerts, issues, evalset = components.alerts, components.issues, components.evalset
 
-    api.include_router(ops.router(components.store, components.repos.rates, components.health, components.metrics, gate,
-                                  ingest_lag, components.settings.ingest.lag_warning_messages))
-    api.include_router(rates.router(components.repos.rates, alerts, partial(route_report, components),
+    repos = components.repos
+    api.include_router(ops.router(components.store, repos.rates, repos.storage, components.health, components.metrics,
+                                  gate, ingest_lag, components.settings.ingest.lag_warning_messages))
+    api.include_router(rates.router(repos.rates, alerts, partial(route_report, components),
                                     detector_config_for(components.settings.drift), gate, now))
     api.include_router(alerts_routes.router(alerts, gate, now))
     api.include_router(issues_routes.router(issues, components.triage, gate))

@@ -62,6 +62,7 @@ from services.store.rates import RateRepository
 from services.store.review import ReviewRepository
 from services.store.retention import Retention, RetentionKeeper
 from services.store.scratch import private_store
+from services.store.storage import StorageRepository
 from services.store.traces import TraceRepository
 from services.store.writer import EventWriter
 from services.triage.owners import Owner, OwnerRule, OwnerRules
@@ -93,11 +94,12 @@ class Repositories:
     evalset: EvalRepository
     traces: TraceRepository
     review: ReviewRepository
+    storage: StorageRepository
 
     @classmethod
     def on(cls, store: Store, clock: Callable[[], datetime] = utcnow) -> "Repositories":
         return cls(RateRepository(store, clock), alert_repository(store), issue_repository(store, clock),
-                   EvalRepository(store), TraceRepository(store), ReviewRepository(store))
+                   EvalRepository(store), TraceRepository(store), ReviewRepository(store), StorageRepository(store))
 
 
 @dataclass

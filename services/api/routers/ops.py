@@ -36,8 +36,8 @@ def publish_route_rates(metrics, rates: RateRepository, window: str = GAUGE_WIND
         metrics.route_rate_hi.labels(e["route"], window).set(e["interval"][1])
 
 
-def router(store: Store, rates: RateRepository, health: IngestHealth, registry: Metrics, gate: Gate,
-           ingest_lag: LagWatch | None, lag_warning_messages: int) -> APIRouter:
+def router(store: Store, rates: RateRepository, storage: StorageRepository, health: IngestHealth, registry: Metrics,
+           gate: Gate, ingest_lag: LagWatch | None, lag_warning_messages: int) -> APIRouter:
     """``health``: the ingest writes' (readiness); ``registry``: the process's metrics; ``lag_warning_messages``:
     the lag the banner warns at."""
     r = APIRouter()
@@ -83,8 +83,6 @@ def router(store: Store, rates: RateRepository, health: IngestHealth, registry: 
     async def get_ingest() -> dict:
         found = await ingest_lag.current() if ingest_lag else None
         return (found or IngestLag(None, lag_warning_messages, "not read yet")).as_dict()
-
-    storage = StorageRepository(store)
 
     @r.get("/api/storage", tags=["ops"], summary="Rows, bytes and bytes per claim per table, with the TTLs in force",
            response_model=StorageReport, dependencies=read, responses=guarded)

@@ -44,9 +44,7 @@ def storage(settings: Settings, output: str) -> None:
     Bytes per claim is a table's compressed bytes divided by the claims stored. KEPT is the TTL in
     force on event time (settings: retention.raw_days, retention.aggregate_days). -o json prints the API's JSON.
     """
-    from services.store.storage import StorageRepository
-
-    data = reach(settings, "/api/storage", {}, lambda c: StorageRepository(c.store).report())
+    data = reach(settings, "/api/storage", {}, lambda c: c.repos.storage.report())
     if output == "json":
         print_json(data)
         return
