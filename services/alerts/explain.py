@@ -255,7 +255,8 @@ class AlertExplainer:
         claims_of = self.issues.representatives_on_route(ids, alert.route, start, until) if ids else {}
         named = {c.issue_id: Contribution(c.issue_id, c.failed, c.expected, c.contribution, c.share,
                                           name=names.get(c.issue_id, c.issue_id), claim=claims_of.get(c.issue_id),
-                                          runbook_url=f"{self.base_url}/issues/{c.issue_id}") for c in shown}
+                                          runbook_url=f"{self.base_url}/issues/{c.issue_id}?alert={alert.alert_id}")
+                 for c in shown}
         pending = self.issues.unassigned_on_route(alert.route, start, until)
         return AlertExplanation(alert.alert_id, alert.route, start, end, claims, failed, baseline,
                                 tuple(named.get(c.issue_id, c) for c in issues), unclustered, base_start, pending)

@@ -144,7 +144,7 @@ def top_issues(explanation: AlertExplanation | None, external_url: str, n: int =
         return []
     return [{"issue_id": c.issue_id, "name": c.name, "share": None if c.share is None else round(c.share, 4),
              "failed": c.failed, "contribution": round(c.contribution, 2), "claim": _claim_text(c),
-             "trace_id": (c.claim or {}).get("trace_id"), "runbook_url": f"{external_url}/issues/{c.issue_id}"}
+             "trace_id": (c.claim or {}).get("trace_id"), "runbook_url": f"{external_url}/issues/{c.issue_id}?alert={explanation.alert_id}"}
             for c in explanation.top(n)]
 
 

@@ -180,11 +180,12 @@ class Pages:
         return self._page(request, "issues.html", title="Issues", issues=found, available=self.issues is not None,
                           filters={**{k: v or "" for k, v in filters.items()}, "sort": sort})
 
-    def issue_page(self, request: Request, issue_id: str) -> Response:
+    def issue_page(self, request: Request, issue_id: str, alert: str | None = Query(None, max_length=200)) -> Response:
+        """``alert``: the alert page the reader came from (its window gives the representative traces)."""
         if self.issues is None:
             raise NotFound("issues are not available in this build yet")
-        issue = self.issues.show(issue_id)
-        runbook = self.issues.runbook(issue_id, "html")
+        issue = self.issues.show(issue_id, alert)
+        runbook = self.issues.runbook(issue_id, "html", alert)
         return self._page(request, "issue.html", title=issue["name"], issue=issue, runbook=embeddable_runbook(runbook),
                           can_promote=self.evalset is not None)
 

@@ -84,11 +84,12 @@ class IssuesService:
     def summary(self, issue_id: str) -> dict:
         return self._view(self.issues.get(issue_id), self.issues.member_counts())
 
-    def show(self, issue_id: str) -> dict:
+    def show(self, issue_id: str, alert_id: str | None = None) -> dict:
+        """``alert_id``: the page the reader came from; its window gives the representative traces."""
         record = self.issues.get(issue_id)
         view = self._view(record, self.issues.member_counts())
         figures = self.figures(issue_id)
-        exemplars, source = self._representatives(record)
+        exemplars, source = self._representatives(record, alert_id=alert_id)
         out = {**view, "exemplars": exemplars, "exemplars_from": source, "history": list(record.history),
                "activity": activity(record),
                "split_from": record.split_from, **self.figures_json(figures, exemplars, source)}
@@ -127,16 +128,20 @@ class IssuesService:
                                                   "stored"))
         return out
 
-    def representatives(self, record: IssueRecord, limit: int = MAX_TRACES) -> list[dict]:
+    def representatives(self, record: IssueRecord, limit: int = MAX_TRACES, alert_id: str | None = None) -> list[dict]:
         """Up to ``limit`` members from distinct traces whose questions a promote command can propose together (no
         near duplicates). While the issue has members in an open alert's window, they come from there: after the
         onset, on the alert's suspect version when it has one. Otherwise the clustering's exemplars come first,
-        then the most typical members. The runbook, the issue page and `promote propose` all use this set."""
-        return self._representatives(record, limit)[0]
+        then the most typical members. The runbook, the issue page and `promote propose` all use this set.
+        ``alert_id``: the alert the reader came from, when the issue has members in its window."""
+        return self._representatives(record, limit, alert_id)[0]
 
-    def _representatives(self, record: IssueRecord, limit: int = MAX_TRACES) -> tuple[list[dict], str]:
+    def _representatives(self, record: IssueRecord, limit: int = MAX_TRACES,
+                         alert_id: str | None = None) -> tuple[list[dict], str]:
         """The representatives, and where they come from ("" for the whole issue)."""
-        members, source = self._alert_window_members(record)
+        members, source = self._alert_window_members(record, alert_id) if alert_id else ([], "")
+        if not members:
+            members, source = self._alert_window_members(record)
         if not members:
             rank = {k: i for i, k in enumerate(record.exemplar_ids)}
             members = sorted(self.issues.members(record.issue_id, 500),
@@ -152,22 +157,26 @@ class IssuesService:
         keep = self.distinct([m["event_id"] for m in chosen], [m.get("question") or "" for m in chosen], limit)
         return [chosen[i] for i in keep], source
 
-    def _alert_window_members(self, record: IssueRecord) -> tuple[list[dict], str]:
+    def _alert_window_members(self, record: IssueRecord, alert_id: str | None = None) -> tuple[list[dict], str]:
         """The issue's members in the window of the open alert it matters most to (firing before pending): only
         those on the alert's top suspect version when there are any. ([], "") without such an alert.
 
         "Matters most": where it ranks highest among the issues behind the alert's excess, then where it holds
         the largest share of it (the explainer's, as the alert page names them); without an explainer, the
         largest share of the window's clustered failing claims. An alert where the issue is under
-        ``DRIVING_SHARE`` is the route's usual noise, not the issue's page, so it is passed over."""
+        ``DRIVING_SHARE`` is the route's usual noise, not the issue's page, so it is passed over.
+
+        ``alert_id``: that alert only, whatever the issue's share of it (the reader came from its page)."""
         now = self.clock()
         candidates = []
         for alert in self.alerts.open_alerts():
-            if alert.route not in record.routes or not explainable(alert):
+            # the alert asked for may be on a route the issue reached after it was clustered (online assignment)
+            wanted = alert.alert_id == alert_id if alert_id else alert.route in record.routes
+            if not wanted or not explainable(alert):
                 continue
             start, end = alert_window(alert, now)
             until = end + timedelta(minutes=1, milliseconds=-1)
-            rank, share = self._standing(record.issue_id, alert, start, until, now)
+            rank, share = (0, 1.0) if alert_id else self._standing(record.issue_id, alert, start, until, now)
             if share >= DRIVING_SHARE:
                 candidates.append((alert.starts_at is None, rank, -share, alert.alert_id, start, until, alert))
         if not candidates:
@@ -242,11 +251,11 @@ class IssuesService:
             current = self.issues.get(current.merged_into)
         return f"issue {target.issue_id} was merged into {target.merged_into}; merge into {chain[-1]} instead"
 
-    def runbook(self, issue_id: str, fmt: str = "md") -> str:
+    def runbook(self, issue_id: str, fmt: str = "md", alert_id: str | None = None) -> str:
         if fmt not in ("md", "html"):
             raise ValueError(f"format must be md or html, got {fmt!r}")
         record = self.issues.get(issue_id)
-        exemplars, source = self._representatives(record)
+        exemplars, source = self._representatives(record, alert_id=alert_id)
         details = self.issues.event_details([m["event_id"] for m in exemplars])
         if self.write_runbook is None:
             raise RuntimeError("this IssuesService was built without a runbook writer (services/app/compose.py)")

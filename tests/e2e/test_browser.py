@@ -179,13 +179,13 @@ def test_the_on_call_journey_from_a_page_to_a_regression_test(worker, session):
     page.click("#token-form button[type=submit]")
     why = page.locator(f'[id="{alert_id}-why"]')
     top_link = why.locator("a[href^='/issues/']").first
-    assert top_link.get_attribute("href") == f"/issues/{quote(issue['issue_id'], safe='')}"
+    assert top_link.get_attribute("href") == f"/issues/{quote(issue['issue_id'], safe='')}?alert={alert_id}"  # its traces from this alert
     session.shot("journey-1-alert")
 
     # 2. The cause: the issue page, with its runbook.
     top_link.click()
     page.wait_for_load_state("networkidle")
-    assert page.url.endswith(f"/issues/{quote(issue['issue_id'], safe='')}")
+    assert page.url.endswith(f"/issues/{quote(issue['issue_id'], safe='')}?alert={alert_id}")
     # drawn, or (an issue formed from the alert's window minutes ago) waiting for the next full re-cluster
     page.wait_for_selector("#issue-map .main-svg, #issue-map.map-pending")
     assert page.locator(".runbook-body h3").count() >= 1

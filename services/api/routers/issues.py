@@ -45,8 +45,8 @@ def router(issues, triage, gate: Gate) -> APIRouter:
 
     @r.get("/api/issues/{issue_id}", summary="One issue with its exemplars and history", response_model=IssueDetail,
            dependencies=read, responses=reads)
-    def show_issue(issue_id: str = path_id()) -> dict:
-        return issues.show(issue_id)
+    def show_issue(issue_id: str = path_id(), alert: str | None = Query(None, max_length=200, description="the alert the reader came from: its window gives the representative traces")) -> dict:
+        return issues.show(issue_id, alert)
 
     @r.get("/api/issues/{issue_id}/members", summary="The issue's failing claims, most typical first",
            response_model=list[IssueMember], dependencies=read, responses=reads)
@@ -63,8 +63,9 @@ def router(issues, triage, gate: Gate) -> APIRouter:
            responses={200: {"content": {"text/markdown": {"schema": {"type": "string"}},
                                         "text/html": {"schema": {"type": "string"}}}},
                       **guarded, **TEXT_ERROR_RESPONSES})
-    def issue_runbook(issue_id: str = path_id(), format: Literal["md", "html"] = "md") -> PlainTextResponse:
-        text = issues.runbook(issue_id, format)
+    def issue_runbook(issue_id: str = path_id(), format: Literal["md", "html"] = "md",
+                      alert: str | None = Query(None, max_length=200, description="the alert the reader came from: its window gives the representative traces")) -> PlainTextResponse:
+        text = issues.runbook(issue_id, format, alert)
         return PlainTextResponse(text, media_type=RUNBOOK_TYPES[format])
 
     @r.post("/api/issues/{issue_id}/resolve", summary="Mark the issue resolved", response_model=IssueSummary,

@@ -19,6 +19,7 @@ from services.app.cli.tables import (
     _plain as plain, Column, ago, at as _at, labelled, output_option, print_labelled, print_table, terminal_width,
 )
 from services.api.serialise import as_json as serialise
+from services.core.command import cli_command
 from services.core.clock import utcnow
 from services.app.settings import Settings, SettingsError, load_settings
 
@@ -177,6 +178,12 @@ def _issues(e: dict | None) -> list[str]:
                              f"{p.get('name') or 'unclustered'}{ids(p)}" for p in parts]
 
 
+def _top_runbook(a: dict) -> str:
+    """The command for the runbook of the issue behind most of the excess, its traces from this alert's window."""
+    top = next((p["issue_id"] for p in (a.get("explanation") or {}).get("issues") or [] if p.get("issue_id")), None)
+    return f"{cli_command()} runbook {top} --alert {a['alert_id']}" if top else ""
+
+
 def _claims(n: float) -> str:
     return f"{n:+,.0f} claim" + ("" if round(abs(n)) == 1 else "s")
 
@@ -234,6 +241,7 @@ def alert_fields(a: dict, now: datetime) -> list[tuple[str, str | list[str]]]:
         ("window", f"{a['window']} min, {a['claims']:,} {counted(a['kind'])}"),
         ("driven by", f"{a['driving_verdict']} claims" if a["driving_verdict"] else ""),
         ("suspects", _suspects(a)), ("issues", _issues(a.get("explanation"))),
+        ("runbook", _top_runbook(a)),
         ("transitions", [_transition(t, now, a) for t in a.get("transitions") or []]),
     ]
     return [(label, value) for label, value in fields if value]

@@ -192,11 +192,12 @@ def issues_merge(settings: Settings, issue_id: str, into: str, by: str | None) -
 @click.argument("issue_id")
 @click.option("--format", "fmt", type=click.Choice(["md", "html"]), default="md", show_default=True)
 @click.option("--markdown", "as_markdown", is_flag=True, help="Print the Markdown source instead of rendering it.")
+@click.option("--alert", "alert_id", metavar="ALERT_ID", help="The alert you came from: its window gives the traces.")
 @service_options
-def runbook(settings: Settings, issue_id: str, fmt: str, as_markdown: bool) -> None:
+def runbook(settings: Settings, issue_id: str, fmt: str, as_markdown: bool, alert_id: str | None) -> None:
     """The runbook of one issue, rendered for the terminal (--markdown: its Markdown source; --format html)."""
-    text = reach(settings, f"/api/issues/{issue_id}/runbook", {"format": fmt},
-                 lambda c: {"runbook": c.issues.runbook(issue_id, fmt)})
+    text = reach(settings, f"/api/issues/{issue_id}/runbook", {"format": fmt, **({"alert": alert_id} if alert_id else {})},
+                 lambda c: {"runbook": c.issues.runbook(issue_id, fmt, alert_id)})
     text = text["runbook"] if isinstance(text, dict) else text
     if fmt == "html" or as_markdown:
         sys.stdout.write(text + "\n")

@@ -138,7 +138,7 @@ def test_the_explainer_credits_the_new_issue_with_the_excess(explainer):
     assert old.contribution == pytest.approx(150 - 300 * 0.5)
     assert e.unclustered.contribution == pytest.approx(90 - 150)
     assert top[0].name == "New issue" and top[0].claim["text"] == "a claim of new"
-    assert top[0].runbook_url == f"{URL}/issues/new"
+    assert top[0].runbook_url == f"{URL}/issues/new?alert=a-1"  # its traces from this alert's window
     parts = e.parts()
     assert sum(p.contribution for p in parts) == pytest.approx(e.excess)
     assert sum(p.share for p in parts) == pytest.approx(1.0)
@@ -197,7 +197,7 @@ def test_alertmanager_annotations_name_the_top_three_issues_with_a_claim_and_run
     for k in (1, 2, 3):
         assert notes[f"issue_{k}"] == f"Issue {k}"
         assert notes[f"issue_{k}_claim"] == f"a claim of i{k}"
-        assert notes[f"issue_{k}_runbook_url"] == f"{URL}/issues/i{k}"
+        assert notes[f"issue_{k}_runbook_url"] == f"{URL}/issues/i{k}?alert=a-1"
         assert notes[f"issue_{k}_share"].endswith("%")
     assert "issue_4" not in notes
     assert f"{URL}/issues/i1" in notes["explanation"] and "unclustered" in notes["explanation"]
@@ -211,7 +211,7 @@ def test_the_webhook_carries_the_top_three_issues(three_issues):
     issues = body["explanation"]["issues"]
     assert [i["issue_id"] for i in issues] == ["i1", "i2", "i3"]
     assert [i["claim"] for i in issues] == ["a claim of i1", "a claim of i2", "a claim of i3"]
-    assert [i["runbook_url"] for i in issues] == [f"{URL}/issues/i{k}" for k in (1, 2, 3)]
+    assert [i["runbook_url"] for i in issues] == [f"{URL}/issues/i{k}?alert=a-1" for k in (1, 2, 3)]
     shares = [i["share"] for i in issues] + [body["explanation"]["other_issues"]["share"],
                                               body["explanation"]["unclustered"]["share"]]
     assert sum(shares) == pytest.approx(1.0, abs=1e-3)
@@ -221,7 +221,7 @@ def test_the_webhook_carries_the_top_three_issues(three_issues):
 def test_the_dispatcher_puts_the_explanation_in_what_it_sends(three_issues):
     d = Dispatcher("http://am:9093", "http://hook", URL, timedelta(minutes=5), retry_initial_seconds=0.5, retry_max_seconds=30)
     sent = {o.target: o.body for o in d.plan(None, alert(), [], T0 + timedelta(minutes=6), three_issues)}
-    assert sent["alertmanager"][0]["annotations"]["issue_1_runbook_url"] == f"{URL}/issues/i1"
+    assert sent["alertmanager"][0]["annotations"]["issue_1_runbook_url"] == f"{URL}/issues/i1?alert=a-1"
     assert sent["webhook"]["explanation"]["issues"][0]["issue_id"] == "i1"
     resent = d.resend([alert()], [], T0 + timedelta(minutes=6), {"a-1": three_issues})
     assert resent[0].body[0]["annotations"]["issue_2"] == "Issue 2"
@@ -265,7 +265,7 @@ def test_the_alert_cycle_sends_each_firing_alert_with_its_explanation(three_issu
         return [d.queue.get_nowait().body[0]["annotations"] for _ in range(d.queue.qsize())]
 
     sent = asyncio.run(run(Explainer(False)))
-    assert len(sent) == 2 and all(n["issue_1_runbook_url"] == f"{URL}/issues/i1" for n in sent)
+    assert len(sent) == 2 and all(n["issue_1_runbook_url"] == f"{URL}/issues/i1?alert=a-1" for n in sent)
     plain = asyncio.run(run(Explainer(True)))  # an explainer that fails never stops the notification
     assert len(plain) == 2 and all("issue_1" not in n and n["summary"] for n in plain)
 

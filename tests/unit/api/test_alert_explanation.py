@@ -83,7 +83,7 @@ def test_the_alert_names_the_issue_that_caused_it_and_adds_up(client):
     e = client.get(f"/api/alerts/{ALERT_ID}").json()["explanation"]
     assert e["excess"] > 0 and e["claims"] > 0
     assert e["issues"][0]["issue_id"] == "iss-invented" and e["issues"][0]["share"] > 0.6
-    assert e["issues"][0]["claim"]["text"] and e["issues"][0]["runbook_url"] == "http://testserver/issues/iss-invented"
+    assert e["issues"][0]["claim"]["text"] and e["issues"][0]["runbook_url"] == f"http://testserver/issues/iss-invented?alert={ALERT_ID}"
     parts = e["issues"] + [e["other_issues"] or {"contribution": 0, "share": 0}, e["unclustered"]]
     assert sum(p["contribution"] for p in parts) == pytest.approx(e["excess"], abs=0.05)
     assert sum(p["share"] for p in parts) == pytest.approx(1.0, abs=1e-3)
@@ -91,7 +91,8 @@ def test_the_alert_names_the_issue_that_caused_it_and_adds_up(client):
 
 def test_the_runbook_url_answers(client):
     e = client.get(f"/api/alerts/{ALERT_ID}").json()["explanation"]
-    page = client.get(urlsplit(e["issues"][0]["runbook_url"]).path)
+    url = urlsplit(e["issues"][0]["runbook_url"])
+    page = client.get(f"{url.path}?{url.query}")
     assert page.status_code == 200 and "Invented refund amounts" in page.text
 
 
@@ -100,7 +101,7 @@ def test_the_alerts_page_and_the_route_page_show_the_explanation(client):
         page = client.get(path)
         assert page.status_code == 200, page.text[-3000:]
         assert f'id="{ALERT_ID}-why"' in page.text and "Invented refund amounts" in page.text, path
-        assert 'href="/issues/iss-invented"' in page.text and "unclustered" in page.text
+        assert f'href="/issues/iss-invented?alert={ALERT_ID}"' in page.text and "unclustered" in page.text
 
 
 def test_an_issue_lists_the_alerts_it_contributes_to(client):
