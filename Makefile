@@ -28,14 +28,16 @@ system-deps:
 
 install: $(STAMP) system-deps
 
+# Two workers, a test file each: most tests wait on a broker, a worker process or a browser, so the
+# second core is idle otherwise (--dist loadfile keeps each file's module fixtures in one process).
 test: install
-	$(PY) -m pytest -q -p no:cacheprovider tests
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile tests
 
 test-unit: install
-	$(PY) -m pytest -q tests/unit
+	$(PY) -m pytest -q -n 2 --dist loadfile tests/unit
 
 test-integration: install
-	$(PY) -m pytest -q tests/integration tests/e2e
+	$(PY) -m pytest -q -n 2 --dist loadfile tests/integration tests/e2e
 
 demo: $(STAMP)
 	$(VENV)/bin/claimwatch demo

@@ -10,7 +10,8 @@ import re
 from pathlib import Path
 
 import pytest
-from tests.support.layers import imports, layer_of, module_name, source_files, violations
+from tests.support.import_graph import cycles, import_graph
+from tests.support.layers import PACKAGES, imports, layer_of, module_name, source_files, violations
 from tests.support.paths import ROOT
 
 MAX_LINES = 400
@@ -110,3 +111,8 @@ def test_one_clock():
                if module != "services.core.clock" for node in ast.walk(tree)
                if isinstance(node, ast.Call) and ast.unparse(node.func) in {"datetime.now", "datetime.utcnow", "time.time"}]
     assert not readers, "read the clock through services.core.clock (or take `now` as an argument):\n" + "\n".join(readers)
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_import_cycle_at_module_level(package):
+    assert cycles(import_graph(ROOT, package)) == []  # tests/unit/alerts/test_imports.py shows a planted one found
