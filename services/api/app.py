@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
-from functools import partial
 from typing import Callable, Mapping
 
 from fastapi import FastAPI, Request
@@ -30,7 +29,7 @@ from services.api.routers import issues as issues_routes
 from services.api.routers import ops, rates
 from services.api.routers import review as review_routes
 from services.api.routers import traces as traces_routes
-from services.api.routeview import route_report
+from services.api.routeview import RouteReport
 from services.api.security import ApiPolicy, Gate
 from services.core.clock import utcnow
 from services.core.errors import Conflict, NotFound
@@ -117,17 +116,19 @@ def create_api(components, policy: ApiPolicy | None = None, now: Callable[[], da
     alerts, issues, evalset = components.alerts, components.issues, components.evalset
 
     repos = components.repos
+    report = RouteReport(repos.rates, components.review, alerts)
+    detector = detector_config_for(components.settings.drift)
     api.include_router(ops.router(components.store, repos.rates, repos.storage, components.health, components.metrics,
                                   gate, ingest_lag, components.settings.ingest.lag_warning_messages))
-    api.include_router(rates.router(repos.rates, alerts, partial(route_report, components),
-                                    detector_config_for(components.settings.drift), gate, now))
+    api.include_router(rates.router(repos.rates, alerts, report, detector, gate, now))
     api.include_router(alerts_routes.router(alerts, gate, now))
     api.include_router(issues_routes.router(issues, components.triage, gate))
     api.include_router(evalset_routes.router(evalset, gate))
     api.include_router(traces_routes.router(components.traces, gate))
     api.include_router(review_routes.router(components.review, gate, now))
-    api.include_router(pages.router(components, gate, alerts, now, issues=issues, evalset=evalset,
-                                    ingest_lag=ingest_lag))
+    api.include_router(pages.router(pages.Pages(gate, now, rates=repos.rates, report=report, alerts=alerts,
+                                                review=components.review, traces=components.traces,
+                                                detector=detector, issues=issues, evalset=evalset), ingest_lag))
     pages.mount_static(api)
 
     if policy.cors_origins:  # off unless configured

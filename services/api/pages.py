@@ -25,12 +25,11 @@ from services.api.ingestlag import LagWatch
 from services.api.plotly_assets import BASE_STYLE_ID, PlotlyAssets
 from services.api.serialise import agreement_json, as_json
 from services.alerts.expectations import PRIORITY, SORTS, expected_text
-from services.api.routeview import RouteHistory, route_report
+from services.api.routeview import RouteHistory
 from services.api.security import Gate
 from services.core.errors import NotFound
 from services.issues.traces import MAX_CLAIMS_PAGE
 from services.rates.window import WindowError, parse_window
-from services.alerts.evaluator import detector_config_for
 
 HERE = Path(__file__).resolve().parent
 PLOTLY = PlotlyAssets()
@@ -105,11 +104,14 @@ def mount_static(api: FastAPI) -> None:
 class Pages:
     """The dashboard's pages, one handler each, over the services they read."""
 
-    def __init__(self, components, gate: Gate, alerts, now: Callable, issues=None, evalset=None):
-        self.components, self.gate, self.alerts, self.now = components, gate, alerts, now
+    def __init__(self, gate: Gate, now: Callable, *, rates, report: Callable, alerts, review, traces,
+                 detector, issues=None, evalset=None):
+        """``report``: (window, now, sort) -> the routes' rates (services/rates/report.py, over the route views);
+        ``detector``: the drift detector's configuration in force (the route page's expectation)."""
+        self.gate, self.now, self.rates, self.report = gate, now, rates, report
+        self.alerts, self.review, self.traces, self.detector = alerts, review, traces, detector
         self.issues, self.evalset = issues, evalset
-        self.rates = components.repos.rates
-        self.history = RouteHistory(self.rates)
+        self.history = RouteHistory(rates)
 
     def _page(self, request: Request, name: str, **context) -> Response:
         if not self.gate.signed_in(request):
@@ -122,14 +124,14 @@ class Pages:
                  sort: str = Query("priority", max_length=16)) -> Response:
         window = _window_or_default(window, "30m")
         sort = sort if sort in SORTS else "priority"
-        routes = route_report(self.components, parse_window(window), self.now(), sort)
+        routes = self.report(parse_window(window), self.now(), sort)
         open_alerts = as_json(self.alerts.list(self.now()))
         trends: dict = {}
         span = views.trend_window(self.rates.window_end(), TREND_MINUTES)
         if span:
             rows = self.rates.minutes_all_routes(*span)
             trends = views.route_trends(rows, span[0], TREND_MINUTES, TREND_STEP)
-        found = self.components.review.calibrated(parse_window(window), self.now())
+        found = self.review.calibrated(parse_window(window), self.now())
         calibrated = {r: c.as_dict() for r, c in found.items()}
         return self._page(request, "overview.html", title="Overview", routes=routes, window=window, windows=WINDOWS,
                           sort=sort, sorts=SORTS, priority=PRIORITY,
@@ -141,11 +143,11 @@ class Pages:
         alerts = self.alerts
         route_alerts = as_json(alerts.list(self.now(), route, explain=True))  # each with the issues behind it
         detail = self.history.detail(route, parse_window(window), None, route_alerts, None,
-                                     detector_config_for(self.components.settings.drift),
+                                     self.detector,
                                      lambda entries: alerts.compare_rates(entries, self.now()))
         if detail is None:
             raise NotFound(f"no events stored for route {route!r}")
-        found = self.components.review.calibrated(parse_window(window), self.now()).get(route)
+        found = self.review.calibrated(parse_window(window), self.now()).get(route)
         return self._page(request, "route.html", title=f"Route {route}", route=route, detail=detail, window=window,
                           windows=WINDOWS[:-1], alerts=route_alerts,
                           calibrated_rate=found.as_dict() if found else None)
@@ -193,7 +195,7 @@ class Pages:
                    claims_page: int = Query(1, ge=1, le=MAX_CLAIMS_PAGE)) -> Response:
         if not self.gate.signed_in(request):  # sign in before anything is looked up
             return self._page(request, "trace.html")
-        trace = self.components.traces.get(trace_id, claims_page)
+        trace = self.traces.get(trace_id, claims_page)
         return self._page(request, "trace.html", title=f"Trace {trace_id}", trace=trace)
 
     def eval_page(self, request: Request) -> Response:
@@ -206,7 +208,7 @@ class Pages:
                           report=as_json(self.evalset.report()), agreement=agreement_json(self.evalset.agreement()))
 
     def review_page(self, request: Request) -> Response:
-        review = self.components.review
+        review = self.review
         calibrated = review.calibrated(parse_window(REVIEW_WINDOW), self.now())
         return self._page(request, "review.html", title="Review", guide_version=review.queue.guide_version,
                           progress=as_json(review.progress()), agreement=as_json(review.agreement()),
@@ -245,13 +247,11 @@ class Pages:
         return response
 
 
-def router(components, gate: Gate, alerts, now: Callable, issues=None, evalset=None,
-           ingest_lag: LagWatch | None = None) -> APIRouter:
+def router(pages: Pages, ingest_lag: LagWatch | None = None) -> APIRouter:
     async def read_ingest_lag(request: Request) -> None:
         # Async, so the broker is read on the event loop (the pages themselves run in threads).
         request.state.ingest_lag = await ingest_lag.current() if ingest_lag else None
 
-    pages = Pages(components, gate, alerts, now, issues, evalset)
     r = APIRouter(include_in_schema=False, dependencies=[Depends(read_ingest_lag)])
     gets = (("/", pages.overview), ("/routes/{route:path}", pages.route_page), ("/alerts", pages.alerts_page),
             ("/alerts/rules", pages.rules_page), ("/alerts/{alert_id}", pages.alert_page),  # rules before {alert_id}

@@ -1,6 +1,6 @@
 """What the route detail shows: the rate over time with its interval band, the baseline, alert
 spans, the verdict breakdown and the version-change timeline. Pure functions over the rate
-repository's rows; and the per-route rates every surface lists (``route_report``)."""
+repository's rows; and the per-route rates every surface lists (``RouteReport``)."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
@@ -20,14 +20,19 @@ CURRENT_MINUTES = 30        # "current rate": the overview's window, ending wher
 STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 240, 720, 1440)
 
 
-def route_report(components, window: timedelta | None, now: datetime, sort: str = "priority",
-                 calibrated: bool = False) -> list[dict]:
-    """Each route's rate over ``window`` beside the drift detector's expectation, sorted: what ``GET /api/rates``,
+class RouteReport:
+    """Each route's rate over a window beside the drift detector's expectation, sorted: what ``GET /api/rates``,
     the overview and `claimwatch rates` list (services/alerts/expectations.py)."""
-    entries = route_rates(components.repos.rates.totals("", window))
-    if calibrated:
-        entries = with_calibrated(entries, components.review.calibrated(window, now))
-    return components.alerts.compare_rates(entries, now, sort)
+
+    def __init__(self, rates, review, alerts):
+        self.rates, self.review, self.alerts = rates, review, alerts
+
+    def __call__(self, window: timedelta | None, now: datetime, sort: str = "priority",
+                 calibrated: bool = False) -> list[dict]:
+        entries = route_rates(self.rates.totals("", window))
+        if calibrated:
+            entries = with_calibrated(entries, self.review.calibrated(window, now))
+        return self.alerts.compare_rates(entries, now, sort)
 
 
 def iso(ts: datetime) -> str:

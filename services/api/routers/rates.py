@@ -22,7 +22,7 @@ from services.rates.window import WindowError, parse_window
 from services.store.rates import RateRepository
 
 MAX_RANGE_MINUTES = 31 * 24 * 60
-# (window, now, sort, calibrated) -> each route's rate beside its expectation (services/api/routeview.py route_report)
+# (window, now, sort, calibrated) -> each route's rate beside its expectation (services/api/routeview.py RouteReport)
 RouteReport = Callable[[timedelta | None, datetime, str, bool], list[dict]]
 
 

@@ -221,7 +221,7 @@ def rates(settings: Settings, window: str, sort: str, show_slices: bool, calibra
     array (stable shape for scripts; --calibrated adds a `calibrated` field to each entry); -o wide
     every column.
     """
-    from services.api.routeview import route_report
+    from services.api.routeview import RouteReport
     from services.rates.report import slice_report
     from services.rates.window import WindowError, parse_window
 
@@ -230,7 +230,7 @@ def rates(settings: Settings, window: str, sort: str, show_slices: bool, calibra
     except WindowError as exc:
         raise Abort(str(exc)) from None
     params = {"window": window, "sort": sort, **({"calibrated": "true"} if calibrated else {})}
-    data = reach(settings, "/api/rates", params, lambda c: route_report(c, w, utcnow(), sort, calibrated))
+    data = reach(settings, "/api/rates", params, lambda c: RouteReport(c.repos.rates, c.review, c.alerts)(w, utcnow(), sort, calibrated))
     slices = {}
     if show_slices:
         slices = reach(settings, "/api/slices", {"window": window},
