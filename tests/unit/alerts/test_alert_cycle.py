@@ -11,13 +11,11 @@ from services.alerts.cycle import AlertCycle
 from services.alerts.notify import Dispatcher
 from services.alerts.records import alert_repository
 from services.app.compose import evaluator_for
-from services.app.settings import load_settings
-from services.client.simulate import Regression, Scenario, generate
-from services.contract.decode import Decoder
 from services.core.metrics import Metrics
 from services.store.backends import StoreError
 from services.store.rates import RateRepository
 from services.store.writer import EventWriter
+from tests.support.regression_world import START, billing_regression, prompt_settings
 
 
 async def inline(fn, *args):
@@ -26,14 +24,9 @@ async def inline(fn, *args):
 
 
 def test_alert_cycle_returns_transition_records_and_queues_notifications(store):
-    demo = Scenario.demo()
-    scenario = Scenario(routes=demo.routes[:1], bad_fraction=0.0,
-                        regressions=(Regression("billing-faq", 200, {"model": "gen-2026-11"}, 0.07),))
-    start = datetime(2026, 11, 20, 8, 0, tzinfo=timezone.utc)
-    decoder = Decoder()
-    EventWriter(store).write([decoder.decode(s.raw) for s in generate(scenario, start, 260, seed=4)])
-    settings = load_settings(None, {"CLAIMWATCH_DRIFT__WATERMARK_SECONDS": "0"},
-                             {"drift": {"detector": {"min_baseline_claims": 8000}}})
+    start = START
+    EventWriter(store).write(billing_regression())
+    settings = prompt_settings()
     alerts, metrics = alert_repository(store), Metrics()
     dispatcher = Dispatcher("http://alertmanager.invalid", None, "http://claimwatch.invalid", timedelta(minutes=1), metrics,
                             retry_initial_seconds=0.5, retry_max_seconds=30)

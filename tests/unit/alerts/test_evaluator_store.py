@@ -10,10 +10,10 @@ from services.alerts.evaluator import MOVING_GRACE
 from services.alerts.records import alert_repository
 from services.app.compose import evaluator_for
 from services.app.settings import load_settings
-from services.client.simulate import Regression, Scenario, generate
 from services.contract.decode import Decoder
 from services.store.rates import RateRepository
 from services.store.writer import EventWriter
+from tests.support.regression_world import START, billing_regression, prompt_settings
 
 BASE = {"schema": "claimwatch.verdict/v1", "trace_id": "t", "observed_at": "2026-11-21T09:14:03.512+01:00",
         "route": "billing-faq", "answer": {"action": "served"}, "versions": {"model": "m1", "corpus": "c1"},
@@ -23,14 +23,10 @@ BASE = {"schema": "claimwatch.verdict/v1", "trace_id": "t", "observed_at": "2026
 
 def test_alert_evaluator_resumes_from_its_checkpoint_without_duplicates(store):
     """A restarted evaluator continues the same detectors: no second alert for the same episode."""
-    demo = Scenario.demo()
-    scenario = Scenario(routes=demo.routes[:1], bad_fraction=0.0,
-                        regressions=(Regression("billing-faq", 200, {"model": "gen-2026-11"}, 0.07),))
-    start = datetime(2026, 11, 20, 8, 0, tzinfo=timezone.utc)
-    decoder = Decoder()
-    sims = [decoder.decode(s.raw) for s in generate(scenario, start, 260, seed=4)]
+    start = START
+    sims = billing_regression()
     writer = EventWriter(store)
-    settings = load_settings(None, {"CLAIMWATCH_DRIFT__WATERMARK_SECONDS": "0"}, {"drift": {"detector": {"min_baseline_claims": 8000}}})
+    settings = prompt_settings()
     cut = start + timedelta(minutes=215)  # after onset, before the end: "kill" the evaluator here
     writer.write([e for e in sims if e.observed_at < cut])
     first = evaluator_for(settings, RateRepository(store), alert_repository(store))
