@@ -14,7 +14,8 @@ from services.alerts.figures import counted, dlq_command, figure, hallucination_
 from services.alerts.lifecycle import (
     ABSTENTION_KIND, AGREEMENT_KIND, DRIFT_KIND, INPUT_KINDS, MIX_KIND, REJECTED_KIND, SILENT_KIND,
 )
-from services.app.cli.base import Abort, by_option, console, main, out, pct, print_json, reach, service_options, who
+from services.app.cli.base import (Abort, by_option, console, main, out, pct, print_json, reach, service_options,
+                                   text_or_json, who)
 from services.app.cli.tables import (
     _plain as plain, Column, ago, at as _at, labelled, output_option, print_labelled, print_table, terminal_width,
 )
@@ -94,9 +95,7 @@ def alerts_list(settings: Settings, route: str | None, state: str | None, output
 
 @alerts.command("show")
 @click.argument("alert_id")
-@click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="text: readable; json: the API's JSON.")
-@click.option("--json", "as_json", is_flag=True, help="Same as -o json.")
+@text_or_json
 @service_options
 def alerts_show(settings: Settings, alert_id: str, output: str, as_json: bool) -> None:
     """One alert: its rate against the expectation, the rise split into mix and rate, suspects, transitions."""

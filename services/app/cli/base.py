@@ -130,6 +130,13 @@ def refusal(response: httpx.Response, where: str) -> str:
     return f"{where}: HTTP {response.status_code}: {detail}"
 
 
+def text_or_json(fn: Callable) -> Callable:
+    """``-o text|json`` and its shorthand ``--json``, for the commands that show one thing."""
+    fn = click.option("--json", "as_json", is_flag=True, help="Same as -o json.")(fn)
+    return click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
+                        help="text: readable; json: the API's JSON.")(fn)
+
+
 def by_option(help: str) -> Callable:
     """``--by``, optional: left out, the change is recorded under identity.name or the login name (see ``who``)."""
     return click.option("--by", default=None, metavar="NAME",

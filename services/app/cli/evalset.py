@@ -9,7 +9,7 @@ import click
 import httpx
 
 from services.app.cli.base import (Abort, api, auth_headers, by_option, console, main, on_store, out, print_json, reach,
-                                   refusal, service_options, who)
+                                   refusal, service_options, text_or_json, who)
 from services.app.cli.tables import Column, labelled, output_option, print_labelled, print_table, terminal_width
 from services.app.settings import Settings
 from services.core.command import cli_command
@@ -179,9 +179,7 @@ def eval_report_cmd(settings: Settings, as_json: bool) -> None:
 
 
 @eval_group.command("agreement")
-@click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="text: readable; json: the API's JSON.")
-@click.option("--json", "as_json", is_flag=True, help="Same as -o json.")
+@text_or_json
 @service_options
 def eval_agreement_cmd(settings: Settings, output: str, as_json: bool) -> None:
     """Verifier labels beside human labels on the same claims of approved items: kappa, confusion, worst slices."""

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from services.app.cli.base import (
-    Abort, by_option, console, main, on_store, pct, print_json, reach, service_options, who,
+    Abort, by_option, console, main, on_store, pct, print_json, reach, service_options, text_or_json, who,
 )
 from services.app.cli.tables import (
     Column, ago, at, labelled, output_option, print_labelled, print_markdown, print_table, terminal_width,
@@ -108,9 +108,7 @@ def _state_cell(issue: dict) -> str:
 
 @issues.command("show")
 @click.argument("issue_id")
-@click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="text: readable; json: the API's JSON.")
-@click.option("--json", "as_json", is_flag=True, help="Same as -o json.")
+@text_or_json
 @service_options
 def issues_show(settings: Settings, issue_id: str, output: str, as_json: bool) -> None:
     """One issue: its title, state, routes, counts, when it was seen, its traces and the alerts it drives."""
