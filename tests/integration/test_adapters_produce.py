@@ -3,18 +3,16 @@ the judge card exactly as the judge emits it (no id, no time) reaches the topic,
 reads back the same deterministic event ids `claimwatch convert` gives."""
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import sys
-import time
 
 import orjson
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from services.app.broker import EmbeddedBroker, create_topics
 from services.contract.decode import validate_event
 from tests.support.envelopes import events_of
+from tests.support.topics import read_topic
 
 PARTITIONS = 2
 CARDS = [
@@ -39,25 +37,6 @@ def claimwatch(*args: str) -> subprocess.CompletedProcess:
     return done
 
 
-def read_topic(bootstrap: str, topic: str) -> list:
-    async def read():
-        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
-        await consumer.start()
-        try:
-            tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
-            consumer.assign(tps)
-            await consumer.seek_to_beginning(*tps)
-            end = await consumer.end_offsets(tps)
-            messages, deadline = [], time.monotonic() + 60
-            while any([await consumer.position(tp) < end[tp] for tp in tps]) and time.monotonic() < deadline:
-                for records in (await consumer.getmany(timeout_ms=500)).values():
-                    messages.extend(records)
-            return messages
-        finally:
-            await consumer.stop()
-    return asyncio.run(read())
-
-
 def test_produce_from_judge_card_sends_the_ids_convert_gives(broker, tmp_path):
     cards = tmp_path / "cards.jsonl"
     cards.write_bytes(b"".join(orjson.dumps(c) + b"\n" for c in CARDS))
@@ -69,7 +48,7 @@ def test_produce_from_judge_card_sends_the_ids_convert_gives(broker, tmp_path):
     sent = claimwatch("produce", "--from", "judge-card", str(cards), "--route", "billing-faq",
                       "--observed-at", "2026-11-21T09:14:03Z", "--kafka", broker.bootstrap, "--topic-prefix", "adapters")
     assert "sent 3 events to adapters.verdicts" in " ".join(sent.stderr.split())
-    messages = read_topic(broker.bootstrap, "adapters.verdicts")
+    messages = read_topic(broker.bootstrap, "adapters.verdicts", PARTITIONS)
     assert len(messages) == 1  # one route: one batch envelope
     events = [e for m in messages for e in events_of(m.value)]
     assert sorted(e["event_id"] for e in events) == sorted(ids)
@@ -82,7 +61,7 @@ def test_produce_from_judge_card_sends_the_ids_convert_gives(broker, tmp_path):
     again = claimwatch("produce", "--from", "judge-card", str(cards), "--route", "billing-faq",
                        "--kafka", broker.bootstrap, "--topic-prefix", "adapters")
     assert "warning: 3 records carry no time" in " ".join(again.stderr.split())
-    events = [e for m in read_topic(broker.bootstrap, "adapters.verdicts") for e in events_of(m.value)]
+    events = [e for m in read_topic(broker.bootstrap, "adapters.verdicts", PARTITIONS) for e in events_of(m.value)]
     assert sorted(e["event_id"] for e in events) == sorted(ids + ids)
 
 
@@ -97,7 +76,7 @@ def test_produce_replay_batches_per_route_unless_told_not_to(broker, tmp_path, o
     create_topics(broker.bootstrap, [f"{topic_prefix}.verdicts"], PARTITIONS)
     sent = claimwatch("produce", str(path), *options, "--kafka", broker.bootstrap, "--topic-prefix", topic_prefix)
     assert f"sent 5 lines in {messages} messages" in " ".join(sent.stderr.split())
-    received = read_topic(broker.bootstrap, f"{topic_prefix}.verdicts")
+    received = read_topic(broker.bootstrap, f"{topic_prefix}.verdicts", PARTITIONS)
     if options:
         assert sorted(m.value for m in received) == sorted(lines + [b"{not json"])
         return

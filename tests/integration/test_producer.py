@@ -10,7 +10,6 @@ from datetime import datetime, timedelta, timezone
 
 import orjson
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from services.contract.decode import ContractError, Decoder, Rejection, validate_event
 from services.client.producer import (AsyncVerdictProducer, DeliveryError, EventPreparer, ProducerError, VerdictProducer,
@@ -21,6 +20,7 @@ from services.store.retention import KEEP_EVERYTHING, RetentionKeeper
 from services.store.writer import EventWriter
 from services.app.broker import EmbeddedBroker, create_topics
 from tests.support.envelopes import events_of
+from tests.support.topics import read_topic
 
 PARTITIONS = 4
 ROUTES = ["billing-faq", "parcel-status", "returns", "plans/annual", "search:v2"]
@@ -65,25 +65,7 @@ def make_event(i: int, *, with_id: bool = True) -> dict:
 
 
 def read_back(bootstrap: str, topic: str) -> list:
-    """Every message in the topic, from the start to the current end offsets (no consumer group)."""
-    async def read():
-        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
-        await consumer.start()
-        try:
-            tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
-            consumer.assign(tps)
-            await consumer.seek_to_beginning(*tps)
-            end = await consumer.end_offsets(tps)
-            messages = []
-            deadline = time.monotonic() + 60
-            while any([await consumer.position(tp) < end[tp] for tp in tps]) and time.monotonic() < deadline:
-                batch = await consumer.getmany(timeout_ms=500)
-                for records in batch.values():
-                    messages.extend(records)
-            return messages
-        finally:
-            await consumer.stop()
-    return asyncio.run(read())
+    return read_topic(bootstrap, topic, PARTITIONS)
 
 
 def stored_claims(store, event_ids: list[str]) -> dict:

@@ -12,13 +12,11 @@ from datetime import timedelta
 
 import orjson
 import pytest
-from click.testing import CliRunner
 
 from services.alerts.lifecycle import DRIFT_KIND, MIX_KIND, Alert
 from services.alerts.records import alert_repository
-from services.app.cli import main
 from services.rates.intervals import Interval
-from tests.support.cli import answer_http_with
+from tests.support.cli import cli_at
 from tests.unit.api.test_api import START, TOKEN, client_for, world  # noqa: F401  (world is a fixture)
 
 WIDTH = 80
@@ -53,13 +51,7 @@ def client(world):  # noqa: F811
 
 @pytest.fixture
 def cli(client, monkeypatch):
-    api = answer_http_with(client, monkeypatch, TOKEN)
-
-    def run(*args: str) -> str:
-        result = CliRunner(env={"COLUMNS": str(WIDTH)}).invoke(main, [*args, "--api", "http://testserver"], obj=api)
-        assert result.exit_code == 0, result.output
-        return result.output
-    return run
+    return cli_at(client, monkeypatch, TOKEN, WIDTH)
 
 
 def words(text: str) -> str:

@@ -17,7 +17,6 @@ from urllib.parse import quote
 
 import orjson
 import pytest
-from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
 from clustering.issue import IssueRecord
@@ -27,7 +26,6 @@ from services.alerts.records import alert_repository
 from services.api.app import create_api
 from services.api.auth import new_token
 from services.api.security import ApiPolicy
-from services.app.cli import main
 from services.app.compose import evaluator_for, open_components
 from services.app.settings import load_settings
 from services.client.simulate import Regression, Scenario, generate
@@ -36,7 +34,7 @@ from services.issues.records import issue_repository
 from services.store.convert import ch_time
 from services.store.retention import KEEP_EVERYTHING, RetentionKeeper
 from services.store.writer import EventWriter
-from tests.support.cli import answer_http_with
+from tests.support.cli import cli_at
 
 START = datetime(2026, 11, 20, 8, 0, tzinfo=timezone.utc)
 MINUTES, REGRESSION_AT = 260, 200
@@ -88,13 +86,7 @@ def client(world):
 
 @pytest.fixture
 def cli(client, monkeypatch):
-    api = answer_http_with(client, monkeypatch, TOKEN)
-
-    def run(*args: str) -> str:
-        result = CliRunner(env={"COLUMNS": str(WIDTH)}).invoke(main, [*args, "--api", "http://testserver"], obj=api)
-        assert result.exit_code == 0, result.output
-        return result.output
-    return run
+    return cli_at(client, monkeypatch, TOKEN, WIDTH)
 
 
 @pytest.fixture(scope="module")
