@@ -155,5 +155,7 @@ def suspect_changes(
             dim, key, value, kind_of(key), share_b, share_a,
             b.rate, ratio_interval(b, level), a.rate, ratio_interval(a, level), b.claims, a.claims, explained,
         ))
-    suspects.sort(key=lambda s: (-s.explained, -abs(s.share_change), s.dim, s.value))
+    # On a tie (a full switchover that explains nothing beyond the other dims), the value that took the traffic
+    # comes before the one it replaced: the new version is the change, the old one only left.
+    suspects.sort(key=lambda s: (-s.explained, s.share_change <= 0, -abs(s.share_change), s.dim, s.value))
     return suspects[:limit]

@@ -63,6 +63,19 @@ def test_new_model_wins_even_when_the_corpus_switched_over_at_the_same_time():
     assert corpus.kind == "evidence" and corpus.explained < suspects[0].explained / 2
 
 
+def test_a_switchover_that_explains_nothing_names_the_new_version_before_the_old():
+    """The first minutes after a page: the window's rise is not yet above what another dim's mix accounts for, so
+    the model's full switchover explains nothing; the version that took the traffic still comes first."""
+    rng = np.random.default_rng(3)
+    before = window(rng, 3000, {"model": {"gen-10": 1.0}, "prompt": {"v1": 1.0}, **STABLE},
+                    lambda v: 0.2 if v["prompt"] == "v2" else BASE)
+    after = window(rng, 3000, {"model": {"gen-11": 1.0}, "prompt": {"v1": 0.5, "v2": 0.5}, **STABLE},
+                   lambda v: 0.3 if v["prompt"] == "v2" else 0.02)
+    models = [s for s in suspect_changes(before, after) if s.key == "model"]
+    assert [s.explained for s in models] == [0.0, 0.0]  # the tie the order must break
+    assert [s.value for s in models] == ["gen-11", "gen-10"]
+
+
 def test_a_corpus_switchover_that_caused_the_rise_is_the_evidence_suspect():
     rng = np.random.default_rng(3)
     before = window(rng, 3000, {"model": {"gen-10": 1.0}, "corpus": {"pol@11-01": 1.0}, **STABLE}, lambda v: BASE)
