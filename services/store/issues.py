@@ -245,8 +245,9 @@ class IssueRepository(Generic[I, C]):
         return int(rows[0]["n"]) if rows else 0
 
     def members_in_window(self, issue_id: str, route: str, since: datetime, until: datetime, limit: int) -> list[dict]:
-        """The issue's members on ``route`` observed in [since, until], most typical first, with their claim, question
-        and the event's versions (as ``members``, plus ``versions``)."""
+        """The issue's members on ``route`` observed in [since, until], with their claim, question and the event's
+        versions (as ``members``, plus ``versions``): the clustered ones most typical first, then those assigned
+        online since, oldest first, so members arriving while the alert is open do not reorder the ones shown."""
         return self._with_answer(self.store.query(
             "SELECT m.claim_key AS claim_key, m.probability AS probability, m.source AS source, m.x AS x, m.y AS y, "
             "c.trace_id AS trace_id, c.event_id AS event_id, c.route AS route, c.verdict AS verdict, c.text AS text, "
@@ -256,7 +257,7 @@ class IssueRepository(Generic[I, C]):
             "AND observed_at >= {since:DateTime64(3)} AND observed_at <= {until:DateTime64(3)}) AS m "
             "INNER JOIN (SELECT * FROM claims WHERE route = {route:String} AND observed_at >= {since:DateTime64(3)} "
             "AND observed_at <= {until:DateTime64(3)}) AS c ON c.event_id = m.event_id AND toString(c.claim_idx) = m.idx "
-            "ORDER BY m.probability DESC, c.observed_at, m.claim_key LIMIT {n:UInt32}",
+            "ORDER BY m.source = 'online', if(m.source = 'online', 0, m.probability) DESC, c.observed_at, m.claim_key LIMIT {n:UInt32}",
             {"id": issue_id, "route": route, "since": ch_time(since), "until": ch_time(until), "n": limit}), "question")
 
     def claims_ingested_after(self, after: datetime, limit: int,

@@ -129,3 +129,24 @@ def test_cli_alerts_show_carries_the_explanation(client, monkeypatch):
     assert f"{shown['explanation']['excess']:,.0f} excess" in said, text.output
     assert (f"{top['contribution']:+,.0f} claims ({100 * top['share']:+.1f}%) Invented refund amounts (iss-invented)"
             in said), text.output   # the top issue first among the parts: its claims, then its share
+
+
+def test_members_arriving_while_the_alert_is_open_do_not_reorder_the_ones_shown(world):
+    """Clustered members come first, most typical first; those assigned online since follow, oldest first. So the
+    issue page and the runbook, read seconds apart while traffic flows, show the same traces."""
+    issues = issue_repository(world.store)
+    onset = START + timedelta(minutes=REGRESSION_AT)
+    claims = world.store.query(
+        "SELECT event_id, claim_idx, observed_at FROM claims WHERE route = 'billing-faq' AND observed_at >= "
+        "{onset:DateTime64(3)} ORDER BY observed_at, event_id LIMIT 6", {"onset": ch_time(onset)})
+    row = lambda c, source, p: {"claim_key": f"{c['event_id']}:{c['claim_idx']}", "issue_id": "iss-order",  # noqa: E731
+                                "probability": p, "source": source, "config_name": "test@1", "x": 0.0, "y": 0.0,
+                                "observed_at": c["observed_at"]}
+    first, second, third, later, latest, newest = claims
+    issues.save_members([row(first, "batch", 0.6), row(second, "batch", 0.9), row(third, "online", 1.0),
+                         row(later, "online", 1.0)])
+    keys = lambda: [m["claim_key"] for m in issues.members_in_window("iss-order", "billing-faq", onset, NOW, 10)]  # noqa: E731
+    shown = keys()
+    assert shown == [f"{c['event_id']}:{c['claim_idx']}" for c in (second, first, third, later)]
+    issues.save_members([row(newest, "online", 1.0), row(latest, "online", 1.0)])  # arrived since
+    assert keys()[:4] == shown
