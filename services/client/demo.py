@@ -232,8 +232,10 @@ def show_issues(api: str, env: dict, console: Console, stack: subprocess.Popen, 
                       f"is shown; see it later with: {cli} alerts show {alert_id}", markup=False, highlight=False,
                       soft_wrap=True)
         return
-    console.rule(f"Runbook of the issue behind the alert ({cli} runbook {top})")
-    _cli("runbook", top, env=env)
+    console.rule("Runbook of the issue behind the alert")
+    # the command on a line of its own, whole at any width (a rule's title is cut to fit)
+    console.print(f"{cli} runbook {top} --alert {alert_id}", markup=False, highlight=False, soft_wrap=True)
+    _cli("runbook", top, "--alert", alert_id, env=env)
     console.print(f"From this terminal, propose its representative traces with: {cli} promote propose {top}",
                   markup=False, highlight=False, soft_wrap=True)
     console.print(f"Take it and link its ticket: {cli} issues assign {top} YOUR_NAME; "
