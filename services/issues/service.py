@@ -252,13 +252,24 @@ class IssuesService:
         return f"issue {target.issue_id} was merged into {target.merged_into}; merge into {chain[-1]} instead"
 
     def runbook(self, issue_id: str, fmt: str = "md", alert_id: str | None = None) -> str:
+        """The issue's runbook; a merged issue's is the one of the issue its merges lead to (its members are there),
+        as a runbook command printed before a re-cluster merged it still leads somewhere useful."""
         if fmt not in ("md", "html"):
             raise ValueError(f"format must be md or html, got {fmt!r}")
-        record = self.issues.get(issue_id)
+        record = self._surviving(self.issues.get(issue_id))
         exemplars, source = self._representatives(record, alert_id=alert_id)
         details = self.issues.event_details([m["event_id"] for m in exemplars])
         if self.write_runbook is None:
             raise RuntimeError("this IssuesService was built without a runbook writer (services/app/compose.py)")
-        return self.write_runbook(record, self.figures(issue_id), exemplars, details, source, latest_notes(record), fmt)
+        return self.write_runbook(record, self.figures(record.issue_id), exemplars, details, source,
+                                  latest_notes(record), fmt)
+
+    def _surviving(self, record: IssueRecord) -> IssueRecord:
+        """Where ``record``'s merges lead (itself if it was never merged); a stored cycle stops where it closes."""
+        seen = {record.issue_id}
+        while record.merged_into and record.merged_into not in seen and len(seen) < 100:
+            seen.add(record.merged_into)
+            record = self.issues.get(record.merged_into)
+        return record
 
 

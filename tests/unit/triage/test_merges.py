@@ -51,3 +51,15 @@ def test_accepting_every_suggestion_joins_issues_through_chains_of_near_neighbou
     assert merge_groups(centroids) == [0, 0, 0, 3, 4, 4]
     assert merge_groups(centroids, min_similarity=0.999) == [0, 1, 2, 3, 4, 5]
     assert merge_groups([]) == []
+
+
+def test_a_merged_issues_runbook_is_the_one_its_merges_lead_to(tmp_path):
+    """A runbook command printed before a re-cluster merged the issue still leads to the issue holding its claims."""
+    with triage_world(tmp_path) as (components, _):
+        an_issue(components, "iss-a", name="the old title")
+        an_issue(components, "iss-b", name="the surviving title")
+        an_issue(components, "iss-c", name="where both end")
+        components.issues.merge("iss-a", "iss-b", "sam")
+        components.issues.merge("iss-b", "iss-c", "sam")
+        runbook = components.issues.runbook("iss-a")
+        assert "where both end" in runbook and "iss-c" in runbook and "the old title" not in runbook
