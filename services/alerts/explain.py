@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Iterable, Mapping, Protocol, Sequence
+from typing import Callable, Iterable, Mapping, Protocol, Sequence
 
 from services.alerts.config import DetectorConfig
 from services.alerts.lifecycle import INPUT_KINDS, Alert, alert_state, state_text
@@ -261,11 +261,13 @@ class AlertExplainer:
         return AlertExplanation(alert.alert_id, alert.route, start, end, claims, failed, baseline,
                                 tuple(named.get(c.issue_id, c) for c in issues), unclustered, base_start, pending)
 
-    def alerts_of_issue(self, issue_id: str, alerts: Iterable[Alert], now: datetime) -> list[IssueAlert]:
-        """The alerts ``issue_id`` has failing claims behind, with its share of each one's excess."""
+    def alerts_of_issue(self, issue_id: str, alerts: Iterable[Alert], now: datetime,
+                        explain: Callable[[Alert], AlertExplanation] | None = None) -> list[IssueAlert]:
+        """The alerts ``issue_id`` has failing claims behind, with its share of each one's excess. ``explain``:
+        the caller's explanations, when it has read them already."""
         out = []
         for alert in filter(explainable, alerts):
-            explanation = self.explain(alert, now)
+            explanation = explain(alert) if explain is not None else self.explain(alert, now)
             mine = next((c for c in explanation.issues if c.issue_id == issue_id), None)
             if mine is None or mine.failed == 0:
                 continue

@@ -89,21 +89,35 @@ class IssuesService:
         record = self.issues.get(issue_id)
         view = self._view(record, self.issues.member_counts())
         figures = self.figures(issue_id)
-        exemplars, source = self._representatives(record, alert_id=alert_id)
+        explain = self._explain_once()  # the traces' choice and the alerts list read the same explanations
+        exemplars, source = self._representatives(record, alert_id=alert_id, explain=explain)
         out = {**view, "exemplars": exemplars, "exemplars_from": source, "history": list(record.history),
                "activity": activity(record),
                "split_from": record.split_from, **self.figures_json(figures, exemplars, source)}
-        out["alerts"] = self.contributes_to(issue_id, set(out["routes"]) | set(record.routes))
+        out["alerts"] = self.contributes_to(issue_id, set(out["routes"]) | set(record.routes), explain=explain)
         out["merge_candidates"] = [c.as_dict() for c in suggest_merges(record, self.issues.load())]
         return out
 
-    def contributes_to(self, issue_id: str, routes: set[str], newest: int = 20) -> list[dict]:
+    def contributes_to(self, issue_id: str, routes: set[str], newest: int = 20,
+                       explain: Callable | None = None) -> list[dict]:
         """The alerts on the issue's routes (newest ``newest``) it has failing claims behind: alert id, route,
         state, and its share of the alert's excess (services/alerts/explain.py)."""
         if self.explainer is None or not routes:
             return []
         alerts = [a for a in self.alerts.list() if a.route in routes][:newest]
-        return [a.as_dict() for a in self.explainer.alerts_of_issue(issue_id, alerts, self.clock())]
+        return [a.as_dict() for a in self.explainer.alerts_of_issue(issue_id, alerts, self.clock(), explain)]
+
+    def _explain_once(self) -> Callable | None:
+        """(alert) -> its explanation, each alert explained at most once for one read of an issue."""
+        if self.explainer is None:
+            return None
+        explainer, now, found = self.explainer, self.clock(), {}
+
+        def explain(alert):
+            if alert.alert_id not in found:
+                found[alert.alert_id] = explainer.explain(alert, now)
+            return found[alert.alert_id]
+        return explain
 
     def figures(self, issue_id: str) -> IssueFigures:
         """The issue's figures over every member (event time, verdicts, routes with their own baselines)."""
@@ -136,12 +150,12 @@ class IssuesService:
         ``alert_id``: the alert the reader came from, when the issue has members in its window."""
         return self._representatives(record, limit, alert_id)[0]
 
-    def _representatives(self, record: IssueRecord, limit: int = MAX_TRACES,
-                         alert_id: str | None = None) -> tuple[list[dict], str]:
+    def _representatives(self, record: IssueRecord, limit: int = MAX_TRACES, alert_id: str | None = None,
+                         explain: Callable | None = None) -> tuple[list[dict], str]:
         """The representatives, and where they come from ("" for the whole issue)."""
         members, source = self._alert_window_members(record, alert_id) if alert_id else ([], "")
         if not members:
-            members, source = self._alert_window_members(record)
+            members, source = self._alert_window_members(record, explain=explain or self._explain_once())
         if not members:
             rank = {k: i for i, k in enumerate(record.exemplar_ids)}
             members = sorted(self.issues.members(record.issue_id, 500),
@@ -157,7 +171,8 @@ class IssuesService:
         keep = self.distinct([m["event_id"] for m in chosen], [m.get("question") or "" for m in chosen], limit)
         return [chosen[i] for i in keep], source
 
-    def _alert_window_members(self, record: IssueRecord, alert_id: str | None = None) -> tuple[list[dict], str]:
+    def _alert_window_members(self, record: IssueRecord, alert_id: str | None = None,
+                              explain: Callable | None = None) -> tuple[list[dict], str]:
         """The issue's members in the window of the open alert it matters most to (firing before pending): only
         those on the alert's top suspect version when there are any. ([], "") without such an alert.
 
@@ -176,7 +191,7 @@ class IssuesService:
                 continue
             start, end = alert_window(alert, now)
             until = end + timedelta(minutes=1, milliseconds=-1)
-            rank, share = (0, 1.0) if alert_id else self._standing(record.issue_id, alert, start, until, now)
+            rank, share = (0, 1.0) if alert_id else self._standing(record.issue_id, alert, start, until, explain)
             if share >= DRIVING_SHARE:
                 candidates.append((alert.starts_at is None, rank, -share, alert.alert_id, start, until, alert))
         if not candidates:
@@ -191,10 +206,11 @@ class IssuesService:
                 return on_suspect, f"{source[:-1]}, on the suspect {suspect['key']} {suspect['value']})"
         return members, source
 
-    def _standing(self, issue_id: str, alert, start: datetime, until: datetime, now: datetime) -> tuple[int, float]:
+    def _standing(self, issue_id: str, alert, start: datetime, until: datetime,
+                  explain: Callable | None) -> tuple[int, float]:
         """(the issue's rank among the alert's issues, its share): see ``_alert_window_members``."""
-        if self.explainer is not None:
-            ranked = [c for c in self.explainer.explain(alert, now).issues if c.issue_id and c.share]
+        if explain is not None:
+            ranked = [c for c in explain(alert).issues if c.issue_id and c.share]
             ranked.sort(key=lambda c: -c.share)
             at = next((i for i, c in enumerate(ranked) if c.issue_id == issue_id), None)
             return (len(ranked), 0.0) if at is None else (at, ranked[at].share)
