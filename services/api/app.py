@@ -34,7 +34,7 @@ from services.api.security import ApiPolicy, Gate
 from services.core.clock import utcnow
 from services.core.errors import Conflict, NotFound
 from services.evalset.promotion import NearDuplicateError, PromotionError
-from services.store.backends import StoreError
+from services.core.errors import StoreError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 TAGS = [

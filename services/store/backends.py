@@ -17,7 +17,7 @@ import orjson
 from clickhouse_connect import common as ch_common
 from clickhouse_connect.driver.binding import format_bind_value
 
-from services.core.errors import StoreError  # noqa: F401  (raised here; importers outside ingest read it here too)
+from services.core.errors import StoreError
 
 # Dict parameters bind as ClickHouse Map literals, not JSON, on both back ends.
 ch_common.set_setting("dict_parameter_format", "map")

@@ -12,7 +12,8 @@ from services.core.metrics import Metrics
 from services.ingest.ingestor import Health as IngestHealth
 from services.rates.report import route_rates
 from services.rates.window import parse_window
-from services.store.backends import Store, StoreError, ping
+from services.store.backends import Store, ping
+from services.core.errors import StoreError
 from services.store.dlq import dlq_summary
 from services.store.rates import RateRepository
 from services.store.storage import StorageRepository

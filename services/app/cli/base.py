@@ -81,7 +81,7 @@ def on_store(settings: Settings, local: Callable[[Any], Any],
     """Run `local(components)` on the store files directly (no service answers)."""
     from services.app.compose import open_components
     from services.core.command import cli_path
-    from services.store.backends import StoreError
+    from services.core.errors import StoreError
 
     try:
         components = open_components(settings, cli=cli_path())  # runbooks print commands as this user runs them

@@ -117,7 +117,7 @@ def repair(settings: Settings, hours: float) -> None:
     from datetime import timedelta
 
     from services.app.compose import open_migrated
-    from services.store.backends import StoreError
+    from services.core.errors import StoreError
     from services.store.repair import MAX_REPAIR_HORIZON, repair_recent
 
     limit = MAX_REPAIR_HORIZON / timedelta(hours=1)

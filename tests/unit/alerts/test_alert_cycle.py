@@ -12,7 +12,7 @@ from services.alerts.notify import Dispatcher
 from services.alerts.records import alert_repository
 from services.app.compose import evaluator_for
 from services.core.metrics import Metrics
-from services.store.backends import StoreError
+from services.core.errors import StoreError
 from services.store.rates import RateRepository
 from services.store.writer import EventWriter
 from tests.support.regression_world import START, billing_regression, prompt_settings

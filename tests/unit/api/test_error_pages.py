@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from services.core.errors import Conflict
-from services.store.backends import StoreError
+from services.core.errors import StoreError
 from tests.unit.api.test_api import client_for, world  # noqa: F401  (world is a fixture)
 
 RAISED = {"clash": Conflict("the issue was merged meanwhile"), "store": StoreError("connection refused"),

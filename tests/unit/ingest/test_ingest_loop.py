@@ -18,7 +18,7 @@ from services.ingest.durable import PAUSE_SLICE, DurableWriter, WriteAbandoned
 from services.ingest.ingestor import DecodedBatch, Health, Ingestor, RawMessage
 from services.ingest.offsets import LogPosition, OffsetTracker
 from services.ingest.pipeline import ByteSplitter, InFlight, IngestPipeline
-from services.store.backends import StoreError
+from services.core.errors import StoreError
 from services.store.writer import EventWriter
 from services.ingest.records import DeadLetter
 

@@ -17,7 +17,8 @@ import pytest
 
 from services.contract.decode import validate_event
 from services.contract.model import FAILED_VERDICTS, VerdictEvent
-from services.store.backends import ChdbStore, HttpStore, Store, StoreError
+from services.store.backends import ChdbStore, HttpStore, Store
+from services.core.errors import StoreError
 from services.store.convert import INTAKE_SETTINGS, INTAKE_TABLE, event_to_row
 from services.ingest.records import intake_line
 from services.store.migrate import migrate
