@@ -15,6 +15,8 @@ from typing import Mapping
 import numpy as np
 
 from services.contract.model import FAILED_VERDICT_ORDER
+
+CHECKED_VERDICTS = ("supported", *FAILED_VERDICT_ORDER)  # the verdicts a claim's rate counts (not trivial)
 from services.core.stats import wilson, z_value
 from services.store.rates import COUNT_FIELDS, SAMPLING_FIELDS, SUM_FIELDS  # rate_minute's columns, defined once
 
@@ -60,6 +62,12 @@ class Counts:
     w_answerable_abstained: float = 0.0
     w_unanswerable: float = 0.0
     w_unanswerable_abstained: float = 0.0
+    w_supported: float = 0.0         # Σ w·(claims with each checked verdict)
+    w_unsupported: float = 0.0
+    w_contradicted: float = 0.0
+    w_overreach: float = 0.0
+    w_stale: float = 0.0
+    w_no_source: float = 0.0
 
     def __add__(self, other: "Counts") -> "Counts":
         if not isinstance(other, Counts):
@@ -111,8 +119,9 @@ class Counts:
             return self
         w_claims, w_failed, w2_claims, w2_claims_sq, w2_failed_sq, w2_failed_claims = self.weighted
         k = w_claims / w2_claims if w2_claims > 0 else 0.0
+        verdicts = {v: getattr(self, "w_" + v) * k for v in CHECKED_VERDICTS}
         return replace(self, claims=w_claims * k, failed=w_failed * k, claims_sq=w2_claims_sq * k * k,
-                       failed_sq=w2_failed_sq * k * k, failed_claims=w2_failed_claims * k * k)
+                       failed_sq=w2_failed_sq * k * k, failed_claims=w2_failed_claims * k * k, **verdicts)
 
     def as_dict(self) -> dict[str, float]:
         return {f: getattr(self, f) for f in SUM_FIELDS}
@@ -125,6 +134,13 @@ class Counts:
             return (self.w_claims, self.w_failed, self.w2_claims, self.w2_claims_sq, self.w2_failed_sq,
                     self.w2_failed_claims)
         return self.claims, self.failed, self.claims, self.claims_sq, self.failed_sq, self.failed_claims
+
+    def verdict_share(self, verdict: str) -> float | None:
+        """The share of checked claims with ``verdict``, of the whole traffic (weighted where answers were
+        sampled; the stored count's share where no weights were kept)."""
+        if self.w_events > 0 and self.w_claims > 0:
+            return getattr(self, "w_" + verdict) / self.w_claims
+        return getattr(self, verdict) / self.claims if self.claims else None
 
     def weighted_share(self, part: str, whole: str) -> tuple[float, float, float]:
         """An event-level share of the traffic (e.g. served_unsafe of served): (weighted part, weighted whole, the

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from services.contract.model import CANONICAL_VERDICTS
-from services.rates.intervals import Counts, effective_proportion_interval, ratio_interval
+from services.rates.intervals import CHECKED_VERDICTS, Counts, effective_proportion_interval, ratio_interval
 
 
 def _share(c: Counts, part: str, whole: str) -> dict:
@@ -32,6 +32,8 @@ def rate_entry(row: dict, key: str = "route") -> dict:
         "failed": c.failed,
         "rate": c.rate,
         "verdicts": {v: int(row.get(v, 0)) for v in CANONICAL_VERDICTS},
+        # Of the whole traffic, as ``rate`` is: the stored counts' shares unless answers were sampled.
+        "verdict_shares": {v: c.verdict_share(v) for v in CHECKED_VERDICTS},
         "interval": [interval.lo, interval.hi] if interval else None,
         "unsafe_serve": _share(c, "served_unsafe", "served"),
         "abstention": _share(c, "abstained", "events"),

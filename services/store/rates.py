@@ -26,7 +26,8 @@ COUNT_FIELDS = (
 # weighted sums (floats) that estimates of the whole traffic need.
 SAMPLING_FIELDS = ("sampled", "w_events", "w2_events", "w_claims", "w_failed", "w2_claims", "w2_claims_sq",
                    "w2_failed_sq", "w2_failed_claims", "w_served", "w_served_unsafe", "w_abstained", "w_answerable",
-                   "w_answerable_abstained", "w_unanswerable", "w_unanswerable_abstained")
+                   "w_answerable_abstained", "w_unanswerable", "w_unanswerable_abstained",
+                   "w_supported", "w_unsupported", "w_contradicted", "w_overreach", "w_stale", "w_no_source")
 SUM_FIELDS = COUNT_FIELDS + SAMPLING_FIELDS
 _SUMS = ", ".join(f"sum({c}) AS {c}" for c in SUM_FIELDS)
 

@@ -20,7 +20,7 @@ from tests.support.processes import WorkerProcess, send_all
 
 START = datetime(2026, 11, 21, 8, 0, tzinfo=timezone.utc)
 LONG, RATE = 4, 0.1
-ESTIMATES = ("rate", "interval", "weighted", "effective_claims", "unsafe_serve", "abstention")
+ESTIMATES = ("rate", "interval", "weighted", "effective_claims", "verdict_shares", "unsafe_serve", "abstention")
 STORED = ("events", "claims", "failed", "verdicts", "sampling", "sampled_events")
 
 

@@ -28,14 +28,17 @@ CONCENTRATION = 8.0       # of the Beta each answer's propensity is drawn from: 
 
 
 def sums(claims: np.ndarray, failed: np.ndarray, weights: np.ndarray) -> Counts:
-    """The rate_minute sums of these answers (weights 1 / sampling.rate), as the store would add them."""
+    """The rate_minute sums of these answers (weights 1 / sampling.rate), as the store would add them (every
+    failed claim unsupported)."""
     w = weights
     return Counts(events=len(claims), claims=int(claims.sum()), failed=int(failed.sum()),
                   claims_sq=int((claims ** 2).sum()), failed_sq=int((failed ** 2).sum()),
                   failed_claims=int((failed * claims).sum()), sampled=int((w > 1).sum()), w_events=float(w.sum()),
                   w2_events=float((w * w).sum()), w_claims=float(w @ claims), w_failed=float(w @ failed),
                   w2_claims=float((w * w) @ claims), w2_claims_sq=float((w * w) @ (claims ** 2)),
-                  w2_failed_sq=float((w * w) @ (failed ** 2)), w2_failed_claims=float((w * w) @ (failed * claims)))
+                  w2_failed_sq=float((w * w) @ (failed ** 2)), w2_failed_claims=float((w * w) @ (failed * claims)),
+                  supported=int((claims - failed).sum()), unsupported=int(failed.sum()),
+                  w_supported=float(w @ (claims - failed)), w_unsupported=float(w @ failed))
 
 
 def draw(rng: np.random.Generator, answers: int = 6000) -> tuple[float, Counts, Counts]:

@@ -37,13 +37,15 @@ def test_minute_sums_stored_before_weights_read_as_unweighted_after_the_upgrade(
         migrate(store)
         store.insert("rate_minute", [{"dim": "", "value": "", "route": "old", "minute": "2026-11-21 08:00:00",
                                       "events": 4, "claims": 10, "failed": 3, "claims_sq": 30, "failed_sq": 5,
-                                      "failed_claims": 9}])
+                                      "failed_claims": 9, "supported": 7, "unsupported": 2, "stale": 1}])
         monkeypatch.setattr(migrations, "_migrations", lambda: shipped)
         assert 11 in migrate(store)
         row = RateRepository(store, clock=lambda: START).totals("", None)[0]
         assert {k: row[k] for k in ("w_events", "w_claims", "w_failed", "w2_claims_sq", "sampled")} == {
             "w_events": 4.0, "w_claims": 10.0, "w_failed": 3.0, "w2_claims_sq": 30.0, "sampled": 0}
         assert rate_entry(row)["rate"] == 0.3
+        assert (row["w_supported"], row["w_unsupported"], row["w_stale"]) == (7.0, 2.0, 1.0)  # migration 017
+        assert rate_entry(row)["verdict_shares"]["unsupported"] == 0.2
     finally:
         store.close()
 
@@ -81,6 +83,15 @@ def test_a_sampled_answer_counts_for_the_answers_it_stands_for(rates):
     assert mixed["interval"][0] < 0.4 < mixed["interval"][1]
 
 
+def test_verdict_shares_are_of_the_whole_traffic_like_the_rate(rates):
+    mixed = by_route(rates)["mixed"]
+    assert mixed["verdicts"]["unsupported"] == 6  # stored claims; unweighted they would be 6 / 42 of checked
+    assert mixed["verdict_shares"] == pytest.approx({"supported": 0.6, "unsupported": 0.4, "contradicted": 0.0,
+                                                      "overreach": 0.0, "stale": 0.0, "no_source": 0.0})
+    assert sum(v for k, v in mixed["verdict_shares"].items() if k != "supported") == pytest.approx(mixed["rate"])
+    assert by_route(rates)["plain"]["verdict_shares"]["contradicted"] == 0.5
+
+
 def test_without_sampling_every_figure_is_the_unweighted_one(rates):
     plain = by_route(rates)["plain"]
     assert plain["rate"] == 0.5 and plain["sampling"] == "none" and plain["effective_claims"] == 20
@@ -115,6 +126,9 @@ def test_the_drift_detector_sees_a_sampled_minute_as_the_sample_it_is():
     effective = weighted.effective()
     assert effective.claims == pytest.approx(weighted.effective_claims)
     assert effective.failed / effective.claims == pytest.approx(weighted.rate)
+    failed_shares = sum(getattr(effective, v) for v in ("unsupported", "contradicted", "overreach", "stale",
+                                                        "no_source")) / effective.claims
+    assert failed_shares == pytest.approx(weighted.rate)  # the driving verdict compares weighted shares
     plain = Counts(**{**effective.as_dict(), "sampled": 0, "w_events": 0.0})  # the same sums, unweighted
     assert ratio_interval(plain).as_list() == pytest.approx(ratio_interval(weighted).as_list())
     unsampled = Counts(events=3, claims=7, failed=2, claims_sq=19, failed_sq=2, failed_claims=6, w_events=3.0,
@@ -136,12 +150,17 @@ def test_the_overview_and_the_cli_say_which_routes_were_sampled(rates, store_url
                                        "RATE weighs each by 1 / its sampling.rate and stands for 60 answers"]
     components = open_components(Settings(clickhouse=store_url))
     try:  # chDB serves one data directory per process: every handle on it must close before another opens
-        page = TestClient(create_api(components)).get("/", params={"window": "all"}).text
+        client = TestClient(create_api(components))
+        page = client.get("/", params={"window": "all"}).text
+        route_page = client.get("/routes/mixed", params={"window": "all"}).text
     finally:
         components.close()
     mixed_row = page.split('href="/routes/mixed"')[1].split("</tr>")[0]
     assert "mixed sampling" in mixed_row and "40.0%" in mixed_row
     assert "sampling" not in page.split('href="/routes/plain"')[1].split("</tr>")[0]
+    unsupported_row = route_page.split('<th scope="row">unsupported</th>')[1].split("</tr>")[0]
+    assert ">6<" in unsupported_row and "40.0%" in unsupported_row  # 6 claims verified, 40% of the traffic's
+    assert 'id="sampling-note"' in route_page
 
 
 def test_unsafe_serve_and_the_abstention_pair_are_weighted_too(rates):
