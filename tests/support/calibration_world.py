@@ -66,7 +66,7 @@ class World:
         patterns, counts = np.unique(np.column_stack([per_answer, n]), axis=0, return_counts=True)
         traffic = Traffic(truth.route, VERSION, patterns[:, 0].astype(float), patterns[:, 1].astype(float),
                           counts.astype(float))
-        return RouteDraw(truth.route, traffic, failed, flagged)
+        return RouteDraw(truth.route, traffic, failed, flagged, n)
 
     def review(self, rng: np.random.Generator, route: "RouteDraw", quotas: dict[str, int],
                taken: frozenset[int] = frozenset()) -> list[ReviewedClaim]:
@@ -101,6 +101,7 @@ class RouteDraw:
     traffic: Traffic
     failed: np.ndarray      # per claim: truly failed
     flagged: np.ndarray     # per claim: the verifier said so
+    answer_claims: np.ndarray  # per answer, in order: its claims
 
     @property
     def strata(self) -> dict[str, np.ndarray]:
