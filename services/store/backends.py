@@ -35,8 +35,23 @@ class Store(Protocol):
     def close(self) -> None: ...
 
 
+def _escaped(text: str) -> str:
+    """clickhouse-connect's escape_str (a backslash before \\ ' ` tab and newline), by str.replace: it escapes a
+    character at a time in Python, which for the writer's thousands of event ids a batch cost more GIL time than
+    encoding the batch did. The backslash goes first, so the others' backslashes are not doubled."""
+    return (text.replace("\\", "\\\\").replace("'", "\\'").replace("`", "\\`").replace("\t", "\\\t")
+            .replace("\n", "\\\n"))
+
+
+def bind_value(value: Any) -> str:
+    """A query parameter's text, as clickhouse-connect's format_bind_value gives it."""
+    if isinstance(value, list) and all(type(v) is str for v in value):
+        return "[" + ", ".join(["'" + _escaped(v) + "'" for v in value]) + "]"
+    return format_bind_value(value, None, True)
+
+
 def _bind(params: Mapping[str, Any] | None) -> dict[str, str]:
-    return {k: format_bind_value(v, None, True) for k, v in (params or {}).items()}
+    return {k: bind_value(v) for k, v in (params or {}).items()}
 
 
 def _json_lines(rows: Iterable[Row]) -> bytes:
