@@ -66,3 +66,4 @@ def register_ingest(app, verdicts, pipeline: IngestPipeline, settings: IngestSet
                     await inflight.add(finish(messages[part], partial(ack_all, stream, batch[part], app.byte_budget)))
         finally:
             inflight.cancel()
+            pipeline.cancel()

@@ -15,7 +15,7 @@ from services.core.threads import Run
 from services.core.backoff import Backoff
 from services.core.clock import utcnow
 from services.core.metrics import Metrics
-from services.ingest.ingestor import BatchOutcome, Health, Ingestor, RawMessage
+from services.ingest.ingestor import BatchOutcome, DecodedBatch, Health, Ingestor, RawMessage
 from services.core.errors import StoreError
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,13 @@ class DurableWriter:
 
     async def write(self, messages: Sequence[RawMessage]) -> BatchOutcome:
         """Returns only once the batch is stored; StoreError is retried forever (offsets stay uncommitted)."""
-        batch = await self.run_decode(self.ingestor.split, messages, self.clock())
+        return await self.store(await self.decode(messages))
+
+    async def decode(self, messages: Sequence[RawMessage]) -> DecodedBatch:
+        return await self.run_decode(self.ingestor.split, messages, self.clock())
+
+    async def store(self, batch: DecodedBatch) -> BatchOutcome:
+        """Write a decoded batch (or several joined: ``DecodedBatch.joined``) until the store accepts it."""
         while True:
             started = time.perf_counter()
             try:
@@ -58,7 +64,7 @@ class DurableWriter:
                 self.metrics.store_failures.inc()
                 if self.stopping():
                     raise WriteAbandoned(f"stopping while the store refuses writes ({str(exc)[:200]}); "
-                                         f"{len(messages)} messages stay uncommitted and are redelivered") from None
+                                         f"{batch.messages} messages stay uncommitted and are redelivered") from None
                 delay = self.backoff.next_delay()
                 log.warning("store write failed (%s); retrying in %.1fs, offsets not committed", str(exc)[:200], delay)
                 await self._pause(delay)

@@ -53,10 +53,20 @@ class DecodedBatch:
     items: list[tuple[RawMessage, int | None, VerdictEvent]]
     dead: list[DeadLetter]
     lines: list[bytes] | None = None  # each event's store intake line; None: the write encodes them
+    messages: int = 0  # how many Kafka messages it came from
 
     @property
     def events(self) -> list[VerdictEvent]:
         return [event for _, _, event in self.items]
+
+    @classmethod
+    def joined(cls, batches: Sequence[DecodedBatch]) -> DecodedBatch:
+        """Several batches as one write, in order (services/ingest/pipeline.py's group commit)."""
+        if len(batches) == 1:
+            return batches[0]
+        lines = None if any(b.lines is None for b in batches) else [line for b in batches for line in b.lines]
+        return cls([i for b in batches for i in b.items], [d for b in batches for d in b.dead], lines,
+                   sum(b.messages for b in batches))
 
 
 def envelope_events(m: RawMessage) -> list:
@@ -126,7 +136,7 @@ class Ingestor:
                     self.note_valid(m.partition, result.observed_at, now)
                     items.append((m, index, self.redactor.redact(result)))
         # Encoded here, on the decoding thread: the store thread then only queries and inserts.
-        return DecodedBatch(items, dead, [intake_line(event) for _, _, event in items])
+        return DecodedBatch(items, dead, [intake_line(event) for _, _, event in items], len(messages))
 
     def note_valid(self, partition: int, observed_at: datetime, now: datetime) -> None:
         newest = self.neighbours.get(partition)

@@ -371,3 +371,68 @@ def test_envelopes_under_way_are_bounded_by_bytes_not_by_message_count():
         assert peak[0] <= 2 * 50_000 < len(taken) * 1000 // 10
 
     asyncio.run(scenario())
+
+
+class CountingWriter(EventWriter):
+    def __init__(self, store):
+        super().__init__(store)
+        self.writes: list[list[str]] = []
+
+    def write(self, events, dead=(), lines=None):
+        self.writes.append([e.event_id for e in events])
+        return super().write(events, dead, lines)
+
+
+def test_batches_decoded_while_the_store_is_busy_go_in_together_as_the_next_write(store):
+    """Group commit: one INSERT for the batches that waited, each acked once it is stored, in order."""
+    async def scenario():
+        gate, writer_ = asyncio.Event(), CountingWriter(store)
+        order = []
+
+        async def slow_store(fn, *args):
+            await gate.wait()  # the store is busy until the test lets it go
+            return fn(*args)
+
+        durable = DurableWriter(Ingestor(writer_, Decoder()), Health(), Metrics(), Backoff(0.1, 1), slow_store, inline,
+                                clock=lambda: NOW)
+        pipeline = IngestPipeline(durable, DeadLetterSender(None, lambda: Backoff(0.1, 1)), Metrics(), OffsetTracker())
+
+        def acker(name):
+            async def ack():
+                order.append((name, stored(store)))
+            return ack
+
+        first = asyncio.ensure_future(pipeline.finish([message(0, "a")], acker("first")))
+        await asyncio.sleep(0.01)  # the first write is under way (held at the gate)
+        rest = [asyncio.ensure_future(pipeline.finish([message(i, f"e{i}"), message(i + 10, "a")], acker(f"b{i}")))
+                for i in (1, 2, 3)]
+        await asyncio.sleep(0.01)
+        assert writer_.writes == [] and order == []  # nothing acked before the store holds it
+        gate.set()
+        await asyncio.gather(first, *rest)
+        assert writer_.writes == [["a"], ["e1", "a", "e2", "a", "e3", "a"]]  # the three that waited: one write
+        assert order == [("first", 1), ("b1", 4), ("b2", 4), ("b3", 4)]  # acked after their write, in order
+        assert stored(store) == 4  # "a" once: the idempotent writer sees the joined batch's repeats
+
+    asyncio.run(scenario())
+
+
+def test_a_failed_group_write_reaches_every_batch_in_it_and_acks_none(store):
+    async def scenario():
+        acked = []
+
+        async def refusing_store(fn, *args):
+            raise WriteAbandoned("stopping")
+
+        durable = DurableWriter(Ingestor(EventWriter(store), Decoder()), Health(), Metrics(), Backoff(0.1, 1),
+                                refusing_store, inline, clock=lambda: NOW)
+        pipeline = IngestPipeline(durable, DeadLetterSender(None, lambda: Backoff(0.1, 1)), Metrics(), OffsetTracker())
+
+        async def ack():
+            acked.append(1)
+
+        results = await asyncio.gather(*(pipeline.finish([message(i, f"e{i}")], ack) for i in range(3)),
+                                       return_exceptions=True)
+        assert [type(r) for r in results] == [WriteAbandoned] * 3 and acked == []
+
+    asyncio.run(scenario())
