@@ -80,7 +80,9 @@ def _settings_clause(settings: Mapping[str, Any] | None) -> str:
 
 
 class ChdbStore:
-    """Embedded ClickHouse (chDB). Statements are serialised: one session, one lock."""
+    """Embedded ClickHouse (chDB). Two connections to one engine, each serialised by its own lock: one for
+    inserts and commands, one for queries, so a dashboard's reads never wait for an ingest INSERT to finish
+    (both see the same data: the engine is shared)."""
 
     def __init__(self, path: str | Path):
         import chdb.session
@@ -89,28 +91,30 @@ class ChdbStore:
         self.url = f"chdb:{self.path}"
         self.path.mkdir(parents=True, exist_ok=True)
         try:
-            self._session = chdb.session.Session(str(self.path))
+            self._writes = chdb.session.Session(str(self.path))
+            self._reads = chdb.session.Session(str(self.path))
         except Exception as exc:  # chdb raises a bare RuntimeError
             raise StoreError(
                 f"cannot open the embedded store at {self.path}: {exc}. "
                 "Another claimwatch process may own it: stop it, reach it through its API (--api), "
                 "or use a ClickHouse server (--clickhouse http://...)."
             ) from exc
-        self._lock = threading.Lock()
+        self._write_lock, self._read_lock = threading.Lock(), threading.Lock()
 
-    def _run(self, sql: str, fmt: str = "JSONEachRow", params: Mapping[str, Any] | None = None) -> bytes:
-        with self._lock:
+    @staticmethod
+    def _run(session, lock: threading.Lock, sql: str, fmt: str, params: Mapping[str, Any] | None) -> bytes:
+        with lock:
             try:
-                result = self._session.query(sql, fmt, params=_bind(params) if params else None)
+                result = session.query(sql, fmt, params=_bind(params) if params else None)
             except Exception as exc:
                 raise StoreError(str(exc).strip()) from exc
         return result.bytes() if result is not None else b""
 
     def command(self, sql: str, params: Mapping[str, Any] | None = None) -> None:
-        self._run(sql, "TabSeparated", params)
+        self._run(self._writes, self._write_lock, sql, "TabSeparated", params)
 
     def query(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Row]:
-        return _parse_rows(self._run(sql, "JSONEachRow", params))
+        return _parse_rows(self._run(self._reads, self._read_lock, sql, "JSONEachRow", params))
 
     def insert(self, table: str, rows: Iterable[Row], settings: Mapping[str, Any] | None = None) -> int:
         return self.insert_lines(table, _json_lines(rows), settings)
@@ -119,9 +123,9 @@ class ChdbStore:
         if not lines:
             return 0
         sql = f"INSERT INTO {_checked_name(table)}{_settings_clause(settings)}"
-        with self._lock:
+        with self._write_lock:
             try:
-                inserter = self._session.send_insert(sql, "JSONEachRow")
+                inserter = self._writes.send_insert(sql, "JSONEachRow")
                 inserter.append(lines)
                 inserter.finish()
             except Exception as exc:
@@ -129,8 +133,10 @@ class ChdbStore:
         return lines.count(b"\n") + 1
 
     def close(self) -> None:
-        with self._lock:
-            self._session.close()
+        with self._read_lock:
+            self._reads.close()
+        with self._write_lock:
+            self._writes.close()
 
 
 class HttpStore:

@@ -245,3 +245,20 @@ def test_a_bad_statement_raises_store_error_with_clickhouse_message(store: Store
         store.insert("events", [event_to_row(make_event(2))], {"no_such_setting": 1})
     assert totals(store)["events"] == 0  # nothing half-written
     assert store.query("SELECT 1 AS ok") == [{"ok": 1}]  # and the store still answers
+
+
+def test_an_embedded_stores_reads_do_not_wait_for_its_writes(tmp_path: Path) -> None:
+    """A dashboard read while an ingest INSERT holds the write connection (its lock, here) answers at once,
+    and sees what the other connection wrote before."""
+    import threading
+
+    with open_backend("chdb", tmp_path) as store:
+        migrate(store)
+        EventWriter(store).write([make_event(1)])
+        answered = threading.Event()
+        with store._write_lock:  # an INSERT under way
+            reader = threading.Thread(target=lambda: answered.set() if store.query(
+                "SELECT count() AS n FROM events")[0]["n"] == 1 else None)
+            reader.start()
+            assert answered.wait(30)
+        reader.join()
