@@ -50,6 +50,15 @@ def bind_value(value: Any) -> str:
     return format_bind_value(value, None, True)
 
 
+def sql_literal(data: bytes) -> str:
+    """UTF-8 text as a ClickHouse string literal (its two special characters escaped)."""
+    return "'" + data.decode().replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+# Queries may carry a batch's keys inline (services/store/writer.py): larger than ClickHouse's 256 KiB default.
+MAX_QUERY_BYTES = 64 << 20
+
+
 def _bind(params: Mapping[str, Any] | None) -> dict[str, str]:
     return {k: bind_value(v) for k, v in (params or {}).items()}
 
@@ -91,8 +100,8 @@ class ChdbStore:
         self.url = f"chdb:{self.path}"
         self.path.mkdir(parents=True, exist_ok=True)
         try:
-            self._writes = chdb.session.Session(str(self.path))
-            self._reads = chdb.session.Session(str(self.path))
+            self._writes = chdb.session.Session(f"{self.path}?max_query_size={MAX_QUERY_BYTES}")
+            self._reads = chdb.session.Session(f"{self.path}?max_query_size={MAX_QUERY_BYTES}")
         except Exception as exc:  # chdb raises a bare RuntimeError
             raise StoreError(
                 f"cannot open the embedded store at {self.path}: {exc}. "
@@ -156,6 +165,7 @@ class HttpStore:
                 database=parsed.path.lstrip("/") or "default",
                 secure=parsed.scheme == "https",
                 autogenerate_session_id=False,
+                settings={"max_query_size": MAX_QUERY_BYTES},
             )
         except Exception as exc:
             raise StoreError(f"cannot reach ClickHouse at {self.url}: {exc}. Check --clickhouse and that the server is up.") from exc

@@ -1,6 +1,7 @@
 """Retention: ClickHouse TTLs on event time, set by migration 008 and brought in line with settings on start.
 
-Raw rows (``events``, ``claims``, and the ``dlq`` record of each dead letter) are kept ``raw_days``;
+Raw rows (``events``, ``claims``, the writer's ``event_keys`` and the ``dlq`` record of each dead letter) are kept
+``raw_days``;
 per-minute aggregates (``rate_minute``) ``aggregate_days``; alerts, issues and the eval set have no TTL.
 
 TTLs run on event time (``observed_at``, ``minute``), not arrival time, so a backfill expires by when
@@ -23,7 +24,8 @@ from dataclasses import dataclass
 from services.store.backends import Store
 
 # table -> its event-time column (a DateTime expression). New per-minute aggregate tables go in AGGREGATE_TABLES.
-RAW_TABLES = {"events": "toDateTime(observed_at)", "claims": "toDateTime(observed_at)", "dlq": "toDateTime(received_at)"}
+RAW_TABLES = {"events": "toDateTime(observed_at)", "claims": "toDateTime(observed_at)",
+              "event_keys": "toDateTime(observed_at)", "dlq": "toDateTime(received_at)"}
 AGGREGATE_TABLES = {"rate_minute": "minute"}
 RETAINED_TABLES = {**RAW_TABLES, **AGGREGATE_TABLES}
 

@@ -50,7 +50,7 @@ def test_the_migration_sets_ttls_on_event_time_and_keeps_alerts_issues_and_the_e
     with open_backend(kind, tmp_path) as store:
         migrate(store)
         tables = engines(store)
-        for table in ("events", "claims"):
+        for table in ("events", "claims", "event_keys"):
             assert "TTL toDateTime(observed_at) + toIntervalDay(30)" in tables[table], tables[table]
         assert "TTL toDateTime(received_at) + toIntervalDay(30)" in tables["dlq"]
         assert "TTL minute + toIntervalDay(400)" in tables["rate_minute"]
@@ -66,16 +66,16 @@ def test_a_changed_policy_is_applied_once_and_an_unchanged_one_not_at_all(kind: 
         migrate(store)
         keeper = RetentionKeeper(store)
         before = ttl_mutations(store)
-        assert sorted(keeper.apply(Retention(7, 90))) == ["claims", "dlq", "events", "rate_minute"]
+        assert sorted(keeper.apply(Retention(7, 90))) == ["claims", "dlq", "event_keys", "events", "rate_minute"]
         ttls = keeper.ttls()
-        assert [ttl_days(ttls[t]) for t in ("events", "claims", "dlq", "rate_minute")] == [7, 7, 7, 90]
+        assert [ttl_days(ttls[t]) for t in ("events", "claims", "event_keys", "dlq", "rate_minute")] == [7, 7, 7, 7, 90]
         assert ttls["rate_minute"] == "minute + toIntervalDay(90)"
         applied = ttl_mutations(store)
         assert applied > before  # each ALTER materialises its TTL on the existing parts
         assert keeper.apply(Retention(7, 90)) == []
         assert ttl_mutations(store) == applied  # nothing re-applied
         assert keeper.apply(Retention(7, 120)) == ["rate_minute"]  # only what differs
-        assert sorted(keeper.apply(KEEP_EVERYTHING)) == ["claims", "dlq", "events", "rate_minute"]
+        assert sorted(keeper.apply(KEEP_EVERYTHING)) == ["claims", "dlq", "event_keys", "events", "rate_minute"]
         assert not any(keeper.ttls().values())
 
 
@@ -134,7 +134,7 @@ def test_repair_leaves_the_buckets_of_expiring_answers_alone(store):
 def test_the_default_policy_needs_no_migration_to_agree(store):
     keeper = RetentionKeeper(store)
     assert not any(keeper.ttls().values())  # the fixture keeps everything (its event times are fixed)
-    assert sorted(keeper.apply(Retention())) == ["claims", "dlq", "events", "rate_minute"]
+    assert sorted(keeper.apply(Retention())) == ["claims", "dlq", "event_keys", "events", "rate_minute"]
     assert keeper.apply(Retention()) == []
 
 

@@ -57,13 +57,29 @@ def test_lines_encoded_beforehand_lose_their_duplicates_like_events_do(store):
     from services.ingest.records import intake_line
 
     writer = EventWriter(store)
-    writer.write(events(["a"]))
+    writer.write(events(["a"], route="parcel-status"))
     batch = events(["b", "a", "c", "b"], route="parcel-status")
     result = writer.write(batch, (), [intake_line(e) for e in batch])
     assert (result.inserted, result.duplicates) == (2, 2)
     rows = store.query("SELECT event_id, route FROM events ORDER BY event_id")
-    assert rows == [{"event_id": "a", "route": "billing-faq"}, {"event_id": "b", "route": "parcel-status"},
+    assert rows == [{"event_id": "a", "route": "parcel-status"}, {"event_id": "b", "route": "parcel-status"},
                     {"event_id": "c", "route": "parcel-status"}]
+
+
+def test_the_redelivery_check_reads_the_batchs_minutes_not_the_whole_table(store):
+    """A week of answers stored; a batch of one minute's answers (a redelivered one among them) is checked by
+    reading that minute's keys only, and the redelivery is still found."""
+    writer = EventWriter(store)
+    week = [f"2026-11-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}Z" for day in range(14, 21) for hour in range(24)
+            for minute in range(60) for second in (0, 30)]  # 20,160 answers: several granules of keys
+    for start in range(0, len(week), 5000):
+        writer.write([events([f"e{start + i}"], observed_at=at)[0] for i, at in enumerate(week[start:start + 5000])])
+    batch = events(["e5", "new-1", "new-2"], observed_at=week[5])
+    assert writer.stored_ids(batch) == {"e5"}
+    store.command("OPTIMIZE TABLE event_keys FINAL")  # one part: pruning is by granules, not by parts
+    plan = [r["explain"].strip() for r in store.query("EXPLAIN indexes = 1 " + writer.lookup_sql(batch))]
+    selected, total = map(int, [line for line in plan if line.startswith("Granules:")][0].split()[1].split("/"))
+    assert total > 1 and selected == 1, plan
 
 
 def test_a_claim_row_references_its_answer_and_readers_join_its_text(store):
