@@ -5,8 +5,9 @@ Each query of a split is the question (and, as no claim text exists, the claim) 
 failing trace. The pipeline is not told the number of intents. Printed per split:
 NMI / ARI against ``intent`` (noise counted as one cluster of its own) and against
 ``domain``; raw HDBSCAN figures before low-confidence points join the nearest issue
-centroid and after it; noise fraction; number of issues; seconds per stage; and, in
-the same process on the same embeddings, KMeans given the true number of intents.
+centroid and after it; noise fraction; number of issues, and issues and NMI after accepting
+every suggested merge (services/triage/merges.py); seconds per stage; and, in the same
+process on the same embeddings, KMeans given the true number of intents.
 
     python bench/clustering.py                              # test split
     python bench/clustering.py --data FULL.jsonl --splits test,val,train  # all splits (full CLINC150 file)
@@ -55,7 +56,7 @@ from services.contract.decode import validate_event  # noqa: E402
 from services.client.demo import CORPUS_CHANGE_AT, HISTORY_MINUTES, REGRESSION_AT  # noqa: E402
 from services.client.simulate import Scenario, generate  # noqa: E402
 from services.client.simulate.coverage import failing_claim_families, family_coverage, format_coverage  # noqa: E402
-from services.triage.merges import MIN_SIMILARITY, merge_groups  # noqa: E402
+from services.triage.merges import LINKS_AT_085, MIN_SIMILARITY, merge_groups  # noqa: E402
 
 # The CLINC150 test split ships with the repository (CC BY 3.0); pass --data for the full file with val and train.
 DATA = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "clinc150" / "clinc150-test.jsonl"
@@ -97,7 +98,7 @@ def bench_split(split: str, rows: list[dict], embedder, args, config: Clustering
     t = run.timings_
     print("seconds   " + "  ".join(f"{k} {v:.2f}" for k, v in t.items()) + f"   (embed {len(rows) / t['embed']:.0f} texts/s)")
     result = {"split": split, "nmi": nmi, "ari": ari, "noise": summary["noise_fraction"], "issues": summary["issues"]}
-    result |= after_suggested_merges(run, intent, labels)
+    result |= after_suggested_merges(run, config, intent, labels)
     if not args.no_kmeans:
         k = len(set(intent))
         started = time.perf_counter()
@@ -109,22 +110,23 @@ def bench_split(split: str, rows: list[dict], embedder, args, config: Clustering
     return result
 
 
-SWEEP = (0.90, 0.85, 0.80, 0.775, 0.75, 0.70)  # merge thresholds tried beside the shipped one
-
-
-def after_suggested_merges(run, intent: list[str], labels: list[int]) -> dict:
-    """Issues against the true number of intents, before and after accepting every suggested merge (the issue
-    page's, services/triage/merges.py) at the shipped similarity and at each of SWEEP, with NMI after."""
-    clusters = sorted(run.clusters_, key=lambda c: c.index)
-    true, before = len(set(intent)), len(clusters)
-    print(f"issues / true intents  {before} / {true} = {before / true:.2f}x; after accepting every suggested merge:")
+def after_suggested_merges(run, config: ClusteringConfig, intent: list[str], labels: list[int]) -> dict:
+    """Issues against the true number of intents, before and after accepting every suggested merge, as the issue
+    page shows them (services/triage/merges.py, on the tracker's records of this run), with NMI after; and after
+    the rule before links (centroid similarity >= 0.85 alone), for comparison."""
+    tracker = IssueTracker(config)
+    records = tracker.match([], run, NOW)
+    true, before = len(set(intent)), len(records)
+    print(f"issues / true intents  {before} / {true} = {before / true:.2f}x, NMI {scores(intent, labels)[0]:.4f}; "
+          "after accepting every suggested merge:")
     result = {}
-    for similarity in sorted({MIN_SIMILARITY, *SWEEP}, reverse=True):
-        group = dict(zip((c.index for c in clusters), merge_groups([c.centroid for c in clusters], similarity)))
-        merged = [NOISE if label == NOISE else group[label] for label in labels]
+    for rule, shipped in (({}, True), ({"min_similarity": 0.85, "need_links": False}, False)):
+        group = merge_groups(records, **rule)
+        merged = [NOISE if label == NOISE else group[tracker.cluster_issue_ids_[label]] for label in labels]
         after, (merged_nmi, _) = len(set(group.values())), scores(intent, merged)
-        shipped = "  (shipped)" if similarity == MIN_SIMILARITY else ""
-        print(f"  similarity >= {similarity:.3f}: {after} issues = {after / true:.2f}x, NMI {merged_nmi:.3f}{shipped}")
+        name = (f"similarity >= {MIN_SIMILARITY} and links >= {LINKS_AT_085} at 0.85 (shipped)" if shipped
+                else "similarity >= 0.85 alone (the rule before links)")
+        print(f"  {name}: {after} issues = {after / true:.2f}x, NMI {merged_nmi:.4f}")
         if shipped:
             result = {"issues_merged": after, "nmi_merged": merged_nmi}
     return result
@@ -269,9 +271,10 @@ def main() -> None:
     results = [bench_split(split, load(args.data, split), embedder, args, config)
                for split in args.splits.split(",") if split]
     if len(results) > 1:
-        print("\nsplit   NMI    ARI    noise  issues  KMeans-NMI KMeans-ARI")
+        print("\nsplit   NMI    ARI    noise  issues  merged (NMI)    KMeans-NMI KMeans-ARI")
         for r in results:
             print(f"{r['split']:<7} {r['nmi']:.3f}  {r['ari']:.3f}  {r['noise']:.2%}  {r['issues']:>5}   "
+                  f"{r['issues_merged']:>4} ({r['nmi_merged']:.3f})   "
                   f"{r.get('kmeans_nmi', float('nan')):.3f}      {r.get('kmeans_ari', float('nan')):.3f}")
     if args.assign:
         bench_assign(load(args.data, "test"), embedder, uncached, config)

@@ -39,6 +39,9 @@ class IssueRecord:
     split_from: str | None = None
     history: tuple[dict, ...] = ()  # {"at", "event": created|regressed|resolved|merged_into|absorbed|split_*}
     subtitle: str = ""  # keywords, verdict, route, stage, versions; ``name`` is the title (clustering/naming.py)
+    # issue id -> link ratio of the two issues' claims' nearest neighbours, in the run that last saw both
+    # (clustering/neighbours.py): evidence for suggested merges (services/triage/merges.py)
+    neighbours: Mapping[str, float] = field(default_factory=dict)
     # Triage, set by people (services/triage): who works it, until when it is parked, where its ticket is, and
     # the versions current when it was resolved "in the next version" (it regresses only on another one).
     assignee: str = ""
@@ -72,6 +75,7 @@ class IssueRecord:
             "archive": orjson.dumps(self.archive).decode() if self.archive else "",
             "ticket_url": self.ticket_url,
             "resolved_in": dict(self.resolved_in),
+            "neighbours": dict(self.neighbours),
         }
 
     @classmethod
@@ -104,6 +108,7 @@ class IssueRecord:
             archive=orjson.loads(row["archive"]) if row.get("archive") else None,
             ticket_url=row.get("ticket_url") or "",
             resolved_in={k: str(v) for k, v in (row.get("resolved_in") or {}).items()},
+            neighbours={k: float(v) for k, v in (row.get("neighbours") or {}).items()},
         )
 
     def to_line(self) -> dict[str, Any]:

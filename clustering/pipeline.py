@@ -20,6 +20,7 @@ from clustering.config import ClusteringConfig
 from clustering.embed import Embedder
 from clustering.exemplars import ExemplarPicker
 from clustering.naming import IssueNamer
+from clustering.neighbours import neighbours
 from clustering.records import FailingClaim
 from clustering.reduce import Reducer, UmapReducer
 from clustering.run import ATTACHED, CLUSTERED, NOISE_STATUS, UNEMBEDDED, VIA_EVENT, ClusteringRun, ClusterSummary
@@ -98,7 +99,8 @@ class IssuePipeline:
             notes.extend(self._cluster_notes(m, emb_labels))
             _inherit_from_event(ordered, labels, probabilities, status)
         clusters = self._stage("name", self.clusterer.n_clusters_ if m else 0, timings,
-                               lambda: self._summaries(ordered, vectorized, labels, probabilities, now) if m else [])
+                               lambda: self._summaries(ordered, vectorized, labels, probabilities, now, fit_rows)
+                               if m else [])
         return ClusteringRun(self.config.name, self.embedder.model_id, now, tuple(ordered), labels, probabilities,
                              tuple(status), clusters, timings, notes, vectorized.problems, vectorized.skipped,
                              vectorized.vectors if m else None, self.reducer, self.clusterer, reduced)
@@ -154,8 +156,11 @@ class IssuePipeline:
             notes.append(f"no group of at least {min_size} similar claims among {m}: all stay unassigned (issue_id null)")
         return notes
 
-    def _summaries(self, claims, vectorized: Vectorized, labels, probabilities, now) -> list[ClusterSummary]:
+    def _summaries(self, claims, vectorized: Vectorized, labels, probabilities, now,
+                   fit_rows: np.ndarray) -> list[ClusterSummary]:
         k = self.clusterer.n_clusters_
+        # links among the clustered sample only: the claims beyond it joined by nearest centroid
+        linked = neighbours(vectorized.vectors[fit_rows], labels[vectorized.embedded][fit_rows])
         rows_of: list[list[int]] = [[] for _ in range(k)]  # rows into vectorized arrays: what names the issue
         for row, i in enumerate(vectorized.embedded):
             if labels[i] != NOISE:
@@ -194,6 +199,7 @@ class IssuePipeline:
                 hourly_counts=dict(sorted(Counter(_hour(c.observed_at or now) for c in members).items())),
                 first_observed=min(observed, default=None),
                 last_observed=max(observed, default=None),
+                neighbours=linked[index] if index < len(linked) else {},
             ))
         return out
 

@@ -32,6 +32,7 @@ class ClusterSummary:
     last_observed: datetime | None
     subtitle: str = ""  # keywords, verdict, route, stage, versions (the name is the title)
     facets: Facets = NO_FACETS  # what the name was chosen from: its meaning keeps an issue's title across runs
+    neighbours: dict[int, float] = field(default_factory=dict)  # cluster index -> link ratio (clustering/neighbours.py)
 
     @property
     def size(self) -> int:

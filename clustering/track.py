@@ -70,6 +70,7 @@ class IssueTracker:
                 ids.add(issue_id)
                 out.append(self._create(issue_id, cluster, run, now, split_from=parent))
             cluster_ids.append(out[-1].issue_id)
+        out = _with_neighbours(out, clusters, cluster_ids)
         for p, record in enumerate(mine):
             if record.issue_id in taken:
                 continue
@@ -94,7 +95,7 @@ class IssueTracker:
             ids.add(issue_id)
             out.append(self._create(issue_id, cluster, run, now, split_from=None))
         self.cluster_issue_ids_ = [r.issue_id for r in out]
-        return out
+        return _with_neighbours(out, run.clusters_, self.cluster_issue_ids_)
 
     def _links(self, clusters: list[ClusterSummary], mine: list[IssueRecord], alive: set[str]):
         """(tier, score, cluster index, issue position) for every plausible link; tier 0 overlap, 1 centroid."""
@@ -219,6 +220,13 @@ class IssueTracker:
             n += 1
             issue_id = f"iss-{digest}-{n}"
         return issue_id
+
+
+def _with_neighbours(out: list[IssueRecord], clusters: Sequence[ClusterSummary],
+                     cluster_ids: list[str]) -> list[IssueRecord]:
+    """The clusters' issues (the first of ``out``) with their neighbours by issue id, known once all have an id."""
+    return [replace(r, neighbours={cluster_ids[j]: ratio for j, ratio in c.neighbours.items()})
+            for r, c in zip(out, clusters)] + out[len(clusters):]
 
 
 def newer_versions(resolved_in: Mapping[str, str], member_ids: Sequence[str], run: ClusteringRun) -> dict | None:

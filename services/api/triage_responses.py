@@ -33,4 +33,5 @@ class TriageDetail(Out):
     activity: list[dict] = Field(default_factory=list, description=(
         "every change, note and merge, newest first: at, event, by (claimwatch for its own), summary, details"))
     merge_candidates: list[dict] = Field(default_factory=list, description=(
-        "issues likely the same failure: issue_id, name, similarity (centroids' cosine), shared_words"))
+        "issues likely the same failure: issue_id, name, similarity (centroids' cosine), links (their claims' "
+        "nearest-neighbour links between them per link within either), shared_words"))

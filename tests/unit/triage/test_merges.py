@@ -1,12 +1,25 @@
-"""Suggested merges: live issues of the same configuration whose centroids are close, most similar first, each with
-its evidence (the similarity and the words both use); shown with the issue."""
+"""Suggested merges: live issues of the same configuration whose centroids are close and whose claims are each
+other's nearest neighbours, most similar first, each with its evidence (similarity, link ratio, shared words);
+shown with the issue, and computed from what the tracker records at each re-clustering."""
 from __future__ import annotations
 
 import math
 from dataclasses import replace
 
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from clustering.config import DEFAULT_CONFIG
 from clustering.issue import IssueRecord
-from services.triage.merges import MIN_SIMILARITY, suggest_merges
+from clustering.neighbours import link_counts, link_ratios, neighbours
+from clustering.records import FailingClaim
+from clustering.run import ClusteringRun, ClusterSummary
+from clustering.track import IssueTracker
+from services.api.app import create_api
+from services.api.security import ApiPolicy
+from services.app.cli.issues import triage_fields
+from services.triage.merges import MIN_SIMILARITY, links_needed, merge_groups, suggest_merges
 from tests.support.triage_world import T0, an_issue, triage_world
 
 
@@ -19,38 +32,128 @@ def issue(issue_id: str, name: str, degrees: float, **fields) -> IssueRecord:
                        first_seen=T0, last_seen=T0, centroid=at_angle(degrees), **fields)
 
 
-def test_only_close_live_issues_of_the_same_configuration_are_suggested_nearest_first():
-    me = issue("iss-a", "annual plans are refunded within <num> days", 0)
+def unit(x: np.ndarray) -> np.ndarray:
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+
+def one_failure_cut_in_two_and_two_failures_side_by_side(d: int = 12) -> tuple[np.ndarray, np.ndarray]:
+    """Clusters 0 and 1: a broad failure's claims cut by the sign of one coordinate. Clusters 2 and 3: two tight
+    failures whose centroids are even closer than the halves' (cosine 0.93 against 0.91)."""
+    rng = np.random.default_rng(0)
+    broad = np.zeros((80, d))
+    broad[:, 0] = 1
+    broad[:, 1:] = rng.normal(scale=0.25, size=(80, d - 1))
+    broad = unit(broad)
+
+    def tight(angle: float) -> np.ndarray:
+        x = np.zeros((40, d))
+        x[:, 3], x[:, 4] = np.cos(angle), np.sin(angle)
+        return unit(x + rng.normal(scale=0.06, size=(40, d)))
+
+    vectors = np.vstack([broad, tight(-0.2), tight(0.2)])
+    labels = np.concatenate([(broad[:, 1] > 0).astype(int), np.full(40, 2), np.full(40, 3)])
+    return vectors, labels
+
+
+def tracked(vectors: np.ndarray, labels: np.ndarray) -> list[IssueRecord]:
+    """The tracker's records of a run holding these clusters, their neighbours as clustering/neighbours.py finds."""
+    linked = neighbours(vectors, labels)
+    clusters, claims = [], []
+    for k in range(labels.max() + 1):
+        ids = [f"c{k}-{i:03d}" for i in np.flatnonzero(labels == k)]
+        claims += [FailingClaim(i, f"failure {k}") for i in ids]
+        clusters.append(ClusterSummary(k, tuple(ids), f"failure {k}", (f"f{k}",), tuple(ids[:2]), {"r": len(ids)},
+                                       {"unsupported": len(ids)}, unit(vectors[labels == k].mean(0)),
+                                       {"2026-11-21T09": len(ids)}, None, None, neighbours=linked[k]))
+    run = ClusteringRun(DEFAULT_CONFIG.name, "hand", T0, tuple(claims), labels, np.ones(len(labels)),
+                        tuple("clustered" for _ in claims), clusters, {})
+    return IssueTracker(DEFAULT_CONFIG).match([], run, T0)
+
+
+def test_one_failure_cut_in_two_is_suggested_and_two_failures_as_close_are_not():
+    records = tracked(*one_failure_cut_in_two_and_two_failures_side_by_side())
+    halves, tight = records[:2], records[2:]
+    similarity = [float(np.dot(a.centroid, b.centroid)) for a, b in (halves, tight)]
+    assert MIN_SIMILARITY < similarity[0] < similarity[1]  # the centroids alone would rank the tight pair first
+    # the tracker records each issue's neighbours by issue id, the same ratio on both sides
+    assert halves[0].neighbours[halves[1].issue_id] == halves[1].neighbours[halves[0].issue_id] > 0.3
+    assert tight[0].neighbours.get(tight[1].issue_id, 0.0) < 0.05
+
+    assert [c.issue_id for c in suggest_merges(halves[0], records)] == [halves[1].issue_id]
+    assert suggest_merges(tight[0], records) == []
+    group = merge_groups(records)
+    assert group[halves[0].issue_id] == group[halves[1].issue_id]
+    assert group[tight[0].issue_id] != group[tight[1].issue_id]
+
+
+@pytest.mark.parametrize("degrees, links, suggested", [
+    (10, 0.0, False),     # cos 0.985: close centroids, claims not linked
+    (10, 0.10, True),     # needs 0.076
+    (41.4, 0.20, True),   # cos 0.75, below the similarity the centroids alone needed: linked claim to claim
+    (41.4, 0.15, False),  # needs 0.17
+    (46.5, 0.90, False),  # cos 0.69: too far whatever the links
+])
+def test_the_closer_the_centroids_the_fewer_links_a_suggestion_needs(degrees, links, suggested):
+    me = issue("iss-a", "annual plans are refunded within <num> days", 0, neighbours={"iss-b": links})
+    other = issue("iss-b", "refunds of annual plans take <num> days", degrees, neighbours={"iss-a": links})
+    found = suggest_merges(me, [me, other])
+    assert [c.issue_id for c in found] == (["iss-b"] if suggested else [])
+    assert links_needed(0.85) > links_needed(0.95) and links_needed(0.75) > links_needed(0.85)
+
+
+def test_only_linked_live_issues_of_the_same_configuration_are_suggested_nearest_first():
+    linked = {i: 0.5 for i in ("iss-near", "iss-nearer", "iss-far", "iss-gone", "iss-other")}
+    me = issue("iss-a", "annual plans are refunded within <num> days", 0, neighbours=linked)
     others = [issue("iss-near", "refunds of annual plans take <num> days", 10),     # cos 0.985
               issue("iss-nearer", "annual plans refunded within a week", 5),       # cos 0.996
               issue("iss-far", "parcels arrive on <num>", 60),                     # cos 0.5
               issue("iss-gone", "annual plans", 1, merged_into="iss-near"),       # merged away
-              replace(issue("iss-other", "annual plans", 1), config_name="other@2"), me]
+              replace(issue("iss-other", "annual plans", 1), config_name="other@2"),
+              issue("iss-unlinked", "annual plans", 2), me]                         # close, no links recorded
     found = suggest_merges(me, others)
     assert [c.issue_id for c in found] == ["iss-nearer", "iss-near"]
-    assert found[0].similarity == round(math.cos(math.radians(5)), 3)
+    assert found[0].similarity == round(math.cos(math.radians(5)), 3) and found[0].links == 0.5
     assert found[0].shared_words == ("annual", "plans", "refund", "refunded", "within")
-    assert math.cos(math.radians(32)) < MIN_SIMILARITY  # an issue 32° away is not suggested
-    assert suggest_merges(me, [issue("iss-x", "x", 32)]) == []
 
 
-def test_the_issue_shows_its_merge_candidates(tmp_path):
-    with triage_world(tmp_path) as (components, _):
-        an_issue(components, "iss-a", centroid=at_angle(0))
-        an_issue(components, "iss-b", centroid=at_angle(8))
-        an_issue(components, "iss-c", centroid=at_angle(90))
-        shown = components.issues.show("iss-a")["merge_candidates"]
-        assert [(c["issue_id"], c["similarity"]) for c in shown] == [("iss-b", round(math.cos(math.radians(8)), 3))]
+def test_the_issue_shows_its_merge_candidates_with_the_links_the_store_kept(tmp_path):
+    with triage_world(tmp_path) as (components, clock):
+        an_issue(components, "iss-a", centroid=at_angle(0), neighbours={"iss-b": 0.25, "iss-c": 0.5})
+        an_issue(components, "iss-b", centroid=at_angle(30), neighbours={"iss-a": 0.25})
+        an_issue(components, "iss-c", centroid=at_angle(90), neighbours={"iss-a": 0.5})
+        shown = components.issues.show("iss-a")
+        assert [(c["issue_id"], c["similarity"], c["links"]) for c in shown["merge_candidates"]] == [
+            ("iss-b", round(math.cos(math.radians(30)), 3), 0.25)]
+        assert "0.87 centroid similarity, 0.25 neighbour links" in str(dict(triage_fields(shown, T0))["merge with?"])
+        page = TestClient(create_api(components, ApiPolicy(), now=clock)).get("/issues/iss-a").text
+        assert "centroid similarity 0.87, neighbour links 0.25" in page
 
 
-def test_accepting_every_suggestion_joins_issues_through_chains_of_near_neighbours():
-    from services.triage.merges import merge_groups
+def test_accepting_every_suggestion_joins_issues_through_chains():
+    # a~b and b~c are linked (a and c are not), d is close to c but not linked, e stands alone
+    links = {("a", "b"): 0.3, ("b", "c"): 0.3}
+    records = [issue(name, name, degrees, neighbours={y if x == name else x: r for (x, y), r in links.items()
+                                                      if name in (x, y)})
+               for name, degrees in (("a", 0), ("b", 9), ("c", 18), ("d", 20), ("e", 90))]
+    assert merge_groups(records) == {"a": "a", "b": "a", "c": "a", "d": "d", "e": "e"}
+    assert merge_groups(records, need_links=False, min_similarity=0.85) == {"a": "a", "b": "a", "c": "a", "d": "a",
+                                                                             "e": "e"}
+    assert merge_groups([]) == {}
 
-    # 0-5° apart chain together (0~1~2), 3 stands alone, 4 and 5 pair up
-    centroids = [at_angle(0), at_angle(9), at_angle(18), at_angle(90), at_angle(180), at_angle(185)]
-    assert merge_groups(centroids) == [0, 0, 0, 3, 4, 4]
-    assert merge_groups(centroids, min_similarity=0.999) == [0, 1, 2, 3, 4, 5]
-    assert merge_groups([]) == []
+
+def test_links_are_each_clustered_claims_nearest_clustered_claims_and_a_sample_finds_the_same_ratios():
+    vectors, labels = one_failure_cut_in_two_and_two_failures_side_by_side()
+    noisy = labels.copy()
+    noisy[::10] = -1  # noise neither links nor is linked
+    similarity = vectors @ vectors.T
+    np.fill_diagonal(similarity, -np.inf)
+    expected = np.zeros((4, 4), dtype=int)
+    for i in np.flatnonzero(noisy >= 0):
+        for j in np.argsort(-similarity[i])[:15]:
+            expected[noisy[i], noisy[j]] += noisy[j] >= 0
+    assert (link_counts(vectors, noisy) == expected).all()
+    full, sampled = link_ratios(link_counts(vectors, labels)), link_ratios(link_counts(vectors, labels, max_queries=80))
+    assert abs(full[0, 1] - sampled[0, 1]) < 0.1 and sampled[2, 3] < 0.05
 
 
 def test_a_merged_issues_runbook_is_the_one_its_merges_lead_to(tmp_path):
