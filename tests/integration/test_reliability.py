@@ -76,7 +76,9 @@ def setup_topics(broker, prefix: str) -> str:
 BATCHING = pytest.mark.parametrize("batched", [False, True], ids=["single", "envelopes"])
 
 
-def test_sigkill_five_times_while_streaming_100k_events(broker, topic_prefix, tmp_path):
+def test_sigkill_five_times_while_streaming_100k_events_in_envelopes(broker, topic_prefix, tmp_path):
+    """Envelopes of up to 100 events per route, as batching producers send them; each chunk's bad input
+    (not JSON, broken envelopes' events) is dead-lettered alone or with its index, exactly once."""
     now = datetime.now(timezone.utc).replace(second=0, microsecond=0)
     # Flat volume: under the diurnal curve a night-time run produced fewer than 100k events.
     scenario = dataclasses.replace(Scenario.demo(corpus_change_at=None), diurnal_amplitude=0.0, regressions=(
@@ -90,7 +92,7 @@ def test_sigkill_five_times_while_streaming_100k_events(broker, topic_prefix, tm
     worker = WorkerProcess(broker.bootstrap, f"chdb:{tmp_path / 'ch'}", topic_prefix, tmp_path / "worker.log",
                            args=["--config", str(config)],
                            env={"CLAIMWATCH_INGEST__BATCH_SIZE": "1000", "CLAIMWATCH_CLUSTERING__IN_WORKER": "false"})
-    producer = StreamingProducer(broker.bootstrap, topic, sims, chunk=4000, pause=1.0)
+    producer = StreamingProducer(broker.bootstrap, topic, sims, chunk=4000, pause=1.0, batched=True)
     rng = random.Random(3)
     worker.start()
     producer.start()
@@ -121,7 +123,7 @@ def test_sigkill_five_times_while_streaming_100k_events(broker, topic_prefix, tm
 
 def test_sigkill_while_streaming_envelopes(broker, topic_prefix, tmp_path):
     """The kill test's exactness with batch envelopes: a kill lands between and inside envelope batches.
-    Smaller than the 100k-event run above (alerting does not depend on the transport; that run checks it)."""
+    With a batch of 5 messages, kills land inside a batch of envelopes too."""
     sims = list(generate(Scenario.demo(), datetime(2026, 11, 21, 6, 0, tzinfo=timezone.utc), 40, seed=31))
     expected = expected_counts(sims)
     topic = setup_topics(broker, topic_prefix)
