@@ -240,7 +240,7 @@ def backlog(args, console: Console) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="cw-bench-backlog-"))
     prefix = f"bench{random.Random().randrange(1 << 30)}"
     lines, claims = simulated_events(args.events, args.seed)
-    env = {"CLAIMWATCH_INGEST__BATCH_SIZE": str(args.batch_size)}
+    env = {"CLAIMWATCH_INGEST__BATCH_SIZE": str(args.batch_size), **dict(kv.split("=", 1) for kv in args.env)}
     try:
         with EmbeddedBroker(log_path=workdir / "tansu.log") as broker:
             topic = f"{prefix}.verdicts"
@@ -265,6 +265,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=2000, help="worker ingest batch size (messages)")
     parser.add_argument("--backlog", action="store_true",
                         help="only the envelope topic, sent whole before the worker starts: its peak RSS")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                        help="a setting for the worker, e.g. CLAIMWATCH_INGEST__PIPELINE_DEPTH=2 (repeatable)")
     parser.add_argument("--profile", action="store_true",
                         help="in process, no broker: CPU µs per claim of decoding, columns and each store insert")
     args = parser.parse_args(argv)

@@ -36,7 +36,9 @@ class IngestSettings(Section):
     # 1000 events, so this is what bounds the decoded events in memory (pipeline_depth units at most).
     max_batch_bytes: int = Field(8 << 20, ge=1 << 20, le=256 << 20)
     max_event_bytes: int = Field(1 << 20, ge=1024)
-    max_buffer_bytes: int = Field(64 << 20, ge=1 << 20, le=4 << 30, description="bytes of messages the worker "
+    # 32 MiB, not 64: draining a 1 GiB backlog peaked at 866-918 MiB against 965-1,052, as fast
+    # (bench/ingest.py --backlog --events 460000).
+    max_buffer_bytes: int = Field(32 << 20, ge=1 << 20, le=4 << 30, description="bytes of messages the worker "
                                   "holds (buffered, or taken and not yet stored) before it stops fetching")
     retry_initial_seconds: float = Field(0.2, gt=0)
     retry_max_seconds: float = Field(10.0, gt=0)

@@ -88,14 +88,12 @@ class Metrics:
         self.buffered_bytes.set_function(lambda: budget.held)
         self.buffered_bytes_peak.set_function(lambda: budget.peak)
 
-    def observe_batch(self, events, dead, duplicates: int) -> None:
-        # One inc per label set, not per claim; Counter counts an iterable in C (this runs on the event loop).
-        per_route = collections.Counter(event.route for event in events)
-        per_verdict = collections.Counter((event.route, claim.verdict) for event in events for claim in event.claims)
+    def observe_batch(self, counts, dead, duplicates: int) -> None:
+        """``counts``: services.ingest.records.EventCounts, counted while decoding (off the event loop)."""
         per_rule = collections.Counter(d.rejection.rule for d in dead)
-        for route, n in per_route.items():
+        for route, n in counts.events.items():
             self.events.labels(route).inc(n)
-        for labels, n in per_verdict.items():
+        for labels, n in counts.claims.items():
             self.claims.labels(*labels).inc(n)
         for rule, n in per_rule.items():
             self.dlq.labels(rule).inc(n)

@@ -21,7 +21,7 @@ from services.contract.decode import Decoder, Rejection, reject
 from services.contract.model import MAX_ROUTE_CHARS, VerdictEvent
 from services.core.errors import StoreError
 from services.ingest.privacy import RedactionSettings, Redactor
-from services.ingest.records import SAMPLE_BYTES, DeadLetter, Writer, WriteResult, intake_line
+from services.ingest.records import SAMPLE_BYTES, DeadLetter, EventCounts, EventKey, Writer, WriteResult, intake_line
 from services.ingest.window import EventTimeWindow
 
 NEIGHBOUR_FRESH = timedelta(minutes=2)  # a partition's valid events this recent date its unreadable neighbours
@@ -40,33 +40,38 @@ class RawMessage:
 
 @dataclass(frozen=True)
 class BatchOutcome:
-    events: list[VerdictEvent]
+    keys: list[EventKey]  # every valid event of the batch, stored now or before (a redelivery)
     dead: list[DeadLetter]
     result: WriteResult
+    counts: EventCounts = field(default_factory=EventCounts)
 
 
 @dataclass(frozen=True)
 class DecodedBatch:
-    """What ``Ingestor.split`` made of a batch: each valid (redacted) event with its source message
-    and its index in the message's envelope (None for a single-event message)."""
+    """What ``Ingestor.split`` made of a batch: each valid (redacted) event's key with its source message and its
+    index in the message's envelope (None for a single-event message), and its store intake line. The decoded
+    events themselves are let go once encoded: a batch waiting for the store holds its lines, not its events."""
 
-    items: list[tuple[RawMessage, int | None, VerdictEvent]]
+    items: list[tuple[RawMessage, int | None, EventKey]]
     dead: list[DeadLetter]
-    lines: list[bytes] | None = None  # each event's store intake line; None: the write encodes them
+    lines: list[bytes]
     messages: int = 0  # how many Kafka messages it came from
+    counts: EventCounts = field(default_factory=EventCounts)
 
     @property
-    def events(self) -> list[VerdictEvent]:
-        return [event for _, _, event in self.items]
+    def keys(self) -> list[EventKey]:
+        return [key for _, _, key in self.items]
 
     @classmethod
     def joined(cls, batches: Sequence[DecodedBatch]) -> DecodedBatch:
         """Several batches as one write, in order (services/ingest/pipeline.py's group commit)."""
         if len(batches) == 1:
             return batches[0]
-        lines = None if any(b.lines is None for b in batches) else [line for b in batches for line in b.lines]
-        return cls([i for b in batches for i in b.items], [d for b in batches for d in b.dead], lines,
-                   sum(b.messages for b in batches))
+        counts = EventCounts()
+        for b in batches:
+            counts += b.counts
+        return cls([i for b in batches for i in b.items], [d for b in batches for d in b.dead],
+                   [line for b in batches for line in b.lines], sum(b.messages for b in batches), counts)
 
 
 def envelope_events(m: RawMessage) -> list:
@@ -120,7 +125,7 @@ class Ingestor:
     def split(self, messages: Sequence[RawMessage], now: datetime) -> DecodedBatch:
         """Decode and redact each event once; invalid ones (or a malformed envelope) and valid ones outside the
         window at ``now`` (when the batch arrived) become dead letters."""
-        items, dead = [], []
+        items, dead, lines, counts = [], [], [], EventCounts()
         for m in messages:
             envelope: list | None = None  # parsed again only if one of its events is bad
             for index, result in self.decoder.decode_message(m.value):
@@ -134,9 +139,11 @@ class Ingestor:
                     dead.append(self._dead_letter(m, result, index, event_bytes(m, index, envelope), when))
                 else:
                     self.note_valid(m.partition, result.observed_at, now)
-                    items.append((m, index, self.redactor.redact(result)))
-        # Encoded here, on the decoding thread: the store thread then only queries and inserts.
-        return DecodedBatch(items, dead, [intake_line(event) for _, _, event in items], len(messages))
+                    items.append((m, index, EventKey.of(result)))
+                    # Encoded here, on the decoding thread: the store thread then only queries and inserts.
+                    lines.append(intake_line(self.redactor.redact(result)))
+                    counts.add(result)
+        return DecodedBatch(items, dead, lines, len(messages), counts)
 
     def note_valid(self, partition: int, observed_at: datetime, now: datetime) -> None:
         newest = self.neighbours.get(partition)
@@ -163,32 +170,30 @@ class Ingestor:
     def write(self, batch: DecodedBatch) -> BatchOutcome:
         """Write what ``split`` decoded; safe to call again after a StoreError."""
         dead = list(batch.dead)  # a retry must not see dead letters a failed attempt added
-        events = batch.events
         try:
-            return BatchOutcome(events, dead, self.writer.write(events, dead, batch.lines))
+            return BatchOutcome(batch.keys, dead, self.writer.write_lines(batch.keys, batch.lines, dead), batch.counts)
         except StoreError:
             raise
         except Exception:  # a data-dependent bug must not stall the partition: isolate the culprit
             log.exception("batch write failed outside the store; isolating events one by one")
-            return self._isolate(batch.items, dead)
+            return self._isolate(batch, dead)
 
-    def _isolate(self, items: Sequence[tuple[RawMessage, int | None, VerdictEvent]],
-                 dead: list[DeadLetter]) -> BatchOutcome:
-        """Write the already decoded events one at a time; one that cannot be stored becomes a dead letter."""
+    def _isolate(self, batch: DecodedBatch, dead: list[DeadLetter]) -> BatchOutcome:
+        """Write the already encoded events one at a time; one that cannot be stored becomes a dead letter."""
         good, inserted, duplicates = [], 0, 0
-        for m, index, event in items:
+        for (m, index, key), line in zip(batch.items, batch.lines):
             try:
-                result = self.writer.write([event])
+                result = self.writer.write_lines([key], [line])
             except StoreError:
                 raise
             except Exception as exc:
                 rejection = reject("unprocessable", "$", f"valid event could not be stored: {type(exc).__name__}: {exc}",
-                                   event_id=event.event_id, route=event.route)
+                                   event_id=key.event_id, route=key.route)
                 raw = event_bytes(m, index, None if index is None else envelope_events(m))
-                dead.append(self._dead_letter(m, rejection, index, raw, event.observed_at))
+                dead.append(self._dead_letter(m, rejection, index, raw, key.observed_at))
                 continue
-            good.append(event)
+            good.append(key)
             inserted += result.inserted
             duplicates += result.duplicates
-        self.writer.write([], dead)
-        return BatchOutcome(good, dead, WriteResult(inserted, duplicates, len(dead)))
+        self.writer.write_lines([], [], dead)
+        return BatchOutcome(good, dead, WriteResult(inserted, duplicates, len(dead)), batch.counts)

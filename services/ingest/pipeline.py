@@ -78,7 +78,7 @@ class IngestPipeline:
         log.debug("%d batches (%d messages) written in %.3fs", len(group), sum(len(w.messages) for w in group),
                   time.perf_counter() - took)
         await self.dead_letters.send_all(outcome.dead)
-        self.metrics.observe_batch(outcome.events, outcome.dead, outcome.result.duplicates)
+        self.metrics.observe_batch(outcome.counts, outcome.dead, outcome.result.duplicates)
         for waiting in group:
             await waiting.ack()
             self.offsets.mark(waiting.messages)

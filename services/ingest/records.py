@@ -3,9 +3,10 @@ and the outcome of a write. The store's writer takes them (services/store/writer
 imports the store, so it is given a ``Writer`` by the composition root."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Protocol, Sequence
+from typing import NamedTuple, Protocol, Sequence
 
 import msgspec
 
@@ -68,8 +69,40 @@ def intake_line(event: VerdictEvent) -> bytes:
     return _encoder.encode(event)
 
 
+class EventKey(NamedTuple):
+    """What the writer needs of a decoded event besides its intake line: its id, and where a redelivery of it
+    would be stored (services/store/writer.py). The worker keeps these, not the decoded events, while a batch
+    waits for the store."""
+
+    event_id: str
+    route: str
+    observed_at: datetime
+
+    @classmethod
+    def of(cls, event: VerdictEvent) -> EventKey:
+        return cls(event.event_id, event.route, event.observed_at)
+
+
+@dataclass
+class EventCounts:
+    """What a batch adds to the ingest metrics: valid events per route, claims per (route, verdict)."""
+
+    events: Counter = field(default_factory=Counter)
+    claims: Counter = field(default_factory=Counter)
+
+    def add(self, event: VerdictEvent) -> None:
+        route = event.route
+        self.events[route] += 1
+        self.claims.update([(route, c.verdict) for c in event.claims])
+
+    def __iadd__(self, other: EventCounts) -> EventCounts:
+        self.events.update(other.events)
+        self.claims.update(other.claims)
+        return self
+
+
 class Writer(Protocol):
     """Stores a batch at most once per event id (services.store.writer.EventWriter)."""
 
-    def write(self, events: Sequence[VerdictEvent], dead: Sequence[DeadLetter] = (),
-              lines: Sequence[bytes] | None = None) -> WriteResult: ...
+    def write_lines(self, keys: Sequence[EventKey], lines: Sequence[bytes],
+                    dead: Sequence[DeadLetter] = ()) -> WriteResult: ...

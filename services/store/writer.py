@@ -14,7 +14,7 @@ from typing import Sequence
 import orjson
 
 from services.contract.model import VerdictEvent
-from services.ingest.records import SAMPLE_BYTES, DeadLetter, WriteResult, intake_line
+from services.ingest.records import SAMPLE_BYTES, DeadLetter, EventKey, WriteResult, intake_line
 from services.store.backends import Store, sql_literal
 from services.store.convert import INTAKE_SETTINGS, INTAKE_TABLE, ch_time
 
@@ -41,36 +41,38 @@ class EventWriter:
     def __init__(self, store: Store):
         self.store = store
 
-    def stored_ids(self, events: Sequence[VerdictEvent]) -> set[str]:
-        """The ids among ``events`` stored already. A redelivery is its original: same route, same event time.
+    def stored_ids(self, keys: Sequence[EventKey]) -> set[str]:
+        """The ids among ``keys`` stored already. A redelivery is its original: same route, same event time.
         So only the stored answers of the batch's (route, minute)s are read (``event_keys`` is ordered by them),
         however large the table has grown. The keys and ids go inline as JSON rows: chDB reads a long literal
         in a few milliseconds and an equally long query parameter in tens."""
-        return {r["event_id"] for r in self.store.query(self.lookup_sql(events))} if events else set()
+        return {r["event_id"] for r in self.store.query(self.lookup_sql(keys))} if keys else set()
 
     @staticmethod
-    def lookup_sql(events: Sequence[VerdictEvent]) -> str:
-        minutes = {(e.route, int(e.observed_at.timestamp()) // 60 * 60) for e in events}
-        keys = sql_literal(b"\n".join(orjson.dumps(key) for key in minutes))
-        ids = sql_literal(b"\n".join(orjson.dumps([e.event_id]) for e in events))
+    def lookup_sql(keys: Sequence[EventKey]) -> str:
+        minutes = {(k.route, int(k.observed_at.timestamp()) // 60 * 60) for k in keys}
+        routes_minutes = sql_literal(b"\n".join(orjson.dumps(key) for key in minutes))
+        ids = sql_literal(b"\n".join(orjson.dumps([k.event_id]) for k in keys))
         return ("SELECT DISTINCT event_id FROM event_keys WHERE (route, toStartOfMinute(observed_at)) IN "
-                f"(SELECT * FROM format(JSONCompactEachRow, 'route String, minute DateTime(\\'UTC\\')', {keys})) "
+                f"(SELECT * FROM format(JSONCompactEachRow, 'route String, minute DateTime(\\'UTC\\')', {routes_minutes})) "
                 f"AND event_id IN (SELECT * FROM format(JSONCompactEachRow, 'event_id String', {ids}))")
 
-    def write(self, events: Sequence[VerdictEvent], dead: Sequence[DeadLetter] = (),
-              lines: Sequence[bytes] | None = None) -> WriteResult:
-        """``lines``: each event's ``intake_line`` when the caller encoded them already (the worker does, on its
-        decoding thread, so this thread only queries and inserts, mostly outside the GIL)."""
+    def write(self, events: Sequence[VerdictEvent], dead: Sequence[DeadLetter] = ()) -> WriteResult:
+        return self.write_lines([EventKey.of(e) for e in events], [intake_line(e) for e in events], dead)
+
+    def write_lines(self, keys: Sequence[EventKey], lines: Sequence[bytes],
+                    dead: Sequence[DeadLetter] = ()) -> WriteResult:
+        """Each event's key and ``intake_line``: the worker encodes them on its decoding thread, so this thread
+        only queries and inserts, mostly outside the GIL."""
         first: dict[str, int] = {}
-        for i, event in enumerate(events):
-            first.setdefault(event.event_id, i)
-        stored = self.stored_ids([events[i] for i in first.values()])
+        for i, key in enumerate(keys):
+            first.setdefault(key.event_id, i)
+        stored = self.stored_ids([keys[i] for i in first.values()])
         fresh = [i for event_id, i in first.items() if event_id not in stored]
         if fresh:
-            token = hashlib.sha256("\n".join(sorted(events[i].event_id for i in fresh)).encode()).hexdigest()
-            data = b"\n".join(intake_line(events[i]) if lines is None else lines[i] for i in fresh)
-            self.store.insert_lines(INTAKE_TABLE, data,
+            token = hashlib.sha256("\n".join(sorted(keys[i].event_id for i in fresh)).encode()).hexdigest()
+            self.store.insert_lines(INTAKE_TABLE, b"\n".join(lines[i] for i in fresh),
                                     {**INSERT_SETTINGS, **INTAKE_SETTINGS, "insert_deduplication_token": token})
         if dead:
             self.store.insert("dlq", [dead_letter_row(d) for d in dead])
-        return WriteResult(len(fresh), len(events) - len(fresh), len(dead))
+        return WriteResult(len(fresh), len(keys) - len(fresh), len(dead))

@@ -68,19 +68,20 @@ class PoisonWriter(EventWriter):
         super().__init__(store)
         self.poison = poison
 
-    def write(self, events, dead=(), lines=None):
-        if any(e.event_id == self.poison for e in events):
+    def write_lines(self, keys, lines, dead=()):
+        if any(k.event_id == self.poison for k in keys):
             raise ValueError("cannot convert")
-        return super().write(events, dead, lines)
+        return super().write_lines(keys, lines, dead)
 
 
 def test_split_keeps_each_event_with_its_message():
     messages = [message(0, "a"), message(1), message(2, "b")]
     batch = Ingestor(EventWriter(None), Decoder()).split(messages, NOW)
     assert isinstance(batch, DecodedBatch)
-    assert [(m.offset, i, e.event_id) for m, i, e in batch.items] == [(0, None, "a"), (2, None, "b")]
+    assert [(m.offset, i, k.event_id) for m, i, k in batch.items] == [(0, None, "a"), (2, None, "b")]
     assert [orjson.loads(line)["event_id"] for line in batch.lines] == ["a", "b"]  # encoded on the decoding thread
-    assert [e.event_id for e in batch.events] == ["a", "b"]
+    assert dict(batch.counts.events) == {"billing-faq": 2}  # counted while decoding, for the metrics
+    assert dict(batch.counts.claims) == {("billing-faq", "contradicted"): 2, ("billing-faq", "supported"): 2}
     assert [(d.offset, d.rejection.rule) for d in batch.dead] == [(1, batch.dead[0].rejection.rule)]
 
 
@@ -90,7 +91,7 @@ def test_isolation_reuses_decoded_events_and_dead_letters_the_culprit(store):
     messages = [message(0, "a"), message(1, "bad"), message(2), message(3, "c")]
     outcome = ingestor.process(messages, NOW)
     assert decoder.calls == len(messages)  # decoded once: isolation re-used the decoded events
-    assert [e.event_id for e in outcome.events] == ["a", "c"]
+    assert [k.event_id for k in outcome.keys] == ["a", "c"]
     assert sorted((d.offset, d.rejection.rule) for d in outcome.dead) == [(1, "unprocessable"), (2, outcome.dead[0].rejection.rule)]
     assert (outcome.result.inserted, outcome.result.rejected) == (2, 2)
     assert stored(store) == 2 and store.query("SELECT count() n FROM dlq FINAL")[0]["n"] == 2
@@ -115,7 +116,7 @@ def test_envelope_bad_events_are_dead_lettered_alone_and_neighbours_stored(store
     events[5] = "not an event"
     ingestor = Ingestor(EventWriter(store), Decoder())
     batch = ingestor.split([envelope_message(7, events), message(8, "single"), message(9)], NOW)
-    assert [(m.offset, i, e.event_id) for m, i, e in batch.items] == [
+    assert [(m.offset, i, k.event_id) for m, i, k in batch.items] == [
         (7, 0, "e0"), (7, 1, "e1"), (7, 3, "e3"), (7, 4, "e4"), (8, None, "single")]
     assert [(d.offset, d.index, d.rejection.rule) for d in batch.dead] == [
         (7, 2, "bad_route"), (7, 5, "not_object"), (9, None, "not_json")]
@@ -138,7 +139,7 @@ def test_malformed_envelope_is_one_dead_letter_with_the_whole_message():
 def test_isolation_dead_letters_the_culprit_with_its_envelope_index(store):
     events = [{**BASE, "event_id": eid} for eid in ("a", "bad", "c")]
     outcome = Ingestor(PoisonWriter(store, "bad"), Decoder()).process([envelope_message(0, events)], NOW)
-    assert [e.event_id for e in outcome.events] == ["a", "c"]
+    assert [k.event_id for k in outcome.keys] == ["a", "c"]
     assert [(d.index, d.rejection.rule, orjson.loads(d.raw)["event_id"]) for d in outcome.dead] == [(1, "unprocessable", "bad")]
 
 
@@ -164,11 +165,11 @@ class FlakyWriter(EventWriter):
         super().__init__(store)
         self.failures, self.attempts = failures, 0
 
-    def write(self, events, dead=(), lines=None):
+    def write_lines(self, keys, lines, dead=()):
         self.attempts += 1
         if self.attempts <= self.failures:
             raise StoreError("Connection refused")
-        return super().write(events, dead, lines)
+        return super().write_lines(keys, lines, dead)
 
 
 def test_durable_writer_retries_until_the_store_accepts(store):
@@ -186,7 +187,7 @@ def test_durable_writer_retries_until_the_store_accepts(store):
     assert states == [(True, 0), (False, 1), (False, 2), (False, 3)]  # Health shows the outage while it lasts
     assert health.store_ok and health.consecutive_failures == 0 and writer.backoff.attempt == 0
     assert metrics.store_failures._value.get() == 3
-    assert [e.event_id for e in outcome.events] == ["a", "b"] and len(outcome.dead) == 1
+    assert [k.event_id for k in outcome.keys] == ["a", "b"] and len(outcome.dead) == 1
     assert stored(store) == 2 and store.query("SELECT count() n FROM dlq FINAL")[0]["n"] == 1  # one DLQ row, not four
 
 
@@ -378,9 +379,9 @@ class CountingWriter(EventWriter):
         super().__init__(store)
         self.writes: list[list[str]] = []
 
-    def write(self, events, dead=(), lines=None):
-        self.writes.append([e.event_id for e in events])
-        return super().write(events, dead, lines)
+    def write_lines(self, keys, lines, dead=()):
+        self.writes.append([k.event_id for k in keys])
+        return super().write_lines(keys, lines, dead)
 
 
 def test_batches_decoded_while_the_store_is_busy_go_in_together_as_the_next_write(store):

@@ -2,7 +2,7 @@
 import orjson
 
 from services.contract.decode import Decoder, reject
-from services.ingest.records import DeadLetter
+from services.ingest.records import DeadLetter, EventKey
 from services.store.backends import ChdbStore
 from services.store.dlq import dlq_summary
 from services.store.migrate import statements
@@ -54,12 +54,12 @@ def test_redelivery_is_counted_once_even_before_merges(store):
 
 def test_lines_encoded_beforehand_lose_their_duplicates_like_events_do(store):
     """The worker encodes a batch while decoding; the writer inserts only the fresh events' lines."""
-    from services.ingest.records import intake_line
+    from services.ingest.records import EventKey, intake_line
 
     writer = EventWriter(store)
     writer.write(events(["a"], route="parcel-status"))
     batch = events(["b", "a", "c", "b"], route="parcel-status")
-    result = writer.write(batch, (), [intake_line(e) for e in batch])
+    result = writer.write_lines([EventKey.of(e) for e in batch], [intake_line(e) for e in batch])
     assert (result.inserted, result.duplicates) == (2, 2)
     rows = store.query("SELECT event_id, route FROM events ORDER BY event_id")
     assert rows == [{"event_id": "a", "route": "parcel-status"}, {"event_id": "b", "route": "parcel-status"},
@@ -75,9 +75,10 @@ def test_the_redelivery_check_reads_the_batchs_minutes_not_the_whole_table(store
     for start in range(0, len(week), 5000):
         writer.write([events([f"e{start + i}"], observed_at=at)[0] for i, at in enumerate(week[start:start + 5000])])
     batch = events(["e5", "new-1", "new-2"], observed_at=week[5])
-    assert writer.stored_ids(batch) == {"e5"}
+    keys = [EventKey.of(e) for e in batch]
+    assert writer.stored_ids(keys) == {"e5"}
     store.command("OPTIMIZE TABLE event_keys FINAL")  # one part: pruning is by granules, not by parts
-    plan = [r["explain"].strip() for r in store.query("EXPLAIN indexes = 1 " + writer.lookup_sql(batch))]
+    plan = [r["explain"].strip() for r in store.query("EXPLAIN indexes = 1 " + writer.lookup_sql(keys))]
     selected, total = map(int, [line for line in plan if line.startswith("Granules:")][0].split()[1].split("/"))
     assert total > 1 and selected == 1, plan
 
