@@ -64,7 +64,7 @@ def top_issue(demo: Demo, alert_id: str) -> tuple[dict, dict] | None:
     detail = demo.get(f"/api/alerts/{alert_id}") or {}
     named = ((detail.get("explanation") or {}).get("issues") or [None])[0]
     # as the alert page links it: the issue's traces from this alert's window
-    issue = demo.get(f"/api/issues/{named['issue_id']}?alert={alert_id}") if named else None
+    issue = demo.get(f"/api/issues/{named['issue_id']}", alert=alert_id) if named else None
     return (detail, issue) if issue and any(e.get("trace_id") for e in issue["exemplars"]) else None
 
 
@@ -121,7 +121,7 @@ def test_within_30_s_of_each_page_the_alert_names_its_issue_and_its_runbook_prom
             command = next(line.strip() for line in runbook.stdout.splitlines() if " promote propose " in line)
             words = shlex.split(command)
             traces = words[words.index("--traces") + 1].split(",")
-            page = demo.get(f"/api/issues/{issue_id}?alert={detail['alert_id']}")
+            page = demo.get(f"/api/issues/{issue_id}", alert=detail["alert_id"])
             if set(traces) <= {e["trace_id"] for e in page["exemplars"]}:
                 break
         assert len(traces) >= 3 and set(traces) <= {e["trace_id"] for e in page["exemplars"]}, (

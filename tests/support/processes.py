@@ -31,7 +31,8 @@ LIVE: set["WorkerProcess"] = set()  # reaped after every test by tests/conftest.
 def get_json(base_url: str, path: str, **params: Any) -> Any:
     """The JSON of a 200 answer; None for any other answer or when nothing answers (yet)."""
     try:
-        response = httpx.get(base_url + path, params=params, timeout=30)
+        # None, not {}: httpx replaces a query written in the path with the params, even with none
+        response = httpx.get(base_url + path, params=params or None, timeout=30)
     except httpx.TransportError:
         return None
     return response.json() if response.status_code == 200 else None
