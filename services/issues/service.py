@@ -71,8 +71,10 @@ class IssuesService:
         with ``state="archived"``; ``owner`` matches the team or the owner."""
         if sort not in SORTS:
             raise ValueError(f"sort must be one of {sorted(SORTS)}, got {sort!r}")
+        # records before counts: a re-cluster saves members before issues, so every issue read is counted
+        records = [r for r in self.issues.load() if r.merged_into is None]
         counts, signals = self.issues.member_counts(), self._signals()
-        views = [self._view(r, counts, signals) for r in self.issues.load() if r.merged_into is None]
+        views = [self._view(r, counts, signals) for r in records]
         views = [v for v in views if wanted(v, state, owner, assignee) and (route is None or route in v["routes"])
                  and (q is None or q.lower() in " ".join([v["name"], v["subtitle"], *v["keywords"]]).lower())]
         if sort == "priority":
