@@ -191,12 +191,14 @@ class IssueJobs:
         run, positions = fitted.run, fitted.positions
         tracker = IssueTracker(self.config)
         known = self.issues.load()
-        # Issues a focused run made after this run read its claims hold none of them: matching would take them for
-        # resolved ones. They stay as they are until a run reads their members.
-        younger = [r for r in known if r.first_seen > run.now]
-        young_ids = {r.issue_id for r in younger}
-        records = tracker.match([r for r in known if r.issue_id not in young_ids], run, now)
+        # Issues a focused run made after this run read its claims. A cluster holding their claims (the alert's window
+        # was read by both) continues them, so the issue a page named keeps its id; linked by members only, as a
+        # cluster that merely looks alike must not take one over. One the run holds no claims of stays as it is.
+        young = {r.issue_id: r for r in known if r.first_seen > run.now}
+        records = tracker.match([replace(r, centroid=None) if r.issue_id in young else r for r in known], run, now)
         issue_of = tracker.cluster_issue_ids_
+        records = [young[r.issue_id] if r.issue_id in young and r.issue_id not in issue_of and r.merged_into is None
+                   else r for r in records]
         rows = []
         for i, (claim, label, probability) in enumerate(zip(run.claims, run.labels_.tolist(), run.probabilities_.tolist())):
             rows.append({
@@ -207,7 +209,7 @@ class IssueJobs:
             })
         self.issues.save_members(rows)
         self.issues.save(records)  # after the members: an issue is visible only with its members
-        assigner = OnlineAssigner.from_issues([*records, *younger], self.vectorizer_for(self.embedder), self.config.name,
+        assigner = OnlineAssigner.from_issues(records, self.vectorizer_for(self.embedder), self.config.name,
                                               self.min_similarity)
         with self._swap:
             self.assigner = assigner

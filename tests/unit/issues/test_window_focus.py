@@ -87,3 +87,23 @@ def test_a_full_run_that_read_its_claims_before_a_focused_run_leaves_the_focused
         assert issue_id in jobs.assigner.issue_ids  # and still assigned to
     assert {i for i in held(store, "alert-").values() if i} <= set(focused.new_issues)
     assert not {i for i in held(store, "calm-").values()} & set(focused.new_issues)
+
+
+def test_a_full_run_that_read_the_alerts_claims_too_continues_the_focused_issue_the_page_named(store):
+    """The alert's claims were in the store when a full run read it; a focused run made their issues while the full
+    run fitted. Publishing, the full run's clusters of those claims (with the same failure from before the window,
+    so other members and another derived id) keep the focused issues' ids: the issue the page named a minute ago
+    still holds them, not a new issue beside it (seen in `make demo`)."""
+    now = utcnow()
+    land(store, "early-", 48, now - timedelta(minutes=20))  # the same failures, before the alert's window
+    land(store, "late-", 48, now - timedelta(minutes=2))
+    jobs = small_jobs(store)
+    job = jobs.collect(now - timedelta(minutes=1))  # the full run reads both ...
+    focused = jobs.focus_window("billing-faq", now - timedelta(minutes=5), now, now)  # ... the alert is served ...
+    assert focused.new_issues
+    jobs.publish(now - timedelta(minutes=1), fit_claims(job))  # ... and the full run publishes after it
+
+    held_now = {i for i in held(store, "late-").values() if i}
+    assert held_now and held_now <= set(focused.new_issues), (held_now, focused.new_issues)
+    live = {r.issue_id for r in jobs.issues.load() if r.merged_into is None and r.state != "resolved"}
+    assert set(focused.new_issues) <= live
