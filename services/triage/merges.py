@@ -57,7 +57,9 @@ def suggest_merges(record: IssueRecord, others: Sequence[IssueRecord], min_simil
                 or not other.centroid or len(other.centroid) != len(me)):
             continue
         similarity = float(me @ np.asarray(other.centroid, dtype=np.float32))
-        links = record.neighbours.get(other.issue_id, 0.0)
+        # the ratio is symmetric, but each issue keeps only its most linked few, and issues from different runs
+        # hold different lists: either side's record counts, so a pair is suggested on both pages or neither
+        links = max(record.neighbours.get(other.issue_id, 0.0), other.neighbours.get(record.issue_id, 0.0))
         if similarity >= min_similarity and (not need_links or links >= links_needed(similarity)):
             found.append(MergeCandidate(other.issue_id, other.name, round(similarity, 3), round(links, 3),
                                         tuple(sorted(mine & words(other)))))

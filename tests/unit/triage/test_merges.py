@@ -101,6 +101,15 @@ def test_the_closer_the_centroids_the_fewer_links_a_suggestion_needs(degrees, li
     assert links_needed(0.85) > links_needed(0.95) and links_needed(0.75) > links_needed(0.85)
 
 
+def test_a_pair_is_suggested_on_both_pages_when_only_one_issue_kept_the_link():
+    """Each issue keeps its few most linked issues, and one made by a later run keeps none of an older one's:
+    the pair shows on both issues' pages, with the one ratio either side recorded."""
+    older = issue("iss-a", "annual plans are refunded within <num> days", 0, neighbours={"iss-b": 0.3})
+    newer = issue("iss-b", "refunds of annual plans take <num> days", 10)  # its list does not hold iss-a
+    assert [c.issue_id for c in suggest_merges(older, [older, newer])] == ["iss-b"]
+    assert [(c.issue_id, c.links) for c in suggest_merges(newer, [older, newer])] == [("iss-a", 0.3)]
+
+
 def test_only_linked_live_issues_of_the_same_configuration_are_suggested_nearest_first():
     linked = {i: 0.5 for i in ("iss-near", "iss-nearer", "iss-far", "iss-gone", "iss-other")}
     me = issue("iss-a", "annual plans are refunded within <num> days", 0, neighbours=linked)
