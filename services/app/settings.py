@@ -36,7 +36,7 @@ class IngestSettings(Section):
     # 1000 events, so this is what bounds the decoded events in memory (pipeline_depth units at most).
     max_batch_bytes: int = Field(8 << 20, ge=1 << 20, le=256 << 20)
     max_event_bytes: int = Field(1 << 20, ge=1024)
-    # 32 MiB, not 64: draining a 1 GiB backlog peaked at 866-918 MiB against 965-1,052, as fast
+    # 32 MiB, not 64: draining a 1 GiB backlog peaked at 829-901 MiB against 965-1,052, about 12% slower
     # (bench/ingest.py --backlog --events 460000).
     max_buffer_bytes: int = Field(32 << 20, ge=1 << 20, le=4 << 30, description="bytes of messages the worker "
                                   "holds (buffered, or taken and not yet stored) before it stops fetching")

@@ -7,8 +7,8 @@ Nothing is acked before the store and the DLQ topic hold the batch, so a crash r
 and the idempotent writer counts each event once.
 
 Group commit: batches decoded while the store is busy with an earlier write wait, and go in together as
-the next write. An INSERT into ClickHouse costs tens of milliseconds whatever its size (a part per table,
-the views' plans), so under a backlog fewer, larger inserts cost less per event; at a trickle each batch
+the next write. A store write costs tens of milliseconds whatever its size (a part per table, the
+views' plans), so under a backlog fewer, larger writes cost less per event; at a trickle each batch
 is written as soon as it is decoded. Batches under way are bounded by ``InFlight``, so a group is too.
 """
 from __future__ import annotations
