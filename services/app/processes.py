@@ -95,7 +95,7 @@ def run_worker(settings: Settings, *, serve_api: bool, on_ready: Callable[[Compo
 
 def repair_torn_writes(c: Components) -> None:
     report = repair_recent(c.store, utcnow())
-    if report.claims_rows or report.buckets_corrected:
+    if report.changed:
         log.warning("repaired a torn write: %s", report)
 
 

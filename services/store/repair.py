@@ -1,12 +1,13 @@
 """Repair the one non-atomic step: an INSERT into `events` and its materialized views.
 
-ClickHouse commits the `events` part and each view's part separately. A process killed
-between them leaves answers stored without their claim rows or minute aggregates, and
-the idempotent writer then (rightly) skips those answers on redelivery. So before a
+ClickHouse commits the `events` part first, then each view's part separately. A process
+killed between them leaves answers stored without their claim rows, minute aggregates or
+keys (`event_keys`, where the idempotent writer looks for what it stored). So before a
 worker that owns the store starts consuming, it re-derives the views for recently
 ingested answers from `events`, the source of truth, using the views' own SELECTs:
-missing claim rows are inserted, and each touched minute bucket gets a correction row
-(expected minus stored) where they differ. Running it twice changes nothing.
+missing keys and claim rows are inserted, and each touched minute bucket gets a correction
+row (expected minus stored) where they differ. With the keys back, the writer skips the
+redelivered answers instead of counting them twice. Running it twice changes nothing.
 
 With several workers writing to one ClickHouse server, run `claimwatch repair` while
 they are stopped: a concurrent insert could be mid-way and look like a gap.
@@ -35,8 +36,13 @@ EPOCH = datetime(1970, 1, 2, tzinfo=timezone.utc)  # before any event time
 
 @dataclass(frozen=True)
 class RepairReport:
+    keys_rows: int
     claims_rows: int
     buckets_corrected: int
+
+    @property
+    def changed(self) -> bool:
+        return any((self.keys_rows, self.claims_rows, self.buckets_corrected))
 
 
 def _view_select(store: Store, view: str, source: str) -> str:
@@ -56,8 +62,14 @@ def repair(store: Store, since: datetime, observed_from: datetime | None = None)
               "AND observed_at >= {observed_from:DateTime64(3)}")
     first = store.query(f"SELECT min(observed_at) AS m, count() AS n FROM ({recent})", params)[0]
     if not first["n"]:
-        return RepairReport(0, 0)
+        return RepairReport(0, 0, 0)
     params["from"] = first["m"]
+
+    unkeyed = (f"SELECT * FROM ({recent}) WHERE event_id NOT IN "
+               "(SELECT event_id FROM event_keys WHERE observed_at >= {from:DateTime64(3)})")
+    keys = store.query(f"SELECT count() AS n FROM ({unkeyed})", params)[0]["n"]
+    if keys:
+        store.command(f"INSERT INTO event_keys {_view_select(store, 'event_keys_mv', unkeyed)}", params)
 
     missing = (f"SELECT * FROM ({recent}) WHERE length(verdicts) > 0 AND event_id NOT IN "
                "(SELECT event_id FROM claims WHERE observed_at >= {from:DateTime64(3)})")
@@ -87,7 +99,7 @@ def repair(store: Store, since: datetime, observed_from: datetime | None = None)
         corrections.append({**dict(zip(KEY, key)), **{c: -old[c] for c in SUM_FIELDS}})
     if corrections:
         store.insert("rate_minute", corrections)
-    return RepairReport(lacking, len(corrections))
+    return RepairReport(keys, lacking, len(corrections))
 
 
 def repair_recent(store: Store, now: datetime, horizon: timedelta = timedelta(hours=1)) -> RepairReport:

@@ -31,6 +31,20 @@ def stored_totals(worker: WorkerProcess) -> tuple[int, int]:
     return sum(r["events"] for r in rates), sum(d["count"] for d in dlq)
 
 
+def wait_for_totals(worker: WorkerProcess, total: tuple[int, int], timeout: float) -> None:
+    """Wait until exactly `total` (events, dead letters) are stored; a timeout says what was stored instead."""
+    seen: list[tuple[int, int]] = []
+
+    def reached() -> bool:
+        seen[:] = [stored_totals(worker)]
+        return seen[0] == total
+
+    try:
+        worker.wait_for(reached, timeout, f"{total} events/dead letters stored")
+    except AssertionError as timed_out:
+        raise AssertionError(f"{timed_out}; stored instead: {seen}") from None
+
+
 def metric(worker: WorkerProcess, name: str) -> float:
     text = worker.get_text("/metrics")
     return sum(s.value for fam in text_string_to_metric_families(text) for s in fam.samples if s.name == name)
@@ -103,7 +117,7 @@ def test_exactly_once_through_kill_restart_and_redelivery(broker, topic_prefix, 
     # 2. Restart: everything arrives, nothing twice.
     worker.start()
     total = expected.valid_events, expected.bad_total
-    worker.wait_for(lambda: stored_totals(worker) == total, 300, f"{total} events/dead letters stored")
+    wait_for_totals(worker, total, 300)
 
     rates = worker.get("/api/rates", window="all")
     assert {r["route"]: r["verdicts"] for r in rates} == expected.verdicts
@@ -190,7 +204,7 @@ def test_consumer_lag_reads_zero_right_after_a_restart_with_nothing_new(broker, 
                            env={"CLAIMWATCH_CLUSTERING__IN_WORKER": "false"})
     worker.start()
     total = expected.valid_events, expected.bad_total
-    worker.wait_for(lambda: stored_totals(worker) == total, 120, f"{total} events/dead letters stored")
+    wait_for_totals(worker, total, 120)
     worker.wait_for(lambda: set(partition_lags(worker, topic).values()) == {0}, 60, "the lag to reach 0")
     worker.stop()
 
@@ -238,7 +252,7 @@ def test_every_acked_boundary_date_is_stored_and_counted_or_dead_lettered_with_i
     with WorkerProcess(broker.bootstrap, f"chdb:{tmp_path / 'ch'}", topic_prefix, tmp_path / "worker.log",
                        env=LIVE_WINDOW) as worker:
         total = len(stored), len(cases) - len(stored)
-        worker.wait_for(lambda: stored_totals(worker) == total, 120, f"{total} events/dead letters")
+        wait_for_totals(worker, total, 120)
         assert {r["route"]: r["events"] for r in worker.get("/api/rates", window="all")} == dict.fromkeys(stored, 1)
         for route, (_, rule) in cases.items():
             if rule is not None:

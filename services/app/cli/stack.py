@@ -113,7 +113,7 @@ def demo(settings: Settings, exit_at_end: bool) -> None:
 @click.option("--hours", default=24.0, show_default=True, help="How far back (by ingestion time) to check.")
 @service_options
 def repair(settings: Settings, hours: float) -> None:
-    """Re-derive claim rows and minute aggregates from stored answers after a crash (workers stopped)."""
+    """Re-derive answer keys, claim rows and minute aggregates from stored answers after a crash (workers stopped)."""
     from datetime import timedelta
 
     from services.app.compose import open_migrated
@@ -133,7 +133,8 @@ def repair(settings: Settings, hours: float) -> None:
         report = repair_recent(store, utcnow(), timedelta(hours=hours))
     finally:
         store.close()
-    console.print(f"claim rows restored: {report.claims_rows}; minute buckets corrected: {report.buckets_corrected}")
+    console.print(f"answer keys restored: {report.keys_rows}; claim rows restored: {report.claims_rows}; "
+                  f"minute buckets corrected: {report.buckets_corrected}")
 
 
 @main.group()
