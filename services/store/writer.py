@@ -18,7 +18,9 @@ from services.ingest.records import SAMPLE_BYTES, DeadLetter, EventKey, WriteRes
 from services.store.backends import Store, sql_literal
 from services.store.convert import INTAKE_SETTINGS, INTAKE_TABLE, ch_time
 
-INSERT_SETTINGS = {"deduplicate_blocks_in_dependent_materialized_views": 1}
+# optimize_on_insert off: the merge it runs on each inserted block finds nothing to merge here (the writer drops
+# a batch's repeated answers, and rate_minute_mv groups by its table's key), at about 8 µs of CPU per answer
+INSERT_SETTINGS = {"deduplicate_blocks_in_dependent_materialized_views": 1, "optimize_on_insert": 0}
 
 
 def dead_letter_row(d: DeadLetter) -> dict:
