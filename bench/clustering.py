@@ -15,6 +15,7 @@ process on the same embeddings, KMeans given the true number of intents.
     python bench/clustering.py --scale 100000               # re-clustering 100k cached claims: time, peak RSS
     python bench/clustering.py --splits "" --demo 300       # the demo's simulated failure families -> issues
     python bench/clustering.py --config clustering@2026-11-21  # an earlier named configuration
+    python bench/clustering.py --umap-seeds 42,1,2,3 --no-kmeans  # each split with each UMAP random_state
 
 ``--demo`` clusters the failing claims of the demo's simulated traffic once and prints, per
 failure family, how many issues its claims landed in and the share in the largest one.
@@ -33,6 +34,7 @@ import resource
 import sys
 import time
 from collections import Counter
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -90,7 +92,7 @@ def bench_split(split: str, rows: list[dict], embedder, args, config: Clustering
     raw_nmi, raw_ari = scores(intent, raw.tolist())
     d_nmi, d_ari = scores(domain, labels)
     summary = run.summary()
-    print(f"\n== {split}: {len(rows)} queries, {len(set(intent))} intents, {len(set(domain))} domains ==")
+    print(f"\n== {split}: {len(rows)} queries, {len(set(intent))} intents, {len(set(domain))} domains, UMAP random_state {config.random_state} ==")
     print(f"issues {summary['issues']}   noise {summary['noise_fraction']:.2%} after attaching "
           f"(HDBSCAN alone: {np.mean(raw == NOISE):.2%}; attached {summary['attached']})")
     print(f"vs intent  NMI {nmi:.3f}  ARI {ari:.3f}   (HDBSCAN alone: NMI {raw_nmi:.3f}  ARI {raw_ari:.3f})")
@@ -257,6 +259,8 @@ def main() -> None:
     parser.add_argument("--demo", type=int, default=0, metavar="MINUTES",
                         help=f"simulated demo traffic of MINUTES minutes (the demo sends {HISTORY_MINUTES})")
     parser.add_argument("--seed", type=int, default=7, help="simulation seed for --demo")
+    parser.add_argument("--umap-seeds", default="", metavar="N,N,...",
+                        help="UMAP random_state values to run each split with (default: the configuration's)")
     args = parser.parse_args()
     config = get_config(args.config)
     if not args.data.is_file():
@@ -268,13 +272,15 @@ def main() -> None:
     loaded = time.perf_counter() - started
     print(f"config {config.name} ({config.fingerprint}), model {uncached.model_id}: load {loaded:.1f}s, "
           f"numba warm-up {warm_up_umap():.1f}s (once per process, not in the figures below)")
-    results = [bench_split(split, load(args.data, split), embedder, args, config)
-               for split in args.splits.split(",") if split]
+    seeds = [int(s) for s in args.umap_seeds.split(",") if s] or [config.random_state]
+    results = [{**bench_split(split, load(args.data, split), embedder, args, replace(config, random_state=seed)),
+                "seed": seed}
+               for split in args.splits.split(",") if split for seed in seeds]
     if len(results) > 1:
-        print("\nsplit   NMI    ARI    noise  issues  merged (NMI)    KMeans-NMI KMeans-ARI")
+        print("\nsplit   seed  NMI    ARI    noise  issues  merged (NMI, change)      KMeans-NMI KMeans-ARI")
         for r in results:
-            print(f"{r['split']:<7} {r['nmi']:.3f}  {r['ari']:.3f}  {r['noise']:.2%}  {r['issues']:>5}   "
-                  f"{r['issues_merged']:>4} ({r['nmi_merged']:.3f})   "
+            print(f"{r['split']:<7} {r['seed']:>4}  {r['nmi']:.3f}  {r['ari']:.3f}  {r['noise']:.2%}  {r['issues']:>5}   "
+                  f"{r['issues_merged']:>4} ({r['nmi_merged']:.4f}, {r['nmi_merged'] - r['nmi']:+.4f})   "
                   f"{r.get('kmeans_nmi', float('nan')):.3f}      {r.get('kmeans_ari', float('nan')):.3f}")
     if args.assign:
         bench_assign(load(args.data, "test"), embedder, uncached, config)
