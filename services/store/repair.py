@@ -55,6 +55,18 @@ def _view_select(store: Store, view: str, source: str) -> str:
     return row["as_select"].replace(table, f"FROM ({source})")
 
 
+def _insert_missing(store: Store, table: str, view: str, answers: str, params: dict) -> int:
+    """Insert the rows ``view`` derives from those of ``answers`` whose event_id ``table`` lacks; how many answers."""
+    missing = (f"SELECT * FROM ({answers}) WHERE event_id NOT IN "
+               f"(SELECT event_id FROM {table} WHERE observed_at >= {{from:DateTime64(3)}})")
+    lacking = store.query(f"SELECT count() AS n FROM ({missing})", params)[0]["n"]
+    if lacking:
+        rows = _view_select(store, view, missing)
+        columns = ", ".join(r["name"] for r in store.query(f"DESCRIBE TABLE ({rows})", params))
+        store.command(f"INSERT INTO {table} ({columns}) {rows}", params)  # by name: a view may fill only some
+    return lacking
+
+
 def repair(store: Store, since: datetime, observed_from: datetime | None = None) -> RepairReport:
     """Re-derive the views for answers ingested since ``since`` (and observed since ``observed_from``)."""
     params = {"since": ch_time(since), "observed_from": ch_time(observed_from or EPOCH)}
@@ -65,19 +77,9 @@ def repair(store: Store, since: datetime, observed_from: datetime | None = None)
         return RepairReport(0, 0, 0)
     params["from"] = first["m"]
 
-    unkeyed = (f"SELECT * FROM ({recent}) WHERE event_id NOT IN "
-               "(SELECT event_id FROM event_keys WHERE observed_at >= {from:DateTime64(3)})")
-    keys = store.query(f"SELECT count() AS n FROM ({unkeyed})", params)[0]["n"]
-    if keys:
-        store.command(f"INSERT INTO event_keys {_view_select(store, 'event_keys_mv', unkeyed)}", params)
-
-    missing = (f"SELECT * FROM ({recent}) WHERE length(verdicts) > 0 AND event_id NOT IN "
-               "(SELECT event_id FROM claims WHERE observed_at >= {from:DateTime64(3)})")
-    lacking = store.query(f"SELECT count() AS n FROM ({missing})", params)[0]["n"]
-    if lacking:
-        rows = _view_select(store, "claims_mv", missing)
-        columns = ", ".join(r["name"] for r in store.query(f"DESCRIBE TABLE ({rows})", params))
-        store.command(f"INSERT INTO claims ({columns}) {rows}", params)  # by name: the view fills only some
+    keys = _insert_missing(store, "event_keys", "event_keys_mv", recent, params)
+    lacking = _insert_missing(store, "claims", "claims_mv", f"SELECT * FROM ({recent}) WHERE length(verdicts) > 0",
+                              params)
 
     touched = f"SELECT DISTINCT route, toStartOfMinute(observed_at) AS minute FROM ({recent})"
     in_buckets = (f"SELECT * FROM events FINAL WHERE (route, toStartOfMinute(observed_at)) IN ({touched})")
