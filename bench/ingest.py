@@ -33,7 +33,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
@@ -55,6 +56,8 @@ MIN_EVENTS_PER_MINUTE = 150  # the demo's volume at the bottom of its daily swin
 # How often a worker's stored count is read. Each read is a query on the worker's store and API: at 0.1 s the
 # poll itself took about a tenth of a singles worker's CPU. The rate's error is at most two polls in a 20 s run.
 POLL_SECONDS = 0.25
+THREAD_ROLES = {"python": "Python threads (GIL), chDB calls on them", "ThreadPool": "chDB query and insert pool",
+                "MergeMutate": "chDB background merges"}
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,7 @@ class Run:
     cpu_seconds: float | None
     messages: int | None = None
     peak_rss: int | None = None  # bytes
+    threads: Counter = field(default_factory=Counter)  # CPU seconds by thread name (full-path runs)
 
     @property
     def rate(self) -> float:
@@ -93,6 +97,20 @@ def proc_cpu_seconds(pid: int) -> float:
     """utime + stime of every thread of ``pid`` (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def thread_cpu_seconds(pid: int) -> Counter:
+    """utime + stime of ``pid``'s threads by thread name: Python's threads are all "python" (the event loop,
+    decode and store threads, and chDB's work on the store thread); chDB names its own pools."""
+    spent: Counter = Counter()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            name = (task / "comm").read_text().strip()
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended between listing and reading
+            continue
+        spent[name] += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return spent
 
 
 def proc_peak_rss(pid: int) -> int:
@@ -133,8 +151,10 @@ def faust_ceiling(bootstrap: str, topic: str, expected: int, batch: int) -> tupl
     raise SystemExit(f"faust ceiling run failed (exit {out.returncode}):\n{out.stderr[-2000:]}")
 
 
-def full_path(bootstrap: str, prefix: str, expected: int, workdir: Path, env: dict[str, str]) -> tuple[float, int, float, int]:
-    """(seconds, events measured, CPU seconds, peak RSS) of a worker storing ``expected`` events."""
+def full_path(bootstrap: str, prefix: str, expected: int, workdir: Path,
+              env: dict[str, str]) -> tuple[float, int, float, int, Counter]:
+    """(seconds, events measured, CPU seconds, peak RSS, CPU seconds by thread name) of a worker storing
+    ``expected`` events."""
     worker = WorkerProcess(bootstrap, f"chdb:{workdir / 'ch'}", prefix, workdir / "worker.log",
                            env={"CLAIMWATCH_CLUSTERING__IN_WORKER": "false", **env})
     workdir.mkdir(parents=True, exist_ok=True)
@@ -147,9 +167,10 @@ def full_path(bootstrap: str, prefix: str, expected: int, workdir: Path, env: di
             stored = sum(r["events"] for r in rows)
             now = time.perf_counter()
             if stored and first_seen is None:
-                first_seen, first_count, first_cpu = now, stored, proc_cpu_seconds(pid)
+                first_seen, first_count, first_cpu, first_threads = now, stored, proc_cpu_seconds(pid), thread_cpu_seconds(pid)
             if stored >= expected:
-                return now - first_seen, stored - first_count, proc_cpu_seconds(pid) - first_cpu, proc_peak_rss(pid)
+                return (now - first_seen, stored - first_count, proc_cpu_seconds(pid) - first_cpu, proc_peak_rss(pid),
+                        thread_cpu_seconds(pid) - first_threads)
             if now - started > 1800:
                 raise SystemExit(f"full path stalled at {stored}/{expected} events; see {workdir / 'worker.log'}")
             time.sleep(POLL_SECONDS)
@@ -180,6 +201,17 @@ def report(runs: list[Run], events: int, claims: int, nbytes: int, console: Cons
                       "—" if r.messages is None else fmt(r.messages / r.seconds if not math.isnan(r.rate) else math.nan, ",.0f"),
                       "—" if r.peak_rss is None else f"{r.peak_rss / 2**20:,.0f} MiB")
     console.print(table)
+    full = [r for r in runs if r.threads]
+    if full:
+        by_thread = Table(title="The workers' CPU by thread, µs per claim (cores busy)")
+        by_thread.add_column("thread")
+        for r in full:
+            by_thread.add_column(r.name, justify="right")
+        for name in sorted({n for r in full for n in r.threads}, key=lambda n: -max(r.threads[n] for r in full)):
+            if max(r.threads[name] / r.seconds for r in full) >= 0.01:
+                by_thread.add_row(THREAD_ROLES.get(name, name), *(
+                    f"{r.threads[name] / r.claims * 1e6:,.1f} ({r.threads[name] / r.seconds:.2f})" for r in full))
+        console.print(by_thread)
 
 
 def profile(args, console: Console) -> int:
@@ -252,7 +284,7 @@ def backlog(args, console: Console) -> int:
             nbytes = sum(map(len, lines))
             console.print(f"backlog: {args.events:,} events ({claims:,} claims) in {messages:,} envelopes, "
                           f"{nbytes / 2**20:,.0f} MiB")
-            wall, measured, _, rss = full_path(broker.bootstrap, prefix, args.events, workdir / "worker", env)
+            wall, measured, _, rss, _ = full_path(broker.bootstrap, prefix, args.events, workdir / "worker", env)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     console.print(f"worker drained it at {measured / wall * claims / args.events:,.0f} claims/s; "
@@ -284,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     lines, claims = simulated_events(args.events, args.seed)
     nbytes = sum(map(len, lines))
     per_event = claims / len(lines)
-    env = {"CLAIMWATCH_INGEST__BATCH_SIZE": str(args.batch_size)}
+    env = {"CLAIMWATCH_INGEST__BATCH_SIZE": str(args.batch_size), **dict(kv.split("=", 1) for kv in args.env)}
     try:
         with EmbeddedBroker(log_path=workdir / "tansu.log") as broker:
             topics = {kind: f"{prefix}-{kind}.verdicts" for kind in ("singles", "envelopes")}
@@ -309,10 +341,10 @@ def main(argv: list[str] | None = None) -> int:
                             cpu_each * per_s, round(per_s)))
             for kind, messages in (("singles", singles), ("envelopes", envelopes)):
                 console.print(f"  full path on {kind} ...")
-                wall, measured, cpu, rss = full_path(broker.bootstrap, f"{prefix}-{kind}", args.events,
-                                                     workdir / kind, env)
+                wall, measured, cpu, rss, threads = full_path(broker.bootstrap, f"{prefix}-{kind}", args.events,
+                                                              workdir / kind, env)
                 runs.append(Run(f"full, {kind}", "worker: Faust -> validate -> ClickHouse -> views",
-                                measured * per_event, wall, cpu, round(measured * messages / args.events), rss))
+                                measured * per_event, wall, cpu, round(measured * messages / args.events), rss, threads))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
