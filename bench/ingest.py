@@ -56,8 +56,10 @@ MIN_EVENTS_PER_MINUTE = 150  # the demo's volume at the bottom of its daily swin
 # How often a worker's stored count is read. Each read is a query on the worker's store and API: at 0.1 s the
 # poll itself took about a tenth of a singles worker's CPU. The rate's error is at most two polls in a 20 s run.
 POLL_SECONDS = 0.25
-THREAD_ROLES = {"python": "Python threads (GIL), chDB calls on them", "ThreadPool": "chDB query and insert pool",
-                "MergeMutate": "chDB background merges"}
+THREAD_ROLES = {  # the worker names its own threads (services/core/threads.py: named_executor)
+    "python": "event loop (Faust, API) and other Python threads", "cw-decode": "decode thread",
+    "cw-store": "store thread (Python, and chDB's work on it)", "ThreadPool": "chDB query and insert pool",
+    "MergeMutate": "chDB background merges"}
 
 
 @dataclass(frozen=True)
@@ -100,8 +102,7 @@ def proc_cpu_seconds(pid: int) -> float:
 
 
 def thread_cpu_seconds(pid: int) -> Counter:
-    """utime + stime of ``pid``'s threads by thread name: Python's threads are all "python" (the event loop,
-    decode and store threads, and chDB's work on the store thread); chDB names its own pools."""
+    """utime + stime of ``pid``'s threads by thread name (THREAD_ROLES)."""
     spent: Counter = Counter()
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:

@@ -42,6 +42,7 @@ from services.contract.decode import Decoder
 from services.core.clock import utcnow
 from services.core.command import cli_path
 from services.core.metrics import Metrics
+from services.core.threads import named_executor
 from services.evalset.distinct import DistinctQuestions
 from services.evalset.service import EvalService
 from services.ingest.ingestor import Health, Ingestor
@@ -122,7 +123,7 @@ class Components:
     metrics: Metrics = field(default_factory=Metrics)
     health: Health = field(default_factory=Health)
     store_thread: ThreadPoolExecutor = field(  # every chDB call of the worker goes through it
-        default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="store"))
+        default_factory=lambda: named_executor("store"))
 
     def ingestor(self, epoch: str = "") -> Ingestor:
         """The ingest step; ``epoch`` names the incarnation of the consumed topic (broker.topic_epoch)."""

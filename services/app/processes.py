@@ -25,7 +25,7 @@ from services.app.settings import Settings
 from services.core.backoff import Backoff
 from services.core.clock import utcnow
 from services.core.gcpolicy import tune_for_bulk
-from services.core.threads import ChildProcess, in_thread
+from services.core.threads import ChildProcess, in_thread, named_executor
 from services.ingest.durable import DurableWriter
 from services.ingest.offsets import BrokerOffsets, OffsetTracker, unread
 from services.ingest.pipeline import IngestPipeline
@@ -49,11 +49,11 @@ class WorkerThreads:
     """The worker's own threads, besides the store's (Components.store_thread)."""
 
     decode: ThreadPoolExecutor = field(  # decodes the next batch while one is written
-        default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="decode"))
+        default_factory=lambda: named_executor("decode"))
     clustering: ThreadPoolExecutor = field(  # long runs must not stall ingest
-        default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="clustering"))
+        default_factory=lambda: named_executor("clustering"))
     assign: ThreadPoolExecutor = field(  # nor online assignment
-        default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="assign"))
+        default_factory=lambda: named_executor("assign"))
 
     def close(self) -> None:
         self.decode.shutdown(wait=True)

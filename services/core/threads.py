@@ -13,7 +13,7 @@ import os
 import signal
 import threading
 import traceback
-from concurrent.futures import Executor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any, Awaitable, Callable
 
 Run = Callable[..., Awaitable[Any]]  # ``await run(fn, *args)``: fn(*args) on some thread
@@ -40,6 +40,21 @@ def _load_prctl() -> Callable[..., int] | None:
 
 
 _prctl = _load_prctl()  # resolved here, not in a forked child (no dlopen between fork and exec)
+
+
+PR_SET_NAME = 15  # <linux/prctl.h>
+
+
+def name_os_thread(name: str) -> None:
+    """Give the calling thread ``name`` (at most 15 bytes) where the OS shows it: top -H, /proc/<pid>/task/*/comm,
+    perf. Python names its threads for itself only, so every thread of a worker otherwise shows as "python"."""
+    if _prctl is not None:
+        _prctl(PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)
+
+
+def named_executor(name: str) -> ThreadPoolExecutor:
+    """A one-thread executor whose thread carries ``name`` for Python and for the OS."""
+    return ThreadPoolExecutor(1, thread_name_prefix=name, initializer=name_os_thread, initargs=(f"cw-{name}",))
 
 
 def set_parent_death_signal(sig: int, parent: int) -> None:

@@ -1,4 +1,5 @@
-"""Work that must not hold up a shutdown runs in a child process that `close` stops; children die with their parent."""
+"""Work that must not hold up a shutdown runs in a child process that `close` stops; children die with their parent.
+Threads the worker starts carry names the OS shows."""
 from __future__ import annotations
 
 import math
@@ -8,10 +9,11 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
-from services.core.threads import Cancelled, ChildFailed, ChildProcess
+from services.core.threads import Cancelled, ChildFailed, ChildProcess, named_executor
 
 
 def alive(pid: int) -> bool:
@@ -76,3 +78,17 @@ def test_a_child_started_with_die_with_parent_goes_when_its_parent_is_killed():
     while alive(grandchild) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not alive(grandchild), "the grandchild outlived its killed parent"
+
+
+def test_a_named_executor_names_its_thread_for_the_os_too():
+    """top -H and the ingest bench's CPU-by-thread table tell the worker's threads apart by these names."""
+    executor = named_executor("store")
+    try:
+        python_name, os_name = executor.submit(lambda: (
+            threading.current_thread().name,
+            Path(f"/proc/self/task/{threading.get_native_id()}/comm").read_text().strip())).result()
+    finally:
+        executor.shutdown()
+    assert python_name.startswith("store")
+    assert os_name == "cw-store"
+    assert Path(f"/proc/self/task/{threading.get_native_id()}/comm").read_text().strip() != "cw-store"
