@@ -1,8 +1,9 @@
 """Stable issue identity across runs: match this run's clusters to the issues already known.
 
 A cluster inherits an issue's id when their members overlap (Jaccard on claim ids, or most
-of one coming from the other) or, for an issue none of whose members are in this run any
-more, when their centroids are close (a resolved failure family that recurs). Every other
+of one coming from the other) and it holds more of the issue's claims than any other cluster, or,
+for an issue none of whose members are in this run any more, when their centroids are close (a
+resolved failure family that recurs). Every other
 cluster is a new issue with a deterministic id: config name + its smallest member ids, so
 the same data, in any arrival order, gets the same ids. Merges and splits are recorded on
 both sides; a triaged issue is preferred as the survivor of a merge and is never
@@ -42,19 +43,24 @@ class IssueTracker:
         alive = set(run.ids)
         clusters = run.clusters_
         links = self._links(clusters, mine, alive)
+        # an issue's id goes only where most of its claims went (its home): a fragment made of a few of its claims
+        # must not carry its id and title while the bulk joins another issue
+        home = {}
+        for tier, score, share, c, p in sorted(links, key=lambda s: (-s[2], -s[1], s[3])):
+            home.setdefault(p, c)
         owner_of: dict[int, IssueRecord] = {}
         taken: set[str] = set()
         # overlap links before centroid links; a triaged issue first, so it survives merges; then strength
-        for tier, score, c, p in sorted(links, key=lambda s: (s[0], not mine[s[3]].triaged, -s[1],
-                                                                mine[s[3]].first_seen, mine[s[3]].issue_id, s[2])):
-            if c not in owner_of and mine[p].issue_id not in taken:
+        for tier, score, share, c, p in sorted(links, key=lambda s: (s[0], not mine[s[4]].triaged, -s[1],
+                                                                       mine[s[4]].first_seen, mine[s[4]].issue_id, s[3])):
+            if c == home[p] and c not in owner_of and mine[p].issue_id not in taken:
                 owner_of[c] = mine[p]
                 taken.add(mine[p].issue_id)
-        # merges and splits follow member overlap only: looking alike is not enough to absorb an issue
-        best_link = {}
-        for tier, score, c, p in sorted((s for s in links if s[0] == 0), key=lambda s: (-s[1], s[2], s[3])):
+        # merges and splits follow member overlap only: looking alike is not enough to absorb an issue. An issue
+        # not carried on is merged into whichever issue its home cluster now continues.
+        best_link = {("p", p): c for p, c in home.items() if any(s[0] == 0 and s[4] == p for s in links)}
+        for tier, score, share, c, p in sorted((s for s in links if s[0] == 0), key=lambda s: (-s[1], s[3], s[4])):
             best_link.setdefault(("c", c), p)
-            best_link.setdefault(("p", p), c)
 
         self.changes_: list[str] = []
         ids = {p.issue_id for p in previous}
@@ -98,7 +104,8 @@ class IssueTracker:
         return _with_neighbours(out, run.clusters_, self.cluster_issue_ids_)
 
     def _links(self, clusters: list[ClusterSummary], mine: list[IssueRecord], alive: set[str]):
-        """(tier, score, cluster index, issue position) for every plausible link; tier 0 overlap, 1 centroid."""
+        """(tier, score, share of the issue's live claims in the cluster, cluster index, issue position) for every
+        plausible link; tier 0 overlap, 1 centroid."""
         links = []
         if not clusters or not mine:
             return links
@@ -116,12 +123,12 @@ class IssueTracker:
                     share_of_issue, share_of_cluster = both / len(sample_alive), both / inside
                     if (jaccard >= self.config.match_min_jaccard or share_of_issue >= self.config.match_min_share
                             or share_of_cluster >= self.config.match_min_share):
-                        links.append((0, max(jaccard, 0.5 * max(share_of_issue, share_of_cluster)), c, p))
+                        links.append((0, max(jaccard, 0.5 * max(share_of_issue, share_of_cluster)), share_of_issue, c, p))
             elif record.centroid is not None and len(record.centroid) == centroids.shape[1]:
                 similarity = centroids @ np.asarray(record.centroid, dtype=np.float32)
                 c = int(np.argmax(similarity))
                 if similarity[c] >= self.config.match_min_centroid_similarity:
-                    links.append((1, float(similarity[c]), c, p))
+                    links.append((1, float(similarity[c]), 1.0, c, p))
         return links
 
     def _member_sample(self, cluster: ClusterSummary) -> tuple[tuple[str, ...], int]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from urllib.parse import quote
 
@@ -516,6 +517,17 @@ def test_issue_resolve_and_merge(world):
     into_self = client.post("/api/issues/iss-evil/merge", json={"into": "iss-evil", "by": "x"}, headers=AUTH)
     assert into_self.status_code == 422 and "itself" in into_self.json()["detail"]
     assert client.post("/api/issues/iss-evil/merge", json={"into": "nope", "by": "x"}, headers=AUTH).status_code == 404
+
+
+def test_a_merged_issues_page_leads_to_the_issue_it_joined(world, client):
+    """A runbook or a page printed before a merge still leads on-call to where the claims are now."""
+    services, _ = world
+    survivor = services.issues.issues.get("iss-numbers")
+    issue_repository(services.store).save([replace(survivor, issue_id="iss-joined", name="Joined", state="resolved",
+                                                   merged_into="iss-numbers")])
+    notice = client.get("/issues/iss-joined").text.split('id="merged-into">')[1].split("</p>")[0]
+    assert 'href="/issues/iss-numbers"' in notice and "continue there" in notice
+    assert 'id="merged-into"' not in client.get("/issues/iss-numbers").text
 
 
 def test_issue_pages_show_the_list_the_runbook_the_map_and_promote_controls(client):

@@ -185,6 +185,22 @@ def test_a_triaged_issue_survives_a_merge_and_is_never_silently_dissolved():
     assert by_id(merged)[small.issue_id].triaged and by_id(merged)[small.issue_id].merged_into is None
 
 
+def test_an_issue_whose_bulk_joins_another_is_merged_into_it_and_its_fragment_does_not_take_its_id():
+    """Seen in make demo: issue B (the alert's, 40 claims, and a 5-claim fragment of another failure) and issue A
+    (60 claims of the same failure) meet in one cluster, which A's larger share wins. B's fragment, made only of
+    B's claims, used to carry on as B, with B's title over claims of another failure."""
+    tracker = IssueTracker(CONFIG)
+    first = tracker.match([], hand_run({"a": (ids("a", 60), unit(1)), "b": (ids("b", 40) + ids("s", 5), unit(1, 0.3))}), T0)
+    a, b = sorted(first, key=lambda r: -r.size)
+    later = T0 + timedelta(minutes=15)
+    after = by_id(tracker.match(first, hand_run({"ab": (ids("a", 60) + ids("b", 40), unit(1, 0.1)),
+                                                 "s": (ids("s", 5), unit(1, -0.5))}, later), later))
+    together, fragment = tracker.cluster_issue_ids_
+    assert together == a.issue_id
+    assert after[b.issue_id].merged_into == a.issue_id and after[b.issue_id].state == RESOLVED
+    assert fragment not in (a.issue_id, b.issue_id) and after[fragment].split_from == b.issue_id
+
+
 def test_an_issue_split_in_two_keeps_its_id_on_the_larger_part_and_records_the_split():
     tracker = IssueTracker(CONFIG)
     first = tracker.match([], hand_run({"a": (ids("a", 40), unit(1))}), T0)
