@@ -270,13 +270,17 @@ class IssueJobs:
 
     def focus_window(self, route: str, since: datetime, until: datetime, now: datetime,
                      limit: int = FOCUS_LIMIT) -> WindowReport:
-        """An open alert's window first: its failing claims that no issue holds, newest first, join the known issues;
-        when at least an issue's worth is left, a focused run clusters them into new issues at once."""
+        """An open alert's window first: its failing claims that no issue holds, newest first, join the known issues
+        seen on ``route``; when at least an issue's worth is left, a focused run clusters them into new issues at once."""
         claims = self.issues.window_claims(route, since, until, limit, skip=self.skipped.of(ONLINE_ASSIGNMENT))
         if not claims:
             return WindowReport(0, 0, 0)
         assigner = self._current_assigner()
         results = assigner.assign_many(claims) if assigner is not None else [(None, 0.0)] * len(claims)
+        # Only issues that have held claims of the alert's route: another route's issue whose claims are worded alike
+        # (invented numbers on billing and on parcels) would take the whole window and be named behind the alert.
+        seen_on_route = {r.issue_id for r in self.issues.load() if route in r.routes}
+        results = [(issue, p) if issue in seen_on_route else (None, 0.0) for issue, p in results]
         rest = [c for c, (issue, _) in zip(claims, results) if not issue]
         assigned = [(c, r) for c, r in zip(claims, results) if r[0]]
         self.issues.save_members(self._member_rows([c for c, _ in assigned], [r for _, r in assigned], "online", now))

@@ -169,13 +169,13 @@ def test_the_schedule_makes_its_jobs_on_the_first_run_and_assigns_after_it():
 
 # ---- assignment beside a re-cluster, on the store ------------------------------------------------
 
-def land(store, prefix: str, n: int, at: datetime) -> None:
+def land(store, prefix: str, n: int, at: datetime, route: str | None = None) -> None:
     raw = []
     for i in range(n):
         text = (f"annual plans can be refunded within {i} days {TAILS[i % 8]}" if i % 2 else
                 f"the courier delivers parcel {i}-77 on friday {TAILS[(i + 3) % 8]}")
         raw.append(orjson.dumps({**BASE, "event_id": f"{prefix}{i}", "observed_at": at.isoformat(),
-                                 "claims": [{"verdict": "contradicted", "text": text}]}))
+                                 "claims": [{"verdict": "contradicted", "text": text}], **({"route": route} if route else {})}))
     EventWriter(store).write([Decoder().decode(r) for r in raw])
 
 
