@@ -58,7 +58,8 @@ class IssueTracker:
                 taken.add(mine[p].issue_id)
         # merges and splits follow member overlap only: looking alike is not enough to absorb an issue. An issue
         # not carried on is merged into whichever issue its home cluster now continues.
-        best_link = {("p", p): c for p, c in home.items() if any(s[0] == 0 and s[4] == p for s in links)}
+        by_overlap = {s[4] for s in links if s[0] == 0}
+        best_link = {("p", p): c for p, c in home.items() if p in by_overlap}
         for tier, score, share, c, p in sorted((s for s in links if s[0] == 0), key=lambda s: (-s[1], s[3], s[4])):
             best_link.setdefault(("c", c), p)
 

@@ -279,8 +279,7 @@ class IssueJobs:
         results = assigner.assign_many(claims) if assigner is not None else [(None, 0.0)] * len(claims)
         # Only issues that have held claims of the alert's route: another route's issue whose claims are worded alike
         # (invented numbers on billing and on parcels) would take the whole window and be named behind the alert.
-        seen_on_route = {r.issue_id for r in self.issues.load() if route in r.routes}
-        results = [(issue, p) if issue in seen_on_route else (None, 0.0) for issue, p in results]
+        results = [(issue, p) if issue and assigner.seen_on(issue, route) else (None, 0.0) for issue, p in results]
         rest = [c for c, (issue, _) in zip(claims, results) if not issue]
         assigned = [(c, r) for c, r in zip(claims, results) if r[0]]
         self.issues.save_members(self._member_rows([c for c, _ in assigned], [r for _, r in assigned], "online", now))
