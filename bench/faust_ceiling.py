@@ -1,9 +1,10 @@
 """The Faust ceiling: an agent that takes batches the way the ingest agent does and acks
 them, doing no other work. Run by bench/ingest.py as a subprocess (a Faust worker owns
 its process); prints one line, ``events_per_second <float> cpu_per_event <float>`` (CPU seconds
-of the whole process per message), and exits.
+of the whole process per message), and exits. With ``inline`` it uses the worker's transport, which
+delivers each message without mode's per-message tasks (streams/transport.py), instead of Faust's own.
 
-    python bench/faust_ceiling.py BOOTSTRAP TOPIC EVENTS BATCH
+    python bench/faust_ceiling.py BOOTSTRAP TOPIC EVENTS BATCH [inline]
 """
 from __future__ import annotations
 
@@ -18,10 +19,16 @@ import faust
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from services.core.gcpolicy import tune_for_bulk  # noqa: E402
+from streams.transport import InlineDeliveryTransport  # noqa: E402
 
 
-def main(bootstrap: str, topic_name: str, expected: int, batch_size: int) -> None:
-    app = faust.App(f"ceiling-{os.getpid()}", broker=f"kafka://{bootstrap}", autodiscover=False, web_enabled=False,
+class InlineDeliveryApp(faust.App):
+    def _new_transport(self):
+        return InlineDeliveryTransport(self.conf.broker_consumer, self)
+
+
+def main(bootstrap: str, topic_name: str, expected: int, batch_size: int, inline: bool) -> None:
+    app = (InlineDeliveryApp if inline else faust.App)(f"ceiling-{os.getpid()}", broker=f"kafka://{bootstrap}", autodiscover=False, web_enabled=False,
                     store="memory://", datadir=tempfile.mkdtemp(prefix="cw-faust-ceiling-"),
                     consumer_auto_offset_reset="earliest", stream_buffer_maxsize=max(4096, batch_size * 3),
                     logging_config=None)
@@ -50,4 +57,4 @@ def main(bootstrap: str, topic_name: str, expected: int, batch_size: int) -> Non
 
 if __name__ == "__main__":
     sys.argv, args = sys.argv[:1], sys.argv[1:]  # Faust's Worker parses argv itself
-    main(args[0], args[1], int(args[2]), int(args[3]))
+    main(args[0], args[1], int(args[2]), int(args[3]), args[4:] == ["inline"])
