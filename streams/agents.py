@@ -15,6 +15,7 @@ from services.ingest.ingestor import RawMessage
 from services.ingest.budget import ByteBudget
 from services.ingest.pipeline import ByteSplitter, IngestPipeline, InFlight
 from streams.app import value_bytes
+from streams.take import take_batches
 
 if TYPE_CHECKING:
     from services.app.settings import IngestSettings
@@ -60,7 +61,8 @@ def register_ingest(app, verdicts, pipeline: IngestPipeline, settings: IngestSet
                 forget_unacked(app)
 
         try:
-            async for batch in stream.noack_take(settings.batch_size, within=settings.batch_seconds):
+            async for batch in take_batches(stream, settings.batch_size, settings.max_batch_bytes,
+                                            settings.batch_seconds):
                 messages = raw_messages(batch)
                 for part in splitter.slices(messages):  # acked part by part, in order
                     await inflight.add(finish(messages[part], partial(ack_all, stream, batch[part], app.byte_budget)))
