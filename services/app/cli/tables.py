@@ -128,10 +128,11 @@ def layout(columns: Sequence[Column], rows: Sequence[dict], width: int | None, w
     for col in columns:
         cells = [_cell_lines(col, row) for row in rows]
         if col.kind == "list":  # the first item of each row is always shown whole; later ones may become "+N"
-            item = max([len(c[0]) for c in cells if c] or [0])
+            shortest = max([min(len(c[0]), KEY_MAX) + (len(f", +{len(c) - 1}") if len(c) > 1 else 0)
+                            for c in cells if c] or [0])
             longest = max([len(col.header)] + [len(", ".join(c)) for c in cells])
             natural.append(longest)
-            minimum.append(min(longest, max(col.min_width, len(col.header), min(item, KEY_MAX) + len(", +99"))))
+            minimum.append(min(longest, max(col.min_width, len(col.header), shortest)))
             continue
         longest = max([len(col.header)] + [len(line) for c in cells for line in c])
         if col.kind == "key" and not wide:

@@ -146,6 +146,16 @@ def test_route_names_are_never_split_mid_word():
     assert render(key, [{"route": LONG_ROUTE}], 40)[1] == LONG_ROUTE  # the low-priority column goes first
 
 
+def test_an_issue_on_two_routes_keeps_its_routes_and_its_count_at_80_columns():
+    """make demo's list: the alert's issue had grown onto a second route, and "parcel-status, +1" pushed COUNT out
+    (the routes' narrowest form was reckoned as if 99 more routes had to be said)."""
+    rows = [{**ISSUES[0], "routes": {"parcel-status": 9, "billing-faq": 3}, "count": 3233},
+            {**ISSUES[0], "issue_id": "iss-0f3a2c11d2e4", "routes": {"billing-faq": 1}, "count": 57}]
+    lines = render(issue_columns(NOW), rows, WIDTH)
+    assert lines[0].split()[:5] == ["ISSUE", "NAME", "STATE", "ROUTES", "COUNT"], lines
+    assert "parcel-status, +1" in lines[1] and lines[1].rstrip().endswith("3233"), lines
+
+
 def test_ids_are_whole_even_when_nothing_else_fits():
     lines = render(alert_columns(NOW), [{"alert_id": "a-0d5e5c9d2b6f4a11", "route": "parcel-status", "state": "firing",
                                          "severity": "critical", "rate": 0.097, "baseline": 0.046, "delta": 0.051,
