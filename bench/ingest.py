@@ -60,7 +60,7 @@ POLL_SECONDS = 0.25
 THREAD_ROLES = {  # the worker names its own threads (services/core/threads.py: named_executor)
     "python": "event loop (Faust, API) and other Python threads", "cw-decode": "decode thread",
     "cw-store": "store thread (Python, and chDB's work on it)", "ThreadPool": "chDB query and insert pool",
-    "MergeMutate": "chDB background merges"}
+    "MergeMutate": "chDB background merges", "cw-alerts": "alert evaluation (catching up after a backlog)"}
 
 
 @dataclass(frozen=True)

@@ -54,11 +54,14 @@ class WorkerThreads:
         default_factory=lambda: named_executor("clustering"))
     assign: ThreadPoolExecutor = field(  # nor online assignment
         default_factory=lambda: named_executor("assign"))
+    alerts: ThreadPoolExecutor = field(  # nor alert evaluation, which catches up minute by minute after a backlog
+        default_factory=lambda: named_executor("alerts"))
 
     def close(self) -> None:
         self.decode.shutdown(wait=True)
         self.clustering.shutdown(wait=False, cancel_futures=True)
         self.assign.shutdown(wait=False, cancel_futures=True)
+        self.alerts.shutdown(wait=True)
 
 
 def run_worker(settings: Settings, *, serve_api: bool, on_ready: Callable[[Components], None] | None = None) -> None:
@@ -75,7 +78,7 @@ def run_worker(settings: Settings, *, serve_api: bool, on_ready: Callable[[Compo
             repair_torn_writes(c)
         app, topics = create_app(settings)
         add_ingest(app, topics, c, threads, settings, epoch)
-        dispatcher = add_alerting(app, topics.alerts, c, settings)
+        dispatcher = add_alerting(app, topics.alerts, c, threads, settings)
         add_triage(app, c, dispatcher, settings.triage.tick_seconds)
         schedule = add_clustering(app, c, threads, settings) if settings.clustering.in_worker else None
         if settings.review.sample_every_minutes:
@@ -118,7 +121,7 @@ def add_ingest(app, topics, c: Components, threads: WorkerThreads, settings: Set
     timers.register_lag_report(app, offsets, BrokerOffsets(settings.bootstrap, app.conf.id), c.metrics)
 
 
-def add_alerting(app, alerts_topic, c: Components, settings: Settings) -> Dispatcher:
+def add_alerting(app, alerts_topic, c: Components, threads: WorkerThreads, settings: Settings) -> Dispatcher:
     """The leader's alert evaluation and resends; returns the dispatcher that notifies."""
     n = settings.notify
     dispatcher = Dispatcher(n.alertmanager_url, n.webhook_url, settings.external_url,
@@ -126,7 +129,7 @@ def add_alerting(app, alerts_topic, c: Components, settings: Settings) -> Dispat
                             retry_initial_seconds=n.retry_initial_seconds, retry_max_seconds=n.retry_max_seconds)
     agreement = InstrumentAlerts(AgreementWatch(agreement_test()), c.review.reviewed, c.repos.alerts)
     cycle = AlertCycle(evaluator_for(settings, c.repos.rates, c.repos.alerts), c.repos.alerts, dispatcher, c.metrics,
-                       in_thread(c.store_thread), explainer=c.alerts.explainer, instrument=agreement)
+                       in_thread(threads.alerts), explainer=c.alerts.explainer, instrument=agreement)
     timers.register_alerting(app, alerts_topic, cycle, settings.drift.eval_interval_seconds, n.resend_seconds)
     return dispatcher
 

@@ -67,3 +67,32 @@ def test_evaluator_waits_for_a_route_whose_backlog_is_still_being_consumed(store
     # is evaluated, MOVING_GRACE behind the clock
     now += MOVING_GRACE + timedelta(seconds=1)
     assert evaluator.slowest_active_minute(now) == now.replace(second=0) - MOVING_GRACE
+
+
+def test_a_backlog_is_evaluated_in_passes_that_open_the_same_alert_as_one_pass(store, monkeypatch):
+    """A worker draining a backlog evaluates hours of minutes in one tick. It reads them PASS_MINUTES at a time
+    (reading them whole held +400 MiB draining 1 GiB of envelopes), with the same outcome as one pass."""
+    from services.alerts import evaluator as evaluation
+
+    EventWriter(store).write(billing_regression())  # 260 minutes, the regression from minute 200
+    spans = []
+
+    class Recording(RateRepository):
+        def minutes_all_routes(self, start, end, dim=""):
+            spans.append(end - start)
+            return super().minutes_all_routes(start, end, dim)
+
+    def evaluated(pass_minutes: int):
+        monkeypatch.setattr(evaluation, "PASS_MINUTES", pass_minutes)
+        spans.clear()
+        evaluator = evaluator_for(prompt_settings(), Recording(store), alert_repository(store), checkpoint=False)
+        transitions = evaluator.evaluate(START + timedelta(minutes=261))
+        return [(a.route, a.kind, a.recorded_state, a.pending_since, a.starts_at, a.rate) for a in transitions], max(spans)
+
+    in_passes, widest = evaluated(60)
+    assert widest <= timedelta(minutes=59)
+    assert [t[:3] for t in in_passes] == [("billing-faq", "hallucination_rate_rise", "pending"),
+                                         ("billing-faq", "hallucination_rate_rise", "firing")]
+    store.command("TRUNCATE TABLE alerts")  # the second evaluator starts as the first did
+    whole, widest = evaluated(10_000)
+    assert widest >= timedelta(minutes=250) and whole == in_passes
