@@ -122,7 +122,7 @@ class Components:
     owners: OwnerRules
     metrics: Metrics = field(default_factory=Metrics)
     health: Health = field(default_factory=Health)
-    store_thread: ThreadPoolExecutor = field(  # every chDB call of the worker goes through it
+    store_thread: ThreadPoolExecutor = field(  # ingest's writes and the timers' store work (not alert evaluation)
         default_factory=lambda: named_executor("store"))
 
     def ingestor(self, epoch: str = "") -> Ingestor:
