@@ -50,9 +50,14 @@ class TriageService:
         return self.view(record.issue_id)
 
     def _live(self, issue_id: str) -> IssueRecord:
-        record = self.issues.get(issue_id)
+        """The issue, or the one it was merged into (as Sentry leads a merged issue's link to the one that took
+        it): a re-cluster may merge the issue a page named minutes after the page printed its id."""
+        record, seen = self.issues.get(issue_id), {issue_id}
+        while record.merged_into and record.merged_into not in seen:
+            seen.add(record.merged_into)
+            record = self.issues.get(record.merged_into)
         if record.merged_into:
-            raise Conflict(f"issue {issue_id} was merged into {record.merged_into}; triage that one")
+            raise Conflict(f"the merges of issue {issue_id} lead in a loop through {', '.join(sorted(seen))}")
         return record
 
     def assign(self, issue_id: str, assignee: str, by: str) -> dict:

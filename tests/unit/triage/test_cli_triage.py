@@ -16,6 +16,7 @@ from tests.support.triage_world import an_issue, triage_world
 def claimwatch(tmp_path):
     with triage_world(tmp_path) as (components, _):
         an_issue(components, "iss-a")
+        an_issue(components, "iss-gone", merged_into="iss-a")  # a re-cluster merged it after a page named it
     nothing_listens = f"http://127.0.0.1:{free_port()}"
     flags = ["--clickhouse", f"chdb:{tmp_path / 'ch'}", "--api", nothing_listens]
 
@@ -40,6 +41,19 @@ def test_triage_from_the_command_line_shows_in_issues_show(claimwatch):
                      "lee: assigned (assignee sam)", "archived"):
         assert expected in shown, expected
     assert claimwatch("unarchive", "iss-a").output.strip() == "iss-a is new again"
+
+
+def test_triaging_a_merged_issue_changes_the_issue_it_joined_and_says_so(claimwatch):
+    """make demo printed `issues assign iss-… alice` for the alert's issue; by the time it was pasted, a re-cluster
+    had merged that issue into the one holding the bulk of its claims, and the command was refused."""
+    assigned = claimwatch("assign", "iss-gone", "alice", "--by", "lee")
+    linked = claimwatch("link", "iss-gone", "https://tickets.example.com/CW-12", "--by", "lee")
+    assert assigned.exit_code == 0 and linked.exit_code == 0, (assigned.output, linked.output)
+    assert assigned.output.splitlines() == ["iss-gone was merged into iss-a: the change is on iss-a",
+                                            "iss-a is assigned to alice (team on-call)"]
+    shown = json.loads(claimwatch("show", "iss-a", "-o", "json").output)
+    assert shown["assignee"] == "alice" and shown["ticket_url"] == "https://tickets.example.com/CW-12"
+    assert json.loads(claimwatch("show", "iss-gone", "-o", "json").output)["assignee"] == ""
 
 
 @pytest.mark.parametrize("args, says", [
