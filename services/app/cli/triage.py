@@ -13,10 +13,10 @@ from services.app.settings import Settings
 
 def _change(settings: Settings, issue_id: str, action: str, body: dict, local) -> dict:
     """POST /api/issues/ID/ACTION, or ``local(triage)`` on the store when no API answers. A merged issue's change
-    goes to the issue it was merged into, and this says so."""
+    goes to the issue it was merged into, and this says so (the next line names that issue)."""
     data = reach(settings, f"/api/issues/{issue_id}/{action}", {}, lambda c: local(c.triage), method="POST", body=body)
     if data.get("issue_id") not in (None, issue_id):
-        console.print(f"{issue_id} was merged into {data['issue_id']}: the change is on {data['issue_id']}")
+        console.print(f"{issue_id} was merged into {data['issue_id']}")
     return data
 
 

@@ -49,7 +49,7 @@ def test_triaging_a_merged_issue_changes_the_issue_it_joined_and_says_so(claimwa
     assigned = claimwatch("assign", "iss-gone", "alice", "--by", "lee")
     linked = claimwatch("link", "iss-gone", "https://tickets.example.com/CW-12", "--by", "lee")
     assert assigned.exit_code == 0 and linked.exit_code == 0, (assigned.output, linked.output)
-    assert assigned.output.splitlines() == ["iss-gone was merged into iss-a: the change is on iss-a",
+    assert assigned.output.splitlines() == ["iss-gone was merged into iss-a",
                                             "iss-a is assigned to alice (team on-call)"]
     shown = json.loads(claimwatch("show", "iss-a", "-o", "json").output)
     assert shown["assignee"] == "alice" and shown["ticket_url"] == "https://tickets.example.com/CW-12"
