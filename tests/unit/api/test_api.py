@@ -527,6 +527,8 @@ def test_a_merged_issues_page_leads_to_the_issue_it_joined(world, client):
                                                    merged_into="iss-numbers")])
     notice = client.get("/issues/iss-joined").text.split('id="merged-into">')[1].split("</p>")[0]
     assert 'href="/issues/iss-numbers"' in notice and "continue there" in notice
+    lead = client.get("/issues/iss-joined").text.split('<p class="lead">')[1].split("</p>")[0]
+    assert '<span class="badge merged">merged</span>' in lead and "resolved" not in lead  # not a fixed issue
     assert 'id="merged-into"' not in client.get("/issues/iss-numbers").text
 
 
