@@ -19,12 +19,7 @@ import faust
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from services.core.gcpolicy import tune_for_bulk  # noqa: E402
-from streams.transport import InlineDeliveryTransport  # noqa: E402
-
-
-class InlineDeliveryApp(faust.App):
-    def _new_transport(self):
-        return InlineDeliveryTransport(self.conf.broker_consumer, self)
+from streams.transport import InlineDeliveryApp  # noqa: E402
 
 
 def main(bootstrap: str, topic_name: str, expected: int, batch_size: int, inline: bool) -> None:

@@ -17,7 +17,7 @@ import faust
 from mode.utils.queues import ThrowableQueue
 
 from services.ingest.budget import ByteBudget
-from streams.transport import InlineDeliveryTransport
+from streams.transport import InlineDeliveryApp
 
 if TYPE_CHECKING:
     from services.app.settings import Settings
@@ -61,14 +61,11 @@ class BudgetedQueue(ThrowableQueue):
             self._wakeup_next(self._putters)
 
 
-class BudgetedApp(faust.App):
+class BudgetedApp(InlineDeliveryApp):
     """A Faust app whose stream buffers count bytes against ``byte_budget`` as well as messages, and whose
     consumer delivers each message without mode's per-message tasks (streams/transport.py)."""
 
     byte_budget: ByteBudget
-
-    def _new_transport(self):
-        return InlineDeliveryTransport(self.conf.broker_consumer, self)
 
     def FlowControlQueue(self, maxsize: int | None = None, *, clear_on_resume: bool = False) -> ThrowableQueue:
         return BudgetedQueue(maxsize=maxsize, flow_control=self.flow_control, clear_on_resume=clear_on_resume,

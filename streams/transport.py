@@ -12,6 +12,7 @@ import types
 from collections.abc import Coroutine
 from typing import Any
 
+import faust
 from faust.transport.drivers import aiokafka
 from mode.services import WaitResults
 
@@ -65,3 +66,10 @@ def _close(coros) -> None:
 
 class InlineDeliveryTransport(aiokafka.Transport):
     Consumer = InlineDeliveryConsumer
+
+
+class InlineDeliveryApp(faust.App):
+    """A Faust app whose consumer is InlineDeliveryConsumer (the worker's app, and the bench's ceiling agent)."""
+
+    def _new_transport(self):
+        return InlineDeliveryTransport(self.conf.broker_consumer, self)
