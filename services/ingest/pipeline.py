@@ -93,12 +93,14 @@ class IngestPipeline:
 
 
 class ByteSplitter:
-    """Cuts a taken batch into consecutive slices of at most ``max_bytes`` of message values.
+    """Cuts a taken batch into consecutive slices of about ``max_bytes`` of message values.
 
     Faust's take counts messages, and a message may be an envelope of up to 1000 events, so a
     batch of 2000 messages could hold two million events. Decoding and writing slice by slice
     (each one its own unit in ``InFlight``) bounds the decoded events under way by bytes.
-    A message larger than ``max_bytes`` forms a slice of its own.
+    A slice is full once it reaches ``max_bytes``, the message that passes it being its last: the
+    take's own rule (streams/take.py), so a batch it hands over full by bytes is one slice, not a
+    slice and a one-envelope remainder written on its own.
     """
 
     def __init__(self, max_bytes: int):
@@ -107,11 +109,10 @@ class ByteSplitter:
     def slices(self, messages: Sequence[RawMessage]) -> list[slice]:
         out, start, size = [], 0, 0
         for i, m in enumerate(messages):
-            n = len(m.value or b"")
-            if i > start and size + n > self.max_bytes:
-                out.append(slice(start, i))
-                start, size = i, 0
-            size += n
+            size += len(m.value or b"")
+            if size >= self.max_bytes:
+                out.append(slice(start, i + 1))
+                start, size = i + 1, 0
         if start < len(messages):
             out.append(slice(start, len(messages)))
         return out

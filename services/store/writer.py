@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import orjson
 
@@ -39,25 +39,45 @@ def dead_letter_row(d: DeadLetter) -> dict:
     return row
 
 
+Minute = tuple[str, int]  # a route and the Unix time its minute starts
+_IN_MINUTES = ("(route, toStartOfMinute(observed_at)) IN (SELECT * FROM format(JSONCompactEachRow, "
+               "'route String, minute DateTime(\\'UTC\\')', {minutes}))")
+
+
+def _json_rows(rows: Iterable) -> str:
+    return sql_literal(b"\n".join(orjson.dumps(row) for row in rows))
+
+
 class EventWriter:
     def __init__(self, store: Store):
         self.store = store
 
     def stored_ids(self, keys: Sequence[EventKey]) -> set[str]:
         """The ids among ``keys`` stored already. A redelivery is its original: same route, same event time.
-        So only the stored answers of the batch's (route, minute)s are read (``event_keys`` is ordered by them),
-        however large the table has grown. The keys and ids go inline as JSON rows: chDB reads a long literal
-        in a few milliseconds and an equally long query parameter in tens."""
-        return {r["event_id"] for r in self.store.query(self.lookup_sql(keys))} if keys else set()
+        So only the batch's (route, minute)s are read (``event_keys`` is ordered by them), however large the
+        table has grown; and only the ids of those minutes that hold any stored answer are looked up: draining
+        a backlog, that is the few answers of each route's first minute, not the thousands of the batch."""
+        by_minute: dict[Minute, list[str]] = {}
+        for key in keys:
+            by_minute.setdefault((key.route, int(key.observed_at.timestamp()) // 60 * 60), []).append(key.event_id)
+        if not by_minute:
+            return set()
+        occupied = [(r["route"], r["minute"]) for r in self.store.query(self.occupied_sql(by_minute))]
+        ids = [event_id for minute in occupied for event_id in by_minute[minute]]
+        return {r["event_id"] for r in self.store.query(self.lookup_sql(occupied, ids))} if ids else set()
 
     @staticmethod
-    def lookup_sql(keys: Sequence[EventKey]) -> str:
-        minutes = {(k.route, int(k.observed_at.timestamp()) // 60 * 60) for k in keys}
-        routes_minutes = sql_literal(b"\n".join(orjson.dumps(key) for key in minutes))
-        ids = sql_literal(b"\n".join(orjson.dumps([k.event_id]) for k in keys))
-        return ("SELECT DISTINCT event_id FROM event_keys WHERE (route, toStartOfMinute(observed_at)) IN "
-                f"(SELECT * FROM format(JSONCompactEachRow, 'route String, minute DateTime(\\'UTC\\')', {routes_minutes})) "
-                f"AND event_id IN (SELECT * FROM format(JSONCompactEachRow, 'event_id String', {ids}))")
+    def occupied_sql(minutes: Iterable[Minute]) -> str:
+        return ("SELECT DISTINCT route, toUnixTimestamp(toStartOfMinute(observed_at)) AS minute FROM event_keys "
+                f"WHERE {_IN_MINUTES.format(minutes=_json_rows(minutes))}")
+
+    @staticmethod
+    def lookup_sql(minutes: Iterable[Minute], ids: Iterable[str]) -> str:
+        """The keys and ids go inline as JSON rows: chDB reads a long literal in a few milliseconds and an equally
+        long query parameter in tens."""
+        return (f"SELECT DISTINCT event_id FROM event_keys WHERE {_IN_MINUTES.format(minutes=_json_rows(minutes))} "
+                f"AND event_id IN (SELECT * FROM format(JSONCompactEachRow, 'event_id String', "
+                f"{_json_rows([i] for i in ids)}))")
 
     def write(self, events: Sequence[VerdictEvent], dead: Sequence[DeadLetter] = ()) -> WriteResult:
         return self.write_lines([EventKey.of(e) for e in events], [intake_line(e) for e in events], dead)

@@ -341,13 +341,20 @@ def sized(n: int, offset: int) -> RawMessage:
     return RawMessage("verdicts", 0, offset, b"x" * n)
 
 
-def test_byte_splitter_cuts_a_batch_into_ordered_slices_within_the_byte_bound():
+def test_byte_splitter_cuts_a_batch_into_ordered_slices_each_full_once_it_reaches_the_bound():
     messages = [sized(n, i) for i, n in enumerate([400, 300, 300, 100, 2500, 50, 999, 1])]
     parts = ByteSplitter(1000).slices(messages)
     assert [m.offset for part in parts for m in messages[part]] == list(range(len(messages)))  # each once, in order
     sizes = [[len(m.value) for m in messages[part]] for part in parts]
-    assert sizes == [[400, 300, 300], [100], [2500], [50], [999, 1]]  # an oversized message goes alone
+    assert sizes == [[400, 300, 300], [100, 2500], [50, 999], [1]]  # the message that passes the bound is the last
     assert ByteSplitter(1000).slices([]) == []
+
+
+def test_a_batch_the_take_hands_over_full_by_bytes_is_one_slice():
+    """The take (streams/take.py) is full once its bytes reach the bound, the passing envelope included; cutting
+    that batch again left a one-envelope remainder, written alone at a whole write's fixed cost."""
+    taken = [sized(n, i) for i, n in enumerate([400, 400, 400])]
+    assert ByteSplitter(1000).slices(taken) == [slice(0, 3)]
 
 
 def test_envelopes_under_way_are_bounded_by_bytes_not_by_message_count():

@@ -78,9 +78,41 @@ def test_the_redelivery_check_reads_the_batchs_minutes_not_the_whole_table(store
     keys = [EventKey.of(e) for e in batch]
     assert writer.stored_ids(keys) == {"e5"}
     store.command("OPTIMIZE TABLE event_keys FINAL")  # one part: pruning is by granules, not by parts
-    plan = [r["explain"].strip() for r in store.query("EXPLAIN indexes = 1 " + writer.lookup_sql(keys))]
-    selected, total = map(int, [line for line in plan if line.startswith("Granules:")][0].split()[1].split("/"))
-    assert total > 1 and selected == 1, plan
+    minutes = {(k.route, int(k.observed_at.timestamp()) // 60 * 60) for k in keys}
+    for sql in (writer.occupied_sql(minutes), writer.lookup_sql(minutes, [k.event_id for k in keys])):
+        plan = [r["explain"].strip() for r in store.query("EXPLAIN indexes = 1 " + sql)]
+        selected, total = map(int, [line for line in plan if line.startswith("Granules:")][0].split()[1].split("/"))
+        assert total > 1 and selected == 1, plan
+
+
+class CountingStore:
+    """The real store, counting the queries it is sent."""
+
+    def __init__(self, store):
+        self.store, self.queries = store, []
+
+    def query(self, sql, params=None):
+        self.queries.append(sql)
+        return self.store.query(sql, params)
+
+    def __getattr__(self, name):
+        return getattr(self.store, name)
+
+
+def test_only_minutes_that_hold_stored_answers_have_their_ids_looked_up(store):
+    """A batch whose minutes hold nothing stored (a backlog's next stretch) costs one small query, not a list of
+    its ids; a redelivery in a minute that holds answers is still found, and a new answer there is not."""
+    counting = CountingStore(store)
+    writer = EventWriter(counting)
+    writer.write(events(["a", "b"], observed_at="2026-11-21T09:14:03Z"))
+    counting.queries.clear()
+    later = events(["c", "d"], observed_at="2026-11-21T09:15:10Z")
+    assert writer.stored_ids([EventKey.of(e) for e in later]) == set()
+    assert len(counting.queries) == 1 and '"c"' not in counting.queries[0]
+    mixed = events(["b", "e"], observed_at="2026-11-21T09:14:59Z") + later
+    assert writer.stored_ids([EventKey.of(e) for e in mixed]) == {"b"}
+    assert '"e"' in counting.queries[-1] and '"c"' not in counting.queries[-1]
+    assert (writer.write(mixed).inserted, counts(store)[2]) == (3, 5)
 
 
 def test_a_claim_row_references_its_answer_and_readers_join_its_text(store):
