@@ -16,3 +16,12 @@ IssueRecords = IssueRepository[IssueRecord, FailingClaim]
 def issue_repository(store: Store, clock: Callable[[], datetime] = utcnow) -> IssueRecords:
     """Issues, their members and the failing claims to cluster, read back as ``IssueRecord`` and ``FailingClaim``."""
     return IssueRepository(store, IssueRecord.from_row, FailingClaim.from_claims_row, clock)
+
+
+def surviving(issues: IssueRecords, record: IssueRecord) -> IssueRecord:
+    """Where ``record``'s merges lead (itself if it was never merged); a stored cycle stops where it closes."""
+    seen = {record.issue_id}
+    while record.merged_into and record.merged_into not in seen and len(seen) < 100:
+        seen.add(record.merged_into)
+        record = issues.get(record.merged_into)
+    return record

@@ -13,7 +13,7 @@ from services.core.clock import utcnow
 from services.core.errors import Conflict
 from services.issues.figures import MAX_TRACES, IssueFigures, issue_figures, zero_filled
 from services.issues.priority import DRIVING_SHARE, PrioritySignals, gather, priority_key
-from services.issues.records import IssueRecords
+from services.issues.records import IssueRecords, surviving
 from services.store.rates import RateRepository
 from services.triage.activity import activity, latest_notes, triage_fields, view_state, wanted
 from services.triage.merges import suggest_merges
@@ -274,20 +274,10 @@ class IssuesService:
         as a runbook command printed before a re-cluster merged it still leads somewhere useful."""
         if fmt not in ("md", "html"):
             raise ValueError(f"format must be md or html, got {fmt!r}")
-        record = self._surviving(self.issues.get(issue_id))
+        record = surviving(self.issues, self.issues.get(issue_id))
         exemplars, source = self._representatives(record, alert_id=alert_id)
         details = self.issues.event_details([m["event_id"] for m in exemplars])
         if self.write_runbook is None:
             raise RuntimeError("this IssuesService was built without a runbook writer (services/app/compose.py)")
         return self.write_runbook(record, self.figures(record.issue_id), exemplars, details, source,
                                   latest_notes(record), fmt)
-
-    def _surviving(self, record: IssueRecord) -> IssueRecord:
-        """Where ``record``'s merges lead (itself if it was never merged); a stored cycle stops where it closes."""
-        seen = {record.issue_id}
-        while record.merged_into and record.merged_into not in seen and len(seen) < 100:
-            seen.add(record.merged_into)
-            record = self.issues.get(record.merged_into)
-        return record
-
-

@@ -12,7 +12,7 @@ from services.alerts.notify import Outgoing
 from services.core.clock import utcnow
 from services.core.errors import Conflict
 from services.issues.priority import ESCALATION_HISTORY_HOURS, RECENT_HOURS, is_escalating
-from services.issues.records import IssueRecords
+from services.issues.records import IssueRecords, surviving
 from services.triage.activity import SYSTEM, dominant_route, entries_between, entry
 from services.triage.archive import CLAIMS, Archive
 from services.triage.owners import VERSION_KEYS
@@ -52,12 +52,9 @@ class TriageService:
     def _live(self, issue_id: str) -> IssueRecord:
         """The issue, or the one it was merged into (as Sentry leads a merged issue's link to the one that took
         it): a re-cluster may merge the issue a page named minutes after the page printed its id."""
-        record, seen = self.issues.get(issue_id), {issue_id}
-        while record.merged_into and record.merged_into not in seen:
-            seen.add(record.merged_into)
-            record = self.issues.get(record.merged_into)
+        record = surviving(self.issues, self.issues.get(issue_id))
         if record.merged_into:
-            raise Conflict(f"the merges of issue {issue_id} lead in a loop through {', '.join(sorted(seen))}")
+            raise Conflict(f"the merges of issue {issue_id} lead in a loop back to {record.issue_id}")
         return record
 
     def assign(self, issue_id: str, assignee: str, by: str) -> dict:
