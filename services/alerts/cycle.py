@@ -3,9 +3,14 @@
 streams/timers.py calls ``evaluate`` and publishes what it returns to the alerts topic, and
 calls ``resend`` on Alertmanager's schedule; the store work runs through ``run`` (the store's
 thread), the notification queue stays on the event loop.
+
+A resend must not wait for a busy or failing store: Alertmanager resolves an alert that is not re-sent
+within its endsAt (four resends), so a stalled store would resolve every page. Past one resend interval
+it goes out with the silences and explanations last read.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections import Counter
@@ -43,6 +48,8 @@ class AlertCycle:
         self.dispatcher = dispatcher
         self.metrics = metrics
         self.run = run  # run(fn, *args) on the store's thread
+        self.silences: list | None = None  # as last read: what a resend uses when the store does not answer
+        self.explained: dict[str, AlertExplanation] = {}  # by alert id, as last computed
 
     async def evaluate(self, now: datetime) -> list[Record]:
         """Advance the evaluator to ``now``; returns one transition record per changed alert (route -> JSON).
@@ -54,13 +61,14 @@ class AlertCycle:
             transitions = await self.run(self.evaluator.evaluate, now)
             if self.instrument is not None:
                 transitions += await self.run(self.instrument.evaluate, now)
-            silences = await self.run(self.alerts.silences, now)
+            silences = self.silences = await self.run(self.alerts.silences, now)
         except Exception:
             log.exception("alert evaluation failed; retrying at the next tick")
             return []
         self.metrics.eval_seconds.observe(time.perf_counter() - started)
         explanations = await self._explanations([a for a in transitions if a.recorded_state != "pending"
                                                  and a.kind in KINDS], now)  # agreement alerts have no excess
+        self.explained.update(explanations)
         records = []
         for alert in transitions:
             self.metrics.alert_transitions.labels(alert.recorded_state).inc()
@@ -72,17 +80,26 @@ class AlertCycle:
         return records
 
     async def resend(self, now: datetime) -> None:
-        """Re-send firing, unsilenced alerts (Alertmanager resolves alerts that stop arriving)."""
-        try:
-            silences = await self.run(self.alerts.silences, now)
-        except Exception:
-            log.exception("could not read silences; skipping this resend")
-            return
+        """Re-send firing, unsilenced alerts (Alertmanager resolves alerts that stop arriving); with the last
+        silences and explanations read when the store does not answer within one resend interval."""
         firing = [a for a in self.evaluator.open.values() if a.recorded_state == "firing"]
-        explanations = await self._explanations(firing, now)
+        try:
+            await asyncio.wait_for(self._read(firing, now), self.dispatcher.resend_every.total_seconds())
+        except Exception as exc:
+            if self.silences is None:
+                log.exception("could not read silences and none were read before; skipping this resend")
+                return
+            log.warning("the store did not answer the resend (%s); re-sending with the silences and explanations "
+                        "last read", type(exc).__name__)
+        open_ids = {a.alert_id for a in firing}
+        self.explained = {k: v for k, v in self.explained.items() if k in open_ids}
         instrument = list(self.instrument.open.values()) if self.instrument is not None else []
-        self.dispatcher.enqueue(self.dispatcher.resend([*self.evaluator.open.values(), *instrument], silences, now,
-                                                       explanations))
+        self.dispatcher.enqueue(self.dispatcher.resend([*self.evaluator.open.values(), *instrument], self.silences, now,
+                                                       self.explained))
+
+    async def _read(self, firing: list[Alert], now: datetime) -> None:
+        self.silences = await self.run(self.alerts.silences, now)
+        self.explained.update(await self._explanations(firing, now))
 
     def explain_all(self, alerts: list[Alert], now: datetime) -> dict[str, AlertExplanation]:
         """Explanations by alert id (on the store's thread); an alert that cannot be explained goes without."""

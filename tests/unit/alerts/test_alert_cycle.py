@@ -6,10 +6,12 @@ import asyncio
 from datetime import datetime, timedelta, timezone
 
 import orjson
+import pytest
 
 from services.alerts.cycle import AlertCycle
 from services.alerts.notify import Dispatcher
 from services.alerts.records import alert_repository
+from services.alerts.silences import Silence
 from services.app.compose import evaluator_for
 from services.core.metrics import Metrics
 from services.core.errors import StoreError
@@ -47,6 +49,11 @@ def test_alert_cycle_returns_transition_records_and_queues_notifications(store):
     assert metrics.alerts.labels("firing")._value.get() == 1
 
 
+def dispatcher_for(metrics: Metrics, resend_every: timedelta) -> Dispatcher:
+    return Dispatcher("http://alertmanager.invalid", None, "http://claimwatch.invalid", resend_every, metrics,
+                      retry_initial_seconds=0.5, retry_max_seconds=30)
+
+
 def test_alert_cycle_survives_a_store_hiccup():
     async def down(fn, *args):
         raise StoreError("Connection refused")
@@ -55,6 +62,52 @@ def test_alert_cycle_survives_a_store_hiccup():
         open: dict = {}
 
     metrics = Metrics()
-    cycle = AlertCycle(Unused(), Unused(), None, metrics, down)
+    dispatcher = dispatcher_for(metrics, timedelta(minutes=1))
+    cycle = AlertCycle(Unused(), Unused(), dispatcher, metrics, down)
     assert asyncio.run(cycle.evaluate(datetime(2026, 11, 21, tzinfo=timezone.utc))) == []
-    asyncio.run(cycle.resend(datetime(2026, 11, 21, tzinfo=timezone.utc)))  # logged and skipped
+    asyncio.run(cycle.resend(datetime(2026, 11, 21, tzinfo=timezone.utc)))  # nothing read yet: logged and skipped
+    assert dispatcher.queue is None or dispatcher.queue.empty()
+
+
+class FlakyStore:
+    """The store's thread as a runner that answers, then stalls (never returns) or fails, on demand."""
+
+    def __init__(self):
+        self.mode = "up"
+
+    async def __call__(self, fn, *args):
+        if self.mode == "stalled":
+            await asyncio.Event().wait()
+        if self.mode == "down":
+            raise StoreError("Connection refused")
+        return fn(*args)
+
+
+@pytest.mark.parametrize("mode", ["stalled", "down"])
+def test_a_firing_page_is_re_sent_while_the_store_stalls_or_fails(store, mode):
+    """Alertmanager resolves what is not re-sent before its endsAt: a busy or broken store must not end the page.
+    The resend waits one interval for the store, then goes out with the silences and explanation last read."""
+    EventWriter(store).write(billing_regression())
+    alerts, metrics, runner = alert_repository(store), Metrics(), FlakyStore()
+    now = START + timedelta(days=1)
+    alerts.save_silence(Silence.create(["route=hr-policy"], now, duration="4h", created_by="oncall", comment="rollout"))
+    dispatcher = dispatcher_for(metrics, timedelta(seconds=0.2))
+    cycle = AlertCycle(evaluator_for(prompt_settings(), RateRepository(store), alerts), alerts, dispatcher, metrics,
+                       runner)
+
+    async def ticks():
+        await cycle.evaluate(now)
+        while not dispatcher.queue.empty():
+            dispatcher.queue.get_nowait()
+        runner.mode = mode
+        started = asyncio.get_running_loop().time()
+        await asyncio.wait_for(cycle.resend(now + timedelta(seconds=30)), 10)  # fails, not hangs, if it waits
+        return asyncio.get_running_loop().time() - started, [dispatcher.queue.get_nowait()
+                                                             for _ in range(dispatcher.queue.qsize())]
+
+    waited, sent = asyncio.run(ticks())
+    assert waited < 2  # one resend interval (0.2 s), not for as long as the store is stuck
+    [payload] = [p for item in sent for p in item.body]
+    assert payload["labels"]["route"] == "billing-faq"
+    assert datetime.fromisoformat(payload["endsAt"]) > now + timedelta(seconds=30)  # still firing in Alertmanager
+    assert cycle.silences and cycle.silences[0].matchers  # the silence read at the evaluation is still in force
