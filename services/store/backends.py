@@ -8,6 +8,7 @@ JSONEachRow lines too (``insert_lines``), which both engines parse natively.
 """
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Protocol
@@ -88,12 +89,20 @@ def _settings_clause(settings: Mapping[str, Any] | None) -> str:
     return " SETTINGS " + ", ".join(parts)
 
 
+# chDB's allocator (jemalloc, read from JE_MALLOC_CONF when the library loads). Its own build keeps an arena per
+# CPU and freed pages for 5 s: the pages of one large insert linger while the next is under way. One arena and
+# 1 s cut the worker's peak RSS draining a backlog by ~75 MiB at the same speed (docs/performance.md). An
+# operator's own JE_MALLOC_CONF wins.
+CHDB_ALLOCATOR = "percpu_arena:disabled,narenas:1,dirty_decay_ms:1000"
+
+
 class ChdbStore:
     """Embedded ClickHouse (chDB). Two connections to one engine, each serialised by its own lock: one for
     inserts and commands, one for queries, so a dashboard's reads never wait for an ingest INSERT to finish
     (both see the same data: the engine is shared)."""
 
     def __init__(self, path: str | Path):
+        os.environ.setdefault("JE_MALLOC_CONF", CHDB_ALLOCATOR)  # before chDB loads; no effect once loaded
         import chdb.session
 
         self.path = Path(path)

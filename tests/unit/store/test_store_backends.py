@@ -6,7 +6,10 @@ one back end at a time and closes it before the next one opens.
 """
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from collections import Counter
 from contextlib import contextmanager
 from importlib import resources
@@ -17,7 +20,7 @@ import pytest
 
 from services.contract.decode import validate_event
 from services.contract.model import FAILED_VERDICTS, VerdictEvent
-from services.store.backends import ChdbStore, HttpStore, Store
+from services.store.backends import CHDB_ALLOCATOR, ChdbStore, HttpStore, Store
 from services.core.errors import StoreError
 from services.store.convert import INTAKE_SETTINGS, INTAKE_TABLE, event_to_row
 from services.ingest.records import intake_line
@@ -27,6 +30,7 @@ from services.store.writer import INSERT_SETTINGS, EventWriter
 from tests.support.clickhouse_standin import ClickHouseStandin
 
 BACKENDS = ("chdb", "http")
+ROOT = Path(__file__).resolve().parents[3]
 MIGRATIONS = resources.files("services.store").joinpath("migrations")
 RATE_SUMS = ("events", "claims", "failed", "claims_sq", "failed_sq", "failed_claims", "supported", "unsupported",
              "contradicted", "overreach", "stale", "no_source", "trivial", "served", "served_unsafe", "abstained",
@@ -262,3 +266,22 @@ def test_an_embedded_stores_reads_do_not_wait_for_its_writes(tmp_path: Path) -> 
             reader.start()
             assert answered.wait(30)
         reader.join()
+
+
+@pytest.mark.parametrize("operator", [None, "dirty_decay_ms:3000"])
+def test_the_embedded_store_loads_chdb_with_its_allocator_settings_unless_the_operator_gave_some(tmp_path, operator):
+    """chDB's allocator reads JE_MALLOC_CONF once, as the library loads: the store sets its default just before
+    (a fresh interpreter, as a worker starts), and leaves an operator's own alone."""
+    env = {k: v for k, v in os.environ.items() if k != "JE_MALLOC_CONF"} | ({"JE_MALLOC_CONF": operator} if operator else {})
+    script = ("import os, sys; from services.store.backends import ChdbStore; assert 'chdb' not in sys.modules; "
+              f"ChdbStore({str(tmp_path / 'ch')!r}).query('SELECT 1'); print(os.environ['JE_MALLOC_CONF'])")
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120, check=True,
+                         cwd=ROOT)
+    assert out.stdout.strip() == (operator or CHDB_ALLOCATOR)
+
+
+def test_chdb_refuses_an_allocator_setting_it_does_not_know_so_the_variable_is_the_one_it_reads(tmp_path):
+    env = os.environ | {"JE_MALLOC_CONF": "abort_conf:true,no_such_option:1"}
+    script = f"from services.store.backends import ChdbStore; ChdbStore({str(tmp_path / 'ch')!r}).query('SELECT 1')"
+    assert subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, timeout=120,
+                          cwd=ROOT).returncode != 0
