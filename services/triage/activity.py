@@ -15,6 +15,7 @@ from services.triage.owners import OwnerRules
 
 SYSTEM = "claimwatch"
 ARCHIVED = "archived"  # the state an archived issue shows, and the list filter that finds it
+MERGED = "merged"  # the state a merged issue shows (lists leave merged issues out)
 NOTES_SHOWN = 3  # the runbook's latest notes
 
 
@@ -56,7 +57,11 @@ def dominant_route(record: IssueRecord) -> str | None:
 
 
 def view_state(record: IssueRecord) -> str:
-    """``archived`` while an archive holds (a resolved issue shows resolved), else the clustering's state."""
+    """``merged`` once merged into another issue (its claims continue there: it is not a fixed issue, whatever
+    state it was stored with); ``archived`` while an archive holds (a resolved issue shows resolved); else the
+    clustering's state. The page, ``issues show`` and the API all show this one."""
+    if record.merged_into:
+        return MERGED
     return ARCHIVED if record.archive and record.state != RESOLVED else record.state
 
 
