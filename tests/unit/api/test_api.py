@@ -530,8 +530,10 @@ def test_a_merged_issues_page_leads_to_the_issue_it_joined(world, client):
     lead = client.get("/issues/iss-joined").text.split('<p class="lead">')[1].split("</p>")[0]
     assert '<span class="badge merged">merged</span>' in lead and "resolved" not in lead  # not a fixed issue
     assert 'id="merged-into"' not in client.get("/issues/iss-numbers").text
-    assert "/resolve" not in client.get("/issues/iss-joined").text  # worked on where it continues
-    assert "/resolve" in client.get("/issues/iss-numbers").text
+    joined, survivor = client.get("/issues/iss-joined").text, client.get("/issues/iss-numbers").text
+    for action in ("/resolve", "/merge", "/assign", "/link"):  # it is worked on where it continues
+        assert action not in joined and action in survivor, action
+    assert 'id="activity"' in joined
     # the API says what the page says
     shown = client.get("/api/issues/iss-joined").json()
     assert (shown["state"], shown["merged_into"]) == ("merged", "iss-numbers")
