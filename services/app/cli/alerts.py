@@ -67,7 +67,9 @@ def alert_columns(now) -> list[Column]:
         Column("ROUTE", lambda a: a["route"], kind="key"),
         Column("STATE", lambda a: a.get("state_text") or a["state"]),  # firing·acked, cleared: never dropped
         Column("KIND", kind_of, 1),
-        Column("RATE", lambda a: fig(a, a["rate"]), 2, "num"),
+        Column("RATE", lambda a: fig(a, a["rate"]), 2, "num",
+               note="over the alert's own window at its latest evaluation, not over `rates --window`; "
+                    "`alerts show ID` gives the window"),
         Column("EXPECTED", lambda a: fig(a, expected_of(a)), 2, "num"),  # dropped before RATE, RATE before DELTA
         Column("DELTA", lambda a: fig(a, a["delta"], change=True), 1, "num"),
         Column("SINCE", lambda a: ago(a["starts_at"] or a["pending_since"], now), 3, "num"),

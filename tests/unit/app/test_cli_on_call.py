@@ -137,6 +137,9 @@ def test_alerts_list_says_acked_and_cleared_with_whole_ids(client, cli, firing):
     assert re.match(rf"{firing['alert_id']}\s+billing-faq\s+firing·acked\s", acked), acked
     cleared = next(line for line in lines if CLEARED in line)
     assert re.match(rf"{CLEARED}\s+legal-terms\s+cleared\s", cleared), cleared
+    # its RATE is not the `rates` table's: the legend says which window it is over, and where it is named
+    legend = " ".join(" ".join(lines[lines.index(next(line for line in lines if line.startswith("RATE:"))):]).split())
+    assert "alert's own window" in legend and "`alerts show ID` gives the window" in legend
     listed = {a["alert_id"]: a for a in client.get("/api/alerts").json()}
     assert listed[CLEARED]["state"] == "resolved" and listed[CLEARED]["state_text"] == "cleared"   # API compatible
     shown = cli("alerts", "show", CLEARED)
