@@ -91,7 +91,7 @@ def _settings_clause(settings: Mapping[str, Any] | None) -> str:
 
 # chDB's allocator (jemalloc, read from JE_MALLOC_CONF when the library loads). Its own build keeps an arena per
 # CPU and freed pages for 5 s: the pages of one large insert linger while the next is under way. One arena and
-# 1 s cut the worker's peak RSS draining a backlog by ~75 MiB at the same speed (docs/performance.md). An
+# 1 s cut the worker's peak RSS draining a backlog by 40-75 MiB at the same speed (docs/performance.md). An
 # operator's own JE_MALLOC_CONF wins.
 CHDB_ALLOCATOR = "percpu_arena:disabled,narenas:1,dirty_decay_ms:1000"
 

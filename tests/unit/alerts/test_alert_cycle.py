@@ -25,13 +25,17 @@ async def inline(fn, *args):
     return fn(*args)
 
 
+def dispatcher_for(metrics: Metrics, resend_every: timedelta) -> Dispatcher:
+    return Dispatcher("http://alertmanager.invalid", None, "http://claimwatch.invalid", resend_every, metrics,
+                      retry_initial_seconds=0.5, retry_max_seconds=30)
+
+
 def test_alert_cycle_returns_transition_records_and_queues_notifications(store):
     start = START
     EventWriter(store).write(billing_regression())
     settings = prompt_settings()
     alerts, metrics = alert_repository(store), Metrics()
-    dispatcher = Dispatcher("http://alertmanager.invalid", None, "http://claimwatch.invalid", timedelta(minutes=1), metrics,
-                            retry_initial_seconds=0.5, retry_max_seconds=30)
+    dispatcher = dispatcher_for(metrics, timedelta(minutes=1))
     cycle = AlertCycle(evaluator_for(settings, RateRepository(store), alerts), alerts, dispatcher, metrics, inline)
 
     async def ticks():
@@ -47,11 +51,6 @@ def test_alert_cycle_returns_transition_records_and_queues_notifications(store):
     assert queued >= 1 and after_resend == queued + 1  # the firing alert is re-sent to Alertmanager
     assert metrics.alert_transitions.labels("firing")._value.get() >= 1
     assert metrics.alerts.labels("firing")._value.get() == 1
-
-
-def dispatcher_for(metrics: Metrics, resend_every: timedelta) -> Dispatcher:
-    return Dispatcher("http://alertmanager.invalid", None, "http://claimwatch.invalid", resend_every, metrics,
-                      retry_initial_seconds=0.5, retry_max_seconds=30)
 
 
 def test_alert_cycle_survives_a_store_hiccup():
