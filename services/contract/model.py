@@ -109,14 +109,19 @@ def _labels(value: object, name: str, limit: int) -> dict[str, str]:
     if len(value) > limit:
         raise Fault(f"{name}.too_many", f"more than {limit} items; the limit is {limit}", name)
     for key, label in value.items():
-        where = f"{name}.{key[:MAX_KEY_CHARS]}"
-        if len(key) > MAX_KEY_CHARS:
-            raise Fault("too_long", f"key longer than {MAX_KEY_CHARS} characters, the limit", where)
-        if not isinstance(label, str):
-            raise Fault("wrong_type", f"expected a string, got {type(label).__name__}", where)
-        if len(label) > MAX_LABEL_CHARS:
-            raise Fault("too_long", f"string longer than {MAX_LABEL_CHARS} characters, the limit", where)
+        if len(key) > MAX_KEY_CHARS or not isinstance(label, str) or len(label) > MAX_LABEL_CHARS:
+            _label_fault(name, key, label)
     return value
+
+
+def _label_fault(name: str, key: str, label: object) -> None:
+    """Raises the fault of a bad item; kept apart so that good items (every one, nearly) format no message."""
+    where = f"{name}.{key[:MAX_KEY_CHARS]}"
+    if len(key) > MAX_KEY_CHARS:
+        raise Fault("too_long", f"key longer than {MAX_KEY_CHARS} characters, the limit", where)
+    if not isinstance(label, str):
+        raise Fault("wrong_type", f"expected a string, got {type(label).__name__}", where)
+    raise Fault("too_long", f"string longer than {MAX_LABEL_CHARS} characters, the limit", where)
 
 
 Id = Annotated[str, Meta(min_length=1, max_length=128)]
@@ -161,7 +166,8 @@ class Claim(Part, kw_only=True):
     labeler: Label | None = None
 
     def __post_init__(self) -> None:
-        self.verdict = _checked(canonical_verdict, self.verdict, "verdict")
+        # a dict lookup for the common spellings; anything else takes the rule, which raises with its reason
+        self.verdict = VERDICT_ALIASES.get(self.verdict) or _checked(canonical_verdict, self.verdict, "verdict")
 
     @property
     def failed(self) -> bool:

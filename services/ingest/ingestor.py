@@ -126,10 +126,11 @@ class Ingestor:
         """Decode and redact each event once; invalid ones (or a malformed envelope) and valid ones outside the
         window at ``now`` (when the batch arrived) become dead letters."""
         items, dead, lines, counts = [], [], [], EventCounts()
+        earliest, latest = self.window.bounds(now)
         for m in messages:
             envelope: list | None = None  # parsed again only if one of its events is bad
             for index, result in self.decoder.decode_message(m.value):
-                if not isinstance(result, Rejection):
+                if not isinstance(result, Rejection) and not earliest <= result.observed_at <= latest:
                     result = self.window.check(result, now) or result
                 if isinstance(result, Rejection):
                     if index is not None and envelope is None:

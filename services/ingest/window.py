@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 
 from services.contract.decode import Problem, Rejection
 from services.contract.model import VerdictEvent
-from services.ingest.records import store_range_problem
+from services.ingest.records import STORABLE_FROM, STORABLE_UNTIL, store_range_problem
 
 TOO_OLD = "observed_at.too_old"
 TOO_FAR_AHEAD = "observed_at.too_far_ahead"
@@ -58,6 +58,13 @@ class EventTimeWindow:
                 "(retention.raw_days), and live ingest takes recent events only: to load history, turn on "
                 "ingest.backfill (CLAIMWATCH_INGEST__BACKFILL=true) and send it again, or replay it with "
                 "`claimwatch backtest`")
+
+    def bounds(self, now: datetime) -> tuple[datetime, datetime]:
+        """The earliest and the latest event time stored at ``now``, both included: what ``problem`` admits, as
+        two comparisons a batch's events can be held to before any of them needs its reason."""
+        days = self.aggregate_days if self.backfill else self.raw_days
+        earliest = STORABLE_FROM if days is None else max(STORABLE_FROM, now - timedelta(days=days))
+        return earliest, min(now + self.max_future_skew, STORABLE_UNTIL - timedelta(microseconds=1))
 
     def admits(self, observed_at: datetime, now: datetime) -> bool:
         return self.problem(observed_at, now) is None

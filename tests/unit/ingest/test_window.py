@@ -136,6 +136,19 @@ def test_the_window_is_judged_at_the_time_given_not_the_wall_clock():
     assert not LIVE.admits(NOW + timedelta(minutes=6), NOW) and LIVE.admits(NOW + timedelta(minutes=6), NOW + SKEW)
 
 
+@pytest.mark.parametrize("window", list(WINDOWS), ids=str)
+@pytest.mark.parametrize("now", [NOW, at("2106-02-07T06:25:00+00:00"), at("1970-01-20T00:00:00+00:00")],
+                         ids=["now", "near DateTime's end", "near 1970"])
+def test_a_batchs_bounds_admit_exactly_what_the_rules_admit(window, now):
+    """The ingestor holds a batch's events to two bounds and asks the rules only outside them: each bound and
+    the microsecond past it must get the rules' own answer."""
+    config, _ = WINDOWS[window]
+    earliest, latest = config.bounds(now)
+    tick = timedelta(microseconds=1)
+    assert config.admits(earliest, now) and config.admits(latest, now)
+    assert not config.admits(earliest - tick, now) and not config.admits(latest + tick, now)
+
+
 def test_a_dead_letter_counts_in_its_events_minute_or_its_arrivals_under_its_route(store):
     """Route: the message key, else the JSON's route. Minute: observed_at where readable and in the window,
     else when the batch arrived."""
