@@ -33,12 +33,17 @@ class EventTimeWindow:
     backfill: bool = False
     max_future_skew: timedelta = timedelta(minutes=5)
 
+    @property
+    def max_age_days(self) -> int | None:
+        """How old an event may be, in days (None: any age): as long as what it would be stored in is kept."""
+        return self.aggregate_days if self.backfill else self.raw_days
+
     def problem(self, observed_at: datetime, now: datetime) -> Problem | None:
         """Why an event at ``observed_at`` is not stored at ``now``, or None."""
         unstorable = store_range_problem(observed_at)
         if unstorable is not None:
             return unstorable
-        days = self.aggregate_days if self.backfill else self.raw_days
+        days = self.max_age_days
         if days is not None and observed_at < now - timedelta(days=days):
             return Problem(TOO_OLD, "observed_at", self._too_old(observed_at, days))
         if observed_at > now + self.max_future_skew:
@@ -62,7 +67,7 @@ class EventTimeWindow:
     def bounds(self, now: datetime) -> tuple[datetime, datetime]:
         """The earliest and the latest event time stored at ``now``, both included: what ``problem`` admits, as
         two comparisons a batch's events can be held to before any of them needs its reason."""
-        days = self.aggregate_days if self.backfill else self.raw_days
+        days = self.max_age_days
         earliest = STORABLE_FROM if days is None else max(STORABLE_FROM, now - timedelta(days=days))
         return earliest, min(now + self.max_future_skew, STORABLE_UNTIL - timedelta(microseconds=1))
 
