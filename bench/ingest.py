@@ -225,7 +225,7 @@ def profile(args, console: Console) -> int:
     from services.contract.decode import Decoder
     from services.store.backends import ChdbStore
     from services.store.convert import INTAKE_SETTINGS, INTAKE_TABLE
-    from services.ingest.records import intake_line
+    from services.ingest.records import INTAKE_FORMAT, intake_line
     from services.store.migrate import migrate
     from services.store.retention import KEEP_EVERYTHING, RetentionKeeper
     from services.store.writer import INSERT_SETTINGS
@@ -254,7 +254,7 @@ def profile(args, console: Console) -> int:
             spent["encode"] += time.process_time() - t
             for name, target in (("insert, no view", "intake_bare"), ("insert with views", INTAKE_TABLE)):
                 t = time.process_time()
-                store.insert_lines(target, data, {**INSERT_SETTINGS, **INTAKE_SETTINGS})
+                store.insert_lines(target, data, {**INSERT_SETTINGS, **INTAKE_SETTINGS}, INTAKE_FORMAT)
                 spent[name] += time.process_time() - t
         assert store.query("SELECT count() AS n FROM events_bare")[0]["n"] == len(lines), "the bare copy is empty"
     finally:
@@ -287,10 +287,12 @@ def backlog(args, console: Console) -> int:
             nbytes = sum(map(len, lines))
             console.print(f"backlog: {args.events:,} events ({claims:,} claims) in {messages:,} envelopes, "
                           f"{nbytes / 2**20:,.0f} MiB")
-            wall, measured, _, rss, _ = full_path(broker.bootstrap, prefix, args.events, workdir / "worker", env)
+            wall, measured, cpu, rss, _ = full_path(broker.bootstrap, prefix, args.events, workdir / "worker", env)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    console.print(f"worker drained it at {measured / wall * claims / args.events:,.0f} claims/s; "
+    measured_claims = measured * claims / args.events
+    console.print(f"worker drained it at {measured_claims / wall:,.0f} claims/s, "
+                  f"{cpu / measured_claims * 1e6:,.1f} CPU µs/claim; "
                   f"peak RSS {rss / 2**20:,.0f} MiB = {rss / nbytes:.2f} of the backlog (target < 1 GiB)")
     return 0
 

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta, timezone
 from typing import NamedTuple, Protocol, Sequence
 
 import msgspec
+from msgspec.structs import astuple
 
 from services.contract.decode import Problem, Rejection
 from services.contract.model import VerdictEvent
@@ -62,11 +63,21 @@ class DeadLetter:
 
 
 _encoder = msgspec.json.Encoder()
+# An intake line is a JSON array of the event's fields in the model's order, without ``schema``; its query,
+# answer, claims and sampling are arrays of their fields too. ``events_intake`` (migration 015) declares its
+# columns and tuples in that order (tests/unit/store/test_store_backends.py checks it), so ClickHouse reads
+# values by position: no field names to write here or to match there (a quarter less of the store's parsing).
+# The evidence and the signals stay objects: the store keeps their JSON text as it is.
+INTAKE_FORMAT = "JSONCompactEachRow"
 
 
 def intake_line(event: VerdictEvent) -> bytes:
     """The event as one ``events_intake`` line: the same values ``event_to_row`` gives, once stored."""
-    return _encoder.encode(event)
+    (_, event_id, trace_id, observed_at, route, tenant, query, answer, versions, evidence, claims,
+     first_failed_stage, signals, attributes, sampling) = astuple(event)
+    return _encoder.encode((event_id, trace_id, observed_at, route, tenant, astuple(query), astuple(answer),
+                            versions, evidence, [astuple(c) for c in claims], first_failed_stage, signals,
+                            attributes, astuple(sampling)))
 
 
 class EventKey(NamedTuple):

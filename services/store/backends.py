@@ -4,7 +4,7 @@
 directory). ``HttpStore`` talks to a ClickHouse server through clickhouse-connect.
 Both take ``{name:Type}`` query parameters, formatted by clickhouse-connect's own
 binding code, and both read results as JSONEachRow so rows look the same. Writes go in as
-JSONEachRow lines too (``insert_lines``), which both engines parse natively.
+JSON lines too (``insert_lines``: JSONEachRow unless told another JSON format), which both engines parse natively.
 """
 from __future__ import annotations
 
@@ -32,7 +32,8 @@ class Store(Protocol):
     def command(self, sql: str, params: Mapping[str, Any] | None = None) -> None: ...
     def query(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Row]: ...
     def insert(self, table: str, rows: Iterable[Row], settings: Mapping[str, Any] | None = None) -> int: ...
-    def insert_lines(self, table: str, lines: bytes, settings: Mapping[str, Any] | None = None) -> int: ...
+    def insert_lines(self, table: str, lines: bytes, settings: Mapping[str, Any] | None = None,
+                     fmt: str = "JSONEachRow") -> int: ...
     def close(self) -> None: ...
 
 
@@ -137,13 +138,14 @@ class ChdbStore:
     def insert(self, table: str, rows: Iterable[Row], settings: Mapping[str, Any] | None = None) -> int:
         return self.insert_lines(table, _json_lines(rows), settings)
 
-    def insert_lines(self, table: str, lines: bytes, settings: Mapping[str, Any] | None = None) -> int:
+    def insert_lines(self, table: str, lines: bytes, settings: Mapping[str, Any] | None = None,
+                     fmt: str = "JSONEachRow") -> int:
         if not lines:
             return 0
         sql = f"INSERT INTO {_checked_name(table)}{_settings_clause(settings)}"
         with self._write_lock:
             try:
-                inserter = self._writes.send_insert(sql, "JSONEachRow")
+                inserter = self._writes.send_insert(sql, fmt)
                 inserter.append(lines)
                 inserter.finish()
             except Exception as exc:
@@ -195,12 +197,13 @@ class HttpStore:
     def insert(self, table: str, rows: Iterable[Row], settings: Mapping[str, Any] | None = None) -> int:
         return self.insert_lines(table, _json_lines(rows), settings)
 
-    def insert_lines(self, table: str, lines: bytes, settings: Mapping[str, Any] | None = None) -> int:
+    def insert_lines(self, table: str, lines: bytes, settings: Mapping[str, Any] | None = None,
+                     fmt: str = "JSONEachRow") -> int:
         if not lines:
             return 0
         try:
             self._client.raw_insert(_checked_name(table), insert_block=lines, settings=dict(settings or {}),
-                                    fmt="JSONEachRow")
+                                    fmt=fmt)
         except Exception as exc:
             raise StoreError(str(exc).strip()) from exc
         return lines.count(b"\n") + 1

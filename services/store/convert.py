@@ -39,13 +39,12 @@ def decode_rows(rows: Iterable[Mapping[str, Any]], decode: Callable[[Mapping[str
 
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-# How the worker's events reach the store: each as one JSON line (the contract's shape, canonical values),
-# which events_intake_mv turns into an ``events`` row inside ClickHouse (migration 015).
+# How the worker's events reach the store: each as one JSON line of its values in order (records.intake_line,
+# canonical values), which events_intake_mv turns into an ``events`` row inside ClickHouse (migration 015).
 INTAKE_TABLE = "events_intake"
-INTAKE_SETTINGS = {"date_time_input_format": "best_effort", "input_format_skip_unknown_fields": 1,
-                   "input_format_null_as_default": 1, "input_format_json_read_objects_as_strings": 1,
-                   "input_format_json_read_arrays_as_strings": 1, "input_format_json_named_tuples_as_objects": 1,
-                   "input_format_json_defaults_for_missing_elements_in_named_tuple": 1}
+INTAKE_SETTINGS = {"date_time_input_format": "best_effort", "input_format_null_as_default": 1,
+                   "input_format_json_read_objects_as_strings": 1, "input_format_json_read_arrays_as_strings": 1,
+                   "input_format_json_named_tuples_as_objects": 0}
 def evidence_json(evidence: list[Evidence]) -> str:
     return msgspec.json.encode(evidence).decode() if evidence else "[]"  # Evidence omits its null fields
 

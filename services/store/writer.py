@@ -14,7 +14,7 @@ from typing import Iterable, Sequence
 import orjson
 
 from services.contract.model import VerdictEvent
-from services.ingest.records import SAMPLE_BYTES, DeadLetter, EventKey, WriteResult, intake_line
+from services.ingest.records import INTAKE_FORMAT, SAMPLE_BYTES, DeadLetter, EventKey, WriteResult, intake_line
 from services.store.backends import Store, sql_literal
 from services.store.convert import INTAKE_SETTINGS, INTAKE_TABLE, ch_time
 
@@ -94,7 +94,8 @@ class EventWriter:
         if fresh:
             token = hashlib.sha256("\n".join(sorted(keys[i].event_id for i in fresh)).encode()).hexdigest()
             self.store.insert_lines(INTAKE_TABLE, b"\n".join(lines[i] for i in fresh),
-                                    {**INSERT_SETTINGS, **INTAKE_SETTINGS, "insert_deduplication_token": token})
+                                    {**INSERT_SETTINGS, **INTAKE_SETTINGS, "insert_deduplication_token": token},
+                                    INTAKE_FORMAT)
         if dead:
             self.store.insert("dlq", [dead_letter_row(d) for d in dead])
         return WriteResult(len(fresh), len(keys) - len(fresh), len(dead))

@@ -20,7 +20,7 @@ from services.ingest.offsets import LogPosition, OffsetTracker
 from services.ingest.pipeline import ByteSplitter, InFlight, IngestPipeline
 from services.core.errors import StoreError
 from services.store.writer import EventWriter
-from services.ingest.records import DeadLetter
+from services.ingest.records import DeadLetter, intake_line
 
 BASE = {"schema": "claimwatch.verdict/v1", "trace_id": "t", "observed_at": "2026-11-21T09:14:03.512+01:00",
         "route": "billing-faq", "answer": {"action": "served"}, "versions": {"model": "m1", "corpus": "c1"},
@@ -79,7 +79,8 @@ def test_split_keeps_each_event_with_its_message():
     batch = Ingestor(EventWriter(None), Decoder()).split(messages, NOW)
     assert isinstance(batch, DecodedBatch)
     assert [(m.offset, i, k.event_id) for m, i, k in batch.items] == [(0, None, "a"), (2, None, "b")]
-    assert [orjson.loads(line)["event_id"] for line in batch.lines] == ["a", "b"]  # encoded on the decoding thread
+    # encoded on the decoding thread
+    assert batch.lines == [intake_line(Decoder().decode(messages[i].value)) for i in (0, 2)]
     assert dict(batch.counts.events) == {"billing-faq": 2}  # counted while decoding, for the metrics
     assert dict(batch.counts.claims) == {("billing-faq", "contradicted"): 2, ("billing-faq", "supported"): 2}
     assert [(d.offset, d.rejection.rule) for d in batch.dead] == [(1, batch.dead[0].rejection.rule)]

@@ -19,11 +19,13 @@ from typing import Iterator
 import pytest
 
 from services.contract.decode import validate_event
-from services.contract.model import FAILED_VERDICTS, VerdictEvent
+import msgspec
+
+from services.contract.model import FAILED_VERDICTS, Answer, Claim, Query, Sampling, VerdictEvent
 from services.store.backends import CHDB_ALLOCATOR, ChdbStore, HttpStore, Store
 from services.core.errors import StoreError
 from services.store.convert import INTAKE_SETTINGS, INTAKE_TABLE, event_to_row
-from services.ingest.records import intake_line
+from services.ingest.records import INTAKE_FORMAT, intake_line
 from services.store.migrate import migrate
 from services.store.retention import KEEP_EVERYTHING, RetentionKeeper
 from services.store.writer import INSERT_SETTINGS, EventWriter
@@ -219,8 +221,8 @@ def test_intake_lines_store_exactly_what_row_inserts_store(store: Store) -> None
         for i, text in enumerate(HOSTILE)]
     intake = {**INSERT_SETTINGS, **INTAKE_SETTINGS, "insert_deduplication_token": "lines"}
     lines = b"\n".join(intake_line(e) for e in events)
-    store.insert_lines(INTAKE_TABLE, lines, intake)
-    store.insert_lines(INTAKE_TABLE, lines, intake)  # a retried insert: a no-op in events and every view
+    store.insert_lines(INTAKE_TABLE, lines, intake, INTAKE_FORMAT)
+    store.insert_lines(INTAKE_TABLE, lines, intake, INTAKE_FORMAT)  # a retried insert: a no-op in events and every view
     assert totals(store) == expected_totals(events)
     renamed = [{**event_to_row(e), "event_id": "row-" + e.event_id} for e in events]
     store.insert("events", renamed, INSERT_SETTINGS)
@@ -233,6 +235,21 @@ def test_intake_lines_store_exactly_what_row_inserts_store(store: Store) -> None
     for table in ("events", "claims"):
         assert stored("row-", table) == stored("e-", table) and len(stored("e-", table)) > len(events) // 2
     assert totals(store) == {k: 2 * v for k, v in expected_totals(events).items()}
+
+
+def test_the_intake_table_declares_the_models_fields_in_the_models_order(store: Store) -> None:
+    """Intake lines carry values by position (records.INTAKE_FORMAT): a field added to the model, or a column to
+    migration 015's table, in a different place would store every value in its neighbour's column."""
+    def names(struct) -> list[str]:
+        return [f.encode_name for f in msgspec.structs.fields(struct)]
+
+    columns = {r["name"]: r["type"] for r in store.query(
+        "SELECT name, type FROM system.columns WHERE database = currentDatabase() AND table = {t:String} "
+        "ORDER BY position", {"t": INTAKE_TABLE})}
+    assert list(columns) == [n for n in names(VerdictEvent) if n != "schema"]
+    for column, struct in (("query", Query), ("answer", Answer), ("claims", Claim), ("sampling", Sampling)):
+        elements = re.findall(r"[(,] ?(\w+) ", columns[column].removeprefix("Array("))
+        assert elements == names(struct), (column, columns[column])
 
 
 def test_a_bad_statement_raises_store_error_with_clickhouse_message(store: Store) -> None:
