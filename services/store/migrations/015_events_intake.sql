@@ -1,4 +1,5 @@
--- The worker's intake (issue 25). Validated events go in as the contract's own JSON, one line each, and
+-- The worker's intake (issue 25). Validated events go in as JSON, one line each (the values in the model's
+-- field order, which the columns and tuples below follow: services/ingest/records.py's intake_line), and
 -- this view builds the events row from them inside ClickHouse, outside the worker's GIL: the Python side
 -- only encodes the decoded structs (msgspec), instead of building two dozen Arrow columns. Nothing is kept
 -- here (Null engine); events, and the views on events, receive the rows as from any other insert, and a
