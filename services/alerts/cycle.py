@@ -91,11 +91,13 @@ class AlertCycle:
                 return
             log.warning("the store did not answer the resend (%s); re-sending with the silences and explanations "
                         "last read", type(exc).__name__)
-        open_ids = {a.alert_id for a in firing}
-        self.explained = {k: v for k, v in self.explained.items() if k in open_ids}
+        # The alerts open now, not those firing when the read began: one that fired during the read was
+        # explained by its evaluation, and the resend must carry that explanation, not drop it.
         instrument = list(self.instrument.open.values()) if self.instrument is not None else []
-        self.dispatcher.enqueue(self.dispatcher.resend([*self.evaluator.open.values(), *instrument], self.silences, now,
-                                                       self.explained))
+        open_now = [*self.evaluator.open.values(), *instrument]
+        open_ids = {a.alert_id for a in open_now}
+        self.explained = {k: v for k, v in self.explained.items() if k in open_ids}
+        self.dispatcher.enqueue(self.dispatcher.resend(open_now, self.silences, now, self.explained))
 
     async def _read(self, firing: list[Alert], now: datetime) -> None:
         self.silences = await self.run(self.alerts.silences, now)

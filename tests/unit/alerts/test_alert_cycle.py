@@ -110,3 +110,41 @@ def test_a_firing_page_is_re_sent_while_the_store_stalls_or_fails(store, mode):
     assert payload["labels"]["route"] == "billing-faq"
     assert datetime.fromisoformat(payload["endsAt"]) > now + timedelta(seconds=30)  # still firing in Alertmanager
     assert cycle.silences and cycle.silences[0].matchers  # the silence read at the evaluation is still in force
+
+
+def test_an_alert_that_fires_during_a_resend_is_re_sent_with_its_explanation(store):
+    """A resend reads the store (silences, explanations) for the alerts firing when it began. An alert that fires
+    while it waits is explained by its own evaluation; the resend must send that explanation, not an alert
+    without one (Alertmanager keeps the annotations of the latest send)."""
+    from services.alerts.explain import AlertExplainer
+    from services.app.compose import Repositories
+
+    EventWriter(store).write(billing_regression())
+    repos, metrics = Repositories.on(store), Metrics()
+    dispatcher = dispatcher_for(metrics, timedelta(minutes=1))
+    held, release, hold = asyncio.Event(), asyncio.Event(), [True]
+
+    async def runner(fn, *args):
+        if hold[0]:  # the resend's first read waits until the evaluation below has fired the alert
+            hold[0] = False
+            held.set()
+            await release.wait()
+        return fn(*args)
+
+    cycle = AlertCycle(evaluator_for(prompt_settings(), repos.rates, repos.alerts), repos.alerts, dispatcher, metrics,
+                       runner, explainer=AlertExplainer(repos.issues, repos.rates))
+    now = START + timedelta(days=1)
+
+    async def ticks():
+        resend = asyncio.ensure_future(cycle.resend(now))  # nothing is firing yet
+        await held.wait()
+        await cycle.evaluate(now)  # billing-faq fires, explained
+        while not dispatcher.queue.empty():
+            dispatcher.queue.get_nowait()
+        release.set()
+        await resend
+        return [p for _ in range(dispatcher.queue.qsize()) for p in dispatcher.queue.get_nowait().body]
+
+    [payload] = asyncio.run(ticks())
+    assert payload["labels"]["route"] == "billing-faq"
+    assert "failing claims above baseline" in payload["annotations"]["explanation"]

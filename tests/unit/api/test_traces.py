@@ -114,6 +114,13 @@ def test_page_shows_question_answer_claims_versions_stage_and_issue_links(client
     assert f'href="/routes/{event.route}"' in response.text
 
 
+def test_the_query_row_names_each_of_its_three_facts(client):
+    """The query type and the answerable flag are separate facts: an "unanswerable" type beside a false flag
+    read "unanswerable · stakes low · unanswerable" before each was named."""
+    page = html.unescape(client.get(f"/traces/{quote(ODD_ID, safe='')}").text)
+    assert "type lookup · stakes not reported · answerable: unknown" in page
+
+
 def test_hostile_text_on_the_trace_page_is_inert(client):
     response = client.get("/traces/tr-evil-0")
     assert response.status_code == 200
