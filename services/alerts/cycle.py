@@ -50,6 +50,10 @@ class AlertCycle:
         self.run = run  # run(fn, *args) on the store's thread
         self.silences: list | None = None  # as last read: what a resend uses when the store does not answer
         self.explained: dict[str, AlertExplanation] = {}  # by alert id, as last computed
+        # Alerts whose transitions an evaluation has queued. The evaluator's open alerts change on the store's
+        # thread before their notification (and its explanation) is queued; a resend in between would page
+        # Alertmanager first with an alert that has no explanation yet.
+        self.announced: set[str] = set()
 
     async def evaluate(self, now: datetime) -> list[Record]:
         """Advance the evaluator to ``now``; returns one transition record per changed alert (route -> JSON).
@@ -74,6 +78,7 @@ class AlertCycle:
             self.metrics.alert_transitions.labels(alert.recorded_state).inc()
             records.append((alert.route.encode(), orjson.dumps({"alert_id": alert.alert_id, **alert.transition_record()})))
             self.dispatcher.enqueue(self.dispatcher.plan(None, alert, silences, now, explanations.get(alert.alert_id)))
+        self.announced = {a.alert_id for a in self._open()}
         states = Counter(a.recorded_state for a in self.evaluator.open.values())
         for state in ("pending", "firing"):
             self.metrics.alerts.labels(state).set(states.get(state, 0))
@@ -82,7 +87,7 @@ class AlertCycle:
     async def resend(self, now: datetime) -> None:
         """Re-send firing, unsilenced alerts (Alertmanager resolves alerts that stop arriving); with the last
         silences and explanations read when the store does not answer within one resend interval."""
-        firing = [a for a in self.evaluator.open.values() if a.recorded_state == "firing"]
+        firing = [a for a in self.evaluator.open.values() if a.recorded_state == "firing" and a.alert_id in self.announced]
         try:
             await asyncio.wait_for(self._read(firing, now), self.dispatcher.resend_every.total_seconds())
         except Exception as exc:
@@ -91,13 +96,15 @@ class AlertCycle:
                 return
             log.warning("the store did not answer the resend (%s); re-sending with the silences and explanations "
                         "last read", type(exc).__name__)
-        # The alerts open now, not those firing when the read began: one that fired during the read was
+        # The alerts announced now, not those firing when the read began: one that fired during the read was
         # explained by its evaluation, and the resend must carry that explanation, not drop it.
+        announced = [a for a in self._open() if a.alert_id in self.announced]
+        self.explained = {k: v for k, v in self.explained.items() if k in self.announced}
+        self.dispatcher.enqueue(self.dispatcher.resend(announced, self.silences, now, self.explained))
+
+    def _open(self) -> list[Alert]:
         instrument = list(self.instrument.open.values()) if self.instrument is not None else []
-        open_now = [*self.evaluator.open.values(), *instrument]
-        open_ids = {a.alert_id for a in open_now}
-        self.explained = {k: v for k, v in self.explained.items() if k in open_ids}
-        self.dispatcher.enqueue(self.dispatcher.resend(open_now, self.silences, now, self.explained))
+        return [*self.evaluator.open.values(), *instrument]
 
     async def _read(self, firing: list[Alert], now: datetime) -> None:
         self.silences = await self.run(self.alerts.silences, now)

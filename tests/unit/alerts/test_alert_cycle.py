@@ -148,3 +148,43 @@ def test_an_alert_that_fires_during_a_resend_is_re_sent_with_its_explanation(sto
     [payload] = asyncio.run(ticks())
     assert payload["labels"]["route"] == "billing-faq"
     assert "failing claims above baseline" in payload["annotations"]["explanation"]
+
+
+def test_a_resend_does_not_page_an_alert_before_its_evaluation_has_announced_it(store):
+    """The evaluator's open alerts change before the evaluation has explained and queued its notifications. A
+    resend in between must leave the new alert to that notification: sent first without its explanation, it is
+    what Alertmanager shows until the evaluation's page arrives (seen under load with a 2 s resend interval)."""
+    from services.alerts.explain import AlertExplainer
+    from services.app.compose import Repositories
+
+    EventWriter(store).write(billing_regression())
+    repos, metrics = Repositories.on(store), Metrics()
+    dispatcher = dispatcher_for(metrics, timedelta(minutes=1))
+    held, release = asyncio.Event(), asyncio.Event()
+    cycle = None
+
+    async def runner(fn, *args):
+        if fn == cycle.explain_all and not release.is_set():  # the evaluation's explanations wait for the resend
+            held.set()
+            await release.wait()
+        return fn(*args)
+
+    cycle = AlertCycle(evaluator_for(prompt_settings(), repos.rates, repos.alerts), repos.alerts, dispatcher, metrics,
+                       runner, explainer=AlertExplainer(repos.issues, repos.rates))
+    now = START + timedelta(days=1)
+
+    async def ticks():
+        evaluation = asyncio.ensure_future(cycle.evaluate(now))
+        await held.wait()  # billing-faq is open and firing, its notification not yet queued
+        assert any(a.recorded_state == "firing" for a in cycle.evaluator.open.values())
+        await cycle.resend(now)
+        resent = dispatcher.queue.qsize() if dispatcher.queue is not None else 0
+        release.set()
+        await evaluation
+        return resent, [p for _ in range(dispatcher.queue.qsize()) for item in [dispatcher.queue.get_nowait()]
+                        for p in item.body]
+
+    resent, payloads = asyncio.run(ticks())
+    assert resent == 0
+    firing = [p for p in payloads if p["labels"]["route"] == "billing-faq"]
+    assert firing and all("failing claims above baseline" in p["annotations"]["explanation"] for p in firing)
