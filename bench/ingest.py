@@ -5,7 +5,8 @@ input or duplicates). They are sent twice: one event per Kafka message (topic ``
 into batch envelopes per route key as ``VerdictProducer`` does (topic ``envelopes``). Then, one after
 another on the same broker:
 
-  raw     aiokafka consuming and parsing each message (orjson), no other work: the baseline;
+  raw     aiokafka consuming and parsing each message (orjson), no other work: the baseline, read before
+          and after the workers (its rate: both runs' claims over both runs' time);
   ceiling a Faust agent that only takes and acks batches (bench/faust_ceiling.py): the framework's limit,
           with Faust's own transport (the target's baseline) and with the worker's (streams/transport.py);
   single  the full path (a real `claimwatch worker`: Faust -> validation -> ClickHouse -> materialized
@@ -18,6 +19,7 @@ event to the last, so start-up and group join are not counted; its peak RSS is t
 
     python bench/ingest.py                    # 200,000 events
     python bench/ingest.py --events 5000      # a smoke check
+    python bench/ingest.py --envelope-events 100 --partitions 2   # smaller envelopes, fewer partitions
     python bench/ingest.py --backlog --events 460000   # only a worker draining ~1 GB of envelopes: its peak RSS
     python bench/ingest.py --profile --events 20000    # in-process CPU µs per claim of each stage of the path
 """
@@ -187,6 +189,10 @@ def produce(bootstrap: str, topic: str, lines: list[bytes], batcher: EnvelopeBat
         producer.close()
 
 
+def envelope_batcher(args) -> EnvelopeBatcher:
+    return EnvelopeBatcher() if args.envelope_events is None else EnvelopeBatcher(max_events=args.envelope_events)
+
+
 def fmt(value: float, spec: str) -> str:
     return "—" if math.isnan(value) else format(value, spec)
 
@@ -283,7 +289,7 @@ def backlog(args, console: Console) -> int:
         with EmbeddedBroker(log_path=workdir / "tansu.log") as broker:
             topic = f"{prefix}.verdicts"
             create_topics(broker.bootstrap, [topic, f"{prefix}.verdicts.dlq", f"{prefix}.alerts"], args.partitions)
-            messages = produce(broker.bootstrap, topic, lines, EnvelopeBatcher())
+            messages = produce(broker.bootstrap, topic, lines, envelope_batcher(args))
             nbytes = sum(map(len, lines))
             console.print(f"backlog: {args.events:,} events ({claims:,} claims) in {messages:,} envelopes, "
                           f"{nbytes / 2**20:,.0f} MiB")
@@ -302,6 +308,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=200_000)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--envelope-events", type=int, default=None, metavar="N",
+                        help="at most N events per envelope (default: as VerdictProducer packs them, up to 900 KB)")
     parser.add_argument("--batch-size", type=int, default=2000, help="worker ingest batch size (messages)")
     parser.add_argument("--backlog", action="store_true",
                         help="only the envelope topic, sent whole before the worker starts: its peak RSS")
@@ -331,12 +339,12 @@ def main(argv: list[str] | None = None) -> int:
                           f"twice to {broker.bootstrap} ...")
             t = time.perf_counter()
             singles = produce(broker.bootstrap, topics["singles"], lines, None)
-            envelopes = produce(broker.bootstrap, topics["envelopes"], lines, EnvelopeBatcher())
+            envelopes = produce(broker.bootstrap, topics["envelopes"], lines, envelope_batcher(args))
             console.print(f"  {singles:,} single-event and {envelopes:,} envelope messages "
                           f"({args.events / envelopes:,.0f} events each) in {time.perf_counter() - t:.1f} s")
 
-            raw_s, raw_cpu = asyncio.run(raw_consume(broker.bootstrap, topics["singles"], singles))
-            runs = [Run("raw", "aiokafka consume + orjson parse, single events", claims, raw_s, raw_cpu, singles)]
+            raw_before = asyncio.run(raw_consume(broker.bootstrap, topics["singles"], singles))
+            runs = []
             raw_s, raw_cpu = asyncio.run(raw_consume(broker.bootstrap, topics["envelopes"], envelopes))
             runs.append(Run("raw envelopes", "the same on envelopes", claims, raw_s, raw_cpu, envelopes))
             console.print("  raw consumption done; Faust ceiling ...")
@@ -351,6 +359,13 @@ def main(argv: list[str] | None = None) -> int:
                                                               workdir / kind, env)
                 runs.append(Run(f"full, {kind}", "worker: Faust -> validate -> ClickHouse -> views",
                                 measured * per_event, wall, cpu, round(measured * messages / args.events), rss, threads))
+            # The baseline is read again after the workers, and both count: this machine's speed drifts by a
+            # third within minutes, and a baseline from one moment alone moved the envelope ratio as much.
+            raw_after = asyncio.run(raw_consume(broker.bootstrap, topics["singles"], singles))
+            rates = " and ".join(f"{claims / seconds:,.0f}" for seconds, _ in (raw_before, raw_after))
+            runs.insert(0, Run("raw", f"aiokafka consume + orjson parse, single events (before and after the "
+                                      f"workers: {rates})", 2 * claims, raw_before[0] + raw_after[0],
+                               raw_before[1] + raw_after[1], 2 * singles))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
