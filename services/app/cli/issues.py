@@ -119,14 +119,22 @@ def issues_show(settings: Settings, issue_id: str, output: str, as_json: bool) -
     print_labelled(labelled(issue_fields(data, utcnow()), terminal_width()))
 
 
+def excess_share(share: float | None) -> str:
+    """An issue's part of an alert's excess; past 100% or below zero says why, as the issue page does (the
+    parts add up to 100%, so one issue can pass it when another part fell)."""
+    why = " (it grew more than the route did)" if share is not None and share > 1 else \
+        " (it shrank)" if share is not None and share < 0 else ""
+    return f"{pct(share)} of its excess failing claims{why}"
+
+
 def issue_fields(i: dict, now) -> list[tuple[str, str | list[str]]]:
     """What `issues show` prints, in order: (label, value or lines); empty values are left out."""
     flags = ["escalating"] * bool(i.get("escalating")) + ["behind a firing alert"] * bool(i.get("drives_alerts"))
     verdicts = ", ".join(f"{v} {n:,}" for v, n in sorted((i.get("verdicts") or {}).items(), key=lambda x: -x[1]))
     routes = [f"{r['route']}: {r['members']:,} claim{'' if r['members'] == 1 else 's'}; now {pct(r.get('rate'))} vs baseline {pct(r.get('baseline'))}"
               for r in i.get("route_figures") or []] or list(i.get("routes") or [])
-    alerts = [f"{a['alert_id']} on {a['route']}: {a.get('state_text') or a['state']}, {pct(a.get('share'))} of its "
-              f"excess failing claims" for a in i.get("alerts") or []]
+    alerts = [f"{a['alert_id']} on {a['route']}: {a.get('state_text') or a['state']}, {excess_share(a.get('share'))}"
+              for a in i.get("alerts") or []]
     alerts += [f"{a['alert_id']} on {a['route']}: firing" for a in i.get("drives_alerts") or []
                if a["alert_id"] not in {b["alert_id"] for b in i.get("alerts") or []}]
     traces = [f"{e['trace_id']} ({e.get('verdict', '')} on {e.get('route', '')}): {e.get('text', '')}"

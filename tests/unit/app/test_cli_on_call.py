@@ -195,3 +195,16 @@ def test_eval_agreement_without_pairs_names_the_commands_that_add_human_labels(c
     assert "no claim of an approved eval item has both a verifier and a human label" in said
     assert "review sample --eval" in said and "review next --reviewer NAME" in said
     assert orjson.loads(cli("eval", "agreement", "-o", "json"))["pairs"] == 0
+
+
+@pytest.mark.parametrize("share, says", [(0.4, "40.0% of its excess failing claims"),
+                                         (1.839, "183.9% of its excess failing claims (it grew more than the route did)"),
+                                         (-0.2, "-20.0% of its excess failing claims (it shrank)"),
+                                         (None, "— of its excess failing claims")])
+def test_issues_show_says_why_a_share_of_an_alert_passes_100_or_falls_below_zero(share, says):
+    from services.app.cli.issues import issue_fields
+
+    issue = {"issue_id": "iss-1", "name": "refund window", "state": "open", "count": 3,
+             "alerts": [{"alert_id": "al-1", "route": "billing-faq", "state": "firing", "share": share}]}
+    fields = dict(issue_fields(issue, datetime(2026, 11, 29, tzinfo=timezone.utc)))
+    assert fields["alerts"] == [f"al-1 on billing-faq: firing, {says}"]
