@@ -120,7 +120,7 @@ class AlertsService:
     def ack(self, alert_id: str, by: str, note: str, now: datetime) -> AlertView:
         alert = self.alerts.get(alert_id)  # NotFound for an unknown id: an error, not a no-op
         acked = ack(alert, by, now, note)
-        self.alerts.save(acked)
+        self.alerts.save_ack(acked)
         return AlertView.of(acked, self.alerts.silences(), now)
 
     def silence(self, matchers: list[str], by: str, comment: str, now: datetime,

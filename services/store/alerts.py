@@ -14,7 +14,7 @@ import orjson
 
 from services.core.clock import utcnow
 from services.core.errors import NotFound
-from services.store.convert import ch_time
+from services.store.convert import ch_time, parse_ch_time
 
 if TYPE_CHECKING:
     from services.store.backends import Store
@@ -66,6 +66,16 @@ def _opt(ts: datetime | None) -> str | None:
     return ch_time(ts) if ts is not None else None
 
 
+def _with_ack(row: Mapping) -> dict:
+    """An alert's newest version with its ack, which only ``alert_acks`` holds."""
+    alert = orjson.loads(row["body"])
+    acked = bool(row["acked"])  # the LEFT JOIN gives '' for an alert nobody acked
+    alert["acked_at"] = parse_ch_time(row["acked_at"]).isoformat() if acked else None
+    alert["acked_by"] = row["acked_by"] if acked else None
+    alert["ack_note"] = row["ack_note"] if acked else None
+    return alert
+
+
 class AlertRepository(Generic[A, S]):
     def __init__(self, store: Store, decode_alert: Callable[[Mapping], A], decode_silence: Callable[[Mapping], S],
                  clock: Callable[[], datetime] = utcnow):
@@ -102,11 +112,21 @@ class AlertRepository(Generic[A, S]):
             "at": ch_time(alert.transition_at), "record": orjson.dumps(alert.transition_record()).decode()}])
         return True
 
+    def save_ack(self, alert: A) -> None:
+        """A person's ack, kept apart from the alert's versions, which the evaluator writes (migration 021)."""
+        self.store.insert("alert_acks", [{"alert_id": alert.alert_id, "acked_at": ch_time(alert.acked_at),
+                                          "acked_by": alert.acked_by or "", "ack_note": alert.ack_note or ""}])
+
     def _alerts(self, where: str = "1", params: dict | None = None, limit: int = 500) -> list[A]:
         rows = self.store.query(
-            f"SELECT argMax(body, updated_at) AS body FROM alerts GROUP BY alert_id HAVING {where} "
-            "ORDER BY max(pending_since) DESC LIMIT {limit:UInt32}", {**(params or {}), "limit": limit})
-        return [self.decode_alert(orjson.loads(r["body"])) for r in rows]
+            "SELECT a.body AS body, k.alert_id AS acked, toString(k.at) AS acked_at, k.by AS acked_by, "
+            "k.note AS ack_note FROM "
+            f"(SELECT alert_id, argMax(body, updated_at) AS body, max(pending_since) AS pending_since FROM alerts "
+            f"GROUP BY alert_id HAVING {where} ORDER BY pending_since DESC LIMIT {{limit:UInt32}}) AS a "
+            "LEFT JOIN (SELECT alert_id, max(acked_at) AS at, argMax(acked_by, acked_at) AS by, "
+            "argMax(ack_note, acked_at) AS note FROM alert_acks GROUP BY alert_id) AS k "
+            "ON a.alert_id = k.alert_id ORDER BY a.pending_since DESC", {**(params or {}), "limit": limit})
+        return [self.decode_alert(_with_ack(r)) for r in rows]
 
     def get(self, alert_id: str) -> A:
         found = self._alerts("alert_id = {id:String}", {"id": alert_id}, 1)

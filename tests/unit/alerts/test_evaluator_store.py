@@ -96,3 +96,62 @@ def test_a_backlog_is_evaluated_in_passes_that_open_the_same_alert_as_one_pass(s
     store.command("TRUNCATE TABLE alerts")  # the second evaluator starts as the first did
     whole, widest = evaluated(10_000)
     assert widest >= timedelta(minutes=250) and whole == in_passes
+
+
+def test_an_ack_outlives_the_evaluations_after_it_and_the_tables_merges(store):
+    """On-call acks a page; the evaluator then saves its own copy of the open alert every minute. That copy
+    never knew of the ack, and as the newest version it hid it within a minute (seen in the demo)."""
+    from services.alerts.service import AlertsService
+
+    sims = billing_regression()
+    writer = EventWriter(store)
+    cut = START + timedelta(minutes=215)
+    writer.write([e for e in sims if e.observed_at < cut])
+    evaluator = evaluator_for(prompt_settings(), RateRepository(store), alert_repository(store))
+    evaluator.evaluate(cut + timedelta(minutes=5))
+    [alert] = evaluator.open.values()
+    service = AlertsService(alert_repository(store))
+    service.ack(alert.alert_id, "oncall", "rolling back gen-2026-11", cut + timedelta(minutes=6))
+
+    writer.write([e for e in sims if e.observed_at >= cut])
+    evaluator.evaluate(START + timedelta(days=1))  # later minutes: the open alert is saved again, unacked
+    store.command("OPTIMIZE TABLE alerts FINAL")  # a merge keeps only the newest version of each alert
+    store.command("OPTIMIZE TABLE alert_acks FINAL")
+    for view in (service.show(alert.alert_id, START + timedelta(days=1)),
+                 *[v for v in service.list(START + timedelta(days=1)) if v.alert.alert_id == alert.alert_id]):
+        assert view.acked and (view.alert.acked_by, view.alert.ack_note) == ("oncall", "rolling back gen-2026-11")
+        assert view.alert.acked_at == cut + timedelta(minutes=6)
+    assert alert_repository(store).get(alert.alert_id).recorded_state == "firing"
+
+    service.ack(alert.alert_id, "lead", "rollback done", cut + timedelta(minutes=30))  # a re-ack: the newest wins
+    assert service.show(alert.alert_id, START + timedelta(days=1)).alert.ack_note == "rollback done"
+
+
+def test_migration_021_keeps_the_acks_made_before_it(tmp_path):
+    """Acks used to live in the alerts' own versions; the newest acked version of each alert moves to alert_acks."""
+    from pathlib import Path
+
+    from services.alerts.lifecycle import ack
+    from services.store.backends import ChdbStore
+    from services.store.migrate import statements
+
+    migrations = Path(__file__).resolve().parents[3] / "services" / "store" / "migrations"
+    store = ChdbStore(tmp_path / "ch")
+    try:
+        for path in sorted(migrations.glob("0[01][0-9]_*.sql")) + sorted(migrations.glob("020_*.sql")):
+            for statement in statements(path.read_text()):
+                store.command(statement)
+        repository = alert_repository(store)
+        writer = EventWriter(store)
+        writer.write(billing_regression())
+        evaluator = evaluator_for(prompt_settings(), RateRepository(store), repository)
+        evaluator.evaluate(START + timedelta(days=1))
+        [alert] = evaluator.open.values()
+        repository.save(ack(alert, "oncall", START + timedelta(days=1), "before 021"))  # as the ack was kept before
+        repository.save(alert)  # the evaluator's next save, which hid it
+        for statement in statements(next(migrations.glob("021_*.sql")).read_text()):
+            store.command(statement)
+        stored = repository.get(alert.alert_id)
+        assert (stored.acked_by, stored.ack_note, stored.acked_at) == ("oncall", "before 021", START + timedelta(days=1))
+    finally:
+        store.close()
