@@ -39,7 +39,7 @@ class IngestSettings(Section):
     max_batch_bytes: int = Field(16 << 20, ge=1 << 20, le=256 << 20)
     max_event_bytes: int = Field(1 << 20, ge=1024)
     # pipeline_depth units of max_batch_bytes, so the store always has the next unit decoded: draining a 1 GiB
-    # backlog then peaks at 863-910 MiB (bench/ingest.py --backlog --events 460000); 24 MiB units reached 929.
+    # backlog then peaks at 813-910 MiB (bench/ingest.py --backlog --events 460000); 24 MiB units reached 929.
     max_buffer_bytes: int = Field(64 << 20, ge=1 << 20, le=4 << 30, description="bytes of messages the worker "
                                   "holds (buffered, or taken and not yet stored) before it stops fetching")
     retry_initial_seconds: float = Field(0.2, gt=0)

@@ -112,36 +112,46 @@ def test_a_firing_page_is_re_sent_while_the_store_stalls_or_fails(store, mode):
     assert cycle.silences and cycle.silences[0].matchers  # the silence read at the evaluation is still in force
 
 
-def test_an_alert_that_fires_during_a_resend_is_re_sent_with_its_explanation(store):
-    """A resend reads the store (silences, explanations) for the alerts firing when it began. An alert that fires
-    while it waits is explained by its own evaluation; the resend must send that explanation, not an alert
-    without one (Alertmanager keeps the annotations of the latest send)."""
+class Gate:
+    """A store runner that holds the first call ``hold(fn)`` picks until ``release`` is set; others run inline."""
+
+    def __init__(self, hold):
+        self.hold, self.held, self.release = hold, asyncio.Event(), asyncio.Event()
+
+    async def __call__(self, fn, *args):
+        if not self.held.is_set() and self.hold(fn):
+            self.held.set()
+            await self.release.wait()
+        return fn(*args)
+
+
+def explaining_cycle(store, runner) -> tuple[AlertCycle, Dispatcher]:
+    """A cycle that explains its alerts, over the billing-faq regression, its store work through ``runner``."""
     from services.alerts.explain import AlertExplainer
     from services.app.compose import Repositories
 
     EventWriter(store).write(billing_regression())
     repos, metrics = Repositories.on(store), Metrics()
     dispatcher = dispatcher_for(metrics, timedelta(minutes=1))
-    held, release, hold = asyncio.Event(), asyncio.Event(), [True]
+    return AlertCycle(evaluator_for(prompt_settings(), repos.rates, repos.alerts), repos.alerts, dispatcher, metrics,
+                      runner, explainer=AlertExplainer(repos.issues, repos.rates)), dispatcher
 
-    async def runner(fn, *args):
-        if hold[0]:  # the resend's first read waits until the evaluation below has fired the alert
-            hold[0] = False
-            held.set()
-            await release.wait()
-        return fn(*args)
 
-    cycle = AlertCycle(evaluator_for(prompt_settings(), repos.rates, repos.alerts), repos.alerts, dispatcher, metrics,
-                       runner, explainer=AlertExplainer(repos.issues, repos.rates))
+def test_an_alert_that_fires_during_a_resend_is_re_sent_with_its_explanation(store):
+    """A resend reads the store (silences, explanations) for the alerts firing when it began. An alert that fires
+    while it waits is explained by its own evaluation; the resend must send that explanation, not an alert
+    without one (Alertmanager keeps the annotations of the latest send)."""
+    gate = Gate(lambda fn: True)  # the resend's first read waits until the evaluation below has fired the alert
+    cycle, dispatcher = explaining_cycle(store, gate)
     now = START + timedelta(days=1)
 
     async def ticks():
         resend = asyncio.ensure_future(cycle.resend(now))  # nothing is firing yet
-        await held.wait()
+        await gate.held.wait()
         await cycle.evaluate(now)  # billing-faq fires, explained
         while not dispatcher.queue.empty():
             dispatcher.queue.get_nowait()
-        release.set()
+        gate.release.set()
         await resend
         return [p for _ in range(dispatcher.queue.qsize()) for p in dispatcher.queue.get_nowait().body]
 
@@ -154,32 +164,17 @@ def test_a_resend_does_not_page_an_alert_before_its_evaluation_has_announced_it(
     """The evaluator's open alerts change before the evaluation has explained and queued its notifications. A
     resend in between must leave the new alert to that notification: sent first without its explanation, it is
     what Alertmanager shows until the evaluation's page arrives (seen under load with a 2 s resend interval)."""
-    from services.alerts.explain import AlertExplainer
-    from services.app.compose import Repositories
-
-    EventWriter(store).write(billing_regression())
-    repos, metrics = Repositories.on(store), Metrics()
-    dispatcher = dispatcher_for(metrics, timedelta(minutes=1))
-    held, release = asyncio.Event(), asyncio.Event()
-    cycle = None
-
-    async def runner(fn, *args):
-        if fn == cycle.explain_all and not release.is_set():  # the evaluation's explanations wait for the resend
-            held.set()
-            await release.wait()
-        return fn(*args)
-
-    cycle = AlertCycle(evaluator_for(prompt_settings(), repos.rates, repos.alerts), repos.alerts, dispatcher, metrics,
-                       runner, explainer=AlertExplainer(repos.issues, repos.rates))
+    gate = Gate(lambda fn: fn.__name__ == "explain_all")  # the evaluation's explanations wait for the resend
+    cycle, dispatcher = explaining_cycle(store, gate)
     now = START + timedelta(days=1)
 
     async def ticks():
         evaluation = asyncio.ensure_future(cycle.evaluate(now))
-        await held.wait()  # billing-faq is open and firing, its notification not yet queued
+        await gate.held.wait()  # billing-faq is open and firing, its notification not yet queued
         assert any(a.recorded_state == "firing" for a in cycle.evaluator.open.values())
         await cycle.resend(now)
         resent = dispatcher.queue.qsize() if dispatcher.queue is not None else 0
-        release.set()
+        gate.release.set()
         await evaluation
         return resent, [p for _ in range(dispatcher.queue.qsize()) for item in [dispatcher.queue.get_nowait()]
                         for p in item.body]
