@@ -97,6 +97,13 @@ def firing(client) -> dict:
     return found[0]
 
 
+@pytest.fixture
+def acked(client, firing) -> dict:
+    """The firing alert, acked (again, if an earlier test did): each test that reads the ack makes it."""
+    assert client.post(f"/api/alerts/{firing['alert_id']}/ack", json={"by": "oncall", "note": ""}).status_code == 200
+    return firing
+
+
 def row_of(lines: list[str], route: str) -> list[str]:
     return next(line for line in lines if line.startswith(route + " ")).split()
 
@@ -129,12 +136,11 @@ def test_the_firing_route_comes_first_with_the_expectation_its_alert_carries(cli
 
 
 # -- alerts list ---------------------------------------------------------------------------------------
-def test_alerts_list_says_acked_and_cleared_with_whole_ids(client, cli, firing):
-    assert client.post(f"/api/alerts/{firing['alert_id']}/ack", json={"by": "oncall", "note": ""}).status_code == 200
+def test_alerts_list_says_acked_and_cleared_with_whole_ids(client, cli, acked):
     lines = cli("alerts", "list").splitlines()
     assert all(len(line) <= WIDTH for line in lines) and lines[0].split()[:3] == ["ALERT", "ROUTE", "STATE"]
-    acked = next(line for line in lines if firing["alert_id"] in line)
-    assert re.match(rf"{firing['alert_id']}\s+billing-faq\s+firing·acked\s", acked), acked
+    row = next(line for line in lines if acked["alert_id"] in line)
+    assert re.match(rf"{acked['alert_id']}\s+billing-faq\s+firing·acked\s", row), row
     cleared = next(line for line in lines if CLEARED in line)
     assert re.match(rf"{CLEARED}\s+legal-terms\s+cleared\s", cleared), cleared
     # its RATE is not the `rates` table's: the legend says which window it is over, and where it is named
@@ -159,7 +165,7 @@ def test_issues_list_keeps_the_route_and_cuts_titles_after_whole_words(cli):
     assert all(w in words or w.rstrip("…") in words for w in title.split()), title   # no word cut in two
 
 
-def test_issues_show_is_text_with_its_key_fields_whole(cli, client, firing):
+def test_issues_show_is_text_with_its_key_fields_whole(cli, client, acked):
     issue = client.get("/api/issues/iss-refund-days").json()
     text = cli("issues", "show", "iss-refund-days")
     lines = text.splitlines()
@@ -171,7 +177,7 @@ def test_issues_show_is_text_with_its_key_fields_whole(cli, client, firing):
         assert re.search(rf"^{label}\s+2026-11-20 \d\d:\d\d UTC", text, re.M), label
     for exemplar in issue["exemplars"]:
         assert any(exemplar["trace_id"] in line for line in lines), exemplar["trace_id"]
-    assert any(firing["alert_id"] in line and "firing·acked" in line for line in lines), text
+    assert any(acked["alert_id"] in line and "firing·acked" in line for line in lines), text
     assert orjson.loads(cli("issues", "show", "iss-refund-days", "-o", "json")) == issue
 
 
