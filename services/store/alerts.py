@@ -69,11 +69,10 @@ def _opt(ts: datetime | None) -> str | None:
 def _with_ack(row: Mapping) -> dict:
     """An alert's newest version with its ack, which only ``alert_acks`` holds."""
     alert = orjson.loads(row["body"])
-    acked = bool(row["acked"])  # the LEFT JOIN gives '' for an alert nobody acked
-    alert["acked_at"] = parse_ch_time(row["acked_at"]).isoformat() if acked else None
-    alert["acked_by"] = row["acked_by"] if acked else None
-    alert["ack_note"] = row["ack_note"] if acked else None
-    return alert
+    if not row["acked"]:  # the LEFT JOIN gives '' for an alert nobody acked
+        return {**alert, "acked_at": None, "acked_by": None, "ack_note": None}
+    return {**alert, "acked_at": parse_ch_time(row["acked_at"]).isoformat(), "acked_by": row["acked_by"],
+            "ack_note": row["ack_note"]}
 
 
 class AlertRepository(Generic[A, S]):
