@@ -89,11 +89,11 @@ class AlertRepository(Generic[A, S]):
 
     # -- alerts ---------------------------------------------------------------
     def save(self, alert: A) -> None:
+        """The alert's newest version. Its ack is ``save_ack``'s: the table's ack columns are left empty."""
         self.store.insert("alerts", [{
             "alert_id": alert.alert_id, "route": alert.route, "kind": alert.kind, "severity": alert.severity,
             "labels": alert.labels, "window_minutes": alert.window or 0, "pending_since": ch_time(alert.pending_since),
-            "starts_at": _opt(alert.starts_at), "ends_at": _opt(alert.ends_at), "acked_at": _opt(alert.acked_at),
-            "acked_by": alert.acked_by or "", "ack_note": alert.ack_note or "", "rate": alert.rate,
+            "starts_at": _opt(alert.starts_at), "ends_at": _opt(alert.ends_at), "rate": alert.rate,
             "baseline": alert.baseline, "delta": alert.delta, "claims": alert.claims, "onset": _opt(alert.onset),
             "driving_verdict": alert.driving_verdict or "", "body": orjson.dumps(alert.as_dict()).decode(),
             "updated_at": self._version(),

@@ -131,8 +131,8 @@ def test_migration_021_keeps_the_acks_made_before_it(tmp_path):
     """Acks used to live in the alerts' own versions; the newest acked version of each alert moves to alert_acks."""
     from pathlib import Path
 
-    from services.alerts.lifecycle import ack
     from services.store.backends import ChdbStore
+    from services.store.convert import ch_time
     from services.store.migrate import statements
 
     migrations = Path(__file__).resolve().parents[3] / "services" / "store" / "migrations"
@@ -141,13 +141,20 @@ def test_migration_021_keeps_the_acks_made_before_it(tmp_path):
         for path in sorted(migrations.glob("0[01][0-9]_*.sql")) + sorted(migrations.glob("020_*.sql")):
             for statement in statements(path.read_text()):
                 store.command(statement)
-        repository = alert_repository(store)
+        store.command("SYSTEM STOP MERGES alerts")  # a merge would keep only the newest version, as it did for good
+        seconds = iter(range(1000))  # the versions' clock: one second a save
+        repository = alert_repository(store, lambda: START + timedelta(days=1, seconds=next(seconds)))
         writer = EventWriter(store)
         writer.write(billing_regression())
         evaluator = evaluator_for(prompt_settings(), RateRepository(store), repository)
         evaluator.evaluate(START + timedelta(days=1))
         [alert] = evaluator.open.values()
-        repository.save(ack(alert, "oncall", START + timedelta(days=1), "before 021"))  # as the ack was kept before
+        repository.save(alert)
+        store.command(  # an acked version after it, as the ack was kept before: the ack columns set
+            "INSERT INTO alerts SELECT * REPLACE ('oncall' AS acked_by, 'before 021' AS ack_note, "
+            "toDateTime64({at:String}, 3, 'UTC') AS acked_at, addMilliseconds(updated_at, 500) AS updated_at) "
+            "FROM alerts FINAL",
+            {"at": ch_time(START + timedelta(days=1))})
         repository.save(alert)  # the evaluator's next save, which hid it
         for statement in statements(next(migrations.glob("021_*.sql")).read_text()):
             store.command(statement)
