@@ -46,13 +46,18 @@ class IssueTracker:
         # an issue's id goes only where most of its claims went (its home): a fragment made of a few of its claims
         # must not carry its id and title while the bulk joins another issue
         home = {}
-        for tier, score, share, c, p in sorted(links, key=lambda s: (-s[2], -s[1], s[3])):
+        for tier, score, share, c, p, _ in sorted(links, key=lambda s: (-s[2], -s[1], s[3])):
             home.setdefault(p, c)
         owner_of: dict[int, IssueRecord] = {}
         taken: set[str] = set()
-        # overlap links before centroid links; a triaged issue first, so it survives merges; then strength
-        for tier, score, share, c, p in sorted(links, key=lambda s: (s[0], not mine[s[4]].triaged, -s[1],
-                                                                       mine[s[4]].first_seen, mine[s[4]].issue_id, s[3])):
+        # overlap links before centroid links; a triaged issue first, so it survives merges; then strength, then the
+        # larger part of the cluster: two issues wholly inside one cluster both score 0.5, and the one the bulk of
+        # its claims came from (the issue a page named) continues, not the older one that brought a few dozen
+        def precedence(link):
+            tier, score, _, c, p, jaccard = link
+            return tier, not mine[p].triaged, -score, -jaccard, mine[p].first_seen, mine[p].issue_id, c
+
+        for tier, score, share, c, p, _ in sorted(links, key=precedence):
             if c == home[p] and c not in owner_of and mine[p].issue_id not in taken:
                 owner_of[c] = mine[p]
                 taken.add(mine[p].issue_id)
@@ -60,7 +65,7 @@ class IssueTracker:
         # not carried on is merged into whichever issue its home cluster now continues.
         by_overlap = {s[4] for s in links if s[0] == 0}
         best_link = {("p", p): c for p, c in home.items() if p in by_overlap}
-        for tier, score, share, c, p in sorted((s for s in links if s[0] == 0), key=lambda s: (-s[1], s[3], s[4])):
+        for tier, score, share, c, p, _ in sorted((s for s in links if s[0] == 0), key=lambda s: (-s[1], s[3], s[4])):
             best_link.setdefault(("c", c), p)
 
         self.changes_: list[str] = []
@@ -105,8 +110,8 @@ class IssueTracker:
         return _with_neighbours(out, run.clusters_, self.cluster_issue_ids_)
 
     def _links(self, clusters: list[ClusterSummary], mine: list[IssueRecord], alive: set[str]):
-        """(tier, score, share of the issue's live claims in the cluster, cluster index, issue position) for every
-        plausible link; tier 0 overlap, 1 centroid."""
+        """(tier, score, share of the issue's live claims in the cluster, cluster index, issue position, Jaccard) for
+        every plausible link; tier 0 overlap, 1 centroid (Jaccard 0)."""
         links = []
         if not clusters or not mine:
             return links
@@ -124,12 +129,13 @@ class IssueTracker:
                     share_of_issue, share_of_cluster = both / len(sample_alive), both / inside
                     if (jaccard >= self.config.match_min_jaccard or share_of_issue >= self.config.match_min_share
                             or share_of_cluster >= self.config.match_min_share):
-                        links.append((0, max(jaccard, 0.5 * max(share_of_issue, share_of_cluster)), share_of_issue, c, p))
+                        links.append((0, max(jaccard, 0.5 * max(share_of_issue, share_of_cluster)), share_of_issue, c, p,
+                                      jaccard))
             elif record.centroid is not None and len(record.centroid) == centroids.shape[1]:
                 similarity = centroids @ np.asarray(record.centroid, dtype=np.float32)
                 c = int(np.argmax(similarity))
                 if similarity[c] >= self.config.match_min_centroid_similarity:
-                    links.append((1, float(similarity[c]), 1.0, c, p))
+                    links.append((1, float(similarity[c]), 1.0, c, p, 0.0))
         return links
 
     def _member_sample(self, cluster: ClusterSummary) -> tuple[tuple[str, ...], int]:

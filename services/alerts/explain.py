@@ -31,7 +31,7 @@ from datetime import datetime, timedelta
 from typing import Callable, Iterable, Mapping, Protocol, Sequence
 
 from services.alerts.config import DetectorConfig
-from services.alerts.lifecycle import INPUT_KINDS, Alert, alert_state, state_text
+from services.alerts.lifecycle import KINDS, Alert, alert_state, state_text
 from services.rates.intervals import Counts
 
 MINUTE = timedelta(minutes=1)
@@ -205,9 +205,10 @@ def sample_scale(window: Counts) -> float:
 
 
 def explainable(alert: Alert) -> bool:
-    """Whether failing claims can account for the alert: not the input-health kinds, which count events and
-    answers (a silent route or dead letters have no excess failing claims to split by issue)."""
-    return alert.kind not in INPUT_KINDS
+    """Whether failing claims can account for the alert: only the kinds on the claims' failure rate. Not the
+    input-health kinds, which count events and answers (a silent route or dead letters have no excess failing
+    claims to split by issue), nor verifier agreement, whose rate is agreement with human labels."""
+    return alert.kind in KINDS
 
 
 def alert_window(alert: Alert, now: datetime) -> tuple[datetime, datetime]:

@@ -18,7 +18,7 @@ from services.evalset.instrument import Instrument, InstrumentChecks, instrument
 from services.evalset.metrics import Agreement, EvalReport, GateResult, agreement, eval_report, gate, parse_slice_min
 from services.evalset.promotion import (NEAR_DUP_THRESHOLD, EvalItem, HistoryEntry, NearDuplicateError, PromotionError,
                                        PromotionService, load_label_pairs, load_outcomes, load_traces)
-from services.issues.records import IssueRecords
+from services.issues.records import IssueRecords, surviving
 from services.store.evalset import EvalRepository
 
 
@@ -55,8 +55,10 @@ class EvalService:
         self.representatives = representatives  # issue id -> the trace ids its runbook and page show
 
     def propose(self, issue_id: str, trace_ids: list[str] | None, by: str) -> list[EvalItem]:
-        """The issue's representative traces (or the ones named) become proposed items."""
-        record = self.issues.get(issue_id)
+        """The issue's representative traces (or the ones named) become proposed items. A merged issue's go to the
+        issue it was merged into, as triage's do: a re-cluster may merge the issue a page named minutes after."""
+        record = surviving(self.issues, self.issues.get(issue_id))
+        issue_id = record.issue_id
         chosen_for_user = not trace_ids
         if chosen_for_user and self.representatives is not None:
             trace_ids = self.representatives(issue_id)

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Mapping
 
+from services.alerts.explain import explainable
 from services.alerts.lifecycle import Alert
 from services.rates.intervals import Counts, ratio_interval
 from services.store.rates import RateRepository
@@ -106,14 +107,20 @@ def zero_filled(hourly: Mapping[str, int], last: int = 24) -> tuple[tuple[str, i
     return tuple(out[-last:])
 
 
-def newest_alert_per_route(alerts: list[Alert]) -> dict[str, Alert]:
-    """Each route's open alert: firing before pending, then the newest."""
+def newest_alert_per_route(alerts: list[Alert], preferred: str | None = None) -> dict[str, Alert]:
+    """Each route's open alert on its claims' failure rate: the ``preferred`` one (the page the reader came from),
+    then firing before pending, then the newest. Not the input-health kinds: a silent route's rate and baseline
+    count events a minute, not failing claims."""
     best: dict[str, Alert] = {}
-    for a in alerts:
+    for a in filter(explainable, alerts):
         held = best.get(a.route)
-        if held is None or (a.starts_at is not None, a.pending_since) > (held.starts_at is not None, held.pending_since):
+        if held is None or _rank(a, preferred) > _rank(held, preferred):
             best[a.route] = a
     return best
+
+
+def _rank(alert: Alert, preferred: str | None) -> tuple:
+    return alert.alert_id == preferred, alert.starts_at is not None, alert.pending_since
 
 
 def route_figure(rates: RateRepository, route: str, members: int, share: float, own: bool, alert: Alert | None,
@@ -154,8 +161,9 @@ def signal_figures(events: dict) -> SignalFigures:
 
 
 def issue_figures(issue_id: str, span: dict, breakdown: list[dict], events: dict, rates: RateRepository,
-                  open_alerts: list[Alert], baseline_minutes: int) -> IssueFigures:
-    """``span``: IssueRepository.member_span; ``breakdown``: .member_breakdown; ``events``: .member_events."""
+                  open_alerts: list[Alert], baseline_minutes: int, alert_id: str | None = None) -> IssueFigures:
+    """``span``: IssueRepository.member_span; ``breakdown``: .member_breakdown; ``events``: .member_events;
+    ``alert_id``: the alert the reader came from, which its route's figures are measured against."""
     verdicts: Counter = Counter()
     per_route: Counter = Counter()
     for row in breakdown:
@@ -163,7 +171,7 @@ def issue_figures(issue_id: str, span: dict, breakdown: list[dict], events: dict
         per_route[row["route"]] += row["n"]
     counted = sum(per_route.values())
     ranked = sorted(per_route.items(), key=lambda kv: (-kv[1], kv[0]))
-    alert_of = newest_alert_per_route(open_alerts)
+    alert_of = newest_alert_per_route(open_alerts, alert_id)
     end = rates.window_end()
     routes = []
     for i, (route, n) in enumerate(ranked):

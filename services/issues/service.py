@@ -90,7 +90,7 @@ class IssuesService:
         """``alert_id``: the page the reader came from; its window gives the representative traces."""
         record = self.issues.get(issue_id)
         view = self._view(record, self.issues.member_counts())
-        figures = self.figures(issue_id)
+        figures = self.figures(issue_id, alert_id)
         explain = self._explain_once()  # the traces' choice and the alerts list read the same explanations
         exemplars, source = self._representatives(record, alert_id=alert_id, explain=explain)
         out = {**view, "exemplars": exemplars, "exemplars_from": source, "history": list(record.history),
@@ -121,11 +121,12 @@ class IssuesService:
             return found[alert.alert_id]
         return explain
 
-    def figures(self, issue_id: str) -> IssueFigures:
-        """The issue's figures over every member (event time, verdicts, routes with their own baselines)."""
+    def figures(self, issue_id: str, alert_id: str | None = None) -> IssueFigures:
+        """The issue's figures over every member (event time, verdicts, routes with their own baselines);
+        ``alert_id``: the alert the reader came from, whose route's figures it gives."""
         return issue_figures(issue_id, self.issues.member_span(issue_id), self.issues.member_breakdown(issue_id),
                              self.issues.member_events(issue_id), self.rates, self.alerts.open_alerts(),
-                             self.baseline_minutes)
+                             self.baseline_minutes, alert_id)
 
     @staticmethod
     def figures_json(figures: IssueFigures, exemplars: list[dict], source: str = "") -> dict:
@@ -279,5 +280,5 @@ class IssuesService:
         details = self.issues.event_details([m["event_id"] for m in exemplars])
         if self.write_runbook is None:
             raise RuntimeError("this IssuesService was built without a runbook writer (services/app/compose.py)")
-        return self.write_runbook(record, self.figures(record.issue_id), exemplars, details, source,
+        return self.write_runbook(record, self.figures(record.issue_id, alert_id), exemplars, details, source,
                                   latest_notes(record), fmt)

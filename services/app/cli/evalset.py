@@ -53,6 +53,8 @@ def promote_propose(settings: Settings, issue_id: str, traces: str | None, by: s
     ids = [t.strip() for t in traces.split(",") if t.strip()] if traces else None
     data = reach(settings, "/api/promotions", {}, _json(lambda c: c.evalset.propose(issue_id, ids, by)),
                  method="POST", body={"issue_id": issue_id, "trace_ids": ids, "by": by})
+    if data and data[0]["origin_issue_id"] != issue_id:
+        console.print(f"{issue_id} was merged into {data[0]['origin_issue_id']}")
     for item in data:
         console.print(f"proposed {item['item_id']} from trace {item['origin_trace_id']}")
     if data:

@@ -3,11 +3,14 @@ list; and `--by` may be left out: the change is recorded under the configured na
 test's store (simulated traffic, two issues with members), through the real app."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from click.testing import CliRunner
 
 from services.app.cli import main
 from services.core.command import cli_command
+from services.issues.records import issue_repository
 from tests.support.cli import answer_http_with
 from tests.unit.api.test_api import AUTH, TOKEN, client_for, world  # noqa: F401  (world is a fixture)
 
@@ -78,3 +81,17 @@ def test_left_out_by_without_a_configured_name_is_the_login_name(cli, client, mo
     assert result.exit_code == 0, result.output
     item = result.output.split()[1]
     assert client.get(f"/api/promotions/{item}").json()["proposed_by"] == "bob"
+
+
+def test_proposing_from_a_merged_issue_proposes_for_the_issue_it_joined_and_says_so(cli, client, world):  # noqa: F811
+    """make demo printed `promote propose iss-…` for the alert's issue; a re-cluster merged that issue within the
+    minute, and the pasted command answered "has no traces to propose yet; wait for its next clustering run"."""
+    survivor = world[0].issues.issues.get("iss-numbers")
+    issue_repository(world[0].store).save([replace(survivor, issue_id="iss-gone", merged_into="iss-numbers")])
+    trace = client.get("/api/issues/iss-numbers").json()["exemplars"][1]["trace_id"]
+    result = cli("promote", "propose", "iss-gone", "--traces", trace, "--by", "oncall")
+    assert result.exit_code == 0, result.output
+    said = result.output.splitlines()
+    assert said[0] == "iss-gone was merged into iss-numbers" and said[1].startswith("proposed ")
+    item = client.get(f"/api/promotions/{said[1].split()[1]}").json()
+    assert (item["origin_issue_id"], item["origin_trace_id"]) == ("iss-numbers", trace)

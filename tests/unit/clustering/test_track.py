@@ -201,6 +201,24 @@ def test_an_issue_whose_bulk_joins_another_is_merged_into_it_and_its_fragment_do
     assert fragment not in (a.issue_id, b.issue_id) and after[fragment].split_from == b.issue_id
 
 
+def test_of_two_issues_wholly_inside_one_cluster_the_one_most_of_it_came_from_continues_not_the_older():
+    """Seen in make demo: the page named a new 665-claim issue; the next re-cluster put it, an older 27-claim issue
+    and newer claims in one cluster. Both issues had all their claims there (score 0.5 each), and the older one
+    took the cluster: the issue the page named was merged away within a minute."""
+    tracker = IssueTracker(CONFIG)
+    older = tracker.match([], hand_run({"s": (ids("s", 10), unit(1))}), T0)
+    later = T0 + timedelta(minutes=15)
+    both = tracker.match(older, hand_run({"s": (ids("s", 10), unit(1)), "b": (ids("b", 40), unit(1, 0.3))}, later),
+                         later)
+    small, big = sorted((i for i in both if i.merged_into is None), key=lambda r: r.size)
+    assert small.first_seen < big.first_seen and big.size == 40
+    last = later + timedelta(minutes=15)
+    merged = by_id(tracker.match(both, hand_run({"sbn": (ids("s", 10) + ids("b", 40) + ids("n", 60), unit(1, 0.1))},
+                                                last), last))
+    assert tracker.cluster_issue_ids_ == [big.issue_id]
+    assert merged[small.issue_id].merged_into == big.issue_id and merged[big.issue_id].merged_into is None
+
+
 def test_an_issue_split_in_two_keeps_its_id_on_the_larger_part_and_records_the_split():
     tracker = IssueTracker(CONFIG)
     first = tracker.match([], hand_run({"a": (ids("a", 40), unit(1))}), T0)
