@@ -147,7 +147,8 @@ def issue_fields(i: dict, now) -> list[tuple[str, str | list[str]]]:
                    + (f", from {i['traces']:,} traces" if i.get("traces") is not None else "")),
         ("verdicts", verdicts), ("first seen", at(i.get("first_seen"), now)), ("last seen", at(i.get("last_seen"), now)),
         ("stage", i.get("first_failed_stage") or ""), ("alerts", alerts), ("traces", traces),
-        ("merged into", i.get("merged_into") or ""), *triage_fields(i, now),
+        ("merged into", [f"{i['merged_into']}, where its claims are now:", f"{cli_command()} issues show {i['merged_into']}"]
+                        if i.get("merged_into") else ""), *triage_fields(i, now),
         ("runbook", f"{cli_command()} runbook {i['issue_id']}"),
     ]
     return [(label, value) for label, value in fields if value]

@@ -9,6 +9,7 @@ from click.testing import CliRunner
 
 from services.app.cli import main
 from services.app.broker import free_port
+from services.core.command import cli_command
 from tests.support.triage_world import an_issue, triage_world
 
 
@@ -54,6 +55,10 @@ def test_triaging_a_merged_issue_changes_the_issue_it_joined_and_says_so(claimwa
     shown = json.loads(claimwatch("show", "iss-a", "-o", "json").output)
     assert shown["assignee"] == "alice" and shown["ticket_url"] == "https://tickets.example.com/CW-12"
     assert json.loads(claimwatch("show", "iss-gone", "-o", "json").output)["assignee"] == ""
+    shown_merged = claimwatch("show", "iss-gone").output.splitlines()
+    at = next(n for n, line in enumerate(shown_merged) if line.startswith("merged into"))
+    assert shown_merged[at].split() == ["merged", "into", "iss-a,", "where", "its", "claims", "are", "now:"]
+    assert shown_merged[at + 1].strip() == f"{cli_command()} issues show iss-a"  # one line: it pastes whole
 
 
 @pytest.mark.parametrize("args, says", [
