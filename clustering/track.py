@@ -20,13 +20,25 @@ import hashlib
 from collections import Counter
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
-from typing import Mapping, Sequence
+from typing import Mapping, NamedTuple, Sequence
 
 import numpy as np
 
 from clustering.config import ClusteringConfig
 from clustering.issue import COMPLETE_SAMPLE, NEW, ONGOING, REGRESSED, RESOLVED, IssueRecord, hash_of
 from clustering.run import ClusteringRun, ClusterSummary
+
+
+OVERLAP, CENTROID = 0, 1  # a link by shared members ranks before one by centroids alone
+
+
+class _Link(NamedTuple):
+    tier: int        # OVERLAP or CENTROID
+    score: float
+    share: float     # of the issue's live claims in the cluster (1.0 for a centroid link)
+    cluster: int     # cluster index in the run
+    issue: int       # position in the known issues matched
+    jaccard: float   # 0.0 for a centroid link
 
 
 class IssueTracker:
@@ -46,27 +58,29 @@ class IssueTracker:
         # an issue's id goes only where most of its claims went (its home): a fragment made of a few of its claims
         # must not carry its id and title while the bulk joins another issue
         home = {}
-        for tier, score, share, c, p, _ in sorted(links, key=lambda s: (-s[2], -s[1], s[3])):
-            home.setdefault(p, c)
+        for link in sorted(links, key=lambda k: (-k.share, -k.score, k.cluster)):
+            home.setdefault(link.issue, link.cluster)
         owner_of: dict[int, IssueRecord] = {}
         taken: set[str] = set()
         # overlap links before centroid links; a triaged issue first, so it survives merges; then strength, then the
         # larger part of the cluster: two issues wholly inside one cluster both score 0.5, and the one the bulk of
         # its claims came from (the issue a page named) continues, not the older one that brought a few dozen
-        def precedence(link):
-            tier, score, _, c, p, jaccard = link
-            return tier, not mine[p].triaged, -score, -jaccard, mine[p].first_seen, mine[p].issue_id, c
+        def precedence(k: _Link) -> tuple:
+            issue = mine[k.issue]
+            return k.tier, not issue.triaged, -k.score, -k.jaccard, issue.first_seen, issue.issue_id, k.cluster
 
-        for tier, score, share, c, p, _ in sorted(links, key=precedence):
+        for link in sorted(links, key=precedence):
+            c, p = link.cluster, link.issue
             if c == home[p] and c not in owner_of and mine[p].issue_id not in taken:
                 owner_of[c] = mine[p]
                 taken.add(mine[p].issue_id)
         # merges and splits follow member overlap only: looking alike is not enough to absorb an issue. An issue
         # not carried on is merged into whichever issue its home cluster now continues.
-        by_overlap = {s[4] for s in links if s[0] == 0}
+        overlaps = [k for k in links if k.tier == OVERLAP]
+        by_overlap = {k.issue for k in overlaps}
         best_link = {("p", p): c for p, c in home.items() if p in by_overlap}
-        for tier, score, share, c, p, _ in sorted((s for s in links if s[0] == 0), key=lambda s: (-s[1], s[3], s[4])):
-            best_link.setdefault(("c", c), p)
+        for link in sorted(overlaps, key=lambda k: (-k.score, k.cluster, k.issue)):
+            best_link.setdefault(("c", link.cluster), link.issue)
 
         self.changes_: list[str] = []
         ids = {p.issue_id for p in previous}
@@ -109,10 +123,9 @@ class IssueTracker:
         self.cluster_issue_ids_ = [r.issue_id for r in out]
         return _with_neighbours(out, run.clusters_, self.cluster_issue_ids_)
 
-    def _links(self, clusters: list[ClusterSummary], mine: list[IssueRecord], alive: set[str]):
-        """(tier, score, share of the issue's live claims in the cluster, cluster index, issue position, Jaccard) for
-        every plausible link; tier 0 overlap, 1 centroid (Jaccard 0)."""
-        links = []
+    def _links(self, clusters: list[ClusterSummary], mine: list[IssueRecord], alive: set[str]) -> list[_Link]:
+        """Every plausible link between a cluster and a known issue (``mine``'s position)."""
+        links: list[_Link] = []
         if not clusters or not mine:
             return links
         cluster_of = {m: c.index for c in clusters for m in c.member_ids}
@@ -129,13 +142,13 @@ class IssueTracker:
                     share_of_issue, share_of_cluster = both / len(sample_alive), both / inside
                     if (jaccard >= self.config.match_min_jaccard or share_of_issue >= self.config.match_min_share
                             or share_of_cluster >= self.config.match_min_share):
-                        links.append((0, max(jaccard, 0.5 * max(share_of_issue, share_of_cluster)), share_of_issue, c, p,
-                                      jaccard))
+                        links.append(_Link(OVERLAP, max(jaccard, 0.5 * max(share_of_issue, share_of_cluster)),
+                                           share_of_issue, c, p, jaccard))
             elif record.centroid is not None and len(record.centroid) == centroids.shape[1]:
                 similarity = centroids @ np.asarray(record.centroid, dtype=np.float32)
                 c = int(np.argmax(similarity))
                 if similarity[c] >= self.config.match_min_centroid_similarity:
-                    links.append((1, float(similarity[c]), 1.0, c, p, 0.0))
+                    links.append(_Link(CENTROID, float(similarity[c]), 1.0, c, p, 0.0))
         return links
 
     def _member_sample(self, cluster: ClusterSummary) -> tuple[tuple[str, ...], int]:

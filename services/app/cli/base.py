@@ -161,6 +161,12 @@ def auth_headers(settings: Settings) -> dict[str, str]:
     return {"Authorization": f"Bearer {found[0]}"} if found else {}
 
 
+def say_if_merged(asked: str, acted_on: str) -> None:
+    """A change asked of a merged issue went to the issue it joined (services/issues/records.py: surviving)."""
+    if acted_on != asked:
+        console.print(f"{asked} was merged into {acted_on}")
+
+
 def print_json(data: Any) -> None:
     sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
 

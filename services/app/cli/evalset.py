@@ -9,7 +9,7 @@ import click
 import httpx
 
 from services.app.cli.base import (Abort, api, auth_headers, by_option, console, main, on_store, out, print_json, reach,
-                                   refusal, service_options, text_or_json, who)
+                                   refusal, say_if_merged, service_options, text_or_json, who)
 from services.app.cli.tables import Column, labelled, output_option, print_labelled, print_table, terminal_width
 from services.app.settings import Settings
 from services.core.command import cli_command
@@ -53,8 +53,8 @@ def promote_propose(settings: Settings, issue_id: str, traces: str | None, by: s
     ids = [t.strip() for t in traces.split(",") if t.strip()] if traces else None
     data = reach(settings, "/api/promotions", {}, _json(lambda c: c.evalset.propose(issue_id, ids, by)),
                  method="POST", body={"issue_id": issue_id, "trace_ids": ids, "by": by})
-    if data and data[0]["origin_issue_id"] != issue_id:
-        console.print(f"{issue_id} was merged into {data[0]['origin_issue_id']}")
+    if data:
+        say_if_merged(issue_id, data[0]["origin_issue_id"])
     for item in data:
         console.print(f"proposed {item['item_id']} from trace {item['origin_trace_id']}")
     if data:

@@ -6,7 +6,7 @@ from typing import Callable
 
 import click
 
-from services.app.cli.base import Abort, by_option, console, reach, service_options, who
+from services.app.cli.base import Abort, by_option, console, reach, say_if_merged, service_options, who
 from services.app.cli.issues import issues
 from services.app.settings import Settings
 
@@ -15,8 +15,7 @@ def _change(settings: Settings, issue_id: str, action: str, body: dict, local) -
     """POST /api/issues/ID/ACTION, or ``local(triage)`` on the store when no API answers. A merged issue's change
     goes to the issue it was merged into, and this says so (the next line names that issue)."""
     data = reach(settings, f"/api/issues/{issue_id}/{action}", {}, lambda c: local(c.triage), method="POST", body=body)
-    if data.get("issue_id") not in (None, issue_id):
-        console.print(f"{issue_id} was merged into {data['issue_id']}")
+    say_if_merged(issue_id, data.get("issue_id") or issue_id)
     return data
 
 
