@@ -45,3 +45,14 @@ def test_the_report_shows_the_ttls_in_force(store):
     assert {name: tables[name]["ttl_days"] for name in ("events", "claims", "dlq", "rate_minute", "alerts", "issues")} == {
         "events": 14, "claims": 14, "dlq": 14, "rate_minute": 90, "alerts": None, "issues": None}
     assert tables["events"]["ttl"] == "toDateTime(observed_at) + toIntervalDay(14)"
+
+
+def test_only_the_tables_whose_text_does_not_need_large_merges_merge_wider(store):
+    """Migration 022: rate_minute and event_keys merge wide (fewer rewrites while ingest drains). events and
+    claims keep the default base, because chDB compresses only large merges with ZSTD and wider merges of the
+    text tables left it in LZ4 at nearly twice the bytes per claim."""
+    created = {r["name"]: r["q"] for r in store.query(
+        "SELECT name, create_table_query AS q FROM system.tables WHERE database = currentDatabase() "
+        "AND name IN ('events', 'claims', 'rate_minute', 'event_keys')")}
+    assert {name for name, sql in created.items() if "merge_selector_base = 20" in sql} == {"rate_minute", "event_keys"}
+    assert not any("merge_selector_base" in created[name] for name in ("events", "claims"))
