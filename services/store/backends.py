@@ -24,6 +24,8 @@ from services.core.errors import StoreError
 ch_common.set_setting("dict_parameter_format", "map")
 
 Row = dict[str, Any]
+# The part codecs (merged parts in ZSTD); the embedded store reads it, a server mounts it (docker-compose.yml).
+COMPRESSION_CONFIG = Path(__file__).with_name("clickhouse-compression.xml")
 
 
 class Store(Protocol):
@@ -110,8 +112,10 @@ class ChdbStore:
         self.url = f"chdb:{self.path}"
         self.path.mkdir(parents=True, exist_ok=True)
         try:
-            self._writes = chdb.session.Session(f"{self.path}?max_query_size={MAX_QUERY_BYTES}")
-            self._reads = chdb.session.Session(f"{self.path}?max_query_size={MAX_QUERY_BYTES}")
+            # An explicit config file: otherwise chDB would also read a config.xml from the working directory.
+            options = f"max_query_size={MAX_QUERY_BYTES}&config-file={COMPRESSION_CONFIG}"
+            self._writes = chdb.session.Session(f"{self.path}?{options}")
+            self._reads = chdb.session.Session(f"{self.path}?{options}")
         except Exception as exc:  # chdb raises a bare RuntimeError
             raise StoreError(
                 f"cannot open the embedded store at {self.path}: {exc}. "

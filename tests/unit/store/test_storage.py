@@ -47,12 +47,31 @@ def test_the_report_shows_the_ttls_in_force(store):
     assert tables["events"]["ttl"] == "toDateTime(observed_at) + toIntervalDay(14)"
 
 
-def test_only_the_tables_whose_text_does_not_need_large_merges_merge_wider(store):
-    """Migration 022: rate_minute and event_keys merge wide (fewer rewrites while ingest drains). events and
-    claims keep the default base, because chDB compresses only large merges with ZSTD and wider merges of the
-    text tables left it in LZ4 at nearly twice the bytes per claim."""
+def codecs(store, table: str) -> set[str]:
+    return {r["c"] for r in store.query("SELECT default_compression_codec AS c FROM system.parts WHERE active "
+                                        "AND database = currentDatabase() AND table = {t:String}", {"t": table})}
+
+
+def test_the_ingest_tables_merge_wide_and_their_merged_parts_are_zstd(store):
+    """Migrations 022 and 023: every table ingest writes merges 20 similar parts at a time (fewer rewrites while
+    ingest drains). That is cheap in bytes only because the store names its part codecs
+    (services/store/clickhouse-compression.xml): an insert's part is LZ4, a merged one ZSTD."""
     created = {r["name"]: r["q"] for r in store.query(
         "SELECT name, create_table_query AS q FROM system.tables WHERE database = currentDatabase() "
         "AND name IN ('events', 'claims', 'rate_minute', 'event_keys')")}
-    assert {name for name, sql in created.items() if "merge_selector_base = 20" in sql} == {"rate_minute", "event_keys"}
-    assert not any("merge_selector_base" in created[name] for name in ("events", "claims"))
+    assert {name for name, sql in created.items() if "merge_selector_base = 20" in sql} == set(created)
+    events, writer = mixed_events(40), EventWriter(store)
+    writer.write(events[:20])
+    writer.write(events[20:])
+    assert codecs(store, "events") == codecs(store, "claims") == {"LZ4"}
+    StorageRepository(store).compact(["events", "claims"])
+    assert codecs(store, "events") == codecs(store, "claims") == {"ZSTD(1)"}
+
+
+def test_a_merge_of_at_least_16_mb_is_compressed_harder(store):
+    """The text a store keeps longest, in its largest parts, gets ZSTD(3)."""
+    store.command("CREATE TABLE big (k UInt64, s String) ENGINE = MergeTree ORDER BY k")
+    for part in range(2):  # random text does not compress: each part is about 10 MB on disk
+        store.command(f"INSERT INTO big SELECT number + {part} * 10000, randomPrintableASCII(1000) FROM numbers(10000)")
+    store.command("OPTIMIZE TABLE big FINAL")
+    assert codecs(store, "big") == {"ZSTD(3)"}
