@@ -173,6 +173,8 @@ class StorageTable(Out):
     bytes_per_claim: float | None = Field(description="compressed bytes ÷ claims stored; null with no claims")
     ttl: str | None = Field(description="the TTL in force; null: kept until deleted")
     ttl_days: int | None
+    codecs: dict[str, int] = Field(description="compressed bytes by the codec of their parts, most first: inserts "
+                                               "write LZ4, merges ZSTD")
 
 
 class StorageTotal(Out):
@@ -181,6 +183,7 @@ class StorageTotal(Out):
     uncompressed_bytes: int
     disk_bytes: int
     bytes_per_claim: float | None
+    codecs: dict[str, int]
 
 
 class StorageReport(Out):

@@ -3,8 +3,12 @@
 Rows are physical rows in active parts: a duplicate that a Replacing/Aggregating merge has not
 collapsed yet counts until it is merged (the writer keeps duplicates out of ``events`` and ``claims``).
 Bytes per claim divides a table's compressed bytes by the rows of ``claims``, one row per claim stored.
+A table's codecs are its compressed bytes by the codec of their parts: inserts write LZ4, merges ZSTD
+(services/store/clickhouse-compression.xml), so a store that has not merged yet is larger per claim.
 """
 from __future__ import annotations
+
+from collections import Counter
 
 from services.store.backends import Store
 from services.store.retention import RetentionKeeper, ttl_days
@@ -26,6 +30,12 @@ class StorageRepository:
             "SELECT table, sum(rows) AS rows, sum(data_compressed_bytes) AS compressed, "
             "sum(data_uncompressed_bytes) AS uncompressed, sum(bytes_on_disk) AS disk "
             "FROM system.parts WHERE active AND database = currentDatabase() GROUP BY table")}
+        codecs: dict[str, dict[str, int]] = {}
+        for r in self.store.query(
+                "SELECT table, default_compression_codec AS codec, sum(data_compressed_bytes) AS compressed "
+                "FROM system.parts WHERE active AND database = currentDatabase() GROUP BY table, codec "
+                "ORDER BY table, compressed DESC, codec"):
+            codecs.setdefault(r["table"], {})[r["codec"]] = int(r["compressed"])
         ttls = RetentionKeeper(self.store).ttls()
         claims = int(parts.get(CLAIMS_TABLE, {}).get("rows", 0))
         tables = []
@@ -36,11 +46,13 @@ class StorageRepository:
                 "table": name, "rows": int(p.get("rows", 0)), "compressed_bytes": compressed,
                 "uncompressed_bytes": int(p.get("uncompressed", 0)), "disk_bytes": int(p.get("disk", 0)),
                 "bytes_per_claim": _per_claim(compressed, claims), "ttl": ttl, "ttl_days": ttl_days(ttl),
+                "codecs": codecs.get(name, {}),
             })
         tables.sort(key=lambda t: (-t["compressed_bytes"], t["table"]))
         total = {key: sum(t[key] for t in tables) for key in ("rows", "compressed_bytes", "uncompressed_bytes",
                                                                  "disk_bytes")}
         total["bytes_per_claim"] = _per_claim(total["compressed_bytes"], claims)
+        total["codecs"] = dict(sum((Counter(t["codecs"]) for t in tables), Counter()).most_common())
         return {"claims": claims, "tables": tables, "total": total}
 
     def compact(self, tables: list[str] | None = None) -> None:

@@ -18,6 +18,15 @@ def size(n: int | None) -> str:
     return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
 
 
+def main_codec(codecs: dict[str, int]) -> str:
+    """The codec holding most of a table's bytes, with its share: "ZSTD(3) 92%"."""
+    if not codecs:
+        return "—"
+    name, nbytes = max(codecs.items(), key=lambda item: item[1])
+    total = sum(codecs.values())
+    return name if nbytes == total else f"{name} {nbytes / total:.0%}"
+
+
 def kept(row: dict) -> str:
     return "forever" if row.get("ttl") is None else f"{row['ttl_days']} d" if row.get("ttl_days") else row["ttl"]
 
@@ -32,6 +41,7 @@ STORAGE_COLUMNS = [
     Column("RATIO", lambda r: f"{r['uncompressed_bytes'] / r['compressed_bytes']:.1f}x" if r["compressed_bytes"] else "—",
            3, "num"),
     Column("ON DISK", lambda r: size(r["disk_bytes"]), 4, "num"),
+    Column("CODEC", lambda r: main_codec(r.get("codecs") or {}), 3, "text"),
 ]
 
 
@@ -42,7 +52,9 @@ def storage(settings: Settings, output: str) -> None:
     """Rows, compressed and uncompressed bytes and bytes per claim per table, with how long each is kept.
 
     Bytes per claim is a table's compressed bytes divided by the claims stored. KEPT is the TTL in
-    force on event time (settings: retention.raw_days, retention.aggregate_days). -o json prints the API's JSON.
+    force on event time (settings: retention.raw_days, retention.aggregate_days). CODEC is the codec of most
+    of its bytes: inserts write LZ4, merges ZSTD, so recent data costs more until it is merged.
+    -o json prints the API's JSON.
     """
     data = reach(settings, "/api/storage", {}, lambda c: c.repos.storage.report())
     if output == "json":

@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 from services.api.app import create_api
 from services.api.security import ApiPolicy
 from services.app.cli import main
-from services.app.cli.storage import STORAGE_COLUMNS, size
+from services.app.cli.storage import STORAGE_COLUMNS, main_codec, size
 from services.app.compose import build
 from services.app.settings import Settings
 from services.store.retention import Retention, RetentionKeeper
@@ -85,3 +85,11 @@ def test_without_an_api_it_reads_the_store_files(tmp_path):
 @pytest.mark.parametrize("n, text", [(0, "0 B"), (1023, "1023 B"), (1536, "1.5 KiB"), (5 * 2**20, "5.0 MiB")])
 def test_sizes_read_in_binary_units(n, text):
     assert size(n) == text
+
+
+def test_the_codec_column_names_the_codec_of_most_bytes(cli, client):
+    wide = {line.split()[0]: line for line in cli("-o", "wide", columns=200).splitlines()[2:]}
+    events = next(t for t in client.get("/api/storage").json()["tables"] if t["table"] == "events")
+    assert events["codecs"] and sum(events["codecs"].values()) == events["compressed_bytes"]
+    assert wide["events"].rstrip().endswith(main_codec(events["codecs"])) and wide["alerts"].rstrip().endswith("—")
+    assert main_codec({"ZSTD(3)": 300, "LZ4": 100}) == "ZSTD(3) 75%" and main_codec({}) == "—"

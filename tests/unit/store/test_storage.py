@@ -34,6 +34,9 @@ def test_the_report_counts_what_was_written(store):
     assert total["compressed_bytes"] == sum(t["compressed_bytes"] for t in report["tables"])
     assert total["bytes_per_claim"] == round(total["compressed_bytes"] / claims, 1)
     assert "schema_migrations" in tables and "claims_mv" not in tables  # views hold no data of their own
+    for t in report["tables"]:  # merged: each table's bytes in ZSTD
+        assert sum(t["codecs"].values()) == t["compressed_bytes"] and set(t["codecs"]) <= {"ZSTD(1)"}, t
+    assert total["codecs"] == {"ZSTD(1)": total["compressed_bytes"]}
 
 
 def test_the_report_shows_the_ttls_in_force(store):
@@ -64,6 +67,8 @@ def test_the_ingest_tables_merge_wide_and_their_merged_parts_are_zstd(store):
     writer.write(events[:20])
     writer.write(events[20:])
     assert codecs(store, "events") == codecs(store, "claims") == {"LZ4"}
+    reported = {t["table"]: t["codecs"] for t in StorageRepository(store).report()["tables"]}
+    assert set(reported["events"]) == set(reported["claims"]) == {"LZ4"}
     StorageRepository(store).compact(["events", "claims"])
     assert codecs(store, "events") == codecs(store, "claims") == {"ZSTD(1)"}
 
