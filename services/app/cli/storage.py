@@ -24,7 +24,7 @@ def main_codec(codecs: dict[str, int]) -> str:
         return "—"
     name, nbytes = max(codecs.items(), key=lambda item: item[1])
     total = sum(codecs.values())
-    return name if nbytes == total else f"{name} {nbytes / total:.0%}"
+    return name if nbytes == total else f"{name} {min(100 * nbytes // total, 99)}%"  # a rest is never shown as 100%
 
 
 def kept(row: dict) -> str:

@@ -111,6 +111,9 @@ def test_an_issue_lists_the_alerts_it_contributes_to(client):
     assert listed[0]["share"] == pytest.approx(explained["share"])
     page = client.get("/issues/iss-invented").text
     assert 'id="issue-alerts"' in page and ALERT_ID in page
+    # a share can pass 100%: the page says why, in the words the alerts page uses
+    note = "an issue that grew more than the route did is over 100%"
+    assert note in " ".join(page.split()) and note in " ".join(client.get("/alerts").text.split())
 
 
 def test_cli_alerts_show_carries_the_explanation(client, monkeypatch):

@@ -93,3 +93,4 @@ def test_the_codec_column_names_the_codec_of_most_bytes(cli, client):
     assert events["codecs"] and sum(events["codecs"].values()) == events["compressed_bytes"]
     assert wide["events"].rstrip().endswith(main_codec(events["codecs"])) and wide["alerts"].rstrip().endswith("—")
     assert main_codec({"ZSTD(3)": 300, "LZ4": 100}) == "ZSTD(3) 75%" and main_codec({}) == "—"
+    assert main_codec({"ZSTD(1)": 999, "LZ4": 1}) == "ZSTD(1) 99%" and main_codec({"LZ4": 5}) == "LZ4"
