@@ -26,15 +26,15 @@ class StorageRepository:
 
     def report(self) -> dict:
         """``claims`` stored, one entry per MergeTree table (largest first) and the ``total``."""
-        parts = {r["table"]: r for r in self.store.query(
-            "SELECT table, sum(rows) AS rows, sum(data_compressed_bytes) AS compressed, "
-            "sum(data_uncompressed_bytes) AS uncompressed, sum(bytes_on_disk) AS disk "
-            "FROM system.parts WHERE active AND database = currentDatabase() GROUP BY table")}
+        parts: dict[str, Counter] = {}
         codecs: dict[str, dict[str, int]] = {}
-        for r in self.store.query(
-                "SELECT table, default_compression_codec AS codec, sum(data_compressed_bytes) AS compressed "
-                "FROM system.parts WHERE active AND database = currentDatabase() GROUP BY table, codec "
-                "ORDER BY table, compressed DESC, codec"):
+        for r in self.store.query(  # one read of system.parts, by table and codec
+                "SELECT table, default_compression_codec AS codec, sum(rows) AS rows, "
+                "sum(data_compressed_bytes) AS compressed, sum(data_uncompressed_bytes) AS uncompressed, "
+                "sum(bytes_on_disk) AS disk FROM system.parts WHERE active AND database = currentDatabase() "
+                "GROUP BY table, codec ORDER BY table, compressed DESC, codec"):
+            parts.setdefault(r["table"], Counter()).update(
+                {key: int(r[key]) for key in ("rows", "compressed", "uncompressed", "disk")})
             codecs.setdefault(r["table"], {})[r["codec"]] = int(r["compressed"])
         ttls = RetentionKeeper(self.store).ttls()
         claims = int(parts.get(CLAIMS_TABLE, {}).get("rows", 0))
