@@ -6,7 +6,7 @@ from services.store.storage import StorageRepository
 from services.store.writer import EventWriter
 from services.ingest.records import DeadLetter
 from services.contract.decode import reject
-from tests.unit.store.test_store_backends import mixed_events
+from tests.unit.store.test_store_backends import make_event, mixed_events
 
 
 def test_the_report_counts_what_was_written(store):
@@ -80,3 +80,22 @@ def test_a_merge_of_at_least_16_mb_is_compressed_harder(store):
         store.command(f"INSERT INTO big SELECT number + {part} * 10000, randomPrintableASCII(1000) FROM numbers(10000)")
     store.command("OPTIMIZE TABLE big FINAL")
     assert codecs(store, "big") == {"ZSTD(3)"}
+
+
+def part_types(store, table: str) -> set[str]:
+    return {r["t"] for r in store.query("SELECT part_type AS t FROM system.parts WHERE active "
+                                        "AND database = currentDatabase() AND table = {t:String}", {"t": table})}
+
+
+def test_an_insert_of_more_than_10_mb_of_text_is_written_compact(store):
+    """Migration 024: the worker's inserts (about 13 MB of events each) are written in one file per part, not a
+    file and a 1 MiB buffer per column, which held about 180 MiB an insert."""
+    text = "The parcel left the depot on Monday and reaches the customer within three working days. " * 330
+    events = [make_event(n, "parcel-status", ("supported",), minute=10, answer={"text": f"{n} {text}"},
+                         claims=[{"text": f"{n}.{i} {text}", "verdict": "supported"} for i in range(3)])
+              for n in range(200)]
+    EventWriter(store).write(events)
+    written = store.query("SELECT table, sum(data_uncompressed_bytes) AS b FROM system.parts WHERE active "
+                          "AND database = currentDatabase() AND table IN ('events', 'claims') GROUP BY table")
+    assert {r["table"]: r["b"] > 10 << 20 for r in written} == {"events": True, "claims": True}
+    assert part_types(store, "events") == part_types(store, "claims") == {"Compact"}
