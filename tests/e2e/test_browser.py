@@ -235,6 +235,13 @@ def test_overview_route_and_alerts_pages_and_an_ack_through_the_ui(worker, sessi
     page = session.open("/routes/billing-faq")
     page.wait_for_selector("#route-chart .main-svg")  # Plotly drew the rate with its band
     assert "gen-2026-11" in page.locator("#versions").inner_text()
+    # marked on the chart: the new model only, not the versions the route's first events already carried, also
+    # where those events fall inside the first point's step (24 h: 15-minute points, the traffic began 160 min ago)
+    for window in ("6h", "24h"):
+        page = session.open(f"/routes/billing-faq?window={window}")
+        page.wait_for_selector("#route-chart .main-svg")
+        marked = page.evaluate("document.getElementById('route-chart').layout.annotations.map(a => a.text)")
+        assert marked == ["model=gen-2026-11"], (window, marked)
     session.shot("route")
 
     page = session.open("/alerts")

@@ -52,9 +52,12 @@
       shapes.push({ type: "rect", xref: "x", yref: "paper", x0: a.start, x1: a.end || d.end, y0: 0, y1: 1,
                     fillcolor: a.firing_at ? FIRING : PENDING, line: { width: 0 }, layer: "below" });
     });
-    var first = d.series.length ? d.series[0].minute : d.start;
-    d.versions.forEach(function (v) {
-      if (v.first_seen <= first) { return; }  // there from the start: not a change
+    var first = d.series.length ? Date.parse(d.series[0].minute) : Date.parse(d.start);
+    var seen = d.versions.map(function (v) { return Date.parse(v.first_seen); });
+    // the route's first events carried these (every value is listed, so the earliest is the route's first)
+    var original = d.versions_seen === d.versions.length ? Math.min.apply(null, seen) : null;
+    d.versions.forEach(function (v, i) {
+      if (seen[i] <= first || seen[i] === original) { return; }  // there from the start: not a change
       shapes.push({ type: "line", xref: "x", yref: "paper", x0: v.first_seen, x1: v.first_seen, y0: 0, y1: 1,
                     line: { color: "#9a6700", width: 1, dash: "dot" } });
       annotations.push({ x: v.first_seen, y: 1, xref: "x", yref: "paper", text: inert(v.key + "=" + v.value),
