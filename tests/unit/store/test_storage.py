@@ -50,9 +50,14 @@ def test_the_report_shows_the_ttls_in_force(store):
     assert tables["events"]["ttl"] == "toDateTime(observed_at) + toIntervalDay(14)"
 
 
-def codecs(store, table: str) -> set[str]:
-    return {r["c"] for r in store.query("SELECT default_compression_codec AS c FROM system.parts WHERE active "
+def of_parts(store, table: str, column: str) -> set[str]:
+    """The values of a ``system.parts`` column over ``table``'s active parts."""
+    return {r["v"] for r in store.query(f"SELECT {column} AS v FROM system.parts WHERE active "
                                         "AND database = currentDatabase() AND table = {t:String}", {"t": table})}
+
+
+def codecs(store, table: str) -> set[str]:
+    return of_parts(store, table, "default_compression_codec")
 
 
 def test_the_ingest_tables_merge_wide_and_their_merged_parts_are_zstd(store):
@@ -82,11 +87,6 @@ def test_a_merge_of_at_least_16_mb_is_compressed_harder(store):
     assert codecs(store, "big") == {"ZSTD(3)"}
 
 
-def part_types(store, table: str) -> set[str]:
-    return {r["t"] for r in store.query("SELECT part_type AS t FROM system.parts WHERE active "
-                                        "AND database = currentDatabase() AND table = {t:String}", {"t": table})}
-
-
 def test_an_insert_of_more_than_10_mb_of_text_is_written_compact(store):
     """Migration 024: the worker's inserts (about 13 MB of events each) are written in one file per part, not a
     file and a 1 MiB buffer per column, which held about 180 MiB an insert."""
@@ -98,4 +98,4 @@ def test_an_insert_of_more_than_10_mb_of_text_is_written_compact(store):
     written = store.query("SELECT table, sum(data_uncompressed_bytes) AS b FROM system.parts WHERE active "
                           "AND database = currentDatabase() AND table IN ('events', 'claims') GROUP BY table")
     assert {r["table"]: r["b"] > 10 << 20 for r in written} == {"events": True, "claims": True}
-    assert part_types(store, "events") == part_types(store, "claims") == {"Compact"}
+    assert of_parts(store, "events", "part_type") == of_parts(store, "claims", "part_type") == {"Compact"}
