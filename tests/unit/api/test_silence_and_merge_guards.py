@@ -58,10 +58,12 @@ def test_a_catastrophic_regex_is_decided_in_linear_time(world):
 
     before = sorted(timed_get()[0] for _ in range(3))[1]  # the request's own cost, without the pattern
     assert silence(client, "route=~(a|a)*b").status_code == 201
-    elapsed, alert = timed_get()
+    timed = sorted((timed_get() for _ in range(3)), key=lambda t: t[0])
+    elapsed, alert = timed[1]
     assert alert.status_code == 200 and alert.json()["silenced_by"] == []  # anchored: no b, no match
-    # a backtracking engine takes minutes on this route; RE2 adds well under 100 ms to the request
-    assert elapsed - before < 0.1, f"matching took {elapsed - before:.3f} s more than the request without it"
+    # a backtracking engine would not finish on this route (2^128 paths); RE2 adds milliseconds. The margin is
+    # wide because the suite shares two cores: one request here has taken 0.1 s longer than another
+    assert elapsed - before < 1.0, f"matching took {elapsed - before:.3f} s more than the request without it"
 
 
 def test_regex_is_anchored_and_counted_repetition_survives(world):
