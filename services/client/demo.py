@@ -80,9 +80,10 @@ def start_clean(var: Path, store: Path | None) -> str | None:
     Only what lies in ``var``: a store configured elsewhere is the user's and stays as it is.
     """
     inside = store is not None and store.resolve().is_relative_to(var.resolve())
-    earlier = [p for p in ([store] if inside else []) + [var / name for name in STATE] if _holds(p)]
-    if not earlier:
+    candidates = ([store] if inside else []) + [var / name for name in STATE]
+    if not any(map(_holds, candidates)):  # e.g. only Faust's empty scratch tree, as any worker run here leaves
         return None
+    earlier = [p for p in candidates if p.exists()]
     previous = var / PREVIOUS
     shutil.rmtree(previous, ignore_errors=True)
     previous.mkdir(parents=True)
@@ -92,7 +93,8 @@ def start_clean(var: Path, store: Path | None) -> str | None:
 
 
 def _holds(path: Path) -> bool:
-    return path.is_file() or (path.is_dir() and any(path.iterdir()))
+    """A file, or a directory with a file at any depth."""
+    return path.is_file() or (path.is_dir() and any(p.is_file() for p in path.rglob("*")))
 
 
 def chdb_dir(clickhouse: str) -> Path | None:

@@ -47,6 +47,16 @@ def test_a_fresh_or_empty_var_says_nothing_and_moves_nothing(tmp_path):
     assert start_clean(var, var / "clickhouse") is None and (var / "clickhouse").is_dir()
 
 
+def test_faust_scratch_alone_is_no_earlier_demo(tmp_path):
+    """Any worker run from here (the test suite's, `claimwatch up`) leaves Faust's empty table directories."""
+    var = tmp_path / "var"
+    (var / "faust" / "t1a61bd794f" / "v1" / "tables").mkdir(parents=True)
+    assert start_clean(var, var / "clickhouse") is None and (var / "faust" / "t1a61bd794f").is_dir()
+    (var / "demo-up.log").write_text("first run\n")  # with a file of an earlier run, the scratch moves with it
+    assert start_clean(var, var / "clickhouse") is not None
+    assert sorted(p.name for p in (var / PREVIOUS).iterdir()) == ["demo-up.log", "faust"]
+
+
 def test_a_store_outside_var_is_the_users_and_stays(tmp_path):
     var, theirs = tmp_path / "var", tmp_path / "their-store"
     earlier_demo(var)
