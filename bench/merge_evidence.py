@@ -23,6 +23,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
 from sklearn.metrics import normalized_mutual_info_score, roc_auc_score
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -80,20 +82,11 @@ def _boundary_strength(labels, linked, strength, a: int, b: int) -> float:
     return float(strength[across].mean()) if across.any() else 0.0
 
 
-def accept(labels: np.ndarray, pairs) -> np.ndarray:
-    """Labels after joining every pair, transitively (noise stays noise)."""
-    parent = np.arange(int(labels.max()) + 1)
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            i = parent[i]
-        return i
-
-    for a, b in pairs:
-        ra, rb = root(a), root(b)
-        parent[max(ra, rb)] = min(ra, rb)
-    roots = np.array([root(i) for i in range(len(parent))])
-    return np.where(labels < 0, labels, roots[np.maximum(labels, 0)])
+def accept(labels: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Labels after joining every pair (a[i], b[i]), transitively: each issue's connected component (noise stays)."""
+    found = int(labels.max()) + 1
+    _, component = connected_components(coo_matrix((np.ones(len(a)), (a, b)), shape=(found, found)), directed=False)
+    return np.where(labels < 0, labels, component[np.maximum(labels, 0)])
 
 
 def nmi(truth, labels) -> float:
@@ -133,7 +126,7 @@ def main() -> None:
             kept, most = 0, 0
             for name, run, intent, pairs in runs:
                 passing = (pairs[FIGURES[0]] >= floor) & (pairs[FIGURES[1]] >= least)
-                merged = accept(run.labels_, zip(pairs["a"][passing], pairs["b"][passing]))
+                merged = accept(run.labels_, pairs["a"][passing], pairs["b"][passing])
                 kept += nmi(intent, merged) >= nmi(intent, run.labels_)
                 if name.startswith(first):
                     most = max(most, len(set(merged[merged >= 0].tolist())))
