@@ -213,6 +213,13 @@ class IssueJobs:
                                               self.min_similarity)
         with self._swap:
             self.assigner = assigner
+        # An issue merged in this run still holds the claims the run did not read (older than its lookback, or
+        # assigned while it ran); they go to the survivor, as a merge by hand moves them. After the swap, so an
+        # assignment saved after the move was made by the new assigner or sees the swap (assign_new).
+        was_live = {r.issue_id for r in known if r.merged_into is None}
+        for record in records:
+            if record.merged_into and record.issue_id in was_live:
+                self.issues.move_members(record.issue_id, record.merged_into)
         self.run_mark = now
         summary = run.summary()
         log.info("re-clustered %d failing claims into %d issues (%d noise)", summary["claims"], summary["issues"],
@@ -264,6 +271,9 @@ class IssueJobs:
         claims, mark = self.issues.claims_ingested_after(self.mark, batch, skip=self.skipped.of(ONLINE_ASSIGNMENT))
         results = assigner.assign_many(claims) if claims else []
         self.issues.save_members(self._member_rows(claims, results, "online", now))
+        current = self.assigner  # a re-cluster that published meanwhile may have merged issues: its issues decide
+        if claims and current is not assigner:  # (the newest row of a claim wins)
+            self.issues.save_members(self._member_rows(claims, current.assign_many(claims), "online", now))
         if mark is not None:  # also past a batch whose claims were all skipped: it is not read again
             self.mark = mark
         return sum(1 for issue, _ in results if issue)
