@@ -217,9 +217,8 @@ class IssueJobs:
         # assigned while it ran); they go to the survivor, as a merge by hand moves them. After the swap, so an
         # assignment saved after the move was made by the new assigner or sees the swap (assign_new).
         was_live = {r.issue_id for r in known if r.merged_into is None}
-        for record in records:
-            if record.merged_into and record.issue_id in was_live:
-                self.issues.move_members(record.issue_id, record.merged_into)
+        self.issues.move_members({r.issue_id: r.merged_into for r in records
+                                  if r.merged_into and r.issue_id in was_live})
         self.run_mark = now
         summary = run.summary()
         log.info("re-clustered %d failing claims into %d issues (%d noise)", summary["claims"], summary["issues"],

@@ -256,7 +256,7 @@ class IssuesService:
             replace(target, triaged=True, history=target.history + ({"at": now, "event": "absorbed", "issue": issue_id,
                                                                       "by": by},)),
         ])
-        self.issues.move_members(issue_id, into)
+        self.issues.move_members({issue_id: into})
         return self.show(into)
 
     def _merged_target(self, issue_id: str, target: IssueRecord) -> str:

@@ -110,12 +110,16 @@ class IssueRepository(Generic[I, C]):
         version = self._version()
         return self.store.insert("issue_members", ({**ch_values(r), "assigned_at": version} for r in rows))
 
-    def move_members(self, issue_id: str, into: str) -> None:
-        """Every member of ``issue_id`` becomes a member of ``into`` (a merge)."""
+    def move_members(self, moves: Mapping[str, str]) -> None:
+        """Every member of each issue in ``moves`` becomes a member of the issue it maps to (merges), in one pass."""
+        if not moves:
+            return
+        sources = list(moves)
         self.store.command(
-            "INSERT INTO issue_members SELECT claim_key, {into:String}, probability, source, config_name, x, y, "
-            "observed_at, {at:DateTime64(6)} FROM issue_members FINAL WHERE issue_id = {src:String}",
-            {"into": into, "src": issue_id, "at": self._version()})
+            "INSERT INTO issue_members SELECT claim_key, transform(issue_id, {src:Array(String)}, "
+            "{into:Array(String)}, issue_id), probability, source, config_name, x, y, observed_at, "
+            "{at:DateTime64(6)} FROM issue_members FINAL WHERE issue_id IN {src:Array(String)}",
+            {"src": sources, "into": [moves[s] for s in sources], "at": self._version()})
 
     def member_counts(self) -> dict[str, dict]:
         """Per issue: claims assigned (batch + online), the first and last member's event time (observed_at, as

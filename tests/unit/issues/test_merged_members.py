@@ -79,3 +79,20 @@ def test_claims_assigned_while_a_rerun_merges_their_issue_end_in_the_survivor(st
     late = held(store, "late-")
     assert set(late) == {f"late-{i}:0" for i in range(8)}
     assert second.issue_id not in late.values() and first.issue_id in late.values()
+
+
+def test_moving_members_moves_each_claims_newest_assignment_only(store):
+    from services.issues.records import issue_repository
+
+    issues, now = issue_repository(store), utcnow()
+
+    def assign(pairs):
+        issues.save_members([{"claim_key": key, "issue_id": issue, "probability": 0.5, "source": "online",
+                              "config_name": "c", "x": 0.0, "y": 0.0, "observed_at": now} for key, issue in pairs])
+
+    assign([("e1:0", "iss-a"), ("e2:0", "iss-a"), ("e3:0", "iss-b"), ("e4:0", "iss-c"), ("e5:0", "iss-a")])
+    assign([("e5:0", "iss-d")])  # re-assigned since: no longer iss-a's
+    issues.move_members({"iss-a": "iss-c", "iss-b": "iss-c"})
+    assert held(store, "e") == {"e1:0": "iss-c", "e2:0": "iss-c", "e3:0": "iss-c", "e4:0": "iss-c", "e5:0": "iss-d"}
+    issues.move_members({})  # nothing merged: nothing written
+    assert store.query("SELECT count() AS n FROM issue_members")[0]["n"] == 9
