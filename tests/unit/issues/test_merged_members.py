@@ -10,9 +10,13 @@ from tests.unit.issues.test_recluster_schedule import land, small_jobs
 from tests.unit.issues.test_window_focus import held
 
 
-def split_in_two(jobs, now):
-    """The larger issue stored as two halves of one failure (as an earlier run could have left it): ``first``
-    older, so the next run continues it and merges ``second`` into it."""
+def split_in_two(store):
+    """Jobs over one re-clustered store whose larger issue is stored as two halves of one failure (as an earlier run
+    could have left it): ``first`` older, so the next run continues it and merges ``second`` into it."""
+    now = utcnow()
+    land(store, "calm-", 48, now - timedelta(minutes=5))
+    jobs = small_jobs(store)
+    jobs.recluster(now)
     first = max(jobs.issues.load(), key=lambda r: r.size)
     sample = first.member_sample
     first_half = replace(first, member_sample=sample[::2])
@@ -22,7 +26,7 @@ def split_in_two(jobs, now):
     jobs.issues.save_members([{"claim_key": key, "issue_id": second.issue_id, "probability": 1.0, "source": "batch",
                                "config_name": jobs.config.name, "x": 0.0, "y": 0.0, "observed_at": now}
                               for key in sample[1::2]])
-    return first_half, second
+    return jobs, now, first_half, second
 
 
 def merged_into(jobs, issue_id: str) -> str | None:
@@ -30,11 +34,7 @@ def merged_into(jobs, issue_id: str) -> str | None:
 
 
 def test_claims_a_rerun_did_not_read_follow_their_merged_issue_to_the_survivor(store):
-    now = utcnow()
-    land(store, "calm-", 48, now - timedelta(minutes=5))
-    jobs = small_jobs(store)
-    jobs.recluster(now)
-    first, second = split_in_two(jobs, now)
+    jobs, now, first, second = split_in_two(store)
     land(store, "old-", 2, now - timedelta(hours=3))  # before the one-hour lookback: the next run will not read them
     jobs.issues.save_members([{"claim_key": f"old-{i}:0", "issue_id": issue.issue_id, "probability": 0.9,
                                "source": "online", "config_name": jobs.config.name, "x": 0.0, "y": 0.0,
@@ -62,11 +62,7 @@ class RerunWhileAssigning:
 def test_claims_assigned_while_a_rerun_merges_their_issue_end_in_the_survivor(store):
     from clustering.assign import OnlineAssigner
 
-    now = utcnow()
-    land(store, "calm-", 48, now - timedelta(minutes=5))
-    jobs = small_jobs(store)
-    jobs.recluster(now)
-    first, second = split_in_two(jobs, now)
+    jobs, now, first, second = split_in_two(store)
     others = [r for r in jobs.issues.load() if r.issue_id != first.issue_id]
     stale = OnlineAssigner.from_issues(others, jobs.vectorizer_for(jobs.embedder), jobs.config.name,
                                        jobs.min_similarity)
