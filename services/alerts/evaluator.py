@@ -235,7 +235,11 @@ class AlertEvaluator:
         start = minute - timedelta(minutes=view.window_minutes - 1)
         found = next((r for r in rejected_routes(self.rates.store, start, minute) if r["route"] == route), None)
         if found is not None:
-            details.update(top_rule=found["rule"], top_rule_count=found["rule_count"],
+            # The rule's share of the window's dead letters, of the ones the detector counted: a dead letter that
+            # lands after its minute was evaluated is in the store's count but not the alert's, and the page must
+            # not say "416 of 416 events dead-lettered; top rule (419 events)".
+            counted = details.get("rejected", found["rejected"])
+            details.update(top_rule=found["rule"], top_rule_count=round(found["rule_count"] * counted / found["rejected"]),
                            sample_reason=found["sample"]["reason"], sample_source=found["sample"]["source"])
         return replace(view, details=details)
 
