@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 system-deps:
-	@missing=""; for b in prometheus-alertmanager prometheus chromium; do command -v $$b >/dev/null || missing="$$missing $$b"; done; \
+	@missing=""; for b in $(DEBS); do command -v $$b >/dev/null || missing="$$missing $$b"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(DEBS) >/dev/null; \

@@ -239,7 +239,8 @@ class AlertEvaluator:
             # lands after its minute was evaluated is in the store's count but not the alert's, and the page must
             # not say "416 of 416 events dead-lettered; top rule (419 events)".
             counted = details.get("rejected", found["rejected"])
-            details.update(top_rule=found["rule"], top_rule_count=round(found["rule_count"] * counted / found["rejected"]),
+            details.update(top_rule=found["rule"],
+                           top_rule_count=round(found["rule_count"] / found["rejected"] * counted),
                            sample_reason=found["sample"]["reason"], sample_source=found["sample"]["source"])
         return replace(view, details=details)
 
