@@ -6,9 +6,15 @@ are at cosine >= 0.6 is a candidate; it is "one intent" when both issues' common
 Printed: each figure's ROC AUC over the candidates (0.5 is chance), then, for a grid of rules "similarity >= S
 and link ratio >= L", accepting every pair that passes (joined transitively, as merge_groups joins them): the
 runs where NMI is not lower, and the most issues any run of the first dataset keeps, against 1.3x its intents.
+Last, whether the close pairs (similarity >= 0.7) are two modes of density or one mode cut in two: the share whose
+claims, projected on the line between the two centroids, are bimodal by Hartigan's dip test (p < 0.05; a cut
+through one mode projects as one mode).
 
     python bench/merge_evidence.py                   # BANKING77 test and CLINC150 test, UMAP seeds 42,1,2,3
     python bench/merge_evidence.py --data /work/shared/data/clinc150.jsonl --splits val --seeds 42
+    python bench/merge_evidence.py --model /path/to/all-mpnet-base-v2 --backend torch   # another model's space
+
+The dip test needs the bench extra: pip install -e '.[bench]'.
 
 Figures: centroid cosine; the link ratio over each claim's 15 nearest claims (shipped) and over 30; the mean
 HDBSCAN membership strength of the claims linked across the pair (a cut through one dense failure leaves
@@ -30,9 +36,14 @@ from sklearn.metrics import normalized_mutual_info_score, roc_auc_score
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.clustering import NOW, claims_of, load  # noqa: E402
 from clustering.config import DEFAULT_CONFIG  # noqa: E402
-from clustering.embed import CachedEmbedder, MemoryEmbeddingCache, SentenceTransformerEmbedder  # noqa: E402
+from clustering.embed import BACKENDS, CachedEmbedder, MemoryEmbeddingCache, SentenceTransformerEmbedder  # noqa: E402
 from clustering.neighbours import K, link_counts, link_ratios  # noqa: E402
 from clustering.pipeline import IssuePipeline  # noqa: E402
+
+try:
+    from diptest import diptest
+except ImportError:
+    sys.exit("bench/merge_evidence.py needs the dip test: pip install -e '.[bench]'")
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
 DATA = [FIXTURES / "banking77" / "banking77-test.jsonl", FIXTURES / "clinc150" / "clinc150-test.jsonl"]
@@ -82,6 +93,14 @@ def _boundary_strength(labels, linked, strength, a: int, b: int) -> float:
     return float(strength[across].mean()) if across.any() else 0.0
 
 
+def bimodal(vectors: np.ndarray, labels: np.ndarray, a: int, b: int) -> bool:
+    """Whether a's and b's claims, projected on the line between their centroids, form two modes (dip test)."""
+    first, second = vectors[labels == a], vectors[labels == b]
+    axis = first.mean(axis=0) - second.mean(axis=0)
+    projected = np.concatenate([first, second]) @ (axis / np.linalg.norm(axis))
+    return diptest(projected)[1] < 0.05
+
+
 def accept(labels: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Labels after joining every pair (a[i], b[i]), transitively: each issue's connected component (noise stays)."""
     found = int(labels.max()) + 1
@@ -98,16 +117,18 @@ def main() -> None:
     parser.add_argument("--data", type=Path, nargs="+", default=DATA)
     parser.add_argument("--splits", default="test")
     parser.add_argument("--seeds", default="42,1,2,3")
+    parser.add_argument("--model", default=DEFAULT_CONFIG.model, help="a sentence-transformers directory")
+    parser.add_argument("--backend", default=DEFAULT_CONFIG.backend, choices=BACKENDS)
     args = parser.parse_args()
-    embedder = CachedEmbedder(SentenceTransformerEmbedder(DEFAULT_CONFIG.model, backend=DEFAULT_CONFIG.backend),
-                              MemoryEmbeddingCache())
+    config = replace(DEFAULT_CONFIG, model=args.model, backend=args.backend)
+    embedder = CachedEmbedder(SentenceTransformerEmbedder(config.model, backend=config.backend), MemoryEmbeddingCache())
     runs = []
     for path in args.data:
         for split in args.splits.split(","):
             rows = load(path, split)
             intent_of = {r["id"]: r["intent"] for r in rows}
             for seed in (int(s) for s in args.seeds.split(",")):
-                run = IssuePipeline.from_config(replace(DEFAULT_CONFIG, random_state=seed), embedder).fit(
+                run = IssuePipeline.from_config(replace(config, random_state=seed), embedder).fit(
                     claims_of(rows), NOW)
                 intent = [intent_of[i] for i in run.ids]
                 runs.append((f"{path.stem}/{split}/{seed}", run, intent, candidates(run, intent)))
@@ -132,6 +153,15 @@ def main() -> None:
                     most = max(most, len(set(merged[merged >= 0].tolist())))
             cells.append(f"L {least:.2f}: {kept:>2}, {most:>3}")
         print(f"  S {floor:.1f}  " + "   ".join(cells))
+    print("\npairs at similarity >= 0.7 whose claims form two modes along the line between the centroids (dip test)")
+    for name, run, _, pairs in runs:
+        close = pairs[FIGURES[0]] >= 0.7
+        shares = []
+        for one in (True, False):
+            chosen = close & (pairs["one"] == one)
+            modes = [bimodal(run.vectors_, run.labels_, x, y) for x, y in zip(pairs["a"][chosen], pairs["b"][chosen])]
+            shares.append(f"{'one' if one else 'two'} intent {sum(modes):>3} of {len(modes):>3}")
+        print(f"  {name:<32} " + "   ".join(shares))
 
 
 if __name__ == "__main__":
