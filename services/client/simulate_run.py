@@ -108,6 +108,12 @@ def _progress(console: Console, label: str) -> Progress:
                     TimeRemainingColumn(), console=console)
 
 
+def send_after(minute: int, seconds_per_minute: float) -> float:
+    """Real seconds after the start at which simulated minute ``minute`` is sent: once it is over, as a live
+    producer reports what has happened, so no event arrives before its own event time."""
+    return (minute + 1) * seconds_per_minute
+
+
 def run_simulation(request: SimulationRequest, settings, out: Path | None, speed: float, console: Console,
                    control: TrafficControl | None = None) -> int:
     events = generate(request.scenario, request.start, request.minutes, request.seed)
@@ -136,8 +142,7 @@ def run_simulation(request: SimulationRequest, settings, out: Path | None, speed
                 if sim.minute != minute:
                     minute = sim.minute
                     progress.update(task, completed=minute)
-                    # Pace: simulated minute m is sent at m * 60/speed real seconds after the start.
-                    delay = began + minute * seconds_per_minute - time.monotonic()
+                    delay = began + send_after(minute, seconds_per_minute) - time.monotonic()
                     if delay > 0:
                         producer.flush()
                         time.sleep(delay)

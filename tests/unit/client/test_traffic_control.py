@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import orjson
 
-from services.client.simulate_run import UNREAD_SCHEMA, TrafficControl
+from services.client.simulate import generate
+from services.client.simulate_run import UNREAD_SCHEMA, SimulationRequest, TrafficControl, send_after
+from services.contract.model import parse_timestamp
 
 EVENT = orjson.dumps({"schema": "claimwatch.verdict/v1", "route": "billing-faq", "event_id": "e1"})
 
@@ -30,3 +32,17 @@ def test_a_half_written_file_keeps_what_was_in_force(tmp_path):
     (tmp_path / "control.json").write_bytes(b'{"stopped": ["a"')
     control.refresh()
     assert control.stopped == frozenset({"a"})
+
+
+def test_live_traffic_sends_each_event_after_its_own_time_and_within_a_minute_of_it():
+    """An event sent before its event time shows as 'last seen in 30s' on an issue. The simulator's late and
+    duplicate deliveries are meant to be later."""
+    request = SimulationRequest.build(3, seed=5, start="2026-11-30T01:00:00Z", regression_at=0,
+                                      corpus_change_at="none", bad_fraction=0.0, scale=1.0)
+    sent = [sim for sim in generate(request.scenario, request.start, request.minutes, request.seed) if sim.event]
+    lag = {id(sim): send_after(sim.minute, 60.0) - (parse_timestamp(sim.event["observed_at"]) - request.start)
+           .total_seconds() for sim in sent}
+    on_time = [lag[id(sim)] for sim in sent if not (sim.late or sim.duplicate)]
+    assert len(on_time) > 100 and len(on_time) < len(sent)
+    assert min(lag.values()) >= 0
+    assert max(on_time) <= 60
