@@ -21,6 +21,7 @@ from services.store.writer import EventWriter
 from services.app.broker import EmbeddedBroker, create_topics
 from tests.support.envelopes import events_of
 from tests.support.topics import read_topic
+from tests.support.waiting import wait_until
 
 PARTITIONS = 4
 ROUTES = ["billing-faq", "parcel-status", "returns", "plans/annual", "search:v2"]
@@ -160,6 +161,9 @@ def test_freezing_the_broker_mid_send_loses_and_duplicates_nothing(broker, topic
         for i in range(20_000, 30_000):
             sent_ids.append(producer.send(make_event(i)))
             if i == 23_000:
+                # Mid-send: once a delivery shows the producer id was fetched. kafka-python takes a timed-out
+                # producer id request as fatal, so a freeze before it would fail every send (see the docs page).
+                wait_until(lambda: producer.delivered, 60, "a first delivery before the freeze")
                 broker.freeze()
                 threading.Timer(4.0, broker.thaw).start()
         producer.flush()
