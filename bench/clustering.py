@@ -256,6 +256,7 @@ def main() -> None:
     parser.add_argument("--scale", type=int, default=0)
     parser.add_argument("--no-kmeans", action="store_true")
     parser.add_argument("--config", default=DEFAULT_CONFIG.name, choices=sorted(CONFIGS))
+    parser.add_argument("--model", help="a sentence-transformers directory in place of the configuration's model")
     parser.add_argument("--demo", type=int, default=0, metavar="MINUTES",
                         help=f"simulated demo traffic of MINUTES minutes (the demo sends {HISTORY_MINUTES})")
     parser.add_argument("--seed", type=int, default=7, help="simulation seed for --demo")
@@ -263,6 +264,8 @@ def main() -> None:
                         help="UMAP random_state values to run each split with (default: the configuration's)")
     args = parser.parse_args()
     config = get_config(args.config)
+    if args.model:
+        config = replace(config, model=args.model)
     if not args.data.is_file():
         sys.exit(f"{args.data} not found; pass --data PATH/clinc150.jsonl")
     uncached = SentenceTransformerEmbedder(config.model, backend=args.backend)
