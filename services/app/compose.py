@@ -150,7 +150,7 @@ def build(settings: Settings, store: Store, clock: Callable[[], datetime] = utcn
     explainer = AlertExplainer(repos.issues, repos.rates, base_url=settings.external_url,
                                baseline_minutes=settings.drift.baseline_minutes)
     issues = IssuesService(repos.issues, repos.rates, repos.alerts, base_url=settings.external_url, clock=clock,
-                           baseline_minutes=settings.drift.baseline_minutes, explainer=explainer,
+                           explainer=explainer,
                            distinct=DistinctQuestions(repos.evalset, embedder.embed).pick,
                            owners=owner_rules(settings),
                            runbook=IssueRunbooks(RunbookRenderer(), settings.external_url, cli))

@@ -3,7 +3,7 @@
 Times are event times (the members' ``observed_at``), never when clustering ran. Rates are the route's
 *current* rate over a window that ends where the overview's does (``RateRepository.window_end``):
 the open alert's window when the route has an alert, else ``DEFAULT_WINDOW_MINUTES``. Each route is paired
-with its own baseline: its alert's, else the route's own rate over the minutes before the window.
+with its own baseline: its alert's, else the drift detector's trailing level for it (what an alert would carry).
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Mapping
 
+from services.alerts.expectations import Expectation
 from services.alerts.explain import explainable
 from services.alerts.lifecycle import Alert
 from services.rates.intervals import Counts, ratio_interval
@@ -124,7 +125,7 @@ def _rank(alert: Alert, preferred: str | None) -> tuple:
 
 
 def route_figure(rates: RateRepository, route: str, members: int, share: float, own: bool, alert: Alert | None,
-                 end: datetime | None, baseline_minutes: int) -> RouteFigure:
+                 end: datetime | None, expectation: Expectation | None) -> RouteFigure:
     window = int(alert.window) if alert is not None and alert.window else DEFAULT_WINDOW_MINUTES
     c = Counts.zero()
     if end is not None:
@@ -133,18 +134,11 @@ def route_figure(rates: RateRepository, route: str, members: int, share: float, 
     interval = ratio_interval(c) if c.claims else None
     if alert is not None and alert.baseline is not None:
         baseline, source = alert.baseline, f"alert {alert.alert_id}"
-    elif end is None:
-        baseline, source = None, "no rates stored yet"
+    elif expectation is not None and expectation.baseline is not None:
+        baseline, source = expectation.baseline, f"the drift detector's trailing level for {route}"
     else:
-        before = Counts.zero()
-        before_end = end - timedelta(minutes=window)
-        for row in rates.totals("", timedelta(minutes=baseline_minutes), before_end, route):
-            before += Counts.from_row(row)
-        if before.claims:
-            baseline, source = before.rate, f"{route}, the {baseline_minutes} minutes before the window"
-        else:
-            baseline, source = None, (f"no baseline: {route} had no checkable claims in the {baseline_minutes} "
-                                      "minutes before the window")
+        baseline, source = None, (f"no baseline yet ({expectation.basis})" if expectation is not None else
+                                  f"no baseline yet: the drift evaluator has not evaluated {route}")
     return RouteFigure(route, members, share, own, window, end, c.rate, interval.lo if interval else None,
                        interval.hi if interval else None, c.claims, baseline, source,
                        alert.alert_id if alert else None, alert.severity if alert else None,
@@ -161,9 +155,11 @@ def signal_figures(events: dict) -> SignalFigures:
 
 
 def issue_figures(issue_id: str, span: dict, breakdown: list[dict], events: dict, rates: RateRepository,
-                  open_alerts: list[Alert], baseline_minutes: int, alert_id: str | None = None) -> IssueFigures:
+                  open_alerts: list[Alert], expectations: Mapping[str, Expectation],
+                  alert_id: str | None = None) -> IssueFigures:
     """``span``: IssueRepository.member_span; ``breakdown``: .member_breakdown; ``events``: .member_events;
-    ``alert_id``: the alert the reader came from, which its route's figures are measured against."""
+    ``expectations``: the detector's, as published (services/alerts/expectations.py); ``alert_id``: the alert the
+    reader came from, which its route's figures are measured against."""
     verdicts: Counter = Counter()
     per_route: Counter = Counter()
     for row in breakdown:
@@ -177,7 +173,7 @@ def issue_figures(issue_id: str, span: dict, breakdown: list[dict], events: dict
     for i, (route, n) in enumerate(ranked):
         share = n / counted if counted else 0.0
         own = i == 0 or share >= OWN_ROUTE_SHARE
-        routes.append(route_figure(rates, route, n, share, own, alert_of.get(route), end, baseline_minutes))
+        routes.append(route_figure(rates, route, n, share, own, alert_of.get(route), end, expectations.get(route)))
     own_alerts = tuple(alert_of[r.route] for r in routes if r.own and r.route in alert_of)
     severity = ("critical" if any(a.severity == "critical" for a in own_alerts)
                 else "warning" if own_alerts else "none")

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 from typing import Callable
 
 from clustering.issue import IssueRecord
-from services.alerts.config import DetectorConfig
+from services.alerts.expectations import published
 from services.alerts.explain import AlertExplainer, alert_window, explainable
 from services.alerts.records import AlertRecords
 from services.core.clock import utcnow
@@ -25,7 +25,7 @@ SORTS = {"priority", "last_seen", "first_seen", "count", "name"}
 class IssuesService:
     def __init__(self, issues: IssueRecords, rates: RateRepository, alerts: AlertRecords,
                  base_url: str = "http://127.0.0.1:8080",
-                 clock: Callable[[], datetime] = utcnow, baseline_minutes: int = DetectorConfig.baseline_minutes,
+                 clock: Callable[[], datetime] = utcnow,
                  explainer: AlertExplainer | None = None,
                  distinct: Callable[[list[str], list[str], int], list[int]] | None = None,
                  owners: OwnerRules | None = None, runbook: Callable[..., str] | None = None):
@@ -33,7 +33,6 @@ class IssuesService:
         self.explainer = explainer
         # (event ids, questions, limit) -> the indices a promote command can propose together (services/evalset)
         self.distinct = distinct  # the alerts an issue contributes to, with its share of each one's excess
-        self.baseline_minutes = baseline_minutes
         self.issues = issues
         self.rates = rates
         self.alerts = alerts
@@ -126,7 +125,7 @@ class IssuesService:
         ``alert_id``: the alert the reader came from, whose route's figures it gives."""
         return issue_figures(issue_id, self.issues.member_span(issue_id), self.issues.member_breakdown(issue_id),
                              self.issues.member_events(issue_id), self.rates, self.alerts.open_alerts(),
-                             self.baseline_minutes, alert_id)
+                             published(self.alerts), alert_id)
 
     @staticmethod
     def figures_json(figures: IssueFigures, exemplars: list[dict], source: str = "") -> dict:

@@ -4,7 +4,7 @@ report the same numbers for the same issue, in event time, each route paired wit
 Reuses the simulated world of test_api (its own copy: this module adds an issue of its own on top) and adds
 ``iss-bulk``: 640 failing claims on bulk-faq (more than the 500 members the runbook once sampled), spread
 over two hours of event time, plus 4 claims on minor-route (with sycophancy signals and a critical alert)
-and 3 on quiet-route (no alert, no baseline). The clustering run that stored it ran hours later.
+and 3 on quiet-route (no alert; no baseline until the drift detector publishes one). The clustering run that stored it ran hours later.
 """
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ import orjson
 import pytest
 
 from clustering.issue import IssueRecord
+from services.alerts.detector import DriftDetector
+from services.alerts.expectations import CHECKPOINT, publish
 from services.alerts.lifecycle import Alert
 from services.alerts.records import alert_repository
 from services.app.cli.evalset import _figure
@@ -24,7 +26,7 @@ from services.contract.decode import Decoder
 from services.contract.model import FAILED_VERDICTS
 from services.evalset.metrics import ItemOutcome, faithfulness
 from services.issues.records import issue_repository
-from services.rates.intervals import Interval
+from services.rates.intervals import Counts, Interval
 from services.store.convert import ch_time
 from services.store.writer import EventWriter
 from tests.unit.api.test_api import AUTH, START, client_for, world  # noqa: F401  (world is a fixture)
@@ -168,7 +170,8 @@ def test_each_route_is_paired_with_its_own_baseline_and_only_own_routes_set_seve
     assert by_route["minor-route"]["rate"] == pytest.approx(minor_rate) and by_route["minor-route"]["baseline"] == 0.065
     assert not by_route["minor-route"]["own"] and by_route["bulk-faq"]["own"]
     quiet = by_route["quiet-route"]
-    assert quiet["baseline"] is None and quiet["baseline_source"].startswith("no baseline: quiet-route had no")
+    assert quiet["baseline"] is None
+    assert quiet["baseline_source"] == "no baseline yet: the drift evaluator has not evaluated quiet-route"
     # minor-route's critical alert is not this issue's: severity comes from bulk-faq's warning.
     assert detail["severity"] == "warning" and detail["alert_ids"] == ["a-bulk"]
     assert "**Severity:** warning" in runbook and "severity warning" in page
@@ -176,6 +179,30 @@ def test_each_route_is_paired_with_its_own_baseline_and_only_own_routes_set_seve
     rows = element(page, "route-figures", "</table>")
     assert f"minor-route (minor: its alerts do not set this issue's severity) 4 {pct(minor_rate)}" in rows
     assert "6.5% alert a-minor" in rows
+
+
+def test_a_route_without_an_alert_is_paired_with_the_drift_detectors_trailing_level(client, bulk):
+    """The level `claimwatch rates` sets the route beside (learning: expected is the trailing level), not a
+    rate of the issue's own over some other span."""
+    alerts = alert_repository(bulk[0].store)
+    detector = DriftDetector()
+    for minute in range(150):  # two finished hours of quiet-route: a learning level of 3%
+        detector.update(Counts.from_row({"events": 30, "claims": 100, "failed": 3}), START + timedelta(minutes=minute))
+    saved = alerts.checkpoint(CHECKPOINT)
+    publish(alerts, {"quiet-route": detector}, START + timedelta(minutes=149))
+    try:
+        detail = client.get("/api/issues/iss-bulk").json()
+        runbook = client.get("/api/issues/iss-bulk/runbook", params={"format": "md"}).text
+        page = client.get("/issues/iss-bulk").text
+        rates = {r["route"]: r for r in client.get("/api/rates", params={"window": "30m"}).json()}
+    finally:
+        alerts.set_checkpoint(CHECKPOINT, saved or "")
+    quiet = next(r for r in detail["route_figures"] if r["route"] == "quiet-route")
+    assert quiet["baseline"] == pytest.approx(0.03) == pytest.approx(detector.regression.baseline)
+    assert quiet["baseline"] == pytest.approx(rates["quiet-route"]["expected"])
+    assert quiet["baseline_source"] == "the drift detector's trailing level for quiet-route"
+    assert re.search(r"\| quiet-route \(minor\) \| [^|]+ \| [^|]+ \| 3 \| 3\.0% \|", runbook)
+    assert "3.0% the drift detector's trailing level for quiet-route" in element(page, "route-figures", "</table>")
 
 
 def test_signals_the_issues_events_did_not_carry_are_not_shown(client):
