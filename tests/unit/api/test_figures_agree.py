@@ -182,8 +182,8 @@ def test_each_route_is_paired_with_its_own_baseline_and_only_own_routes_set_seve
 
 
 def test_a_route_without_an_alert_is_paired_with_the_drift_detectors_trailing_level(client, bulk):
-    """The level `claimwatch rates` sets the route beside (learning: expected is the trailing level), not a
-    rate of the issue's own over some other span."""
+    """The detector's trailing level, the figure an alert on the route would carry as its baseline, not a rate
+    over some other span; while learning, with no mix of slices to adjust for, `claimwatch rates` expects it too."""
     alerts = alert_repository(bulk[0].store)
     detector = DriftDetector()
     for minute in range(150):  # two finished hours of quiet-route: a learning level of 3%
