@@ -49,12 +49,12 @@ class Summary:
     rate: float
     lo: float
     hi: float
-    baseline: float | None
+    expected: float | None                      # what the drift detector expects of the route now
     claims: int                                 # checkable claims behind the rate
     breakdown: Mapping[str, int] = field(default_factory=dict)   # verdict -> failing claims
     route: str = ""                             # the route the rate is of ("" = the affected traffic)
     window_minutes: int | None = None           # the rate is the route's current rate over this window
-    baseline_source: str = ""                   # where the baseline comes from, or why there is none
+    expected_source: str = ""                   # where the expectation comes from, or why there is none
     alert_rate: float | None = None             # the rate the route's alert recorded
     counted: int | None = None                  # members behind the breakdown, when fewer than the issue's
 
@@ -84,8 +84,8 @@ class RouteImpact:
     lo: float
     hi: float
     failing_claims: int
-    baseline: float | None = None               # this route's own baseline
-    baseline_source: str = ""
+    expected: float | None = None               # what the drift detector expects of this route now
+    expected_source: str = ""
     own: bool = True                            # False: under 10% of the claims; its alerts do not count
 
 

@@ -41,7 +41,7 @@ def build_context(record: IssueRecord, figures: IssueFigures, exemplars: list[di
     ``cli``: how the reader runs claimwatch (services/core/command.py)."""
     evidence = {eid: orjson.loads(d["evidence"] or "[]") for eid, d in details.items()}
     chosen = [{**m, "answer_text": details.get(m.get("event_id"), {}).get("answer_text", "")} for m in exemplars]
-    impacts = tuple(RouteImpact(r.route, r.rate, r.lo, r.hi, r.members, r.baseline, r.baseline_source, r.own)
+    impacts = tuple(RouteImpact(r.route, r.rate, r.lo, r.hi, r.members, r.expected, r.expected_source, r.own)
                     for r in figures.routes)
     top = figures.headline
     open_alerts = list(figures.alerts)
@@ -57,9 +57,9 @@ def build_context(record: IssueRecord, figures: IssueFigures, exemplars: list[di
                         figures.first_seen or record.first_seen, figures.last_seen or record.last_seen, figures.count,
                         tuple(n for _, n in figures.hourly)),
         summary=Summary(top.rate if top else None, top.lo if top else None, top.hi if top else None,
-                        top.baseline if top else None, top.claims if top else 0, dict(figures.verdicts),
+                        top.expected if top else None, top.claims if top else 0, dict(figures.verdicts),
                         route=top.route if top else "", window_minutes=top.window_minutes if top else None,
-                        baseline_source=top.baseline_source if top else "no route has been attributed yet",
+                        expected_source=top.expected_source if top else "no route has been attributed yet",
                         alert_rate=top.alert_rate if top else None,
                         counted=figures.verdicts_counted if figures.verdicts_counted < figures.count else None),
         timeline=tuple(sorted(timeline, key=lambda t: t.at)),

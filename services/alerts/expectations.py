@@ -1,6 +1,6 @@
 """Each route's rate beside what the drift detector expects of it now: the overview, `claimwatch rates`,
 the route page and ``GET /api/rates`` all compare through here, so their figures agree. An issue's routes without
-an alert take their baseline from here too (services/issues/figures.py), as alerts carry the detector's.
+an open alert are set beside the same expectation (services/issues/figures.py).
 
 The evaluator publishes, after every evaluation, each route's expectation: its regression view's
 ``expected``, the time-of-day expectation an alert on the route carries as ``expected`` (over the
@@ -42,15 +42,13 @@ class Expectation:
     expected: float | None
     basis: str          # why it is what it is (the alert's ``expected_basis``), or why there is none
     learning: bool      # under a day of history: a recent level, no time-of-day profile yet
-    baseline: float | None = None  # the trailing level, as an alert on the route carries it as ``baseline``
 
     @classmethod
     def of(cls, view) -> "Expectation":
         """From a detector's RouteView (services/alerts/detector.py)."""
         if view.expected is not None:
-            return cls(view.expected, view.expected_basis, view.learning, view.baseline)
-        return cls(None, NO_HISTORY if view.baseline is None else NO_CLAIMS, view.baseline is None or view.learning,
-                   view.baseline)
+            return cls(view.expected, view.expected_basis, view.learning)
+        return cls(None, NO_HISTORY if view.baseline is None else NO_CLAIMS, view.baseline is None or view.learning)
 
 
 def publish(checkpoints: Checkpoints, detectors: Mapping[str, object], minute: datetime) -> None:

@@ -156,7 +156,7 @@ def explanation_text(explanation: AlertExplanation, external_url: str, n: int = 
         parts.append(f"{_pct(other.share)} {other.name}")
     parts.append(f"{_pct(explanation.unclustered.share)} unclustered")
     pending = f" Still {explanation.status}; the issues fill in within seconds." if explanation.status else ""
-    return (f"{explanation.excess:.0f} failing claims above baseline ({explanation.failed} of {explanation.claims} "
+    return (f"{explanation.excess:.0f} failing claims more than expected ({explanation.failed} of {explanation.claims} "
             f"claims since {explanation.start.isoformat()}): " + "; ".join(parts) + "." + pending)
 
 

@@ -2,8 +2,10 @@
 
 Times are event times (the members' ``observed_at``), never when clustering ran. Rates are the route's
 *current* rate over a window that ends where the overview's does (``RateRepository.window_end``):
-the open alert's window when the route has an alert, else ``DEFAULT_WINDOW_MINUTES``. Each route is paired
-with its own baseline: its alert's, else the drift detector's trailing level for it (what an alert would carry).
+the open alert's window when the route has an alert, else ``DEFAULT_WINDOW_MINUTES``. Each route is set beside
+what the drift detector expects of it, as every other surface sets it: its open alert's ``expected`` (the
+baseline of an alert stored before expectations), else the route's published expectation
+(services/alerts/expectations.py), which `claimwatch rates` shows.
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Mapping
 
-from services.alerts.expectations import Expectation
+from services.alerts.expectations import NOT_EVALUATED, Expectation
 from services.alerts.explain import explainable
 from services.alerts.lifecycle import Alert
 from services.rates.intervals import Counts, ratio_interval
@@ -28,7 +30,7 @@ STAGES = ("evidence_admission", "claim_generation", "generation_stability")
 
 @dataclass(frozen=True)
 class RouteFigure:
-    """One route of an issue: its current rate paired with its own baseline."""
+    """One route of an issue: its current rate beside what the drift detector expects of it."""
 
     route: str
     members: int                        # the issue's failing claims on this route
@@ -40,8 +42,8 @@ class RouteFigure:
     lo: float | None
     hi: float | None
     claims: int
-    baseline: float | None
-    baseline_source: str                # where the baseline comes from, or why there is none
+    expected: float | None              # the rate the drift detector expects of the route now
+    expected_source: str                # where the expectation comes from, or why there is none
     alert_id: str | None = None
     alert_severity: str | None = None
     alert_rate: float | None = None     # the rate the alert recorded
@@ -132,15 +134,15 @@ def route_figure(rates: RateRepository, route: str, members: int, share: float, 
         for row in rates.totals("", timedelta(minutes=window), end, route):
             c += Counts.from_row(row)
     interval = ratio_interval(c) if c.claims else None
-    if alert is not None and alert.baseline is not None:
-        baseline, source = alert.baseline, f"alert {alert.alert_id}"
-    elif expectation is not None and expectation.baseline is not None:
-        baseline, source = expectation.baseline, f"the drift detector's trailing level for {route}"
+    if alert is not None and (alert.expected is not None or alert.baseline is not None):
+        expected = alert.expected if alert.expected is not None else alert.baseline
+        source = f"alert {alert.alert_id}"
+    elif expectation is not None and expectation.expected is not None:
+        expected, source = expectation.expected, "the drift detector's expectation"
     else:
-        baseline, source = None, (f"no baseline yet ({expectation.basis})" if expectation is not None else
-                                  f"no baseline yet: the drift evaluator has not evaluated {route}")
+        expected, source = None, (expectation or Expectation(None, NOT_EVALUATED, False)).basis
     return RouteFigure(route, members, share, own, window, end, c.rate, interval.lo if interval else None,
-                       interval.hi if interval else None, c.claims, baseline, source,
+                       interval.hi if interval else None, c.claims, expected, source,
                        alert.alert_id if alert else None, alert.severity if alert else None,
                        alert.rate if alert else None)
 

@@ -121,7 +121,7 @@ class IssuesService:
         return explain
 
     def figures(self, issue_id: str, alert_id: str | None = None) -> IssueFigures:
-        """The issue's figures over every member (event time, verdicts, routes with their own baselines);
+        """The issue's figures over every member (event time, verdicts, routes beside what is expected of them);
         ``alert_id``: the alert the reader came from, whose route's figures it gives."""
         return issue_figures(issue_id, self.issues.member_span(issue_id), self.issues.member_breakdown(issue_id),
                              self.issues.member_events(issue_id), self.rates, self.alerts.open_alerts(),
@@ -131,7 +131,7 @@ class IssuesService:
     def figures_json(figures: IssueFigures, exemplars: list[dict], source: str = "") -> dict:
         out = figures.as_dict()
         out.pop("issue_id")
-        out["route_figures"] = out.pop("routes")           # each route's rate with its own baseline
+        out["route_figures"] = out.pop("routes")           # each route's rate beside what is expected of it
         out["routes"] = [r["route"] for r in out["route_figures"]]
         out["trend"] = [h["count"] for h in out["hourly"]]
         out["exemplars_note"] = (

@@ -61,7 +61,7 @@ def test_regression_fires_in_alertmanager_then_resolves_and_silence_holds(broker
         assert "gen-2026-11" in firing["annotations"]["description"]  # first suspect: the new model
         assert firing["annotations"]["runbook_url"].startswith("http")
         # the alert explains itself: its excess failing claims split by issue, the rest unclustered
-        assert "failing claims above baseline" in firing["annotations"]["explanation"]
+        assert "failing claims more than expected" in firing["annotations"]["explanation"]
         assert "unclustered" in firing["annotations"]["explanation"]
         assert firing["generatorURL"].endswith(firing["annotations"]["runbook_url"].rsplit("/", 1)[-1])
 

@@ -131,7 +131,7 @@ def issue_fields(i: dict, now) -> list[tuple[str, str | list[str]]]:
     """What `issues show` prints, in order: (label, value or lines); empty values are left out."""
     flags = ["escalating"] * bool(i.get("escalating")) + ["behind a firing alert"] * bool(i.get("drives_alerts"))
     verdicts = ", ".join(f"{v} {n:,}" for v, n in sorted((i.get("verdicts") or {}).items(), key=lambda x: -x[1]))
-    routes = [f"{r['route']}: {r['members']:,} claim{'' if r['members'] == 1 else 's'}; now {pct(r.get('rate'))} vs baseline {pct(r.get('baseline'))}"
+    routes = [f"{r['route']}: {r['members']:,} claim{'' if r['members'] == 1 else 's'}; now {pct(r.get('rate'))}, expected {pct(r.get('expected'))}"
               for r in i.get("route_figures") or []] or list(i.get("routes") or [])
     alerts = [f"{a['alert_id']} on {a['route']}: {a.get('state_text') or a['state']}, {excess_share(a.get('share'))}"
               for a in i.get("alerts") or []]

@@ -157,7 +157,7 @@ def test_an_alert_that_fires_during_a_resend_is_re_sent_with_its_explanation(sto
 
     [payload] = asyncio.run(ticks())
     assert payload["labels"]["route"] == "billing-faq"
-    assert "failing claims above baseline" in payload["annotations"]["explanation"]
+    assert "failing claims more than expected" in payload["annotations"]["explanation"]
 
 
 def test_a_resend_does_not_page_an_alert_before_its_evaluation_has_announced_it(store):
@@ -182,4 +182,4 @@ def test_a_resend_does_not_page_an_alert_before_its_evaluation_has_announced_it(
     resent, payloads = asyncio.run(ticks())
     assert resent == 0
     firing = [p for p in payloads if p["labels"]["route"] == "billing-faq"]
-    assert firing and all("failing claims above baseline" in p["annotations"]["explanation"] for p in firing)
+    assert firing and all("failing claims more than expected" in p["annotations"]["explanation"] for p in firing)

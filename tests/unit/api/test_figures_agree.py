@@ -1,10 +1,10 @@
 """One source for every figure: the runbook, the API, the issue page, the issues list and the route page
-report the same numbers for the same issue, in event time, each route paired with its own baseline.
+report the same numbers for the same issue, in event time, each route beside what the drift detector expects of it.
 
 Reuses the simulated world of test_api (its own copy: this module adds an issue of its own on top) and adds
 ``iss-bulk``: 640 failing claims on bulk-faq (more than the 500 members the runbook once sampled), spread
 over two hours of event time, plus 4 claims on minor-route (with sycophancy signals and a critical alert)
-and 3 on quiet-route (no alert; no baseline until the drift detector publishes one). The clustering run that stored it ran hours later.
+and 3 on quiet-route (no alert; nothing expected until the drift detector publishes an expectation). The clustering run that stored it ran hours later.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import pytest
 
 from clustering.issue import IssueRecord
 from services.alerts.detector import DriftDetector
-from services.alerts.expectations import CHECKPOINT, publish
+from services.alerts.expectations import CHECKPOINT, NOT_EVALUATED, publish
 from services.alerts.lifecycle import Alert
 from services.alerts.records import alert_repository
 from services.app.cli.evalset import _figure
@@ -65,12 +65,13 @@ def bulk(world):  # noqa: F811
     events = bulk_events()
     EventWriter(services.store).write(events, [])
     alerts = alert_repository(services.store)
-    for route, alert_id, severity, window, baseline in (("bulk-faq", "a-bulk", "warning", 60, 0.2),
-                                                         ("minor-route", "a-minor", "critical", 30, 0.065)):
+    # a-bulk expects 18% (its trailing baseline is 20%); a-minor was stored before alerts carried expectations
+    for route, alert_id, severity, window, baseline, expected in (
+            ("bulk-faq", "a-bulk", "warning", 60, 0.2, 0.18), ("minor-route", "a-minor", "critical", 30, 0.065, None)):
         at = START + timedelta(minutes=25)
         alerts.save(Alert(alert_id=alert_id, route=route, kind="hallucination_rate_rise", severity=severity,
                           labels={}, window=window, pending_since=at, starts_at=at + timedelta(minutes=2), rate=0.5,
-                          rate_interval=Interval(0.4, 0.6), baseline=baseline, baseline_interval=Interval(0.01, 0.3),
+                          rate_interval=Interval(0.4, 0.6), baseline=baseline, baseline_interval=Interval(0.01, 0.3), expected=expected,
                           delta=0.3, claims=500, onset=at))
     members = [(e, i) for e in events for i, c in enumerate(e.claims) if c.verdict in FAILED_VERDICTS]
     keys = [f"{e.event_id}:{i}" for e, i in members]
@@ -146,19 +147,21 @@ def test_runbook_api_page_and_list_report_the_same_figures(client, bulk):
     assert f"seen between {when(first)} and {when(last)} (event time)" in runbook
     assert f'id="first-seen">{when(first)}<' in page and f'id="last-seen">{when(last)}<' in page
 
-    # Headline: bulk-faq's current rate over its alert's 60-minute window, with that alert's baseline.
+    # Headline: bulk-faq's current rate over its alert's 60-minute window, beside what that alert expected.
     rate, claims = current_rate(everything, "bulk-faq", 60)
     head = detail["headline"]
     assert head["route"] == "bulk-faq" and head["window_minutes"] == 60 and head["claims"] == claims
-    assert head["rate"] == pytest.approx(rate) and head["baseline"] == 0.2 and head["baseline_source"] == "alert a-bulk"
+    assert head["rate"] == pytest.approx(rate) and head["expected"] == 0.18 and head["expected_source"] == "alert a-bulk"
     assert (f"Claims on bulk-faq fail at **{pct(rate)}**" in runbook and f"over {claims} checkable claims in the "
-            "last 60 minutes, against a baseline of 20.0% (alert a-bulk)" in runbook)
+            "last 60 minutes, where 18.0% is expected (alert a-bulk)" in runbook)
     headline = element(page, "headline")
     assert f"fails at {pct(rate)}" in headline and f"over {claims} checkable claims" in headline
-    assert "baseline 20.0% (alert a-bulk)" in headline
+    assert "expected 18.0% (alert a-bulk)" in headline
+    alert = client.get("/api/alerts/a-bulk").json()   # what the alert's own surfaces set the rate beside
+    assert alert["expected"] == head["expected"]
 
 
-def test_each_route_is_paired_with_its_own_baseline_and_only_own_routes_set_severity(client, bulk):
+def test_each_route_is_beside_what_is_expected_of_it_and_only_own_routes_set_severity(client, bulk):
     everything = bulk[3]
     detail = client.get("/api/issues/iss-bulk").json()
     runbook = client.get("/api/issues/iss-bulk/runbook", params={"format": "md"}).text
@@ -167,11 +170,10 @@ def test_each_route_is_paired_with_its_own_baseline_and_only_own_routes_set_seve
     assert [r["route"] for r in detail["route_figures"]] == ["bulk-faq", "minor-route", "quiet-route"]
     assert [r["members"] for r in detail["route_figures"]] == [640, 4, 3]
     minor_rate, _ = current_rate(everything, "minor-route", 30)
-    assert by_route["minor-route"]["rate"] == pytest.approx(minor_rate) and by_route["minor-route"]["baseline"] == 0.065
+    assert by_route["minor-route"]["rate"] == pytest.approx(minor_rate) and by_route["minor-route"]["expected"] == 0.065
     assert not by_route["minor-route"]["own"] and by_route["bulk-faq"]["own"]
     quiet = by_route["quiet-route"]
-    assert quiet["baseline"] is None
-    assert quiet["baseline_source"] == "no baseline yet: the drift evaluator has not evaluated quiet-route"
+    assert quiet["expected"] is None and quiet["expected_source"] == NOT_EVALUATED
     # minor-route's critical alert is not this issue's: severity comes from bulk-faq's warning.
     assert detail["severity"] == "warning" and detail["alert_ids"] == ["a-bulk"]
     assert "**Severity:** warning" in runbook and "severity warning" in page
@@ -181,9 +183,7 @@ def test_each_route_is_paired_with_its_own_baseline_and_only_own_routes_set_seve
     assert "6.5% alert a-minor" in rows
 
 
-def test_a_route_without_an_alert_is_paired_with_the_drift_detectors_trailing_level(client, bulk):
-    """The detector's trailing level, the figure an alert on the route would carry as its baseline, not a rate
-    over some other span; while learning, with no mix of slices to adjust for, `claimwatch rates` expects it too."""
+def test_a_route_without_an_alert_is_beside_the_expectation_claimwatch_rates_shows(client, bulk):
     alerts = alert_repository(bulk[0].store)
     detector = DriftDetector()
     for minute in range(150):  # two finished hours of quiet-route: a learning level of 3%
@@ -198,11 +198,11 @@ def test_a_route_without_an_alert_is_paired_with_the_drift_detectors_trailing_le
     finally:
         alerts.set_checkpoint(CHECKPOINT, saved or "")
     quiet = next(r for r in detail["route_figures"] if r["route"] == "quiet-route")
-    assert quiet["baseline"] == pytest.approx(0.03) == pytest.approx(detector.regression.baseline)
-    assert quiet["baseline"] == pytest.approx(rates["quiet-route"]["expected"])
-    assert quiet["baseline_source"] == "the drift detector's trailing level for quiet-route"
+    assert quiet["expected"] == pytest.approx(0.03) == pytest.approx(detector.regression.expected)
+    assert quiet["expected"] == rates["quiet-route"]["expected"]
+    assert quiet["expected_source"] == "the drift detector's expectation"
     assert re.search(r"\| quiet-route \(minor\) \| [^|]+ \| [^|]+ \| 3 \| 3\.0% \|", runbook)
-    assert "3.0% the drift detector's trailing level for quiet-route" in element(page, "route-figures", "</table>")
+    assert "3.0% the drift detector's expectation" in element(page, "route-figures", "</table>")
 
 
 def test_signals_the_issues_events_did_not_carry_are_not_shown(client):
