@@ -18,7 +18,8 @@ The dip test needs the bench extra: pip install -e '.[bench]'.
 
 Figures: centroid cosine; the link ratio over each claim's 15 nearest claims (shipped) and over 30; the mean
 HDBSCAN membership strength of the claims linked across the pair (a cut through one dense failure leaves
-strong claims on both sides; a valley between two failures leaves weak ones).
+strong claims on both sides; a valley between two failures leaves weak ones); the correlation of the two issues'
+centroid similarities to the 10 issues nearest either (two halves of one failure should stand alike to the rest).
 """
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ except ImportError:
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
 DATA = [FIXTURES / "banking77" / "banking77-test.jsonl", FIXTURES / "clinc150" / "clinc150-test.jsonl"]
 FLOOR = 0.6  # candidates: pairs of issues at least this similar
-FIGURES = ("similarity", f"links@{K}", f"links@{2 * K}", "boundary strength")
+FIGURES = ("similarity", f"links@{K}", f"links@{2 * K}", "boundary strength", "neighbour profile")
 
 
 def candidates(run, intent: list[str]) -> dict[str, np.ndarray]:
@@ -67,9 +68,10 @@ def candidates(run, intent: list[str]) -> dict[str, np.ndarray]:
     keep = similarity[a, b] >= FLOOR
     a, b = a[keep], b[keep]
     boundary = [_boundary_strength(labels, linked, strength, x, y) for x, y in zip(a, b)]
+    profile = [_profile_correlation(similarity, x, y) for x, y in zip(a, b)]
     return {"a": a, "b": b, "one": np.array([commonest[x] == commonest[y] for x, y in zip(a, b)]),
             FIGURES[0]: similarity[a, b], FIGURES[1]: near[a, b], FIGURES[2]: near_wide[a, b],
-            FIGURES[3]: np.array(boundary)}
+            FIGURES[3]: np.array(boundary), FIGURES[4]: np.array(profile)}
 
 
 def _strength(run) -> np.ndarray:
@@ -91,6 +93,14 @@ def _boundary_strength(labels, linked, strength, a: int, b: int) -> float:
     neighbour_labels = labels[linked]
     across = ((labels == a) & (neighbour_labels == b).any(axis=1)) | ((labels == b) & (neighbour_labels == a).any(axis=1))
     return float(strength[across].mean()) if across.any() else 0.0
+
+
+def _profile_correlation(similarity: np.ndarray, a: int, b: int, n: int = 10) -> float:
+    """How alike a's and b's similarities to the issues nearest either are (Pearson): two halves of one failure
+    should stand alike to the rest, two neighbouring failures less so."""
+    others = np.setdiff1d(np.arange(len(similarity)), [a, b])
+    near = others[np.argsort(-np.maximum(similarity[a, others], similarity[b, others]))[:n]]
+    return float(np.corrcoef(similarity[a, near], similarity[b, near])[0, 1])
 
 
 def bimodal(vectors: np.ndarray, labels: np.ndarray, a: int, b: int) -> bool:
