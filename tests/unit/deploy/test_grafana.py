@@ -57,7 +57,7 @@ EXPECTED = {
                                  ("over_refusal_upper", NUMBER)],
     "Dead-lettered messages by rule": [("time", TIME), ("rule", STRING), ("messages", NUMBER)],
     "Open alerts table": [("alert_id", STRING), ("route", STRING), ("kind", STRING), ("severity", STRING),
-                          ("state", STRING), ("since", TIME), ("rate", NUMBER), ("baseline", NUMBER),
+                          ("state", STRING), ("since", TIME), ("rate", NUMBER), ("expected", NUMBER),
                           ("delta", NUMBER), ("claims", NUMBER), ("acked_by", STRING)],
     "Top issues": [("issue_id", STRING), ("name", STRING), ("state", STRING), ("size", NUMBER),
                    ("first_seen", TIME), ("last_seen", TIME), ("routes", STRING)],
@@ -184,14 +184,16 @@ def loaded(tmp_path_factory):
 
     ago = lambda minutes: now - timedelta(minutes=minutes)  # noqa: E731
     alerts = alert_repository(store)
-    for route, pending, starts, ends, severity in (  # firing, pending, resolved
-        ("billing-faq", ago(25), ago(20), None, "critical"),
-        ("product-search", ago(3), None, None, "warning"),
-        ("hr-policy", ago(40), ago(38), ago(30), "warning"),
+    # firing, pending, resolved; product-search's alert was stored before alerts carried an expectation
+    for route, pending, starts, ends, severity, expected in (
+        ("billing-faq", ago(25), ago(20), None, "critical", 0.055),
+        ("product-search", ago(3), None, None, "warning", None),
+        ("hr-policy", ago(40), ago(38), ago(30), "warning", 0.05),
     ):
         alerts.save(Alert(alert_id=f"a-{route}", route=route, kind="hallucination_rate_rise", severity=severity,
                           labels={"service": "claimwatch"}, window=30, pending_since=pending, starts_at=starts,
-                          ends_at=ends, rate=0.12, baseline=0.06, delta=0.06, claims=800, updated_at=now))
+                          ends_at=ends, rate=0.12, baseline=0.06, delta=0.12 - (expected or 0.06), claims=800,
+                          expected=expected, updated_at=now))
 
     store.command(ISSUES_UNTIL_MIGRATED)
     issues = [  # id, name, state, size, first and last seen (minutes ago), route -> members, merged into
@@ -345,6 +347,9 @@ def test_annotation_sql_returns_alert_spans(loaded, dashboard, routes):
     assert [(n, kind_of(t)) for n, t in columns(store, sql)] == ANNOTATION_COLUMNS
     spans = store.query(sql)
     assert [s["tags"][0] for s in spans] == ["hr-policy", "billing-faq", "product-search"]
+    assert [s["text"].split(": ")[1] for s in spans] == [
+        "hr-policy rate 12% vs expected 5%", "billing-faq rate 12% vs expected 5.5%",
+        "product-search rate 12% vs expected 6%"]
     assert all(s["time"] <= s["timeEnd"] for s in spans)
 
 
@@ -397,6 +402,9 @@ def test_alert_panels_count_firing_and_pending_but_not_resolved(loaded, dashboar
     assert stat == {"firing": 1, "pending": 1}
     _, rows = run_panel(store, window, _panel(dashboard, "Open alerts table"), routes)
     assert [(r["route"], r["state"]) for r in rows] == [("billing-faq", "firing"), ("product-search", "pending")]
+    # what the alert compared against, as `alerts list` shows it: its expectation, else (older alerts) its baseline
+    assert [r["expected"] for r in rows] == [0.055, 0.06]
+    assert all(r["delta"] == pytest.approx(r["rate"] - r["expected"]) for r in rows)
     _, (only,) = run_panel(store, window, _panel(dashboard, "Open alerts"), ["hr-policy"])
     assert only == {"firing": 0, "pending": 0}
 
