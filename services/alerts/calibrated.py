@@ -22,7 +22,7 @@ def calibrated_rise(alert: Alert, calibration: Calibration | None) -> dict:
     """Whether the alert's rise holds on the calibrated rate. Se and Sp apply to both windows alike, so the rise
     keeps its sign unless both ends fall below the verifier's false-positive floor (1 - Sp): then the whole rise is
     within what the verifier invents. Unknown when the calibration is stale."""
-    expected = alert.expected if alert.expected is not None else alert.baseline
+    expected = alert.tested_against
     if calibration is None or calibration.sensitivity is None or calibration.specificity is None:
         reasons = list(calibration.reasons) if calibration else ["no human labels"]
         return {"holds": None, "stale": True, "reasons": reasons, "rate": None, "expected": None, "delta": None}

@@ -242,7 +242,7 @@ class AlertExplainer:
         window = _route_counts(self.rates.route_slices(alert.route, start, end))
         base = _route_counts(self.rates.route_slices(alert.route, base_start, start - MINUTE))
         claims, failed, base_failed = window.claims, window.failed, base.failed
-        baseline = alert.expected if alert.expected is not None else alert.baseline  # what the detector tested against
+        baseline = alert.tested_against
         if baseline is None:
             baseline = base.failed / base.claims if base.claims else 0.0
         else:  # a rate of the whole traffic: on the verified sample's scale (module docstring)

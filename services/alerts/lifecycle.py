@@ -95,6 +95,12 @@ class Alert:
     def transition_at(self) -> datetime:
         return self.ends_at or self.starts_at or self.pending_since
 
+    @property
+    def tested_against(self) -> float | None:
+        """The rate the rise is measured from: the expectation; the baseline for an alert stored before alerts
+        carried one."""
+        return self.expected if self.expected is not None else self.baseline
+
     def transition_record(self) -> dict:
         """One line of `claimwatch backtest --alerts-out` and of topic claimwatch.alerts."""
         return {"route": self.route, "kind": self.kind, "state": self.recorded_state,

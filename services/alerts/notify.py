@@ -93,7 +93,7 @@ def summary(alert: Alert) -> str:
     if alert.kind == AGREEMENT_KIND:
         return (f"{alert.route}: the verifier agrees with human labels on {_pct(alert.rate)} of {alert.claims} recent "
                 f"labels vs {_pct(alert.baseline)} before ({_pts(alert.delta)}); calibrated rates may be off")
-    expected = alert.expected if alert.expected is not None else alert.baseline
+    expected = alert.tested_against
     head = f"{alert.route}: claim hallucination rate {_pct(alert.rate)} vs {_pct(expected)} expected ({_pts(alert.delta)}"
     if alert.kind == MIX_KIND:
         return f"{head}, mostly the question mix: {alert.mix_slice or 'a slice'})"

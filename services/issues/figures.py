@@ -134,13 +134,12 @@ def route_figure(rates: RateRepository, route: str, members: int, share: float, 
         for row in rates.totals("", timedelta(minutes=window), end, route):
             c += Counts.from_row(row)
     interval = ratio_interval(c) if c.claims else None
-    if alert is not None and (alert.expected is not None or alert.baseline is not None):
-        expected = alert.expected if alert.expected is not None else alert.baseline
-        source = f"alert {alert.alert_id}"
+    if alert is not None and alert.tested_against is not None:
+        expected, source = alert.tested_against, f"alert {alert.alert_id}"
     elif expectation is not None and expectation.expected is not None:
         expected, source = expectation.expected, "the drift detector's expectation"
     else:
-        expected, source = None, (expectation or Expectation(None, NOT_EVALUATED, False)).basis
+        expected, source = None, expectation.basis if expectation is not None else NOT_EVALUATED
     return RouteFigure(route, members, share, own, window, end, c.rate, interval.lo if interval else None,
                        interval.hi if interval else None, c.claims, expected, source,
                        alert.alert_id if alert else None, alert.severity if alert else None,
