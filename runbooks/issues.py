@@ -15,6 +15,7 @@ from clustering.issue import IssueRecord
 from runbooks.context import (IssueInfo, IssueSignals, RouteImpact, RunbookContext, Summary, SuspectChange,
                               TimelineEntry, TraceExample)
 from runbooks.render import RunbookRenderer
+from services.alerts.lifecycle import Alert
 from services.issues.figures import IssueFigures
 from services.triage.activity import view_state
 
@@ -33,6 +34,15 @@ def _trace(row: dict, evidence: dict) -> TraceExample:
                         verdict=row.get("verdict") or "unsupported", source_versions=versions)
 
 
+def alert_steps(alert: Alert) -> list[TimelineEntry]:
+    """An alert's steps, each at its own time: the rise's onset (the checks compare suspect changes with it),
+    pending, firing and resolved, as far as it has gone."""
+    name = f"alert {alert.alert_id} on {alert.route}"
+    steps = [(alert.onset, f"onset of the rise on {alert.route} ({name})"), (alert.pending_since, f"{name}: pending"),
+             (alert.starts_at, f"{name}: firing"), (alert.ends_at, f"{name}: resolved")]
+    return [TimelineEntry(at, what) for at, what in steps if at]
+
+
 def build_context(record: IssueRecord, figures: IssueFigures, exemplars: list[dict], details: dict[str, dict],
                   base_url: str, cli: str = "claimwatch", traces_from: str = "",
                   notes: Sequence[dict] = ()) -> RunbookContext:
@@ -49,7 +59,7 @@ def build_context(record: IssueRecord, figures: IssueFigures, exemplars: list[di
                                    s.get("rate_before"), s.get("rate_after"))
                      for a in open_alerts for s in a.suspect_changes[:3])
     timeline = [TimelineEntry(_when(h["at"]), _happening(h)) for h in record.history if h.get("at")]
-    timeline += [TimelineEntry(a.pending_since, f"alert {a.alert_id} on {a.route}: {a.recorded_state}") for a in open_alerts]
+    timeline += [entry for a in open_alerts for entry in alert_steps(a)]
     sig = figures.signals
     alert_id = top.alert_id if top and top.alert_id else (open_alerts[0].alert_id if open_alerts else None)
     return RunbookContext(

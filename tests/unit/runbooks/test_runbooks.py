@@ -14,6 +14,8 @@ from runbooks import (
     Summary, SuspectChange, TimelineEntry, TraceExample, runbook_kind,
 )
 from runbooks.alerts import RUNBOOK_KINDS
+from runbooks.issues import alert_steps
+from services.alerts.lifecycle import DRIFT_KIND, Alert
 from tests.support.paths import ROOT
 
 T0 = datetime(2026, 11, 21, 9, 0, tzinfo=timezone.utc)
@@ -283,3 +285,21 @@ def test_control_and_bidi_characters_are_shown_not_obeyed(renderer):
     ctx = make_ctx(issue=replace(make_ctx().issue, name="ok\u202eevil\x00\x1b[2J name"))
     title = renderer.render(ctx).splitlines()[0]
     assert title == "# ok\ufffdevil\ufffd\ufffd\\[2J name"
+
+
+def test_the_timeline_puts_each_step_of_an_alert_at_its_own_time(renderer):
+    """An alert that went pending at 09:00 and fired at 09:07 is not "firing at 09:00"; the onset the checks
+    compare suspect changes with is in the timeline too."""
+    fired = Alert(alert_id="a-1", route="billing-faq", kind=DRIFT_KIND, severity="critical", labels={}, window=30,
+                  pending_since=T0, starts_at=T0 + timedelta(minutes=7), onset=T0 - timedelta(minutes=6))
+    steps = alert_steps(fired)
+    assert [(s.at, s.what) for s in steps] == [
+        (T0 - timedelta(minutes=6), "onset of the rise on billing-faq (alert a-1 on billing-faq)"),
+        (T0, "alert a-1 on billing-faq: pending"),
+        (T0 + timedelta(minutes=7), "alert a-1 on billing-faq: firing")]
+    assert [s.what for s in alert_steps(replace(fired, starts_at=None, onset=None))] == ["alert a-1 on billing-faq: pending"]
+    resolved = alert_steps(replace(fired, ends_at=T0 + timedelta(minutes=40)))
+    assert resolved[-1] == TimelineEntry(T0 + timedelta(minutes=40), "alert a-1 on billing-faq: resolved")
+    md = renderer.render(make_ctx(timeline=tuple(steps)))
+    assert "- 2026-11-21 09:07 UTC: alert a-1 on billing-faq: firing" in md
+    assert "- 2026-11-21 09:00 UTC: alert a-1 on billing-faq: pending" in md
