@@ -37,6 +37,7 @@ from collections import Counter
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 from sklearn.cluster import KMeans
@@ -58,7 +59,8 @@ from services.contract.decode import validate_event  # noqa: E402
 from services.client.demo import CORPUS_CHANGE_AT, HISTORY_MINUTES, REGRESSION_AT  # noqa: E402
 from services.client.simulate import Scenario, generate  # noqa: E402
 from services.client.simulate.coverage import failing_claim_families, family_coverage, format_coverage  # noqa: E402
-from services.triage.merges import LINKS_AT_085, MIN_SIMILARITY, merge_groups  # noqa: E402
+from services.triage.merges import (BACKGROUND_TIMES, LINKS_AT_085, MIN_SIMILARITY, link_background,  # noqa: E402
+                                    merge_groups)
 
 # The CLINC150 test split ships with the repository (CC BY 3.0); pass --data for the full file with val and train.
 DATA = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "clinc150" / "clinc150-test.jsonl"
@@ -100,7 +102,7 @@ def bench_split(split: str, rows: list[dict], embedder, args, config: Clustering
     t = run.timings_
     print("seconds   " + "  ".join(f"{k} {v:.2f}" for k, v in t.items()) + f"   (embed {len(rows) / t['embed']:.0f} texts/s)")
     result = {"split": split, "nmi": nmi, "ari": ari, "noise": summary["noise_fraction"], "issues": summary["issues"]}
-    result |= after_suggested_merges(run, config, intent, labels)
+    result |= after_suggested_merges(run, config, intent, labels, args.background_times)
     if not args.no_kmeans:
         k = len(set(intent))
         started = time.perf_counter()
@@ -112,24 +114,29 @@ def bench_split(split: str, rows: list[dict], embedder, args, config: Clustering
     return result
 
 
-def after_suggested_merges(run, config: ClusteringConfig, intent: list[str], labels: list[int]) -> dict:
+def after_suggested_merges(run, config: ClusteringConfig, intent: list[str], labels: list[int],
+                           other_times: Sequence[float] = ()) -> dict:
     """Issues against the true number of intents, before and after accepting every suggested merge, as the issue
-    page shows them (services/triage/merges.py, on the tracker's records of this run), with NMI after; and after
-    the rule before links (centroid similarity >= 0.85 alone), for comparison."""
+    page shows them (services/triage/merges.py, on the tracker's records of this run), with NMI after; after the
+    rule with each of ``other_times`` in place of BACKGROUND_TIMES; and after the rule before links (centroid
+    similarity >= 0.85 alone), for comparison."""
     tracker = IssueTracker(config)
     records = tracker.match([], run, NOW)
     true, before = len(set(intent)), len(records)
+    background = link_background(records[0], records) if records else 0.0
     print(f"issues / true intents  {before} / {true} = {before / true:.2f}x, NMI {scores(intent, labels)[0]:.4f}; "
-          "after accepting every suggested merge:")
+          f"after accepting every suggested merge (the run's background {background:.3f}):")
+    rules = [({}, f"similarity >= {MIN_SIMILARITY}, links >= {LINKS_AT_085} at 0.85 and >= {BACKGROUND_TIMES}x the "
+                  "background (shipped)")]
+    rules += [({"background_times": t}, f"the same with {t}x the background") for t in other_times]
+    rules += [({"min_similarity": 0.85, "need_links": False}, "similarity >= 0.85 alone (the rule before links)")]
     result = {}
-    for rule, shipped in (({}, True), ({"min_similarity": 0.85, "need_links": False}, False)):
+    for rule, name in rules:
         group = merge_groups(records, **rule)
         merged = [NOISE if label == NOISE else group[tracker.cluster_issue_ids_[label]] for label in labels]
         after, (merged_nmi, _) = len(set(group.values())), scores(intent, merged)
-        name = (f"similarity >= {MIN_SIMILARITY} and links >= {LINKS_AT_085} at 0.85 (shipped)" if shipped
-                else "similarity >= 0.85 alone (the rule before links)")
         print(f"  {name}: {after} issues = {after / true:.2f}x, NMI {merged_nmi:.4f}")
-        if shipped:
+        if not rule:
             result = {"issues_merged": after, "nmi_merged": merged_nmi}
     return result
 
@@ -262,7 +269,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7, help="simulation seed for --demo")
     parser.add_argument("--umap-seeds", default="", metavar="N,N,...",
                         help="UMAP random_state values to run each split with (default: the configuration's)")
+    parser.add_argument("--background-times", default="", metavar="X,X,...",
+                        help="also accept the suggestions with these factors in place of the shipped one")
     args = parser.parse_args()
+    args.background_times = [float(x) for x in args.background_times.split(",") if x]
     config = get_config(args.config)
     if args.model:
         config = replace(config, model=args.model)

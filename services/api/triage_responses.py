@@ -34,4 +34,6 @@ class TriageDetail(Out):
         "every change, note and merge, newest first: at, event, by (claimwatch for its own), summary, details"))
     merge_candidates: list[dict] = Field(default_factory=list, description=(
         "issues likely the same failure: issue_id, name, similarity (centroids' cosine), links (their claims' "
-        "nearest-neighbour links between them per link within either), shared_words"))
+        "nearest-neighbour links between them per link within either), shared_words, needed (the links the rule "
+        "asked of this pair: more the less similar the centroids, and at least 2.75 times what neighbouring issues "
+        "share anyway)"))

@@ -158,7 +158,7 @@ def triage_fields(i: dict, now) -> list[tuple[str, str | list[str]]]:
     """Owner, assignee, suggested merges, archive, ticket and the activity (newest first), for `issues show`."""
     owner = f"{i.get('owner')} (team {i.get('team')})" if i.get("owner") != i.get("team") else i.get("team") or ""
     entries = [f"{at(e['at'], now)} {e['by']}: {e['summary']}" for e in i.get("activity") or []]
-    merges = [f"{c['issue_id']} ({c['similarity']:.2f} centroid similarity, {c['links']:.2f} neighbour links; both say "
+    merges = [f"{c['issue_id']} ({c['similarity']:.2f} centroid similarity, {c['links']:.2f} neighbour links, {c.get('needed', 0):.2f} needed here; both say "
               f"{', '.join(c['shared_words']) or 'no word in common'}): {c['name']}; "
               f"{cli_command()} issues merge {i['issue_id']} --into {c['issue_id']}"
               for c in i.get("merge_candidates") or []]

@@ -19,7 +19,8 @@ from clustering.track import IssueTracker
 from services.api.app import create_api
 from services.api.security import ApiPolicy
 from services.app.cli.issues import triage_fields
-from services.triage.merges import MIN_SIMILARITY, links_needed, merge_groups, suggest_merges
+from services.triage.merges import (BACKGROUND_MIN_PAIRS, BACKGROUND_TIMES, MIN_SIMILARITY, link_background,
+                                    links_needed, merge_groups, suggest_merges)
 from tests.support.triage_world import T0, an_issue, triage_world
 
 
@@ -101,6 +102,37 @@ def test_the_closer_the_centroids_the_fewer_links_a_suggestion_needs(degrees, li
     assert links_needed(0.85) > links_needed(0.95) and links_needed(0.75) > links_needed(0.85)
 
 
+def neighbourhood(background: float, pair: float = 0.2, n: int = 8) -> list[IssueRecord]:
+    """``n`` issues 5 degrees apart (every pair at cosine >= 0.82): iss-0 and iss-1 share ``pair`` links, every
+    other pair ``background``."""
+    ids = [f"iss-{i}" for i in range(n)]
+    return [issue(me, f"failure {i}", 5 * i, neighbours={other: pair if {me, other} == {"iss-0", "iss-1"} else background
+                                                         for other in ids if other != me})
+            for i, me in enumerate(ids)]
+
+
+def test_a_pair_must_link_well_beyond_what_neighbouring_issues_share_anyway():
+    """Links of 0.2 at cosine 0.996 pass the rule (0.07 needed) among issues that do not link otherwise; where
+    every neighbouring pair shares 0.1 anyway (small issues against 15 neighbours, a loosely held domain), the
+    pair needs BACKGROUND_TIMES (2.75) times that upper quartile and is not suggested."""
+    quiet, busy = neighbourhood(background=0.0), neighbourhood(background=0.1)
+    assert link_background(quiet[0], quiet) == 0.0 and link_background(busy[0], busy) == pytest.approx(0.1)
+    assert [c.issue_id for c in suggest_merges(quiet[0], quiet)] == ["iss-1"]
+    assert suggest_merges(busy[0], busy) == []
+    assert suggest_merges(busy[0], busy, background=0.0)[0].needed == round(links_needed(math.cos(math.radians(5))), 3)
+    assert merge_groups(busy) == {r.issue_id: r.issue_id for r in busy}
+    strong = neighbourhood(background=0.1, pair=0.35)
+    found = suggest_merges(strong[0], strong)
+    assert [(c.issue_id, c.needed) for c in found] == [("iss-1", round(BACKGROUND_TIMES * 0.1, 3))]
+    assert merge_groups(strong)["iss-1"] == "iss-0"
+
+
+def test_too_few_neighbouring_pairs_set_no_level():
+    few = neighbourhood(background=0.1, n=6)  # 15 pairs
+    assert 6 * 5 // 2 < BACKGROUND_MIN_PAIRS and link_background(few[0], few) == 0.0
+    assert [c.issue_id for c in suggest_merges(few[0], few)][0] == "iss-1"
+
+
 def test_a_pair_is_suggested_on_both_pages_when_only_one_issue_kept_the_link():
     """Each issue keeps its few most linked issues, and one made by a later run keeps none of an older one's:
     the pair shows on both issues' pages, with the one ratio either side recorded."""
@@ -133,9 +165,12 @@ def test_the_issue_shows_its_merge_candidates_with_the_links_the_store_kept(tmp_
         shown = components.issues.show("iss-a")
         assert [(c["issue_id"], c["similarity"], c["links"]) for c in shown["merge_candidates"]] == [
             ("iss-b", round(math.cos(math.radians(30)), 3), 0.25)]
-        assert "0.87 centroid similarity, 0.25 neighbour links" in str(dict(triage_fields(shown, T0))["merge with?"])
+        needed = links_needed(math.cos(math.radians(30)))  # too few neighbouring pairs for a background level
+        assert shown["merge_candidates"][0]["needed"] == round(needed, 3) == 0.124
+        assert "0.87 centroid similarity, 0.25 neighbour links, 0.12 needed here" in str(
+            dict(triage_fields(shown, T0))["merge with?"])
         page = TestClient(create_api(components, ApiPolicy(), now=clock)).get("/issues/iss-a").text
-        assert "centroid similarity 0.87, neighbour links 0.25" in page
+        assert "centroid similarity 0.87, neighbour links 0.25 (0.12 needed here)" in page
 
 
 def test_accepting_every_suggestion_joins_issues_through_chains():
