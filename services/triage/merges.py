@@ -81,8 +81,8 @@ def suggest_merges(record: IssueRecord, others: Sequence[IssueRecord], min_simil
                    background_times: float = BACKGROUND_TIMES) -> list[MergeCandidate]:
     """The live issues of the same clustering configuration likely the same failure as ``record``, most similar
     first. ``need_links=False`` is the rule before links (centroid similarity alone), kept for bench/clustering.py.
-    ``background``: ``link_background(record, others)``, when the caller has it already; ``background_times``: how
-    many times it a pair's links must reach (bench/clustering.py compares others)."""
+    ``background``: ``link_background(record, others)``, when the caller has it already; ``background_times``: the
+    multiple of it a pair's links must reach (bench/clustering.py compares others)."""
     if not record.centroid or record.merged_into:
         return []
     if need_links and background is None:
