@@ -91,13 +91,16 @@ class RouteImpact:
 
 @dataclass(frozen=True)
 class SuspectChange:
-    """A versions key whose value changed around the onset, with the rate on each side."""
+    """A versions key whose value changed around the onset: its share of the answers and its rate on each side
+    (a value whose share fell is the one the change replaced)."""
 
     key: str
     value: str
     kind: Literal["system", "evidence"]
     rate_before: float | None
     rate_after: float | None
+    share_before: float | None = None
+    share_after: float | None = None
 
 
 @dataclass(frozen=True)

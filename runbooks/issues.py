@@ -56,7 +56,7 @@ def build_context(record: IssueRecord, figures: IssueFigures, exemplars: list[di
     top = figures.headline
     open_alerts = list(figures.alerts)
     suspects = tuple(SuspectChange(s["key"], s["value"], s["kind"] if s["kind"] in ("system", "evidence") else "system",
-                                   s.get("rate_before"), s.get("rate_after"))
+                                   s.get("rate_before"), s.get("rate_after"), s.get("share_before"), s.get("share_after"))
                      for a in open_alerts for s in a.suspect_changes[:3])
     timeline = [TimelineEntry(_when(h["at"]), _happening(h)) for h in record.history if h.get("at")]
     timeline += [entry for a in open_alerts for entry in alert_steps(a)]

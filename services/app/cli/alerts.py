@@ -156,7 +156,9 @@ def _suspects(a: dict) -> list[str]:
     found = a.get("suspect_changes") or []
     rates = lambda s: (f", rate {pct(s.get('rate_before'))} -> {pct(s.get('rate_after'))}"  # noqa: E731
                        if s.get("rate_before") is not None or s.get("rate_after") is not None else "")
-    lines = [f"{n}. {s.get('key')}={s.get('value')} ({s.get('kind')} change){rates(s)}"
+    shares = lambda s: (f", share of answers {pct(s['share_before'], 0)} -> {pct(s['share_after'], 0)}"  # noqa: E731
+                        if s.get("share_before") is not None and s.get("share_after") is not None else "")
+    lines = [f"{n}. {s.get('key')}={s.get('value')} ({s.get('kind')} change{shares(s)}){rates(s)}"
              + (f"; {s['note']}" if s.get("note") else "")
              for n, s in enumerate(found[:SUSPECTS], 1)]
     return lines + [f"+{len(found) - SUSPECTS} more (-o json)"] * (len(found) > SUSPECTS)

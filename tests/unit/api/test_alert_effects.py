@@ -28,6 +28,7 @@ SUSPECTS = tuple({"dim": f"version.{k}", "key": k, "value": v, "kind": kind, "ra
                                                   ("corpus", "2026-11-20", "evidence", 0.06, 0.09),
                                                   ("prompt", "p-7", "system", 0.07, 0.08),
                                                   ("model", "gen-2026-11", "system", 0.07, 0.075)))
+SUSPECTS = ({**SUSPECTS[0], "share_before": 0.0, "share_after": 0.7}, *SUSPECTS[1:])  # as Suspect.as_dict has them
 MIX = Alert(alert_id="a-mix-parcel", route="parcel-status", kind=MIX_KIND, severity="warning", labels={}, window=45,
             pending_since=START + timedelta(minutes=25), starts_at=START + timedelta(minutes=28), rate=0.091,
             rate_interval=Interval(0.072, 0.113), baseline=0.043, baseline_interval=Interval(0.038, 0.049),
@@ -86,7 +87,8 @@ def test_alerts_show_reads_the_rate_against_the_expectation_and_splits_the_rise(
     assert f"mix slice {SLICE}" in flat
     assert "onset 2026-11-21 08:22 UTC" in flat and "window 45 min, 1,234 claims" in flat
     assert "driven by unsupported claims" in flat
-    assert ("suspects 1. retriever=bm25-v3 (system change), rate 5.0% -> 11.0% 2. corpus=2026-11-20 (evidence "
+    assert ("suspects 1. retriever=bm25-v3 (system change, share of answers 0% -> 70%), rate 5.0% -> 11.0% "
+            "2. corpus=2026-11-20 (evidence "
             "change), rate 6.0% -> 9.0% 3. prompt=p-7 (system change), rate 7.0% -> 8.0% +1 more (-o json)") in flat
     assert "gen-2026-11" not in flat   # the top three only
     assert ("transitions 2026-11-21 08:25 UTC pending: rate 9.1%, expected 4.6%, rise +4.5 pts "

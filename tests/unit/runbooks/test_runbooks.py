@@ -55,7 +55,7 @@ def make_ctx(hostile: bool = False, n_traces: int = 5, **overrides) -> RunbookCo
         timeline=(TimelineEntry(T0, text(5) if hostile else "prompt faq-v15 deployed"),
                   TimelineEntry(T0 + timedelta(minutes=32), "alert fired")),
         routes=(RouteImpact("billing-faq", 0.123, 0.101, 0.146, 280),),
-        suspect_changes=(SuspectChange("prompt", text(3) if hostile else "faq-v15", "system", 0.02, 0.12),
+        suspect_changes=(SuspectChange("prompt", text(3) if hostile else "faq-v15", "system", 0.02, 0.12, 0.0, 0.8),
                          SuspectChange("corpus", "policies@2026-11-20", "evidence", 0.02, 0.03)),
         traces=traces, first_failed_stage="claim_generation",
         signals=IssueSignals(0.3, tuple(HOSTILE[:3]) if hostile else ("pol-17#5",), 0.9, 0.25, 0.5),
@@ -86,7 +86,8 @@ def test_every_template_renders_every_required_section(renderer, kind):
     assert "**12.3%** (95% interval 10.1–14.6%)" in md and "where 2.0% is expected" in md
     assert "contradicted 71% (200), unsupported 29% (80)" in md
     assert "| billing-faq | 12.3% | 10.1–14.6% | 280 |" in md
-    assert "| system | prompt | faq-v15 | 2.0% | 12.0% |" in md
+    assert "| system | prompt | faq-v15 | 0% → 80% | 2.0% | 12.0% |" in md  # the share it took, the rate on each side
+    assert "| evidence | corpus | policies@2026-11-20 | — | 2.0% | 3.0% |" in md
     assert md.count("- **Failing claim:**") == 5 and md.count("- **Evidence span:**") == 5
     assert "- **Source versions:** refund-policy@2026-11-01" in md
     assert "claimwatch alerts ack al-1 --note 'investigating issue iss-7'" in md  # --by: the CLI's default
