@@ -27,6 +27,7 @@ from jinja2.sandbox import SandboxedEnvironment
 from markdown_it import MarkdownIt
 
 from runbooks.context import KINDS, AlertRunbookContext, RunbookContext
+from services.core.numbers import pct
 
 MAX_VALUE_CHARS = 1000          # backstop for any single value a template forgot to clip
 _BIDI = set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
@@ -100,10 +101,6 @@ def link(label: object, base_url: str, *parts: object) -> Md:
     base = quote(str(base_url).rstrip("/"), safe=":/?#@!$&'*+,;=%")
     path = "/".join(quote(str(p), safe="") for p in parts)
     return Md(f"[{md_escape(clip(label, 120))}](<{base}/{path}>)")
-
-
-def pct(value: float | None, digits: int = 1) -> str:
-    return "—" if value is None else f"{value * 100:.{digits}f}%"
 
 
 def num(value: float | None, digits: int = 2) -> str:

@@ -5,12 +5,9 @@ from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 from urllib.parse import quote
 
+from services.core.numbers import pct
 from services.rates.intervals import Counts
 from services.store.convert import parse_ch_time
-
-
-def pct(value: float | None, digits: int = 1) -> str:
-    return "—" if value is None else f"{100 * value:.{digits}f}%"
 
 
 def interval_text(interval) -> str:

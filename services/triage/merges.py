@@ -35,7 +35,7 @@ class MergeCandidate:
     similarity: float  # cosine of the two centroids
     links: float  # links between their claims' nearest neighbours per link within either (clustering/neighbours.py)
     shared_words: tuple[str, ...]  # in both issues' titles and keywords
-    needed: float = 0.0  # the links the rule asked of this pair: by its similarity, or BACKGROUND_TIMES the background
+    needed: float  # the links the rule asked of this pair: by its similarity, or BACKGROUND_TIMES the background
 
     def as_dict(self) -> dict:
         return asdict(self)

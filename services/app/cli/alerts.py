@@ -14,7 +14,7 @@ from services.alerts.figures import counted, dlq_command, figure, hallucination_
 from services.alerts.lifecycle import (
     ABSTENTION_KIND, AGREEMENT_KIND, DRIFT_KIND, INPUT_KINDS, MIX_KIND, REJECTED_KIND, SILENT_KIND,
 )
-from services.app.cli.base import (Abort, by_option, console, main, out, pct, print_json, reach, service_options,
+from services.app.cli.base import (Abort, by_option, console, main, out, print_json, reach, service_options,
                                    text_or_json, who)
 from services.app.cli.tables import (
     _plain as plain, Column, ago, at as _at, labelled, output_option, print_labelled, print_table, terminal_width,
@@ -22,6 +22,7 @@ from services.app.cli.tables import (
 from services.api.serialise import as_json as serialise
 from services.core.command import cli_command
 from services.core.clock import utcnow
+from services.core.numbers import pct
 from services.app.settings import Settings, SettingsError, load_settings
 
 

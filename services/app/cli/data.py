@@ -10,9 +10,10 @@ import click
 from rich.text import Text
 from services.alerts.expectations import PRIORITY, SORTS, expected_text
 from services.alerts.figures import figure
-from services.app.cli.base import Abort, console, main, out, print_json, reach, service_options, pct
+from services.app.cli.base import Abort, console, main, out, print_json, reach, service_options
 from services.app.cli.tables import Column, output_option, print_table
 from services.core.clock import utcnow
+from services.core.numbers import pct
 from services.app.settings import Settings
 from services.contract.model import FAILED_VERDICT_ORDER
 

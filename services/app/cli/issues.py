@@ -7,12 +7,13 @@ from pathlib import Path
 import click
 
 from services.app.cli.base import (
-    Abort, by_option, console, main, on_store, pct, print_json, reach, service_options, text_or_json, who,
+    Abort, by_option, console, main, on_store, print_json, reach, service_options, text_or_json, who,
 )
 from services.app.cli.tables import (
     Column, ago, at, labelled, output_option, print_labelled, print_markdown, print_table, terminal_width,
 )
 from services.core.clock import utcnow
+from services.core.numbers import pct
 from services.core.command import cli_command
 from services.app.settings import Settings
 
@@ -158,7 +159,7 @@ def triage_fields(i: dict, now) -> list[tuple[str, str | list[str]]]:
     """Owner, assignee, suggested merges, archive, ticket and the activity (newest first), for `issues show`."""
     owner = f"{i.get('owner')} (team {i.get('team')})" if i.get("owner") != i.get("team") else i.get("team") or ""
     entries = [f"{at(e['at'], now)} {e['by']}: {e['summary']}" for e in i.get("activity") or []]
-    merges = [f"{c['issue_id']} ({c['similarity']:.2f} centroid similarity, {c['links']:.2f} neighbour links, {c.get('needed', 0):.2f} needed here; both say "
+    merges = [f"{c['issue_id']} ({c['similarity']:.2f} centroid similarity, {c['links']:.2f} neighbour links, {c['needed']:.2f} needed here; both say "
               f"{', '.join(c['shared_words']) or 'no word in common'}): {c['name']}; "
               f"{cli_command()} issues merge {i['issue_id']} --into {c['issue_id']}"
               for c in i.get("merge_candidates") or []]
