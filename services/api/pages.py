@@ -186,8 +186,7 @@ class Pages:
         """``alert``: the alert page the reader came from (its window gives the representative traces)."""
         if self.issues is None:
             raise NotFound("issues are not available in this build yet")
-        issue = self.issues.show(issue_id, alert)
-        runbook = self.issues.runbook(issue_id, "html", alert)
+        issue, runbook = self.issues.page(issue_id, alert)
         return self._page(request, "issue.html", title=issue["name"], issue=issue, runbook=embeddable_runbook(runbook),
                           can_promote=self.evalset is not None)
 

@@ -87,17 +87,28 @@ class IssuesService:
 
     def show(self, issue_id: str, alert_id: str | None = None) -> dict:
         """``alert_id``: the page the reader came from; its window gives the representative traces."""
+        return self._show(self.issues.get(issue_id), alert_id)[0]
+
+    def page(self, issue_id: str, alert_id: str | None = None) -> tuple[dict, str]:
+        """The issue page: ``show`` and the HTML runbook, its figures and traces read once for both (a merged
+        issue's runbook is its survivor's, read apart)."""
         record = self.issues.get(issue_id)
+        shown, figures, exemplars, source = self._show(record, alert_id)
+        if surviving(self.issues, record) is not record:
+            return shown, self.runbook(issue_id, "html", alert_id)
+        return shown, self._runbook(record, figures, exemplars, source, "html")
+
+    def _show(self, record: IssueRecord, alert_id: str | None) -> tuple[dict, IssueFigures, list[dict], str]:
         view = self._view(record, self.issues.member_counts())
-        figures = self.figures(issue_id, alert_id)
+        figures = self.figures(record.issue_id, alert_id)
         explain = self._explain_once()  # the traces' choice and the alerts list read the same explanations
         exemplars, source = self._representatives(record, alert_id=alert_id, explain=explain)
         out = {**view, "exemplars": exemplars, "exemplars_from": source, "history": list(record.history),
                "activity": activity(record),
                "split_from": record.split_from, **self.figures_json(figures, exemplars, source)}
-        out["alerts"] = self.contributes_to(issue_id, set(out["routes"]) | set(record.routes), explain=explain)
+        out["alerts"] = self.contributes_to(record.issue_id, set(out["routes"]) | set(record.routes), explain=explain)
         out["merge_candidates"] = [c.as_dict() for c in suggest_merges(record, self.issues.load())]
-        return out
+        return out, figures, exemplars, source
 
     def contributes_to(self, issue_id: str, routes: set[str], newest: int = 20,
                        explain: Callable | None = None) -> list[dict]:
@@ -276,8 +287,10 @@ class IssuesService:
             raise ValueError(f"format must be md or html, got {fmt!r}")
         record = surviving(self.issues, self.issues.get(issue_id))
         exemplars, source = self._representatives(record, alert_id=alert_id)
-        details = self.issues.event_details([m["event_id"] for m in exemplars])
+        return self._runbook(record, self.figures(record.issue_id, alert_id), exemplars, source, fmt)
+
+    def _runbook(self, record: IssueRecord, figures: IssueFigures, exemplars: list[dict], source: str, fmt: str) -> str:
         if self.write_runbook is None:
             raise RuntimeError("this IssuesService was built without a runbook writer (services/app/compose.py)")
-        return self.write_runbook(record, self.figures(record.issue_id, alert_id), exemplars, details, source,
-                                  latest_notes(record), fmt)
+        details = self.issues.event_details([m["event_id"] for m in exemplars])
+        return self.write_runbook(record, figures, exemplars, details, source, latest_notes(record), fmt)
