@@ -157,7 +157,26 @@ def add_review_sampling(app, c: Components, settings: Settings) -> None:
                                     r.sample_every_minutes * 60)
 
 
+class WorkerCrashed(Exception):
+    """The worker stopped on an error it cannot carry on from; the message says why and what to do, on one line."""
+
+
+def crash_message(reason: BaseException) -> str:
+    """Why the worker stopped and what to do next. Nothing unstored was acked, so a restart loses nothing."""
+    text = str(reason)
+    cause = " ".join((text if text.startswith(type(reason).__name__) else f"{type(reason).__name__}: {text}").split())
+    if type(reason).__name__ == "UnsupportedCodecError":
+        return (f"the worker stopped: it cannot decompress a batch from the broker ({cause}). Install the codec "
+                "libraries (pip install 'aiokafka[lz4,snappy,zstd]', which claimwatch depends on) and restart the "
+                "worker: the batch was not acknowledged, so it is read again")
+    return (f"the worker stopped on an unexpected error while consuming ({cause}). Nothing it had not stored was "
+            "acknowledged: restart it (a supervisor does) and it resumes from its committed offsets; if it stops "
+            "again at the same point, keep this log and see docs/operations.md#reliability-and-security")
+
+
 def run_faust(app) -> None:
+    """Faust's worker in the foreground; WorkerCrashed when it stopped on a crash (mode exits 0 after one, so a
+    supervisor would see a clean stop and not restart it)."""
     import faust  # Faust loads only in a worker
 
     worker = faust.Worker(app, loglevel=logging.getLogger().getEffectiveLevel(), quiet=True, redirect_stdouts=False)
@@ -165,6 +184,8 @@ def run_faust(app) -> None:
         worker.execute_from_commandline()
     except SystemExit:
         pass
+    if worker.crash_reason is not None:
+        raise WorkerCrashed(crash_message(worker.crash_reason))
 
 
 def api_task(c: Components):

@@ -15,7 +15,7 @@ from services.app.settings import Settings
 @service_options
 def up(settings: Settings) -> None:
     """Start the embedded stack in the foreground: broker, worker, store, evaluator, API. Ctrl-C stops it."""
-    from services.app.processes import run_worker
+    from services.app.processes import WorkerCrashed, run_worker
     from services.app.broker import BrokerError, EmbeddedBroker
 
     stop_on_sigterm()
@@ -38,6 +38,8 @@ def up(settings: Settings) -> None:
 
     try:
         run_worker(settings, serve_api=True, on_ready=ready)
+    except WorkerCrashed as exc:
+        raise Abort(str(exc)) from None
     finally:
         if broker:
             broker.stop()
@@ -87,10 +89,13 @@ def token_hint(url: str, where) -> str:
 @service_options
 def worker(settings: Settings, serve_api: bool) -> None:
     """Run the Faust worker alone (ingest, evaluator and clustering timers) against --kafka."""
-    from services.app.processes import run_worker
+    from services.app.processes import WorkerCrashed, run_worker
 
     settings = settings.model_copy(update={"kafka": settings.bootstrap})
-    run_worker(settings, serve_api=serve_api)
+    try:
+        run_worker(settings, serve_api=serve_api)
+    except WorkerCrashed as exc:
+        raise Abort(str(exc)) from None
 
 
 @main.command()
