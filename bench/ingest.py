@@ -260,7 +260,7 @@ def profile(args, console: Console) -> int:
             spent["encode"] += time.process_time() - t
             for name, target in (("insert, no view", "intake_bare"), ("insert with views", INTAKE_TABLE)):
                 t = time.process_time()
-                store.insert_lines(target, data, {**INSERT_SETTINGS, **INTAKE_SETTINGS}, INTAKE_FORMAT)
+                store.stream_lines(target, data, {**INSERT_SETTINGS, **INTAKE_SETTINGS}, INTAKE_FORMAT)
                 spent[name] += time.process_time() - t
         assert store.query("SELECT count() AS n FROM events_bare")[0]["n"] == len(lines), "the bare copy is empty"
     finally:

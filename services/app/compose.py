@@ -128,8 +128,9 @@ class Components:
     def ingestor(self, epoch: str = "") -> Ingestor:
         """The ingest step; ``epoch`` names the incarnation of the consumed topic (broker.topic_epoch)."""
         s = self.settings
-        return Ingestor(EventWriter(self.store), Decoder(s.ingest.max_event_bytes), Redactor(s.privacy),
-                        ingest_window(s), epoch)
+        embedded = s.clickhouse.startswith("chdb:")  # this process alone writes: safe to repair while running
+        return Ingestor(EventWriter(self.store, repair_after_failure=embedded), Decoder(s.ingest.max_event_bytes),
+                        Redactor(s.privacy), ingest_window(s), epoch)
 
     def close(self) -> None:
         self.store_thread.shutdown(wait=True)

@@ -13,4 +13,10 @@ class Conflict(ValueError):
 
 
 class StoreError(RuntimeError):
-    """The store refused or failed a statement. The message says what to do next."""
+    """The store failed a statement: down, out of disk or memory, timed out. The same statement may succeed
+    later, so ingest retries it. The message says what to do next."""
+
+
+class StoreRefused(StoreError):
+    """The store refuses the statement for what it holds (a value it cannot parse or keep, a broken constraint, a
+    size limit): it never succeeds unchanged, so ingest splits the batch to find the events refused."""

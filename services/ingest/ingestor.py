@@ -19,11 +19,12 @@ import orjson
 
 from services.contract.decode import Decoder, Rejection, reject
 from services.contract.model import MAX_ROUTE_CHARS, VerdictEvent
-from services.core.errors import StoreError
+from services.core.errors import StoreError, StoreRefused
 from services.ingest.privacy import RedactionSettings, Redactor
 from services.ingest.records import SAMPLE_BYTES, DeadLetter, EventCounts, EventKey, Writer, WriteResult, intake_line
 from services.ingest.window import EventTimeWindow
 
+STORE_REJECTED = "store.rejected"  # the dead-letter rule of an event the store refuses for what it holds
 NEIGHBOUR_FRESH = timedelta(minutes=2)  # a partition's valid events this recent date its unreadable neighbours
 
 log = logging.getLogger(__name__)
@@ -169,32 +170,51 @@ class Ingestor:
         return self.write(self.split(messages, now))
 
     def write(self, batch: DecodedBatch) -> BatchOutcome:
-        """Write what ``split`` decoded; safe to call again after a StoreError."""
+        """Write what ``split`` decoded; safe to call again after a StoreError. A batch the store refuses for what
+        it holds (StoreRefused), or that breaks the writer itself, is split until the events refused are found:
+        they are dead-lettered and the rest stored, so a partition never stalls on them."""
         dead = list(batch.dead)  # a retry must not see dead letters a failed attempt added
         try:
             return BatchOutcome(batch.keys, dead, self.writer.write_lines(batch.keys, batch.lines, dead), batch.counts)
+        except StoreRefused as exc:
+            log.warning("the store refuses a batch of %d events (%s); splitting it to find the events it refuses",
+                        len(batch.items), str(exc)[:300])
         except StoreError:
             raise
-        except Exception:  # a data-dependent bug must not stall the partition: isolate the culprit
-            log.exception("batch write failed outside the store; isolating events one by one")
-            return self._isolate(batch, dead)
+        except Exception:  # a data-dependent bug must not stall the partition either
+            log.exception("batch write failed outside the store; splitting it to find the events that fail")
+        return self._bisect(batch, dead)
 
-    def _isolate(self, batch: DecodedBatch, dead: list[DeadLetter]) -> BatchOutcome:
-        """Write the already encoded events one at a time; one that cannot be stored becomes a dead letter."""
+    def _bisect(self, batch: DecodedBatch, dead: list[DeadLetter]) -> BatchOutcome:
+        """Write halves of the batch, halving what fails again, in order; an event that fails alone becomes a dead
+        letter: ``store.rejected`` with the store's message, or ``unprocessable`` when the writer broke. What was
+        stored before a crash here is recognised at redelivery, so a kill mid-split stores nothing twice."""
         good, inserted, duplicates = [], 0, 0
-        for (m, index, key), line in zip(batch.items, batch.lines):
+        pending = [(0, len(batch.items))]
+        while pending:
+            lo, hi = pending.pop()
+            keys = [key for _, _, key in batch.items[lo:hi]]
             try:
-                result = self.writer.write_lines([key], [line])
+                result = self.writer.write_lines(keys, batch.lines[lo:hi])
+            except StoreRefused as exc:
+                failure = reject(STORE_REJECTED, "$", f"the store refused this event: {exc}"[:1000],
+                                 event_id=keys[0].event_id, route=keys[0].route)
             except StoreError:
                 raise
             except Exception as exc:
-                rejection = reject("unprocessable", "$", f"valid event could not be stored: {type(exc).__name__}: {exc}",
-                                   event_id=key.event_id, route=key.route)
-                raw = event_bytes(m, index, None if index is None else envelope_events(m))
-                dead.append(self._dead_letter(m, rejection, index, raw, key.observed_at))
+                failure = reject("unprocessable", "$", f"valid event could not be stored: {type(exc).__name__}: {exc}",
+                                 event_id=keys[0].event_id, route=keys[0].route)
+            else:
+                good += keys
+                inserted += result.inserted
+                duplicates += result.duplicates
                 continue
-            good.append(key)
-            inserted += result.inserted
-            duplicates += result.duplicates
+            if hi - lo > 1:
+                middle = (lo + hi) // 2
+                pending += [(middle, hi), (lo, middle)]  # the first half next
+                continue
+            m, index, key = batch.items[lo]
+            raw = event_bytes(m, index, None if index is None else envelope_events(m))
+            dead.append(self._dead_letter(m, failure, index, raw, key.observed_at))
         self.writer.write_lines([], [], dead)
         return BatchOutcome(good, dead, WriteResult(inserted, duplicates, len(dead)), batch.counts)

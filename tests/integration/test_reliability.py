@@ -5,18 +5,24 @@ import dataclasses
 import random
 import signal
 import subprocess
+import sys
+import textwrap
 import threading
 import time
+from collections import Counter
 from datetime import datetime, timedelta, timezone
 
 import httpx
+import orjson
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from services.client.produce import raw_producer
 from services.client.simulate import Regression, Scenario, expected_counts, generate
 from services.app.broker import create_topics
 from tests.support.clickhouse_standin import ClickHouseStandin
 from tests.support.envelopes import pack
+from tests.support.filesystems import filled, small_filesystem
 from tests.support.processes import WorkerProcess
 
 CONFIG = """
@@ -240,3 +246,94 @@ def test_sigterm_stops_a_worker_whose_store_refuses_every_write_and_a_restart_st
         worker.wait_for(lambda: totals(worker) == want, 300, f"{want} after the restart")
         assert {r["route"]: r["verdicts"] for r in worker.get("/api/rates", window="all")} == expected.verdicts
         worker.stop()
+
+
+def test_a_full_disk_holds_offsets_says_not_ready_and_every_event_lands_once_when_space_returns(
+        broker, topic_prefix, tmp_path):
+    """The store on a real filesystem that fills up: chDB's streaming insert reports success and stores nothing,
+    so the writer's count of what the store holds is what keeps the offsets uncommitted."""
+    sims = list(generate(Scenario.demo(), datetime(2026, 11, 21, 5, 0, tzinfo=timezone.utc), 20, seed=37))
+    expected = expected_counts(sims)
+    first, second = sims[:2000], sims[2000:]
+    topic = setup_topics(broker, topic_prefix)
+    env = {"CLAIMWATCH_CLUSTERING__IN_WORKER": "false", "CLAIMWATCH_INGEST__RETRY_MAX_SECONDS": "2"}
+    with small_filesystem(tmp_path / "disk", 256) as disk:
+        worker = WorkerProcess(broker.bootstrap, f"chdb:{disk / 'ch'}", topic_prefix, tmp_path / "worker.log",
+                               env=env).start()
+        StreamingProducer(broker.bootstrap, topic, first, chunk=2000, pause=0).run()
+        before = expected_counts(first)
+        worker.wait_for(lambda: totals(worker) == (before.valid_events, before.bad_total), 120, "the first events")
+        with filled(disk, leave_bytes=1 << 20):
+            StreamingProducer(broker.bootstrap, topic, second, chunk=5000, pause=0, batched=True).run()
+            ready = worker.wait_for(lambda: not_ready(worker), 60, "readiness to report the failing writes")
+            assert "disk" in ready["reason"], ready
+            worker.wait_for(lambda: metric_value(worker, "claimwatch_store_failures_total") >= 2, 60,
+                            "failed writes counted")
+            assert totals(worker)[0] == before.valid_events  # nothing more, and nothing pretended
+            worker.kill()  # offsets of what was not stored must not have been committed
+        worker.start()
+        want = (expected.valid_events, expected.bad_total)
+        worker.wait_for(lambda: totals(worker) == want, 300, f"{want} once space returned")
+        assert {r["route"]: r["verdicts"] for r in worker.get("/api/rates", window="all")} == expected.verdicts
+        assert httpx.get(worker.url + "/readyz", timeout=10).json()["ready"] is True
+        worker.stop()
+
+
+def metric_value(worker: WorkerProcess, name: str) -> float:
+    text = worker.get_text("/metrics")
+    return sum(s.value for fam in text_string_to_metric_families(text) for s in fam.samples if s.name == name)
+
+
+POISON = "CHECK NOT startsWith(trace_id, 'poison')"
+
+
+def poisoned(sims: list, every: int) -> list:
+    """Every ``every``-th event the stream sends once, with a trace id the store's constraint refuses: counted as
+    the dead letters (rule store.rejected) they must become."""
+    counts = Counter(s.event["event_id"] for s in sims if s.event is not None)
+    out, n = [], 0
+    for sim in sims:
+        if sim.event is not None and sim.bad_rule is None and counts[sim.event["event_id"]] == 1:
+            n += 1
+            if n % every == 0:
+                event = {**sim.event, "trace_id": f"poison-{n}"}
+                sim = dataclasses.replace(sim, raw=orjson.dumps(event), event=event, bad_rule="store.rejected")
+        out.append(sim)
+    return out
+
+
+def test_events_the_store_refuses_are_dead_lettered_and_the_rest_stored_once_through_kills_mid_split(
+        broker, topic_prefix, tmp_path):
+    sims = poisoned(list(generate(Scenario.demo(), datetime(2026, 11, 21, 6, 0, tzinfo=timezone.utc), 30,
+                                  seed=53)), every=150)
+    expected = expected_counts(sims)
+    assert expected.bad["store.rejected"] >= 30
+    topic = setup_topics(broker, topic_prefix)
+    path = tmp_path / "ch"
+    subprocess.run([sys.executable, "-c", textwrap.dedent(f"""\
+        from services.store.backends import ChdbStore
+        from services.store.migrate import migrate
+        store = ChdbStore({str(path)!r}); migrate(store)
+        store.command("ALTER TABLE events ADD CONSTRAINT no_poison {POISON}")
+        store.close()""")], check=True, timeout=120)
+    worker = WorkerProcess(broker.bootstrap, f"chdb:{path}", topic_prefix, tmp_path / "worker.log",
+                           env={"CLAIMWATCH_INGEST__BATCH_SIZE": "20", "CLAIMWATCH_CLUSTERING__IN_WORKER": "false"})
+    producer = StreamingProducer(broker.bootstrap, topic, sims, chunk=2000, pause=0.5, batched=True)
+    rng = random.Random(7)
+    worker.start()
+    producer.start()
+    seen = 0
+    for _ in range(2):
+        seen = worker.wait_for(lambda: (n := (totals(worker) or (0, 0))[0]) > seen + 500 and n, 240, "ingest resumed")
+        time.sleep(rng.uniform(0.1, 1.0))
+        worker.kill()
+        worker.start()
+    producer.join(300)
+    assert producer.error is None and not producer.is_alive()
+    want = (expected.valid_events, expected.bad_total)
+    worker.wait_for(lambda: totals(worker) == want, 300, f"{want} after the kills")
+    assert {d["reason"]: d["count"] for d in worker.get("/api/dlq")} == expected.bad
+    [refused] = [d for d in worker.get("/api/dlq", samples=1) if d["reason"] == "store.rejected"]
+    assert "no_poison" in str(refused), refused  # the store's own reason, to fix and replay
+    assert {r["route"]: r["verdicts"] for r in worker.get("/api/rates", window="all")} == expected.verdicts
+    worker.stop()
