@@ -31,6 +31,7 @@ from services.ingest.offsets import BrokerOffsets, OffsetTracker, unread
 from services.ingest.pipeline import IngestPipeline
 from services.issues.schedule import ClusteringSchedule, open_alert_windows
 from services.review.agreement_alerts import AgreementWatch, InstrumentAlerts
+from services.store.damage import damage_message, find_damage
 from services.store.repair import repair_recent
 from streams import timers
 
@@ -74,6 +75,7 @@ def run_worker(settings: Settings, *, serve_api: bool, on_ready: Callable[[Compo
     threads = WorkerThreads()
     schedule = None
     try:
+        refuse_damaged_store(c, full_check=settings.clickhouse.startswith("chdb:"))
         if settings.clickhouse.startswith("chdb:"):  # this process alone writes: safe to repair before consuming
             repair_torn_writes(c)
         app, topics = create_app(settings)
@@ -94,6 +96,14 @@ def run_worker(settings: Settings, *, serve_api: bool, on_ready: Callable[[Compo
             schedule.close()
         threads.close()
         c.close()
+
+
+def refuse_damaged_store(c: Components, full_check: bool) -> None:
+    """Never consume into a damaged store: its rates would be wrong and replays skipped (services/store/damage.py).
+    ``full_check``: CHECK TABLE too, where this process owns the files; a server's workers look for broken parts."""
+    damage = find_damage(c.store, check=full_check)
+    if damage:
+        raise WorkerStopped(damage_message(damage, c.store.url))
 
 
 def repair_torn_writes(c: Components) -> None:
@@ -157,8 +167,9 @@ def add_review_sampling(app, c: Components, settings: Settings) -> None:
                                     r.sample_every_minutes * 60)
 
 
-class WorkerCrashed(Exception):
-    """The worker stopped on an error it cannot carry on from; the message says why and what to do, on one line."""
+class WorkerStopped(Exception):
+    """The worker stopped, or would not start, on what it cannot carry on from; the message says why and what to do,
+    on one line."""
 
 
 def crash_message(reason: BaseException) -> str:
@@ -175,7 +186,7 @@ def crash_message(reason: BaseException) -> str:
 
 
 def run_faust(app) -> None:
-    """Faust's worker in the foreground; WorkerCrashed when it stopped on a crash (mode exits 0 after one, so a
+    """Faust's worker in the foreground; WorkerStopped when it stopped on a crash (mode exits 0 after one, so a
     supervisor would see a clean stop and not restart it)."""
     import faust  # Faust loads only in a worker
 
@@ -185,7 +196,7 @@ def run_faust(app) -> None:
     except SystemExit:
         pass
     if worker.crash_reason is not None:
-        raise WorkerCrashed(crash_message(worker.crash_reason))
+        raise WorkerStopped(crash_message(worker.crash_reason))
 
 
 def api_task(c: Components):

@@ -68,7 +68,9 @@ def _insert_missing(store: Store, table: str, view: str, answers: str, params: d
 
 
 def repair(store: Store, since: datetime, observed_from: datetime | None = None) -> RepairReport:
-    """Re-derive the views for answers ingested since ``since`` (and observed since ``observed_from``)."""
+    """Re-derive the views for answers ingested since ``since`` (and observed since ``observed_from``). Only what
+    is missing is added: a bucket that counts more than its stored answers lost raw rows (damage, expiry), which
+    only ``rebuild`` settles, on an operator's word."""
     params = {"since": ch_time(since), "observed_from": ch_time(observed_from or EPOCH)}
     recent = ("SELECT * FROM events FINAL WHERE ingested_at >= {since:DateTime64(3)} "
               "AND observed_at >= {observed_from:DateTime64(3)}")
@@ -80,9 +82,17 @@ def repair(store: Store, since: datetime, observed_from: datetime | None = None)
     keys = _insert_missing(store, "event_keys", "event_keys_mv", recent, params)
     lacking = _insert_missing(store, "claims", "claims_mv", f"SELECT * FROM ({recent}) WHERE length(verdicts) > 0",
                               params)
-
     touched = f"SELECT DISTINCT route, toStartOfMinute(observed_at) AS minute FROM ({recent})"
-    in_buckets = (f"SELECT * FROM events FINAL WHERE (route, toStartOfMinute(observed_at)) IN ({touched})")
+    corrections = [c for c in bucket_deltas(store, touched, params) if all(c[f] >= -WEIGHT_TOLERANCE for f in SUM_FIELDS)]
+    if corrections:
+        store.insert("rate_minute", corrections)
+    return RepairReport(keys, lacking, len(corrections))
+
+
+def bucket_deltas(store: Store, touched: str, params: dict) -> list[dict]:
+    """For each minute bucket of ``touched`` (route, minute) whose aggregates differ from what the stored answers
+    derive: the row that, added, makes them agree."""
+    in_buckets = f"SELECT * FROM events FINAL WHERE (route, toStartOfMinute(observed_at)) IN ({touched})"
     sums = ", ".join(f"sum({c}) AS {c}" for c in SUM_FIELDS)
     expected = store.query(f"SELECT dim, value, route, toString(minute) AS minute, {sums} "
                            f"FROM ({_view_select(store, 'rate_minute_mv', in_buckets)}) GROUP BY dim, value, route, minute",
@@ -90,18 +100,16 @@ def repair(store: Store, since: datetime, observed_from: datetime | None = None)
     stored = store.query(f"SELECT dim, value, route, toString(minute) AS minute, {sums} FROM rate_minute "
                          f"WHERE (route, minute) IN ({touched}) GROUP BY dim, value, route, minute", params)
     have = {tuple(r[k] for k in KEY): r for r in stored}
-    corrections = []
+    deltas = []
     for row in expected:
         key = tuple(row[k] for k in KEY)
         old = have.pop(key, None)
         delta = {c: row[c] - (old[c] if old else 0) for c in SUM_FIELDS}
         if any(abs(d) > WEIGHT_TOLERANCE for d in delta.values()):  # counts are whole; weighted sums are floats
-            corrections.append({**dict(zip(KEY, key)), **delta})
+            deltas.append({**dict(zip(KEY, key)), **delta})
     for key, old in have.items():  # aggregates with no answers behind them
-        corrections.append({**dict(zip(KEY, key)), **{c: -old[c] for c in SUM_FIELDS}})
-    if corrections:
-        store.insert("rate_minute", corrections)
-    return RepairReport(keys, lacking, len(corrections))
+        deltas.append({**dict(zip(KEY, key)), **{c: -old[c] for c in SUM_FIELDS}})
+    return deltas
 
 
 def repair_recent(store: Store, now: datetime, horizon: timedelta = timedelta(hours=1)) -> RepairReport:

@@ -99,17 +99,18 @@ class EventWriter:
         return (f"SELECT DISTINCT event_id FROM event_keys WHERE {_IN_MINUTES.format(minutes=_json_rows(minutes))} "
                 f"AND event_id IN {_IDS.format(ids=_json_rows([i] for i in ids))}")
 
-    def holds(self, keys: Sequence[EventKey], began: datetime) -> bool:
-        """Whether the store holds every answer of ``keys`` with its key (a backfill older than retention.raw_days
-        counts only in the minute aggregates: ``kept_raw``). An answer stored without its key, or the other way
-        round, is a torn write: the next write repairs from ``began`` first."""
+    def holds(self, keys: Sequence[EventKey], began: datetime) -> set[str] | None:
+        """None when the store holds every answer of ``keys`` with its key (a backfill older than
+        retention.raw_days counts only in the minute aggregates: ``kept_raw``); else the ids it holds as answers.
+        An answer stored without its key, or the other way round, is a torn write: the next write repairs from
+        ``began`` first."""
         keys = self.kept_raw(keys)
         if not keys:
-            return True
+            return None
         answers, keys_held = self.held(keys)
-        if answers != keys_held:
+        if len(answers) != keys_held:
             self.unverified_since = began - CLOCK_SLACK
-        return answers == keys_held == len(keys)
+        return None if len(answers) == keys_held == len(keys) else answers
 
     def kept_raw(self, keys: Sequence[EventKey]) -> Sequence[EventKey]:
         """The keys whose answers the raw TTL keeps: one older than retention.raw_days has its raw rows dropped on
@@ -121,15 +122,17 @@ class EventWriter:
         kept_from = None if days is None else now - timedelta(days=days) + TTL_SLACK
         return keys if kept_from is None else [key for key in keys if key.observed_at >= kept_from]
 
-    def held(self, keys: Sequence[EventKey]) -> tuple[int, int]:
-        """How many of ``keys`` the store holds as answers (``events``) and as keys (``event_keys``)."""
+    def held(self, keys: Sequence[EventKey]) -> tuple[set[str], int]:
+        """The ids of ``keys`` the store holds as answers (``events``), and how many it holds as keys."""
         minutes = {(key.route, int(key.observed_at.timestamp()) // 60 * 60) for key in keys}
         ids = _json_rows([key.event_id] for key in keys)
-        row = self.store.query(
-            f"SELECT (SELECT uniqExact(event_id) FROM events WHERE event_id IN {_IDS.format(ids=ids)}) AS answers, "
-            f"(SELECT uniqExact(event_id) FROM event_keys WHERE {_IN_MINUTES.format(minutes=_json_rows(minutes))} "
-            f"AND event_id IN {_IDS.format(ids=ids)}) AS keys")[0]
-        return int(row["answers"]), int(row["keys"])
+        rows = self.store.query(
+            f"SELECT event_id, (SELECT uniqExact(event_id) FROM event_keys WHERE "
+            f"{_IN_MINUTES.format(minutes=_json_rows(minutes))} AND event_id IN {_IDS.format(ids=ids)}) AS keys "
+            f"FROM (SELECT DISTINCT event_id FROM events WHERE event_id IN {_IDS.format(ids=ids)}) "
+            f"UNION ALL SELECT '' AS event_id, (SELECT uniqExact(event_id) FROM event_keys WHERE "
+            f"{_IN_MINUTES.format(minutes=_json_rows(minutes))} AND event_id IN {_IDS.format(ids=ids)}) AS keys")
+        return {r["event_id"] for r in rows if r["event_id"]}, int(rows[0]["keys"]) if rows else 0
 
     def _fresh(self, keys: Sequence[EventKey], offset: Sequence[int] | None = None) -> list[int]:
         """Indexes of the first of each event id among ``keys`` that the store does not hold yet (into ``offset``,
@@ -141,10 +144,12 @@ class EventWriter:
         fresh = [i for event_id, i in first.items() if event_id not in stored]
         return fresh if offset is None else [offset[i] for i in fresh]
 
-    def _insert(self, keys: Sequence[EventKey], lines: Sequence[bytes], indexes: list[int], insert) -> None:
+    def _insert(self, keys: Sequence[EventKey], lines: Sequence[bytes], indexes: list[int], insert,
+                salt: str = "") -> None:
         if not indexes:
             return
-        token = hashlib.sha256("\n".join(sorted(keys[i].event_id for i in indexes)).encode()).hexdigest()
+        ids = "\n".join(sorted(keys[i].event_id for i in indexes))
+        token = hashlib.sha256((ids + salt).encode()).hexdigest()
         insert(INTAKE_TABLE, b"\n".join(lines[i] for i in indexes),
                {**INSERT_SETTINGS, **INTAKE_SETTINGS, "insert_deduplication_token": token}, INTAKE_FORMAT)
 
@@ -179,16 +184,20 @@ class EventWriter:
         if fresh:
             began, fresh_keys = self.clock(), [keys[i] for i in fresh]
             self._insert(keys, lines, fresh, self.store.stream_lines)
-            if not self.holds(fresh_keys, began):
+            answered = self.holds(fresh_keys, began)
+            if answered is not None:
                 # The streaming insert reports parse errors only. The rows still missing, in one statement, say
                 # what the engine refused (a full disk, a broken constraint), or are stored this time.
                 self._repair_unverified()
+                missing = [i for i in self._fresh(fresh_keys, offset=fresh) if keys[i].event_id not in answered]
                 try:
-                    self._insert(keys, lines, self._fresh(fresh_keys, offset=fresh), self.store.insert_lines)
+                    # A token of its own: the first one may be remembered for a block that was never stored (a
+                    # replay after damage), and would make this insert a no-op too.
+                    self._insert(keys, lines, missing, self.store.insert_lines, salt=ch_time(began))
                 except StoreError:
                     self._note_torn(fresh_keys, began)
                     raise
-                if not self.holds(fresh_keys, began):
+                if self.holds(fresh_keys, began) is not None:
                     raise StoreError(f"the store took {len(fresh):,} events without an error but lacks some of "
                                      "them; the batch stays uncommitted and is written again")
         if dead:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import random
 import signal
 import subprocess
@@ -11,6 +12,7 @@ import threading
 import time
 from collections import Counter
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import httpx
 import orjson
@@ -337,3 +339,42 @@ def test_events_the_store_refuses_are_dead_lettered_and_the_rest_stored_once_thr
     assert "no_poison" in str(refused), refused  # the store's own reason, to fix and replay
     assert {r["route"]: r["verdicts"] for r in worker.get("/api/rates", window="all")} == expected.verdicts
     worker.stop()
+
+
+def damage_an_events_part(store_dir: Path) -> int:
+    """Delete a data file of one `events` part, as a failing disk or a careless hand would; its row count."""
+    parts = sorted(p for p in (store_dir / "data" / "default" / "events").iterdir() if p.name.startswith("all_"))
+    part = max(parts, key=lambda p: int((p / "count.txt").read_text()))  # the most answers, so the loss shows
+    next(part.glob("*.bin")).unlink()
+    return int((part / "count.txt").read_text())
+
+
+def test_a_damaged_part_stops_the_worker_and_a_rebuild_then_replay_restores_it_exactly(broker, topic_prefix, tmp_path):
+    sims = list(generate(Scenario.demo(), datetime(2026, 11, 21, 9, 0, tzinfo=timezone.utc), 12, seed=59))
+    expected = expected_counts(sims)
+    want = (expected.valid_events, expected.bad_total)
+    topic = setup_topics(broker, topic_prefix)
+    store_dir = tmp_path / "ch"
+    store, log = f"chdb:{store_dir}", tmp_path / "worker.log"
+    env = {"CLAIMWATCH_CLUSTERING__IN_WORKER": "false", "CLAIMWATCH_INGEST__BATCH_SIZE": "500"}
+    with WorkerProcess(broker.bootstrap, store, topic_prefix, log, env=env) as worker:
+        StreamingProducer(broker.bootstrap, topic, sims, chunk=1000, pause=0.2).run()
+        worker.wait_for(lambda: totals(worker) == want, 180, f"{want} stored")
+    lost = damage_an_events_part(store_dir)
+
+    refused = WorkerProcess(broker.bootstrap, store, topic_prefix, log, env=env)
+    with pytest.raises(AssertionError, match="worker exited with 1"):
+        refused.start()
+    last = log.read_text().strip().splitlines()[-1]
+    assert "is damaged" in last and "claimwatch repair --damaged" in last, last
+
+    cli = [sys.executable, "-m", "services.app.cli", "repair", "--damaged", "--clickhouse", store]
+    rebuilt = subprocess.run(cli, capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"})
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert f"{lost:,} answers were lost" in rebuilt.stderr, rebuilt.stderr
+
+    with WorkerProcess(broker.bootstrap, store, topic_prefix, log, env=env) as worker:
+        assert totals(worker)[0] == expected.valid_events - lost  # the rates say what the store holds, no more
+        StreamingProducer(broker.bootstrap, topic, sims, chunk=1000, pause=0.2).run()  # the replay
+        worker.wait_for(lambda: totals(worker)[0] == expected.valid_events, 180, "the lost answers restored")
+        assert {r["route"]: r["verdicts"] for r in worker.get("/api/rates", window="all")} == expected.verdicts

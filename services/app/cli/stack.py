@@ -15,7 +15,7 @@ from services.app.settings import Settings
 @service_options
 def up(settings: Settings) -> None:
     """Start the embedded stack in the foreground: broker, worker, store, evaluator, API. Ctrl-C stops it."""
-    from services.app.processes import WorkerCrashed, run_worker
+    from services.app.processes import WorkerStopped, run_worker
     from services.app.broker import BrokerError, EmbeddedBroker
 
     stop_on_sigterm()
@@ -38,7 +38,7 @@ def up(settings: Settings) -> None:
 
     try:
         run_worker(settings, serve_api=True, on_ready=ready)
-    except WorkerCrashed as exc:
+    except WorkerStopped as exc:
         raise Abort(str(exc)) from None
     finally:
         if broker:
@@ -89,12 +89,12 @@ def token_hint(url: str, where) -> str:
 @service_options
 def worker(settings: Settings, serve_api: bool) -> None:
     """Run the Faust worker alone (ingest, evaluator and clustering timers) against --kafka."""
-    from services.app.processes import WorkerCrashed, run_worker
+    from services.app.processes import WorkerStopped, run_worker
 
     settings = settings.model_copy(update={"kafka": settings.bootstrap})
     try:
         run_worker(settings, serve_api=serve_api)
-    except WorkerCrashed as exc:
+    except WorkerStopped as exc:
         raise Abort(str(exc)) from None
 
 
@@ -116,8 +116,11 @@ def demo(settings: Settings, exit_at_end: bool) -> None:
 
 @main.command()
 @click.option("--hours", default=24.0, show_default=True, help="How far back (by ingestion time) to check.")
+@click.option("--damaged", is_flag=True, help="After damage (a worker refused to start and said so): make keys, "
+              "claim rows and minute aggregates agree with the answers the store still holds, drop the broken parts, "
+              "and print the span to replay.")
 @service_options
-def repair(settings: Settings, hours: float) -> None:
+def repair(settings: Settings, hours: float, damaged: bool) -> None:
     """Re-derive answer keys, claim rows and minute aggregates from stored answers after a crash (workers stopped)."""
     from datetime import timedelta
 
@@ -135,11 +138,38 @@ def repair(settings: Settings, hours: float) -> None:
     except StoreError as exc:
         raise Abort(str(exc)) from None
     try:
+        if damaged:
+            _rebuild_damaged(store)
+            return
         report = repair_recent(store, utcnow(), timedelta(hours=hours))
+    except StoreError as exc:
+        raise Abort(str(exc)) from None
     finally:
         store.close()
     console.print(f"answer keys restored: {report.keys_rows}; claim rows restored: {report.claims_rows}; "
                   f"minute buckets corrected: {report.buckets_corrected}")
+
+
+def _rebuild_damaged(store) -> None:
+    from services.store.damage import find_damage, rebuild
+
+    damage = find_damage(store)
+    if not damage:
+        console.print("no damaged parts found: nothing to rebuild")
+        return
+    for part in damage:
+        console.print(f"damaged: {part}", markup=False, highlight=False)
+    report = rebuild(store, utcnow(), damage)
+    console.print(f"rebuilt from the answers stored since {report.kept_from} UTC: {report.keys_removed:,} answer keys "
+                  f"and {report.claims_removed:,} claim rows of lost answers removed; {report.keys_restored:,} keys and "
+                  f"{report.claims_restored:,} claim rows restored; {report.buckets_lowered:,} minute buckets lowered "
+                  f"and {report.buckets_raised:,} raised. Dropped: {', '.join(report.parts_dropped)}.",
+                  markup=False, highlight=False)
+    if report.answers_lost:
+        console.print(f"{report.answers_lost:,} answers were lost, observed {report.lost_from} to {report.lost_until} "
+                      f"UTC on {', '.join(report.lost_routes)}. Replay the source for that span (for a file: "
+                      f"`{cli_command()} produce FILE`): the writer stores exactly what is missing.",
+                      markup=False, highlight=False)
 
 
 @main.group()
