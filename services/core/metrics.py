@@ -82,6 +82,9 @@ class Metrics:
                                          "worker has held since it started", registry=r)
         self.notify_failures = Counter("claimwatch_notification_failures_total", "Failed notification attempts",
                                        ["target"], registry=r)
+        self.evaluator_lag = Gauge("claimwatch_evaluator_lag_seconds", "Wall clock minus the end of the newest "
+                                   "minute the alert evaluator has evaluated, at its last tick (the leader's; 0 "
+                                   "elsewhere)", registry=r)
         self.broker_up: Gauge | None = None  # only where a broker is consumed (watch_broker)
 
     def watch_buffer(self, budget) -> None:
