@@ -3,11 +3,14 @@
 claimwatch_broker_up gauge says the same to Prometheus."""
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from services.app.broker import EmbeddedBroker, create_topics
+from services.ingest.offsets import BrokerOffsets
 from tests.support.processes import WorkerProcess
 
 
@@ -61,3 +64,32 @@ def test_readiness_is_false_while_the_broker_is_frozen_or_stopped_and_true_again
             broker.start()
             create_topics(broker.bootstrap, topics, 2)  # what a broker that keeps its log still has
             wait_ready(worker, 120, "the worker to be ready again after the broker's restart")
+
+
+def test_a_worker_with_no_partition_still_asks_the_broker():
+    """With nothing assigned (more workers than partitions) the lag read has no offsets to read; its ping is a
+    round trip all the same, so such a worker's readiness follows the broker too."""
+    async def ping(offsets: BrokerOffsets) -> bool:
+        try:
+            await asyncio.wait_for(offsets.ping(), 5)
+            return True
+        except Exception:
+            return False
+
+    async def probe(broker: EmbeddedBroker) -> list[bool]:
+        offsets = BrokerOffsets(broker.bootstrap, "no-partitions")
+        try:
+            answers = [await ping(offsets)]
+            broker.freeze()
+            try:
+                answers.append(await ping(offsets))
+            finally:
+                broker.thaw()
+            broker.stop()
+            answers.append(await ping(offsets))
+            return answers
+        finally:
+            await offsets.close()
+
+    with EmbeddedBroker() as broker:
+        assert asyncio.run(probe(broker)) == [True, False, False]
