@@ -3,12 +3,14 @@ claims for human review; and each worker's consumer-lag report. The work is in s
 from __future__ import annotations
 
 import logging
+import time
 from datetime import datetime
 from typing import Awaitable, Callable
 
 from services.alerts.cycle import AlertCycle
 from services.core.clock import utcnow
 from services.core.metrics import Metrics
+from services.ingest.ingestor import BrokerHealth
 from services.ingest.offsets import BrokerOffsets, OffsetTracker
 from services.issues.schedule import ClusteringSchedule
 
@@ -50,10 +52,11 @@ def register_review_sampling(app, sample: Callable[[datetime], Awaitable[object]
         await sample(utcnow())  # within the day's budget: once it is spent, later runs queue nothing
 
 
-def register_lag_report(app, offsets: OffsetTracker, broker: BrokerOffsets, metrics: Metrics,
+def register_lag_report(app, offsets: OffsetTracker, broker: BrokerOffsets, metrics: Metrics, health: BrokerHealth,
                         interval: float = 5.0) -> None:
     """The lag of each partition assigned to this worker, from the broker's log ends and the group's commits (so
-    it is true right after a restart) and what this worker finished since (OffsetTracker.lag)."""
+    it is true right after a restart) and what this worker finished since (OffsetTracker.lag). Each read's outcome
+    is the broker's readiness (``health``): with no partition assigned, the broker is only pinged."""
     reported: set[tuple[str, int]] = set()
     failing = False  # log when reads start failing, not at every tick
 
@@ -63,14 +66,18 @@ def register_lag_report(app, offsets: OffsetTracker, broker: BrokerOffsets, metr
         # Highwaters before any await: a rebalance meanwhile may take a partition away.
         highwaters = {(tp.topic, tp.partition): app.consumer.highwater(tp) for tp in app.consumer.assignment()}
         try:
+            if not highwaters:
+                await broker.ping()
             positions = await broker.read(highwaters)
         except Exception as exc:  # a gauge must not stop the worker: it keeps its last values until the broker answers
             if not failing:
                 log.warning("consumer lag: cannot read offsets from the broker (%s); trying again every %.0f s",
                             exc, interval)
             failing = True
+            health.failed(f"{type(exc).__name__}: {exc}"[:300])
             return
         failing = False
+        health.answered(time.monotonic())
         for topic, partition in reported - highwaters.keys():  # moved to another worker, which reports it now
             metrics.consumer_lag.remove(topic, str(partition))
         for (topic, partition), highwater in highwaters.items():

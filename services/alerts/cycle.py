@@ -20,7 +20,7 @@ from typing import Protocol
 import orjson
 
 from services.core.threads import Run
-from services.alerts.evaluator import AlertEvaluator
+from services.alerts.evaluator import MINUTE, AlertEvaluator
 from services.alerts.explain import AlertExplainer, AlertExplanation, explainable
 from services.alerts.lifecycle import KINDS, Alert
 from services.alerts.notify import Dispatcher
@@ -58,7 +58,8 @@ class AlertCycle:
     async def evaluate(self, now: datetime) -> list[Record]:
         """Advance the evaluator to ``now``; returns one transition record per changed alert (route -> JSON).
 
-        A store hiccup is logged and yields no records: the evaluator resumes at the next tick.
+        A store hiccup is logged and yields no records: the evaluator resumes at the next tick. Either way the tick
+        reports how far the evaluated minutes are behind ``now`` (claimwatch_evaluator_lag_seconds).
         """
         started = time.perf_counter()
         try:
@@ -69,6 +70,9 @@ class AlertCycle:
         except Exception:
             log.exception("alert evaluation failed; retrying at the next tick")
             return []
+        finally:
+            if self.evaluator.last_minute is not None:  # None until a minute is evaluated (or a checkpoint read)
+                self.metrics.evaluator_lag.set((now - self.evaluator.last_minute - MINUTE).total_seconds())
         self.metrics.eval_seconds.observe(time.perf_counter() - started)
         explanations = await self._explanations([a for a in transitions if a.recorded_state != "pending"
                                                  and a.kind in KINDS], now)  # agreement alerts have no excess

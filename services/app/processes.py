@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -27,6 +28,7 @@ from services.core.clock import utcnow
 from services.core.gcpolicy import tune_for_bulk
 from services.core.threads import ChildProcess, in_thread, named_executor
 from services.ingest.durable import DurableWriter
+from services.ingest.ingestor import BrokerHealth
 from services.ingest.offsets import BrokerOffsets, OffsetTracker, unread
 from services.ingest.pipeline import IngestPipeline
 from services.issues.schedule import ClusteringSchedule, open_alert_windows
@@ -113,7 +115,7 @@ def repair_torn_writes(c: Components) -> None:
 
 
 def add_ingest(app, topics, c: Components, threads: WorkerThreads, settings: Settings, epoch: str) -> None:
-    """The ingest agent over the verdicts topic, and each worker's consumer-lag report."""
+    """The ingest agent over the verdicts topic, and each worker's consumer-lag report and broker readiness."""
     from streams import agents  # Faust loads only in a worker
 
     i = settings.ingest
@@ -127,8 +129,11 @@ def add_ingest(app, topics, c: Components, threads: WorkerThreads, settings: Set
                            in_thread(threads.decode), clock=utcnow, stopping=lambda: app.should_stop)
     pipeline = IngestPipeline(writer, agents.dead_letter_sender(topics.dlq, backoff), c.metrics, offsets)
     agents.register_ingest(app, topics.verdicts, pipeline, i)
-    # Faust's consumer group is the app's id.
-    timers.register_lag_report(app, offsets, BrokerOffsets(settings.bootstrap, app.conf.id), c.metrics)
+    # Faust's consumer group is the app's id. Its reads say whether the broker answers (readiness): only a process
+    # that consumes has c.health.broker.
+    broker = c.health.broker = BrokerHealth(time.monotonic())
+    c.metrics.watch_broker(lambda: broker.unreachable(time.monotonic()) is None)
+    timers.register_lag_report(app, offsets, BrokerOffsets(settings.bootstrap, app.conf.id), c.metrics, broker)
 
 
 def add_alerting(app, alerts_topic, c: Components, threads: WorkerThreads, settings: Settings) -> Dispatcher:

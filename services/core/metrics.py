@@ -82,11 +82,22 @@ class Metrics:
                                          "worker has held since it started", registry=r)
         self.notify_failures = Counter("claimwatch_notification_failures_total", "Failed notification attempts",
                                        ["target"], registry=r)
+        self.evaluator_lag = Gauge("claimwatch_evaluator_lag_seconds", "Wall clock minus the end of the newest "
+                                   "minute the alert evaluator has evaluated, at its last tick (the leader's; 0 "
+                                   "elsewhere)", registry=r)
+        self.broker_up: Gauge | None = None  # only where a broker is consumed (watch_broker)
 
     def watch_buffer(self, budget) -> None:
         """Report a ByteBudget (services/ingest/budget.py) at every scrape."""
         self.buffered_bytes.set_function(lambda: budget.held)
         self.buffered_bytes_peak.set_function(lambda: budget.peak)
+
+    def watch_broker(self, up: Callable[[], bool]) -> None:
+        """Report whether the broker answers (1/0) at every scrape; a process that consumes calls this, so one
+        that only serves the API has no such series."""
+        self.broker_up = Gauge("claimwatch_broker_up", "1 while the broker answers the worker's reads, 0 once it "
+                               "has not for ingest's bound (what /readyz reports)", registry=self.registry)
+        self.broker_up.set_function(lambda: float(up()))
 
     def observe_batch(self, counts, dead, duplicates: int) -> None:
         """``counts``: services.ingest.records.EventCounts, counted while decoding (off the event loop)."""

@@ -93,14 +93,45 @@ def key_route(key: bytes | None) -> str | None:
         return None
 
 
+BROKER_SILENCE_SECONDS = 15.0  # three missed lag reads (streams/timers.py reads every 5 s)
+
+
+@dataclass
+class BrokerHealth:
+    """Whether the broker answers, as the worker's consumer-lag reads see it (times: ``time.monotonic()``).
+
+    Unreachable once no read has succeeded for ``silence`` seconds, so a broker that refuses connections and one
+    that is frozen (a read that hangs, and never fails) read the same. ``last_answer`` starts at the worker's
+    start-up, which has just created its topics on the broker."""
+
+    last_answer: float
+    silence: float = BROKER_SILENCE_SECONDS
+    error: str = ""  # the last failed read's, until one succeeds
+
+    def answered(self, now: float) -> None:
+        self.last_answer, self.error = now, ""
+
+    def failed(self, error: str) -> None:
+        self.error = error
+
+    def unreachable(self, now: float) -> str | None:
+        """Why the broker counts as unreachable at ``now``; None while it answers."""
+        silent = now - self.last_answer
+        if silent <= self.silence:
+            return None
+        return f"no answer for {silent:.0f} s" + (f" (last error: {self.error})" if self.error else "")
+
+
 @dataclass
 class Health:
-    """What /readyz reports: the store's state as the ingest path last saw it."""
+    """What /readyz reports: the store's state as the ingest path last saw it, and in a process that consumes,
+    whether the broker answers (``broker``; None in a process that only serves the API)."""
 
     store_ok: bool = True
     store_error: str = ""
     consecutive_failures: int = 0
     extra: dict = field(default_factory=dict)
+    broker: BrokerHealth | None = None
 
     def mark_ok(self) -> None:
         self.store_ok, self.store_error, self.consecutive_failures = True, "", 0

@@ -75,6 +75,11 @@ class BrokerOffsets:
         committed = {tp: c.offset for tp, c in commits.items() if c.offset >= 0}  # -1: no commit yet
         return {(tp.topic, tp.partition): LogPosition(starts[tp], ends[tp], committed.get(tp)) for tp in tps}
 
+    async def ping(self) -> None:
+        """One round trip to the broker (a metadata request); raises when it does not answer."""
+        _, consumer = await self._clients()
+        await consumer.topics()
+
     async def partitions(self, topic: str) -> list[tuple[str, int]]:
         """The topic's partitions; none before it exists (described by name, a missing topic would be created by
         brokers that create topics on demand, Tansu among them)."""

@@ -1,22 +1,31 @@
 """A real Prometheus (Debian package) scrapes a worker's /metrics; its query API returns the
-per-route rates and intervals claimwatch computed, and the ingest counters."""
+per-route rates and intervals claimwatch computed, and the ingest counters. It loads the shipped rules about
+claimwatch itself (dashboards/prometheus/rules.yml) and evaluates every one without error against what a real
+worker exports: none is active while the worker is healthy, and the worker's going away is."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
 import pytest
+import yaml
 
 from services.contract.decode import Decoder
 from services.contract.model import VerdictEvent
 from services.client.produce import raw_producer
 from services.client.simulate import Scenario, generate
 from services.app.broker import create_topics
+from tests.support.paths import ROOT
 from tests.support.peers import Prometheus
 from tests.support.processes import WorkerProcess
+from tests.support.waiting import wait_until
+
+RULES = ROOT / "dashboards/prometheus/rules.yml"
+WORKER_JOB = "claimwatch-worker"  # as dashboards/prometheus/prometheus.yml names it, and the rules read it
 
 
-@pytest.mark.timeout(180)
-def test_prometheus_scrapes_the_per_route_rates_claimwatch_computed(broker, topic_prefix, tmp_path):
+@pytest.mark.timeout(240)
+def test_prometheus_scrapes_the_per_route_rates_claimwatch_computed_and_evaluates_the_rules_about_it(
+        broker, topic_prefix, tmp_path):
     start = datetime.now(timezone.utc).replace(second=0, microsecond=0) - timedelta(minutes=45)
     scenario = Scenario.demo(regression_at=20, corpus_change_at=None, bad_fraction=0.02,
                              duplicate_fraction=0.0).scaled(0.1)
@@ -37,13 +46,14 @@ def test_prometheus_scrapes_the_per_route_rates_claimwatch_computed(broker, topi
         ours = {r["route"]: r for r in worker.get("/api/rates", window="30m")}
         assert len(ours) == len(scenario.routes)
 
-        with Prometheus(tmp_path / "prometheus", [f"127.0.0.1:{worker.port}"]) as prometheus:
+        with Prometheus(tmp_path / "prometheus", [f"127.0.0.1:{worker.port}"], job=WORKER_JOB,
+                        rule_files=[RULES]) as prometheus:
             def scraped():
                 series = prometheus.query('claimwatch_route_hallucination_rate{window="30m"}')
                 return series if len(series) == len(ours) else None
 
             series = worker.wait_for(scraped, 60, "Prometheus to scrape every route's rate")
-            assert all(s["metric"]["job"] == "claimwatch" for s in series)
+            assert all(s["metric"]["job"] == WORKER_JOB for s in series)
             for s in series:
                 route = s["metric"]["route"]
                 assert float(s["value"][1]) == pytest.approx(ours[route]["rate"], rel=1e-12)
@@ -55,3 +65,22 @@ def test_prometheus_scrapes_the_per_route_rates_claimwatch_computed(broker, topi
             assert worst[0]["metric"]["route"] == next(iter(ours))  # /api/rates is worst first
             events = prometheus.query("sum(claimwatch_events_total)")
             assert float(events[0]["value"][1]) == len(valid)
+
+            # The rules about claimwatch itself: each loaded and evaluated without error on a worker's metrics.
+            names = {r["alert"] for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]}
+            rules = worker.wait_for(lambda: (rs := prometheus.rules()) and all(r["health"] != "unknown" for r in rs)
+                                    and rs, 60, "Prometheus to evaluate every rule")
+            assert {r["name"] for r in rules} == names
+            assert [(r["name"], r["health"], r.get("lastError")) for r in rules if r["health"] != "ok"] == []
+            assert [float(s["value"][1]) for s in prometheus.query("claimwatch_broker_up")] == [1]
+            assert len(prometheus.query("claimwatch_evaluator_lag_seconds")) == 1
+            # Healthy, nothing is active (the evaluator-stalled rule waits for the leader's next completed pass).
+            worker.wait_for(lambda: prometheus.alerts() == [], 90, "no alert about a healthy worker")
+
+            worker.stop()
+            (alert,) = wait_until(lambda: [a for a in prometheus.alerts() if a["labels"]["alertname"] ==
+                                           "ClaimwatchWorkerDown"], 60, "Prometheus to notice the worker is gone")
+            assert alert["state"] == "pending"  # for 2 minutes before it pages
+            assert alert["labels"] | {"instance": None} == {
+                "alertname": "ClaimwatchWorkerDown", "job": WORKER_JOB, "instance": None, "severity": "critical",
+                "component": "claimwatch"}

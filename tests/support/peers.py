@@ -80,21 +80,37 @@ class Alertmanager(Peer):
 
 
 class Prometheus(Peer):
+    """Scrapes ``targets`` as the job ``job``, and evaluates the ``rule_files`` as often as it scrapes."""
+
     name = "prometheus"
 
-    def __init__(self, workdir: Path, targets: list[str], scrape_interval: str = "1s"):
+    def __init__(self, workdir: Path, targets: list[str], scrape_interval: str = "1s", job: str = "claimwatch",
+                 rule_files: list[Path] = ()):
         super().__init__(workdir)
-        self.targets, self.scrape_interval = targets, scrape_interval
+        self.targets, self.scrape_interval, self.job, self.rule_files = targets, scrape_interval, job, rule_files
 
     def command(self) -> list[str]:
         config = self.workdir / "prometheus.yml"
         targets = ", ".join(f"'{t}'" for t in self.targets)
-        config.write_text(f"global:\n  scrape_interval: {self.scrape_interval}\nscrape_configs:\n"
-                          f"  - job_name: claimwatch\n    static_configs:\n      - targets: [{targets}]\n")
+        rules = ", ".join(f"'{r}'" for r in self.rule_files)
+        config.write_text(f"global:\n  scrape_interval: {self.scrape_interval}\n"
+                          f"  evaluation_interval: {self.scrape_interval}\nrule_files: [{rules}]\nscrape_configs:\n"
+                          f"  - job_name: {self.job}\n    static_configs:\n      - targets: [{targets}]\n")
         return [_binary("prometheus"), f"--config.file={config}", f"--storage.tsdb.path={self.workdir / 'tsdb'}",
                 f"--web.listen-address=127.0.0.1:{self.port}"]
 
     def query(self, promql: str) -> list[dict]:
-        body = httpx.get(self.url + "/api/v1/query", params={"query": promql}, timeout=10).json()
+        return self._get("/api/v1/query", query=promql)["result"]
+
+    def rules(self) -> list[dict]:
+        """Every alerting and recording rule loaded, with its health and state."""
+        return [rule for group in self._get("/api/v1/rules")["groups"] for rule in group["rules"]]
+
+    def alerts(self) -> list[dict]:
+        """Active alerts, pending or firing."""
+        return self._get("/api/v1/alerts")["alerts"]
+
+    def _get(self, path: str, **params) -> dict:
+        body = httpx.get(self.url + path, params=params, timeout=10).json()
         assert body["status"] == "success", body
-        return body["data"]["result"]
+        return body["data"]

@@ -1,6 +1,8 @@
 """Liveness, readiness, Prometheus metrics, dead-letter statistics and storage."""
 from __future__ import annotations
 
+import time
+
 from fastapi import APIRouter, Depends, Query, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 
@@ -49,13 +51,16 @@ def router(store: Store, rates: RateRepository, storage: StorageRepository, heal
     def healthz() -> dict:
         return {"status": "ok"}
 
-    @r.get("/readyz", tags=["ops"], summary="Readiness: the store accepts reads and writes", response_model=Ready,
-           response_model_exclude_none=True, responses={503: {"model": Ready, "description": "Not ready; reason says why"}})
+    @r.get("/readyz", tags=["ops"], summary="Readiness: the store accepts reads and writes; a worker's broker answers",
+           response_model=Ready, response_model_exclude_none=True,
+           responses={503: {"model": Ready, "description": "Not ready; reason says why"}})
     def readyz() -> JSONResponse | dict:
         if not health.store_ok:
             return JSONResponse(status_code=503, content={
                 "ready": False, "reason": f"store writes failing: {health.store_error}",
                 "consecutive_failures": health.consecutive_failures})
+        if health.broker is not None and (silent := health.broker.unreachable(time.monotonic())):
+            return JSONResponse(status_code=503, content={"ready": False, "reason": f"broker unreachable: {silent}"})
         try:
             ping(store)
         except StoreError as exc:

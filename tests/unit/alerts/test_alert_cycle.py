@@ -59,6 +59,7 @@ def test_alert_cycle_survives_a_store_hiccup():
 
     class Unused:
         open: dict = {}
+        last_minute = None
 
     metrics = Metrics()
     dispatcher = dispatcher_for(metrics, timedelta(minutes=1))
@@ -183,3 +184,24 @@ def test_a_resend_does_not_page_an_alert_before_its_evaluation_has_announced_it(
     assert resent == 0
     firing = [p for p in payloads if p["labels"]["route"] == "billing-faq"]
     assert firing and all("failing claims more than expected" in p["annotations"]["explanation"] for p in firing)
+
+
+def test_each_tick_reports_how_far_the_evaluated_minutes_are_behind_the_wall_clock(store):
+    """claimwatch_evaluator_lag_seconds: the wall clock minus the end of the newest minute evaluated. A tick whose
+    evaluation fails still reports it, so an evaluator that keeps failing is seen falling behind."""
+    EventWriter(store).write(billing_regression())  # minutes START .. START+259
+    alerts, metrics, runner = alert_repository(store), Metrics(), FlakyStore()
+    cycle = AlertCycle(evaluator_for(prompt_settings(), RateRepository(store), alerts), alerts,
+                       dispatcher_for(metrics, timedelta(minutes=1)), metrics, runner)
+    lag = metrics.evaluator_lag._value.get
+    now = START + timedelta(minutes=260, seconds=30)
+
+    asyncio.run(cycle.evaluate(now))
+    assert cycle.evaluator.last_minute == START + timedelta(minutes=259)  # the newest, ending at START+260
+    assert lag() == 30
+    runner.mode = "down"
+    asyncio.run(cycle.evaluate(now + timedelta(minutes=10)))
+    assert lag() == 630
+    runner.mode = "up"  # the route stays silent: the evaluator follows the wall clock, less its grace of 2 minutes
+    asyncio.run(cycle.evaluate(now + timedelta(minutes=10)))
+    assert lag() == 90

@@ -3,6 +3,7 @@ simulated traffic, an alert, and hostile text (SQL and HTML in route names, clai
 from __future__ import annotations
 
 import re
+import time
 from collections import defaultdict
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
@@ -32,6 +33,7 @@ from services.client.simulate import Scenario, generate
 from services.store.convert import ch_time
 from services.store.evalset import EvalRepository
 from services.store.writer import EventWriter
+from services.ingest.ingestor import BrokerHealth
 from services.ingest.records import DeadLetter
 from tests.support.eval_labels import add_human_labels
 
@@ -668,6 +670,24 @@ def test_a_named_token_signs_as_its_holder(world):
     assert anonymous_name.status_code == 422 and anonymous_name.json()["field"] == "body.by"
     acked = client.post("/api/alerts/a-billing/ack", json={"note": "mine"}, headers=as_bob)
     assert acked.status_code == 200 and acked.json()["acked_by"] == "Bob Smith"
+
+
+def test_readiness_names_a_broker_that_has_not_answered_a_worker_and_ignores_it_in_the_api_alone(client, world):
+    services = world[0]
+    assert services.health.broker is None  # built for the API alone: it uses no broker, so none is checked
+    assert client.get("/readyz").json() == {"ready": True}
+    assert "claimwatch_broker_up" not in client.get("/metrics").text
+    services.health.broker = BrokerHealth(time.monotonic() - 60)
+    services.health.broker.failed("KafkaConnectionError: Connection refused")
+    try:
+        down = client.get("/readyz")
+        assert down.status_code == 503
+        assert re.fullmatch(r"broker unreachable: no answer for 6\d s \(last error: KafkaConnectionError: "
+                            r"Connection refused\)", down.json()["reason"]), down.json()
+        services.health.broker.answered(time.monotonic())
+        assert client.get("/readyz").json() == {"ready": True}
+    finally:
+        services.health.broker = None
 
 
 def test_health_readiness_and_dlq(client, world):

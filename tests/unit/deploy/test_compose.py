@@ -314,6 +314,20 @@ def test_prometheus_scrapes_every_claimwatch_process_that_serves_metrics(compose
         store.close()
 
 
+def test_prometheus_finds_its_rules_where_the_stack_mounts_them_and_alerts_through_the_stacks_alertmanager(compose):
+    prometheus = compose["services"]["prometheus"]
+    config_mount = "./dashboards/prometheus/prometheus.yml:/etc/prometheus/prometheus.yml:ro"
+    assert config_mount in prometheus["volumes"] and "--config.file=/etc/prometheus/prometheus.yml" in prometheus["command"]
+    config = yaml.safe_load(PROMETHEUS.read_text())
+    assert config["rule_files"], "the rules about claimwatch itself (dashboards/prometheus/rules.yml)"
+    for rule_file in config["rule_files"]:  # relative to the configuration file, in the repository and the container
+        assert (PROMETHEUS.parent / rule_file).is_file(), rule_file
+        assert f"./dashboards/prometheus/{rule_file}:/etc/prometheus/{rule_file}:ro" in prometheus["volumes"], rule_file
+    (alertmanagers,) = config["alerting"]["alertmanagers"]
+    (targets,) = [sc["targets"] for sc in alertmanagers["static_configs"]]
+    assert [service_endpoint(compose, t) for t in targets] == [("alertmanager", 9093)]
+
+
 def test_alertmanager_groups_and_inhibits_on_labels_claimwatch_sends(compose):
     assert "./dashboards/alertmanager/alertmanager.yml:/etc/alertmanager/alertmanager.yml:ro" in compose["services"]["alertmanager"]["volumes"]
     config = yaml.safe_load(ALERTMANAGER.read_text())
