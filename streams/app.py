@@ -96,6 +96,9 @@ def create_app(s: Settings) -> tuple[faust.App, Topics]:
         broker_rebalance_timeout=10.0,
         stream_buffer_maxsize=max(4096, s.ingest.batch_size * (s.ingest.pipeline_depth + 1)),
         producer_acks=-1,
+        # Dead letters go out up to a thousand at once (services/ingest/dead_letters.py): in 16 KiB batches (the
+        # default) their senders queue for room batch after batch, which took most of a flood's time.
+        producer_max_batch_size=1 << 20,
         producer_max_request_size=max(4 << 20, 2 * s.ingest.max_event_bytes),
         logging_config=None,
     )

@@ -47,6 +47,7 @@ from services.evalset.distinct import DistinctQuestions
 from services.evalset.service import EvalService
 from services.ingest.ingestor import Health, Ingestor
 from services.ingest.privacy import Redactor
+from services.ingest.routes import RouteGuard
 from services.ingest.window import EventTimeWindow
 from services.issues.jobs import IssueJobs
 from services.issues.records import IssueRecords, issue_repository
@@ -130,7 +131,16 @@ class Components:
         s = self.settings
         embedded = s.clickhouse.startswith("chdb:")  # this process alone writes: safe to repair while running
         return Ingestor(EventWriter(self.store, repair_after_failure=embedded), Decoder(s.ingest.max_event_bytes),
-                        Redactor(s.privacy), ingest_window(s), epoch)
+                        Redactor(s.privacy), ingest_window(s), epoch, self.route_guard())
+
+    def route_guard(self) -> RouteGuard:
+        """The route bound, seeded with the routes the store has seen within the window (newest first)."""
+        limit, window, now = self.settings.routes.max_active, timedelta(hours=self.settings.routes.active_hours), utcnow()
+        seen = self.repos.rates.latest_minute_by_route(now - window)
+        newest = sorted(seen, key=seen.__getitem__, reverse=True)[:limit]
+        guard = RouteGuard(limit, window, reversed(newest), now)
+        self.metrics.watch_routes(guard)
+        return guard
 
     def close(self) -> None:
         self.store_thread.shutdown(wait=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import timedelta
 import tomllib
 from pathlib import Path
 from typing import Any, Literal, Mapping
@@ -16,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from services.alerts.config import DetectorConfig
 from services.api.policy import ApiPolicy
 from services.ingest.privacy import RedactionSettings
+from services.ingest.routes import ACTIVE_WINDOW, MAX_ACTIVE
 from services.store.retention import MAX_DAYS as MAX_RETENTION_DAYS
 from services.triage.owners import DEFAULT_TEAM
 
@@ -51,6 +53,15 @@ class IngestSettings(Section):
                                            "clock an event time may be; later ones are dead-lettered")
     lag_warning_messages: int = Field(10_000, ge=0, description="messages the worker may be behind the broker's "
                                       "log before every dashboard page warns that its figures may be stale")
+
+
+class RoutesSettings(Section):
+    """The route bound (services/ingest/routes.py): a producer chooses route names freely."""
+
+    max_active: int = Field(MAX_ACTIVE, ge=1, le=1_000_000, description="routes a worker takes events of within "
+                            "active_hours; events of further new routes are dead-lettered (rule route.limit)")
+    active_hours: float = Field(ACTIVE_WINDOW / timedelta(hours=1), gt=0, le=24 * 30, description="a route that has sent within this long counts "
+                                "as active")
 
 
 class DriftSettings(Section):
@@ -202,6 +213,7 @@ class Settings(Section):
     topic_prefix: str = "claimwatch"
     partitions: int = Field(4, ge=1)
     ingest: IngestSettings = Field(default_factory=IngestSettings)
+    routes: RoutesSettings = Field(default_factory=RoutesSettings)
     drift: DriftSettings = Field(default_factory=DriftSettings)
     notify: NotifySettings = Field(default_factory=NotifySettings)
     clustering: ClusteringSettings = Field(default_factory=ClusteringSettings)

@@ -80,6 +80,12 @@ class Metrics:
                                     registry=r)
         self.buffered_bytes_peak = Gauge("claimwatch_ingest_buffered_bytes_peak", "The most bytes of messages the "
                                          "worker has held since it started", registry=r)
+        self.fleet_events = Counter("claimwatch_fleet_events_total", "Valid verdict events received, all routes "
+                                    "(redeliveries included)", registry=r)
+        self.active_routes = Gauge("claimwatch_active_routes", "Routes this worker has taken events of within "
+                                   "routes.active_hours", registry=r)
+        self.active_routes_limit = Gauge("claimwatch_active_routes_limit", "routes.max_active: events of further new "
+                                         "routes are dead-lettered (rule route.limit)", registry=r)
         self.notify_failures = Counter("claimwatch_notification_failures_total", "Failed notification attempts",
                                        ["target"], registry=r)
         self.evaluator_lag = Gauge("claimwatch_evaluator_lag_seconds", "Wall clock minus the end of the newest "
@@ -99,11 +105,17 @@ class Metrics:
                                "has not for ingest's bound (what /readyz reports)", registry=self.registry)
         self.broker_up.set_function(lambda: float(up()))
 
+    def watch_routes(self, guard) -> None:
+        """Report a RouteGuard (services/ingest/routes.py) at every scrape."""
+        self.active_routes.set_function(lambda: len(guard))
+        self.active_routes_limit.set(guard.max_active)
+
     def observe_batch(self, counts, dead, duplicates: int) -> None:
         """``counts``: services.ingest.records.EventCounts, counted while decoding (off the event loop)."""
         per_rule = collections.Counter(d.rejection.rule for d in dead)
         for route, n in counts.events.items():
             self.events.labels(route).inc(n)
+        self.fleet_events.inc(sum(counts.events.values()))
         for labels, n in counts.claims.items():
             self.claims.labels(*labels).inc(n)
         for rule, n in per_rule.items():

@@ -17,6 +17,7 @@ from services.ingest.records import DeadLetter
 log = logging.getLogger(__name__)
 
 DLQ_TRUNCATE_BYTES = 64 * 1024
+CONCURRENT_SENDS = 1000  # dead letters in the producer's hands at once: it batches them into few requests
 Headers = list[tuple[str, bytes]]
 Send = Callable[[bytes, bytes, Headers], Awaitable[None]]
 
@@ -57,16 +58,21 @@ class DeadLetterSender:
         self.sleep = sleep
 
     async def send_all(self, dead: Sequence[DeadLetter]) -> None:
+        """Up to CONCURRENT_SENDS under way at once: awaited one by one, a flood of bad input (tens of thousands
+        of dead letters a batch) moved at one broker round trip each."""
         backoff = self.backoff()
-        for d in dead:
-            while True:
-                try:
-                    await self.send_one(d)
-                    break
-                except self.retry_on as exc:  # broker trouble: retry, never ack unsent
-                    delay = backoff.next_delay()
-                    log.warning("DLQ send failed (%r); retrying in %.1fs", exc, delay)
-                    await self.sleep(delay)
+        for start in range(0, len(dead), CONCURRENT_SENDS):
+            await asyncio.gather(*(self._send_until_sent(d, backoff) for d in dead[start:start + CONCURRENT_SENDS]))
+
+    async def _send_until_sent(self, d: DeadLetter, backoff: Backoff) -> None:
+        while True:
+            try:
+                await self.send_one(d)
+                return
+            except self.retry_on as exc:  # broker trouble: retry, never ack unsent
+                delay = backoff.next_delay()
+                log.warning("DLQ send failed (%r); retrying in %.1fs", exc, delay)
+                await self.sleep(delay)
 
     async def send_one(self, d: DeadLetter) -> None:
         headers = headers_for(d)

@@ -22,6 +22,7 @@ from services.contract.model import MAX_ROUTE_CHARS, VerdictEvent
 from services.core.errors import StoreError, StoreRefused
 from services.ingest.privacy import RedactionSettings, Redactor
 from services.ingest.records import SAMPLE_BYTES, DeadLetter, EventCounts, EventKey, Writer, WriteResult, intake_line
+from services.ingest.routes import ROUTE_LIMIT, RouteGuard
 from services.ingest.window import EventTimeWindow
 
 STORE_REJECTED = "store.rejected"  # the dead-letter rule of an event the store refuses for what it holds
@@ -146,12 +147,13 @@ class Ingestor:
     ``epoch``: the incarnation of the consumed log, kept on every dead letter (``DeadLetter.epoch``)."""
 
     def __init__(self, writer: Writer, decoder: Decoder, redactor: Redactor | None = None,
-                 window: EventTimeWindow | None = None, epoch: str = ""):
+                 window: EventTimeWindow | None = None, epoch: str = "", routes: RouteGuard | None = None):
         self.writer = writer
         self.decoder = decoder
         self.redactor = redactor or Redactor(RedactionSettings())  # before storage; a no-op unless enabled
         self.window = window or EventTimeWindow()
         self.epoch = epoch
+        self.routes = RouteGuard() if routes is None else routes
         self.neighbours: dict[int, tuple[datetime, datetime]] = {}  # partition -> (its newest valid event time, when seen)
 
     def split(self, messages: Sequence[RawMessage], now: datetime) -> DecodedBatch:
@@ -164,6 +166,9 @@ class Ingestor:
             for index, result in self.decoder.decode_message(m.value):
                 if not isinstance(result, Rejection) and not earliest <= result.observed_at <= latest:
                     result = self.window.check(result, now) or result
+                if not isinstance(result, Rejection) and not self.routes.admit(result.route, now):
+                    result = reject(ROUTE_LIMIT, "route", self.routes.refusal(result), event_id=result.event_id,
+                                    observed_at=result.observed_at)
                 if isinstance(result, Rejection):
                     if index is not None and envelope is None:
                         envelope = envelope_events(m)
@@ -193,7 +198,8 @@ class Ingestor:
                      when: datetime) -> DeadLetter:
         # The DLQ topic gets it all; the store keeps a (redacted) sample.
         sample = self.redactor.redact_raw(raw[:SAMPLE_BYTES])
-        route = key_route(m.key) or rejection.route or ""
+        # Refused for the route bound: counted under no route, or each refused route would become one of the DLQ's.
+        route = "" if rejection.rule == ROUTE_LIMIT else key_route(m.key) or rejection.route or ""
         return DeadLetter(m.topic, m.partition, m.offset, raw, rejection, sample, index, self.epoch, route, when)
 
     def process(self, messages: Sequence[RawMessage], now: datetime) -> BatchOutcome:

@@ -54,6 +54,7 @@ _IN_MINUTES = ("(route, toStartOfMinute(observed_at)) IN (SELECT * FROM format(J
 
 _IDS = "(SELECT * FROM format(JSONCompactEachRow, 'event_id String', {ids}))"
 log = logging.getLogger(__name__)
+DEAD_LETTER_ROWS = 5000  # dlq rows an insert (each up to ~3 KiB with its sample)
 CLOCK_SLACK = timedelta(minutes=5)  # between this process's clock and the store's ingested_at
 SHORTEST_RAW_TTL = timedelta(days=1)  # retention.raw_days is at least 1
 TTL_SLACK = timedelta(minutes=10)     # an answer this close to its raw TTL may be gone by the time it is checked
@@ -200,6 +201,6 @@ class EventWriter:
                 if self.holds(fresh_keys, began) is not None:
                     raise StoreError(f"the store took {len(fresh):,} events without an error but lacks some of "
                                      "them; the batch stays uncommitted and is written again")
-        if dead:
-            self.store.insert("dlq", [dead_letter_row(d) for d in dead])
+        for start in range(0, len(dead), DEAD_LETTER_ROWS):  # a flood of bad input: a bounded insert at a time
+            self.store.insert("dlq", [dead_letter_row(d) for d in dead[start:start + DEAD_LETTER_ROWS]])
         return WriteResult(len(fresh), len(keys) - len(fresh), len(dead))
