@@ -135,7 +135,8 @@ def create_api(components, policy: ApiPolicy | None = None, now: Callable[[], da
         from fastapi.middleware.cors import CORSMiddleware
 
         api.add_middleware(CORSMiddleware, allow_origins=list(policy.cors_origins), allow_credentials=False,
-                           allow_methods=["GET", "POST", "DELETE"], allow_headers=["Authorization", "Content-Type"])
+                           allow_methods=["GET", "POST", "DELETE"], allow_headers=["Authorization", "Content-Type"],
+                           expose_headers=["X-Total-Count", "Link"])  # a page of a list says where it lies
     api.add_middleware(GZipMiddleware, minimum_size=GZIP_MIN_BYTES)
     api.add_middleware(AnonymousReadLimit, gate=gate)
     api.add_middleware(BodyLimit, max_bytes=policy.max_body_bytes)

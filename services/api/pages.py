@@ -29,6 +29,7 @@ from services.api.routeview import RouteHistory
 from services.api.security import Gate
 from services.core.errors import NotFound
 from services.issues.traces import MAX_CLAIMS_PAGE
+from services.rates.report import RANKING_SUMS
 from services.rates.window import WindowError, parse_window
 
 HERE = Path(__file__).resolve().parent
@@ -106,7 +107,7 @@ class Pages:
 
     def __init__(self, gate: Gate, now: Callable, *, rates, report: Callable, alerts, review, traces,
                  detector, issues=None, evalset=None):
-        """``report``: (window, now, sort) -> the routes' rates (services/rates/report.py, over the route views);
+        """``report``: the routes' rates a page at a time (services/api/routeview.py RouteReport);
         ``detector``: the drift detector's configuration in force (the route page's expectation)."""
         self.gate, self.now, self.rates, self.report = gate, now, rates, report
         self.alerts, self.review, self.traces, self.detector = alerts, review, traces, detector
@@ -121,20 +122,23 @@ class Pages:
                       **context)
 
     def overview(self, request: Request, window: str = Query("30m", max_length=16),
-                 sort: str = Query("priority", max_length=16)) -> Response:
+                 sort: str = Query("priority", max_length=16), route: str = Query("", max_length=256),
+                 offset: int = Query(0, ge=0, le=10_000_000)) -> Response:
         window = _window_or_default(window, "30m")
         sort = sort if sort in SORTS else "priority"
-        routes = self.report(parse_window(window), self.now(), sort)
+        page = self.report.page(parse_window(window), self.now(), sort, offset=offset, matching=route or None)
+        shown = [r["route"] for r in page.routes]
         open_alerts = as_json(self.alerts.list(self.now()))
         trends: dict = {}
         span = views.trend_window(self.rates.window_end(), TREND_MINUTES)
-        if span:
-            rows = self.rates.minutes_all_routes(*span)
-            trends = views.route_trends(rows, span[0], TREND_MINUTES, TREND_STEP)
-        found = self.review.calibrated(parse_window(window), self.now())
+        if span and shown:
+            rows = self.rates.route_buckets(shown, *span, TREND_STEP, RANKING_SUMS)
+            trends = views.route_trends(rows, TREND_MINUTES // TREND_STEP)
+        found = self.review.calibrated(parse_window(window), self.now(), shown) if shown else {}
         calibrated = {r: c.as_dict() for r, c in found.items()}
-        return self._page(request, "overview.html", title="Overview", routes=routes, window=window, windows=WINDOWS,
-                          sort=sort, sorts=SORTS, priority=PRIORITY,
+        return self._page(request, "overview.html", title="Overview", routes=page.routes, window=window,
+                          windows=WINDOWS, sort=sort, sorts=SORTS, priority=PRIORITY, route_filter=route,
+                          pager=views.pager(page, {"window": window, "sort": sort, "route": route}),
                           trends=trends, route_badges=views.alert_badges(open_alerts), trend_hours=TREND_MINUTES // 60,
                           calibrated_rates=calibrated)
 
@@ -147,7 +151,7 @@ class Pages:
                                      lambda entries: alerts.compare_rates(entries, self.now()))
         if detail is None:
             raise NotFound(f"no events stored for route {route!r}")
-        found = self.review.calibrated(parse_window(window), self.now()).get(route)
+        found = self.review.calibrated(parse_window(window), self.now(), [route]).get(route)
         return self._page(request, "route.html", title=f"Route {route}", route=route, detail=detail, window=window,
                           windows=WINDOWS[:-1], alerts=route_alerts,
                           calibrated_rate=found.as_dict() if found else None)
