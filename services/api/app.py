@@ -118,7 +118,8 @@ def create_api(components, policy: ApiPolicy | None = None, now: Callable[[], da
     repos = components.repos
     report = RouteReport(repos.rates, components.review, alerts)
     detector = detector_config_for(components.settings.drift)
-    api.include_router(ops.router(components.store, repos.rates, repos.storage, components.health, components.metrics,
+    series = ops.RouteSeries(report, alerts, components.metrics, components.settings.metrics.max_route_series, now)
+    api.include_router(ops.router(components.store, repos.storage, components.health, components.metrics, series,
                                   gate, ingest_lag, components.settings.ingest.lag_warning_messages))
     api.include_router(rates.router(repos.rates, alerts, report, detector, gate, now))
     api.include_router(alerts_routes.router(alerts, gate, now))

@@ -1,5 +1,6 @@
 """Ten thousand routes on a real chDB store (issue 49, item 3): the overview, GET /api/rates and `claimwatch rates`
-answer a page at a time, sorted and filtered by the server, each figure as the whole list gives it."""
+answer a page at a time, sorted and filtered by the server, each figure as the whole list gives it; /metrics
+carries per-route series for a bounded set of routes, an alerting one always among them."""
 from __future__ import annotations
 
 import random
@@ -12,6 +13,7 @@ import orjson
 import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
 
 from services.alerts.expectations import publish
 from services.alerts.lifecycle import Alert
@@ -25,6 +27,7 @@ from services.app.compose import open_components
 from services.app.settings import Settings
 from services.contract.decode import Decoder
 from services.contract.model import VerdictEvent
+from services.ingest.records import EventCounts
 from services.rates.intervals import Counts, Interval
 from services.rates.report import route_rates
 from services.store.convert import parse_ch_time
@@ -212,3 +215,37 @@ def test_rates_says_how_many_more_and_its_next_page_command_works_when_pasted(wo
 
 def printed_routes(output: str, pages: list[list[str]]) -> list[str]:
     return [line.split()[0] for line in output.splitlines() if line.split() and line.split()[0] in sum(pages, [])]
+
+
+# -- /metrics -----------------------------------------------------------------------------------------
+def per_route_series(text: str) -> dict[str, set[str]]:
+    """Per metric family, the routes it carries series for."""
+    return {family.name: {s.labels["route"] for s in family.samples if "route" in s.labels}
+            for family in text_string_to_metric_families(text)}
+
+
+def test_metrics_stay_small_with_series_for_the_top_routes_and_every_open_alert(world, client):
+    counts = EventCounts()
+    for i, route in enumerate(route_names()):
+        counts.events[route] += 3
+        counts.claims.update({(route, "supported"): 7, (route, "contradicted"): 1, (route, "trivial"): i % 2})
+    world.metrics.observe_batch(counts, [], 0)  # what ingest counted before the first scrape: the fleet's alone
+
+    answer = client.get("/metrics")
+    assert answer.status_code == 200 and len(answer.content) < 5 * MB, len(answer.content)
+    series = per_route_series(answer.text)
+    top = {e["route"] for e in unpaged(world, "priority")[:500]}
+    for family in ("claimwatch_events", "claimwatch_claims", "claimwatch_route_hallucination_rate",
+                   "claimwatch_route_hallucination_rate_lower", "claimwatch_route_hallucination_rate_upper"):
+        assert series[family] == top | {PENDING}, family   # the pending alert's route ranks far below the 500
+    fleet = {s.name: s.value for f in text_string_to_metric_families(answer.text) for s in f.samples
+             if s.name.startswith("claimwatch_fleet_")}
+    assert fleet["claimwatch_fleet_events_total"] == 3 * ROUTES
+
+    world.metrics.observe_batch(counts, [], 0)   # counted now per route too, for the routes with series
+    again = {(s.name, s.labels.get("route"), s.labels.get("verdict")): s.value
+             for f in text_string_to_metric_families(client.get("/metrics").text) for s in f.samples}
+    assert again[("claimwatch_events_total", PENDING, None)] == 3
+    assert again[("claimwatch_claims_total", FIRING, "contradicted")] == 1
+    assert again[("claimwatch_fleet_events_total", None, None)] == 6 * ROUTES
+    assert again[("claimwatch_fleet_claims_total", None, "contradicted")] == 2 * ROUTES
