@@ -25,7 +25,7 @@ from services.api.ingestlag import LagWatch
 from services.api.plotly_assets import BASE_STYLE_ID, PlotlyAssets
 from services.api.serialise import agreement_json, as_json
 from services.alerts.expectations import PRIORITY, SORTS, expected_text
-from services.api.routeview import RouteHistory
+from services.api.routeview import ROUTES_PER_PAGE, RouteHistory
 from services.api.security import Gate
 from services.core.errors import NotFound
 from services.issues.traces import MAX_CLAIMS_PAGE
@@ -211,14 +211,17 @@ class Pages:
                           report=as_json(self.evalset.report()), agreement=agreement_json(self.evalset.agreement()))
 
     def review_page(self, request: Request) -> Response:
+        """Its route tables show the first ROUTES_PER_PAGE routes each: those with labels of their own, then by
+        name; the plan most needed first (`claimwatch review plan` lists every route)."""
         review = self.review
         calibrated = review.calibrated(parse_window(REVIEW_WINDOW), self.now())
+        labelled_first = sorted(calibrated.items(), key=lambda rc: (not rc[1].own_labels, rc[0]))
         return self._page(request, "review.html", title="Review", guide_version=review.queue.guide_version,
                           progress=as_json(review.progress()), agreement=as_json(review.agreement()),
                           calibrated_rates=[c.as_dict() | {"route": r, "raw": c.raw}
-                                            for r, c in sorted(calibrated.items())],
-                          calibrated_window=REVIEW_WINDOW,
-                          plan=as_json(review.planner.plan_all(calibrated.values(), review.plan_width)),
+                                            for r, c in labelled_first[:ROUTES_PER_PAGE]],
+                          calibrated_window=REVIEW_WINDOW, routes_in_window=len(calibrated),
+                          plan=as_json(review.planner.plan_all(calibrated.values(), review.plan_width)[:ROUTES_PER_PAGE]),
                           plan_width=review.plan_width)
 
     # Reads protected by token: a browser signs in once and gets a read-only session, never the token.

@@ -145,6 +145,15 @@ def trend_of(world, route: str) -> str:
     return views.sparkline([c.rate for c in buckets])
 
 
+def test_the_review_page_lists_a_bounded_number_of_routes(client):
+    page = client.get("/review")
+    assert page.status_code == 200 and len(page.content) <= MB, len(page.content)
+    for table in ("review-calibrated", "review-plan"):
+        body = page.text.split(f'id="{table}"')[1].split("</table>")[0]
+        assert body.count("<tr data-route=") == 100, table
+    assert "The first 100 of 9,999 routes" in page.text
+
+
 # -- every page ---------------------------------------------------------------------------------------
 def test_following_next_links_gives_every_route_once_in_the_lists_order(world, client):
     seen, url = [], "/api/rates?sort=priority&limit=1000"
