@@ -92,6 +92,9 @@ def by_priority(entries: list[dict]) -> list[dict]:
 
 
 def sort_routes(entries: list[dict], sort: str) -> list[dict]:
+    """``entries`` in the order ``sort`` names; ties by route name, so that pages of the list cut it the same way
+    every time."""
     if sort not in SORTS:
         raise ValueError(f"sort {sort!r} is unknown; use one of {', '.join(SORTS)}")
-    return by_priority(entries) if sort == "priority" else worst_first(entries)
+    by_name = sorted(entries, key=lambda e: e["route"])
+    return by_priority(by_name) if sort == "priority" else worst_first(by_name)

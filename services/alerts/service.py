@@ -88,11 +88,16 @@ class AlertsService:
 
     def compare_rates(self, entries: list[dict], now: datetime, sort: str = "priority") -> list[dict]:
         """Rate entries beside each route's expectation and firing alerts, sorted (services/alerts/expectations.py)."""
+        return sort_routes(list(map(self.comparison(now), entries)), sort)
+
+    def comparison(self, now: datetime) -> Callable[[dict], dict]:
+        """What sets a rate entry beside its route's expectation and firing alerts (expectations.compare), read
+        once for every entry it is given."""
         expectations = published(self.alerts)
         firing: dict[str, list[str]] = {}
         for view in self.list(now, state="firing"):
             firing.setdefault(view.alert.route, []).append(view.alert.alert_id)
-        return sort_routes([compare(e, expectations.get(e["route"]), firing.get(e["route"], ())) for e in entries], sort)
+        return lambda e: compare(e, expectations.get(e["route"]), firing.get(e["route"], ()))
 
     def get(self, alert_id: str) -> Alert:
         """The stored alert (NotFound for an unknown id)."""

@@ -118,7 +118,8 @@ def create_api(components, policy: ApiPolicy | None = None, now: Callable[[], da
     repos = components.repos
     report = RouteReport(repos.rates, components.review, alerts)
     detector = detector_config_for(components.settings.drift)
-    api.include_router(ops.router(components.store, repos.rates, repos.storage, components.health, components.metrics,
+    series = ops.RouteSeries(report, alerts, components.metrics, components.settings.metrics.max_route_series, now)
+    api.include_router(ops.router(components.store, repos.storage, components.health, components.metrics, series,
                                   gate, ingest_lag, components.settings.ingest.lag_warning_messages))
     api.include_router(rates.router(repos.rates, alerts, report, detector, gate, now))
     api.include_router(alerts_routes.router(alerts, gate, now))
@@ -135,7 +136,8 @@ def create_api(components, policy: ApiPolicy | None = None, now: Callable[[], da
         from fastapi.middleware.cors import CORSMiddleware
 
         api.add_middleware(CORSMiddleware, allow_origins=list(policy.cors_origins), allow_credentials=False,
-                           allow_methods=["GET", "POST", "DELETE"], allow_headers=["Authorization", "Content-Type"])
+                           allow_methods=["GET", "POST", "DELETE"], allow_headers=["Authorization", "Content-Type"],
+                           expose_headers=["X-Total-Count", "Link"])  # a page of a list says where it lies
     api.add_middleware(GZipMiddleware, minimum_size=GZIP_MIN_BYTES)
     api.add_middleware(AnonymousReadLimit, gate=gate)
     api.add_middleware(BodyLimit, max_bytes=policy.max_body_bytes)

@@ -25,10 +25,11 @@ from services.api.ingestlag import LagWatch
 from services.api.plotly_assets import BASE_STYLE_ID, PlotlyAssets
 from services.api.serialise import agreement_json, as_json
 from services.alerts.expectations import PRIORITY, SORTS, expected_text
-from services.api.routeview import RouteHistory
+from services.api.routeview import ROUTES_PER_PAGE, RouteHistory
 from services.api.security import Gate
 from services.core.errors import NotFound
 from services.issues.traces import MAX_CLAIMS_PAGE
+from services.rates.report import RANKING_SUMS
 from services.rates.window import WindowError, parse_window
 
 HERE = Path(__file__).resolve().parent
@@ -106,7 +107,7 @@ class Pages:
 
     def __init__(self, gate: Gate, now: Callable, *, rates, report: Callable, alerts, review, traces,
                  detector, issues=None, evalset=None):
-        """``report``: (window, now, sort) -> the routes' rates (services/rates/report.py, over the route views);
+        """``report``: the routes' rates a page at a time (services/api/routeview.py RouteReport);
         ``detector``: the drift detector's configuration in force (the route page's expectation)."""
         self.gate, self.now, self.rates, self.report = gate, now, rates, report
         self.alerts, self.review, self.traces, self.detector = alerts, review, traces, detector
@@ -121,20 +122,23 @@ class Pages:
                       **context)
 
     def overview(self, request: Request, window: str = Query("30m", max_length=16),
-                 sort: str = Query("priority", max_length=16)) -> Response:
+                 sort: str = Query("priority", max_length=16), route: str = Query("", max_length=256),
+                 offset: int = Query(0, ge=0, le=10_000_000)) -> Response:
         window = _window_or_default(window, "30m")
         sort = sort if sort in SORTS else "priority"
-        routes = self.report(parse_window(window), self.now(), sort)
+        page = self.report.page(parse_window(window), self.now(), sort, offset=offset, matching=route or None)
+        shown = [r["route"] for r in page.routes]
         open_alerts = as_json(self.alerts.list(self.now()))
         trends: dict = {}
         span = views.trend_window(self.rates.window_end(), TREND_MINUTES)
-        if span:
-            rows = self.rates.minutes_all_routes(*span)
-            trends = views.route_trends(rows, span[0], TREND_MINUTES, TREND_STEP)
-        found = self.review.calibrated(parse_window(window), self.now())
+        if span and shown:
+            rows = self.rates.route_buckets(shown, *span, TREND_STEP, RANKING_SUMS)
+            trends = views.route_trends(rows, TREND_MINUTES // TREND_STEP)
+        found = self.review.calibrated(parse_window(window), self.now(), shown) if shown else {}
         calibrated = {r: c.as_dict() for r, c in found.items()}
-        return self._page(request, "overview.html", title="Overview", routes=routes, window=window, windows=WINDOWS,
-                          sort=sort, sorts=SORTS, priority=PRIORITY,
+        return self._page(request, "overview.html", title="Overview", routes=page.routes, window=window,
+                          windows=WINDOWS, sort=sort, sorts=SORTS, priority=PRIORITY, route_filter=route,
+                          pager=views.pager(page, {"window": window, "sort": sort, "route": route}),
                           trends=trends, route_badges=views.alert_badges(open_alerts), trend_hours=TREND_MINUTES // 60,
                           calibrated_rates=calibrated)
 
@@ -147,7 +151,7 @@ class Pages:
                                      lambda entries: alerts.compare_rates(entries, self.now()))
         if detail is None:
             raise NotFound(f"no events stored for route {route!r}")
-        found = self.review.calibrated(parse_window(window), self.now()).get(route)
+        found = self.review.calibrated(parse_window(window), self.now(), [route]).get(route)
         return self._page(request, "route.html", title=f"Route {route}", route=route, detail=detail, window=window,
                           windows=WINDOWS[:-1], alerts=route_alerts,
                           calibrated_rate=found.as_dict() if found else None)
@@ -207,14 +211,17 @@ class Pages:
                           report=as_json(self.evalset.report()), agreement=agreement_json(self.evalset.agreement()))
 
     def review_page(self, request: Request) -> Response:
+        """Its route tables show the first ROUTES_PER_PAGE routes each: those with labels of their own, then by
+        name; the plan most needed first (`claimwatch review plan` lists every route)."""
         review = self.review
         calibrated = review.calibrated(parse_window(REVIEW_WINDOW), self.now())
+        labelled_first = sorted(calibrated.items(), key=lambda rc: (not rc[1].own_labels, rc[0]))
         return self._page(request, "review.html", title="Review", guide_version=review.queue.guide_version,
                           progress=as_json(review.progress()), agreement=as_json(review.agreement()),
                           calibrated_rates=[c.as_dict() | {"route": r, "raw": c.raw}
-                                            for r, c in sorted(calibrated.items())],
-                          calibrated_window=REVIEW_WINDOW,
-                          plan=as_json(review.planner.plan_all(calibrated.values(), review.plan_width)),
+                                            for r, c in labelled_first[:ROUTES_PER_PAGE]],
+                          calibrated_window=REVIEW_WINDOW, routes_in_window=len(calibrated),
+                          plan=as_json(review.planner.plan_all(calibrated.values(), review.plan_width)[:ROUTES_PER_PAGE]),
                           plan_width=review.plan_width)
 
     # Reads protected by token: a browser signs in once and gets a read-only session, never the token.

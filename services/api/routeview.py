@@ -3,13 +3,15 @@ spans, the verdict breakdown and the version-change timeline. Pure functions ove
 repository's rows; and the per-route rates every surface lists (``RouteReport``)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Callable
+from typing import Callable, Collection
 
 from services.alerts.config import DetectorConfig
 from services.alerts.detector import baseline_status, history_hours_between
+from services.alerts.expectations import sort_routes
 from services.rates.intervals import Counts, ratio_interval
-from services.rates.report import rate_entry, route_rates
+from services.rates.report import RANKING_SUMS, ranking_entries, rate_entry
 from services.review.calibration import with_calibrated
 from services.store.convert import parse_ch_time
 from services.store.rates import RateRepository
@@ -20,19 +22,57 @@ CURRENT_MINUTES = 30        # "current rate": the overview's window, ending wher
 STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 240, 720, 1440)
 
 
+ROUTES_PER_PAGE = 100       # a page of the route list (the overview, GET /api/rates, `claimwatch rates`), by default
+MAX_ROUTES_PER_PAGE = 1000  # and at most: a producer chooses route names, so no list answers with all of them
+
+
+@dataclass(frozen=True)
+class RoutePage:
+    """One page of the route list: its entries with every figure, in the list's order, and where it lies in the
+    list (``total`` routes, those the filter keeps)."""
+
+    routes: list[dict]
+    total: int
+    offset: int
+    limit: int
+
+    @property
+    def next_offset(self) -> int | None:
+        """Where the next page starts; None on the last page."""
+        return self.offset + self.limit if self.offset + self.limit < self.total else None
+
+    @property
+    def after(self) -> int:
+        """Routes of the list after this page."""
+        return max(0, self.total - self.offset - len(self.routes))
+
+
 class RouteReport:
-    """Each route's rate over a window beside the drift detector's expectation, sorted: what ``GET /api/rates``,
-    the overview and `claimwatch rates` list (services/alerts/expectations.py)."""
+    """Each route's rate over a window beside the drift detector's expectation, sorted and a page at a time: what
+    ``GET /api/rates``, the overview and `claimwatch rates` list (services/alerts/expectations.py).
+
+    Every route of the window is ranked (``ranking_entries``: the rate and interval alone, for all at once); only
+    the page's routes are given every figure, by the same ``rate_entry`` and comparison as one route's page, so a
+    route's figures are the same on every page and surface."""
 
     def __init__(self, rates, review, alerts):
         self.rates, self.review, self.alerts = rates, review, alerts
 
-    def __call__(self, window: timedelta | None, now: datetime, sort: str = "priority",
-                 calibrated: bool = False) -> list[dict]:
-        entries = route_rates(self.rates.totals("", window))
+    def page(self, window: timedelta | None, now: datetime, sort: str = "priority", calibrated: bool = False, *,
+             limit: int = ROUTES_PER_PAGE, offset: int = 0, matching: str | None = None,
+             routes: Collection[str] | None = None) -> RoutePage:
+        """The ``limit`` routes from ``offset`` of the list in ``sort`` order; of the routes ``matching`` a filter
+        (a glob, or a part of the name: services/store/rates.py route_like) or of ``routes``, when given."""
+        end = self.rates.window_end()  # one window for the ranking and the page, though a minute turns between
+        ranked = self.rates.totals("", window, end, matching=matching, routes=routes, sums=RANKING_SUMS)
+        compare = self.alerts.comparison(now)
+        order = sort_routes([compare(e) for e in ranking_entries(ranked)], sort)
+        shown = [e["route"] for e in order[offset:offset + limit]]
+        rows = {r["route"]: r for r in self.rates.totals("", window, end, routes=shown)} if shown else {}
+        entries = [rate_entry(rows[route]) for route in shown if route in rows]
         if calibrated:
-            entries = with_calibrated(entries, self.review.calibrated(window, now))
-        return self.alerts.compare_rates(entries, now, sort)
+            entries = with_calibrated(entries, self.review.calibrated(window, now, [e["route"] for e in entries]))
+        return RoutePage([compare(e) for e in entries], len(order), offset, limit)
 
 
 def iso(ts: datetime) -> str:

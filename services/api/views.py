@@ -3,11 +3,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from datetime import datetime, timedelta, timezone
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from services.core.numbers import pct
-from services.rates.intervals import Counts
-from services.store.convert import parse_ch_time
+from services.rates.report import ranking_entries
 
 
 def interval_text(interval) -> str:
@@ -59,15 +58,14 @@ def sparkline(values: list[float | None], width: int = 100, height: int = 20) ->
     return " ".join(points)
 
 
-def route_trends(rows: list[dict], start: datetime, minutes: int, step: int) -> dict[str, list[float | None]]:
-    """Per-route rate per ``step``-minute bucket over [start, start + minutes), from per-minute rows."""
-    buckets = minutes // step
-    sums: dict[str, list[Counts]] = defaultdict(lambda: [Counts.zero()] * buckets)
-    for row in rows:
-        index = int((parse_ch_time(row["minute"]) - start).total_seconds() // 60) // step
-        if 0 <= index < buckets:
-            sums[row["route"]][index] = sums[row["route"]][index] + Counts.from_row(row)
-    return {route: [c.rate for c in counts] for route, counts in sums.items()}
+def route_trends(rows: list[dict], buckets: int) -> dict[str, list[float | None]]:
+    """Per route, its rate in each of ``buckets`` buckets, from per-(route, bucket) sums (RateRepository.route_buckets
+    with RANKING_SUMS); None where a bucket has no claims."""
+    trends: dict[str, list[float | None]] = defaultdict(lambda: [None] * buckets)
+    for row, entry in zip(rows, ranking_entries(rows)):
+        if 0 <= row["bucket"] < buckets:
+            trends[row["route"]][row["bucket"]] = entry["rate"]
+    return dict(trends)
 
 
 def alert_badges(alerts: list[dict]) -> dict[str, dict[str, int]]:
@@ -83,3 +81,17 @@ def trend_window(end: datetime | None, minutes: int) -> tuple[datetime, datetime
     if end is None:
         return None
     return end - timedelta(minutes=minutes - 1), end
+
+
+def pager(page, query: dict[str, str]) -> dict:
+    """Where a page of the route list (services/api/routeview.py RoutePage) lies, and links to its neighbours
+    that keep the list's ``query`` (empty values left out)."""
+    def link(offset: int) -> str:
+        kept = {k: v for k, v in query.items() if v}
+        return "?" + urlencode({**kept, **({"offset": offset} if offset else {})})
+
+    previous = max(0, page.offset - page.limit) if page.offset else None
+    return {"first": page.offset + 1 if page.routes else 0, "last": page.offset + len(page.routes),
+            "total": page.total, "after": page.after,
+            "next": link(page.next_offset) if page.next_offset is not None else None,
+            "prev": link(previous) if previous is not None else None, "start": link(0)}

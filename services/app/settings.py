@@ -206,6 +206,14 @@ class RetentionSettings(Section):
         return self
 
 
+class MetricsSettings(Section):
+    """What /metrics carries (services/api/routers/ops.py RouteSeries)."""
+
+    max_route_series: int = Field(500, ge=0, le=100_000, description="routes with per-route series on /metrics "
+                                  "(events, claims, rate gauges): the first of the overview's order, beside every "
+                                  "route with an open alert; the fleet aggregates count every route")
+
+
 class Settings(Section):
     kafka: str | None = Field(None, description="bootstrap list host:port[,...]; unset means the embedded broker")
     embedded_broker: str = Field("127.0.0.1:19092", description="where `claimwatch up` starts Tansu when --kafka is unset")
@@ -223,6 +231,7 @@ class Settings(Section):
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
     identity: IdentitySettings = Field(default_factory=IdentitySettings)
     triage: TriageSettings = Field(default_factory=TriageSettings)
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     owners: list[OwnerRuleSettings] = Field(default_factory=list, description="[[owners]] rules, first match wins")
 
     @field_validator("clickhouse")

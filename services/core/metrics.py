@@ -9,6 +9,8 @@ from typing import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from services.contract.model import CANONICAL_VERDICTS
+
 log = logging.getLogger(__name__)
 
 
@@ -44,9 +46,19 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        self.events = Counter("claimwatch_events_total", "Valid verdict events received (redeliveries included; see claimwatch_duplicate_events_total)", ["route"], registry=r)
+        self.fleet_events = Counter("claimwatch_fleet_events_total", "Valid verdict events received, of all routes "
+                                    "(redeliveries included; see claimwatch_duplicate_events_total)", registry=r)
+        self.fleet_claims = Counter("claimwatch_fleet_claims_total", "Claims stored, of all routes, by verdict",
+                                    ["verdict"], registry=r)
+        self.events = Counter("claimwatch_events_total", "Valid verdict events received (redeliveries included), of "
+                              "the routes with per-route series, since they have them", ["route"], registry=r)
         self.duplicates = Counter("claimwatch_duplicate_events_total", "Redelivered events counted once", registry=r)
-        self.claims = Counter("claimwatch_claims_total", "Claims stored", ["route", "verdict"], registry=r)
+        self.claims = Counter("claimwatch_claims_total", "Claims stored, of the routes with per-route series, since "
+                              "they have them", ["route", "verdict"], registry=r)
+        # The routes with per-route series (RouteSeries, services/api/routers/ops.py, chooses them at each scrape):
+        # a producer chooses route names, so a series per route seen would grow without bound.
+        self.series_routes: frozenset[str] = frozenset()
+        self._series_lock = threading.Lock()  # ingest threads count while a scrape changes the routes
         self.dlq = Counter("claimwatch_dlq_total", "Invalid messages (or bad events of a batch envelope) sent to the dead-letter topic", ["reason"], registry=r)
         self.store_failures = Counter("claimwatch_store_failures_total", "Failed store writes (retried)", registry=r)
         self.ingest_seconds = Histogram("claimwatch_ingest_batch_seconds", "Decode + write time per batch", registry=r,
@@ -80,8 +92,6 @@ class Metrics:
                                     registry=r)
         self.buffered_bytes_peak = Gauge("claimwatch_ingest_buffered_bytes_peak", "The most bytes of messages the "
                                          "worker has held since it started", registry=r)
-        self.fleet_events = Counter("claimwatch_fleet_events_total", "Valid verdict events received, all routes "
-                                    "(redeliveries included)", registry=r)
         self.active_routes = Gauge("claimwatch_active_routes", "Routes this worker has taken events of within "
                                    "routes.active_hours", registry=r)
         self.active_routes_limit = Gauge("claimwatch_active_routes_limit", "routes.max_active: events of further new "
@@ -113,15 +123,41 @@ class Metrics:
     def observe_batch(self, counts, dead, duplicates: int) -> None:
         """``counts``: services.ingest.records.EventCounts, counted while decoding (off the event loop)."""
         per_rule = collections.Counter(d.rejection.rule for d in dead)
-        for route, n in counts.events.items():
-            self.events.labels(route).inc(n)
         self.fleet_events.inc(sum(counts.events.values()))
-        for labels, n in counts.claims.items():
-            self.claims.labels(*labels).inc(n)
+        per_verdict: collections.Counter = collections.Counter()
+        for (_, verdict), n in counts.claims.items():
+            per_verdict[verdict] += n
+        for verdict, n in per_verdict.items():
+            self.fleet_claims.labels(verdict).inc(n)
+        with self._series_lock:
+            routes = self.series_routes
+            for route, n in counts.events.items():
+                if route in routes:
+                    self.events.labels(route).inc(n)
+            for labels, n in counts.claims.items():
+                if labels[0] in routes:
+                    self.claims.labels(*labels).inc(n)
         for rule, n in per_rule.items():
             self.dlq.labels(rule).inc(n)
         if duplicates:
             self.duplicates.inc(duplicates)
+
+    def keep_route_series(self, routes: set[str]) -> None:
+        """Count per-route events and claims (by each verdict) for ``routes`` only, from now on. A route that
+        leaves loses its series; one that enters starts its counters at 0, so Prometheus reads a new series from
+        its first sample (rate() and increase() count from there). The rate gauges are set beside
+        (services/api/routers/ops.py)."""
+        with self._series_lock:
+            left, entered = self.series_routes - routes, routes - self.series_routes
+            for route in left:
+                self.events.remove(route)
+                for verdict in CANONICAL_VERDICTS:  # the decoder lets no other through
+                    self.claims.remove(route, verdict)
+            for route in entered:
+                self.events.labels(route)
+                for verdict in CANONICAL_VERDICTS:  # the decoder lets no other through
+                    self.claims.labels(route, verdict)
+            self.series_routes = frozenset(routes)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

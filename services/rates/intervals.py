@@ -21,6 +21,12 @@ from services.core.stats import wilson, z_value
 from services.store.rates import COUNT_FIELDS, SAMPLING_FIELDS, SUM_FIELDS  # rate_minute's columns, defined once
 
 
+# The sums the claim-level rate and its interval read (Counts.weighted): weighted, and the unweighted ones they
+# equal at w = 1, used where no weights were kept.
+WEIGHTED = ("w_claims", "w_failed", "w2_claims", "w2_claims_sq", "w2_failed_sq", "w2_failed_claims")
+UNWEIGHTED = ("claims", "failed", "claims", "claims_sq", "failed_sq", "failed_claims")
+
+
 @dataclass(frozen=True, slots=True)
 class Counts:
     """Sums over the answers of a window; the columns of rate_minute, in its order."""
@@ -128,12 +134,10 @@ class Counts:
 
     @property
     def weighted(self) -> tuple[float, float, float, float, float, float]:
-        """(Σw·n, Σw·f, Σw²·n, Σw²·n², Σw²·f², Σw²·f·n): the weighted sums, or, where none were kept (sums
-        from before weights, or the drift engines' arrays), the unweighted ones, which they equal at w = 1."""
-        if self.w_events > 0:
-            return (self.w_claims, self.w_failed, self.w2_claims, self.w2_claims_sq, self.w2_failed_sq,
-                    self.w2_failed_claims)
-        return self.claims, self.failed, self.claims, self.claims_sq, self.failed_sq, self.failed_claims
+        """(Σw·n, Σw·f, Σw²·n, Σw²·n², Σw²·f², Σw²·f·n): the weighted sums (WEIGHTED), or, where none were kept
+        (sums from before weights, or the drift engines' arrays), the unweighted ones (UNWEIGHTED), which they
+        equal at w = 1."""
+        return tuple(getattr(self, name) for name in (WEIGHTED if self.w_events > 0 else UNWEIGHTED))
 
     def verdict_share(self, verdict: str) -> float | None:
         """The share of checked claims with ``verdict``, of the whole traffic (weighted where answers were
@@ -212,15 +216,22 @@ def ratio_interval(c: Counts, level: float = 0.95) -> Interval | None:
     unweighted interval."""
     if c.claims <= 0:
         return None
-    w_claims, w_failed, w2_claims, w2_claims_sq, w2_failed_sq, w2_failed_claims = c.weighted
-    if w_claims <= 0:
+    if c.weighted[0] <= 0:
         return None
+    lo, hi = ratio_bounds(c.events, *c.weighted, level=level)
+    return Interval(float(lo), float(hi))
+
+
+def ratio_bounds(events, w_claims, w_failed, w2_claims, w2_claims_sq, w2_failed_sq, w2_failed_claims,
+                 level: float = 0.95):
+    """``ratio_interval``'s bounds from the sums it reads (``Counts.weighted``), for one slice or, as arrays, for
+    many at once with the very same arithmetic. Every slice given must have claims (w_claims > 0)."""
     # design_effect reads (claims, claims_sq) as the binomial reference and its ceiling: Σw²·n and Σw²·n² here,
     # with the rate itself given through failed = rate x Σw²·n.
     rate = w_failed / w_claims
-    deff = float(design_effect(c.events, w2_claims, rate * w2_claims, w2_claims_sq, w2_failed_sq, w2_failed_claims))
-    lo, hi = wilson(rate, c.effective_claims / deff, z_value(level))
-    return Interval(float(lo), float(hi))
+    deff = design_effect(events, w2_claims, rate * w2_claims, w2_claims_sq, w2_failed_sq, w2_failed_claims)
+    effective_claims = w_claims * w_claims / w2_claims  # Counts.effective_claims: w2_claims > 0 when w_claims is
+    return wilson(rate, effective_claims / deff, z_value(level))
 
 
 def share_interval(k: int, c: Counts, level: float = 0.95) -> Interval | None:

@@ -1,8 +1,13 @@
 """Rates with intervals, worst first: pure functions over the windowed sums."""
 from __future__ import annotations
 
+from operator import itemgetter
+
+import numpy as np
+
 from services.contract.model import CANONICAL_VERDICTS
-from services.rates.intervals import CHECKED_VERDICTS, Counts, effective_proportion_interval, ratio_interval
+from services.rates.intervals import (CHECKED_VERDICTS, UNWEIGHTED, WEIGHTED, Counts, effective_proportion_interval,
+                                      ratio_bounds, ratio_interval)
 
 
 def _share(c: Counts, part: str, whole: str) -> dict:
@@ -59,6 +64,32 @@ def sampling_figures(c: Counts) -> dict:
         "sampling": "none" if not c.sampled else "all" if c.sampled == c.events else "mixed",
         "sampled_events": c.sampled,
     }
+
+
+# What ``ranking_entries`` reads of each row: the sums of the claim-level rate and its interval.
+RANKING_SUMS = tuple(dict.fromkeys(("events", "claims", "w_events", *WEIGHTED, *UNWEIGHTED)))
+
+
+def ranking_entries(rows: list[dict]) -> list[dict]:
+    """Of each route's row (its RANKING_SUMS at least), what ordering reads: route, claims, rate and interval, as
+    ``rate_entry`` gives them, computed for every row at once, so a list can be sorted whole and only its page be
+    given every figure."""
+    if not rows:
+        return []
+    table = np.array(list(map(itemgetter(*RANKING_SUMS), rows)), dtype=np.float64).reshape(len(rows), -1)
+    column = dict(zip(RANKING_SUMS, table.T))
+    weighted_rows = column["w_events"] > 0
+    sums = [np.where(weighted_rows, column[w], column[u]) for w, u in zip(WEIGHTED, UNWEIGHTED)]
+    rated = (column["claims"] > 0) & (sums[0] > 0)  # Counts.rate and ratio_interval: None otherwise
+    kept = [s[rated] for s in sums]
+    rate = np.full(len(rows), np.nan)
+    lo, hi = rate.copy(), rate.copy()
+    if rated.any():
+        rate[rated] = kept[1] / kept[0]
+        lo[rated], hi[rated] = ratio_bounds(column["events"][rated], *kept)
+    return [{"route": row["route"], "claims": int(row["claims"]),
+             "rate": r if ok else None, "interval": [a, b] if ok else None}
+            for row, ok, r, a, b in zip(rows, rated.tolist(), rate.tolist(), lo.tolist(), hi.tolist())]
 
 
 def worst_first(entries: list[dict]) -> list[dict]:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Protocol
+from typing import Collection, Protocol
 
 import numpy as np
 
@@ -80,13 +80,16 @@ class ReviewService:
     def agreement(self) -> AgreementReport:
         return self.reporter.report(self.reviewed())
 
-    def calibrated(self, window: timedelta | None, now: datetime) -> dict[str, CalibratedRate]:
-        """Per route with traffic in the window, its calibrated rate (stale ones say why)."""
+    def calibrated(self, window: timedelta | None, now: datetime,
+                   routes: Collection[str] | None = None) -> dict[str, CalibratedRate]:
+        """Per route with traffic in the window (of ``routes``, when given), its calibrated rate (stale ones say
+        why)."""
         span = self._span(window)
-        return self._calibrated(span, now) if span else {}
+        return self._calibrated(span, now, routes) if span else {}
 
-    def _calibrated(self, span: tuple[datetime, datetime], now: datetime) -> dict[str, CalibratedRate]:
-        traffic = [Traffic.from_row(r) for r in self.repo.answer_profile(*span)]
+    def _calibrated(self, span: tuple[datetime, datetime], now: datetime,
+                    routes: Collection[str] | None = None) -> dict[str, CalibratedRate]:
+        traffic = [Traffic.from_row(r) for r in self.repo.answer_profile(*span, routes)]
         return self.calibrator.calibrate_all(traffic, self.reviewed(), now)
 
     def plan(self, window: timedelta | None, now: datetime, width: float | None = None) -> list[LabelPlan]:

@@ -5,8 +5,9 @@ says why), so a replayed or accelerated stream reads the same as a live one.
 """
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Collection, Sequence
 
 from services.core.clock import utcnow
 from services.store.convert import ch_time, parse_ch_time
@@ -30,6 +31,28 @@ SAMPLING_FIELDS = ("sampled", "w_events", "w2_events", "w_claims", "w_failed", "
                    "w_supported", "w_unsupported", "w_contradicted", "w_overreach", "w_stale", "w_no_source")
 SUM_FIELDS = COUNT_FIELDS + SAMPLING_FIELDS
 _SUMS = ", ".join(f"sum({c}) AS {c}" for c in SUM_FIELDS)
+
+
+def route_like(pattern: str) -> str:
+    """A route filter as a LIKE pattern (matched without case): a glob (``*`` any run, ``?`` one character) matches
+    whole names; text without either is found anywhere in the name. LIKE's own ``%``, ``_`` and ``\\`` are literal."""
+    escaped = re.sub(r"([%_\\])", r"\\\1", pattern)
+    if "*" not in pattern and "?" not in pattern:
+        return f"%{escaped}%"
+    return escaped.replace("*", "%").replace("?", "_")
+
+
+def route_conditions(matching: str | None, routes: Collection[str] | None) -> tuple[list[str], dict]:
+    """SQL conditions (and their parameters) keeping the routes ``matching`` a filter (``route_like``) and, when
+    ``routes`` is given, only those."""
+    where, params = [], {}
+    if matching:
+        where.append("route ILIKE {matching:String}")
+        params["matching"] = route_like(matching)
+    if routes is not None:
+        where.append("route IN {routes:Array(String)}")
+        params["routes"] = sorted(routes)
+    return where, params
 
 
 def _second(ts: datetime) -> str:
@@ -106,10 +129,16 @@ class RateRepository:
 
     # -- sums -----------------------------------------------------------------
     def totals(self, dim: str = "", window: timedelta | None = None, end: datetime | None = None,
-               route: str | None = None) -> list[dict]:
-        """One row per (value, route) for a slice dimension ('' = whole route)."""
+               route: str | None = None, matching: str | None = None,
+               routes: Collection[str] | None = None, sums: Sequence[str] = SUM_FIELDS) -> list[dict]:
+        """One row per (value, route) for a slice dimension ('' = whole route); of one ``route``, of the routes
+        ``matching`` a filter (``route_like``), or of ``routes``, when given. ``sums``: the SUM_FIELDS read."""
+        unknown = set(sums) - set(SUM_FIELDS)
+        if unknown:
+            raise ValueError(f"rate_minute has no sums {sorted(unknown)}")
         start, end = self.window_bounds(window, end)
-        where, params = ["dim = {dim:String}"], {"dim": dim}
+        where, params = route_conditions(matching, routes)
+        where, params = ["dim = {dim:String}", *where], {"dim": dim, **params}
         if start is not None:
             where.append("minute >= {start:DateTime64(3)}")
             params["start"] = _second(start)
@@ -119,7 +148,8 @@ class RateRepository:
         if route is not None:
             where.append("route = {route:String}")
             params["route"] = route
-        sql = f"SELECT value, route, {_SUMS} FROM rate_minute WHERE {' AND '.join(where)} GROUP BY value, route"
+        selected = _SUMS if sums == SUM_FIELDS else ", ".join(f"sum({c}) AS {c}" for c in sums)
+        sql = f"SELECT value, route, {selected} FROM rate_minute WHERE {' AND '.join(where)} GROUP BY value, route"
         return self.store.query(sql, params)
 
     def totals_by_dim(self, dims: list[str], window: timedelta | None = None) -> list[dict]:
@@ -156,6 +186,17 @@ class RateRepository:
                "AND minute >= {start:DateTime64(3)} AND minute <= {end:DateTime64(3)} "
                "GROUP BY route, value, minute ORDER BY minute")
         return self.store.query(sql, {"dim": dim, "start": _second(start), "end": _second(end)})
+
+    def route_buckets(self, routes: Collection[str], start: datetime, end: datetime, step: int,
+                      sums: Sequence[str] = SUM_FIELDS) -> list[dict]:
+        """Per route of ``routes`` and ``bucket`` (the ``step``-minute buckets counted from ``start``, 0 first), the
+        ``sums`` over [start, end] (minute buckets, both inclusive)."""
+        sql = ("SELECT route, intDiv(toUInt32(dateDiff('minute', {start:DateTime64(3)}, minute)), "
+               f"{{step:UInt32}}) AS bucket, {', '.join(f'sum({c}) AS {c}' for c in sums)} FROM rate_minute "
+               "WHERE dim = '' AND route IN {routes:Array(String)} AND minute >= {start:DateTime64(3)} "
+               "AND minute <= {end:DateTime64(3)} GROUP BY route, bucket")
+        return self.store.query(sql, {"routes": sorted(routes), "start": _second(start), "end": _second(end),
+                                      "step": step})
 
     def route_slices(self, route: str, start: datetime, end: datetime) -> list[dict]:
         """The whole route (dim '') and its versions slices over [start, end]."""

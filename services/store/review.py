@@ -7,12 +7,13 @@ are aware datetimes.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Collection, Iterable, Mapping, Sequence
 
 from services.contract.model import FAILED_VERDICTS
 from services.store.backends import Store
 from services.store.convert import ch_time, parse_ch_time
 from services.store.issues import ch_values
+from services.store.rates import route_conditions
 
 QUEUE_COLUMNS = ("claim_key, event_id, claim_idx, route, verdict, issue_id, verifier_version, origin, stratum, weight, "
                  "reviewers, observed_at, queued_at")
@@ -163,11 +164,12 @@ class ReviewRepository:
             {"id": event_id, "i": claim_idx + 1})
         return rows[0] if rows else None
 
-    def answer_profile(self, since: datetime, until: datetime) -> list[dict]:
-        """Per route, how many answers had each (failed, non-trivial claims) pair in [since, until), and their
-        weights' sum and sum of squares (1 / sampling.rate): enough to resample answers. ``verifier_version`` is the
-        route's newest."""
+    def answer_profile(self, since: datetime, until: datetime, routes: Collection[str] | None = None) -> list[dict]:
+        """Per route (of ``routes``, when given), how many answers had each (failed, non-trivial claims) pair in
+        [since, until), and their weights' sum and sum of squares (1 / sampling.rate): enough to resample answers.
+        ``verifier_version`` is the route's newest."""
         failed = sorted(FAILED_VERDICTS)
+        only, params = route_conditions(None, routes)
         return self.store.query(
             "SELECT route, groupArray((f, n, answers, w, w2)) AS profile, argMax(version, newest) AS verifier_version "
             "FROM (SELECT route, arrayCount(v -> v IN {failed:Array(String)}, verdicts) AS f, "
@@ -175,5 +177,5 @@ class ReviewRepository:
             " sum(1 / sampling_rate) AS w, sum(1 / (sampling_rate * sampling_rate)) AS w2, "
             " argMax(versions['verifier'], observed_at) AS version, max(observed_at) AS newest "
             " FROM events FINAL WHERE observed_at >= {since:DateTime64(3)} AND observed_at < {until:DateTime64(3)} "
-            " GROUP BY route, f, n) GROUP BY route ORDER BY route",
-            {"failed": failed, "since": ch_time(since), "until": ch_time(until)})
+            f"{''.join(' AND ' + w for w in only)} GROUP BY route, f, n) GROUP BY route ORDER BY route",
+            {"failed": failed, "since": ch_time(since), "until": ch_time(until), **params})

@@ -63,7 +63,8 @@ def test_prometheus_scrapes_the_per_route_rates_claimwatch_computed_and_evaluate
                 assert got == pytest.approx({r: e["interval"][i] for r, e in ours.items()}, rel=1e-12)
             worst = prometheus.query('topk(1, claimwatch_route_hallucination_rate{window="30m"})')
             assert worst[0]["metric"]["route"] == next(iter(ours))  # /api/rates is worst first
-            events = prometheus.query("sum(claimwatch_events_total)")
+            # Per-route counters count from the scrape that gave a route its series; the fleet's count everything.
+            events = prometheus.query("claimwatch_fleet_events_total")
             assert float(events[0]["value"][1]) == len(valid)
 
             # The rules about claimwatch itself: each loaded and evaluated without error on a worker's metrics.

@@ -28,7 +28,7 @@ def test_two_workers_share_partitions_and_count_exactly(broker, topic_prefix, tm
             workers[0].wait_for(lambda: totals(workers[0]) == total, 240, f"{total} stored")
             rates = workers[1].get("/api/rates", window="all")  # either worker reads the shared store
             assert {r["route"]: r["verdicts"] for r in rates} == expected.verdicts
-            written = [metric(w, "claimwatch_events_total") for w in workers]
+            written = [metric(w, "claimwatch_fleet_events_total") for w in workers]
             assert all(n > 0 for n in written), f"one worker did all the work: {written}"
             assert sum(written) >= expected.valid_events
         finally:

@@ -2,47 +2,68 @@
 from __future__ import annotations
 
 import time
+from datetime import datetime
+from typing import Callable
 
 from fastapi import APIRouter, Depends, Query, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 
+from services.alerts.service import AlertsService
 from services.api.ingestlag import IngestLag, LagWatch
 from services.api.responses import DlqReason, Health, Ready, StorageReport
 from services.api.responses import IngestLag as IngestLagOut
+from services.api.routeview import RouteReport
 from services.api.security import AUTH_RESPONSES, Gate
+from services.core.clock import utcnow
 from services.core.metrics import Metrics
 from services.ingest.ingestor import Health as IngestHealth
-from services.rates.report import route_rates
 from services.rates.window import parse_window
 from services.store.backends import Store, ping
 from services.core.errors import StoreError
 from services.store.dlq import dlq_summary
-from services.store.rates import RateRepository
 from services.store.storage import StorageRepository
 
 GAUGE_WINDOW = "30m"
+OPEN_STATES = ("pending", "firing")
 
 
-def publish_route_rates(metrics, rates: RateRepository, window: str = GAUGE_WINDOW) -> None:
-    """Set the per-route rate gauges from the window ending where every window ends (RateRepository.window_end).
+class RouteSeries:
+    """The per-route series of /metrics, chosen at each scrape: a producer chooses route names, so a series for
+    every route seen would grow with them (55,000 routes made /metrics 38 MB).
 
-    Routes that left the window disappear from the gauges instead of keeping a stale value.
-    """
-    entries = route_rates(rates.totals("", parse_window(window)))
-    for gauge in (metrics.route_rate, metrics.route_rate_lo, metrics.route_rate_hi):
-        gauge.clear()
-    for e in entries:
-        if e["rate"] is None:
-            continue
-        metrics.route_rate.labels(e["route"], window).set(e["rate"])
-        metrics.route_rate_lo.labels(e["route"], window).set(e["interval"][0])
-        metrics.route_rate_hi.labels(e["route"], window).set(e["interval"][1])
+    The routes kept are those with an open alert (pending or firing), and the first ``limit`` of the overview's
+    order over ``GAUGE_WINDOW`` (firing first, then furthest above expected): metrics.max_route_series. They carry
+    the rate gauges (set from that window, ending where every window ends: RateRepository.window_end) and the
+    per-route counters (Metrics.keep_route_series); every route counts in the fleet aggregates. A route that
+    leaves the set loses its series, rather than keep a stale value."""
+
+    def __init__(self, report: RouteReport, alerts: AlertsService, metrics: Metrics, limit: int,
+                 now: Callable[[], datetime] = utcnow):
+        self.report, self.alerts, self.metrics, self.limit, self.now = report, alerts, metrics, limit, now
+
+    def publish(self) -> None:
+        now, window = self.now(), parse_window(GAUGE_WINDOW)
+        alerting = {v.alert.route for v in self.alerts.list(now) if v.state in OPEN_STATES}
+        entries = self.report.page(window, now, "priority", limit=self.limit).routes if self.limit else []
+        missing = alerting - {e["route"] for e in entries}
+        if missing:
+            entries += self.report.page(window, now, "priority", limit=len(missing), routes=missing).routes
+        self.metrics.keep_route_series({e["route"] for e in entries} | alerting)
+        metrics = self.metrics
+        for gauge in (metrics.route_rate, metrics.route_rate_lo, metrics.route_rate_hi):
+            gauge.clear()
+        for e in entries:
+            if e["rate"] is None:
+                continue
+            metrics.route_rate.labels(e["route"], GAUGE_WINDOW).set(e["rate"])
+            metrics.route_rate_lo.labels(e["route"], GAUGE_WINDOW).set(e["interval"][0])
+            metrics.route_rate_hi.labels(e["route"], GAUGE_WINDOW).set(e["interval"][1])
 
 
-def router(store: Store, rates: RateRepository, storage: StorageRepository, health: IngestHealth, registry: Metrics,
+def router(store: Store, storage: StorageRepository, health: IngestHealth, registry: Metrics, series: RouteSeries,
            gate: Gate, ingest_lag: LagWatch | None, lag_warning_messages: int) -> APIRouter:
-    """``health``: the ingest writes' (readiness); ``registry``: the process's metrics; ``lag_warning_messages``:
-    the lag the banner warns at."""
+    """``health``: the ingest writes' (readiness); ``registry``: the process's metrics; ``series``: which routes
+    it carries series for; ``lag_warning_messages``: the lag the banner warns at."""
     r = APIRouter()
     read = [Depends(gate.read())]
     guarded = AUTH_RESPONSES if gate.policy.protect_reads else {}
@@ -72,7 +93,7 @@ def router(store: Store, rates: RateRepository, storage: StorageRepository, heal
            responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}, **guarded})
     def metrics() -> Response:
         try:
-            publish_route_rates(registry, rates)
+            series.publish()
         except StoreError:
             pass  # a store hiccup must not hide the ingest counters; the gauges keep their last values
         return Response(registry.render(), media_type="text/plain; version=0.0.4; charset=utf-8")

@@ -1,10 +1,10 @@
 """Per-route rates with intervals and slices, worst first, and one route's history."""
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Callable
 
-from fastapi import APIRouter, Depends, HTTPException, Path, Query
+from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response
 from pydantic import AwareDatetime
 
 from services.api.models import ERROR_RESPONSES
@@ -12,7 +12,7 @@ from services.api.responses import RouteDetail, RouteRate, SliceEntry
 from services.alerts.config import DetectorConfig
 from services.alerts.expectations import PRIORITY, SORTS
 from services.alerts.service import AlertsService
-from services.api.routeview import RouteHistory
+from services.api.routeview import MAX_ROUTES_PER_PAGE, ROUTES_PER_PAGE, RouteHistory, RoutePage, RouteReport
 from services.api.security import AUTH_RESPONSES, Gate
 from services.api.serialise import as_json
 from services.core.clock import utcnow
@@ -22,8 +22,8 @@ from services.rates.window import WindowError, parse_window
 from services.store.rates import RateRepository
 
 MAX_RANGE_MINUTES = 31 * 24 * 60
-# (window, now, sort, calibrated) -> each route's rate beside its expectation (services/api/routeview.py RouteReport)
-RouteReport = Callable[[timedelta | None, datetime, str, bool], list[dict]]
+ROUTE_FILTER = ("a glob matched against whole route names (`billing-*`, `*/faq`; * any run, ? one character), or "
+                "without * or ? a part of the name; without case")
 
 
 def window_of(text: str, allow_all: bool = True):
@@ -38,21 +38,36 @@ def window_of(text: str, allow_all: bool = True):
     return window
 
 
+def page_headers(request: Request, page: RoutePage) -> dict[str, str]:
+    """``X-Total-Count`` and a ``Link`` to the next and previous pages (RFC 8288), as paths on this API."""
+    links = [(page.next_offset, "next"), (max(0, page.offset - page.limit) if page.offset else None, "prev")]
+    link = ", ".join(f'<{request.url.path}?{request.url.include_query_params(offset=at).query}>; rel="{rel}"'
+                     for at, rel in links if at is not None)
+    return {"X-Total-Count": str(page.total), **({"Link": link} if link else {})}
+
+
 def router(rates: RateRepository, alerts: AlertsService, report: RouteReport, detector: DetectorConfig, gate: Gate,
            now: Callable[[], datetime] = utcnow) -> APIRouter:
     r = APIRouter(tags=["rates"], dependencies=[Depends(gate.read())],
                   responses=AUTH_RESPONSES if gate.policy.protect_reads else {})
     history = RouteHistory(rates)
 
-    @r.get("/api/rates", summary="Claim-level hallucination rate per route beside its expected rate",
+    @r.get("/api/rates", summary="Claim-level hallucination rate per route beside its expected rate, a page at a time",
+           description="A page of the route list. `X-Total-Count` gives how many routes the list holds (those the "
+           "`route` filter keeps), and `Link` the next and previous pages (`rel=\"next\"`, `rel=\"prev\"`).",
            response_model=list[RouteRate], responses={422: ERROR_RESPONSES[422]})
-    def get_rates(window: str = Query("30m", max_length=16, description="e.g. 5m, 30m, 90m, 24h, or all"),
+    def get_rates(request: Request, response: Response,
+                  window: str = Query("30m", max_length=16, description="e.g. 5m, 30m, 90m, 24h, or all"),
                   calibrated: bool = Query(False, description="add each route's rate corrected for the verifier's "
                                            "errors measured against human labels (field `calibrated`)"),
                   sort: str = Query("rate", pattern=f"^({'|'.join(SORTS)})$",
-                                    description=f"rate: highest rate first; priority: {PRIORITY}")) -> list[dict]:
-        return report(window_of(window), now(), sort, calibrated)
-
+                                    description=f"rate: highest rate first; priority: {PRIORITY}"),
+                  route: str | None = Query(None, max_length=256, description=f"only routes matching {ROUTE_FILTER}"),
+                  limit: int = Query(ROUTES_PER_PAGE, ge=1, le=MAX_ROUTES_PER_PAGE, description="routes per page"),
+                  offset: int = Query(0, ge=0, le=10_000_000, description="routes of the list to skip")) -> list[dict]:
+        page = report.page(window_of(window), now(), sort, calibrated, limit=limit, offset=offset, matching=route)
+        response.headers.update(page_headers(request, page))
+        return page.routes
     @r.get("/api/slices", summary="Rates by slice (query_type, stakes, version.*), worst first",
            response_model=dict[str, list[SliceEntry]], responses={422: ERROR_RESPONSES[422]})
     def get_slices(window: str = Query("30m", max_length=16),

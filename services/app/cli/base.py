@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import shlex
 import sys
 from typing import Any, Callable
 
@@ -100,17 +101,68 @@ def on_store(settings: Settings, local: Callable[[Any], Any],
 def reach(settings: Settings, path: str, params: dict, local: Callable[[Any], Any],
           method: str = "GET", body: dict | None = None) -> Any:
     """Ask the running service; if none answers, open the store files directly."""
-    headers = auth_headers(settings)
+    response = _ask(settings, path, params, method, body)
+    return on_store(settings, local) if response is None else _content(response)
+
+
+def reach_page(settings: Settings, path: str, params: dict, local: Callable[[Any], tuple[list, int]]
+               ) -> tuple[list, int | None]:
+    """A page of a list and how many items the list holds (the API's ``X-Total-Count``; None from an API that
+    does not say), from the running service, else from ``local`` on the store files."""
+    response = _ask(settings, path, params)
+    if response is None:
+        return on_store(settings, local)
+    total = response.headers.get("X-Total-Count", "")
+    return _content(response), int(total) if total.isdigit() else None
+
+
+def _ask(settings: Settings, path: str, params: dict, method: str = "GET",
+         body: dict | None = None) -> httpx.Response | None:
+    """The running service's answer; None when none answers. A refusal aborts with what it said."""
     try:
         response = api().request(method, settings.api.url.rstrip("/") + path, params=params, json=body,
-                                 headers=headers)
+                                 headers=auth_headers(settings))
     except httpx.TransportError:
-        return on_store(settings, local)
+        return None
     if response.status_code >= 400:
         raise Abort(refusal(response, settings.api.url + path))
+    return response
+
+
+def _content(response: httpx.Response) -> Any:
     if response.headers.get("content-type", "").startswith("application/json"):
         return response.json()
     return response.text
+
+
+def command_line(**changes: Any) -> str:
+    """The running command as the user types it again, with ``changes`` to its options: the options they gave on
+    the command line (not those from the environment or the defaults, which a pasted line gets anyway)."""
+    from click.core import ParameterSource
+
+    from services.core.command import cli_command
+
+    ctx = click.get_current_context()
+    names, at = [], ctx
+    while at.parent is not None:
+        names.insert(0, at.info_name or "")
+        at = at.parent
+    words = []
+    for param in ctx.command.params:
+        name = param.name or ""
+        if name in changes:
+            value = changes[name]
+        elif ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE:
+            value = ctx.params[name]
+        else:
+            continue
+        if isinstance(param, click.Argument):
+            words += [str(v) for v in (value if param.multiple else [value])]
+        elif value is not None and not (getattr(param, "is_flag", False) and not value):
+            flag = max(param.opts, key=len)  # the long form
+            values = [] if getattr(param, "is_flag", False) else value if param.multiple else [value]
+            words += [flag] if not values else [w for v in values for w in (flag, str(v))]
+    return " ".join([cli_command(), *map(shlex.quote, [*names, *words])])
 
 
 def refusal(response: httpx.Response, where: str) -> str:

@@ -10,8 +10,10 @@ import click
 from rich.text import Text
 from services.alerts.expectations import PRIORITY, SORTS, expected_text
 from services.alerts.figures import figure
-from services.app.cli.base import Abort, console, main, out, print_json, reach, service_options
+from services.app.cli.base import (Abort, command_line, console, main, out, print_json, reach, reach_page,
+                                   service_options)
 from services.app.cli.tables import Column, output_option, print_table
+from services.api.routeview import MAX_ROUTES_PER_PAGE, ROUTES_PER_PAGE, RouteReport
 from services.core.clock import utcnow
 from services.core.numbers import pct
 from services.app.settings import Settings
@@ -207,22 +209,29 @@ CALIBRATED_COLUMNS = [
 @click.option("--window", default="30m", show_default=True, help="5m, 30m, 90m, 24h, … or all.")
 @click.option("--sort", type=click.Choice(SORTS), default="priority", show_default=True,
               help=f"priority: {PRIORITY}; rate: highest rate first.")
+@click.option("--route", "matching", default=None, metavar="PATTERN",
+              help="Only routes matching a glob (billing-*, */faq; * any run, ? one character), or without * or ? "
+              "containing the text; without case.")
+@click.option("--limit", type=click.IntRange(1, MAX_ROUTES_PER_PAGE), default=ROUTES_PER_PAGE, show_default=True,
+              help="Routes per page.")
+@click.option("--offset", type=click.IntRange(0, 10_000_000), default=0, show_default=True,
+              help="Routes of the list to skip: the last line names the next page's command.")
 @click.option("--slices", "show_slices", is_flag=True, help="Also show slices by query type, stakes and versions.")
 @click.option("--calibrated", is_flag=True, help="Also the rate corrected for the verifier's errors against human "
               "labels (`claimwatch review`), with its interval, and why it is stale if it is.")
 @output_option
 @service_options
-def rates(settings: Settings, window: str, sort: str, show_slices: bool, calibrated: bool, output: str) -> None:
+def rates(settings: Settings, window: str, sort: str, matching: str | None, limit: int, offset: int,
+          show_slices: bool, calibrated: bool, output: str) -> None:
     """Per-route claim-level hallucination rate beside its expected rate, with intervals and the verdict
-    breakdown, worst (furthest above expected) first.
+    breakdown, worst (furthest above expected) first, a page at a time.
 
     EXPECTED is the drift detector's time-of-day expectation for the route and DELTA the rate minus it.
     UNSAFE: answers served with a failing claim, of those served. ABSTAIN OK|OVER: correct abstention
     (of unanswerable questions) | over-refusal (of answerable ones). -o json (or --json) prints a JSON
-    array (stable shape for scripts; --calibrated adds a `calibrated` field to each entry); -o wide
-    every column.
+    array, the page (stable shape for scripts; --calibrated adds a `calibrated` field to each entry); -o wide
+    every column. After the page, a line says how many routes follow and the command for the next page.
     """
-    from services.api.routeview import RouteReport
     from services.rates.report import slice_report
     from services.rates.window import WindowError, parse_window
 
@@ -230,26 +239,53 @@ def rates(settings: Settings, window: str, sort: str, show_slices: bool, calibra
         w = parse_window(window)
     except WindowError as exc:
         raise Abort(str(exc)) from None
-    params = {"window": window, "sort": sort, **({"calibrated": "true"} if calibrated else {})}
-    data = reach(settings, "/api/rates", params, lambda c: RouteReport(c.repos.rates, c.review, c.alerts)(w, utcnow(), sort, calibrated))
+    params = {"window": window, "sort": sort, "limit": limit, "offset": offset,
+              **({"route": matching} if matching else {}), **({"calibrated": "true"} if calibrated else {})}
+
+    def local(c) -> tuple[list, int]:
+        page = RouteReport(c.repos.rates, c.review, c.alerts).page(w, utcnow(), sort, calibrated, limit=limit,
+                                                                   offset=offset, matching=matching)
+        return page.routes, page.total
+
+    data, total = reach_page(settings, "/api/rates", params, local)
     slices = {}
     if show_slices:
         slices = reach(settings, "/api/slices", {"window": window},
                        lambda c: slice_report(c.repos.rates, w))
+    more = page_note(data, total, offset, limit, matching)
     if output == "json":
         print_json(data if not show_slices else {"routes": data, "slices": slices})
+        if more:
+            console.print(Text(more), soft_wrap=True)
         return
     if not data:
-        console.print("no events stored yet: send some with `claimwatch produce` or `claimwatch simulate`")
+        console.print(more or "no events stored yet: send some with `claimwatch produce` or `claimwatch simulate`")
         return
     order = "firing first, then furthest above expected" if sort == "priority" else "highest first"
     print_table(RATE_COLUMNS[:CALIBRATED_AT] + CALIBRATED_COLUMNS + RATE_COLUMNS[CALIBRATED_AT:] if calibrated
                 else RATE_COLUMNS, data, output, title=f"Claim-level hallucination rate, {window}: {order}")
     for line in sampling_notes(data):
         out.print(Text(line, style="dim"), soft_wrap=True)
+    if more:
+        out.print(Text(more), soft_wrap=True)
     for dim, entries in slices.items():
         out.print()
         print_table(slice_columns(dim), entries, output, title=f"by {dim} (worst first)")
+
+
+def page_note(shown: list, total: int | None, offset: int, limit: int, matching: str | None) -> str | None:
+    """Where the page lies in the route list and the command for the next one; None when the page is the whole
+    list (or the API does not say how long it is)."""
+    if total is None or (offset == 0 and len(shown) == total):
+        return None
+    routes = f"{total:,} route{'s' * (total != 1)}" + (f" matching {matching!r}" if matching else "")
+    if not shown:
+        return f"no routes from {offset + 1:,} on: the list holds {routes}"
+    after = total - offset - len(shown)
+    where = f"routes {offset + 1:,}–{offset + len(shown):,} of {routes}"
+    if after <= 0:
+        return where
+    return f"{where}; {after:,} more, the next {min(after, limit):,}: {command_line(offset=offset + limit)}"
 
 
 def sampling_notes(entries: list[dict]) -> list[str]:
