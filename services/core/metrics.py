@@ -82,6 +82,15 @@ class Metrics:
                                          "worker has held since it started", registry=r)
         self.notify_failures = Counter("claimwatch_notification_failures_total", "Failed notification attempts",
                                        ["target"], registry=r)
+        self.notify_sent = Counter("claimwatch_notifications_sent_total", "Notifications a receiver accepted (2xx)",
+                                   ["receiver"], registry=r)
+        self.notify_depth = Gauge("claimwatch_notification_queue_depth", "Notifications queued for a receiver, "
+                                  "the one being sent included", ["receiver"], registry=r)
+        self.notify_oldest = Gauge("claimwatch_notification_queue_oldest_seconds", "Age of a receiver's oldest "
+                                   "queued notification (0 when none)", ["receiver"], registry=r)
+        self.notify_failing = Gauge("claimwatch_notification_failing_seconds", "Seconds since a receiver's current "
+                                    "unbroken run of failed attempts began; 0 when its last attempt succeeded",
+                                    ["receiver"], registry=r)
 
     def watch_buffer(self, budget) -> None:
         """Report a ByteBudget (services/ingest/budget.py) at every scrape."""

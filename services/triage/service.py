@@ -8,7 +8,7 @@ from typing import Callable
 from urllib.parse import urlparse
 
 from clustering.issue import RESOLVED, IssueRecord
-from services.alerts.notify import Outgoing
+from services.alerts.dispatch import Outgoing
 from services.core.clock import utcnow
 from services.core.errors import Conflict
 from services.issues.priority import ESCALATION_HISTORY_HOURS, RECENT_HOURS, is_escalating

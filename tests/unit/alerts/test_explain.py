@@ -8,7 +8,8 @@ import pytest
 
 from services.alerts.explain import AlertExplainer, decompose
 from services.alerts.lifecycle import Alert
-from services.alerts.notify import Dispatcher, alertmanager_payload, webhook_payload
+from services.alerts.dispatch import Dispatcher
+from services.alerts.notify import alertmanager_payload, webhook_payload
 
 T0 = datetime(2026, 11, 21, 10, 0, tzinfo=timezone.utc)
 URL = "https://claimwatch.example"
@@ -262,7 +263,7 @@ def test_the_alert_cycle_sends_each_firing_alert_with_its_explanation(three_issu
         cycle = AlertCycle(Evaluator(), Alerts(), d, Metrics(), inline, explainer=explainer)
         await cycle.evaluate(T0 + timedelta(minutes=6))
         await cycle.resend(T0 + timedelta(minutes=12))
-        return [d.queue.get_nowait().body[0]["annotations"] for _ in range(d.queue.qsize())]
+        return [item.body[0]["annotations"] for item in d.queued()]
 
     sent = asyncio.run(run(Explainer(False)))
     assert len(sent) == 2 and all(n["issue_1_runbook_url"] == f"{URL}/issues/i1?alert=a-1" for n in sent)

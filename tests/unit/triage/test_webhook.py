@@ -15,7 +15,7 @@ from datetime import timedelta
 import pytest
 
 from clustering.issue import REGRESSED
-from services.alerts.notify import Dispatcher
+from services.alerts.dispatch import Dispatcher
 from tests.support.receiver import Receiver
 from tests.support.triage_world import T0, an_issue, hourly, members, triage_world
 
@@ -33,7 +33,7 @@ class Sending:
         self.thread.start()
 
     def send(self, items) -> None:
-        self.loop.call_soon_threadsafe(self.dispatcher.enqueue, items)
+        asyncio.run_coroutine_threadsafe(self.dispatcher.enqueue(items), self.loop).result(10)
 
     def close(self):
         async def stop() -> None:
