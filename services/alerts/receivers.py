@@ -85,3 +85,20 @@ class ReceiverQueue:
 
     def failing_seconds(self, now: datetime) -> float:
         return max(0.0, (now - self.failing_since).total_seconds()) if self.failing_since else 0.0
+
+
+def receiver_status(found: dict[str, dict], configured: dict[str, bool], now: datetime) -> list[dict]:
+    """Each receiver as the ops page shows it, from the notification log's ``receivers`` (services/store/
+    notifications.py): ``state`` (off: not configured; ok; failing; down: failing FAILING_ALARM or longer), the
+    notifications ``waiting`` and the age of the oldest, and since when and why it fails."""
+    out = []
+    for name in RECEIVERS:
+        seen = found.get(name, {})
+        since, oldest = seen.get("failing_since"), seen.get("oldest")
+        failing = max(0.0, (now - since).total_seconds()) if since else 0.0
+        state = ("off" if not configured.get(name) else "ok" if since is None
+                 else "down" if failing >= FAILING_ALARM.total_seconds() else "failing")
+        out.append({"receiver": name, "state": state, "waiting": seen.get("waiting", 0),
+                    "oldest_seconds": max(0.0, (now - oldest).total_seconds()) if oldest else None,
+                    "failing_since": since, "failing_seconds": failing, "last_error": seen.get("last_error", "")})
+    return out

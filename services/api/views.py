@@ -83,3 +83,13 @@ def trend_window(end: datetime | None, minutes: int) -> tuple[datetime, datetime
     if end is None:
         return None
     return end - timedelta(minutes=minutes - 1), end
+
+
+def duration(seconds: float | None) -> str:
+    """An age or a wait, coarse: '45 s', '12 min', '3 h 5 min'."""
+    if seconds is None:
+        return "—"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    minutes = int(seconds // 60)
+    return f"{minutes} min" if minutes < 90 else f"{minutes // 60} h {minutes % 60} min"

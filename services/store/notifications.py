@@ -111,7 +111,8 @@ class NotificationLog:
         for r in self.store.query(f"SELECT receiver, count() AS waiting, toString(min(created_at)) AS oldest "
                                   f"{self._WAITING} GROUP BY receiver", {"since": ch_time(since)}):
             out[r["receiver"]] = {"waiting": int(r["waiting"]), "oldest": parse_ch_time(r["oldest"])}
-        for r in self.store.query("SELECT receiver, toString(argMax(failing_since, updated_at)) AS since, "
+        # argMax skips NULLs: the tuple keeps a newer "not failing" (NULL) from losing to an older failure
+        for r in self.store.query("SELECT receiver, toString(argMax(tuple(failing_since), updated_at).1) AS since, "
                                   "argMax(last_error, updated_at) AS error FROM notification_receivers GROUP BY receiver"):
             failing = r["since"] not in (None, "", "\\N", "NULL")
             out.setdefault(r["receiver"], {"waiting": 0, "oldest": None}).update(
