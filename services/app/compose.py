@@ -70,6 +70,7 @@ from services.store.traces import TraceRepository
 from services.store.writer import EventWriter
 from services.triage.owners import Owner, OwnerRule, OwnerRules
 from services.triage.service import TriageService
+from services.triage.webhook import TARGET as ISSUE_WEBHOOK
 from services.triage.webhook import IssueWebhook
 
 log = logging.getLogger("claimwatch")
@@ -174,7 +175,8 @@ def build(settings: Settings, store: Store, clock: Callable[[], datetime] = utcn
         issue_jobs=IssueJobs(config, embedder, repos.issues, timedelta(hours=settings.clustering.lookback_hours),
                              vectorizer=claim_vectorizer(config), skipped=metrics.skipped_rows),
         traces=TraceService(repos.traces), review=review, metrics=metrics, owners=issues.owners,
-        triage=TriageService(repos.issues, issues.summary, webhook, clock))
+        triage=TriageService(repos.issues, issues.summary, webhook, clock,
+                             resume_from=lambda: repos.notifications.first_logged(ISSUE_WEBHOOK)))
 
 
 def owner_rules(settings: Settings) -> OwnerRules:

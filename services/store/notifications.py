@@ -87,14 +87,19 @@ class NotificationLog:
         return {r["key"] for r in self.store.query(
             "SELECT DISTINCT key FROM notification_log WHERE key IN {keys:Array(String)}", {"keys": keys})}
 
+    def first_logged(self, receiver: str) -> datetime | None:
+        """When the log's oldest entry for ``receiver`` was logged: it has held what was sent to it since."""
+        rows = self.store.query("SELECT toString(min(created_at)) AS first, count() AS n FROM notification_log "
+                                "WHERE receiver = {receiver:String}", {"receiver": receiver})
+        return parse_ch_time(rows[0]["first"]) if rows and int(rows[0]["n"]) else None
+
     def entries(self, receiver: str) -> list[dict]:
         """Every logged entry of ``receiver`` as it stands now: key, state, attempts, error, created_at, updated_at."""
-        rows = self.store.query(
-            "SELECT key, argMax(state, updated_at) AS state, argMax(attempts, updated_at) AS attempts, "
-            "argMax(error, updated_at) AS error, toString(min(created_at)) AS logged, "
-            "toString(max(updated_at)) AS settled FROM notification_log WHERE receiver = {receiver:String} "
-            "GROUP BY key ORDER BY logged, key", {"receiver": receiver})
-        return [{"key": r["key"], "state": r["state"], "attempts": int(r["attempts"]), "error": r["error"],
+        rows = self.store.query(  # the outcome, else the pending row, however the clocks that wrote them went
+            "SELECT key, argMax((state, attempts, error), (state != 'pending', updated_at)) AS last, "
+            "toString(min(created_at)) AS logged, toString(max(updated_at)) AS settled FROM notification_log "
+            "WHERE receiver = {receiver:String} GROUP BY key ORDER BY logged, key", {"receiver": receiver})
+        return [{"key": r["key"], "state": r["last"][0], "attempts": int(r["last"][1]), "error": r["last"][2],
                  "created_at": parse_ch_time(r["logged"]), "updated_at": parse_ch_time(r["settled"])} for r in rows]
 
     # -- receivers' health ------------------------------------------------------
