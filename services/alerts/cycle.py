@@ -55,7 +55,7 @@ class AlertCycle:
         # thread before their notification (and its explanation) is queued; a resend in between would page
         # Alertmanager first with an alert that has no explanation yet.
         self.announced: set[str] = set()
-        self.reconciled = dispatcher.log is None  # the first evaluation re-plans transitions the log lacks
+        self.reconciled = dispatcher.nflog is None  # the first evaluation re-plans transitions the log lacks
 
     async def evaluate(self, now: datetime) -> list[Record]:
         """Advance the evaluator to ``now``; returns one transition record per changed alert (route -> JSON).

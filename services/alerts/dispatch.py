@@ -18,7 +18,7 @@ import httpx
 from services.alerts.explain import AlertExplanation
 from services.alerts.lifecycle import Alert, Notify, should_notify
 from services.alerts.notify import alertmanager_payload, webhook_payload
-from services.alerts.receivers import RECEIVERS, ReceiverQueue
+from services.alerts.receivers import ALERTMANAGER, RECEIVERS, WEBHOOK, ReceiverQueue
 from services.alerts.silences import Silence
 from services.core.backoff import Backoff
 from services.core.clock import utcnow
@@ -53,16 +53,17 @@ class Dispatcher:
     """Decides what to send (pure `plan` and `resend`) and sends it (`run`): one queue per receiver, each drained
     apart from the others, every attempt bounded by ``attempt_timeout_seconds``.
 
-    With a ``log`` (services/store/notifications.py, through ``run``: a thread of its own) a notification is
-    logged before it is queued and settled after a 2xx or when given up; the first ``enqueue`` (the leader's)
-    reloads what a previous process left pending. A crash between a 2xx and its settling sends it again.
+    With an ``nflog`` (the notification log, services/store/notifications.py; called through ``run``, a thread of
+    its own) a notification is logged before it is queued and settled after a 2xx or when given up; the first
+    ``enqueue`` (the leader's) reloads what a previous process left pending. A crash between a 2xx and its
+    settling sends it again.
     """
 
     def __init__(self, alertmanager_url: str | None, webhook_url: str | None, external_url: str,
                  resend_every: timedelta, metrics=None, max_queue: int = 1000, max_attempts: int = 8,
                  owner_labels: Callable[[Alert], Mapping[str, str]] = lambda alert: {}, *,
-                 retry_initial_seconds: float, retry_max_seconds: float, attempt_timeout_seconds: float = 10.0,
-                 log: NotificationLog | None = None, run: Run = _inline, clock: Callable[[], datetime] = utcnow):
+                 retry_initial_seconds: float, retry_max_seconds: float, attempt_timeout_seconds: float,
+                 nflog: NotificationLog | None = None, run: Run = _inline, clock: Callable[[], datetime] = utcnow):
         self.alertmanager_url = alertmanager_url.rstrip("/") if alertmanager_url else None
         self.webhook_url = webhook_url
         self.external_url = external_url.rstrip("/")
@@ -70,11 +71,11 @@ class Dispatcher:
         self.metrics = metrics
         self.max_attempts = max_attempts
         self.retry_seconds = (retry_initial_seconds, retry_max_seconds)  # the backoff between attempts (notify.retry_*)
-        self.attempt_timeout = attempt_timeout_seconds
+        self.attempt_timeout = attempt_timeout_seconds  # notify.attempt_timeout_seconds
         self.owner_labels = owner_labels  # each alert's team (and owner): how Alertmanager routes it
-        self.log, self.log_run, self.clock = log, run, clock  # log_run: the log's calls, on its thread
+        self.nflog, self.nflog_run, self.clock = nflog, run, clock  # nflog_run: the log's calls, on its thread
         self.receivers = {name: ReceiverQueue(name, max_queue) for name in RECEIVERS}
-        self.recovered = log is None
+        self.recovered = nflog is None
         self._recovering: asyncio.Lock | None = None
         self._background: set[asyncio.Task] = set()
         if metrics is not None:
@@ -91,11 +92,11 @@ class Dispatcher:
         key = None if reason is Notify.RESEND else alert_key(current.alert_id, current.recorded_state)
         out = []
         if self.alertmanager_url:
-            out.append(Outgoing("alertmanager", f"{self.alertmanager_url}/api/v2/alerts",
+            out.append(Outgoing(ALERTMANAGER, f"{self.alertmanager_url}/api/v2/alerts",
                                 [alertmanager_payload(current, self.external_url, now, self.resend_every, explanation,
                                                      self.owner_labels(current))], key=key))
         if self.webhook_url and reason is not Notify.RESEND:
-            out.append(Outgoing("webhook", self.webhook_url,
+            out.append(Outgoing(WEBHOOK, self.webhook_url,
                                 webhook_payload(current, reason.value, self.external_url, explanation), key=key))
         return out
 
@@ -110,7 +111,7 @@ class Dispatcher:
                                          self.owner_labels(a))
                     for a in open_alerts
                     if a.recorded_state == "firing" and not any(s.matches(a.match_labels, now) for s in silences)]
-        return [Outgoing("alertmanager", f"{self.alertmanager_url}/api/v2/alerts", payloads)] if payloads else []
+        return [Outgoing(ALERTMANAGER, f"{self.alertmanager_url}/api/v2/alerts", payloads)] if payloads else []
 
     # -- queues ------------------------------------------------------------------
     def queued(self) -> list[Outgoing]:
@@ -125,7 +126,7 @@ class Dispatcher:
             if item.key is None:
                 self._put(item, self.clock())
         keyed = [i for i in items if i.key is not None]
-        if self.log is not None:
+        if self.nflog is not None:
             await self._recover()
             keyed = await self._record(keyed) if keyed else []
         for item in keyed:
@@ -144,13 +145,13 @@ class Dispatcher:
     async def unlogged(self, keys: Iterable[str]) -> set[str]:
         """The keys among ``keys`` the notification log does not hold (none without a log)."""
         keys = set(keys)
-        if self.log is None or not keys:
+        if self.nflog is None or not keys:
             return set()
-        return keys - await self.log_run(self.log.logged, keys)
+        return keys - await self.nflog_run(self.nflog.logged, keys)
 
     async def _record(self, items: list[Outgoing]) -> list[Outgoing]:
         try:
-            return await self.log_run(self.log.record, items, self.clock())
+            return await self.nflog_run(self.nflog.record, items, self.clock())
         except Exception as exc:  # the store is down: send anyway, from memory
             log.warning("could not log %d notifications (%s); sending them unlogged", len(items), exc)
             return items
@@ -164,7 +165,7 @@ class Dispatcher:
             if self.recovered:
                 return
             try:
-                rows = await self.log_run(self.log.pending, self.clock() - RELOAD_WITHIN)
+                rows = await self.nflog_run(self.nflog.pending, self.clock() - RELOAD_WITHIN)
             except Exception as exc:
                 log.warning("could not read the notification log (%s); trying again at the next notification", exc)
                 return
@@ -227,18 +228,18 @@ class Dispatcher:
         await self._settle(item, FAILED, self.max_attempts, problem)
 
     async def _settle(self, item: Outgoing, state: str, attempts: int, error: str) -> None:
-        if self.log is None or item.key is None:
+        if self.nflog is None or item.key is None:
             return
         try:
-            await self.log_run(self.log.settle, item, state, attempts, error, self.clock())
+            await self.nflog_run(self.nflog.settle, item, state, attempts, error, self.clock())
         except Exception as exc:  # it stays pending in the log: a restart sends it again
             log.warning("could not log the %s notification %s as %s (%s)", item.target, item.key, state, exc)
 
     async def _store_health(self, queue: ReceiverQueue) -> None:
         """A run of failures began or ended: what the ops page shows, from any process."""
-        if self.log is None:
+        if self.nflog is None:
             return
         try:
-            await self.log_run(self.log.set_failing, queue.name, queue.failing_since, queue.last_error, self.clock())
+            await self.nflog_run(self.nflog.set_failing, queue.name, queue.failing_since, queue.last_error, self.clock())
         except Exception as exc:
             log.warning("could not store the %s receiver's state (%s)", queue.name, exc)

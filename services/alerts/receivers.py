@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-RECEIVERS = ("alertmanager", "webhook", "issue_webhook")  # an Outgoing's target names its receiver
+ALERTMANAGER, WEBHOOK, ISSUE_WEBHOOK = "alertmanager", "webhook", "issue_webhook"  # the `receiver` label values
+RECEIVERS = (ALERTMANAGER, WEBHOOK, ISSUE_WEBHOOK)  # an Outgoing's target names its receiver
 FAILING_ALARM = timedelta(minutes=10)  # a receiver failing this long shows as down on the ops page (and pages)
 
 

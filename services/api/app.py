@@ -20,7 +20,7 @@ from fastapi.responses import JSONResponse, Response
 
 from services.alerts.dispatch import RELOAD_WITHIN
 from services.alerts.evaluator import detector_config_for
-from services.alerts.receivers import receiver_status
+from services.alerts.receivers import ALERTMANAGER, ISSUE_WEBHOOK, WEBHOOK, receiver_status
 from services.api import pages
 from services.api.ingestlag import LagWatch
 from services.api.middleware import AnonymousReadLimit, BodyLimit, SecurityHeaders
@@ -151,8 +151,8 @@ def notification_receivers(components) -> Callable[[datetime], list[dict]]:
     """now -> each notification receiver's state, read from the notification log that the leader's dispatcher
     writes (so the API shows it from any process)."""
     s = components.settings
-    configured = {"alertmanager": bool(s.notify.alertmanager_url), "webhook": bool(s.notify.webhook_url),
-                  "issue_webhook": bool(s.triage.webhook_url)}
+    configured = {ALERTMANAGER: bool(s.notify.alertmanager_url), WEBHOOK: bool(s.notify.webhook_url),
+                  ISSUE_WEBHOOK: bool(s.triage.webhook_url)}
     log = components.repos.notifications
     return lambda now: receiver_status(log.receivers(now - RELOAD_WITHIN), configured, now)
 

@@ -32,6 +32,7 @@ from runbooks.alerts import AlertRunbooks
 from runbooks.issues import IssueRunbooks
 from services.alerts.backtest import CHUNK, BacktestSummary, BucketLoader, replay
 from services.alerts.dispatch import Dispatcher
+from services.alerts.receivers import ISSUE_WEBHOOK
 from services.alerts.evaluator import AlertEvaluator, detector_config_for
 from services.alerts.explain import AlertExplainer
 from services.alerts.input_health import InputHealthConfig
@@ -70,7 +71,6 @@ from services.store.traces import TraceRepository
 from services.store.writer import EventWriter
 from services.triage.owners import Owner, OwnerRule, OwnerRules
 from services.triage.service import TriageService
-from services.triage.webhook import TARGET as ISSUE_WEBHOOK
 from services.triage.webhook import IssueWebhook
 
 log = logging.getLogger("claimwatch")
@@ -194,7 +194,7 @@ def dispatcher_for(settings: Settings, c: Components, run: Run) -> Dispatcher:
     return Dispatcher(n.alertmanager_url, n.webhook_url, settings.external_url, timedelta(seconds=n.resend_seconds),
                       c.metrics, owner_labels=c.owners.alert_labels, retry_initial_seconds=n.retry_initial_seconds,
                       retry_max_seconds=n.retry_max_seconds, attempt_timeout_seconds=n.attempt_timeout_seconds,
-                      log=c.repos.notifications, run=run)
+                      nflog=c.repos.notifications, run=run)
 
 
 def agreement_test() -> AgreementDropTest:

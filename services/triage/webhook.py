@@ -13,10 +13,11 @@ from typing import Mapping
 import orjson
 
 from services.alerts.dispatch import Outgoing
+from services.alerts.receivers import ISSUE_WEBHOOK
 
 EVENTS = ("created", "regressed", "escalating", "assigned", "resolved")
 SIGNATURE_HEADER = "X-Claimwatch-Signature"
-TARGET = "issue_webhook"  # as claimwatch_notify_failures_total names it
+TARGET = ISSUE_WEBHOOK  # its receiver (its own queue; the metrics' label)
 
 
 def signature(secret: str, body: bytes) -> str:

@@ -35,7 +35,7 @@ def taken(dispatcher: Dispatcher) -> list:
 
 def dispatcher_for(metrics: Metrics, resend_every: timedelta) -> Dispatcher:
     return Dispatcher("http://alertmanager.invalid", None, "http://claimwatch.invalid", resend_every, metrics,
-                      retry_initial_seconds=0.5, retry_max_seconds=30)
+                      retry_initial_seconds=0.5, retry_max_seconds=30, attempt_timeout_seconds=10)
 
 
 def test_alert_cycle_returns_transition_records_and_queues_notifications(store):

@@ -145,7 +145,7 @@ def test_the_alert_cycle_sends_the_agreement_alert_and_resends_it_while_it_fires
     async def run():
         records = Records()
         dispatcher = Dispatcher("http://am:9093", None, "https://claimwatch.example", timedelta(minutes=5),
-                                retry_initial_seconds=0.5, retry_max_seconds=30)
+                                retry_initial_seconds=0.5, retry_max_seconds=30, attempt_timeout_seconds=10)
         hook = InstrumentAlerts(AgreementWatch(AgreementDropTest()), lambda: claims, records)
         cycle = AlertCycle(Evaluator(), records, dispatcher, Metrics(), inline, instrument=hook)
         published = await cycle.evaluate(NOW)

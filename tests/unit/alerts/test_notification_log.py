@@ -32,7 +32,7 @@ def firing(alert_id: str) -> Alert:
 
 def dispatcher(store, am: str | None, hook: str | None) -> Dispatcher:
     return Dispatcher(am, hook, URL, timedelta(minutes=1), Metrics(), retry_initial_seconds=0.05,
-                      retry_max_seconds=0.1, attempt_timeout_seconds=2, log=NotificationLog(store))
+                      retry_max_seconds=0.1, attempt_timeout_seconds=2, nflog=NotificationLog(store))
 
 
 def ticket(url: str) -> Outgoing:
@@ -124,7 +124,7 @@ def test_a_transition_recorded_but_never_logged_is_sent_after_a_restart(store):
         return d.queued()
 
     unlogged = Dispatcher(None, "http://hook.invalid", URL, timedelta(minutes=1), retry_initial_seconds=0.1,
-                          retry_max_seconds=0.2)  # queued in memory only, then the process dies
+                          retry_max_seconds=0.2, attempt_timeout_seconds=10)  # queued in memory only, then the process dies
     [lost] = [o for o in asyncio.run(life(unlogged)) if o.key.endswith("/firing")]
     [sent] = asyncio.run(life(dispatcher(store, None, "http://hook.invalid")))
     assert (sent.target, sent.key) == ("webhook", lost.key) and sent.body["reason"] == "new firing"

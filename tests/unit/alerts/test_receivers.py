@@ -107,7 +107,7 @@ def test_each_attempt_is_bounded_and_a_failing_receiver_shows_how_long_it_has_fa
 def test_a_resend_replaces_the_one_still_queued():
     """Alertmanager's periodic resends are not logged, and only the newest is worth sending after an outage."""
     d = Dispatcher("http://am.invalid", None, URL, timedelta(minutes=1), retry_initial_seconds=0.1,
-                   retry_max_seconds=0.2)
+                   retry_max_seconds=0.2, attempt_timeout_seconds=10)
 
     async def scenario() -> list[Outgoing]:
         await d.enqueue(d.plan(None, FIRING, [], NOW))

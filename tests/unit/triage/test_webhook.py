@@ -30,7 +30,8 @@ class Sending:
     """The alert notifier's queue and retries (services/alerts/notify.Dispatcher) on an event loop of its own."""
 
     def __init__(self):
-        self.dispatcher = Dispatcher(None, None, "http://127.0.0.1:8080", timedelta(minutes=1), retry_initial_seconds=0.5, retry_max_seconds=30)
+        self.dispatcher = Dispatcher(None, None, "http://127.0.0.1:8080", timedelta(minutes=1), retry_initial_seconds=0.5,
+                                     retry_max_seconds=30, attempt_timeout_seconds=10)
         self.loop = asyncio.new_event_loop()
         self.task = self.loop.create_task(self.dispatcher.run())
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
@@ -137,7 +138,7 @@ def test_an_event_made_before_a_restart_and_never_sent_is_sent_by_the_next_leade
             return (TriageService(components.repos.issues, components.issues.summary, webhook, clock,
                                   resume_from=lambda: log.first_logged("issue_webhook")),
                     Dispatcher(None, None, "http://127.0.0.1:8080", timedelta(minutes=1), retry_initial_seconds=0.1,
-                               retry_max_seconds=0.2, log=log, clock=clock))
+                               retry_max_seconds=0.2, attempt_timeout_seconds=10, nflog=log, clock=clock))
 
         async def tick(triage: TriageService, dispatcher: Dispatcher, deliver: bool) -> list[str]:
             await dispatcher.enqueue(triage.tick(clock.now))
