@@ -43,7 +43,7 @@ def register_clustering(app, schedule: ClusteringSchedule, recluster_seconds: fl
 def register_triage(app, tick: Callable[[datetime], Awaitable[list]], dispatcher, interval_seconds: float) -> None:
     @app.timer(interval_seconds, on_leader=True)
     async def triage() -> None:
-        dispatcher.enqueue(await tick(utcnow()))  # wake archived issues; the issue webhook's events
+        await dispatcher.enqueue(await tick(utcnow()))  # wake archived issues; the issue webhook's events
 
 
 def register_review_sampling(app, sample: Callable[[datetime], Awaitable[object]], interval_seconds: float) -> None:

@@ -14,7 +14,7 @@ import asyncio
 import logging
 import time
 from collections import Counter
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol
 
 import orjson
@@ -23,13 +23,14 @@ from services.core.threads import Run
 from services.alerts.evaluator import MINUTE, AlertEvaluator
 from services.alerts.explain import AlertExplainer, AlertExplanation, explainable
 from services.alerts.lifecycle import KINDS, Alert
-from services.alerts.notify import Dispatcher
+from services.alerts.dispatch import Dispatcher, alert_key
 from services.alerts.records import AlertRecords
 from services.core.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
 Record = tuple[bytes, bytes]  # (key, value) for the alerts topic
+RECONCILE_WITHIN = timedelta(hours=6)  # how far back a start looks for transitions that were never notified
 
 
 class InstrumentHook(Protocol):  # services.review.agreement_alerts.InstrumentAlerts
@@ -54,6 +55,7 @@ class AlertCycle:
         # thread before their notification (and its explanation) is queued; a resend in between would page
         # Alertmanager first with an alert that has no explanation yet.
         self.announced: set[str] = set()
+        self.reconciled = dispatcher.nflog is None  # the first evaluation re-plans transitions the log lacks
 
     async def evaluate(self, now: datetime) -> list[Record]:
         """Advance the evaluator to ``now``; returns one transition record per changed alert (route -> JSON).
@@ -63,6 +65,7 @@ class AlertCycle:
         """
         started = time.perf_counter()
         try:
+            missed = [] if self.reconciled else await self._unannounced(now)
             transitions = await self.run(self.evaluator.evaluate, now)
             if self.instrument is not None:
                 transitions += await self.run(self.instrument.evaluate, now)
@@ -73,20 +76,42 @@ class AlertCycle:
         finally:
             if self.evaluator.last_minute is not None:  # None until a minute is evaluated (or a checkpoint read)
                 self.metrics.evaluator_lag.set((now - self.evaluator.last_minute - MINUTE).total_seconds())
+        self.reconciled = True
         self.metrics.eval_seconds.observe(time.perf_counter() - started)
-        explanations = await self._explanations([a for a in transitions if a.recorded_state != "pending"
+        explanations = await self._explanations([a for a in transitions + missed if a.recorded_state != "pending"
                                                  and a.kind in KINDS], now)  # agreement alerts have no excess
         self.explained.update(explanations)
-        records = []
+        records, outgoing = [], []
         for alert in transitions:
             self.metrics.alert_transitions.labels(alert.recorded_state).inc()
             records.append((alert.route.encode(), orjson.dumps({"alert_id": alert.alert_id, **alert.transition_record()})))
-            self.dispatcher.enqueue(self.dispatcher.plan(None, alert, silences, now, explanations.get(alert.alert_id)))
+        for alert in missed:
+            outgoing += self.dispatcher.plan(None, alert, silences, now, explanations.get(alert.alert_id))
+        if outgoing:
+            log.warning("sending %d notifications of alert transitions recorded before a restart and never logged "
+                        "for sending: %s", len(outgoing), ", ".join(sorted({o.key for o in outgoing})))
+        for alert in transitions:
+            outgoing += self.dispatcher.plan(None, alert, silences, now, explanations.get(alert.alert_id))
+        await self.dispatcher.enqueue(outgoing)
         self.announced = {a.alert_id for a in self._open()}
         states = Counter(a.recorded_state for a in self.evaluator.open.values())
         for state in ("pending", "firing"):
             self.metrics.alerts.labels(state).set(states.get(state, 0))
         return records
+
+    async def _unannounced(self, now: datetime) -> list[Alert]:
+        """Alerts whose last transition (firing or resolved, within RECONCILE_WITHIN) the notification log lacks:
+        the process died after the evaluator's checkpoint and before their notification was logged. Planned again
+        at the first evaluation; the log takes each key once, so one the evaluation re-derives is not sent twice."""
+        recent = await self.run(self.alerts.recent_transitions, now - RECONCILE_WITHIN)
+        unlogged = await self.dispatcher.unlogged([alert_key(*transition) for transition in recent])
+        found = []
+        for alert_id, state in recent:
+            if alert_key(alert_id, state) in unlogged:
+                alert = await self.run(self.alerts.get, alert_id)
+                if alert.recorded_state == state:  # its newest transition: an older one is not worth telling now
+                    found.append(alert)
+        return found
 
     async def resend(self, now: datetime) -> None:
         """Re-send firing, unsilenced alerts (Alertmanager resolves alerts that stop arriving); with the last
@@ -104,7 +129,7 @@ class AlertCycle:
         # explained by its evaluation, and the resend must carry that explanation, not drop it.
         announced = [a for a in self._open() if a.alert_id in self.announced]
         self.explained = {k: v for k, v in self.explained.items() if k in self.announced}
-        self.dispatcher.enqueue(self.dispatcher.resend(announced, self.silences, now, self.explained))
+        await self.dispatcher.enqueue(self.dispatcher.resend(announced, self.silences, now, self.explained))
 
     def _open(self) -> list[Alert]:
         instrument = list(self.instrument.open.values()) if self.instrument is not None else []

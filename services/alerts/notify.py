@@ -1,27 +1,18 @@
-"""Notification: dedup -> silence -> render -> send, with retries that never block ingestion.
+"""What a notification says: the Alertmanager and webhook payloads of an alert, pure.
 
-Rendering is pure (payload builders); sending happens on a bounded asyncio queue
-drained by one task, so a slow or failing Alertmanager only delays notifications.
+services/alerts/dispatch.py decides what to send and sends it.
 """
 from __future__ import annotations
 
-import asyncio
-import logging
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Callable, Iterable, Mapping
-
-import httpx
+from typing import Mapping
 
 from services.alerts.explain import TOP, AlertExplanation, Contribution
 from services.alerts.figures import counted, dlq_command, figure, hallucination_sentence, served_sentence
 from services.alerts.lifecycle import (
-    ABSTENTION_KIND, AGREEMENT_KIND, MIX_KIND, REJECTED_KIND, SILENT_KIND, Alert, Notify, should_notify,
+    ABSTENTION_KIND, AGREEMENT_KIND, MIX_KIND, REJECTED_KIND, SILENT_KIND, Alert,
 )
-from services.alerts.silences import Silence
-from services.core.backoff import Backoff
 
-log = logging.getLogger(__name__)
 ALERTNAME = "ClaimHallucinationRateRise"
 ALERTNAMES = {MIX_KIND: "ClaimQuestionMixShift", AGREEMENT_KIND: "ClaimVerifierAgreementDrop",  # others: ALERTNAME
               SILENT_KIND: "ClaimRouteSilent", REJECTED_KIND: "ClaimEventsRejected",
@@ -213,94 +204,3 @@ def webhook_payload(alert: Alert, reason: str, external_url: str,
         body["text"] += "\n" + explanation_text(explanation, external_url)
         body["explanation"] = {**explanation.as_dict(TOP), "issues": top_issues(explanation, external_url)}
     return body
-
-
-@dataclass(frozen=True)
-class Outgoing:
-    target: str       # "alertmanager", "webhook" or "issue_webhook"
-    url: str
-    body: object      # sent as JSON; bytes are sent as they are (a signed body)
-    headers: Mapping[str, str] = field(default_factory=dict)
-
-
-class Dispatcher:
-    """Decides what to send (pure `plan`) and sends it from a bounded queue (`run`)."""
-
-    def __init__(self, alertmanager_url: str | None, webhook_url: str | None, external_url: str,
-                 resend_every: timedelta, metrics=None, max_queue: int = 1000, max_attempts: int = 8,
-                 owner_labels: Callable[[Alert], Mapping[str, str]] = lambda alert: {}, *,
-                 retry_initial_seconds: float, retry_max_seconds: float):
-        self.alertmanager_url = alertmanager_url.rstrip("/") if alertmanager_url else None
-        self.webhook_url = webhook_url
-        self.external_url = external_url.rstrip("/")
-        self.resend_every = resend_every
-        self.metrics = metrics
-        self.max_attempts = max_attempts
-        self.retry_seconds = (retry_initial_seconds, retry_max_seconds)  # the backoff between attempts (notify.retry_*)
-        self.owner_labels = owner_labels  # each alert's team (and owner): how Alertmanager routes it
-        self.queue: asyncio.Queue[Outgoing] | None = None
-        self.max_queue = max_queue
-        self.dropped = 0
-
-    def plan(self, previous: Alert | None, current: Alert, silences: Iterable[Silence], now: datetime,
-             explanation: AlertExplanation | None = None) -> list[Outgoing]:
-        reason = should_notify(previous, current, now, self.resend_every, silences)
-        if reason is Notify.NOTHING:
-            return []
-        out = []
-        if self.alertmanager_url:
-            out.append(Outgoing("alertmanager", f"{self.alertmanager_url}/api/v2/alerts",
-                                [alertmanager_payload(current, self.external_url, now, self.resend_every, explanation,
-                                                     self.owner_labels(current))]))
-        if self.webhook_url and reason is not Notify.RESEND:
-            out.append(Outgoing("webhook", self.webhook_url,
-                                webhook_payload(current, reason.value, self.external_url, explanation)))
-        return out
-
-    def resend(self, open_alerts: Iterable[Alert], silences: Iterable[Silence], now: datetime,
-               explanations: Mapping[str, AlertExplanation] | None = None) -> list[Outgoing]:
-        """Alertmanager expects firing alerts to be re-sent; silenced ones stay quiet."""
-        silences = list(silences)
-        explanations = explanations or {}
-        if not self.alertmanager_url:
-            return []
-        payloads = [alertmanager_payload(a, self.external_url, now, self.resend_every, explanations.get(a.alert_id),
-                                         self.owner_labels(a))
-                    for a in open_alerts
-                    if a.recorded_state == "firing" and not any(s.matches(a.match_labels, now) for s in silences)]
-        return [Outgoing("alertmanager", f"{self.alertmanager_url}/api/v2/alerts", payloads)] if payloads else []
-
-    def enqueue(self, items: Iterable[Outgoing]) -> None:
-        if self.queue is None:
-            self.queue = asyncio.Queue(self.max_queue)
-        for item in items:
-            if self.queue.full():  # bounded: shed the oldest rather than grow or block
-                self.queue.get_nowait()
-                self.dropped += 1
-            self.queue.put_nowait(item)
-
-    async def run(self) -> None:
-        if self.queue is None:
-            self.queue = asyncio.Queue(self.max_queue)
-        async with httpx.AsyncClient(timeout=10) as client:
-            while True:
-                item = await self.queue.get()
-                await self._deliver(client, item)
-
-    async def _deliver(self, client: httpx.AsyncClient, item: Outgoing) -> None:
-        backoff = Backoff(*self.retry_seconds)
-        for attempt in range(self.max_attempts):
-            try:
-                content = {"content": item.body} if isinstance(item.body, bytes) else {"json": item.body}
-                response = await client.post(item.url, headers=dict(item.headers), **content)
-                if response.status_code < 300:
-                    return
-                problem = f"HTTP {response.status_code}: {response.text[:200]}"
-            except httpx.HTTPError as exc:
-                problem = repr(exc)
-            if self.metrics is not None:
-                self.metrics.notify_failures.labels(item.target).inc()
-            log.warning("%s notification to %s failed (%s), attempt %d/%d", item.target, item.url, problem,
-                        attempt + 1, self.max_attempts)
-            await asyncio.sleep(backoff.next_delay())
-        log.error("giving up on %s notification to %s after %d attempts", item.target, item.url, self.max_attempts)

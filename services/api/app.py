@@ -18,7 +18,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.gzip import GZipMiddleware
 from fastapi.responses import JSONResponse, Response
 
+from services.alerts.dispatch import RELOAD_WITHIN
 from services.alerts.evaluator import detector_config_for
+from services.alerts.receivers import ALERTMANAGER, ISSUE_WEBHOOK, WEBHOOK, receiver_status
 from services.api import pages
 from services.api.ingestlag import LagWatch
 from services.api.middleware import AnonymousReadLimit, BodyLimit, SecurityHeaders
@@ -129,7 +131,8 @@ def create_api(components, policy: ApiPolicy | None = None, now: Callable[[], da
     api.include_router(review_routes.router(components.review, gate, now))
     api.include_router(pages.router(pages.Pages(gate, now, rates=repos.rates, report=report, alerts=alerts,
                                                 review=components.review, traces=components.traces,
-                                                detector=detector, issues=issues, evalset=evalset), ingest_lag))
+                                                detector=detector, issues=issues, evalset=evalset,
+                                                receivers=notification_receivers(components)), ingest_lag))
     pages.mount_static(api)
 
     if policy.cors_origins:  # off unless configured
@@ -144,6 +147,16 @@ def create_api(components, policy: ApiPolicy | None = None, now: Callable[[], da
     api.add_middleware(SecurityHeaders)
     document_plain_validation_errors(api)
     return api
+
+
+def notification_receivers(components) -> Callable[[datetime], list[dict]]:
+    """now -> each notification receiver's state, read from the notification log that the leader's dispatcher
+    writes (so the API shows it from any process)."""
+    s = components.settings
+    configured = {ALERTMANAGER: bool(s.notify.alertmanager_url), WEBHOOK: bool(s.notify.webhook_url),
+                  ISSUE_WEBHOOK: bool(s.triage.webhook_url)}
+    log = components.repos.notifications
+    return lambda now: receiver_status(log.receivers(now - RELOAD_WITHIN), configured, now)
 
 
 def document_plain_validation_errors(api: FastAPI) -> None:

@@ -7,6 +7,7 @@ field (kept in sessionStorage), so the API's auth and rate limits apply unchange
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from http import HTTPStatus
 from pathlib import Path
 from typing import Callable, Mapping
@@ -18,6 +19,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from services.alerts.figures import counted, dlq_command, figure, hallucination_sentence, served_sentence
 from services.alerts.lifecycle import INPUT_KINDS
+from services.alerts.receivers import FAILING_ALARM
 from services.api import views
 from services.api.assets import Assets, asked_version, cache_control
 from services.api.auth import READ_COOKIE, same_origin
@@ -52,7 +54,8 @@ def environment() -> jinja2.Environment:
                        static_url=ASSETS.url, ingest_lag=None)  # pages pass the figure; error pages have none
     env.filters.update(pct=views.pct, interval=views.interval_text, when=views.when, route_url=views.route_url,
                        issue_url=views.issue_url, trace_url=views.trace_url, spark=views.sparkline,
-                       segment=views.segment, pts=pts, figure=figure, counted=counted, expected=expected_text)
+                       segment=views.segment, duration=views.duration, pts=pts, figure=figure, counted=counted,
+                       expected=expected_text)
     env.globals.update(served_sentence=served_sentence, hallucination_sentence=hallucination_sentence,
                        dlq_command=dlq_command, input_kinds=INPUT_KINDS)
     return env
@@ -106,12 +109,13 @@ class Pages:
     """The dashboard's pages, one handler each, over the services they read."""
 
     def __init__(self, gate: Gate, now: Callable, *, rates, report: Callable, alerts, review, traces,
-                 detector, issues=None, evalset=None):
+                 detector, issues=None, evalset=None, receivers: Callable[[datetime], list[dict]] = lambda now: []):
         """``report``: the routes' rates a page at a time (services/api/routeview.py RouteReport);
-        ``detector``: the drift detector's configuration in force (the route page's expectation)."""
+        ``detector``: the drift detector's configuration in force (the route page's expectation); ``receivers``:
+        now -> each notification receiver's state (services/alerts/receivers.py: receiver_status)."""
         self.gate, self.now, self.rates, self.report = gate, now, rates, report
         self.alerts, self.review, self.traces, self.detector = alerts, review, traces, detector
-        self.issues, self.evalset = issues, evalset
+        self.issues, self.evalset, self.receivers = issues, evalset, receivers
         self.history = RouteHistory(rates)
 
     def _page(self, request: Request, name: str, **context) -> Response:
@@ -163,6 +167,10 @@ class Pages:
                     if (found := self.alerts.runbook(v.alert, "html")) is not None}
         return self._page(request, "alerts.html", title="Alerts", alerts=as_json(listed),
                           silences=as_json(self.alerts.silences(at)), runbooks=runbooks)
+
+    def ops_page(self, request: Request) -> Response:
+        return self._page(request, "ops.html", title="Operations", receivers=self.receivers(self.now()),
+                          alarm_minutes=int(FAILING_ALARM.total_seconds() // 60))
 
     def rules_page(self, request: Request) -> Response:
         return self._page(request, "rules.html", title="Alert rules", rules=as_json(self.alerts.rules()))
@@ -263,7 +271,7 @@ def router(pages: Pages, ingest_lag: LagWatch | None = None) -> APIRouter:
             ("/alerts/rules", pages.rules_page), ("/alerts/{alert_id}", pages.alert_page),  # rules before {alert_id}
             ("/issues", pages.issues_page), ("/issues/{issue_id}", pages.issue_page),
             ("/traces/{trace_id:path}", pages.trace_page), ("/eval", pages.eval_page), ("/review", pages.review_page),
-            ("/signin", pages.signin_page))
+            ("/ops", pages.ops_page), ("/signin", pages.signin_page))
     for path, handler in gets:
         r.add_api_route(path, handler, methods=["GET"], response_class=HTMLResponse)
     r.add_api_route("/signin", pages.signin, methods=["POST"], response_class=HTMLResponse)

@@ -95,3 +95,13 @@ def pager(page, query: dict[str, str]) -> dict:
             "total": page.total, "after": page.after,
             "next": link(page.next_offset) if page.next_offset is not None else None,
             "prev": link(previous) if previous is not None else None, "start": link(0)}
+
+
+def duration(seconds: float | None) -> str:
+    """An age or a wait, coarse: '45 s', '12 min', '3 h 5 min'."""
+    if seconds is None:
+        return "—"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    minutes = int(seconds // 60)
+    return f"{minutes} min" if minutes < 90 else f"{minutes // 60} h {minutes % 60} min"

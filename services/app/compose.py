@@ -31,6 +31,8 @@ from runbooks import RunbookRenderer
 from runbooks.alerts import AlertRunbooks
 from runbooks.issues import IssueRunbooks
 from services.alerts.backtest import CHUNK, BacktestSummary, BucketLoader, replay
+from services.alerts.dispatch import Dispatcher
+from services.alerts.receivers import ISSUE_WEBHOOK
 from services.alerts.evaluator import AlertEvaluator, detector_config_for
 from services.alerts.explain import AlertExplainer
 from services.alerts.input_health import InputHealthConfig
@@ -42,7 +44,7 @@ from services.contract.decode import Decoder
 from services.core.clock import utcnow
 from services.core.command import cli_path
 from services.core.metrics import Metrics
-from services.core.threads import named_executor
+from services.core.threads import Run, named_executor
 from services.evalset.distinct import DistinctQuestions
 from services.evalset.service import EvalService
 from services.ingest.ingestor import Health, Ingestor
@@ -60,6 +62,7 @@ from services.store.backends import Store, open_store
 from services.store.evalset import EvalRepository
 from services.store.issues import ClickHouseEmbeddingCache
 from services.store.migrate import migrate
+from services.store.notifications import NotificationLog
 from services.store.rates import RateRepository
 from services.store.review import ReviewRepository
 from services.store.retention import Retention, RetentionKeeper
@@ -97,11 +100,13 @@ class Repositories:
     traces: TraceRepository
     review: ReviewRepository
     storage: StorageRepository
+    notifications: NotificationLog
 
     @classmethod
     def on(cls, store: Store, clock: Callable[[], datetime] = utcnow) -> "Repositories":
         return cls(RateRepository(store, clock), alert_repository(store), issue_repository(store, clock),
-                   EvalRepository(store), TraceRepository(store), ReviewRepository(store), StorageRepository(store))
+                   EvalRepository(store), TraceRepository(store), ReviewRepository(store), StorageRepository(store),
+                   NotificationLog(store))
 
 
 @dataclass
@@ -181,7 +186,8 @@ def build(settings: Settings, store: Store, clock: Callable[[], datetime] = utcn
         issue_jobs=IssueJobs(config, embedder, repos.issues, timedelta(hours=settings.clustering.lookback_hours),
                              vectorizer=claim_vectorizer(config), skipped=metrics.skipped_rows),
         traces=TraceService(repos.traces), review=review, metrics=metrics, owners=issues.owners,
-        triage=TriageService(repos.issues, issues.summary, webhook, clock))
+        triage=TriageService(repos.issues, issues.summary, webhook, clock,
+                             resume_from=lambda: repos.notifications.first_logged(ISSUE_WEBHOOK)))
 
 
 def owner_rules(settings: Settings) -> OwnerRules:
@@ -190,6 +196,16 @@ def owner_rules(settings: Settings) -> OwnerRules:
                        {k: v for k, v in (("corpus", r.corpus), ("model", r.model), ("prompt", r.prompt)) if v})
              for r in settings.owners]
     return OwnerRules(rules, Owner(settings.triage.default_team, settings.triage.default_owner))
+
+
+def dispatcher_for(settings: Settings, c: Components, run: Run) -> Dispatcher:
+    """The leader's notifier (services/alerts/dispatch.py): the ``[notify]`` receivers, each team's labels, and the
+    notification log, written through ``run`` (a thread of its own)."""
+    n = settings.notify
+    return Dispatcher(n.alertmanager_url, n.webhook_url, settings.external_url, timedelta(seconds=n.resend_seconds),
+                      c.metrics, owner_labels=c.owners.alert_labels, retry_initial_seconds=n.retry_initial_seconds,
+                      retry_max_seconds=n.retry_max_seconds, attempt_timeout_seconds=n.attempt_timeout_seconds,
+                      nflog=c.repos.notifications, run=run)
 
 
 def agreement_test() -> AgreementDropTest:

@@ -16,11 +16,11 @@ from datetime import timedelta
 from typing import Callable
 
 from services.alerts.cycle import AlertCycle
-from services.alerts.notify import Dispatcher
+from services.alerts.dispatch import Dispatcher
 from services.api.ingestlag import LagWatch
 from services.app.broker import create_topics, topic_epoch
 from services.app.compose import (
-    Components, agreement_test, evaluator_for, open_components, opened, recluster_policy, service_cli,
+    Components, agreement_test, dispatcher_for, evaluator_for, open_components, opened, recluster_policy, service_cli,
 )
 from services.app.settings import Settings
 from services.core.backoff import Backoff
@@ -59,12 +59,15 @@ class WorkerThreads:
         default_factory=lambda: named_executor("assign"))
     alerts: ThreadPoolExecutor = field(  # nor alert evaluation, which catches up minute by minute after a backlog
         default_factory=lambda: named_executor("alerts"))
+    notify: ThreadPoolExecutor = field(  # the notification log's writes: never behind ingest's or an evaluation
+        default_factory=lambda: named_executor("notify"))
 
     def close(self) -> None:
         self.decode.shutdown(wait=True)
         self.clustering.shutdown(wait=False, cancel_futures=True)
         self.assign.shutdown(wait=False, cancel_futures=True)
         self.alerts.shutdown(wait=True)
+        self.notify.shutdown(wait=True)
 
 
 def run_worker(settings: Settings, *, serve_api: bool, on_ready: Callable[[Components], None] | None = None) -> None:
@@ -138,14 +141,12 @@ def add_ingest(app, topics, c: Components, threads: WorkerThreads, settings: Set
 
 def add_alerting(app, alerts_topic, c: Components, threads: WorkerThreads, settings: Settings) -> Dispatcher:
     """The leader's alert evaluation and resends; returns the dispatcher that notifies."""
-    n = settings.notify
-    dispatcher = Dispatcher(n.alertmanager_url, n.webhook_url, settings.external_url,
-                            timedelta(seconds=n.resend_seconds), c.metrics, owner_labels=c.owners.alert_labels,
-                            retry_initial_seconds=n.retry_initial_seconds, retry_max_seconds=n.retry_max_seconds)
+    dispatcher = dispatcher_for(settings, c, in_thread(threads.notify))
     agreement = InstrumentAlerts(AgreementWatch(agreement_test()), c.review.reviewed, c.repos.alerts)
     cycle = AlertCycle(evaluator_for(settings, c.repos.rates, c.repos.alerts), c.repos.alerts, dispatcher, c.metrics,
                        in_thread(threads.alerts), explainer=c.alerts.explainer, instrument=agreement)
-    timers.register_alerting(app, alerts_topic, cycle, settings.drift.eval_interval_seconds, n.resend_seconds)
+    timers.register_alerting(app, alerts_topic, cycle, settings.drift.eval_interval_seconds,
+                             settings.notify.resend_seconds)
     return dispatcher
 
 

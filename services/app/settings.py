@@ -87,6 +87,8 @@ class NotifySettings(Section):
     retry_initial_seconds: float = Field(0.5, gt=0, description="wait before re-trying a failed notification; it "
                                          "doubles each attempt (with jitter)")
     retry_max_seconds: float = Field(30.0, gt=0, description="longest wait between a notification's attempts")
+    attempt_timeout_seconds: float = Field(10.0, gt=0, description="longest a notification's attempt may take (each "
+                                           "receiver has its own queue: a slow one delays only its own)")
     external_url: str | None = Field(None, description="where readers reach the dashboard: the base of every "
                                      "link in runbooks, pages and notifications; unset: api.url")
 

@@ -102,6 +102,15 @@ class Metrics:
                                    "minute the alert evaluator has evaluated, at its last tick (the leader's; 0 "
                                    "elsewhere)", registry=r)
         self.broker_up: Gauge | None = None  # only where a broker is consumed (watch_broker)
+        self.notify_sent = Counter("claimwatch_notifications_sent_total", "Notifications a receiver accepted (2xx)",
+                                   ["receiver"], registry=r)
+        self.notify_depth = Gauge("claimwatch_notification_queue_depth", "Notifications queued for a receiver, "
+                                  "the one being sent included", ["receiver"], registry=r)
+        self.notify_oldest = Gauge("claimwatch_notification_queue_oldest_seconds", "Age of a receiver's oldest "
+                                   "queued notification (0 when none)", ["receiver"], registry=r)
+        self.notify_failing = Gauge("claimwatch_notification_failing_seconds", "Seconds since a receiver's current "
+                                    "unbroken run of failed attempts began; 0 when its last attempt succeeded",
+                                    ["receiver"], registry=r)
 
     def watch_buffer(self, budget) -> None:
         """Report a ByteBudget (services/ingest/budget.py) at every scrape."""

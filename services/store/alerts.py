@@ -111,6 +111,14 @@ class AlertRepository(Generic[A, S]):
             "at": ch_time(alert.transition_at), "record": orjson.dumps(alert.transition_record()).decode()}])
         return True
 
+    def recent_transitions(self, since: datetime, states: tuple[str, ...] = ("firing", "resolved")
+                           ) -> list[tuple[str, str]]:
+        """(alert_id, state) of the transitions to ``states`` at or after ``since``, oldest first."""
+        rows = self.store.query("SELECT alert_id, state FROM alert_transitions FINAL WHERE at >= {since:DateTime64(3)} "
+                                "AND state IN {states:Array(String)} ORDER BY at, alert_id",
+                                {"since": ch_time(since), "states": list(states)})
+        return [(r["alert_id"], r["state"]) for r in rows]
+
     def save_ack(self, alert: A) -> None:
         """A person's ack, kept apart from the alert's versions, which the evaluator writes (migration 021)."""
         self.store.insert("alert_acks", [{"alert_id": alert.alert_id, "acked_at": ch_time(alert.acked_at),

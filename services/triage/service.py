@@ -8,7 +8,7 @@ from typing import Callable
 from urllib.parse import urlparse
 
 from clustering.issue import RESOLVED, IssueRecord
-from services.alerts.notify import Outgoing
+from services.alerts.dispatch import Outgoing
 from services.core.clock import utcnow
 from services.core.errors import Conflict
 from services.issues.priority import ESCALATION_HISTORY_HOURS, RECENT_HOURS, is_escalating
@@ -38,9 +38,12 @@ class TriageService:
     webhook's events carry it."""
 
     def __init__(self, issues: IssueRecords, view: Callable[[str], dict], webhook: IssueWebhook | None = None,
-                 clock: Callable[[], datetime] = utcnow):
+                 clock: Callable[[], datetime] = utcnow, resume_from: Callable[[], datetime | None] | None = None):
+        """``resume_from``: since when the notification log has held the webhook's events (None: it holds none);
+        the first tick sends what an earlier process left unsent since then, and the log sends each event once."""
         self.issues, self.view, self.webhook, self.clock = issues, view, webhook, clock
         self.started = clock()  # the webhook sends entries made after it, each once
+        self.resume_from = resume_from
         self.sent: set[tuple[str, str, str]] = set()  # (issue, event, at) of the entries sent in the last LATE
 
     def _change(self, record: IssueRecord, event: str, by: str, fields: dict, **details) -> dict:
@@ -127,6 +130,9 @@ class TriageService:
         records = [{c.issue_id: c for c in changed}.get(r.issue_id, r) for r in records]
         if self.webhook is None:
             return []
+        if self.resume_from is not None:  # once: entries made before this process started and never sent
+            logged_since, self.resume_from = self.resume_from(), None
+            self.started = min(self.started, logged_since or self.started)
         since = max(self.started, now - LATE)
         due = [(r.issue_id, e) for r in records for e in entries_between(r, since, now, EVENTS)
                if (r.issue_id, e["event"], e["at"]) not in self.sent]

@@ -1,7 +1,7 @@
 """The issue webhook: signed JSON events a team's bridge opens, updates and reopens tickets from.
 
 Events are the issue's activity entries of the kinds in ``EVENTS``; each is rendered (pure) into one
-``Outgoing`` that the alert notifier's queue sends with its retries (services/alerts/notify.py).
+``Outgoing`` that the alert notifier's queue sends with its retries (services/alerts/dispatch.py).
 The body is signed with the shared secret: ``X-Claimwatch-Signature: sha256=<hex HMAC-SHA256(secret, body)>``.
 """
 from __future__ import annotations
@@ -12,11 +12,12 @@ from typing import Mapping
 
 import orjson
 
-from services.alerts.notify import Outgoing
+from services.alerts.dispatch import Outgoing
+from services.alerts.receivers import ISSUE_WEBHOOK
 
 EVENTS = ("created", "regressed", "escalating", "assigned", "resolved")
 SIGNATURE_HEADER = "X-Claimwatch-Signature"
-TARGET = "issue_webhook"  # as claimwatch_notify_failures_total names it
+TARGET = ISSUE_WEBHOOK  # its receiver (its own queue; the metrics' label)
 
 
 def signature(secret: str, body: bytes) -> str:
@@ -57,8 +58,9 @@ class IssueWebhook:
         self.url, self.secret = url, secret
 
     def outgoing(self, entry: Mapping, issue: Mapping) -> Outgoing:
-        body = orjson.dumps(event_body(entry, issue))
+        event = event_body(entry, issue)
+        body = orjson.dumps(event)
         headers = {"Content-Type": "application/json", "X-Claimwatch-Event": entry["event"]}
         if self.secret:
             headers[SIGNATURE_HEADER] = signature(self.secret, body)
-        return Outgoing(TARGET, self.url, body, headers=headers)
+        return Outgoing(TARGET, self.url, body, headers=headers, key=f"issue/{event['delivery']}")

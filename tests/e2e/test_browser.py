@@ -306,7 +306,8 @@ def test_assign_archive_and_unarchive_an_issue_from_its_page(worker, session, ho
 def test_pages_fit_a_terminal_sized_window(worker, session):
     session.page.set_viewport_size({"width": 640, "height": 480})  # ~80 columns
     try:
-        for path, name in (("/", "overview-80col"), ("/alerts", "alerts-80col"), ("/routes/billing-faq", None)):
+        for path, name in (("/", "overview-80col"), ("/alerts", "alerts-80col"), ("/routes/billing-faq", None),
+                           ("/ops", "ops-80col")):
             page = session.open(path, name)
             assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), path
         assert session.errors == [], session.errors

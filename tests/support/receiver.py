@@ -6,10 +6,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class Receiver:
-    """Answers 503 to the first ``failures`` posts, then 200. ``url``: its base URL."""
+    """Answers 503 to the first ``failures`` posts, then 200; with ``hold``, answers nothing until ``release``
+    (a receiver that hangs). ``url``: its base URL; ``accepted``: the posts it answered 200."""
 
-    def __init__(self, failures: int = 0):
-        self.failures, self.posts, self.changed = failures, [], threading.Condition()
+    def __init__(self, failures: int = 0, hold: bool = False):
+        self.failures, self.posts, self.accepted, self.changed = failures, [], [], threading.Condition()
+        self.released = threading.Event()
+        if not hold:
+            self.released.set()
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -18,7 +22,10 @@ class Receiver:
                 with receiver.changed:
                     receiver.posts.append((self.path, dict(self.headers), body))
                     ok = len(receiver.posts) > receiver.failures
+                    if ok:
+                        receiver.accepted.append((self.path, dict(self.headers), body))
                     receiver.changed.notify_all()
+                receiver.released.wait()
                 self.send_response(200 if ok else 503)
                 self.end_headers()
 
@@ -35,9 +42,14 @@ class Receiver:
             assert self.changed.wait_for(lambda: done(self.posts), timeout), self.posts
             return list(self.posts)
 
+    def release(self) -> None:
+        """Answer the held posts, and every post from now on at once."""
+        self.released.set()
+
     def __enter__(self) -> "Receiver":
         return self
 
     def __exit__(self, *exc) -> None:
+        self.release()
         self.server.shutdown()
         self.server.server_close()

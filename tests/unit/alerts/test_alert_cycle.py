@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from services.alerts.cycle import AlertCycle
-from services.alerts.notify import Dispatcher
+from services.alerts.dispatch import Dispatcher
 from services.alerts.records import alert_repository
 from services.alerts.silences import Silence
 from services.app.compose import evaluator_for
@@ -25,9 +25,17 @@ async def inline(fn, *args):
     return fn(*args)
 
 
+def taken(dispatcher: Dispatcher) -> list:
+    """What the dispatcher has queued, taken off its queues."""
+    items = dispatcher.queued()
+    for queue in dispatcher.receivers.values():
+        queue.waiting.clear()
+    return items
+
+
 def dispatcher_for(metrics: Metrics, resend_every: timedelta) -> Dispatcher:
     return Dispatcher("http://alertmanager.invalid", None, "http://claimwatch.invalid", resend_every, metrics,
-                      retry_initial_seconds=0.5, retry_max_seconds=30)
+                      retry_initial_seconds=0.5, retry_max_seconds=30, attempt_timeout_seconds=10)
 
 
 def test_alert_cycle_returns_transition_records_and_queues_notifications(store):
@@ -40,9 +48,9 @@ def test_alert_cycle_returns_transition_records_and_queues_notifications(store):
 
     async def ticks():
         records = await cycle.evaluate(start + timedelta(days=1))
-        queued = dispatcher.queue.qsize()
+        queued = len(dispatcher.queued())
         await cycle.resend(start + timedelta(days=1))
-        return records, queued, dispatcher.queue.qsize()
+        return records, queued, len(dispatcher.queued())
 
     records, queued, after_resend = asyncio.run(ticks())
     assert records and all(key == b"billing-faq" for key, _ in records)
@@ -66,7 +74,7 @@ def test_alert_cycle_survives_a_store_hiccup():
     cycle = AlertCycle(Unused(), Unused(), dispatcher, metrics, down)
     assert asyncio.run(cycle.evaluate(datetime(2026, 11, 21, tzinfo=timezone.utc))) == []
     asyncio.run(cycle.resend(datetime(2026, 11, 21, tzinfo=timezone.utc)))  # nothing read yet: logged and skipped
-    assert dispatcher.queue is None or dispatcher.queue.empty()
+    assert dispatcher.queued() == []
 
 
 class FlakyStore:
@@ -97,13 +105,11 @@ def test_a_firing_page_is_re_sent_while_the_store_stalls_or_fails(store, mode):
 
     async def ticks():
         await cycle.evaluate(now)
-        while not dispatcher.queue.empty():
-            dispatcher.queue.get_nowait()
+        taken(dispatcher)
         runner.mode = mode
         started = asyncio.get_running_loop().time()
         await asyncio.wait_for(cycle.resend(now + timedelta(seconds=30)), 10)  # fails, not hangs, if it waits
-        return asyncio.get_running_loop().time() - started, [dispatcher.queue.get_nowait()
-                                                             for _ in range(dispatcher.queue.qsize())]
+        return asyncio.get_running_loop().time() - started, taken(dispatcher)
 
     waited, sent = asyncio.run(ticks())
     assert waited < 2  # one resend interval (0.2 s), not for as long as the store is stuck
@@ -150,11 +156,10 @@ def test_an_alert_that_fires_during_a_resend_is_re_sent_with_its_explanation(sto
         resend = asyncio.ensure_future(cycle.resend(now))  # nothing is firing yet
         await gate.held.wait()
         await cycle.evaluate(now)  # billing-faq fires, explained
-        while not dispatcher.queue.empty():
-            dispatcher.queue.get_nowait()
+        taken(dispatcher)
         gate.release.set()
         await resend
-        return [p for _ in range(dispatcher.queue.qsize()) for p in dispatcher.queue.get_nowait().body]
+        return [p for item in taken(dispatcher) for p in item.body]
 
     [payload] = asyncio.run(ticks())
     assert payload["labels"]["route"] == "billing-faq"
@@ -174,11 +179,10 @@ def test_a_resend_does_not_page_an_alert_before_its_evaluation_has_announced_it(
         await gate.held.wait()  # billing-faq is open and firing, its notification not yet queued
         assert any(a.recorded_state == "firing" for a in cycle.evaluator.open.values())
         await cycle.resend(now)
-        resent = dispatcher.queue.qsize() if dispatcher.queue is not None else 0
+        resent = len(dispatcher.queued())
         gate.release.set()
         await evaluation
-        return resent, [p for _ in range(dispatcher.queue.qsize()) for item in [dispatcher.queue.get_nowait()]
-                        for p in item.body]
+        return resent, [p for item in taken(dispatcher) for p in item.body]
 
     resent, payloads = asyncio.run(ticks())
     assert resent == 0

@@ -8,7 +8,8 @@ import pytest
 
 from services.alerts.explain import AlertExplainer, decompose
 from services.alerts.lifecycle import Alert
-from services.alerts.notify import Dispatcher, alertmanager_payload, webhook_payload
+from services.alerts.dispatch import Dispatcher
+from services.alerts.notify import alertmanager_payload, webhook_payload
 
 T0 = datetime(2026, 11, 21, 10, 0, tzinfo=timezone.utc)
 URL = "https://claimwatch.example"
@@ -219,7 +220,8 @@ def test_the_webhook_carries_the_top_three_issues(three_issues):
 
 
 def test_the_dispatcher_puts_the_explanation_in_what_it_sends(three_issues):
-    d = Dispatcher("http://am:9093", "http://hook", URL, timedelta(minutes=5), retry_initial_seconds=0.5, retry_max_seconds=30)
+    d = Dispatcher("http://am:9093", "http://hook", URL, timedelta(minutes=5), retry_initial_seconds=0.5, retry_max_seconds=30,
+                   attempt_timeout_seconds=10)
     sent = {o.target: o.body for o in d.plan(None, alert(), [], T0 + timedelta(minutes=6), three_issues)}
     assert sent["alertmanager"][0]["annotations"]["issue_1_runbook_url"] == f"{URL}/issues/i1?alert=a-1"
     assert sent["webhook"]["explanation"]["issues"][0]["issue_id"] == "i1"
@@ -237,6 +239,7 @@ def test_the_alert_cycle_sends_each_firing_alert_with_its_explanation(three_issu
 
     class Evaluator:
         open = {"billing": firing}
+        last_minute = None
 
         def evaluate(self, now):
             return [firing]
@@ -258,11 +261,12 @@ def test_the_alert_cycle_sends_each_firing_alert_with_its_explanation(three_issu
         return fn(*args)
 
     async def run(explainer):
-        d = Dispatcher("http://am:9093", None, URL, timedelta(minutes=5), retry_initial_seconds=0.5, retry_max_seconds=30)
+        d = Dispatcher("http://am:9093", None, URL, timedelta(minutes=5), retry_initial_seconds=0.5, retry_max_seconds=30,
+                       attempt_timeout_seconds=10)
         cycle = AlertCycle(Evaluator(), Alerts(), d, Metrics(), inline, explainer=explainer)
         await cycle.evaluate(T0 + timedelta(minutes=6))
         await cycle.resend(T0 + timedelta(minutes=12))
-        return [d.queue.get_nowait().body[0]["annotations"] for _ in range(d.queue.qsize())]
+        return [item.body[0]["annotations"] for item in d.queued()]
 
     sent = asyncio.run(run(Explainer(False)))
     assert len(sent) == 2 and all(n["issue_1_runbook_url"] == f"{URL}/issues/i1?alert=a-1" for n in sent)

@@ -110,11 +110,12 @@ def test_the_alert_cycle_sends_the_agreement_alert_and_resends_it_while_it_fires
 
     from services.alerts.cycle import AlertCycle
     from services.review.agreement_alerts import InstrumentAlerts
-    from services.alerts.notify import Dispatcher
+    from services.alerts.dispatch import Dispatcher
     from services.core.metrics import Metrics
 
     class Evaluator:  # no rate alerts: only the instrument speaks
         open: dict = {}
+        last_minute = None
 
         def evaluate(self, now):
             return []
@@ -145,12 +146,12 @@ def test_the_alert_cycle_sends_the_agreement_alert_and_resends_it_while_it_fires
     async def run():
         records = Records()
         dispatcher = Dispatcher("http://am:9093", None, "https://claimwatch.example", timedelta(minutes=5),
-                                retry_initial_seconds=0.5, retry_max_seconds=30)
+                                retry_initial_seconds=0.5, retry_max_seconds=30, attempt_timeout_seconds=10)
         hook = InstrumentAlerts(AgreementWatch(AgreementDropTest()), lambda: claims, records)
         cycle = AlertCycle(Evaluator(), records, dispatcher, Metrics(), inline, instrument=hook)
         published = await cycle.evaluate(NOW)
         await cycle.resend(NOW + timedelta(minutes=6))
-        sent = [dispatcher.queue.get_nowait().body[0] for _ in range(dispatcher.queue.qsize())]
+        sent = [item.body[0] for item in dispatcher.queued()]
         return published, sent, records.transitions
 
     published, sent, transitions = asyncio.run(run())

@@ -8,7 +8,8 @@ import httpx
 import pytest
 
 from services.alerts.lifecycle import Alert
-from services.alerts.notify import Dispatcher, Outgoing, alertmanager_payload, webhook_payload
+from services.alerts.dispatch import Dispatcher, Outgoing
+from services.alerts.notify import alertmanager_payload, webhook_payload
 from services.app.settings import Settings
 
 NOW = datetime(2026, 11, 21, 14, 0, tzinfo=timezone.utc)
@@ -64,12 +65,16 @@ def test_a_failing_notification_backs_off_as_the_settings_say(monkeypatch):
 
     notify = Settings(notify={"retry_initial_seconds": 1.0, "retry_max_seconds": 3.0}).notify
     d = Dispatcher("http://am:9093", None, URL, timedelta(minutes=5), max_attempts=4,
-                   retry_initial_seconds=notify.retry_initial_seconds, retry_max_seconds=notify.retry_max_seconds)
-    monkeypatch.setattr("services.alerts.notify.asyncio.sleep", sleep)
-    asyncio.run(d._deliver(Down(), Outgoing("alertmanager", "http://am:9093/api/v2/alerts", [])))
-    assert len(waits) == 4 and all(c / 2 <= w <= c for w, c in zip(waits, [1.0, 2.0, 3.0, 3.0]))  # full jitter
+                   retry_initial_seconds=notify.retry_initial_seconds, retry_max_seconds=notify.retry_max_seconds,
+                   attempt_timeout_seconds=notify.attempt_timeout_seconds)
+    monkeypatch.setattr("services.alerts.dispatch.asyncio.sleep", sleep)
+    asyncio.run(d._deliver(Down(), d.receivers["alertmanager"], Outgoing("alertmanager", "http://am:9093/api/v2/alerts", [])))
+    # a wait between attempts, none after the last; full jitter
+    assert len(waits) == 3 and all(c / 2 <= w <= c for w, c in zip(waits, [1.0, 2.0, 3.0]))
 
 
-def test_the_dispatcher_has_no_backoff_of_its_own():
+def test_the_dispatcher_has_no_backoff_or_timeout_of_its_own():
     with pytest.raises(TypeError, match="retry_initial_seconds"):
         Dispatcher("http://am:9093", None, URL, timedelta(minutes=5))
+    with pytest.raises(TypeError, match="attempt_timeout_seconds"):  # notify.attempt_timeout_seconds is the default
+        Dispatcher("http://am:9093", None, URL, timedelta(minutes=5), retry_initial_seconds=1, retry_max_seconds=2)

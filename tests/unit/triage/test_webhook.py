@@ -15,9 +15,13 @@ from datetime import timedelta
 import pytest
 
 from clustering.issue import REGRESSED
-from services.alerts.notify import Dispatcher
+from services.alerts.dispatch import Dispatcher
+from services.core.clock import utcnow
+from services.triage.service import TriageService
+from services.triage.webhook import IssueWebhook
 from tests.support.receiver import Receiver
-from tests.support.triage_world import T0, an_issue, hourly, members, triage_world
+from tests.support.triage_world import T0, Clock, an_issue, hourly, members, triage_world
+from tests.support.waiting import wait_until
 
 SECRET = "s3cret-shared-with-the-bridge"
 
@@ -26,14 +30,15 @@ class Sending:
     """The alert notifier's queue and retries (services/alerts/notify.Dispatcher) on an event loop of its own."""
 
     def __init__(self):
-        self.dispatcher = Dispatcher(None, None, "http://127.0.0.1:8080", timedelta(minutes=1), retry_initial_seconds=0.5, retry_max_seconds=30)
+        self.dispatcher = Dispatcher(None, None, "http://127.0.0.1:8080", timedelta(minutes=1), retry_initial_seconds=0.5,
+                                     retry_max_seconds=30, attempt_timeout_seconds=10)
         self.loop = asyncio.new_event_loop()
         self.task = self.loop.create_task(self.dispatcher.run())
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
 
     def send(self, items) -> None:
-        self.loop.call_soon_threadsafe(self.dispatcher.enqueue, items)
+        asyncio.run_coroutine_threadsafe(self.dispatcher.enqueue(items), self.loop).result(10)
 
     def close(self):
         async def stop() -> None:
@@ -119,3 +124,42 @@ def test_an_entry_saved_after_the_tick_that_would_have_sent_it_is_sent_by_the_ne
         (late,) = triage.tick(clock.at(T0 + timedelta(minutes=11)))
         assert json.loads(late.body)["issue"]["issue_id"] == "iss-late" and late.headers["X-Claimwatch-Event"] == "created"
         assert triage.tick(clock.at(T0 + timedelta(minutes=12))) == []
+
+
+def test_an_event_made_before_a_restart_and_never_sent_is_sent_by_the_next_leader(tmp_path):
+    """`issues assign`, then the worker stops before its next tick: the next leader sends the assignment, and not
+    what the previous one delivered (the notification log holds what was sent since it began)."""
+    with triage_world(tmp_path, triage={"webhook_url": "http://127.0.0.1:9/hook"}) as (components, _), \
+            Receiver() as hook:
+        clock, log = Clock(utcnow()), components.repos.notifications  # the log keeps a week of wall-clock time
+
+        def leader() -> tuple[TriageService, Dispatcher]:
+            webhook = IssueWebhook(hook.url, SECRET)
+            return (TriageService(components.repos.issues, components.issues.summary, webhook, clock,
+                                  resume_from=lambda: log.first_logged("issue_webhook")),
+                    Dispatcher(None, None, "http://127.0.0.1:8080", timedelta(minutes=1), retry_initial_seconds=0.1,
+                               retry_max_seconds=0.2, attempt_timeout_seconds=10, nflog=log, clock=clock))
+
+        async def tick(triage: TriageService, dispatcher: Dispatcher, deliver: bool) -> list[str]:
+            await dispatcher.enqueue(triage.tick(clock.now))
+            queued = [json.loads(o.body)["event"] for o in dispatcher.queued()]
+            if deliver:
+                sending = asyncio.create_task(dispatcher.run())
+                await asyncio.to_thread(lambda: wait_until(lambda: all(
+                    e["state"] == "delivered" for e in log.entries("issue_webhook")), 10, "delivered"))
+                sending.cancel()
+                await asyncio.gather(sending, return_exceptions=True)
+            return queued
+
+        triage, dispatcher = leader()
+        an_issue(components, "iss-a", history=({"at": clock.at(clock.now + timedelta(seconds=1)).isoformat(),
+                                                "event": "created"},))
+        clock.at(clock.now + timedelta(minutes=1))
+        assert asyncio.run(tick(triage, dispatcher, deliver=True)) == ["created"]
+        clock.at(clock.now + timedelta(minutes=1))
+        triage.assign("iss-a", "sam", "lee")  # and the process dies before its next tick
+
+        clock.at(clock.now + timedelta(minutes=1))
+        assert asyncio.run(tick(*leader(), deliver=True)) == ["assigned"]
+        assert [json.loads(body)["event"] for _, _, body in hook.accepted] == ["created", "assigned"]
+        assert asyncio.run(tick(*leader(), deliver=False)) == []  # a third start: nothing new, nothing again
