@@ -21,7 +21,7 @@ from fastapi.responses import JSONResponse, Response
 from services.alerts.dispatch import RELOAD_WITHIN
 from services.alerts.evaluator import detector_config_for
 from services.alerts.receivers import ALERTMANAGER, ISSUE_WEBHOOK, WEBHOOK, receiver_status
-from services.api import pages
+from services.api import pages, views
 from services.api.ingestlag import LagWatch
 from services.api.middleware import AnonymousReadLimit, BodyLimit, SecurityHeaders
 from services.api.models import Problem, error_location, plain_errors
@@ -132,7 +132,9 @@ def create_api(components, policy: ApiPolicy | None = None, now: Callable[[], da
     api.include_router(pages.router(pages.Pages(gate, now, rates=repos.rates, report=report, alerts=alerts,
                                                 review=components.review, traces=components.traces,
                                                 detector=detector, issues=issues, evalset=evalset,
-                                                receivers=notification_receivers(components)), ingest_lag))
+                                                receivers=notification_receivers(components),
+                                                ingest=lambda: views.ingest_status(components.health, components.metrics,
+                                                                                   time.monotonic(), now())), ingest_lag))
     pages.mount_static(api)
 
     if policy.cors_origins:  # off unless configured

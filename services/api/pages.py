@@ -109,13 +109,15 @@ class Pages:
     """The dashboard's pages, one handler each, over the services they read."""
 
     def __init__(self, gate: Gate, now: Callable, *, rates, report: Callable, alerts, review, traces,
-                 detector, issues=None, evalset=None, receivers: Callable[[datetime], list[dict]] = lambda now: []):
+                 detector, issues=None, evalset=None, receivers: Callable[[datetime], list[dict]] = lambda now: [],
+                 ingest: Callable[[], list[dict]] = lambda: []):
         """``report``: the routes' rates a page at a time (services/api/routeview.py RouteReport);
         ``detector``: the drift detector's configuration in force (the route page's expectation); ``receivers``:
-        now -> each notification receiver's state (services/alerts/receivers.py: receiver_status)."""
+        now -> each notification receiver's state (services/alerts/receivers.py: receiver_status); ``ingest``: this
+        process's side of ingest (views.ingest_status)."""
         self.gate, self.now, self.rates, self.report = gate, now, rates, report
         self.alerts, self.review, self.traces, self.detector = alerts, review, traces, detector
-        self.issues, self.evalset, self.receivers = issues, evalset, receivers
+        self.issues, self.evalset, self.receivers, self.ingest = issues, evalset, receivers, ingest
         self.history = RouteHistory(rates)
 
     def _page(self, request: Request, name: str, **context) -> Response:
@@ -169,7 +171,7 @@ class Pages:
                           silences=as_json(self.alerts.silences(at)), runbooks=runbooks)
 
     def ops_page(self, request: Request) -> Response:
-        return self._page(request, "ops.html", title="Operations", receivers=self.receivers(self.now()),
+        return self._page(request, "ops.html", title="Operations", receivers=self.receivers(self.now()), ingest=self.ingest(),
                           alarm_minutes=int(FAILING_ALARM.total_seconds() // 60))
 
     def rules_page(self, request: Request) -> Response:

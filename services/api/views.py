@@ -105,3 +105,36 @@ def duration(seconds: float | None) -> str:
         return f"{seconds:.0f} s"
     minutes = int(seconds // 60)
     return f"{minutes} min" if minutes < 90 else f"{minutes // 60} h {minutes % 60} min"
+
+
+def ingest_status(health, metrics, monotonic_now: float, now: datetime) -> list[dict]:
+    """This process's side of ingest as the ops page shows it: store writes, the broker, the route bound and the
+    evaluator, each with a ``state`` (ok, failing, off: not this process's) and a ``detail``."""
+    sample = metrics.registry.get_sample_value
+    rows = []
+    if not health.writes:
+        rows.append({"part": "store writes", "state": "off", "detail": "this process writes no events (the worker's "
+                     "ops page and /readyz say how its writes go)"})
+    elif health.store_ok:
+        rows.append({"part": "store writes", "state": "ok", "detail": "the last batch was stored and checked"})
+    else:
+        since = health.failing_since
+        rows.append({"part": "store writes", "state": "failing", "detail": (
+            f"{health.consecutive_failures:,} failed writes in a row" + (f" since {when(since)}" if since else "")
+            + f"; retried with backoff, offsets not committed: {health.store_error}")})
+    broker = health.broker
+    silent = broker.unreachable(monotonic_now) if broker is not None else None
+    rows.append({"part": "broker", "state": "off" if broker is None else "failing" if silent else "ok",
+                 "detail": "this process consumes nothing" if broker is None else
+                 f"unreachable: {silent}" if silent else "answers"})
+    active, limit = sample("claimwatch_active_routes"), sample("claimwatch_active_routes_limit")
+    refused = sample("claimwatch_dlq_total", {"reason": "route.limit"}) or 0
+    if health.writes and active is not None and limit:
+        rows.append({"part": "routes", "state": "failing" if refused or active >= 0.9 * limit else "ok", "detail": (
+            f"{active:,.0f} of {limit:,.0f} active (routes.max_active)"
+            + (f"; {refused:,.0f} events of further new routes dead-lettered (rule route.limit)" if refused else ""))})
+    lag = sample("claimwatch_evaluator_lag_seconds")
+    rows.append({"part": "alert evaluation", "state": "off" if not lag else "failing" if lag > 300 else "ok",
+                 "detail": "not evaluated in this process yet (the leader evaluates)" if not lag else
+                 f"evaluated up to {duration(lag)} ago"})
+    return rows

@@ -42,6 +42,7 @@ class DurableWriter:
         self.backoff = backoff
         self.run_store = run_store
         self.run_decode = run_decode
+        health.writes = True
         self.sleep = sleep
         self.clock = clock
         self.stopping = stopping
@@ -60,7 +61,7 @@ class DurableWriter:
             try:
                 outcome = await self.run_store(self.ingestor.write, batch)
             except StoreError as exc:
-                self.health.mark_failed(str(exc)[:500])
+                self.health.mark_failed(str(exc)[:500], self.clock())
                 self.metrics.store_failures.inc()
                 if self.stopping():
                     raise WriteAbandoned(f"stopping while the store refuses writes ({str(exc)[:200]}); "

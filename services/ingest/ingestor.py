@@ -131,15 +131,17 @@ class Health:
     store_ok: bool = True
     store_error: str = ""
     consecutive_failures: int = 0
-    extra: dict = field(default_factory=dict)
+    failing_since: datetime | None = None  # the first failed write of the current run of failures
     broker: BrokerHealth | None = None
+    writes: bool = False  # this process writes ingest's batches (a worker), so the store fields mean something
 
     def mark_ok(self) -> None:
-        self.store_ok, self.store_error, self.consecutive_failures = True, "", 0
+        self.store_ok, self.store_error, self.consecutive_failures, self.failing_since = True, "", 0, None
 
-    def mark_failed(self, error: str) -> None:
+    def mark_failed(self, error: str, now: datetime) -> None:
         self.store_ok, self.store_error = False, error
         self.consecutive_failures += 1
+        self.failing_since = self.failing_since or now
 
 
 class Ingestor:

@@ -694,7 +694,7 @@ def test_health_readiness_and_dlq(client, world):
     services = world[0]
     assert client.get("/healthz").json() == {"status": "ok"}
     assert client.get("/readyz").json() == {"ready": True}
-    services.health.mark_failed("insert timed out")
+    services.health.mark_failed("insert timed out", datetime.now(timezone.utc))
     try:
         down = client.get("/readyz")
         assert down.status_code == 503 and "insert timed out" in down.json()["reason"]

@@ -59,3 +59,28 @@ def test_a_receiver_is_failing_before_it_is_down():
     assert status["alertmanager"] == {"receiver": "alertmanager", "state": "ok", "waiting": 0, "oldest_seconds": None,
                                       "failing_since": None, "failing_seconds": 0.0, "last_error": ""}
     assert status["issue_webhook"]["state"] == "off"
+
+
+def test_failing_store_writes_and_the_route_bound_show_on_the_ops_page(components):
+    from services.ingest.routes import RouteGuard
+
+    health, metrics = components.health, components.metrics
+    client = TestClient(create_api(components))
+    assert "this process writes no events" in client.get("/ops").text  # an API alone says so, not "ok"
+
+    health.writes = True
+    guard = RouteGuard(10)
+    for i in range(9):
+        guard.admit(f"r{i}", utcnow())
+    metrics.watch_routes(guard)
+    health.mark_failed("the disk under the store is full: free space there or move the store", utcnow())
+    health.mark_failed("the disk under the store is full: free space there or move the store", utcnow())
+    html = client.get("/ops").text
+    store = re.search(r'<tr class="ingest (\w+)">\s*<td>store writes</td>(.*?)</tr>', html, re.S)
+    assert store and store[1] == "failing" and "2 failed writes in a row" in store[2] and "disk" in store[2]
+    routes = re.search(r'<tr class="ingest (\w+)">\s*<td>routes</td>(.*?)</tr>', html, re.S)
+    assert routes and routes[1] == "failing" and "9 of 10 active" in routes[2]  # 90% of the bound: near it
+
+    health.mark_ok()
+    store = re.search(r'<tr class="ingest (\w+)">\s*<td>store writes</td>', client.get("/ops").text)
+    assert store and store[1] == "ok"
