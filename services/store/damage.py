@@ -4,7 +4,8 @@ A part whose files are missing or corrupt is detached by ClickHouse as ``broken-
 and the store then serves the rest as if nothing happened: answers gone from ``events`` while the minute
 aggregates and the writer's keys still count them. Repairing from there would lower the rates, and a replay
 would store nothing (the keys say "already stored"). So a worker refuses to start on a damaged store
-(``find_damage``: detached broken parts, and CHECK TABLE on the tables ingest writes), and ``rebuild``, run by
+(``find_damage``: the parts detached as broken; CHECK TABLE on the tables ingest writes too, where an operator asks
+for it, since it reads every byte), and ``rebuild``, run by
 `claimwatch repair --damaged` with the workers stopped, makes everything derived agree with the answers the
 store holds and drops the broken parts; a replay of the source then restores exactly what was lost.
 """
