@@ -2,6 +2,7 @@
 claims for human review; and each worker's consumer-lag report. The work is in services/; each timer only calls it."""
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from datetime import datetime
@@ -65,19 +66,19 @@ def register_lag_report(app, offsets: OffsetTracker, broker: BrokerOffsets, metr
         nonlocal reported, failing
         # Highwaters before any await: a rebalance meanwhile may take a partition away.
         highwaters = {(tp.topic, tp.partition): app.consumer.highwater(tp) for tp in app.consumer.assignment()}
-        try:
-            if not highwaters:
-                await broker.ping()
-            positions = await broker.read(highwaters)
+        health.asking(time.monotonic())
+        try:  # a metadata round trip: answered even while the group rebalances, which can hold the offset reads
+            await asyncio.wait_for(broker.ping(), interval * 2)
+            health.answered(time.monotonic())
+            positions = await asyncio.wait_for(broker.read(highwaters), interval * 2)
         except Exception as exc:  # a gauge must not stop the worker: it keeps its last values until the broker answers
             if not failing:
                 log.warning("consumer lag: cannot read offsets from the broker (%s); trying again every %.0f s",
-                            exc, interval)
+                            f"{type(exc).__name__}: {exc}", interval)
             failing = True
             health.failed(f"{type(exc).__name__}: {exc}"[:300])
             return
         failing = False
-        health.answered(time.monotonic())
         for topic, partition in reported - highwaters.keys():  # moved to another worker, which reports it now
             metrics.consumer_lag.remove(topic, str(partition))
         for (topic, partition), highwater in highwaters.items():

@@ -135,7 +135,7 @@ def add_ingest(app, topics, c: Components, threads: WorkerThreads, settings: Set
     agents.register_ingest(app, topics.verdicts, pipeline, i)
     # Faust's consumer group is the app's id. Its reads say whether the broker answers (readiness): only a process
     # that consumes has c.health.broker.
-    broker = c.health.broker = BrokerHealth(time.monotonic())
+    broker = c.health.broker = BrokerHealth()
     c.metrics.watch_broker(lambda: broker.unreachable(time.monotonic()) is None)
     timers.register_lag_report(app, offsets, BrokerOffsets(settings.bootstrap, app.conf.id), c.metrics, broker)
 

@@ -99,28 +99,32 @@ BROKER_SILENCE_SECONDS = 15.0  # three missed lag reads (streams/timers.py reads
 
 @dataclass
 class BrokerHealth:
-    """Whether the broker answers, as the worker's consumer-lag reads see it (times: ``time.monotonic()``).
+    """Whether the broker answers, as the worker's pings see it (times: ``time.monotonic()``).
 
-    Unreachable once no read has succeeded for ``silence`` seconds, so a broker that refuses connections and one
-    that is frozen (a read that hangs, and never fails) read the same. ``last_answer`` starts at the worker's
-    start-up, which has just created its topics on the broker."""
+    Unreachable once a ping has gone unanswered for ``silence`` seconds, so a broker that refuses connections and
+    one that is frozen (a ping that hangs, and never fails) read the same. Until the first ping, and between an
+    answer and the next ping, nothing is waited for: a worker whose start takes long (joining its group after a
+    kill) is not taken for one whose broker is gone."""
 
-    last_answer: float
     silence: float = BROKER_SILENCE_SECONDS
-    error: str = ""  # the last failed read's, until one succeeds
+    waiting_since: float | None = None  # the first ping not answered since the last answer
+    error: str = ""  # the last failed ping's, until one succeeds
+
+    def asking(self, now: float) -> None:
+        if self.waiting_since is None:
+            self.waiting_since = now
 
     def answered(self, now: float) -> None:
-        self.last_answer, self.error = now, ""
+        self.waiting_since, self.error = None, ""
 
     def failed(self, error: str) -> None:
         self.error = error
 
     def unreachable(self, now: float) -> str | None:
         """Why the broker counts as unreachable at ``now``; None while it answers."""
-        silent = now - self.last_answer
-        if silent <= self.silence:
+        if self.waiting_since is None or now - self.waiting_since <= self.silence:
             return None
-        return f"no answer for {silent:.0f} s" + (f" (last error: {self.error})" if self.error else "")
+        return f"no answer for {now - self.waiting_since:.0f} s" + (f" (last error: {self.error})" if self.error else "")
 
 
 @dataclass

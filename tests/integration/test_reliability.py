@@ -213,7 +213,8 @@ def test_store_failures_retry_hold_offsets_and_resume_without_loss(broker, topic
         server.insert_delay = 0.0
         want = (expected.valid_events, expected.bad_total)
         worker.wait_for(lambda: totals(worker) == want, 300, f"{want} after store faults")
-        assert httpx.get(worker.url + "/readyz", timeout=10).json()["ready"] is True
+        ready = httpx.get(worker.url + "/readyz", timeout=10).json()
+        assert ready["ready"] is True, ready
         assert {r["route"]: r["verdicts"] for r in worker.get("/api/rates", window="all")} == expected.verdicts
         worker.stop()
 
@@ -277,7 +278,8 @@ def test_a_full_disk_holds_offsets_says_not_ready_and_every_event_lands_once_whe
         want = (expected.valid_events, expected.bad_total)
         worker.wait_for(lambda: totals(worker) == want, 300, f"{want} once space returned")
         assert {r["route"]: r["verdicts"] for r in worker.get("/api/rates", window="all")} == expected.verdicts
-        assert httpx.get(worker.url + "/readyz", timeout=10).json()["ready"] is True
+        ready = httpx.get(worker.url + "/readyz", timeout=10).json()
+        assert ready["ready"] is True, ready
         worker.stop()
 
 

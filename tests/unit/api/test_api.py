@@ -677,7 +677,8 @@ def test_readiness_names_a_broker_that_has_not_answered_a_worker_and_ignores_it_
     assert services.health.broker is None  # built for the API alone: it uses no broker, so none is checked
     assert client.get("/readyz").json() == {"ready": True}
     assert "claimwatch_broker_up" not in client.get("/metrics").text
-    services.health.broker = BrokerHealth(time.monotonic() - 60)
+    services.health.broker = BrokerHealth()
+    services.health.broker.asking(time.monotonic() - 60)
     services.health.broker.failed("KafkaConnectionError: Connection refused")
     try:
         down = client.get("/readyz")
