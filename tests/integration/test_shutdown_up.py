@@ -1,5 +1,5 @@
 """SIGTERM or SIGINT stops `claimwatch up`, `worker` and `api` within 15 s: idle, mid re-cluster and mid ingest; a
-restart loses and doubles nothing. (A worker whose store refuses every write: tests/integration/test_reliability.py.)
+restart loses and doubles nothing. (A worker whose store refuses every write: tests/integration/test_store_faults.py.)
 
 Real components: the Tansu broker (the session fixture, so the log outlives `up`), chDB, the
 bundled embedding model, UMAP and HDBSCAN. The re-cluster is caught in its fit, which runs in a
