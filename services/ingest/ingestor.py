@@ -18,7 +18,7 @@ from typing import Sequence
 import orjson
 
 from services.contract.decode import Decoder, Rejection, reject
-from services.contract.model import MAX_ROUTE_CHARS, VerdictEvent
+from services.contract.model import MAX_ROUTE_CHARS
 from services.core.errors import StoreError, StoreRefused
 from services.ingest.privacy import RedactionSettings, Redactor
 from services.ingest.records import SAMPLE_BYTES, DeadLetter, EventCounts, EventKey, Writer, WriteResult, intake_line

@@ -13,7 +13,6 @@ import subprocess
 import sys
 import tomllib
 from datetime import datetime, timezone
-from pathlib import Path
 from urllib.parse import urlparse
 
 import jsonschema
