@@ -43,7 +43,7 @@ MINUTE = timedelta(minutes=1)
 # whole held every route's and mix slice's minutes at once (+400 MiB on the worker draining 1 GiB of envelopes).
 # A pass is also one insert of the evaluator's state, so it spans at most the state's ring of inputs.
 PASS_MINUTES = evaluator_state.SNAPSHOT_MINUTES
-PASS_ROUTE_MINUTES = 100_000  # and at most this many route-minutes: 10,000 routes are read 10 minutes at a time
+PASS_ROUTE_MINUTES = 20_000  # and at most this many route-minutes: 10,000 routes are read 2 minutes at a time
 SUSPECT_LOOKBACK = timedelta(hours=2)
 # A route this far behind the newest minute no longer holds the watermark back … (short: a route that stops must be
 # evaluated as silent within minutes, so route_silent pages within ten)
@@ -146,6 +146,7 @@ class AlertEvaluator:
         if not self.use_checkpoint:
             return
         self._start_over()
+        started = time.perf_counter()
         checkpoint = self.alerts.route_state_row(CHECKPOINT_ROUTE, CHECKPOINT_SLOT)
         if checkpoint is None or checkpoint.body != FORMAT:
             log.info("no evaluator state stored%s: the detectors learn from the stored history",
@@ -163,8 +164,8 @@ class AlertEvaluator:
         self.writer.joined(detectors.rows)
         # the open alerts as that pass left them (the alerts table may hold a later save of a pass never stored)
         self.open = {(a.route, a.kind): a for a in open_alerts}
-        log.info("evaluator resumed at %s: %d routes, %d open alerts", checkpoint.minute.isoformat(), len(detectors),
-                 len(self.open))
+        log.info("evaluator resumed at %s: %d routes, %d open alerts, in %.1f s", checkpoint.minute.isoformat(),
+                 len(detectors), len(self.open), time.perf_counter() - started)
 
     def _start_over(self) -> None:
         self.detectors = RouteDetectors(self.config_for, self.health_config)
@@ -186,7 +187,8 @@ class AlertEvaluator:
         else:
             start = self.last_minute + MINUTE
         started = time.perf_counter()
-        span = max(1, min(PASS_MINUTES, PASS_ROUTE_MINUTES // max(1, len(self.detectors))))
+        routes = max(len(self.detectors), len(self.route_progress))  # (the routes seen sending, before any is known)
+        span = max(1, min(PASS_MINUTES, PASS_ROUTE_MINUTES // max(1, routes)))
         transitions, first = [], start
         try:
             while first <= end:
