@@ -18,6 +18,11 @@
 - **Unbiased**: a minute of an open (pending) run is held back; the run's minutes are admitted when
   it clears and dropped only if it fires. Dropping every pending minute (``hold_pending=False``, the
   previous behaviour) kept the noisiest high minutes out and biased the level low.
+
+History is kept as small as what reads it: every field for the blocks a level can pool (``ring``: the
+last ``baseline_minutes``, or a day while learning), claims, failures and mix for the days the time of
+day reads (``season``), and a pending run's minutes only for the routes that have one (``held``). Each
+route has its own age (``history_blocks``), so a route can join a fleet of older ones (services/alerts/rows.py).
 """
 from __future__ import annotations
 
@@ -26,12 +31,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from services.alerts.config import DetectorConfig
+from services.alerts.rows import grow, put, take
 
 EVENTS, CLAIMS, FAILED, CLAIMS_SQ, FAILED_SQ, FAILED_CLAIMS = range(6)
 OK, PENDING, FIRING = 0, 1, 2
 SLOT_MIN_CLAIMS = 1_000  # a smoothed hour slot with fewer claims gets no offset
 SMOOTHING = (0.25, 0.5, 0.25)  # the previous, this and the next hour slot
 RATE_FLOOR = 1e-4
+SEASON_CLAIMS, SEASON_FAILED, SEASON_MIX = range(3)  # the columns of the time-of-day history
 
 
 @dataclass(frozen=True)
@@ -51,6 +58,12 @@ def smooth_slots(values: np.ndarray) -> np.ndarray:
 
 
 class SeasonalBaseline:
+    # the per-route history a route's state holds (``held`` apart); the estimates are derived from it by ``refresh``
+    ROW_ARRAYS = {"ring": 0, "season": 0, "slice_ring": 0, "partial": 0, "partial_slices": 0, "holding": 0,
+                  "history_blocks": 0}
+    DERIVED = {"total": 0, "history_claims": 0, "warm": 0, "rho": 0, "level": 0, "slice_rate": 0, "slice_claims": 0,
+               "baseline_standard": 0, "offset_total": 0, "offset_mixed": 0}
+
     def __init__(self, config: DetectorConfig, n_routes: int, n_fields: int, n_slices: int = 1):
         self.config = config
         self.n_fields, self.n_slices = n_fields, n_slices
@@ -59,20 +72,57 @@ class SeasonalBaseline:
         self.learning_blocks = max(1, min(self.level_blocks, config.learning_level_minutes // config.block_minutes))
         days = max(config.season_days, -(-self.level_blocks // self.per_day))
         self.n_blocks = days * self.per_day
+        # A level pools at most the last level_blocks, and while learning (under a day of history) nothing older
+        # than a day holds claims: every field is kept for those blocks only.
+        self.n_recent = max(self.level_blocks, self.per_day)
         # each block: the input sums plus Σ claims × that minute's mix effect (the last column)
-        self.ring = np.zeros((n_routes, self.n_blocks, n_fields + 1))
-        self.slice_ring = np.zeros((n_routes, self.n_blocks, n_slices, 2))  # claims, failed per slice
+        self.ring = np.zeros((n_routes, self.n_recent, n_fields + 1))
+        self.season = np.zeros((n_routes, self.n_blocks, 3))  # claims, failed, mix: what the time of day reads
+        self.slice_ring = np.zeros((n_routes, self.n_recent, n_slices, 2))  # claims, failed per slice
         self.partial = np.zeros((n_routes, n_fields + 1))
         self.partial_slices = np.zeros((n_routes, n_slices, 2))
-        # a pending run's minutes, by the block they belong in, until the run clears or fires
-        self.held = np.zeros((n_routes, self.n_blocks, n_fields + 1))
-        self.held_slices = np.zeros((n_routes, self.n_blocks, n_slices, 2))
+        # a pending run's minutes, by route and by the block they belong in, until the run clears or fires
+        self.held: dict[int, dict[int, tuple[np.ndarray, np.ndarray]]] = {}
         self.holding = np.zeros(n_routes, dtype=bool)
         self.block: int | None = None
-        self.history_blocks = 0  # blocks of history behind the ring (at most n_blocks)
-        self.offset_total = np.zeros((n_routes, self.per_day))
-        self.offset_mixed = np.zeros((n_routes, self.per_day))
+        self.history_blocks = np.zeros(n_routes, dtype=np.int64)  # blocks of history behind the ring (at most n_blocks)
+        self._allocate_derived(n_routes)
         self.refresh()
+
+    def _allocate_derived(self, n: int) -> None:
+        shapes = {"total": (self.n_fields,), "slice_rate": (self.n_slices,), "slice_claims": (self.n_slices,),
+                  "offset_total": (self.per_day,), "offset_mixed": (self.per_day,)}
+        for name in self.DERIVED:
+            setattr(self, name, np.zeros((n, *shapes.get(name, ())), dtype=bool if name == "warm" else float))
+
+    @property
+    def n_routes(self) -> int:
+        return self.partial.shape[0]
+
+    # -- routes joining, and a route's state ------------------------------------------------------------
+    def add_rows(self, k: int) -> None:
+        n = self.n_routes
+        grow(self, {**self.ROW_ARRAYS, **self.DERIVED}, k)
+        self.refresh(np.arange(n, n + k))
+
+    def row_state(self, row: int) -> dict:
+        held = self.held.get(row, {})
+        blocks = sorted(held)
+        return {**take(self, self.ROW_ARRAYS, row), "held_blocks": np.array(blocks, dtype=np.int64),
+                "held_sums": np.array([held[b][0] for b in blocks]).reshape(len(blocks), self.n_fields + 1),
+                "held_slices": np.array([held[b][1] for b in blocks]).reshape(len(blocks), self.n_slices, 2)}
+
+    def load_rows(self, rows: list[int], states: list[dict], minute: int) -> None:
+        """Routes ``rows`` as ``row_state`` gave each, at ``minute`` (the fleet's, and the states')."""
+        for row, state in zip(rows, states):
+            put(self, self.ROW_ARRAYS, row, state)
+            self.held.pop(row, None)
+            if len(state["held_blocks"]):
+                self.held[row] = {int(b): (np.array(s, dtype=float), np.array(sl, dtype=float)) for b, s, sl in
+                                  zip(state["held_blocks"], state["held_sums"], state["held_slices"])}
+        if self.block is None:
+            self.block = minute // self.config.block_minutes
+        self.refresh(np.asarray(rows, dtype=np.int64))
 
     # -- history -------------------------------------------------------------------------------------
     def roll(self, minute: int) -> None:
@@ -86,15 +136,17 @@ class SeasonalBaseline:
         self._store(self.block, self.partial, self.partial_slices)
         for skipped in range(self.block + 1, min(block, self.block + 1 + self.n_blocks)):
             self._store(skipped, 0.0, 0.0)
-        self.history_blocks = min(self.n_blocks, self.history_blocks + block - self.block)
+        self.history_blocks = np.minimum(self.n_blocks, self.history_blocks + block - self.block)
         self.partial[:] = 0.0
         self.partial_slices[:] = 0.0
         self.block = block
         self.refresh()
 
     def _store(self, block: int, sums, slices) -> None:
-        self.ring[:, block % self.n_blocks] = sums
-        self.slice_ring[:, block % self.n_blocks] = slices
+        sums = np.broadcast_to(sums, self.partial.shape)
+        self.ring[:, block % self.n_recent] = sums
+        self.season[:, block % self.n_blocks] = sums[:, [CLAIMS, FAILED, -1]]
+        self.slice_ring[:, block % self.n_recent] = slices
 
     def admit(self, x: np.ndarray, slices: np.ndarray | None, mix_now: np.ndarray, state: np.ndarray) -> None:
         """Add one minute to the current block by each route's state after detection."""
@@ -105,94 +157,104 @@ class SeasonalBaseline:
         self.partial_slices[ok] += slices[ok]
         if not self.config.hold_pending:
             return
-        pos = self.block % self.n_blocks
         pending = state == PENDING
-        self.held[pending, pos] += row[pending]
-        self.held_slices[pending, pos] += slices[pending]
-        cleared = self.holding & ok
-        if cleared.any():  # the run cleared without firing: its minutes join the blocks they belong in
-            self.partial[cleared] += self.held[cleared, pos]
-            self.partial_slices[cleared] += self.held_slices[cleared, pos]
-            self.held[cleared, pos] = 0.0
-            self.held_slices[cleared, pos] = 0.0
-            earlier = self.held[cleared].any(axis=(1, 2))
-            self.ring[cleared] += self.held[cleared]
-            self.slice_ring[cleared] += self.held_slices[cleared]
-            if earlier.any():
-                self.refresh()
-        done = self.holding & ~pending  # admitted (ok) or dropped (firing)
-        if done.any():
-            self.held[done] = 0.0
-            self.held_slices[done] = 0.0
+        for r in np.flatnonzero(pending):
+            sums, sl = self.held.setdefault(int(r), {}).setdefault(
+                self.block, (np.zeros(self.n_fields + 1), np.zeros((self.n_slices, 2))))
+            sums += row[r]
+            sl += slices[r]
+        earlier = []
+        for r in np.flatnonzero(self.holding & ok):  # the run cleared without firing: its minutes join their blocks
+            blocks = self.held.pop(int(r), {})
+            now = blocks.pop(self.block, None)
+            if now is not None:
+                self.partial[r] += now[0]
+                self.partial_slices[r] += now[1]
+            for block, (sums, sl) in blocks.items():
+                if sums.any() or sl.any():
+                    self._add_held(int(r), block, sums, sl)
+                    earlier.append(int(r))
+        for r in np.flatnonzero(self.holding & ~pending):  # a firing run's minutes are dropped
+            self.held.pop(int(r), None)
         self.holding = pending
+        if earlier:
+            self.refresh(np.unique(earlier))
+
+    def _add_held(self, r: int, block: int, sums: np.ndarray, slices: np.ndarray) -> None:
+        age = self.block - block
+        if age <= self.n_recent:  # (at n_recent: the current block's position, which holds that block until the roll)
+            self.ring[r, block % self.n_recent] += sums
+            self.slice_ring[r, block % self.n_recent] += slices
+        if age < self.n_blocks:
+            self.season[r, block % self.n_blocks] += sums[[CLAIMS, FAILED, -1]]
 
     # -- estimates -----------------------------------------------------------------------------------
-    def refresh(self) -> None:
-        weights = self._level_weights()
-        level = np.einsum("rb,rbf->rf", weights, self.ring)
-        self.total = level[:, : self.n_fields]
-        t = self.total
+    def refresh(self, rows: np.ndarray | None = None) -> None:
+        """Re-derive the estimates from the history, of every route or of ``rows``."""
+        at = slice(None) if rows is None else rows
+        learning = self.learning[at]
+        weights = self._level_weights(self.ring[at], learning)[..., None]
+        t = (weights * self.ring[at]).sum(axis=1)[:, : self.n_fields]
         claims = t[:, CLAIMS]
-        self.history_claims = self.ring[:, :, CLAIMS].sum(axis=1)
+        history_claims = self.season[at][:, :, SEASON_CLAIMS].sum(axis=1)
         # warm-up: while learning, the whole history must hold enough claims; once seasonal, the level itself
         # (after a long outage its day may be empty)
-        self.warm = (self.history_claims if self.learning else claims) >= self.config.min_baseline_claims
+        self.warm[at] = np.where(learning, history_claims, claims) >= self.config.min_baseline_claims
         p = np.clip(t[:, FAILED] / np.maximum(claims, 1.0), RATE_FLOOR, 1 - RATE_FLOOR)
         residual = np.maximum(t[:, FAILED_SQ] - 2 * p * t[:, FAILED_CLAIMS] + p * p * t[:, CLAIMS_SQ], 0.0)
         spread = t[:, CLAIMS_SQ] - claims
         rho = np.where(spread > 0, (residual / (p * (1 - p)) - claims) / np.where(spread > 0, spread, 1.0), 0.0)
-        self.rho = np.clip(rho, 0.0, 1.0) if self.config.overdispersion else np.zeros_like(rho)
-        self.level = p
-        slices = np.einsum("rb,rbsk->rsk", weights, self.slice_ring)
+        self.rho[at] = np.clip(rho, 0.0, 1.0) if self.config.overdispersion else np.zeros_like(rho)
+        self.total[at], self.history_claims[at], self.level[at] = t, history_claims, p
+        slices = (weights[..., None] * self.slice_ring[at]).sum(axis=1)
         prior = self.config.slice_prior_claims  # shrinks a thin slice's rate towards the route's
-        self.slice_rate = (slices[..., 1] + prior * p[:, None]) / (slices[..., 0] + prior)
-        self.slice_claims = slices[..., 0]
-        share = self.slice_claims / np.maximum(self.slice_claims.sum(axis=1, keepdims=True), 1.0)
-        self.baseline_standard = (share * self.slice_rate).sum(axis=1)
-        self._refresh_offsets()
+        slice_rate = (slices[..., 1] + prior * p[:, None]) / (slices[..., 0] + prior)
+        share = slices[..., 0] / np.maximum(slices[..., 0].sum(axis=1, keepdims=True), 1.0)
+        self.slice_rate[at], self.slice_claims[at] = slice_rate, slices[..., 0]
+        self.baseline_standard[at] = (share * slice_rate).sum(axis=1)
+        self._refresh_offsets(at)
 
-    def _level_weights(self) -> np.ndarray:
+    def _level_weights(self, ring: np.ndarray, learning: np.ndarray) -> np.ndarray:
         """Which blocks (1 or 0, routes × ring) the level pools: the last ``level_blocks`` finished ones, or
         while learning the last ``learning_blocks`` that hold claims (blocks left empty by a firing run or an
         outage are passed over, so the level stays what it was before them)."""
-        weights = np.zeros(self.ring.shape[:2])
+        weights = np.zeros(ring.shape[:2])
         if self.block is None:
             return weights
-        newest_first = [(self.block - k) % self.n_blocks for k in range(1, self.n_blocks + 1)]
-        if not self.learning:
-            weights[:, newest_first[: self.level_blocks]] = 1.0
-            return weights
-        held = self.ring[:, newest_first, CLAIMS] > 0
-        weights[:, newest_first] = held & (np.cumsum(held, axis=1) <= self.learning_blocks)
+        newest_first = [(self.block - k) % self.n_recent for k in range(1, self.n_recent + 1)]
+        weights[:, newest_first[: self.level_blocks]] = 1.0
+        if learning.any():
+            held = ring[learning][:, newest_first, CLAIMS] > 0
+            chosen = np.zeros((held.shape[0], self.n_recent))
+            chosen[:, newest_first] = held & (np.cumsum(held, axis=1) <= self.learning_blocks)
+            weights[learning] = chosen
         return weights
 
-    def _refresh_offsets(self) -> None:
-        if not self.seasonal:
-            self.offset_total[:] = 0.0
-            self.offset_mixed[:] = 0.0
-            return
-        days = self.ring.reshape(self.ring.shape[0], -1, self.per_day, self.ring.shape[2]).sum(axis=1)
-        claims, failed, mix = days[..., CLAIMS], days[..., FAILED], days[..., -1]
+    def _refresh_offsets(self, at) -> None:
+        season = self.season[at]
+        days = season.reshape(season.shape[0], self.n_blocks // self.per_day, self.per_day, 3).sum(axis=1)
+        claims, failed, mix = days[..., SEASON_CLAIMS], days[..., SEASON_FAILED], days[..., SEASON_MIX]
         smoothed = smooth_slots(claims)
         enough = smoothed >= SLOT_MIN_CLAIMS
         all_claims = np.maximum(claims.sum(axis=1), 1.0)[:, None]
+        seasonal = self.seasonal[at][:, None]
         for out, fails in ((self.offset_total, failed), (self.offset_mixed, failed - mix)):
             slot_rate = smooth_slots(fails) / np.maximum(smoothed, 1.0)
-            out[:] = np.where(enough, slot_rate - fails.sum(axis=1)[:, None] / all_claims, 0.0)
+            out[at] = np.where(enough & seasonal, slot_rate - fails.sum(axis=1)[:, None] / all_claims, 0.0)
 
     @property
-    def learning(self) -> bool:
-        """True until a full day of history exists: the expectation cannot know the time of day yet."""
+    def learning(self) -> np.ndarray:
+        """Per route: True until a full day of history exists (the expectation cannot know the time of day yet)."""
         return self.history_blocks < self.per_day
 
     @property
-    def history_hours(self) -> float:
+    def history_hours(self) -> np.ndarray:
         return self.history_blocks * self.config.block_minutes / 60
 
     @property
-    def seasonal(self) -> bool:
-        """True once a full day of history exists (and seasonality is on)."""
-        return self.config.season_days > 0 and self.history_blocks >= self.per_day
+    def seasonal(self) -> np.ndarray:
+        """Per route: True once a full day of history exists (and seasonality is on)."""
+        return (self.config.season_days > 0) & (self.history_blocks >= self.per_day)
 
     def slot_position(self, minute: int) -> tuple[int, int, float]:
         """The two hour slots whose centres surround ``minute`` and the weight of the second."""
@@ -212,7 +274,7 @@ class SeasonalBaseline:
             standard = (claims * self.slice_rate).sum(axis=1) / np.maximum(n, 1.0)
             mix_now = np.where(n > 0, standard - self.baseline_standard, 0.0)
         clip = lambda r: np.clip(r, RATE_FLOOR, 1 - RATE_FLOOR)  # noqa: E731
-        margin = np.full_like(self.level, self.config.learning_margin if self.learning else 0.0)
+        margin = np.where(self.learning, self.config.learning_margin, 0.0)
         return Expected(clip(self.level + offset_total), clip(self.level + offset_mixed + mix_now), mix_now, margin)
 
     def minute_deff(self, x: np.ndarray) -> np.ndarray:

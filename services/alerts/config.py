@@ -144,15 +144,6 @@ class DetectorConfig:
                 raise TypeError(f"detector setting {kind}: must be a {engine.__name__}, got {getattr(self, kind)!r}")
         check(self.cusum, {"design_ratio": (lambda v, c: self.threshold * v < 1, CUSUM_RULES["design_ratio"][1])})
 
-    def __setstate__(self, state: dict) -> None:
-        # Evaluator checkpoints pickle detectors with their config. Those saved before each engine had its
-        # own settings (checkpoint alert-evaluator/v4) hold every setting flat: the engines' become their configs.
-        state = dict(state)
-        for kind, engine in ENGINE_CONFIGS.items():
-            if kind not in state:
-                state[kind] = engine(**{name: state.pop(name) for name in setting_names(engine)})
-        self.__dict__.update(state)
-
     @property
     def engine(self) -> CusumConfig | WindowConfig | NaiveConfig:
         """The settings of the engine ``kind`` picks."""

@@ -14,6 +14,7 @@ from services.alerts.baseline import (  # noqa: F401
     CLAIMS, CLAIMS_SQ, EVENTS, FAILED, FAILED_CLAIMS, FAILED_SQ, FIRING, OK, PENDING, RATE_FLOOR, SeasonalBaseline,
 )
 from services.alerts.config import DetectorConfig
+from services.alerts.rows import grow, into_ring, oldest_first, put, take
 from services.rates.intervals import z_value
 
 CORE_FIELDS = 6  # the first six COUNT_FIELDS are all an engine needs to detect
@@ -25,7 +26,13 @@ class DriftEngine:
     """Detection against ``SeasonalBaseline``'s expectation. Each engine tests either the seasonal
     expectation (``mix_adjusted=False``: any rise) or the mix-adjusted one (a rise on the same mix of
     questions: a regression). Sums carry three extra columns after the input fields: the expected
-    failures tested, and those under the seasonal and the mix-adjusted expectation."""
+    failures tested, and those under the seasonal and the mix-adjusted expectation.
+
+    Routes join with ``add_rows``; ``row_state`` and ``load_rows`` take one route's state out and put it back
+    (``ROW_ARRAYS``, and ``RINGS``: rings indexed by the step count, taken oldest first)."""
+
+    ROW_ARRAYS = {"state": 0, "onset": 0, "evidence": 0, "evidence_slices": 0, "statistic": 0}
+    RINGS: dict[str, int] = {}  # ring -> its length; each is routes × length × …, written at ticks % length
 
     def __init__(self, config: DetectorConfig, n_routes: int, n_fields: int = CORE_FIELDS, n_slices: int = 1,
                  mix_adjusted: bool = True):
@@ -45,6 +52,29 @@ class DriftEngine:
     @property
     def warm(self) -> np.ndarray:
         return self.baseline.warm
+
+    @property
+    def n_routes(self) -> int:
+        return self.state.shape[0]
+
+    def add_rows(self, k: int) -> None:
+        """``k`` new routes, as a fresh engine's (they start at the next step)."""
+        grow(self, {**self.ROW_ARRAYS, **{name: 0 for name in self.RINGS}}, k, {"onset": -1})
+        self.baseline.add_rows(k)
+        e = self.expected
+        self.expected = type(e)(*(np.concatenate([a, np.zeros(k)]) for a in (e.total, e.mixed, e.mix_now, e.margin)))
+
+    def row_state(self, row: int) -> dict:
+        rings = {name: oldest_first(getattr(self, name)[row], (self.ticks - 1) % length)
+                 for name, length in self.RINGS.items()}
+        return {**take(self, self.ROW_ARRAYS, row), **rings, "baseline": self.baseline.row_state(row)}
+
+    def load_rows(self, rows: list[int], states: list[dict], minute: int) -> None:
+        for row, state in zip(rows, states):
+            put(self, self.ROW_ARRAYS, row, state)
+            put(self, {name: 0 for name in self.RINGS}, row, {name: into_ring(np.asarray(state[name]), (self.ticks - 1) % length)
+                                                             for name, length in self.RINGS.items()})
+        self.baseline.load_rows(rows, [state["baseline"] for state in states], minute)
 
     @property
     def total(self) -> np.ndarray:
@@ -101,20 +131,22 @@ def mix_shift_state(total: DriftEngine, regression: DriftEngine, previous: np.nd
     return np.where(open_, total.state, OK).astype(np.int8)
 
 
-def top_mix_slice(engine: DriftEngine) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per route: the slice whose change of share adds most to the mix effect, its baseline share and its
-    share in the evidence."""
-    b = engine.baseline
-    base = b.slice_claims / np.maximum(b.slice_claims.sum(axis=1, keepdims=True), 1.0)
-    now_claims = engine.evidence_slices[..., 0]
+def top_mix_slice(engine: DriftEngine, rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per route (of every route, or of ``rows``): the slice whose change of share adds most to the mix effect,
+    its baseline share and its share in the evidence."""
+    b, at = engine.baseline, slice(None) if rows is None else rows
+    base = b.slice_claims[at] / np.maximum(b.slice_claims[at].sum(axis=1, keepdims=True), 1.0)
+    now_claims = engine.evidence_slices[at][..., 0]
     now = now_claims / np.maximum(now_claims.sum(axis=1, keepdims=True), 1.0)
-    contribution = (now - base) * (b.slice_rate - b.baseline_standard[:, None])
+    contribution = (now - base) * (b.slice_rate[at] - b.baseline_standard[at][:, None])
     top = np.argmax(contribution, axis=1)
     rows = np.arange(top.size)
     return top, base[rows, top], now[rows, top]
 
 
 class CusumEngine(DriftEngine):
+    ROW_ARRAYS = {**DriftEngine.ROW_ARRAYS, "recovery": 0}
+
     def __init__(self, config: DetectorConfig, n_routes: int, n_fields: int = CORE_FIELDS, n_slices: int = 1,
                  mix_adjusted: bool = True):
         super().__init__(config, n_routes, n_fields, n_slices, mix_adjusted)
@@ -154,10 +186,13 @@ class CusumEngine(DriftEngine):
 
 
 class WindowEngine(DriftEngine):
+    ROW_ARRAYS = {**DriftEngine.ROW_ARRAYS, "sums": 1, "run": 0, "quiet": 0}
+
     def __init__(self, config: DetectorConfig, n_routes: int, n_fields: int = CORE_FIELDS, n_slices: int = 1,
                  mix_adjusted: bool = True):
         super().__init__(config, n_routes, n_fields, n_slices, mix_adjusted)
         self.span = max(config.window.windows)
+        self.RINGS = {"minutes": self.span}
         self.minutes = np.zeros((n_routes, self.span, n_fields + 3))
         self.sums = np.zeros((len(config.window.windows), n_routes, n_fields + 3))
         self.run = np.zeros(n_routes, dtype=np.int64)    # consecutive minutes with a window over z_fire
@@ -191,9 +226,12 @@ class WindowEngine(DriftEngine):
 
 
 class NaiveEngine(DriftEngine):
+    ROW_ARRAYS = {**DriftEngine.ROW_ARRAYS, "sums": 0, "run": 0}
+
     def __init__(self, config: DetectorConfig, n_routes: int, n_fields: int = CORE_FIELDS, n_slices: int = 1,
                  mix_adjusted: bool = True):
         super().__init__(config, n_routes, n_fields, n_slices, mix_adjusted)
+        self.RINGS = {"minutes": config.naive.naive_window}
         self.minutes = np.zeros((n_routes, config.naive.naive_window, n_fields + 3))
         self.sums = np.zeros((n_routes, n_fields + 3))
         self.run = np.zeros(n_routes, dtype=np.int64)

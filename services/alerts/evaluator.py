@@ -2,40 +2,48 @@
 
 The same object runs live (a leader-only Faust timer) and in `claimwatch backtest`
 (a simulated clock): it only ever reads minute buckets from the store and is told
-the time. It resumes from a checkpoint after a restart: detectors are rebuilt by
-replaying the baseline horizon, open alerts are reloaded, and transitions that are
-re-derived keep their deterministic ids, so nothing is alerted twice.
+the time. Every route's detectors step a minute at once (services/alerts/route_detectors.py),
+and the evaluation only looks at the routes whose detectors are not ok or that have an open alert.
+Its state is stored per route (services/alerts/evaluator_state.py) with every pass, so a restart
+(or a pass the store failed) resumes exactly: the same detector state and open alerts as that pass
+left them, and transitions that are re-derived keep their deterministic ids, so nothing is alerted twice.
 """
 from __future__ import annotations
 
-import base64
-import json
 import logging
-import pickle
+import time
+import uuid
 from collections import defaultdict
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from services.alerts.detector import DetectorConfig, DriftDetector, make_detector
-from services.alerts.expectations import publish as publish_expectations
-from services.alerts.input_health import InputHealthConfig, InputHealthDetector
+import numpy as np
+
+from services.alerts import evaluator_state
+from services.alerts.baseline import CLAIMS, FAILED
+from services.alerts.detector import DetectorConfig, minute_number
+from services.alerts.evaluator_state import CHECKPOINT_ROUTE, CHECKPOINT_SLOT, FORMAT, StateWriter
+from services.alerts.expectations import Expectation, publish as publish_expectations
+from services.alerts.input_health import InputHealthConfig, health_inputs
 from services.alerts.lifecycle import (
-    ABSTENTION_KIND, DRIFT_KIND, EVALUATED_KINDS, INPUT_KINDS, MIX_KIND, REJECTED_KIND, SERVICE_LABELS, Alert,
+    ABSTENTION_KIND, DRIFT_KIND, INPUT_KINDS, MIX_KIND, REJECTED_KIND, SERVICE_LABELS, Alert,
     next_alert, severity_for,
 )
 from services.alerts.records import AlertRecords
+from services.alerts.route_detectors import RouteDetectors, RouteMinute
 from services.alerts.suspects import suspect_changes
-from services.rates.intervals import Counts
-from services.store.convert import ch_time, parse_ch_time
+from services.rates.intervals import Counts, checked_sums, effective_sums
+from services.store.convert import parse_ch_time
 from services.store.dlq import rejected_minutes, rejected_routes
-from services.store.rates import RateRepository
+from services.store.rates import SUM_FIELDS, RateRepository
 
 log = logging.getLogger(__name__)
-CHECKPOINT = "alert-evaluator/v4"  # v4: learning baselines (a local level and a margin under a day), input health
 MINUTE = timedelta(minutes=1)
 # Minutes read and stepped at once. A backlog being drained spans hours or days of event time, and reading it
 # whole held every route's and mix slice's minutes at once (+400 MiB on the worker draining 1 GiB of envelopes).
-PASS_MINUTES = 60
+# A pass is also one insert of the evaluator's state, so it spans at most the state's ring of inputs.
+PASS_MINUTES = evaluator_state.SNAPSHOT_MINUTES
+PASS_ROUTE_MINUTES = 20_000  # and at most this many route-minutes: 10,000 routes are read 2 minutes at a time
 SUSPECT_LOOKBACK = timedelta(hours=2)
 # A route this far behind the newest minute no longer holds the watermark back … (short: a route that stops must be
 # evaluated as silent within minutes, so route_silent pages within ten)
@@ -51,7 +59,6 @@ class AlertEvaluator:
                  health_config: InputHealthConfig | None = None, wall_clock: bool = True):
         self.detector_config = detector_config
         self.health_config = health_config or InputHealthConfig()
-        self.health: dict[str, InputHealthDetector] = {}
         # live, minutes advance with the wall clock when no route sends (every verifier down is an outage too);
         # a backtest replays on its own clock
         self.wall_clock = wall_clock
@@ -61,25 +68,18 @@ class AlertEvaluator:
         self.rates = rates
         self.alerts = alerts
         self.use_checkpoint = checkpoint
-        self.detectors: dict[str, DriftDetector] = {}
+        self.detectors = RouteDetectors(self.config_for, self.health_config)
         self.open: dict[tuple[str, str], Alert] = {}  # (route, kind) -> its open alert
         self.last_minute: datetime | None = None
         self.route_progress: dict[str, tuple[datetime, datetime]] = {}  # route -> (its newest minute, when it last advanced)
+        self.run = uuid.uuid4().hex  # this evaluation's id in the stored state; a restore goes on with the stored one
+        self.writer = StateWriter(self.run)
+        self.published: dict[str, Expectation] = {}  # each route's expectation as last stored
         self._restored = False
 
     def config_for(self, route: str) -> DetectorConfig:
         threshold = self.route_thresholds.get(route)
         return self.detector_config if threshold is None else replace(self.detector_config, threshold=threshold)
-
-    def detector(self, route: str) -> DriftDetector:
-        if route not in self.detectors:
-            self.detectors[route] = make_detector(self.config_for(route))
-        return self.detectors[route]
-
-    def health_detector(self, route: str) -> InputHealthDetector:
-        if route not in self.health:
-            self.health[route] = InputHealthDetector(self.health_config)
-        return self.health[route]
 
     def _rejected(self, start: datetime, end: datetime) -> dict[datetime, dict[str, int]]:
         """minute -> route -> dead letters (in event time)."""
@@ -89,15 +89,26 @@ class AlertEvaluator:
                 out[row["minute"]][row["route"]] = row["rejected"]
         return out
 
-    def _buckets(self, start: datetime, end: datetime) -> tuple[dict, dict]:
-        """minute -> route -> Counts, and minute -> route -> mix slice -> Counts."""
-        by_minute: dict[datetime, dict[str, Counts]] = defaultdict(dict)
-        for row in self.rates.minutes_all_routes(start, end):
-            by_minute[parse_ch_time(row["minute"])][row["route"]] = Counts.from_row(row)
-        slices: dict[datetime, dict[str, dict[str, Counts]]] = defaultdict(lambda: defaultdict(dict))
-        for row in self.rates.minutes_all_routes(start, end, dim="mix"):
-            slices[parse_ch_time(row["minute"])][row["route"]][row["value"]] = Counts.from_row(row)
-        return by_minute, slices
+    def _inputs(self, start: datetime, end: datetime) -> dict[datetime, dict[str, RouteMinute]]:
+        """minute -> route -> what its detectors read: its sums, mix slices and dead letters (arrays: at 10,000 routes
+        a minute is 10,000 rows)."""
+        whole, mixes = (self.rates.minutes_all_routes(start, end, dim) for dim in ("", "mix"))
+        sums, mix = _sums(whole), effective_sums(_sums(mixes))
+        slices: dict[tuple[datetime, str], dict[str, tuple[float, float]]] = defaultdict(dict)
+        for row, (claims, failed) in zip(mixes, mix[:, [CLAIMS, FAILED]].tolist()):
+            slices[parse_ch_time(row["minute"]), row["route"]][row["value"]] = (claims, failed)
+        rejected = self._rejected(start, end)
+        keys = [(parse_ch_time(r["minute"]), r["route"]) for r in whole]
+        refused = np.array([rejected.get(minute, {}).get(route, 0) for minute, route in keys], dtype=float)
+        x, health = effective_sums(sums), health_inputs(sums, refused)
+        out: dict[datetime, dict[str, RouteMinute]] = defaultdict(dict)
+        for i, (minute, route) in enumerate(keys):
+            out[minute][route] = RouteMinute(x[i], health[i], slices.get((minute, route), {}))
+        for minute, by_route in rejected.items():  # dead letters of a route without an accepted answer that minute
+            for route in by_route.keys() - out[minute].keys():
+                out[minute][route] = RouteMinute(health=health_inputs(np.zeros((1, len(SUM_FIELDS))),
+                                                                      np.array([by_route[route]], dtype=float))[0])
+        return {minute: dict(sorted(by_route.items())) for minute, by_route in out.items()}
 
     def slowest_active_minute(self, now: datetime) -> datetime | None:
         """The watermark waits for the slowest route still sending: each route has its own partition,
@@ -126,21 +137,40 @@ class AlertEvaluator:
         return min(held, default=newest)
 
     def restore(self) -> None:
-        """Resume exactly where the last evaluation stopped: its detectors are in the checkpoint.
+        """Resume exactly where the last evaluation pass stopped: each route's detectors are in the store.
 
-        Replaying history instead would not reproduce live state (live evaluation saw minutes as
-        they landed), and a detector that disagrees with a stored open alert would close it and
-        open a duplicate."""
+        Replaying the minute buckets instead would not reproduce live state (live evaluation saw minutes as
+        they landed), and a detector that disagrees with a stored open alert would close it and open a
+        duplicate."""
         self._restored = True
-        saved = self.alerts.checkpoint(CHECKPOINT) if self.use_checkpoint else None
-        if saved is None:
+        if not self.use_checkpoint:
             return
-        state = json.loads(saved)
-        self.last_minute = parse_ch_time(state["minute"])
-        self.detectors = pickle.loads(base64.b64decode(state["detectors"]))  # our own store's bytes
-        self.health = pickle.loads(base64.b64decode(state["health"]))
-        self.open = {(a.route, a.kind): a for a in self.alerts.open_alerts() if a.kind in EVALUATED_KINDS}
-        log.info("evaluator resumed at %s with %d open alerts", state["minute"], len(self.open))
+        self._start_over()
+        started = time.perf_counter()
+        checkpoint = self.alerts.route_state_row(CHECKPOINT_ROUTE, CHECKPOINT_SLOT)
+        if checkpoint is None or checkpoint.body != FORMAT:
+            log.info("no evaluator state stored%s: the detectors learn from the stored history",
+                     "" if checkpoint is None else f" in {FORMAT.decode()}")
+            return
+        detectors = RouteDetectors(self.config_for, self.health_config)
+        try:
+            open_alerts = evaluator_state.restore(self.alerts, detectors, checkpoint.run, checkpoint.minute)
+        except ValueError as exc:  # another configuration's arrays, or damaged state: start over
+            log.warning("the stored evaluator state cannot be resumed (%s): the detectors learn from the stored history",
+                        exc)
+            return
+        self.detectors, self.last_minute, self.run = detectors, checkpoint.minute, checkpoint.run
+        self.writer = StateWriter(self.run)
+        self.writer.joined(detectors.rows)
+        # the open alerts as that pass left them (the alerts table may hold a later save of a pass never stored)
+        self.open = {(a.route, a.kind): a for a in open_alerts}
+        log.info("evaluator resumed at %s: %d routes, %d open alerts, in %.1f s", checkpoint.minute.isoformat(),
+                 len(detectors), len(self.open), time.perf_counter() - started)
+
+    def _start_over(self) -> None:
+        self.detectors = RouteDetectors(self.config_for, self.health_config)
+        self.open, self.last_minute, self.published = {}, None, {}
+        self.writer = StateWriter(self.run)
 
     def evaluate(self, now: datetime) -> list[Alert]:
         """Evaluate every complete minute up to the watermark; returns new transitions, oldest first."""
@@ -156,46 +186,62 @@ class AlertEvaluator:
             start = max(self.rates.first_minute(), end - timedelta(minutes=self.detector_config.history_minutes))
         else:
             start = self.last_minute + MINUTE
+        started = time.perf_counter()
+        routes = max(len(self.detectors), len(self.route_progress))  # (the routes seen sending, before any is known)
+        span = max(1, min(PASS_MINUTES, PASS_ROUTE_MINUTES // max(1, routes)))
         transitions, first = [], start
-        while first <= end:
-            last = min(end, first + (PASS_MINUTES - 1) * MINUTE)
-            transitions += self._run(first, last, end)
-            first = last + MINUTE
-        for alert in self.open.values():  # latest figures for open alerts
-            self.alerts.save(alert)
-        self.last_minute = end
-        if self.use_checkpoint:
-            self.alerts.set_checkpoint(CHECKPOINT, json.dumps({
-                "minute": ch_time(end),
-                "detectors": base64.b64encode(pickle.dumps(self.detectors)).decode(),
-                "health": base64.b64encode(pickle.dumps(self.health)).decode()}))
-            publish_expectations(self.alerts, self.detectors, end)  # what the overview and `rates` compare with
+        try:
+            while first <= end:
+                last = min(end, first + (span - 1) * MINUTE)
+                transitions += self._run(first, last, end)
+                first = last + MINUTE
+        except Exception:
+            if self.use_checkpoint:  # the detectors stepped minutes no pass stored: resume from the store
+                self._restored = False
+            raise
+        self.alerts.save_all(self.open.values())  # latest figures for open alerts, in one insert
+        if self.use_checkpoint:  # what the overview and `rates` compare with
+            expectations = self.detectors.expectations()
+            publish_expectations(self.alerts, expectations, end, self.published)
+            self.published = expectations
+        log.info("evaluated %d routes through %s: %d minutes in %.2f s", len(self.detectors), end.isoformat(),
+                 (end - start) // MINUTE + 1, time.perf_counter() - started)
         return transitions
 
     def _run(self, start: datetime, stop: datetime, end: datetime) -> list[Alert]:
-        """Step every route's detectors through start..stop, a part of the evaluation up to ``end``."""
-        buckets, slices = self._buckets(start, stop)
-        rejected = self._rejected(start, stop)
-        routes = sorted({r for counts in buckets.values() for r in counts} | set(self.detectors)
-                        | {r for per_route in rejected.values() for r in per_route})
-        transitions = []
+        """Step every route's detectors through start..stop, a part of the evaluation up to ``end``, and store them."""
+        inputs = self._inputs(start, stop)
+        new = sorted({route for by_route in inputs.values() for route in by_route} - set(self.detectors.rows))
+        self.detectors.add(new)
+        self.writer.joined(new)
+        transitions, stepped = [], set()
         minute = start
         while minute <= stop:
-            counts, mixes, refused = buckets.get(minute, {}), slices.get(minute, {}), rejected.get(minute, {})
-            for route in routes:
-                detector = self.detector(route)
-                route_counts = counts.get(route, Counts.zero())
-                detector.update(route_counts, minute, mixes.get(route))
-                health = self.health_detector(route).update(route_counts, refused.get(route, 0), minute)
-                watched = [k for k in INPUT_KINDS if health.state(k) != "ok" or (route, k) in self.open]
-                views = [(DRIFT_KIND, detector.regression), (MIX_KIND, detector.mix_shift),
-                         *((k, health.view(k)) for k in watched)]
-                for kind, view in views:
-                    transition = self._step_alert(route, kind, view, minute, minute == end)
-                    if transition is not None:
-                        transitions.append(transition)
+            given = inputs.get(minute, {})
+            self.detectors.step(minute_number(minute), given)
+            if self.use_checkpoint:  # a route that joined is logged at its first minute, fed or not
+                self.writer.minute(minute, {**dict.fromkeys(new, RouteMinute()), **given} if minute == start else given,
+                                   self.detectors)
+            watched = sorted(self.detectors.watched() | {route for route, _ in self.open})
+            for route in watched:
+                transitions += self._step_route(route, minute, minute == end)
+            stepped.update(watched)
             minute += MINUTE
+        if self.use_checkpoint:
+            by_route: dict[str, list[Alert]] = {route: [] for route in stepped}
+            for (route, _), alert in self.open.items():
+                by_route[route].append(alert)
+            self.writer.open_alerts(stop, by_route)
+            self.alerts.save_route_state(self.writer.finish(stop))
+        self.last_minute = stop
         return transitions
+
+    def _step_route(self, route: str, minute: datetime, last: bool) -> list[Alert]:
+        health = self.detectors.health_view(route)
+        watched = [k for k in INPUT_KINDS if health.state(k) != "ok" or (route, k) in self.open]
+        views = [(DRIFT_KIND, self.detectors.regression(route)), (MIX_KIND, self.detectors.mix_shift(route)),
+                 *((k, health.view(k)) for k in watched)]
+        return [t for kind, view in views if (t := self._step_alert(route, kind, view, minute, last)) is not None]
 
     def _step_alert(self, route: str, kind: str, view, minute: datetime, last: bool = True) -> Alert | None:
         previous = self.open.get((route, kind))
@@ -255,6 +301,11 @@ class AlertEvaluator:
             log.warning("suspect changes for %s unavailable: %s", route, exc)
             return ()
         return tuple(s.as_dict() for s in found)
+
+
+def _sums(rows: list[dict]) -> np.ndarray:
+    """The ``sums`` of rows of ``minutes_all_routes`` as one array (routes' minutes × SUM_FIELDS), checked."""
+    return checked_sums(np.array([r["sums"] for r in rows], dtype=float).reshape(len(rows), len(SUM_FIELDS)))
 
 
 def detector_config_for(drift) -> DetectorConfig:

@@ -2,16 +2,15 @@
 the route page and ``GET /api/rates`` all compare through here, so their figures agree. An issue's routes without
 an open alert are set beside the same expectation (services/issues/figures.py).
 
-The evaluator publishes, after every evaluation, each route's expectation: its regression view's
-``expected``, the time-of-day expectation an alert on the route carries as ``expected`` (over the
-detector's latest window, or since onset while an alert is open). A reader sets a window's rate beside it:
+The evaluator publishes, after every evaluation, each route's expectation (a row per route, written when it
+changes): its regression view's ``expected``, the time-of-day expectation an alert on the route carries as
+``expected`` (over the detector's latest window, or since onset while an alert is open). A reader sets a window's rate beside it:
 ``delta = rate - expected`` (points) and ``delta_lo = 95% interval's lower end - expected``, the rise the
 data is sure of. "Worst" means furthest above the expectation (``PRIORITY``): routes with a firing alert
 first, then by ``delta_lo``, then routes without an expectation yet, by rate.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Iterable, Mapping, Protocol
@@ -19,7 +18,6 @@ from typing import Iterable, Mapping, Protocol
 from services.alerts.figures import figure
 from services.rates.report import worst_first
 
-CHECKPOINT = "route-expectations/v1"   # a row of the checkpoints table, rewritten after every evaluation
 SORTS = ("priority", "rate")           # priority: firing, then delta_lo (the module docstring); rate: highest first
 PRIORITY = ("firing alerts first, then by how far the rate's 95% interval lies above the expectation "
             "(its lower end minus expected)")
@@ -28,11 +26,11 @@ NO_HISTORY = "learning: no finished hour of history yet"
 NO_CLAIMS = "no claims in the drift detector's latest window"
 
 
-class Checkpoints(Protocol):
-    """Where the expectations are kept (services.store.alerts.AlertRepository)."""
+class ExpectationStore(Protocol):
+    """Where the expectations are kept, a row per route (services.store.alerts.AlertRepository)."""
 
-    def checkpoint(self, name: str) -> str | None: ...
-    def set_checkpoint(self, name: str, value: str) -> None: ...
+    def expectations(self, routes: Iterable[str] | None = None) -> dict[str, dict]: ...
+    def save_expectations(self, minute: datetime, expectations: Mapping[str, Mapping]) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -51,18 +49,17 @@ class Expectation:
         return cls(None, NO_HISTORY if view.baseline is None else NO_CLAIMS, view.baseline is None or view.learning)
 
 
-def publish(checkpoints: Checkpoints, detectors: Mapping[str, object], minute: datetime) -> None:
-    """Store every route's expectation as of ``minute`` (the detectors' regression views)."""
-    routes = {route: Expectation.of(d.regression).__dict__ for route, d in detectors.items()}
-    checkpoints.set_checkpoint(CHECKPOINT, json.dumps({"minute": minute.isoformat(), "routes": routes}))
+def publish(store: ExpectationStore, expectations: Mapping[str, Expectation], minute: datetime,
+            previous: Mapping[str, Expectation] | None = None) -> None:
+    """Store each route's expectation as of ``minute``; only those that differ from ``previous`` (as last published)."""
+    changed = {route: e.__dict__ for route, e in expectations.items() if (previous or {}).get(route) != e}
+    if changed:
+        store.save_expectations(minute, changed)
 
 
-def published(checkpoints: Checkpoints) -> dict[str, Expectation]:
-    """The expectations the evaluator stored last (none before it has run)."""
-    saved = checkpoints.checkpoint(CHECKPOINT)
-    if not saved:
-        return {}
-    return {route: Expectation(**fields) for route, fields in json.loads(saved)["routes"].items()}
+def published(store: ExpectationStore, routes: Iterable[str] | None = None) -> dict[str, Expectation]:
+    """The expectations the evaluator stored last, of every route or of ``routes`` (none before it has run)."""
+    return {route: Expectation(**fields) for route, fields in store.expectations(routes).items()}
 
 
 def compare(entry: dict, expectation: Expectation | None, firing: Iterable[str] = ()) -> dict:

@@ -14,5 +14,6 @@ AlertRecords = AlertRepository[Alert, Silence]
 
 
 def alert_repository(store: Store, clock: Callable[[], datetime] = utcnow) -> AlertRecords:
-    """Alerts, transitions, silences and checkpoints, read back as ``Alert`` and ``Silence``."""
+    """Alerts, transitions, silences, the evaluator's state and expectations; alerts and silences read back as ``Alert``
+    and ``Silence``."""
     return AlertRepository(store, Alert.from_dict, Silence.from_dict, clock)

@@ -64,7 +64,7 @@ class Metrics:
         self.ingest_seconds = Histogram("claimwatch_ingest_batch_seconds", "Decode + write time per batch", registry=r,
                                         buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
         self.eval_seconds = Histogram("claimwatch_evaluation_seconds", "Alert evaluation time", registry=r,
-                                      buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5))
+                                      buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60))
         self.consumer_lag = Gauge("claimwatch_consumer_lag", "Messages behind the log end", ["topic", "partition"], registry=r)
         self.route_rate = Gauge("claimwatch_route_hallucination_rate", "Claim-level hallucination rate",
                                 ["route", "window"], registry=r)

@@ -26,6 +26,48 @@ from services.store.rates import COUNT_FIELDS, SAMPLING_FIELDS, SUM_FIELDS  # ra
 WEIGHTED = ("w_claims", "w_failed", "w2_claims", "w2_claims_sq", "w2_failed_sq", "w2_failed_claims")
 UNWEIGHTED = ("claims", "failed", "claims", "claims_sq", "failed_sq", "failed_claims")
 
+# Sums the effective (sampled) view replaces: the rate's and the checked verdicts' (Counts.effective)
+EFFECTIVE_FIELDS = ("claims", "failed", "claims_sq", "failed_sq", "failed_claims", *CHECKED_VERDICTS)
+_AT = {f: i for i, f in enumerate(SUM_FIELDS)}
+_INTEGRAL = len(COUNT_FIELDS) + 1  # the counts and `sampled` are whole numbers; the weighted sums are not
+
+
+def checked_sums(sums: np.ndarray) -> np.ndarray:
+    """Rows of SUM_FIELDS sums as the store gives them, refused as ``Counts.from_row`` refuses one."""
+    bad_count = (sums[:, :_INTEGRAL] < 0) | (sums[:, :_INTEGRAL] != np.floor(sums[:, :_INTEGRAL]))
+    bad_weight = ~(sums[:, _INTEGRAL:] >= 0)  # also NaN
+    for bad, what in ((bad_count, "count {!r} must be a non-negative whole number, got {}"),
+                      (bad_weight, "weighted sum {!r} must be a non-negative number, got {}")):
+        if bad.any():
+            row, col = np.argwhere(bad)[0]
+            col += 0 if bad is bad_count else _INTEGRAL
+            raise ValueError(what.format(SUM_FIELDS[col], sums[row, col]))
+    return sums
+
+
+def effective_sums(sums: np.ndarray) -> np.ndarray:
+    """Rows of SUM_FIELDS sums -> their COUNT_FIELDS as the drift engines add them up. With sampled answers, the
+    rate's sums as an unweighted sample worth as much: every weight scaled by Σw·n / Σw²·n, so claims become Kish's
+    effective claims, failed / claims the weighted rate, and the design effect and interval the weighted ones
+    (tests/unit/rates/test_sampling_weights.py checks both). The detector's evidence is the sample's, not the
+    traffic's. Rows without sampled answers are their counts."""
+    out = sums[:, : len(COUNT_FIELDS)].astype(float)
+    sampled = sums[:, _AT["sampled"]] > 0
+    if not sampled.any():
+        return out
+    s = sums[sampled]
+    weighted = (s[:, _AT["w_events"]] > 0)[:, None]  # else no weights were kept: the unweighted sums, as at w = 1
+    w_claims, w_failed, w2_claims, w2_claims_sq, w2_failed_sq, w2_failed_claims = np.where(
+        weighted, s[:, [_AT[f] for f in WEIGHTED]], s[:, [_AT[f] for f in UNWEIGHTED]]).T
+    k = np.where(w2_claims > 0, w_claims / np.where(w2_claims > 0, w2_claims, 1.0), 0.0)
+    scaled = {"claims": w_claims * k, "failed": w_failed * k, "claims_sq": w2_claims_sq * k * k,
+              "failed_sq": w2_failed_sq * k * k, "failed_claims": w2_failed_claims * k * k,
+              **{v: s[:, _AT["w_" + v]] * k for v in CHECKED_VERDICTS}}
+    rows = np.flatnonzero(sampled)
+    for name, values in scaled.items():
+        out[rows, COUNT_FIELDS.index(name)] = values
+    return out
+
 
 @dataclass(frozen=True, slots=True)
 class Counts:
@@ -113,21 +155,15 @@ class Counts:
 
     def as_array(self) -> np.ndarray:
         """The drift engines' view: COUNT_FIELDS, with the rate's sums taken from ``effective``."""
-        c = self.effective()
-        return np.array([getattr(c, f) for f in COUNT_FIELDS], dtype=np.float64)
+        return effective_sums(np.array([[getattr(self, f) for f in SUM_FIELDS]], dtype=float))[0]
 
     def effective(self) -> "Counts":
-        """With sampled answers, the rate's sums as an unweighted sample worth as much: every weight scaled by
-        Σw·n / Σw²·n, so claims become Kish's effective claims, failed / claims the weighted rate, and the design
-        effect and interval the weighted ones (tests/unit/rates/test_sampling_weights.py checks both). What the
-        drift detector adds up, so its evidence is the sample's, not the traffic's. Unchanged without sampling."""
+        """With sampled answers, the rate's sums as an unweighted sample worth as much (``effective_sums``).
+        Unchanged without sampling."""
         if not self.sampled:
             return self
-        w_claims, w_failed, w2_claims, w2_claims_sq, w2_failed_sq, w2_failed_claims = self.weighted
-        k = w_claims / w2_claims if w2_claims > 0 else 0.0
-        verdicts = {v: getattr(self, "w_" + v) * k for v in CHECKED_VERDICTS}
-        return replace(self, claims=w_claims * k, failed=w_failed * k, claims_sq=w2_claims_sq * k * k,
-                       failed_sq=w2_failed_sq * k * k, failed_claims=w2_failed_claims * k * k, **verdicts)
+        values = effective_sums(np.array([[getattr(self, f) for f in SUM_FIELDS]], dtype=float))[0]
+        return replace(self, **{f: float(values[COUNT_FIELDS.index(f)]) for f in EFFECTIVE_FIELDS})
 
     def as_dict(self) -> dict[str, float]:
         return {f: getattr(self, f) for f in SUM_FIELDS}

@@ -1,4 +1,4 @@
-"""Alerts, transitions, silences and the evaluator checkpoint in ClickHouse.
+"""Alerts, transitions, silences, the evaluator's per-route state and its published expectations in ClickHouse.
 
 The store does not import the alerts stage: the repository is given how to decode an alert and a
 silence from their stored bodies (it writes any object with the fields below and ``as_dict``), and
@@ -7,8 +7,10 @@ Every row carries a write version from the injected clock; reads take the newest
 """
 from __future__ import annotations
 
+import base64
+from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Callable, Generic, Mapping, Protocol, TypeVar
+from typing import TYPE_CHECKING, Callable, Generic, Iterable, Mapping, Protocol, TypeVar
 
 import orjson
 
@@ -62,6 +64,21 @@ A = TypeVar("A", bound=StoredAlert)
 S = TypeVar("S", bound=StoredSilence)
 
 
+@dataclass(frozen=True)
+class RouteStateRow:
+    """A row of ``alert_route_state`` (migration 026): a route's snapshot or one minute's inputs (by ``slot``)."""
+
+    route: str
+    slot: int
+    minute: datetime
+    run: str
+    body: bytes
+
+
+# An insert is one part, written whole or not at all, while its rows fit one block.
+ONE_BLOCK = {"max_insert_block_size": 10_000_000}
+
+
 def _opt(ts: datetime | None) -> str | None:
     return ch_time(ts) if ts is not None else None
 
@@ -90,14 +107,19 @@ class AlertRepository(Generic[A, S]):
     # -- alerts ---------------------------------------------------------------
     def save(self, alert: A) -> None:
         """The alert's newest version. Its ack is ``save_ack``'s: the table's ack columns are left empty."""
+        self.save_all([alert])
+
+    def save_all(self, alerts: Iterable[A]) -> None:
+        """Each alert's newest version, in one insert."""
+        version = self._version()
         self.store.insert("alerts", [{
             "alert_id": alert.alert_id, "route": alert.route, "kind": alert.kind, "severity": alert.severity,
             "labels": alert.labels, "window_minutes": alert.window or 0, "pending_since": ch_time(alert.pending_since),
             "starts_at": _opt(alert.starts_at), "ends_at": _opt(alert.ends_at), "rate": alert.rate,
             "baseline": alert.baseline, "delta": alert.delta, "claims": alert.claims, "onset": _opt(alert.onset),
             "driving_verdict": alert.driving_verdict or "", "body": orjson.dumps(alert.as_dict()).decode(),
-            "updated_at": self._version(),
-        }])
+            "updated_at": version,
+        } for alert in alerts])
 
     def record_transition(self, alert: A) -> bool:
         """Store the transition once; False if it was already recorded (a re-evaluation)."""
@@ -171,11 +193,55 @@ class AlertRepository(Generic[A, S]):
                 return s
         raise NotFound(f"no silence {silence_id!r}; list them with `claimwatch alerts silences`")
 
-    # -- evaluator checkpoint -------------------------------------------------
-    def checkpoint(self, name: str) -> str | None:
-        rows = self.store.query("SELECT argMax(value, updated_at) AS v, count() AS n FROM checkpoints "
-                                "WHERE name = {name:String}", {"name": name})
-        return rows[0]["v"] if rows and rows[0]["n"] else None
+    # -- the evaluator's state, per route (migration 026) ----------------------
+    def save_route_state(self, rows: Iterable[RouteStateRow]) -> None:
+        """One insert: the rows of one evaluation pass are stored together or not at all."""
+        version = self._version()
+        self.store.insert("alert_route_state", [
+            {"route": r.route, "slot": r.slot, "minute": ch_time(r.minute), "run": r.run,
+             "body": base64.b64encode(r.body).decode(), "updated_at": version} for r in rows], ONE_BLOCK)
 
-    def set_checkpoint(self, name: str, value: str) -> None:
-        self.store.insert("checkpoints", [{"name": name, "value": value, "updated_at": self._version()}])
+    def route_state_routes(self, run: str) -> list[str]:
+        """The routes evaluation ``run`` wrote rows for, in order."""
+        rows = self.store.query("SELECT DISTINCT route FROM alert_route_state WHERE run = {run:String} AND route != '' "
+                                "ORDER BY route", {"run": run})
+        return [r["route"] for r in rows]
+
+    def route_state(self, run: str, first: str, last: str) -> list[RouteStateRow]:
+        """The newest row of each (route, slot) written by evaluation ``run``, of the routes from ``first`` to ``last``."""
+        rows = self.store.query(
+            "SELECT route, slot, toString(argMax(minute, updated_at)) AS minute, argMax(run, updated_at) AS run, "
+            "argMax(body, updated_at) AS body FROM alert_route_state "
+            "WHERE route >= {first:String} AND route <= {last:String} GROUP BY route, slot HAVING run = {run:String}",
+            {"run": run, "first": first, "last": last})
+        return [RouteStateRow(r["route"], int(r["slot"]), parse_ch_time(r["minute"]), r["run"], base64.b64decode(r["body"]))
+                for r in rows]
+
+    def route_state_row(self, route: str, slot: int) -> RouteStateRow | None:
+        """The newest row of one (route, slot), of any run."""
+        rows = self.store.query(
+            "SELECT toString(argMax(minute, updated_at)) AS minute, argMax(run, updated_at) AS run, "
+            "argMax(body, updated_at) AS body, count() AS n FROM alert_route_state "
+            "WHERE route = {route:String} AND slot = {slot:UInt16}", {"route": route, "slot": slot})
+        if not rows or not rows[0]["n"]:
+            return None
+        r = rows[0]
+        return RouteStateRow(route, slot, parse_ch_time(r["minute"]), r["run"], base64.b64decode(r["body"]))
+
+    # -- what the evaluator expects of each route (services/alerts/expectations.py) ----------------------
+    def save_expectations(self, minute: datetime, expectations: Mapping[str, Mapping]) -> None:
+        """Each route's ``expected`` (None: none yet), ``basis`` and ``learning`` as of ``minute``."""
+        version, at = self._version(), ch_time(minute)
+        self.store.insert("route_expectations", [
+            {"route": route, "minute": at, "expected": e["expected"], "basis": e["basis"], "learning": int(e["learning"]),
+             "updated_at": version} for route, e in expectations.items()])
+
+    def expectations(self, routes: Iterable[str] | None = None) -> dict[str, dict]:
+        """The newest expectation of each route (of ``routes`` if given)."""
+        where, params = "", {}
+        if routes is not None:
+            where, params = "WHERE route IN {routes:Array(String)}", {"routes": list(routes)}
+        rows = self.store.query(
+            "SELECT route, argMax(expected, updated_at) AS expected, argMax(basis, updated_at) AS basis, "
+            f"argMax(learning, updated_at) AS learning FROM route_expectations {where} GROUP BY route", params)
+        return {r["route"]: {"expected": r["expected"], "basis": r["basis"], "learning": bool(r["learning"])} for r in rows}

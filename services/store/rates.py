@@ -31,6 +31,9 @@ SAMPLING_FIELDS = ("sampled", "w_events", "w2_events", "w_claims", "w_failed", "
                    "w_supported", "w_unsupported", "w_contradicted", "w_overreach", "w_stale", "w_no_source")
 SUM_FIELDS = COUNT_FIELDS + SAMPLING_FIELDS
 _SUMS = ", ".join(f"sum({c}) AS {c}" for c in SUM_FIELDS)
+_SUM_LIST = ", ".join(f"toFloat64(sum({c}))" for c in SUM_FIELDS)
+# rate_minute's whole-route and mix rows ordered by minute (migration 026): what reads every route's minutes
+_BY_TIME = "rate_minute_by_time"
 
 
 def route_like(pattern: str) -> str:
@@ -95,23 +98,20 @@ class RateRepository:
     def latest_minute(self, route: str | None = None) -> datetime | None:
         """The newest minute bucket stored (of one route, if given), even ahead of the clock; None when there is
         none. Windows end at ``window_end`` instead."""
-        where, params = "dim = ''", {}
-        if route is not None:
-            where, params = "dim = '' AND route = {route:String}", {"route": route}
-        rows = self.store.query(f"SELECT max(minute) AS m, count() AS n FROM rate_minute WHERE {where}", params)
-        if not rows or not rows[0]["n"]:
-            return None
-        return parse_ch_time(rows[0]["m"])
+        return self._end_minute("DESC", route)
 
     def first_minute(self, route: str | None = None) -> datetime | None:
         """The oldest minute bucket stored (of one route, if given); None when there is none."""
-        where, params = "dim = ''", {}
+        return self._end_minute("ASC", route)
+
+    def _end_minute(self, order: str, route: str | None) -> datetime | None:
+        # of every route: the first row of rate_minute_by_time, which is ordered by minute (rate_minute by route)
+        table, where, params = _BY_TIME, "dim = ''", {}
         if route is not None:
-            where, params = "dim = '' AND route = {route:String}", {"route": route}
-        rows = self.store.query(f"SELECT min(minute) AS m, count() AS n FROM rate_minute WHERE {where}", params)
-        if not rows or not rows[0]["n"]:
-            return None
-        return parse_ch_time(rows[0]["m"])
+            table, where, params = "rate_minute", "dim = '' AND route = {route:String}", {"route": route}
+        rows = self.store.query(f"SELECT toString(minute) AS m FROM {table} WHERE {where} ORDER BY minute {order} "
+                                "LIMIT 1", params)
+        return parse_ch_time(rows[0]["m"]) if rows else None
 
     def latest_minute_by_route(self, since: datetime) -> dict[str, datetime]:
         """Each route's newest minute bucket, for the routes with a bucket at or after ``since``."""
@@ -182,7 +182,12 @@ class RateRepository:
                                       "end": _second(end)})
 
     def minutes_all_routes(self, start: datetime, end: datetime, dim: str = "") -> list[dict]:
-        sql = (f"SELECT route, value, minute, {_SUMS} FROM rate_minute WHERE dim = {{dim:String}} "
+        """Per-minute sums of every route over [start, end], for the whole route ('') or its mix slices ('mix'):
+        rows of route, value, minute and ``sums``, the SUM_FIELDS in order (one list, read as numbers at once)."""
+        if dim not in ("", "mix"):
+            raise ValueError(f"minutes of every route are kept by time for dims '' and 'mix', not {dim!r}")
+        sql = (f"SELECT route, value, minute, [{_SUM_LIST}] AS sums FROM {_BY_TIME} "
+               "WHERE dim = {dim:String} "
                "AND minute >= {start:DateTime64(3)} AND minute <= {end:DateTime64(3)} "
                "GROUP BY route, value, minute ORDER BY minute")
         return self.store.query(sql, {"dim": dim, "start": _second(start), "end": _second(end)})

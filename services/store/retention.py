@@ -2,7 +2,8 @@
 
 Raw rows (``events``, ``claims``, the writer's ``event_keys`` and the ``dlq`` record of each dead letter) are kept
 ``raw_days``;
-per-minute aggregates (``rate_minute``) ``aggregate_days``; alerts, issues and the eval set have no TTL.
+per-minute aggregates (``rate_minute`` and its copy by time, ``rate_minute_by_time``) ``aggregate_days``; alerts,
+issues and the eval set have no TTL.
 
 TTLs run on event time (``observed_at``, ``minute``), not arrival time, so a backfill expires by when
 its answers happened. What that means for data older than ``raw_days`` when it arrives: its events
@@ -26,7 +27,7 @@ from services.store.backends import Store
 # table -> its event-time column (a DateTime expression). New per-minute aggregate tables go in AGGREGATE_TABLES.
 RAW_TABLES = {"events": "toDateTime(observed_at)", "claims": "toDateTime(observed_at)",
               "event_keys": "toDateTime(observed_at)", "dlq": "toDateTime(received_at)"}
-AGGREGATE_TABLES = {"rate_minute": "minute"}
+AGGREGATE_TABLES = {"rate_minute": "minute", "rate_minute_by_time": "minute"}
 RETAINED_TABLES = {**RAW_TABLES, **AGGREGATE_TABLES}
 
 # TTL expressions are DateTime, which ends in 2106: a longer TTL wraps into the past and expires everything.

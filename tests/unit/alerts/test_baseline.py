@@ -2,7 +2,6 @@
 unbiased level and a restart that resumes it exactly."""
 from __future__ import annotations
 
-import pickle
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
@@ -13,6 +12,7 @@ from services.alerts.baseline import CLAIMS, FAILED, OK, PENDING, FIRING, Season
 from services.alerts.config import DetectorConfig
 from services.alerts.detector import DriftDetector
 from services.alerts.engines import make_engine
+from services.alerts.route_state import decode_state, encode_state
 from services.rates.intervals import Counts
 from services.store.rates import COUNT_FIELDS
 
@@ -148,14 +148,15 @@ def test_a_restart_resumes_the_seasonal_state_exactly():
     for counts, at, slices in stream[:27 * 60]:
         whole.update(counts, at, slices)
         first.update(counts, at, slices)
-    restored = pickle.loads(pickle.dumps(first))  # what the evaluator's checkpoint stores
+    restored = DriftDetector()  # with what the evaluator stores of the route (services/alerts/route_state.py)
+    restored.load_rows([0], [decode_state(encode_state(first.row_state(0)))], first.last_minute)
     assert restored.regression.expected_basis.startswith("time of day")
     for counts, at, slices in stream[27 * 60:]:
         whole.update(counts, at, slices)
         restored.update(counts, at, slices)
         a, b = restored.regression, whole.regression
         assert (a.state, a.statistic, a.expected) == (b.state, b.statistic, b.expected)
-    for name in ("ring", "slice_ring", "offset_total", "offset_mixed", "partial", "held"):
+    for name in ("ring", "season", "slice_ring", "offset_total", "offset_mixed", "partial", "holding"):
         assert np.array_equal(getattr(restored._engine.baseline, name), getattr(whole._engine.baseline, name)), name
 
 

@@ -62,7 +62,7 @@ def test_a_restart_mid_learning_resumes_the_learning_state(store):
     kinds = {(route, kind) for route, kind, state, _ in whole if state == "firing"}
     assert kinds == {("billing-faq", "hallucination_rate_rise"), ("hr-policy", SILENT_KIND)}
     for route in ("billing-faq", "hr-policy"):
-        a, b = uninterrupted.detectors[route].regression, resumed.detectors[route].regression
+        a, b = uninterrupted.detectors.regression(route), resumed.detectors.regression(route)
         assert a.learning and b.learning and a.history_hours == b.history_hours == 4  # finished hours
         assert (a.baseline, a.expected_basis) == (b.baseline, b.expected_basis)
         assert a.expected_basis.startswith("learning: 4 h of history")

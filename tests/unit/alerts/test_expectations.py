@@ -45,30 +45,42 @@ def test_the_delta_is_the_rate_minus_the_expectation_and_none_is_invented():
     assert unseen["expected_basis"] == NOT_EVALUATED and expected_text(unseen) == "—" and not unseen["firing_alerts"]
 
 
-class Checkpoints:
+class Stored:
+    """Expectations as the store keeps them: a row per route, the newest write wins."""
+
     def __init__(self):
-        self.saved: dict[str, str] = {}
+        self.rows: dict[str, dict] = {}
+        self.writes: list[set[str]] = []
 
-    def checkpoint(self, name):
-        return self.saved.get(name)
+    def expectations(self, routes=None):
+        return {r: e for r, e in self.rows.items() if routes is None or r in routes}
 
-    def set_checkpoint(self, name, value):
-        self.saved[name] = value
+    def save_expectations(self, minute, expectations):
+        self.rows.update(expectations)
+        self.writes.append(set(expectations))
 
 
-def test_the_published_expectation_is_the_detectors_own():
+def test_the_published_expectation_is_the_detectors_own_and_only_changes_are_written():
     start = datetime(2026, 11, 20, 8, 0, tzinfo=timezone.utc)
     detector, fresh = DriftDetector(), DriftDetector()
     for minute in range(150):  # two finished hours: a learning level
         detector.update(Counts.from_row({"events": 30, "claims": 100, "failed": 8}), start + timedelta(minutes=minute))
     fresh.update(Counts.from_row({"events": 30, "claims": 100, "failed": 8}), start)
-    checkpoints = Checkpoints()
-    assert published(checkpoints) == {}
-    publish(checkpoints, {"billing-faq": detector, "new-route": fresh}, start + timedelta(minutes=149))
-    found = published(checkpoints)
+    stored = Stored()
+    assert published(stored) == {}
+    now = {"billing-faq": Expectation.of(detector.regression), "new-route": Expectation.of(fresh.regression)}
+    publish(stored, now, start + timedelta(minutes=149))
+    found = published(stored)
     assert found["billing-faq"].expected == pytest.approx(detector.regression.expected) and found["billing-faq"].learning
     assert found["billing-faq"].basis == detector.regression.expected_basis
     assert found["new-route"] == Expectation(None, NO_HISTORY, True)
+    assert published(stored, ["new-route"]) == {"new-route": found["new-route"]}
+    for minute in range(150, 181):  # into the next hour: the level moves
+        detector.update(Counts.from_row({"events": 30, "claims": 100, "failed": 30}), start + timedelta(minutes=minute))
+    later = {**now, "billing-faq": Expectation.of(detector.regression)}
+    assert later["billing-faq"] != now["billing-faq"]
+    publish(stored, later, start + timedelta(minutes=180), now)
+    assert stored.writes[-1] == {"billing-faq"}  # the unchanged route is not written again
 
 
 # -- cleared and resolved ----------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import pytest
 
 from clustering.issue import IssueRecord
 from services.alerts.detector import DriftDetector
-from services.alerts.expectations import CHECKPOINT, NOT_EVALUATED, publish
+from services.alerts.expectations import NOT_EVALUATED, Expectation, publish
 from services.alerts.lifecycle import Alert
 from services.alerts.records import alert_repository
 from services.app.cli.evalset import _figure
@@ -188,15 +188,17 @@ def test_a_route_without_an_alert_is_beside_the_expectation_claimwatch_rates_sho
     detector = DriftDetector()
     for minute in range(150):  # two finished hours of quiet-route: a learning level of 3%
         detector.update(Counts.from_row({"events": 30, "claims": 100, "failed": 3}), START + timedelta(minutes=minute))
-    saved = alerts.checkpoint(CHECKPOINT)
-    publish(alerts, {"quiet-route": detector}, START + timedelta(minutes=149))
+    saved = alerts.expectations()
+    publish(alerts, {"quiet-route": Expectation.of(detector.regression)}, START + timedelta(minutes=149))
     try:
         detail = client.get("/api/issues/iss-bulk").json()
         runbook = client.get("/api/issues/iss-bulk/runbook", params={"format": "md"}).text
         page = client.get("/issues/iss-bulk").text
         rates = {r["route"]: r for r in client.get("/api/rates", params={"window": "30m"}).json()}
     finally:
-        alerts.set_checkpoint(CHECKPOINT, saved or "")
+        bulk[0].store.command("TRUNCATE TABLE route_expectations")
+        if saved:
+            alerts.save_expectations(START, saved)
     quiet = next(r for r in detail["route_figures"] if r["route"] == "quiet-route")
     assert quiet["expected"] == pytest.approx(0.03) == pytest.approx(detector.regression.expected)
     assert quiet["expected"] == rates["quiet-route"]["expected"]

@@ -18,6 +18,7 @@ from services.store.storage import StorageRepository
 from services.store.writer import EventWriter
 from tests.unit.store.test_store_backends import BACKENDS, make_event, open_backend
 
+ALL_RETAINED = ["claims", "dlq", "event_keys", "events", "rate_minute", "rate_minute_by_time"]
 KEPT = ("alerts", "alert_transitions", "silences", "checkpoints", "issues", "issue_members", "embedding_cache",
         "eval_items", "gold_spans", "claim_labels", "eval_results", "eval_item_history")
 
@@ -66,16 +67,17 @@ def test_a_changed_policy_is_applied_once_and_an_unchanged_one_not_at_all(kind: 
         migrate(store)
         keeper = RetentionKeeper(store)
         before = ttl_mutations(store)
-        assert sorted(keeper.apply(Retention(7, 90))) == ["claims", "dlq", "event_keys", "events", "rate_minute"]
+        assert sorted(keeper.apply(Retention(7, 90))) == ALL_RETAINED
         ttls = keeper.ttls()
-        assert [ttl_days(ttls[t]) for t in ("events", "claims", "event_keys", "dlq", "rate_minute")] == [7, 7, 7, 7, 90]
+        assert [ttl_days(ttls[t]) for t in ("events", "claims", "event_keys", "dlq", "rate_minute",
+                                            "rate_minute_by_time")] == [7, 7, 7, 7, 90, 90]
         assert ttls["rate_minute"] == "minute + toIntervalDay(90)"
         applied = ttl_mutations(store)
         assert applied > before  # each ALTER materialises its TTL on the existing parts
         assert keeper.apply(Retention(7, 90)) == []
         assert ttl_mutations(store) == applied  # nothing re-applied
-        assert keeper.apply(Retention(7, 120)) == ["rate_minute"]  # only what differs
-        assert sorted(keeper.apply(KEEP_EVERYTHING)) == ["claims", "dlq", "event_keys", "events", "rate_minute"]
+        assert keeper.apply(Retention(7, 120)) == ["rate_minute", "rate_minute_by_time"]  # only what differs
+        assert sorted(keeper.apply(KEEP_EVERYTHING)) == ALL_RETAINED
         assert not any(keeper.ttls()[t] for t in RETAINED_TABLES)
 
 
@@ -136,7 +138,7 @@ def test_repair_leaves_the_buckets_of_expiring_answers_alone(store):
 def test_the_default_policy_needs_no_migration_to_agree(store):
     keeper = RetentionKeeper(store)
     assert not any(keeper.ttls()[t] for t in RETAINED_TABLES)  # the fixture keeps everything (its event times are fixed)
-    assert sorted(keeper.apply(Retention())) == ["claims", "dlq", "event_keys", "events", "rate_minute"]
+    assert sorted(keeper.apply(Retention())) == ALL_RETAINED
     assert keeper.apply(Retention()) == []
 
 
