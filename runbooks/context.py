@@ -236,6 +236,7 @@ class AlertRunbookContext:
     served: str = ""                            # abstention_rise: the served share, now and before
     hallucination: str = ""                     # … what the hallucination rate did meanwhile
     gaming: bool = False                        # … it fell: said plainly
+    refused: str = ""                           # route_cardinality: what the route bound refused, and from whom
     dlq_command: str = ""                       # the command listing the route's dead letters, shell-quoted
     base_url: str = "http://127.0.0.1:8080"
     cli: str = "claimwatch"                     # how the reader runs claimwatch (services/core/command.py)

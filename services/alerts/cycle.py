@@ -15,7 +15,7 @@ import logging
 import time
 from collections import Counter
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Protocol, Sequence
 
 import orjson
 
@@ -33,7 +33,7 @@ Record = tuple[bytes, bytes]  # (key, value) for the alerts topic
 RECONCILE_WITHIN = timedelta(hours=6)  # how far back a start looks for transitions that were never notified
 
 
-class InstrumentHook(Protocol):  # services.review.agreement_alerts.InstrumentAlerts
+class AlertHook(Protocol):  # services.review.agreement_alerts.InstrumentAlerts, services.alerts.cardinality
     open: dict[str, Alert]
 
     def evaluate(self, now: datetime) -> list[Alert]: ...
@@ -41,9 +41,11 @@ class InstrumentHook(Protocol):  # services.review.agreement_alerts.InstrumentAl
 
 class AlertCycle:
     def __init__(self, evaluator: AlertEvaluator, alerts: AlertRecords, dispatcher: Dispatcher, metrics: Metrics,
-                 run: Run, explainer: AlertExplainer | None = None, instrument: InstrumentHook | None = None):
+                 run: Run, explainer: AlertExplainer | None = None, hooks: Sequence[AlertHook] = ()):
         self.explainer = explainer  # names the issues behind each notified alert's excess
-        self.instrument = instrument  # verifier-vs-human agreement alerts (services/review/agreement_alerts.py)
+        # alerts beside the rate alerts: verifier-vs-human agreement (services/review/agreement_alerts.py), the
+        # route bound (services/alerts/cardinality.py)
+        self.hooks = tuple(hooks)
         self.evaluator = evaluator
         self.alerts = alerts
         self.dispatcher = dispatcher
@@ -67,8 +69,8 @@ class AlertCycle:
         try:
             missed = [] if self.reconciled else await self._unannounced(now)
             transitions = await self.run(self.evaluator.evaluate, now)
-            if self.instrument is not None:
-                transitions += await self.run(self.instrument.evaluate, now)
+            for hook in self.hooks:
+                transitions += await self.run(hook.evaluate, now)
             silences = self.silences = await self.run(self.alerts.silences, now)
         except Exception:
             log.exception("alert evaluation failed; retrying at the next tick")
@@ -94,7 +96,7 @@ class AlertCycle:
             outgoing += self.dispatcher.plan(None, alert, silences, now, explanations.get(alert.alert_id))
         await self.dispatcher.enqueue(outgoing)
         self.announced = {a.alert_id for a in self._open()}
-        states = Counter(a.recorded_state for a in self.evaluator.open.values())
+        states = Counter(a.recorded_state for a in self._open())
         for state in ("pending", "firing"):
             self.metrics.alerts.labels(state).set(states.get(state, 0))
         return records
@@ -132,8 +134,7 @@ class AlertCycle:
         await self.dispatcher.enqueue(self.dispatcher.resend(announced, self.silences, now, self.explained))
 
     def _open(self) -> list[Alert]:
-        instrument = list(self.instrument.open.values()) if self.instrument is not None else []
-        return [*self.evaluator.open.values(), *instrument]
+        return [*self.evaluator.open.values(), *(a for hook in self.hooks for a in hook.open.values())]
 
     async def _read(self, firing: list[Alert], now: datetime) -> None:
         self.silences = await self.run(self.alerts.silences, now)

@@ -8,15 +8,17 @@ from datetime import datetime, timedelta
 from typing import Mapping
 
 from services.alerts.explain import TOP, AlertExplanation, Contribution
-from services.alerts.figures import counted, dlq_command, figure, hallucination_sentence, served_sentence
+from services.alerts.figures import (
+    REFUSED_REMEDY, counted, dlq_command, figure, hallucination_sentence, refused_sentence, served_sentence,
+)
 from services.alerts.lifecycle import (
-    ABSTENTION_KIND, AGREEMENT_KIND, MIX_KIND, REJECTED_KIND, SILENT_KIND, Alert,
+    ABSTENTION_KIND, AGREEMENT_KIND, CARDINALITY_KIND, MIX_KIND, REJECTED_KIND, SILENT_KIND, Alert,
 )
 
 ALERTNAME = "ClaimHallucinationRateRise"
 ALERTNAMES = {MIX_KIND: "ClaimQuestionMixShift", AGREEMENT_KIND: "ClaimVerifierAgreementDrop",  # others: ALERTNAME
               SILENT_KIND: "ClaimRouteSilent", REJECTED_KIND: "ClaimEventsRejected",
-              ABSTENTION_KIND: "ClaimAbstentionRise"}
+              ABSTENTION_KIND: "ClaimAbstentionRise", CARDINALITY_KIND: "ClaimRouteCardinality"}
 
 
 def _pct(x: float | None) -> str:
@@ -79,6 +81,8 @@ def _input_description(alert: Alert) -> str:
 
 
 def summary(alert: Alert) -> str:
+    if alert.kind == CARDINALITY_KIND:
+        return f"every route: {refused_sentence(alert.details)} in {alert.window} min"
     if alert.kind in (SILENT_KIND, REJECTED_KIND, ABSTENTION_KIND):
         return _input_summary(alert)
     if alert.kind == AGREEMENT_KIND:
@@ -103,6 +107,10 @@ def effects(alert: Alert) -> str:
 
 
 def description(alert: Alert) -> str:
+    if alert.kind == CARDINALITY_KIND:
+        others = [f"{s['source']} ({s['events']:,} events)" for s in alert.details.get("sources", [])[1:]]
+        return " ".join([f"{summary(alert)}.", f"Also from: {', '.join(others)}." if others else "", REFUSED_REMEDY,
+                         f"List them: {dlq_command('')}"]).replace("  ", " ")
     if alert.kind in (SILENT_KIND, REJECTED_KIND, ABSTENTION_KIND):
         return _input_description(alert)
     if alert.kind == AGREEMENT_KIND:

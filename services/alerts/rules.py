@@ -16,15 +16,17 @@ from datetime import timedelta
 from typing import Mapping, Protocol
 
 from services.alerts.config import DetectorConfig
+from services.alerts.cardinality import WINDOW as CARDINALITY_WINDOW
 from services.alerts.input_health import InputHealthConfig
+from services.ingest.routes import MAX_ACTIVE
 from services.alerts.lifecycle import (
-    ABSTENTION_KIND, AGREEMENT_KIND, CRITICAL_THRESHOLDS, DRIFT_KIND, INPUT_KINDS, KINDS, MIX_KIND, REJECTED_KIND,
-    SILENT_KIND,
+    ABSTENTION_KIND, AGREEMENT_KIND, CARDINALITY_KIND, CRITICAL_THRESHOLDS, DRIFT_KIND, INPUT_KINDS, KINDS, MIX_KIND,
+    REJECTED_KIND, SILENT_KIND,
 )
 
 QUALITY_FILE = Path(__file__).with_name("rule_quality.json")
 MISSED = "missed"  # a median delay past the bench's horizon: most of its changes were not caught in time
-RULE_KINDS = KINDS + (AGREEMENT_KIND,) + INPUT_KINDS  # every kind an evaluator opens
+RULE_KINDS = KINDS + (AGREEMENT_KIND,) + INPUT_KINDS + (CARDINALITY_KIND,)  # every kind an evaluator opens
 
 
 class AgreementRule(Protocol):  # services.review.agreement_alerts.AgreementDropTest
@@ -44,6 +46,8 @@ MEANINGS = {
     REJECTED_KIND: "a larger share of the route's events is dead-lettered (broke the event contract)",
     ABSTENTION_KIND: "the route abstains on more answers while serving fewer; a falling hallucination rate "
                      "meanwhile is the gaming case",
+    CARDINALITY_KIND: "events of new routes are refused over routes.max_active: those routes are not monitored; "
+                      "the alert names the producer creating them",
 }
 
 
@@ -211,8 +215,16 @@ def _agreement(a: AgreementRule) -> list[Threshold]:
             Threshold(f"≥ {a.min_labels} labels on each side", None, a.min_labels)]
 
 
+def _cardinality(max_active: int) -> list[Threshold]:
+    minutes = int(CARDINALITY_WINDOW / timedelta(minutes=1))
+    return [Threshold(f"an event of a new route refused over the last {minutes} min, the route bound being full",
+                      "routes.max_active", max_active),
+            Threshold(f"resolves after {minutes} min without a refusal", None)]
+
+
 def alert_rules(detector: DetectorConfig, health: InputHealthConfig, agreement: AgreementRule,
-                quality: Mapping[str, Quality], route_thresholds: Mapping[str, float] | None = None) -> list[Rule]:
+                quality: Mapping[str, Quality], route_thresholds: Mapping[str, float] | None = None,
+                max_active: int = MAX_ACTIVE) -> list[Rule]:
     """Every kind's rule, in RULE_KINDS order, from the configs the evaluators run with."""
     route_thresholds = route_thresholds or {}
     drift = _drift(detector, route_thresholds)
@@ -225,6 +237,7 @@ def alert_rules(detector: DetectorConfig, health: InputHealthConfig, agreement: 
         SILENT_KIND: ("critical", ("critical",), _input(health, SILENT_KIND)),
         REJECTED_KIND: ("critical", ("critical",), _input(health, REJECTED_KIND)),
         ABSTENTION_KIND: (health.abstention_severity, (health.abstention_severity,), _input(health, ABSTENTION_KIND)),
+        CARDINALITY_KIND: ("critical", ("critical",), _cardinality(max_active)),
     }
     return [Rule(kind, MEANINGS[kind], text, severities, all(pages(kind, s) for s in severities), tuple(thresholds),
                  quality.get(kind, Quality()))

@@ -5,6 +5,7 @@ from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 from urllib.parse import quote, urlencode
 
+from services.alerts.lifecycle import FLEET_ROUTE
 from services.core.numbers import pct
 from services.rates.report import ranking_entries
 
@@ -32,7 +33,8 @@ def segment(value: str) -> str:
 
 
 def route_url(route: str) -> str:
-    return "/routes/" + segment(route)
+    """The route's page; the overview for an alert on every route at once."""
+    return "/" if route == FLEET_ROUTE else "/routes/" + segment(route)
 
 
 def issue_url(issue_id: str) -> str:

@@ -19,6 +19,7 @@ import shutil
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Callable, Iterator
@@ -31,6 +32,7 @@ from runbooks import RunbookRenderer
 from runbooks.alerts import AlertRunbooks
 from runbooks.issues import IssueRunbooks
 from services.alerts.backtest import CHUNK, BacktestSummary, BucketLoader, replay
+from services.alerts.cardinality import RouteCardinalityWatch
 from services.alerts.dispatch import Dispatcher
 from services.alerts.receivers import ISSUE_WEBHOOK
 from services.alerts.evaluator import AlertEvaluator, detector_config_for
@@ -49,7 +51,7 @@ from services.evalset.distinct import DistinctQuestions
 from services.evalset.service import EvalService
 from services.ingest.ingestor import Health, Ingestor
 from services.ingest.privacy import Redactor
-from services.ingest.routes import RouteGuard
+from services.ingest.routes import ROUTE_LIMIT, RouteGuard
 from services.ingest.window import EventTimeWindow
 from services.issues.jobs import IssueJobs
 from services.issues.records import IssueRecords, issue_repository
@@ -59,6 +61,7 @@ from services.issues.traces import TraceService
 from services.review.agreement_alerts import AgreementDropTest
 from services.review.service import ReviewService
 from services.store.backends import Store, open_store
+from services.store.dlq import refused_routes
 from services.store.evalset import EvalRepository
 from services.store.issues import ClickHouseEmbeddingCache
 from services.store.migrate import migrate
@@ -147,6 +150,11 @@ class Components:
         self.metrics.watch_routes(guard)
         return guard
 
+    def cardinality_watch(self) -> RouteCardinalityWatch:
+        """The route bound's alert: routes refused for routes.max_active, by the producer sending them."""
+        return RouteCardinalityWatch(partial(refused_routes, self.store, rule=ROUTE_LIMIT), self.repos.alerts,
+                                     self.settings.routes.max_active)
+
     def close(self) -> None:
         self.store_thread.shutdown(wait=True)
         self.store.close()
@@ -218,7 +226,7 @@ def rules_in_force(settings: Settings) -> list[Rule]:
     benches measured."""
     drift = settings.drift
     return alert_rules(detector_config_for(drift), InputHealthConfig.from_mapping(drift.input_health),
-                       agreement_test(), load_quality(), drift.route_thresholds)
+                       agreement_test(), load_quality(), drift.route_thresholds, settings.routes.max_active)
 
 
 def evaluator_for(settings: Settings, rates: RateRepository, alerts: AlertRecords, checkpoint: bool = True,

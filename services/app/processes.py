@@ -145,7 +145,7 @@ def add_alerting(app, alerts_topic, c: Components, threads: WorkerThreads, setti
     dispatcher = dispatcher_for(settings, c, in_thread(threads.notify))
     agreement = InstrumentAlerts(AgreementWatch(agreement_test()), c.review.reviewed, c.repos.alerts)
     cycle = AlertCycle(evaluator_for(settings, c.repos.rates, c.repos.alerts), c.repos.alerts, dispatcher, c.metrics,
-                       in_thread(threads.alerts), explainer=c.alerts.explainer, instrument=agreement)
+                       in_thread(threads.alerts), explainer=c.alerts.explainer, hooks=(agreement, c.cardinality_watch()))
     timers.register_alerting(app, alerts_topic, cycle, settings.drift.eval_interval_seconds,
                              settings.notify.resend_seconds)
     return dispatcher

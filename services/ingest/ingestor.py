@@ -173,8 +173,7 @@ class Ingestor:
                 if not isinstance(result, Rejection) and not earliest <= result.observed_at <= latest:
                     result = self.window.check(result, now) or result
                 if not isinstance(result, Rejection) and not self.routes.admit(result.route, now):
-                    result = reject(ROUTE_LIMIT, "route", self.routes.refusal(result), event_id=result.event_id,
-                                    observed_at=result.observed_at)
+                    result = self.routes.refusal(result)
                 if isinstance(result, Rejection):
                     if index is not None and envelope is None:
                         envelope = envelope_events(m)

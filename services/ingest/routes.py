@@ -14,11 +14,13 @@ from datetime import datetime, timedelta
 from typing import Iterable
 
 from services.contract.model import VerdictEvent
+from services.contract.rejection import Problem, Rejection
 
 ROUTE_LIMIT = "route.limit"
 MAX_ACTIVE = 20_000          # routes.max_active's default
 ACTIVE_WINDOW = timedelta(hours=24)  # routes.active_hours's default
 SOURCE_KEYS = ("verifier", "model", "prompt")  # the versions that say which producer a route comes from
+SOURCE_PATH, REFUSED_PATH = "source", "refused_route"  # a refusal's second and third problems: who, and which route
 
 
 def source(event: VerdictEvent) -> str:
@@ -58,9 +60,15 @@ class RouteGuard:
         self.last_seen[route] = now
         return True
 
-    def refusal(self, event: VerdictEvent) -> str:
+    def refusal(self, event: VerdictEvent) -> Rejection:
+        """The dead letter's reason, then who sent it (path ``source``) and the route refused (path ``route``):
+        the route_cardinality alert counts refusals by those two (services/store/dlq.py, refused_routes)."""
         hours = self.window / timedelta(hours=1)
-        return (f"route {event.route!r} would be route {self.max_active + 1:,} active in the last {hours:g} h, over "
-                f"routes.max_active ({self.max_active:,}); a producer that puts request ids or other unbounded values "
-                f"into the route is the usual cause: this one came from {source(event)}. Fix the producer, or raise "
-                "routes.max_active; events of routes already active are stored as before")
+        who = source(event)
+        reason = (f"route {event.route!r} would be route {self.max_active + 1:,} active in the last {hours:g} h, over "
+                  f"routes.max_active ({self.max_active:,}); a producer that puts request ids or other unbounded values "
+                  f"into the route is the usual cause: this one came from {who}. Fix the producer, or raise "
+                  "routes.max_active; events of routes already active are stored as before")
+        return Rejection((Problem(ROUTE_LIMIT, "route", reason), Problem(ROUTE_LIMIT, SOURCE_PATH, who),
+                          Problem(ROUTE_LIMIT, REFUSED_PATH, event.route)),
+                         event_id=event.event_id, observed_at=event.observed_at)

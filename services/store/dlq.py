@@ -68,3 +68,24 @@ def rejected_routes(store: Store, start: datetime, end: datetime) -> list[dict]:
         out[r["route"]] = {"route": r["route"], "rejected": n, "rule": r["rule"], "rule_count": n,
                            "sample": sample(*r["latest"])}
     return sorted(out.values(), key=lambda e: (-e["rejected"], e["route"]))
+
+
+
+_REFUSED = "FROM dlq FINAL WHERE rule = {rule:String} AND received_at BETWEEN {start:DateTime64(3)} AND {end:DateTime64(3)}"
+_SOURCE, _ROUTE = "JSONExtractString(problems, 2, 'message')", "JSONExtractString(problems, 3, 'message')"
+
+
+def refused_routes(store: Store, start: datetime, end: datetime, rule: str, sources: int = 5) -> dict:
+    """The dead letters of the route bound (``rule``: route.limit) that arrived from ``start`` to ``end`` (arrival,
+    not event time: a replay's refusals happen now too): how many, of how many distinct routes, and the ``sources``
+    producers sending most, each with its count, its routes and one of them (a refusal's problems 2 and 3 name
+    them: services/ingest/routes.py).
+    ``{"events": int, "routes": int, "sources": [{"source", "events", "routes", "example"}]}``."""
+    params = {"start": ch_time(start), "end": ch_time(end), "rule": rule, "n": sources}
+    [total] = store.query(f"SELECT count() AS events, uniqExact({_ROUTE}) AS routes {_REFUSED}", params)
+    rows = store.query(f"SELECT {_SOURCE} AS source, count() AS events, uniqExact({_ROUTE}) AS routes, "
+                       f"min({_ROUTE}) AS example {_REFUSED} GROUP BY source ORDER BY events DESC, source "
+                       "LIMIT {n:UInt32}", params)
+    return {"events": int(total["events"]), "routes": int(total["routes"]),
+            "sources": [{"source": r["source"], "events": int(r["events"]), "routes": int(r["routes"]),
+                         "example": r["example"]} for r in rows]}

@@ -46,7 +46,8 @@ def test_a_hundred_thousand_new_routes_stay_within_the_bound(broker, topic_prefi
     topic = f"{topic_prefix}.verdicts"
     create_topics(broker.bootstrap, [topic, f"{topic}.dlq", f"{topic_prefix}.alerts"], 2)
     first, second = flood("checkout"), flood("billing")
-    env = {"CLAIMWATCH_ROUTES__MAX_ACTIVE": str(LIMIT), "CLAIMWATCH_CLUSTERING__IN_WORKER": "false"}
+    env = {"CLAIMWATCH_ROUTES__MAX_ACTIVE": str(LIMIT), "CLAIMWATCH_CLUSTERING__IN_WORKER": "false",
+           "CLAIMWATCH_DRIFT__EVAL_INTERVAL_SECONDS": "2"}
     with WorkerProcess(broker.bootstrap, f"chdb:{tmp_path / 'ch'}", topic_prefix, tmp_path / "worker.log",
                        env=env) as worker:
         send_all(broker.bootstrap, topic, first[:1])  # the first thousand routes fill the bound
@@ -73,6 +74,11 @@ def test_a_hundred_thousand_new_routes_stay_within_the_bound(broker, topic_prefi
         [dead] = [d for d in worker.get("/api/dlq") if d["reason"] == "route.limit"]
         assert dead["count"] == 2 * ROUTES - LIMIT
         assert "model=gen-9" in str(dead) and "verifier=judge@3" in str(dead)  # who is creating the routes
+        # ... and the leader's route_cardinality alert pages with it (the first refusals were minutes ago at most)
+        [alert] = worker.wait_for(lambda: [a for a in worker.get("/api/alerts") if a["kind"] == "route_cardinality"],
+                                  120, "the route_cardinality alert")
+        assert alert["state"] == "firing" and alert["route"] == "*" and alert["severity"] == "critical"
+        assert alert["details"]["sources"][0]["source"] == "verifier=judge@3, model=gen-9"
         assert after_second - after_first < 100, f"{ROUTES:,} more new routes grew the worker by " \
                                                  f"{after_second - after_first:.0f} MiB"
         assert max(peak) - warm < 1024, f"the worker peaked {max(peak) - warm:.0f} MiB above its warm size"

@@ -10,9 +10,11 @@ from pathlib import Path
 import click
 from rich.text import Text
 
-from services.alerts.figures import counted, dlq_command, figure, hallucination_sentence, served_sentence
+from services.alerts.figures import (
+    REFUSED_REMEDY, counted, dlq_command, figure, hallucination_sentence, refused_sentence, served_sentence,
+)
 from services.alerts.lifecycle import (
-    ABSTENTION_KIND, AGREEMENT_KIND, DRIFT_KIND, INPUT_KINDS, MIX_KIND, REJECTED_KIND, SILENT_KIND,
+    ABSTENTION_KIND, AGREEMENT_KIND, CARDINALITY_KIND, DRIFT_KIND, MIX_KIND, MONITOR_KINDS, REJECTED_KIND, SILENT_KIND,
 )
 from services.app.cli.base import (Abort, by_option, console, main, out, print_json, reach, service_options,
                                    text_or_json, who)
@@ -32,14 +34,16 @@ def alerts() -> None:
 
 
 KINDS = {DRIFT_KIND: "regression", MIX_KIND: "mix shift", AGREEMENT_KIND: "verifier agreement",
-         SILENT_KIND: "route silent", REJECTED_KIND: "events rejected", ABSTENTION_KIND: "abstention rise"}
+         SILENT_KIND: "route silent", REJECTED_KIND: "events rejected", ABSTENTION_KIND: "abstention rise",
+         CARDINALITY_KIND: "route cardinality"}
 KIND_TEXT = {DRIFT_KIND: "regression",
              MIX_KIND: "mix shift — a change in the mix of questions; warning, does not page",
              AGREEMENT_KIND: "verifier agreement — the verifier agrees with human labels less than it did; warning",
              SILENT_KIND: "route silent — its events fell far below what its time of day predicts; pages",
              REJECTED_KIND: "events rejected — more of its events are dead-lettered (broke the contract); pages",
              ABSTENTION_KIND: "abstention rise — it abstains on more answers while serving fewer; a warning "
-                              "unless configured critical"}
+                              "unless configured critical",
+             CARDINALITY_KIND: "route cardinality — events of new routes are refused over routes.max_active; pages"}
 SUSPECTS = 3
 
 
@@ -130,7 +134,7 @@ def _state(a: dict, now: datetime) -> str:
 
 
 def _rise(a: dict) -> str:
-    if a["kind"] in INPUT_KINDS:
+    if a["kind"] in MONITOR_KINDS:
         return f"{fig(a, a['delta'], change=True)} against the expectation"
     mix, rate = a.get("mix_effect"), a.get("rate_effect")
     if mix is None or rate is None:
@@ -200,7 +204,7 @@ def _transition(t: dict, now: datetime, a: dict) -> str:
     expected = t.get("baseline") if t.get("expected") is None else t["expected"]
     f = lambda x, change=False: figure(x, t.get("unit") or a.get("unit"), change)  # noqa: E731  (older records: the alert's)
     return (f"{_at(t.get('at'), now, relative=False)} {t.get('state')}: rate {f(t.get('rate'))}, "
-            f"expected {f(expected)}, {'change' if a['kind'] in INPUT_KINDS else 'rise'} {f(t.get('delta'), True)}")
+            f"expected {f(expected)}, {'change' if a['kind'] in MONITOR_KINDS else 'rise'} {f(t.get('delta'), True)}")
 
 
 def _count(x: object) -> str:
@@ -221,17 +225,21 @@ def _input_fields(a: dict) -> list[tuple[str, str]]:
                 ("sample", sample), ("list them", dlq_command(a["route"]))]
     if a["kind"] == ABSTENTION_KIND:
         return [("served", served_sentence(d)), ("meanwhile", hallucination_sentence(d))]
+    if a["kind"] == CARDINALITY_KIND:
+        others = [f"{s['source']}: {s['events']:,} events, {s['routes']:,} routes" for s in d.get("sources", [])[1:]]
+        return [("refused", refused_sentence(d)), ("also from", others), ("what to do", REFUSED_REMEDY),
+                ("list them", dlq_command(""))]
     return []
 
 
 def alert_fields(a: dict, now: datetime) -> list[tuple[str, str | list[str]]]:
     """What `alerts show` prints, in order: (label, value or lines); empty values are left out."""
-    basis = a.get("expected_basis") or ("the route's history" if a["kind"] in INPUT_KINDS else "the trailing level")
+    basis = a.get("expected_basis") or ("the route's history" if a["kind"] in MONITOR_KINDS else "the trailing level")
     expected = ("— (stored before expectations; the rise is over the baseline)" if a.get("expected") is None
                 else f"{fig(a, a['expected'])}: {basis}")
     acked = f"by {a['acked_by']} at {_at(a['acked_at'], now)}" + (f": {a['ack_note']}" if a.get("ack_note") else "")
     share = (a.get("unit") or "share") == "share"
-    own_baseline = a["kind"] not in INPUT_KINDS  # an input-health alert's baseline is its expectation
+    own_baseline = a["kind"] not in MONITOR_KINDS  # an input-health alert's baseline is its expectation
     fields = [
         ("alert", a["alert_id"]), ("route", a["route"]), ("kind", KIND_TEXT.get(a["kind"], a["kind"])),
         ("state", _state(a, now)), ("severity", a["severity"]), ("acked", acked if a["acked"] else "no"),

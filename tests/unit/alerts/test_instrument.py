@@ -148,7 +148,7 @@ def test_the_alert_cycle_sends_the_agreement_alert_and_resends_it_while_it_fires
         dispatcher = Dispatcher("http://am:9093", None, "https://claimwatch.example", timedelta(minutes=5),
                                 retry_initial_seconds=0.5, retry_max_seconds=30, attempt_timeout_seconds=10)
         hook = InstrumentAlerts(AgreementWatch(AgreementDropTest()), lambda: claims, records)
-        cycle = AlertCycle(Evaluator(), records, dispatcher, Metrics(), inline, instrument=hook)
+        cycle = AlertCycle(Evaluator(), records, dispatcher, Metrics(), inline, hooks=(hook,))
         published = await cycle.evaluate(NOW)
         await cycle.resend(NOW + timedelta(minutes=6))
         sent = [item.body[0] for item in dispatcher.queued()]

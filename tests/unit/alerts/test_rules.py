@@ -32,10 +32,10 @@ def texts(rule) -> list[str]:
 
 def test_every_kind_has_a_rule_with_its_meaning_and_severity():
     found = rules()
-    assert list(found) == list(RULE_KINDS) and len(RULE_KINDS) == 6
+    assert list(found) == list(RULE_KINDS) and len(RULE_KINDS) == 7
     assert found["hallucination_rate_rise"].severity == "warning; critical from +4 pts"
-    assert [found[k].severities for k in ("route_silent", "events_rejected", "abstention_rise")] == [
-        ("critical",), ("critical",), ("warning",)]
+    assert [found[k].severities for k in ("route_silent", "events_rejected", "abstention_rise", "route_cardinality")] == [
+        ("critical",), ("critical",), ("warning",), ("critical",)]
     assert [k for k, r in found.items() if not r.pages] == ["mix_shift", "abstention_rise"]
 
 

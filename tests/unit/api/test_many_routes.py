@@ -7,7 +7,6 @@ import random
 import re
 import shlex
 from datetime import datetime, timedelta, timezone
-from types import SimpleNamespace
 
 import orjson
 import pytest
@@ -15,7 +14,7 @@ from click.testing import CliRunner
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from services.alerts.expectations import publish
+from services.alerts.expectations import Expectation, publish
 from services.alerts.lifecycle import Alert
 from services.alerts.records import alert_repository
 from services.api import views
@@ -82,9 +81,7 @@ def world(tmp_path_factory):
                           labels={}, window=30, pending_since=START, starts_at=starts_at, rate=0.15,
                           rate_interval=Interval(0.1, 0.2), baseline=0.05, claims=60))
     # What the evaluator publishes: routes with an expectation sort by how far above it they are.
-    expected = {route: SimpleNamespace(regression=SimpleNamespace(expected=0.01 * (i % 7), expected_basis="profile",
-                                                                  learning=False, baseline=0.05))
-                for i, route in enumerate(route_names()[::3])}
+    expected = {route: Expectation(0.01 * (i % 7), "profile", False) for i, route in enumerate(route_names()[::3])}
     publish(alerts, expected, START)
     yield services
     services.close()

@@ -11,7 +11,9 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from runbooks import RunbookError, RunbookRenderer
-from services.alerts.lifecycle import ABSTENTION_KIND, DRIFT_KIND, REJECTED_KIND, SILENT_KIND, Alert
+from services.alerts.lifecycle import (
+    ABSTENTION_KIND, CARDINALITY_KIND, DRIFT_KIND, FLEET_ROUTE, REJECTED_KIND, SILENT_KIND, Alert,
+)
 from runbooks.alerts import RUNBOOK_KINDS, runbook_context
 
 T0 = datetime(2026, 11, 21, 9, 0, tzinfo=timezone.utc)
@@ -33,6 +35,13 @@ def alert(kind: str, route: str = "checkout-help", **fields) -> Alert:
         ABSTENTION_KIND: dict(rate=0.31, expected=0.12, baseline=0.12, delta=0.19, claims=620,
                               details={"served_share": 0.62, "served_share_before": 0.81, "hallucination_rate": 0.071,
                                        "hallucination_rate_before": 0.078, "hallucination_fell": True}),
+        CARDINALITY_KIND: dict(unit="per_minute", rate=3.3, expected=0.0, delta=3.3, claims=33,
+                               details={"refused_events": 33, "refused_routes": 15, "max_active": 20_000,
+                                        "top_source": "model=gen-9", "sources": [
+                                            {"source": "verifier=nli@3, model=gen-9", "events": 30, "routes": 12,
+                                             "example": "req-7f3a"},
+                                            {"source": "model=gen-2, tenant=acme", "events": 3, "routes": 3,
+                                             "example": "r-1"}]}),
     }[kind]
     severity = "warning" if kind == ABSTENTION_KIND else "critical"
     return Alert(**{**dict(alert_id="a-0d5e5c9d2b6f4a11", route=route, kind=kind, severity=severity, labels={},
@@ -137,6 +146,16 @@ def test_commands_with_a_hostile_route_paste_whole_into_bash(renderer, route):
     md = render(renderer, alert(REJECTED_KIND, route=route))
     fences = [line for line in md.splitlines() if line.lstrip().startswith("```")]
     assert fences == ["```sh", "```", "```sh", "```"]   # no route broke a code block open
+
+
+def test_a_route_cardinality_runbook_names_the_producer_and_lists_the_refused_routes(renderer):
+    md = render(renderer, alert(CARDINALITY_KIND, route=FLEET_ROUTE))
+    assert md.splitlines()[0] == "# Route cardinality: \\*" and "**Route:** every route (`*`)" in md
+    assert ("- **Refused:** 33 events of 15 new routes refused over routes.max\\_active (20,000); most from "
+            "verifier=nli@3, model=gen-9 (30 events, 12 routes, e.g. 'req-7f3a')") in md
+    assert "- **Also from:** model=gen-2, tenant=acme (3 events, 3 routes, e.g. `r-1`)" in md
+    assert "Fix that producer" in md and "routes.max_active" in md
+    assert argv_of(commands(md)[0]) == ["dlq", "--route", "", "--samples", "3"]  # route.limit dead letters: route ''
 
 
 def test_a_drift_alert_has_no_runbook_of_its_own_and_bad_formats_are_refused(renderer):
