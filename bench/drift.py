@@ -222,7 +222,6 @@ def entries(state: np.ndarray) -> np.ndarray:
 
 
 def score(state: np.ndarray, p: Plan, condition: str, routes: int) -> dict:
-    minutes = state.shape[0]
     entered = entries(state)
     exposed = np.ones_like(entered)
     exposed[:1440] = False
