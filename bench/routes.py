@@ -263,7 +263,8 @@ def stored_events(worker: Worker) -> int:
     if status != 200:
         return -1
     m = metrics_of(body.decode())
-    return int(m.get("claimwatch_events_total", 0) - m.get("claimwatch_duplicate_events_total", 0))
+    # the fleet's total: per-route series are only for the top metrics.max_route_series routes
+    return int(m.get("claimwatch_fleet_events_total", 0) - m.get("claimwatch_duplicate_events_total", 0))
 
 
 def backfill(worker: Worker, bootstrap: str, topic: str, routes: int, silent: list[int], log: EvaluatorLog, args,

@@ -27,6 +27,7 @@ from services.store.rates import SUM_FIELDS
 from services.store.retention import MAX_DAYS, RetentionKeeper, ttl_days
 
 WEIGHT_TOLERANCE = 1e-6  # weighted sums added in another order differ in their last bits, not by a claim
+SPAN_ANSWERS = 200_000   # answers whose buckets one comparison re-derives: bounds the store's memory for it
 
 KEY = ("dim", "value", "route", "minute")
 TTL_MARGIN = timedelta(days=1)
@@ -82,34 +83,48 @@ def repair(store: Store, since: datetime, observed_from: datetime | None = None)
     keys = _insert_missing(store, "event_keys", "event_keys_mv", recent, params)
     lacking = _insert_missing(store, "claims", "claims_mv", f"SELECT * FROM ({recent}) WHERE length(verdicts) > 0",
                               params)
-    touched = f"SELECT DISTINCT route, toStartOfMinute(observed_at) AS minute FROM ({recent})"
-    corrections = [c for c in bucket_deltas(store, touched, params) if all(c[f] >= -WEIGHT_TOLERANCE for f in SUM_FIELDS)]
-    if corrections:
-        store.insert("rate_minute", corrections)
-    return RepairReport(keys, lacking, len(corrections))
+    corrections = 0
+    for lo, hi in _minute_spans(store, recent, params, SPAN_ANSWERS):  # a bounded share of the answers at a time
+        touched = (f"SELECT DISTINCT route, toStartOfMinute(observed_at) AS minute FROM ({recent}) "
+                   f"WHERE observed_at >= '{lo}' AND observed_at < '{hi}'")
+        found = [c for c in bucket_deltas(store, touched, params) if all(c[f] >= -WEIGHT_TOLERANCE for f in SUM_FIELDS)]
+        if found:
+            store.insert("rate_minute", found)
+        corrections += len(found)
+    return RepairReport(keys, lacking, corrections)
+
+
+def _minute_spans(store: Store, answers: str, params: dict, per_span: int) -> list[tuple[str, str]]:
+    """Consecutive [from, to) spans of whole minutes of ``answers``' observed_at, each of about ``per_span`` answers
+    (a minute holding more is a span alone), as the store writes times."""
+    minutes = store.query(f"SELECT toString(toStartOfMinute(observed_at)) AS minute, count() AS n FROM ({answers}) "
+                          "GROUP BY minute ORDER BY minute", params)
+    spans, start, held = [], None, 0
+    for row in minutes:
+        if start is not None and held + row["n"] > per_span:
+            spans.append((start, row["minute"]))
+            start, held = None, 0
+        start = start if start is not None else row["minute"]
+        held += row["n"]
+    if start is not None:
+        spans.append((start, "2299-12-31 00:00:00"))
+    return spans
 
 
 def bucket_deltas(store: Store, touched: str, params: dict) -> list[dict]:
     """For each minute bucket of ``touched`` (route, minute) whose aggregates differ from what the stored answers
-    derive: the row that, added, makes them agree."""
+    derive: the row that, added, makes them agree. Compared in the store: only the rows that differ come back (a
+    restart after a large backfill touches about a million buckets, which as Python rows took 20 GB)."""
     in_buckets = f"SELECT * FROM events FINAL WHERE (route, toStartOfMinute(observed_at)) IN ({touched})"
     sums = ", ".join(f"sum({c}) AS {c}" for c in SUM_FIELDS)
-    expected = store.query(f"SELECT dim, value, route, toString(minute) AS minute, {sums} "
-                           f"FROM ({_view_select(store, 'rate_minute_mv', in_buckets)}) GROUP BY dim, value, route, minute",
-                           params)
-    stored = store.query(f"SELECT dim, value, route, toString(minute) AS minute, {sums} FROM rate_minute "
-                         f"WHERE (route, minute) IN ({touched}) GROUP BY dim, value, route, minute", params)
-    have = {tuple(r[k] for k in KEY): r for r in stored}
-    deltas = []
-    for row in expected:
-        key = tuple(row[k] for k in KEY)
-        old = have.pop(key, None)
-        delta = {c: row[c] - (old[c] if old else 0) for c in SUM_FIELDS}
-        if any(abs(d) > WEIGHT_TOLERANCE for d in delta.values()):  # counts are whole; weighted sums are floats
-            deltas.append({**dict(zip(KEY, key)), **delta})
-    for key, old in have.items():  # aggregates with no answers behind them
-        deltas.append({**dict(zip(KEY, key)), **{c: -old[c] for c in SUM_FIELDS}})
-    return deltas
+    expected = (f"SELECT dim, value, route, minute, {sums} FROM ({_view_select(store, 'rate_minute_mv', in_buckets)}) "
+                "GROUP BY dim, value, route, minute")
+    stored = (f"SELECT dim, value, route, minute, {sums} FROM rate_minute WHERE (route, minute) IN ({touched}) "
+              "GROUP BY dim, value, route, minute")
+    deltas = ", ".join(f"e.{c} - s.{c} AS {c}" for c in SUM_FIELDS)  # a side without the bucket reads 0
+    differ = " OR ".join(f"abs(e.{c} - s.{c}) > {WEIGHT_TOLERANCE}" for c in SUM_FIELDS)  # counts are whole; weights not
+    return store.query(f"SELECT dim, value, route, toString(minute) AS minute, {deltas} FROM ({expected}) AS e "
+                       f"FULL OUTER JOIN ({stored}) AS s USING (dim, value, route, minute) WHERE {differ}", params)
 
 
 def repair_recent(store: Store, now: datetime, horizon: timedelta = timedelta(hours=1)) -> RepairReport:
