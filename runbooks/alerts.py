@@ -7,7 +7,7 @@ from __future__ import annotations
 from runbooks.context import AlertRunbookContext
 from runbooks.render import Md, RunbookRenderer, shell_arg
 from services.alerts.figures import (
-    counted, dlq_command, figure, hallucination_sentence, refused_sentence, served_sentence,
+    counted, dlq_command, figure, hallucination_sentence, other_sources, refused_sentence, served_sentence,
 )
 from services.alerts.lifecycle import CARDINALITY_KIND, FLEET_ROUTE, MONITOR_KINDS, Alert
 
@@ -23,7 +23,7 @@ def runbook_context(alert: Alert, base_url: str, cli: str = "claimwatch") -> Ale
         change=figure(alert.delta, alert.unit, change=True), count=alert.claims, counted=counted(alert.kind),
         expected_basis=alert.expected_basis, details=dict(d), served=served_sentence(d),
         hallucination=hallucination_sentence(d), gaming=bool(d.get("hallucination_fell")),
-        refused=refused_sentence(d) if alert.kind == CARDINALITY_KIND else "",
+        refused=refused_sentence(d) if alert.kind == CARDINALITY_KIND else "", also_from=tuple(other_sources(d)),
         dlq_command=Md(dlq_command("" if alert.route == FLEET_ROUTE else alert.route, shell_arg, cli)),
         base_url=base_url.rstrip("/"), cli=cli)
 

@@ -237,6 +237,7 @@ class AlertRunbookContext:
     hallucination: str = ""                     # … what the hallucination rate did meanwhile
     gaming: bool = False                        # … it fell: said plainly
     refused: str = ""                           # route_cardinality: what the route bound refused, and from whom
+    also_from: tuple[str, ...] = ()             # … the other producers sending refused routes
     dlq_command: str = ""                       # the command listing the route's dead letters, shell-quoted
     base_url: str = "http://127.0.0.1:8080"
     cli: str = "claimwatch"                     # how the reader runs claimwatch (services/core/command.py)

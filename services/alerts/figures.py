@@ -71,6 +71,12 @@ def refused_sentence(details: Mapping) -> str:
             f"e.g. {top['example']!r})")
 
 
+def other_sources(details: Mapping) -> list[str]:
+    """route_cardinality: the producers after the first, one phrase each."""
+    return [f"{s['source']} ({s['events']:,} events, {s['routes']:,} routes, e.g. {s['example']!r})"
+            for s in (details.get("sources") or [])[1:]]
+
+
 REFUSED_REMEDY = ("Routes already active are stored as before; the refused ones have no rates and no alerts. A "
                   "producer that puts request ids or other unbounded values into the route is the usual cause: fix "
                   "it, or raise routes.max_active if the routes are real.")

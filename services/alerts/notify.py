@@ -9,7 +9,8 @@ from typing import Mapping
 
 from services.alerts.explain import TOP, AlertExplanation, Contribution
 from services.alerts.figures import (
-    REFUSED_REMEDY, counted, dlq_command, figure, hallucination_sentence, refused_sentence, served_sentence,
+    REFUSED_REMEDY, counted, dlq_command, figure, hallucination_sentence, other_sources, refused_sentence,
+    served_sentence,
 )
 from services.alerts.lifecycle import (
     ABSTENTION_KIND, AGREEMENT_KIND, CARDINALITY_KIND, MIX_KIND, REJECTED_KIND, SILENT_KIND, Alert,
@@ -108,9 +109,9 @@ def effects(alert: Alert) -> str:
 
 def description(alert: Alert) -> str:
     if alert.kind == CARDINALITY_KIND:
-        others = [f"{s['source']} ({s['events']:,} events)" for s in alert.details.get("sources", [])[1:]]
-        return " ".join([f"{summary(alert)}.", f"Also from: {', '.join(others)}." if others else "", REFUSED_REMEDY,
-                         f"List them: {dlq_command('')}"]).replace("  ", " ")
+        others = other_sources(alert.details)
+        also = [f"Also from: {'; '.join(others)}."] if others else []
+        return " ".join([f"{summary(alert)}.", *also, REFUSED_REMEDY, f"List them: {dlq_command('')}"])
     if alert.kind in (SILENT_KIND, REJECTED_KIND, ABSTENTION_KIND):
         return _input_description(alert)
     if alert.kind == AGREEMENT_KIND:

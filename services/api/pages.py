@@ -18,7 +18,8 @@ from fastapi import APIRouter, Depends, FastAPI, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from services.alerts.figures import (
-    REFUSED_REMEDY, counted, dlq_command, figure, hallucination_sentence, refused_sentence, served_sentence,
+    REFUSED_REMEDY, counted, dlq_command, figure, hallucination_sentence, other_sources, refused_sentence,
+    served_sentence,
 )
 from services.alerts.lifecycle import MONITOR_KINDS
 from services.alerts.receivers import FAILING_ALARM
@@ -59,7 +60,7 @@ def environment() -> jinja2.Environment:
                        segment=views.segment, duration=views.duration, pts=pts, figure=figure, counted=counted,
                        expected=expected_text)
     env.globals.update(served_sentence=served_sentence, hallucination_sentence=hallucination_sentence,
-                       dlq_command=dlq_command, input_kinds=MONITOR_KINDS, refused_sentence=refused_sentence,
+                       dlq_command=dlq_command, input_kinds=MONITOR_KINDS, refused_sentence=refused_sentence, other_sources=other_sources,
                        refused_remedy=REFUSED_REMEDY)
     return env
 

@@ -11,7 +11,8 @@ import click
 from rich.text import Text
 
 from services.alerts.figures import (
-    REFUSED_REMEDY, counted, dlq_command, figure, hallucination_sentence, refused_sentence, served_sentence,
+    REFUSED_REMEDY, counted, dlq_command, figure, hallucination_sentence, other_sources, refused_sentence,
+    served_sentence,
 )
 from services.alerts.lifecycle import (
     ABSTENTION_KIND, AGREEMENT_KIND, CARDINALITY_KIND, DRIFT_KIND, MIX_KIND, MONITOR_KINDS, REJECTED_KIND, SILENT_KIND,
@@ -226,8 +227,7 @@ def _input_fields(a: dict) -> list[tuple[str, str]]:
     if a["kind"] == ABSTENTION_KIND:
         return [("served", served_sentence(d)), ("meanwhile", hallucination_sentence(d))]
     if a["kind"] == CARDINALITY_KIND:
-        others = [f"{s['source']}: {s['events']:,} events, {s['routes']:,} routes" for s in d.get("sources", [])[1:]]
-        return [("refused", refused_sentence(d)), ("also from", others), ("what to do", REFUSED_REMEDY),
+        return [("refused", refused_sentence(d)), ("also from", other_sources(d)), ("what to do", REFUSED_REMEDY),
                 ("list them", dlq_command(""))]
     return []
 

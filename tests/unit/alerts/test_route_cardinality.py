@@ -64,15 +64,17 @@ def test_refused_routes_fire_one_alert_naming_the_producer_then_it_resolves(comp
     assert ALERTNAMES[CARDINALITY_KIND] == "ClaimRouteCardinality"
     assert summary(fired) == ("every route: 27 events of 15 new routes refused over routes.max_active (2); most from "
                               "verifier=nli@3, model=gen-9 (24 events, 12 routes, e.g. 'req-0000') in 10 min")
-    assert "Also from: model=gen-2 (3 events)." in description(fired) and "claimwatch dlq --route ''" in description(fired)
+    also = "model=gen-2 (3 events, 3 routes, e.g. 'r-1')"
+    assert f"Also from: {also}." in description(fired) and "claimwatch dlq --route ''" in description(fired)
 
     client = TestClient(create_api(components))
     shown = client.get(f"/api/alerts/{fired.alert_id}").json()
     fields = dict(alert_fields(shown, now))
     assert fields["refused"].startswith("27 events of 15 new routes refused") and fields["list them"] == "claimwatch dlq --route ''"
-    assert fields["also from"] == ["model=gen-2: 3 events, 3 routes"]
+    assert fields["also from"] == [also]
     page = client.get("/alerts").text
     assert "27 events of 15 new routes refused over routes.max_active (2)" in page
+    assert f"Also from: {also}".replace("'", "&#39;") in page  # the same phrase on every surface
     assert f'<a href="/">{FLEET_ROUTE}</a>' in page  # every route: the overview, not a route page
     [refused] = [r for r in client.get("/api/dlq", params={"route": ""}).json() if r["reason"] == "route.limit"]
     assert refused["count"] == 27  # the command the alert prints lists exactly these

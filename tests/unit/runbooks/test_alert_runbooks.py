@@ -153,7 +153,7 @@ def test_a_route_cardinality_runbook_names_the_producer_and_lists_the_refused_ro
     assert md.splitlines()[0] == "# Route cardinality: \\*" and "**Route:** every route (`*`)" in md
     assert ("- **Refused:** 33 events of 15 new routes refused over routes.max\\_active (20,000); most from "
             "verifier=nli@3, model=gen-9 (30 events, 12 routes, e.g. 'req-7f3a')") in md
-    assert "- **Also from:** model=gen-2, tenant=acme (3 events, 3 routes, e.g. `r-1`)" in md
+    assert "- **Also from:** model=gen-2, tenant=acme (3 events, 3 routes, e.g. 'r-1')" in md
     assert "Fix that producer" in md and "routes.max_active" in md
     assert argv_of(commands(md)[0]) == ["dlq", "--route", "", "--samples", "3"]  # route.limit dead letters: route ''
 
