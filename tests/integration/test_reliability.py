@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 
 from services.client.simulate import Regression, Scenario, expected_counts, generate
 from tests.support.processes import WorkerProcess
-from tests.support.streaming import BATCHING, StreamingProducer, setup_topics, totals
+from tests.support.streaming import BATCHING, StreamingProducer, setup_topics, stream_through_kills, totals
 
 CONFIG = """
 [drift]
@@ -76,18 +76,7 @@ def test_sigkill_while_streaming_envelopes(broker, topic_prefix, tmp_path):
                            env={"CLAIMWATCH_INGEST__BATCH_SIZE": "5", "CLAIMWATCH_CLUSTERING__IN_WORKER": "false"})
     producer = StreamingProducer(broker.bootstrap, topic, sims, chunk=2000, pause=0.5, batched=True)
     rng = random.Random(5)
-    worker.start()
-    producer.start()
-    seen = 0
-    for _ in range(2):
-        seen = worker.wait_for(lambda: (n := (totals(worker) or (0, 0))[0]) > seen + 500 and n, 240, "ingest resumed")
-        time.sleep(rng.uniform(0.2, 1.5))
-        worker.kill()
-        worker.start()
-    producer.join(300)
-    assert producer.error is None and not producer.is_alive()
-    want = (expected.valid_events, expected.bad_total)
-    worker.wait_for(lambda: totals(worker) == want, 300, f"{want} after the kills")
+    stream_through_kills(worker, producer, (expected.valid_events, expected.bad_total), rng, (0.2, 1.5))
     assert {r["route"]: r["verdicts"] for r in worker.get("/api/rates", window="all")} == expected.verdicts
     assert {d["reason"]: d["count"] for d in worker.get("/api/dlq")} == expected.bad
     worker.stop()

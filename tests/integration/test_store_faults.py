@@ -22,7 +22,10 @@ from services.client.simulate import Scenario, expected_counts, generate
 from tests.support.clickhouse_standin import ClickHouseStandin
 from tests.support.filesystems import filled, small_filesystem
 from tests.support.processes import WorkerProcess
-from tests.support.streaming import BATCHING, StreamingProducer, metric_value, not_ready, rss_mb, setup_topics, totals
+from tests.support.streaming import (
+    BATCHING, StreamingProducer, metric_value, not_ready, rss_mb, setup_topics, stream_through_kills, totals,
+)
+
 
 @BATCHING
 def test_store_failures_retry_hold_offsets_and_resume_without_loss(broker, topic_prefix, tmp_path, batched):
@@ -160,18 +163,7 @@ def test_events_the_store_refuses_are_dead_lettered_and_the_rest_stored_once_thr
                            env={"CLAIMWATCH_INGEST__BATCH_SIZE": "20", "CLAIMWATCH_CLUSTERING__IN_WORKER": "false"})
     producer = StreamingProducer(broker.bootstrap, topic, sims, chunk=2000, pause=0.5, batched=True)
     rng = random.Random(7)
-    worker.start()
-    producer.start()
-    seen = 0
-    for _ in range(2):
-        seen = worker.wait_for(lambda: (n := (totals(worker) or (0, 0))[0]) > seen + 500 and n, 240, "ingest resumed")
-        time.sleep(rng.uniform(0.1, 1.0))
-        worker.kill()
-        worker.start()
-    producer.join(300)
-    assert producer.error is None and not producer.is_alive()
-    want = (expected.valid_events, expected.bad_total)
-    worker.wait_for(lambda: totals(worker) == want, 300, f"{want} after the kills")
+    stream_through_kills(worker, producer, (expected.valid_events, expected.bad_total), rng, (0.1, 1.0))
     assert {d["reason"]: d["count"] for d in worker.get("/api/dlq")} == expected.bad
     [refused] = [d for d in worker.get("/api/dlq", samples=1) if d["reason"] == "store.rejected"]
     assert "no_poison" in str(refused), refused  # the store's own reason, to fix and replay

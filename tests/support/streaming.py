@@ -70,3 +70,20 @@ def not_ready(worker: WorkerProcess):
 def metric_value(worker: WorkerProcess, name: str) -> float:
     text = worker.get_text("/metrics")
     return sum(s.value for fam in text_string_to_metric_families(text) for s in fam.samples if s.name == name)
+
+
+def stream_through_kills(worker: WorkerProcess, producer: StreamingProducer, want: tuple[int, int], rng,
+                         pause: tuple[float, float], kills: int = 2) -> None:
+    """Start ``worker`` and ``producer``; SIGKILL and restart the worker ``kills`` times, each after 500 more
+    events stored and a random ``pause``; then wait until the stored totals are ``want``."""
+    worker.start()
+    producer.start()
+    seen = 0
+    for _ in range(kills):
+        seen = worker.wait_for(lambda: (n := (totals(worker) or (0, 0))[0]) > seen + 500 and n, 240, "ingest resumed")
+        time.sleep(rng.uniform(*pause))
+        worker.kill()
+        worker.start()
+    producer.join(300)
+    assert producer.error is None and not producer.is_alive()
+    worker.wait_for(lambda: totals(worker) == want, 300, f"{want} after the kills")
