@@ -114,6 +114,7 @@ class TraceExample:
     evidence_span: str
     verdict: str
     source_versions: Mapping[str, str] = field(default_factory=dict)   # source_id -> version
+    eval_item: str = ""             # the eval item it already is ("": not proposed yet)
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,8 @@ def _trace(row: dict, evidence: dict) -> TraceExample:
     return TraceExample(trace_id=row["trace_id"] or "", event_id=row["event_id"] or "", route=row["route"] or "",
                         question=row.get("question") or "", answer_excerpt=(row.get("answer_text") or "")[:300],
                         failing_claim=row.get("text") or "", evidence_span=row.get("span") or "",
-                        verdict=row.get("verdict") or "unsupported", source_versions=versions)
+                        verdict=row.get("verdict") or "unsupported", source_versions=versions,
+                        eval_item=row.get("eval_item") or "")
 
 
 def alert_steps(alert: Alert) -> list[TimelineEntry]:

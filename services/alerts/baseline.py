@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from services.alerts.config import DetectorConfig
-from services.alerts.rows import grow, put, take
+from services.alerts.rows import HISTORY, grow, put, take
 
 EVENTS, CLAIMS, FAILED, CLAIMS_SQ, FAILED_SQ, FAILED_CLAIMS = range(6)
 OK, PENDING, FIRING = 0, 1, 2
@@ -76,9 +76,9 @@ class SeasonalBaseline:
         # than a day holds claims: every field is kept for those blocks only.
         self.n_recent = max(self.level_blocks, self.per_day)
         # each block: the input sums plus Σ claims × that minute's mix effect (the last column)
-        self.ring = np.zeros((n_routes, self.n_recent, n_fields + 1))
-        self.season = np.zeros((n_routes, self.n_blocks, 3))  # claims, failed, mix: what the time of day reads
-        self.slice_ring = np.zeros((n_routes, self.n_recent, n_slices, 2))  # claims, failed per slice
+        self.ring = np.zeros((n_routes, self.n_recent, n_fields + 1), dtype=HISTORY)
+        self.season = np.zeros((n_routes, self.n_blocks, 3), dtype=HISTORY)  # claims, failed, mix: what the time of day reads
+        self.slice_ring = np.zeros((n_routes, self.n_recent, n_slices, 2), dtype=HISTORY)  # claims, failed per slice
         self.partial = np.zeros((n_routes, n_fields + 1))
         self.partial_slices = np.zeros((n_routes, n_slices, 2))
         # a pending run's minutes, by route and by the block they belong in, until the run clears or fires

@@ -275,7 +275,7 @@ class AlertEvaluator:
     def _with_top_rule(self, route: str, view, minute: datetime, previous: Alert | None = None):
         """The rule most of the window's dead letters broke, with a sample and the command that lists them
         (carried over from ``previous`` when given, instead of asked again)."""
-        details = {**view.details, "dlq_command": f"claimwatch dlq --route {route}"}
+        details = view.details
         if previous is not None:
             return replace(view, details={**details, **{k: v for k, v in previous.details.items() if k in TOP_RULE_KEYS}})
         start = minute - timedelta(minutes=view.window_minutes - 1)

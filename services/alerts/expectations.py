@@ -40,13 +40,16 @@ class Expectation:
     expected: float | None
     basis: str          # why it is what it is (the alert's ``expected_basis``), or why there is none
     learning: bool      # under a day of history: a recent level, no time-of-day profile yet
+    history_hours: int | None = None  # while learning, whole hours of history (changes hourly: published rarely)
 
     @classmethod
     def of(cls, view) -> "Expectation":
         """From a detector's RouteView (services/alerts/detector.py)."""
+        hours = int(view.history_hours) if view.learning else None
         if view.expected is not None:
-            return cls(view.expected, view.expected_basis, view.learning)
-        return cls(None, NO_HISTORY if view.baseline is None else NO_CLAIMS, view.baseline is None or view.learning)
+            return cls(view.expected, view.expected_basis, view.learning, hours)
+        return cls(None, NO_HISTORY if view.baseline is None else NO_CLAIMS, view.baseline is None or view.learning,
+                   hours)
 
 
 def publish(store: ExpectationStore, expectations: Mapping[str, Expectation], minute: datetime,
@@ -69,17 +72,20 @@ def compare(entry: dict, expectation: Expectation | None, firing: Iterable[str] 
     rate, interval = entry.get("rate"), entry.get("interval")
     known = e.expected is not None and rate is not None
     return {**entry, "expected": e.expected, "expected_basis": e.basis, "learning": e.learning,
+            "history_hours": e.history_hours,
             "delta": rate - e.expected if known else None,
             "delta_lo": interval[0] - e.expected if known and interval else None,
             "firing_alerts": list(firing)}
 
 
 def expected_text(entry: dict) -> str:
-    """The expectation as every surface writes it: ``4.6%``, ``learning`` (too little history for one yet) or
-    ``—`` (the drift evaluator has not evaluated the route)."""
-    if entry.get("expected") is not None:
-        return figure(entry["expected"])
-    return "learning" if entry.get("learning") else "—"
+    """The expectation as every surface writes it: ``4.6%``; ``learning (5 h of history)`` while under the day of
+    history a time-of-day expectation needs (the detector then compares with a recent level, which is not yet what
+    this route is expected to do); or ``—`` (the drift evaluator has not evaluated the route)."""
+    if entry.get("learning"):
+        hours = entry.get("history_hours")
+        return "learning" if hours is None else f"learning ({hours} h of history)"
+    return "—" if entry.get("expected") is None else figure(entry["expected"])
 
 
 def by_priority(entries: list[dict]) -> list[dict]:

@@ -33,6 +33,7 @@ from typing import Callable, Iterable, Mapping, Protocol, Sequence
 from services.alerts.config import DetectorConfig
 from services.alerts.lifecycle import KINDS, Alert, alert_state, state_text
 from services.rates.intervals import Counts
+from services.core.numbers import plural
 
 MINUTE = timedelta(minutes=1)
 TOP = 3  # issues named in notifications; the API and the pages show up to SHOWN
@@ -146,7 +147,7 @@ class AlertExplanation:
         if not rest:
             return None
         total = sum(c.contribution for c in rest)
-        name = f"{len(rest)} other issue" + ("" if len(rest) == 1 else "s")
+        name = plural(len(rest), "other issue")
         return Contribution(None, sum(c.failed for c in rest), sum(c.expected for c in rest), total,
                             _share(total, self.excess), name=name)
 

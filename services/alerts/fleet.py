@@ -17,7 +17,7 @@ from services.alerts.config import MAX_GAP_MINUTES, DetectorConfig
 from services.alerts.engines import (
     CLAIMS, SEASONAL, STATE_NAMES, DriftEngine, make_engine, mix_shift_state, mix_split, top_mix_slice,
 )
-from services.alerts.rows import StateMismatch, grow, into_ring, oldest_first
+from services.alerts.rows import HISTORY, StateMismatch, grow, into_ring, oldest_first
 from services.contract.model import FAILED_VERDICT_ORDER
 from services.rates.intervals import Counts, Interval, ratio_interval
 from services.store.rates import COUNT_FIELDS
@@ -205,7 +205,7 @@ class DriftFleet:
         self.slice_names: list[list[str]] = [[] for _ in range(n_routes)]
         self.last_minute: int | None = None
         # each route's last rate_window_minutes minutes: the input sums, then each engine's three expected columns
-        self.recent = np.zeros((n_routes, self.config.rate_window_minutes, N_FIELDS + 6))
+        self.recent = np.zeros((n_routes, self.config.rate_window_minutes, N_FIELDS + 6), dtype=HISTORY)
         self.recent_len = np.zeros(n_routes, dtype=np.int64)
         self.ticks = 0
 

@@ -10,7 +10,7 @@ from scipy.special import bdtrc, pdtr  # the Poisson cdf and binomial tail, with
 from services.alerts.baseline import smooth_slots
 from services.alerts.config import typed_settings
 from services.alerts.lifecycle import ABSTENTION_KIND, REJECTED_KIND, SILENT_KIND
-from services.alerts.rows import StateMismatch, grow, grown, into_ring, oldest_first, put, take
+from services.alerts.rows import HISTORY, StateMismatch, grow, grown, into_ring, oldest_first, put, take
 
 BLOCK_MINUTES = 60
 PER_DAY = 1440 // BLOCK_MINUTES
@@ -88,7 +88,7 @@ class InputHealthEngine:
         self.age = np.zeros(n_routes, dtype=np.int64)  # each route's steps
         self.n_blocks = c.profile_days * PER_DAY
         # per test, each hour block's sums of the columns it reads (+ admitted minutes), admitted by its state
-        self.history = [np.zeros((n_routes, self.n_blocks, len(cols))) for cols in HISTORY_COLUMNS]
+        self.history = [np.zeros((n_routes, self.n_blocks, len(cols)), dtype=HISTORY) for cols in HISTORY_COLUMNS]
         self.block_ids = np.full(self.n_blocks, -1, dtype=np.int64)
         self.learning = np.zeros((n_routes, c.learning_minutes))  # received per admitted minute (silence)
         self.learned = np.zeros(n_routes, dtype=np.int64)

@@ -13,6 +13,10 @@ from typing import Any, Mapping
 import numpy as np
 
 RowArrays = Mapping[str, int]  # attribute name -> the axis that indexes routes
+# The dtype of finished history (a route's per-minute and per-hour sums): counts of a minute or an hour are whole
+# numbers, exact in float32 below 2**24, and weighted ones keep 7 digits. Half of float64 is what holds 10,000
+# routes' evaluator under its memory bound (bench/routes.py). Running sums that grow without end stay float64.
+HISTORY = np.float32
 
 
 class StateMismatch(ValueError):

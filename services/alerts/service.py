@@ -60,6 +60,9 @@ class SilenceView:
         return {**self.silence.as_dict(), "active": self.active}
 
 
+LIST_ORDER = {"firing": 0, "pending": 1, "resolved": 2}  # what needs a person first
+
+
 class AlertsService:
     def __init__(self, alerts: AlertRecords, explainer: AlertExplainer | None = None, explain_newest: int = 20,
                  calibration: Callable[[str, timedelta, datetime], Calibration | None] | None = None,
@@ -77,10 +80,11 @@ class AlertsService:
 
     def list(self, now: datetime, route: str | None = None, state: str | None = None,
              explain: bool = False) -> list[AlertView]:
-        """Alerts, newest first; with ``explain``, the newest ``explain_newest`` carry their explanation."""
+        """Alerts, firing before pending before resolved, each newest first (the stored order); with ``explain``,
+        the first ``explain_newest`` carry their explanation."""
         silences = self.alerts.silences()
         views = [AlertView.of(a, silences, now) for a in self.alerts.list(route)]
-        views = [v for v in views if state is None or v.state == state]
+        views = sorted((v for v in views if state is None or v.state == state), key=lambda v: LIST_ORDER[v.state])
         if explain and self.explainer is not None:
             views = [replace(v, explanation=self.explain(v.alert, now)) if i < self.explain_newest else v
                      for i, v in enumerate(views)]

@@ -147,6 +147,11 @@ class Silence:
             raise ValueError("silence: give either ends_at or duration (such as 2h), not both or neither")
         if ends_at is None:
             ends_at = starts_at + (duration if isinstance(duration, timedelta) else parse_duration(duration))
+        # here, not in a router: a change made without the API (the CLI over the store) meets the same limits
+        elif ends_at - starts_at > MAX_SILENCE:
+            raise ValueError(f"ends_at is more than {MAX_SILENCE.days} days away; silence for less and renew it")
+        elif ends_at <= starts_at - timedelta(seconds=1):
+            raise ValueError("ends_at is in the past (before starts_at); give a time in the future or a duration")
         digest = hashlib.sha256("|".join([*map(str, parsed), starts_at.isoformat(), created_by]).encode()).hexdigest()
         return cls("s-" + digest[:16], parsed, starts_at, ends_at, created_by, comment)
 

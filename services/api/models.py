@@ -6,7 +6,7 @@ from typing import Mapping, Sequence
 from fastapi import Path
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
-from services.alerts.silences import MAX_SILENCE, parse_duration  # noqa: F401  (the routers read it here)
+from services.alerts.silences import parse_duration
 
 
 MAX_ID_CHARS = 200  # an id in an API path: alert, issue, eval item, trace (the contract's ids are at most 128)

@@ -1,5 +1,4 @@
-"""Response shapes for OpenAPI. They allow extra keys: the services may add fields, and OpenAPI
-still describes every field that is always there."""
+"""Response shapes for OpenAPI; extra keys allowed (services may add fields; OpenAPI names those always there)."""
 from __future__ import annotations
 
 from typing import Literal
@@ -196,6 +195,10 @@ class Health(Out):
     status: Literal["ok"]
 
 
+class About(Out):
+    store: str = Field(description="the store served: an absolute chdb path or a server's address, no credentials")
+
+
 class Ready(Out):
     ready: bool
     reason: str | None = None
@@ -273,8 +276,7 @@ class IssueSummary(TriageView):
     subtitle: str = Field("", description="keywords · verdict · route · stage · versions the issue concentrates on")
     state: str
     escalating: bool = Field(False, description="last hour's claims >= 3x the mean of the 6 hours before (and >= 10)")
-    drives_alerts: list[dict] = Field(default_factory=list,
-                                      description="firing alerts this issue has claims behind: alert_id, route, claims")
+    drives_alerts: list[dict] = Field(default_factory=list, description="firing alerts it drives: alert_id, route, claims")
     recent_count: int = Field(0, description="claims in the last 24 hours (event time)")
     count: int
     first_seen: str | None
@@ -285,15 +287,12 @@ class IssueSummary(TriageView):
 
 
 class IssueDetail(IssueSummary, TriageDetail):
-    exemplars: list[dict] = Field(description=(
-        "representative members from distinct traces, no two with near-duplicate questions (what `promote propose` "
-        "proposes): claim text, question, trace_id, route, verdict, observed_at"))
-    exemplars_from: str = Field("", description=(
-        "where the exemplars come from: an open alert's window on its suspect version, or \"\" for the whole issue"))
+    exemplars: list[dict] = Field(description="members of distinct traces, no near-duplicate questions (what `promote "
+                                  "propose` proposes; eval_item: already one): claim, question, trace_id, route, verdict")
+    exemplars_from: str = Field("", description="an open alert's window on its suspect version, or \"\" (the whole issue)")
     history: list[dict]
-    alerts: list[dict] = Field(default_factory=list, description=(
-        "alerts this issue has failing claims behind: alert_id, route, state, state_text, share (of the alert's excess "
-        "failing claims), contribution, failed, window"))
+    alerts: list[dict] = Field(default_factory=list, description="alerts it has failing claims behind: alert_id, "
+                               "route, state, state_text, share (of the excess), contribution, failed, window")
 
 
 class IssueMember(Out):
@@ -343,6 +342,7 @@ class AgreementView(Out):
 class GateResult(Out):
     passed: bool
     failures: list
+    checked: list[str] = Field(description="each threshold met, with its 95% interval and items")
 
 
 # -- traces ---------------------------------------------------------------------

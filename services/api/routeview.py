@@ -10,6 +10,7 @@ from typing import Callable, Collection
 from services.alerts.config import DetectorConfig
 from services.alerts.detector import baseline_status, history_hours_between
 from services.alerts.expectations import sort_routes
+from services.alerts.lifecycle import KINDS
 from services.rates.intervals import Counts, ratio_interval
 from services.rates.report import RANKING_SUMS, ranking_entries, rate_entry
 from services.review.calibration import with_calibrated
@@ -115,10 +116,15 @@ def alert_spans(alerts: list[dict]) -> list[dict]:
              "firing_at": a["starts_at"], "end": a["ends_at"]} for a in alerts]
 
 
-def baseline_from(alerts: list[dict], before: Counts | None, before_minutes: int) -> dict | None:
-    """The newest alert's baseline (what the detector compared against), else the preceding window's rate."""
+def baseline_from(current: dict | None, alerts: list[dict], before: Counts | None, before_minutes: int) -> dict | None:
+    """The chart's dashed line, always a claim-level rate: the drift detector's expectation of the route now (what
+    the overview and `claimwatch rates` compare against); else the newest drift alert's baseline; else the
+    preceding window's rate. Input-health alerts' baselines are counts or shares, never drawn here."""
+    if current is not None and current.get("expected") is not None:
+        return {"rate": current["expected"], "interval": None,
+                "source": f"the drift detector's expectation: {current['expected_basis']}"}
     for alert in alerts:  # newest first
-        if alert.get("baseline") is not None:
+        if alert["kind"] in KINDS and alert.get("baseline") is not None:
             return {"rate": alert["baseline"], "interval": alert.get("baseline_interval"),
                     "source": f"alert {alert['alert_id']}"}
     if before is None or not before.claims:
@@ -188,7 +194,7 @@ class RouteHistory:
             "totals": rate_entry({"route": route, **totals.as_dict()}),
             "current": current,
             "series": series(rows, start, step),
-            "baseline": baseline_from(alerts, before, baseline_minutes),
+            "baseline": baseline_from(current, in_range, before, baseline_minutes),
             "baseline_status": baseline_status(history_hours, detector),
             "alerts": alert_spans(in_range),
             "versions": versions,

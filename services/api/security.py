@@ -29,6 +29,9 @@ MUTATION_RESPONSES = {
     429: {"description": "Too many changes from this token (or, without a valid token, from this address); "
                          "retry after Retry-After seconds", "content": PROBLEM_JSON},
 }
+# The name a client records a change under when its user gave none (the CLI's identity.name or login name): it
+# counts only with a token that has no name, whose changes need a name; a named token's holder is who signs.
+DEFAULT_BY_HEADER = "X-Claimwatch-Default-By"
 SESSION_SECONDS = 12 * 3600  # how long a dashboard sign-in lasts
 
 
@@ -103,6 +106,7 @@ class Gate:
         holder = getattr(request.state, "holder", None)
         name = holder.name if holder is not None else None
         if name is None:
+            claimed = claimed if claimed is not None else request.headers.get(DEFAULT_BY_HEADER) or None
             if claimed is None:
                 raise RequestValidationError([{"type": "value_error", "loc": ("body", field), "msg": (
                     "is required with a token that has no name (one made with `claimwatch token new --name NAME` "

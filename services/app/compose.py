@@ -173,11 +173,13 @@ def build(settings: Settings, store: Store, clock: Callable[[], datetime] = utcn
                               ClickHouseEmbeddingCache(store))
     explainer = AlertExplainer(repos.issues, repos.rates, base_url=settings.external_url,
                                baseline_minutes=settings.drift.baseline_minutes)
+    distinct = DistinctQuestions(repos.evalset, embedder.embed)
+    renderer = RunbookRenderer([Path(settings.runbooks.template_dir)] if settings.runbooks.template_dir else [])
     issues = IssuesService(repos.issues, repos.rates, repos.alerts, base_url=settings.external_url, clock=clock,
                            explainer=explainer,
-                           distinct=DistinctQuestions(repos.evalset, embedder.embed).pick,
+                           distinct=distinct.pick, eval_items=distinct.items_of,
                            owners=owner_rules(settings),
-                           runbook=IssueRunbooks(RunbookRenderer(), settings.external_url, cli))
+                           runbook=IssueRunbooks(renderer, settings.external_url, cli))
     t = settings.triage
     webhook = IssueWebhook(t.webhook_url, t.webhook_secret) if t.webhook_url else None
     review = review_service(settings, repos)
@@ -186,11 +188,12 @@ def build(settings: Settings, store: Store, clock: Callable[[], datetime] = utcn
         alerts=AlertsService(repos.alerts, explainer,
                              calibration=lambda route, window, now: review.calibrated(window, now).get(route),
                              rules=lambda: rules_in_force(settings),
-                             runbook=AlertRunbooks(RunbookRenderer(), settings.external_url, cli)),
+                             runbook=AlertRunbooks(renderer, settings.external_url, cli)),
         issues=issues,
         evalset=EvalService(repos.evalset, repos.issues, embedder.embed, instrument=review,
+                            min_items=settings.eval.min_items,
                             representatives=lambda issue_id: [m["trace_id"] for m in issues.representatives(
-                                repos.issues.get(issue_id)) if m.get("trace_id")]),
+                                repos.issues.get(issue_id)) if m.get("trace_id") and not m.get("eval_item")]),
         issue_jobs=IssueJobs(config, embedder, repos.issues, timedelta(hours=settings.clustering.lookback_hours),
                              vectorizer=claim_vectorizer(config), skipped=metrics.skipped_rows),
         traces=TraceService(repos.traces), review=review, metrics=metrics, owners=issues.owners,

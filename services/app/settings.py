@@ -114,7 +114,8 @@ class ApiSettings(Section):
 
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
-    url: str = "http://127.0.0.1:8080"
+    url: str = Field("", description="where the CLI and links reach the API; unset: http://HOST:PORT from the two "
+                     "above, so one setting (api.port) moves a stack")
     token_hashes: list[str] = Field(default_factory=list, description="sha256 hex of accepted bearer tokens, each "
                                     "optionally followed by a space and its holder's name (changes made with it are recorded "
                                     "as that name)")
@@ -139,6 +140,14 @@ class ApiSettings(Section):
                                        "X-Forwarded-For names the caller; empty: the peer address is the caller")
     max_body_bytes: int = Field(ApiPolicy.max_body_bytes, ge=1024)
     cors_origins: list[str] = Field(default_factory=list, description="CORS is off unless origins are listed")
+
+    @model_validator(mode="after")
+    def _url_from_port(self) -> "ApiSettings":
+        if not self.url.strip():
+            host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
+            # (not by assignment, which would count the derived url as one the user set)
+            self.__dict__["url"] = f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
+        return self
 
 
 class IdentitySettings(Section):
@@ -216,6 +225,18 @@ class MetricsSettings(Section):
                                   "route with an open alert; the fleet aggregates count every route")
 
 
+class RunbooksSettings(Section):
+    template_dir: str | None = Field(None, description="a directory of runbook templates: a file there named as a "
+                                     "packaged one (e.g. invented_numbers.md.j2) replaces it")
+
+
+class EvalSettings(Section):
+    """The eval set's CI gate (services/evalset/metrics.py gate)."""
+
+    min_items: int = Field(30, ge=1, description="items the whole set's gated figures need behind them: fewer "
+                           "fail the gate, since a handful of items cannot support a threshold")
+
+
 class Settings(Section):
     kafka: str | None = Field(None, description="bootstrap list host:port[,...]; unset means the embedded broker")
     embedded_broker: str = Field("127.0.0.1:19092", description="where `claimwatch up` starts Tansu when --kafka is unset")
@@ -234,6 +255,8 @@ class Settings(Section):
     identity: IdentitySettings = Field(default_factory=IdentitySettings)
     triage: TriageSettings = Field(default_factory=TriageSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
+    eval: EvalSettings = Field(default_factory=EvalSettings)
+    runbooks: RunbooksSettings = Field(default_factory=RunbooksSettings)
     owners: list[OwnerRuleSettings] = Field(default_factory=list, description="[[owners]] rules, first match wins")
 
     @field_validator("clickhouse")

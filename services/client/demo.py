@@ -22,6 +22,8 @@ import httpx
 from rich.console import Console
 
 from services.core.clock import utcnow
+from services.core.files import ProcessRecord
+from services.client.simulate.scenario import Scenario
 from services.core.threads import die_with_parent
 
 HISTORY_MINUTES = 300
@@ -46,6 +48,22 @@ DEMO_ENV = {
 
 class DemoError(RuntimeError):
     pass
+
+
+def demo_record() -> ProcessRecord:
+    """Where a running demo says where its traffic control is, for `claimwatch demo-traffic` run from any folder
+    ($XDG_STATE_HOME, default ~/.local/state)."""
+    base = os.environ.get("XDG_STATE_HOME") or ""
+    return ProcessRecord((Path(base) if base.strip() else Path.home() / ".local" / "state") / "claimwatch" / "demo.json")
+
+
+def running_demo() -> tuple[Path, list[str]]:
+    """The running demo's traffic control file and routes; DemoError when no demo runs."""
+    record = demo_record().read()
+    if record is None:
+        raise DemoError("no demo is running: start one with `make demo` (or `claimwatch demo`) in the project's "
+                        "folder, then change its traffic from any folder")
+    return Path(record["control"]), list(record["routes"])
 
 
 STOP_SECONDS = 30  # `claimwatch up` stops within 15 s of SIGINT; after this it is killed
@@ -164,6 +182,8 @@ def run_demo(settings, console: Console, keep_running: bool, token_hint: str | N
                       f"({HISTORY_MINUTES} simulated minutes; new model on billing-faq at minute {REGRESSION_AT}, "
                       f"corpus update on parcel-status at minute {CORPUS_CHANGE_AT})")
         live = start_live_traffic(now, seed + 1, env, var)
+        demo_record().write(os.getpid(), control=str(CONTROL_FILE.resolve()),
+                            routes=sorted(r.name for r in Scenario.demo().routes))
         alert = _wait("an alert to fire", lambda: this_runs_firing(_get(api + "/api/alerts") or [], first_change, before),
                       240, console, stack)[0]
         console.print(f"first alert fired {time.monotonic() - started:.0f}s after traffic started: {alert['kind']} "
@@ -188,6 +208,7 @@ def run_demo(settings, console: Console, keep_running: bool, token_hint: str | N
     except KeyboardInterrupt:
         pass
     finally:
+        demo_record().forget(os.getpid())
         if live is not None and live.poll() is None:
             live.terminate()
         if stack.poll() is None:

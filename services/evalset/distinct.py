@@ -19,6 +19,11 @@ class DistinctQuestions:
         self.evals, self.embed, self.threshold = evals, embed, threshold
         self.candidates = candidates  # bounds the embedding work per call
 
+    def items_of(self, event_ids: Sequence[str]) -> dict[str, str]:
+        """The eval item each of ``event_ids`` already is, of those that are one."""
+        known = {r["item_id"] for r in self.evals.embeddings()}
+        return {e: item_id_for(e) for e in event_ids if item_id_for(e) in known}
+
     def pick(self, event_ids: Sequence[str], questions: Sequence[str], limit: int) -> list[int]:
         """Indices into ``questions`` (in their order) of up to ``limit`` distinct ones."""
         known = {r["item_id"]: r["embedding"] for r in self.evals.embeddings()}

@@ -13,7 +13,7 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
-from services.evalset.metrics import Figure, GateFailure, ItemOutcome, check_figure, claim_counts
+from services.evalset.metrics import Figure, GateFailure, ItemOutcome, check_figure, claim_counts, met_text
 
 
 class Calibrated(Protocol):      # services.review.calibration.CalibratedRate
@@ -51,7 +51,9 @@ def calibrated_faithfulness(outcomes: Sequence[ItemOutcome], instrument: Instrum
 
 
 def instrument_failures(checks: InstrumentChecks, outcomes: Sequence[ItemOutcome], instrument: Instrument | None,
-                        now: datetime) -> list[GateFailure]:
+                        now: datetime, met: list[str] | None = None) -> list[GateFailure]:
+    """The checks' failures; each check met is added to ``met`` as a passing gate states it."""
+    met = [] if met is None else met
     if not checks:
         return []
     if instrument is None:
@@ -71,9 +73,13 @@ def instrument_failures(checks: InstrumentChecks, outcomes: Sequence[ItemOutcome
                                         "the gate cannot pass on no evidence"))
         elif failure := check_figure("all", "calibrated faithfulness", figure, threshold, True):
             failures.append(failure)
+        else:
+            met.append(met_text("all", "calibrated faithfulness", figure, threshold, True))
     if checks.min_kappa is not None:
-        failure = check_figure("reviewed claims", "verifier-vs-human kappa", instrument.verifier_kappa(),
-                               checks.min_kappa, True, decimals=2)
+        kappa = instrument.verifier_kappa()
+        failure = check_figure("reviewed claims", "verifier-vs-human kappa", kappa, checks.min_kappa, True, decimals=2)
         if failure:
             failures.append(failure)
+        else:
+            met.append(met_text("reviewed claims", "verifier-vs-human kappa", kappa, checks.min_kappa, True, 2))
     return failures

@@ -16,6 +16,7 @@ import numpy as np
 
 from services.contract.model import VERDICT_ALIASES, canonical_verdict
 from services.core.stats import percentile_interval
+from services.core.numbers import plural
 
 SLICE_DIMS = ("query_type", "stakes")
 MIN_INTERVAL_ITEMS = 10            # below this many items a bootstrap interval means little (n=1: zero width)
@@ -138,6 +139,7 @@ class GateFailure:
 class GateResult:
     passed: bool
     failures: tuple[GateFailure, ...]
+    checked: tuple[str, ...] = ()  # each threshold met, with its figure's interval and items (what a pass rests on)
 
 
 def canonical(verdict: str, where: str = "") -> str:
@@ -311,34 +313,55 @@ def agreement(pairs: Sequence[LabelPair], *, labels: Sequence[str] | None = None
                      tuple(disagreement_slices(pairs, min_pairs=min_pairs)))
 
 
+def figure_text(where: str, metric: str, figure: Figure, decimals: int = 4) -> str:
+    """``faithfulness on all is 0.9500 (95% CI 0.9100–0.9800, 120 items)``: a gated figure as the gate states it."""
+    spread = f"95% CI {figure.lo:.{decimals}f}–{figure.hi:.{decimals}f}, " if figure.has_interval else f"{figure.note}; "
+    return f"{metric} on {where} is {figure.value:.{decimals}f} ({spread}{plural(figure.items, 'item')})"
+
+
+def met_text(where: str, metric: str, figure: Figure, threshold: float, low_is_bad: bool, decimals: int = 4) -> str:
+    """A threshold met, as a passing gate states it: the figure with its interval and items, and the bound."""
+    bound = "at least the minimum" if low_is_bad else "at most the maximum"
+    return f"{figure_text(where, metric, figure, decimals)}, {bound} {threshold:.{decimals}f}"
+
+
 def check_figure(where: str, metric: str, figure: Figure | None, threshold: float, low_is_bad: bool,
-                 decimals: int = 4) -> GateFailure | None:
-    """The failure when ``figure`` misses ``threshold``; an undefined figure fails (no evidence is not a pass)."""
+                 decimals: int = 4, min_items: int = 0) -> GateFailure | None:
+    """The failure when ``figure`` misses ``threshold``; an undefined figure fails (no evidence is not a pass), and
+    so does one resting on fewer than ``min_items`` items (too little evidence is not a pass either)."""
     if figure is None or figure.value is None:
         return GateFailure(where, metric, None, threshold,
                            f"{metric} on {where} is undefined (no items); the gate cannot pass on no evidence")
+    if figure.items < min_items:
+        return GateFailure(where, metric, figure.value, threshold,
+                           f"{figure_text(where, metric, figure, decimals)} rests on fewer than eval.min_items "
+                           f"({min_items}): too few to gate on; add eval items, or lower eval.min_items")
     if not (figure.value < threshold if low_is_bad else figure.value > threshold):
         return None
     side = "below the minimum" if low_is_bad else "above the maximum"
-    spread = f"95% CI {figure.lo:.{decimals}f}–{figure.hi:.{decimals}f}, " if figure.has_interval else f"{figure.note}; "
-    return GateFailure(where, metric, figure.value, threshold, f"{metric} on {where} is {figure.value:.{decimals}f} "
-                       f"({spread}{figure.items} items), {side} {threshold:.{decimals}f}")
+    return GateFailure(where, metric, figure.value, threshold,
+                       f"{figure_text(where, metric, figure, decimals)}, {side} {threshold:.{decimals}f}")
 
 
 def gate(report: EvalReport, min_faithfulness: float | None = None, max_over_refusal: float | None = None,
-         slice_min: float | Mapping[str, float] | None = None) -> GateResult:
-    """Compare point estimates with thresholds; an undefined figure fails (no evidence is not a pass)."""
+         slice_min: float | Mapping[str, float] | None = None, min_items: int = 0) -> GateResult:
+    """Compare point estimates with thresholds; an undefined figure fails (no evidence is not a pass), and the
+    whole set's figures need ``min_items`` items behind them (eval.min_items)."""
     failures: list[GateFailure] = []
+    checked: list[str] = []
 
-    def check(where: str, metric: str, figure: Figure | None, threshold: float, low_is_bad: bool) -> None:
-        failure = check_figure(where, metric, figure, threshold, low_is_bad)
+    def check(where: str, metric: str, figure: Figure | None, threshold: float, low_is_bad: bool,
+              least: int = 0) -> None:
+        failure = check_figure(where, metric, figure, threshold, low_is_bad, min_items=least)
         if failure:
             failures.append(failure)
+        else:
+            checked.append(met_text(where, metric, figure, threshold, low_is_bad))
 
     if min_faithfulness is not None:
-        check("all", "faithfulness", report.faithfulness, min_faithfulness, True)
+        check("all", "faithfulness", report.faithfulness, min_faithfulness, True, min_items)
     if max_over_refusal is not None:
-        check("answerable", "over-refusal", report.abstention.over_refusal, max_over_refusal, False)
+        check("answerable", "over-refusal", report.abstention.over_refusal, max_over_refusal, False, min_items)
     if isinstance(slice_min, (int, float)):
         # Every slice with claims; a slice of abstentions only has nothing to be unfaithful about.
         for s in report.slices:
@@ -348,7 +371,7 @@ def gate(report: EvalReport, min_faithfulness: float | None = None, max_over_ref
         for name, threshold in slice_min.items():
             found = report.slice(name)
             check(name, "faithfulness", found.faithfulness if found else None, threshold, True)
-    return GateResult(not failures, tuple(failures))
+    return GateResult(not failures, tuple(failures), tuple(checked))
 
 
 def parse_slice_min(text: str) -> float | dict[str, float]:

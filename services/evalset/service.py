@@ -13,6 +13,7 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 
 from services.core.clock import utcnow
+from services.core.command import cli_command
 from services.core.errors import NotFound
 from services.evalset.instrument import Instrument, InstrumentChecks, instrument_failures
 from services.evalset.metrics import Agreement, EvalReport, GateResult, agreement, eval_report, gate, parse_slice_min
@@ -44,8 +45,9 @@ class EvalService:
     def __init__(self, evals: EvalRepository, issues: IssueRecords, embed: Callable[[Sequence[str]], np.ndarray],
                  near_dup_threshold: float = NEAR_DUP_THRESHOLD, allow_self_approval: bool = False, n_boot: int = 2000,
                  clock: Callable[[], datetime] = utcnow, instrument: Instrument | None = None,
-                 representatives: Callable[[str], list[str]] | None = None):
+                 representatives: Callable[[str], list[str]] | None = None, min_items: int = 0):
         self.evals = evals
+        self.min_items = min_items  # eval.min_items: the gate passes on no fewer items
         self.instrument = instrument  # the review stage: calibration and verifier-vs-human kappa for the gate
         self.clock = clock
         self.promotion = PromotionService(evals, embed, near_dup_threshold=near_dup_threshold,
@@ -68,7 +70,7 @@ class EvalService:
             chosen = [m for m in members if m["claim_key"] in exemplars] or members[:5]
             trace_ids = list(dict.fromkeys(m["trace_id"] for m in chosen if m.get("trace_id")))
         if not trace_ids:
-            raise PromotionError(f"issue {issue_id} has no traces to propose yet; wait for its next clustering run")
+            raise PromotionError(self.nothing_to_propose(issue_id))
         traces = load_traces(self.evals, trace_ids)
         if chosen_for_user:  # representatives repeat each other (or the eval set): propose the distinct ones
             try:
@@ -80,6 +82,17 @@ class EvalService:
                     raise PromotionError(f"the eval set already covers every representative trace of issue {issue_id}; "
                                          "name other traces with --traces") from None
         return self.promotion.propose(issue_id, traces, by)
+
+    def nothing_to_propose(self, issue_id: str) -> str:
+        """Why an issue has no representative trace left to propose: its eval items already hold them (named, with
+        their states), or clustering has given it none yet."""
+        held = [i for i in self.items() if i.origin_issue_id == issue_id]
+        if not held:
+            return f"issue {issue_id} has no traces to propose yet; wait for its next clustering run"
+        named = ", ".join(f"{i.item_id} ({i.state}, trace {i.origin_trace_id})" for i in held[:5])
+        more = f" and {len(held) - 5} more" if len(held) > 5 else ""
+        return (f"every representative trace of issue {issue_id} is already in the eval set: {named}{more}. "
+                f"See them with: {cli_command()} evalset items; to add others, name them with --traces")
 
     def approve(self, item_id: str, by: str, reason: str = "") -> EvalItem:
         return self.promotion.approve(item_id, by, reason)
@@ -119,6 +132,7 @@ class EvalService:
         if isinstance(slice_min, str):
             slice_min = parse_slice_min(slice_min)
         outcomes = load_outcomes(self.evals)
-        result = gate(self.report(outcomes), min_faithfulness, max_over_refusal, slice_min)
-        failures = result.failures + tuple(instrument_failures(checks, outcomes, self.instrument, self.clock()))
-        return GateResult(not failures, failures)
+        result = gate(self.report(outcomes), min_faithfulness, max_over_refusal, slice_min, self.min_items)
+        met = list(result.checked)
+        failures = result.failures + tuple(instrument_failures(checks, outcomes, self.instrument, self.clock(), met))
+        return GateResult(not failures, failures, tuple(met))

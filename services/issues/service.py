@@ -18,6 +18,7 @@ from services.store.rates import RateRepository
 from services.triage.activity import activity, latest_notes, triage_fields, view_state, wanted
 from services.triage.merges import suggest_merges
 from services.triage.owners import OwnerRules
+from services.core.numbers import plural
 
 SORTS = {"priority", "last_seen", "first_seen", "count", "name"}
 
@@ -28,11 +29,13 @@ class IssuesService:
                  clock: Callable[[], datetime] = utcnow,
                  explainer: AlertExplainer | None = None,
                  distinct: Callable[[list[str], list[str], int], list[int]] | None = None,
-                 owners: OwnerRules | None = None, runbook: Callable[..., str] | None = None):
+                 owners: OwnerRules | None = None, runbook: Callable[..., str] | None = None,
+                 eval_items: Callable[[list[str]], dict[str, str]] | None = None):
         self.owners = owners or OwnerRules()  # an issue's team: its dominant route's owner (services/triage)
         self.explainer = explainer
         # (event ids, questions, limit) -> the indices a promote command can propose together (services/evalset)
         self.distinct = distinct  # the alerts an issue contributes to, with its share of each one's excess
+        self.eval_items = eval_items  # event ids -> the eval items they already are (services/evalset)
         self.issues = issues
         self.rates = rates
         self.alerts = alerts
@@ -147,7 +150,7 @@ class IssuesService:
         out["trend"] = [h["count"] for h in out["hourly"]]
         out["exemplars_note"] = (
             "" if len(exemplars) >= MAX_TRACES else
-            f"{len(exemplars)} representative trace{'' if len(exemplars) == 1 else 's'}: the issue's {figures.count} "
+            f"{plural(len(exemplars), 'representative trace')}: the issue's {figures.count} "
             "failing claims come from "
             f"{figures.traces} distinct traces" + ("" if len(exemplars) >= figures.traces else
                                                   f"; the others {f'lie outside {source}, ' if source else ''}repeat a "
@@ -182,7 +185,11 @@ class IssuesService:
         if self.distinct is None:
             return chosen[:limit], source
         keep = self.distinct([m["event_id"] for m in chosen], [m.get("question") or "" for m in chosen], limit)
-        return [chosen[i] for i in keep], source
+        if keep or self.eval_items is None:
+            return [chosen[i] for i in keep], source
+        # every one is an eval item already: show them as such rather than none (nothing is left to propose)
+        held = self.eval_items([m["event_id"] for m in chosen])
+        return [{**m, "eval_item": held[m["event_id"]]} for m in chosen if m["event_id"] in held][:limit], source
 
     def _alert_window_members(self, record: IssueRecord, alert_id: str | None = None,
                               explain: Callable | None = None) -> tuple[list[dict], str]:

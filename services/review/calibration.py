@@ -123,6 +123,12 @@ class CalibratedRate:
     raw_variance: float | None = None
     own_labels: int = 0             # the route's own settled labels of its current verifier version
 
+    @property
+    def status(self) -> str:
+        """What every surface says of it: ``no labels yet`` (nothing to calibrate with: not stale, never fresh),
+        ``stale`` (see ``reasons``) or ``current``."""
+        return "no labels yet" if self.labels == 0 else "stale" if self.stale else "current"
+
     def slope(self, estimator: str | None = None) -> float | None:
         """λ of ``estimator`` (default: this rate's): how far the estimate moves with the window's flagged share."""
         if (estimator or self.estimator) == "rogan_gladen":
@@ -137,7 +143,8 @@ class CalibratedRate:
         return {"rate": self.value, "interval": list(self.interval) if self.interval else None,
                 "sensitivity": self.sensitivity, "specificity": self.specificity, "labels": self.labels,
                 "pooled": self.pooled, "label_routes": list(self.label_routes),
-                "verifier_version": self.verifier_version, "stale": self.stale, "reasons": list(self.reasons),
+                "verifier_version": self.verifier_version, "stale": self.stale, "status": self.status,
+                "reasons": list(self.reasons),
                 "newest_label": self.newest_label.isoformat() if self.newest_label else None,
                 "own_labels": self.own_labels, "estimator": self.estimator, "estimator_note": self.estimator_note,
                 "failed_if_flagged": self.flagged.failed if self.flagged else None,

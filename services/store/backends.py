@@ -136,7 +136,7 @@ class ChdbStore:
         import chdb.session
 
         self.path = Path(path)
-        self.url = f"chdb:{self.path}"
+        self.url = public_url(f"chdb:{self.path}")
         self.path.mkdir(parents=True, exist_ok=True)
         try:
             # An explicit config file: otherwise chDB would also read a config.xml from the working directory.
@@ -209,7 +209,7 @@ class HttpStore:
         import clickhouse_connect
 
         parsed = urlparse(url)
-        self.url = parsed._replace(netloc=f"{parsed.hostname}:{parsed.port}").geturl()
+        self.url = public_url(url)
         try:
             self._client = clickhouse_connect.get_client(
                 host=parsed.hostname,
@@ -255,6 +255,15 @@ class HttpStore:
 
     def close(self) -> None:
         self._client.close()
+
+
+def public_url(url: str) -> str:
+    """Which store ``url`` names, as anyone may read it and compare it: a chdb path made absolute, a server's
+    address without its credentials (what ``GET /api/about`` reports and the CLI compares with its own)."""
+    if url.startswith("chdb:"):
+        return f"chdb:{Path(url[len('chdb:'):] or './var/clickhouse').resolve()}"
+    parsed = urlparse(url)
+    return parsed._replace(netloc=f"{parsed.hostname}:{parsed.port}").geturl()
 
 
 def open_store(url: str) -> Store:

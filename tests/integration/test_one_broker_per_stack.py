@@ -43,4 +43,5 @@ def test_up_refuses_a_taken_broker_port_and_names_its_holder(tmp_path):
                                 env=up_env(tmp_path, orphan.port), capture_output=True, text=True, timeout=60)
         assert result.returncode != 0
         said = " ".join((result.stdout + result.stderr).split())
-        assert f"already taken by pid {orphan.pid}" in said and "or pass --kafka" in said, said
+        assert f"port {orphan.port} is in use by pid {orphan.pid}" in said, said
+        assert "set CLAIMWATCH_EMBEDDED_BROKER (host:port) to a free port" in said, said

@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 
 from services.alerts.service import AlertsService
 from services.api.ingestlag import IngestLag, LagWatch
-from services.api.responses import DlqReason, Health, Ready, StorageReport
+from services.api.responses import About, DlqReason, Health, Ready, StorageReport
 from services.api.responses import IngestLag as IngestLagOut
 from services.api.routeview import RouteReport
 from services.api.security import AUTH_RESPONSES, Gate
@@ -71,6 +71,11 @@ def router(store: Store, storage: StorageRepository, health: IngestHealth, regis
     @r.get("/healthz", tags=["ops"], summary="Liveness: the process answers", response_model=Health)
     def healthz() -> dict:
         return {"status": "ok"}
+
+    @r.get("/api/about", tags=["ops"], summary="Which store this API serves", response_model=About,
+           dependencies=read, responses=guarded)
+    def about() -> dict:
+        return {"store": store.url}
 
     @r.get("/readyz", tags=["ops"], summary="Readiness: the store accepts reads and writes; a worker's broker answers",
            response_model=Ready, response_model_exclude_none=True,

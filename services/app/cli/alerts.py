@@ -2,13 +2,10 @@
 from __future__ import annotations
 
 import os
-import re
-import textwrap
 from datetime import datetime
 from pathlib import Path
 
 import click
-from rich.text import Text
 
 from services.alerts.figures import (
     REFUSED_REMEDY, counted, dlq_command, figure, hallucination_sentence, other_sources, refused_sentence,
@@ -20,7 +17,7 @@ from services.alerts.lifecycle import (
 from services.app.cli.base import (Abort, by_option, console, main, out, print_json, reach, service_options,
                                    text_or_json, who)
 from services.app.cli.tables import (
-    _plain as plain, Column, ago, at as _at, labelled, output_option, print_labelled, print_table, terminal_width,
+    Column, Command, ago, at as _at, labelled, output_option, print_labelled, print_markdown, print_table, terminal_width,
 )
 from services.api.serialise import as_json as serialise
 from services.core.command import cli_command
@@ -115,8 +112,7 @@ def alerts_show(settings: Settings, alert_id: str, output: str, as_json: bool) -
     print_labelled(alert_text(data, utcnow(), width))
     if data.get("runbook"):  # input-health kinds: what to check first, with the exact commands
         out.print()
-        for line in runbook_lines(data["runbook"], width):
-            out.print(Text(line), soft_wrap=True)
+        print_markdown(data["runbook"], width)
 
 
 # -- alerts show: label, value --------------------------------------------------
@@ -190,7 +186,7 @@ def _issues(e: dict | None) -> list[str]:
 def _top_runbook(a: dict) -> str:
     """The command for the runbook of the issue behind most of the excess, its traces from this alert's window."""
     top = next((p["issue_id"] for p in (a.get("explanation") or {}).get("issues") or [] if p.get("issue_id")), None)
-    return f"{cli_command()} runbook {top} --alert {a['alert_id']}" if top else ""
+    return Command(f"{cli_command()} runbook {top} --alert {a['alert_id']}") if top else ""
 
 
 def _claims(n: float) -> str:
@@ -223,12 +219,12 @@ def _input_fields(a: dict) -> list[tuple[str, str]]:
                                       if d.get("sample_source") else "") if x)
         return [("rejected", f"{_count(d.get('rejected'))} of {_count(d.get('received'))} events dead-lettered"),
                 ("top rule", f"{d['top_rule']} ({_count(d.get('top_rule_count'))} events)" if d.get("top_rule") else ""),
-                ("sample", sample), ("list them", dlq_command(a["route"]))]
+                ("sample", sample), ("list them", Command(dlq_command(a["route"], cli=cli_command())))]
     if a["kind"] == ABSTENTION_KIND:
         return [("served", served_sentence(d)), ("meanwhile", hallucination_sentence(d))]
     if a["kind"] == CARDINALITY_KIND:
         return [("refused", refused_sentence(d)), ("also from", other_sources(d)), ("what to do", REFUSED_REMEDY),
-                ("list them", dlq_command(""))]
+                ("list them", Command(dlq_command("", cli=cli_command())))]
     return []
 
 
@@ -262,25 +258,6 @@ def alert_fields(a: dict, now: datetime) -> list[tuple[str, str | list[str]]]:
 def alert_text(a: dict, now: datetime, width: int = 80) -> list[str]:
     """The alert as labelled lines at most ``width`` wide (values wrap at spaces; ids and routes stay whole)."""
     return labelled(alert_fields(a, now), width)
-
-
-_LIST_ITEM = re.compile(r"\s*(?:(?:[-*]|\d+\.)\s+)?")
-
-
-def runbook_lines(markdown: str, width: int) -> list[str]:
-    """A runbook's Markdown for the terminal: prose wrapped at ``width`` (list items keep their indent);
-    code blocks and headings as they are, so commands paste whole."""
-    lines, code = [], False
-    for line in markdown.splitlines():
-        line = plain(line)
-        fence = line.startswith("```")
-        code = code != fence
-        if code or fence or line.startswith("#") or len(line) <= width:
-            lines.append(line)
-            continue
-        indent = " " * len(_LIST_ITEM.match(line).group(0))
-        lines += textwrap.wrap(line, width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
-    return lines
 
 
 @alerts.command("ack")
@@ -319,7 +296,7 @@ def alerts_silence(settings: Settings, matchers: tuple[str, ...], duration: str 
             "ends_at": ends_at.isoformat() if ends_at else None}
     data = reach(settings, "/api/silences", {}, lambda c: serialise(c.alerts.silence(
         list(matchers), by, comment, utcnow(), duration=duration, ends_at=ends_at)), method="POST", body=body)
-    console.print(f"silence {data['silence_id']} until {data['ends_at']}: {', '.join(data['matchers'])}")
+    console.print(f"silence {data['silence_id']} until {_at(data['ends_at'], utcnow())}: {', '.join(data['matchers'])}")
 
 
 @alerts.command("unsilence")
@@ -332,7 +309,7 @@ def alerts_unsilence(settings: Settings, silence_id: str, by: str | None) -> Non
     data = reach(settings, f"/api/silences/{silence_id}", {},
                  lambda c: serialise(c.alerts.unsilence(silence_id, by, utcnow())), method="DELETE", body={"by": by})
     ended_by = f" by {data['ended_by']}" if data.get("ended_by") else ""
-    console.print(f"silence {data['silence_id']} ended at {data['ends_at']}{ended_by}")
+    console.print(f"silence {data['silence_id']} ended at {_at(data['ends_at'], utcnow())}{ended_by}")
 
 
 def silence_columns(now) -> list[Column]:

@@ -11,6 +11,7 @@ import logging
 import os
 import shlex
 import sys
+from pathlib import Path
 from typing import Any, Callable
 
 import click
@@ -19,6 +20,7 @@ import orjson
 from rich.console import Console
 
 from services.app.settings import Settings, SettingsError, load_settings
+from services.core.files import ProcessRecord
 
 
 console = Console(stderr=True)
@@ -72,9 +74,24 @@ def service_options(fn: Callable) -> Callable:
             settings = load_settings(config_file, os.environ, flags)
         except SettingsError as exc:
             raise Abort(str(exc)) from None
-        return fn(settings, **kwargs)
+        return fn(with_local_stack(settings), **kwargs)
 
     return wrapper
+
+
+# `claimwatch up` run in this folder says where its API is while it runs (services/app/cli/stack.py)
+STACK_RECORD = ProcessRecord(Path("var") / "stack.json")
+
+
+def with_local_stack(settings: Settings) -> Settings:
+    """The API of a `claimwatch up` running from this folder, unless the API's address was set (--api, api.url,
+    api.port): one setting moves a stack, and the CLI beside it follows."""
+    if settings.api.model_fields_set & {"url", "port"}:
+        return settings
+    record = STACK_RECORD.read()
+    if record is None or record.get("url") in (None, settings.api.url):
+        return settings
+    return settings.model_copy(update={"api": settings.api.model_copy(update={"url": str(record["url"])})})
 
 
 def on_store(settings: Settings, local: Callable[[Any], Any],
@@ -100,9 +117,38 @@ def on_store(settings: Settings, local: Callable[[Any], Any],
 
 def reach(settings: Settings, path: str, params: dict, local: Callable[[Any], Any],
           method: str = "GET", body: dict | None = None) -> Any:
-    """Ask the running service; if none answers, open the store files directly."""
+    """Ask the running service; if none answers (or it serves another store than the one named), open the
+    store files directly, saying so once."""
     response = _ask(settings, path, params, method, body)
     return on_store(settings, local) if response is None else _content(response)
+
+
+_said: set[str] = set()  # what this process has told its user once already
+
+
+def _say_once(message: str) -> None:
+    if message not in _said:
+        _said.add(message)
+        console.print(message, style="dim", markup=False, highlight=False, soft_wrap=True)
+
+
+def _serves_the_named_store(settings: Settings) -> bool:
+    """Whether the API at settings.api.url serves the store the user named (--clickhouse, CLAIMWATCH_CLICKHOUSE, a
+    config file); True when they named none, or the API does not say. It must never answer for another stack."""
+    from services.store.backends import public_url
+
+    if "clickhouse" not in settings.model_fields_set:
+        return True
+    try:
+        about = api().request("GET", settings.api.url.rstrip("/") + "/api/about", headers=auth_headers(settings))
+    except httpx.TransportError:
+        return True  # nothing answers: the caller finds that out itself
+    served = about.json().get("store") if about.status_code == 200 else None
+    if served is None or served == public_url(settings.clickhouse):
+        return True
+    _say_once(f"the claimwatch API at {settings.api.url} serves another store ({served}); reading "
+              f"{public_url(settings.clickhouse)} directly")
+    return False
 
 
 def reach_page(settings: Settings, path: str, params: dict, local: Callable[[Any], tuple[list, int]]
@@ -119,10 +165,20 @@ def reach_page(settings: Settings, path: str, params: dict, local: Callable[[Any
 def _ask(settings: Settings, path: str, params: dict, method: str = "GET",
          body: dict | None = None) -> httpx.Response | None:
     """The running service's answer; None when none answers. A refusal aborts with what it said."""
+    from services.api.security import DEFAULT_BY_HEADER
+
+    if not _serves_the_named_store(settings):
+        return None
+    headers = auth_headers(settings)
+    for field, value in (body or {}).items():
+        if isinstance(value, DefaultName):  # the API records a named token's holder; this name only without one
+            headers[DEFAULT_BY_HEADER] = value
+            body = {**body, field: None}
     try:
         response = api().request(method, settings.api.url.rstrip("/") + path, params=params, json=body,
-                                 headers=auth_headers(settings))
+                                 headers=headers)
     except httpx.TransportError:
+        _say_once(f"no claimwatch API at {settings.api.url}; reading {settings.clickhouse} directly")
         return None
     if response.status_code >= 400:
         raise Abort(refusal(response, settings.api.url + path))
@@ -195,12 +251,18 @@ def by_option(help: str) -> Callable:
                         help=f"{help} Default: identity.name (CLAIMWATCH_IDENTITY__NAME), else your login name.")
 
 
+class DefaultName(str):
+    """A name the user did not give (--by left out): to the API it goes as ``DEFAULT_BY_HEADER``, which counts only
+    with a token that has no name. A named token's holder is who signs; the CLI sends no name of its own."""
+
+
 def who(settings: Settings, by: str | None) -> str:
-    """The name to record a change under: --by, else identity.name, else the login name."""
+    """The name to record a change under: --by, else identity.name, else the login name (a ``DefaultName``)."""
     from services.app.identity import IdentityError, signer
 
     try:
-        return signer(by, settings.identity.name)
+        name = signer(by, settings.identity.name)
+        return name if by is not None else DefaultName(name)
     except IdentityError as exc:
         raise Abort(str(exc)) from None
 

@@ -10,6 +10,7 @@ import click
 from rich.text import Text
 from services.alerts.expectations import PRIORITY, SORTS, expected_text
 from services.alerts.figures import figure
+from services.core.command import cli_command
 from services.app.cli.base import (Abort, command_line, console, main, out, print_json, reach, reach_page,
                                    service_options)
 from services.app.cli.tables import Column, output_option, print_table
@@ -143,16 +144,22 @@ def simulate(settings: Settings, minutes: int, seed: int, start: str | None, out
 def demo_traffic(action: str, route: str) -> None:
     """Change the running demo's live traffic: stop a route (a verifier outage: route_silent pages), break it (its
     events under a contract version nobody reads: events_rejected pages) or resume it."""
-    from services.client.demo import CONTROL_FILE
+    from services.client.demo import DemoError, running_demo
     from services.client.simulate_run import TrafficControl
 
-    control = TrafficControl(CONTROL_FILE)
+    try:
+        path, routes = running_demo()
+    except DemoError as exc:
+        raise Abort(str(exc)) from None
+    if route not in routes:
+        raise Abort(f"the demo has no route {route!r}; its routes are {', '.join(routes)}")
+    control = TrafficControl(path)
     control.change(route, action)
     console.print(f"{route}: {'stopped' if action == 'stop' else 'broken' if action == 'break' else 'resumed'} "
                   f"(stopped: {', '.join(sorted(control.stopped)) or 'none'}; broken: "
                   f"{', '.join(sorted(control.broken)) or 'none'}).")
     if action != "resume":
-        console.print("The page reaches `claimwatch alerts list` within about ten minutes.")
+        console.print(f"The page reaches `{cli_command()} alerts list` within about ten minutes.")
 
 
 VERDICT_SHORT = {"unsupported": "UNS", "contradicted": "CTR", "overreach": "OVR", "stale": "STL", "no_source": "NOS"}
@@ -197,7 +204,7 @@ CALIBRATED_COLUMNS = [
     Column("SE/SP", lambda r: (lambda c: f"{c['sensitivity']:.2f}/{c['specificity']:.2f}"
                                if c and c["sensitivity"] is not None else "—")(r.get("calibrated")), 2, "num"),
     Column("CALIBRATION", lambda r: (lambda c: "no answers" if not c else "; ".join(
-        (["STALE"] if c["stale"] else []) + [f"{c['labels']} labels, {ESTIMATOR_NAMES[c['estimator']]}"]
+        ([c["status"].upper()] if c["stale"] else []) + [f"{c['labels']} labels, {ESTIMATOR_NAMES[c['estimator']]}"]
         + ([f"pooled over {', '.join(c['label_routes'])}"] if c["pooled"] else [])
         + ([c["estimator_note"]] if c["estimator_note"] and not c["pooled"] else [])
         + c["reasons"]))(r.get("calibrated")),
@@ -218,7 +225,7 @@ CALIBRATED_COLUMNS = [
               help="Routes of the list to skip: the last line names the next page's command.")
 @click.option("--slices", "show_slices", is_flag=True, help="Also show slices by query type, stakes and versions.")
 @click.option("--calibrated", is_flag=True, help="Also the rate corrected for the verifier's errors against human "
-              "labels (`claimwatch review`), with its interval, and why it is stale if it is.")
+              f"labels (`{cli_command()} review`), with its interval, and why it is stale if it is.")
 @output_option
 @service_options
 def rates(settings: Settings, window: str, sort: str, matching: str | None, limit: int, offset: int,
@@ -259,7 +266,7 @@ def rates(settings: Settings, window: str, sort: str, matching: str | None, limi
             console.print(Text(more), soft_wrap=True)
         return
     if not data:
-        console.print(more or "no events stored yet: send some with `claimwatch produce` or `claimwatch simulate`")
+        console.print(more or f"no events stored yet: send some with `{cli_command()} produce` or `{cli_command()} simulate`")
         return
     order = "firing first, then furthest above expected" if sort == "priority" else "highest first"
     print_table(RATE_COLUMNS[:CALIBRATED_AT] + CALIBRATED_COLUMNS + RATE_COLUMNS[CALIBRATED_AT:] if calibrated

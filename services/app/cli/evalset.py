@@ -14,6 +14,7 @@ from services.app.cli.tables import Column, labelled, output_option, print_label
 from services.app.settings import Settings
 from services.core.command import cli_command
 from services.core.files import write_atomically
+from services.core.numbers import plural
 
 
 def _json(fn):
@@ -143,7 +144,7 @@ def evalset_export(settings: Settings, out: Path, by: str) -> None:
         count = response.content.count(b"\n")
     except httpx.TransportError:
         count = on_store(settings, lambda c: c.evalset.export(out, by))
-    console.print(f"exported {count} approved items to {out}")
+    console.print(f"exported {plural(count, 'approved item')} to {out}")
 
 
 @main.group("eval")
@@ -171,7 +172,7 @@ def eval_report_cmd(settings: Settings, as_json: bool) -> None:
     agreement = data.get("agreement")
     kappa = f"verifier-human kappa {agreement['kappa']['value']:.2f}" if agreement and agreement["kappa"]["value"] is not None \
         else "no human labels yet: the automated figures below are unchecked"
-    out.print(f"eval set: {data['items']} items; {kappa}")
+    out.print(f"eval set: {plural(data['items'], 'item')}; {kappa}")
     out.print(f"faithfulness (supported / checkable claims): {_figure(data['faithfulness'])}")
     for s in data["slices"]:
         out.print(f"  {s['dim']}={s['value']:<14} {_figure(s['faithfulness'])}")
@@ -211,7 +212,7 @@ def agreement_fields(a: dict, cli: str = "claimwatch") -> list[tuple[str, str | 
               + (f"; most often verifier {s['top_confusion'][0]}, human {s['top_confusion'][1]} "
                  f"({s['top_confusion'][2]})" if s.get("top_confusion") else "")
               for s in a.get("slices") or []]
-    return [("pairs", f"{a['pairs']:,} claims labelled by both, on {kappa['items']:,} items"),
+    return [("pairs", f"{a['pairs']:,} claims labelled by both, on {plural(kappa['items'], 'item')}"),
             ("kappa", _kappa(kappa)), ("agree", _figure(a["observed"])), ("confusion", confusion),
             ("worst slices", slices)]
 
@@ -253,7 +254,9 @@ def eval_gate_cmd(settings: Settings, min_faithfulness: float | None, max_over_r
     data = reach(settings, "/api/eval/gate", params,
                  _json(lambda c: c.evalset.gate(min_faithfulness, max_over_refusal, slice_min, checks)))
     if data["passed"]:
-        console.print("eval gate passed")
+        console.print("eval gate passed:", markup=False, highlight=False)
+        for line in data["checked"]:
+            console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
         return
     for failure in data["failures"]:
         console.print(f"[red]FAIL[/red] {failure['slice']}: {failure['message']}")

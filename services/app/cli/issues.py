@@ -10,7 +10,7 @@ from services.app.cli.base import (
     Abort, by_option, console, main, on_store, print_json, reach, service_options, text_or_json, who,
 )
 from services.app.cli.tables import (
-    Column, ago, at, labelled, output_option, print_labelled, print_markdown, print_table, terminal_width,
+    Column, Command, ago, at, labelled, output_option, print_labelled, print_markdown, print_table, terminal_width,
 )
 from services.core.clock import utcnow
 from services.core.numbers import pct
@@ -57,7 +57,7 @@ def cluster(settings: Settings, input_file: Path | None, out: Path | None, issue
                 return
             time.sleep(settings.clustering.interval_minutes * 60)
 
-    on_store(settings, run, unavailable="{exc} (a running `claimwatch up` re-clusters on its own schedule)")
+    on_store(settings, run, unavailable="{exc} (a running `" + cli_command() + " up` re-clusters on its own schedule)")
 
 
 @main.group()
@@ -148,9 +148,9 @@ def issue_fields(i: dict, now) -> list[tuple[str, str | list[str]]]:
                    + (f", from {i['traces']:,} traces" if i.get("traces") is not None else "")),
         ("verdicts", verdicts), ("first seen", at(i.get("first_seen"), now)), ("last seen", at(i.get("last_seen"), now)),
         ("stage", i.get("first_failed_stage") or ""), ("alerts", alerts), ("traces", traces),
-        ("merged into", [f"{i['merged_into']}, where its claims are now:", f"{cli_command()} issues show {i['merged_into']}"]
+        ("merged into", [f"{i['merged_into']}, where its claims are now:", Command(f"{cli_command()} issues show {i['merged_into']}")]
                         if i.get("merged_into") else ""), *triage_fields(i, now),
-        ("runbook", f"{cli_command()} runbook {i['issue_id']}"),
+        ("runbook", Command(f"{cli_command()} runbook {i['issue_id']}")),
     ]
     return [(label, value) for label, value in fields if value]
 

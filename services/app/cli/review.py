@@ -8,7 +8,7 @@ import sys
 import click
 
 from services.app.cli.base import Abort, console, main, out, print_json, reach, service_options
-from services.app.cli.tables import Column, output_option, print_table
+from services.app.cli.tables import Column, at, output_option, print_table
 from services.app.settings import Settings
 from services.core.clock import utcnow
 from services.core.command import cli_command
@@ -53,7 +53,7 @@ def review_sample(settings: Settings, window: str, seed: int, include_eval: bool
 
 
 def show_assignment(slot: dict) -> None:
-    out.print(f"slot {slot['slot']}  (route {slot['route']}, held until {slot['expires_at']})",
+    out.print(f"slot {slot['slot']}  (route {slot['route']}, held until {at(slot['expires_at'], utcnow())})",
               markup=False, highlight=False)
     out.print("question: " + slot["question"], markup=False, highlight=False)
     out.print("answer:   " + slot["answer_excerpt"], markup=False, highlight=False)
@@ -153,7 +153,7 @@ def review_progress(settings: Settings, output: str) -> None:
     print_table(REVIEWER_COLUMNS, data["reviewers"], output, title="Labels per reviewer", empty="no labels yet")
     out.print()
     print_table(STRATUM_COLUMNS, data["strata"], output, title="Queue per stratum",
-                empty="nothing queued: run `claimwatch review sample`")
+                empty=f"nothing queued: run `{cli_command()} review sample`")
 
 
 def _kappa(figure: dict | None) -> str:
@@ -182,7 +182,7 @@ def review_agreement(settings: Settings, output: str) -> None:
         out.print()
         print_table([Column("CLAIM", lambda d: d["claim_key"], kind="id"), Column("ROUTE", lambda d: d["route"], kind="key"),
                      Column("LABELS", lambda d: ", ".join(f"{who}: {label}" for who, label in d["labels"]), kind="name")],
-                    data["disagreements"], output, title="Disputed: settle with `claimwatch review adjudicate`")
+                    data["disagreements"], output, title=f"Disputed: settle with `{cli_command()} review adjudicate`")
 
 
 PLAN_COLUMNS = [

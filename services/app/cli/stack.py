@@ -1,14 +1,30 @@
 """`claimwatch` commands. Run the service: up, worker, api, demo, repair, token."""
 from __future__ import annotations
 
+import os
 import signal
 
 import click
 
-from services.app.cli.base import Abort, console, main, out, service_options
+from services.app.cli.base import STACK_RECORD, Abort, console, main, out, service_options
 from services.core.clock import utcnow
 from services.core.command import cli_command
 from services.app.settings import Settings
+
+
+def refuse_taken_ports(settings: Settings) -> None:
+    """Before anything starts or moves: the API's port, and the embedded broker's when it is the broker, are free."""
+    from services.app.broker import listener_of, port_free
+
+    wanted = [("CLAIMWATCH_API__PORT", settings.api.host, settings.api.port)]
+    if settings.kafka is None:
+        host, port = settings.embedded_broker.rsplit(":", 1)
+        wanted.append(("CLAIMWATCH_EMBEDDED_BROKER (host:port)", host, int(port)))
+    for setting, host, port in wanted:
+        if not port_free(host, port):
+            holder = listener_of(port)
+            raise Abort(f"port {port} is in use{f' by {holder}' if holder else ''}; set {setting} to a free port, "
+                        "or stop that process")
 
 
 @main.command()
@@ -19,6 +35,7 @@ def up(settings: Settings) -> None:
     from services.app.broker import BrokerError, EmbeddedBroker
 
     stop_on_sigterm()
+    refuse_taken_ports(settings)
     broker = None
     if settings.kafka is None:
         host, port = settings.embedded_broker.rsplit(":", 1)
@@ -26,7 +43,7 @@ def up(settings: Settings) -> None:
             broker = EmbeddedBroker(host, int(port), log_path=None).start()
         except BrokerError as exc:
             raise Abort(f"could not start the embedded broker on {settings.embedded_broker}: {exc}. Stop that process "
-                        "(another `claimwatch up`, or a broker one left behind), or set embedded_broker or pass "
+                        f"(another `{cli_command()} up`, or a broker one left behind), or set embedded_broker or pass "
                         "--kafka.") from None
         settings = settings.model_copy(update={"kafka": broker.bootstrap})
     settings = _local_token(settings)
@@ -34,6 +51,7 @@ def up(settings: Settings) -> None:
                   f"{' (embedded Tansu, in-memory)' if broker else ''}  store [cyan]{settings.clickhouse}[/cyan]")
 
     def ready(_services) -> None:
+        STACK_RECORD.write(os.getpid(), url=settings.api.url)  # the CLI run from this folder reaches it first
         console.print(f"API and dashboard: [cyan]http://{settings.api.host}:{settings.api.port}/[/cyan]   Ctrl-C to stop")
 
     try:
@@ -41,6 +59,7 @@ def up(settings: Settings) -> None:
     except WorkerStopped as exc:
         raise Abort(str(exc)) from None
     finally:
+        STACK_RECORD.forget(os.getpid())
         if broker:
             broker.stop()
         console.print("claimwatch stopped")
@@ -107,6 +126,7 @@ def demo(settings: Settings, exit_at_end: bool) -> None:
 
     from services.app.credentials import hosts_path
 
+    refuse_taken_ports(settings)
     try:
         run_demo(settings, console, keep_running=not exit_at_end, cli=cli_command(),
                  token_hint=None if settings.api.token_hashes else token_hint(settings.api.url, hosts_path()))
@@ -185,7 +205,7 @@ def token_show(settings: Settings) -> None:
 
     found = find_token(settings.api.url)
     if found is None:
-        raise Abort(f"no API token for {settings.api.url}: start the stack with `claimwatch up` (it stores one), "
+        raise Abort(f"no API token for {settings.api.url}: start the stack with `{cli_command()} up` (it stores one), "
                     "or set CLAIMWATCH_TOKEN")
     click.echo(found[0])
     console.print(f"from {found[1]}", style="dim", soft_wrap=True, markup=False)
@@ -194,7 +214,7 @@ def token_show(settings: Settings) -> None:
 @token.command("new")
 @click.option("--register/--no-register", default=True, show_default=True,
               help="Add the sha256 to api.token_file (default ~/.config/claimwatch/token-hashes), which a running "
-                   "`claimwatch up` re-reads: the token works from its next request.")
+                   f"`{cli_command()} up` re-reads: the token works from its next request.")
 @click.option("--save", is_flag=True, help="Also store the token for --api in hosts.toml, so this CLI sends it.")
 @click.option("--name", default=None, metavar="NAME", callback=lambda ctx, param, v: token_name(v),
               help="Who holds the token: every change made with it is recorded as NAME, and sign-off's four-eyes "
@@ -212,7 +232,7 @@ def token_new(settings: Settings, register: bool, save: bool, name: str | None) 
     if register:
         path = add_token_hash(digest, Path(settings.api.token_file or hashes_path()).expanduser(),
                               note=f"claimwatch token new, {utcnow():%Y-%m-%d %H:%M}Z", name=name)
-        console.print(f"added to {path}: a running `claimwatch up` accepts it from the next request",
+        console.print(f"added to {path}: a running `{cli_command()} up` accepts it from the next request",
                       soft_wrap=True, markup=False)
     if save:
         console.print(f"stored for {settings.api.url} in {save_token(settings.api.url, value)}", soft_wrap=True,

@@ -1,6 +1,7 @@
 """`claimwatch storage`: what each table costs on disk, per claim, and how long it is kept."""
 from __future__ import annotations
 
+from services.core.command import cli_command
 from services.app.cli.base import main, print_json, reach, service_options
 from services.app.cli.tables import Column, output_option, print_table
 from services.app.settings import Settings
@@ -62,4 +63,4 @@ def storage(settings: Settings, output: str) -> None:
         return
     rows = data["tables"] + [{"table": "total", **data["total"], "ttl": "", "ttl_days": None}]
     print_table(STORAGE_COLUMNS, rows, output, title=f"Storage: {data['claims']:,} claims stored",
-                empty="no tables: run a worker or `claimwatch up` once to create them")
+                empty=f"no tables: run a worker or `{cli_command()} up` once to create them")

@@ -216,13 +216,21 @@ def legend(shown: Sequence[Column], width: int) -> list[str]:
             for line in textwrap.wrap(f"{c.header}: {c.note}", width, subsequent_indent="  ", break_long_words=False)]
 
 
+class Command(str):
+    """A shell command in a labelled value: never wrapped, so that it pastes whole at any width."""
+
+
 def labelled(fields: list[tuple[str, str | list[str]]], width: int, label_width: int = LABEL) -> list[str]:
     """(label, value or lines) as lines at most ``width`` wide, values wrapped at spaces beside their label
-    (`alerts show`, `issues show`, `eval agreement`)."""
+    (`alerts show`, `issues show`, `eval agreement`); a ``Command`` stays whole on its line."""
     lines = []
     for label, value in fields:
         first = label.ljust(label_width)
         for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, Command):
+                lines.append(first + item)
+                first = " " * label_width
+                continue
             text = _POINTS.sub("\\1\u00a0pts", " ".join(_plain(item).split()))  # "+4.5 pts" stays on one line
             wrapped = textwrap.wrap(text, max(20, width - label_width), break_long_words=False,
                                     break_on_hyphens=False) or [""]

@@ -6,6 +6,7 @@ from typing import Callable
 
 import click
 
+from services.core.command import cli_command
 from services.app.cli.base import Abort, by_option, console, reach, say_if_merged, service_options, who
 from services.app.cli.issues import issues
 from services.app.settings import Settings
@@ -72,7 +73,7 @@ def issues_archive(settings: Settings, issue_id: str, duration: str | None, clai
     body = {"by": by, **({"duration": duration} if duration else {}), **({"claims": claims} if claims else {})}
     data = _change(settings, issue_id, "archive", body, lambda t: t.archive(issue_id, by, length, claims))
     console.print(f"{data['issue_id']} is archived {data['archive']['text']}; "
-                  f"`claimwatch issues list --state archived` lists it", soft_wrap=True)  # a command, unbroken
+                  f"`{cli_command()} issues list --state archived` lists it", soft_wrap=True)  # a command, unbroken
 
 
 @issues.command("note")

@@ -41,6 +41,9 @@ def test_the_delta_is_the_rate_minus_the_expectation_and_none_is_invented():
     assert row["firing_alerts"] == ["a-1"] and expected_text(row) == "4.6%"
     learning = compare(entry("new-route", 0.3, (0.2, 0.4)), Expectation(None, NO_HISTORY, True))
     assert learning["delta"] is None and learning["delta_lo"] is None and expected_text(learning) == "learning"
+    # a learning level is what the detector compares with, not yet what the route is expected to do: no figure
+    level = compare(entry("young-route", 0.09, (0.07, 0.11)), Expectation(0.05, "learning: 5 h of history", True, 5))
+    assert expected_text(level) == "learning (5 h of history)"
     unseen = compare(entry("other", 0.1, (0.05, 0.15)), None)
     assert unseen["expected_basis"] == NOT_EVALUATED and expected_text(unseen) == "—" and not unseen["firing_alerts"]
 
@@ -73,7 +76,9 @@ def test_the_published_expectation_is_the_detectors_own_and_only_changes_are_wri
     found = published(stored)
     assert found["billing-faq"].expected == pytest.approx(detector.regression.expected) and found["billing-faq"].learning
     assert found["billing-faq"].basis == detector.regression.expected_basis
-    assert found["new-route"] == Expectation(None, NO_HISTORY, True)
+    assert found["new-route"] == Expectation(None, NO_HISTORY, True, 0)
+    assert found["billing-faq"].history_hours == 2 and expected_text(compare(entry("billing-faq", 0.1, None),
+                                                                               found["billing-faq"])) == "learning (2 h of history)"
     assert published(stored, ["new-route"]) == {"new-route": found["new-route"]}
     for minute in range(150, 181):  # into the next hour: the level moves
         detector.update(Counts.from_row({"events": 30, "claims": 100, "failed": 30}), start + timedelta(minutes=minute))

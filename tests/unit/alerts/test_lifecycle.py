@@ -167,3 +167,26 @@ def test_observed_alert_is_none_while_ok_and_carries_suspects():
     observed = observed_alert("billing-faq", detector.regression, T0 + 616 * MIN, suspects=[{"value": "gen-11"}])
     assert observed.starts_at == T0 + 616 * MIN and observed.suspect_changes == ({"value": "gen-11"},)
     assert observed.driving_verdict == "unsupported" and observed.claims == detector.regression.claims_counted
+
+
+def test_the_alert_list_puts_firing_before_pending_before_resolved_each_newest_first():
+    """The stored order is newest first; a resolved alert newer than a firing one still lists below it."""
+    from services.alerts.service import AlertsService
+
+    class Records:  # what AlertsService reads of its repository: alerts newest first, and silences
+        def __init__(self, alerts):
+            self.alerts = alerts
+
+        def list(self, route=None):
+            return self.alerts
+
+        def silences(self):
+            return []
+
+    newest_first = [alert(T0 + 50 * MIN, alert_id="resolved-new", starts_at=T0 + 51 * MIN, ends_at=T0 + 55 * MIN),
+                    alert(T0 + 40 * MIN, alert_id="pending-new"),
+                    alert(T0 + 30 * MIN, alert_id="firing-new", starts_at=T0 + 31 * MIN),
+                    alert(T0 + 20 * MIN, alert_id="resolved-old", starts_at=T0 + 21 * MIN, ends_at=T0 + 25 * MIN),
+                    alert(T0, alert_id="firing-old", starts_at=T0 + MIN)]
+    listed = [v.alert.alert_id for v in AlertsService(Records(newest_first)).list(T0 + 60 * MIN)]
+    assert listed == ["firing-new", "firing-old", "pending-new", "resolved-new", "resolved-old"]

@@ -9,6 +9,7 @@ import orjson
 import pytest
 from fastapi.testclient import TestClient
 
+from services.core.command import cli_command
 from services.alerts.lifecycle import CARDINALITY_KIND, FLEET_ROUTE
 from services.alerts.notify import ALERTNAMES, description, summary
 from services.api.app import create_api
@@ -70,7 +71,7 @@ def test_refused_routes_fire_one_alert_naming_the_producer_then_it_resolves(comp
     client = TestClient(create_api(components))
     shown = client.get(f"/api/alerts/{fired.alert_id}").json()
     fields = dict(alert_fields(shown, now))
-    assert fields["refused"].startswith("27 events of 15 new routes refused") and fields["list them"] == "claimwatch dlq --route ''"
+    assert fields["refused"].startswith("27 events of 15 new routes refused") and fields["list them"] == f"{cli_command()} dlq --route ''"
     assert fields["also from"] == [also]
     page = client.get("/alerts").text
     assert "27 events of 15 new routes refused over routes.max_active (2)" in page

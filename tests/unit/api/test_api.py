@@ -672,6 +672,62 @@ def test_a_named_token_signs_as_its_holder(world):
     assert acked.status_code == 200 and acked.json()["acked_by"] == "Bob Smith"
 
 
+def test_the_cli_sends_no_name_of_its_own_with_a_named_token(world, monkeypatch):
+    """With a named token and no --by, the CLI sent the login name and the API answered "leave out by", though the
+    user had left it out. Now a left-out --by goes as a default the API uses only for an unnamed token."""
+    from click.testing import CliRunner
+
+    from services.app.cli import main
+    from tests.support.cli import answer_http_with
+
+    carol, carol_hash = new_token()
+    client = client_for(world[0], token_hashes=(TOKEN_HASH, f"{carol_hash} carol"))
+    monkeypatch.setenv("CLAIMWATCH_IDENTITY__NAME", "oncall-laptop")
+
+    def run(token: str, *args: str):
+        api = answer_http_with(client, monkeypatch, token)
+        return CliRunner().invoke(main, [*args, "--api", "http://testserver"], obj=api)
+
+    def silenced_by(token: str, *by: str) -> dict:
+        made = run(token, "alerts", "silence", "--match", "route=billing-faq", "--duration", "1m", "--comment", "c", *by)
+        assert made.exit_code == 0, made.output
+        silence_id = made.output.split()[1]
+        assert run(token, "alerts", "unsilence", silence_id).exit_code == 0  # ended at once: the world stays as it was
+        return next(x for x in client.get("/api/silences").json() if x["silence_id"] == silence_id)
+
+    assert silenced_by(carol)["created_by"] == "carol"
+    posing = run(carol, "alerts", "ack", "a-billing", "--note", "x", "--by", "dana")
+    assert posing.exit_code == 1 and "recorded as 'carol'" in posing.output
+    unnamed = silenced_by(TOKEN)
+    assert unnamed["created_by"] == "oncall-laptop" and unnamed["ended_by"] == "oncall-laptop"
+
+
+def test_the_cli_never_answers_for_another_stack_than_the_store_it_was_given(world, monkeypatch, tmp_path):
+    """`claimwatch rates --clickhouse chdb:PATH` printed the routes of a demo listening on 8080, not the store it was
+    given. The API says which store it serves (GET /api/about); the CLI reads the named store when they differ."""
+    from click.testing import CliRunner
+
+    from services.app.cli import main
+    from services.store.backends import public_url
+    from tests.support.cli import answer_http_with
+
+    client = client_for(world[0])
+    assert client.get("/api/about").json() == {"store": world[0].store.url}
+    assert world[0].store.url == public_url(world[0].store.url) and world[0].store.url.startswith("chdb:/")
+    api = answer_http_with(client, monkeypatch, TOKEN)
+    run = lambda *args: CliRunner().invoke(main, [*args, "--api", "http://testserver"], obj=api)  # noqa: E731
+    served = run("rates", "--window", "2h", "-o", "json")
+    assert served.exit_code == 0 and "billing-faq" in served.output  # no store named: the API answers
+    other = tmp_path / "other"
+    named = run("rates", "--window", "2h", "--clickhouse", f"chdb:{other}")
+    # (in this one process chDB cannot open a second store, so the read itself fails here; a CLI of its own reads it)
+    said = " ".join(named.output.split())
+    assert f"the claimwatch API at http://testserver serves another store ({world[0].store.url}); reading chdb:{other} directly" in said
+    assert "billing-faq" not in named.output
+    same = run("rates", "--window", "2h", "-o", "json", "--clickhouse", world[0].store.url)
+    assert same.exit_code == 0 and "billing-faq" in same.output and "another store" not in same.output
+
+
 def test_readiness_names_a_broker_that_has_not_answered_a_worker_and_ignores_it_in_the_api_alone(client, world):
     services = world[0]
     assert services.health.broker is None  # built for the API alone: it uses no broker, so none is checked

@@ -20,6 +20,7 @@ from services.alerts.records import alert_repository
 from services.alerts import rules
 from services.alerts.rules import RULE_KINDS
 from services.app.cli import main
+from services.core.command import cli_command
 from tests.support.cli import answer_http_with
 from tests.unit.api.test_api import HTML_ROUTE, START, TOKEN, client_for, world  # noqa: F401  (world is a fixture)
 
@@ -121,10 +122,11 @@ def test_alerts_show_a_silent_route_received_against_expected_with_its_runbook(c
     assert "kind route silent — its events fell far below what its time of day predicts; pages" in said
     assert "rate 0.4/min expected 41.2/min: time of day: this hour's events per minute over 3.0 days" in said
     assert "change -40.8/min against the expectation" in said and "received 18 events in 45 min; 1,854 expected" in said
-    assert "window 45 min, 18 events" in said and "baseline" not in said.split("# Route silent")[0]
+    assert "window 45 min, 18 events" in said and "baseline" not in said.split("Route silent: hr-policy")[0]
     assert "firing: rate 0.4/min, expected 41.2/min, change -40.8/min" in said
-    # the runbook follows, with the exact silence for a retired route
-    assert "# Route silent: hr-policy" in text and "## First checks" in text
+    # the runbook follows, rendered (no raw Markdown), with the exact silence for a retired route
+    assert "Route silent: hr-policy" in said and "First checks" in said
+    assert "**" not in text and "\\_" not in text and "# " not in text
     assert ("claimwatch alerts silence --match route=hr-policy --match kind=route_silent \\\n"
             "  --duration 90d --comment 'route retired'") in text
 
@@ -138,7 +140,7 @@ def test_alerts_show_rejected_events_names_the_rule_a_sample_and_the_dlq_command
     assert "rejected 350 of 1,000 events dead-lettered" in said
     assert "top rule claims.verdict.unknown (341 events)" in said
     assert "sample claims[0].verdict 'halluc' is not a verdict at claimwatch.verdicts/0/1234" in said
-    assert "list them claimwatch dlq --route product-search" in said
+    assert f"list them {cli_command()} dlq --route product-search" in said  # as this shell runs it
     assert "claimwatch dlq --route product-search --samples 3" in text   # in the runbook's commands
 
 
@@ -206,6 +208,16 @@ def test_the_route_page_shows_the_alert_in_its_unit(client):
     item = words(client.get("/routes/hr-policy").text)
     assert "0.4/min over 45 min and 18 events" in item and "Received 18 events in 45 min" in item
     assert "trailing baseline 4120" not in item
+
+
+def test_the_route_page_baseline_is_a_rate_never_an_input_alerts_count_or_share(client):
+    """An input-health alert's baseline is events a minute or a dead-lettered share: the chart's dashed line and
+    the page's "baseline" sentence are claim-level rates, so they never take it."""
+    for route, alert in (("hr-policy", SILENT), ("product-search", REJECTED), ("legal-terms", ABSTAINING)):
+        detail = client.get(f"/api/routes/{route}").json()
+        assert detail["baseline"] is None or alert.alert_id not in detail["baseline"]["source"], route
+        assert detail["baseline"] is None or detail["baseline"]["rate"] <= 1.0, route
+        assert f"baseline {alert.baseline * 100:.1f}%" not in words(client.get(f"/routes/{route}").text), route
 
 
 def test_a_notification_link_lands_on_the_alert(client):

@@ -95,3 +95,24 @@ def test_proposing_from_a_merged_issue_proposes_for_the_issue_it_joined_and_says
     assert said[0] == "iss-gone was merged into iss-numbers" and said[1].startswith("proposed ")
     item = client.get(f"/api/promotions/{said[1].split()[1]}").json()
     assert (item["origin_issue_id"], item["origin_trace_id"]) == ("iss-numbers", trace)
+
+
+def test_proposing_an_issue_whose_representatives_are_all_proposed_says_which_items_hold_them(cli, client):
+    """README step 7 after the demo's own proposals answered "has no traces to propose yet; wait for its next
+    clustering run", and the issue page said "No exemplars stored." for an issue with thousands of claims."""
+    proposed = []
+    for _ in range(10):  # each round proposes what is left; near duplicates of a proposal drop out
+        result = cli("promote", "propose", "iss-numbers", "--by", "oncall")
+        if result.exit_code:
+            break
+        proposed += [line.split()[1] for line in result.output.splitlines() if line.startswith("proposed ")]
+    assert proposed and result.exit_code == 1
+    message = " ".join(result.output.split())
+    assert "every representative trace of issue iss-numbers is already in the eval set" in message, message
+    assert proposed[0] in message and "(proposed, trace " in message and "evalset items" in message
+    exemplars = client.get("/api/issues/iss-numbers").json()["exemplars"]
+    assert exemplars and all(e["eval_item"] for e in exemplars)
+    page = client.get("/issues/iss-numbers").text
+    assert "No exemplars stored." not in page and f"in the eval set as {exemplars[0]['eval_item']}" in page
+    runbook = client.get("/api/issues/iss-numbers/runbook", params={"format": "md"}).text
+    assert "promote propose iss-numbers --traces" not in runbook and "already in the eval set" in runbook

@@ -235,7 +235,7 @@ def test_cli_reads_the_store_when_no_api_answers(store, monkeypatch):
     monkeypatch.setattr(compose, "open_components", lambda settings, **how: Borrowed())
     result = CliRunner().invoke(main, ["trace", TWICE, "--json", "--api", "http://127.0.0.1:9"], obj=api)
     assert result.exit_code == 0, result.output
-    assert orjson.loads(result.output)["answer"] == "Second try."
+    assert orjson.loads(result.stdout)["answer"] == "Second try."  # (stderr says it read the store)
     missing = CliRunner().invoke(main, ["trace", "tr-nope", "--api", "http://127.0.0.1:9"], obj=api)
     assert missing.exit_code == 1 and "no trace 'tr-nope' is stored" in missing.output
 

@@ -78,7 +78,7 @@ def test_without_an_api_it_reads_the_store_files(tmp_path):
     result = CliRunner(env={"COLUMNS": str(WIDTH)}).invoke(main, [
         "storage", "-o", "json", "--clickhouse", f"chdb:{tmp_path / 'clickhouse'}", "--api", "http://127.0.0.1:9"])
     assert result.exit_code == 0, result.output
-    report = orjson.loads(result.output)
+    report = orjson.loads(result.stdout)  # (stderr says it read the store)
     assert report["claims"] == 0 and {t["table"]: t["ttl_days"] for t in report["tables"]}["events"] == 30
 
 

@@ -52,3 +52,38 @@ def test_links_use_the_configured_external_url_else_the_api_url():
     assert load_settings(None, {"CLAIMWATCH_API__URL": "http://127.0.0.1:9123/"}, {}).external_url == "http://127.0.0.1:9123"
     configured = {"CLAIMWATCH_API__URL": "http://127.0.0.1:9123", "CLAIMWATCH_NOTIFY__EXTERNAL_URL": "https://cw.example"}
     assert load_settings(None, configured, {}).external_url == "https://cw.example"
+
+
+def test_one_setting_moves_the_api_its_url_follows_the_port_unless_set():
+    """With only CLAIMWATCH_API__PORT=18480, `token show` still named http://127.0.0.1:8080 and every command drove
+    whatever owned that port."""
+    from services.app.settings import load_settings
+
+    assert load_settings(environ={"CLAIMWATCH_API__PORT": "18480"}).api.url == "http://127.0.0.1:18480"
+    assert load_settings(environ={}).api.url == "http://127.0.0.1:8080"
+    both = load_settings(environ={"CLAIMWATCH_API__PORT": "18480", "CLAIMWATCH_API__URL": "https://cw.example.com"})
+    assert both.api.url == "https://cw.example.com"
+    assert load_settings(environ={"CLAIMWATCH_API__HOST": "0.0.0.0", "CLAIMWATCH_API__PORT": "9000"}).api.url == \
+        "http://127.0.0.1:9000"
+
+
+def test_the_runbook_template_directory_the_runbooks_name_is_a_real_setting(tmp_path):
+    """Every runbook said "drop a file into your runbook template directory", and no setting named one."""
+    from services.alerts.lifecycle import SILENT_KIND
+    from services.app.compose import build
+    from services.app.settings import load_settings
+    from services.store.backends import ChdbStore
+    from tests.unit.api.test_input_alerts import SILENT
+
+    assert SILENT.kind == SILENT_KIND
+    templates = tmp_path / "runbooks"
+    templates.mkdir()
+    (templates / "route_silent.md.j2").write_text("Our own page for a silent route.\n")
+    store = ChdbStore(tmp_path / "ch")
+    try:
+        packaged = build(load_settings(environ={}), store).alerts.runbook(SILENT)
+        assert "runbooks.template_dir" in packaged and "Our own page" not in packaged
+        settings = load_settings(environ={"CLAIMWATCH_RUNBOOKS__TEMPLATE_DIR": str(templates)})
+        assert build(settings, store).alerts.runbook(SILENT) == "Our own page for a silent route.\n"
+    finally:
+        store.close()

@@ -46,3 +46,34 @@ def test_live_traffic_sends_each_event_after_its_own_time_and_within_a_minute_of
     assert len(on_time) > 100 and len(on_time) < len(sent)
     assert min(lag.values()) >= 0
     assert max(on_time) <= 60
+
+
+def test_demo_traffic_refuses_an_unknown_route_and_works_from_any_folder(tmp_path, monkeypatch):
+    """`demo-traffic stop billing-faqq` (a typo) printed "stopped"; run from another folder it wrote a control
+    file the demo never read."""
+    import os
+
+    from click.testing import CliRunner
+
+    from services.app.cli import main
+    from services.client.demo import demo_record
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    demo_folder, elsewhere = tmp_path / "checkout", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    run = lambda *args: CliRunner().invoke(main, ["demo-traffic", *args])  # noqa: E731
+    nothing = run("stop", "billing-faq")
+    assert nothing.exit_code == 1 and "no demo is running" in nothing.output
+    demo_record().write(os.getpid(), control=str(demo_folder / "var" / "demo-control.json"),
+                        routes=["billing-faq", "parcel-status"])
+    typo = run("stop", "billing-faqq")
+    assert typo.exit_code == 1 and "no route 'billing-faqq'" in typo.output and "billing-faq, parcel-status" in typo.output
+    assert not (demo_folder / "var" / "demo-control.json").exists()
+    stopped = run("stop", "billing-faq")
+    assert stopped.exit_code == 0, stopped.output
+    control = TrafficControl(demo_folder / "var" / "demo-control.json")
+    control.refresh()
+    assert control.stopped == frozenset({"billing-faq"}) and not (elsewhere / "var").exists()
+    demo_record().forget(os.getpid())
+    assert run("resume", "billing-faq").exit_code == 1  # the demo stopped: nothing to change

@@ -221,3 +221,17 @@ def test_parse_slice_min():
         parse_slice_min("high:0.9")
     with pytest.raises(ValueError, match="DIM=VALUE:MIN"):
         parse_slice_min("stakes=high:lots")
+
+
+def test_the_gate_refuses_to_pass_on_fewer_items_than_its_minimum_and_a_pass_states_its_interval():
+    """`eval gate --min-faithfulness 0.5` on 5 items printed "eval gate passed", with no interval and no word that
+    5 items cannot support a gate."""
+    five = eval_report([item(i, ["supported"] * 9 + ["unsupported"]) for i in range(5)], n_boot=300)
+    thin = gate(five, min_faithfulness=0.5, min_items=30)
+    assert not thin.passed and "rests on fewer than eval.min_items (30)" in thin.failures[0].message
+    assert "5 items" in thin.failures[0].message
+    report = gate_report()  # 26 items, 20 with claims
+    passed = gate(report, min_faithfulness=0.5, max_over_refusal=0.5, min_items=20)
+    assert passed.passed and len(passed.checked) == 2
+    assert passed.checked[0].startswith("faithfulness on all is 0.8000 (95% CI ") and "20 items), at least" in passed.checked[0]
+    assert not gate(report, min_faithfulness=0.5, min_items=21).passed

@@ -93,7 +93,10 @@ def test_the_api_gate_checks_kappa_on_the_review_labels(labelled):
     kappa = labelled.get("/api/review/agreement").json()["overall"]["verifier"]["kappa"]["value"]
     assert 0 < kappa < 1
     passed = labelled.get("/api/eval/gate", params={"min_kappa": kappa - 0.01}).json()
-    assert passed == {"passed": True, "failures": []}
+    assert passed["passed"] and passed["failures"] == []
+    assert len(passed["checked"]) == 1
+    assert passed["checked"][0].startswith(f"verifier-vs-human kappa on reviewed claims is {kappa:.2f} (")
+    assert "at least the minimum" in passed["checked"][0] and " items)" in passed["checked"][0]
     failed = labelled.get("/api/eval/gate", params={"min_kappa": kappa + 0.01}).json()
     assert [f["metric"] for f in failed["failures"]] == ["verifier-vs-human kappa"]
     assert labelled.get("/api/eval/gate", params={"min_kappa": 2}).status_code == 422

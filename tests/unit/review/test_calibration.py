@@ -142,3 +142,13 @@ def test_resampled_counts_draw_n_items_a_row_and_each_item_once_on_average():
     assert counts.shape == (4000, 50) and (counts.sum(axis=1) == 50).all()
     assert counts.mean(axis=0) == pytest.approx(np.ones(50), abs=0.06)
 
+
+
+def test_a_route_without_labels_reads_no_labels_yet_not_stale():
+    """Stale means labels that no longer fit; with none there is nothing to be stale (what every surface prints)."""
+    calibrator = Calibrator(30, timedelta(days=90), n_boot=200)
+    none = calibrator.calibrate(traffic("r", 300, 1000), [], NOW)
+    assert none.labels == 0 and none.status == "no labels yet" and none.as_dict()["status"] == "no labels yet"
+    old = calibrator.calibrate(traffic("r", 300, 1000), se_90_sp_80(at=NOW - timedelta(days=100)), NOW)
+    assert old.status == "stale"
+    assert calibrator.calibrate(traffic("r", 300, 1000), se_90_sp_80(times=2), NOW).status == "current"

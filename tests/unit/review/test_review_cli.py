@@ -58,7 +58,7 @@ def test_rates_calibrated_adds_columns_and_json_fields(cli):
     assert [{k: v for k, v in e.items() if k != "calibrated"} for e in calibrated] == plain
     assert all(e["calibrated"]["stale"] for e in calibrated), "no labels yet"
     table = cli("rates", "--window", "all", "--calibrated")
-    assert table.exit_code == 0 and "CALIBRATED" in table.output and "STALE" in table.output
+    assert table.exit_code == 0 and "CALIBRATED" in table.output and "NO LABELS YET" in table.output
 
 
 def test_plan_fits_80_columns_and_json_is_the_api_s(cli, monkeypatch):

@@ -22,7 +22,10 @@ def claimwatch(tmp_path):
     flags = ["--clickhouse", f"chdb:{tmp_path / 'ch'}", "--api", nothing_listens]
 
     def run(*args: str):
-        return CliRunner(env={"COLUMNS": "120", "CLAIMWATCH_TOKEN": ""}).invoke(main, ["issues", *args, *flags])
+        result = CliRunner(env={"COLUMNS": "120", "CLAIMWATCH_TOKEN": ""}).invoke(main, ["issues", *args, *flags])
+        # what it says, but the notice that no API answers and it reads the store files
+        result.said = "\n".join(line for line in result.output.splitlines() if not line.startswith("no claimwatch API"))
+        return result
     return run
 
 
@@ -31,9 +34,9 @@ def test_triage_from_the_command_line_shows_in_issues_show(claimwatch):
              ("link", "iss-a", "https://tickets.example/PAY-7", "--by", "sam"), ("archive", "iss-a", "--for", "2h")]
     said = [claimwatch(*step) for step in steps]
     assert all(r.exit_code == 0 for r in said), [r.output for r in said]
-    assert said[0].output.strip() == "iss-a is assigned to sam (team on-call)"
+    assert said[0].said.strip() == "iss-a is assigned to sam (team on-call)"
     assert "archived until" in said[3].output and "--state archived" in said[3].output
-    listed = lambda *f: [i["issue_id"] for i in json.loads(claimwatch("list", "-o", "json", *f).output)]  # noqa: E731
+    listed = lambda *f: [i["issue_id"] for i in json.loads(claimwatch("list", "-o", "json", *f).stdout)]  # noqa: E731
     assert listed() == [] and listed("--state", "archived") == ["iss-a"]
     assert listed("--state", "archived", "--assignee", "sam") == ["iss-a"]
     assert listed("--state", "archived", "--owner", "nobody") == []
@@ -41,7 +44,7 @@ def test_triage_from_the_command_line_shows_in_issues_show(claimwatch):
     for expected in ("sam (team on-call)", "https://tickets.example/PAY-7", 'sam: note "rolled back gen-2"',
                      "lee: assigned (assignee sam)", "archived"):
         assert expected in shown, expected
-    assert claimwatch("unarchive", "iss-a").output.strip() == "iss-a is new again"
+    assert claimwatch("unarchive", "iss-a").said.strip() == "iss-a is new again"
 
 
 def test_triaging_a_merged_issue_changes_the_issue_it_joined_and_says_so(claimwatch):
@@ -50,11 +53,11 @@ def test_triaging_a_merged_issue_changes_the_issue_it_joined_and_says_so(claimwa
     assigned = claimwatch("assign", "iss-gone", "alice", "--by", "lee")
     linked = claimwatch("link", "iss-gone", "https://tickets.example.com/CW-12", "--by", "lee")
     assert assigned.exit_code == 0 and linked.exit_code == 0, (assigned.output, linked.output)
-    assert assigned.output.splitlines() == ["iss-gone was merged into iss-a",
+    assert assigned.said.splitlines() == ["iss-gone was merged into iss-a",
                                             "iss-a is assigned to alice (team on-call)"]
-    shown = json.loads(claimwatch("show", "iss-a", "-o", "json").output)
+    shown = json.loads(claimwatch("show", "iss-a", "-o", "json").stdout)
     assert shown["assignee"] == "alice" and shown["ticket_url"] == "https://tickets.example.com/CW-12"
-    assert json.loads(claimwatch("show", "iss-gone", "-o", "json").output)["assignee"] == ""
+    assert json.loads(claimwatch("show", "iss-gone", "-o", "json").stdout)["assignee"] == ""
     shown_merged = claimwatch("show", "iss-gone").output.splitlines()
     at = next(n for n, line in enumerate(shown_merged) if line.startswith("merged into"))
     assert shown_merged[at].split() == ["merged", "into", "iss-a,", "where", "its", "claims", "are", "now:"]
