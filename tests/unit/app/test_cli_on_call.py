@@ -180,7 +180,9 @@ def test_issues_show_is_text_with_its_key_fields_whole(cli, client, acked):
     for exemplar in issue["exemplars"]:
         assert any(exemplar["trace_id"] in line for line in lines), exemplar["trace_id"]
     assert any(acked["alert_id"] in line and "firing·acked" in line for line in lines), text
-    assert orjson.loads(cli("issues", "show", "iss-refund-days", "-o", "json")) == issue
+    shown = orjson.loads(cli("issues", "show", "iss-refund-days", "-o", "json"))
+    # the API's answer from just before or just after (an open alert's window grows when a minute turns between)
+    assert shown in (issue, client.get("/api/issues/iss-refund-days").json())
 
 
 def test_the_runbook_is_rendered_for_the_terminal_without_escapes_or_broken_words(cli, client):
