@@ -143,7 +143,8 @@ def _serves_the_named_store(settings: Settings) -> bool:
         about = api().request("GET", settings.api.url.rstrip("/") + "/api/about", headers=auth_headers(settings))
     except httpx.TransportError:
         return True  # nothing answers: the caller finds that out itself
-    served = about.json().get("store") if about.status_code == 200 else None
+    said_json = about.status_code == 200 and about.headers.get("content-type", "").startswith("application/json")
+    served = about.json().get("store") if said_json else None  # (another service on the port says nothing)
     if served is None or served == public_url(settings.clickhouse):
         return True
     _say_once(f"the claimwatch API at {settings.api.url} serves another store ({served}); reading "
