@@ -197,9 +197,10 @@ def run_demo(settings, console: Console, keep_running: bool, token_hint: str | N
         console.rule("[bold green]done")
         console.print(f"Dashboard: {api}/   API docs: {api}/docs")
         console.print("Traffic goes on in real time. To see the monitor notice broken input, stop a route's "
-                      f"verifier or break its producer, then watch `{cli} alerts list`:", markup=False, highlight=False)
+                      "verifier or break its producer, then watch the alerts:", markup=False, highlight=False)
         console.print(f"  {cli} demo-traffic stop billing-faq\n  {cli} demo-traffic break parcel-status\n"
-                      f"  {cli} demo-traffic resume billing-faq", markup=False, highlight=False, soft_wrap=True)
+                      f"  {cli} demo-traffic resume billing-faq\n  {cli} alerts list", markup=False, highlight=False,
+                      soft_wrap=True)  # commands whole, each on a line of its own
         if token_hint:  # where `claimwatch up` keeps the API token, and how to use it
             console.print(token_hint, soft_wrap=True, markup=False, highlight=False)
         if keep_running:
