@@ -21,7 +21,7 @@ class DistinctQuestions:
 
     def items_of(self, event_ids: Sequence[str]) -> dict[str, str]:
         """The eval item each of ``event_ids`` already is, of those that are one."""
-        known = {r["item_id"] for r in self.evals.embeddings()}
+        known = {r["item_id"] for r in self.evals.items()}  # ids only: no vectors
         return {e: item_id_for(e) for e in event_ids if item_id_for(e) in known}
 
     def pick(self, event_ids: Sequence[str], questions: Sequence[str], limit: int) -> list[int]:

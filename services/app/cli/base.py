@@ -40,6 +40,7 @@ class Api:
     def __init__(self, client: httpx.Client | None = None):
         self._client = client
         self._owned = client is None
+        self.serves: dict[tuple[str, str], bool] = {}  # (API url, named store) -> whether it serves it: asked once
 
     def request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
         if self._client is None:
@@ -135,10 +136,17 @@ def _say_once(message: str) -> None:
 def _serves_the_named_store(settings: Settings) -> bool:
     """Whether the API at settings.api.url serves the store the user named (--clickhouse, CLAIMWATCH_CLICKHOUSE, a
     config file); True when they named none, or the API does not say. It must never answer for another stack."""
-    from services.store.backends import public_url
-
     if "clickhouse" not in settings.model_fields_set:
         return True
+    key, asked = (settings.api.url, settings.clickhouse), api().serves
+    if key not in asked:
+        asked[key] = _asks_the_named_store(settings)
+    return asked[key]
+
+
+def _asks_the_named_store(settings: Settings) -> bool:
+    from services.store.backends import public_url
+
     try:
         about = api().request("GET", settings.api.url.rstrip("/") + "/api/about", headers=auth_headers(settings))
     except httpx.TransportError:
