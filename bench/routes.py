@@ -32,6 +32,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -124,6 +125,21 @@ def rss_mib(pid: int) -> tuple[float, float]:
     """(VmRSS, VmHWM) in MiB."""
     status = Path(f"/proc/{pid}/status").read_text()
     return tuple(int(re.search(rf"^{k}:\s+(\d+) kB", status, re.M)[1]) / 1024 for k in ("VmRSS", "VmHWM"))
+
+
+def record_rss(worker: "Worker", path: Path, stop: threading.Event) -> threading.Thread:
+    """Every half second, the worker's VmRSS (MiB) to ``path``: when a peak happened, beside the worker's log."""
+    def sample() -> None:
+        with open(path, "a") as out:
+            while not stop.wait(0.5):
+                try:
+                    out.write(f"{datetime.now():%H:%M:%S.%f}\t{rss_mib(worker.proc.pid)[0]:.0f}\n")
+                    out.flush()
+                except (OSError, AttributeError):  # between workers (a restart)
+                    pass
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    return thread
 
 
 def metrics_of(text: str) -> dict[str, float]:
@@ -239,6 +255,8 @@ def run_size(routes: int, args) -> dict:
         worker = Worker(broker.bootstrap, workdir / "ch", prefix, workdir / "worker.log")
         log = EvaluatorLog(worker.log_path)
         worker.start()
+        sampling = threading.Event()
+        record_rss(worker, workdir / "rss.tsv", sampling)
         try:
             backfill(worker, broker.bootstrap, topic, routes, silent, log, args, out)
             stop, sent = mp.Event(), mp.Value("q", 0)
@@ -252,6 +270,7 @@ def run_size(routes: int, args) -> dict:
                 stop.set()
                 producer.join(60)
         finally:
+            sampling.set()
             worker.stop()
     if not args.keep:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -287,6 +306,7 @@ def backfill(worker: Worker, bootstrap: str, topic: str, routes: int, silent: li
     wait_for(lambda: (lag := log.lag()) is not None and lag <= watermark + 120, args.timeout,
              "the evaluator to catch up with the backfill", worker)
     out["caught_up_s"] = round(time.monotonic() - started)
+    out["rss_peak_after_backfill_mib"] = round(rss_mib(worker.proc.pid)[1])
     console.print(f"stored after {out['backfill_stored_s']} s, evaluator caught up after {out['caught_up_s']} s "
                   f"({sum(p[3] for p in log.passes)} minutes evaluated in {len(log.passes)} passes)")
 
@@ -319,6 +339,7 @@ def live(worker: Worker, log: EvaluatorLog, args, out: dict) -> None:
         "lag_s_second_half_max": round(max((x for x in lags[half:] if x is not None), default=-1)),
         "lag_gauge_s": None if gauge is None else round(gauge),
         "rss_live_max_mib": round(max(rss, default=0)),
+        "rss_peak_after_live_mib": round(rss_mib(worker.proc.pid)[1]),
     })
     out["keeps_up"] = 0 <= out["lag_s_second_half_max"] <= out["lag_s_first_half_max"] + 60 \
         and out["lag_s_second_half_max"] <= 60 + args.eval_interval + out["longest_pass_s"] + 60
@@ -349,7 +370,7 @@ def reads(worker: Worker, args, out: dict) -> None:
     tables = {t["table"]: t for t in storage["tables"]}
     out["state_disk_bytes"] = sum(tables.get(t, {}).get("disk_bytes", 0) for t in ("alert_route_state", "route_expectations"))
     out["state_rows"] = tables.get("alert_route_state", {}).get("rows", 0)
-    out["rss_peak_mib"] = round(rss_mib(worker.proc.pid)[1])
+    out["rss_peak_after_reads_mib"] = round(rss_mib(worker.proc.pid)[1])
 
 
 def alerts_now(worker: Worker) -> dict[str, list[str]]:
@@ -385,6 +406,8 @@ def restart(worker: Worker, log: EvaluatorLog, silent: list[int], args, out: dic
     seen = len(log.passes)
     wait_for(lambda: (log.read(), len(log.passes) >= seen + 2)[1], args.timeout, "two passes after the restart", worker)
     after, firing_after = alerts_now(worker), firing_gauge(worker)
+    out["rss_peak_restarted_mib"] = round(rss_mib(worker.proc.pid)[1])
+    out["rss_peak_mib"] = max(out["rss_peak_after_reads_mib"], out["rss_peak_restarted_mib"])  # either worker's
     silent_alerts = {k: v for k, v in after.items() if k in before}
     out["restart_resumed_every_route"] = resumed_routes == out["state_routes"] and resumed_minute >= through
     out["restart_same_alerts"] = (set(before) <= set(after) and all(v == before[k] for k, v in silent_alerts.items())
@@ -396,7 +419,8 @@ def restart(worker: Worker, log: EvaluatorLog, silent: list[int], args, out: dic
 
 
 # -- report ------------------------------------------------------------------------------------------------------
-RATIOS = ("eval_s_per_min", "longest_pass_s", "rss_peak_mib", "state_disk_bytes", "overview_s", "overview_bytes",
+RATIOS = ("eval_s_per_min", "longest_pass_s", "rss_peak_mib", "rss_peak_after_backfill_mib", "rss_peak_after_live_mib",
+          "rss_peak_after_reads_mib", "rss_peak_restarted_mib", "state_disk_bytes", "overview_s", "overview_bytes",
           "api_rates_s", "metrics_s", "metrics_bytes", "cli_rates_s", "restart_resume_s", "restore_s")
 
 
@@ -430,7 +454,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--read-timeout", type=float, default=120)
     parser.add_argument("--timeout", type=float, default=3600, help="give up a phase after this many seconds")
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--keep", action="store_true", help="keep the work directories (stores and logs)")
+    parser.add_argument("--keep", action="store_true", help="keep the work directories (stores, logs, the worker's "
+                        "RSS every half second in rss.tsv)")
     parser.add_argument("--out", type=Path, help="write the figures as JSON")
     args = parser.parse_args(argv)
     os.environ["CLAIMWATCH_DRIFT__EVAL_INTERVAL_SECONDS"] = str(args.eval_interval)

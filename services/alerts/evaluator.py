@@ -43,7 +43,9 @@ MINUTE = timedelta(minutes=1)
 # whole held every route's and mix slice's minutes at once (+400 MiB on the worker draining 1 GiB of envelopes).
 # A pass is also one insert of the evaluator's state, so it spans at most the state's ring of inputs.
 PASS_MINUTES = evaluator_state.SNAPSHOT_MINUTES
-PASS_ROUTE_MINUTES = 20_000  # and at most this many route-minutes: 10,000 routes are read 2 minutes at a time
+# And at most this many route-minutes: 10,000 routes are read a minute at a time, as they are live. Each part's rows
+# and its state insert are held at once: 2 minutes of 10,000 routes added 150-200 MiB while a backlog was caught up.
+PASS_ROUTE_MINUTES = 10_000
 SUSPECT_LOOKBACK = timedelta(hours=2)
 # A route this far behind the newest minute no longer holds the watermark back … (short: a route that stops must be
 # evaluated as silent within minutes, so route_silent pages within ten)

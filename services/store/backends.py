@@ -11,8 +11,9 @@ from __future__ import annotations
 import os
 import re
 import threading
+import time
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Protocol
+from typing import Any, Callable, Iterable, Mapping, Protocol
 from urllib.parse import unquote, urlparse
 
 import orjson
@@ -124,6 +125,40 @@ def _settings_clause(settings: Mapping[str, Any] | None) -> str:
 # 1 s cut the worker's peak RSS draining a backlog by 40-75 MiB at the same speed (docs/performance.md). An
 # operator's own JE_MALLOC_CONF wins.
 CHDB_ALLOCATOR = "percpu_arena:disabled,narenas:1,dirty_decay_ms:1000"
+# Its build purges only as it allocates (no background thread), so while the worker is large (10,000 routes' evaluator
+# beside a backlog's writes) the kept pages took it past 2 GB (bench/routes.py). Above this RSS they are given back
+# after a statement (`SYSTEM JEMALLOC PURGE`, ~0.1 s), at most once a second; below it, writes keep their speed.
+PURGE_ABOVE_BYTES = 1280 << 20
+
+
+class AllocatorPurge:
+    """When to give chDB's kept pages back: the process is above ``limit`` bytes resident and ``every`` seconds
+    have passed since the last purge."""
+
+    def __init__(self, limit: int, resident: Callable[[], int | None], clock: Callable[[], float] = time.monotonic,
+                 every: float = 1.0):
+        self.limit, self.resident, self.clock, self.every = limit, resident, clock, every
+        self.last: float | None = None
+        self.purges = 0
+
+    def due(self) -> bool:
+        now = self.clock()
+        if self.last is not None and now - self.last < self.every:
+            return False
+        size = self.resident()
+        if size is None or size <= self.limit:
+            return False
+        self.last, self.purges = now, self.purges + 1
+        return True
+
+
+def resident_bytes() -> int | None:
+    """This process's RSS (Linux's /proc/self/statm); None where there is none."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 class ChdbStore:
@@ -131,7 +166,7 @@ class ChdbStore:
     inserts and commands, one for queries, so a dashboard's reads never wait for an ingest INSERT to finish
     (both see the same data: the engine is shared)."""
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, purge_above: int = PURGE_ABOVE_BYTES):
         os.environ.setdefault("JE_MALLOC_CONF", CHDB_ALLOCATOR)  # before chDB loads; no effect once loaded
         import chdb.session
 
@@ -150,15 +185,22 @@ class ChdbStore:
                 "or use a ClickHouse server (--clickhouse http://...)."
             ) from exc
         self._write_lock, self._read_lock = threading.Lock(), threading.Lock()
+        self.purge = AllocatorPurge(purge_above, resident_bytes)
 
-    @staticmethod
-    def _run(session, lock: threading.Lock, sql: str, fmt: str, params: Mapping[str, Any] | None) -> bytes:
+    def _run(self, session, lock: threading.Lock, sql: str, fmt: str, params: Mapping[str, Any] | None) -> bytes:
         with lock:
             try:
                 result = session.query(sql, fmt, params=_bind(params) if params else None)
             except Exception as exc:
                 raise store_error(exc) from exc
-        return result.bytes() if result is not None else b""
+        out = result.bytes() if result is not None else b""
+        self._give_back_if_large()
+        return out
+
+    def _give_back_if_large(self) -> None:
+        if self.purge.due():
+            with self._write_lock:
+                self._writes.query("SYSTEM JEMALLOC PURGE", "TabSeparated")
 
     def command(self, sql: str, params: Mapping[str, Any] | None = None) -> None:
         self._run(self._writes, self._write_lock, sql, "TabSeparated", params)
@@ -193,6 +235,7 @@ class ChdbStore:
                 inserter.finish()
             except Exception as exc:
                 raise store_error(exc) from exc
+        self._give_back_if_large()
         return lines.count(b"\n") + 1
 
     def close(self) -> None:

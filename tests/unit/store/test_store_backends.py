@@ -22,7 +22,7 @@ from services.contract.decode import validate_event
 import msgspec
 
 from services.contract.model import FAILED_VERDICTS, Answer, Claim, Query, Sampling, VerdictEvent
-from services.store.backends import CHDB_ALLOCATOR, ChdbStore, HttpStore, Store
+from services.store.backends import CHDB_ALLOCATOR, AllocatorPurge, ChdbStore, HttpStore, Store
 from services.core.errors import StoreError
 from services.store.convert import INTAKE_SETTINGS, INTAKE_TABLE, event_to_row
 from services.ingest.records import INTAKE_FORMAT, intake_line
@@ -302,3 +302,34 @@ def test_chdb_refuses_an_allocator_setting_it_does_not_know_so_the_variable_is_t
     script = f"from services.store.backends import ChdbStore; ChdbStore({str(tmp_path / 'ch')!r}).query('SELECT 1')"
     assert subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, timeout=120,
                           cwd=ROOT).returncode != 0
+
+
+def test_the_allocator_is_purged_only_above_its_limit_and_at_most_once_a_second():
+    resident, now = [100], [0.0]
+    purge = AllocatorPurge(200, lambda: resident[0], lambda: now[0])
+    assert not purge.due()                   # small: the kept pages speed the next write
+    resident[0] = 300
+    assert purge.due() and purge.purges == 1
+    now[0] = 0.5
+    assert not purge.due()                   # a purge costs ~0.1 s: not after every statement
+    now[0] = 1.5
+    assert purge.due() and purge.purges == 2
+    assert not AllocatorPurge(200, lambda: None).due()  # no /proc: nothing to go by
+
+
+def test_a_large_worker_gives_chdbs_kept_pages_back(tmp_path):
+    """chDB keeps a write's freed pages (1 GB after this insert); above PURGE_ABOVE_BYTES the next statement returns
+    them. In a fresh interpreter, so the figures are this store's alone."""
+    script = f"""
+from services.store.backends import ChdbStore, resident_bytes
+store = ChdbStore({str(tmp_path / 'ch')!r}, purge_above=1 << 40)
+store.command("CREATE TABLE t (a String) ENGINE = MergeTree ORDER BY a")
+store.command("INSERT INTO t SELECT repeat(toString(number), 50) FROM numbers(1500000)")
+kept = resident_bytes()
+store.purge.limit = 0
+store.query("SELECT count() AS n FROM t")
+print(kept, resident_bytes(), store.purge.purges)
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=True, cwd=ROOT)
+    kept, after, purges = map(int, out.stdout.split())
+    assert purges == 1 and kept - after > 300 << 20, (kept >> 20, after >> 20)
