@@ -225,7 +225,7 @@ class SeriesPoint(Out):
 class Baseline(Out):
     rate: float | None
     interval: list[float] | None
-    source: str = Field(description="where the baseline comes from: an alert id or the preceding window")
+    source: str = Field(description="the drift detector's expectation now (then key expectation is true), an alert or the window before")
 
 
 class AlertSpan(Out):

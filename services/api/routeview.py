@@ -121,7 +121,7 @@ def baseline_from(current: dict | None, alerts: list[dict], before: Counts | Non
     the overview and `claimwatch rates` compare against); else the newest drift alert's baseline; else the
     preceding window's rate. Input-health alerts' baselines are counts or shares, never drawn here."""
     if current is not None and current.get("expected") is not None:
-        return {"rate": current["expected"], "interval": None,
+        return {"rate": current["expected"], "interval": None, "expectation": True,
                 "source": f"the drift detector's expectation: {current['expected_basis']}"}
     for alert in alerts:  # newest first
         if alert["kind"] in KINDS and alert.get("baseline") is not None:

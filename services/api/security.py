@@ -117,6 +117,15 @@ class Gate:
                                      f"not {claimed[:200]!r}: leave out by, or use your own token")
         return name
 
+    def signer(self, request: Request, claimed: str | None, field: str = "by") -> str:
+        """Who signs off (an eval item's approval, a dispute's adjudication): a named token's holder only. An
+        unnamed token is whoever claims a name, so it cannot show that a second person looked."""
+        holder = getattr(request.state, "holder", None)
+        if holder is None or holder.name is None:
+            raise HTTPException(403, "signing off needs a token with a name, so the second pair of eyes is on record: "
+                                     "make one for the reviewer with `claimwatch token new --name NAME --register`")
+        return self.acting_as(request, claimed, field)
+
     def read_check(self, request: Request, token: str | None) -> None:
         if not self.policy.protect_reads:
             return

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Mapping
 
 LEGACY_TOKEN = Path("var/api-token")
+DEMO_REVIEWER = ("reviewer", Path("var/reviewer-token"))  # the demo's second person, who signs off, and their token
 HOSTS = "hosts.toml"
 HASHES = "token-hashes"
 
@@ -118,3 +119,19 @@ def add_token_hash(digest: str, path: Path, note: str = "", name: str | None = N
     finally:
         os.close(fd)
     return path
+
+
+def holder_token(path: Path, name: str, hashes: Path) -> str:
+    """A token whose holder is ``name``, kept in ``path`` (0600) and registered in the token-hashes file ``hashes``:
+    the one kept there while it is still registered, else a new one (the demo's second person, who signs off)."""
+    from services.api.auth import hash_token, new_token, read_hashes_file
+
+    kept = path.read_text(encoding="utf-8").strip() if path.is_file() else ""
+    if kept and hashes.is_file() and (hash_token(kept).encode(), name) in read_hashes_file(hashes):
+        return kept
+    token, digest = new_token()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(token + "\n")
+    add_token_hash(digest, hashes, note=f"{name}'s token, made by claimwatch demo", name=name)
+    return token

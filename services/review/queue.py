@@ -16,6 +16,7 @@ from typing import Iterable, Mapping, Protocol
 import orjson
 
 from services.core.errors import Conflict, NotFound
+from services.core.names import identity_key
 from services.review.labels import ADJUDICATOR, REVIEWER, ReviewedClaim, human_label
 
 ANSWER_EXCERPT_CHARS = 1200
@@ -220,6 +221,11 @@ class ReviewQueue:
         """A named adjudicator's label, which settles the claim whatever the reviewers said."""
         if not adjudicator.strip():
             raise ValueError("adjudicator must be a non-empty name")
+        labelled = [lab for lab in self.store.labels([claim_key]) if lab["role"] == REVIEWER
+                    and identity_key(lab["reviewer"]) == identity_key(adjudicator)]
+        if labelled:  # four eyes: the settling word is a third person's, not one side's second vote
+            raise Conflict(f"{adjudicator.strip()} labelled {claim_key} as a reviewer, so cannot settle it; "
+                           "ask someone who has not labelled it")
         return self._save(claim_key, 0, adjudicator.strip(), ADJUDICATOR, human_label(label), span, now)
 
     def _save(self, claim_key: str, slot: int, who: str, role: str, label: str, span: str, now: datetime) -> Revealed:

@@ -230,11 +230,11 @@ class AlertRepository(Generic[A, S]):
 
     # -- what the evaluator expects of each route (services/alerts/expectations.py) ----------------------
     def save_expectations(self, minute: datetime, expectations: Mapping[str, Mapping]) -> None:
-        """Each route's ``expected`` (None: none yet), ``basis`` and ``learning`` as of ``minute``."""
+        """Each route's ``expected`` (None: none yet), ``basis``, ``learning`` and ``history_hours`` as of ``minute``."""
         version, at = self._version(), ch_time(minute)
         self.store.insert("route_expectations", [
             {"route": route, "minute": at, "expected": e["expected"], "basis": e["basis"], "learning": int(e["learning"]),
-             "updated_at": version} for route, e in expectations.items()])
+             "history_hours": e.get("history_hours"), "updated_at": version} for route, e in expectations.items()])
 
     def expectations(self, routes: Iterable[str] | None = None) -> dict[str, dict]:
         """The newest expectation of each route (of ``routes`` if given)."""
@@ -243,5 +243,7 @@ class AlertRepository(Generic[A, S]):
             where, params = "WHERE route IN {routes:Array(String)}", {"routes": list(routes)}
         rows = self.store.query(
             "SELECT route, argMax(expected, updated_at) AS expected, argMax(basis, updated_at) AS basis, "
-            f"argMax(learning, updated_at) AS learning FROM route_expectations {where} GROUP BY route", params)
-        return {r["route"]: {"expected": r["expected"], "basis": r["basis"], "learning": bool(r["learning"])} for r in rows}
+            "argMax(learning, updated_at) AS learning, argMax(history_hours, updated_at) AS history_hours "
+            f"FROM route_expectations {where} GROUP BY route", params)
+        return {r["route"]: {"expected": r["expected"], "basis": r["basis"], "learning": bool(r["learning"]),
+                             "history_hours": r["history_hours"]} for r in rows}

@@ -24,6 +24,7 @@ from tests.support.processes import LIVE, WorkerProcess, send_all
 from tests.support.receiver import Receiver
 
 TOKEN, TOKEN_HASH = new_token()
+REVIEWER, REVIEWER_HASH = new_token()  # a second person, named: sign-off needs one
 HOOK_SECRET = "e2e-secret-of-the-ticket-bridge"
 CONFIG = f"""
 [drift]
@@ -35,7 +36,7 @@ min_baseline_claims = 4000
 interval_minutes = 0.5
 lookback_hours = 0.5
 [api]
-token_hashes = ["{TOKEN_HASH}"]
+token_hashes = ["{TOKEN_HASH}", "{REVIEWER_HASH} reviewer"]
 """
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
@@ -213,6 +214,8 @@ def test_the_on_call_journey_from_a_page_to_a_regression_test(worker, session):
 
     item = proposed[0]["item_id"]
     page = session.open("/eval", "journey-4-eval")
+    page.fill("#token-input", REVIEWER)  # the sign-off is a second person's, with a token that names them
+    page.click("#token-form button[type=submit]")
     session.act(f'form[data-path="/api/promotions/{item}/approve"]', {"by": "reviewer"}, "Approve", "Approved.")
     assert worker.get(f"/api/promotions/{item}")["state"] == "approved"
     assert item in page.locator("#items").inner_text()

@@ -35,7 +35,7 @@ class Demo:
                     "CLAIMWATCH_API__PORT": str(self.port), "CLAIMWATCH_API__URL": self.url,
                     "CLAIMWATCH_EMBEDDED_BROKER": f"127.0.0.1:{free_port()}",
                     "CLAIMWATCH_API__ANONYMOUS_READS_PER_MINUTE": "100000"}  # this test polls twice a second
-        self.log = tmp / "demo.log"
+        self.dir, self.log = tmp, tmp / "demo.log"
         self.proc = subprocess.Popen([sys.executable, "-m", "services.app.cli", "demo"], cwd=tmp, env=self.env,
                                      stdout=open(self.log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
 
@@ -143,3 +143,13 @@ def test_within_30_s_of_each_page_the_alert_names_its_issue_and_its_runbook_prom
         proposed = {i["origin_trace_id"] for i in demo.get("/api/promotions", state="proposed") or []
                     if i["origin_issue_id"] == issue["issue_id"]}
         assert set(traces) <= proposed, (traces, proposed)
+        # the sign-off the demo printed, pasted where the demo runs: a second person's named token approves
+        approve = next(line.strip() for line in demo.log.read_text().splitlines() if " promote approve ITEM_ID" in line)
+        item = next(i["item_id"] for i in demo.get("/api/promotions", state="proposed") or []
+                    if i["origin_trace_id"] == traces[0])
+        signed = subprocess.run(["bash", "-c", approve.replace("ITEM_ID", item)], cwd=demo.dir,
+                                env={k: v for k, v in demo.env.items() if k != "CLAIMWATCH_TOKEN"}, capture_output=True,
+                                text=True, timeout=120)
+        assert signed.returncode == 0, (approve, signed.stdout, signed.stderr)
+        approved = demo.get(f"/api/promotions/{item}")
+        assert approved["state"] == "approved" and approved["reviewed_by"] == "reviewer", approved

@@ -57,7 +57,7 @@ def router(evalset, gate: Gate) -> APIRouter:
             response_model=EvalItemView, dependencies=write, responses=changes)
     def approve(body: ReviewBody, request: Request, item_id: str = path_id()) -> dict:
         reviewable(item_id)
-        return as_json(evalset.approve(item_id, gate.acting_as(request, body.by), body.reason))
+        return as_json(evalset.approve(item_id, gate.signer(request, body.by), body.reason))
 
     @r.post("/api/promotions/{item_id}/reject", summary="Reject a proposed item, saying why",
             response_model=EvalItemView, dependencies=write, responses=changes)

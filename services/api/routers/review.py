@@ -41,7 +41,7 @@ def router(review, gate: Gate, now: Callable[[], datetime]) -> APIRouter:
     @r.post("/api/review/claims/{claim_key}/adjudicate", summary="An adjudicator's label, which settles the claim",
             dependencies=write, responses=changes)
     def adjudicate(body: AdjudicateBody, request: Request, claim_key: str = path_id()) -> dict:
-        return as_json(review.adjudicate(claim_key, gate.acting_as(request, body.adjudicator, "adjudicator"), body.label, body.span, now()))
+        return as_json(review.adjudicate(claim_key, gate.signer(request, body.adjudicator, "adjudicator"), body.label, body.span, now()))
 
     @r.get("/api/review/progress", summary="Labels per reviewer and per stratum (route, verdict, issue)",
            dependencies=read, responses=guarded)

@@ -59,8 +59,15 @@ def promote_propose(settings: Settings, issue_id: str, traces: str | None, by: s
     for item in data:
         console.print(f"proposed {item['item_id']} from trace {item['origin_trace_id']}")
     if data:
-        console.print(f"a reviewer (not {by}) signs off with: {cli_command()} promote approve {data[0]['item_id']} "
-                      "--by NAME --reason '...'", markup=False, highlight=False, soft_wrap=True)
+        console.print(sign_off_hint(data[0]["proposed_by"], data[0]["item_id"]), markup=False, highlight=False,
+                      soft_wrap=True)
+
+
+def sign_off_hint(proposer: str, item_id: str) -> str:
+    """How a second person approves: with a token that names them (`claimwatch demo` keeps one for a reviewer)."""
+    return (f"someone other than {proposer} signs off, with a token that names them "
+            f"(`{cli_command()} token new --name NAME`):\n"
+            f"  CLAIMWATCH_TOKEN=THEIR_TOKEN {cli_command()} promote approve {item_id} --reason '...'")
 
 
 def _review(settings: Settings, verdict: str, item_id: str, by: str | None, reason: str) -> None:

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from services.app.cli.base import Abort, console, main, out, print_json, reach, service_options
+from services.app.cli.base import Abort, by_option, console, main, out, print_json, reach, service_options, who
 from services.app.cli.tables import Column, at, output_option, print_table
 from services.app.settings import Settings
 from services.core.clock import utcnow
@@ -121,12 +121,13 @@ def review_label(settings: Settings, slot: str, reviewer: str, label: str, span:
 
 @review.command("adjudicate")
 @click.argument("claim_key")
-@click.option("--by", "adjudicator", required=True, help="The adjudicator.")
+@by_option("The adjudicator: the holder of a named token, who did not label the claim.")
 @click.option("--label", required=True, help=f"One of {', '.join(LABELS)}.")
 @click.option("--span", default="")
 @service_options
-def review_adjudicate(settings: Settings, claim_key: str, adjudicator: str, label: str, span: str) -> None:
+def review_adjudicate(settings: Settings, claim_key: str, by: str | None, label: str, span: str) -> None:
     """Settle a disputed claim (see `claimwatch review agreement`)."""
+    adjudicator = who(settings, by)
     show_revealed(reach(settings, f"/api/review/claims/{claim_key}/adjudicate", {},
                         _json(lambda c: c.review.adjudicate(claim_key, adjudicator, label, span, utcnow())),
                         method="POST", body={"adjudicator": adjudicator, "label": label, "span": span}))

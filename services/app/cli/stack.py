@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 
 import click
 
@@ -124,12 +125,18 @@ def demo(settings: Settings, exit_at_end: bool) -> None:
     """Bring the embedded stack up, send accelerated simulated traffic, show rates, alerts, issues and a runbook."""
     from services.client.demo import DemoError, run_demo
 
-    from services.app.credentials import hosts_path
+    from services.app.credentials import DEMO_REVIEWER, hashes_path, holder_token, hosts_path
 
     refuse_taken_ports(settings)
+    hints = [] if settings.api.token_hashes else [token_hint(settings.api.url, hosts_path())]
+    if not settings.api.token_hashes:  # sign-off needs a second, named person: the demo keeps a token for one
+        name, kept = DEMO_REVIEWER
+        kept.parent.mkdir(exist_ok=True)
+        holder_token(kept, name, Path(settings.api.token_file or hashes_path()).expanduser())
+        hints.append(f"Approving an eval item needs a second person's named token; {name}'s is in {kept}:\n"
+                     f"    CLAIMWATCH_TOKEN=$(cat {kept}) {cli_command()} promote approve ITEM_ID")
     try:
-        run_demo(settings, console, keep_running=not exit_at_end, cli=cli_command(),
-                 token_hint=None if settings.api.token_hashes else token_hint(settings.api.url, hosts_path()))
+        run_demo(settings, console, keep_running=not exit_at_end, cli=cli_command(), token_hint="\n".join(hints) or None)
     except DemoError as exc:
         raise Abort(str(exc)) from None
 
@@ -222,7 +229,6 @@ def token_show(settings: Settings) -> None:
 @service_options
 def token_new(settings: Settings, register: bool, save: bool, name: str | None) -> None:
     """Print a new token and its sha256 (the token is shown once; only the hash is kept)."""
-    from pathlib import Path
 
     from services.api.auth import new_token
     from services.app.credentials import add_token_hash, hashes_path, save_token
@@ -241,8 +247,8 @@ def token_new(settings: Settings, register: bool, save: bool, name: str | None) 
     console.print(f"elsewhere: CLAIMWATCH_API__TOKEN_HASHES='[\"{entry}\"]'; clients send Authorization: Bearer "
                   "<token> (the CLI reads CLAIMWATCH_TOKEN)", soft_wrap=True, markup=False)
     if name:
-        console.print(f"changes made with it are recorded as {name!r}; set identity.name (CLAIMWATCH_IDENTITY__NAME) "
-                      "to the same name, or pass --by with it", soft_wrap=True, markup=False)
+        console.print(f"changes made with it are recorded as {name!r}, and it can sign off (approve, adjudicate) "
+                      "what someone else proposed", soft_wrap=True, markup=False)
 
 
 def token_name(value: str | None) -> str | None:

@@ -109,3 +109,18 @@ def test_an_alert_that_never_fired_is_cleared_not_resolved(times, acked, silence
     state = alert_state(a, AT + timedelta(minutes=10))
     assert state in ("pending", "firing", "resolved")   # the machine state stays what the API always said
     assert state_text(state, a.starts_at is not None, acked, silenced) == text
+
+
+def test_the_store_keeps_how_many_hours_a_learning_route_has(store):
+    """The overview, `rates` and the route page say "learning (2 h of history)": the hours survive the store (before
+    migration 027 they were dropped, and every surface read a bare "learning")."""
+    from services.alerts.records import alert_repository
+
+    alerts, minute = alert_repository(store), datetime(2026, 11, 20, 10, 0, tzinfo=timezone.utc)
+    learning, learned = Expectation(0.08, "a local level", True, 2), Expectation(0.05, "time of day", False)
+    publish(alerts, {"billing-faq": learning, "hr-policy": learned}, minute)
+    found = published(alerts)
+    assert found == {"billing-faq": learning, "hr-policy": learned}
+    assert expected_text(compare(entry("billing-faq", 0.1, None), found["billing-faq"])) == "learning (2 h of history)"
+    publish(alerts, {"billing-faq": Expectation(0.08, "a local level", True, 3)}, minute + timedelta(hours=1))
+    assert published(alerts, ["billing-faq"])["billing-faq"].history_hours == 3  # the newest row wins

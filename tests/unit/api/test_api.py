@@ -42,6 +42,8 @@ MINUTES, REGRESSION_AT = 40, 20
 NOW = START + timedelta(minutes=MINUTES + 5)
 TOKEN, TOKEN_HASH = new_token()
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
+REVIEWER, REVIEWER_HASH = new_token()  # a named token: sign-off needs one
+AS_REVIEWER = {"Authorization": f"Bearer {REVIEWER}"}
 HTML_ROUTE = '<script>alert("route")</script>'
 SQL_ROUTE = "x' OR '1'='1' --"
 EVIL_TEXT = '<script>alert("claim")</script> {{ 7*7 }} \'; DROP TABLE events; --'
@@ -115,7 +117,7 @@ def write_issues(store, events) -> None:
 
 
 def client_for(services, **policy) -> TestClient:
-    fields = {"token_hashes": (TOKEN_HASH,), "mutations_per_minute": 6000, "mutation_burst": 1000,
+    fields = {"token_hashes": (TOKEN_HASH, f"{REVIEWER_HASH} reviewer"), "mutations_per_minute": 6000, "mutation_burst": 1000,
               "anonymous_mutations_per_minute": 6000, "signins_per_minute": 6000, "anonymous_reads_per_minute": 60000,
               **policy}
     return TestClient(create_api(services, ApiPolicy(**fields), now=lambda: NOW))
@@ -578,11 +580,12 @@ def test_promote_review_export_and_report(world):
     assert {i["item_id"] for i in items} <= {i["item_id"] for i in queue}
 
     first, second = items[0]["item_id"], items[1]["item_id"]
-    own = client.post(f"/api/promotions/{first}/approve", json={"by": "oncall"}, headers=AUTH)
-    assert own.status_code == 422 and "cannot approve it too" in own.json()["detail"]
-    approved = client.post(f"/api/promotions/{first}/approve", json={"by": "reviewer", "reason": "clear case"},
-                           headers=AUTH)
+    unnamed = client.post(f"/api/promotions/{first}/approve", json={"by": "reviewer"}, headers=AUTH)
+    assert unnamed.status_code == 403, unnamed.text  # whoever holds an unnamed token can claim any name
+    assert unnamed.json()["detail"].startswith("signing off needs a token with a name")
+    approved = client.post(f"/api/promotions/{first}/approve", json={"reason": "clear case"}, headers=AS_REVIEWER)
     assert approved.status_code == 200 and approved.json()["state"] == "approved"
+    assert approved.json()["reviewed_by"] == "reviewer"
     again = client.post(f"/api/promotions/{first}/reject", json={"by": "reviewer", "reason": "changed my mind"},
                         headers=AUTH)
     assert again.status_code == 409 and "already approved" in again.json()["detail"]

@@ -29,7 +29,7 @@ from services.issues.records import issue_repository
 from services.rates.intervals import Counts, Interval
 from services.store.convert import ch_time
 from services.store.writer import EventWriter
-from tests.unit.api.test_api import AUTH, START, client_for, world  # noqa: F401  (world is a fixture)
+from tests.unit.api.test_api import AS_REVIEWER, AUTH, START, client_for, world  # noqa: F401  (world is a fixture)
 
 CLUSTERED_AT = START + timedelta(hours=5, minutes=17)      # processing time: must never show as "seen"
 BULK_FROM = START - timedelta(minutes=50)                  # 07:10, so the members span two hours
@@ -195,6 +195,7 @@ def test_a_route_without_an_alert_is_beside_the_expectation_claimwatch_rates_sho
         runbook = client.get("/api/issues/iss-bulk/runbook", params={"format": "md"}).text
         page = client.get("/issues/iss-bulk").text
         rates = {r["route"]: r for r in client.get("/api/rates", params={"window": "30m"}).json()}
+        route_page = page_text(element(client.get("/routes/quiet-route").text, "current-rate"))
     finally:
         bulk[0].store.command("TRUNCATE TABLE route_expectations")
         if saved:
@@ -205,6 +206,9 @@ def test_a_route_without_an_alert_is_beside_the_expectation_claimwatch_rates_sho
     assert quiet["expected_source"] == "the drift detector's expectation"
     assert re.search(r"\| quiet-route \(minor\) \| [^|]+ \| [^|]+ \| 3 \| 3\.0% \|", runbook)
     assert "3.0% the drift detector's expectation" in element(page, "route-figures", "</table>")
+    # the route page names the expectation once, with its hours, and says what its dashed line is
+    assert "expected learning (2 h of history)" in route_page, route_page
+    assert "the dashed line is its level so far, 3.0%" in route_page and "baseline 3.0%" not in route_page
 
 
 def test_signals_the_issues_events_did_not_carry_are_not_shown(client):
@@ -297,8 +301,8 @@ def test_eval_page_prints_figures_not_dict_methods_and_flags_few_items(world):  
     made = client.post("/api/promotions", json={"issue_id": "iss-numbers", "by": "oncall"}, headers=AUTH)
     assert made.status_code == 201, made.text
     item = made.json()[0]["item_id"]
-    assert client.post(f"/api/promotions/{item}/approve", json={"by": "reviewer", "reason": "ok"},
-                       headers=AUTH).status_code == 200
+    assert client.post(f"/api/promotions/{item}/approve", json={"reason": "ok"},
+                       headers=AS_REVIEWER).status_code == 200
     report = client.get("/api/eval/report").json()
     n = report["faithfulness"]["items"]
     assert 1 <= n < 10 and report["faithfulness"]["note"] == f"n={n}: too few for an interval"

@@ -72,7 +72,8 @@ def test_left_out_by_is_the_configured_name(cli, client, monkeypatch):
     item = result.output.split()[1]
     assert client.get(f"/api/promotions/{item}").json()["proposed_by"] == "alice"
     # the reviewer's next step, as pasteable from here as the proposer's was
-    assert f"a reviewer (not alice) signs off with: {cli_command()} promote approve {item} --by NAME" in result.output
+    assert "someone other than alice signs off, with a token that names them" in result.output
+    assert f"\n  CLAIMWATCH_TOKEN=THEIR_TOKEN {cli_command()} promote approve {item} --reason '...'\n" in result.output
 
 
 def test_left_out_by_without_a_configured_name_is_the_login_name(cli, client, monkeypatch):

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 from services.api.auth import hash_token, read_hashes_file
 from services.app.cli import main
 from services.app.cli.stack import _local_token
-from services.app.credentials import (LEGACY_TOKEN, add_token_hash, find_token, hashes_path, hosts_path, save_token,
-                                      stored_token)
+from services.app.credentials import (LEGACY_TOKEN, add_token_hash, find_token, hashes_path, holder_token, hosts_path,
+                                      save_token, stored_token)
 from services.app.settings import Settings
 from tests.support.cli import answer_http_by
 
@@ -107,6 +107,18 @@ def test_token_new_adds_its_hash_to_the_watched_file(home):
     assert len(read_hashes_file(hashes_path())) == 2 and stored_token("http://127.0.0.1:8181") == second
     assert CliRunner().invoke(main, ["token", "new", "--no-register"]).exit_code == 0
     assert len(read_hashes_file(hashes_path())) == 2
+
+
+def test_the_demos_reviewer_keeps_one_named_token_while_it_is_registered(home):
+    kept = home / "var" / "reviewer-token"
+    kept.parent.mkdir()
+    first = holder_token(kept, "reviewer", hashes_path())
+    assert kept.read_text().strip() == first and mode(kept) == 0o600
+    assert read_hashes_file(hashes_path()) == [(hash_token(first).encode(), "reviewer")]
+    assert holder_token(kept, "reviewer", hashes_path()) == first  # a second demo reuses it
+    hashes_path().write_text("")  # the operator revoked it: a new one, registered
+    second = holder_token(kept, "reviewer", hashes_path())
+    assert second != first and read_hashes_file(hashes_path()) == [(hash_token(second).encode(), "reviewer")]
 
 
 def test_a_hashes_file_skips_lines_that_are_not_hashes(tmp_path):

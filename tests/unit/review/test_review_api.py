@@ -16,6 +16,8 @@ from tests.support.review_world import T0, answer, write_answers
 
 TOKEN, TOKEN_HASH = new_token()
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
+ADJUDICATOR, ADJUDICATOR_HASH = new_token()  # settling a dispute is a sign-off: a named token
+AS_CY = {"Authorization": f"Bearer {ADJUDICATOR}"}
 
 
 class Clock:
@@ -32,7 +34,7 @@ def world(store, tmp_path):
 
 
 def make_world(store, tmp_path, **review):
-    settings = Settings(clickhouse=f"chdb:{tmp_path / 'unused'}", api={"token_hashes": [TOKEN_HASH],
+    settings = Settings(clickhouse=f"chdb:{tmp_path / 'unused'}", api={"token_hashes": [TOKEN_HASH, f"{ADJUDICATOR_HASH} cy"],
                         "mutations_per_minute": 6000, "mutation_burst": 1000},
                         review={"daily_budget": 8, "reviewers_per_claim": 2, "min_labels": 3,
                                 "bootstrap_samples": 200, **review})
@@ -77,7 +79,7 @@ def test_next_is_blind_and_the_label_reveals(world):
     ("/api/review/SLOT/label", {"reviewer": "ann", "label": "supported", "span": "not in any chunk"}, 422, "verbatim"),
     ("/api/review/SLOT/label", {"reviewer": "bob", "label": "supported"}, 409, "reserved for ann"),
     ("/api/review/nope/label", {"reviewer": "ann", "label": "supported"}, 404, "no slot"),
-    ("/api/review/claims/nope:0/adjudicate", {"adjudicator": "cy", "label": "stale"}, 404, "not in the review queue"),
+    ("/api/review/claims/nope:0/adjudicate", {"adjudicator": "cy", "label": "stale"}, 403, "needs a token with a name"),
     ("/api/review/sample", {"window": "forever"}, 422, "window"),
 ])
 def test_bad_review_requests_are_4xx_with_a_message(world, path, body, status, fragment):
@@ -170,9 +172,13 @@ def test_agreement_and_disagreements(world):
     assert report["overall"]["human"]["method"] == "cohen" and report["overall"]["human"]["kappa"]["items"] == 8
     assert {d["route"] for d in report["disagreements"]} == {"shipping"}
     key = report["disagreements"][0]["claim_key"]
-    settled = client.post(f"/api/review/claims/{key}/adjudicate", json={"adjudicator": "cy", "label": "stale"},
-                          headers=AUTH).json()
-    assert settled["settled"] == "stale"
+    unnamed = client.post(f"/api/review/claims/{key}/adjudicate", json={"adjudicator": "cy", "label": "stale"},
+                          headers=AUTH)
+    assert unnamed.status_code == 403 and "needs a token with a name" in unnamed.json()["detail"]
+    settled = client.post(f"/api/review/claims/{key}/adjudicate", json={"label": "stale"}, headers=AS_CY).json()
+    assert settled["settled"] == "stale" and settled["reviewer"] == "cy"
+    missing = client.post("/api/review/claims/nope:0/adjudicate", json={"label": "stale"}, headers=AS_CY)
+    assert missing.status_code == 404 and "not in the review queue" in missing.json()["detail"]
     assert key not in {d["claim_key"] for d in client.get("/api/review/agreement").json()["disagreements"]}
 
 

@@ -165,6 +165,8 @@ def test_an_adjudicator_settles_a_disputed_claim(repo):
     ann, bob = queue.next("ann", T0), queue.next("bob", T0)
     queue.label(ann.slot, "ann", "supported", "", T0)
     assert queue.label(bob.slot, "bob", "overreach", "", T0).settled is None
+    with pytest.raises(Conflict, match="labelled .* as a reviewer, so cannot settle it"):  # one side's second vote
+        queue.adjudicate(ann.claim_key, " Bob", "overreach", "", T0 + timedelta(minutes=5))
     settled = queue.adjudicate(ann.claim_key, "carol", "overreach", "", T0 + timedelta(minutes=5))
     assert settled.settled == "overreach" and settled.role == "adjudicator"
 
