@@ -135,7 +135,7 @@ def record_rss(worker: "Worker", path: Path, stop: threading.Event) -> threading
                 try:
                     out.write(f"{datetime.now():%H:%M:%S.%f}\t{rss_mib(worker.proc.pid)[0]:.0f}\n")
                     out.flush()
-                except (OSError, AttributeError):  # between workers (a restart)
+                except (OSError, AttributeError, TypeError):  # between workers (a restart; an exited one has no VmRSS)
                     pass
     thread = threading.Thread(target=sample, daemon=True)
     thread.start()

@@ -17,7 +17,6 @@ from __future__ import annotations
 import re
 import shlex
 import unicodedata
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Sequence
 from urllib.parse import quote
@@ -27,7 +26,7 @@ from jinja2.sandbox import SandboxedEnvironment
 from markdown_it import MarkdownIt
 
 from runbooks.context import KINDS, AlertRunbookContext, RunbookContext
-from services.core.numbers import pct
+from services.core.numbers import interval_text as interval, pct, utc_minute as when
 
 MAX_VALUE_CHARS = 1000          # backstop for any single value a template forgot to clip
 _BIDI = set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
@@ -105,16 +104,6 @@ def link(label: object, base_url: str, *parts: object) -> Md:
 
 def num(value: float | None, digits: int = 2) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
-
-
-def interval(lo: float | None, hi: float | None) -> str:
-    return "—" if lo is None or hi is None else f"{lo * 100:.1f}–{hi * 100:.1f}%"
-
-
-def when(value: datetime) -> str:
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
-    return value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def spark(counts: Sequence[int]) -> str:

@@ -10,6 +10,7 @@ import shlex
 from typing import Callable, Mapping
 
 from services.alerts.lifecycle import ABSTENTION_KIND, AGREEMENT_KIND, CARDINALITY_KIND, REJECTED_KIND, SILENT_KIND, UNITS
+from services.core.numbers import pct, pts
 
 # What `claims` counts for each kind (the drift kinds count claims).
 COUNTED = {SILENT_KIND: "events", REJECTED_KIND: "events", ABSTENTION_KIND: "answers", AGREEMENT_KIND: "labels",
@@ -28,7 +29,7 @@ def figure(value: float | None, unit: str | None = "share", change: bool = False
         return missing
     if unit == "per_minute":
         return f"{value:+,.1f}/min" if change else f"{value:,.1f}/min"
-    return f"{100 * value:+.1f} pts" if change else f"{100 * value:.1f}%"
+    return pts(value) if change else pct(value)
 
 
 def counted(kind: str) -> str:

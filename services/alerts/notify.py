@@ -15,6 +15,7 @@ from services.alerts.figures import (
 from services.alerts.lifecycle import (
     ABSTENTION_KIND, AGREEMENT_KIND, CARDINALITY_KIND, MIX_KIND, REJECTED_KIND, SILENT_KIND, Alert,
 )
+from services.core.numbers import thousands, utc_minute
 
 ALERTNAME = "ClaimHallucinationRateRise"
 ALERTNAMES = {MIX_KIND: "ClaimQuestionMixShift", AGREEMENT_KIND: "ClaimVerifierAgreementDrop",  # others: ALERTNAME
@@ -156,8 +157,9 @@ def explanation_text(explanation: AlertExplanation, external_url: str, n: int = 
         parts.append(f"{_pct(other.share)} {other.name}")
     parts.append(f"{_pct(explanation.unclustered.share)} unclustered")
     pending = f" Still {explanation.status}; the issues fill in within seconds." if explanation.status else ""
-    return (f"{explanation.excess:.0f} failing claims more than expected ({explanation.failed} of {explanation.claims} "
-            f"claims since {explanation.start.isoformat()}): " + "; ".join(parts) + "." + pending)
+    return (f"{thousands(explanation.excess)} failing claims more than expected ({thousands(explanation.failed)} of "
+            f"{thousands(explanation.claims)} claims since {utc_minute(explanation.start)}): " + "; ".join(parts) + "."
+            + pending)
 
 
 def issue_annotations(explanation: AlertExplanation | None, external_url: str, n: int = TOP) -> dict[str, str]:

@@ -2,29 +2,17 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from urllib.parse import quote, urlencode
 
 from services.alerts.lifecycle import FLEET_ROUTE
-from services.core.numbers import pct
+from services.core.numbers import interval_text, utc_minute
 from services.rates.report import ranking_entries
 
 
-def interval_text(interval) -> str:
-    if not interval:
-        return "—"
-    lo, hi = interval
-    return f"{pct(lo)}–{pct(hi)}"
-
-
-def when(value: str | datetime | None) -> str:
-    """A timestamp as 'YYYY-MM-DD HH:MM UTC' (compact; sortable)."""
-    if not value:
-        return "—"
-    ts = datetime.fromisoformat(value) if isinstance(value, str) else value
-    if ts.tzinfo is None:
-        ts = ts.replace(tzinfo=timezone.utc)
-    return ts.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+def interval_pair(interval) -> str:
+    """An interval given as [lo, hi] (or none)."""
+    return interval_text(*interval) if interval else "—"
 
 
 def segment(value: str) -> str:
@@ -122,7 +110,7 @@ def ingest_status(health, metrics, monotonic_now: float, now: datetime) -> list[
     else:
         since = health.failing_since
         rows.append({"part": "store writes", "state": "failing", "detail": (
-            f"{health.consecutive_failures:,} failed writes in a row" + (f" since {when(since)}" if since else "")
+            f"{health.consecutive_failures:,} failed writes in a row" + (f" since {utc_minute(since)}" if since else "")
             + f"; retried with backoff, offsets not committed: {health.store_error}")})
     broker = health.broker
     silent = broker.unreachable(monotonic_now) if broker is not None else None

@@ -42,6 +42,17 @@ class Demo:
     def get(self, path: str, **params):
         return get_json(self.url, path, **params)
 
+    def printed(self, fragment: str, timeout: float = 300) -> str:
+        """The first line of the demo's output holding ``fragment``, once it has printed it."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.alive()
+            found = [line.strip() for line in self.log.read_text().splitlines() if fragment in line]
+            if found:
+                return found[0]
+            time.sleep(0.5)
+        raise AssertionError(f"the demo printed no line with {fragment!r} in {timeout:.0f} s; see {self.log}")
+
     def alive(self) -> None:
         assert self.proc.poll() is None, f"the demo exited with {self.proc.returncode}:\n{self.log.read_text()[-3000:]}"
 
@@ -144,7 +155,7 @@ def test_within_30_s_of_each_page_the_alert_names_its_issue_and_its_runbook_prom
                     if i["origin_issue_id"] == issue["issue_id"]}
         assert set(traces) <= proposed, (traces, proposed)
         # the sign-off the demo printed, pasted where the demo runs: a second person's named token approves
-        approve = next(line.strip() for line in demo.log.read_text().splitlines() if " promote approve ITEM_ID" in line)
+        approve = demo.printed(" promote approve ITEM_ID")  # among the demo's last lines
         item = next(i["item_id"] for i in demo.get("/api/promotions", state="proposed") or []
                     if i["origin_trace_id"] == traces[0])
         signed = subprocess.run(["bash", "-c", approve.replace("ITEM_ID", item)], cwd=demo.dir,

@@ -22,7 +22,7 @@ from services.app.cli.tables import (
 from services.api.serialise import as_json as serialise
 from services.core.command import cli_command
 from services.core.clock import utcnow
-from services.core.numbers import pct
+from services.core.numbers import interval_text, pct, pts
 from services.app.settings import Settings, SettingsError, load_settings
 
 
@@ -43,11 +43,6 @@ KIND_TEXT = {DRIFT_KIND: "regression",
                               "unless configured critical",
              CARDINALITY_KIND: "route cardinality — events of new routes are refused over routes.max_active; pages"}
 SUSPECTS = 3
-
-
-def pts(x: float | None) -> str:
-    """A rate difference in points, signed: ``+2.3 pts``, ``-0.4 pts``."""
-    return figure(x, change=True)
 
 
 def kind_of(a: dict) -> str:
@@ -117,7 +112,7 @@ def alerts_show(settings: Settings, alert_id: str, output: str, as_json: bool) -
 
 # -- alerts show: label, value --------------------------------------------------
 def _interval(i: list | None) -> str:
-    return "" if not i else f" (95% interval {pct(i[0])}–{pct(i[1])})"
+    return "" if not i else f" (95% interval {interval_text(*i)})"
 
 
 def _state(a: dict, now: datetime) -> str:
@@ -178,9 +173,10 @@ def _issues(e: dict | None) -> list[str]:
              e.get("unclustered") or {}]
     ids = lambda p: f" ({p['issue_id']})" if p.get("issue_id") else ""  # noqa: E731
     why = (f"{e['failed']:,} failing claims, {e['expected']:,.0f} expected: {e['excess']:,.0f} excess. Each part: "
-           "its claims beyond its part of the expected, then its share of the excess (negative: fewer than expected)")
-    return status + [why] + [f"{_claims(p.get('contribution', 0))} ({_signed_pct(p.get('share'))}) "
-                             f"{p.get('name') or 'unclustered'}{ids(p)}" for p in parts]
+           "its failing claims, those beyond its part of the expected, and its share of the excess (negative: fewer "
+           "than expected)")
+    return status + [why] + [f"{p.get('failed', 0):,} failing, {_claims(p.get('contribution', 0))} beyond expected "
+                             f"({_signed_pct(p.get('share'))}) {p.get('name') or 'unclustered'}{ids(p)}" for p in parts]
 
 
 def _top_runbook(a: dict) -> str:

@@ -16,7 +16,7 @@ from services.app.cli.base import (Abort, command_line, console, main, out, prin
 from services.app.cli.tables import Column, output_option, print_table
 from services.api.routeview import MAX_ROUTES_PER_PAGE, ROUTES_PER_PAGE, RouteReport
 from services.core.clock import utcnow
-from services.core.numbers import pct
+from services.core.numbers import interval_text, pct
 from services.app.settings import Settings
 from services.contract.model import FAILED_VERDICT_ORDER
 
@@ -191,7 +191,7 @@ RATE_COLUMNS = [
 def slice_columns(dim: str) -> list[Column]:
     return [Column("ROUTE", lambda e: e["route"], kind="key"), Column(dim.upper(), lambda e: e["value"] or "(none)", kind="key"),
             Column("RATE", lambda e: pct(e["rate"]), kind="num"),
-            Column("95% CI", lambda e: f"{pct(e['interval'][0])}–{pct(e['interval'][1])}" if e["interval"] else "—", 1, "num"),
+            Column("95% CI", lambda e: interval_text(*(e["interval"] or (None, None))), 1, "num"),
             Column("CLAIMS", lambda e: str(e["claims"]), 2, "num"), Column("EVENTS", lambda e: str(e["events"]), 3, "num")]
 
 

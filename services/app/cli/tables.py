@@ -24,6 +24,7 @@ from rich.markdown import CodeBlock, Markdown
 from rich.text import Text
 
 from services.app.cli.base import out
+from services.core.numbers import utc_minute
 
 GAP = "  "
 KEY_MAX = 40
@@ -308,4 +309,4 @@ def at(text: str | None, now: datetime, relative: bool = True) -> str:
     moment = moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
     rel = ago(text, now)
     shown = relative and (rel.endswith(" ago") or rel.startswith("in "))
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC") + (f" ({rel})" if shown else "")
+    return utc_minute(moment) + (f" ({rel})" if shown else "")

@@ -148,7 +148,7 @@ def test_the_alerts_page_shows_the_expectation_the_split_and_the_mix_shift(clien
     assert "Mix shift, does not page:" in text
     assert f"Expected 4.6% ({SEASONAL}); rise +4.5 pts = mix +3.2 pts + rate +1.3 pts" in text
     assert f"The slice whose share moved most: {SLICE}." in text
-    assert "9.1% (7.2%–11.3%) over 1234 claims; trailing baseline 4.3% (3.8%–4.9%)" in text
+    assert "9.1% (7.2%–11.3%) over 1,234 claims; trailing baseline 4.3% (3.8%–4.9%)" in text
     below = card(page, BELOW.alert_id, "article")
     assert '<span class="badge regression">regression</span>' in below and "mix-shift" not in below
     text = words(below)

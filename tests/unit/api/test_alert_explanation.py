@@ -130,8 +130,8 @@ def test_cli_alerts_show_carries_the_explanation(client, monkeypatch):
     first = next(n for n, line in enumerate(lines) if line.startswith("issues "))   # what the parts are, then each
     said = " ".join(" ".join(lines[first:first + 8]).split())
     assert f"{shown['explanation']['excess']:,.0f} excess" in said, text.output
-    assert (f"{top['contribution']:+,.0f} claims ({100 * top['share']:+.1f}%) Invented refund amounts (iss-invented)"
-            in said), text.output   # the top issue first among the parts: its claims, then its share
+    assert (f"{top['failed']:,} failing, {top['contribution']:+,.0f} claims beyond expected ({100 * top['share']:+.1f}%) "
+            "Invented refund amounts (iss-invented)" in said), text.output   # the top issue first: its claims, its share
     # the runbook command pastes whole at 80 columns (it was wrapped at a space: `--alert` lost its argument)
     command = next(line for line in lines if line.startswith("runbook ")).split(None, 1)[1]
     assert command.endswith(f"runbook iss-invented --alert {ALERT_ID}") and len(lines[0]) <= 80, text.output

@@ -83,9 +83,9 @@ def test_every_template_renders_every_required_section(renderer, kind):
         assert section in md, f"{kind}: missing {section}"
     assert md.startswith("# Refund window stated as 30 days\n")
     assert "**Severity:** critical · **State:** open" in md
-    assert "**12.3%** (95% interval 10.1–14.6%)" in md and "where 2.0% is expected" in md
+    assert "**12.3%** (95% interval 10.1%–14.6%)" in md and "where 2.0% is expected" in md
     assert "contradicted 71% (200), unsupported 29% (80)" in md
-    assert "| billing-faq | 12.3% | 10.1–14.6% | 280 |" in md
+    assert "| billing-faq | 12.3% | 10.1%–14.6% | 280 |" in md
     assert "| system | prompt | faq-v15 | 0% → 80% | 2.0% | 12.0% |" in md  # the share it took, the rate on each side
     assert "| evidence | corpus | policies@2026-11-20 | — | 2.0% | 3.0% |" in md
     assert md.count("- **Failing claim:**") == 5 and md.count("- **Evidence span:**") == 5
