@@ -109,16 +109,18 @@ class RouteDetectors:
     def expectations(self) -> dict[str, Expectation]:
         """Every route's expectation now (``Expectation.of`` its regression view, for all routes at once)."""
         out = {}
-        per_fleet = {id(f): f.expectations() for f in self.fleets.values()}
+        # per fleet: expected, has a baseline, learning, hours of history (arrays over its routes, made once)
+        per_fleet = {id(f): (*f.expectations(), f._engine.baseline.learning, f._engine.baseline.history_hours)
+                     for f in self.fleets.values()}
         for route, (fleet, row, _) in self.rows.items():
-            expected, has_baseline = per_fleet[id(fleet)]
-            engine = fleet._engine
-            learning = bool(engine.baseline.learning[row])
+            expected, has_baseline, learning_rows, hours_rows = per_fleet[id(fleet)]
+            learning = bool(learning_rows[row])
+            hours = int(hours_rows[row]) if learning else None  # as Expectation.of gives them
             if not np.isnan(expected[row]):
-                out[route] = Expectation(float(expected[row]), expected_basis(engine, row), learning)
+                out[route] = Expectation(float(expected[row]), expected_basis(fleet._engine, row), learning, hours)
             else:
                 out[route] = Expectation(None, NO_CLAIMS if has_baseline[row] else NO_HISTORY,
-                                         not has_baseline[row] or learning)
+                                         not has_baseline[row] or learning, hours)
         return out
 
     # -- a route's state -----------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from services.alerts.evaluator import MOVING_GRACE
+from services.alerts.expectations import published
 from services.alerts.lifecycle import SILENT_KIND
 from services.alerts.records import alert_repository
 from services.app.compose import evaluator_for
@@ -66,3 +67,6 @@ def test_a_restart_mid_learning_resumes_the_learning_state(store):
         assert a.learning and b.learning and a.history_hours == b.history_hours == 4  # finished hours
         assert (a.baseline, a.expected_basis) == (b.baseline, b.expected_basis)
         assert a.expected_basis.startswith("learning: 4 h of history")
+    # what the overview, `rates` and the route page read: the hours too ("learning (4 h of history)")
+    stored = published(alert_repository(store))
+    assert stored["billing-faq"].learning and stored["billing-faq"].history_hours == 4, stored["billing-faq"]
