@@ -6,13 +6,13 @@ from datetime import datetime, timedelta
 from urllib.parse import quote, urlencode
 
 from services.alerts.lifecycle import FLEET_ROUTE
-from services.core.numbers import interval_text, utc_minute
+from services.core.numbers import MISSING, interval_text, utc_minute
 from services.rates.report import ranking_entries
 
 
 def interval_pair(interval) -> str:
     """An interval given as [lo, hi] (or none)."""
-    return interval_text(*interval) if interval else "—"
+    return interval_text(*interval) if interval else MISSING
 
 
 def segment(value: str) -> str:
