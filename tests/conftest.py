@@ -53,6 +53,13 @@ def output_dir() -> Path:
 
 
 @pytest.fixture(autouse=True)
+def own_config_dir(tmp_path_factory, monkeypatch):
+    """Each test keeps API tokens (hosts.toml, token-hashes) in a folder of its own, never the user's: the CLI's
+    in-process API keeps one there, as `claimwatch up` does."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config")))
+
+
+@pytest.fixture(autouse=True)
 def reap_workers():
     """A failed test must not leave worker processes running (they hold CPU and chDB locks)."""
     yield

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from clustering.config import ClusteringConfig, config_from_settings
 from clustering.embed import CachedEmbedder, Embedder, SentenceTransformerEmbedder
@@ -309,6 +309,19 @@ def service_cli() -> str:
     """How a service's runbook readers run claimwatch: they may be in any directory, so the bare name when the
     service's PATH has this very script, else its absolute path (runbooks with the bare name say to activate)."""
     return cli_path(cwd=None)
+
+
+def in_process_api(settings: Settings, cli: str) -> tuple[Any, Components]:
+    """The API app over the store itself, and the components it runs on (the caller closes them): what the CLI
+    asks when no API answers."""
+    from services.api.app import create_api
+
+    components = open_components(settings, cli=cli)
+    try:
+        return create_api(components), components
+    except BaseException:
+        components.close()
+        raise
 
 
 @contextlib.contextmanager

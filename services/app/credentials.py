@@ -135,3 +135,19 @@ def holder_token(path: Path, name: str, hashes: Path) -> str:
         f.write(token + "\n")
     add_token_hash(digest, hashes, note=f"{name}'s token, made by claimwatch demo", name=name)
     return token
+
+
+def with_serving_tokens(settings):
+    """``settings`` for an API served from here (`claimwatch up`, or the CLI's in-process API): it watches the
+    per-user token-hashes file, and with no token configured it accepts the one hosts.toml keeps for its URL, made
+    and kept there when there is none (reused across runs). Returns (settings, hosts.toml's path, or None when
+    tokens are configured)."""
+    from services.api.auth import hash_token, new_token
+
+    api = settings.api.model_copy(update={"token_file": settings.api.token_file or str(hashes_path())})
+    where = None
+    if not api.token_hashes:
+        token = stored_token(api.url) or new_token()[0]
+        where = save_token(api.url, token)
+        api = api.model_copy(update={"token_hashes": [hash_token(token)]})
+    return settings.model_copy(update={"api": api}), where

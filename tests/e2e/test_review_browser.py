@@ -6,12 +6,8 @@ from __future__ import annotations
 
 import re
 
-import socket
-import threading
-import time
 
 import pytest
-import uvicorn
 from playwright.sync_api import expect, sync_playwright
 
 from services.api.app import create_api
@@ -19,16 +15,11 @@ from services.api.auth import new_token
 from services.app.compose import build
 from services.app.settings import Settings
 from tests.support.review_world import answer, write_answers
+from tests.support.serving import serving
 
 TOKEN, TOKEN_HASH = new_token()
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
@@ -38,17 +29,8 @@ def site(store, tmp_path):
     write_answers(store, [answer(i) for i in range(4)])
     components = build(settings, store)
     components.review.sample(None, components.review.windows.window_bounds(None)[1])
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_api(components), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline, "the API did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(10)
+    with serving(create_api(components)) as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 def select_in_first_chunk(page, text: str) -> None:

@@ -95,9 +95,9 @@ def test_regression_to_issue_runbook_promotion_export_and_gate(tmp_path):
     assert below.returncode == 0, below.stderr
     assert "eval gate passed" in below.stderr and f"faithfulness on all is {measured:.4f}" in below.stderr
 
-    # The CLI's review path and its one-off re-cluster, on the same store files.
+    # The CLI on the same store files, with no API: the in-process API refuses as the running one does.
     again = cli("promote", "reject", proposed[0].item_id, "--by", "carol", "--reason", "changed my mind", store=store_url)
-    assert again.returncode == 1 and "a review is final" in again.stderr, again.stderr
+    assert again.returncode == 1 and "was already approved by bob" in again.stderr, again.stderr
     reclustered = cli("cluster", store=store_url)
     assert reclustered.returncode == 0, reclustered.stderr
     assert "failing claims ->" in reclustered.stderr

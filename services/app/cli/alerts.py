@@ -19,7 +19,6 @@ from services.app.cli.base import (Abort, by_option, console, main, out, print_j
 from services.app.cli.tables import (
     Column, Command, ago, at as _at, labelled, output_option, print_labelled, print_markdown, print_table, terminal_width,
 )
-from services.api.serialise import as_json as serialise
 from services.core.command import cli_command
 from services.core.clock import utcnow
 from services.core.numbers import interval_text, pct, pts
@@ -86,7 +85,7 @@ def alert_columns(now) -> list[Column]:
 def alerts_list(settings: Settings, route: str | None, state: str | None, output: str) -> None:
     """Alerts, newest first (-o wide: every column; -o json: the API's JSON)."""
     params = {k: v for k, v in {"route": route, "state": state}.items() if v}
-    data = reach(settings, "/api/alerts", params, lambda c: serialise(c.alerts.list(utcnow(), route, state)))
+    data = reach(settings, "/api/alerts", params)
     if output == "json":
         print_json(data)
         return
@@ -99,7 +98,7 @@ def alerts_list(settings: Settings, route: str | None, state: str | None, output
 @service_options
 def alerts_show(settings: Settings, alert_id: str, output: str, as_json: bool) -> None:
     """One alert: its rate against the expectation, the rise split into mix and rate, suspects, transitions."""
-    data = reach(settings, f"/api/alerts/{alert_id}", {}, lambda c: serialise(c.alerts.show(alert_id, utcnow())))
+    data = reach(settings, f"/api/alerts/{alert_id}", {})
     if output == "json" or as_json:
         print_json(data)
         return
@@ -264,7 +263,7 @@ def alert_text(a: dict, now: datetime, width: int = 80) -> list[str]:
 def alerts_ack(settings: Settings, alert_id: str, by: str | None, note: str) -> None:
     """Acknowledge an alert (an unknown id is an error)."""
     by = who(settings, by)
-    data = reach(settings, f"/api/alerts/{alert_id}/ack", {}, lambda c: serialise(c.alerts.ack(alert_id, by, note, utcnow())),
+    data = reach(settings, f"/api/alerts/{alert_id}/ack", {},
                  method="POST", body={"by": by, "note": note})
     console.print(f"acked {data['alert_id']} ({data['route']}, {data['state']}) by {data['acked_by']}")
 
@@ -290,8 +289,7 @@ def alerts_silence(settings: Settings, matchers: tuple[str, ...], duration: str 
         raise Abort("give --duration (e.g. 2h) or --until")
     body = {"matchers": list(matchers), "by": by, "comment": comment, "duration": duration,
             "ends_at": ends_at.isoformat() if ends_at else None}
-    data = reach(settings, "/api/silences", {}, lambda c: serialise(c.alerts.silence(
-        list(matchers), by, comment, utcnow(), duration=duration, ends_at=ends_at)), method="POST", body=body)
+    data = reach(settings, "/api/silences", {}, method="POST", body=body)
     console.print(f"silence {data['silence_id']} until {_at(data['ends_at'], utcnow())}: {', '.join(data['matchers'])}")
 
 
@@ -302,8 +300,7 @@ def alerts_silence(settings: Settings, matchers: tuple[str, ...], duration: str 
 def alerts_unsilence(settings: Settings, silence_id: str, by: str | None) -> None:
     """End a silence now."""
     by = who(settings, by)
-    data = reach(settings, f"/api/silences/{silence_id}", {},
-                 lambda c: serialise(c.alerts.unsilence(silence_id, by, utcnow())), method="DELETE", body={"by": by})
+    data = reach(settings, f"/api/silences/{silence_id}", {}, method="DELETE", body={"by": by})
     ended_by = f" by {data['ended_by']}" if data.get("ended_by") else ""
     console.print(f"silence {data['silence_id']} ended at {_at(data['ends_at'], utcnow())}{ended_by}")
 
@@ -327,7 +324,7 @@ def silence_columns(now) -> list[Column]:
 @service_options
 def alerts_silences(settings: Settings, active: bool, output: str) -> None:
     """List silences (-o wide: every column; -o json: the API's JSON)."""
-    data = reach(settings, "/api/silences", {"active": active}, lambda c: serialise(c.alerts.silences(utcnow(), active)))
+    data = reach(settings, "/api/silences", {"active": active})
     if output == "json":
         print_json(data)
         return

@@ -1,7 +1,11 @@
-"""Shared pieces of the command line: the group, settings flags, store and API access.
+"""Shared pieces of the command line: the group, settings flags, and the one way it reads and changes things.
 
-The API is reached through the `Api` in the click context's ``obj``: ``main`` makes one (its httpx client is
-created on first use and closed when the command ends); tests pass their own, e.g.
+The CLI is a client of the API only. It asks the running API; when none answers (or it serves another store than
+the one named), it runs the same API app in-process over the store and says so once. So every change passes the
+same checks, online or not, and every answer has the same shape.
+
+The API is reached through the `Api` in the click context's ``obj``: ``main`` makes one (its clients are made on
+first use and closed when the command ends); tests pass their own, e.g.
 ``CliRunner().invoke(main, args, obj=Api(test_client))``.
 """
 from __future__ import annotations
@@ -32,8 +36,8 @@ class Abort(click.ClickException):
 
 
 class Api:
-    """How the command line talks HTTP to a claimwatch API: through ``client`` when given (a test's), else one
-    httpx client of its own, made on first use and closed by ``close``."""
+    """How the command line reaches a claimwatch API: the running one through ``client`` when given (a test's),
+    else one httpx client of its own; and, when none answers, the same app in-process over the named store."""
 
     TIMEOUT_SECONDS = 30
 
@@ -41,15 +45,38 @@ class Api:
         self._client = client
         self._owned = client is None
         self.serves: dict[tuple[str, str], bool] = {}  # (API url, named store) -> whether it serves it: asked once
+        self._in_process: dict[str, tuple[httpx.Client, Any]] = {}  # store -> (client of the app, its components)
 
     def request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
         if self._client is None:
             self._client = httpx.Client(timeout=self.TIMEOUT_SECONDS)
         return self._client.request(method, url, **kwargs)
 
+    def in_process(self, settings: Settings) -> httpx.Client:
+        """A client of the API app run in this process over ``settings.clickhouse``, with the token rules of
+        `claimwatch up` (services/app/credentials.py: with_serving_tokens)."""
+        if settings.clickhouse not in self._in_process:
+            from fastapi.testclient import TestClient
+
+            from services.app.compose import in_process_api
+            from services.app.credentials import CredentialsError, with_serving_tokens
+            from services.core.command import cli_path
+            from services.core.errors import StoreError
+
+            try:
+                app, components = in_process_api(with_serving_tokens(settings)[0], cli_path())
+            except (StoreError, CredentialsError, OSError) as exc:
+                raise Abort(f"no claimwatch API answers at {settings.api.url}, and {exc}") from None
+            self._in_process[settings.clickhouse] = (TestClient(app, base_url=settings.api.url), components)
+        return self._in_process[settings.clickhouse][0]
+
     def close(self) -> None:
         if self._owned and self._client is not None:
             self._client.close()
+        for client, components in self._in_process.values():
+            client.close()
+            components.close()
+        self._in_process.clear()
 
 
 def api() -> Api:
@@ -95,9 +122,8 @@ def with_local_stack(settings: Settings) -> Settings:
     return settings.model_copy(update={"api": settings.api.model_copy(update={"url": str(record["url"])})})
 
 
-def on_store(settings: Settings, local: Callable[[Any], Any],
-             unavailable: str = "no claimwatch API answers at {url}, and {exc}") -> Any:
-    """Run `local(components)` on the store files directly (no service answers)."""
+def on_store(settings: Settings, job: Callable[[Any], None], unavailable: str) -> None:
+    """Run a job that is no request (re-clustering) on the store files: `job(components)`."""
     from services.app.compose import open_components
     from services.core.command import cli_path
     from services.core.errors import StoreError
@@ -105,23 +131,17 @@ def on_store(settings: Settings, local: Callable[[Any], Any],
     try:
         components = open_components(settings, cli=cli_path())  # runbooks print commands as this user runs them
     except StoreError as exc:
-        raise Abort(unavailable.format(url=settings.api.url, exc=exc)) from None
+        raise Abort(unavailable.format(exc=exc)) from None
     try:
-        return local(components)
-    except LookupError as exc:
-        raise Abort(str(exc).strip('"')) from None
-    except ValueError as exc:
-        raise Abort(str(exc)) from None
+        job(components)
     finally:
         components.close()
 
 
-def reach(settings: Settings, path: str, params: dict, local: Callable[[Any], Any],
-          method: str = "GET", body: dict | None = None) -> Any:
-    """Ask the running service; if none answers (or it serves another store than the one named), open the
-    store files directly, saying so once."""
-    response = _ask(settings, path, params, method, body)
-    return on_store(settings, local) if response is None else _content(response)
+def reach(settings: Settings, path: str, params: dict | None = None, method: str = "GET",
+          body: dict | None = None) -> Any:
+    """The API's answer (JSON, else text): the running API's, else the same app's in-process."""
+    return _content(answer(settings, path, params, method, body))
 
 
 _said: set[str] = set()  # what this process has told its user once already
@@ -160,38 +180,43 @@ def _asks_the_named_store(settings: Settings) -> bool:
     return False
 
 
-def reach_page(settings: Settings, path: str, params: dict, local: Callable[[Any], tuple[list, int]]
-               ) -> tuple[list, int | None]:
+def reach_page(settings: Settings, path: str, params: dict) -> tuple[list, int | None]:
     """A page of a list and how many items the list holds (the API's ``X-Total-Count``; None from an API that
-    does not say), from the running service, else from ``local`` on the store files."""
-    response = _ask(settings, path, params)
-    if response is None:
-        return on_store(settings, local)
+    does not say)."""
+    response = answer(settings, path, params)
     total = response.headers.get("X-Total-Count", "")
     return _content(response), int(total) if total.isdigit() else None
 
 
-def _ask(settings: Settings, path: str, params: dict, method: str = "GET",
-         body: dict | None = None) -> httpx.Response | None:
-    """The running service's answer; None when none answers. A refusal aborts with what it said."""
+def answer(settings: Settings, path: str, params: dict | None = None, method: str = "GET",
+           body: dict | None = None) -> httpx.Response:
+    """The API's answer to one request: the running API's; when none answers at settings.api.url, or it serves
+    another store than the one named, the in-process app's, said once. A refusal aborts with what it said."""
+    response = None
+    if _serves_the_named_store(settings):
+        try:
+            response = api().request(method, settings.api.url.rstrip("/") + path, params=params,
+                                     **_sent(settings, body))
+        except httpx.TransportError:
+            _say_once(f"no claimwatch API at {settings.api.url}; reading {settings.clickhouse} directly")
+    if response is None:
+        app = api().in_process(settings)  # (made first: it keeps a token for the URL when there is none)
+        response = app.request(method, path, params=params, **_sent(settings, body))
+    if response.status_code >= 400:
+        raise Abort(refusal(response, settings.api.url + path))
+    return response
+
+
+def _sent(settings: Settings, body: dict | None) -> dict[str, Any]:
+    """The token and the body, as sent: a name the user did not give goes as a header (``DefaultName``)."""
     from services.api.security import DEFAULT_BY_HEADER
 
-    if not _serves_the_named_store(settings):
-        return None
     headers = auth_headers(settings)
     for field, value in (body or {}).items():
         if isinstance(value, DefaultName):  # the API records a named token's holder; this name only without one
             headers[DEFAULT_BY_HEADER] = value
             body = {**body, field: None}
-    try:
-        response = api().request(method, settings.api.url.rstrip("/") + path, params=params, json=body,
-                                 headers=headers)
-    except httpx.TransportError:
-        _say_once(f"no claimwatch API at {settings.api.url}; reading {settings.clickhouse} directly")
-        return None
-    if response.status_code >= 400:
-        raise Abort(refusal(response, settings.api.url + path))
-    return response
+    return {"headers": headers, "json": body}
 
 
 def _content(response: httpx.Response) -> Any:
@@ -301,7 +326,7 @@ def main(ctx: click.Context, verbose: bool) -> None:
     """claimwatch: claim-level hallucination monitoring for RAG and LLM products."""
     if not isinstance(ctx.obj, Api):  # a test may have passed its own (invoke(..., obj=Api(client)))
         ctx.obj = Api()
-        ctx.call_on_close(ctx.obj.close)
+    ctx.call_on_close(ctx.obj.close)  # (a test's client stays open; the in-process app is closed)
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not verbose:  # the Kafka clients narrate transient reconnects at WARNING

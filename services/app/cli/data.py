@@ -14,7 +14,7 @@ from services.core.command import cli_command
 from services.app.cli.base import (Abort, command_line, console, main, out, print_json, reach, reach_page,
                                    service_options)
 from services.app.cli.tables import Column, output_option, print_table
-from services.api.routeview import MAX_ROUTES_PER_PAGE, ROUTES_PER_PAGE, RouteReport
+from services.api.routeview import MAX_ROUTES_PER_PAGE, ROUTES_PER_PAGE
 from services.core.clock import utcnow
 from services.core.numbers import interval_text, pct
 from services.app.settings import Settings
@@ -239,26 +239,12 @@ def rates(settings: Settings, window: str, sort: str, matching: str | None, limi
     array, the page (stable shape for scripts; --calibrated adds a `calibrated` field to each entry); -o wide
     every column. After the page, a line says how many routes follow and the command for the next page.
     """
-    from services.rates.report import slice_report
-    from services.rates.window import WindowError, parse_window
-
-    try:
-        w = parse_window(window)
-    except WindowError as exc:
-        raise Abort(str(exc)) from None
     params = {"window": window, "sort": sort, "limit": limit, "offset": offset,
               **({"route": matching} if matching else {}), **({"calibrated": "true"} if calibrated else {})}
-
-    def local(c) -> tuple[list, int]:
-        page = RouteReport(c.repos.rates, c.review, c.alerts).page(w, utcnow(), sort, calibrated, limit=limit,
-                                                                   offset=offset, matching=matching)
-        return page.routes, page.total
-
-    data, total = reach_page(settings, "/api/rates", params, local)
+    data, total = reach_page(settings, "/api/rates", params)
     slices = {}
     if show_slices:
-        slices = reach(settings, "/api/slices", {"window": window},
-                       lambda c: slice_report(c.repos.rates, w))
+        slices = reach(settings, "/api/slices", {"window": window})
     more = page_note(data, total, offset, limit, matching)
     if output == "json":
         print_json(data if not show_slices else {"routes": data, "slices": slices})
@@ -318,10 +304,9 @@ DLQ_COLUMNS = [
 @service_options
 def dlq(settings: Settings, samples: int, route: str | None, output: str) -> None:
     """Dead-letter counts per reason, with a sample of each."""
-    from services.store.dlq import dlq_summary
 
     params = {"samples": samples} if route is None else {"samples": samples, "route": route}
-    data = reach(settings, "/api/dlq", params, lambda c: dlq_summary(c.store, samples, route))
+    data = reach(settings, "/api/dlq", params)
     if output == "json":
         print_json(data)
         return

@@ -6,22 +6,14 @@ import sys
 from pathlib import Path
 
 import click
-import httpx
 
-from services.app.cli.base import (Abort, api, auth_headers, by_option, console, main, on_store, out, print_json, reach,
-                                   refusal, say_if_merged, service_options, text_or_json, who)
+from services.app.cli.base import (Abort, answer, by_option, console, main, out, print_json, reach, say_if_merged,
+                                   service_options, text_or_json, who)
 from services.app.cli.tables import Column, labelled, output_option, print_labelled, print_table, terminal_width
 from services.app.settings import Settings
 from services.core.command import cli_command
 from services.core.files import write_atomically
 from services.core.numbers import plural
-
-
-def _json(fn):
-    """`fn(components)` serialised as the API serialises it."""
-    from services.api.serialise import as_json
-
-    return lambda c: as_json(fn(c))
 
 
 def _promotion_errors(fn):
@@ -52,7 +44,7 @@ def promote_propose(settings: Settings, issue_id: str, traces: str | None, by: s
     """Propose traces of an issue as eval items (their verifier labels are copied in)."""
     by = who(settings, by)
     ids = [t.strip() for t in traces.split(",") if t.strip()] if traces else None
-    data = reach(settings, "/api/promotions", {}, _json(lambda c: c.evalset.propose(issue_id, ids, by)),
+    data = reach(settings, "/api/promotions", {},
                  method="POST", body={"issue_id": issue_id, "trace_ids": ids, "by": by})
     if data:
         say_if_merged(issue_id, data[0]["origin_issue_id"])
@@ -74,7 +66,6 @@ def _review(settings: Settings, verdict: str, item_id: str, by: str | None, reas
     """approve or reject: the same call, API first, the store files otherwise."""
     by = who(settings, by)
     data = reach(settings, f"/api/promotions/{item_id}/{verdict}", {},
-                 _json(lambda c: getattr(c.evalset, verdict)(item_id, by, reason)),
                  method="POST", body={"by": by, "reason": reason})
     console.print(f"{data['item_id']} {data['state']} by {data['reviewed_by']}")
 
@@ -125,7 +116,7 @@ ITEM_COLUMNS = [
 def evalset_items(settings: Settings, state: str | None, output: str) -> None:
     """Eval items (-o wide: every column; -o json: the API's JSON)."""
     params = {"state": state} if state else {}
-    data = reach(settings, "/api/promotions", params, _json(lambda c: c.evalset.items(state)))
+    data = reach(settings, "/api/promotions", params)
     if output == "json":
         print_json(data)
         return
@@ -134,24 +125,17 @@ def evalset_items(settings: Settings, state: str | None, output: str) -> None:
 
 @evalset.command("export")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True)
-@click.option("--by", default="", help="Who exports (recorded).")
 @service_options
 @_promotion_errors
-def evalset_export(settings: Settings, out: Path, by: str) -> None:
+def evalset_export(settings: Settings, out: Path) -> None:
     """Write approved items with their spans and labels, one item per line."""
+    content = answer(settings, "/api/promotions/export").content
     try:
-        response = api().request("GET", settings.api.url.rstrip("/") + "/api/promotions/export", timeout=60,
-                                 headers=auth_headers(settings))
-        if response.status_code != 200:
-            raise Abort(f"export failed: {refusal(response, settings.api.url.rstrip('/') + '/api/promotions/export')}")
-        try:
-            write_atomically(out, response.content)
-        except OSError as exc:
-            raise Abort(f"cannot write {out}: {exc.strerror}; choose a writable path") from None
-        count = response.content.count(b"\n")
-    except httpx.TransportError:
-        count = on_store(settings, lambda c: c.evalset.export(out, by))
-    console.print(f"exported {plural(count, 'approved item')} to {out}")
+        write_atomically(out, content)
+    except OSError as exc:
+        raise Abort(f"cannot write {out}: {exc.strerror}; choose a writable path") from None
+    items = content.count(b"\n")
+    console.print(f"exported {plural(items, 'approved item')} to {out}")
 
 
 @main.group("eval")
@@ -172,7 +156,7 @@ def _figure(f: dict) -> str:
 @service_options
 def eval_report_cmd(settings: Settings, as_json: bool) -> None:
     """Faithfulness by query type and stakes (worst slice first) and the abstention pair, with 95% intervals."""
-    data = reach(settings, "/api/eval/report", {}, _json(lambda c: c.evalset.report()))
+    data = reach(settings, "/api/eval/report", {})
     if as_json:
         print_json(data)
         return
@@ -193,9 +177,8 @@ def eval_report_cmd(settings: Settings, as_json: bool) -> None:
 @service_options
 def eval_agreement_cmd(settings: Settings, output: str, as_json: bool) -> None:
     """Verifier labels beside human labels on the same claims of approved items: kappa, confusion, worst slices."""
-    from services.api.serialise import agreement_json
 
-    data = reach(settings, "/api/eval/agreement", {}, lambda c: agreement_json(c.evalset.agreement()))
+    data = reach(settings, "/api/eval/agreement", {})
     if output == "json" or as_json:
         print_json(data)
         return
@@ -258,8 +241,7 @@ def eval_gate_cmd(settings: Settings, min_faithfulness: float | None, max_over_r
     params = {k: v for k, v in {"min_faithfulness": min_faithfulness, "max_over_refusal": max_over_refusal,
                                 "slice_min": slice_min, "min_calibrated_faithfulness": min_calibrated_faithfulness,
                                 "min_kappa": min_kappa}.items() if v is not None}
-    data = reach(settings, "/api/eval/gate", params,
-                 _json(lambda c: c.evalset.gate(min_faithfulness, max_over_refusal, slice_min, checks)))
+    data = reach(settings, "/api/eval/gate", params)
     if data["passed"]:
         console.print("eval gate passed:", markup=False, highlight=False)
         for line in data["checked"]:

@@ -81,7 +81,7 @@ def issues_list(settings: Settings, state: str | None, route: str | None, owner:
     """Issues, in priority order by default (the state column flags escalating issues and firing alerts)."""
     filters = {"state": state, "route": route, "owner": owner, "assignee": assignee}
     params = {k: v for k, v in {**filters, "sort": sort, "limit": limit}.items() if v}
-    data = reach(settings, "/api/issues", params, lambda c: c.issues.list(**filters, sort=sort, limit=limit))
+    data = reach(settings, "/api/issues", params)
     if output == "json":
         print_json(data)
         return
@@ -113,7 +113,7 @@ def _state_cell(issue: dict) -> str:
 @service_options
 def issues_show(settings: Settings, issue_id: str, output: str, as_json: bool) -> None:
     """One issue: its title, state, routes, counts, when it was seen, its traces and the alerts it drives."""
-    data = reach(settings, f"/api/issues/{issue_id}", {}, lambda c: c.issues.show(issue_id))
+    data = reach(settings, f"/api/issues/{issue_id}", {})
     if output == "json" or as_json:
         print_json(data)
         return
@@ -178,7 +178,6 @@ def issues_resolve(settings: Settings, issue_id: str, in_next_version: bool, by:
     """Mark an issue resolved (it comes back as 'regressed' if it recurs)."""
     by = who(settings, by)
     data = reach(settings, f"/api/issues/{issue_id}/resolve", {},
-                 lambda c: c.triage.resolve(issue_id, by, in_next_version),
                  method="POST", body={"by": by, "in_next_version": in_next_version})
     console.print(f"{data['issue_id']} is {data['state']}")
 
@@ -191,7 +190,7 @@ def issues_resolve(settings: Settings, issue_id: str, in_next_version: bool, by:
 def issues_merge(settings: Settings, issue_id: str, into: str, by: str | None) -> None:
     """Merge one issue into another; both keep the record."""
     by = who(settings, by)
-    data = reach(settings, f"/api/issues/{issue_id}/merge", {}, lambda c: c.issues.merge(issue_id, into, by),
+    data = reach(settings, f"/api/issues/{issue_id}/merge", {},
                  method="POST", body={"into": into, "by": by})
     console.print(f"merged {issue_id} into {data['issue_id']}")
 
@@ -204,8 +203,7 @@ def issues_merge(settings: Settings, issue_id: str, into: str, by: str | None) -
 @service_options
 def runbook(settings: Settings, issue_id: str, fmt: str, as_markdown: bool, alert_id: str | None) -> None:
     """The runbook of one issue, rendered for the terminal (--markdown: its Markdown source; --format html)."""
-    text = reach(settings, f"/api/issues/{issue_id}/runbook", {"format": fmt, **({"alert": alert_id} if alert_id else {})},
-                 lambda c: {"runbook": c.issues.runbook(issue_id, fmt, alert_id)})
+    text = reach(settings, f"/api/issues/{issue_id}/runbook", {"format": fmt, **({"alert": alert_id} if alert_id else {})})
     text = text["runbook"] if isinstance(text, dict) else text
     if fmt == "html" or as_markdown:
         sys.stdout.write(text + "\n")

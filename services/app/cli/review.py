@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from services.app.cli.base import Abort, by_option, console, main, out, print_json, reach, service_options, who
+from services.app.cli.base import by_option, console, main, out, print_json, reach, service_options, who
 from services.app.cli.tables import Column, at, output_option, print_table
 from services.app.settings import Settings
 from services.core.clock import utcnow
@@ -40,13 +40,7 @@ def review() -> None:
 @service_options
 def review_sample(settings: Settings, window: str, seed: int, include_eval: bool) -> None:
     """Queue production claims, stratified by route, verdict and issue, within today's budget (review.daily_budget)."""
-    from services.rates.window import WindowError, parse_window
-
-    try:
-        w = parse_window(window)
-    except WindowError as exc:
-        raise Abort(str(exc)) from None
-    data = reach(settings, "/api/review/sample", {}, _json(lambda c: c.review.sample(w, utcnow(), seed, include_eval)),
+    data = reach(settings, "/api/review/sample", {},
                  method="POST", body={"window": window, "seed": seed, "include_eval": include_eval})
     console.print(f"queued {data['queued']} claims from {len(data['strata'])} strata; "
                   f"{data['budget_left']} left of today's budget")
@@ -74,7 +68,6 @@ def show_revealed(done: dict) -> None:
 
 def send_label(settings: Settings, slot: str, reviewer: str, label: str, span: str) -> dict:
     return reach(settings, f"/api/review/{slot}/label", {},
-                 _json(lambda c: c.review.label(slot, reviewer, label, span, utcnow())),
                  method="POST", body={"reviewer": reviewer, "label": label, "span": span})
 
 
@@ -90,7 +83,7 @@ def review_next(settings: Settings, reviewer: str, label: str | None, span: str,
     With --label it is labelled at once; at a terminal it asks; otherwise label it later with
     `claimwatch review label SLOT --label ...`.
     """
-    slot = reach(settings, "/api/review/next", {}, _json(lambda c: c.review.next(reviewer, utcnow())),
+    slot = reach(settings, "/api/review/next", {},
                  method="POST", body={"reviewer": reviewer})
     if as_json:
         print_json(slot)
@@ -129,7 +122,6 @@ def review_adjudicate(settings: Settings, claim_key: str, by: str | None, label:
     """Settle a disputed claim (see `claimwatch review agreement`)."""
     adjudicator = who(settings, by)
     show_revealed(reach(settings, f"/api/review/claims/{claim_key}/adjudicate", {},
-                        _json(lambda c: c.review.adjudicate(claim_key, adjudicator, label, span, utcnow())),
                         method="POST", body={"adjudicator": adjudicator, "label": label, "span": span}))
 
 
@@ -147,7 +139,7 @@ STRATUM_COLUMNS = [Column("ROUTE", lambda s: s["route"], kind="key"), Column("VE
 @service_options
 def review_progress(settings: Settings, output: str) -> None:
     """Labels per reviewer, and per stratum how many slots are labelled."""
-    data = reach(settings, "/api/review/progress", {}, _json(lambda c: c.review.progress()))
+    data = reach(settings, "/api/review/progress", {})
     if output == "json":
         print_json(data)
         return
@@ -169,7 +161,7 @@ def _kappa(figure: dict | None) -> str:
 @service_options
 def review_agreement(settings: Settings, output: str) -> None:
     """Human-human kappa (the guide's ceiling) and verifier-human kappa per route; disputes to adjudicate."""
-    data = reach(settings, "/api/review/agreement", {}, _json(lambda c: c.review.agreement()))
+    data = reach(settings, "/api/review/agreement", {})
     if output == "json":
         print_json(data)
         return
@@ -213,15 +205,9 @@ def review_plan(settings: Settings, width: float | None, window: str, output: st
     The daily sample (`claimwatch review sample` and the leader's timer) follows this plan at review.plan_width.
     -o json (or --json) prints the API's JSON.
     """
-    from services.rates.window import WindowError, parse_window
-
-    try:
-        w = parse_window(window)
-    except WindowError as exc:
-        raise Abort(str(exc)) from None
     share = None if width is None else width / 100
     params = {"window": window, **({"width": share} if share is not None else {})}
-    data = reach(settings, "/api/review/plan", params, _json(lambda c: c.review.plan(w, utcnow(), share)))
+    data = reach(settings, "/api/review/plan", params)
     if output == "json":
         print_json(data)
         return

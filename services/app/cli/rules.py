@@ -7,7 +7,6 @@ from rich.text import Text
 from services.app.cli.alerts import alerts, labelled
 from services.app.cli.base import out, print_json, reach, service_options
 from services.app.cli.tables import _plain as plain, Column, output_option, print_table, terminal_width
-from services.api.serialise import as_json as serialise
 from services.app.settings import Settings
 
 NOT_MEASURED = "not measured"  # a figure no bench wrote: never guessed
@@ -60,7 +59,7 @@ def rule_fields(r: dict) -> list[tuple[str, str | list[str]]]:
 @service_options
 def alerts_rules(settings: Settings, output: str) -> None:
     """Each alert kind: severity, whether it pages, thresholds in force and the benches' false alarms and delay."""
-    data = reach(settings, "/api/alerts/rules", {}, lambda c: serialise(c.alerts.rules()))
+    data = reach(settings, "/api/alerts/rules", {})
     if output == "json":
         print_json(data)
         return

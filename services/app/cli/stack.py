@@ -77,21 +77,17 @@ def stop_on_sigterm() -> None:
 
 
 def _local_token(settings: Settings) -> Settings:
-    """Watch the per-user token file; with no token configured, keep one for this API URL in hosts.toml
-    (reused across runs) so the CLI, from any directory, and the dashboard can act (ack, promote, ...)."""
-    from services.api.auth import hash_token, new_token
-    from services.app.credentials import CredentialsError, hashes_path, save_token, stored_token
+    """The token rules of an API served from here (services/app/credentials.py: with_serving_tokens), and where
+    its token is kept, said once."""
+    from services.app.credentials import CredentialsError, with_serving_tokens
 
-    api = settings.api.model_copy(update={"token_file": settings.api.token_file or str(hashes_path())})
-    if not api.token_hashes:
-        try:
-            token = stored_token(api.url) or new_token()[0]
-            where = save_token(api.url, token)
-        except (CredentialsError, OSError) as exc:
-            raise Abort(f"cannot keep the API token: {exc}") from None
-        api = api.model_copy(update={"token_hashes": [hash_token(token)]})
-        console.print(token_hint(api.url, where), soft_wrap=True, markup=False, highlight=False)
-    return settings.model_copy(update={"api": api})
+    try:
+        settings, where = with_serving_tokens(settings)
+    except (CredentialsError, OSError) as exc:
+        raise Abort(f"cannot keep the API token: {exc}") from None
+    if where is not None:
+        console.print(token_hint(settings.api.url, where), soft_wrap=True, markup=False, highlight=False)
+    return settings
 
 
 def token_hint(url: str, where) -> str:

@@ -57,7 +57,7 @@ def storage(settings: Settings, output: str) -> None:
     of its bytes: inserts write LZ4, merges ZSTD, so recent data costs more until it is merged.
     -o json prints the API's JSON.
     """
-    data = reach(settings, "/api/storage", {}, lambda c: c.repos.storage.report())
+    data = reach(settings, "/api/storage", {})
     if output == "json":
         print_json(data)
         return

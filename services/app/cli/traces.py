@@ -9,7 +9,6 @@ from urllib.parse import quote
 
 import click
 
-from services.api.serialise import as_json as serialise
 from services.app.cli.base import main, print_json, reach, service_options
 from services.app.settings import Settings
 from services.core.command import cli_command
@@ -110,8 +109,7 @@ def trace_text(data: dict) -> str:
 @service_options
 def trace(settings: Settings, trace_id: str, claims_page: int, as_json: bool) -> None:
     """One trace: question, answer, every claim with its verdict, span and chunk, versions, issues."""
-    data = reach(settings, f"/api/traces/{quote(trace_id, safe='')}", {"claims_page": claims_page},
-                 lambda c: serialise(c.traces.get(trace_id, claims_page)))
+    data = reach(settings, f"/api/traces/{quote(trace_id, safe='')}", {"claims_page": claims_page})
     if as_json:
         print_json(data)
         return

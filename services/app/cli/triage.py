@@ -12,10 +12,10 @@ from services.app.cli.issues import issues
 from services.app.settings import Settings
 
 
-def _change(settings: Settings, issue_id: str, action: str, body: dict, local) -> dict:
-    """POST /api/issues/ID/ACTION, or ``local(triage)`` on the store when no API answers. A merged issue's change
-    goes to the issue it was merged into, and this says so (the next line names that issue)."""
-    data = reach(settings, f"/api/issues/{issue_id}/{action}", {}, lambda c: local(c.triage), method="POST", body=body)
+def _change(settings: Settings, issue_id: str, action: str, body: dict) -> dict:
+    """POST /api/issues/ID/ACTION. A merged issue's change goes to the issue it was merged into, and this says so
+    (the next line names that issue)."""
+    data = reach(settings, f"/api/issues/{issue_id}/{action}", {}, method="POST", body=body)
     say_if_merged(issue_id, data.get("issue_id") or issue_id)
     return data
 
@@ -28,26 +28,24 @@ def _change(settings: Settings, issue_id: str, action: str, body: dict, local) -
 def issues_assign(settings: Settings, issue_id: str, assignee: str, by: str | None) -> None:
     """Assign an issue to someone (it is theirs until unassigned, whoever owns its route)."""
     by = who(settings, by)
-    data = _change(settings, issue_id, "assign", {"assignee": assignee, "by": by},
-                   lambda t: t.assign(issue_id, assignee, by))
+    data = _change(settings, issue_id, "assign", {"assignee": assignee, "by": by})
     console.print(f"{data['issue_id']} is assigned to {data['assignee']} (team {data['team']})")
 
 
-def _by_only(name: str, doc: str, change: Callable[..., dict],
-             said: Callable[[dict], str]) -> None:
-    """A command whose one input is who does it (unassign, unarchive); ``change(triage, issue_id, by)``."""
+def _by_only(name: str, doc: str, said: Callable[[dict], str]) -> None:
+    """A command whose one input is who does it (unassign, unarchive)."""
     @issues.command(name, help=doc)
     @click.argument("issue_id")
     @by_option("Who does it.")
     @service_options
     def command(settings: Settings, issue_id: str, by: str | None) -> None:
         by = who(settings, by)
-        console.print(said(_change(settings, issue_id, name, {"by": by}, lambda t: change(t, issue_id, by))))
+        console.print(said(_change(settings, issue_id, name, {"by": by})))
 
 
-_by_only("unassign", "Leave an issue to the owner of its dominant route.", lambda t, i, by: t.unassign(i, by),
+_by_only("unassign", "Leave an issue to the owner of its dominant route.",
          lambda data: f"{data['issue_id']} is unassigned; its owner is {data['owner']}")
-_by_only("unarchive", "Bring an archived issue back to the list now.", lambda t, i, by: t.unarchive(i, by),
+_by_only("unarchive", "Bring an archived issue back to the list now.",
          lambda data: f"{data['issue_id']} is {data['state']} again")
 
 
@@ -66,12 +64,13 @@ def issues_archive(settings: Settings, issue_id: str, duration: str | None, clai
     if duration and claims:
         raise Abort("give --for or --until-claims, not both (neither: until it escalates)")
     try:
-        length = parse_duration(duration, "--for") if duration else None
+        if duration:
+            parse_duration(duration, "--for")  # the flag, named as the user typed it
     except ValueError as exc:
         raise Abort(str(exc)) from None
     by = who(settings, by)
     body = {"by": by, **({"duration": duration} if duration else {}), **({"claims": claims} if claims else {})}
-    data = _change(settings, issue_id, "archive", body, lambda t: t.archive(issue_id, by, length, claims))
+    data = _change(settings, issue_id, "archive", body)
     console.print(f"{data['issue_id']} is archived {data['archive']['text']}; "
                   f"`{cli_command()} issues list --state archived` lists it", soft_wrap=True)  # a command, unbroken
 
@@ -84,7 +83,7 @@ def issues_archive(settings: Settings, issue_id: str, duration: str | None, clai
 def issues_note(settings: Settings, issue_id: str, text: str, by: str | None) -> None:
     """Add a note to an issue's activity (the runbook shows the latest ones)."""
     by = who(settings, by)
-    data = _change(settings, issue_id, "notes", {"text": text, "by": by}, lambda t: t.note(issue_id, text, by))
+    data = _change(settings, issue_id, "notes", {"text": text, "by": by})
     console.print(f"noted on {data['issue_id']}")
 
 
@@ -96,5 +95,5 @@ def issues_note(settings: Settings, issue_id: str, text: str, by: str | None) ->
 def issues_link(settings: Settings, issue_id: str, url: str, by: str | None) -> None:
     """Link an issue to the ticket its fix is tracked in (the issue webhook's events carry the link)."""
     by = who(settings, by)
-    data = _change(settings, issue_id, "link", {"url": url, "by": by}, lambda t: t.link(issue_id, url, by))
+    data = _change(settings, issue_id, "link", {"url": url, "by": by})
     console.print(f"{data['issue_id']} is linked to {data['ticket_url']}")

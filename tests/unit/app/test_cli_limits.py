@@ -63,3 +63,16 @@ def test_an_offline_silence_until_a_date_past_the_limit_is_refused_as_the_api_re
                               "--by", "ana", "--comment", "c"))
     assert "ends_at is in the past" in past
     assert run("alerts", "silences", "-o", "json").stdout.strip() in ("[]", "")
+
+
+def test_offline_changes_pass_the_apis_token_checks(tmp_path):
+    """The CLI with no API runs the API in-process: a wrong token is refused as the running API refuses it, and
+    nothing is stored; the token `claimwatch up` would keep for the URL is accepted."""
+    store = ["--clickhouse", f"chdb:{tmp_path / 'clickhouse'}", "--api", NO_API]
+    silence = ["alerts", "silence", "--match", "route=billing-faq", "--duration", "1h", "--by", "ana", "--comment", "c"]
+    wrong = CliRunner(env={"CLAIMWATCH_TOKEN": "cw_not-a-token"}).invoke(main, [*silence, *store])
+    assert wrong.exit_code == 1 and "not one of the configured tokens" in wrong.output, wrong.output
+    listed = CliRunner(env={"CLAIMWATCH_TOKEN": ""}).invoke(main, ["alerts", "silences", "-o", "json", *store])
+    assert orjson.loads(listed.stdout) == []
+    kept = CliRunner(env={"CLAIMWATCH_TOKEN": ""}).invoke(main, [*silence, *store])
+    assert kept.exit_code == 0 and "silence " in kept.output, kept.output

@@ -88,3 +88,26 @@ def test_with_no_api_the_cli_reads_the_store_and_gives_the_same_json(alert, worl
     assert "no claimwatch API at http://127.0.0.1:9; reading" in result.stderr
     shown = orjson.loads(result.stdout)
     assert {k: shown[k] for k in FIGURES} == {k: alert[k] for k in FIGURES}
+
+
+def test_an_api_moved_by_one_setting_is_the_one_the_cli_asks(alert, world, monkeypatch):  # noqa: F811
+    """A real API on a free port; the CLI is told only CLAIMWATCH_API__PORT. It asks that API (no notice that it
+    reads the store itself) and gives the same JSON and text."""
+    from services.api.app import create_api
+    from services.api.security import ApiPolicy
+    from tests.support.serving import serving
+    from tests.unit.app.test_cli_on_call import NOW, TOKEN, TOKEN_HASH
+
+    app = create_api(world, ApiPolicy(token_hashes=(TOKEN_HASH,)), now=lambda: NOW)
+    with serving(app) as port:
+        env = {"CLAIMWATCH_API__PORT": str(port), "CLAIMWATCH_TOKEN": TOKEN, "COLUMNS": "80"}
+        run = lambda *args: CliRunner(env=env).invoke(main, list(args))  # noqa: E731
+        shown, text = run("alerts", "show", alert["alert_id"], "-o", "json"), run("alerts", "show", alert["alert_id"])
+    no_token = CliRunner(env={"CLAIMWATCH_API__PORT": str(port), "CLAIMWATCH_TOKEN": ""}).invoke(main, ["token", "show"])
+    assert shown.exit_code == 0 and text.exit_code == 0, (shown.output, text.output)
+    assert "no claimwatch API" not in shown.stderr + text.stderr
+    answered = orjson.loads(shown.stdout)
+    assert {k: answered[k] for k in FIGURES} == {k: alert[k] for k in FIGURES}
+    missing = {name: w for name, w in words(alert).items() if w not in flat(text.stdout)}
+    assert not missing, (missing, text.stdout)
+    assert f"no API token for http://127.0.0.1:{port}:" in no_token.output, no_token.output  # its URL, from the port
