@@ -87,6 +87,7 @@ class RouteImpact:
     expected: float | None = None               # what the drift detector expects of this route now
     expected_source: str = ""
     own: bool = True                            # False: under 10% of the claims; its alerts do not count
+    learning: bool = False                      # the expectation is a recent level: under a day of history
 
 
 @dataclass(frozen=True)

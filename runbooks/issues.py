@@ -52,7 +52,8 @@ def build_context(record: IssueRecord, figures: IssueFigures, exemplars: list[di
     ``cli``: how the reader runs claimwatch (services/core/command.py)."""
     evidence = {eid: orjson.loads(d["evidence"] or "[]") for eid, d in details.items()}
     chosen = [{**m, "answer_text": details.get(m.get("event_id"), {}).get("answer_text", "")} for m in exemplars]
-    impacts = tuple(RouteImpact(r.route, r.rate, r.lo, r.hi, r.members, r.expected, r.expected_source, r.own)
+    impacts = tuple(RouteImpact(r.route, r.rate, r.lo, r.hi, r.members, r.expected, r.expected_source, r.own,
+                                r.learning)
                     for r in figures.routes)
     top = figures.headline
     open_alerts = list(figures.alerts)

@@ -23,14 +23,18 @@ def calibrated_rise(alert: Alert, calibration: Calibration | None) -> dict:
     keeps its sign unless both ends fall below the verifier's false-positive floor (1 - Sp): then the whole rise is
     within what the verifier invents. Unknown when the calibration is stale."""
     expected = alert.tested_against
-    if calibration is None or calibration.sensitivity is None or calibration.specificity is None:
-        reasons = list(calibration.reasons) if calibration else ["no human labels"]
-        return {"holds": None, "stale": True, "reasons": reasons, "rate": None, "expected": None, "delta": None}
+    if calibration is None or not calibration.labels:  # nothing to calibrate with: not stale, never fresh
+        return {"holds": None, "stale": False, "status": "no labels yet", "reasons": ["no human labels yet"],
+                "rate": None, "expected": None, "delta": None}
+    status = "stale" if calibration.stale else "current"
+    if calibration.sensitivity is None or calibration.specificity is None:
+        return {"holds": None, "stale": True, "status": "stale", "reasons": list(calibration.reasons), "rate": None,
+                "expected": None, "delta": None}
     se, sp = calibration.sensitivity, calibration.specificity
     rate, base = (None if x is None else rogan_gladen(x, se, sp) for x in (alert.rate, expected))
     delta = None if rate is None or base is None else rate - base
     holds = None if calibration.stale or delta is None else bool(delta > 0)
-    return {"holds": holds, "stale": calibration.stale, "reasons": list(calibration.reasons), "rate": rate,
+    return {"holds": holds, "stale": calibration.stale, "status": status, "reasons": list(calibration.reasons), "rate": rate,
             "expected": base, "delta": delta, "sensitivity": se, "specificity": sp, "labels": calibration.labels,
             "false_positive_floor": 1 - sp}
 

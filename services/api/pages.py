@@ -33,7 +33,7 @@ from services.alerts.expectations import PRIORITY, SORTS, expected_text
 from services.api.routeview import ROUTES_PER_PAGE, RouteHistory
 from services.api.security import Gate
 from services.core.errors import NotFound
-from services.core.numbers import pct, pts, thousands, utc_minute
+from services.core.numbers import plural, pct, pts, thousands, utc_minute
 from services.issues.traces import MAX_CLAIMS_PAGE
 from services.rates.report import RANKING_SUMS
 from services.rates.window import WindowError, parse_window
@@ -56,7 +56,7 @@ def environment() -> jinja2.Environment:
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.globals.update(plotly_base_id=BASE_STYLE_ID, plotly_style_ids=lambda: PLOTLY.injected_style_ids,
                        static_url=ASSETS.url, ingest_lag=None)  # pages pass the figure; error pages have none
-    env.filters.update(pct=pct, thousands=thousands, interval=views.interval_pair, when=utc_minute, route_url=views.route_url,
+    env.filters.update(pct=pct, plural=plural, thousands=thousands, interval=views.interval_pair, when=utc_minute, route_url=views.route_url,
                        issue_url=views.issue_url, trace_url=views.trace_url, spark=views.sparkline,
                        segment=views.segment, duration=views.duration, pts=pts, figure=figure, counted=counted,
                        expected=expected_text)

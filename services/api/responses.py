@@ -108,8 +108,8 @@ class AlertDetail(AlertView):
         "claims of this window\"; empty once they are)"))
     calibrated: dict | None = Field(None, description=(
         "rate alerts: whether the rise holds on the rate corrected for the verifier's errors against human labels "
-        "(holds: true, false, or null when the calibration is stale; rate, expected, delta, sensitivity, "
-        "specificity, labels, false_positive_floor, stale, reasons)"))
+        "(holds: true, false, or null when it cannot tell; status: no labels yet, stale or current; rate, "
+        "expected, delta, sensitivity, specificity, labels, false_positive_floor, stale, reasons)"))
     runbook: str | None = Field(None, description=(
         "input-health kinds (route_silent, events_rejected, abstention_rise): the alert's runbook as Markdown"))
 

@@ -255,14 +255,20 @@ def show_issues(api: str, env: dict, console: Console, stack: subprocess.Popen, 
     if top is None:
         status = ((last or {}).get("explanation") or {}).get("status") or "no failing claims of its window are clustered"
         console.print(f"The alert's explanation named no issue within {EXPLANATION_SECONDS} s ({status}), so no runbook "
-                      f"is shown; see it later with: {cli} alerts show {alert_id}", markup=False, highlight=False,
-                      soft_wrap=True)
+                      "is shown; see it later with:", markup=False, highlight=False)
+        say_commands(f"{cli} alerts show {alert_id}")
         return
     console.rule("Runbook of the issue behind the alert")
     # the command on a line of its own, whole at any width (a rule's title is cut to fit)
     console.print(f"{cli} runbook {top} --alert {alert_id}", markup=False, highlight=False, soft_wrap=True)
     _cli("runbook", top, "--alert", alert_id, env=env)
-    console.print(f"From this terminal, propose its representative traces with: {cli} promote propose {top}",
-                  markup=False, highlight=False, soft_wrap=True)
-    console.print(f"Take it and link its ticket: {cli} issues assign {top} YOUR_NAME; "
-                  f"{cli} issues link {top} TICKET_URL", markup=False, highlight=False, soft_wrap=True)
+    console.print("From this terminal, take the issue, link its ticket and propose its representative traces:",
+                  markup=False, highlight=False)
+    say_commands(f"{cli} issues assign {top} YOUR_NAME", f"{cli} issues link {top} TICKET_URL",
+                 f"{cli} promote propose {top}")
+
+
+def say_commands(*commands: str) -> None:
+    """Commands to paste, each on a line of its own, never wrapped."""
+    for command in commands:
+        console.print(f"  {command}", markup=False, highlight=False, soft_wrap=True)

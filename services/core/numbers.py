@@ -13,8 +13,9 @@ def pct(value: float | None, digits: int = 1) -> str:
 
 
 def pts(value: float | None, missing: str = MISSING) -> str:
-    """A change of a share, in points and signed: ``+2.3 pts``, ``-0.4 pts``."""
-    return missing if value is None else f"{100 * value:+.1f} pts"
+    """A change of a share, in points and signed: ``+2.3 pts``, ``-0.4 pts``; one that rounds to nothing is
+    ``+0.0 pts``, never ``-0.0``."""
+    return missing if value is None else f"{round(100 * value, 1) + 0.0:+.1f} pts"
 
 
 def interval_text(lo: float | None, hi: float | None) -> str:

@@ -331,7 +331,8 @@ def check_figure(where: str, metric: str, figure: Figure | None, threshold: floa
     so does one resting on fewer than ``min_items`` items (too little evidence is not a pass either)."""
     if figure is None or figure.value is None:
         return GateFailure(where, metric, None, threshold,
-                           f"{metric} on {where} is undefined (no items); the gate cannot pass on no evidence")
+                           f"{metric} on {where} is undefined (no approved item it can count: faithfulness counts verifier-labelled "
+                           "claims, abstention answerable or unanswerable items); the gate cannot pass on no evidence")
     if figure.items < min_items:
         return GateFailure(where, metric, figure.value, threshold,
                            f"{figure_text(where, metric, figure, decimals)} rests on fewer than eval.min_items "

@@ -47,6 +47,7 @@ class RouteFigure:
     alert_id: str | None = None
     alert_severity: str | None = None
     alert_rate: float | None = None     # the rate the alert recorded
+    learning: bool = False              # the route's expectation is still learning (a recent level, under a day)
 
 
 @dataclass(frozen=True)
@@ -143,7 +144,7 @@ def route_figure(rates: RateRepository, route: str, members: int, share: float, 
     return RouteFigure(route, members, share, own, window, end, c.rate, interval.lo if interval else None,
                        interval.hi if interval else None, c.claims, expected, source,
                        alert.alert_id if alert else None, alert.severity if alert else None,
-                       alert.rate if alert else None)
+                       alert.rate if alert else None, bool(expectation and expectation.learning))
 
 
 def signal_figures(events: dict) -> SignalFigures:

@@ -140,7 +140,9 @@ def _calibrated(a: dict) -> str:
     if not c:
         return ""
     if c["holds"] is None:
-        return f"unknown: the calibration is stale ({'; '.join(c['reasons']) or 'no labels'})"
+        if c.get("status") == "no labels yet":
+            return f"unknown: no human labels yet on {a['route']}"
+        return f"unknown: the calibration is stale ({'; '.join(c['reasons'])})"
     figures = (f"{pct(c['rate'])} vs {pct(c['expected'])} expected ({pts(c['delta'])}; Se {c['sensitivity']:.2f}, "
                f"Sp {c['specificity']:.2f} from {c['labels']} labels)")
     if c["holds"]:

@@ -105,6 +105,17 @@ def test_the_verifier_change_that_staled_the_calibration_is_a_suspect_and_alerts
     assert "does not hold" in dict(alert_fields(fine, NOW))["calibrated"]
 
 
+@pytest.mark.parametrize("calibration", [None, Calibration(sensitivity=None, specificity=None, labels=0, stale=True,
+                                                           reasons=("only 0 settled labels",))])
+def test_a_route_with_no_labels_says_so_rather_than_stale(calibration):
+    """`alerts show` said "the calibration is stale (only 0 settled labels ...)" on a route nobody has labelled."""
+    found = calibrated_rise(rate_alert(0.10, 0.06), calibration)
+    assert (found["holds"], found["status"], found["stale"]) == (None, "no labels yet", False)
+    view = {**rate_alert(0.10, 0.06).as_dict(), "state": "firing", "acked": False, "silenced_by": [],
+            "calibrated": found}
+    assert dict(alert_fields(view, NOW))["calibrated"] == "unknown: no human labels yet on billing-faq"
+
+
 def test_the_alert_cycle_sends_the_agreement_alert_and_resends_it_while_it_fires():
     import asyncio
 

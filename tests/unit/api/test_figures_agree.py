@@ -24,6 +24,7 @@ from services.alerts.records import alert_repository
 from services.app.cli.evalset import _figure
 from services.contract.decode import Decoder
 from services.contract.model import FAILED_VERDICTS
+from services.core.numbers import plural
 from services.evalset.metrics import ItemOutcome, faithfulness
 from services.issues.records import issue_repository
 from services.rates.intervals import Counts, Interval
@@ -204,8 +205,8 @@ def test_a_route_without_an_alert_is_beside_the_expectation_claimwatch_rates_sho
     assert quiet["expected"] == pytest.approx(0.03) == pytest.approx(detector.regression.expected)
     assert quiet["expected"] == rates["quiet-route"]["expected"]
     assert quiet["expected_source"] == "the drift detector's expectation"
-    assert re.search(r"\| quiet-route \(minor\) \| [^|]+ \| [^|]+ \| 3 \| 3\.0% \|", runbook)
-    assert "3.0% the drift detector's expectation" in element(page, "route-figures", "</table>")
+    assert re.search(r"\| quiet-route \(minor\) \| [^|]+ \| [^|]+ \| 3 \| 3\.0% \(learning\) \|", runbook)
+    assert "3.0% (learning) the drift detector's expectation" in element(page, "route-figures", "</table>")
     # the route page names the expectation once, with its hours, and says what its dashed line is
     assert "expected learning (2 h of history)" in route_page, route_page
     assert "the dashed line is its level so far, 3.0%" in route_page and "baseline 3.0%" not in route_page
@@ -309,5 +310,5 @@ def test_eval_page_prints_figures_not_dict_methods_and_flags_few_items(world):  
     html = client.get("/eval").text
     assert "built-in method" not in html and "&lt;built-in" not in html
     metrics = element(html, "metrics-h", "</section>")
-    assert f"(n={n}: too few for an interval) over {n} items" in metrics
+    assert f"(n={n}: too few for an interval) over {plural(n, 'item')}" in metrics  # never "over 1 items"
     assert re.search(r"Faithfulness \(claims supported, origin run\) \d+\.\d%", metrics)

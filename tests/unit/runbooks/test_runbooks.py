@@ -304,3 +304,14 @@ def test_the_timeline_puts_each_step_of_an_alert_at_its_own_time(renderer):
     md = renderer.render(make_ctx(timeline=tuple(steps)))
     assert "- 2026-11-21 09:07 UTC: alert a-1 on billing-faq: firing" in md
     assert "- 2026-11-21 09:00 UTC: alert a-1 on billing-faq: pending" in md
+
+
+def test_a_learning_routes_expectation_is_marked_as_its_recent_level(renderer):
+    """The rates table wrote "learning (5 h of history)" where the runbook wrote a bare 6.4% for the same route."""
+    learning = make_ctx(routes=(RouteImpact("billing-faq", 0.132, 0.123, 0.141, 4976, 0.064, "alert a-1", True,
+                                            True),
+                                RouteImpact("legal-terms", 0.124, 0.108, 0.143, 36, 0.128, "", False, False)))
+    md = renderer.render(learning)
+    assert "| 6.4% (learning) |" in md and "| 12.8% |" in md
+    assert "((learning): under a day of history, the route's recent level)" in md
+    assert "(learning)" not in renderer.render(make_ctx())
