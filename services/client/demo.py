@@ -256,7 +256,7 @@ def show_issues(api: str, env: dict, console: Console, stack: subprocess.Popen, 
         status = ((last or {}).get("explanation") or {}).get("status") or "no failing claims of its window are clustered"
         console.print(f"The alert's explanation named no issue within {EXPLANATION_SECONDS} s ({status}), so no runbook "
                       "is shown; see it later with:", markup=False, highlight=False)
-        say_commands(f"{cli} alerts show {alert_id}")
+        say_commands(console, f"{cli} alerts show {alert_id}")
         return
     console.rule("Runbook of the issue behind the alert")
     # the command on a line of its own, whole at any width (a rule's title is cut to fit)
@@ -264,11 +264,11 @@ def show_issues(api: str, env: dict, console: Console, stack: subprocess.Popen, 
     _cli("runbook", top, "--alert", alert_id, env=env)
     console.print("From this terminal, take the issue, link its ticket and propose its representative traces:",
                   markup=False, highlight=False)
-    say_commands(f"{cli} issues assign {top} YOUR_NAME", f"{cli} issues link {top} TICKET_URL",
+    say_commands(console, f"{cli} issues assign {top} YOUR_NAME", f"{cli} issues link {top} TICKET_URL",
                  f"{cli} promote propose {top}")
 
 
-def say_commands(*commands: str) -> None:
+def say_commands(console: Console, *commands: str) -> None:
     """Commands to paste, each on a line of its own, never wrapped."""
     for command in commands:
         console.print(f"  {command}", markup=False, highlight=False, soft_wrap=True)
