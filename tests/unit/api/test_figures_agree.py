@@ -196,6 +196,7 @@ def test_a_route_without_an_alert_is_beside_the_expectation_claimwatch_rates_sho
         runbook = client.get("/api/issues/iss-bulk/runbook", params={"format": "md"}).text
         page = client.get("/issues/iss-bulk").text
         rates = {r["route"]: r for r in client.get("/api/rates", params={"window": "30m"}).json()}
+        whole_page = page_text(client.get("/routes/quiet-route").text)
         route_page = page_text(element(client.get("/routes/quiet-route").text, "current-rate"))
     finally:
         bulk[0].store.command("TRUNCATE TABLE route_expectations")
@@ -210,6 +211,7 @@ def test_a_route_without_an_alert_is_beside_the_expectation_claimwatch_rates_sho
     # the route page names the expectation once, with its hours, and says what its dashed line is
     assert "expected learning (2 h of history)" in route_page, route_page
     assert "the dashed line is its level so far, 3.0%" in route_page and "baseline 3.0%" not in route_page
+    assert set(re.findall(r"(\d+) h of history", whole_page)) == {"2"}, whole_page  # one count of hours per page
 
 
 def test_signals_the_issues_events_did_not_carry_are_not_shown(client):
