@@ -155,13 +155,22 @@ def _say_once(message: str) -> None:
 
 def _serves_the_named_store(settings: Settings) -> bool:
     """Whether the API at settings.api.url serves the store the user named (--clickhouse, CLAIMWATCH_CLICKHOUSE, a
-    config file); True when they named none, or the API does not say. It must never answer for another stack."""
-    if "clickhouse" not in settings.model_fields_set:
+    config file), or, when they named neither store nor API, the embedded store this folder holds (a stack that ran
+    here and has stopped); True otherwise, or when the API does not say. It must never answer for another stack."""
+    if "clickhouse" not in settings.model_fields_set and not _holds_its_own_store(settings):
         return True
     key, asked = (settings.api.url, settings.clickhouse), api().serves
     if key not in asked:
         asked[key] = _asks_the_named_store(settings)
     return asked[key]
+
+
+def _holds_its_own_store(settings: Settings) -> bool:
+    """No API was named (a running `claimwatch up` from here names its own: with_local_stack) and the default
+    embedded store lies in this folder: an API that serves another store belongs to another stack."""
+    path = settings.clickhouse.removeprefix("chdb:")
+    named_api = bool(settings.api.model_fields_set & {"url", "port"})
+    return not named_api and settings.clickhouse.startswith("chdb:") and Path(path or "var/clickhouse").is_dir()
 
 
 def _asks_the_named_store(settings: Settings) -> bool:

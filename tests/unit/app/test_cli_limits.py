@@ -2,11 +2,15 @@
 limit, not an OverflowError traceback; unsilence records who ended the silence."""
 from __future__ import annotations
 
+import os
+
+import httpx
 import orjson
 import pytest
 from click.testing import CliRunner
 
 from services.app.cli import main
+from services.app.cli.base import Api
 
 NO_API = "http://127.0.0.1:9"
 
@@ -76,3 +80,55 @@ def test_offline_changes_pass_the_apis_token_checks(tmp_path):
     assert orjson.loads(listed.stdout) == []
     kept = CliRunner(env={"CLAIMWATCH_TOKEN": ""}).invoke(main, [*silence, *store])
     assert kept.exit_code == 0 and "silence " in kept.output, kept.output
+
+
+class ToPort(httpx.HTTPTransport):
+    """Every request to ``port`` on loopback, whatever port its URL names (the default 8080 may be anyone's here)."""
+
+    def __init__(self, port: int):
+        super().__init__()
+        self.port = port
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        request.url = request.url.copy_with(host="127.0.0.1", port=self.port)
+        return super().handle_request(request)
+
+
+def test_a_folder_whose_stack_stopped_never_reads_another_stacks_api(tmp_path, monkeypatch):
+    """After the demo stopped, `alerts list` in its folder printed "no alerts": the API on the default port was
+    another stack's. With neither API nor store named and ./var/clickhouse here, the CLI asks which store that API
+    serves and reads its own."""
+    import subprocess
+    import sys
+
+    from services.app.broker import free_port
+    from tests.support.waiting import wait_until
+
+    port = free_port()
+    other = subprocess.Popen([sys.executable, "-m", "services.app.cli", "api", "--clickhouse",
+                              f"chdb:{tmp_path / 'other'}"], env={**os.environ, "CLAIMWATCH_API__PORT": str(port)},
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_until(lambda: _answers(port), 60, "the other stack's API")
+        (tmp_path / "here").mkdir()
+        monkeypatch.chdir(tmp_path / "here")
+        monkeypatch.delenv("CLAIMWATCH_TOKEN", raising=False)
+        made = CliRunner().invoke(main, ["alerts", "silence", "--match", "route=here", "--duration", "1h", "--by",
+                                         "ana", "--comment", "c", "--api", NO_API])  # makes ./var/clickhouse
+        assert made.exit_code == 0, made.output
+        listed = CliRunner().invoke(main, ["alerts", "silences", "-o", "json"],
+                                    obj=Api(httpx.Client(transport=ToPort(port))))
+    finally:
+        other.terminate()
+        other.wait(30)
+    assert listed.exit_code == 0, listed.output
+    assert f"serves another store (chdb:{tmp_path / 'other'}); reading chdb:{tmp_path / 'here' / 'var' / 'clickhouse'}" \
+        in listed.stderr, listed.stderr
+    assert [s["matchers"] for s in orjson.loads(listed.stdout)] == [["route=here"]]
+
+
+def _answers(port: int) -> bool:
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200
+    except httpx.TransportError:
+        return False

@@ -111,3 +111,4 @@ def test_an_api_moved_by_one_setting_is_the_one_the_cli_asks(alert, world, monke
     missing = {name: w for name, w in words(alert).items() if w not in flat(text.stdout)}
     assert not missing, (missing, text.stdout)
     assert f"no API token for http://127.0.0.1:{port}:" in no_token.output, no_token.output  # its URL, from the port
+
