@@ -79,13 +79,16 @@ def compare(entry: dict, expectation: Expectation | None, firing: Iterable[str] 
 
 
 def expected_text(entry: dict) -> str:
-    """The expectation as every surface writes it: ``4.6%``; ``learning (5 h of history)`` while under the day of
-    history a time-of-day expectation needs (the detector then compares with a recent level, which is not yet what
-    this route is expected to do); or ``—`` (the drift evaluator has not evaluated the route)."""
+    """The expectation as every surface writes it: ``4.6%``; while under the day of history a time-of-day
+    expectation needs, the recent level the detector compares with (and its alerts carry), marked
+    ``6.4% (learning, 5 h)``, or ``learning`` with no level yet; ``—``: the drift evaluator has not evaluated it."""
+    expected = entry.get("expected")
     if entry.get("learning"):
         hours = entry.get("history_hours")
-        return "learning" if hours is None else f"learning ({hours} h of history)"
-    return "—" if entry.get("expected") is None else figure(entry["expected"])
+        if expected is None:
+            return "learning" if hours is None else f"learning ({hours} h of history)"
+        return f"{figure(expected)} (learning{'' if hours is None else f', {hours} h'})"
+    return "—" if expected is None else figure(expected)
 
 
 def by_priority(entries: list[dict]) -> list[dict]:

@@ -167,8 +167,8 @@ RATE_COLUMNS = [
     Column("ROUTE", lambda r: r["route"], kind="key"),
     Column("RATE", lambda r: pct(r["rate"]), kind="num"),
     Column("EXPECTED", expected_text, kind="num",
-           note="the drift detector's time-of-day expectation, as alerts carry it (learning: too little history yet; "
-                "—: not evaluated yet)"),
+           note="the drift detector's time-of-day expectation, as alerts carry it (learning, N h: under a day "
+                "of history, the route's recent level; —: not evaluated yet)"),
     Column("DELTA", lambda r: figure(r["delta"], change=True), kind="num",
            note="rate minus expected; the order ranks the 95% interval's lower end minus expected (the rise the "
                 "data is sure of)"),

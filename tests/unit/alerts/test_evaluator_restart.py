@@ -67,6 +67,6 @@ def test_a_restart_mid_learning_resumes_the_learning_state(store):
         assert a.learning and b.learning and a.history_hours == b.history_hours == 4  # finished hours
         assert (a.baseline, a.expected_basis) == (b.baseline, b.expected_basis)
         assert a.expected_basis.startswith("learning: 4 h of history")
-    # what the overview, `rates` and the route page read: the hours too ("learning (4 h of history)")
+    # what the overview, `rates` and the route page read: the hours too ("6.0% (learning, 4 h)")
     stored = published(alert_repository(store))
     assert stored["billing-faq"].learning and stored["billing-faq"].history_hours == 4, stored["billing-faq"]

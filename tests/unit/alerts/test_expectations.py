@@ -41,9 +41,10 @@ def test_the_delta_is_the_rate_minus_the_expectation_and_none_is_invented():
     assert row["firing_alerts"] == ["a-1"] and expected_text(row) == "4.6%"
     learning = compare(entry("new-route", 0.3, (0.2, 0.4)), Expectation(None, NO_HISTORY, True))
     assert learning["delta"] is None and learning["delta_lo"] is None and expected_text(learning) == "learning"
-    # a learning level is what the detector compares with, not yet what the route is expected to do: no figure
+    # a learning level is what the detector compares with (and its alerts carry), marked as not yet a time-of-day
+    # expectation: the rates table read "learning" beside an alert that said 6.7% expected
     level = compare(entry("young-route", 0.09, (0.07, 0.11)), Expectation(0.05, "learning: 5 h of history", True, 5))
-    assert expected_text(level) == "learning (5 h of history)"
+    assert expected_text(level) == "5.0% (learning, 5 h)"
     unseen = compare(entry("other", 0.1, (0.05, 0.15)), None)
     assert unseen["expected_basis"] == NOT_EVALUATED and expected_text(unseen) == "—" and not unseen["firing_alerts"]
 
@@ -78,7 +79,7 @@ def test_the_published_expectation_is_the_detectors_own_and_only_changes_are_wri
     assert found["billing-faq"].basis == detector.regression.expected_basis
     assert found["new-route"] == Expectation(None, NO_HISTORY, True, 0)
     assert found["billing-faq"].history_hours == 2 and expected_text(compare(entry("billing-faq", 0.1, None),
-                                                                               found["billing-faq"])) == "learning (2 h of history)"
+                                                                               found["billing-faq"])) == "8.0% (learning, 2 h)"
     assert published(stored, ["new-route"]) == {"new-route": found["new-route"]}
     for minute in range(150, 181):  # into the next hour: the level moves
         detector.update(Counts.from_row({"events": 30, "claims": 100, "failed": 30}), start + timedelta(minutes=minute))
@@ -112,7 +113,7 @@ def test_an_alert_that_never_fired_is_cleared_not_resolved(times, acked, silence
 
 
 def test_the_store_keeps_how_many_hours_a_learning_route_has(store):
-    """The overview, `rates` and the route page say "learning (2 h of history)": the hours survive the store (before
+    """The overview, `rates` and the route page say "8.0% (learning, 2 h)": the hours survive the store (before
     migration 027 they were dropped, and every surface read a bare "learning")."""
     from services.alerts.records import alert_repository
 
@@ -121,6 +122,6 @@ def test_the_store_keeps_how_many_hours_a_learning_route_has(store):
     publish(alerts, {"billing-faq": learning, "hr-policy": learned}, minute)
     found = published(alerts)
     assert found == {"billing-faq": learning, "hr-policy": learned}
-    assert expected_text(compare(entry("billing-faq", 0.1, None), found["billing-faq"])) == "learning (2 h of history)"
+    assert expected_text(compare(entry("billing-faq", 0.1, None), found["billing-faq"])) == "8.0% (learning, 2 h)"
     publish(alerts, {"billing-faq": Expectation(0.08, "a local level", True, 3)}, minute + timedelta(hours=1))
     assert published(alerts, ["billing-faq"])["billing-faq"].history_hours == 3  # the newest row wins

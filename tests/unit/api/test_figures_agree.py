@@ -209,7 +209,7 @@ def test_a_route_without_an_alert_is_beside_the_expectation_claimwatch_rates_sho
     assert re.search(r"\| quiet-route \(minor\) \| [^|]+ \| [^|]+ \| 3 \| 3\.0% \(learning\) \|", runbook)
     assert "3.0% (learning) the drift detector's expectation" in element(page, "route-figures", "</table>")
     # the route page names the expectation once, with its hours, and says what its dashed line is
-    assert "expected learning (2 h of history)" in route_page, route_page
+    assert "expected 3.0% (learning, 2 h)" in route_page, route_page
     assert "the dashed line is its level so far, 3.0%" in route_page and "baseline 3.0%" not in route_page
     assert set(re.findall(r"(\d+) h of history", whole_page)) == {"2"}, whole_page  # one count of hours per page
 
