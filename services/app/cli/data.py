@@ -16,7 +16,7 @@ from services.app.cli.base import (Abort, command_line, console, main, out, prin
 from services.app.cli.tables import Column, output_option, print_table
 from services.api.routeview import MAX_ROUTES_PER_PAGE, ROUTES_PER_PAGE
 from services.core.clock import utcnow
-from services.core.numbers import interval_text, pct
+from services.core.numbers import interval_text, pct, thousands
 from services.app.settings import Settings
 from services.contract.model import FAILED_VERDICT_ORDER
 
@@ -173,9 +173,8 @@ RATE_COLUMNS = [
            note="rate minus expected; the order ranks the 95% interval's lower end minus expected (the rise the "
                 "data is sure of)"),
     Column("ALERT", lambda r: "firing" if r["firing_alerts"] else "", 1),
-    Column("95% CI", lambda r: f"{100 * r['interval'][0]:.1f}–{100 * r['interval'][1]:.1f}" if r["interval"] else "—",
-           2, "num"),
-    Column("FAILED/CLAIMS", lambda r: f"{r['failed']}/{r['claims']}", 3, "num"),
+    Column("95% CI", lambda r: interval_text(*(r["interval"] or (None, None))), 2, "num"),
+    Column("FAILED/CLAIMS", lambda r: f"{thousands(r['failed'])}/{thousands(r['claims'])}", 3, "num"),
     Column("UNSAFE", lambda r: pct(r["unsafe_serve"]["rate"]), 4, "num",
            note="unsafe serves: answers served with at least one failing claim, of the answers served"),
     Column("ABSTAIN OK|OVER", lambda r: f"{pct(r['abstention_pair']['correct_abstention']['rate'])}|"
@@ -192,15 +191,16 @@ def slice_columns(dim: str) -> list[Column]:
     return [Column("ROUTE", lambda e: e["route"], kind="key"), Column(dim.upper(), lambda e: e["value"] or "(none)", kind="key"),
             Column("RATE", lambda e: pct(e["rate"]), kind="num"),
             Column("95% CI", lambda e: interval_text(*(e["interval"] or (None, None))), 1, "num"),
-            Column("CLAIMS", lambda e: str(e["claims"]), 2, "num"), Column("EVENTS", lambda e: str(e["events"]), 3, "num")]
+            Column("CLAIMS", lambda e: thousands(e["claims"]), 2, "num"),
+            Column("EVENTS", lambda e: thousands(e["events"]), 3, "num")]
 
 
 ESTIMATOR_NAMES = {"ppi": "PPI", "rogan_gladen": "Rogan–Gladen"}  # review.calibration_estimator
 CALIBRATED_AT = [c.header for c in RATE_COLUMNS].index("95% CI") + 1  # the calibrated columns follow it
 CALIBRATED_COLUMNS = [
     Column("CALIBRATED", lambda r: pct(r["calibrated"]["rate"]) if r.get("calibrated") else "—", kind="num"),
-    Column("CAL 95% CI", lambda r: (lambda c: f"{100 * c['interval'][0]:.1f}–{100 * c['interval'][1]:.1f}"
-                                    if c and c["interval"] else "—")(r.get("calibrated")), 1, "num"),
+    Column("CAL 95% CI", lambda r: (lambda c: interval_text(*c["interval"]) if c and c["interval"] else "—")(
+        r.get("calibrated")), 1, "num"),
     Column("SE/SP", lambda r: (lambda c: f"{c['sensitivity']:.2f}/{c['specificity']:.2f}"
                                if c and c["sensitivity"] is not None else "—")(r.get("calibrated")), 2, "num"),
     Column("CALIBRATION", lambda r: (lambda c: "no answers" if not c else "; ".join(
