@@ -276,9 +276,17 @@ def refusal(response: httpx.Response, where: str) -> str:
         from services.api.models import plain_errors
 
         detail = plain_errors(detail)
+    detail = as_run_here(str(detail))
     if 400 <= response.status_code < 500:
         return f"{detail} (HTTP {response.status_code})"
     return f"{where}: HTTP {response.status_code}: {detail}"
+
+
+def as_run_here(sentence: str) -> str:
+    """An API's sentence names commands as `claimwatch ...`; printed here, they read as this user runs them."""
+    from services.core.command import cli_command
+
+    return sentence.replace("`claimwatch ", f"`{cli_command()} ")
 
 
 def text_or_json(fn: Callable) -> Callable:

@@ -132,3 +132,15 @@ def _answers(port: int) -> bool:
         return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200
     except httpx.TransportError:
         return False
+
+
+def test_a_refusal_names_commands_as_they_run_here(tmp_path, monkeypatch):
+    """The API's sentences say `claimwatch token new`; with claimwatch not on the PATH that does not run."""
+    from services.core.command import cli_command
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no claimwatch on it: the CLI's spelling is its path
+    wrong = CliRunner(env={"CLAIMWATCH_TOKEN": "cw_not-a-token"}).invoke(main, [
+        "alerts", "silence", "--match", "route=a", "--duration", "1h", "--by", "ana", "--comment", "c",
+        "--clickhouse", f"chdb:{tmp_path / 'clickhouse'}", "--api", NO_API])
+    assert cli_command() != "claimwatch"
+    assert f"`{cli_command()} token new`" in wrong.output and "`claimwatch token new`" not in wrong.output, wrong.output
