@@ -62,7 +62,7 @@ def test_a_422_from_the_api_reaches_the_cli_as_one_sentence(cli):
 def test_a_404_from_the_api_reaches_the_cli_as_one_sentence(cli):
     result = cli("issues", "resolve", "iss-nope", "--by", "oncall")
     assert result.exit_code == 1
-    assert result.output == "Error: no issue 'iss-nope'; list issues with `claimwatch issues list` (HTTP 404)\n"
+    assert result.output == f"Error: no issue 'iss-nope'; list issues with `{cli_command()} issues list` (HTTP 404)\n"
 
 
 def test_left_out_by_is_the_configured_name(cli, client, monkeypatch):
