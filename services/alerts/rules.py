@@ -19,6 +19,7 @@ from services.alerts.config import DetectorConfig
 from services.alerts.cardinality import WINDOW as CARDINALITY_WINDOW
 from services.alerts.input_health import InputHealthConfig
 from services.ingest.routes import MAX_ACTIVE
+from services.alerts.readmodel import RuleRead
 from services.alerts.lifecycle import (
     ABSTENTION_KIND, AGREEMENT_KIND, CARDINALITY_KIND, CRITICAL_THRESHOLDS, DRIFT_KIND, INPUT_KINDS, KINDS, MIX_KIND,
     REJECTED_KIND, SILENT_KIND,
@@ -132,10 +133,13 @@ class Rule:
     thresholds: tuple[Threshold, ...]
     quality: Quality = field(default_factory=Quality)
 
+    def read(self) -> RuleRead:
+        return RuleRead(kind=self.kind, meaning=self.meaning, severity=self.severity,
+                        severities=list(self.severities), pages=self.pages,
+                        thresholds=[asdict(t) for t in self.thresholds], **asdict(self.quality))
+
     def as_dict(self) -> dict:
-        return {"kind": self.kind, "meaning": self.meaning, "severity": self.severity,
-                "severities": list(self.severities), "pages": self.pages,
-                "thresholds": [asdict(t) for t in self.thresholds], **asdict(self.quality)}
+        return self.read().as_dict()
 
 
 # -- the thresholds in force, per kind -------------------------------------------------------------------

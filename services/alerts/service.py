@@ -10,6 +10,7 @@ from services.alerts.expectations import compare, published, sort_routes
 from services.alerts.explain import AlertExplainer, AlertExplanation, explainable
 from services.alerts.calibrated import Calibration, calibrated_rise, calibration_suspect
 from services.alerts.lifecycle import KINDS, MATCH_LABEL_NAMES, Alert, ack, state_text, status
+from services.alerts.readmodel import AlertDetailRead, AlertRead, SilenceRead
 from services.alerts.records import AlertRecords
 from services.alerts.rules import Rule
 from services.alerts.silences import Silence, refuse_unknown_labels
@@ -34,21 +35,25 @@ class AlertView:
         st = status(alert, silences, now)
         return cls(alert, st.state, st.acked, tuple(st.silenced_by))
 
-    def as_dict(self) -> dict:
-        out = {**self.alert.as_dict(), "state": self.state, "acked": self.acked, "silenced_by": list(self.silenced_by),
-               "state_text": state_text(self.state, self.alert.starts_at is not None, self.acked, bool(self.silenced_by))}
-        if self.transitions is not None:
-            out["transitions"] = list(self.transitions)
-        if self.explanation is not None:
-            out["explanation"] = self.explanation.as_dict()
-        if self.runbook is not None:
-            out["runbook"] = self.runbook
-        if self.transitions is not None and self.alert.kind in KINDS:
-            out["calibrated"] = calibrated_rise(self.alert, self.calibration)
+    def read(self) -> AlertRead:
+        """The alert as the API, the CLI and the pages show it; in full (AlertDetailRead) when one alert is shown."""
+        common = {**self.alert.as_dict(), "state": self.state, "acked": self.acked, "silenced_by": list(self.silenced_by),
+                  "state_text": state_text(self.state, self.alert.starts_at is not None, self.acked,
+                                           bool(self.silenced_by)),
+                  "explanation": None if self.explanation is None else self.explanation.as_dict()}
+        if self.transitions is None:
+            return AlertRead(**common)
+        calibrated = None
+        if self.alert.kind in KINDS:
+            calibrated = calibrated_rise(self.alert, self.calibration)
             suspect = calibration_suspect(self.calibration)
             if suspect:
-                out["suspect_changes"] = [suspect, *out["suspect_changes"]]
-        return out
+                common["suspect_changes"] = [suspect, *common["suspect_changes"]]
+        return AlertDetailRead(**common, transitions=list(self.transitions), calibrated=calibrated,
+                               runbook=self.runbook)
+
+    def as_dict(self) -> dict:
+        return self.read().as_dict()
 
 
 @dataclass(frozen=True)
@@ -56,8 +61,11 @@ class SilenceView:
     silence: Silence
     active: bool
 
+    def read(self) -> SilenceRead:
+        return SilenceRead(**self.silence.as_dict(), active=self.active)
+
     def as_dict(self) -> dict:
-        return {**self.silence.as_dict(), "active": self.active}
+        return self.read().as_dict()
 
 
 LIST_ORDER = {"firing": 0, "pending": 1, "resolved": 2}  # what needs a person first

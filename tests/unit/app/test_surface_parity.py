@@ -112,3 +112,17 @@ def test_an_api_moved_by_one_setting_is_the_one_the_cli_asks(alert, world, monke
     assert not missing, (missing, text.stdout)
     assert f"no API token for http://127.0.0.1:{port}:" in no_token.output, no_token.output  # its URL, from the port
 
+
+
+def test_the_alert_json_is_exactly_its_read_model_and_openapi_says_so(alert, client):  # noqa: F811
+    """One shape, defined once (services/alerts/readmodel.py): the answer has every field the model names and no
+    other, and the OpenAPI document describes that model, closed to fields it does not name."""
+    from services.alerts.readmodel import AlertDetailRead, AlertRead
+
+    assert set(alert) == set(AlertDetailRead.model_fields)
+    listed = client.get("/api/alerts").json()
+    assert listed and all(set(a) == set(AlertRead.model_fields) for a in listed)
+    schemas = client.get("/openapi.json").json()["components"]["schemas"]
+    assert schemas["AlertDetailRead"]["additionalProperties"] is False
+    assert set(schemas["AlertDetailRead"]["properties"]) == set(AlertDetailRead.model_fields)
+    assert "AlertDetail" not in schemas and "AlertView" not in schemas  # the documentation-only shapes are gone

@@ -40,7 +40,7 @@ def test_agreement_alert_is_recorded_once_then_resolved(store, tmp_path):
     assert resolved.alert_id == fired.alert_id and resolved.recorded_state == "resolved"
     assert components.repos.alerts.open_alerts() == [] and hook.open == {}
     shown = components.alerts.show(fired.alert_id, now + timedelta(hours=1)).as_dict()
-    assert "calibrated" not in shown, "a rate figure only"
+    assert shown["calibrated"] is None, "a rate figure only"
 
 
 def test_alerts_show_says_whether_a_rise_holds_on_the_calibrated_rate(store, tmp_path):
