@@ -62,47 +62,6 @@ class SliceEntry(RateEntry):
     value: str
 
 
-class DlqSample(Out):
-    reason: str
-    source: str = Field(description="topic/partition/offset, then events[i] for an event of a batch envelope")
-    size: int
-    envelope_index: int | None = Field(None, description="the event's index in its batch envelope; null: the whole message")
-
-
-class DlqReason(Out):
-    reason: str = Field(description="the contract rule that was broken")
-    count: int
-    samples: list[DlqSample]
-
-
-class StorageTable(Out):
-    table: str
-    rows: int = Field(description="rows in active parts (duplicates count until a merge collapses them)")
-    compressed_bytes: int
-    uncompressed_bytes: int
-    disk_bytes: int = Field(description="on disk, with marks, indexes and checksums")
-    bytes_per_claim: float | None = Field(description="compressed bytes ÷ claims stored; null with no claims")
-    ttl: str | None = Field(description="the TTL in force; null: kept until deleted")
-    ttl_days: int | None
-    codecs: dict[str, int] = Field(description="compressed bytes by the codec of their parts, most first: inserts "
-                                               "write LZ4, merges ZSTD")
-
-
-class StorageTotal(Out):
-    rows: int
-    compressed_bytes: int
-    uncompressed_bytes: int
-    disk_bytes: int
-    bytes_per_claim: float | None
-    codecs: dict[str, int]
-
-
-class StorageReport(Out):
-    claims: int = Field(description="claims stored (rows of the claims table)")
-    tables: list[StorageTable] = Field(description="largest (compressed) first")
-    total: StorageTotal
-
-
 class Health(Out):
     status: Literal["ok"]
 

@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 
 from services.alerts.service import AlertsService
 from services.api.ingestlag import IngestLag, LagWatch
-from services.api.responses import About, DlqReason, Health, Ready, StorageReport
+from services.api.responses import About, Health, Ready
 from services.api.responses import IngestLag as IngestLagOut
 from services.api.routeview import RouteReport
 from services.api.security import AUTH_RESPONSES, Gate
@@ -18,6 +18,7 @@ from services.core.clock import utcnow
 from services.core.metrics import Metrics
 from services.ingest.ingestor import Health as IngestHealth
 from services.rates.window import parse_window
+from services.store.readmodel import DlqReasonRead, StorageReportRead
 from services.store.backends import Store, ping
 from services.core.errors import StoreError
 from services.store.dlq import dlq_summary
@@ -104,11 +105,11 @@ def router(store: Store, storage: StorageRepository, health: IngestHealth, regis
         return Response(registry.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     @r.get("/api/dlq", tags=["ops"], summary="Dead-lettered messages: count per contract rule, with samples",
-           response_model=list[DlqReason], dependencies=read, responses=guarded)
+           response_model=list[DlqReasonRead], dependencies=read, responses=guarded)
     def get_dlq(samples: int = Query(1, ge=0, le=20, description="samples per reason"),
                 route: str | None = Query(None, max_length=256, description="only dead letters of this route "
-                                          "(their message key, else the route their JSON names)")) -> list[dict]:
-        return dlq_summary(store, samples, route)
+                                          "(their message key, else the route their JSON names)")) -> list[DlqReasonRead]:
+        return [DlqReasonRead(**reason) for reason in dlq_summary(store, samples, route)]
 
     @r.get("/api/ingest", tags=["ops"], summary="How far ingest is behind the broker's log (the pages' lag banner)",
            response_model=IngestLagOut, dependencies=read, responses=guarded)
@@ -117,8 +118,8 @@ def router(store: Store, storage: StorageRepository, health: IngestHealth, regis
         return (found or IngestLag(None, lag_warning_messages, "not read yet")).as_dict()
 
     @r.get("/api/storage", tags=["ops"], summary="Rows, bytes and bytes per claim per table, with the TTLs in force",
-           response_model=StorageReport, dependencies=read, responses=guarded)
-    def get_storage() -> dict:
-        return storage.report()
+           response_model=StorageReportRead, dependencies=read, responses=guarded)
+    def get_storage() -> StorageReportRead:
+        return StorageReportRead(**storage.report())
 
     return r

@@ -94,3 +94,18 @@ def test_the_codec_column_names_the_codec_of_most_bytes(cli, client):
     assert wide["events"].rstrip().endswith(main_codec(events["codecs"])) and wide["alerts"].rstrip().endswith("—")
     assert main_codec({"ZSTD(3)": 300, "LZ4": 100}) == "ZSTD(3) 75%" and main_codec({}) == "—"
     assert main_codec({"ZSTD(1)": 999, "LZ4": 1}) == "ZSTD(1) 99%" and main_codec({"LZ4": 5}) == "LZ4"
+
+
+def test_the_storage_and_dead_letter_answers_are_exactly_their_read_models(client):
+    """One shape each, defined once (services/store/readmodel.py); OpenAPI describes them closed."""
+    from services.store.readmodel import DlqReasonRead, StorageReportRead, StorageTableRead
+
+    report = client.get("/api/storage").json()
+    assert set(report) == set(StorageReportRead.model_fields)
+    assert all(set(t) == set(StorageTableRead.model_fields) for t in report["tables"])
+    assert client.get("/api/dlq").status_code == 200
+    schemas = client.get("/openapi.json").json()["components"]["schemas"]
+    assert schemas["StorageReportRead"]["additionalProperties"] is False
+    assert schemas["DlqReasonRead"]["additionalProperties"] is False
+    assert set(schemas["DlqReasonRead"]["properties"]) == set(DlqReasonRead.model_fields)
+    assert "StorageReport" not in schemas and "DlqReason" not in schemas
