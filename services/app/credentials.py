@@ -147,7 +147,11 @@ def with_serving_tokens(settings):
     api = settings.api.model_copy(update={"token_file": settings.api.token_file or str(hashes_path())})
     where = None
     if not api.token_hashes:
-        token = stored_token(api.url) or new_token()[0]
-        where = save_token(api.url, token)
+        token = stored_token(api.url)
+        if token is None:  # kept from the first run on: every later one (and every offline command) only reads it
+            token = new_token()[0]
+            where = save_token(api.url, token)
+        else:
+            where = hosts_path()
         api = api.model_copy(update={"token_hashes": [hash_token(token)]})
     return settings.model_copy(update={"api": api}), where
