@@ -84,6 +84,17 @@ def listener_of(port: int) -> str | None:
     return None
 
 
+def thread_states(pid: int) -> list[str]:
+    """Each thread's state letter from /proc (``T``: stopped); empty once the process is gone (Linux)."""
+    states = []
+    for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
+        try:
+            states.append(stat.read_text().rsplit(")", 1)[1].split()[0])
+        except (OSError, IndexError):
+            continue
+    return states
+
+
 class EmbeddedBroker:
     """Starts Tansu on loopback; ``bootstrap`` is the address clients use."""
 
@@ -124,12 +135,24 @@ class EmbeddedBroker:
             raise
         return self
 
-    def freeze(self) -> None:
-        """SIGSTOP: the broker stops answering but keeps its sockets (fault injection)."""
+    def freeze(self, timeout: float = 10.0) -> None:
+        """SIGSTOP: the broker stops answering but keeps its sockets (fault injection). Returns once every thread
+        has stopped: a stop takes effect thread by thread, and on a busy machine one still running would answer."""
         self._signal(signal.SIGSTOP)
+        self._await_threads(stopped=True, timeout=timeout)
 
-    def thaw(self) -> None:
+    def thaw(self, timeout: float = 10.0) -> None:
         self._signal(signal.SIGCONT)
+        self._await_threads(stopped=False, timeout=timeout)
+
+    def _await_threads(self, stopped: bool, timeout: float) -> None:
+        assert self._proc is not None
+        deadline = time.monotonic() + timeout
+        while thread_states(self._proc.pid) and all(s == "T" for s in thread_states(self._proc.pid)) != stopped:
+            if time.monotonic() > deadline:
+                raise BrokerError(f"the broker's threads did not {'stop' if stopped else 'continue'} "
+                                  f"within {timeout:.0f}s")
+            time.sleep(0.005)
 
     def _signal(self, sig: int) -> None:
         if self._proc is None:

@@ -10,6 +10,7 @@ from tests.support.envelopes import Message, envelope
 from tests.support.processes import WorkerProcess, send_all
 
 ROUTES, LIMIT, PER_ENVELOPE = 100_000, 1_000, 1_000
+GROWTH_MIB = 256
 
 
 def flood(name: str) -> list[Message]:
@@ -79,6 +80,8 @@ def test_a_hundred_thousand_new_routes_stay_within_the_bound(broker, topic_prefi
                                   120, "the route_cardinality alert")
         assert alert["state"] == "firing" and alert["route"] == "*" and alert["severity"] == "critical"
         assert alert["details"]["sources"][0]["source"] == "verifier=judge@3, model=gen-9"
-        assert after_second - after_first < 100, f"{ROUTES:,} more new routes grew the worker by " \
-                                                 f"{after_second - after_first:.0f} MiB"
+        # A watched route's detectors hold about 42 KiB, so 100,000 admitted past the bound would add some 4 GiB;
+        # what does grow is chDB's, storing and merging 99,000 more dead letters (up to 144 MiB seen on a loaded machine)
+        assert after_second - after_first < GROWTH_MIB, f"{ROUTES:,} more new routes grew the worker by " \
+                                                        f"{after_second - after_first:.0f} MiB"
         assert max(peak) - warm < 1024, f"the worker peaked {max(peak) - warm:.0f} MiB above its warm size"

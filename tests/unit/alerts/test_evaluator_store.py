@@ -11,6 +11,9 @@ from services.alerts.records import alert_repository
 from services.app.compose import evaluator_for
 from services.app.settings import load_settings
 from services.contract.decode import Decoder
+from services.contract.rejection import reject
+from services.ingest.records import DeadLetter
+from services.ingest.routes import ROUTE_LIMIT
 from services.store.rates import RateRepository
 from services.store.writer import EventWriter
 from tests.support.regression_world import START, billing_regression, prompt_settings
@@ -67,6 +70,27 @@ def test_evaluator_waits_for_a_route_whose_backlog_is_still_being_consumed(store
     # is evaluated, MOVING_GRACE behind the clock
     now += MOVING_GRACE + timedelta(seconds=1)
     assert evaluator.slowest_active_minute(now) == now.replace(second=0) - MOVING_GRACE
+
+
+def test_a_route_whose_events_are_all_dead_lettered_still_holds_the_watermark(store):
+    """Its events arrive, refused: the route is sending (route_silent counts them too), so a lagging partition of
+    refused events holds evaluation as an accepted backlog does. Routes the bound refused hold nothing."""
+    t0 = datetime(2026, 11, 21, 8, 0, tzinfo=timezone.utc)
+
+    def refused(route: str, minutes, rule: str = "schema") -> list[DeadLetter]:
+        return [DeadLetter("verdicts", 0, m, b"{}", reject(rule, "$.schema", "unread"), route=route,
+                           event_time=t0 + timedelta(minutes=m)) for m in minutes]
+
+    ahead = [Decoder().decode(orjson.dumps({**BASE, "event_id": f"ahead-{m}", "route": "ahead",
+                                            "observed_at": (t0 + timedelta(minutes=m)).isoformat()}))
+             for m in range(0, 120)]
+    EventWriter(store).write(ahead, refused("refused", range(0, 10)) + refused("unbounded", range(0, 5), ROUTE_LIMIT))
+    settings = load_settings(None, {"CLAIMWATCH_DRIFT__WATERMARK_SECONDS": "0"}, {})
+    evaluator = evaluator_for(settings, RateRepository(store), alert_repository(store), checkpoint=False)
+    now = t0 + timedelta(minutes=121)
+    assert evaluator.slowest_active_minute(now) == t0 + timedelta(minutes=9)
+    EventWriter(store).write([], refused("refused", range(10, 40)))
+    assert evaluator.slowest_active_minute(now + timedelta(seconds=30)) == t0 + timedelta(minutes=39)
 
 
 def test_a_backlog_is_evaluated_in_passes_that_open_the_same_alert_as_one_pass(store, monkeypatch):
