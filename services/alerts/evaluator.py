@@ -32,7 +32,6 @@ from services.alerts.lifecycle import (
 from services.alerts.records import AlertRecords
 from services.alerts.route_detectors import RouteDetectors, RouteMinute
 from services.alerts.suspects import suspect_changes
-from services.ingest.routes import ROUTE_LIMIT
 from services.rates.intervals import Counts, checked_sums, effective_sums
 from services.store.convert import parse_ch_time
 from services.store.dlq import rejected_minutes, rejected_routes
@@ -131,7 +130,7 @@ class AlertEvaluator:
                 return max(newest, now.replace(second=0, microsecond=0) - MOVING_GRACE)
         since = newest - timedelta(minutes=self.detector_config.baseline_minutes)
         held = []
-        for route, minute in self.rates.latest_received_minute_by_route(since, ROUTE_LIMIT).items():
+        for route, minute in self.rates.latest_received_minute_by_route(since).items():
             minute = min(minute, newest)  # a dead letter dated ahead holds nothing back
             seen = self.route_progress.get(route)
             moved_at = now if seen is None or minute > seen[0] else seen[1]  # first sight counts as moving

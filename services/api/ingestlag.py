@@ -15,6 +15,10 @@ import time
 from dataclasses import dataclass
 from typing import Awaitable, Callable
 
+from pydantic import Field
+
+from services.core.readmodel import Read
+
 
 @dataclass(frozen=True)
 class IngestLag:
@@ -26,9 +30,20 @@ class IngestLag:
     def behind(self) -> bool:
         return self.messages is not None and self.messages > self.threshold
 
+    def read(self) -> "IngestLagRead":
+        return IngestLagRead(messages_behind=self.messages, threshold=self.threshold, behind=self.behind,
+                             error=self.error)
+
     def as_dict(self) -> dict:
-        return {"messages_behind": self.messages, "threshold": self.threshold, "behind": self.behind,
-                "error": self.error}
+        return self.read().as_dict()
+
+
+class IngestLagRead(Read):
+    messages_behind: int | None = Field(description="messages on the verdicts topic the worker has yet to ingest "
+                                        "(at least this many); null when the broker could not be read")
+    threshold: int = Field(description="ingest.lag_warning_messages: beyond it, every page warns of stale figures")
+    behind: bool
+    error: str | None
 
 
 class LagWatch:

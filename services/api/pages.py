@@ -28,7 +28,11 @@ from services.api.assets import Assets, asked_version, cache_control
 from services.api.auth import READ_COOKIE, same_origin
 from services.api.ingestlag import LagWatch
 from services.api.plotly_assets import BASE_STYLE_ID, PlotlyAssets
-from services.api.serialise import agreement_json, as_json
+from services.api.serialise import as_json
+from services.core.readmodel import exactly
+from services.issues.readmodel import IssueDetailRead, IssueRead
+from services.rates.readmodel import RouteDetailRead, RouteRateRead
+from services.evalset.readmodel import AgreementRead
 from services.alerts.expectations import PRIORITY, SORTS, expected_text
 from services.api.routeview import ROUTES_PER_PAGE, RouteHistory
 from services.api.security import Gate
@@ -142,7 +146,7 @@ class Pages:
             trends = views.route_trends(rows, TREND_MINUTES // TREND_STEP)
         found = self.review.calibrated(parse_window(window), self.now(), shown) if shown else {}
         calibrated = {r: c.as_dict() for r, c in found.items()}
-        return self._page(request, "overview.html", title="Overview", routes=page.routes, window=window,
+        return self._page(request, "overview.html", title="Overview", routes=exactly(list[RouteRateRead], page.routes), window=window,
                           windows=WINDOWS, sort=sort, sorts=SORTS, priority=PRIORITY, route_filter=route,
                           pager=views.pager(page, {"window": window, "sort": sort, "route": route}),
                           trends=trends, route_badges=views.alert_badges(open_alerts), trend_hours=TREND_MINUTES // 60,
@@ -158,7 +162,7 @@ class Pages:
         if detail is None:
             raise NotFound(f"no events stored for route {route!r}")
         found = self.review.calibrated(parse_window(window), self.now(), [route]).get(route)
-        return self._page(request, "route.html", title=f"Route {route}", route=route, detail=detail, window=window,
+        return self._page(request, "route.html", title=f"Route {route}", route=route, detail=exactly(RouteDetailRead, detail), window=window,
                           windows=WINDOWS[:-1], alerts=route_alerts,
                           calibrated_rate=found.as_dict() if found else None)
 
@@ -193,14 +197,15 @@ class Pages:
         filters = {"state": state, "route": route, "q": q, "owner": owner, "assignee": assignee}
         found = [] if self.issues is None else self.issues.list(**{k: v or None for k, v in filters.items()},
                                                                 sort=sort, limit=200)
-        return self._page(request, "issues.html", title="Issues", issues=found, available=self.issues is not None,
+        return self._page(request, "issues.html", title="Issues", issues=exactly(list[IssueRead], found), available=self.issues is not None,
                           filters={**{k: v or "" for k, v in filters.items()}, "sort": sort})
 
     def issue_page(self, request: Request, issue_id: str, alert: str | None = Query(None, max_length=200)) -> Response:
         """``alert``: the alert page the reader came from (its window gives the representative traces)."""
         if self.issues is None:
             raise NotFound("issues are not available in this build yet")
-        issue, runbook = self.issues.page(issue_id, alert)
+        shown, runbook = self.issues.page(issue_id, alert)
+        issue = exactly(IssueDetailRead, shown)
         return self._page(request, "issue.html", title=issue["name"], issue=issue, runbook=embeddable_runbook(runbook),
                           can_promote=self.evalset is not None)
 
@@ -218,7 +223,7 @@ class Pages:
         items = as_json(self.evalset.items())
         return self._page(request, "eval.html", title="Eval set", available=True, items=items,
                           queue=[i for i in items if i.get("state") == "proposed"],
-                          report=as_json(self.evalset.report()), agreement=agreement_json(self.evalset.agreement()))
+                          report=as_json(self.evalset.report()), agreement=AgreementRead.of(self.evalset.agreement()).as_dict())
 
     def review_page(self, request: Request) -> Response:
         """Its route tables show the first ROUTES_PER_PAGE routes each: those with labels of their own, then by

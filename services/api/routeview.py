@@ -125,12 +125,12 @@ def baseline_from(current: dict | None, alerts: list[dict], before: Counts | Non
                 "source": f"the drift detector's expectation: {current['expected_basis']}"}
     for alert in alerts:  # newest first
         if alert["kind"] in KINDS and alert.get("baseline") is not None:
-            return {"rate": alert["baseline"], "interval": alert.get("baseline_interval"),
+            return {"rate": alert["baseline"], "interval": alert.get("baseline_interval"), "expectation": False,
                     "source": f"alert {alert['alert_id']}"}
     if before is None or not before.claims:
         return None
     interval = ratio_interval(before)
-    return {"rate": before.rate, "interval": interval.as_list() if interval else None,
+    return {"rate": before.rate, "interval": interval.as_list() if interval else None, "expectation": False,
             "source": f"the {before_minutes} minutes before this range"}
 
 

@@ -5,7 +5,9 @@ the runbooks read the same fields. Exact: a field the model does not name is an 
 not a key that one surface shows and another misses."""
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from functools import lru_cache
+
+from pydantic import BaseModel, ConfigDict, TypeAdapter
 
 
 class Read(BaseModel):
@@ -14,3 +16,22 @@ class Read(BaseModel):
     def as_dict(self) -> dict:
         """JSON-ready data: what the API sends (services/api/serialise.py reads objects through this)."""
         return self.model_dump(mode="json")
+
+
+def closed(cls: type) -> type:
+    """A domain dataclass whose JSON (``dataclasses.asdict``) is what a use case answers, made its own read model:
+    as a response model it describes exactly that JSON, and a key it does not name is an error, as with ``Read``."""
+    cls.__pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[attr-defined]
+    return cls
+
+
+@lru_cache(maxsize=None)
+def _adapter(shape) -> TypeAdapter:
+    return TypeAdapter(shape)
+
+
+def exactly(shape, data):
+    """``data`` as the API sends it in ``shape`` (a read model, or a list or dict of one): validated, so a surface
+    that renders a use case's answer itself (the pages) reads the fields the API's answer has, and no others."""
+    adapter = _adapter(shape)
+    return adapter.dump_python(adapter.validate_python(data), mode="json")

@@ -18,6 +18,7 @@ from typing import Callable, Sequence
 import numpy as np
 import orjson
 
+from services.core.readmodel import closed
 from services.contract.model import VERDICT_ALIASES, canonical_verdict
 from services.core.clock import utcnow
 from services.core.names import identity_key
@@ -79,6 +80,7 @@ class TraceRecord:
     action: str = "served"
 
 
+@closed
 @dataclass(frozen=True)
 class EvalItem:
     item_id: str
@@ -111,6 +113,7 @@ class EvalItem:
         return {**row, "answerable": -1 if self.answerable is None else int(self.answerable), "embedding": list(embedding)}
 
 
+@closed
 @dataclass(frozen=True)
 class HistoryEntry:
     item_id: str

@@ -12,6 +12,7 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
+from services.core.readmodel import closed
 from services.core.clock import utcnow
 from services.core.command import cli_command
 from services.core.errors import NotFound
@@ -23,12 +24,16 @@ from services.issues.records import IssueRecords, surviving
 from services.store.evalset import EvalRepository
 
 
+@closed
 @dataclass(frozen=True)
-class EvalItemDetail:
+class EvalItemDetail(EvalItem):
     """One eval item with its history, oldest first."""
 
-    item: EvalItem
-    history: tuple[HistoryEntry, ...]
+    history: tuple[HistoryEntry, ...] = ()
+
+    @classmethod
+    def of(cls, item: EvalItem, history: Sequence[HistoryEntry]) -> "EvalItemDetail":
+        return cls(**{name: getattr(item, name) for name in EvalItem.__dataclass_fields__}, history=tuple(history))
 
 
 @dataclass(frozen=True)
@@ -108,7 +113,7 @@ class EvalService:
             item = self.promotion.get(item_id)
         except PromotionError as exc:
             raise NotFound(str(exc)) from None
-        return EvalItemDetail(item, tuple(self.promotion.history(item_id)))
+        return EvalItemDetail.of(item, self.promotion.history(item_id))
 
     def export(self, path: Path, by: str = "") -> int:
         return self.promotion.export(path, by)

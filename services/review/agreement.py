@@ -12,11 +12,13 @@ from typing import Sequence
 
 import numpy as np
 
+from services.core.readmodel import closed
 from services.core.stats import percentile_interval
 from services.evalset.metrics import Agreement, Figure, LabelPair, agreement, interval_note
 from services.review.labels import HUMAN_LABELS, ReviewedClaim
 
 
+@closed
 @dataclass(frozen=True)
 class HumanAgreement:
     method: str                 # cohen (2 reviewers a claim) | fleiss (more)
@@ -25,6 +27,7 @@ class HumanAgreement:
     observed: Figure            # cohen: share of claims both gave the same label; fleiss: mean pairwise agreement
 
 
+@closed
 @dataclass(frozen=True)
 class RouteAgreement:
     route: str                  # "all" for every route together
@@ -32,6 +35,7 @@ class RouteAgreement:
     verifier: Agreement | None  # verifier vs every human label; claims resampled whole
 
 
+@closed
 @dataclass(frozen=True)
 class Disagreement:
     claim_key: str
@@ -39,6 +43,7 @@ class Disagreement:
     labels: tuple[tuple[str, str], ...]     # (reviewer, label)
 
 
+@closed
 @dataclass(frozen=True)
 class AgreementReport:
     overall: RouteAgreement

@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import Iterable
 
+from services.core.readmodel import closed
 from services.review.calibration import CalibratedRate
 from services.core.stats import z_value
 from services.review.estimators import VerdictClass
@@ -25,6 +26,7 @@ from services.review.estimators import VerdictClass
 PLAN_CAUTION = 1.5  # standard errors each class's failed share moves towards ½ (bench/calibration.py --plan)
 
 
+@closed
 @dataclass(frozen=True)
 class LabelPlan:
     route: str

@@ -15,6 +15,7 @@ from typing import Iterable, Mapping, Protocol
 
 import orjson
 
+from services.core.readmodel import closed
 from services.core.errors import Conflict, NotFound
 from services.core.names import identity_key
 from services.review.labels import ADJUDICATOR, REVIEWER, ReviewedClaim, human_label
@@ -35,6 +36,7 @@ class QueueStore(Protocol):
     def claim_context(self, event_id: str, claim_idx: int) -> dict | None: ...
 
 
+@closed
 @dataclass(frozen=True)
 class Chunk:
     chunk_id: str
@@ -42,6 +44,7 @@ class Chunk:
     text: str
 
 
+@closed
 @dataclass(frozen=True)
 class Assignment:
     """What a reviewer sees before labelling: never the verifier's verdict or anyone's label."""
@@ -58,6 +61,7 @@ class Assignment:
     guide_version: str
 
 
+@closed
 @dataclass(frozen=True)
 class OtherLabel:
     reviewer: str
@@ -66,6 +70,7 @@ class OtherLabel:
     span: str
 
 
+@closed
 @dataclass(frozen=True)
 class Revealed:
     """The answer to a label: what was saved, then what the reviewer could not see before."""

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from datetime import datetime, time, timedelta, timezone
 from typing import Mapping, Protocol
 
+from services.core.readmodel import closed
 from services.contract.model import FAILED_VERDICTS
 
 # What the review plan (services/review/planning.py) asks of each route's verdict class: (route, flagged) -> labels.
@@ -81,6 +82,7 @@ def allocate_by_need(sizes: Mapping[str, int], budget: int, needs: Needs) -> dic
     return quotas
 
 
+@closed
 @dataclass(frozen=True)
 class SampleResult:
     queued: int

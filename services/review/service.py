@@ -7,6 +7,7 @@ from typing import Collection, Protocol
 
 import numpy as np
 
+from services.core.readmodel import closed
 from services.review.agreement import AgreementReport, AgreementReporter
 from services.evalset.metrics import Figure
 from services.review.calibration import CalibratedRate, Calibrator, Traffic, settled_labels
@@ -23,6 +24,7 @@ class RateWindows(Protocol):
                       ) -> tuple[datetime | None, datetime | None]: ...
 
 
+@closed
 @dataclass(frozen=True)
 class Progress:
     reviewers: list[dict]       # {reviewer, role, labels, last}

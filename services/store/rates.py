@@ -119,15 +119,16 @@ class RateRepository:
                                 "AND minute >= {since:DateTime64(3)} GROUP BY route", {"since": _second(since)})
         return {r["route"]: parse_ch_time(r["m"]) for r in rows}
 
-    def latest_received_minute_by_route(self, since: datetime, except_rule: str) -> dict[str, datetime]:
-        """As ``latest_minute_by_route``, counting dead-lettered events too (a route whose events are all refused
-        is still sending), but those of ``except_rule`` (the route bound's: routes never admitted)."""
+    def latest_received_minute_by_route(self, since: datetime) -> dict[str, datetime]:
+        """As ``latest_minute_by_route``, counting the dead-lettered events of those routes too: a route whose
+        events are all refused is still sending. Routes with dead letters alone (never admitted, or names made up
+        by malformed input) are not among them."""
+        accepted = ("SELECT route, max(minute) AS m FROM rate_minute WHERE dim = '' "
+                    "AND minute >= {since:DateTime64(3)} GROUP BY route")
         rows = self.store.query(
-            "SELECT route, max(m) AS m FROM (SELECT route, max(minute) AS m FROM rate_minute WHERE dim = '' "
-            "AND minute >= {since:DateTime64(3)} GROUP BY route UNION ALL SELECT route, "
-            "max(toStartOfMinute(event_time)) AS m FROM dlq WHERE route != '' AND rule != {rule:String} "
-            "AND event_time >= {since:DateTime64(3)} GROUP BY route) GROUP BY route",
-            {"since": _second(since), "rule": except_rule})
+            f"SELECT route, max(m) AS m FROM ({accepted} UNION ALL SELECT route, max(toStartOfMinute(event_time)) "
+            f"AS m FROM dlq WHERE route IN (SELECT route FROM ({accepted})) AND event_time >= {{since:DateTime64(3)}} "
+            "GROUP BY route) GROUP BY route", {"since": _second(since)})
         return {r["route"]: parse_ch_time(r["m"]) for r in rows}
 
     def window_bounds(self, window: timedelta | None, end: datetime | None = None) -> tuple[datetime | None, datetime | None]:

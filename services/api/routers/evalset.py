@@ -6,12 +6,14 @@ from typing import Literal
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
 
-from services.api.serialise import agreement_json, as_json, item_json
+from services.api.serialise import as_json
 from services.api.models import ERROR_RESPONSES, ProposeBody, RejectBody, ReviewBody, path_id
-from services.api.responses import AgreementView, EvalItemView, EvalReportView, GateResult
 from services.api.security import AUTH_RESPONSES, MUTATION_RESPONSES, Gate
 from services.core.errors import Conflict
 from services.evalset.instrument import InstrumentChecks
+from services.evalset.promotion import EvalItem
+from services.evalset.readmodel import AgreementRead, EvalReport, GateResult
+from services.evalset.service import EvalItemDetail
 
 CLASH = {409: {"model": ERROR_RESPONSES[404]["model"],
                "description": "Already reviewed, or a near duplicate of an item in the eval set"}}
@@ -26,18 +28,18 @@ def router(evalset, gate: Gate) -> APIRouter:
 
     def reviewable(item_id: str) -> None:
         # 404 for an unknown item and 409 for one already reviewed, before the reviewer's checks run.
-        item = evalset.item(item_id).item
+        item = evalset.item(item_id)
         if item.state != "proposed":
             raise Conflict(f"item {item_id} was already {item.state} by {item.reviewed_by}; "
                            "propose the trace again to review it anew")
 
     @r.post("/api/promotions", status_code=201, summary="Propose an issue's traces (default: its exemplars) as eval items",
-            response_model=list[EvalItemView], dependencies=write, responses=changes)
+            response_model=list[EvalItem], dependencies=write, responses=changes)
     def propose(body: ProposeBody, request: Request) -> list[dict]:
         return as_json(evalset.propose(body.issue_id, body.trace_ids, gate.acting_as(request, body.by)))
 
     @r.get("/api/promotions", summary="Eval items, optionally by state (the review queue is state=proposed)",
-           response_model=list[EvalItemView], dependencies=read, responses={**guarded, 422: ERROR_RESPONSES[422]})
+           response_model=list[EvalItem], dependencies=read, responses={**guarded, 422: ERROR_RESPONSES[422]})
     def items(state: Literal["proposed", "approved", "rejected"] | None = None) -> list[dict]:
         return as_json(evalset.items(state))
 
@@ -48,32 +50,32 @@ def router(evalset, gate: Gate) -> APIRouter:
         return StreamingResponse(evalset.export_lines(), media_type="application/x-ndjson",
                                  headers={"Content-Disposition": 'attachment; filename="evalset.jsonl"'})
 
-    @r.get("/api/promotions/{item_id}", summary="One eval item with its history", response_model=EvalItemView,
+    @r.get("/api/promotions/{item_id}", summary="One eval item with its history", response_model=EvalItemDetail,
            dependencies=read, responses={**guarded, **ERROR_RESPONSES})
     def item(item_id: str = path_id()) -> dict:
-        return item_json(evalset.item(item_id))
+        return as_json(evalset.item(item_id))
 
     @r.post("/api/promotions/{item_id}/approve", summary="Approve a proposed item (not by its proposer)",
-            response_model=EvalItemView, dependencies=write, responses=changes)
+            response_model=EvalItem, dependencies=write, responses=changes)
     def approve(body: ReviewBody, request: Request, item_id: str = path_id()) -> dict:
         reviewable(item_id)
         return as_json(evalset.approve(item_id, gate.signer(request, body.by), body.reason))
 
     @r.post("/api/promotions/{item_id}/reject", summary="Reject a proposed item, saying why",
-            response_model=EvalItemView, dependencies=write, responses=changes)
+            response_model=EvalItem, dependencies=write, responses=changes)
     def reject(body: RejectBody, request: Request, item_id: str = path_id()) -> dict:
         reviewable(item_id)
         return as_json(evalset.reject(item_id, gate.acting_as(request, body.by), body.reason))
 
     @r.get("/api/eval/report", summary="Faithfulness, slices worst first and the abstention pair, with intervals",
-           response_model=EvalReportView, dependencies=read, responses=guarded)
+           response_model=EvalReport, dependencies=read, responses=guarded)
     def report() -> dict:
         return as_json(evalset.report())
 
     @r.get("/api/eval/agreement", summary="Verifier-human agreement on the claims both labelled",
-           response_model=AgreementView, dependencies=read, responses=guarded)
+           response_model=AgreementRead, response_model_exclude_none=True, dependencies=read, responses=guarded)
     def agreement() -> dict:
-        return agreement_json(evalset.agreement())
+        return AgreementRead.of(evalset.agreement()).as_dict()
 
     @r.get("/api/eval/gate", summary="Pass or fail the eval set against thresholds (for CI)", response_model=GateResult,
            dependencies=read, responses={**guarded, 422: ERROR_RESPONSES[422]})

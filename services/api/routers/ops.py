@@ -3,18 +3,18 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
-from typing import Callable
+from typing import Callable, Literal
 
 from fastapi import APIRouter, Depends, Query, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
+from pydantic import Field
 
 from services.alerts.service import AlertsService
-from services.api.ingestlag import IngestLag, LagWatch
-from services.api.responses import About, Health, Ready
-from services.api.responses import IngestLag as IngestLagOut
+from services.api.ingestlag import IngestLag, IngestLagRead, LagWatch
 from services.api.routeview import RouteReport
 from services.api.security import AUTH_RESPONSES, Gate
 from services.core.clock import utcnow
+from services.core.readmodel import Read
 from services.core.metrics import Metrics
 from services.ingest.ingestor import Health as IngestHealth
 from services.rates.window import parse_window
@@ -25,6 +25,20 @@ from services.store.dlq import dlq_summary
 from services.store.storage import StorageRepository
 
 GAUGE_WINDOW = "30m"
+
+
+class Health(Read):
+    status: Literal["ok"]
+
+
+class About(Read):
+    store: str = Field(description="the store served: an absolute chdb path or a server's address, no credentials")
+
+
+class Ready(Read):
+    ready: bool
+    reason: str | None = None
+    consecutive_failures: int | None = Field(None, description="store writes failing: how many in a row")
 OPEN_STATES = ("pending", "firing")
 
 
@@ -112,7 +126,7 @@ def router(store: Store, storage: StorageRepository, health: IngestHealth, regis
         return [DlqReasonRead(**reason) for reason in dlq_summary(store, samples, route)]
 
     @r.get("/api/ingest", tags=["ops"], summary="How far ingest is behind the broker's log (the pages' lag banner)",
-           response_model=IngestLagOut, dependencies=read, responses=guarded)
+           response_model=IngestLagRead, dependencies=read, responses=guarded)
     async def get_ingest() -> dict:
         found = await ingest_lag.current() if ingest_lag else None
         return (found or IngestLag(None, lag_warning_messages, "not read yet")).as_dict()

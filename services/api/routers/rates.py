@@ -8,7 +8,6 @@ from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Res
 from pydantic import AwareDatetime
 
 from services.api.models import ERROR_RESPONSES
-from services.api.responses import RouteDetail, RouteRate, SliceEntry
 from services.alerts.config import DetectorConfig
 from services.alerts.expectations import PRIORITY, SORTS
 from services.alerts.service import AlertsService
@@ -17,6 +16,7 @@ from services.api.security import AUTH_RESPONSES, Gate
 from services.api.serialise import as_json
 from services.core.clock import utcnow
 from services.core.errors import NotFound
+from services.rates.readmodel import RouteDetailRead, RouteRateRead, SliceRead
 from services.rates.report import MAX_SLICE_DIMS, MAX_SLICE_VALUES, slice_report
 from services.rates.window import WindowError, parse_window
 from services.store.rates import RateRepository
@@ -55,7 +55,8 @@ def router(rates: RateRepository, alerts: AlertsService, report: RouteReport, de
     @r.get("/api/rates", summary="Claim-level hallucination rate per route beside its expected rate, a page at a time",
            description="A page of the route list. `X-Total-Count` gives how many routes the list holds (those the "
            "`route` filter keeps), and `Link` the next and previous pages (`rel=\"next\"`, `rel=\"prev\"`).",
-           response_model=list[RouteRate], responses={422: ERROR_RESPONSES[422]})
+           response_model=list[RouteRateRead], response_model_exclude_unset=True,
+           responses={422: ERROR_RESPONSES[422]})
     def get_rates(request: Request, response: Response,
                   window: str = Query("30m", max_length=16, description="e.g. 5m, 30m, 90m, 24h, or all"),
                   calibrated: bool = Query(False, description="add each route's rate corrected for the verifier's "
@@ -69,7 +70,7 @@ def router(rates: RateRepository, alerts: AlertsService, report: RouteReport, de
         response.headers.update(page_headers(request, page))
         return page.routes
     @r.get("/api/slices", summary="Rates by slice (query_type, stakes, version.*), worst first",
-           response_model=dict[str, list[SliceEntry]], responses={422: ERROR_RESPONSES[422]})
+           response_model=dict[str, list[SliceRead]], responses={422: ERROR_RESPONSES[422]})
     def get_slices(window: str = Query("30m", max_length=16),
                    dim: list[str] | None = Query(None, description=f"slice dimensions, at most {MAX_SLICE_DIMS}; "
                                                  "default the ones with the most events"),
@@ -78,7 +79,7 @@ def router(rates: RateRepository, alerts: AlertsService, report: RouteReport, de
         return slice_report(rates, window_of(window), dim, limit)
 
     @r.get("/api/routes/{route:path}", summary="One route over time: rate with interval band, baseline, alert "
-           "spans, verdict breakdown and version changes", response_model=RouteDetail, responses=ERROR_RESPONSES)
+           "spans, verdict breakdown and version changes", response_model=RouteDetailRead, responses=ERROR_RESPONSES)
     def get_route(route: str = Path(max_length=256),
                   window: str = Query("6h", max_length=16, description="length of the range, ending at `end`"),
                   end: AwareDatetime | None = Query(None, description="end of the range; default the route's newest "

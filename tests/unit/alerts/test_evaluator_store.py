@@ -13,7 +13,6 @@ from services.app.settings import load_settings
 from services.contract.decode import Decoder
 from services.contract.rejection import reject
 from services.ingest.records import DeadLetter
-from services.ingest.routes import ROUTE_LIMIT
 from services.store.rates import RateRepository
 from services.store.writer import EventWriter
 from tests.support.regression_world import START, billing_regression, prompt_settings
@@ -73,18 +72,22 @@ def test_evaluator_waits_for_a_route_whose_backlog_is_still_being_consumed(store
 
 
 def test_a_route_whose_events_are_all_dead_lettered_still_holds_the_watermark(store):
-    """Its events arrive, refused: the route is sending (route_silent counts them too), so a lagging partition of
-    refused events holds evaluation as an accepted backlog does. Routes the bound refused hold nothing."""
+    """Its events arrive, then arrive refused: the route is sending (route_silent counts them too), so a lagging partition of
+    refused events holds evaluation as an accepted backlog does. Routes with dead letters alone (the bound refused
+    them) hold nothing."""
     t0 = datetime(2026, 11, 21, 8, 0, tzinfo=timezone.utc)
 
     def refused(route: str, minutes, rule: str = "schema") -> list[DeadLetter]:
         return [DeadLetter("verdicts", 0, m, b"{}", reject(rule, "$.schema", "unread"), route=route,
                            event_time=t0 + timedelta(minutes=m)) for m in minutes]
 
-    ahead = [Decoder().decode(orjson.dumps({**BASE, "event_id": f"ahead-{m}", "route": "ahead",
-                                            "observed_at": (t0 + timedelta(minutes=m)).isoformat()}))
-             for m in range(0, 120)]
-    EventWriter(store).write(ahead, refused("refused", range(0, 10)) + refused("unbounded", range(0, 5), ROUTE_LIMIT))
+    def accepted(route: str, minutes) -> list:
+        return [Decoder().decode(orjson.dumps({**BASE, "event_id": f"{route}-{m}", "route": route,
+                                               "observed_at": (t0 + timedelta(minutes=m)).isoformat()}))
+                for m in minutes]
+
+    EventWriter(store).write(accepted("ahead", range(0, 120)) + accepted("refused", range(0, 3)),
+                             refused("refused", range(3, 10)) + refused("unbounded", range(0, 5), "route.limit"))
     settings = load_settings(None, {"CLAIMWATCH_DRIFT__WATERMARK_SECONDS": "0"}, {})
     evaluator = evaluator_for(settings, RateRepository(store), alert_repository(store), checkpoint=False)
     now = t0 + timedelta(minutes=121)

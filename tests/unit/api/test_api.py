@@ -23,7 +23,7 @@ from services.api.app import create_api
 from services.api.auth import new_token
 from services.api.plotly_assets import BUNDLE
 from services.api.security import ApiPolicy
-from services.api.serialise import NO_PAIRS
+from services.evalset.readmodel import NO_PAIRS
 from services.contract.decode import Decoder, reject
 from services.contract.model import FAILED_VERDICTS, VerdictEvent
 from services.rates.intervals import Interval
@@ -167,7 +167,7 @@ def test_route_detail_has_series_band_baseline_alert_spans_and_version_changes(c
     assert (d["totals"]["failed"], d["totals"]["claims"]) == (failed, claims)
     assert sum(p["claims"] for p in d["series"]) == claims and sum(p["failed"] for p in d["series"]) == failed
     assert all(p["lo"] <= p["rate"] <= p["hi"] for p in d["series"] if p["claims"])
-    assert d["baseline"] == {"rate": 0.06, "interval": [0.05, 0.07], "source": "alert a-billing"}
+    assert d["baseline"] == {"rate": 0.06, "interval": [0.05, 0.07], "expectation": False, "source": "alert a-billing"}
     assert [(a["alert_id"], a["state"]) for a in d["alerts"]] == [("a-billing", "firing")]
     seen = {(v["key"], v["value"]): v for v in d["versions"]}
     change = datetime.fromisoformat(seen[("model", "gen-2026-11")]["first_seen"])

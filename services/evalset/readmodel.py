@@ -1,0 +1,39 @@
+"""What the eval-set use cases return, defined once: items, their history, the report and the gate are the domain's
+own dataclasses, closed here (services/core/readmodel.py: ``closed``) so that metrics.py stays numerics; routers
+take them from this module. The agreement answer is a model of its own."""
+from __future__ import annotations
+
+from pydantic import Field
+
+from services.core.readmodel import Read, closed
+from services.evalset.metrics import (AbstentionPair, Agreement, DisagreementSlice, EvalReport, Figure, GateFailure,
+                                      GateResult, SliceFigure)
+
+for _shape in (Figure, SliceFigure, AbstentionPair, DisagreementSlice, Agreement, EvalReport, GateFailure, GateResult):
+    closed(_shape)
+
+NO_PAIRS = "no claim has both a verifier and a human label yet; add human labels to approved items"
+
+
+class AgreementRead(Read):
+    """Verifier against human labels on the eval set; the figures are absent while no claim has both."""
+
+    pairs: int = Field(description="claims with both a verifier and a human label")
+    message: str | None = Field(None, description="why there are no figures yet")
+    kappa: Figure | None = None
+    observed: Figure | None = Field(None, description="share of claims where both labels match")
+    labels: list[str] | None = None
+    confusion: list[list[int]] | None = Field(None, description="rows: verifier, columns: human")
+    slices: list[DisagreementSlice] | None = Field(None, description="most disagreement first")
+
+    def as_dict(self) -> dict:
+        return self.model_dump(mode="json", exclude_none=True)  # the figures are there, or absent
+
+    @classmethod
+    def of(cls, summary) -> "AgreementRead":
+        """services.evalset.service.AgreementSummary."""
+        if summary.agreement is None:
+            return cls(pairs=0, message=NO_PAIRS)
+        a = summary.agreement
+        return cls(pairs=summary.pairs, kappa=a.kappa, observed=a.observed, labels=list(a.labels),
+                   confusion=[list(row) for row in a.confusion], slices=list(a.slices))
