@@ -2,6 +2,7 @@
 without a second alert, and the watermark waits for a route whose backlog is still being consumed."""
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import orjson
@@ -94,6 +95,10 @@ def test_a_route_whose_events_are_all_dead_lettered_still_holds_the_watermark(st
     assert evaluator.slowest_active_minute(now) == t0 + timedelta(minutes=9)
     EventWriter(store).write([], refused("refused", range(10, 40)))
     assert evaluator.slowest_active_minute(now + timedelta(seconds=30)) == t0 + timedelta(minutes=39)
+
+    # a dead letter without a usable time counts when it arrives (now): it says nothing of its partition's progress
+    EventWriter(store).write(accepted("late", range(0, 5)), [replace(refused("late", [0])[0], event_time=None)])
+    assert evaluator.slowest_active_minute(now + timedelta(seconds=40)) == t0 + timedelta(minutes=4)
 
 
 def test_a_backlog_is_evaluated_in_passes_that_open_the_same_alert_as_one_pass(store, monkeypatch):
