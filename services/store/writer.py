@@ -181,10 +181,6 @@ class EventWriter:
         only queries and inserts, mostly outside the GIL. Returns once the store holds every event (StoreError
         otherwise; StoreRefused when it refuses them for what they hold)."""
         self._repair_unverified()
-        # Dead letters first: whoever reads the batch's events (the evaluator, in event time) then sees its dead
-        # letters too, so a route whose events are all refused never looks silent. Redelivered rows collapse.
-        for start in range(0, len(dead), DEAD_LETTER_ROWS):  # a flood of bad input: a bounded insert at a time
-            self.store.insert("dlq", [dead_letter_row(d) for d in dead[start:start + DEAD_LETTER_ROWS]])
         fresh = self._fresh(keys)
         if fresh:
             began, fresh_keys = self.clock(), [keys[i] for i in fresh]
@@ -205,4 +201,8 @@ class EventWriter:
                 if self.holds(fresh_keys, began) is not None:
                     raise StoreError(f"the store took {len(fresh):,} events without an error but lacks some of "
                                      "them; the batch stays uncommitted and is written again")
+        # Dead letters after the events: a route's dead letters move its progress on (the evaluator's
+        # watermark), so they must not be seen before the events of their batch.
+        for start in range(0, len(dead), DEAD_LETTER_ROWS):  # a flood of bad input: a bounded insert at a time
+            self.store.insert("dlq", [dead_letter_row(d) for d in dead[start:start + DEAD_LETTER_ROWS]])
         return WriteResult(len(fresh), len(keys) - len(fresh), len(dead))
