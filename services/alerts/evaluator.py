@@ -130,8 +130,7 @@ class AlertEvaluator:
                 return max(newest, now.replace(second=0, microsecond=0) - MOVING_GRACE)
         since = newest - timedelta(minutes=self.detector_config.baseline_minutes)
         held = []
-        for route, minute in self.rates.latest_received_minute_by_route(since).items():
-            minute = min(minute, newest)  # a dead letter dated ahead holds nothing back
+        for route, minute in self.rates.latest_minute_by_route(since).items():
             seen = self.route_progress.get(route)
             moved_at = now if seen is None or minute > seen[0] else seen[1]  # first sight counts as moving
             self.route_progress[route] = (minute, moved_at)

@@ -119,20 +119,6 @@ class RateRepository:
                                 "AND minute >= {since:DateTime64(3)} GROUP BY route", {"since": _second(since)})
         return {r["route"]: parse_ch_time(r["m"]) for r in rows}
 
-    def latest_received_minute_by_route(self, since: datetime) -> dict[str, datetime]:
-        """As ``latest_minute_by_route``, counting the dead-lettered events of those routes too, where the event
-        itself gave their minute: a route whose events are all refused is still sending. A dead letter counted at
-        its arrival (no usable observed_at) says nothing of how far its route's partition has come, and routes
-        with dead letters alone (never admitted, or names made up by malformed input) are not among them."""
-        accepted = ("SELECT route, max(minute) AS m FROM rate_minute WHERE dim = '' "
-                    "AND minute >= {since:DateTime64(3)} GROUP BY route")
-        rows = self.store.query(
-            f"SELECT route, max(m) AS m FROM ({accepted} UNION ALL SELECT route, max(toStartOfMinute(event_time)) "
-            f"AS m FROM dlq WHERE route IN (SELECT route FROM ({accepted})) AND event_time != received_at "
-            "AND event_time >= {since:DateTime64(3)} "
-            "GROUP BY route) GROUP BY route", {"since": _second(since)})
-        return {r["route"]: parse_ch_time(r["m"]) for r in rows}
-
     def window_bounds(self, window: timedelta | None, end: datetime | None = None) -> tuple[datetime | None, datetime | None]:
         """(start, end) as minute buckets, both inclusive; start None means unbounded. ``end`` defaults to
         ``window_end``."""

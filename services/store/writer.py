@@ -201,8 +201,6 @@ class EventWriter:
                 if self.holds(fresh_keys, began) is not None:
                     raise StoreError(f"the store took {len(fresh):,} events without an error but lacks some of "
                                      "them; the batch stays uncommitted and is written again")
-        # Dead letters after the events: a route's dead letters move its progress on (the evaluator's
-        # watermark), so they must not be seen before the events of their batch.
         for start in range(0, len(dead), DEAD_LETTER_ROWS):  # a flood of bad input: a bounded insert at a time
             self.store.insert("dlq", [dead_letter_row(d) for d in dead[start:start + DEAD_LETTER_ROWS]])
         return WriteResult(len(fresh), len(keys) - len(fresh), len(dead))

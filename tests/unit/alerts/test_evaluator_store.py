@@ -2,7 +2,6 @@
 without a second alert, and the watermark waits for a route whose backlog is still being consumed."""
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import orjson
@@ -12,8 +11,6 @@ from services.alerts.records import alert_repository
 from services.app.compose import evaluator_for
 from services.app.settings import load_settings
 from services.contract.decode import Decoder
-from services.contract.rejection import reject
-from services.ingest.records import DeadLetter
 from services.store.rates import RateRepository
 from services.store.writer import EventWriter
 from tests.support.regression_world import START, billing_regression, prompt_settings
@@ -70,35 +67,6 @@ def test_evaluator_waits_for_a_route_whose_backlog_is_still_being_consumed(store
     # is evaluated, MOVING_GRACE behind the clock
     now += MOVING_GRACE + timedelta(seconds=1)
     assert evaluator.slowest_active_minute(now) == now.replace(second=0) - MOVING_GRACE
-
-
-def test_a_route_whose_events_are_all_dead_lettered_still_holds_the_watermark(store):
-    """Its events arrive, then arrive refused: the route is sending (route_silent counts them too), so a lagging partition of
-    refused events holds evaluation as an accepted backlog does. Routes with dead letters alone (the bound refused
-    them) hold nothing."""
-    t0 = datetime(2026, 11, 21, 8, 0, tzinfo=timezone.utc)
-
-    def refused(route: str, minutes, rule: str = "schema") -> list[DeadLetter]:
-        return [DeadLetter("verdicts", 0, m, b"{}", reject(rule, "$.schema", "unread"), route=route,
-                           event_time=t0 + timedelta(minutes=m)) for m in minutes]
-
-    def accepted(route: str, minutes) -> list:
-        return [Decoder().decode(orjson.dumps({**BASE, "event_id": f"{route}-{m}", "route": route,
-                                               "observed_at": (t0 + timedelta(minutes=m)).isoformat()}))
-                for m in minutes]
-
-    EventWriter(store).write(accepted("ahead", range(0, 120)) + accepted("refused", range(0, 3)),
-                             refused("refused", range(3, 10)) + refused("unbounded", range(0, 5), "route.limit"))
-    settings = load_settings(None, {"CLAIMWATCH_DRIFT__WATERMARK_SECONDS": "0"}, {})
-    evaluator = evaluator_for(settings, RateRepository(store), alert_repository(store), checkpoint=False)
-    now = t0 + timedelta(minutes=121)
-    assert evaluator.slowest_active_minute(now) == t0 + timedelta(minutes=9)
-    EventWriter(store).write([], refused("refused", range(10, 40)))
-    assert evaluator.slowest_active_minute(now + timedelta(seconds=30)) == t0 + timedelta(minutes=39)
-
-    # a dead letter without a usable time counts when it arrives (now): it says nothing of its partition's progress
-    EventWriter(store).write(accepted("late", range(0, 5)), [replace(refused("late", [0])[0], event_time=None)])
-    assert evaluator.slowest_active_minute(now + timedelta(seconds=40)) == t0 + timedelta(minutes=4)
 
 
 def test_a_backlog_is_evaluated_in_passes_that_open_the_same_alert_as_one_pass(store, monkeypatch):
