@@ -26,7 +26,7 @@ from jinja2.sandbox import SandboxedEnvironment
 from markdown_it import MarkdownIt
 
 from runbooks.context import KINDS, AlertRunbookContext, RunbookContext
-from services.core.numbers import interval_text as interval, pct, utc_minute as when
+from services.core.numbers import interval_text as interval, pct, thousands, utc_minute as when
 
 MAX_VALUE_CHARS = 1000          # backstop for any single value a template forgot to clip
 _BIDI = set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
@@ -130,7 +130,8 @@ class RunbookRenderer:
             loader=loader, undefined=jinja2.StrictUndefined, finalize=_finalize,
             autoescape=False, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
         )
-        self.env.filters.update(clip=clip, sh=shell_arg, sh_list=shell_list, pct=pct, num=num, when=when, spark=spark)
+        self.env.filters.update(clip=clip, sh=shell_arg, sh_list=shell_list, pct=pct, num=num, when=when, spark=spark,
+                                thousands=thousands)
         self.env.globals.update(interval=interval, link=link)
         self._markdown = MarkdownIt("commonmark", {"html": False}).enable("table")
 

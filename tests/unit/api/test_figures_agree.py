@@ -24,7 +24,7 @@ from services.alerts.records import alert_repository
 from services.app.cli.evalset import _figure
 from services.contract.decode import Decoder
 from services.contract.model import FAILED_VERDICTS
-from services.core.numbers import plural
+from services.core.numbers import plural, thousands
 from services.evalset.metrics import ItemOutcome, faithfulness
 from services.issues.records import issue_repository
 from services.rates.intervals import Counts, Interval
@@ -136,7 +136,7 @@ def test_runbook_api_page_and_list_report_the_same_figures(client, bulk):
     assert "groups 647 failing claims" in runbook and 'id="issue-count">647<' in page
     failed_total = sum(verdicts.values())
     for verdict, n in verdicts.items():
-        assert f"{verdict} {pct(n / failed_total, 0)} ({n})" in runbook
+        assert f"{verdict} {pct(n / failed_total, 0)} ({thousands(n)})" in runbook
         assert re.search(rf'<th scope="row">{verdict}</th><td class="num">{n}</td>', page), verdict
 
     # Event time: first and last seen are the members' observed_at, everywhere.
@@ -153,10 +153,10 @@ def test_runbook_api_page_and_list_report_the_same_figures(client, bulk):
     head = detail["headline"]
     assert head["route"] == "bulk-faq" and head["window_minutes"] == 60 and head["claims"] == claims
     assert head["rate"] == pytest.approx(rate) and head["expected"] == 0.18 and head["expected_source"] == "alert a-bulk"
-    assert (f"Claims on bulk-faq fail at **{pct(rate)}**" in runbook and f"over {claims} checkable claims in the "
+    assert (f"Claims on bulk-faq fail at **{pct(rate)}**" in runbook and f"over {thousands(claims)} checkable claims in the "
             "last 60 minutes, where 18.0% is expected (alert a-bulk)" in runbook)
     headline = element(page, "headline")
-    assert f"fails at {pct(rate)}" in headline and f"over {claims} checkable claims" in headline
+    assert f"fails at {pct(rate)}" in headline and f"over {thousands(claims)} checkable claims" in headline
     assert "expected 18.0% (alert a-bulk)" in headline
     alert = client.get("/api/alerts/a-bulk").json()   # what the alert's own surfaces set the rate beside
     assert alert["expected"] == head["expected"]
