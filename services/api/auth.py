@@ -164,6 +164,13 @@ class TokenCheck:
                 found = Holder(name)
         return found
 
+    def knows_hash_prefix(self, prefix: str) -> bool:
+        """Is a token whose hash starts with ``prefix`` still accepted (a session's token, not revoked)?"""
+        if len(prefix) < ReadSession.OF_CHARS:
+            return False
+        wanted = prefix.encode("ascii", "replace")
+        return any(hmac.compare_digest(known[:len(wanted)], wanted) for known, _ in self._hashes)
+
     def matches(self, token: str) -> bool:
         return self.holder(token) is not None
 
@@ -204,28 +211,37 @@ class TokenBucket:
 
 
 class ReadSession:
-    """Signed, expiring read-only sessions for the dashboard's sign-in; they carry no token.
+    """Signed, expiring read-only sessions for the dashboard's sign-in. A session names the token it was made with by
+    a prefix of that token's hash (never the token), and lasts only while that token is still accepted: revoking the
+    token ends its sessions from the next request.
 
     The signing key is random per process unless one is given, so sessions end when the
     API restarts (signing in again takes one form post).
     """
 
-    SCOPE = {"scope": "read"}
+    SCOPE = "read"
+    OF_CHARS = 16  # of the token's sha256 hex: enough to tell the configured tokens apart
 
     def __init__(self, max_age_seconds: int, key: bytes | None = None):
         self.max_age_seconds = max_age_seconds
         self._signer = URLSafeTimedSerializer(key or secrets.token_bytes(32), salt="claimwatch-read-session")
 
-    def issue(self) -> str:
-        return self._signer.dumps(self.SCOPE)
+    def issue(self, token: str) -> str:
+        return self._signer.dumps({"scope": self.SCOPE, "of": hash_token(token)[:self.OF_CHARS]})
 
-    def valid(self, value: str | None) -> bool:
+    def signed(self, value: str | None) -> dict | None:
+        """What a session this process signed says (scope, the token's hash prefix), unless forged or expired."""
         if not value:
-            return False
+            return None
         try:
-            return self._signer.loads(value, max_age=self.max_age_seconds) == self.SCOPE
+            said = self._signer.loads(value, max_age=self.max_age_seconds)
         except BadSignature:  # also an expired one (SignatureExpired)
-            return False
+            return None
+        return said if isinstance(said, dict) and said.get("scope") == self.SCOPE else None
+
+    def valid(self, value: str | None, tokens: "TokenCheck") -> bool:
+        said = self.signed(value)
+        return said is not None and tokens.knows_hash_prefix(str(said.get("of", "")))
 
 
 def same_origin(host: str | None, origin: str | None, referer: str | None) -> bool:

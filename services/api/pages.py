@@ -263,7 +263,7 @@ class Pages:
         if refusal is not None:
             return self._signin_form(next, refusal.status, refusal.detail)
         response = RedirectResponse(_local(next), status_code=303)
-        response.set_cookie(READ_COOKIE, gate.sessions.issue(), max_age=gate.sessions.max_age_seconds, httponly=True,
+        response.set_cookie(READ_COOKIE, gate.sessions.issue(token), max_age=gate.sessions.max_age_seconds, httponly=True,
                             samesite="strict", secure=request.url.scheme == "https", path="/")
         return response
 

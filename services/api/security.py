@@ -95,7 +95,7 @@ class Gate:
         if wait > 0:
             raise too_many(wait, "changes without a valid token from this address",
                            "api.anonymous_mutations_per_minute")
-        refusal = SESSION_NOT_TOKEN if token is not None and self.sessions.valid(token) else self.tokens.refusal(token)
+        refusal = SESSION_NOT_TOKEN if token is not None and self.sessions.signed(token) else self.tokens.refusal(token)
         if refusal is not None:  # None only if the token file gained this token since holds_token()
             raise _refuse(refusal)
 
@@ -136,7 +136,7 @@ class Gate:
             raise _refuse(refusal)
 
     def has_session(self, request: Request) -> bool:
-        return self.sessions.valid(request.cookies.get(READ_COOKIE))
+        return self.sessions.valid(request.cookies.get(READ_COOKIE), self.tokens)
 
     def signed_in(self, request: Request) -> bool:
         """For pages: may this browser read (always, unless reads are protected)?"""

@@ -217,13 +217,22 @@ def api_task(c: Components):
         def capture_signals(self):  # Faust owns the signals in this process
             yield
 
-    config = uvicorn.Config(create_api(c, ingest_lag=ingest_lag_watch(c.settings)), host=c.settings.api.host,
-                            port=c.settings.api.port, log_level="warning", lifespan="off", access_log=False)
+    config = server_config(create_api(c, ingest_lag=ingest_lag_watch(c.settings)), c.settings.api.host,
+                           c.settings.api.port, lifespan="off", access_log=False)
 
     async def serve_api() -> None:
         await EmbeddedServer(config).serve()
 
     return serve_api
+
+
+def server_config(app, host: str, port: int, **options):
+    """How claimwatch serves HTTP. The caller's address is the socket's: uvicorn's own proxy handling (on by default,
+    trusting loopback) would take it from X-Forwarded-For before the API's limits see it, so it is off, and the API
+    reads X-Forwarded-For only from api.trusted_proxies (services/api/auth.py: ClientAddress)."""
+    import uvicorn
+
+    return uvicorn.Config(app, host=host, port=port, log_level="warning", proxy_headers=False, **options)
 
 
 def run_api(settings: Settings) -> None:
@@ -233,5 +242,6 @@ def run_api(settings: Settings) -> None:
     from services.api.app import create_api
 
     with opened(settings, starting=True, cli=service_cli()) as components:
-        uvicorn.run(create_api(components, ingest_lag=ingest_lag_watch(settings)), host=settings.api.host,
-                    port=settings.api.port, log_level="warning", timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS)
+        uvicorn.Server(server_config(create_api(components, ingest_lag=ingest_lag_watch(settings)),
+                                     settings.api.host, settings.api.port,
+                                     timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS)).run()

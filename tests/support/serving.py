@@ -9,13 +9,14 @@ from typing import Iterator
 import uvicorn
 
 from services.app.broker import free_port
+from services.app.processes import server_config
 
 
 @contextlib.contextmanager
 def serving(app, start_within: float = 20.0) -> Iterator[int]:
     """Serve ``app`` on 127.0.0.1 at a free port until the block ends; yields the port once it accepts."""
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    server = uvicorn.Server(server_config(app, "127.0.0.1", port))  # as claimwatch serves it
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + start_within

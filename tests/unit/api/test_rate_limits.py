@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 
 from services.api.app import create_api
 from services.api.middleware import AnonymousReadLimit
-from services.api.auth import READ_COOKIE, ClientAddress, ReadSession, same_origin
+from services.api.auth import READ_COOKIE, ClientAddress, ReadSession, TokenCheck, same_origin
 from services.api.security import ApiPolicy, Gate
 from tests.unit.api.test_api import AUTH, NOW, TOKEN, TOKEN_HASH, world  # noqa: F401  (world is a fixture)
 
@@ -129,8 +129,9 @@ def test_same_origin_and_sessions_signed_by_another_key():
     assert not same_origin("cw.example", "https://evil.example", "https://cw.example/signin")  # Origin decides
     assert not same_origin("cw.example", "null", None)
     assert same_origin("cw.example", None, None)  # not a browser form
-    mine, other = ReadSession(60), ReadSession(60)
-    assert mine.valid(mine.issue()) and not mine.valid(other.issue()) and not mine.valid("garbage")
+    mine, other, tokens = ReadSession(60), ReadSession(60), TokenCheck([TOKEN_HASH])
+    assert mine.valid(mine.issue(TOKEN), tokens) and not mine.valid(other.issue(TOKEN), tokens)
+    assert not mine.valid("garbage", tokens) and not mine.valid(mine.issue("cw_revoked"), tokens)
 
 
 def test_anonymous_reads_beyond_the_concurrency_queue_and_never_hold_up_a_token_holder():
