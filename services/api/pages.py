@@ -37,8 +37,10 @@ from services.alerts.expectations import PRIORITY, SORTS, expected_text
 from services.api.routeview import ROUTES_PER_PAGE, RouteHistory
 from services.api.security import Gate
 from services.core.errors import NotFound
+from services.core.names import visible_controls
 from services.core.numbers import plural, pct, pts, thousands, utc_minute
 from services.issues.traces import MAX_CLAIMS_PAGE
+from services.triage.activity import ActivityPage
 from services.rates.report import RANKING_SUMS
 from services.rates.window import WindowError, parse_window
 
@@ -60,7 +62,7 @@ def environment() -> jinja2.Environment:
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.globals.update(plotly_base_id=BASE_STYLE_ID, plotly_style_ids=lambda: PLOTLY.injected_style_ids,
                        static_url=ASSETS.url, ingest_lag=None)  # pages pass the figure; error pages have none
-    env.filters.update(pct=pct, plural=plural, thousands=thousands, interval=views.interval_pair, when=utc_minute, route_url=views.route_url,
+    env.filters.update(pct=pct, plural=plural, thousands=thousands, shown=visible_controls, interval=views.interval_pair, when=utc_minute, route_url=views.route_url,
                        issue_url=views.issue_url, trace_url=views.trace_url, spark=views.sparkline,
                        segment=views.segment, duration=views.duration, pts=pts, figure=figure, counted=counted,
                        expected=expected_text)
@@ -200,11 +202,13 @@ class Pages:
         return self._page(request, "issues.html", title="Issues", issues=exactly(list[IssueRead], found), available=self.issues is not None,
                           filters={**{k: v or "" for k, v in filters.items()}, "sort": sort})
 
-    def issue_page(self, request: Request, issue_id: str, alert: str | None = Query(None, max_length=200)) -> Response:
-        """``alert``: the alert page the reader came from (its window gives the representative traces)."""
+    def issue_page(self, request: Request, issue_id: str, alert: str | None = Query(None, max_length=200),
+                   activity_offset: int = Query(0, ge=0, le=10_000_000)) -> Response:
+        """``alert``: the alert page the reader came from (its window gives the representative traces);
+        ``activity_offset``: the page of its activity shown (newest first)."""
         if self.issues is None:
             raise NotFound("issues are not available in this build yet")
-        shown, runbook = self.issues.page(issue_id, alert)
+        shown, runbook = self.issues.page(issue_id, alert, ActivityPage(activity_offset))
         issue = exactly(IssueDetailRead, shown)
         return self._page(request, "issue.html", title=issue["name"], issue=issue, runbook=embeddable_runbook(runbook),
                           can_promote=self.evalset is not None)

@@ -1,4 +1,4 @@
-"""When two names are one person: what sign-off and token identity compare."""
+"""When two names are one person (what sign-off and token identity compare), and text shown as it is."""
 from __future__ import annotations
 
 import unicodedata
@@ -13,3 +13,12 @@ def identity_key(name: str) -> str:
     folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", name).casefold())
     visible = "".join(c for c in folded if unicodedata.category(c)[0] != "C" and ord(c) not in _IGNORABLE)
     return " ".join(visible.split())
+
+
+# Bidirectional controls: displayed, they reorder the text around them, so a link can read as another one.
+_BIDI_CONTROLS = {0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)}
+
+
+def visible_controls(text: str) -> str:
+    """``text`` with each bidirectional control written out (``<U+202E>``) instead of acting on what follows."""
+    return "".join(f"<U+{ord(c):04X}>" if ord(c) in _BIDI_CONTROLS else c for c in text)

@@ -83,9 +83,10 @@ class IssueDetailRead(IssueRead):
                                   "propose` proposes; eval_item: already one): claim, question, trace_id, route, verdict")
     exemplars_from: str = Field(description="an open alert's window on its suspect version, or \"\" (the whole issue)")
     exemplars_note: str = Field(description="why fewer representatives than asked for are shown, or \"\"")
-    history: list[dict]
-    activity: list[dict] = Field(description="every change, note and merge, newest first: at, event, by (claimwatch "
-                                 "for its own), summary, details")
+    activity: list[dict] = Field(description="a page of its changes, notes and merges, newest first: at, event, by "
+                                 "(claimwatch for its own), summary, details")
+    activity_total: int = Field(description="activity entries in all")
+    activity_offset: int = Field(description="how many newer entries come before this page")
     split_from: str | None
     hourly: list[HourRead]
     verdicts: dict[str, int]

@@ -15,7 +15,7 @@ from services.issues.figures import MAX_TRACES, IssueFigures, issue_figures, zer
 from services.issues.priority import DRIVING_SHARE, PrioritySignals, gather, priority_key
 from services.issues.records import IssueRecords, surviving
 from services.store.rates import RateRepository
-from services.triage.activity import activity, latest_notes, triage_fields, view_state, wanted
+from services.triage.activity import ActivityPage, activity, latest_notes, triage_fields, view_state, wanted
 from services.triage.merges import suggest_merges
 from services.triage.owners import OwnerRules
 from services.core.numbers import plural
@@ -88,26 +88,29 @@ class IssuesService:
     def summary(self, issue_id: str) -> dict:
         return self._view(self.issues.get(issue_id), self.issues.member_counts())
 
-    def show(self, issue_id: str, alert_id: str | None = None) -> dict:
-        """``alert_id``: the page the reader came from; its window gives the representative traces."""
-        return self._show(self.issues.get(issue_id), alert_id)[0]
+    def show(self, issue_id: str, alert_id: str | None = None, activity: ActivityPage = ActivityPage()) -> dict:
+        """``alert_id``: the page the reader came from; its window gives the representative traces. ``activity``:
+        which of its activity entries (newest first) to give: a page, as notes have no bound in number."""
+        return self._show(self.issues.get(issue_id), alert_id, activity)[0]
 
-    def page(self, issue_id: str, alert_id: str | None = None) -> tuple[dict, str]:
+    def page(self, issue_id: str, alert_id: str | None = None,
+             activity: ActivityPage = ActivityPage()) -> tuple[dict, str]:
         """The issue page: ``show`` and the HTML runbook, its figures and traces read once for both (a merged
         issue's runbook is its survivor's, read apart)."""
         record = self.issues.get(issue_id)
-        shown, figures, exemplars, source = self._show(record, alert_id)
+        shown, figures, exemplars, source = self._show(record, alert_id, activity)
         if surviving(self.issues, record) is not record:
             return shown, self.runbook(issue_id, "html", alert_id)
         return shown, self._runbook(record, figures, exemplars, source, "html")
 
-    def _show(self, record: IssueRecord, alert_id: str | None) -> tuple[dict, IssueFigures, list[dict], str]:
+    def _show(self, record: IssueRecord, alert_id: str | None,
+              page: ActivityPage = ActivityPage()) -> tuple[dict, IssueFigures, list[dict], str]:
         view = self._view(record, self.issues.member_counts())
         figures = self.figures(record.issue_id, alert_id)
         explain = self._explain_once()  # the traces' choice and the alerts list read the same explanations
         exemplars, source = self._representatives(record, alert_id=alert_id, explain=explain)
-        out = {**view, "exemplars": exemplars, "exemplars_from": source, "history": list(record.history),
-               "activity": activity(record),
+        entries = activity(record)
+        out = {**view, "exemplars": exemplars, "exemplars_from": source, **page.of(entries),
                "split_from": record.split_from, **self.figures_json(figures, exemplars, source)}
         out["alerts"] = self.contributes_to(record.issue_id, set(out["routes"]) | set(record.routes), explain=explain)
         out["merge_candidates"] = [c.as_dict() for c in suggest_merges(record, self.issues.load())]

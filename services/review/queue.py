@@ -129,8 +129,10 @@ class ReviewQueue:
 
     # -- reserving -----------------------------------------------------------------------------
     def next(self, reviewer: str, now: datetime) -> Assignment:
-        """The reviewer's live slot if they hold one, else a newly reserved one; NotFound when none is open."""
-        reviewer = reviewer.strip()
+        """The reviewer's live slot if they hold one, else a newly reserved one; NotFound when none is open. A reviewer
+        is their name's identity key (``Alice``, ``alice`` and ``alice\u200b`` are one person, as at sign-off), so
+        one person never fills two of a claim's slots."""
+        reviewer = identity_key(reviewer)
         if not reviewer:
             raise ValueError("reviewer must be a non-empty name")
         with self._lock:
@@ -212,7 +214,7 @@ class ReviewQueue:
         reservation = self.store.reservation(slot)
         if reservation is None:
             raise NotFound(f"no slot {slot!r}; reserve one with POST /api/review/next")
-        if reservation["reviewer"] != reviewer.strip():
+        if reservation["reviewer"] != identity_key(reviewer):
             raise Conflict(f"slot {slot} is reserved for {reservation['reviewer']}, not {reviewer}")
         label = human_label(label)
         with self._lock:

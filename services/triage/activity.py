@@ -6,6 +6,7 @@ up, escalating) is one entry ``{"at", "event", "by", ...}`` in the issue's histo
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Mapping
 
@@ -17,10 +18,25 @@ SYSTEM = "claimwatch"
 ARCHIVED = "archived"  # the state an archived issue shows, and the list filter that finds it
 MERGED = "merged"  # the state a merged issue shows (lists leave merged issues out)
 NOTES_SHOWN = 3  # the runbook's latest notes
+ACTIVITY_PAGE = 50  # activity entries an issue read gives by default
+MAX_ACTIVITY_PAGE = 200
 
 
 def entry(now: datetime, event: str, by: str = SYSTEM, **details) -> dict:
     return {"at": now.isoformat(), "event": event, "by": by, **details}
+
+
+@dataclass(frozen=True)
+class ActivityPage:
+    """Which of an issue's activity entries (newest first) a read gives: ``limit`` from ``offset``. Notes have no
+    bound in number, so neither would an issue read that gave them all (400 notes made one 3.5 MB)."""
+
+    offset: int = 0
+    limit: int = ACTIVITY_PAGE
+
+    def of(self, entries: list[dict]) -> dict:
+        return {"activity": entries[self.offset:self.offset + self.limit], "activity_total": len(entries),
+                "activity_offset": self.offset}
 
 
 def activity(record: IssueRecord) -> list[dict]:

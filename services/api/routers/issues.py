@@ -12,6 +12,7 @@ from services.api.models import (
     ERROR_RESPONSES, TEXT_ERROR_RESPONSES, ArchiveBody, AssignBody, ByBody, LinkBody, MergeBody, NoteBody, ResolveBody,
     path_id,
 )
+from services.triage.activity import ACTIVITY_PAGE, MAX_ACTIVITY_PAGE, ActivityPage
 from services.issues.readmodel import IssueDetailRead, IssueMapRead, IssueMemberRead, IssueRead
 from services.api.security import AUTH_RESPONSES, MUTATION_RESPONSES, Gate
 
@@ -43,10 +44,16 @@ def router(issues, triage, gate: Gate) -> APIRouter:
                     assignee: str | None = Query(None, max_length=200)) -> list[dict]:
         return issues.list(state=state, route=route, q=q, sort=sort, limit=limit, owner=owner, assignee=assignee)
 
-    @r.get("/api/issues/{issue_id}", summary="One issue with its exemplars and history", response_model=IssueDetailRead,
-           dependencies=read, responses=reads)
-    def show_issue(issue_id: str = path_id(), alert: str | None = Query(None, max_length=200, description="the alert the reader came from: its window gives the representative traces")) -> dict:
-        return issues.show(issue_id, alert)
+    @r.get("/api/issues/{issue_id}", summary="One issue with its exemplars and a page of its activity",
+           response_model=IssueDetailRead, dependencies=read, responses=reads)
+    def show_issue(issue_id: str = path_id(),
+                   alert: str | None = Query(None, max_length=200, description="the alert the reader came from: its "
+                                             "window gives the representative traces"),
+                   activity_offset: int = Query(0, ge=0, le=10_000_000, description="activity entries to skip, newest "
+                                                "first"),
+                   activity_limit: int = Query(ACTIVITY_PAGE, ge=1, le=MAX_ACTIVITY_PAGE,
+                                               description="activity entries to give")) -> dict:
+        return issues.show(issue_id, alert, ActivityPage(activity_offset, activity_limit))
 
     @r.get("/api/issues/{issue_id}/members", summary="The issue's failing claims, most typical first",
            response_model=list[IssueMemberRead], dependencies=read, responses=reads)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from services.core.names import visible_controls
 from services.app.cli.base import (
     Abort, by_option, console, main, on_store, print_json, reach, service_options, text_or_json, who,
 )
@@ -159,12 +160,14 @@ def triage_fields(i: dict, now) -> list[tuple[str, str | list[str]]]:
     """Owner, assignee, suggested merges, archive, ticket and the activity (newest first), for `issues show`."""
     owner = f"{i.get('owner')} (team {i.get('team')})" if i.get("owner") != i.get("team") else i.get("team") or ""
     entries = [f"{at(e['at'], now)} {e['by']}: {e['summary']}" for e in i.get("activity") or []]
+    if i.get("activity_total", 0) > len(entries):
+        entries.append(f"… {i['activity_total'] - len(entries):,} older on the issue page")
     merges = [f"{c['issue_id']} ({c['similarity']:.2f} centroid similarity, {c['links']:.2f} neighbour links, {c['needed']:.2f} needed here; both say "
               f"{', '.join(c['shared_words']) or 'no word in common'}): {c['name']}; "
               f"{cli_command()} issues merge {i['issue_id']} --into {c['issue_id']}"
               for c in i.get("merge_candidates") or []]
     return [("owner", owner), ("assignee", i.get("assignee") or ""), ("merge with?", merges),
-            ("archived", (i.get("archive") or {}).get("text", "")), ("ticket", i.get("ticket_url") or ""),
+            ("archived", (i.get("archive") or {}).get("text", "")), ("ticket", visible_controls(i.get("ticket_url") or "")),
             ("activity", entries)]
 
 

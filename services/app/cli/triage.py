@@ -6,6 +6,7 @@ from typing import Callable
 
 import click
 
+from services.core.names import visible_controls
 from services.core.command import cli_command
 from services.app.cli.base import Abort, by_option, console, reach, say_if_merged, service_options, who
 from services.app.cli.issues import issues
@@ -96,4 +97,4 @@ def issues_link(settings: Settings, issue_id: str, url: str, by: str | None) -> 
     """Link an issue to the ticket its fix is tracked in (the issue webhook's events carry the link)."""
     by = who(settings, by)
     data = _change(settings, issue_id, "link", {"url": url, "by": by})
-    console.print(f"{data['issue_id']} is linked to {data['ticket_url']}")
+    console.print(f"{data['issue_id']} is linked to {visible_controls(data['ticket_url'])}", markup=False)

@@ -94,6 +94,18 @@ def test_two_reviewers_never_share_a_slot_and_no_reviewer_gets_a_claim_twice(rep
         queue.next("ann", T0 + timedelta(minutes=1))  # labelled it already; the other slot is bob's
 
 
+def test_one_person_under_two_spellings_never_fills_two_slots(repo):
+    """Review compares names as sign-off does: NFKC, case-folded, invisible characters dropped."""
+    queue_all(repo, budget=1, reviewers=2)
+    queue = ReviewQueue(repo, RESERVE, "guide@1")
+    alice = queue.next("Alice", T0)
+    assert queue.next("alice", T0).slot == alice.slot  # the same person's held slot, not the second one
+    queue.label(alice.slot, "ａｌｉｃｅ", "contradicted", "", T0)
+    for spelling in ("alice", "ALICE\u200b"):
+        with pytest.raises(NotFound):
+            queue.next(spelling, T0 + timedelta(minutes=1))  # labelled it already, under any spelling
+
+
 def test_a_reservation_times_out_and_the_slot_goes_to_someone_else(repo):
     queue_all(repo, budget=1, reviewers=1)
     queue = ReviewQueue(repo, RESERVE, "guide@1")
