@@ -1,5 +1,6 @@
 """One trace, whole: the question, the answer, every claim beside its verdict, evidence span and chunk, the
-versions, the first failed stage, and the issues its claims were clustered into. API, dashboard and CLI share it.
+versions, the first failed stage, and the issues its claims were clustered into. API, dashboard and CLI share it:
+``TraceView`` is the read model the API answers with (closed: services/core/readmodel.py).
 
 The event is rebuilt from its ``events`` row (services/store/convert.py writes it): the claim arrays side by
 side, the evidence list as JSON. A trace is usually one event; when a producer sent several with one trace_id
@@ -14,6 +15,7 @@ import orjson
 
 from services.contract.model import FAILED_VERDICTS
 from services.core.errors import NotFound
+from services.core.readmodel import closed
 from services.store.convert import parse_ch_time
 from services.store.traces import TraceRepository
 
@@ -28,6 +30,7 @@ def not_found_message(trace_id: str) -> str:
             "`claimwatch issues show ISSUE_ID`)")
 
 
+@closed
 @dataclass(frozen=True)
 class TraceChunk:
     """A retrieved chunk, as the event listed it in ``evidence``."""
@@ -39,6 +42,7 @@ class TraceChunk:
     text: str | None = None
 
 
+@closed
 @dataclass(frozen=True)
 class TraceClaim:
     index: int
@@ -57,6 +61,7 @@ class TraceClaim:
     issue_ids: tuple[str, ...] = ()
 
 
+@closed
 @dataclass(frozen=True)
 class TraceIssue:
     issue_id: str
@@ -65,6 +70,7 @@ class TraceIssue:
     claims: int                    # how many of this trace's claims belong to it
 
 
+@closed
 @dataclass(frozen=True)
 class TraceEvent:
     event_id: str
@@ -88,6 +94,7 @@ class TraceEvent:
     claims_from: int = 0
 
 
+@closed
 @dataclass(frozen=True)
 class TraceView(TraceEvent):
     """The trace's newest event, the issues any of its claims belong to, and its earlier events."""

@@ -141,8 +141,8 @@ def test_openapi_documents_the_trace_endpoint(client):
     spec = client.get("/openapi.json").json()
     op = spec["paths"]["/api/traces/{trace_id}"]["get"]
     assert op["tags"] == ["traces"] and "404" in op["responses"]
-    assert op["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith("/TraceRead")
-    fields = spec["components"]["schemas"]["TraceRead"]["properties"]
+    assert op["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith("/TraceView")
+    fields = spec["components"]["schemas"]["TraceView"]["properties"]
     assert {"question", "answer", "claims", "versions", "first_failed_stage", "issues", "evidence"} <= set(fields)
 
 
