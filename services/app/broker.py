@@ -148,7 +148,7 @@ class EmbeddedBroker:
     def _await_threads(self, stopped: bool, timeout: float) -> None:
         assert self._proc is not None
         deadline = time.monotonic() + timeout
-        while thread_states(self._proc.pid) and all(s == "T" for s in thread_states(self._proc.pid)) != stopped:
+        while (states := thread_states(self._proc.pid)) and all(s == "T" for s in states) != stopped:
             if time.monotonic() > deadline:
                 raise BrokerError(f"the broker's threads did not {'stop' if stopped else 'continue'} "
                                   f"within {timeout:.0f}s")

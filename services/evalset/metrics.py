@@ -15,6 +15,7 @@ from typing import Iterator, Mapping, Sequence
 import numpy as np
 
 from services.contract.model import VERDICT_ALIASES, canonical_verdict
+from services.core.readmodel import closed
 from services.core.stats import percentile_interval
 from services.core.numbers import plural
 
@@ -391,3 +392,7 @@ def parse_slice_min(text: str) -> float | dict[str, float]:
         except ValueError:
             raise ValueError(f"--slice-min part {part!r}: write DIM=VALUE:MIN, e.g. stakes=high:0.9") from None
     return out
+
+
+for _shape in (Figure, SliceFigure, AbstentionPair, DisagreementSlice, Agreement, EvalReport, GateFailure, GateResult):
+    closed(_shape)  # the API answers with them as they are (services/core/readmodel.py)

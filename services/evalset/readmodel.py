@@ -1,16 +1,12 @@
 """What the eval-set use cases return, defined once: items, their history, the report and the gate are the domain's
-own dataclasses, closed here (services/core/readmodel.py: ``closed``) so that metrics.py stays numerics; routers
-take them from this module. The agreement answer is a model of its own."""
+own dataclasses, closed where they are defined (services/core/readmodel.py: ``closed``); the agreement answer is
+this model, the figures of ``Agreement`` or why there are none."""
 from __future__ import annotations
 
 from pydantic import Field
 
-from services.core.readmodel import Read, closed
-from services.evalset.metrics import (AbstentionPair, Agreement, DisagreementSlice, EvalReport, Figure, GateFailure,
-                                      GateResult, SliceFigure)
-
-for _shape in (Figure, SliceFigure, AbstentionPair, DisagreementSlice, Agreement, EvalReport, GateFailure, GateResult):
-    closed(_shape)
+from services.core.readmodel import Read
+from services.evalset.metrics import Agreement, DisagreementSlice, Figure
 
 NO_PAIRS = "no claim has both a verifier and a human label yet; add human labels to approved items"
 
@@ -35,5 +31,4 @@ class AgreementRead(Read):
         if summary.agreement is None:
             return cls(pairs=0, message=NO_PAIRS)
         a = summary.agreement
-        return cls(pairs=summary.pairs, kappa=a.kappa, observed=a.observed, labels=list(a.labels),
-                   confusion=[list(row) for row in a.confusion], slices=list(a.slices))
+        return cls(pairs=summary.pairs, **{name: getattr(a, name) for name in Agreement.__dataclass_fields__})

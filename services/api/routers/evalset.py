@@ -12,7 +12,8 @@ from services.api.security import AUTH_RESPONSES, MUTATION_RESPONSES, Gate
 from services.core.errors import Conflict
 from services.evalset.instrument import InstrumentChecks
 from services.evalset.promotion import EvalItem
-from services.evalset.readmodel import AgreementRead, EvalReport, GateResult
+from services.evalset.metrics import EvalReport, GateResult
+from services.evalset.readmodel import AgreementRead
 from services.evalset.service import EvalItemDetail
 
 CLASH = {409: {"model": ERROR_RESPONSES[404]["model"],
