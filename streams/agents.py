@@ -31,8 +31,13 @@ def dead_letter_sender(dlq, backoff: Callable[[], Backoff]) -> DeadLetterSender:
 
 
 def raw_messages(batch) -> list[RawMessage]:
-    return [RawMessage(e.message.topic, e.message.partition, e.message.offset, e.message.value, e.message.key)
-            for e in batch]
+    return [RawMessage(e.message.topic, e.message.partition, e.message.offset, e.message.value, e.message.key,
+                       timestamp_ms(e.message.timestamp)) for e in batch]
+
+
+def timestamp_ms(seconds: float | None) -> int:
+    """Faust gives the record's timestamp in seconds; the broker keeps whole milliseconds."""
+    return -1 if seconds is None else round(seconds * 1000)
 
 
 async def ack_all(stream, batch, budget: ByteBudget) -> None:

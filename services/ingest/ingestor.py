@@ -10,6 +10,7 @@ of this is testable without a broker.
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -38,6 +39,17 @@ class RawMessage:
     offset: int
     value: bytes | None
     key: bytes | None = None
+    timestamp_ms: int = -1  # the record's broker timestamp (CreateTime or LogAppendTime); -1: none
+
+    @property
+    def fingerprint(self) -> int:
+        """The record's own identity (its timestamp, key and bytes) as an unsigned 64-bit number: a redelivery
+        keeps it, while the record a restarted broker puts at the same offset has another (migration 028)."""
+        digest = hashlib.blake2b(digest_size=8)
+        for part in (str(self.timestamp_ms).encode(), self.key or b"", self.value or b""):
+            digest.update(len(part).to_bytes(8, "big"))
+            digest.update(part)
+        return int.from_bytes(digest.digest(), "big")
 
 
 @dataclass(frozen=True)
@@ -205,7 +217,8 @@ class Ingestor:
         sample = self.redactor.redact_raw(raw[:SAMPLE_BYTES])
         # Refused for the route bound: counted under no route, or each refused route would become one of the DLQ's.
         route = "" if rejection.rule == ROUTE_LIMIT else key_route(m.key) or rejection.route or ""
-        return DeadLetter(m.topic, m.partition, m.offset, raw, rejection, sample, index, self.epoch, route, when)
+        return DeadLetter(m.topic, m.partition, m.offset, raw, rejection, sample, index, self.epoch, route, when,
+                          m.fingerprint)
 
     def process(self, messages: Sequence[RawMessage], now: datetime) -> BatchOutcome:
         """Decode and write once. StoreError propagates: the caller retries and does not ack."""

@@ -56,6 +56,9 @@ class DeadLetter:
     epoch: str = ""
     route: str | None = None  # the route it counts under; None: the one the rejection read
     event_time: datetime | None = None  # the minute it counts in; None: when it is stored
+    # The message's fingerprint (RawMessage.fingerprint): the epoch is read when the worker starts, so a broker
+    # restarted under a running worker would reuse it; the record's own identity still tells the two apart.
+    record: int = 0
 
     @property
     def counted_route(self) -> str:

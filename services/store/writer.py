@@ -39,6 +39,7 @@ def dead_letter_row(d: DeadLetter) -> dict:
     row = {
         "topic": d.topic, "partition": d.partition, "offset": d.offset,
         "envelope_index": -1 if d.index is None else d.index, "epoch": d.epoch,
+        "record": d.record,
         "rule": r.rule, "reason": r.reason, "problems": orjson.dumps(r.to_dict()["problems"]).decode(),
         "event_id": r.event_id or "", "route": d.counted_route, "size": len(d.raw),
         "sample": base64.b64encode(sample).decode(),

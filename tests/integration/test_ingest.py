@@ -279,6 +279,33 @@ def test_a_restarted_in_memory_broker_does_not_overwrite_earlier_dead_letters(to
         "not_json": [f"{topic}/0/0"], "envelope.events.empty": [f"{topic}/0/0"]}
 
 
+def test_a_broker_restarted_under_a_running_worker_overwrites_no_dead_letter(topic_prefix, tmp_path):
+    """The worker keeps running while Tansu restarts on its port: the new log counts offsets from 0 again under
+    the epoch the worker read at its start. Every dead letter of both logs is stored, as many as were counted."""
+    topic, store = f"{topic_prefix}.verdicts", f"chdb:{tmp_path / 'ch'}"
+    topics = [topic, f"{topic_prefix}.verdicts.dlq", f"{topic_prefix}.alerts"]
+    first = EmbeddedBroker(log_path=tmp_path / "tansu-0.log").start()
+    try:
+        create_topics(first.bootstrap, topics, 1)
+        with WorkerProcess(first.bootstrap, store, topic_prefix, tmp_path / "worker.log",
+                           env={"CLAIMWATCH_CLUSTERING__IN_WORKER": "false"}) as worker:
+            for run in range(2):
+                if run:  # the same port, a new in-memory log
+                    first.stop()
+                    first = EmbeddedBroker(port=first.port, log_path=tmp_path / "tansu-1.log").start()
+                    create_topics(first.bootstrap, topics, 1)
+                send_all(first.bootstrap, topic, [Message(b"billing-faq", f"not json {run}/{i}".encode())
+                                                  for i in range(40)])
+                worker.wait_for(lambda: metric(worker, "claimwatch_dlq_total") == 40 * (run + 1), 180,
+                                f"{40 * (run + 1)} dead letters counted")
+            wait_for_totals(worker, (0, 80), 60)
+            summary = worker.get("/api/dlq", samples=20)
+    finally:
+        first.stop()
+    assert [(d["reason"], d["count"]) for d in summary] == [("not_json", 80)]
+    assert {s["source"] for s in summary[0]["samples"]} <= {f"{topic}/0/{offset}" for offset in range(40)}
+
+
 def test_a_byte_budget_smaller_than_a_batch_drains_large_envelopes_exactly_once(broker, topic_prefix, tmp_path):
     """Issue 25: envelopes of 400 events (about 1 MB each) against a 2 MiB budget. Delivery waits whenever the
     budget is spent and resumes as batches are acked: everything arrives, once, and the worker never held much

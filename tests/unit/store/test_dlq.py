@@ -1,9 +1,12 @@
-"""Dead letters in the store: kept per log incarnation (epoch), counted per route and minute of event time."""
+"""Dead letters in the store: kept per log incarnation (epoch) and record, counted per route and minute of event
+time."""
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime, timedelta, timezone
 
 from services.contract.decode import reject
+from services.ingest.ingestor import RawMessage
 from services.ingest.records import DeadLetter
 from services.store.backends import ChdbStore
 from services.store.dlq import dlq_summary, rejected_minutes, rejected_routes
@@ -36,13 +39,33 @@ def test_a_restarted_brokers_offsets_do_not_replace_earlier_dead_letters(store):
     assert {s["reason"]: s["count"] for s in dlq_summary(store)} == {"not_json": 2, "bad_route": 1}
 
 
+def test_a_broker_restarted_under_a_running_worker_keeps_the_epoch_but_not_the_record():
+    """The worker read its epoch when it started; the records the restarted broker puts at the same offsets are
+    other records, and their fingerprints say so, while a redelivery keeps its own."""
+    before = RawMessage("verdicts", 0, 0, b"{nope", b"billing-faq", timestamp_ms=1_764_000_000_000)
+    assert before.fingerprint == RawMessage("verdicts", 0, 0, b"{nope", b"billing-faq", 1_764_000_000_000).fingerprint
+    after = [RawMessage("verdicts", 0, 0, b"{nope", b"billing-faq", 1_764_000_000_001),
+             RawMessage("verdicts", 0, 0, b"{nop", b"ebilling-faq", 1_764_000_000_000),  # bytes moved across parts
+             RawMessage("verdicts", 0, 0, b"{nope!", b"billing-faq", 1_764_000_000_000)]
+    assert len({before.fingerprint, *(m.fingerprint for m in after)}) == 4
+    assert all(0 <= m.fingerprint < 1 << 64 for m in after)
+
+
+def test_dead_letters_of_one_epoch_and_offset_stay_apart_by_record(store):
+    writer = EventWriter(store)
+    first, second = (dataclasses.replace(dead(0, epoch="run-1"), record=r) for r in (1 << 63, 7))
+    writer.write([], [first, second, first])  # the same record twice collapses
+    store.command("OPTIMIZE TABLE dlq FINAL")
+    assert [int(r["record"]) for r in store.query("SELECT record FROM dlq FINAL ORDER BY record")] == [7, 1 << 63]
+
+
 def test_migration_010_keeps_earlier_dead_letters_their_ttl_and_arrival_minute(tmp_path):
     store = ChdbStore(tmp_path / "ch")
     try:
         for path in sorted(MIGRATIONS.glob("00[1-9]_*.sql")):
             for statement in statements(path.read_text()):
                 store.command(statement)
-        row = {k: v for k, v in dead_letter_row(dead(5)).items() if k not in ("epoch", "event_time")}  # as 007 stored it
+        row = {k: v for k, v in dead_letter_row(dead(5)).items() if k not in ("epoch", "event_time", "record")}  # as 007 stored it
         store.insert("dlq", [{**row, "received_at": "2026-11-20 10:11:12.000"}])
         for statement in statements((MIGRATIONS / "010_dlq_epoch.sql").read_text()):
             store.command(statement)
@@ -53,6 +76,25 @@ def test_migration_010_keeps_earlier_dead_letters_their_ttl_and_arrival_minute(t
         engine = store.query("SELECT engine_full FROM system.tables WHERE name = 'dlq'")[0]["engine_full"]
         assert "ORDER BY (topic, partition, offset, envelope_index, epoch)" in engine
         assert "TTL toDateTime(received_at) + toIntervalDay(30)" in engine
+    finally:
+        store.close()
+
+
+def test_migration_028_keeps_earlier_dead_letters_and_joins_the_record_to_the_key(tmp_path):
+    store = ChdbStore(tmp_path / "ch")
+    try:
+        earlier = sorted(p for p in MIGRATIONS.glob("*.sql") if p.name < "028")
+        for path in earlier:
+            for statement in statements(path.read_text()):
+                store.command(statement)
+        store.insert("dlq", [{k: v for k, v in dead_letter_row(dead(5, epoch="e1")).items() if k != "record"}])
+        for statement in statements((MIGRATIONS / "028_dlq_record.sql").read_text()):
+            store.command(statement)
+        EventWriter(store).write([], [dataclasses.replace(dead(5, epoch="e1"), record=11)])
+        assert [(r["offset"], int(r["record"])) for r in store.query("SELECT offset, record FROM dlq FINAL "
+                                                                     "ORDER BY record")] == [(5, 0), (5, 11)]
+        engine = store.query("SELECT engine_full FROM system.tables WHERE name = 'dlq'")[0]["engine_full"]
+        assert "ORDER BY (topic, partition, offset, envelope_index, epoch, record)" in engine
     finally:
         store.close()
 
