@@ -34,6 +34,7 @@ class QueueStore(Protocol):
     def save_label(self, row: Mapping) -> None: ...
     def queued(self, claim_key: str) -> dict | None: ...
     def claim_context(self, event_id: str, claim_idx: int) -> dict | None: ...
+    def exposed_by(self, claim_key: str, reviewer: str) -> list[str]: ...
 
 
 @closed
@@ -87,6 +88,9 @@ class Revealed:
     verifier_span: str
     others: tuple[OtherLabel, ...]
     settled: str | None
+    # The reads that showed the verdict while the reviewer held the claim (services/store/exposure.py). Not empty:
+    # the label is kept but not blind, so it fills no slot and counts in no agreement.
+    exposed_by: tuple[str, ...] = ()
 
 
 def winners(reservations: Iterable[Mapping]) -> dict[tuple[str, int], Mapping]:
@@ -179,7 +183,7 @@ class ReviewQueue:
             return (f"the reservation expired at {reservation['expires_at'].isoformat()}; "
                     "ask for the next claim (POST /api/review/next)")
         labels = self.store.labels([key])
-        if any(lab["slot_no"] == slot and lab["role"] == REVIEWER for lab in labels):
+        if any(lab["slot_no"] == slot and lab["role"] == REVIEWER and lab["blind"] for lab in labels):
             return "this slot is labelled already"
         if any(lab["reviewer"] == reservation["reviewer"] and lab["role"] == REVIEWER for lab in labels):
             return f"{reservation['reviewer']} has labelled this claim already"
@@ -221,8 +225,9 @@ class ReviewQueue:
             why_not = self._standing(reservation, now)
             if why_not:
                 raise Conflict(f"slot {slot}: {why_not}")
+            exposed = bool(self.store.exposed_by(reservation["claim_key"], reservation["reviewer"]))
             return self._save(reservation["claim_key"], int(reservation["slot_no"]), reservation["reviewer"],
-                              REVIEWER, label, span, now)
+                              REVIEWER, label, span, now, blind=not exposed)
 
     def adjudicate(self, claim_key: str, adjudicator: str, label: str, span: str, now: datetime) -> Revealed:
         """A named adjudicator's label, which settles the claim whatever the reviewers said."""
@@ -235,13 +240,14 @@ class ReviewQueue:
                            "ask someone who has not labelled it")
         return self._save(claim_key, 0, adjudicator.strip(), ADJUDICATOR, human_label(label), span, now)
 
-    def _save(self, claim_key: str, slot: int, who: str, role: str, label: str, span: str, now: datetime) -> Revealed:
+    def _save(self, claim_key: str, slot: int, who: str, role: str, label: str, span: str, now: datetime,
+              blind: bool = True) -> Revealed:
         queued, context = self._context(claim_key)
         span = (span or "").strip()
         chunk_id = find_span(span, chunks_of(context["evidence"])) if span else ""
         self.store.save_label({"claim_key": claim_key, "slot_no": slot, "reviewer": who, "role": role, "label": label,
                                "span": span, "chunk_id": chunk_id, "guide_version": self.guide_version,
-                               "labeled_at": now})
+                               "blind": int(blind), "labeled_at": now})
         return self.reveal(claim_key, who, role)
 
     def reveal(self, claim_key: str, who: str, role: str = REVIEWER) -> Revealed:
@@ -255,6 +261,8 @@ class ReviewQueue:
         others = tuple(OtherLabel(lab["reviewer"], lab["role"], lab["label"], lab["span"]) for lab in labels
                        if lab is not mine)
         claim = ReviewedClaim.from_row({**queued, "labels": [
-            (lab["reviewer"], lab["role"], lab["label"], lab["labeled_at"]) for lab in labels]})
+            (lab["reviewer"], lab["role"], lab["label"], lab["labeled_at"]) for lab in labels
+            if lab["role"] != REVIEWER or lab["blind"]]})
+        exposed = () if mine["blind"] else tuple(self.store.exposed_by(claim_key, who))
         return Revealed(claim_key, mine["label"], mine["span"], mine["chunk_id"], who, role, mine["guide_version"],
-                        mine["labeled_at"], queued["verdict"], context["span"], others, claim.settled)
+                        mine["labeled_at"], queued["verdict"], context["span"], others, claim.settled, exposed)

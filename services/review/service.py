@@ -27,7 +27,7 @@ class RateWindows(Protocol):
 @closed
 @dataclass(frozen=True)
 class Progress:
-    reviewers: list[dict]       # {reviewer, role, labels, last}
+    reviewers: list[dict]       # {reviewer, role, labels, exposed (not blind: not counted), last}
     strata: list[dict]          # {stratum, route, verdict, issue_id, claims, slots, labelled, complete}
 
 

@@ -17,6 +17,7 @@ from services.core.clock import utcnow
 from services.core.errors import NotFound
 from services.store.backends import Store
 from services.store.convert import Skip, ch_time, decode_rows, parse_ch_time
+from services.store.exposure import EXEMPLAR, MEMBERS, note_shown
 from services.ingest.records import STORABLE_FROM, STORABLE_UNTIL
 
 CLAIM_COLUMNS = ("event_id, claim_idx, trace_id, route, observed_at, verdict, claim_type, text, score, chunk_id, "
@@ -177,10 +178,11 @@ class IssueRepository(Generic[I, C]):
             "AND observed_at <= {until:DateTime64(3)}) AS c ON c.event_id = m.event_id AND c.idx = m.idx "
             "ORDER BY m.issue_id, m.probability DESC, m.claim_key LIMIT 1 BY m.issue_id",
             {"ids": list(issue_ids), "route": route, "since": ch_time(since), "until": ch_time(until)})
+        note_shown(self.store, (r["claim_key"] for r in rows), EXEMPLAR)
         return {r["issue_id"]: {k: r[k] for k in ("claim_key", "text", "trace_id", "verdict")} for r in rows}
 
     def members(self, issue_id: str, limit: int) -> list[dict]:
-        return self._with_answer(self.store.query(
+        return self._shown(self.store.query(
             "SELECT m.claim_key AS claim_key, m.probability AS probability, m.source AS source, m.x AS x, m.y AS y, "
             "c.trace_id AS trace_id, c.event_id AS event_id, c.route AS route, c.verdict AS verdict, c.text AS text, "
             "c.span AS span, c.observed_at AS observed_at "
@@ -188,7 +190,7 @@ class IssueRepository(Generic[I, C]):
             "LIMIT {n:UInt32}) AS m "
             "LEFT JOIN claims AS c ON c.event_id = splitByChar(':', m.claim_key)[1] "
             "AND toString(c.claim_idx) = splitByChar(':', m.claim_key)[2]",
-            {"id": issue_id, "n": limit}), "question")
+            {"id": issue_id, "n": limit}))
 
     # What a reader may take from a claim's answer; a claim row copies none of it (migration 016).
     _ANSWER_FIELDS = {"question": "any(query_text)", "query_text": "any(query_text)",
@@ -252,7 +254,7 @@ class IssueRepository(Generic[I, C]):
         """The issue's members on ``route`` observed in [since, until], with their claim, question and the event's
         versions (as ``members``, plus ``versions``): the clustered ones most typical first, then those assigned
         online since, oldest first, so members arriving while the alert is open do not reorder the ones shown."""
-        return self._with_answer(self.store.query(
+        return self._shown(self.store.query(
             "SELECT m.claim_key AS claim_key, m.probability AS probability, m.source AS source, m.x AS x, m.y AS y, "
             "c.trace_id AS trace_id, c.event_id AS event_id, c.route AS route, c.verdict AS verdict, c.text AS text, "
             "c.span AS span, c.observed_at AS observed_at, c.versions AS versions "
@@ -262,7 +264,12 @@ class IssueRepository(Generic[I, C]):
             "INNER JOIN (SELECT * FROM claims WHERE route = {route:String} AND observed_at >= {since:DateTime64(3)} "
             "AND observed_at <= {until:DateTime64(3)}) AS c ON c.event_id = m.event_id AND toString(c.claim_idx) = m.idx "
             "ORDER BY m.source = 'online', if(m.source = 'online', 0, m.probability) DESC, c.observed_at, m.claim_key LIMIT {n:UInt32}",
-            {"id": issue_id, "route": route, "since": ch_time(since), "until": ch_time(until), "n": limit}), "question")
+            {"id": issue_id, "route": route, "since": ch_time(since), "until": ch_time(until), "n": limit}))
+
+    def _shown(self, members: list[dict]) -> list[dict]:
+        """Members as a reader sees them, with their question; a blind reviewer's claim among them is exposed."""
+        note_shown(self.store, (m["claim_key"] for m in members), MEMBERS)
+        return self._with_answer(members, "question")
 
     def claims_ingested_after(self, after: datetime, limit: int,
                               skip: Skip | None = None) -> tuple[list[C], datetime | None]:

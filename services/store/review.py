@@ -12,13 +12,16 @@ from typing import Any, Collection, Iterable, Mapping, Sequence
 from services.contract.model import FAILED_VERDICTS
 from services.store.backends import Store
 from services.store.convert import ch_time, parse_ch_time
+from services.store.exposure import exposed_by
 from services.store.issues import ch_values
 from services.store.rates import route_conditions
 
 QUEUE_COLUMNS = ("claim_key, event_id, claim_idx, route, verdict, issue_id, verifier_version, origin, stratum, weight, "
                  "reviewers, observed_at, queued_at")
 RESERVATION_COLUMNS = "token, claim_key, slot_no, reviewer, reserved_at, expires_at, toString(written_at) AS written_at"
-LABEL_COLUMNS = "claim_key, slot_no, reviewer, role, label, span, chunk_id, guide_version, labeled_at"
+LABEL_COLUMNS = "claim_key, slot_no, reviewer, role, label, span, chunk_id, guide_version, blind, labeled_at"
+# The labels that count: an adjudicator's, and a reviewer's made blind (an exposed one fills no slot, migration 029).
+_COUNTED = "(role != 'reviewer' OR blind = 1)"
 
 # Claims of the window with their stratum; the issue, when the claim has one, from its newest assignment.
 _CANDIDATES = (
@@ -81,11 +84,11 @@ class ReviewRepository:
 
     def open_claims(self, reviewer: str, limit: int) -> list[dict]:
         """Queued claims with an unlabelled slot that ``reviewer`` has not labelled: partly labelled first (so
-        claims get finished), then oldest queued. ``filled`` lists the labelled slot numbers."""
+        claims get finished), then oldest queued. ``filled`` lists the slot numbers labelled blind."""
         return self.store.query(
             "SELECT q.claim_key AS claim_key, q.reviewers AS reviewers, l.filled AS filled FROM "
             "(SELECT claim_key, reviewers, queued_at FROM review_queue FINAL) AS q LEFT JOIN "
-            "(SELECT claim_key, groupArray(slot_no) AS filled, groupArray(reviewer) AS labellers FROM review_labels "
+            "(SELECT claim_key, groupArrayIf(slot_no, blind = 1) AS filled, groupArray(reviewer) AS labellers FROM review_labels "
             " FINAL WHERE role = 'reviewer' GROUP BY claim_key) AS l ON l.claim_key = q.claim_key "
             "WHERE length(l.filled) < q.reviewers AND NOT has(l.labellers, {reviewer:String}) "
             "ORDER BY length(l.filled) DESC, q.queued_at, q.claim_key LIMIT {n:UInt32}",
@@ -97,10 +100,13 @@ class ReviewRepository:
         self.store.insert("review_reservations", [ch_values(row)])
 
     def reservations(self, claim_keys: Sequence[str], live_after: datetime) -> list[dict]:
-        """Reservations of the claims still live after ``live_after``, in write order (the race order)."""
+        """Reservations of the claims still live after ``live_after`` and not yet labelled, in write order (the race
+        order). A labelled one holds no slot: a blind label fills it, and one labelled not blind frees it."""
         rows = self.store.query(
             f"SELECT {RESERVATION_COLUMNS} FROM review_reservations WHERE claim_key IN {{keys:Array(String)}} "
-            "AND expires_at > {after:DateTime64(3)} ORDER BY written_at, token",
+            "AND expires_at > {after:DateTime64(3)} AND (claim_key, reviewer) NOT IN (SELECT claim_key, reviewer "
+            "FROM review_labels WHERE role = 'reviewer' AND claim_key IN {keys:Array(String)}) "
+            "ORDER BY written_at, token",
             {"keys": list(claim_keys), "after": ch_time(live_after)})
         return [_times(r, "reserved_at", "expires_at") for r in rows]
 
@@ -120,6 +126,9 @@ class ReviewRepository:
     def save_label(self, row: Mapping[str, Any]) -> None:
         self.store.insert("review_labels", [ch_values(row)])
 
+    def exposed_by(self, claim_key: str, reviewer: str) -> list[str]:
+        return exposed_by(self.store, claim_key, reviewer)
+
     def labels(self, claim_keys: Sequence[str]) -> list[dict]:
         rows = self.store.query(f"SELECT {LABEL_COLUMNS} FROM review_labels FINAL WHERE claim_key IN "
                                 "{keys:Array(String)} ORDER BY claim_key, labeled_at, reviewer", {"keys": list(claim_keys)})
@@ -132,7 +141,8 @@ class ReviewRepository:
             f"SELECT {', '.join('q.' + c.strip() + ' AS ' + c.strip() for c in QUEUE_COLUMNS.split(','))}, "
             "l.labels AS labels FROM (SELECT * FROM review_queue FINAL) AS q INNER JOIN "
             "(SELECT claim_key, arraySort(x -> x.4, groupArray((reviewer, role, label, toString(labeled_at)))) AS labels "
-            " FROM review_labels FINAL GROUP BY claim_key) AS l ON l.claim_key = q.claim_key ORDER BY claim_key")
+            f" FROM review_labels FINAL WHERE {_COUNTED} GROUP BY claim_key) AS l ON l.claim_key = q.claim_key "
+            "ORDER BY claim_key")
         return [{**_times(r, "observed_at", "queued_at"),
                  "labels": [(who, role, label, parse_ch_time(at)) for who, role, label, at in r["labels"]]} for r in rows]
 
@@ -146,12 +156,14 @@ class ReviewRepository:
             "SELECT q.stratum AS stratum, any(q.route) AS route, any(q.verdict) AS verdict, any(q.issue_id) AS issue_id, "
             "count() AS claims, sum(q.reviewers) AS slots, sum(least(l.n, q.reviewers)) AS labelled, "
             "countIf(l.n >= q.reviewers) AS complete FROM (SELECT * FROM review_queue FINAL) AS q LEFT JOIN "
-            "(SELECT claim_key, count() AS n FROM review_labels FINAL WHERE role = 'reviewer' GROUP BY claim_key) AS l "
+            "(SELECT claim_key, count() AS n FROM review_labels FINAL WHERE role = 'reviewer' AND blind = 1 "
+            "GROUP BY claim_key) AS l "
             "ON l.claim_key = q.claim_key GROUP BY q.stratum ORDER BY q.stratum")
 
     def reviewer_progress(self) -> list[dict]:
-        rows = self.store.query("SELECT reviewer, role, count() AS labels, max(labeled_at) AS last FROM review_labels "
-                                "FINAL GROUP BY reviewer, role ORDER BY reviewer, role")
+        rows = self.store.query("SELECT reviewer, role, count() AS labels, countIf(blind = 0) AS exposed, "
+                                "max(labeled_at) AS last FROM review_labels FINAL GROUP BY reviewer, role "
+                                "ORDER BY reviewer, role")
         return [_times(r, "last") for r in rows]
 
     # -- what a reviewer sees, and the traffic calibration corrects --------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from services.store.backends import Store
+from services.store.exposure import TRACE, note_shown
 
 EVENT_COLUMNS = ("event_id, trace_id, observed_at, route, tenant, query_text, query_type, stakes, answerable, "
                  "answer_text, action, versions, first_failed_stage, evidence, signals, attributes")
@@ -24,11 +25,14 @@ class TraceRepository:
         the claim arrays from index ``first_claim`` on, at most ``claims``, and ``claim_count`` and ``failed_count``
         (verdicts in ``failed``) over all its claims."""
         arrays = ", ".join(f"arraySlice({a}, {{first:UInt32}}, {{claims:UInt32}}) AS {a}" for a in CLAIM_ARRAYS)
-        return self.store.query(
+        rows = self.store.query(
             f"SELECT {EVENT_COLUMNS}, {arrays}, length(events.verdicts) AS claim_count, "
             "arrayCount(v -> has({failed:Array(String)}, v), events.verdicts) AS failed_count "
             "FROM events FINAL WHERE trace_id = {id:String} ORDER BY observed_at, event_id LIMIT {n:UInt32}",
             {"id": trace_id, "n": limit, "first": first_claim + 1, "claims": claims, "failed": list(failed)})
+        note_shown(self.store, (f"{r['event_id']}:{first_claim + i}" for r in rows for i in range(len(r["verdicts"]))),
+                   TRACE)
+        return rows
 
     def event_issues(self, event_ids: Sequence[str]) -> list[dict]:
         """The issues the claims of these events belong to: id, name, state and how many of the claims."""

@@ -64,6 +64,10 @@ def show_revealed(done: dict) -> None:
     for other in done["others"]:
         out.print(f"{other['role']} {other['reviewer']}: {other['label']}", markup=False, highlight=False)
     out.print(f"settled: {done['settled'] or 'not yet'}", markup=False, highlight=False)
+    if done["exposed_by"]:
+        out.print(f"not blind: the verdict was shown by {' and '.join(done['exposed_by'])} while you held this "
+                  "claim, so this label is kept but not counted; it goes to another reviewer", markup=False,
+                  highlight=False)
 
 
 def send_label(settings: Settings, slot: str, reviewer: str, label: str, span: str) -> dict:
