@@ -2,10 +2,11 @@
 
 Only bench/clustering.py --assign uses it; the worker assigns by nearest centroid.
 """
+
 from __future__ import annotations
 
 from collections import Counter
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

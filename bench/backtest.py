@@ -15,6 +15,7 @@ and whether the injected regressions were caught (route, delay, first suspect).
     python bench/backtest.py                          # generates /tmp/claimwatch-bench-backtest/events.jsonl
     python bench/backtest.py --events-file EVENTS.jsonl
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,9 +43,24 @@ INJECTED = {"billing-faq": ("model", "gen-2026-11"), "parcel-status": ("corpus",
 
 def generate(path: Path, minutes: int, seed: int, regression_at: int, corpus_change_at: int, console: Console) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "services.app.cli", "simulate", "--minutes", str(minutes), "--seed", str(seed),
-               "--start", START, "--out", str(path), "--regression-at", str(regression_at),
-               "--corpus-change-at", str(corpus_change_at)]
+    command = [
+        sys.executable,
+        "-m",
+        "services.app.cli",
+        "simulate",
+        "--minutes",
+        str(minutes),
+        "--seed",
+        str(seed),
+        "--start",
+        START,
+        "--out",
+        str(path),
+        "--regression-at",
+        str(regression_at),
+        "--corpus-change-at",
+        str(corpus_change_at),
+    ]
     console.print(f"[dim]generating: {' '.join(command[1:])}[/dim]")
     subprocess.run(command, check=True, cwd=Path(__file__).resolve().parents[1])
 
@@ -70,8 +86,11 @@ def injected_rises(alerts_path: Path, minutes: dict[str, int]) -> list[tuple[str
     found = []
     for route, (key, value) in INJECTED.items():
         onset = start + timedelta(minutes=minutes[route])
-        firing = [r for r in records if r["route"] == route and r["state"] == "firing"
-                  and datetime.fromisoformat(r["at"]) >= onset]
+        firing = [
+            r
+            for r in records
+            if r["route"] == route and r["state"] == "firing" and datetime.fromisoformat(r["at"]) >= onset
+        ]
         if not firing:
             found.append((route, f"{key}={value} at {onset:%H:%M}", "[red]missed[/red]"))
             continue
@@ -79,9 +98,14 @@ def injected_rises(alerts_path: Path, minutes: dict[str, int]) -> list[tuple[str
         delay = (datetime.fromisoformat(first["at"]) - onset) / timedelta(minutes=1)
         suspect = first["suspect_changes"][0] if first["suspect_changes"] else {}
         right = suspect.get("key") == key and suspect.get("value") == value
-        found.append((route, f"{key}={value} at {onset:%H:%M}",
-                      f"fired after {delay:.0f} min; first suspect {suspect.get('key')}={suspect.get('value')} "
-                      + ("[green](right)[/green]" if right else "[red](wrong)[/red]")))
+        found.append(
+            (
+                route,
+                f"{key}={value} at {onset:%H:%M}",
+                f"fired after {delay:.0f} min; first suspect {suspect.get('key')}={suspect.get('value')} "
+                + ("[green](right)[/green]" if right else "[red](wrong)[/red]"),
+            )
+        )
     return found
 
 
@@ -107,10 +131,19 @@ def main(argv=None) -> int:
     settings = load_settings(args.config, os.environ, {})  # as `claimwatch backtest` loads them
 
     lines, raw_seconds = raw_parse(events)
-    console.print(f"baseline: read + orjson.loads of {lines:,} lines ({events.stat().st_size / 1e9:.2f} GB) "
-                  f"in {raw_seconds:.1f} s = {lines / raw_seconds:,.0f} lines/s")
-    with Progress(TextColumn("backtest"), BarColumn(), MofNCompleteColumn(), TextColumn("lines"), TimeElapsedColumn(),
-                  TimeRemainingColumn(), console=console) as progress:
+    console.print(
+        f"baseline: read + orjson.loads of {lines:,} lines ({events.stat().st_size / 1e9:.2f} GB) "
+        f"in {raw_seconds:.1f} s = {lines / raw_seconds:,.0f} lines/s"
+    )
+    with Progress(
+        TextColumn("backtest"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("lines"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+    ) as progress:
         task = progress.add_task("lines", total=lines)
         started = time.perf_counter()
         summary = run_backtest(events, alerts_out, settings, progress=lambda n: progress.advance(task, n))
@@ -120,11 +153,17 @@ def main(argv=None) -> int:
     table = Table(title=f"claimwatch backtest of {events.name}")
     for col in ("figure", "value"):
         table.add_column(col)
-    table.add_row("lines (valid / invalid / duplicate)",
-                  f"{lines:,} ({summary.events:,} / {summary.rejected:,} / {summary.duplicates:,})")
+    table.add_row(
+        "lines (valid / invalid / duplicate)",
+        f"{lines:,} ({summary.events:,} / {summary.rejected:,} / {summary.duplicates:,})",
+    )
     per_million = elapsed * 1e6 / lines
-    table.add_row("elapsed", f"{elapsed:.1f} s = {per_million:.0f} s per million lines (target <= {TARGET_SECONDS} s: "
-                  + ("[green]met[/green]" if per_million <= TARGET_SECONDS else "[red]not met[/red]") + ")")
+    table.add_row(
+        "elapsed",
+        f"{elapsed:.1f} s = {per_million:.0f} s per million lines (target <= {TARGET_SECONDS} s: "
+        + ("[green]met[/green]" if per_million <= TARGET_SECONDS else "[red]not met[/red]")
+        + ")",
+    )
     table.add_row("throughput", f"{lines / elapsed:,.0f} lines/s, {summary.events / elapsed:,.0f} stored events/s")
     table.add_row("ratio to raw read + parse", f"{raw_seconds / elapsed:.2f}")
     table.add_row("minutes evaluated", f"{summary.minutes:,}")
@@ -132,8 +171,9 @@ def main(argv=None) -> int:
     table.add_row("peak RSS (this process)", f"{peak_mib:,.0f} MiB")
     console.print(table)
     if args.events_file is None:
-        for route, change, outcome in injected_rises(alerts_out, {"billing-faq": args.regression_at,
-                                                                  "parcel-status": args.corpus_change_at}):
+        for route, change, outcome in injected_rises(
+            alerts_out, {"billing-faq": args.regression_at, "parcel-status": args.corpus_change_at}
+        ):
             console.print(f"  {route}: {change}: {outcome}")
     return 0
 

@@ -20,6 +20,7 @@ higher than when its labels were drawn (a prevalence shift: labels from one wind
 Run: python bench/calibration.py --reps 500 --seed 16
      python bench/calibration.py --plan --routes 200 --seed 16      (how well `review plan`'s counts land)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,15 +53,23 @@ def calibrators(world: World, n_boot: int, moved: bool) -> dict[str, Calibrator]
         return Calibrator(min_labels, AGE, n_boot, estimator=estimator, transfer_estimator=estimator)
 
     if moved:
-        return {"RG, per route": only("rogan_gladen", own), "PPI alone, per route": only("ppi", own),
-                "shipped, per route": Calibrator(own, AGE, n_boot)}
-    return {"RG, pooled": only("rogan_gladen", pool), "PPI, pooled": only("ppi", pool),
-            "RG, per route": only("rogan_gladen", own), "PPI, per route": only("ppi", own),
-            "shipped, per route": Calibrator(own, AGE, n_boot)}
+        return {
+            "RG, per route": only("rogan_gladen", own),
+            "PPI alone, per route": only("ppi", own),
+            "shipped, per route": Calibrator(own, AGE, n_boot),
+        }
+    return {
+        "RG, pooled": only("rogan_gladen", pool),
+        "PPI, pooled": only("ppi", pool),
+        "RG, per route": only("rogan_gladen", own),
+        "PPI, per route": only("ppi", own),
+        "shipped, per route": Calibrator(own, AGE, n_boot),
+    }
 
 
-def run(world: World, reps: int, seed: int, n_boot: int, shift: float = 0.0
-        ) -> tuple[list[str], dict[tuple[str, str], tuple[int, float, int]]]:
+def run(
+    world: World, reps: int, seed: int, n_boot: int, shift: float = 0.0
+) -> tuple[list[str], dict[tuple[str, str], tuple[int, float, int]]]:
     """The estimates' names, and (estimate, route) -> (intervals covering the true rate, summed width,
     intervals). With ``shift``, the labels come from ``world`` and the traffic from the same routes ``shift``
     higher."""
@@ -93,9 +102,9 @@ def run(world: World, reps: int, seed: int, n_boot: int, shift: float = 0.0
 @dataclass(frozen=True)
 class PlanOutcome:
     truth: RouteTruth
-    pilot: int              # labels before
-    asked: int | None       # more labels the plan asked for (None: it said labels cannot do it)
-    width: float | None     # the interval's width once they are labelled
+    pilot: int  # labels before
+    asked: int | None  # more labels the plan asked for (None: it said labels cannot do it)
+    width: float | None  # the interval's width once they are labelled
     covered: bool
 
 
@@ -116,8 +125,9 @@ def measure_plans(args) -> list[PlanOutcome]:
             outcomes.append(PlanOutcome(truth, len(pilot), None, None, False))
             continue
         taken = frozenset(int(c.claim_key.rsplit(":", 1)[1]) for c in pilot)
-        extra = world.review(rng, route, {v: n for v, n in (("contradicted", plan.flagged), ("supported", plan.passed))
-                                          if n}, taken)
+        extra = world.review(
+            rng, route, {v: n for v, n in (("contradicted", plan.flagged), ("supported", plan.passed)) if n}, taken
+        )
         labels = pilot + extra
         per_stratum = Counter(c.verdict for c in labels)
         labels = [replace(c, weight=route.sizes[c.verdict] / per_stratum[c.verdict]) for c in labels]
@@ -128,20 +138,32 @@ def measure_plans(args) -> list[PlanOutcome]:
 
 
 def plan_report(outcomes: list[PlanOutcome], args) -> Table:
-    table = Table(title=f"`review plan --width {100 * args.width:g}` on {args.routes} routes (true rate 5-35%, Se "
-                        f"0.65-0.95, Sp 0.85-0.99, {args.answers} answers, 60-240 labels before), caution "
-                        f"{args.caution}")
-    for column in ("routes", "labels cannot do it", "under the width after", "labels asked (median, p90)",
-                   "width after (median, p90)", "true rate covered after"):
+    table = Table(
+        title=f"`review plan --width {100 * args.width:g}` on {args.routes} routes (true rate 5-35%, Se "
+        f"0.65-0.95, Sp 0.85-0.99, {args.answers} answers, 60-240 labels before), caution "
+        f"{args.caution}"
+    )
+    for column in (
+        "routes",
+        "labels cannot do it",
+        "under the width after",
+        "labels asked (median, p90)",
+        "width after (median, p90)",
+        "true rate covered after",
+    ):
         table.add_column(column, justify="right")
     planned = [o for o in outcomes if o.asked is not None]
     asked = np.array([o.asked for o in planned])
     widths = np.array([o.width for o in planned])
     under = np.mean(widths <= args.width)
-    table.add_row(str(len(outcomes)), str(len(outcomes) - len(planned)), f"{100 * under:.1f}%",
-                  f"{np.median(asked):.0f}, {np.quantile(asked, 0.9):.0f}",
-                  f"{100 * np.median(widths):.2f}, {100 * np.quantile(widths, 0.9):.2f} pts",
-                  f"{100 * np.mean([o.covered for o in planned]):.1f}%")
+    table.add_row(
+        str(len(outcomes)),
+        str(len(outcomes) - len(planned)),
+        f"{100 * under:.1f}%",
+        f"{np.median(asked):.0f}, {np.quantile(asked, 0.9):.0f}",
+        f"{100 * np.median(widths):.2f}, {100 * np.quantile(widths, 0.9):.2f} pts",
+        f"{100 * np.mean([o.covered for o in planned]):.1f}%",
+    )
     return table
 
 
@@ -165,21 +187,27 @@ def main() -> None:
         console.print(plan_report(measure_plans(args), args))
     else:
         alike = tuple(RouteTruth(r.route, r.true_rate, 0.80, 0.95) for r in ROUTES)
-        tables = (("verifier errors differ by route", ROUTES, 0.0),
-                  ("one verifier errs alike on every route", alike, 0.0),
-                  (f"every route {args.shift:+.0%} since its labels were drawn", ROUTES, args.shift))
+        tables = (
+            ("verifier errors differ by route", ROUTES, 0.0),
+            ("one verifier errs alike on every route", alike, 0.0),
+            (f"every route {args.shift:+.0%} since its labels were drawn", ROUTES, args.shift),
+        )
         for title, routes, shift in tables:
             world = World(answers=args.answers, labels=args.labels, reviewer_error=args.reviewer_error, routes=routes)
             names, found = run(world, args.reps, args.seed, args.boot, shift)
             console.print(report(world, names, found, title, args, shift))
-    console.print(f"width: the mean interval width. {time.perf_counter() - started:.1f} s (seed {args.seed}, "
-                  f"{args.boot} bootstrap draws for Rogan–Gladen)")
+    console.print(
+        f"width: the mean interval width. {time.perf_counter() - started:.1f} s (seed {args.seed}, "
+        f"{args.boot} bootstrap draws for Rogan–Gladen)"
+    )
 
 
 def report(world: World, names: list[str], found: dict, title: str, args, shift: float) -> Table:
-    table = Table(title=f"{title}: coverage of the true rate by the 95% interval (mean width), {args.reps} "
-                        f"repetitions, {args.answers} answers and {args.labels} reviewed claims a route, reviewers "
-                        f"wrong {args.reviewer_error:.0%}")
+    table = Table(
+        title=f"{title}: coverage of the true rate by the 95% interval (mean width), {args.reps} "
+        f"repetitions, {args.answers} answers and {args.labels} reviewed claims a route, reviewers "
+        f"wrong {args.reviewer_error:.0%}"
+    )
     for column in ("route", "true rate", "Se / Sp", *names, "width:\nshipped / RG"):
         table.add_column(column, justify="left" if column == "route" else "right")
 

@@ -20,6 +20,7 @@ The routes are bench/calibration.py's (tests/support/calibration_world.py): a la
 
 Run: python bench/calibration_floor.py
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,7 +52,7 @@ def floor_width(failed: np.ndarray, strata: np.ndarray, labels: int, neyman: boo
         verdict = keys // 100  # strata are verdict·100 + band
         in_verdict = {v: share[verdict == v].sum() for v in np.unique(verdict)}
         n = np.array([labels / len(in_verdict) * s / in_verdict[v] for v, s in zip(verdict, share)])
-        variance = float(np.sum(share ** 2 * spread ** 2 / n))
+        variance = float(np.sum(share**2 * spread**2 / n))
     return 2 * Z * float(np.sqrt(variance))
 
 
@@ -77,7 +78,9 @@ def main() -> None:
     parser.add_argument("--labels", type=int, default=200)
     parser.add_argument("--answers", type=int, default=200_000, help="answers per route in the (large) window")
     parser.add_argument("--seed", type=int, default=24)
-    parser.add_argument("--rg-width", type=float, default=8.1, help="Rogan–Gladen's mean width, from bench/calibration.py")
+    parser.add_argument(
+        "--rg-width", type=float, default=8.1, help="Rogan–Gladen's mean width, from bench/calibration.py"
+    )
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
     world = World(answers=args.answers)
@@ -111,12 +114,15 @@ def main() -> None:
     base = np.mean(rows["verdict, split evenly"])
     for name, widths in rows.items():
         label = name + (f" (AUROC {np.mean(aurocs[name]):.2f})" if name in aurocs else "")
-        table.add_row(label, *(f"{100 * w:.2f}" for w in widths), f"{100 * np.mean(widths):.2f}",
-                      f"{np.mean(widths) / base:.2f}")
+        table.add_row(
+            label, *(f"{100 * w:.2f}" for w in widths), f"{100 * np.mean(widths):.2f}", f"{np.mean(widths) / base:.2f}"
+        )
     console.print(table)
-    console.print(f"Floors: the reviewers' errors and the window's own noise only add to them. Issue 24's target, "
-                  f"25% under Rogan–Gladen's {args.rg_width:g} points (bench/calibration.py), is "
-                  f"{0.75 * args.rg_width:.2f} points.")
+    console.print(
+        f"Floors: the reviewers' errors and the window's own noise only add to them. Issue 24's target, "
+        f"25% under Rogan–Gladen's {args.rg_width:g} points (bench/calibration.py), is "
+        f"{0.75 * args.rg_width:.2f} points."
+    )
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ failing claims and an alert window's unassigned claims, on simulated events writ
 
     python bench/claim_readers.py                  # 100,000 events; median of 7 runs per query
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ingest import simulated_events  # noqa: E402
+
 from services.contract.decode import Decoder  # noqa: E402
 from services.contract.model import FAILED_VERDICTS  # noqa: E402
 from services.store.backends import ChdbStore  # noqa: E402
@@ -46,11 +48,13 @@ def main() -> int:
         RetentionKeeper(store).apply(KEEP_EVERYTHING)
         writer = EventWriter(store)
         for start in range(0, len(events), 5000):
-            writer.write(events[start:start + 5000])
-        store.command("INSERT INTO issue_members SELECT concat(event_id, ':', toString(claim_idx)), "
-                      f"concat('iss-', toString(cityHash64(event_id) % {ISSUES})), 0.5, 'batch', 'default', 0, 0, "
-                      "observed_at, now64(6) FROM claims WHERE verdict IN {failed:Array(String)}",
-                      {"failed": sorted(FAILED_VERDICTS)})
+            writer.write(events[start : start + 5000])
+        store.command(
+            "INSERT INTO issue_members SELECT concat(event_id, ':', toString(claim_idx)), "
+            f"concat('iss-', toString(cityHash64(event_id) % {ISSUES})), 0.5, 'batch', 'default', 0, 0, "
+            "observed_at, now64(6) FROM claims WHERE verdict IN {failed:Array(String)}",
+            {"failed": sorted(FAILED_VERDICTS)},
+        )
         for table in ("events", "claims", "issue_members"):
             store.command(f"OPTIMIZE TABLE {table} FINAL")
         repo = IssueRepository(store, dict, dict)

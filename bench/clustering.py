@@ -25,6 +25,7 @@ clustering@2026-11-21b (cluster merging, a neighbourhood that grows with the inp
 claim weighted over the question) was checked on all three splits and on --demo with
 several seeds. 2 shared CPU cores: wall-clock figures vary with what else runs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,10 +35,10 @@ import resource
 import sys
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 from sklearn.cluster import KMeans
@@ -55,16 +56,21 @@ from clustering.records import FailingClaim  # noqa: E402
 from clustering.reduce import warm_up_umap  # noqa: E402
 from clustering.track import IssueTracker  # noqa: E402
 from clustering.vectorize import ClaimVectorizer  # noqa: E402
-from services.contract.decode import validate_event  # noqa: E402
 from services.client.demo import CORPUS_CHANGE_AT, HISTORY_MINUTES, REGRESSION_AT  # noqa: E402
 from services.client.simulate import Scenario, generate  # noqa: E402
 from services.client.simulate.coverage import failing_claim_families, family_coverage, format_coverage  # noqa: E402
-from services.triage.merges import (BACKGROUND_TIMES, LINKS_AT_085, MIN_SIMILARITY, link_background,  # noqa: E402
-                                    merge_groups)
+from services.contract.decode import validate_event  # noqa: E402
+from services.triage.merges import (
+    BACKGROUND_TIMES,
+    LINKS_AT_085,
+    MIN_SIMILARITY,
+    link_background,  # noqa: E402
+    merge_groups,
+)
 
 # The CLINC150 test split ships with the repository (CC BY 3.0); pass --data for the full file with val and train.
 DATA = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "clinc150" / "clinc150-test.jsonl"
-NOW = datetime(2026, 11, 21, 12, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 21, 12, tzinfo=UTC)
 
 
 def load(path: Path, split: str) -> list[dict]:
@@ -94,13 +100,21 @@ def bench_split(split: str, rows: list[dict], embedder, args, config: Clustering
     raw_nmi, raw_ari = scores(intent, raw.tolist())
     d_nmi, d_ari = scores(domain, labels)
     summary = run.summary()
-    print(f"\n== {split}: {len(rows)} queries, {len(set(intent))} intents, {len(set(domain))} domains, UMAP random_state {config.random_state} ==")
-    print(f"issues {summary['issues']}   noise {summary['noise_fraction']:.2%} after attaching "
-          f"(HDBSCAN alone: {np.mean(raw == NOISE):.2%}; attached {summary['attached']})")
+    print(
+        f"\n== {split}: {len(rows)} queries, {len(set(intent))} intents, {len(set(domain))} domains, UMAP random_state {config.random_state} =="
+    )
+    print(
+        f"issues {summary['issues']}   noise {summary['noise_fraction']:.2%} after attaching "
+        f"(HDBSCAN alone: {np.mean(raw == NOISE):.2%}; attached {summary['attached']})"
+    )
     print(f"vs intent  NMI {nmi:.3f}  ARI {ari:.3f}   (HDBSCAN alone: NMI {raw_nmi:.3f}  ARI {raw_ari:.3f})")
     print(f"vs domain  NMI {d_nmi:.3f}  ARI {d_ari:.3f}")
     t = run.timings_
-    print("seconds   " + "  ".join(f"{k} {v:.2f}" for k, v in t.items()) + f"   (embed {len(rows) / t['embed']:.0f} texts/s)")
+    print(
+        "seconds   "
+        + "  ".join(f"{k} {v:.2f}" for k, v in t.items())
+        + f"   (embed {len(rows) / t['embed']:.0f} texts/s)"
+    )
     result = {"split": split, "nmi": nmi, "ari": ari, "noise": summary["noise_fraction"], "issues": summary["issues"]}
     result |= after_suggested_merges(run, config, intent, labels, args.background_times)
     if not args.no_kmeans:
@@ -108,14 +122,17 @@ def bench_split(split: str, rows: list[dict], embedder, args, config: Clustering
         started = time.perf_counter()
         km = KMeans(n_clusters=k, n_init=10, random_state=0).fit(run.vectors_)
         k_nmi, k_ari = scores(intent, km.labels_.tolist())
-        print(f"KMeans k={k} (told the true k)  NMI {k_nmi:.3f}  ARI {k_ari:.3f}   {time.perf_counter() - started:.1f}s")
+        print(
+            f"KMeans k={k} (told the true k)  NMI {k_nmi:.3f}  ARI {k_ari:.3f}   {time.perf_counter() - started:.1f}s"
+        )
         print(f"ratio pipeline/KMeans  NMI {nmi / k_nmi:.3f}  ARI {ari / k_ari:.3f}")
         result |= {"kmeans_nmi": k_nmi, "kmeans_ari": k_ari}
     return result
 
 
-def after_suggested_merges(run, config: ClusteringConfig, intent: list[str], labels: list[int],
-                           other_times: Sequence[float] = ()) -> dict:
+def after_suggested_merges(
+    run, config: ClusteringConfig, intent: list[str], labels: list[int], other_times: Sequence[float] = ()
+) -> dict:
     """Issues against the true number of intents, before and after accepting every suggested merge, as the issue
     page shows them (services/triage/merges.py, on the tracker's records of this run), with NMI after; after the
     rule with each of ``other_times`` in place of BACKGROUND_TIMES; and after the rule before links (centroid
@@ -124,10 +141,17 @@ def after_suggested_merges(run, config: ClusteringConfig, intent: list[str], lab
     records = tracker.match([], run, NOW)
     true, before = len(set(intent)), len(records)
     background = link_background(records[0], records) if records else 0.0
-    print(f"issues / true intents  {before} / {true} = {before / true:.2f}x, NMI {scores(intent, labels)[0]:.4f}; "
-          f"after accepting every suggested merge (the run's background {background:.3f}):")
-    rules = [({}, f"similarity >= {MIN_SIMILARITY}, links >= {LINKS_AT_085} at 0.85 and >= {BACKGROUND_TIMES}x the "
-                  "background (shipped)")]
+    print(
+        f"issues / true intents  {before} / {true} = {before / true:.2f}x, NMI {scores(intent, labels)[0]:.4f}; "
+        f"after accepting every suggested merge (the run's background {background:.3f}):"
+    )
+    rules = [
+        (
+            {},
+            f"similarity >= {MIN_SIMILARITY}, links >= {LINKS_AT_085} at 0.85 and >= {BACKGROUND_TIMES}x the "
+            "background (shipped)",
+        )
+    ]
     rules += [({"background_times": t}, f"the same with {t}x the background") for t in other_times]
     rules += [({"min_similarity": 0.85, "need_links": False}, "similarity >= 0.85 alone (the rule before links)")]
     result = {}
@@ -176,8 +200,10 @@ def bench_assign(rows: list[dict], embedder, uncached, config: ClusteringConfig)
             correct += issue is not None and majority[issue] == intent_of[claim.id]
             none += issue is None
         p50, p95 = np.percentile(latencies, [50, 95]) * 1000
-        print(f"{name:<20} agrees with batch {agree / len(claims):.1%}   right intent {correct / len(claims):.1%}   "
-              f"unassigned {none / len(claims):.1%}   latency p50 {p50:.2f} ms  p95 {p95:.2f} ms (embedded claim)")
+        print(
+            f"{name:<20} agrees with batch {agree / len(claims):.1%}   right intent {correct / len(claims):.1%}   "
+            f"unassigned {none / len(claims):.1%}   latency p50 {p50:.2f} ms  p95 {p95:.2f} ms (embedded claim)"
+        )
     cold_assigner = OnlineAssigner.from_run(part, ids, cold, config.attach_min_similarity)
     cold_assigner.assign(claims[0])  # model load
     latencies = []
@@ -212,17 +238,26 @@ def bench_scale(n: int, rows: list[dict], embedder, config: ClusteringConfig) ->
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     nmi, ari = scores([truth[int(c.id[1:])] for c in run.claims], run.labels_.tolist())
     print(f"\n== scale: {n} failing claims, embeddings cached (misses {cached.misses_}) ==")
-    print(f"re-clustered in {elapsed:.1f}s (target 90s)   peak RSS {peak:.0f} MiB (before {rss_before:.0f}; target 4096)")
-    print("seconds   " + "  ".join(f"{k} {v:.2f}" for k, v in run.timings_.items())
-          + f"   track {elapsed - sum(run.timings_.values()):.2f}")
-    print(f"issues {len(issues)}   noise {run.summary()['noise_fraction']:.2%}   vs intent NMI {nmi:.3f}  ARI {ari:.3f}")
+    print(
+        f"re-clustered in {elapsed:.1f}s (target 90s)   peak RSS {peak:.0f} MiB (before {rss_before:.0f}; target 4096)"
+    )
+    print(
+        "seconds   "
+        + "  ".join(f"{k} {v:.2f}" for k, v in run.timings_.items())
+        + f"   track {elapsed - sum(run.timings_.values()):.2f}"
+    )
+    print(
+        f"issues {len(issues)}   noise {run.summary()['noise_fraction']:.2%}   vs intent NMI {nmi:.3f}  ARI {ari:.3f}"
+    )
 
 
 def bench_demo(minutes: int, seed: int, embedder, config: ClusteringConfig) -> None:
     """The demo's traffic (both regressions at the demo's share of the run), one re-clustering of
     all its failing claims, and per simulated family: where its claims landed."""
-    scenario = Scenario.demo(regression_at=round(minutes * REGRESSION_AT / HISTORY_MINUTES),
-                             corpus_change_at=round(minutes * CORPUS_CHANGE_AT / HISTORY_MINUTES))
+    scenario = Scenario.demo(
+        regression_at=round(minutes * REGRESSION_AT / HISTORY_MINUTES),
+        corpus_change_at=round(minutes * CORPUS_CHANGE_AT / HISTORY_MINUTES),
+    )
     sims = [s for s in generate(scenario, NOW, minutes, seed) if s.event is not None and not s.duplicate]
     truth = failing_claim_families(sims)
     claims = [c for s in sims for c in FailingClaim.from_event(validate_event(s.event))]
@@ -234,8 +269,10 @@ def bench_demo(minutes: int, seed: int, embedder, config: ClusteringConfig) -> N
     summary = run.summary()
     big = sum(i.size >= 0.01 * len(claims) for i in issues)
     print(f"\n== demo traffic: {minutes} minutes, seed {seed}: {len(sims)} events, {len(claims)} failing claims ==")
-    print(f"issues {len(issues)} ({big} with >= 1% of the claims)   noise {summary['noise_fraction']:.2%}   "
-          + "  ".join(f"{k} {v:.1f}s" for k, v in run.timings_.items()))
+    print(
+        f"issues {len(issues)} ({big} with >= 1% of the claims)   noise {summary['noise_fraction']:.2%}   "
+        + "  ".join(f"{k} {v:.1f}s" for k, v in run.timings_.items())
+    )
     print("largest: share of the family's claims in its largest issue; purity: share of that issue from the family;")
     print("home: share of the family's claims on its busiest route (the rest are other topics on other routes);")
     print("at home: share of the family's home-route claims in the one issue holding most of them")
@@ -264,13 +301,26 @@ def main() -> None:
     parser.add_argument("--no-kmeans", action="store_true")
     parser.add_argument("--config", default=DEFAULT_CONFIG.name, choices=sorted(CONFIGS))
     parser.add_argument("--model", help="a sentence-transformers directory in place of the configuration's model")
-    parser.add_argument("--demo", type=int, default=0, metavar="MINUTES",
-                        help=f"simulated demo traffic of MINUTES minutes (the demo sends {HISTORY_MINUTES})")
+    parser.add_argument(
+        "--demo",
+        type=int,
+        default=0,
+        metavar="MINUTES",
+        help=f"simulated demo traffic of MINUTES minutes (the demo sends {HISTORY_MINUTES})",
+    )
     parser.add_argument("--seed", type=int, default=7, help="simulation seed for --demo")
-    parser.add_argument("--umap-seeds", default="", metavar="N,N,...",
-                        help="UMAP random_state values to run each split with (default: the configuration's)")
-    parser.add_argument("--background-times", default="", metavar="X,X,...",
-                        help="also accept the suggestions with these factors in place of the shipped one")
+    parser.add_argument(
+        "--umap-seeds",
+        default="",
+        metavar="N,N,...",
+        help="UMAP random_state values to run each split with (default: the configuration's)",
+    )
+    parser.add_argument(
+        "--background-times",
+        default="",
+        metavar="X,X,...",
+        help="also accept the suggestions with these factors in place of the shipped one",
+    )
     args = parser.parse_args()
     args.background_times = [float(x) for x in args.background_times.split(",") if x]
     config = get_config(args.config)
@@ -283,18 +333,25 @@ def main() -> None:
     started = time.perf_counter()
     uncached.embed(["load the model before timing"])
     loaded = time.perf_counter() - started
-    print(f"config {config.name} ({config.fingerprint}), model {uncached.model_id}: load {loaded:.1f}s, "
-          f"numba warm-up {warm_up_umap():.1f}s (once per process, not in the figures below)")
+    print(
+        f"config {config.name} ({config.fingerprint}), model {uncached.model_id}: load {loaded:.1f}s, "
+        f"numba warm-up {warm_up_umap():.1f}s (once per process, not in the figures below)"
+    )
     seeds = [int(s) for s in args.umap_seeds.split(",") if s] or [config.random_state]
-    results = [{**bench_split(split, load(args.data, split), embedder, args, replace(config, random_state=seed)),
-                "seed": seed}
-               for split in args.splits.split(",") if split for seed in seeds]
+    results = [
+        {**bench_split(split, load(args.data, split), embedder, args, replace(config, random_state=seed)), "seed": seed}
+        for split in args.splits.split(",")
+        if split
+        for seed in seeds
+    ]
     if len(results) > 1:
         print("\nsplit   seed  NMI    ARI    noise  issues  merged (NMI, change)      KMeans-NMI KMeans-ARI")
         for r in results:
-            print(f"{r['split']:<7} {r['seed']:>4}  {r['nmi']:.3f}  {r['ari']:.3f}  {r['noise']:.2%}  {r['issues']:>5}   "
-                  f"{r['issues_merged']:>4} ({r['nmi_merged']:.4f}, {r['nmi_merged'] - r['nmi']:+.4f})   "
-                  f"{r.get('kmeans_nmi', float('nan')):.3f}      {r.get('kmeans_ari', float('nan')):.3f}")
+            print(
+                f"{r['split']:<7} {r['seed']:>4}  {r['nmi']:.3f}  {r['ari']:.3f}  {r['noise']:.2%}  {r['issues']:>5}   "
+                f"{r['issues_merged']:>4} ({r['nmi_merged']:.4f}, {r['nmi_merged'] - r['nmi']:+.4f})   "
+                f"{r.get('kmeans_nmi', float('nan')):.3f}      {r.get('kmeans_ari', float('nan')):.3f}"
+            )
     if args.assign:
         bench_assign(load(args.data, "test"), embedder, uncached, config)
     if args.scale:

@@ -6,13 +6,14 @@ nothing injected. Every transition the live evaluator writes is a false alarm.
 
 Run: python bench/day_one_backtest.py
 """
+
 from __future__ import annotations
 
 import argparse
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import orjson
@@ -31,19 +32,37 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=21)
     args = ap.parse_args(argv)
     families = Scenario.demo().routes[0].families
-    routes = tuple(Route(f"new-{i}", per_minute=60.0, base_rate=0.08, families=families, versions={"model": "m1"},
-                         mean_claims=4.5, rate_swing=0.01, rate_peak_hour=24 * i / args.routes)
-                   for i in range(args.routes))
-    scenario = Scenario(routes=routes, regressions=(), bad_fraction=0.0, duplicate_fraction=0.0, late_fraction=0.0,
-                        textless_fraction=1.0)
+    routes = tuple(
+        Route(
+            f"new-{i}",
+            per_minute=60.0,
+            base_rate=0.08,
+            families=families,
+            versions={"model": "m1"},
+            mean_claims=4.5,
+            rate_swing=0.01,
+            rate_peak_hour=24 * i / args.routes,
+        )
+        for i in range(args.routes)
+    )
+    scenario = Scenario(
+        routes=routes,
+        regressions=(),
+        bad_fraction=0.0,
+        duplicate_fraction=0.0,
+        late_fraction=0.0,
+        textless_fraction=1.0,
+    )
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         events, alerts = Path(tmp) / "events.jsonl", Path(tmp) / "alerts.jsonl"
-        write_jsonl(generate(scenario, datetime(2026, 11, 2, 7, tzinfo=timezone.utc), args.hours * 60, args.seed), events)
+        write_jsonl(generate(scenario, datetime(2026, 11, 2, 7, tzinfo=UTC), args.hours * 60, args.seed), events)
         summary = run_backtest(events, alerts, Settings())
         transitions = [orjson.loads(line) for line in alerts.read_bytes().splitlines()]
-    print(f"{summary.events:,} events, {args.routes} new routes x {args.hours} h: {len(transitions)} alert transitions "
-          f"({sum(t['state'] == 'firing' for t in transitions)} firing) in {time.perf_counter() - started:.0f}s")
+    print(
+        f"{summary.events:,} events, {args.routes} new routes x {args.hours} h: {len(transitions)} alert transitions "
+        f"({sum(t['state'] == 'firing' for t in transitions)} firing) in {time.perf_counter() - started:.0f}s"
+    )
     for t in transitions:
         print(f"  {t['at']} {t['route']} {t['kind']} {t['state']}")
     return 0

@@ -35,6 +35,7 @@ above. Compared with the detector as it was before it learned (the 24-hour trail
 
 Run: python bench/drift.py --seed 7 --days 60 --routes 200
 """
+
 from __future__ import annotations
 
 import argparse
@@ -157,8 +158,11 @@ def plan(rng, condition: str, routes: int, minutes: int) -> Plan:
 
 def detectors() -> dict[str, DetectorConfig]:
     shipped = DetectorConfig()
-    return {SHIPPED: shipped, PREVIOUS: replace(shipped, season_days=0, hold_pending=False),
-            NAIVE: replace(shipped, kind="naive", season_days=0, hold_pending=False)}
+    return {
+        SHIPPED: shipped,
+        PREVIOUS: replace(shipped, season_days=0, hold_pending=False),
+        NAIVE: replace(shipped, kind="naive", season_days=0, hold_pending=False),
+    }
 
 
 def run_condition(condition: str, rate_per_min: int, days: int, routes: int, seed: int):
@@ -243,10 +247,17 @@ def score(state: np.ndarray, p: Plan, condition: str, routes: int) -> dict:
     false_alarms = int((entered & exposed).sum())
     first_day = int((entered & exposed)[1440:2880].sum())  # the first day with a time-of-day profile (from one day)
     later = (false_alarms - first_day) / max((exposed[2880:].sum()) / 1440, 1e-9) * 60
-    return {"delays": {k: np.array(v) for k, v in delays.items()}, "false_alarms": false_alarms,
-            "exposure_days": days, "fa60": false_alarms / max(days, 1e-9) * 60, "masked": masked,
-            "first_day": first_day, "fa60_later": later,
-            "during": during, "rise_days": len(p.rises) * (length + DETECT_WITHIN) / 1440}
+    return {
+        "delays": {k: np.array(v) for k, v in delays.items()},
+        "false_alarms": false_alarms,
+        "exposure_days": days,
+        "fa60": false_alarms / max(days, 1e-9) * 60,
+        "masked": masked,
+        "first_day": first_day,
+        "fa60_later": later,
+        "during": during,
+        "rise_days": len(p.rises) * (length + DETECT_WITHIN) / 1440,
+    }
 
 
 def score_mix_warnings(warnings: np.ndarray, named: np.ndarray, p: Plan) -> dict:
@@ -261,13 +272,19 @@ def score_mix_warnings(warnings: np.ndarray, named: np.ndarray, p: Plan) -> dict
     for r, onset, _ in p.rises:
         outside[onset : onset + RISE_MINUTES + DETECT_WITHIN, r] = False
     outside[:1440] = False
-    return {"shifts": len(p.rises), "caught": caught, "delays": np.array(delays, dtype=float),
-            "stray": int(outside.sum())}
+    return {
+        "shifts": len(p.rises),
+        "caught": caught,
+        "delays": np.array(delays, dtype=float),
+        "stray": int(outside.sum()),
+    }
 
 
 def mix_pages(r: dict) -> str:
-    return (f"{r['during']} within shifts ({r['rise_days']:.0f} route-days), "
-            f"{r['false_alarms'] - r['during']} outside ({r['exposure_days'] - r['rise_days']:.0f} route-days)")
+    return (
+        f"{r['during']} within shifts ({r['rise_days']:.0f} route-days), "
+        f"{r['false_alarms'] - r['during']} outside ({r['exposure_days'] - r['rise_days']:.0f} route-days)"
+    )
 
 
 def quantile(values: np.ndarray, q: float) -> float:
@@ -294,17 +311,21 @@ def run_day_one(rate_per_min: int, routes: int, seed: int, swing: float = 0.01) 
     total = 2 * routes  # `routes` step-free ones, then as many with a step (half +3, half +5)
     minutes = DAY_ONE_HOURS * 60
     step = np.zeros(total)
-    step[routes: routes + routes // 2], step[routes + routes // 2:] = 0.03, 0.05
+    step[routes : routes + routes // 2], step[routes + routes // 2 :] = 0.03, 0.05
     onset = DAY_ONE_STEP_HOUR * 60
     extra = np.zeros((minutes, total))
-    extra[onset: onset + RISE_MINUTES] = step
+    extra[onset : onset + RISE_MINUTES] = step
     volume_phase, rate_phase = rng.uniform(0, 2 * np.pi, total), rng.uniform(0, 2 * np.pi, total)
     clock = 2 * np.pi * np.arange(minutes)[:, None] / 1440
     volume = rate_per_min * (1 + DIURNAL_VOLUME * np.sin(clock + volume_phase[None, :]))
     sums = simulate_minutes(volume, grid_level(BASE_RATE + swing * np.sin(clock + rate_phase[None, :]) + extra), CDF)
     shipped = DetectorConfig()
-    configs = {SHIPPED: shipped, "previous: 24 h level from the first hour": replace(
-        shipped, learning_level_minutes=shipped.baseline_minutes, learning_margin=0.0)}
+    configs = {
+        SHIPPED: shipped,
+        "previous: 24 h level from the first hour": replace(
+            shipped, learning_level_minutes=shipped.baseline_minutes, learning_margin=0.0
+        ),
+    }
     out = {}
     for name, config in configs.items():
         engine = make_engine(config, total, 6, 1, mix_adjusted=True)
@@ -314,30 +335,39 @@ def run_day_one(rate_per_min: int, routes: int, seed: int, swing: float = 0.01) 
             states[t] = engine.state
         entered = entries(states)
         exposed = np.ones_like(entered)
-        exposed[onset: onset + RISE_MINUTES + DETECT_WITHIN, routes:] = False
+        exposed[onset : onset + RISE_MINUTES + DETECT_WITHIN, routes:] = False
         false_alarms = entered & exposed
         delays = {}
         for shift in (0.03, 0.05):
             ds = []
             for r in np.flatnonzero(step == shift):
-                hits = np.flatnonzero(entered[onset: onset + DETECT_WITHIN, r])
+                hits = np.flatnonzero(entered[onset : onset + DETECT_WITHIN, r])
                 ds.append(math.inf if states[onset - 1, r] == FIRING or not hits.size else hits[0] + 1)
             delays[shift] = np.array(ds, dtype=float)
-        out[name] = {"false_alarms": int(false_alarms.sum()), "route_days": float(exposed.sum() / 1440),
-                     "hours": sorted({int(h) for h in np.flatnonzero(false_alarms.any(axis=1)) // 60}),
-                     "delays": delays}
+        out[name] = {
+            "false_alarms": int(false_alarms.sum()),
+            "route_days": float(exposed.sum() / 1440),
+            "hours": sorted({int(h) for h in np.flatnonzero(false_alarms.any(axis=1)) // 60}),
+            "delays": delays,
+        }
     return out
 
 
 def day_one_table(results: dict, routes: int, traffic: int) -> Table:
-    table = Table(title=f"Day one: {2 * routes} new routes at {traffic} answers/min, ±1-point swing; steps at hour "
-                        f"{DAY_ONE_STEP_HOUR}; delays median / p90 minutes")
+    table = Table(
+        title=f"Day one: {2 * routes} new routes at {traffic} answers/min, ±1-point swing; steps at hour "
+        f"{DAY_ONE_STEP_HOUR}; delays median / p90 minutes"
+    )
     for col in ("detector", "false alarms, first 24 h", "in hours", "+3 pts at hour 10", "+5 pts at hour 10"):
         table.add_column(col, justify="left" if col == "detector" else "right")
     for name, r in results.items():
-        table.add_row(name, f"{r['false_alarms']} in {r['route_days']:.0f} route-days",
-                      ", ".join(map(str, r["hours"][:8])) + (" …" if len(r["hours"]) > 8 else ""),
-                      fmt(r["delays"][0.03]), fmt(r["delays"][0.05]))
+        table.add_row(
+            name,
+            f"{r['false_alarms']} in {r['route_days']:.0f} route-days",
+            ", ".join(map(str, r["hours"][:8])) + (" …" if len(r["hours"]) > 8 else ""),
+            fmt(r["delays"][0.03]),
+            fmt(r["delays"][0.05]),
+        )
     return table
 
 
@@ -345,10 +375,15 @@ def day_one_targets(r: dict, routes: int) -> list[tuple[str, str, bool]]:
     """Issue 21's day-one targets, scaled to 200 step-free routes."""
     allowed = 4 * routes / 200
     med3, med5 = quantile(r["delays"][0.03], 0.5), quantile(r["delays"][0.05], 0.5)
-    return [(f"day one: false alarms in the first 24 h of {routes} new routes <= {allowed:g}",
-             str(r["false_alarms"]), r["false_alarms"] <= allowed),
-            ("day one: +5 at hour 10 median <= 10 min", f"{med5:.0f}", med5 <= 10),
-            ("day one: +3 at hour 10 median <= 30 min", f"{med3:.0f}", med3 <= 30)]
+    return [
+        (
+            f"day one: false alarms in the first 24 h of {routes} new routes <= {allowed:g}",
+            str(r["false_alarms"]),
+            r["false_alarms"] <= allowed,
+        ),
+        ("day one: +5 at hour 10 median <= 10 min", f"{med5:.0f}", med5 <= 10),
+        ("day one: +3 at hour 10 median <= 30 min", f"{med3:.0f}", med3 <= 30),
+    ]
 
 
 def main(argv=None) -> int:
@@ -360,8 +395,11 @@ def main(argv=None) -> int:
     ap.add_argument("--conditions", nargs="+", default=list(CONDITIONS), choices=CONDITIONS)
     ap.add_argument("--bias-days", type=int, default=10, help="days of rise-free noise for the baseline bias (0: skip)")
     ap.add_argument("--day-one", action="store_true", help="only the day-one comparison (new routes, first 24 h)")
-    ap.add_argument("--write", action="store_true", help="record the figures in services/alerts/rule_quality.json "
-                                                        "for `claimwatch alerts rules`")
+    ap.add_argument(
+        "--write",
+        action="store_true",
+        help="record the figures in services/alerts/rule_quality.json for `claimwatch alerts rules`",
+    )
     args = ap.parse_args(argv)
     if args.days < 3 or args.routes < 1:
         ap.error("--days must be at least 3 and --routes at least 1")
@@ -369,19 +407,31 @@ def main(argv=None) -> int:
     day_one = run_day_one(args.traffic, args.routes, args.seed + 21)
     console.print(day_one_table(day_one, args.routes, args.traffic))
     if args.day_one:
-        console.print(target_table(day_one_targets(day_one[SHIPPED], args.routes), "Targets (issue 21), shipped detector"))
+        console.print(
+            target_table(day_one_targets(day_one[SHIPPED], args.routes), "Targets (issue 21), shipped detector")
+        )
         return 0
     table = Table(title=f"Delays in minutes, median / p90 (missed within 90 min), at {args.traffic} answers/min")
-    for col in ("condition", "detector", "+2 pts", "+3 pts", "+5 pts", "false alarms / route / 60 d",
-                f"fleet of {FLEET}: pages/day"):
+    for col in (
+        "condition",
+        "detector",
+        "+2 pts",
+        "+3 pts",
+        "+5 pts",
+        "false alarms / route / 60 d",
+        f"fleet of {FLEET}: pages/day",
+    ):
         table.add_column(col, justify="left" if col in ("condition", "detector") else "right")
     results, extras = {}, {}
     started = time.perf_counter()
     for i, condition in enumerate(args.conditions):
         p, states, (warnings, named), baselines, sim_s, det_s = run_condition(
-            condition, args.traffic, args.days, args.routes, args.seed + 1000 * i)
+            condition, args.traffic, args.days, args.routes, args.seed + 1000 * i
+        )
         results[condition] = {name: score(s, p, condition, args.routes) for name, s in states.items()}
-        console.print(f"[dim]{condition}: {len(p.rises)} rises; simulated in {sim_s:.0f}s, detectors in {det_s:.0f}s[/dim]")
+        console.print(
+            f"[dim]{condition}: {len(p.rises)} rises; simulated in {sim_s:.0f}s, detectors in {det_s:.0f}s[/dim]"
+        )
         if condition == "mix":
             extras["mix"] = score_mix_warnings(warnings, named, p)
         for name, r in results[condition].items():
@@ -392,28 +442,40 @@ def main(argv=None) -> int:
             table.add_row(condition, name, *cells, f"{r['fa60']:.2f}", f"{r['fa60'] / 60 * FLEET:.2f}")
         table.add_section()
     console.print(table)
-    console.print("shipped false alarms on the first day after warm-up (its profile rests on one day, which the "
-                  "fallback may have fired on) vs the rate from day three on, per route per 60 days: " + "; ".join(
-                      f"{c} {r[SHIPPED]['first_day']} vs {r[SHIPPED]['fa60_later']:.2f}" for c, r in results.items()))
+    console.print(
+        "shipped false alarms on the first day after warm-up (its profile rests on one day, which the "
+        "fallback may have fired on) vs the rate from day three on, per route per 60 days: "
+        + "; ".join(f"{c} {r[SHIPPED]['first_day']} vs {r[SHIPPED]['fa60_later']:.2f}" for c, r in results.items())
+    )
     if args.bias_days:
         for noise in ("noise", "noise1"):
             *_, baselines, _, _ = run_condition(noise, args.traffic, args.bias_days, args.routes, args.seed + 99)
             extras.setdefault("bias", {})[noise] = baselines.mean(axis=0)
     if "mix" in extras:
         m = extras["mix"]
-        console.print(f"mix shifts: {m['caught']} of {m['shifts']} raised a mix_shift warning naming multi_hop within "
-                      f"{DETECT_WITHIN} min (median delay {quantile(m['delays'], 0.5):.0f} min); "
-                      f"{m['stray']} warnings outside a shift; shipped regression pages: {mix_pages(results['mix'][SHIPPED])}")
+        console.print(
+            f"mix shifts: {m['caught']} of {m['shifts']} raised a mix_shift warning naming multi_hop within "
+            f"{DETECT_WITHIN} min (median delay {quantile(m['delays'], 0.5):.0f} min); "
+            f"{m['stray']} warnings outside a shift; shipped regression pages: {mix_pages(results['mix'][SHIPPED])}"
+        )
     for noise, (shipped_bias, previous_bias) in extras.get("bias", {}).items():
-        console.print(f"baseline bias, {args.bias_days} days x {args.routes} routes of rise-free "
-                      f"{'flat' if noise == 'noise' else '±1 pt swinging'} traffic (hourly level - the route's true "
-                      f"pooled rate): shipped {shipped_bias * 100:+.3f} pt, previous {previous_bias * 100:+.3f} pt")
-    console.print(target_table(targets(results, extras) + day_one_targets(day_one[SHIPPED], args.routes),
-                               "Targets (issues 14 and 21), shipped detector"))
+        console.print(
+            f"baseline bias, {args.bias_days} days x {args.routes} routes of rise-free "
+            f"{'flat' if noise == 'noise' else '±1 pt swinging'} traffic (hourly level - the route's true "
+            f"pooled rate): shipped {shipped_bias * 100:+.3f} pt, previous {previous_bias * 100:+.3f} pt"
+        )
+    console.print(
+        target_table(
+            targets(results, extras) + day_one_targets(day_one[SHIPPED], args.routes),
+            "Targets (issues 14 and 21), shipped detector",
+        )
+    )
     if args.write:
         write_quality(results, extras, day_one, args)
-    console.print(f"[dim]seed {args.seed}, {args.days} days x {args.routes} routes per condition, "
-                  f"total {time.perf_counter() - started:.0f}s[/dim]")
+    console.print(
+        f"[dim]seed {args.seed}, {args.days} days x {args.routes} routes per condition, "
+        f"total {time.perf_counter() - started:.0f}s[/dim]"
+    )
     return 0
 
 
@@ -424,10 +486,17 @@ def targets(results: dict, extras: dict) -> list[tuple[str, str, bool]]:
         d = s["delays"]
         rows += [
             ("flat: false alarms per route per 60 days <= 1", f"{s['fa60']:.2f}", s["fa60"] <= 1),
-            ("flat: +2 detected within 90 min >= 95%", f"{np.mean(np.isfinite(d[1])):.1%}", np.mean(np.isfinite(d[1])) >= 0.95),
+            (
+                "flat: +2 detected within 90 min >= 95%",
+                f"{np.mean(np.isfinite(d[1])):.1%}",
+                np.mean(np.isfinite(d[1])) >= 0.95,
+            ),
             ("flat: +2 median <= 25 min", f"{quantile(d[1], 0.5):.0f}", quantile(d[1], 0.5) <= 25),
-            ("flat: +3 median <= 12 / p90 <= 25 min", f"{quantile(d[2], 0.5):.0f} / {quantile(d[2], 0.9):.0f}",
-             quantile(d[2], 0.5) <= 12 and quantile(d[2], 0.9) <= 25),
+            (
+                "flat: +3 median <= 12 / p90 <= 25 min",
+                f"{quantile(d[2], 0.5):.0f} / {quantile(d[2], 0.9):.0f}",
+                quantile(d[2], 0.5) <= 12 and quantile(d[2], 0.9) <= 25,
+            ),
             ("flat: +5 median <= 7 min", f"{quantile(d[3], 0.5):.0f}", quantile(d[3], 0.5) <= 7),
         ]
     if "swing1" in results:
@@ -437,8 +506,11 @@ def targets(results: dict, extras: dict) -> list[tuple[str, str, bool]]:
         missed = float(np.mean(np.isinf(steps))) if steps.size else math.nan
         rows += [
             ("±1 pt swing: false alarms per route per 60 days <= 1", f"{s['fa60']:.2f}", s["fa60"] <= 1),
-            ("±1 pt swing: +3 median <= 15 / p90 <= 30 min", f"{quantile(d[2], 0.5):.0f} / {quantile(d[2], 0.9):.0f}",
-             quantile(d[2], 0.5) <= 15 and quantile(d[2], 0.9) <= 30),
+            (
+                "±1 pt swing: +3 median <= 15 / p90 <= 30 min",
+                f"{quantile(d[2], 0.5):.0f} / {quantile(d[2], 0.9):.0f}",
+                quantile(d[2], 0.5) <= 15 and quantile(d[2], 0.9) <= 30,
+            ),
             ("±1 pt swing: +5 median <= 8 min", f"{quantile(d[3], 0.5):.0f}", quantile(d[3], 0.5) <= 8),
             ("±1 pt swing: +3/+5 steps missed within 90 min <= 2%", f"{missed:.1%}", missed <= 0.02),
         ]
@@ -446,13 +518,26 @@ def targets(results: dict, extras: dict) -> list[tuple[str, str, bool]]:
         m = extras["mix"]
         r = results["mix"][SHIPPED]
         paged = r["during"] / max(m["shifts"], 1)
-        rows += [("pure mix shift: shifts that page a regression <= 1% (noise pages elsewhere count as false alarms)",
-                  f"{r['during']} of {m['shifts']} ({paged:.2%})", paged <= 0.01),
-                 ("pure mix shift: a mix_shift warning naming the slice", f"{m['caught']} of {m['shifts']}",
-                  m["caught"] >= 0.95 * m["shifts"])]
+        rows += [
+            (
+                "pure mix shift: shifts that page a regression <= 1% (noise pages elsewhere count as false alarms)",
+                f"{r['during']} of {m['shifts']} ({paged:.2%})",
+                paged <= 0.01,
+            ),
+            (
+                "pure mix shift: a mix_shift warning naming the slice",
+                f"{m['caught']} of {m['shifts']}",
+                m["caught"] >= 0.95 * m["shifts"],
+            ),
+        ]
     for noise, (bias, _) in extras.get("bias", {}).items():
-        rows.append((f"baseline bias <= 0.1 pt ({'flat' if noise == 'noise' else '±1 pt swing'})",
-                     f"{bias * 100:+.3f} pt", abs(bias * 100) <= 0.1))
+        rows.append(
+            (
+                f"baseline bias <= 0.1 pt ({'flat' if noise == 'noise' else '±1 pt swing'})",
+                f"{bias * 100:+.3f} pt",
+                abs(bias * 100) <= 0.1,
+            )
+        )
     return rows
 
 
@@ -466,18 +551,26 @@ def write_quality(results: dict, extras: dict, day_one: dict, args) -> None:
         s = results["swing1"][SHIPPED]
         first = day_one[SHIPPED]
         quality["hallucination_rate_rise"] = {
-            **base, "false_alarms_per_route_per_60_days": round(s["fa60"], 3),
-            "median_delay_minutes": {**{f"+{int(SHIFTS[k] * 100)} pts": quantile(s["delays"][k], 0.5) for k in (1, 2, 3)},
-                                     "+3 pts, first day": quantile(first["delays"][0.03], 0.5),
-                                     "+5 pts, first day": quantile(first["delays"][0.05], 0.5)},
-            "note": (f"{args.routes} routes x {args.days} days, 60 answers/min, ±1-point daily swing; first day: "
-                     f"{first['false_alarms']} false alarms in {first['route_days']:.0f} new route-days")}
+            **base,
+            "false_alarms_per_route_per_60_days": round(s["fa60"], 3),
+            "median_delay_minutes": {
+                **{f"+{int(SHIFTS[k] * 100)} pts": quantile(s["delays"][k], 0.5) for k in (1, 2, 3)},
+                "+3 pts, first day": quantile(first["delays"][0.03], 0.5),
+                "+5 pts, first day": quantile(first["delays"][0.05], 0.5),
+            },
+            "note": (
+                f"{args.routes} routes x {args.days} days, 60 answers/min, ±1-point daily swing; first day: "
+                f"{first['false_alarms']} false alarms in {first['route_days']:.0f} new route-days"
+            ),
+        }
     if "mix" in extras:
         m, r = extras["mix"], results["mix"][SHIPPED]
         quality["mix_shift"] = {
-            **base, "false_alarms_per_route_per_60_days": round(m["stray"] / max(r["exposure_days"], 1e-9) * 60, 3),
+            **base,
+            "false_alarms_per_route_per_60_days": round(m["stray"] / max(r["exposure_days"], 1e-9) * 60, 3),
             "median_delay_minutes": {"multi_hop share 20% -> 40%": quantile(m["delays"], 0.5)},
-            "note": f"{m['caught']} of {m['shifts']} pure mix shifts warned within {DETECT_WITHIN} min, naming the slice"}
+            "note": f"{m['caught']} of {m['shifts']} pure mix shifts warned within {DETECT_WITHIN} min, naming the slice",
+        }
     path.write_text(json.dumps(quality, indent=2, sort_keys=True) + "\n")
 
 
@@ -488,6 +581,7 @@ def target_table(rows: list[tuple[str, str, bool]], title: str) -> Table:
     for name, value, ok in rows:
         table.add_row(name, value, "[green]yes[/green]" if ok else "[red]no[/red]")
     return table
+
 
 if __name__ == "__main__":
     raise SystemExit(main())

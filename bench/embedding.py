@@ -9,6 +9,7 @@ its ratio to torch fp32. Also the single-text latency that online assignment pay
     python bench/embedding.py                     # 2,000 CLINC test queries, 3 rounds
     python bench/embedding.py --texts 4500 --rounds 5
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,7 +48,7 @@ def main() -> None:
         started = time.perf_counter()
         embedder.embed(texts[:16])  # load, export or quantise once; not timed below
         print(f"ready {name:<22} {time.perf_counter() - started:.1f}s")
-    best = {name: 0.0 for name in candidates}
+    best = dict.fromkeys(candidates, 0.0)
     vectors = {}
     for _ in range(args.rounds):
         for name, embedder in candidates.items():

@@ -8,6 +8,7 @@ size costs stays in `claimwatch up` and in the re-clustering child for as long a
     python bench/embedding_memory.py                 # batch sizes 32 and 128
     python bench/embedding_memory.py --batches 16,32,64,128
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,12 +32,14 @@ def child(batch: int) -> None:
     from clustering.embed import SentenceTransformerEmbedder
 
     embedder = SentenceTransformerEmbedder(DEFAULT_CONFIG.model, backend=DEFAULT_CONFIG.backend, batch_size=batch)
-    texts = [f"The proration credit takes {i} business days to process, counting from the request {i * 7}. "
-             * (1 + i % 3) for i in range(3000)]
+    texts = [
+        f"The proration credit takes {i} business days to process, counting from the request {i * 7}. " * (1 + i % 3)
+        for i in range(3000)
+    ]
     embedder.embed(texts[:10])
     loaded, started = rss_mib(), time.perf_counter()
     for start in range(0, len(texts), 500):
-        embedder.embed(texts[start:start + 500])
+        embedder.embed(texts[start : start + 500])
     print(f"{batch},{loaded},{rss_mib()},{len(texts) / (time.perf_counter() - started):.0f}")
 
 
@@ -50,8 +53,13 @@ def main() -> int:
         return 0
     print(f"{'batch':>5} {'RSS loaded':>11} {'RSS after':>10} {'kept':>6} {'texts/s':>8}")
     for batch in map(int, args.batches.split(",")):
-        out = subprocess.run([sys.executable, __file__, "--child", str(batch)], capture_output=True, text=True,
-                             check=True, env={"HF_HUB_OFFLINE": "1", **os.environ})
+        out = subprocess.run(
+            [sys.executable, __file__, "--child", str(batch)],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={"HF_HUB_OFFLINE": "1", **os.environ},
+        )
         b, loaded, after, rate = map(int, out.stdout.strip().splitlines()[-1].split(","))
         print(f"{b:>5} {loaded:>8} MiB {after:>6} MiB {after - loaded:>3} MiB {rate:>8,}")
     return 0

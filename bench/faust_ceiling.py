@@ -6,6 +6,7 @@ delivers each message without mode's per-message tasks (streams/transport.py), i
 
     python bench/faust_ceiling.py BOOTSTRAP TOPIC EVENTS BATCH [inline]
 """
+
 from __future__ import annotations
 
 import os
@@ -23,10 +24,17 @@ from streams.transport import InlineDeliveryApp  # noqa: E402
 
 
 def main(bootstrap: str, topic_name: str, expected: int, batch_size: int, inline: bool) -> None:
-    app = (InlineDeliveryApp if inline else faust.App)(f"ceiling-{os.getpid()}", broker=f"kafka://{bootstrap}", autodiscover=False, web_enabled=False,
-                    store="memory://", datadir=tempfile.mkdtemp(prefix="cw-faust-ceiling-"),
-                    consumer_auto_offset_reset="earliest", stream_buffer_maxsize=max(4096, batch_size * 3),
-                    logging_config=None)
+    app = (InlineDeliveryApp if inline else faust.App)(
+        f"ceiling-{os.getpid()}",
+        broker=f"kafka://{bootstrap}",
+        autodiscover=False,
+        web_enabled=False,
+        store="memory://",
+        datadir=tempfile.mkdtemp(prefix="cw-faust-ceiling-"),
+        consumer_auto_offset_reset="earliest",
+        stream_buffer_maxsize=max(4096, batch_size * 3),
+        logging_config=None,
+    )
     topic = app.topic(topic_name, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw")
     state = {"seen": 0, "first": None}
 

@@ -18,6 +18,7 @@ the end. The flood's answers are counted by status (429: refused by the per-addr
 
 Exit status: 0 when both targets are met, 1 when one is missed, 2 when a peer is missing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,7 +31,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -39,10 +40,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from idle import Stack, p95, peers_or_exit, progress, send_traffic  # noqa: E402
+
 from services.client.produce import raw_producer  # noqa: E402
 from services.client.simulate import Scenario, generate  # noqa: E402
 
-PROBE_LIMIT = 0.200       # seconds, p95 during the flood
+PROBE_LIMIT = 0.200  # seconds, p95 during the flood
 INGEST_RATIO_LIMIT = 0.9  # events stored per second during the flood, against the baseline
 FLOOD_PATHS = ("/", "/routes/billing-faq", "/issues", "/api/slices?window=all", "/api/rates?window=24h")
 
@@ -79,7 +81,7 @@ class Offered(threading.Thread):
 
     def __init__(self, bootstrap: str, topic: str, rate: float, seconds: float, seed: int):
         super().__init__(daemon=True)
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         minutes = max(1, int(rate * seconds / 200) + 1)
         self.sims = list(generate(Scenario.demo(), now - timedelta(minutes=minutes), minutes, seed=seed))
         self.bootstrap, self.topic, self.rate, self.seconds = bootstrap, topic, rate, seconds
@@ -103,8 +105,11 @@ class Offered(threading.Thread):
 
 def phase(stack: Stack, args, clients: int) -> dict:
     results = multiprocessing.Queue()
-    flooder = (multiprocessing.Process(target=flood, args=(stack.url, clients, args.addresses, args.seconds, results))
-               if clients else None)
+    flooder = (
+        multiprocessing.Process(target=flood, args=(stack.url, clients, args.addresses, args.seconds, results))
+        if clients
+        else None
+    )
     offered = Offered(stack.bootstrap, "claimwatch.verdicts", args.rate, args.seconds, args.seed + clients)
     stored_before = stack.metric("claimwatch_events_total")
     if flooder:
@@ -117,8 +122,10 @@ def phase(stack: Stack, args, clients: int) -> dict:
             t = time.monotonic()
             http.get(stack.url + "/api/alerts").raise_for_status()
             latencies.append(time.monotonic() - t)
-            progress(f"{'flood' if clients else 'baseline'}: {time.monotonic() - started:.0f}s, probe p95 so far "
-                     f"{p95(latencies) * 1000:.0f} ms")
+            progress(
+                f"{'flood' if clients else 'baseline'}: {time.monotonic() - started:.0f}s, probe p95 so far "
+                f"{p95(latencies) * 1000:.0f} ms"
+            )
             time.sleep(max(0.0, 0.1 - (time.monotonic() - t)))
     elapsed = time.monotonic() - started
     stored = stack.metric("claimwatch_events_total") - stored_before
@@ -128,16 +135,28 @@ def phase(stack: Stack, args, clients: int) -> dict:
         flooder.join()
     lag = sum(v for k, v in stack.metrics().items() if k.startswith("claimwatch_consumer_lag{"))
     progress("", final=False)
-    return {"p50": sorted(latencies)[len(latencies) // 2], "p95": p95(latencies), "probes": len(latencies),
-            "stored_per_s": stored / elapsed, "offered_per_s": offered.sent / elapsed, "lag": lag, "flood": counts}
+    return {
+        "p50": sorted(latencies)[len(latencies) // 2],
+        "p95": p95(latencies),
+        "probes": len(latencies),
+        "stored_per_s": stored / elapsed,
+        "offered_per_s": offered.sent / elapsed,
+        "lag": lag,
+        "flood": counts,
+    }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=30.0, help="length of each phase")
     parser.add_argument("--clients", type=int, default=200, help="anonymous keep-alive clients in the flood")
-    parser.add_argument("--addresses", type=int, default=1, help="callers the clients are spread over (1: one "
-                        "address, as from one machine; up to --clients: a crowd, each with its own rate limit)")
+    parser.add_argument(
+        "--addresses",
+        type=int,
+        default=1,
+        help="callers the clients are spread over (1: one "
+        "address, as from one machine; up to --clients: a crowd, each with its own rate limit)",
+    )
     parser.add_argument("--rate", type=float, default=400.0, help="live events offered per second in both phases")
     parser.add_argument("--history-minutes", type=int, default=120, help="demo history loaded first")
     parser.add_argument("--seed", type=int, default=11)
@@ -168,16 +187,24 @@ def main() -> int:
     probe_ok, ingest_ok = flooded["p95"] < PROBE_LIMIT, ratio >= INGEST_RATIO_LIMIT
     print()
     for name, r in (("baseline", base), (f"flood, {args.clients} clients", flooded)):
-        print(f"{name:22s} probe p50 {r['p50'] * 1000:.0f} ms, p95 {r['p95'] * 1000:.0f} ms ({r['probes']} probes); "
-              f"stored {r['stored_per_s']:.0f}/s of {r['offered_per_s']:.0f}/s offered; lag at the end {r['lag']:.0f}")
+        print(
+            f"{name:22s} probe p50 {r['p50'] * 1000:.0f} ms, p95 {r['p95'] * 1000:.0f} ms ({r['probes']} probes); "
+            f"stored {r['stored_per_s']:.0f}/s of {r['offered_per_s']:.0f}/s offered; lag at the end {r['lag']:.0f}"
+        )
     answered = sum(flooded["flood"].values())
-    print(f"{'flood answers':22s} {answered:,} in {args.seconds:g}s ({answered / args.seconds:.0f}/s) from "
-          f"{args.addresses} address{'es' if args.addresses > 1 else ''}: "
-          + ", ".join(f"{k}: {v:,}" for k, v in sorted(flooded["flood"].items())))
-    print(f"{'probe p95 in the flood':22s} {flooded['p95'] * 1000:.0f} ms (target < {PROBE_LIMIT * 1000:.0f} ms): "
-          f"{'ok' if probe_ok else 'MISSED'}")
-    print(f"{'ingest in the flood':22s} {ratio:.2f} of the baseline's rate (target >= {INGEST_RATIO_LIMIT}): "
-          f"{'ok' if ingest_ok else 'MISSED'}")
+    print(
+        f"{'flood answers':22s} {answered:,} in {args.seconds:g}s ({answered / args.seconds:.0f}/s) from "
+        f"{args.addresses} address{'es' if args.addresses > 1 else ''}: "
+        + ", ".join(f"{k}: {v:,}" for k, v in sorted(flooded["flood"].items()))
+    )
+    print(
+        f"{'probe p95 in the flood':22s} {flooded['p95'] * 1000:.0f} ms (target < {PROBE_LIMIT * 1000:.0f} ms): "
+        f"{'ok' if probe_ok else 'MISSED'}"
+    )
+    print(
+        f"{'ingest in the flood':22s} {ratio:.2f} of the baseline's rate (target >= {INGEST_RATIO_LIMIT}): "
+        f"{'ok' if ingest_ok else 'MISSED'}"
+    )
     return 0 if probe_ok and ingest_ok else 1
 
 

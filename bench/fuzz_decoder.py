@@ -12,6 +12,7 @@ against the decode of one ordinary event, in the same process.
 The fuzzer runs in a child process (libFuzzer exits the process when done); the parent seeds the
 corpus from tests/fixtures/contract_examples.jsonl, reads libFuzzer's statistics and prints them.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,6 +33,7 @@ ARTIFACT_KINDS = ("crash-", "timeout-", "oom-", "leak-", "slow-unit-")
 
 
 # --- child: the fuzz target ------------------------------------------------------------------
+
 
 def run_target(libfuzzer_args: list[str]) -> None:
     import atheris
@@ -66,6 +68,7 @@ def run_target(libfuzzer_args: list[str]) -> None:
 
 # --- parent: seeds, run, report ----------------------------------------------------------------
 
+
 def seeds() -> list[bytes]:
     """Contract examples, compact and pretty, and a few near-misses that open other branches."""
     examples = [orjson.loads(line) for line in EXAMPLES.read_bytes().splitlines()]
@@ -79,14 +82,73 @@ def seeds() -> list[bytes]:
     return out
 
 
-DICTIONARY = [*(f'"{w}"' for w in (
-    "schema", "claimwatch.verdict/v1", "event_id", "trace_id", "observed_at", "route", "tenant", "query", "answer",
-    "versions", "evidence", "claims", "first_failed_stage", "signals", "attributes", "text", "verdict", "score",
-    "claim_id", "claim_type", "chunk_id", "source_id", "span", "labeler", "cherry_pick", "premise_similarity",
-    "support_delta", "sample_disagreement", "query_type", "stakes", "answerable", "action", "used", "version",
-    "supported", "unsupported", "contradicted", "overreach", "stale", "no_source", "trivial", "unlinked", "nei",
-    "refuted", "entailment", "served", "abstained", "lookup", "high", "numeric", "passed",
-    "2026-11-21T09:14:03.512+00:00", "2026-11-21T09:14:03Z")), "true", "false", "null", "1e308", "-0", "[{", "}]"]
+DICTIONARY = [
+    *(
+        f'"{w}"'
+        for w in (
+            "schema",
+            "claimwatch.verdict/v1",
+            "event_id",
+            "trace_id",
+            "observed_at",
+            "route",
+            "tenant",
+            "query",
+            "answer",
+            "versions",
+            "evidence",
+            "claims",
+            "first_failed_stage",
+            "signals",
+            "attributes",
+            "text",
+            "verdict",
+            "score",
+            "claim_id",
+            "claim_type",
+            "chunk_id",
+            "source_id",
+            "span",
+            "labeler",
+            "cherry_pick",
+            "premise_similarity",
+            "support_delta",
+            "sample_disagreement",
+            "query_type",
+            "stakes",
+            "answerable",
+            "action",
+            "used",
+            "version",
+            "supported",
+            "unsupported",
+            "contradicted",
+            "overreach",
+            "stale",
+            "no_source",
+            "trivial",
+            "unlinked",
+            "nei",
+            "refuted",
+            "entailment",
+            "served",
+            "abstained",
+            "lookup",
+            "high",
+            "numeric",
+            "passed",
+            "2026-11-21T09:14:03.512+00:00",
+            "2026-11-21T09:14:03Z",
+        )
+    ),
+    "true",
+    "false",
+    "null",
+    "1e308",
+    "-0",
+    "[{",
+    "}]",
+]
 
 
 def write_inputs(workdir: Path) -> tuple[Path, Path]:
@@ -115,8 +177,16 @@ def fuzz(seconds: int, rss_limit_mb: int, workdir: Path) -> int:
     corpus, dictionary = write_inputs(workdir)
     artifacts = workdir / "artifacts"
     artifacts.mkdir(exist_ok=True)
-    args = [f"-max_total_time={seconds}", f"-rss_limit_mb={rss_limit_mb}", "-timeout=10", "-max_len=8192",
-            f"-dict={dictionary}", f"-artifact_prefix={artifacts}/", "-print_final_stats=1", str(corpus)]
+    args = [
+        f"-max_total_time={seconds}",
+        f"-rss_limit_mb={rss_limit_mb}",
+        "-timeout=10",
+        "-max_len=8192",
+        f"-dict={dictionary}",
+        f"-artifact_prefix={artifacts}/",
+        "-print_final_stats=1",
+        str(corpus),
+    ]
     command = [sys.executable, str(Path(__file__).resolve()), "--child", *args]
     print(f"fuzzing {seconds}s: {' '.join(command[1:])}", flush=True)
     started = time.perf_counter()
@@ -129,10 +199,14 @@ def fuzz(seconds: int, rss_limit_mb: int, workdir: Path) -> int:
 
     runs = stats.get("number_of_executed_units", stats.get("done_runs", stats.get("last_status_runs", 0)))
     print(f"  executions       {runs:,}")
-    print(f"  exec/s           {stats.get('average_exec_per_sec', 0):,} (libFuzzer's average; wall {wall:.0f}s "
-          f"incl. start-up)")
-    print(f"  coverage         cov {stats.get('cov', '?')} edges, ft {stats.get('ft', '?')} features, "
-          f"corpus {stats.get('corpus', '?')} inputs, {stats.get('new_units_added', '?')} new this run")
+    print(
+        f"  exec/s           {stats.get('average_exec_per_sec', 0):,} (libFuzzer's average; wall {wall:.0f}s "
+        f"incl. start-up)"
+    )
+    print(
+        f"  coverage         cov {stats.get('cov', '?')} edges, ft {stats.get('ft', '?')} features, "
+        f"corpus {stats.get('corpus', '?')} inputs, {stats.get('new_units_added', '?')} new this run"
+    )
     print(f"  peak RSS         {stats.get('peak_rss_mb', '?')} MB (limit {rss_limit_mb} MB)")
     print(f"  corpus outcomes  {corpus_outcomes(corpus)} (every file kept in {corpus.name}/, seeds included)")
     print(f"  findings         {len(found)} (exit code {proc.returncode})")

@@ -7,6 +7,7 @@ worker's modules are imported first so the heap resembles a worker's.
 
     python bench/gc_decode.py --events 40000
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,10 +20,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import faust  # noqa: E402,F401  (a worker's heap holds these)
+from ingest import make_events  # noqa: E402
 
 import streams.agents  # noqa: E402,F401
 import streams.app  # noqa: E402,F401  (not streams.timers: bench/clustering.py shadows clustering/)
-from ingest import make_events  # noqa: E402
 from services.contract.decode import Decoder  # noqa: E402
 from services.core.gcpolicy import bulk_allocation  # noqa: E402
 from services.store.convert import event_to_row  # noqa: E402
@@ -32,7 +33,7 @@ def decode_rate(lines: list[bytes], batch: int) -> float:
     decoder, kept = Decoder(), []
     started = time.perf_counter()
     for i in range(0, len(lines), batch):
-        events = [decoder.decode(line) for line in lines[i:i + batch]]
+        events = [decoder.decode(line) for line in lines[i : i + batch]]
         kept = [event_to_row(e) for e in events]  # the batch stays alive until the next one, as in the worker
     elapsed = time.perf_counter() - started
     del kept

@@ -19,6 +19,7 @@ up and the clustering schedule has settled, then measures:
 
 Exit status: 0 when every target is met, 1 when one is missed, 2 when a peer is missing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,7 +33,7 @@ import tempfile
 import threading
 import time
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -65,15 +66,23 @@ def series_key(name: str, labels: dict[str, str]) -> str:
 
 # ---- the stack -----------------------------------------------------------------------------------
 
+
 class Stack:
     def __init__(self, workdir: Path):
         self.workdir = workdir
         self.port, self.broker_port = free_port(), free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.bootstrap = f"127.0.0.1:{self.broker_port}"
-        self.env = {**os.environ, **DEMO_ENV, "PYTHONUNBUFFERED": "1", "XDG_CONFIG_HOME": str(workdir / "config"),
-                    "CLAIMWATCH_CLICKHOUSE": f"chdb:{workdir / 'clickhouse'}", "CLAIMWATCH_API__PORT": str(self.port),
-                    "CLAIMWATCH_API__URL": self.url, "CLAIMWATCH_EMBEDDED_BROKER": self.bootstrap}
+        self.env = {
+            **os.environ,
+            **DEMO_ENV,
+            "PYTHONUNBUFFERED": "1",
+            "XDG_CONFIG_HOME": str(workdir / "config"),
+            "CLAIMWATCH_CLICKHOUSE": f"chdb:{workdir / 'clickhouse'}",
+            "CLAIMWATCH_API__PORT": str(self.port),
+            "CLAIMWATCH_API__URL": self.url,
+            "CLAIMWATCH_EMBEDDED_BROKER": self.bootstrap,
+        }
         self.proc: subprocess.Popen | None = None
         token, digest = new_token()  # the bench reads as a token holder: anonymous reads are rate limited
         self.env["CLAIMWATCH_API__TOKEN_HASHES"] = f'["{digest}"]'
@@ -81,8 +90,14 @@ class Stack:
 
     def start(self) -> None:
         log = open(self.workdir / "up.log", "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "services.app.cli", "-v", "up"], cwd=self.workdir,
-                                     env=self.env, stdout=log, stderr=log, preexec_fn=die_with_parent())
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "services.app.cli", "-v", "up"],
+            cwd=self.workdir,
+            env=self.env,
+            stdout=log,
+            stderr=log,
+            preexec_fn=die_with_parent(),
+        )
         self.wait("the stack to be ready", lambda: self.get("/readyz"), 180)
 
     def get(self, path: str, **params):
@@ -100,8 +115,12 @@ class Stack:
         if response.status_code != 200:
             return {}
         text = response.text
-        return {series_key(s.name, s.labels): s.value for family in text_string_to_metric_families(text)
-                for s in family.samples if s.name.startswith("claimwatch_")}
+        return {
+            series_key(s.name, s.labels): s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+            if s.name.startswith("claimwatch_")
+        }
 
     def metric(self, prefix: str) -> float:
         """Sum of every series whose name (with labels) starts with ``prefix``."""
@@ -115,8 +134,10 @@ class Stack:
         deadline, started = time.monotonic() + timeout, time.monotonic()
         while time.monotonic() < deadline:
             if self.proc is not None and self.proc.poll() is not None:
-                raise RuntimeError(f"`claimwatch up` exited with {self.proc.returncode} while waiting for {what}; "
-                                   f"see {self.workdir / 'up.log'}")
+                raise RuntimeError(
+                    f"`claimwatch up` exited with {self.proc.returncode} while waiting for {what}; "
+                    f"see {self.workdir / 'up.log'}"
+                )
             value = predicate()
             if value:
                 progress(f"{what}: done in {time.monotonic() - started:.0f}s", final=True)
@@ -161,15 +182,38 @@ def check_peers() -> None:
 
 # ---- the measurements ---------------------------------------------------------------------------
 
+
 def send_traffic(stack: Stack, minutes: int, seed: int) -> None:
     """The demo's history, as `claimwatch demo` sends it."""
-    regression, corpus = max(1, minutes - (HISTORY_MINUTES - REGRESSION_AT)), max(1, minutes - (HISTORY_MINUTES - CORPUS_CHANGE_AT))
+    regression, corpus = (
+        max(1, minutes - (HISTORY_MINUTES - REGRESSION_AT)),
+        max(1, minutes - (HISTORY_MINUTES - CORPUS_CHANGE_AT)),
+    )
     progress(f"sending {minutes} simulated minutes of the demo's traffic ...")
     started = time.monotonic()
-    subprocess.run([sys.executable, "-m", "services.app.cli", "simulate", "--minutes", str(minutes), "--speed", "0",
-                    "--regression-at", str(regression), "--corpus-change-at", str(corpus), "--seed", str(seed)],
-                   env=stack.env, cwd=stack.workdir, check=True, stdout=subprocess.DEVNULL,
-                   preexec_fn=die_with_parent())
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "services.app.cli",
+            "simulate",
+            "--minutes",
+            str(minutes),
+            "--speed",
+            "0",
+            "--regression-at",
+            str(regression),
+            "--corpus-change-at",
+            str(corpus),
+            "--seed",
+            str(seed),
+        ],
+        env=stack.env,
+        cwd=stack.workdir,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        preexec_fn=die_with_parent(),
+    )
     progress(f"traffic sent in {time.monotonic() - started:.0f}s", final=True)
 
 
@@ -178,15 +222,19 @@ def settle(stack: Stack) -> None:
     stack.wait("ingestion to catch up", stack.caught_up, 1800)
     stack.wait("named issues", lambda: stack.get("/api/issues"), 900)
     skipped = stack.metric("claimwatch_recluster_skipped_total")
-    stack.wait("the clustering schedule to settle (a skipped tick)",
-               lambda: recluster_child(stack.proc.pid) is None
-               and stack.metric("claimwatch_recluster_skipped_total") > skipped, 1800,
-               lambda: f"(runs: {stack.metric('claimwatch_recluster_runs_total'):.0f})")
+    stack.wait(
+        "the clustering schedule to settle (a skipped tick)",
+        lambda: (
+            recluster_child(stack.proc.pid) is None and stack.metric("claimwatch_recluster_skipped_total") > skipped
+        ),
+        1800,
+        lambda: f"(runs: {stack.metric('claimwatch_recluster_runs_total'):.0f})",
+    )
 
 
 def measure_idle(stack: Stack, minutes: float) -> float:
     pid, seconds = stack.proc.pid, minutes * 60
-    runs = stack.metric('claimwatch_recluster_runs_total')
+    runs = stack.metric("claimwatch_recluster_runs_total")
     cpu0, t0 = tree_cpu_seconds(pid), time.monotonic()
     while (elapsed := time.monotonic() - t0) < seconds:
         time.sleep(min(5.0, seconds - elapsed))
@@ -195,8 +243,11 @@ def measure_idle(stack: Stack, minutes: float) -> float:
         progress(f"idle {elapsed:4.0f}/{seconds:.0f}s: {used:6.2f} CPU-s so far, {used / elapsed * 60:5.2f} CPU-s/min")
     used, elapsed = tree_cpu_seconds(pid) - cpu0, time.monotonic() - t0
     rate = used / elapsed * 60
-    progress(f"idle: {used:.2f} CPU-s in {elapsed:.0f}s = {rate:.2f} CPU-s/min "
-             f"({stack.metric('claimwatch_recluster_runs_total') - runs:.0f} re-clusters meanwhile)", final=True)
+    progress(
+        f"idle: {used:.2f} CPU-s in {elapsed:.0f}s = {rate:.2f} CPU-s/min "
+        f"({stack.metric('claimwatch_recluster_runs_total') - runs:.0f} re-clusters meanwhile)",
+        final=True,
+    )
     return rate
 
 
@@ -204,7 +255,7 @@ def probe_claims(stack: Stack, n: int) -> list[dict]:
     """Failing claims of known issues (their most typical members), to send again as new events."""
     claims = []
     for issue in (stack.get("/api/issues", limit=50) or [])[:10]:
-        for member in (stack.get(f"/api/issues/{issue['issue_id']}/members", limit=5) or []):
+        for member in stack.get(f"/api/issues/{issue['issue_id']}/members", limit=5) or []:
             if member.get("text"):
                 claims.append(member)
     if not claims:
@@ -214,11 +265,17 @@ def probe_claims(stack: Stack, n: int) -> list[dict]:
 
 def probe_event(member: dict) -> tuple[str, bytes, bytes]:
     trace = f"idle-probe-{uuid.uuid4().hex[:12]}"
-    event = {"schema": "claimwatch.verdict/v1", "event_id": f"ev-{trace}", "trace_id": trace,
-             "observed_at": datetime.now(timezone.utc).isoformat(), "route": member["route"],
-             "query": {"text": member.get("question") or "probe"}, "answer": {"action": "served"},
-             "versions": {"model": "probe"},
-             "claims": [{"verdict": member.get("verdict") or "contradicted", "text": member["text"]}]}
+    event = {
+        "schema": "claimwatch.verdict/v1",
+        "event_id": f"ev-{trace}",
+        "trace_id": trace,
+        "observed_at": datetime.now(UTC).isoformat(),
+        "route": member["route"],
+        "query": {"text": member.get("question") or "probe"},
+        "answer": {"action": "served"},
+        "versions": {"model": "probe"},
+        "claims": [{"verdict": member.get("verdict") or "contradicted", "text": member["text"]}],
+    }
     return trace, member["route"].encode(), orjson.dumps(event)
 
 
@@ -227,14 +284,16 @@ def measure_assignment(stack: Stack, burst_minutes: int, probes: int, interval: 
     producer = raw_producer(stack.bootstrap)
     members = probe_claims(stack, probes)
     runs = stack.metric('claimwatch_recluster_runs_total{outcome="ok"}')
-    start = datetime.now(timezone.utc).replace(second=0, microsecond=0) - timedelta(minutes=burst_minutes)
+    start = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=burst_minutes)
     sent = 0
     for sim in generate(Scenario.demo(), start, burst_minutes, seed=int(time.time()) % 100000):
         producer.send(topic, key=sim.key, value=sim.raw)
         sent += 1
     producer.flush()
-    progress(f"sent a burst of {sent} events ({burst_minutes} simulated minutes) to cross the re-clustering "
-             "threshold", final=True)
+    progress(
+        f"sent a burst of {sent} events ({burst_minutes} simulated minutes) to cross the re-clustering threshold",
+        final=True,
+    )
     stack.wait("the re-cluster's fit to start", lambda: recluster_child(stack.proc.pid), 600)
 
     pending: dict[str, float] = {}
@@ -272,15 +331,19 @@ def measure_assignment(stack: Stack, burst_minutes: int, probes: int, interval: 
         during += 1
         with lock:
             got = sorted(latencies)
-        progress(f"probes sent during the re-cluster: {during}; assigned: {len(got)}"
-                 + (f", slowest so far {got[-1]:.1f}s" if got else ""))
+        progress(
+            f"probes sent during the re-cluster: {during}; assigned: {len(got)}"
+            + (f", slowest so far {got[-1]:.1f}s" if got else "")
+        )
         time.sleep(interval)
     done.set()
     poller.join(180)
     producer.close()
     finished = stack.metric('claimwatch_recluster_runs_total{outcome="ok"}') > runs
-    progress(f"{during} probes sent while the re-cluster ran ({'it has finished' if finished else 'still running'})",
-             final=True)
+    progress(
+        f"{during} probes sent while the re-cluster ran ({'it has finished' if finished else 'still running'})",
+        final=True,
+    )
     return latencies
 
 
@@ -319,8 +382,12 @@ def main() -> int:
     parser.add_argument("--burst-minutes", type=int, default=40, help="simulated minutes sent to trigger a re-cluster")
     parser.add_argument("--probes", type=int, default=40, help="at most this many probe events during the re-cluster")
     parser.add_argument("--probe-interval", type=float, default=1.0, help="seconds between probes")
-    parser.add_argument("--stops", type=int, default=5, help="times to stop the stack (SIGTERM, SIGINT in turn), "
-                        "restarting it in between")
+    parser.add_argument(
+        "--stops",
+        type=int,
+        default=5,
+        help="times to stop the stack (SIGTERM, SIGINT in turn), restarting it in between",
+    )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--keep", action="store_true", help="keep the working directory (logs, store)")
     args = parser.parse_args()
@@ -336,8 +403,10 @@ def main() -> int:
         settle(stack)
         rate = measure_idle(stack, args.idle_minutes)
         ok &= rate < IDLE_LIMIT
-        results["idle CPU"] = f"{rate:.2f} CPU-s/min over {args.idle_minutes:g} min (target < {IDLE_LIMIT:g}): " \
-                              f"{'ok' if rate < IDLE_LIMIT else 'MISSED'}"
+        results["idle CPU"] = (
+            f"{rate:.2f} CPU-s/min over {args.idle_minutes:g} min (target < {IDLE_LIMIT:g}): "
+            f"{'ok' if rate < IDLE_LIMIT else 'MISSED'}"
+        )
         latencies = measure_assignment(stack, args.burst_minutes, args.probes, args.probe_interval)
         if not latencies:
             ok = False
@@ -349,16 +418,20 @@ def main() -> int:
             results["assignment during a re-cluster"] = (
                 f"p95 {q95:.1f}s, median {sorted(latencies)[len(latencies) // 2]:.1f}s, max {worst:.1f}s over "
                 f"{len(latencies)} probes{f' ({lost} never assigned)' if lost else ''} (target p95 < "
-                f"{LATENCY_LIMIT:g}s): {'ok' if q95 < LATENCY_LIMIT else 'MISSED'}")
+                f"{LATENCY_LIMIT:g}s): {'ok' if q95 < LATENCY_LIMIT else 'MISSED'}"
+            )
         runs = re.findall(r"re-clustered (\d+) failing claims", (workdir / "up.log").read_text(errors="replace"))
-        results["re-clusters"] = (f"{len(runs)} runs (over {', '.join(runs) or 'no'} failing claims), "
-                                  f"{stack.metric('claimwatch_recluster_skipped_total'):.0f} ticks skipped, "
-                                  f"{stack.metric('claimwatch_recluster_seconds_sum'):.0f}s spent re-clustering")
+        results["re-clusters"] = (
+            f"{len(runs)} runs (over {', '.join(runs) or 'no'} failing claims), "
+            f"{stack.metric('claimwatch_recluster_skipped_total'):.0f} ticks skipped, "
+            f"{stack.metric('claimwatch_recluster_seconds_sum'):.0f}s spent re-clustering"
+        )
         stops = measure_stops(stack, args.stops)
         ok &= max(stops) <= STOP_LIMIT
         results[f"stop, {len(stops)} runs"] = (
             f"max {max(stops):.1f}s: {', '.join(f'{t:.1f}' for t in stops)}s (SIGTERM, SIGINT in turn; target each "
-            f"<= {STOP_LIMIT:g}s): {'ok' if max(stops) <= STOP_LIMIT else 'MISSED'}")
+            f"<= {STOP_LIMIT:g}s): {'ok' if max(stops) <= STOP_LIMIT else 'MISSED'}"
+        )
     except RuntimeError as exc:
         print(f"\nbench/idle.py: {exc}", file=sys.stderr)
         ok = False

@@ -23,6 +23,7 @@ event to the last, so start-up and group join are not counted; its peak RSS is t
     python bench/ingest.py --backlog --events 460000   # only a worker draining ~1 GB of envelopes: its peak RSS
     python bench/ingest.py --profile --events 20000    # in-process CPU µs per claim of each stage of the path
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,9 +61,13 @@ MIN_EVENTS_PER_MINUTE = 150  # the demo's volume at the bottom of its daily swin
 # poll itself took about a tenth of a singles worker's CPU. The rate's error is at most two polls in a 20 s run.
 POLL_SECONDS = 0.25
 THREAD_ROLES = {  # the worker names its own threads (services/core/threads.py: named_executor)
-    "python": "event loop (Faust, API) and other Python threads", "cw-decode": "decode thread",
-    "cw-store": "store thread (Python, and chDB's work on it)", "ThreadPool": "chDB query and insert pool",
-    "MergeMutate": "chDB background merges", "cw-alerts": "alert evaluation (catching up after a backlog)"}
+    "python": "event loop (Faust, API) and other Python threads",
+    "cw-decode": "decode thread",
+    "cw-store": "store thread (Python, and chDB's work on it)",
+    "ThreadPool": "chDB query and insert pool",
+    "MergeMutate": "chDB background merges",
+    "cw-alerts": "alert evaluation (catching up after a backlog)",
+}
 
 
 @dataclass(frozen=True)
@@ -126,8 +131,13 @@ async def raw_consume(bootstrap: str, topic: str, expected: int) -> tuple[float,
     """Wall and CPU seconds to consume and parse ``expected`` messages from the start of ``topic``."""
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, max_poll_records=5000,
-                                fetch_max_bytes=64 << 20, max_partition_fetch_bytes=16 << 20)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        enable_auto_commit=False,
+        max_poll_records=5000,
+        fetch_max_bytes=64 << 20,
+        max_partition_fetch_bytes=16 << 20,
+    )
     await consumer.start()
     parts = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or []]
     consumer.assign(parts)
@@ -147,21 +157,30 @@ async def raw_consume(bootstrap: str, topic: str, expected: int) -> tuple[float,
 def faust_ceiling(bootstrap: str, topic: str, expected: int, batch: int, inline: bool) -> tuple[float, float]:
     """Messages/s and CPU seconds per message of the take-and-ack agent."""
     script = Path(__file__).with_name("faust_ceiling.py")
-    out = subprocess.run([sys.executable, str(script), bootstrap, topic, str(expected), str(batch)]
-                         + (["inline"] if inline else []),
-                         capture_output=True, text=True, timeout=1800)
+    out = subprocess.run(
+        [sys.executable, str(script), bootstrap, topic, str(expected), str(batch)] + (["inline"] if inline else []),
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     found = re.search(r"events_per_second ([0-9.]+) cpu_per_event ([0-9.e-]+)", out.stdout)  # Faust may add escapes
     if found:
         return float(found[1]), float(found[2])
     raise SystemExit(f"faust ceiling run failed (exit {out.returncode}):\n{out.stderr[-2000:]}")
 
 
-def full_path(bootstrap: str, prefix: str, expected: int, workdir: Path,
-              env: dict[str, str]) -> tuple[float, int, float, int, Counter]:
+def full_path(
+    bootstrap: str, prefix: str, expected: int, workdir: Path, env: dict[str, str]
+) -> tuple[float, int, float, int, Counter]:
     """(seconds, events measured, CPU seconds, peak RSS, CPU seconds by thread name) of a worker storing
     ``expected`` events."""
-    worker = WorkerProcess(bootstrap, f"chdb:{workdir / 'ch'}", prefix, workdir / "worker.log",
-                           env={"CLAIMWATCH_CLUSTERING__IN_WORKER": "false", **env})
+    worker = WorkerProcess(
+        bootstrap,
+        f"chdb:{workdir / 'ch'}",
+        prefix,
+        workdir / "worker.log",
+        env={"CLAIMWATCH_CLUSTERING__IN_WORKER": "false", **env},
+    )
     workdir.mkdir(parents=True, exist_ok=True)
     first_seen = None
     with worker:
@@ -172,10 +191,20 @@ def full_path(bootstrap: str, prefix: str, expected: int, workdir: Path,
             stored = sum(r["events"] for r in rows)
             now = time.perf_counter()
             if stored and first_seen is None:
-                first_seen, first_count, first_cpu, first_threads = now, stored, proc_cpu_seconds(pid), thread_cpu_seconds(pid)
+                first_seen, first_count, first_cpu, first_threads = (
+                    now,
+                    stored,
+                    proc_cpu_seconds(pid),
+                    thread_cpu_seconds(pid),
+                )
             if stored >= expected:
-                return (now - first_seen, stored - first_count, proc_cpu_seconds(pid) - first_cpu, proc_peak_rss(pid),
-                        thread_cpu_seconds(pid) - first_threads)
+                return (
+                    now - first_seen,
+                    stored - first_count,
+                    proc_cpu_seconds(pid) - first_cpu,
+                    proc_peak_rss(pid),
+                    thread_cpu_seconds(pid) - first_threads,
+                )
             if now - started > 1800:
                 raise SystemExit(f"full path stalled at {stored}/{expected} events; see {workdir / 'worker.log'}")
             time.sleep(POLL_SECONDS)
@@ -199,16 +228,29 @@ def fmt(value: float, spec: str) -> str:
 
 def report(runs: list[Run], events: int, claims: int, nbytes: int, console: Console) -> None:
     base = runs[0]
-    table = Table(title=f"Ingest of {events:,} simulated events ({claims:,} claims, {nbytes / events:,.0f} B/event), "
-                        "one run")
-    for col, justify in (("path", "left"), ("what", "left"), ("claims/s", "right"), ("ratio to raw", "right"),
-                         ("CPU µs/claim", "right"), ("messages/s", "right"), ("peak RSS", "right")):
+    table = Table(
+        title=f"Ingest of {events:,} simulated events ({claims:,} claims, {nbytes / events:,.0f} B/event), one run"
+    )
+    for col, justify in (
+        ("path", "left"),
+        ("what", "left"),
+        ("claims/s", "right"),
+        ("ratio to raw", "right"),
+        ("CPU µs/claim", "right"),
+        ("messages/s", "right"),
+        ("peak RSS", "right"),
+    ):
         table.add_column(col, justify=justify)
     for r in runs:
-        table.add_row(r.name, r.what, fmt(r.rate, ",.0f"), fmt(r.rate / base.rate, ".3f"),
-                      "—" if r.cpu_seconds is None or not r.claims else f"{r.cpu_seconds / r.claims * 1e6:,.1f}",
-                      "—" if r.messages is None else fmt(r.messages / r.seconds if not math.isnan(r.rate) else math.nan, ",.0f"),
-                      "—" if r.peak_rss is None else f"{r.peak_rss / 2**20:,.0f} MiB")
+        table.add_row(
+            r.name,
+            r.what,
+            fmt(r.rate, ",.0f"),
+            fmt(r.rate / base.rate, ".3f"),
+            "—" if r.cpu_seconds is None or not r.claims else f"{r.cpu_seconds / r.claims * 1e6:,.1f}",
+            "—" if r.messages is None else fmt(r.messages / r.seconds if not math.isnan(r.rate) else math.nan, ",.0f"),
+            "—" if r.peak_rss is None else f"{r.peak_rss / 2**20:,.0f} MiB",
+        )
     console.print(table)
     full = [r for r in runs if r.threads]
     if full:
@@ -218,8 +260,10 @@ def report(runs: list[Run], events: int, claims: int, nbytes: int, console: Cons
             by_thread.add_column(r.name, justify="right")
         for name in sorted({n for r in full for n in r.threads}, key=lambda n: -max(r.threads[n] for r in full)):
             if max(r.threads[name] / r.seconds for r in full) >= 0.01:
-                by_thread.add_row(THREAD_ROLES.get(name, name), *(
-                    f"{r.threads[name] / r.claims * 1e6:,.1f} ({r.threads[name] / r.seconds:.2f})" for r in full))
+                by_thread.add_row(
+                    THREAD_ROLES.get(name, name),
+                    *(f"{r.threads[name] / r.claims * 1e6:,.1f} ({r.threads[name] / r.seconds:.2f})" for r in full),
+                )
         console.print(by_thread)
 
 
@@ -229,9 +273,9 @@ def profile(args, console: Console) -> int:
     ``events`` with its views, and into a copy of ``events`` with no view attached. Batches of --batch-size
     events, as the worker writes them."""
     from services.contract.decode import Decoder
+    from services.ingest.records import INTAKE_FORMAT, intake_line
     from services.store.backends import ChdbStore
     from services.store.convert import INTAKE_SETTINGS, INTAKE_TABLE
-    from services.ingest.records import INTAKE_FORMAT, intake_line
     from services.store.migrate import migrate
     from services.store.retention import KEEP_EVERYTHING, RetentionKeeper
     from services.store.writer import INSERT_SETTINGS
@@ -245,15 +289,24 @@ def profile(args, console: Console) -> int:
     try:  # the bare copy: the intake view's twin, into a copy of events with no view on it
         store.command("CREATE TABLE events_bare AS events")
         store.command("CREATE TABLE intake_bare AS events_intake")
-        intake_view = store.query("SELECT create_table_query AS q FROM system.tables WHERE name = 'events_intake_mv' "
-                                  "AND database = currentDatabase()")[0]["q"]
-        store.command(intake_view.replace("events_intake_mv", "intake_bare_mv").replace(" TO default.events ", " TO events_bare ")
-                      .replace(f"FROM default.{INTAKE_TABLE}", "FROM intake_bare"))
+        intake_view = store.query(
+            "SELECT create_table_query AS q FROM system.tables WHERE name = 'events_intake_mv' "
+            "AND database = currentDatabase()"
+        )[0]["q"]
+        store.command(
+            intake_view.replace("events_intake_mv", "intake_bare_mv")
+            .replace(" TO default.events ", " TO events_bare ")
+            .replace(f"FROM default.{INTAKE_TABLE}", "FROM intake_bare")
+        )
         for start in range(0, len(lines), args.batch_size):
             t = time.process_time()
             decoder = Decoder()
-            events = [event for _, event in (item for raw in lines[start:start + args.batch_size]
-                                             for item in decoder.decode_message(raw))]
+            events = [
+                event
+                for _, event in (
+                    item for raw in lines[start : start + args.batch_size] for item in decoder.decode_message(raw)
+                )
+            ]
             spent["decode"] += time.process_time() - t
             t = time.process_time()
             data = b"\n".join(intake_line(e) for e in events)
@@ -271,11 +324,17 @@ def profile(args, console: Console) -> int:
         table.add_column(col, justify="left" if col == "stage" else "right")
     total = spent["decode"] + spent["encode"] + spent["insert with views"]
     for name, seconds in spent.items():
-        table.add_row(name, f"{seconds / claims * 1e6:,.1f}", f"{seconds / len(lines) * 1e6:,.1f}",
-                      "" if name == "insert, no view" else f"{seconds / total:.0%}")
+        table.add_row(
+            name,
+            f"{seconds / claims * 1e6:,.1f}",
+            f"{seconds / len(lines) * 1e6:,.1f}",
+            "" if name == "insert, no view" else f"{seconds / total:.0%}",
+        )
     console.print(table)
-    console.print(f"the views: {(spent['insert with views'] - spent['insert, no view']) / claims * 1e6:,.1f} µs/claim; "
-                  "process CPU time (chDB's threads included); decode and encode hold the GIL, inserts mostly not")
+    console.print(
+        f"the views: {(spent['insert with views'] - spent['insert, no view']) / claims * 1e6:,.1f} µs/claim; "
+        "process CPU time (chDB's threads included); decode and encode hold the GIL, inserts mostly not"
+    )
     return 0
 
 
@@ -291,15 +350,19 @@ def backlog(args, console: Console) -> int:
             create_topics(broker.bootstrap, [topic, f"{prefix}.verdicts.dlq", f"{prefix}.alerts"], args.partitions)
             messages = produce(broker.bootstrap, topic, lines, envelope_batcher(args))
             nbytes = sum(map(len, lines))
-            console.print(f"backlog: {args.events:,} events ({claims:,} claims) in {messages:,} envelopes, "
-                          f"{nbytes / 2**20:,.0f} MiB")
+            console.print(
+                f"backlog: {args.events:,} events ({claims:,} claims) in {messages:,} envelopes, "
+                f"{nbytes / 2**20:,.0f} MiB"
+            )
             wall, measured, cpu, rss, _ = full_path(broker.bootstrap, prefix, args.events, workdir / "worker", env)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     measured_claims = measured * claims / args.events
-    console.print(f"worker drained it at {measured_claims / wall:,.0f} claims/s, "
-                  f"{cpu / measured_claims * 1e6:,.1f} CPU µs/claim; "
-                  f"peak RSS {rss / 2**20:,.0f} MiB = {rss / nbytes:.2f} of the backlog (target < 1 GiB)")
+    console.print(
+        f"worker drained it at {measured_claims / wall:,.0f} claims/s, "
+        f"{cpu / measured_claims * 1e6:,.1f} CPU µs/claim; "
+        f"peak RSS {rss / 2**20:,.0f} MiB = {rss / nbytes:.2f} of the backlog (target < 1 GiB)"
+    )
     return 0
 
 
@@ -308,15 +371,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=200_000)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--envelope-events", type=int, default=None, metavar="N",
-                        help="at most N events per envelope (default: as VerdictProducer packs them, up to 900 KB)")
+    parser.add_argument(
+        "--envelope-events",
+        type=int,
+        default=None,
+        metavar="N",
+        help="at most N events per envelope (default: as VerdictProducer packs them, up to 900 KB)",
+    )
     parser.add_argument("--batch-size", type=int, default=2000, help="worker ingest batch size (messages)")
-    parser.add_argument("--backlog", action="store_true",
-                        help="only the envelope topic, sent whole before the worker starts: its peak RSS")
-    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
-                        help="a setting for the worker, e.g. CLAIMWATCH_INGEST__PIPELINE_DEPTH=2 (repeatable)")
-    parser.add_argument("--profile", action="store_true",
-                        help="in process, no broker: CPU µs per claim of decoding, columns and each store insert")
+    parser.add_argument(
+        "--backlog",
+        action="store_true",
+        help="only the envelope topic, sent whole before the worker starts: its peak RSS",
+    )
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a setting for the worker, e.g. CLAIMWATCH_INGEST__PIPELINE_DEPTH=2 (repeatable)",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="in process, no broker: CPU µs per claim of decoding, columns and each store insert",
+    )
     args = parser.parse_args(argv)
     if args.backlog:
         return backlog(args, Console(width=140))
@@ -333,50 +412,86 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with EmbeddedBroker(log_path=workdir / "tansu.log") as broker:
             topics = {kind: f"{prefix}-{kind}.verdicts" for kind in ("singles", "envelopes")}
-            create_topics(broker.bootstrap, [name for kind in topics for name in (
-                topics[kind], f"{prefix}-{kind}.verdicts.dlq", f"{prefix}-{kind}.alerts")], args.partitions)
-            console.print(f"producing {args.events:,} events ({claims:,} claims, {nbytes / args.events:,.0f} B/event) "
-                          f"twice to {broker.bootstrap} ...")
+            create_topics(
+                broker.bootstrap,
+                [
+                    name
+                    for kind in topics
+                    for name in (topics[kind], f"{prefix}-{kind}.verdicts.dlq", f"{prefix}-{kind}.alerts")
+                ],
+                args.partitions,
+            )
+            console.print(
+                f"producing {args.events:,} events ({claims:,} claims, {nbytes / args.events:,.0f} B/event) "
+                f"twice to {broker.bootstrap} ..."
+            )
             t = time.perf_counter()
             singles = produce(broker.bootstrap, topics["singles"], lines, None)
             envelopes = produce(broker.bootstrap, topics["envelopes"], lines, envelope_batcher(args))
-            console.print(f"  {singles:,} single-event and {envelopes:,} envelope messages "
-                          f"({args.events / envelopes:,.0f} events each) in {time.perf_counter() - t:.1f} s")
+            console.print(
+                f"  {singles:,} single-event and {envelopes:,} envelope messages "
+                f"({args.events / envelopes:,.0f} events each) in {time.perf_counter() - t:.1f} s"
+            )
 
             raw_before = asyncio.run(raw_consume(broker.bootstrap, topics["singles"], singles))
             runs = []
             raw_s, raw_cpu = asyncio.run(raw_consume(broker.bootstrap, topics["envelopes"], envelopes))
             runs.append(Run("raw envelopes", "the same on envelopes", claims, raw_s, raw_cpu, envelopes))
             console.print("  raw consumption done; Faust ceiling ...")
-            for path, what, inline in (("ceiling", "Faust take + ack only, single events", False),
-                                       ("ceiling, inline", "the same with the worker's transport", True)):
+            for path, what, inline in (
+                ("ceiling", "Faust take + ack only, single events", False),
+                ("ceiling, inline", "the same with the worker's transport", True),
+            ):
                 per_s, cpu_each = faust_ceiling(broker.bootstrap, topics["singles"], singles, args.batch_size, inline)
                 # Stated per wall second: the agent reports rates, not totals.
                 runs.append(Run(path, what, per_s * per_event, 1.0, cpu_each * per_s, round(per_s)))
             for kind, messages in (("singles", singles), ("envelopes", envelopes)):
                 console.print(f"  full path on {kind} ...")
-                wall, measured, cpu, rss, threads = full_path(broker.bootstrap, f"{prefix}-{kind}", args.events,
-                                                              workdir / kind, env)
-                runs.append(Run(f"full, {kind}", "worker: Faust -> validate -> ClickHouse -> views",
-                                measured * per_event, wall, cpu, round(measured * messages / args.events), rss, threads))
+                wall, measured, cpu, rss, threads = full_path(
+                    broker.bootstrap, f"{prefix}-{kind}", args.events, workdir / kind, env
+                )
+                runs.append(
+                    Run(
+                        f"full, {kind}",
+                        "worker: Faust -> validate -> ClickHouse -> views",
+                        measured * per_event,
+                        wall,
+                        cpu,
+                        round(measured * messages / args.events),
+                        rss,
+                        threads,
+                    )
+                )
             # The baseline is read again after the workers, and both count: this machine's speed drifts by a
             # third within minutes, and a baseline from one moment alone moved the envelope ratio as much.
             raw_after = asyncio.run(raw_consume(broker.bootstrap, topics["singles"], singles))
             rates = " and ".join(f"{claims / seconds:,.0f}" for seconds, _ in (raw_before, raw_after))
-            runs.insert(0, Run("raw", f"aiokafka consume + orjson parse, single events (before and after the "
-                                      f"workers: {rates})", 2 * claims, raw_before[0] + raw_after[0],
-                               raw_before[1] + raw_after[1], 2 * singles))
+            runs.insert(
+                0,
+                Run(
+                    "raw",
+                    f"aiokafka consume + orjson parse, single events (before and after the workers: {rates})",
+                    2 * claims,
+                    raw_before[0] + raw_after[0],
+                    raw_before[1] + raw_after[1],
+                    2 * singles,
+                ),
+            )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
     report(runs, args.events, claims, nbytes, console)
     ceiling, inline_ceiling, single, envelope = runs[2:6]
-    console.print(f"full path, single events: {fmt(single.rate / ceiling.rate, '.2f')} of the Faust ceiling (target ≥ 0.8; "
-                  f"{fmt(single.rate / inline_ceiling.rate, '.2f')} of it with the worker's transport); "
-                  f"envelopes: {fmt(envelope.rate / runs[0].rate, '.3f')} of raw (target ≥ 0.25); "
-                  f"peak RSS {max(single.peak_rss, envelope.peak_rss) / 2**20:,.0f} MiB (target < 1 GiB)")
-    console.print(f"[dim]claims/s from events × {per_event:.2f} claims per event; seed {args.seed}, "
-                  f"{args.partitions} partitions, worker batch {args.batch_size} messages[/dim]")
+    console.print(
+        f"full path, single events: {fmt(single.rate / ceiling.rate, '.2f')} of the Faust ceiling (target ≥ 0.8; "
+        f"{fmt(single.rate / inline_ceiling.rate, '.2f')} of it with the worker's transport); "
+        f"envelopes: {fmt(envelope.rate / runs[0].rate, '.3f')} of raw (target ≥ 0.25); "
+        f"peak RSS {max(single.peak_rss, envelope.peak_rss) / 2**20:,.0f} MiB (target < 1 GiB)"
+    )
+    console.print(
+        f"[dim]claims/s from events × {per_event:.2f} claims per event; seed {args.seed}, "
+        f"{args.partitions} partitions, worker batch {args.batch_size} messages[/dim]"
+    )
     return 0
 
 

@@ -15,6 +15,7 @@ Conditions:
 
 Run: python bench/input_health.py --seed 21 --days 60 --routes 200
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,7 +32,11 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from services.alerts.input_health import (  # noqa: E402
-    FIRING, TESTS, WIDTH, InputHealthConfig, InputHealthEngine,
+    FIRING,
+    TESTS,
+    WIDTH,
+    InputHealthConfig,
+    InputHealthEngine,
 )
 
 DIURNAL_VOLUME, NOISE_REJECTED, ABSTAINED, BASE_RATE, CLAIMS_PER_ANSWER = 0.5, 0.01, 0.05, 0.08, 4.5
@@ -58,7 +63,7 @@ def simulate_day(rng, day: int, routes: int, traffic: float, phase: np.ndarray, 
     for r, start, k in incidents:
         lo, hi = max(start, t[0]), min(start + INCIDENT_MINUTES, t[-1] + 1)
         if lo < hi:
-            kind[lo - t[0]: hi - t[0], r] = k
+            kind[lo - t[0] : hi - t[0], r] = k
     received = rng.poisson(np.where(kind == 0, 0.0, volume))
     rejected = np.where(kind == 1, received, rng.binomial(received, NOISE_REJECTED))
     answers = received - rejected
@@ -91,15 +96,18 @@ def score(planned: np.ndarray, states: np.ndarray) -> dict:
     delays = {k: [] for k in range(len(TESTS))}
     learning = {k: [] for k in range(len(TESTS))}
     for r, start, k in planned:
-        exposed[start: start + INCIDENT_MINUTES + CATCH_WITHIN, k, r] = False
-        hits = np.flatnonzero(entered[start: start + CATCH_WITHIN, k, r])
+        exposed[start : start + INCIDENT_MINUTES + CATCH_WITHIN, k, r] = False
+        hits = np.flatnonzero(entered[start : start + CATCH_WITHIN, k, r])
         delay = hits[0] + 1 if hits.size else math.inf
         (learning if start < 1440 else delays)[k].append(delay)
     days = exposed.sum(axis=(0, 2)) / 1440
     false = (entered & exposed).sum(axis=(0, 2))
-    return {"false": false, "route_days": days,
-            "delays": {k: np.array(v, dtype=float) for k, v in delays.items()},
-            "learning": {k: np.array(v, dtype=float) for k, v in learning.items()}}
+    return {
+        "false": false,
+        "route_days": days,
+        "delays": {k: np.array(v, dtype=float) for k, v in delays.items()},
+        "learning": {k: np.array(v, dtype=float) for k, v in learning.items()},
+    }
 
 
 def med(values: np.ndarray) -> float:
@@ -124,7 +132,9 @@ def main(argv=None) -> int:
     ap.add_argument("--days", type=int, default=60)
     ap.add_argument("--routes", type=int, default=200)
     ap.add_argument("--traffic", type=float, default=60.0)
-    ap.add_argument("--write", action="store_true", help=f"record the figures in {QUALITY_FILE.name} for `alerts rules`")
+    ap.add_argument(
+        "--write", action="store_true", help=f"record the figures in {QUALITY_FILE.name} for `alerts rules`"
+    )
     args = ap.parse_args(argv)
     console = Console(width=150)
     config = InputHealthConfig()
@@ -132,23 +142,39 @@ def main(argv=None) -> int:
     quiet = score(*run(config, args.routes, args.days, args.traffic, args.seed, incidents=False))
     console.print(f"[dim]quiet: {args.days} days x {args.routes} routes in {time.perf_counter() - started:.0f}s[/dim]")
     busy = score(*run(config, args.routes, args.days, args.traffic, args.seed + 1, incidents=True))
-    table = Table(title=f"Input health at {args.traffic:g} answers/min (±50% daily volume), {args.routes} routes x "
-                        f"{args.days} days; delays median / p90 minutes from the incident's start")
-    for col in ("kind", "false alarms (quiet) / route / 60 d", "false alarms (with incidents)", "delay, day 2 on",
-                "delay, first day (learning)"):
+    table = Table(
+        title=f"Input health at {args.traffic:g} answers/min (±50% daily volume), {args.routes} routes x "
+        f"{args.days} days; delays median / p90 minutes from the incident's start"
+    )
+    for col in (
+        "kind",
+        "false alarms (quiet) / route / 60 d",
+        "false alarms (with incidents)",
+        "delay, day 2 on",
+        "delay, first day (learning)",
+    ):
         table.add_column(col, justify="left" if col == "kind" else "right")
     per60 = lambda n, d: n / max(d, 1e-9) * 60  # noqa: E731
     for k, kind in enumerate(TESTS):
-        table.add_row(kind, f"{quiet['false'][k]} ({per60(quiet['false'][k], quiet['route_days'][k]):.3f})",
-                      f"{busy['false'][k]} in {busy['route_days'][k]:,.0f} route-days",
-                      fmt(busy["delays"][k]), fmt(busy["learning"][k]))
+        table.add_row(
+            kind,
+            f"{quiet['false'][k]} ({per60(quiet['false'][k], quiet['route_days'][k]):.3f})",
+            f"{busy['false'][k]} in {busy['route_days'][k]:,.0f} route-days",
+            fmt(busy["delays"][k]),
+            fmt(busy["learning"][k]),
+        )
     console.print(table)
     rows = []
     for k, kind in enumerate(TESTS[:2]):
         m = med(busy["delays"][k])
-        rows += [(f"{kind}: pages within 10 min (median)", f"{m:.0f}", m <= 10),
-                 (f"{kind}: no page on the nightly dip over {args.days} d x {args.routes} routes", str(quiet["false"][k]),
-                  quiet["false"][k] == 0)]
+        rows += [
+            (f"{kind}: pages within 10 min (median)", f"{m:.0f}", m <= 10),
+            (
+                f"{kind}: no page on the nightly dip over {args.days} d x {args.routes} routes",
+                str(quiet["false"][k]),
+                quiet["false"][k] == 0,
+            ),
+        ]
     targets = Table(title="Targets (issue 21)")
     for col in ("target", "measured", "met"):
         targets.add_column(col)
@@ -161,10 +187,14 @@ def main(argv=None) -> int:
         for k, kind in enumerate(TESTS):
             quality[kind] = {
                 "false_alarms_per_route_per_60_days": round(per60(quiet["false"][k], quiet["route_days"][k]), 4),
-                "median_delay_minutes": {"after day one": med(busy["delays"][k]),
-                                         "first day": med(busy["learning"][k])},
-                "measured_by": command, "measured_on": date.today().isoformat(),
-                "note": f"{args.routes} routes x {args.days} days at {args.traffic:g} answers/min, ±50% daily volume"}
+                "median_delay_minutes": {
+                    "after day one": med(busy["delays"][k]),
+                    "first day": med(busy["learning"][k]),
+                },
+                "measured_by": command,
+                "measured_on": date.today().isoformat(),
+                "note": f"{args.routes} routes x {args.days} days at {args.traffic:g} answers/min, ±50% daily volume",
+            }
         QUALITY_FILE.write_text(json.dumps(quality, indent=2, sort_keys=True) + "\n")
         console.print(f"wrote {QUALITY_FILE}")
     console.print(f"[dim]seed {args.seed}, total {time.perf_counter() - started:.0f}s[/dim]")

@@ -21,6 +21,7 @@ HDBSCAN membership strength of the claims linked across the pair (a cut through 
 strong claims on both sides; a valley between two failures leaves weak ones); the correlation of the two issues'
 centroid similarities to the 10 issues nearest either (two halves of one failure should stand alike to the rest).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -69,9 +70,16 @@ def candidates(run, intent: list[str]) -> dict[str, np.ndarray]:
     a, b = a[keep], b[keep]
     boundary = [_boundary_strength(labels, linked, strength, x, y) for x, y in zip(a, b)]
     profile = [_profile_correlation(similarity, x, y) for x, y in zip(a, b)]
-    return {"a": a, "b": b, "one": np.array([commonest[x] == commonest[y] for x, y in zip(a, b)]),
-            FIGURES[0]: similarity[a, b], FIGURES[1]: near[a, b], FIGURES[2]: near_wide[a, b],
-            FIGURES[3]: np.array(boundary), FIGURES[4]: np.array(profile)}
+    return {
+        "a": a,
+        "b": b,
+        "one": np.array([commonest[x] == commonest[y] for x, y in zip(a, b)]),
+        FIGURES[0]: similarity[a, b],
+        FIGURES[1]: near[a, b],
+        FIGURES[2]: near_wide[a, b],
+        FIGURES[3]: np.array(boundary),
+        FIGURES[4]: np.array(profile),
+    }
 
 
 def _strength(run) -> np.ndarray:
@@ -91,7 +99,9 @@ def _nearest(vectors: np.ndarray, k: int) -> np.ndarray:
 def _boundary_strength(labels, linked, strength, a: int, b: int) -> float:
     """Mean strength of a's claims linked to b and b's linked to a; 0 when none are."""
     neighbour_labels = labels[linked]
-    across = ((labels == a) & (neighbour_labels == b).any(axis=1)) | ((labels == b) & (neighbour_labels == a).any(axis=1))
+    across = ((labels == a) & (neighbour_labels == b).any(axis=1)) | (
+        (labels == b) & (neighbour_labels == a).any(axis=1)
+    )
     return float(strength[across].mean()) if across.any() else 0.0
 
 
@@ -138,19 +148,23 @@ def main() -> None:
             rows = load(path, split)
             intent_of = {r["id"]: r["intent"] for r in rows}
             for seed in (int(s) for s in args.seeds.split(",")):
-                run = IssuePipeline.from_config(replace(config, random_state=seed), embedder).fit(
-                    claims_of(rows), NOW)
+                run = IssuePipeline.from_config(replace(config, random_state=seed), embedder).fit(claims_of(rows), NOW)
                 intent = [intent_of[i] for i in run.ids]
                 runs.append((f"{path.stem}/{split}/{seed}", run, intent, candidates(run, intent)))
-                print(f"clustered {runs[-1][0]}: {int(run.labels_.max()) + 1} issues, {len(set(intent))} intents, "
-                      f"{len(runs[-1][3]['a'])} candidate pairs", flush=True)
+                print(
+                    f"clustered {runs[-1][0]}: {int(run.labels_.max()) + 1} issues, {len(set(intent))} intents, "
+                    f"{len(runs[-1][3]['a'])} candidate pairs",
+                    flush=True,
+                )
     print(f"\nROC AUC of each figure, one intent against two (candidates: centroid cosine >= {FLOOR})")
     for name, _, _, pairs in runs:
         print(f"  {name:<32} " + "  ".join(f"{f} {roc_auc_score(pairs['one'], pairs[f]):.3f}" for f in FIGURES))
     first = args.data[0].stem
     limit = 1.3 * len(set(runs[0][2]))
-    print(f"\nrule: similarity >= S and links@{K} >= L; runs where NMI is not lower (of {len(runs)}); "
-          f"most issues in a {first} run (1.3x its intents: {limit:.0f})")
+    print(
+        f"\nrule: similarity >= S and links@{K} >= L; runs where NMI is not lower (of {len(runs)}); "
+        f"most issues in a {first} run (1.3x its intents: {limit:.0f})"
+    )
     for floor in (0.6, 0.7, 0.8):
         cells = []
         for least in np.arange(0.10, 0.31, 0.04):

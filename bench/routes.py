@@ -20,6 +20,7 @@ Then one table: each figure at both sizes and their ratio.
     python bench/routes.py                                                   # 1,000 then 10,000 routes
     python bench/routes.py --routes 2000 --baseline-routes 500 --history-minutes 40 --minutes 3
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,7 +35,7 @@ import sys
 import tempfile
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -70,16 +71,41 @@ class Worker:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 600) -> None:
-        env = {**os.environ, "CLAIMWATCH_API__PORT": str(self.port), "CLAIMWATCH_API__HOST": "127.0.0.1",
-               "CLAIMWATCH_API__URL": self.url, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT),
-               "CLAIMWATCH_RETENTION__RAW_DAYS": "3650", "CLAIMWATCH_RETENTION__AGGREGATE_DAYS": "3650",
-               "CLAIMWATCH_INGEST__BACKFILL": "true", "CLAIMWATCH_API__ANONYMOUS_READS_PER_MINUTE": "100000",
-               "CLAIMWATCH_CLUSTERING__IN_WORKER": "false"}
+        env = {
+            **os.environ,
+            "CLAIMWATCH_API__PORT": str(self.port),
+            "CLAIMWATCH_API__HOST": "127.0.0.1",
+            "CLAIMWATCH_API__URL": self.url,
+            "PYTHONUNBUFFERED": "1",
+            "PYTHONPATH": str(ROOT),
+            "CLAIMWATCH_RETENTION__RAW_DAYS": "3650",
+            "CLAIMWATCH_RETENTION__AGGREGATE_DAYS": "3650",
+            "CLAIMWATCH_INGEST__BACKFILL": "true",
+            "CLAIMWATCH_API__ANONYMOUS_READS_PER_MINUTE": "100000",
+            "CLAIMWATCH_CLUSTERING__IN_WORKER": "false",
+        }
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "services.app.cli", "-v", "worker", "--serve-api", "--kafka", self.bootstrap,
-             "--clickhouse", f"chdb:{self.store}", "--topic-prefix", self.prefix],
-            stdout=log, stderr=log, env=env, cwd=ROOT, start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "services.app.cli",
+                "-v",
+                "worker",
+                "--serve-api",
+                "--kafka",
+                self.bootstrap,
+                "--clickhouse",
+                f"chdb:{self.store}",
+                "--topic-prefix",
+                self.prefix,
+            ],
+            stdout=log,
+            stderr=log,
+            env=env,
+            cwd=ROOT,
+            start_new_session=True,
+        )
         wait_for(lambda: self.get("/healthz")[0] == 200, timeout, "the worker's API", self)
 
     def get(self, path: str, timeout: float = 30, **params) -> tuple[int | None, float, bytes]:
@@ -127,8 +153,9 @@ def rss_mib(pid: int) -> tuple[float, float]:
     return tuple(int(re.search(rf"^{k}:\s+(\d+) kB", status, re.M)[1]) / 1024 for k in ("VmRSS", "VmHWM"))
 
 
-def record_rss(worker: "Worker", path: Path, stop: threading.Event) -> threading.Thread:
+def record_rss(worker: Worker, path: Path, stop: threading.Event) -> threading.Thread:
     """Every half second, the worker's VmRSS (MiB) to ``path``: when a peak happened, beside the worker's log."""
+
     def sample() -> None:
         with open(path, "a") as out:
             while not stop.wait(0.5):
@@ -137,6 +164,7 @@ def record_rss(worker: "Worker", path: Path, stop: threading.Event) -> threading
                     out.flush()
                 except (OSError, AttributeError, TypeError):  # between workers (a restart; an exited one has no VmRSS)
                     pass
+
     thread = threading.Thread(target=sample, daemon=True)
     thread.start()
     return thread
@@ -165,11 +193,21 @@ def templates(routes: int, seed: int) -> list[list[bytes]]:
         variants = []
         for v in range(4):
             query_type, stakes = MIXES[(i + v) % len(MIXES)]
-            variants.append(orjson.dumps({
-                "schema": "claimwatch.verdict/v1", "event_id": "@ID@", "trace_id": "@ID@", "observed_at": "@TS@",
-                "route": route_name(i), "answer": {"action": "served"}, "versions": {"model": "m1", "prompt": "p1"},
-                "query": {"query_type": query_type, "stakes": stakes, "answerable": True},
-                "claims": [{"verdict": rng.choice(VERDICTS)} for _ in range(rng.randint(2, 6))]}))
+            variants.append(
+                orjson.dumps(
+                    {
+                        "schema": "claimwatch.verdict/v1",
+                        "event_id": "@ID@",
+                        "trace_id": "@ID@",
+                        "observed_at": "@TS@",
+                        "route": route_name(i),
+                        "answer": {"action": "served"},
+                        "versions": {"model": "m1", "prompt": "p1"},
+                        "query": {"query_type": query_type, "stakes": stakes, "answerable": True},
+                        "claims": [{"verdict": rng.choice(VERDICTS)} for _ in range(rng.randint(2, 6))],
+                    }
+                )
+            )
         out.append(variants)
     return out
 
@@ -186,7 +224,11 @@ def send_minute(producer, topic: str, pool: list[list[bytes]], minute: datetime,
             continue
         for a in range(ANSWERS_PER_MINUTE):
             at = minute + timedelta(seconds=(i * 7 + a * 20) % 60)
-            value = variants[(a + i) % len(variants)].replace(b"@ID@", f"{tag}-{i}-{a}".encode()).replace(b"@TS@", stamp(at))
+            value = (
+                variants[(a + i) % len(variants)]
+                .replace(b"@ID@", f"{tag}-{i}-{a}".encode())
+                .replace(b"@TS@", stamp(at))
+            )
             producer.send(topic, key=route_name(i).encode(), value=value)
             n += 1
     return n
@@ -199,13 +241,15 @@ def live_traffic(bootstrap: str, topic: str, routes: int, seed: int, quiet: list
     per_route = [(i, a) for a in range(ANSWERS_PER_MINUTE) for i in range(routes) if i not in quiet]
     minute = None
     while not stop.is_set():
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         if now.replace(second=0, microsecond=0) != minute:
             minute, done = now.replace(second=0, microsecond=0), 0
             tag = minute.strftime("live%H%M")
         due = int(len(per_route) * min(1.0, (now - minute).total_seconds() / 58))
         for i, a in per_route[done:due]:
-            value = pool[i][(a + i) % len(pool[i])].replace(b"@ID@", f"{tag}-{i}-{a}".encode()).replace(b"@TS@", stamp(now))
+            value = (
+                pool[i][(a + i) % len(pool[i])].replace(b"@ID@", f"{tag}-{i}-{a}".encode()).replace(b"@TS@", stamp(now))
+            )
             producer.send(topic, key=route_name(i).encode(), value=value)
         sent.value += due - done
         done = due
@@ -229,8 +273,9 @@ class EvaluatorLog:
         self.offset += end
         for line in data[:end].decode(errors="replace").splitlines():
             if found := EVALUATED.search(line):
-                self.passes.append((time.time(), int(found[1]), datetime.fromisoformat(found[2]), int(found[3]),
-                                    float(found[4])))
+                self.passes.append(
+                    (time.time(), int(found[1]), datetime.fromisoformat(found[2]), int(found[3]), float(found[4]))
+                )
             elif found := RESUMED.search(line):
                 self.resumed.append((time.time(), datetime.fromisoformat(found[1]), int(found[2]), float(found[4])))
 
@@ -239,7 +284,7 @@ class EvaluatorLog:
         self.read()
         if not self.passes:
             return None
-        return (datetime.now(timezone.utc) - (self.passes[-1][2] + timedelta(minutes=1))).total_seconds()
+        return (datetime.now(UTC) - (self.passes[-1][2] + timedelta(minutes=1))).total_seconds()
 
 
 # -- one size ----------------------------------------------------------------------------------------------------
@@ -260,7 +305,9 @@ def run_size(routes: int, args) -> dict:
         try:
             backfill(worker, broker.bootstrap, topic, routes, silent, log, args, out)
             stop, sent = mp.Event(), mp.Value("q", 0)
-            producer = mp.Process(target=live_traffic, args=(broker.bootstrap, topic, routes, args.seed, silent, stop, sent))
+            producer = mp.Process(
+                target=live_traffic, args=(broker.bootstrap, topic, routes, args.seed, silent, stop, sent)
+            )
             producer.start()
             try:
                 live(worker, log, args, out)
@@ -286,11 +333,12 @@ def stored_events(worker: Worker) -> int:
     return int(m.get("claimwatch_fleet_events_total", 0) - m.get("claimwatch_duplicate_events_total", 0))
 
 
-def backfill(worker: Worker, bootstrap: str, topic: str, routes: int, silent: list[int], log: EvaluatorLog, args,
-             out: dict) -> None:
+def backfill(
+    worker: Worker, bootstrap: str, topic: str, routes: int, silent: list[int], log: EvaluatorLog, args, out: dict
+) -> None:
     producer = raw_producer(bootstrap)
     pool = templates(routes, args.seed)
-    now = datetime.now(timezone.utc).replace(second=0, microsecond=0)
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
     started, produced = time.monotonic(), 0
     for k in range(args.history_minutes, 0, -1):
         minute = now - timedelta(minutes=k)
@@ -298,17 +346,25 @@ def backfill(worker: Worker, bootstrap: str, topic: str, routes: int, silent: li
         produced += send_minute(producer, topic, pool, minute, minute.strftime("b%H%M"), quiet)
     producer.flush()
     producer.close()
-    console.print(f"backfill: {produced:,} answers over {args.history_minutes} minutes produced in "
-                  f"{time.monotonic() - started:.0f} s")
+    console.print(
+        f"backfill: {produced:,} answers over {args.history_minutes} minutes produced in "
+        f"{time.monotonic() - started:.0f} s"
+    )
     wait_for(lambda: stored_events(worker) >= produced, args.timeout, "the backfill to be stored", worker)
     out["backfill_stored_s"] = round(time.monotonic() - started)
     watermark = 60
-    wait_for(lambda: (lag := log.lag()) is not None and lag <= watermark + 120, args.timeout,
-             "the evaluator to catch up with the backfill", worker)
+    wait_for(
+        lambda: (lag := log.lag()) is not None and lag <= watermark + 120,
+        args.timeout,
+        "the evaluator to catch up with the backfill",
+        worker,
+    )
     out["caught_up_s"] = round(time.monotonic() - started)
     out["rss_peak_after_backfill_mib"] = round(rss_mib(worker.proc.pid)[1])
-    console.print(f"stored after {out['backfill_stored_s']} s, evaluator caught up after {out['caught_up_s']} s "
-                  f"({sum(p[3] for p in log.passes)} minutes evaluated in {len(log.passes)} passes)")
+    console.print(
+        f"stored after {out['backfill_stored_s']} s, evaluator caught up after {out['caught_up_s']} s "
+        f"({sum(p[3] for p in log.passes)} minutes evaluated in {len(log.passes)} passes)"
+    )
 
 
 def live(worker: Worker, log: EvaluatorLog, args, out: dict) -> None:
@@ -322,8 +378,10 @@ def live(worker: Worker, log: EvaluatorLog, args, out: dict) -> None:
         lag = log.lag()
         lags.append(lag)
         rss.append(rss_mib(worker.proc.pid)[0])
-        console.print(f"  t={time.monotonic() - started:>4.0f} s  lag {lag if lag is None else round(lag)} s  "
-                      f"rss {rss[-1]:,.0f} MiB  passes {len(log.passes) - first_pass}")
+        console.print(
+            f"  t={time.monotonic() - started:>4.0f} s  lag {lag if lag is None else round(lag)} s  "
+            f"rss {rss[-1]:,.0f} MiB  passes {len(log.passes) - first_pass}"
+        )
     elapsed = time.monotonic() - started
     status, _, body = worker.get("/metrics", 60)
     after = metrics_of(body.decode()) if status == 200 else {}
@@ -331,24 +389,31 @@ def live(worker: Worker, log: EvaluatorLog, args, out: dict) -> None:
     seconds = after.get("claimwatch_evaluation_seconds_sum", 0) - before.get("claimwatch_evaluation_seconds_sum", 0)
     gauge = after.get("claimwatch_evaluator_lag_seconds")
     half = len(lags) // 2
-    out.update({
-        "eval_s_per_min": round(seconds / elapsed * 60, 2),
-        "longest_pass_s": round(max((p[4] for p in passes), default=0.0), 2),
-        "passes": len(passes),
-        "lag_s_first_half_max": round(max((x for x in lags[:half] if x is not None), default=-1)),
-        "lag_s_second_half_max": round(max((x for x in lags[half:] if x is not None), default=-1)),
-        "lag_gauge_s": None if gauge is None else round(gauge),
-        "rss_live_max_mib": round(max(rss, default=0)),
-        "rss_peak_after_live_mib": round(rss_mib(worker.proc.pid)[1]),
-    })
-    out["keeps_up"] = 0 <= out["lag_s_second_half_max"] <= out["lag_s_first_half_max"] + 60 \
+    out.update(
+        {
+            "eval_s_per_min": round(seconds / elapsed * 60, 2),
+            "longest_pass_s": round(max((p[4] for p in passes), default=0.0), 2),
+            "passes": len(passes),
+            "lag_s_first_half_max": round(max((x for x in lags[:half] if x is not None), default=-1)),
+            "lag_s_second_half_max": round(max((x for x in lags[half:] if x is not None), default=-1)),
+            "lag_gauge_s": None if gauge is None else round(gauge),
+            "rss_live_max_mib": round(max(rss, default=0)),
+            "rss_peak_after_live_mib": round(rss_mib(worker.proc.pid)[1]),
+        }
+    )
+    out["keeps_up"] = (
+        0 <= out["lag_s_second_half_max"] <= out["lag_s_first_half_max"] + 60
         and out["lag_s_second_half_max"] <= 60 + args.eval_interval + out["longest_pass_s"] + 60
+    )
 
 
 def reads(worker: Worker, args, out: dict) -> None:
     """The API's pages and reads under live traffic, each the best of three with a timeout."""
-    for name, path, params in (("overview", "/", {}), ("api_rates", "/api/rates", {"window": "30m"}),
-                               ("metrics", "/metrics", {})):
+    for name, path, params in (
+        ("overview", "/", {}),
+        ("api_rates", "/api/rates", {"window": "30m"}),
+        ("metrics", "/metrics", {}),
+    ):
         tries = [worker.get(path, args.read_timeout, **params) for _ in range(3)]
         ok = [t for t in tries if t[0] == 200]
         out[f"{name}_s"] = round(min(t[1] for t in ok), 3) if ok else f"failed ({tries[-1][0]})"
@@ -357,9 +422,13 @@ def reads(worker: Worker, args, out: dict) -> None:
     for _ in range(3):
         started = time.perf_counter()
         try:
-            done = subprocess.run([sys.executable, "-m", "services.app.cli", "rates", "--api", worker.url, "-o", "json"],
-                                  capture_output=True, timeout=args.read_timeout, cwd=ROOT,
-                                  env={**os.environ, "PYTHONPATH": str(ROOT)})
+            done = subprocess.run(
+                [sys.executable, "-m", "services.app.cli", "rates", "--api", worker.url, "-o", "json"],
+                capture_output=True,
+                timeout=args.read_timeout,
+                cwd=ROOT,
+                env={**os.environ, "PYTHONPATH": str(ROOT)},
+            )
             if done.returncode == 0:
                 timings.append((time.perf_counter() - started, len(done.stdout)))
         except subprocess.TimeoutExpired:
@@ -368,7 +437,9 @@ def reads(worker: Worker, args, out: dict) -> None:
     out["cli_rates_bytes"] = timings[0][1] if timings else 0
     storage = worker.json("/api/storage") or {"tables": []}
     tables = {t["table"]: t for t in storage["tables"]}
-    out["state_disk_bytes"] = sum(tables.get(t, {}).get("disk_bytes", 0) for t in ("alert_route_state", "route_expectations"))
+    out["state_disk_bytes"] = sum(
+        tables.get(t, {}).get("disk_bytes", 0) for t in ("alert_route_state", "route_expectations")
+    )
     out["state_rows"] = tables.get("alert_route_state", {}).get("rows", 0)
     out["rss_peak_after_reads_mib"] = round(rss_mib(worker.proc.pid)[1])
 
@@ -376,8 +447,10 @@ def reads(worker: Worker, args, out: dict) -> None:
 def alerts_now(worker: Worker) -> dict[str, list[str]]:
     """Each alert's id -> its transitions' states."""
     listed = worker.json("/api/alerts") or []
-    return {a["alert_id"]: [t["state"] for t in (worker.json(f"/api/alerts/{a['alert_id']}") or {}).get("transitions", [])]
-            for a in listed}
+    return {
+        a["alert_id"]: [t["state"] for t in (worker.json(f"/api/alerts/{a['alert_id']}") or {}).get("transitions", [])]
+        for a in listed
+    }
 
 
 def firing_gauge(worker: Worker) -> float | None:
@@ -410,18 +483,40 @@ def restart(worker: Worker, log: EvaluatorLog, silent: list[int], args, out: dic
     out["rss_peak_mib"] = max(out["rss_peak_after_reads_mib"], out["rss_peak_restarted_mib"])  # either worker's
     silent_alerts = {k: v for k, v in after.items() if k in before}
     out["restart_resumed_every_route"] = resumed_routes == out["state_routes"] and resumed_minute >= through
-    out["restart_same_alerts"] = (set(before) <= set(after) and all(v == before[k] for k, v in silent_alerts.items())
-                                  and all(len(v) == len(set(v)) for v in after.values()))
-    out["firing_before_after"] = f"{firing_before:g} -> {firing_after:g}" if None not in (firing_before, firing_after) else "?"
+    out["restart_same_alerts"] = (
+        set(before) <= set(after)
+        and all(v == before[k] for k, v in silent_alerts.items())
+        and all(len(v) == len(set(v)) for v in after.values())
+    )
+    out["firing_before_after"] = (
+        f"{firing_before:g} -> {firing_after:g}" if None not in (firing_before, firing_after) else "?"
+    )
     out["silent_alerts_firing"] = sum(1 for v in after.values() if v[-1:] == ["firing"])
-    console.print(f"restart: resumed {resumed_routes:,} routes at {resumed_minute:%H:%M} after {out['restart_resume_s']} s; "
-                  f"alerts before {len(before)}, after {len(after)}; firing gauge {out['firing_before_after']}")
+    console.print(
+        f"restart: resumed {resumed_routes:,} routes at {resumed_minute:%H:%M} after {out['restart_resume_s']} s; "
+        f"alerts before {len(before)}, after {len(after)}; firing gauge {out['firing_before_after']}"
+    )
 
 
 # -- report ------------------------------------------------------------------------------------------------------
-RATIOS = ("eval_s_per_min", "longest_pass_s", "rss_peak_mib", "rss_peak_after_backfill_mib", "rss_peak_after_live_mib",
-          "rss_peak_after_reads_mib", "rss_peak_restarted_mib", "state_disk_bytes", "overview_s", "overview_bytes",
-          "api_rates_s", "metrics_s", "metrics_bytes", "cli_rates_s", "restart_resume_s", "restore_s")
+RATIOS = (
+    "eval_s_per_min",
+    "longest_pass_s",
+    "rss_peak_mib",
+    "rss_peak_after_backfill_mib",
+    "rss_peak_after_live_mib",
+    "rss_peak_after_reads_mib",
+    "rss_peak_restarted_mib",
+    "state_disk_bytes",
+    "overview_s",
+    "overview_bytes",
+    "api_rates_s",
+    "metrics_s",
+    "metrics_bytes",
+    "cli_rates_s",
+    "restart_resume_s",
+    "restore_s",
+)
 
 
 def report(results: list[dict]) -> None:
@@ -454,8 +549,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--read-timeout", type=float, default=120)
     parser.add_argument("--timeout", type=float, default=3600, help="give up a phase after this many seconds")
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--keep", action="store_true", help="keep the work directories (stores, logs, the worker's "
-                        "RSS every half second in rss.tsv)")
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the work directories (stores, logs, the worker's RSS every half second in rss.tsv)",
+    )
     parser.add_argument("--out", type=Path, help="write the figures as JSON")
     args = parser.parse_args(argv)
     os.environ["CLAIMWATCH_DRIFT__EVAL_INTERVAL_SECONDS"] = str(args.eval_interval)

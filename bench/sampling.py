@@ -10,6 +10,7 @@ Target (issue 24): the weighted interval covers 93-97% of 500 repetitions; the u
 
 Run: python bench/sampling.py --reps 500 --seed 24
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,16 +40,20 @@ def main() -> int:
             cell[0] += truth in interval
             cell[1] += interval.width
             cell[2] += counts.rate - truth
-    print(f"{args.reps} populations of {args.answers:,} answers: short {SHORT.share:.0%} ({SHORT.failure:.0%} failing, "
-          f"verified at {SHORT.rate:g}), long {LONG.share:.0%} ({LONG.failure:.0%} failing, verified at {LONG.rate:g})")
+    print(
+        f"{args.reps} populations of {args.answers:,} answers: short {SHORT.share:.0%} ({SHORT.failure:.0%} failing, "
+        f"verified at {SHORT.rate:g}), long {LONG.share:.0%} ({LONG.failure:.0%} failing, verified at {LONG.rate:g})"
+    )
     ok = True
     for name, (hits, width, bias) in found.items():
         coverage = hits / args.reps
         target = "93-97%" if name == "weighted" else "< 50%"
         met = 0.93 <= coverage <= 0.97 if name == "weighted" else coverage < 0.5
         ok &= met
-        print(f"{name:10s} coverage {coverage:6.1%} (target {target}: {'ok' if met else 'MISSED'}), mean width "
-              f"{100 * width / args.reps:.2f} pts, mean error {100 * bias / args.reps:+.2f} pts")
+        print(
+            f"{name:10s} coverage {coverage:6.1%} (target {target}: {'ok' if met else 'MISSED'}), mean width "
+            f"{100 * width / args.reps:.2f} pts, mean error {100 * bias / args.reps:+.2f} pts"
+        )
     return 0 if ok else 1
 
 

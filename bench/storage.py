@@ -10,6 +10,7 @@ each per claim, and the raw JSON bytes of the same events divided by them (the r
     python bench/storage.py                   # 1,000,000 events
     python bench/storage.py --events 20000    # a smoke check
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,8 +49,15 @@ def fill(store: ChdbStore, events: int, seed: int, batch: int, console: Console)
     decoder, writer = Decoder(), EventWriter(store)
     written = claims = raw_bytes = 0
     pending: list[VerdictEvent] = []
-    with Progress(TextColumn("writing"), BarColumn(), MofNCompleteColumn(), TextColumn("events"), TimeElapsedColumn(),
-                  TimeRemainingColumn(), console=console) as progress:
+    with Progress(
+        TextColumn("writing"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("events"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+    ) as progress:
         task = progress.add_task("events", total=events)
         for sim in generate(scenario, start, minutes, seed):
             event = decoder.decode(sim.raw)
@@ -82,7 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--events", type=int, default=1_000_000, help="simulated events to write")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--batch", type=int, default=5000, help="events per write (the worker's batch)")
-    ap.add_argument("--keep", type=Path, default=None, help="keep the store in this directory (default: a temp dir, removed)")
+    ap.add_argument(
+        "--keep", type=Path, default=None, help="keep the store in this directory (default: a temp dir, removed)"
+    )
     args = ap.parse_args(argv)
     if args.events < 1:
         ap.error("--events must be at least 1")
@@ -108,27 +118,61 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
     table = Table(title=f"Storage after {events:,} simulated events ({claims:,} claims), merged")
-    for col, justify in (("table", "left"), ("rows", "right"), ("compressed", "right"), ("B/claim", "right"),
-                         ("on disk", "right"), ("disk B/claim", "right"), ("raw JSON ÷ disk", "right"), ("TTL", "left")):
+    for col, justify in (
+        ("table", "left"),
+        ("rows", "right"),
+        ("compressed", "right"),
+        ("B/claim", "right"),
+        ("on disk", "right"),
+        ("disk B/claim", "right"),
+        ("raw JSON ÷ disk", "right"),
+        ("TTL", "left"),
+    ):
         table.add_column(col, justify=justify)
     for t in report["tables"]:
         if not t["rows"] or t["table"] == "schema_migrations":  # bookkeeping: no share of the events' bytes
             continue
-        table.add_row(t["table"], f"{t['rows']:,}", f"{t['compressed_bytes']:,}", per_claim(t["compressed_bytes"], claims),
-                      f"{t['disk_bytes']:,}", per_claim(t["disk_bytes"], claims), ratio(raw_bytes, t["disk_bytes"]),
-                      f"{t['ttl_days']} d" if t["ttl_days"] else "forever")
+        table.add_row(
+            t["table"],
+            f"{t['rows']:,}",
+            f"{t['compressed_bytes']:,}",
+            per_claim(t["compressed_bytes"], claims),
+            f"{t['disk_bytes']:,}",
+            per_claim(t["disk_bytes"], claims),
+            ratio(raw_bytes, t["disk_bytes"]),
+            f"{t['ttl_days']} d" if t["ttl_days"] else "forever",
+        )
     total = report["total"]
-    table.add_row("[bold]total[/bold]", f"{total['rows']:,}", f"{total['compressed_bytes']:,}",
-                  per_claim(total["compressed_bytes"], claims), f"{total['disk_bytes']:,}",
-                  per_claim(total["disk_bytes"], claims), ratio(raw_bytes, total["disk_bytes"]), "")
-    table.add_row("[dim]baseline: raw JSON[/dim]", f"{events:,}", f"{raw_bytes:,}", per_claim(raw_bytes, claims),
-                  f"{raw_bytes:,}", per_claim(raw_bytes, claims), "1.00", "")
+    table.add_row(
+        "[bold]total[/bold]",
+        f"{total['rows']:,}",
+        f"{total['compressed_bytes']:,}",
+        per_claim(total["compressed_bytes"], claims),
+        f"{total['disk_bytes']:,}",
+        per_claim(total["disk_bytes"], claims),
+        ratio(raw_bytes, total["disk_bytes"]),
+        "",
+    )
+    table.add_row(
+        "[dim]baseline: raw JSON[/dim]",
+        f"{events:,}",
+        f"{raw_bytes:,}",
+        per_claim(raw_bytes, claims),
+        f"{raw_bytes:,}",
+        per_claim(raw_bytes, claims),
+        "1.00",
+        "",
+    )
     console.print(table)
-    console.print(f"raw JSON {raw_bytes / events:,.0f} B per event, {raw_bytes / claims:,.1f} B per claim; stored "
-                  f"{total['disk_bytes'] / claims:,.1f} B per claim on disk ({total['compressed_bytes'] / claims:,.1f} "
-                  f"compressed), ratio raw JSON ÷ disk {ratio(raw_bytes, total['disk_bytes'])}")
-    console.print(f"[dim]written in {write_s:.1f} s ({events / write_s:,.0f} events/s, batches of {args.batch:,}); "
-                  f"merged in {merge_s:.1f} s; seed {args.seed}[/dim]")
+    console.print(
+        f"raw JSON {raw_bytes / events:,.0f} B per event, {raw_bytes / claims:,.1f} B per claim; stored "
+        f"{total['disk_bytes'] / claims:,.1f} B per claim on disk ({total['compressed_bytes'] / claims:,.1f} "
+        f"compressed), ratio raw JSON ÷ disk {ratio(raw_bytes, total['disk_bytes'])}"
+    )
+    console.print(
+        f"[dim]written in {write_s:.1f} s ({events / write_s:,.0f} events/s, batches of {args.batch:,}); "
+        f"merged in {merge_s:.1f} s; seed {args.seed}[/dim]"
+    )
     return 0
 
 

@@ -14,18 +14,40 @@ What the worker timer and the CLI call:
 
 Offline: ``cluster_file(input, out, issues_out, config, progress, now=now)``.
 """
+
 from importlib import import_module
 
 # Lazy re-exports: the worker and API import clustering.issue without paying for sklearn, UMAP and torch.
 _WHERE = {
-    "OnlineAssigner": "assign", "NOISE": "cluster", "HdbscanClusterer": "cluster",
-    "CONFIGS": "config", "DEFAULT_CONFIG": "config", "ClusteringConfig": "config", "config_from_settings": "config",
-    "get_config": "config", "CachedEmbedder": "embed", "Embedder": "embed", "EmbeddingCache": "embed",
-    "MemoryEmbeddingCache": "embed", "ModelError": "errors", "SentenceTransformerEmbedder": "embed", "text_key": "embed",
-    "IssueRecord": "issue", "IssueNamer": "naming", "Normalizer": "normalize", "normalize": "normalize",
-    "cluster_file": "offline", "IssuePipeline": "pipeline", "FailingClaim": "records", "RecordError": "records",
-    "NoReducer": "reduce", "UmapReducer": "reduce", "ClusteringRun": "run", "ClusterSummary": "run",
-    "IssueTracker": "track", "ClaimVectorizer": "vectorize",
+    "OnlineAssigner": "assign",
+    "NOISE": "cluster",
+    "HdbscanClusterer": "cluster",
+    "CONFIGS": "config",
+    "DEFAULT_CONFIG": "config",
+    "ClusteringConfig": "config",
+    "config_from_settings": "config",
+    "get_config": "config",
+    "CachedEmbedder": "embed",
+    "Embedder": "embed",
+    "EmbeddingCache": "embed",
+    "MemoryEmbeddingCache": "embed",
+    "ModelError": "errors",
+    "SentenceTransformerEmbedder": "embed",
+    "text_key": "embed",
+    "IssueRecord": "issue",
+    "IssueNamer": "naming",
+    "Normalizer": "normalize",
+    "normalize": "normalize",
+    "cluster_file": "offline",
+    "IssuePipeline": "pipeline",
+    "FailingClaim": "records",
+    "RecordError": "records",
+    "NoReducer": "reduce",
+    "UmapReducer": "reduce",
+    "ClusteringRun": "run",
+    "ClusterSummary": "run",
+    "IssueTracker": "track",
+    "ClaimVectorizer": "vectorize",
 }
 __all__ = sorted(_WHERE)
 

@@ -7,9 +7,10 @@ with the batch labels at least as often, runs in well under a millisecond once t
 is embedded, and needs only the centroids stored on each ``IssueRecord`` — no pickled UMAP
 or HDBSCAN model has to travel from the re-clustering run to every worker.
 """
+
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -22,8 +23,14 @@ from clustering.vectorize import ClaimVectorizer
 class OnlineAssigner:
     """Nearest issue centroid by cosine; below ``min_similarity`` the claim joins no issue."""
 
-    def __init__(self, vectorizer: ClaimVectorizer, issue_ids: Sequence[str], centroids: np.ndarray,
-                 min_similarity: float = 0.4, routes: Mapping[str, Iterable[str]] | None = None):
+    def __init__(
+        self,
+        vectorizer: ClaimVectorizer,
+        issue_ids: Sequence[str],
+        centroids: np.ndarray,
+        min_similarity: float = 0.4,
+        routes: Mapping[str, Iterable[str]] | None = None,
+    ):
         if len(issue_ids) != len(centroids):
             raise ValueError(f"{len(issue_ids)} issue ids but {len(centroids)} centroids")
         self.vectorizer = vectorizer
@@ -35,17 +42,24 @@ class OnlineAssigner:
         self.routes = {issue_id: frozenset(seen) for issue_id, seen in (routes or {}).items()}  # routes each has held
 
     @classmethod
-    def from_issues(cls, issues: Sequence[IssueRecord], vectorizer: ClaimVectorizer, config_name: str,
-                    min_similarity: float = 0.4) -> OnlineAssigner:
+    def from_issues(
+        cls, issues: Sequence[IssueRecord], vectorizer: ClaimVectorizer, config_name: str, min_similarity: float = 0.4
+    ) -> OnlineAssigner:
         """From stored issues of one config: every issue not merged away that has a centroid."""
         usable = [i for i in issues if i.config_name == config_name and i.merged_into is None and i.centroid]
         centroids = np.array([i.centroid for i in usable], dtype=np.float32)
-        return cls(vectorizer, [i.issue_id for i in usable], centroids, min_similarity,
-                   {i.issue_id: i.routes for i in usable})
+        return cls(
+            vectorizer, [i.issue_id for i in usable], centroids, min_similarity, {i.issue_id: i.routes for i in usable}
+        )
 
     @classmethod
-    def from_run(cls, run: ClusteringRun, cluster_issue_ids: Sequence[str], vectorizer: ClaimVectorizer,
-                 min_similarity: float = 0.4) -> OnlineAssigner:
+    def from_run(
+        cls,
+        run: ClusteringRun,
+        cluster_issue_ids: Sequence[str],
+        vectorizer: ClaimVectorizer,
+        min_similarity: float = 0.4,
+    ) -> OnlineAssigner:
         centroids = np.array([c.centroid for c in run.clusters_], dtype=np.float32)
         return cls(vectorizer, cluster_issue_ids, centroids, min_similarity)
 

@@ -7,10 +7,11 @@ nearest cluster centroid in the *embedding* space when the cosine similarity cle
 ``attach_min_similarity``; the rest stay noise (label -1): kept, counted, never dropped.
 The same nearest-centroid rule places points outside the fitted sample and, online, new claims.
 """
+
 from __future__ import annotations
 
 import warnings
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -21,9 +22,16 @@ class HdbscanClusterer:
     """Every parameter comes from a ClusteringConfig (clustering/config.py, where each is defined once):
     ``IssuePipeline.from_config`` builds it."""
 
-    def __init__(self, min_cluster_size: int, min_cluster_fraction: float, min_samples: int,
-                 attach_min_similarity: float, allow_single_cluster: bool,
-                 merge_min_cohesion: float, merge_min_alignment: float):
+    def __init__(
+        self,
+        min_cluster_size: int,
+        min_cluster_fraction: float,
+        min_samples: int,
+        attach_min_similarity: float,
+        allow_single_cluster: bool,
+        merge_min_cohesion: float,
+        merge_min_alignment: float,
+    ):
         self.min_cluster_size = min_cluster_size
         # one failure family dominating a window (a bad deploy) must still become an issue,
         # not be declared all noise because HDBSCAN may not pick the root cluster
@@ -54,9 +62,12 @@ class HdbscanClusterer:
         else:
             import hdbscan
 
-            self.model_ = hdbscan.HDBSCAN(min_cluster_size=self.min_size_,
-                                          min_samples=min(self.min_samples, self.min_size_, n - 1),
-                                          allow_single_cluster=self.allow_single_cluster, prediction_data=True)
+            self.model_ = hdbscan.HDBSCAN(
+                min_cluster_size=self.min_size_,
+                min_samples=min(self.min_samples, self.min_size_, n - 1),
+                allow_single_cluster=self.allow_single_cluster,
+                prediction_data=True,
+            )
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # sklearn deprecation chatter inside hdbscan
                 self.model_.fit(reduced)

@@ -8,12 +8,12 @@ How the defaults were chosen (bench/clustering.py, CLINC150): tuned on the val s
 checked on test and train; see the report in bench/clustering.py's docstring. The merge
 threshold was checked on the simulated demo families too (bench/clustering.py --demo).
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
 from dataclasses import asdict, dataclass, replace
-
 
 # Parameters added after a configuration was named, with the value that behaves as before:
 # left out of the fingerprint at that value, so older configurations keep theirs.
@@ -68,8 +68,11 @@ class ClusteringConfig:
     @property
     def fingerprint(self) -> str:
         """Hash of every parameter except the name; pinned per named config in the tests."""
-        params = {k: v for k, v in asdict(self).items()
-                  if k != "name" and not (k in NEUTRAL_ADDITIONS and v == NEUTRAL_ADDITIONS[k])}
+        params = {
+            k: v
+            for k, v in asdict(self).items()
+            if k != "name" and not (k in NEUTRAL_ADDITIONS and v == NEUTRAL_ADDITIONS[k])
+        }
         return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:16]
 
     def with_overrides(self, name: str, **params) -> ClusteringConfig:
@@ -92,8 +95,14 @@ FIRST_CONFIG = ClusteringConfig()
 # The claim now weighs twice the question: what failed (and how) is in the claim, and users word
 # questions about one failure more variably than the model words the failing claim; with the
 # question doubled instead, one unanswerable question gathered several families' claims.
-DEFAULT_CONFIG = replace(FIRST_CONFIG, name="clustering@2026-11-21b", fields=("question", "claim", "claim"),
-                         merge_min_cohesion=0.88, merge_min_alignment=0.85, umap_neighbors_fraction=0.002)
+DEFAULT_CONFIG = replace(
+    FIRST_CONFIG,
+    name="clustering@2026-11-21b",
+    fields=("question", "claim", "claim"),
+    merge_min_cohesion=0.88,
+    merge_min_alignment=0.85,
+    umap_neighbors_fraction=0.002,
+)
 CONFIGS: dict[str, ClusteringConfig] = {c.name: c for c in (FIRST_CONFIG, DEFAULT_CONFIG)}
 
 
@@ -104,8 +113,12 @@ def get_config(name: str = DEFAULT_CONFIG.name) -> ClusteringConfig:
         raise KeyError(f"unknown clustering configuration {name!r}; known: {sorted(CONFIGS)}") from None
 
 
-def config_from_settings(model: str | None = None, fields: list[str] | tuple[str, ...] | None = None,
-                         name: str | None = None, backend: str | None = None) -> ClusteringConfig:
+def config_from_settings(
+    model: str | None = None,
+    fields: list[str] | tuple[str, ...] | None = None,
+    name: str | None = None,
+    backend: str | None = None,
+) -> ClusteringConfig:
     """The named configuration, with the model and fields from settings when they differ.
 
     A different model or field list is a different configuration: it gets a derived name so

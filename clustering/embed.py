@@ -3,11 +3,13 @@
 Vectors are float32 and L2-normalised, so cosine similarity is a dot product and a cache
 row is a plain list of floats (what the ClickHouse cache stores).
 """
+
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -65,8 +67,14 @@ class SentenceTransformerEmbedder:
 
     # Batches of 32 embed as fast as 128 (bench/embedding.py), and the inference's working memory, which the
     # process keeps once grown, is a quarter (bench/embedding_memory.py: ~100 MiB instead of ~410).
-    def __init__(self, model_name_or_path: str = DEFAULT_MODEL, batch_size: int = 32, backend: str = "torch",
-                 max_seq_length: int = 128, onnx_dir: str | Path | None = None):
+    def __init__(
+        self,
+        model_name_or_path: str = DEFAULT_MODEL,
+        batch_size: int = 32,
+        backend: str = "torch",
+        max_seq_length: int = 128,
+        onnx_dir: str | Path | None = None,
+    ):
         if backend not in BACKENDS:
             raise ModelError(f"unknown embedding backend {backend!r}; use one of {BACKENDS}")
         self.model_name = model_name_or_path
@@ -88,8 +96,12 @@ class SentenceTransformerEmbedder:
         else:
             from clustering.onnx_backend import OnnxEncoder
 
-            self._model = OnnxEncoder.load(self._path, quantized=self.backend == "onnx-int8",
-                                           cache_dir=self._onnx_dir, max_seq_length=self.max_seq_length)
+            self._model = OnnxEncoder.load(
+                self._path,
+                quantized=self.backend == "onnx-int8",
+                cache_dir=self._onnx_dir,
+                max_seq_length=self.max_seq_length,
+            )
         return self._model
 
     @property
@@ -99,8 +111,13 @@ class SentenceTransformerEmbedder:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if len(texts) == 0:
             return np.zeros((0, 0), dtype=np.float32)
-        vectors = self._load().encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True,
-                                      convert_to_numpy=True, show_progress_bar=False)
+        vectors = self._load().encode(
+            list(texts),
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
         return np.ascontiguousarray(vectors, dtype=np.float32)
 
 

@@ -1,4 +1,5 @@
 """Errors the clustering stage raises to its callers; each message says what to do."""
+
 from __future__ import annotations
 
 

@@ -5,23 +5,24 @@ candidate with the best maximal-marginal-relevance score: central to the issue, 
 everything chosen so far (max-min distance), among the members HDBSCAN holds most firmly. Candidates closer than ``max_similarity`` to a chosen one, or
 with a normalised text already chosen, are skipped: five copies of one trace teach nothing.
 """
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 
 class ExemplarPicker:
-    def __init__(self, n_exemplars: int = 5, max_similarity: float = 0.95, candidates: int = 200,
-                 relevance: float = 0.5):
+    def __init__(
+        self, n_exemplars: int = 5, max_similarity: float = 0.95, candidates: int = 200, relevance: float = 0.5
+    ):
         self.n_exemplars = n_exemplars
         self.relevance = relevance
         self.max_similarity = max_similarity
         self.candidates = candidates
 
-    def pick(self, vectors: np.ndarray, strength: np.ndarray, centroid: np.ndarray,
-             texts: Sequence[str]) -> list[int]:
+    def pick(self, vectors: np.ndarray, strength: np.ndarray, centroid: np.ndarray, texts: Sequence[str]) -> list[int]:
         """Indices (into this cluster's rows) of its exemplars, most central first."""
         n = len(vectors)
         if n == 0:

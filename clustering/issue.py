@@ -1,10 +1,12 @@
 """One named issue as it persists between runs, and its pure converters to and from a store row."""
+
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Mapping
+from datetime import UTC, datetime
+from typing import Any
 
 import orjson
 
@@ -113,10 +115,18 @@ class IssueRecord:
 
     def to_line(self) -> dict[str, Any]:
         """The offline ISSUES.jsonl line."""
-        return {"issue_id": self.issue_id, "name": self.name, "subtitle": self.subtitle, "size": self.size, "keywords": list(self.keywords),
-                "exemplar_ids": list(self.exemplar_ids), "routes": list(self.routes), "state": self.state}
+        return {
+            "issue_id": self.issue_id,
+            "name": self.name,
+            "subtitle": self.subtitle,
+            "size": self.size,
+            "keywords": list(self.keywords),
+            "exemplar_ids": list(self.exemplar_ids),
+            "routes": list(self.routes),
+            "state": self.state,
+        }
 
 
 def _time(value: Any) -> datetime:
     ts = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
-    return ts.replace(tzinfo=timezone.utc) if ts.tzinfo is None else ts
+    return ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts

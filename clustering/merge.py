@@ -13,6 +13,7 @@ With MiniLM one CLINC150 intent has a median cohesion of 0.72-0.74 and no two in
 together exceed 0.83, so topical clusters never merge; the islands of one simulated demo
 family on one route reach 0.9 or more together.
 """
+
 from __future__ import annotations
 
 import numpy as np

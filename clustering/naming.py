@@ -13,11 +13,12 @@ concentrates on (compared with the other claims on its routes: a version the rou
 runs says nothing), e.g. ``refund windows · contradicted · billing-faq · claim_generation``.
 Titles are presentation: issue ids never depend on them (clustering/track.py).
 """
+
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -28,9 +29,13 @@ _MORE_STOP_WORDS = {"don", "does", "did", "doesn", "isn", "ll", "ve"}
 
 
 def stop_words() -> list[str]:
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS  # ~170 MB: only where issues are named, not in ingest
+    from sklearn.feature_extraction.text import (
+        ENGLISH_STOP_WORDS,
+    )  # ~170 MB: only where issues are named, not in ingest
 
     return sorted(ENGLISH_STOP_WORDS | _PLACEHOLDER_WORDS | _MORE_STOP_WORDS)
+
+
 SEPARATOR = " · "
 TITLE_MAX_CHARS = 60  # of the quoted claim; longer claims are cut at a word boundary with "…"
 UNNAMED = "unnamed failures"
@@ -76,7 +81,7 @@ def quoted(text: str | None, limit: int = TITLE_MAX_CHARS) -> str:
     clean = normalize((text or "").replace('"', "'")).strip(_TRAILING)
     if len(clean) <= limit:
         return clean
-    cut = clean[:limit + 1]
+    cut = clean[: limit + 1]
     space = cut.rfind(" ")
     cut = cut[:space] if space >= limit // 2 else clean[:limit]
     return cut.rstrip(_TRAILING) + "…"
@@ -105,8 +110,10 @@ class VersionShares:
             total = sum(self.totals.values())
             return sum(n for (_, k, v), n in self.counts.items() if (k, v) == (key, value)) / max(total, 1)
         weight = sum(routes.values())
-        return sum(n / max(weight, 1) * self.counts[(route, key, value)] / max(self.totals[route], 1)
-                   for route, n in routes.items())
+        return sum(
+            n / max(weight, 1) * self.counts[(route, key, value)] / max(self.totals[route], 1)
+            for route, n in routes.items()
+        )
 
 
 class IssueNamer:
@@ -137,8 +144,10 @@ class IssueNamer:
         for row in range(len(documents)):
             line = scores.getrow(row)
             # ties go to bigrams (more specific), then alphabetical for determinism
-            ranked = sorted(zip(line.data.tolist(), line.indices.tolist()),
-                            key=lambda pair: (-round(pair[0], 12), -terms[pair[1]].count(" "), terms[pair[1]]))
+            ranked = sorted(
+                zip(line.data.tolist(), line.indices.tolist()),
+                key=lambda pair: (-round(pair[0], 12), -terms[pair[1]].count(" "), terms[pair[1]]),
+            )
             out.append(self._pick([terms[i] for _, i in ranked]))
         return out
 
@@ -181,8 +190,9 @@ class IssueNamer:
                 picked.append((key, value))
         return tuple(picked)
 
-    def title(self, claim: str | None, facets: Facets, source: str | None = None,
-              keywords: tuple[str, ...] = ()) -> str:
+    def title(
+        self, claim: str | None, facets: Facets, source: str | None = None, keywords: tuple[str, ...] = ()
+    ) -> str:
         """The quoted claim phrased by the dominant verdict; the keywords when there is no claim text."""
         text = quoted(claim)
         if not text:
@@ -192,17 +202,27 @@ class IssueNamer:
 
     @staticmethod
     def subtitle(keywords: tuple[str, ...], facets: Facets) -> str:
-        parts = [" ".join(keywords), facets.verdict, facets.route, facets.stage,
-                 *(f"{k}={v}" for k, v in facets.versions)]
+        parts = [
+            " ".join(keywords),
+            facets.verdict,
+            facets.route,
+            facets.stage,
+            *(f"{k}={v}" for k, v in facets.versions),
+        ]
         return SEPARATOR.join(p for p in parts if p)
 
-    def name(self, keywords: tuple[str, ...], facets: Facets, claim: str | None = None,
-             source: str | None = None) -> IssueName:
+    def name(
+        self, keywords: tuple[str, ...], facets: Facets, claim: str | None = None, source: str | None = None
+    ) -> IssueName:
         return IssueName(self.title(claim, facets, source, keywords), keywords, facets, self.subtitle(keywords, facets))
 
-    def name_all(self, cluster_texts: Sequence[Sequence[str]], cluster_facts: Sequence[Sequence[Mapping]],
-                 everyone: Sequence[Mapping], representatives: Sequence[Sequence[Mapping]] | None = None
-                 ) -> list[IssueName]:
+    def name_all(
+        self,
+        cluster_texts: Sequence[Sequence[str]],
+        cluster_facts: Sequence[Sequence[Mapping]],
+        everyone: Sequence[Mapping],
+        representatives: Sequence[Sequence[Mapping]] | None = None,
+    ) -> list[IssueName]:
         """One name per cluster; ``cluster_facts`` hold each member's verdict, route, stage and versions;
         ``representatives`` each cluster's candidate claims for its title, most representative first
         (``{"text", "verdict", "source_id"}``). Larger clusters choose first; a title already taken goes to the

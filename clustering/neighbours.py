@@ -8,6 +8,7 @@ neighbourhoods can: the halves of one failure stay linked claim to claim across 
 Each claim's ``K`` nearest claims (cosine, in the embedding space) are its links. Two clusters' link ratio is
 the links between them, both ways, per link within either.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -30,7 +31,7 @@ def link_counts(vectors: np.ndarray, labels: np.ndarray, k: int = K, max_queries
     queries = np.unique(np.linspace(0, len(vectors) - 1, min(len(vectors), max_queries)).astype(int))
     queries = queries[labels[queries] >= 0]
     for start in range(0, len(queries), _CHUNK):
-        rows = queries[start:start + _CHUNK]
+        rows = queries[start : start + _CHUNK]
         similarity = vectors[rows] @ vectors.T
         similarity[np.arange(len(rows)), rows] = -np.inf  # a claim is not its own neighbour
         nearest = labels[np.argpartition(-similarity, k, axis=1)[:, :k]]
@@ -51,5 +52,7 @@ def link_ratios(counts: np.ndarray) -> np.ndarray:
 def neighbours(vectors: np.ndarray, labels: np.ndarray, kept: int = KEPT) -> list[dict[int, float]]:
     """Per cluster 0..max(labels): its ``kept`` most linked clusters and their link ratios (those above 0)."""
     ratio = link_ratios(link_counts(vectors, labels))
-    return [{int(b): round(float(ratio[a, b]), 4) for b in np.argsort(-ratio[a], kind="stable")[:kept]
-             if ratio[a, b] > 0} for a in range(len(ratio))]
+    return [
+        {int(b): round(float(ratio[a, b]), 4) for b in np.argsort(-ratio[a], kind="stable")[:kept] if ratio[a, b] > 0}
+        for a in range(len(ratio))
+    ]

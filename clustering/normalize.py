@@ -4,6 +4,7 @@ Two claims that differ only in an invented date, amount or order id normalise to
 text, so they embed (and cache) identically. Order matters: wider patterns (urls, emails,
 uuids, dates) run before the narrow ones (bare numbers) that would eat their parts.
 """
+
 from __future__ import annotations
 
 import re
@@ -33,7 +34,11 @@ RULES: tuple[Rule, ...] = (
     _rule("email", r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b", "<email>"),
     _rule("uuid", r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", "<uuid>"),
     _rule("hash", r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{12,}\b", "<hash>"),
-    _rule("iso_datetime", r"\b\d{4}-\d{2}-\d{2}[t ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:z|[+-]\d{2}:?\d{2})?(?!\w)", "<date>"),
+    _rule(
+        "iso_datetime",
+        r"\b\d{4}-\d{2}-\d{2}[t ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:z|[+-]\d{2}:?\d{2})?(?!\w)",
+        "<date>",
+    ),
     _rule("iso_date", r"\b\d{4}-\d{1,2}-\d{1,2}\b", "<date>"),
     _rule("slash_date", r"\b\d{1,4}[/.]\d{1,2}[/.]\d{2,4}\b", "<date>"),
     _rule("day_month_year", rf"\b{_DAY}(?:\s+of)?\s+{_MONTH}\.?(?:,?\s+\d{{4}})?\b", "<date>"),
@@ -41,10 +46,18 @@ RULES: tuple[Rule, ...] = (
     _rule("month_year", rf"\b{_MONTH}\.?\s+\d{{4}}\b", "<date>"),
     _rule("time", r"\b\d{1,2}:\d{2}(?::\d{2})?(?:\s*[ap]\.?m\.?)?(?!\w)|\b\d{1,2}\s*[ap]\.?m\.?(?!\w)", "<time>"),
     _rule("amount_symbol", r"[$€£¥₹]\s?\d[\d,]*(?:\.\d+)?(?:\s?[km]\b)?", "<amount>"),
-    _rule("amount_code", rf"\b\d[\d,]*(?:\.\d+)?\s?{_CURRENCY_CODE}\b|\b{_CURRENCY_CODE}\s?\d[\d,]*(?:\.\d+)?\b", "<amount>"),
+    _rule(
+        "amount_code",
+        rf"\b\d[\d,]*(?:\.\d+)?\s?{_CURRENCY_CODE}\b|\b{_CURRENCY_CODE}\s?\d[\d,]*(?:\.\d+)?\b",
+        "<amount>",
+    ),
     _rule("percent", r"\b\d+(?:\.\d+)?\s?(?:%|per\s?cent\b)", "<percent>"),
     _rule("ticket", r"#\d+\b", "<id>"),
-    _rule("identifier", r"\b(?=[\w-]*\d)(?=[\w-]*[a-z])[a-z0-9]+(?:[-_][a-z0-9]+)+\b|\b(?=[a-z]*\d)[a-z]+\d[a-z0-9]{2,}\b", "<id>"),
+    _rule(
+        "identifier",
+        r"\b(?=[\w-]*\d)(?=[\w-]*[a-z])[a-z0-9]+(?:[-_][a-z0-9]+)+\b|\b(?=[a-z]*\d)[a-z]+\d[a-z0-9]{2,}\b",
+        "<id>",
+    ),
     _rule("digit_group", r"\b\d+(?:-\d+)+\b", "<id>"),
     _rule("number", r"\b\d+(?:[.,]\d+)*(?:st|nd|rd|th)?\b", "<num>"),
 )

@@ -4,11 +4,12 @@ Input lines are failing-claim records ``{"id", "text", ...}`` or verdict events 
 ``schema``), from which the failed claims are taken. Bad lines are skipped and reported,
 never fatal (unless ``strict``), the way the worker dead-letters bad events.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Iterator
 
 import orjson
 
@@ -16,8 +17,8 @@ from clustering.config import DEFAULT_CONFIG, ClusteringConfig
 from clustering.embed import CachedEmbedder, Embedder, EmbeddingCache, MemoryEmbeddingCache, SentenceTransformerEmbedder
 from clustering.pipeline import IssuePipeline, Progress
 from clustering.records import FailingClaim
-from services.contract.errors import RecordError
 from clustering.track import IssueTracker
+from services.contract.errors import RecordError
 
 MAX_REPORTED_REJECTIONS = 5
 
@@ -30,7 +31,9 @@ def read_claims(input_path: str | Path, strict: bool = False) -> tuple[list[Fail
     """Failing claims from a JSONL file, and one reason per rejected line."""
     path = Path(input_path)
     if not path.is_file():
-        raise OfflineInputError(f"input file {path} does not exist; pass a JSONL file of failing claims or verdict events")
+        raise OfflineInputError(
+            f"input file {path} does not exist; pass a JSONL file of failing claims or verdict events"
+        )
     claims: list[FailingClaim] = []
     rejected: list[str] = []
     for line_no, raw in _lines(path):
@@ -50,10 +53,18 @@ def read_claims(input_path: str | Path, strict: bool = False) -> tuple[list[Fail
     return claims, rejected
 
 
-def cluster_file(input_path: str | Path, out_path: str | Path, issues_out_path: str | Path,
-                 config: ClusteringConfig = DEFAULT_CONFIG, progress: Progress | None = None,
-                 embedder: Embedder | None = None, cache: EmbeddingCache | None = None,
-                 *, now: datetime, strict: bool = False) -> dict:
+def cluster_file(
+    input_path: str | Path,
+    out_path: str | Path,
+    issues_out_path: str | Path,
+    config: ClusteringConfig = DEFAULT_CONFIG,
+    progress: Progress | None = None,
+    embedder: Embedder | None = None,
+    cache: EmbeddingCache | None = None,
+    *,
+    now: datetime,
+    strict: bool = False,
+) -> dict:
     """Cluster one file; write assignments and issues; return the run summary (with ``rejected`` lines).
 
     ``now`` is the run's time (first and last seen of new issues); the caller reads the clock.

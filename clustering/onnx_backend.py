@@ -6,13 +6,14 @@ exported locally once with ``torch.onnx.export`` (needs the ``onnx`` package), o
 quantised with onnxruntime's dynamic int8 quantiser, and run here with the model's own
 fast tokenizer. Nothing is downloaded. The exported files are cached under ``cache_dir``.
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -27,8 +28,14 @@ class OnnxEncoder:
         self._inputs = {i.name for i in session.get_inputs()}
 
     @classmethod
-    def load(cls, model_dir: str, quantized: bool = False, cache_dir: str | Path | None = None,
-             max_seq_length: int = 128, threads: int | None = None) -> OnnxEncoder:
+    def load(
+        cls,
+        model_dir: str,
+        quantized: bool = False,
+        cache_dir: str | Path | None = None,
+        max_seq_length: int = 128,
+        threads: int | None = None,
+    ) -> OnnxEncoder:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
@@ -48,13 +55,14 @@ class OnnxEncoder:
     def get_embedding_dimension(self) -> int:
         return self.dimension
 
-    def encode(self, texts: Sequence[str], batch_size: int = 128, normalize_embeddings: bool = True,
-               **_ignored) -> np.ndarray:
+    def encode(
+        self, texts: Sequence[str], batch_size: int = 128, normalize_embeddings: bool = True, **_ignored
+    ) -> np.ndarray:
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         # length-sorted batches waste no compute on padding
         order = np.argsort([len(t) for t in texts], kind="stable")
         for start in range(0, len(texts), batch_size):
-            rows = order[start:start + batch_size]
+            rows = order[start : start + batch_size]
             encodings = self.tokenizer.encode_batch([texts[i] for i in rows])
             width = max(len(e.ids) for e in encodings)
             ids = np.zeros((len(rows), width), dtype=np.int64)
@@ -73,12 +81,16 @@ class OnnxEncoder:
 
 def _check_mean_pooling(root: Path) -> None:
     if not root.is_dir():
-        raise ModelError(f"the onnx back ends need a local model directory, got {str(root)!r}; "
-                         "save the model with SentenceTransformer.save() and point clustering.model at it")
+        raise ModelError(
+            f"the onnx back ends need a local model directory, got {str(root)!r}; "
+            "save the model with SentenceTransformer.save() and point clustering.model at it"
+        )
     pooling = root / "1_Pooling" / "config.json"
     if not pooling.is_file() or not json.loads(pooling.read_text()).get("pooling_mode_mean_tokens"):
-        raise ModelError(f"the onnx back ends support mean-pooling models only; {root} is not one. "
-                         "Use clustering backend 'torch' for this model")
+        raise ModelError(
+            f"the onnx back ends support mean-pooling models only; {root} is not one. "
+            "Use clustering backend 'torch' for this model"
+        )
 
 
 def _exported(root: Path, quantized: bool, cache_dir: str | Path | None) -> Path:
@@ -107,8 +119,9 @@ def _export(root: Path, target: Path) -> None:
     try:
         import onnx  # noqa: F401  torch's exporter needs it
     except ImportError:
-        raise ModelError("exporting the model to ONNX needs the onnx package: pip install onnx, "
-                         "or use clustering backend 'torch'") from None
+        raise ModelError(
+            "exporting the model to ONNX needs the onnx package: pip install onnx, or use clustering backend 'torch'"
+        ) from None
     import torch
     from transformers import AutoModel
 
@@ -120,13 +133,21 @@ def _export(root: Path, target: Path) -> None:
             self.inner = inner
 
         def forward(self, input_ids, attention_mask, token_type_ids):
-            return self.inner(input_ids=input_ids, attention_mask=attention_mask,
-                              token_type_ids=token_type_ids).last_hidden_state
+            return self.inner(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).last_hidden_state
 
     sample = torch.ones((2, 8), dtype=torch.long)
     axes = {name: {0: "batch", 1: "tokens"} for name in ("input_ids", "attention_mask", "token_type_ids", "hidden")}
     partial = target.with_suffix(".partial.onnx")
-    torch.onnx.export(Hidden(model), (sample, sample, torch.zeros_like(sample)), str(partial),
-                      input_names=["input_ids", "attention_mask", "token_type_ids"], output_names=["hidden"],
-                      dynamic_axes=axes, opset_version=17, dynamo=False)
+    torch.onnx.export(
+        Hidden(model),
+        (sample, sample, torch.zeros_like(sample)),
+        str(partial),
+        input_names=["input_ids", "attention_mask", "token_type_ids"],
+        output_names=["hidden"],
+        dynamic_axes=axes,
+        opset_version=17,
+        dynamo=False,
+    )
     partial.replace(target)

@@ -4,14 +4,15 @@ Each stage is an object handed to the constructor; the pipeline only sequences t
 times them and reports progress. Claims are put in canonical order (sorted by id) first,
 so the result does not depend on arrival order.
 """
+
 from __future__ import annotations
 
 import copy
 import hashlib
 import time
 from collections import Counter
-from datetime import datetime, timezone
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 
 import numpy as np
 
@@ -34,8 +35,16 @@ NAMING_TEXTS_PER_ISSUE = 300  # c-TF-IDF needs a sample, not every member
 
 
 class IssuePipeline:
-    def __init__(self, config: ClusteringConfig, embedder: Embedder, reducer: Reducer, clusterer: HdbscanClusterer,
-                 namer: IssueNamer, progress: Progress | None = None, exemplars: ExemplarPicker | None = None):
+    def __init__(
+        self,
+        config: ClusteringConfig,
+        embedder: Embedder,
+        reducer: Reducer,
+        clusterer: HdbscanClusterer,
+        namer: IssueNamer,
+        progress: Progress | None = None,
+        exemplars: ExemplarPicker | None = None,
+    ):
         self.config = config
         self.embedder = embedder
         self.reducer = reducer
@@ -43,18 +52,38 @@ class IssuePipeline:
         self.namer = namer
         self.progress = progress or (lambda stage, done, total, seconds: None)
         self.exemplars = exemplars or ExemplarPicker(config.n_exemplars, config.exemplar_max_similarity)
-        self.vectorizer = ClaimVectorizer(embedder, config.fields, screen=TextScreen(config.max_chars, config.model),
-                                          require_claim_text=config.require_claim_text)
+        self.vectorizer = ClaimVectorizer(
+            embedder,
+            config.fields,
+            screen=TextScreen(config.max_chars, config.model),
+            require_claim_text=config.require_claim_text,
+        )
 
     @classmethod
-    def from_config(cls, config: ClusteringConfig, embedder: Embedder, progress: Progress | None = None) -> IssuePipeline:
+    def from_config(
+        cls, config: ClusteringConfig, embedder: Embedder, progress: Progress | None = None
+    ) -> IssuePipeline:
         return cls(
-            config, embedder,
-            UmapReducer(config.umap_neighbors, config.umap_components, config.umap_min_dist, config.umap_metric,
-                        config.random_state, config.umap_min_points, config.umap_neighbors_fraction),
-            HdbscanClusterer(config.min_cluster_size, config.min_cluster_fraction, config.min_samples,
-                             config.attach_min_similarity, config.allow_single_cluster,
-                             config.merge_min_cohesion, config.merge_min_alignment),
+            config,
+            embedder,
+            UmapReducer(
+                config.umap_neighbors,
+                config.umap_components,
+                config.umap_min_dist,
+                config.umap_metric,
+                config.random_state,
+                config.umap_min_points,
+                config.umap_neighbors_fraction,
+            ),
+            HdbscanClusterer(
+                config.min_cluster_size,
+                config.min_cluster_fraction,
+                config.min_samples,
+                config.attach_min_similarity,
+                config.allow_single_cluster,
+                config.merge_min_cohesion,
+                config.merge_min_alignment,
+            ),
             IssueNamer(config.n_keywords, config.facet_min_share),
             progress,
         )
@@ -69,8 +98,11 @@ class IssuePipeline:
 
         prepared = self._stage("normalize", n, timings, lambda: self.vectorizer.prepare(ordered))
         vectorized: Vectorized = self._stage(
-            "embed", len(prepared.embedded), timings,
-            lambda: self.vectorizer.embed(prepared, lambda done, total: self.progress("embed", done, total, 0.0)))
+            "embed",
+            len(prepared.embedded),
+            timings,
+            lambda: self.vectorizer.embed(prepared, lambda done, total: self.progress("embed", done, total, 0.0)),
+        )
         notes.extend(_problem_notes(vectorized, n))
 
         labels = np.full(n, NOISE)
@@ -84,12 +116,16 @@ class IssuePipeline:
             notes.append(f"none of the {n} claims has text to embed: they are counted but form no issues")
         fit_rows = _fit_sample(embedded_ids, self.config.fit_sample_size)
         if m > len(fit_rows):
-            notes.append(f"{m} claims: clustered a deterministic sample of {len(fit_rows)}, the rest joined the "
-                         "nearest issue centroid")
-        reduced = self._stage("reduce", len(fit_rows), timings,
-                              lambda: self._reduce(vectorized.vectors[fit_rows]) if m else None)
-        clustered = self._stage("cluster", m, timings,
-                                lambda: self._cluster(vectorized, reduced, fit_rows, embedded_ids) if m else None)
+            notes.append(
+                f"{m} claims: clustered a deterministic sample of {len(fit_rows)}, the rest joined the "
+                "nearest issue centroid"
+            )
+        reduced = self._stage(
+            "reduce", len(fit_rows), timings, lambda: self._reduce(vectorized.vectors[fit_rows]) if m else None
+        )
+        clustered = self._stage(
+            "cluster", m, timings, lambda: self._cluster(vectorized, reduced, fit_rows, embedded_ids) if m else None
+        )
         if m:
             emb_labels, emb_probs, emb_status = clustered
             labels[vectorized.embedded] = emb_labels
@@ -98,12 +134,30 @@ class IssuePipeline:
                 status[i] = emb_status[row]
             notes.extend(self._cluster_notes(m, emb_labels))
             _inherit_from_event(ordered, labels, probabilities, status)
-        clusters = self._stage("name", self.clusterer.n_clusters_ if m else 0, timings,
-                               lambda: self._summaries(ordered, vectorized, labels, probabilities, now, fit_rows)
-                               if m else [])
-        return ClusteringRun(self.config.name, self.embedder.model_id, now, tuple(ordered), labels, probabilities,
-                             tuple(status), clusters, timings, notes, vectorized.problems, vectorized.skipped,
-                             vectorized.vectors if m else None, self.reducer, self.clusterer, reduced)
+        clusters = self._stage(
+            "name",
+            self.clusterer.n_clusters_ if m else 0,
+            timings,
+            lambda: self._summaries(ordered, vectorized, labels, probabilities, now, fit_rows) if m else [],
+        )
+        return ClusteringRun(
+            self.config.name,
+            self.embedder.model_id,
+            now,
+            tuple(ordered),
+            labels,
+            probabilities,
+            tuple(status),
+            clusters,
+            timings,
+            notes,
+            vectorized.problems,
+            vectorized.skipped,
+            vectorized.vectors if m else None,
+            self.reducer,
+            self.clusterer,
+            reduced,
+        )
 
     def _stage(self, stage: str, total: int, timings: dict[str, float], work: Callable):
         self.progress(stage, 0, total, 0.0)
@@ -129,8 +183,9 @@ class IssuePipeline:
         status = np.array([NOISE_STATUS] * m, dtype=object)
         labels[fit_rows] = self.clusterer.labels_
         probabilities[fit_rows] = self.clusterer.probabilities_
-        status[fit_rows] = np.where(self.clusterer.attached_, ATTACHED,
-                                    np.where(self.clusterer.labels_ == NOISE, NOISE_STATUS, CLUSTERED))
+        status[fit_rows] = np.where(
+            self.clusterer.attached_, ATTACHED, np.where(self.clusterer.labels_ == NOISE, NOISE_STATUS, CLUSTERED)
+        )
         rest = np.setdiff1d(np.arange(m), fit_rows)
         if len(rest):
             rest_labels, rest_probs = self.clusterer.attach(vectors[rest])
@@ -141,23 +196,32 @@ class IssuePipeline:
     def _cluster_notes(self, m: int, labels: np.ndarray) -> list[str]:
         min_size = self.clusterer.min_size_
         if self.clusterer.degenerate_ == "too_few":
-            return [f"only {m} embeddable claim(s): an issue needs at least {min_size} similar claims, "
-                    "so all stay unassigned (issue_id null)"]
+            return [
+                f"only {m} embeddable claim(s): an issue needs at least {min_size} similar claims, "
+                "so all stay unassigned (issue_id null)"
+            ]
         if self.clusterer.degenerate_ == "identical":
             return [f"all {m} embeddable claims are identical after normalisation: they form one issue"]
         notes = []
         if self.clusterer.merges_:
-            notes.append(f"{len(self.clusterer.merges_)} density cluster(s) merged into a neighbour: their claims are "
-                         "near-paraphrases of one failure (clustering/merge.py)")
+            notes.append(
+                f"{len(self.clusterer.merges_)} density cluster(s) merged into a neighbour: their claims are "
+                "near-paraphrases of one failure (clustering/merge.py)"
+            )
         if self.clusterer.dissolved_:
-            notes.append(f"{len(self.clusterer.dissolved_)} dense group(s) of dissimilar claims "
-                         f"({sum(self.clusterer.dissolved_)} claims) left as noise: no common failure to name")
+            notes.append(
+                f"{len(self.clusterer.dissolved_)} dense group(s) of dissimilar claims "
+                f"({sum(self.clusterer.dissolved_)} claims) left as noise: no common failure to name"
+            )
         if not (labels != NOISE).any():
-            notes.append(f"no group of at least {min_size} similar claims among {m}: all stay unassigned (issue_id null)")
+            notes.append(
+                f"no group of at least {min_size} similar claims among {m}: all stay unassigned (issue_id null)"
+            )
         return notes
 
-    def _summaries(self, claims, vectorized: Vectorized, labels, probabilities, now,
-                   fit_rows: np.ndarray) -> list[ClusterSummary]:
+    def _summaries(
+        self, claims, vectorized: Vectorized, labels, probabilities, now, fit_rows: np.ndarray
+    ) -> list[ClusterSummary]:
         k = self.clusterer.n_clusters_
         # links among the clustered sample only: the claims beyond it joined by nearest centroid
         linked = neighbours(vectorized.vectors[fit_rows], labels[vectorized.embedded][fit_rows])
@@ -173,34 +237,44 @@ class IssuePipeline:
         everyone = [facts[i] for i in vectorized.embedded]
         texts = [[vectorized.texts[r] for r in rows[:NAMING_TEXTS_PER_ISSUE]] for rows in rows_of]
         member_facts = [[everyone[r] for r in rows] for rows in rows_of]
-        picks_of = [self.exemplars.pick(vectorized.vectors[rows], probabilities[vectorized.embedded[rows]],
-                                        self.clusterer.centroids_[index], [vectorized.texts[r] for r in rows])
-                    for index, rows in enumerate(rows_of)]
+        picks_of = [
+            self.exemplars.pick(
+                vectorized.vectors[rows],
+                probabilities[vectorized.embedded[rows]],
+                self.clusterer.centroids_[index],
+                [vectorized.texts[r] for r in rows],
+            )
+            for index, rows in enumerate(rows_of)
+        ]
         # the exemplars, most central first, are the claims that can title the issue
-        representatives = [[_title_facts(claims[vectorized.embedded[rows[p]]]) for p in picks]
-                           for rows, picks in zip(rows_of, picks_of)]
+        representatives = [
+            [_title_facts(claims[vectorized.embedded[rows[p]]]) for p in picks]
+            for rows, picks in zip(rows_of, picks_of)
+        ]
         names = self.namer.name_all(texts, member_facts, everyone, representatives)
         out = []
         for index, rows in enumerate(rows_of):
             members = [claims[i] for i in members_of[index]]
             picks = picks_of[index]
             observed = [c.observed_at for c in members if c.observed_at is not None]
-            out.append(ClusterSummary(
-                index=index,
-                member_ids=tuple(c.id for c in members),
-                name=names[index].name,
-                subtitle=names[index].subtitle,
-                facets=names[index].facets,
-                keywords=names[index].keywords,
-                exemplar_ids=tuple(claims[vectorized.embedded[rows[p]]].id for p in picks),
-                routes=_ranked(c.route for c in members),
-                verdicts=_ranked(c.verdict for c in members),
-                centroid=self.clusterer.centroids_[index],
-                hourly_counts=dict(sorted(Counter(_hour(c.observed_at or now) for c in members).items())),
-                first_observed=min(observed, default=None),
-                last_observed=max(observed, default=None),
-                neighbours=linked[index] if index < len(linked) else {},
-            ))
+            out.append(
+                ClusterSummary(
+                    index=index,
+                    member_ids=tuple(c.id for c in members),
+                    name=names[index].name,
+                    subtitle=names[index].subtitle,
+                    facets=names[index].facets,
+                    keywords=names[index].keywords,
+                    exemplar_ids=tuple(claims[vectorized.embedded[rows[p]]].id for p in picks),
+                    routes=_ranked(c.route for c in members),
+                    verdicts=_ranked(c.verdict for c in members),
+                    centroid=self.clusterer.centroids_[index],
+                    hourly_counts=dict(sorted(Counter(_hour(c.observed_at or now) for c in members).items())),
+                    first_observed=min(observed, default=None),
+                    last_observed=max(observed, default=None),
+                    neighbours=linked[index] if index < len(linked) else {},
+                )
+            )
         return out
 
 
@@ -262,5 +336,5 @@ def _ranked(values) -> dict[str, int]:
 
 def _hour(ts: datetime) -> str:
     if ts.tzinfo is not None:
-        ts = ts.astimezone(timezone.utc)
+        ts = ts.astimezone(UTC)
     return ts.strftime("%Y-%m-%dT%H")

@@ -1,4 +1,5 @@
 """A rich progress display for long clustering runs: one bar per stage, with its time."""
+
 from __future__ import annotations
 
 from rich.console import Console
@@ -9,9 +10,15 @@ class RichStageProgress:
     """Use as ``with RichStageProgress() as progress: pipeline = IssuePipeline(..., progress=progress)``."""
 
     def __init__(self, console: Console | None = None):
-        self._progress = Progress(TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(),
-                                  TextColumn("{task.fields[seconds]}"), TimeElapsedColumn(),
-                                  console=console, transient=False)
+        self._progress = Progress(
+            TextColumn("{task.description:<10}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[seconds]}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
+        )
         self._tasks: dict[str, int] = {}
         self.timings: dict[str, float] = {}
 
@@ -29,5 +36,9 @@ class RichStageProgress:
         finished = seconds > 0 or (done == total and done > 0)
         if finished and seconds > 0:
             self.timings[stage] = seconds
-        self._progress.update(task, total=max(total, 1), completed=max(done, 1 if finished else 0),
-                              seconds=f"{seconds:.2f}s" if seconds > 0 else "")
+        self._progress.update(
+            task,
+            total=max(total, 1),
+            completed=max(done, 1 if finished else 0),
+            seconds=f"{seconds:.2f}s" if seconds > 0 else "",
+        )

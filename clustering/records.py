@@ -1,9 +1,11 @@
 """The input of clustering: one failing claim, from an offline line, a verdict event or a store row."""
+
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any
 
 import orjson
 
@@ -92,7 +94,9 @@ class FailingClaim:
             try:
                 verdict = canonical_verdict(str(verdict))
             except ValueError:
-                raise RecordError(f'{where}field "verdict" has unknown value {verdict!r}; use one of {sorted(FAILED_VERDICTS)}') from None
+                raise RecordError(
+                    f'{where}field "verdict" has unknown value {verdict!r}; use one of {sorted(FAILED_VERDICTS)}'
+                ) from None
         observed_at = data.get("observed_at")
         if observed_at is not None:
             try:

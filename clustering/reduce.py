@@ -1,4 +1,5 @@
 """Dimensionality reduction before density clustering: UMAP, or nothing for tiny inputs."""
+
 from __future__ import annotations
 
 import warnings
@@ -34,9 +35,16 @@ class UmapReducer:
     points is so local that which neighbouring groups fused depended on the random seed.
     """
 
-    def __init__(self, n_neighbors: int = 15, n_components: int = 5, min_dist: float = 0.0,
-                 metric: str = "cosine", random_state: int = 42, min_points: int = 60,
-                 neighbors_fraction: float = 0.0):
+    def __init__(
+        self,
+        n_neighbors: int = 15,
+        n_components: int = 5,
+        min_dist: float = 0.0,
+        metric: str = "cosine",
+        random_state: int = 42,
+        min_points: int = 60,
+        neighbors_fraction: float = 0.0,
+    ):
         self.n_neighbors = n_neighbors
         self.neighbors_fraction = neighbors_fraction
         self.n_components = n_components
@@ -53,8 +61,13 @@ class UmapReducer:
         import umap  # imported late: numba compilation costs seconds, and tiny runs never need it
 
         self.n_neighbors_ = self.neighbors_for(len(vectors))
-        self.umap_ = umap.UMAP(n_neighbors=self.n_neighbors_, n_components=self.n_components,
-                               min_dist=self.min_dist, metric=self.metric, random_state=self.random_state)
+        self.umap_ = umap.UMAP(
+            n_neighbors=self.n_neighbors_,
+            n_components=self.n_components,
+            min_dist=self.min_dist,
+            metric=self.metric,
+            random_state=self.random_state,
+        )
         with warnings.catch_warnings():
             # "n_jobs overridden by random_state": single-threaded is the price of reproducible ids
             warnings.simplefilter("ignore", UserWarning)

@@ -1,9 +1,11 @@
 """What one clustering run produced: clusters, per-claim labels, timings and messages."""
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

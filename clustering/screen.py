@@ -3,6 +3,7 @@
 Nothing here raises on one bad text: a run over thousands of claims must not stop for one.
 Each finding becomes a ``TextProblem`` that the run reports with what to do about it.
 """
+
 from __future__ import annotations
 
 import re
@@ -40,24 +41,36 @@ class TextScreen:
 
     def screen(self, claim_id: str, text: str | None) -> ScreenedText:
         if text is None or not text.strip():
-            return ScreenedText(None, TextProblem(
-                claim_id, "empty",
-                f"claim {claim_id}: no text to embed; it stays unassigned (issue_id null). "
-                "Send the claim text, the question, or both, or add another field to clustering.fields",
-            ))
+            return ScreenedText(
+                None,
+                TextProblem(
+                    claim_id,
+                    "empty",
+                    f"claim {claim_id}: no text to embed; it stays unassigned (issue_id null). "
+                    "Send the claim text, the question, or both, or add another field to clustering.fields",
+                ),
+            )
         if len(text) > self.max_chars:
-            return ScreenedText(text[: self.max_chars], TextProblem(
-                claim_id, "truncated",
-                f"claim {claim_id}: text of {len(text)} characters cut to the first {self.max_chars}; "
-                "the model reads about 256 word pieces anyway. Send atomic claims, not whole answers",
-            ))
+            return ScreenedText(
+                text[: self.max_chars],
+                TextProblem(
+                    claim_id,
+                    "truncated",
+                    f"claim {claim_id}: text of {len(text)} characters cut to the first {self.max_chars}; "
+                    "the model reads about 256 word pieces anyway. Send atomic claims, not whole answers",
+                ),
+            )
         if self.check_language and not looks_english(text):
-            return ScreenedText(text, TextProblem(
-                claim_id, "not_english",
-                f"claim {claim_id}: text looks not English; {self.model_name} is trained on English, so such "
-                "claims cluster poorly. Set clustering.model to a multilingual sentence-transformers model "
-                "(e.g. paraphrase-multilingual-MiniLM-L12-v2, installed locally) for non-English traffic",
-            ))
+            return ScreenedText(
+                text,
+                TextProblem(
+                    claim_id,
+                    "not_english",
+                    f"claim {claim_id}: text looks not English; {self.model_name} is trained on English, so such "
+                    "claims cluster poorly. Set clustering.model to a multilingual sentence-transformers model "
+                    "(e.g. paraphrase-multilingual-MiniLM-L12-v2, installed locally) for non-English traffic",
+                ),
+            )
         return ScreenedText(text, None)
 
 

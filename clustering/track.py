@@ -14,13 +14,15 @@ dominant verdict and the failed stage it was named with (``Facets.meaning``, kep
 ``created`` or ``renamed`` entry of its history). When either changes, this run's title
 replaces it and the history records the rename, from what, to what and why.
 """
+
 from __future__ import annotations
 
 import hashlib
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
-from typing import Mapping, NamedTuple, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
 
 import numpy as np
 
@@ -28,17 +30,16 @@ from clustering.config import ClusteringConfig
 from clustering.issue import COMPLETE_SAMPLE, NEW, ONGOING, REGRESSED, RESOLVED, IssueRecord, hash_of
 from clustering.run import ClusteringRun, ClusterSummary
 
-
 OVERLAP, CENTROID = 0, 1  # a link by shared members ranks before one by centroids alone
 
 
 class _Link(NamedTuple):
-    tier: int        # OVERLAP or CENTROID
+    tier: int  # OVERLAP or CENTROID
     score: float
-    share: float     # of the issue's live claims in the cluster (1.0 for a centroid link)
-    cluster: int     # cluster index in the run
-    issue: int       # position in the known issues matched
-    jaccard: float   # 0.0 for a centroid link
+    share: float  # of the issue's live claims in the cluster (1.0 for a centroid link)
+    cluster: int  # cluster index in the run
+    issue: int  # position in the known issues matched
+    jaccard: float  # 0.0 for a centroid link
 
 
 class IssueTracker:
@@ -62,6 +63,7 @@ class IssueTracker:
             home.setdefault(link.issue, link.cluster)
         owner_of: dict[int, IssueRecord] = {}
         taken: set[str] = set()
+
         # overlap links before centroid links; a triaged issue first, so it survives merges; then strength, then the
         # larger part of the cluster: two issues wholly inside one cluster both score 0.5, and the one the bulk of
         # its claims came from (the issue a page named) continues, not the older one that brought a few dozen
@@ -140,10 +142,21 @@ class IssueTracker:
                     inside = int(np.searchsorted(sorted_hashes[c], record.sample_hash_cap, side="right"))
                     jaccard = both / (len(sample_alive) + inside - both)
                     share_of_issue, share_of_cluster = both / len(sample_alive), both / inside
-                    if (jaccard >= self.config.match_min_jaccard or share_of_issue >= self.config.match_min_share
-                            or share_of_cluster >= self.config.match_min_share):
-                        links.append(_Link(OVERLAP, max(jaccard, 0.5 * max(share_of_issue, share_of_cluster)),
-                                           share_of_issue, c, p, jaccard))
+                    if (
+                        jaccard >= self.config.match_min_jaccard
+                        or share_of_issue >= self.config.match_min_share
+                        or share_of_cluster >= self.config.match_min_share
+                    ):
+                        links.append(
+                            _Link(
+                                OVERLAP,
+                                max(jaccard, 0.5 * max(share_of_issue, share_of_cluster)),
+                                share_of_issue,
+                                c,
+                                p,
+                                jaccard,
+                            )
+                        )
             elif record.centroid is not None and len(record.centroid) == centroids.shape[1]:
                 similarity = centroids @ np.asarray(record.centroid, dtype=np.float32)
                 c = int(np.argmax(similarity))
@@ -161,15 +174,24 @@ class IssueTracker:
 
     def _hourly(self, old: dict[str, int], new: dict[str, int], now: datetime) -> dict[str, int]:
         # overlapping lookback windows see the same hour twice: keep the larger count, drop old hours
-        oldest = (now.astimezone(timezone.utc) - timedelta(days=self.config.hourly_days_kept)).strftime("%Y-%m-%dT%H")
+        oldest = (now.astimezone(UTC) - timedelta(days=self.config.hourly_days_kept)).strftime("%Y-%m-%dT%H")
         merged = {h: max(old.get(h, 0), new.get(h, 0)) for h in set(old) | set(new) if h >= oldest}
         return dict(sorted(merged.items()))
 
     def _fields(self, cluster: ClusterSummary, now: datetime) -> dict:
         sample, cap = self._member_sample(cluster)
-        return dict(name=cluster.name, subtitle=cluster.subtitle, keywords=tuple(cluster.keywords), last_seen=now, size=cluster.size,
-                    routes=dict(cluster.routes), centroid=[float(x) for x in cluster.centroid],
-                    member_sample=sample, sample_hash_cap=cap, exemplar_ids=tuple(cluster.exemplar_ids))
+        return dict(
+            name=cluster.name,
+            subtitle=cluster.subtitle,
+            keywords=tuple(cluster.keywords),
+            last_seen=now,
+            size=cluster.size,
+            routes=dict(cluster.routes),
+            centroid=[float(x) for x in cluster.centroid],
+            member_sample=sample,
+            sample_hash_cap=cap,
+            exemplar_ids=tuple(cluster.exemplar_ids),
+        )
 
     def _continue(self, prior: IssueRecord, cluster: ClusterSummary, run: ClusteringRun, now: datetime) -> IssueRecord:
         state = REGRESSED if prior.state in (RESOLVED, REGRESSED) else ONGOING
@@ -180,11 +202,18 @@ class IssueTracker:
                 state = RESOLVED
             else:
                 history, resolved_in = (*history, {"at": _iso(now), "event": "regressed", **newer}), {}
-                self.changes_.append(f"{prior.issue_id} regressed: resolved before, failing again ({cluster.size} claims)")
+                self.changes_.append(
+                    f"{prior.issue_id} regressed: resolved before, failing again ({cluster.size} claims)"
+                )
         name, renamed = self._title(prior, cluster, now)
-        return replace(prior, **{**self._fields(cluster, now), "name": name}, state=state, resolved_in=resolved_in,
-                       hourly_counts=self._hourly(prior.hourly_counts, cluster.hourly_counts, now),
-                       history=(*history, *renamed))
+        return replace(
+            prior,
+            **{**self._fields(cluster, now), "name": name},
+            state=state,
+            resolved_in=resolved_in,
+            hourly_counts=self._hourly(prior.hourly_counts, cluster.hourly_counts, now),
+            history=(*history, *renamed),
+        )
 
     def _title(self, prior: IssueRecord, cluster: ClusterSummary, now: datetime) -> tuple[str, tuple[dict, ...]]:
         """The issue's title after this run, and the history entry a rename adds."""
@@ -194,40 +223,56 @@ class IssueTracker:
         if said is None:
             why = "the title's meaning was not recorded (named by an earlier version)"
         else:  # a facet not dominant (None) now or when named says nothing against the title
-            moved = [f"{facet} {said[facet]} -> {value}" for facet, value in says.items()
-                     if None not in (value, said[facet]) and value != said[facet]]
+            moved = [
+                f"{facet} {said[facet]} -> {value}"
+                for facet, value in says.items()
+                if None not in (value, said[facet]) and value != said[facet]
+            ]
             if not moved:
                 return prior.name, ()
             why = "the representative claim now means another failure: " + ", ".join(moved)
         self.changes_.append(f"{prior.issue_id} renamed: {why}")
-        return cluster.name, ({"at": _iso(now), "event": "renamed", "from": prior.name, "to": cluster.name,
-                               "why": why, **says},)
+        return cluster.name, (
+            {"at": _iso(now), "event": "renamed", "from": prior.name, "to": cluster.name, "why": why, **says},
+        )
 
-    def _create(self, issue_id: str, cluster: ClusterSummary, run: ClusteringRun, now: datetime,
-                split_from: IssueRecord | None) -> IssueRecord:
+    def _create(
+        self, issue_id: str, cluster: ClusterSummary, run: ClusteringRun, now: datetime, split_from: IssueRecord | None
+    ) -> IssueRecord:
         history: tuple[dict, ...] = ({"at": _iso(now), "event": "created", **cluster.facets.meaning},)
         if split_from is not None:
             history += ({"at": _iso(now), "event": "split_from", "issue_id": split_from.issue_id},)
             self.changes_.append(f"{issue_id} split from {split_from.issue_id}")
         else:
             self.changes_.append(f"{issue_id} new: {cluster.name} ({cluster.size} claims)")
-        return IssueRecord(issue_id=issue_id, config_name=run.config_name, first_seen=now, state=NEW,
-                           hourly_counts=self._hourly({}, cluster.hourly_counts, now),
-                           split_from=None if split_from is None else split_from.issue_id, history=history,
-                           **self._fields(cluster, now))
+        return IssueRecord(
+            issue_id=issue_id,
+            config_name=run.config_name,
+            first_seen=now,
+            state=NEW,
+            hourly_counts=self._hourly({}, cluster.hourly_counts, now),
+            split_from=None if split_from is None else split_from.issue_id,
+            history=history,
+            **self._fields(cluster, now),
+        )
 
     def _merge(self, record: IssueRecord, survivor: str, now: datetime) -> IssueRecord:
         note = " (triaged: its triage carries over to the survivor)" if record.triaged else ""
         self.changes_.append(f"{record.issue_id} merged into {survivor}{note}")
-        return replace(record, state=RESOLVED, merged_into=survivor,
-                       history=(*record.history, {"at": _iso(now), "event": "merged_into", "issue_id": survivor}))
+        return replace(
+            record,
+            state=RESOLVED,
+            merged_into=survivor,
+            history=(*record.history, {"at": _iso(now), "event": "merged_into", "issue_id": survivor}),
+        )
 
     def _resolve(self, record: IssueRecord, now: datetime) -> IssueRecord:
         if record.state == RESOLVED:
             return record
         self.changes_.append(f"{record.issue_id} resolved: no failing claims in this run")
-        return replace(record, state=RESOLVED, size=0,
-                       history=(*record.history, {"at": _iso(now), "event": "resolved"}))
+        return replace(
+            record, state=RESOLVED, size=0, history=(*record.history, {"at": _iso(now), "event": "resolved"})
+        )
 
     def _note_relatives(self, record: IssueRecord, everything: list[IssueRecord], now: datetime) -> IssueRecord:
         absorbed = [r for r in everything if r.merged_into == record.issue_id and _happened(r, "merged_into", now)]
@@ -249,11 +294,14 @@ class IssueTracker:
         return issue_id
 
 
-def _with_neighbours(out: list[IssueRecord], clusters: Sequence[ClusterSummary],
-                     cluster_ids: list[str]) -> list[IssueRecord]:
+def _with_neighbours(
+    out: list[IssueRecord], clusters: Sequence[ClusterSummary], cluster_ids: list[str]
+) -> list[IssueRecord]:
     """The clusters' issues (the first of ``out``) with their neighbours by issue id, known once all have an id."""
-    return [replace(r, neighbours={cluster_ids[j]: ratio for j, ratio in c.neighbours.items()})
-            for r, c in zip(out, clusters)] + out[len(clusters):]
+    return [
+        replace(r, neighbours={cluster_ids[j]: ratio for j, ratio in c.neighbours.items()})
+        for r, c in zip(out, clusters)
+    ] + out[len(clusters) :]
 
 
 def newer_versions(resolved_in: Mapping[str, str], member_ids: Sequence[str], run: ClusteringRun) -> dict | None:

@@ -6,19 +6,20 @@ A field listed twice weighs twice: ``("question", "question", "claim")`` gives t
 question its due weight. Embedding fields separately means a question shared by several
 claims of one answer is embedded once, and cached once.
 """
+
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import numpy as np
 
 from clustering.embed import Embedder
 from clustering.normalize import Normalizer
 from clustering.records import EMBED_FIELDS, FailingClaim
-from services.contract.errors import RecordError
 from clustering.screen import TextProblem, TextScreen
+from services.contract.errors import RecordError
 
 EMBED_CHUNK = 2048  # texts per embedder call, so long runs can report progress
 
@@ -43,9 +44,14 @@ class Prepared:
 
 
 class ClaimVectorizer:
-    def __init__(self, embedder: Embedder, fields: Sequence[str] = ("question", "question", "claim"),
-                 normalizer: Normalizer | None = None, screen: TextScreen | None = None,
-                 require_claim_text: bool = True):
+    def __init__(
+        self,
+        embedder: Embedder,
+        fields: Sequence[str] = ("question", "question", "claim"),
+        normalizer: Normalizer | None = None,
+        screen: TextScreen | None = None,
+        require_claim_text: bool = True,
+    ):
         unknown = sorted(set(fields) - set(EMBED_FIELDS))
         if unknown or not fields:
             raise RecordError(f"clustering.fields {list(fields)!r}: use a non-empty list of {list(EMBED_FIELDS)}")
@@ -102,8 +108,9 @@ class ClaimVectorizer:
         joined = [" ".join(dict.fromkeys(texts.values())) for texts in per_claim]
         return Vectorized(out, np.asarray(prepared.embedded, dtype=int), joined, prepared.problems, prepared.skipped)
 
-    def vectorize(self, claims: Sequence[FailingClaim],
-                  progress: Callable[[int, int], None] | None = None) -> Vectorized:
+    def vectorize(
+        self, claims: Sequence[FailingClaim], progress: Callable[[int, int], None] | None = None
+    ) -> Vectorized:
         return self.embed(self.prepare(claims), progress)
 
     def vectorize_one(self, claim: FailingClaim) -> np.ndarray | None:
@@ -114,7 +121,7 @@ class ClaimVectorizer:
     def _embed_unique(self, texts: list[str], progress: Callable[[int, int], None] | None) -> dict[str, np.ndarray]:
         vectors_of: dict[str, np.ndarray] = {}
         for start in range(0, len(texts), EMBED_CHUNK):
-            chunk = texts[start:start + EMBED_CHUNK]
+            chunk = texts[start : start + EMBED_CHUNK]
             vectors_of.update(zip(chunk, self.embedder.embed(chunk)))
             if progress is not None:
                 progress(min(start + EMBED_CHUNK, len(texts)), len(texts))

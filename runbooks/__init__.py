@@ -1,9 +1,10 @@
 """Runbooks: one typed context per issue (or per alert on the monitor's own input), rendered through
 sandboxed, overridable jinja2 templates."""
+
 from runbooks.context import (
     KINDS,
-    AlertRunbookContext,
     NEXT_ACTIONS,
+    AlertRunbookContext,
     ContextError,
     IssueInfo,
     IssueSignals,
@@ -19,7 +20,20 @@ from runbooks.context import (
 from runbooks.render import RunbookError, RunbookRenderer
 
 __all__ = [
-    "AlertRunbookContext", "KINDS", "NEXT_ACTIONS", "ContextError", "IssueInfo", "IssueSignals", "NextAction", "RouteImpact",
-    "RunbookContext", "RunbookError", "RunbookRenderer", "Summary", "SuspectChange", "TimelineEntry",
-    "TraceExample", "runbook_kind",
+    "AlertRunbookContext",
+    "KINDS",
+    "NEXT_ACTIONS",
+    "ContextError",
+    "IssueInfo",
+    "IssueSignals",
+    "NextAction",
+    "RouteImpact",
+    "RunbookContext",
+    "RunbookError",
+    "RunbookRenderer",
+    "Summary",
+    "SuspectChange",
+    "TimelineEntry",
+    "TraceExample",
+    "runbook_kind",
 ]

@@ -2,12 +2,19 @@
 
 A drift alert has no runbook of its own: the issues behind its excess have theirs (services/alerts/explain.py).
 """
+
 from __future__ import annotations
 
 from runbooks.context import AlertRunbookContext
 from runbooks.render import Md, RunbookRenderer, shell_arg
 from services.alerts.figures import (
-    counted, dlq_command, figure, hallucination_sentence, other_sources, refused_sentence, served_sentence,
+    counted,
+    dlq_command,
+    figure,
+    hallucination_sentence,
+    other_sources,
+    refused_sentence,
+    served_sentence,
 )
 from services.alerts.lifecycle import CARDINALITY_KIND, FLEET_ROUTE, MONITOR_KINDS, Alert
 
@@ -18,14 +25,28 @@ def runbook_context(alert: Alert, base_url: str, cli: str = "claimwatch") -> Ale
     """``cli``: how the reader runs claimwatch (services/core/command.py), first word of every command."""
     d = alert.details
     return AlertRunbookContext(
-        alert_id=alert.alert_id, route=alert.route, kind=alert.kind, severity=alert.severity, window=alert.window,
-        onset=alert.onset, rate=figure(alert.rate, alert.unit), expected=figure(alert.expected, alert.unit),
-        change=figure(alert.delta, alert.unit, change=True), count=alert.claims, counted=counted(alert.kind),
-        expected_basis=alert.expected_basis, details=dict(d), served=served_sentence(d),
-        hallucination=hallucination_sentence(d), gaming=bool(d.get("hallucination_fell")),
-        refused=refused_sentence(d) if alert.kind == CARDINALITY_KIND else "", also_from=tuple(other_sources(d)),
+        alert_id=alert.alert_id,
+        route=alert.route,
+        kind=alert.kind,
+        severity=alert.severity,
+        window=alert.window,
+        onset=alert.onset,
+        rate=figure(alert.rate, alert.unit),
+        expected=figure(alert.expected, alert.unit),
+        change=figure(alert.delta, alert.unit, change=True),
+        count=alert.claims,
+        counted=counted(alert.kind),
+        expected_basis=alert.expected_basis,
+        details=dict(d),
+        served=served_sentence(d),
+        hallucination=hallucination_sentence(d),
+        gaming=bool(d.get("hallucination_fell")),
+        refused=refused_sentence(d) if alert.kind == CARDINALITY_KIND else "",
+        also_from=tuple(other_sources(d)),
         dlq_command=Md(dlq_command("" if alert.route == FLEET_ROUTE else alert.route, shell_arg, cli)),
-        base_url=base_url.rstrip("/"), cli=cli)
+        base_url=base_url.rstrip("/"),
+        cli=cli,
+    )
 
 
 class AlertRunbooks:

@@ -5,17 +5,22 @@ issue, rate, alert and claim tables; templates only read it. Text that came from
 traces (questions, answers, claims, spans, issue names) is untrusted and is
 escaped by the renderer, never here.
 """
+
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal, Mapping
+from typing import Literal
 
 from services.contract.model import FAILED_VERDICT_ORDER, FAILED_VERDICTS, STAGES
 
 KINDS = (
     *FAILED_VERDICT_ORDER,  # one runbook kind per failed verdict
-    "cherry_pick", "sycophancy", "evidence_admission", "unstable_generation",
+    "cherry_pick",
+    "sycophancy",
+    "evidence_admission",
+    "unstable_generation",
 )
 
 # Signal thresholds for runbook_kind. Heuristics: an issue whose mean crosses one
@@ -38,8 +43,8 @@ class IssueInfo:
     severity: str
     first_seen: datetime
     last_seen: datetime
-    count: int                                  # failing claims in the issue
-    hourly_trend: tuple[int, ...] = ()          # failing claims per hour, oldest first
+    count: int  # failing claims in the issue
+    hourly_trend: tuple[int, ...] = ()  # failing claims per hour, oldest first
 
 
 @dataclass(frozen=True)
@@ -49,14 +54,14 @@ class Summary:
     rate: float
     lo: float
     hi: float
-    expected: float | None                      # what the drift detector expects of the route now
-    claims: int                                 # checkable claims behind the rate
-    breakdown: Mapping[str, int] = field(default_factory=dict)   # verdict -> failing claims
-    route: str = ""                             # the route the rate is of ("" = the affected traffic)
-    window_minutes: int | None = None           # the rate is the route's current rate over this window
-    expected_source: str = ""                   # where the expectation comes from, or why there is none
-    alert_rate: float | None = None             # the rate the route's alert recorded
-    counted: int | None = None                  # members behind the breakdown, when fewer than the issue's
+    expected: float | None  # what the drift detector expects of the route now
+    claims: int  # checkable claims behind the rate
+    breakdown: Mapping[str, int] = field(default_factory=dict)  # verdict -> failing claims
+    route: str = ""  # the route the rate is of ("" = the affected traffic)
+    window_minutes: int | None = None  # the rate is the route's current rate over this window
+    expected_source: str = ""  # where the expectation comes from, or why there is none
+    alert_rate: float | None = None  # the rate the route's alert recorded
+    counted: int | None = None  # members behind the breakdown, when fewer than the issue's
 
     @property
     def verdicts(self) -> list[tuple[str, int, float]]:
@@ -84,10 +89,10 @@ class RouteImpact:
     lo: float
     hi: float
     failing_claims: int
-    expected: float | None = None               # what the drift detector expects of this route now
+    expected: float | None = None  # what the drift detector expects of this route now
     expected_source: str = ""
-    own: bool = True                            # False: under 10% of the issue's claims; its alerts do not count
-    learning: bool = False                      # the expectation is a recent level: under a day of history
+    own: bool = True  # False: under 10% of the issue's claims; its alerts do not count
+    learning: bool = False  # the expectation is a recent level: under a day of history
 
 
 @dataclass(frozen=True)
@@ -114,8 +119,8 @@ class TraceExample:
     failing_claim: str
     evidence_span: str
     verdict: str
-    source_versions: Mapping[str, str] = field(default_factory=dict)   # source_id -> version
-    eval_item: str = ""             # the eval item it already is ("": not proposed yet)
+    source_versions: Mapping[str, str] = field(default_factory=dict)  # source_id -> version
+    eval_item: str = ""  # the eval item it already is ("": not proposed yet)
 
 
 @dataclass(frozen=True)
@@ -127,8 +132,8 @@ class IssueSignals:
     premise_similarity: float | None = None
     support_delta: float | None = None
     sample_disagreement: float | None = None
-    events: int = 0                             # the issue's events the signals were read from
-    carried: Mapping[str, int] = field(default_factory=dict)   # signal -> events that carried it
+    events: int = 0  # the issue's events the signals were read from
+    carried: Mapping[str, int] = field(default_factory=dict)  # signal -> events that carried it
 
 
 @dataclass(frozen=True)
@@ -189,14 +194,14 @@ class RunbookContext:
     routes: tuple[RouteImpact, ...]
     suspect_changes: tuple[SuspectChange, ...]
     traces: tuple[TraceExample, ...]
-    first_failed_stage: str                     # one of STAGES, or "" when unknown
+    first_failed_stage: str  # one of STAGES, or "" when unknown
     signals: IssueSignals = field(default_factory=IssueSignals)
     alert_id: str | None = None
     base_url: str = "http://127.0.0.1:8080"
-    trace_total: int | None = None              # distinct traces behind the issue's members, when known
-    traces_from: str = ""                       # the alert window the traces were picked from ("" = the whole issue)
-    cli: str = "claimwatch"                     # how the reader runs claimwatch (services/core/command.py)
-    notes: tuple[TimelineEntry, ...] = ()       # the latest notes people left on the issue, newest first
+    trace_total: int | None = None  # distinct traces behind the issue's members, when known
+    traces_from: str = ""  # the alert window the traces were picked from ("" = the whole issue)
+    cli: str = "claimwatch"  # how the reader runs claimwatch (services/core/command.py)
+    notes: tuple[TimelineEntry, ...] = ()  # the latest notes people left on the issue, newest first
 
     def __post_init__(self) -> None:
         if self.first_failed_stage not in (*STAGES, ""):
@@ -224,25 +229,25 @@ class AlertRunbookContext:
 
     alert_id: str
     route: str
-    kind: str                                   # picks the template: <kind>.md.j2
+    kind: str  # picks the template: <kind>.md.j2
     severity: str
-    window: int                                 # minutes behind the figures
+    window: int  # minutes behind the figures
     onset: datetime | None
-    rate: str                                   # in the alert's unit: "0.4/min", "35.0%"
+    rate: str  # in the alert's unit: "0.4/min", "35.0%"
     expected: str
-    change: str                                 # signed: "-40.8/min", "+34.0 pts"
-    count: int                                  # what the window held …
-    counted: str                                # … of what: events, answers
+    change: str  # signed: "-40.8/min", "+34.0 pts"
+    count: int  # what the window held …
+    counted: str  # … of what: events, answers
     expected_basis: str
-    details: Mapping[str, object] = field(default_factory=dict)   # received, top_rule, sample_reason, …
-    served: str = ""                            # abstention_rise: the served share, now and before
-    hallucination: str = ""                     # … what the hallucination rate did meanwhile
-    gaming: bool = False                        # … it fell: said plainly
-    refused: str = ""                           # route_cardinality: what the route bound refused, and from whom
-    also_from: tuple[str, ...] = ()             # … the other producers sending refused routes
-    dlq_command: str = ""                       # the command listing the route's dead letters, shell-quoted
+    details: Mapping[str, object] = field(default_factory=dict)  # received, top_rule, sample_reason, …
+    served: str = ""  # abstention_rise: the served share, now and before
+    hallucination: str = ""  # … what the hallucination rate did meanwhile
+    gaming: bool = False  # … it fell: said plainly
+    refused: str = ""  # route_cardinality: what the route bound refused, and from whom
+    also_from: tuple[str, ...] = ()  # … the other producers sending refused routes
+    dlq_command: str = ""  # the command listing the route's dead letters, shell-quoted
     base_url: str = "http://127.0.0.1:8080"
-    cli: str = "claimwatch"                     # how the reader runs claimwatch (services/core/command.py)
+    cli: str = "claimwatch"  # how the reader runs claimwatch (services/core/command.py)
 
 
 def runbook_kind(ctx: RunbookContext) -> str:
@@ -269,7 +274,9 @@ def runbook_kind(ctx: RunbookContext) -> str:
         return "unstable_generation"
     if signals.cherry_pick_share >= CHERRY_PICK_SHARE_HIGH:
         return "cherry_pick"
-    if _at_least(signals.premise_similarity, PREMISE_SIMILARITY_HIGH) or _at_least(signals.support_delta, SUPPORT_DELTA_HIGH):
+    if _at_least(signals.premise_similarity, PREMISE_SIMILARITY_HIGH) or _at_least(
+        signals.support_delta, SUPPORT_DELTA_HIGH
+    ):
         return "sycophancy"
     if dominant in ("stale", "no_source"):
         return dominant

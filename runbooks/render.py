@@ -12,13 +12,14 @@ issue names, ids) is neutralised in three layers:
 3. HTML is the Markdown converted by markdown-it-py with raw HTML disabled, so
    anything left that looks like a tag is escaped text.
 """
+
 from __future__ import annotations
 
 import re
 import shlex
 import unicodedata
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 from urllib.parse import quote
 
 import jinja2
@@ -26,9 +27,11 @@ from jinja2.sandbox import SandboxedEnvironment
 from markdown_it import MarkdownIt
 
 from runbooks.context import KINDS, AlertRunbookContext, RunbookContext
-from services.core.numbers import interval_text as interval, pct, thousands, utc_minute as when
+from services.core.numbers import interval_text as interval
+from services.core.numbers import pct, thousands
+from services.core.numbers import utc_minute as when
 
-MAX_VALUE_CHARS = 1000          # backstop for any single value a template forgot to clip
+MAX_VALUE_CHARS = 1000  # backstop for any single value a template forgot to clip
 _BIDI = set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 _INLINE_SPECIAL = re.compile(r"([\\`*_\[\]<>|~&])")
 # What would open a block if the value began a line (or a list item): heading, quote, list, rule.
@@ -60,7 +63,7 @@ def clip(value: object, limit: int = 240) -> str:
         return text
     cut = text[:limit]
     space = cut.rfind(" ")
-    if space >= limit * 0.8:          # a word boundary close to the limit; else cut hard (one long token)
+    if space >= limit * 0.8:  # a word boundary close to the limit; else cut hard (one long token)
         cut = cut[:space]
     return f"{cut.rstrip()} … (+{len(text) - len(cut)} chars)"
 
@@ -85,7 +88,9 @@ def shell_arg(value: object) -> Md:
     if all(ch.isprintable() for ch in text):
         return Md(shlex.quote(text))
     escaped = "".join(
-        {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\t": "\\t", "\r": "\\r"}.get(ch, ch if ch.isprintable() else f"\\x{ord(ch) & 0xFF:02x}")
+        {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\t": "\\t", "\r": "\\r"}.get(
+            ch, ch if ch.isprintable() else f"\\x{ord(ch) & 0xFF:02x}"
+        )
         for ch in text
     )
     return Md(f"$'{escaped}'")
@@ -124,14 +129,22 @@ class RunbookRenderer:
         self.template_dirs = [Path(d) for d in template_dirs]
         for directory in self.template_dirs:
             if not directory.is_dir():
-                raise RunbookError(f"runbook template directory {directory} does not exist; create it or drop the setting")
+                raise RunbookError(
+                    f"runbook template directory {directory} does not exist; create it or drop the setting"
+                )
         loader = jinja2.FileSystemLoader([*self.template_dirs, _packaged_templates()])
         self.env = SandboxedEnvironment(
-            loader=loader, undefined=jinja2.StrictUndefined, finalize=_finalize,
-            autoescape=False, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+            loader=loader,
+            undefined=jinja2.StrictUndefined,
+            finalize=_finalize,
+            autoescape=False,
+            trim_blocks=True,
+            lstrip_blocks=True,
+            keep_trailing_newline=True,
         )
-        self.env.filters.update(clip=clip, sh=shell_arg, sh_list=shell_list, pct=pct, num=num, when=when, spark=spark,
-                                thousands=thousands)
+        self.env.filters.update(
+            clip=clip, sh=shell_arg, sh_list=shell_list, pct=pct, num=num, when=when, spark=spark, thousands=thousands
+        )
         self.env.globals.update(interval=interval, link=link)
         self._markdown = MarkdownIt("commonmark", {"html": False}).enable("table")
 
@@ -149,8 +162,10 @@ class RunbookRenderer:
         if format not in ("md", "html"):
             raise RunbookError(f"unknown runbook format {format!r}: use md or html")
         if f"{ctx.kind}.md.j2" not in self.env.list_templates():
-            raise RunbookError(f"alert kind {ctx.kind!r} has no runbook template ({ctx.kind}.md.j2); a drift alert's "
-                               "runbooks are those of the issues behind it")
+            raise RunbookError(
+                f"alert kind {ctx.kind!r} has no runbook template ({ctx.kind}.md.j2); a drift alert's "
+                "runbooks are those of the issues behind it"
+            )
         return self._render(format, ctx=ctx, kind=ctx.kind)
 
     def _render(self, format: str, kind: str, **context) -> str:
@@ -159,8 +174,10 @@ class RunbookRenderer:
         try:
             text = self.env.get_template(name).render(kind=kind, **context)
         except jinja2.TemplateError as exc:
-            raise RunbookError(f"runbook template {name} failed{_where(exc)}: {exc}. Fix the template "
-                               f"(or remove the override from {', '.join(map(str, self.template_dirs)) or 'none'})") from exc
+            raise RunbookError(
+                f"runbook template {name} failed{_where(exc)}: {exc}. Fix the template "
+                f"(or remove the override from {', '.join(map(str, self.template_dirs)) or 'none'})"
+            ) from exc
         if format == "md":
             return text
         return f'<article class="runbook runbook-{kind}">\n{self._markdown.render(text)}</article>\n'
@@ -177,4 +194,3 @@ def _where(exc: BaseException) -> str:
             found = f" at {filename}:{tb.tb_lineno}"
         tb = tb.tb_next
     return found
-

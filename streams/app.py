@@ -7,6 +7,7 @@ Delivery: the agent takes batches without acking, writes them, sends dead letter
 then acks; Faust commits acked offsets (gap-aware), so a crash redelivers unacked messages and
 the idempotent writer counts each event once (services/ingest/pipeline.py).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -68,8 +69,9 @@ class BudgetedApp(InlineDeliveryApp):
     byte_budget: ByteBudget
 
     def FlowControlQueue(self, maxsize: int | None = None, *, clear_on_resume: bool = False) -> ThrowableQueue:
-        return BudgetedQueue(maxsize=maxsize, flow_control=self.flow_control, clear_on_resume=clear_on_resume,
-                             budget=self.byte_budget)
+        return BudgetedQueue(
+            maxsize=maxsize, flow_control=self.flow_control, clear_on_resume=clear_on_resume, budget=self.byte_budget
+        )
 
 
 def kafka_urls(bootstrap: str) -> list[str]:
@@ -105,7 +107,13 @@ def create_app(s: Settings) -> tuple[faust.App, Topics]:
     app.byte_budget = ByteBudget(s.ingest.max_buffer_bytes)
 
     def raw_topic(name: str):
-        return app.topic(name, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw",
-                         partitions=s.partitions)
+        return app.topic(
+            name,
+            key_type=bytes,
+            value_type=bytes,
+            key_serializer="raw",
+            value_serializer="raw",
+            partitions=s.partitions,
+        )
 
     return app, Topics(raw_topic(s.verdicts_topic), raw_topic(s.dlq_topic), raw_topic(s.alerts_topic))

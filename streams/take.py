@@ -5,10 +5,11 @@ events, ~1 MB each) never fills a batch of ``batch_size`` messages: every batch 
 byte budget (streams/app.py) had already stopped fetching. This is the same take, also full at ``max_bytes``
 of message values, so a backlog of envelopes moves as soon as a unit of work is buffered.
 """
+
 from __future__ import annotations
 
 import asyncio
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 
 from mode.utils.futures import notify
 

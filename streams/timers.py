@@ -1,12 +1,13 @@
 """Timers: leader-only alert evaluation, Alertmanager resend, re-clustering, online assignment and sampling
 claims for human review; and each worker's consumer-lag report. The work is in services/; each timer only calls it."""
+
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Awaitable, Callable
 
 from services.alerts.cycle import AlertCycle
 from services.core.clock import utcnow
@@ -53,8 +54,9 @@ def register_review_sampling(app, sample: Callable[[datetime], Awaitable[object]
         await sample(utcnow())  # within the day's budget: once it is spent, later runs queue nothing
 
 
-def register_lag_report(app, offsets: OffsetTracker, broker: BrokerOffsets, metrics: Metrics, health: BrokerHealth,
-                        interval: float = 5.0) -> None:
+def register_lag_report(
+    app, offsets: OffsetTracker, broker: BrokerOffsets, metrics: Metrics, health: BrokerHealth, interval: float = 5.0
+) -> None:
     """The lag of each partition assigned to this worker, from the broker's log ends and the group's commits (so
     it is true right after a restart) and what this worker finished since (OffsetTracker.lag). Each read's outcome
     is the broker's readiness (``health``): with no partition assigned, the broker is only pinged."""
@@ -73,8 +75,11 @@ def register_lag_report(app, offsets: OffsetTracker, broker: BrokerOffsets, metr
             positions = await asyncio.wait_for(broker.read(highwaters), interval * 2)
         except Exception as exc:  # a gauge must not stop the worker: it keeps its last values until the broker answers
             if not failing:
-                log.warning("consumer lag: cannot read offsets from the broker (%s); trying again every %.0f s",
-                            f"{type(exc).__name__}: {exc}", interval)
+                log.warning(
+                    "consumer lag: cannot read offsets from the broker (%s); trying again every %.0f s",
+                    f"{type(exc).__name__}: {exc}",
+                    interval,
+                )
             failing = True
             health.failed(f"{type(exc).__name__}: {exc}"[:300])
             return

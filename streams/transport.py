@@ -6,6 +6,7 @@ can interrupt a delivery blocked on a full stream buffer. Almost every delivery 
 consumer here runs the delivery's first step inline; only a delivery that does wait goes on through mode's
 ``wait_first``, with the same cancellation as before.
 """
+
 from __future__ import annotations
 
 import types
@@ -59,8 +60,12 @@ class InlineDeliveryConsumer(aiokafka.Consumer):
 
     async def wait_first(self, *coros, timeout=None) -> WaitResults:
         first, rest = coros[0], coros[1:]
-        if timeout is not None or not isinstance(first, types.CoroutineType) \
-                or self._stopped.is_set() or self._crashed.is_set():
+        if (
+            timeout is not None
+            or not isinstance(first, types.CoroutineType)
+            or self._stopped.is_set()
+            or self._crashed.is_set()
+        ):
             return await super().wait_first(*coros, timeout=timeout)
         try:
             pending = first.send(None)

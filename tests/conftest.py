@@ -1,4 +1,5 @@
 """Shared fixtures. Real components only: the Tansu broker, the chDB engine, worker processes."""
+
 from __future__ import annotations
 
 import os

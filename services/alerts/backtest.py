@@ -20,29 +20,29 @@ What makes a million events take one to two minutes instead of ten (bench/backte
 - inserts go in large chunks on a background thread, so ClickHouse (which releases the
   GIL) parses one chunk while Python decodes the next.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Callable, Iterator
 
 import orjson
 
 from services.alerts.evaluator import MINUTE, AlertEvaluator
 from services.contract.decode import Decoder, Rejection
 from services.contract.model import VerdictEvent
-from services.rates.report import route_rates
 from services.core.files import write_atomically
 from services.core.gcpolicy import bulk_allocation
+from services.ingest.records import STORABLE_FROM, DeadLetter, store_range_problem
+from services.rates.report import route_rates
 from services.store.backends import Store
 from services.store.convert import ch_time
-from services.ingest.records import STORABLE_FROM
 from services.store.rates import RateRepository
 from services.store.scratch import insert_event_rows
 from services.store.writer import EventWriter
-from services.ingest.records import DeadLetter, store_range_problem
 
 CHUNK = 50_000  # lines per insert: few, large inserts keep ClickHouse's per-insert cost negligible
 
@@ -166,9 +166,16 @@ class BucketLoader:
             self.undated.clear()
 
 
-def replay(loader: BucketLoader, rates: RateRepository, evaluator: AlertEvaluator, events_path: Path,
-           alerts_out: Path, progress: Callable[[int], None] | None = None, chunk: int = CHUNK,
-           rates_out: Path | None = None) -> BacktestSummary:
+def replay(
+    loader: BucketLoader,
+    rates: RateRepository,
+    evaluator: AlertEvaluator,
+    events_path: Path,
+    alerts_out: Path,
+    progress: Callable[[int], None] | None = None,
+    chunk: int = CHUNK,
+    rates_out: Path | None = None,
+) -> BacktestSummary:
     """Load ``events_path`` with ``loader``, then have ``evaluator`` (on the same store as ``rates``, without a
     checkpoint, on the replay's clock) walk every minute from the first; write one JSON line per alert transition
     to ``alerts_out`` and, with ``rates_out``, every route's rates over the whole file as
@@ -184,8 +191,12 @@ def replay(loader: BucketLoader, rates: RateRepository, evaluator: AlertEvaluato
         evaluator.last_minute = rates.first_minute() - MINUTE  # evaluate from the very first minute
         minutes = int((latest - evaluator.last_minute) / MINUTE)
         transitions = evaluator.evaluate(latest + MINUTE)
-    write_atomically(alerts_out, b"".join(orjson.dumps({"alert_id": alert.alert_id, **alert.transition_record()})
-                                           + b"\n" for alert in transitions))
+    write_atomically(
+        alerts_out,
+        b"".join(
+            orjson.dumps({"alert_id": alert.alert_id, **alert.transition_record()}) + b"\n" for alert in transitions
+        ),
+    )
     if rates_out is not None:
         write_atomically(rates_out, orjson.dumps(route_rates(rates.totals()), option=orjson.OPT_INDENT_2))
     return BacktestSummary(loader.stored, loader.rejected, len(transitions), minutes, loader.duplicates)

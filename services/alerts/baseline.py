@@ -24,6 +24,7 @@ last ``baseline_minutes``, or a day while learning), claims, failures and mix fo
 day reads (``season``), and a pending run's minutes only for the routes that have one (``held``). Each
 route has its own age (``history_blocks``), so a route can join a fleet of older ones (services/alerts/rows.py).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -45,10 +46,10 @@ SEASON_CLAIMS, SEASON_FAILED, SEASON_MIX = range(3)  # the columns of the time-o
 class Expected:
     """Rates per route for one minute."""
 
-    total: np.ndarray    # level + time-of-day offset
-    mixed: np.ndarray    # level + time-of-day offset net of mix + this minute's mix effect
+    total: np.ndarray  # level + time-of-day offset
+    mixed: np.ndarray  # level + time-of-day offset net of mix + this minute's mix effect
     mix_now: np.ndarray  # this minute's mix effect: its standardised rate minus the baseline mix's
-    margin: np.ndarray   # what a test adds to either while the baseline is learning (0 once it is seasonal)
+    margin: np.ndarray  # what a test adds to either while the baseline is learning (0 once it is seasonal)
 
 
 def smooth_slots(values: np.ndarray) -> np.ndarray:
@@ -59,10 +60,27 @@ def smooth_slots(values: np.ndarray) -> np.ndarray:
 
 class SeasonalBaseline:
     # the per-route history a route's state holds (``held`` apart); the estimates are derived from it by ``refresh``
-    ROW_ARRAYS = {"ring": 0, "season": 0, "slice_ring": 0, "partial": 0, "partial_slices": 0, "holding": 0,
-                  "history_blocks": 0}
-    DERIVED = {"total": 0, "history_claims": 0, "warm": 0, "rho": 0, "level": 0, "slice_rate": 0, "slice_claims": 0,
-               "baseline_standard": 0, "offset_total": 0, "offset_mixed": 0}
+    ROW_ARRAYS = {
+        "ring": 0,
+        "season": 0,
+        "slice_ring": 0,
+        "partial": 0,
+        "partial_slices": 0,
+        "holding": 0,
+        "history_blocks": 0,
+    }
+    DERIVED = {
+        "total": 0,
+        "history_claims": 0,
+        "warm": 0,
+        "rho": 0,
+        "level": 0,
+        "slice_rate": 0,
+        "slice_claims": 0,
+        "baseline_standard": 0,
+        "offset_total": 0,
+        "offset_mixed": 0,
+    }
 
     def __init__(self, config: DetectorConfig, n_routes: int, n_fields: int, n_slices: int = 1):
         self.config = config
@@ -77,7 +95,9 @@ class SeasonalBaseline:
         self.n_recent = max(self.level_blocks, self.per_day)
         # each block: the input sums plus Σ claims × that minute's mix effect (the last column)
         self.ring = np.zeros((n_routes, self.n_recent, n_fields + 1), dtype=HISTORY)
-        self.season = np.zeros((n_routes, self.n_blocks, 3), dtype=HISTORY)  # claims, failed, mix: what the time of day reads
+        self.season = np.zeros(
+            (n_routes, self.n_blocks, 3), dtype=HISTORY
+        )  # claims, failed, mix: what the time of day reads
         self.slice_ring = np.zeros((n_routes, self.n_recent, n_slices, 2), dtype=HISTORY)  # claims, failed per slice
         self.partial = np.zeros((n_routes, n_fields + 1))
         self.partial_slices = np.zeros((n_routes, n_slices, 2))
@@ -90,8 +110,13 @@ class SeasonalBaseline:
         self.refresh()
 
     def _allocate_derived(self, n: int) -> None:
-        shapes = {"total": (self.n_fields,), "slice_rate": (self.n_slices,), "slice_claims": (self.n_slices,),
-                  "offset_total": (self.per_day,), "offset_mixed": (self.per_day,)}
+        shapes = {
+            "total": (self.n_fields,),
+            "slice_rate": (self.n_slices,),
+            "slice_claims": (self.n_slices,),
+            "offset_total": (self.per_day,),
+            "offset_mixed": (self.per_day,),
+        }
         for name in self.DERIVED:
             setattr(self, name, np.zeros((n, *shapes.get(name, ())), dtype=bool if name == "warm" else float))
 
@@ -108,9 +133,12 @@ class SeasonalBaseline:
     def row_state(self, row: int) -> dict:
         held = self.held.get(row, {})
         blocks = sorted(held)
-        return {**take(self, self.ROW_ARRAYS, row), "held_blocks": np.array(blocks, dtype=np.int64),
-                "held_sums": np.array([held[b][0] for b in blocks]).reshape(len(blocks), self.n_fields + 1),
-                "held_slices": np.array([held[b][1] for b in blocks]).reshape(len(blocks), self.n_slices, 2)}
+        return {
+            **take(self, self.ROW_ARRAYS, row),
+            "held_blocks": np.array(blocks, dtype=np.int64),
+            "held_sums": np.array([held[b][0] for b in blocks]).reshape(len(blocks), self.n_fields + 1),
+            "held_slices": np.array([held[b][1] for b in blocks]).reshape(len(blocks), self.n_slices, 2),
+        }
 
     def load_rows(self, rows: list[int], states: list[dict], minute: int) -> None:
         """Routes ``rows`` as ``row_state`` gave each, at ``minute`` (the fleet's, and the states')."""
@@ -118,8 +146,10 @@ class SeasonalBaseline:
             put(self, self.ROW_ARRAYS, row, state)
             self.held.pop(row, None)
             if len(state["held_blocks"]):
-                self.held[row] = {int(b): (np.array(s, dtype=float), np.array(sl, dtype=float)) for b, s, sl in
-                                  zip(state["held_blocks"], state["held_sums"], state["held_slices"])}
+                self.held[row] = {
+                    int(b): (np.array(s, dtype=float), np.array(sl, dtype=float))
+                    for b, s, sl in zip(state["held_blocks"], state["held_sums"], state["held_slices"])
+                }
         if self.block is None:
             self.block = minute // self.config.block_minutes
         self.refresh(np.asarray(rows, dtype=np.int64))
@@ -160,7 +190,8 @@ class SeasonalBaseline:
         pending = state == PENDING
         for r in np.flatnonzero(pending):
             sums, sl = self.held.setdefault(int(r), {}).setdefault(
-                self.block, (np.zeros(self.n_fields + 1), np.zeros((self.n_slices, 2))))
+                self.block, (np.zeros(self.n_fields + 1), np.zeros((self.n_slices, 2)))
+            )
             sums += row[r]
             sl += slices[r]
         earlier = []

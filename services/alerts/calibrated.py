@@ -1,6 +1,7 @@
 """What a rate alert's rise is on the calibrated rate (issue 16): whether it holds once the verifier's
 sensitivity and specificity, measured on human labels (services/review), are taken into account.
 """
+
 from __future__ import annotations
 
 from typing import Protocol
@@ -9,7 +10,7 @@ from services.alerts.lifecycle import Alert
 from services.core.stats import rogan_gladen
 
 
-class Calibration(Protocol):      # services.review.calibration.CalibratedRate
+class Calibration(Protocol):  # services.review.calibration.CalibratedRate
     sensitivity: float | None
     specificity: float | None
     labels: int
@@ -24,19 +25,43 @@ def calibrated_rise(alert: Alert, calibration: Calibration | None) -> dict:
     within what the verifier invents. Unknown when the calibration is stale."""
     expected = alert.tested_against
     if calibration is None or not calibration.labels:  # nothing to calibrate with: not stale, never fresh
-        return {"holds": None, "stale": False, "status": "no labels yet", "reasons": ["no human labels yet"],
-                "rate": None, "expected": None, "delta": None}
+        return {
+            "holds": None,
+            "stale": False,
+            "status": "no labels yet",
+            "reasons": ["no human labels yet"],
+            "rate": None,
+            "expected": None,
+            "delta": None,
+        }
     status = "stale" if calibration.stale else "current"
     if calibration.sensitivity is None or calibration.specificity is None:
-        return {"holds": None, "stale": True, "status": "stale", "reasons": list(calibration.reasons), "rate": None,
-                "expected": None, "delta": None}
+        return {
+            "holds": None,
+            "stale": True,
+            "status": "stale",
+            "reasons": list(calibration.reasons),
+            "rate": None,
+            "expected": None,
+            "delta": None,
+        }
     se, sp = calibration.sensitivity, calibration.specificity
     rate, base = (None if x is None else rogan_gladen(x, se, sp) for x in (alert.rate, expected))
     delta = None if rate is None or base is None else rate - base
     holds = None if calibration.stale or delta is None else bool(delta > 0)
-    return {"holds": holds, "stale": calibration.stale, "status": status, "reasons": list(calibration.reasons), "rate": rate,
-            "expected": base, "delta": delta, "sensitivity": se, "specificity": sp, "labels": calibration.labels,
-            "false_positive_floor": 1 - sp}
+    return {
+        "holds": holds,
+        "stale": calibration.stale,
+        "status": status,
+        "reasons": list(calibration.reasons),
+        "rate": rate,
+        "expected": base,
+        "delta": delta,
+        "sensitivity": se,
+        "specificity": sp,
+        "labels": calibration.labels,
+        "false_positive_floor": 1 - sp,
+    }
 
 
 def calibration_suspect(calibration: Calibration | None) -> dict | None:
@@ -46,6 +71,15 @@ def calibration_suspect(calibration: Calibration | None) -> dict | None:
     reason = next((r for r in calibration.reasons if "the route now runs" in r), None)
     if reason is None:
         return None
-    return {"dim": "version.verifier", "key": "verifier", "value": calibration.verifier_version, "kind": "system",
-            "share_before": None, "share_after": None, "rate_before": None, "rate_after": None, "explained": 0.0,
-            "note": f"calibration stale: {reason}"}
+    return {
+        "dim": "version.verifier",
+        "key": "verifier",
+        "value": calibration.verifier_version,
+        "kind": "system",
+        "share_before": None,
+        "share_after": None,
+        "rate_before": None,
+        "rate_after": None,
+        "explained": 0.0,
+        "note": f"calibration stale: {reason}",
+    }

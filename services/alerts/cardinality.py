@@ -7,12 +7,21 @@ memory. Those routes are then invisible: no rate, no drift, no silence alert. Th
 the first refusal (there is nothing to wait for: each refused event is a route nobody watches) and resolves once
 ``window`` passes without one. The alert cycle runs it beside the rate alerts (services/alerts/cycle.py).
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Callable
 
-from services.alerts.lifecycle import CARDINALITY_KIND, FLEET_ROUTE, SERVICE_LABELS, Alert, make_alert_id, merge, resolve
+from services.alerts.lifecycle import (
+    CARDINALITY_KIND,
+    FLEET_ROUTE,
+    SERVICE_LABELS,
+    Alert,
+    make_alert_id,
+    merge,
+    resolve,
+)
 from services.alerts.records import AlertRecords
 
 WINDOW = timedelta(minutes=10)
@@ -35,14 +44,30 @@ class RouteCardinalityWatch:
             return None
         minutes = int(self.window / timedelta(minutes=1))
         top = found["sources"][0] if found["sources"] else {}
-        return Alert(alert_id=make_alert_id(FLEET_ROUTE, CARDINALITY_KIND, now), route=FLEET_ROUTE,
-                     kind=CARDINALITY_KIND, severity="critical", labels=dict(SERVICE_LABELS), window=minutes,
-                     pending_since=now, starts_at=now, rate=found["events"] / minutes, expected=0.0,
-                     delta=found["events"] / minutes, claims=found["events"], unit="per_minute", updated_at=now,
-                     expected_basis=f"no refusals while routes stay within routes.max_active ({self.max_active:,})",
-                     details={"refused_events": found["events"], "refused_routes": found["routes"],
-                              "max_active": self.max_active, "top_source": top.get("source"),
-                              "sources": list(found["sources"])})
+        return Alert(
+            alert_id=make_alert_id(FLEET_ROUTE, CARDINALITY_KIND, now),
+            route=FLEET_ROUTE,
+            kind=CARDINALITY_KIND,
+            severity="critical",
+            labels=dict(SERVICE_LABELS),
+            window=minutes,
+            pending_since=now,
+            starts_at=now,
+            rate=found["events"] / minutes,
+            expected=0.0,
+            delta=found["events"] / minutes,
+            claims=found["events"],
+            unit="per_minute",
+            updated_at=now,
+            expected_basis=f"no refusals while routes stay within routes.max_active ({self.max_active:,})",
+            details={
+                "refused_events": found["events"],
+                "refused_routes": found["routes"],
+                "max_active": self.max_active,
+                "top_source": top.get("source"),
+                "sources": list(found["sources"]),
+            },
+        )
 
     def evaluate(self, now: datetime) -> list[Alert]:
         """The transitions at ``now`` (firing or resolved); a changed figure is saved without one."""

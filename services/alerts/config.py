@@ -5,10 +5,13 @@ settings file or ``CLAIMWATCH_DRIFT__DETECTOR__H=9`` as text. ``DetectorConfig.f
 each value its default's type and hands each engine its own settings. This module imports nothing
 from the detector, its engines or its baseline, which all read it.
 """
+
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields as dc_fields
-from typing import Any, Callable
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from dataclasses import fields as dc_fields
+from typing import Any
 
 MAX_GAP_MINUTES = 90  # longer gaps replay this many empty minutes; enough to flush every window
 KINDS = ("cusum", "window", "naive")  # the engines, in services/alerts/engines.py's ENGINES order
@@ -36,7 +39,10 @@ CUSUM_RULES: Rules = {
     "design_ratio": (lambda v, c: 0 < v, "positive, with threshold × design_ratio below 1"),
 }
 WINDOW_RULES: Rules = {
-    "windows": (lambda v, c: len(v) > 0 and all(1 <= w <= MAX_GAP_MINUTES for w in v), f"minutes in [1, {MAX_GAP_MINUTES}]"),
+    "windows": (
+        lambda v, c: len(v) > 0 and all(1 <= w <= MAX_GAP_MINUTES for w in v),
+        f"minutes in [1, {MAX_GAP_MINUTES}]",
+    ),
     "z_fire": (lambda v, c: v > 0, "positive"),
     "window_for_minutes": (lambda v, c: v >= 0, "0 or more"),
     "z_resolve": (lambda v, c: v < c.z_fire, "below z_fire"),
@@ -67,11 +73,11 @@ SHARED_RULES: Rules = {
 class CusumConfig:
     """``cusum``: a quasi-binomial CUSUM of "expected + design rise" against "expected" (the shipped engine)."""
 
-    h: float = 11.25                   # fire when the log-likelihood ratio reaches h
-    pending_fraction: float = 0.5      # pending from h * pending_fraction until the CUSUM is back at 0
-    resolve_h: float = 5.0             # resolve when the mirror CUSUM (back at baseline) reaches this
+    h: float = 11.25  # fire when the log-likelihood ratio reaches h
+    pending_fraction: float = 0.5  # pending from h * pending_fraction until the CUSUM is back at 0
+    resolve_h: float = 5.0  # resolve when the mirror CUSUM (back at baseline) reaches this
     design_shift: float | None = None  # the rise it is tuned for; None = design_ratio × threshold
-    design_ratio: float = 1.25         # 1.25 balances the +2 and +3 delay targets (bench/drift.py)
+    design_ratio: float = 1.25  # 1.25 balances the +2 and +3 delay targets (bench/drift.py)
 
     def __post_init__(self) -> None:
         check(self, CUSUM_RULES)
@@ -86,10 +92,10 @@ class WindowConfig:
     """``window``: z-tests of several windows against the expectation, with a ``for``."""
 
     windows: tuple[int, ...] = (10, 30, 60)  # test windows in minutes
-    z_fire: float = 4.0                # z of any window against the baseline …
-    window_for_minutes: int = 3        # … held for this many minutes
-    z_resolve: float = 1.0             # resolve when every window is below this z …
-    resolve_minutes: int = 10          # … for this many minutes
+    z_fire: float = 4.0  # z of any window against the baseline …
+    window_for_minutes: int = 3  # … held for this many minutes
+    z_resolve: float = 1.0  # resolve when every window is below this z …
+    resolve_minutes: int = 10  # … for this many minutes
 
     def __post_init__(self) -> None:
         check(self, WINDOW_RULES)
@@ -99,8 +105,8 @@ class WindowConfig:
 class NaiveConfig:
     """``naive``: a Prometheus-style rule, the window's rate at least threshold over the expectation for a while."""
 
-    naive_window: int = 30             # the rule's window in minutes
-    for_minutes: int = 10              # its `for` duration
+    naive_window: int = 30  # the rule's window in minutes
+    for_minutes: int = 10  # its `for` duration
 
     def __post_init__(self) -> None:
         check(self, NAIVE_RULES)
@@ -116,21 +122,21 @@ class DetectorConfig:
     ``kind`` picks the engine; every engine's settings are kept, so switching kind keeps the others'."""
 
     kind: str = "cusum"
-    threshold: float = 0.02            # minimum rise over the baseline, absolute
-    min_claims: int = 200              # claims behind a rise before it may fire
-    baseline_minutes: int = 24 * 60    # trailing level; a pending run's minutes wait, a firing one's are left out
-    block_minutes: int = 60            # the baseline moves in whole wall-clock blocks; the current one is excluded
-    season_days: int = 7               # history behind the time-of-day profile; 0 = the flat trailing level
-    hold_pending: bool = True          # False = drop pending minutes from the baseline (the biased previous way)
+    threshold: float = 0.02  # minimum rise over the baseline, absolute
+    min_claims: int = 200  # claims behind a rise before it may fire
+    baseline_minutes: int = 24 * 60  # trailing level; a pending run's minutes wait, a firing one's are left out
+    block_minutes: int = 60  # the baseline moves in whole wall-clock blocks; the current one is excluded
+    season_days: int = 7  # history behind the time-of-day profile; 0 = the flat trailing level
+    hold_pending: bool = True  # False = drop pending minutes from the baseline (the biased previous way)
     slice_prior_claims: float = 2_000.0  # a slice's rate is shrunk towards its route's with this many claims
-    mix_share: float = 0.5             # a rise is a mix shift when at least this share of it is mix
+    mix_share: float = 0.5  # a rise is a mix shift when at least this share of it is mix
     min_baseline_claims: int = 50_000  # warm-up: no alarms before the history holds this many claims
     learning_level_minutes: int = 120  # learning (under a day of history): the level is this recent …
-    learning_margin: float = 0.0075    # … and a test adds this to the expectation (bench/drift.py --day-one)
-    confidence: float = 0.95           # a fired rise must not be credibly smaller than threshold …
-    min_rise_fraction: float = 0.75    # … and its estimate must reach this fraction of it
-    overdispersion: bool = True        # False = treat claims as independent (ablation only)
-    rate_window_minutes: int = 30      # window of `rate` while nothing is pending
+    learning_margin: float = 0.0075  # … and a test adds this to the expectation (bench/drift.py --day-one)
+    confidence: float = 0.95  # a fired rise must not be credibly smaller than threshold …
+    min_rise_fraction: float = 0.75  # … and its estimate must reach this fraction of it
+    overdispersion: bool = True  # False = treat claims as independent (ablation only)
+    rate_window_minutes: int = 30  # window of `rate` while nothing is pending
     cusum: CusumConfig = field(default_factory=CusumConfig)
     window: WindowConfig = field(default_factory=WindowConfig)
     naive: NaiveConfig = field(default_factory=NaiveConfig)
@@ -160,8 +166,10 @@ class DetectorConfig:
         own = {kind: setting_names(engine) for kind, engine in ENGINE_CONFIGS.items()}
         shared = setting_names(cls) - set(ENGINE_CONFIGS)
         refuse_unknown(values, shared.union(*own.values()), "detector")
-        engines = {kind: engine(**typed_settings(engine, {k: v for k, v in values.items() if k in own[kind]}, "detector"))
-                   for kind, engine in ENGINE_CONFIGS.items()}
+        engines = {
+            kind: engine(**typed_settings(engine, {k: v for k, v in values.items() if k in own[kind]}, "detector"))
+            for kind, engine in ENGINE_CONFIGS.items()
+        }
         return cls(**typed_settings(cls, {k: v for k, v in values.items() if k in shared}, "detector"), **engines)
 
 

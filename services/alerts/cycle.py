@@ -8,24 +8,26 @@ A resend must not wait for a busy or failing store: Alertmanager resolves an ale
 within its endsAt (four resends), so a stalled store would resolve every page. Past one resend interval
 it goes out with the silences and explanations last read.
 """
+
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
 from collections import Counter
+from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Protocol, Sequence
+from typing import Protocol
 
 import orjson
 
-from services.core.threads import Run
+from services.alerts.dispatch import Dispatcher, alert_key
 from services.alerts.evaluator import MINUTE, AlertEvaluator
 from services.alerts.explain import AlertExplainer, AlertExplanation, explainable
 from services.alerts.lifecycle import KINDS, Alert
-from services.alerts.dispatch import Dispatcher, alert_key
 from services.alerts.records import AlertRecords
 from services.core.metrics import Metrics
+from services.core.threads import Run
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +42,16 @@ class AlertHook(Protocol):  # services.review.agreement_alerts.InstrumentAlerts,
 
 
 class AlertCycle:
-    def __init__(self, evaluator: AlertEvaluator, alerts: AlertRecords, dispatcher: Dispatcher, metrics: Metrics,
-                 run: Run, explainer: AlertExplainer | None = None, hooks: Sequence[AlertHook] = ()):
+    def __init__(
+        self,
+        evaluator: AlertEvaluator,
+        alerts: AlertRecords,
+        dispatcher: Dispatcher,
+        metrics: Metrics,
+        run: Run,
+        explainer: AlertExplainer | None = None,
+        hooks: Sequence[AlertHook] = (),
+    ):
         self.explainer = explainer  # names the issues behind each notified alert's excess
         # alerts beside the rate alerts: verifier-vs-human agreement (services/review/agreement_alerts.py), the
         # route bound (services/alerts/cardinality.py)
@@ -80,18 +90,25 @@ class AlertCycle:
                 self.metrics.evaluator_lag.set((now - self.evaluator.last_minute - MINUTE).total_seconds())
         self.reconciled = True
         self.metrics.eval_seconds.observe(time.perf_counter() - started)
-        explanations = await self._explanations([a for a in transitions + missed if a.recorded_state != "pending"
-                                                 and a.kind in KINDS], now)  # agreement alerts have no excess
+        explanations = await self._explanations(
+            [a for a in transitions + missed if a.recorded_state != "pending" and a.kind in KINDS], now
+        )  # agreement alerts have no excess
         self.explained.update(explanations)
         records, outgoing = [], []
         for alert in transitions:
             self.metrics.alert_transitions.labels(alert.recorded_state).inc()
-            records.append((alert.route.encode(), orjson.dumps({"alert_id": alert.alert_id, **alert.transition_record()})))
+            records.append(
+                (alert.route.encode(), orjson.dumps({"alert_id": alert.alert_id, **alert.transition_record()}))
+            )
         for alert in missed:
             outgoing += self.dispatcher.plan(None, alert, silences, now, explanations.get(alert.alert_id))
         if outgoing:
-            log.warning("sending %d notifications of alert transitions recorded before a restart and never logged "
-                        "for sending: %s", len(outgoing), ", ".join(sorted({o.key for o in outgoing})))
+            log.warning(
+                "sending %d notifications of alert transitions recorded before a restart and never logged "
+                "for sending: %s",
+                len(outgoing),
+                ", ".join(sorted({o.key for o in outgoing})),
+            )
         for alert in transitions:
             outgoing += self.dispatcher.plan(None, alert, silences, now, explanations.get(alert.alert_id))
         await self.dispatcher.enqueue(outgoing)
@@ -118,15 +135,19 @@ class AlertCycle:
     async def resend(self, now: datetime) -> None:
         """Re-send firing, unsilenced alerts (Alertmanager resolves alerts that stop arriving); with the last
         silences and explanations read when the store does not answer within one resend interval."""
-        firing = [a for a in self.evaluator.open.values() if a.recorded_state == "firing" and a.alert_id in self.announced]
+        firing = [
+            a for a in self.evaluator.open.values() if a.recorded_state == "firing" and a.alert_id in self.announced
+        ]
         try:
             await asyncio.wait_for(self._read(firing, now), self.dispatcher.resend_every.total_seconds())
         except Exception as exc:
             if self.silences is None:
                 log.exception("could not read silences and none were read before; skipping this resend")
                 return
-            log.warning("the store did not answer the resend (%s); re-sending with the silences and explanations "
-                        "last read", type(exc).__name__)
+            log.warning(
+                "the store did not answer the resend (%s); re-sending with the silences and explanations last read",
+                type(exc).__name__,
+            )
         # The alerts announced now, not those firing when the read began: one that fired during the read was
         # explained by its evaluation, and the resend must carry that explanation, not drop it.
         announced = [a for a in self._open() if a.alert_id in self.announced]

@@ -24,13 +24,20 @@ Candidates (all share the expectation and the interface; bench/drift.py compares
 - ``naive``: the 30-minute rate at least threshold over the expectation for 10 minutes (a
   Prometheus rule); it resolves as soon as the condition is false.
 """
+
 from __future__ import annotations
 
 from datetime import datetime
 
 from services.alerts.config import DetectorConfig
 from services.alerts.fleet import (  # noqa: F401  (what detectors' readers import from here)
-    MAX_SLICES, OTHER_SLICE, DriftFleet, RouteView, learning_basis, minute_number, minute_start,
+    MAX_SLICES,
+    OTHER_SLICE,
+    DriftFleet,
+    RouteView,
+    learning_basis,
+    minute_number,
+    minute_start,
 )
 from services.rates.intervals import Counts
 
@@ -44,8 +51,11 @@ def history_hours_between(first: datetime, now: datetime, config: DetectorConfig
 def baseline_status(history_hours: float, config: DetectorConfig) -> dict:
     """Whether a route's baseline is still learning (under a day of history), from its hours of history."""
     learning = history_hours < 24
-    return {"learning": learning, "history_hours": round(history_hours, 1),
-            "basis": learning_basis(history_hours, config) if learning else "time of day: a full day of history or more"}
+    return {
+        "learning": learning,
+        "history_hours": round(history_hours, 1),
+        "basis": learning_basis(history_hours, config) if learning else "time of day: a full day of history or more",
+    }
 
 
 class DriftDetector(DriftFleet):
@@ -54,7 +64,7 @@ class DriftDetector(DriftFleet):
     def __init__(self, config: DetectorConfig | None = None):
         super().__init__(config, 1)
 
-    def update(self, counts: Counts, now: datetime, slices: dict[str, Counts] | None = None) -> "DriftDetector":
+    def update(self, counts: Counts, now: datetime, slices: dict[str, Counts] | None = None) -> DriftDetector:
         """One minute bucket; ``slices`` splits its claims by mix slice (query type × stakes) when known."""
         if not isinstance(counts, Counts):
             raise TypeError(f"counts must be a Counts, got {type(counts).__name__}")

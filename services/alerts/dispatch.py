@@ -5,13 +5,14 @@ own bounded queue drained by a task of its own (services/alerts/receivers.py), s
 delays only its own notifications; the notification log (services/store/notifications.py) keeps what is to be
 sent, and what was sent to whom, across restarts.
 """
+
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Callable, Iterable, Mapping
 
 import httpx
 
@@ -31,9 +32,9 @@ RELOAD_WITHIN = timedelta(days=1)  # a notification logged longer ago than this 
 
 @dataclass(frozen=True)
 class Outgoing:
-    target: str       # the receiver: "alertmanager", "webhook" or "issue_webhook" (services/alerts/receivers.py)
+    target: str  # the receiver: "alertmanager", "webhook" or "issue_webhook" (services/alerts/receivers.py)
     url: str
-    body: object      # sent as JSON; bytes are sent as they are (a signed body)
+    body: object  # sent as JSON; bytes are sent as they are (a signed body)
     headers: Mapping[str, str] = field(default_factory=dict)
     # What it tells (alert/<alert_id>/<state>, issue/<delivery>): logged and sent once per receiver. None: a
     # periodic resend, neither logged nor worth sending behind a newer one.
@@ -59,11 +60,24 @@ class Dispatcher:
     settling sends it again.
     """
 
-    def __init__(self, alertmanager_url: str | None, webhook_url: str | None, external_url: str,
-                 resend_every: timedelta, metrics=None, max_queue: int = 1000, max_attempts: int = 8,
-                 owner_labels: Callable[[Alert], Mapping[str, str]] = lambda alert: {}, *,
-                 retry_initial_seconds: float, retry_max_seconds: float, attempt_timeout_seconds: float,
-                 nflog: NotificationLog | None = None, run: Run = _inline, clock: Callable[[], datetime] = utcnow):
+    def __init__(
+        self,
+        alertmanager_url: str | None,
+        webhook_url: str | None,
+        external_url: str,
+        resend_every: timedelta,
+        metrics=None,
+        max_queue: int = 1000,
+        max_attempts: int = 8,
+        owner_labels: Callable[[Alert], Mapping[str, str]] = lambda alert: {},
+        *,
+        retry_initial_seconds: float,
+        retry_max_seconds: float,
+        attempt_timeout_seconds: float,
+        nflog: NotificationLog | None = None,
+        run: Run = _inline,
+        clock: Callable[[], datetime] = utcnow,
+    ):
         self.alertmanager_url = alertmanager_url.rstrip("/") if alertmanager_url else None
         self.webhook_url = webhook_url
         self.external_url = external_url.rstrip("/")
@@ -84,33 +98,62 @@ class Dispatcher:
                 metrics.notify_oldest.labels(name).set_function(lambda q=queue: q.oldest_seconds(self.clock()))
                 metrics.notify_failing.labels(name).set_function(lambda q=queue: q.failing_seconds(self.clock()))
 
-    def plan(self, previous: Alert | None, current: Alert, silences: Iterable[Silence], now: datetime,
-             explanation: AlertExplanation | None = None) -> list[Outgoing]:
+    def plan(
+        self,
+        previous: Alert | None,
+        current: Alert,
+        silences: Iterable[Silence],
+        now: datetime,
+        explanation: AlertExplanation | None = None,
+    ) -> list[Outgoing]:
         reason = should_notify(previous, current, now, self.resend_every, silences)
         if reason is Notify.NOTHING:
             return []
         key = None if reason is Notify.RESEND else alert_key(current.alert_id, current.recorded_state)
         out = []
         if self.alertmanager_url:
-            out.append(Outgoing(ALERTMANAGER, f"{self.alertmanager_url}/api/v2/alerts",
-                                [alertmanager_payload(current, self.external_url, now, self.resend_every, explanation,
-                                                     self.owner_labels(current))], key=key))
+            out.append(
+                Outgoing(
+                    ALERTMANAGER,
+                    f"{self.alertmanager_url}/api/v2/alerts",
+                    [
+                        alertmanager_payload(
+                            current, self.external_url, now, self.resend_every, explanation, self.owner_labels(current)
+                        )
+                    ],
+                    key=key,
+                )
+            )
         if self.webhook_url and reason is not Notify.RESEND:
-            out.append(Outgoing(WEBHOOK, self.webhook_url,
-                                webhook_payload(current, reason.value, self.external_url, explanation), key=key))
+            out.append(
+                Outgoing(
+                    WEBHOOK,
+                    self.webhook_url,
+                    webhook_payload(current, reason.value, self.external_url, explanation),
+                    key=key,
+                )
+            )
         return out
 
-    def resend(self, open_alerts: Iterable[Alert], silences: Iterable[Silence], now: datetime,
-               explanations: Mapping[str, AlertExplanation] | None = None) -> list[Outgoing]:
+    def resend(
+        self,
+        open_alerts: Iterable[Alert],
+        silences: Iterable[Silence],
+        now: datetime,
+        explanations: Mapping[str, AlertExplanation] | None = None,
+    ) -> list[Outgoing]:
         """Alertmanager expects firing alerts to be re-sent; silenced ones stay quiet."""
         silences = list(silences)
         explanations = explanations or {}
         if not self.alertmanager_url:
             return []
-        payloads = [alertmanager_payload(a, self.external_url, now, self.resend_every, explanations.get(a.alert_id),
-                                         self.owner_labels(a))
-                    for a in open_alerts
-                    if a.recorded_state == "firing" and not any(s.matches(a.match_labels, now) for s in silences)]
+        payloads = [
+            alertmanager_payload(
+                a, self.external_url, now, self.resend_every, explanations.get(a.alert_id), self.owner_labels(a)
+            )
+            for a in open_alerts
+            if a.recorded_state == "firing" and not any(s.matches(a.match_labels, now) for s in silences)
+        ]
         return [Outgoing(ALERTMANAGER, f"{self.alertmanager_url}/api/v2/alerts", payloads)] if payloads else []
 
     # -- queues ------------------------------------------------------------------
@@ -169,8 +212,9 @@ class Dispatcher:
             except Exception as exc:
                 log.warning("could not read the notification log (%s); trying again at the next notification", exc)
                 return
-            rows = [r for r in rows if r["receiver"] in self.receivers
-                    and not self.receivers[r["receiver"]].holds(r["key"])]
+            rows = [
+                r for r in rows if r["receiver"] in self.receivers and not self.receivers[r["receiver"]].holds(r["key"])
+            ]
             for r in rows:
                 headers = {"Content-Type": "application/json", **r["headers"]}
                 self._put(Outgoing(r["receiver"], r["url"], r["body"], headers, r["key"]), r["created_at"])
@@ -197,8 +241,9 @@ class Dispatcher:
         """One attempt, bounded by the attempt timeout; None on a 2xx, else what went wrong."""
         content = {"content": item.body} if isinstance(item.body, bytes) else {"json": item.body}
         try:
-            response = await asyncio.wait_for(client.post(item.url, headers=dict(item.headers), **content),
-                                              self.attempt_timeout)
+            response = await asyncio.wait_for(
+                client.post(item.url, headers=dict(item.headers), **content), self.attempt_timeout
+            )
         except TimeoutError:
             return f"no answer within {self.attempt_timeout:g} s"
         except httpx.HTTPError as exc:
@@ -220,8 +265,14 @@ class Dispatcher:
                 await self._store_health(queue)
             if self.metrics is not None:
                 self.metrics.notify_failures.labels(item.target).inc()
-            log.warning("%s notification to %s failed (%s), attempt %d/%d", item.target, item.url, problem,
-                        attempt, self.max_attempts)
+            log.warning(
+                "%s notification to %s failed (%s), attempt %d/%d",
+                item.target,
+                item.url,
+                problem,
+                attempt,
+                self.max_attempts,
+            )
             if attempt < self.max_attempts:
                 await asyncio.sleep(backoff.next_delay())
         log.error("giving up on %s notification to %s after %d attempts", item.target, item.url, self.max_attempts)
@@ -240,6 +291,8 @@ class Dispatcher:
         if self.nflog is None:
             return
         try:
-            await self.nflog_run(self.nflog.set_failing, queue.name, queue.failing_since, queue.last_error, self.clock())
+            await self.nflog_run(
+                self.nflog.set_failing, queue.name, queue.failing_since, queue.last_error, self.clock()
+            )
         except Exception as exc:
             log.warning("could not store the %s receiver's state (%s)", queue.name, exc)

@@ -6,12 +6,23 @@ code. The candidates (``cusum``, ``window``, ``naive``) are described in service
 each reads the shared settings from ``config`` and its own from ``config.cusum``, ``config.window``
 or ``config.naive`` (services/alerts/config.py).
 """
+
 from __future__ import annotations
 
 import numpy as np
 
 from services.alerts.baseline import (  # noqa: F401
-    CLAIMS, CLAIMS_SQ, EVENTS, FAILED, FAILED_CLAIMS, FAILED_SQ, FIRING, OK, PENDING, RATE_FLOOR, SeasonalBaseline,
+    CLAIMS,
+    CLAIMS_SQ,
+    EVENTS,
+    FAILED,
+    FAILED_CLAIMS,
+    FAILED_SQ,
+    FIRING,
+    OK,
+    PENDING,
+    RATE_FLOOR,
+    SeasonalBaseline,
 )
 from services.alerts.config import DetectorConfig
 from services.alerts.rows import grow, into_ring, oldest_first, put, take
@@ -34,8 +45,14 @@ class DriftEngine:
     ROW_ARRAYS = {"state": 0, "onset": 0, "evidence": 0, "evidence_slices": 0, "statistic": 0}
     RINGS: dict[str, int] = {}  # ring -> its length; each is routes × length × …, written at ticks % length
 
-    def __init__(self, config: DetectorConfig, n_routes: int, n_fields: int = CORE_FIELDS, n_slices: int = 1,
-                 mix_adjusted: bool = True):
+    def __init__(
+        self,
+        config: DetectorConfig,
+        n_routes: int,
+        n_fields: int = CORE_FIELDS,
+        n_slices: int = 1,
+        mix_adjusted: bool = True,
+    ):
         self.config = config
         self.n_fields = n_fields
         self.mix_adjusted = mix_adjusted
@@ -59,21 +76,30 @@ class DriftEngine:
 
     def add_rows(self, k: int) -> None:
         """``k`` new routes, as a fresh engine's (they start at the next step)."""
-        grow(self, {**self.ROW_ARRAYS, **{name: 0 for name in self.RINGS}}, k, {"onset": -1})
+        grow(self, {**self.ROW_ARRAYS, **dict.fromkeys(self.RINGS, 0)}, k, {"onset": -1})
         self.baseline.add_rows(k)
         e = self.expected
         self.expected = type(e)(*(np.concatenate([a, np.zeros(k)]) for a in (e.total, e.mixed, e.mix_now, e.margin)))
 
     def row_state(self, row: int) -> dict:
-        rings = {name: oldest_first(getattr(self, name)[row], (self.ticks - 1) % length)
-                 for name, length in self.RINGS.items()}
+        rings = {
+            name: oldest_first(getattr(self, name)[row], (self.ticks - 1) % length)
+            for name, length in self.RINGS.items()
+        }
         return {**take(self, self.ROW_ARRAYS, row), **rings, "baseline": self.baseline.row_state(row)}
 
     def load_rows(self, rows: list[int], states: list[dict], minute: int) -> None:
         for row, state in zip(rows, states):
             put(self, self.ROW_ARRAYS, row, state)
-            put(self, {name: 0 for name in self.RINGS}, row, {name: into_ring(np.asarray(state[name]), (self.ticks - 1) % length)
-                                                             for name, length in self.RINGS.items()})
+            put(
+                self,
+                dict.fromkeys(self.RINGS, 0),
+                row,
+                {
+                    name: into_ring(np.asarray(state[name]), (self.ticks - 1) % length)
+                    for name, length in self.RINGS.items()
+                },
+            )
         self.baseline.load_rows(rows, [state["baseline"] for state in states], minute)
 
     @property
@@ -96,11 +122,13 @@ class DriftEngine:
         self.baseline.roll(minute)
         expected = self.expected = self.baseline.expect(minute, slices)
         # while learning, the null a rise is tested against includes the margin the unknown time of day needs
-        tested = np.clip((expected.mixed if self.mix_adjusted else expected.total) + expected.margin,
-                         RATE_FLOOR, 1 - RATE_FLOOR)
+        tested = np.clip(
+            (expected.mixed if self.mix_adjusted else expected.total) + expected.margin, RATE_FLOOR, 1 - RATE_FLOOR
+        )
         claims = x[:, CLAIMS]
-        augmented = np.concatenate([x, np.stack([claims * tested, claims * expected.total,
-                                                 claims * expected.mixed], axis=1)], axis=1)
+        augmented = np.concatenate(
+            [x, np.stack([claims * tested, claims * expected.total, claims * expected.mixed], axis=1)], axis=1
+        )
         onset = self.onset
         self.detect(augmented, tested, minute)
         if slices is not None:
@@ -147,8 +175,14 @@ def top_mix_slice(engine: DriftEngine, rows: np.ndarray | None = None) -> tuple[
 class CusumEngine(DriftEngine):
     ROW_ARRAYS = {**DriftEngine.ROW_ARRAYS, "recovery": 0}
 
-    def __init__(self, config: DetectorConfig, n_routes: int, n_fields: int = CORE_FIELDS, n_slices: int = 1,
-                 mix_adjusted: bool = True):
+    def __init__(
+        self,
+        config: DetectorConfig,
+        n_routes: int,
+        n_fields: int = CORE_FIELDS,
+        n_slices: int = 1,
+        mix_adjusted: bool = True,
+    ):
         super().__init__(config, n_routes, n_fields, n_slices, mix_adjusted)
         self.recovery = np.zeros(n_routes)
 
@@ -172,8 +206,13 @@ class CusumEngine(DriftEngine):
         self.evidence = np.where(fresh[:, None], 0.0, self.evidence) + x
         s = np.where(firing, self.statistic, np.where(self.warm, np.maximum(self.statistic + llr, 0.0), 0.0))
         self.recovery = np.where(firing, np.maximum(self.recovery - back, 0.0), 0.0)
-        fire = (~firing & (s >= e.h) & self.warm & (self.evidence[:, CLAIMS] >= c.min_claims)
-                & self.rise_is_large_enough(self.evidence))
+        fire = (
+            ~firing
+            & (s >= e.h)
+            & self.warm
+            & (self.evidence[:, CLAIMS] >= c.min_claims)
+            & self.rise_is_large_enough(self.evidence)
+        )
         resolve = firing & (self.recovery >= e.resolve_h)
         cleared = (s <= 0) | resolve
         self.statistic = np.where(resolve, 0.0, s)
@@ -188,14 +227,20 @@ class CusumEngine(DriftEngine):
 class WindowEngine(DriftEngine):
     ROW_ARRAYS = {**DriftEngine.ROW_ARRAYS, "sums": 1, "run": 0, "quiet": 0}
 
-    def __init__(self, config: DetectorConfig, n_routes: int, n_fields: int = CORE_FIELDS, n_slices: int = 1,
-                 mix_adjusted: bool = True):
+    def __init__(
+        self,
+        config: DetectorConfig,
+        n_routes: int,
+        n_fields: int = CORE_FIELDS,
+        n_slices: int = 1,
+        mix_adjusted: bool = True,
+    ):
         super().__init__(config, n_routes, n_fields, n_slices, mix_adjusted)
         self.span = max(config.window.windows)
         self.RINGS = {"minutes": self.span}
         self.minutes = np.zeros((n_routes, self.span, n_fields + 3))
         self.sums = np.zeros((len(config.window.windows), n_routes, n_fields + 3))
-        self.run = np.zeros(n_routes, dtype=np.int64)    # consecutive minutes with a window over z_fire
+        self.run = np.zeros(n_routes, dtype=np.int64)  # consecutive minutes with a window over z_fire
         self.quiet = np.zeros(n_routes, dtype=np.int64)  # consecutive minutes with every window under z_resolve
 
     def detect(self, x: np.ndarray, expected: np.ndarray, minute: int) -> None:
@@ -228,8 +273,14 @@ class WindowEngine(DriftEngine):
 class NaiveEngine(DriftEngine):
     ROW_ARRAYS = {**DriftEngine.ROW_ARRAYS, "sums": 0, "run": 0}
 
-    def __init__(self, config: DetectorConfig, n_routes: int, n_fields: int = CORE_FIELDS, n_slices: int = 1,
-                 mix_adjusted: bool = True):
+    def __init__(
+        self,
+        config: DetectorConfig,
+        n_routes: int,
+        n_fields: int = CORE_FIELDS,
+        n_slices: int = 1,
+        mix_adjusted: bool = True,
+    ):
         super().__init__(config, n_routes, n_fields, n_slices, mix_adjusted)
         self.RINGS = {"minutes": config.naive.naive_window}
         self.minutes = np.zeros((n_routes, config.naive.naive_window, n_fields + 3))
@@ -255,7 +306,8 @@ class NaiveEngine(DriftEngine):
 ENGINES = {"cusum": CusumEngine, "window": WindowEngine, "naive": NaiveEngine}  # one per config.KINDS, in its order
 
 
-def make_engine(config: DetectorConfig, n_routes: int, n_fields: int = CORE_FIELDS, n_slices: int = 1,
-                mix_adjusted: bool = True) -> DriftEngine:
+def make_engine(
+    config: DetectorConfig, n_routes: int, n_fields: int = CORE_FIELDS, n_slices: int = 1, mix_adjusted: bool = True
+) -> DriftEngine:
     """Many routes at once, for benchmarks and backtests: engine.step(x[routes, fields], minute, slices)."""
     return ENGINES[config.kind](config, n_routes, n_fields, n_slices, mix_adjusted)

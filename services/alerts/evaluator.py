@@ -8,6 +8,7 @@ Its state is stored per route (services/alerts/evaluator_state.py) with every pa
 (or a pass the store failed) resumes exactly: the same detector state and open alerts as that pass
 left them, and transitions that are re-derived keep their deterministic ids, so nothing is alerted twice.
 """
+
 from __future__ import annotations
 
 import logging
@@ -23,11 +24,19 @@ from services.alerts import evaluator_state
 from services.alerts.baseline import CLAIMS, FAILED
 from services.alerts.detector import DetectorConfig, minute_number
 from services.alerts.evaluator_state import CHECKPOINT_ROUTE, CHECKPOINT_SLOT, FORMAT, StateWriter
-from services.alerts.expectations import Expectation, publish as publish_expectations
+from services.alerts.expectations import Expectation
+from services.alerts.expectations import publish as publish_expectations
 from services.alerts.input_health import InputHealthConfig, health_inputs
 from services.alerts.lifecycle import (
-    ABSTENTION_KIND, DRIFT_KIND, INPUT_KINDS, MIX_KIND, REJECTED_KIND, SERVICE_LABELS, Alert,
-    next_alert, severity_for,
+    ABSTENTION_KIND,
+    DRIFT_KIND,
+    INPUT_KINDS,
+    MIX_KIND,
+    REJECTED_KIND,
+    SERVICE_LABELS,
+    Alert,
+    next_alert,
+    severity_for,
 )
 from services.alerts.records import AlertRecords
 from services.alerts.route_detectors import RouteDetectors, RouteMinute
@@ -50,15 +59,23 @@ SUSPECT_LOOKBACK = timedelta(hours=2)
 # A route this far behind the newest minute no longer holds the watermark back … (short: a route that stops must be
 # evaluated as silent within minutes, so route_silent pages within ten)
 ACTIVE_WITHIN = timedelta(minutes=3)
-MOVING_GRACE = timedelta(minutes=2)    # … unless its minutes still advanced this recently (a partition catching up)
-LIVE_WITHIN = timedelta(minutes=15)    # data this close to the wall clock when it stopped was live, not a backfill
+MOVING_GRACE = timedelta(minutes=2)  # … unless its minutes still advanced this recently (a partition catching up)
+LIVE_WITHIN = timedelta(minutes=15)  # data this close to the wall clock when it stopped was live, not a backfill
 TOP_RULE_KEYS = ("top_rule", "top_rule_count", "sample_reason", "sample_source")  # an events_rejected alert's details
 
 
 class AlertEvaluator:
-    def __init__(self, detector_config: DetectorConfig, route_thresholds: dict[str, float], watermark: timedelta,
-                 rates: RateRepository, alerts: AlertRecords, checkpoint: bool = True,
-                 health_config: InputHealthConfig | None = None, wall_clock: bool = True):
+    def __init__(
+        self,
+        detector_config: DetectorConfig,
+        route_thresholds: dict[str, float],
+        watermark: timedelta,
+        rates: RateRepository,
+        alerts: AlertRecords,
+        checkpoint: bool = True,
+        health_config: InputHealthConfig | None = None,
+        wall_clock: bool = True,
+    ):
         self.detector_config = detector_config
         self.health_config = health_config or InputHealthConfig()
         # live, minutes advance with the wall clock when no route sends (every verifier down is an outage too);
@@ -73,7 +90,9 @@ class AlertEvaluator:
         self.detectors = RouteDetectors(self.config_for, self.health_config)
         self.open: dict[tuple[str, str], Alert] = {}  # (route, kind) -> its open alert
         self.last_minute: datetime | None = None
-        self.route_progress: dict[str, tuple[datetime, datetime]] = {}  # route -> (its newest minute, when it last advanced)
+        self.route_progress: dict[
+            str, tuple[datetime, datetime]
+        ] = {}  # route -> (its newest minute, when it last advanced)
         self.run = uuid.uuid4().hex  # this evaluation's id in the stored state; a restore goes on with the stored one
         self.writer = StateWriter(self.run)
         self.published: dict[str, Expectation] = {}  # each route's expectation as last stored
@@ -108,8 +127,9 @@ class AlertEvaluator:
             out[minute][route] = RouteMinute(x[i], health[i], slices.get((minute, route), {}))
         for minute, by_route in rejected.items():  # dead letters of a route without an accepted answer that minute
             for route in by_route.keys() - out[minute].keys():
-                out[minute][route] = RouteMinute(health=health_inputs(np.zeros((1, len(SUM_FIELDS))),
-                                                                      np.array([by_route[route]], dtype=float))[0])
+                out[minute][route] = RouteMinute(
+                    health=health_inputs(np.zeros((1, len(SUM_FIELDS))), np.array([by_route[route]], dtype=float))[0]
+                )
         return {minute: dict(sorted(by_route.items())) for minute, by_route in out.items()}
 
     def slowest_active_minute(self, now: datetime) -> datetime | None:
@@ -151,23 +171,31 @@ class AlertEvaluator:
         started = time.perf_counter()
         checkpoint = self.alerts.route_state_row(CHECKPOINT_ROUTE, CHECKPOINT_SLOT)
         if checkpoint is None or checkpoint.body != FORMAT:
-            log.info("no evaluator state stored%s: the detectors learn from the stored history",
-                     "" if checkpoint is None else f" in {FORMAT.decode()}")
+            log.info(
+                "no evaluator state stored%s: the detectors learn from the stored history",
+                "" if checkpoint is None else f" in {FORMAT.decode()}",
+            )
             return
         detectors = RouteDetectors(self.config_for, self.health_config)
         try:
             open_alerts = evaluator_state.restore(self.alerts, detectors, checkpoint.run, checkpoint.minute)
         except ValueError as exc:  # another configuration's arrays, or damaged state: start over
-            log.warning("the stored evaluator state cannot be resumed (%s): the detectors learn from the stored history",
-                        exc)
+            log.warning(
+                "the stored evaluator state cannot be resumed (%s): the detectors learn from the stored history", exc
+            )
             return
         self.detectors, self.last_minute, self.run = detectors, checkpoint.minute, checkpoint.run
         self.writer = StateWriter(self.run)
         self.writer.joined(detectors.rows)
         # the open alerts as that pass left them (the alerts table may hold a later save of a pass never stored)
         self.open = {(a.route, a.kind): a for a in open_alerts}
-        log.info("evaluator resumed at %s: %d routes, %d open alerts, in %.1f s", checkpoint.minute.isoformat(),
-                 len(detectors), len(self.open), time.perf_counter() - started)
+        log.info(
+            "evaluator resumed at %s: %d routes, %d open alerts, in %.1f s",
+            checkpoint.minute.isoformat(),
+            len(detectors),
+            len(self.open),
+            time.perf_counter() - started,
+        )
 
     def _start_over(self) -> None:
         self.detectors = RouteDetectors(self.config_for, self.health_config)
@@ -206,8 +234,13 @@ class AlertEvaluator:
             expectations = self.detectors.expectations()
             publish_expectations(self.alerts, expectations, end, self.published)
             self.published = expectations
-        log.info("evaluated %d routes through %s: %d minutes in %.2f s", len(self.detectors), end.isoformat(),
-                 (end - start) // MINUTE + 1, time.perf_counter() - started)
+        log.info(
+            "evaluated %d routes through %s: %d minutes in %.2f s",
+            len(self.detectors),
+            end.isoformat(),
+            (end - start) // MINUTE + 1,
+            time.perf_counter() - started,
+        )
         return transitions
 
     def _run(self, start: datetime, stop: datetime, end: datetime) -> list[Alert]:
@@ -222,8 +255,9 @@ class AlertEvaluator:
             given = inputs.get(minute, {})
             self.detectors.step(minute_number(minute), given)
             if self.use_checkpoint:  # a route that joined is logged at its first minute, fed or not
-                self.writer.minute(minute, {**dict.fromkeys(new, RouteMinute()), **given} if minute == start else given,
-                                   self.detectors)
+                self.writer.minute(
+                    minute, {**dict.fromkeys(new, RouteMinute()), **given} if minute == start else given, self.detectors
+                )
             watched = sorted(self.detectors.watched() | {route for route, _ in self.open})
             for route in watched:
                 transitions += self._step_route(route, minute, minute == end)
@@ -241,8 +275,11 @@ class AlertEvaluator:
     def _step_route(self, route: str, minute: datetime, last: bool) -> list[Alert]:
         health = self.detectors.health_view(route)
         watched = [k for k in INPUT_KINDS if health.state(k) != "ok" or (route, k) in self.open]
-        views = [(DRIFT_KIND, self.detectors.regression(route)), (MIX_KIND, self.detectors.mix_shift(route)),
-                 *((k, health.view(k)) for k in watched)]
+        views = [
+            (DRIFT_KIND, self.detectors.regression(route)),
+            (MIX_KIND, self.detectors.mix_shift(route)),
+            *((k, health.view(k)) for k in watched),
+        ]
         return [t for kind, view in views if (t := self._step_alert(route, kind, view, minute, last)) is not None]
 
     def _step_alert(self, route: str, kind: str, view, minute: datetime, last: bool = True) -> Alert | None:
@@ -279,7 +316,9 @@ class AlertEvaluator:
         (carried over from ``previous`` when given, instead of asked again)."""
         details = view.details
         if previous is not None:
-            return replace(view, details={**details, **{k: v for k, v in previous.details.items() if k in TOP_RULE_KEYS}})
+            return replace(
+                view, details={**details, **{k: v for k, v in previous.details.items() if k in TOP_RULE_KEYS}}
+            )
         start = minute - timedelta(minutes=view.window_minutes - 1)
         found = next((r for r in rejected_routes(self.rates.store, start, minute) if r["route"] == route), None)
         if found is not None:
@@ -287,9 +326,12 @@ class AlertEvaluator:
             # lands after its minute was evaluated is in the store's count but not the alert's, and the page must
             # not say "416 of 416 events dead-lettered; top rule (419 events)".
             counted = details.get("rejected", found["rejected"])
-            details.update(top_rule=found["rule"],
-                           top_rule_count=round(found["rule_count"] / found["rejected"] * counted),
-                           sample_reason=found["sample"]["reason"], sample_source=found["sample"]["source"])
+            details.update(
+                top_rule=found["rule"],
+                top_rule_count=round(found["rule_count"] / found["rejected"] * counted),
+                sample_reason=found["sample"]["reason"],
+                sample_source=found["sample"]["source"],
+            )
         return replace(view, details=details)
 
     def _suspects(self, route: str, view, minute: datetime) -> tuple[dict, ...]:
@@ -312,6 +354,11 @@ def _sums(rows: list[dict]) -> np.ndarray:
 
 def detector_config_for(drift) -> DetectorConfig:
     """The detector configuration of a ``[drift]`` settings section."""
-    return DetectorConfig.from_mapping({**drift.detector, "threshold": drift.threshold, "min_claims": drift.min_claims,
-                                        "baseline_minutes": drift.baseline_minutes})
-
+    return DetectorConfig.from_mapping(
+        {
+            **drift.detector,
+            "threshold": drift.threshold,
+            "min_claims": drift.min_claims,
+            "baseline_minutes": drift.baseline_minutes,
+        }
+    )

@@ -9,13 +9,14 @@ alerts of that moment: the same arrays, so the same alerts as an evaluator that 
 grows with the fleet but the number of rows: under 10 KB a route for a snapshot with a week of history, and a
 small row per minute.
 """
+
 from __future__ import annotations
 
 import logging
 import zlib
 from collections import defaultdict
+from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import Iterable
 
 import orjson
 
@@ -63,13 +64,17 @@ class StateWriter:
     def minute(self, minute: datetime, inputs: dict[str, RouteMinute], detectors: RouteDetectors) -> None:
         slot = input_slot(minute)
         self.rows += [RouteStateRow(route, slot, minute, self.run, given.encode()) for route, given in inputs.items()]
-        self.rows += [RouteStateRow(route, SNAPSHOT_SLOT, minute, self.run, encode_state(detectors.state(route)))
-                      for route in self.phases.get(minute_number(minute) % SNAPSHOT_MINUTES, ())]
+        self.rows += [
+            RouteStateRow(route, SNAPSHOT_SLOT, minute, self.run, encode_state(detectors.state(route)))
+            for route in self.phases.get(minute_number(minute) % SNAPSHOT_MINUTES, ())
+        ]
 
     def open_alerts(self, minute: datetime, by_route: dict[str, list[Alert]]) -> None:
         """Each of these routes' open alerts now (none: an empty list)."""
-        self.rows += [RouteStateRow(route, OPEN_SLOT, minute, self.run, orjson.dumps([a.as_dict() for a in alerts]))
-                      for route, alerts in by_route.items()]
+        self.rows += [
+            RouteStateRow(route, OPEN_SLOT, minute, self.run, orjson.dumps([a.as_dict() for a in alerts]))
+            for route, alerts in by_route.items()
+        ]
 
     def finish(self, minute: datetime) -> list[RouteStateRow]:
         rows, self.rows = self.rows + [RouteStateRow(CHECKPOINT_ROUTE, CHECKPOINT_SLOT, minute, self.run, FORMAT)], []
@@ -132,8 +137,10 @@ def replay(rows: list[RouteStateRow], until: datetime, detectors: RouteDetectors
     while minute <= until:
         detectors.add(sorted(joins.get(minute, ())))
         if len(detectors):
-            detectors.step(minute_number(minute), {route: RouteMinute.decode(body)
-                                                   for route, body in inputs.get(minute, {}).items()})
+            detectors.step(
+                minute_number(minute),
+                {route: RouteMinute.decode(body) for route, body in inputs.get(minute, {}).items()},
+            )
         if minute in loads:
             detectors.load({s.route: decode_state(s.body) for s in loads[minute]}, minute_number(minute))
         minute += MINUTE

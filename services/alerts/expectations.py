@@ -9,18 +9,22 @@ changes): its regression view's ``expected``, the time-of-day expectation an ale
 data is sure of. "Worst" means furthest above the expectation (``PRIORITY``): routes with a firing alert
 first, then by ``delta_lo``, then routes without an expectation yet, by rate.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Iterable, Mapping, Protocol
+from typing import Protocol
 
 from services.alerts.figures import figure
 from services.rates.report import worst_first
 
-SORTS = ("priority", "rate")           # priority: firing, then delta_lo (the module docstring); rate: highest first
-PRIORITY = ("firing alerts first, then by how far the rate's 95% interval lies above the expectation "
-            "(its lower end minus expected)")
+SORTS = ("priority", "rate")  # priority: firing, then delta_lo (the module docstring); rate: highest first
+PRIORITY = (
+    "firing alerts first, then by how far the rate's 95% interval lies above the expectation "
+    "(its lower end minus expected)"
+)
 NOT_EVALUATED = "no expectation yet: the drift evaluator has not evaluated this route"
 NO_HISTORY = "learning: no finished hour of history yet"
 NO_CLAIMS = "no claims in the drift detector's latest window"
@@ -38,22 +42,27 @@ class Expectation:
     """What the detector expects of one route's claim-level rate now; ``expected`` None: it cannot say yet."""
 
     expected: float | None
-    basis: str          # why it is what it is (the alert's ``expected_basis``), or why there is none
-    learning: bool      # under a day of history: a recent level, no time-of-day profile yet
+    basis: str  # why it is what it is (the alert's ``expected_basis``), or why there is none
+    learning: bool  # under a day of history: a recent level, no time-of-day profile yet
     history_hours: int | None = None  # while learning, whole hours of history (changes hourly: published rarely)
 
     @classmethod
-    def of(cls, view) -> "Expectation":
+    def of(cls, view) -> Expectation:
         """From a detector's RouteView (services/alerts/detector.py)."""
         hours = int(view.history_hours) if view.learning else None
         if view.expected is not None:
             return cls(view.expected, view.expected_basis, view.learning, hours)
-        return cls(None, NO_HISTORY if view.baseline is None else NO_CLAIMS, view.baseline is None or view.learning,
-                   hours)
+        return cls(
+            None, NO_HISTORY if view.baseline is None else NO_CLAIMS, view.baseline is None or view.learning, hours
+        )
 
 
-def publish(store: ExpectationStore, expectations: Mapping[str, Expectation], minute: datetime,
-            previous: Mapping[str, Expectation] | None = None) -> None:
+def publish(
+    store: ExpectationStore,
+    expectations: Mapping[str, Expectation],
+    minute: datetime,
+    previous: Mapping[str, Expectation] | None = None,
+) -> None:
     """Store each route's expectation as of ``minute``; only those that differ from ``previous`` (as last published)."""
     changed = {route: e.__dict__ for route, e in expectations.items() if (previous or {}).get(route) != e}
     if changed:
@@ -71,11 +80,16 @@ def compare(entry: dict, expectation: Expectation | None, firing: Iterable[str] 
     e = expectation or Expectation(None, NOT_EVALUATED, False)
     rate, interval = entry.get("rate"), entry.get("interval")
     known = e.expected is not None and rate is not None
-    return {**entry, "expected": e.expected, "expected_basis": e.basis, "learning": e.learning,
-            "history_hours": e.history_hours,
-            "delta": rate - e.expected if known else None,
-            "delta_lo": interval[0] - e.expected if known and interval else None,
-            "firing_alerts": list(firing)}
+    return {
+        **entry,
+        "expected": e.expected,
+        "expected_basis": e.basis,
+        "learning": e.learning,
+        "history_hours": e.history_hours,
+        "delta": rate - e.expected if known else None,
+        "delta_lo": interval[0] - e.expected if known and interval else None,
+        "firing_alerts": list(firing),
+    }
 
 
 def expected_text(entry: dict) -> str:
@@ -93,8 +107,17 @@ def expected_text(entry: dict) -> str:
 
 def by_priority(entries: list[dict]) -> list[dict]:
     """Firing first, then the surest rise over the expectation, then routes without one by rate (PRIORITY)."""
-    return sorted(entries, key=lambda e: (not e["firing_alerts"], e["delta_lo"] is None, -(e["delta_lo"] or 0.0),
-                                          e["rate"] is None, -(e["rate"] or 0.0), -e["claims"]))
+    return sorted(
+        entries,
+        key=lambda e: (
+            not e["firing_alerts"],
+            e["delta_lo"] is None,
+            -(e["delta_lo"] or 0.0),
+            e["rate"] is None,
+            -(e["rate"] or 0.0),
+            -e["claims"],
+        ),
+    )
 
 
 def sort_routes(entries: list[dict], sort: str) -> list[dict]:

@@ -24,16 +24,18 @@ With sampled verification (sampling.rate < 1), N, F and c_i are the verified cla
 rate of the whole traffic (weighted). b is first brought to the verified sample's scale, b * (F/N) / (F_w/N_w)
 with the window's weighted sums F_w, N_w, so that E / F is the traffic's relative excess (r_w - b) / r_w.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Callable, Iterable, Mapping, Protocol, Sequence
+from typing import Protocol
 
 from services.alerts.config import DetectorConfig
 from services.alerts.lifecycle import KINDS, Alert, alert_state, state_text
-from services.rates.intervals import Counts
 from services.core.numbers import plural
+from services.rates.intervals import Counts
 
 MINUTE = timedelta(minutes=1)
 TOP = 3  # issues named in notifications; the API and the pages show up to SHOWN
@@ -44,8 +46,9 @@ class IssueCounts(Protocol):
     """What the explainer reads from the issue repository (services.issues.records.IssueRecords)."""
 
     def members_on_route(self, route: str, since: datetime, until: datetime) -> dict[str, int]: ...
-    def representatives_on_route(self, issue_ids: Sequence[str], route: str, since: datetime,
-                                 until: datetime) -> dict[str, dict]: ...
+    def representatives_on_route(
+        self, issue_ids: Sequence[str], route: str, since: datetime, until: datetime
+    ) -> dict[str, dict]: ...
     def load(self, issue_ids: Sequence[str] | None = None) -> list: ...
     def unassigned_on_route(self, route: str, since: datetime, until: datetime) -> int: ...
 
@@ -61,27 +64,39 @@ class Contribution:
     """One issue's part of an alert's excess (``issue_id`` None: failing claims no issue holds)."""
 
     issue_id: str | None
-    failed: int            # failing claims on the route in the window
-    expected: float        # what the baseline predicts for it
-    contribution: float    # failed - expected
-    share: float | None    # contribution / the route's excess; None when there is no excess
+    failed: int  # failing claims on the route in the window
+    expected: float  # what the baseline predicts for it
+    contribution: float  # failed - expected
+    share: float | None  # contribution / the route's excess; None when there is no excess
     name: str = ""
     claim: dict | None = None  # a representative failing claim: claim_key, text, trace_id, verdict
     runbook_url: str | None = None
 
     def as_dict(self) -> dict:
-        return {"issue_id": self.issue_id, "name": self.name, "failed": self.failed,
-                "expected": round(self.expected, 2), "contribution": round(self.contribution, 2),
-                "share": None if self.share is None else round(self.share, 4), "claim": self.claim,
-                "runbook_url": self.runbook_url}
+        return {
+            "issue_id": self.issue_id,
+            "name": self.name,
+            "failed": self.failed,
+            "expected": round(self.expected, 2),
+            "contribution": round(self.contribution, 2),
+            "share": None if self.share is None else round(self.share, 4),
+            "claim": self.claim,
+            "runbook_url": self.runbook_url,
+        }
 
 
 def _share(contribution: float, excess: float) -> float | None:
     return contribution / excess if excess > 0 else None
 
 
-def decompose(claims: int, failed: int, baseline: float, window_counts: Mapping[str, int],
-              baseline_counts: Mapping[str, int], baseline_failed: int) -> tuple[list[Contribution], Contribution]:
+def decompose(
+    claims: int,
+    failed: int,
+    baseline: float,
+    window_counts: Mapping[str, int],
+    baseline_counts: Mapping[str, int],
+    baseline_failed: int,
+) -> tuple[list[Contribution], Contribution]:
     """Contributions of every issue (largest first) and of the unclustered rest; they add up to
     ``failed - baseline * claims`` exactly (see the module docstring)."""
     expected = baseline * claims
@@ -115,10 +130,10 @@ class AlertExplanation:
     claims: int
     failed: int
     baseline: float
-    issues: tuple[Contribution, ...]   # every issue with claims on the route in the window or baseline, largest first
+    issues: tuple[Contribution, ...]  # every issue with claims on the route in the window or baseline, largest first
     unclustered: Contribution
     baseline_start: datetime | None = None
-    pending: int = 0   # failing claims of the window no assignment has seen yet (clustering is on its way)
+    pending: int = 0  # failing claims of the window no assignment has seen yet (clustering is on its way)
 
     @property
     def status(self) -> str:
@@ -148,8 +163,14 @@ class AlertExplanation:
             return None
         total = sum(c.contribution for c in rest)
         name = plural(len(rest), "other issue")
-        return Contribution(None, sum(c.failed for c in rest), sum(c.expected for c in rest), total,
-                            _share(total, self.excess), name=name)
+        return Contribution(
+            None,
+            sum(c.failed for c in rest),
+            sum(c.expected for c in rest),
+            total,
+            _share(total, self.excess),
+            name=name,
+        )
 
     def parts(self, n: int = SHOWN) -> list[Contribution]:
         """What a reader sees: the top issues, the other issues together, and the unclustered rest. Their
@@ -159,14 +180,20 @@ class AlertExplanation:
 
     def as_dict(self, n: int = SHOWN) -> dict:
         other = self.other_issues(n)
-        return {"window": [self.start.isoformat(), self.end.isoformat()],
-                "baseline_since": self.baseline_start.isoformat() if self.baseline_start else None,
-                "claims": self.claims, "failed": self.failed, "baseline": self.baseline,
-                "expected": round(self.expected, 2), "excess": round(self.excess, 2),
-                "pending": self.pending, "status": self.status,
-                "issues": [c.as_dict() for c in self.top(n)],
-                "other_issues": other.as_dict() if other else None,
-                "unclustered": self.unclustered.as_dict()}
+        return {
+            "window": [self.start.isoformat(), self.end.isoformat()],
+            "baseline_since": self.baseline_start.isoformat() if self.baseline_start else None,
+            "claims": self.claims,
+            "failed": self.failed,
+            "baseline": self.baseline,
+            "expected": round(self.expected, 2),
+            "excess": round(self.excess, 2),
+            "pending": self.pending,
+            "status": self.status,
+            "issues": [c.as_dict() for c in self.top(n)],
+            "other_issues": other.as_dict() if other else None,
+            "unclustered": self.unclustered.as_dict(),
+        }
 
 
 @dataclass(frozen=True)
@@ -180,12 +207,19 @@ class IssueAlert:
     contribution: float
     failed: int
     window: tuple[str, str] = field(default=("", ""))
-    state_text: str = ""   # as people read it: cleared (never fired), firing·acked (lifecycle.state_text)
+    state_text: str = ""  # as people read it: cleared (never fired), firing·acked (lifecycle.state_text)
 
     def as_dict(self) -> dict:
-        return {"alert_id": self.alert_id, "route": self.route, "state": self.state,
-                "state_text": self.state_text or self.state, "share": None if self.share is None else round(self.share, 4),
-                "contribution": round(self.contribution, 2), "failed": self.failed, "window": list(self.window)}
+        return {
+            "alert_id": self.alert_id,
+            "route": self.route,
+            "state": self.state,
+            "state_text": self.state_text or self.state,
+            "share": None if self.share is None else round(self.share, 4),
+            "contribution": round(self.contribution, 2),
+            "failed": self.failed,
+            "window": list(self.window),
+        }
 
 
 def _minute(ts: datetime) -> datetime:
@@ -228,8 +262,14 @@ def alert_window(alert: Alert, now: datetime) -> tuple[datetime, datetime]:
 class AlertExplainer:
     """Splits an alert's excess failing claims by issue, from the store's counts (see the module docstring)."""
 
-    def __init__(self, issues: IssueCounts, rates: RouteSums, base_url: str = "http://127.0.0.1:8080",
-                 baseline_minutes: int = DetectorConfig.baseline_minutes, shown: int = SHOWN):
+    def __init__(
+        self,
+        issues: IssueCounts,
+        rates: RouteSums,
+        base_url: str = "http://127.0.0.1:8080",
+        baseline_minutes: int = DetectorConfig.baseline_minutes,
+        shown: int = SHOWN,
+    ):
         self.issues = issues
         self.rates = rates
         self.base_url = base_url.rstrip("/")
@@ -255,16 +295,41 @@ class AlertExplainer:
         ids = [c.issue_id for c in shown]
         names = {r.issue_id: r.name for r in self.issues.load(ids)} if ids else {}
         claims_of = self.issues.representatives_on_route(ids, alert.route, start, until) if ids else {}
-        named = {c.issue_id: Contribution(c.issue_id, c.failed, c.expected, c.contribution, c.share,
-                                          name=names.get(c.issue_id, c.issue_id), claim=claims_of.get(c.issue_id),
-                                          runbook_url=f"{self.base_url}/issues/{c.issue_id}?alert={alert.alert_id}")
-                 for c in shown}
+        named = {
+            c.issue_id: Contribution(
+                c.issue_id,
+                c.failed,
+                c.expected,
+                c.contribution,
+                c.share,
+                name=names.get(c.issue_id, c.issue_id),
+                claim=claims_of.get(c.issue_id),
+                runbook_url=f"{self.base_url}/issues/{c.issue_id}?alert={alert.alert_id}",
+            )
+            for c in shown
+        }
         pending = self.issues.unassigned_on_route(alert.route, start, until)
-        return AlertExplanation(alert.alert_id, alert.route, start, end, claims, failed, baseline,
-                                tuple(named.get(c.issue_id, c) for c in issues), unclustered, base_start, pending)
+        return AlertExplanation(
+            alert.alert_id,
+            alert.route,
+            start,
+            end,
+            claims,
+            failed,
+            baseline,
+            tuple(named.get(c.issue_id, c) for c in issues),
+            unclustered,
+            base_start,
+            pending,
+        )
 
-    def alerts_of_issue(self, issue_id: str, alerts: Iterable[Alert], now: datetime,
-                        explain: Callable[[Alert], AlertExplanation] | None = None) -> list[IssueAlert]:
+    def alerts_of_issue(
+        self,
+        issue_id: str,
+        alerts: Iterable[Alert],
+        now: datetime,
+        explain: Callable[[Alert], AlertExplanation] | None = None,
+    ) -> list[IssueAlert]:
         """The alerts ``issue_id`` has failing claims behind, with its share of each one's excess. ``explain``:
         the caller's explanations, when it has read them already."""
         out = []
@@ -274,7 +339,16 @@ class AlertExplainer:
             if mine is None or mine.failed == 0:
                 continue
             state = alert_state(alert, now)
-            out.append(IssueAlert(alert.alert_id, alert.route, state, mine.share, mine.contribution,
-                                  mine.failed, (explanation.start.isoformat(), explanation.end.isoformat()),
-                                  state_text(state, alert.starts_at is not None, alert.acked_at is not None, False)))
+            out.append(
+                IssueAlert(
+                    alert.alert_id,
+                    alert.route,
+                    state,
+                    mine.share,
+                    mine.contribution,
+                    mine.failed,
+                    (explanation.start.isoformat(), explanation.end.isoformat()),
+                    state_text(state, alert.starts_at is not None, alert.acked_at is not None, False),
+                )
+            )
         return out

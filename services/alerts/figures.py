@@ -4,17 +4,30 @@
 input-health kinds carry a few more figures in ``details``. Each is put into words here, once, so the
 terminal, the page and the page that wakes someone up never disagree.
 """
+
 from __future__ import annotations
 
 import shlex
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
-from services.alerts.lifecycle import ABSTENTION_KIND, AGREEMENT_KIND, CARDINALITY_KIND, REJECTED_KIND, SILENT_KIND, UNITS
+from services.alerts.lifecycle import (
+    ABSTENTION_KIND,
+    AGREEMENT_KIND,
+    CARDINALITY_KIND,
+    REJECTED_KIND,
+    SILENT_KIND,
+    UNITS,
+)
 from services.core.numbers import pct, pts
 
 # What `claims` counts for each kind (the drift kinds count claims).
-COUNTED = {SILENT_KIND: "events", REJECTED_KIND: "events", ABSTENTION_KIND: "answers", AGREEMENT_KIND: "labels",
-           CARDINALITY_KIND: "events"}
+COUNTED = {
+    SILENT_KIND: "events",
+    REJECTED_KIND: "events",
+    ABSTENTION_KIND: "answers",
+    AGREEMENT_KIND: "labels",
+    CARDINALITY_KIND: "events",
+}
 
 
 def figure(value: float | None, unit: str | None = "share", change: bool = False, missing: str = "—") -> str:
@@ -55,32 +68,42 @@ def hallucination_sentence(details: Mapping) -> str:
     if now is None or before is None:
         return ""
     if details.get("hallucination_fell"):
-        return (f"the hallucination rate fell from {_share(before)} to {_share(now)} at the same time: "
-                "abstaining may be hiding failures (the gaming case)")
+        return (
+            f"the hallucination rate fell from {_share(before)} to {_share(now)} at the same time: "
+            "abstaining may be hiding failures (the gaming case)"
+        )
     return f"the hallucination rate did not fall ({_share(before)} before, {_share(now)} now)"
 
 
 def refused_sentence(details: Mapping) -> str:
     """route_cardinality: what the route bound refused, and the producer sending most of it."""
-    head = (f"{details.get('refused_events', 0):,} events of {details.get('refused_routes', 0):,} new routes refused "
-            f"over routes.max_active ({details.get('max_active', 0):,})")
+    head = (
+        f"{details.get('refused_events', 0):,} events of {details.get('refused_routes', 0):,} new routes refused "
+        f"over routes.max_active ({details.get('max_active', 0):,})"
+    )
     sources = details.get("sources") or []
     if not sources:
         return head
     top = sources[0]
-    return (f"{head}; most from {top['source']} ({top['events']:,} events, {top['routes']:,} routes, "
-            f"e.g. {top['example']!r})")
+    return (
+        f"{head}; most from {top['source']} ({top['events']:,} events, {top['routes']:,} routes, "
+        f"e.g. {top['example']!r})"
+    )
 
 
 def other_sources(details: Mapping) -> list[str]:
     """route_cardinality: the producers after the first, one phrase each."""
-    return [f"{s['source']} ({s['events']:,} events, {s['routes']:,} routes, e.g. {s['example']!r})"
-            for s in (details.get("sources") or [])[1:]]
+    return [
+        f"{s['source']} ({s['events']:,} events, {s['routes']:,} routes, e.g. {s['example']!r})"
+        for s in (details.get("sources") or [])[1:]
+    ]
 
 
-REFUSED_REMEDY = ("Routes already active are stored as before; the refused ones have no rates and no alerts. A "
-                  "producer that puts request ids or other unbounded values into the route is the usual cause: fix "
-                  "it, or raise routes.max_active if the routes are real.")
+REFUSED_REMEDY = (
+    "Routes already active are stored as before; the refused ones have no rates and no alerts. A "
+    "producer that puts request ids or other unbounded values into the route is the usual cause: fix "
+    "it, or raise routes.max_active if the routes are real."
+)
 
 
 def dlq_command(route: str, quote: Callable[[str], str] = shlex.quote, cli: str = "claimwatch") -> str:

@@ -7,15 +7,23 @@ then (each row is computed on its own), and ``row_state``/``load_rows`` take one
 back (services/alerts/route_state.py stores it). ``DriftDetector`` (services/alerts/detector.py) is a fleet
 of one route.
 """
+
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numpy as np
 
 from services.alerts.config import MAX_GAP_MINUTES, DetectorConfig
 from services.alerts.engines import (
-    CLAIMS, SEASONAL, STATE_NAMES, DriftEngine, make_engine, mix_shift_state, mix_split, top_mix_slice,
+    CLAIMS,
+    SEASONAL,
+    STATE_NAMES,
+    DriftEngine,
+    make_engine,
+    mix_shift_state,
+    mix_split,
+    top_mix_slice,
 )
 from services.alerts.rows import HISTORY, StateMismatch, grow, into_ring, oldest_first
 from services.contract.model import FAILED_VERDICT_ORDER
@@ -34,14 +42,16 @@ def minute_number(now: datetime) -> int:
 
 
 def minute_start(minute: int) -> datetime:
-    return datetime.fromtimestamp(minute * 60, tz=timezone.utc)
+    return datetime.fromtimestamp(minute * 60, tz=UTC)
 
 
 def learning_basis(history_hours: float, config: DetectorConfig) -> str:
     """What a learning baseline rests on, in words (alerts and the route page say it alike)."""
-    return (f"learning: {history_hours:.0f} h of history, under the full day a time-of-day profile needs; "
-            f"expected is the last {config.learning_level_minutes // 60} h level, and a rise must clear it "
-            f"by {config.learning_margin * 100:.2g} pt more until then")
+    return (
+        f"learning: {history_hours:.0f} h of history, under the full day a time-of-day profile needs; "
+        f"expected is the last {config.learning_level_minutes // 60} h level, and a rise must clear it "
+        f"by {config.learning_margin * 100:.2g} pt more until then"
+    )
 
 
 def expected_basis(engine: DriftEngine, row: int) -> str:
@@ -118,8 +128,11 @@ class RouteView:
     def expected(self) -> float | None:
         """The rate expected over the window at this time of day (claim-weighted), before any mix adjustment."""
         sums = self._sums
-        return None if sums[CLAIMS] <= 0 or self.baseline is None else float(
-            sums[self._engine.n_fields + SEASONAL] / sums[CLAIMS])
+        return (
+            None
+            if sums[CLAIMS] <= 0 or self.baseline is None
+            else float(sums[self._engine.n_fields + SEASONAL] / sums[CLAIMS])
+        )
 
     @property
     def learning(self) -> bool:
@@ -219,8 +232,10 @@ class DriftFleet:
         and failed claims per mix slice (query type × stakes), effective as ``Counts.effective`` counts them."""
         if self.last_minute is not None:
             if minute <= self.last_minute:
-                raise ValueError(f"minute {minute_start(minute).isoformat()} is not after the last bucket "
-                                 f"{minute_start(self.last_minute).isoformat()}; feed minute buckets in event-time order")
+                raise ValueError(
+                    f"minute {minute_start(minute).isoformat()} is not after the last bucket "
+                    f"{minute_start(self.last_minute).isoformat()}; feed minute buckets in event-time order"
+                )
             empty = np.zeros_like(x)  # empty minutes in between still count as time
             for skipped in range(max(self.last_minute + 1, minute - MAX_GAP_MINUTES), minute):
                 self._step(empty, skipped, None)
@@ -244,9 +259,20 @@ class DriftFleet:
         self._total.step(x, minute, slices)
         self.mix_state = mix_shift_state(self._total, self._engine, self.mix_state)
         claims = x[:, CLAIMS][:, None]
-        self.recent[:, self.ticks % self.recent.shape[1]] = np.concatenate([x, *(claims * np.stack(
-            [e.expected.mixed if e.mix_adjusted else e.expected.total, e.expected.total, e.expected.mixed], axis=1)
-            for e in (self._engine, self._total))], axis=1)
+        self.recent[:, self.ticks % self.recent.shape[1]] = np.concatenate(
+            [
+                x,
+                *(
+                    claims
+                    * np.stack(
+                        [e.expected.mixed if e.mix_adjusted else e.expected.total, e.expected.total, e.expected.mixed],
+                        axis=1,
+                    )
+                    for e in (self._engine, self._total)
+                ),
+            ],
+            axis=1,
+        )
         self.recent_len = np.minimum(self.recent_len + 1, self.recent.shape[1])
         self.ticks += 1
         self.last_minute = minute
@@ -257,7 +283,7 @@ class DriftFleet:
         recent = self.recent if rows is None else self.recent[rows]
         ordered = np.roll(recent, -(self.ticks % recent.shape[1]), axis=1).sum(axis=1)
         first = N_FIELDS + (0 if engine is self._engine else 3)
-        return np.concatenate([ordered[:, :N_FIELDS], ordered[:, first: first + 3]], axis=1)
+        return np.concatenate([ordered[:, :N_FIELDS], ordered[:, first : first + 3]], axis=1)
 
     # -- what alerts read --------------------------------------------------------------------------------
     def regression_view(self, row: int) -> RouteView:
@@ -290,15 +316,21 @@ class DriftFleet:
         return np.arange(n, n + k)
 
     def row_state(self, row: int) -> dict:
-        return {"engine": self._engine.row_state(row), "total": self._total.row_state(row),
-                "mix_state": int(self.mix_state[row]), "slice_names": list(self.slice_names[row]),
-                "recent": oldest_first(self.recent[row], (self.ticks - 1) % self.recent.shape[1]),
-                "recent_len": int(self.recent_len[row])}
+        return {
+            "engine": self._engine.row_state(row),
+            "total": self._total.row_state(row),
+            "mix_state": int(self.mix_state[row]),
+            "slice_names": list(self.slice_names[row]),
+            "recent": oldest_first(self.recent[row], (self.ticks - 1) % self.recent.shape[1]),
+            "recent_len": int(self.recent_len[row]),
+        }
 
     def load_rows(self, rows: list[int], states: list[dict], minute: int) -> None:
         """Routes ``rows`` as ``row_state`` gave each after ``minute``; the fleet is at ``minute`` (or has not begun)."""
         if self.last_minute not in (None, minute):
-            raise StateMismatch(f"a route's state after minute {minute} cannot join a fleet at minute {self.last_minute}")
+            raise StateMismatch(
+                f"a route's state after minute {minute} cannot join a fleet at minute {self.last_minute}"
+            )
         self.last_minute = minute
         self._engine.load_rows(rows, [state["engine"] for state in states], minute)
         self._total.load_rows(rows, [state["total"] for state in states], minute)
@@ -307,6 +339,8 @@ class DriftFleet:
             self.slice_names[row] = list(state["slice_names"])
             recent = np.asarray(state["recent"], dtype=float)
             if recent.shape != self.recent[row].shape:
-                raise StateMismatch(f"recent: stored shape {recent.shape}, the configuration's {self.recent[row].shape}")
+                raise StateMismatch(
+                    f"recent: stored shape {recent.shape}, the configuration's {self.recent[row].shape}"
+                )
             self.recent[row] = into_ring(recent, (self.ticks - 1) % self.recent.shape[1])
             self.recent_len[row] = state["recent_len"]

@@ -1,8 +1,10 @@
 """The input-health engine (services/alerts/input_health.py says what it tests): many routes at once on numpy
 arrays, its settings and the column layout of one route's minute."""
+
 from __future__ import annotations
 
-from dataclasses import dataclass, fields as dc_fields
+from dataclasses import dataclass
+from dataclasses import fields as dc_fields
 
 import numpy as np
 from scipy.special import bdtrc, pdtr  # the Poisson cdf and binomial tail, without scipy.stats' 90 MB
@@ -29,21 +31,21 @@ SEVERITIES = ("warning", "critical")
 class InputHealthConfig:
     """Defaults chosen by bench/input_health.py (60 answers a minute, volume halving at night)."""
 
-    window_minutes: int = 5           # silence and rejection: the shortest window …
-    min_expected: float = 30.0        # … lengthened until this many events are expected in it …
-    max_window_minutes: int = 240     # … up to this (a route too quiet to judge within it is never called silent)
-    learning_minutes: int = 120       # under a day of history: the expected volume is these last minutes' mean
-    min_history_minutes: int = 30     # no judgement before this many minutes of history
+    window_minutes: int = 5  # silence and rejection: the shortest window …
+    min_expected: float = 30.0  # … lengthened until this many events are expected in it …
+    max_window_minutes: int = 240  # … up to this (a route too quiet to judge within it is never called silent)
+    learning_minutes: int = 120  # under a day of history: the expected volume is these last minutes' mean
+    min_history_minutes: int = 30  # no judgement before this many minutes of history
     profile_days: int = 7
-    silent_ratio: float = 0.2         # silent: fewer than this share of the expected events arrived
-    resume_ratio: float = 0.5         # resolved once the window holds this share again
-    rejected_rise: float = 0.2        # rejected: the dead-lettered share is this far above the route's usual share
+    silent_ratio: float = 0.2  # silent: fewer than this share of the expected events arrived
+    resume_ratio: float = 0.5  # resolved once the window holds this share again
+    rejected_rise: float = 0.2  # rejected: the dead-lettered share is this far above the route's usual share
     min_rejected: int = 10
     abstention_window_minutes: int = 30
-    abstention_rise: float = 0.10     # the abstained share of answers is this far above the route's usual share
+    abstention_rise: float = 0.10  # the abstained share of answers is this far above the route's usual share
     min_answers: int = 100
-    p_value: float = 1e-6             # each change must be this unlikely by chance
-    for_minutes: int = 2              # pending this long before firing
+    p_value: float = 1e-6  # each change must be this unlikely by chance
+    for_minutes: int = 2  # pending this long before firing
     abstention_severity: str = "warning"
 
     def __post_init__(self) -> None:
@@ -51,19 +53,25 @@ class InputHealthConfig:
             value = getattr(self, f.name)
             if f.name == "abstention_severity":
                 if value not in SEVERITIES:
-                    raise ValueError(f"input health setting abstention_severity={value!r}: use one of {', '.join(SEVERITIES)}")
+                    raise ValueError(
+                        f"input health setting abstention_severity={value!r}: use one of {', '.join(SEVERITIES)}"
+                    )
             elif not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"input health setting {f.name}={value!r}: must be a number, 0 or more")
         if not 0 < self.silent_ratio < self.resume_ratio <= 1:
             raise ValueError("input health settings: need 0 < silent_ratio < resume_ratio <= 1")
         if not 0 < self.p_value < 1:
             raise ValueError(f"input health setting p_value={self.p_value!r}: must be in (0, 1)")
-        if self.window_minutes < 1 or self.max_window_minutes < max(self.window_minutes, self.abstention_window_minutes):
-            raise ValueError("input health settings: need 1 <= window_minutes, and max_window_minutes at least "
-                             "window_minutes and abstention_window_minutes")
+        if self.window_minutes < 1 or self.max_window_minutes < max(
+            self.window_minutes, self.abstention_window_minutes
+        ):
+            raise ValueError(
+                "input health settings: need 1 <= window_minutes, and max_window_minutes at least "
+                "window_minutes and abstention_window_minutes"
+            )
 
     @classmethod
-    def from_mapping(cls, values: dict) -> "InputHealthConfig":
+    def from_mapping(cls, values: dict) -> InputHealthConfig:
         return cls(**typed_settings(cls, values, "input health"))
 
 
@@ -114,8 +122,11 @@ class InputHealthEngine:
         prefix = oldest_first(self.prefix[row], self.ticks % (self.span + 1))
         steps = np.diff(prefix, axis=0, prepend=0.0)  # each minute's counts: small whole numbers, stored smaller
         exact = np.array_equal(np.cumsum(steps, axis=0), prefix)
-        return {**take(self, self.ROW_ARRAYS, row), "history": [h[row].copy() for h in self.history],
-                "prefix_steps" if exact else "prefix": steps if exact else prefix}
+        return {
+            **take(self, self.ROW_ARRAYS, row),
+            "history": [h[row].copy() for h in self.history],
+            "prefix_steps" if exact else "prefix": steps if exact else prefix,
+        }
 
     def load_rows(self, rows: list[int], states: list[dict], minute: int) -> None:
         """Routes ``rows`` as ``row_state`` gave each after ``minute``; the engine is at ``minute`` (or has not begun)."""
@@ -123,7 +134,9 @@ class InputHealthEngine:
             raise StateMismatch(f"a route's state after minute {minute} cannot join routes at minute {self.minute}")
         for row, state in zip(rows, states):
             put(self, self.ROW_ARRAYS, row, state)
-            prefix = np.cumsum(state["prefix_steps"], axis=0) if "prefix_steps" in state else np.asarray(state["prefix"])
+            prefix = (
+                np.cumsum(state["prefix_steps"], axis=0) if "prefix_steps" in state else np.asarray(state["prefix"])
+            )
             put(self, {"prefix": 0}, row, {"prefix": into_ring(prefix, self.ticks % (self.span + 1))})
             if len(state["history"]) != len(self.history):
                 raise StateMismatch("the stored input-health history has another number of tests")
@@ -192,8 +205,9 @@ class InputHealthEngine:
         out[:, list(HISTORY_COLUMNS[test])] = kept
         return out
 
-    def usual(self, test: int, numerator: int, denominator: int,
-              rows: np.ndarray | slice = slice(None)) -> tuple[np.ndarray, np.ndarray]:
+    def usual(
+        self, test: int, numerator: int, denominator: int, rows: np.ndarray | slice = slice(None)
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Each route's usual share over its history for ``test``, and that history's denominator."""
         h = self.history_sums(test, rows)
         return _share(h[:, numerator], h[:, denominator]), h[:, denominator]
@@ -216,8 +230,11 @@ class InputHealthEngine:
         firing = state == FIRING
         opening = ~firing & active
         onset[:] = np.where(opening & (onset < 0), minute, np.where(firing | opening, onset, -1))
-        new = np.where(firing, np.where(resolved, OK, FIRING),
-                       np.where(opening, np.where(minute - onset >= for_minutes, FIRING, PENDING), OK))
+        new = np.where(
+            firing,
+            np.where(resolved, OK, FIRING),
+            np.where(opening, np.where(minute - onset >= for_minutes, FIRING, PENDING), OK),
+        )
         onset[new == OK] = -1
         state[:] = new
 
@@ -267,6 +284,11 @@ class InputHealthEngine:
         base0 = np.nan_to_num(base)
         tail = bdtrc(s[:, ABSTAINED] - 1, s[:, ANSWERS].astype(np.int64), np.maximum(base0, 1e-3))
         served = np.nan_to_num(_share(s[:, SERVED], s[:, ANSWERS]), nan=1.0)
-        opens = ((answers >= c.min_answers) & (s[:, ANSWERS] >= c.min_answers) & (share >= base0 + c.abstention_rise)
-                 & (tail < c.p_value) & (served < np.nan_to_num(served_base, nan=0.0)))
+        opens = (
+            (answers >= c.min_answers)
+            & (s[:, ANSWERS] >= c.min_answers)
+            & (share >= base0 + c.abstention_rise)
+            & (tail < c.p_value)
+            & (served < np.nan_to_num(served_base, nan=0.0))
+        )
         return opens, share < base0 + c.abstention_rise / 2

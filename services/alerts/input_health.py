@@ -19,6 +19,7 @@ open alert stay out of that kind's history, so an outage never teaches a route t
 steps every route with it, and bench/input_health.py drives it with hundreds of routes for 60 days. ``HealthView``
 reads one route of it as an alert does; ``InputHealthDetector`` is an engine of one route.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -28,8 +29,26 @@ import numpy as np
 
 from services.alerts.detector import minute_number, minute_start
 from services.alerts.health_engine import (  # noqa: F401  (the engine and its settings are read from here too)
-    ABSTAINED, ABSTAINS, ANSWERS, CLAIMS, FAILED, FIRING, HISTORY_COLUMNS, OK, PENDING, RECEIVED, REJECTED, REJECTS,
-    SERVED, SILENT, STATE_NAMES, TESTS, WIDTH, InputHealthConfig, InputHealthEngine, _share,
+    ABSTAINED,
+    ABSTAINS,
+    ANSWERS,
+    CLAIMS,
+    FAILED,
+    FIRING,
+    HISTORY_COLUMNS,
+    OK,
+    PENDING,
+    RECEIVED,
+    REJECTED,
+    REJECTS,
+    SERVED,
+    SILENT,
+    STATE_NAMES,
+    TESTS,
+    WIDTH,
+    InputHealthConfig,
+    InputHealthEngine,
+    _share,
 )
 from services.alerts.lifecycle import ABSTENTION_KIND, REJECTED_KIND, SILENT_KIND
 from services.rates.intervals import Counts
@@ -82,8 +101,10 @@ class HealthView:
         history = int(e.history_minutes(at)[0])
         if e.seasonal(at)[0]:
             return f"time of day: this hour's events per minute over {min(history / 1440, self.config.profile_days):.1f} days"
-        return (f"learning: {history / 60:.0f} h of history; the mean of its last "
-                f"{min(int(e.learned[self.row]), self.config.learning_minutes)} minutes until a day gives the time of day")
+        return (
+            f"learning: {history / 60:.0f} h of history; the mean of its last "
+            f"{min(int(e.learned[self.row]), self.config.learning_minutes)} minutes until a day gives the time of day"
+        )
 
     def _silence_window(self) -> tuple[int, float]:
         at = np.array([self.row])
@@ -100,9 +121,21 @@ class HealthView:
         expected = _num(per_minute)
         rate = got / window
         state, onset = self._state(SILENT)
-        return Finding(state, window, rate, expected, None if expected is None else rate - expected, int(got), onset,
-                       self._basis(), unit="per_minute",
-                       details={"received": int(got), "expected_events": None if expected is None else round(expected * window, 1)})
+        return Finding(
+            state,
+            window,
+            rate,
+            expected,
+            None if expected is None else rate - expected,
+            int(got),
+            onset,
+            self._basis(),
+            unit="per_minute",
+            details={
+                "received": int(got),
+                "expected_events": None if expected is None else round(expected * window, 1),
+            },
+        )
 
     @property
     def rejected(self) -> Finding:
@@ -112,9 +145,17 @@ class HealthView:
         base = float(np.nan_to_num(base[0]))
         share = _num(_share(s[REJECTED], s[RECEIVED]))
         state, onset = self._state(REJECTS)
-        return Finding(state, window, share, base, None if share is None else share - base, int(s[RECEIVED]), onset,
-                       f"the route's usual dead-lettered share over {seen[0]:,.0f} events",
-                       details={"rejected": int(s[REJECTED]), "received": int(s[RECEIVED])})
+        return Finding(
+            state,
+            window,
+            share,
+            base,
+            None if share is None else share - base,
+            int(s[RECEIVED]),
+            onset,
+            f"the route's usual dead-lettered share over {seen[0]:,.0f} events",
+            details={"rejected": int(s[REJECTED]), "received": int(s[RECEIVED])},
+        )
 
     @property
     def abstention(self) -> Finding:
@@ -124,21 +165,33 @@ class HealthView:
         share, base = _num(_share(s[ABSTAINED], s[ANSWERS])), _num(_share(h[ABSTAINED], h[ANSWERS]))
         rate_now, rate_before = _num(_share(s[FAILED], s[CLAIMS])), _num(_share(h[FAILED], h[CLAIMS]))
         state, onset = self._state(ABSTAINS)
-        return Finding(state, min(window, int(self.engine.age[self.row])), share, base,
-                       None if share is None or base is None else share - base,
-                       int(s[ANSWERS]), onset, f"the route's usual abstained share over {h[ANSWERS]:,.0f} answers",
-                       details={"served_share": _num(_share(s[SERVED], s[ANSWERS])),
-                                "served_share_before": _num(_share(h[SERVED], h[ANSWERS])),
-                                "hallucination_rate": rate_now, "hallucination_rate_before": rate_before,
-                                "hallucination_fell": bool(rate_now is not None and rate_before is not None
-                                                           and rate_now < rate_before)})
+        return Finding(
+            state,
+            min(window, int(self.engine.age[self.row])),
+            share,
+            base,
+            None if share is None or base is None else share - base,
+            int(s[ANSWERS]),
+            onset,
+            f"the route's usual abstained share over {h[ANSWERS]:,.0f} answers",
+            details={
+                "served_share": _num(_share(s[SERVED], s[ANSWERS])),
+                "served_share_before": _num(_share(h[SERVED], h[ANSWERS])),
+                "hallucination_rate": rate_now,
+                "hallucination_rate_before": rate_before,
+                "hallucination_fell": bool(rate_now is not None and rate_before is not None and rate_now < rate_before),
+            },
+        )
 
     def state(self, kind: str) -> str:
         return STATE_NAMES[self.engine.state[TESTS.index(kind), self.row]]
 
     def view(self, kind: str) -> Finding:
-        return {SILENT_KIND: lambda: self.silent, REJECTED_KIND: lambda: self.rejected,
-                ABSTENTION_KIND: lambda: self.abstention}[kind]()
+        return {
+            SILENT_KIND: lambda: self.silent,
+            REJECTED_KIND: lambda: self.rejected,
+            ABSTENTION_KIND: lambda: self.abstention,
+        }[kind]()
 
 
 # a minute's input-health columns (WIDTH) from its sums (SUM_FIELDS), before the dead letters are added
@@ -166,11 +219,13 @@ class InputHealthDetector(HealthView):
     def __init__(self, config: InputHealthConfig | None = None):
         super().__init__(InputHealthEngine(config or InputHealthConfig(), 1), 0)
 
-    def update(self, counts: Counts, rejected: int, now: datetime) -> "InputHealthDetector":
+    def update(self, counts: Counts, rejected: int, now: datetime) -> InputHealthDetector:
         minute = minute_number(now)
         last = self.engine.minute
         if last is not None and minute <= last:
-            raise ValueError(f"now={now.isoformat()} is not after the last bucket; feed minute buckets in event-time order")
+            raise ValueError(
+                f"now={now.isoformat()} is not after the last bucket; feed minute buckets in event-time order"
+            )
         if last is not None:  # empty minutes in between are time too (silence is what this watches)
             for skipped in range(max(last + 1, minute - self.engine.span), minute):
                 self.engine.step(np.zeros((1, WIDTH)), skipped)

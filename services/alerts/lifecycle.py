@@ -9,30 +9,36 @@ firing was ``cleared``, not resolved, and an open one says whether it is acked o
 One open alert per (route, kind): ``merge`` folds every new observation into the open one,
 keeping its identity, ack and original start.
 """
+
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import Enum
-from typing import Iterable, Mapping
 
 from services.alerts.silences import Silence
 from services.rates.intervals import Interval
 
 DRIFT_KIND = "hallucination_rate_rise"  # worse on the same mix of questions: a regression, pages
-MIX_KIND = "mix_shift"                  # the rise is mostly a change in the mix of questions: a warning
-KINDS = (DRIFT_KIND, MIX_KIND)          # the drift evaluator's kinds
-AGREEMENT_KIND = "verifier_agreement"   # the verifier agrees with human labels less than it did: a warning
-SILENT_KIND = "route_silent"            # the route's events fell far below its time of day: pages
-REJECTED_KIND = "events_rejected"       # the route's share of dead-lettered events rose: pages
-ABSTENTION_KIND = "abstention_rise"     # the route abstains more while serving less: a warning by default
+MIX_KIND = "mix_shift"  # the rise is mostly a change in the mix of questions: a warning
+KINDS = (DRIFT_KIND, MIX_KIND)  # the drift evaluator's kinds
+AGREEMENT_KIND = "verifier_agreement"  # the verifier agrees with human labels less than it did: a warning
+SILENT_KIND = "route_silent"  # the route's events fell far below its time of day: pages
+REJECTED_KIND = "events_rejected"  # the route's share of dead-lettered events rose: pages
+ABSTENTION_KIND = "abstention_rise"  # the route abstains more while serving less: a warning by default
 INPUT_KINDS = (SILENT_KIND, REJECTED_KIND, ABSTENTION_KIND)  # the input-health kinds (services/alerts/input_health.py)
-EVALUATED_KINDS = KINDS + INPUT_KINDS   # every kind the minute evaluator opens
-CARDINALITY_KIND = "route_cardinality"  # new routes are refused over routes.max_active: pages (services/alerts/cardinality.py)
+EVALUATED_KINDS = KINDS + INPUT_KINDS  # every kind the minute evaluator opens
+CARDINALITY_KIND = (
+    "route_cardinality"  # new routes are refused over routes.max_active: pages (services/alerts/cardinality.py)
+)
 MONITOR_KINDS = INPUT_KINDS + (CARDINALITY_KIND,)  # alerts on the monitor's own input, each with a runbook of its own
-FLEET_ROUTE = "*"                       # the route of an alert on every route at once (no route may be named "*")
-UNITS = ("share", "per_minute")         # rate, expected, baseline and delta: a share of claims/answers/events, or events a minute
+FLEET_ROUTE = "*"  # the route of an alert on every route at once (no route may be named "*")
+UNITS = (
+    "share",
+    "per_minute",
+)  # rate, expected, baseline and delta: a share of claims/answers/events, or events a minute
 STATES = ("pending", "firing", "resolved")
 SERVICE_LABELS = {"service": "claimwatch"}  # the extra labels the evaluators put on every alert
 MATCH_LABEL_NAMES = ("route", "kind", "severity", *SERVICE_LABELS)  # what silences can match (see match_labels)
@@ -58,10 +64,10 @@ class Alert:
     kind: str
     severity: str
     labels: dict[str, str]
-    window: int                           # minutes of evidence behind `rate`
-    pending_since: datetime               # first seen active; part of the identity
-    starts_at: datetime | None = None     # firing since
-    ends_at: datetime | None = None       # resolved at
+    window: int  # minutes of evidence behind `rate`
+    pending_since: datetime  # first seen active; part of the identity
+    starts_at: datetime | None = None  # firing since
+    ends_at: datetime | None = None  # resolved at
     acked_at: datetime | None = None
     acked_by: str | None = None
     ack_note: str | None = None
@@ -75,12 +81,12 @@ class Alert:
     driving_verdict: str | None = None
     suspect_changes: tuple[dict, ...] = ()  # Suspect.as_dict() records, most likely first
     updated_at: datetime | None = None
-    expected: float | None = None         # the rate expected over the window at this time of day
-    expected_basis: str = ""              # why: the time-of-day profile, or the trailing level when history is short
-    mix_effect: float | None = None       # the part of delta the slice mix explains (more hard questions) …
-    rate_effect: float | None = None      # … and the part on the same mix (worse answers); they add up to delta
-    mix_slice: str | None = None          # the slice whose share moved most, with its shares
-    unit: str = "share"                   # what rate, expected, baseline and delta measure (UNITS)
+    expected: float | None = None  # the rate expected over the window at this time of day
+    expected_basis: str = ""  # why: the time-of-day profile, or the trailing level when history is short
+    mix_effect: float | None = None  # the part of delta the slice mix explains (more hard questions) …
+    rate_effect: float | None = None  # … and the part on the same mix (worse answers); they add up to delta
+    mix_slice: str | None = None  # the slice whose share moved most, with its shares
+    unit: str = "share"  # what rate, expected, baseline and delta measure (UNITS)
     details: dict = field(default_factory=dict)  # kind-specific figures (input health: received, top rule, …)
     __hash__ = None  # labels is a dict
 
@@ -106,38 +112,97 @@ class Alert:
 
     def transition_record(self) -> dict:
         """One line of `claimwatch backtest --alerts-out` and of topic claimwatch.alerts."""
-        return {"route": self.route, "kind": self.kind, "state": self.recorded_state,
-                "at": self.transition_at.isoformat(), "rate": self.rate, "baseline": self.baseline,
-                "expected": self.expected, "delta": self.delta, "mix_effect": self.mix_effect,
-                "rate_effect": self.rate_effect, "mix_slice": self.mix_slice, "suspect_changes": list(self.suspect_changes),
-                "unit": self.unit, "details": dict(self.details)}
+        return {
+            "route": self.route,
+            "kind": self.kind,
+            "state": self.recorded_state,
+            "at": self.transition_at.isoformat(),
+            "rate": self.rate,
+            "baseline": self.baseline,
+            "expected": self.expected,
+            "delta": self.delta,
+            "mix_effect": self.mix_effect,
+            "rate_effect": self.rate_effect,
+            "mix_slice": self.mix_slice,
+            "suspect_changes": list(self.suspect_changes),
+            "unit": self.unit,
+            "details": dict(self.details),
+        }
 
     def as_dict(self) -> dict:
         """JSON-ready record for storage."""
         return {
-            "alert_id": self.alert_id, "route": self.route, "kind": self.kind, "severity": self.severity,
-            "labels": dict(self.labels), "window": self.window, "pending_since": _iso(self.pending_since),
-            "starts_at": _iso(self.starts_at), "ends_at": _iso(self.ends_at), "acked_at": _iso(self.acked_at),
-            "acked_by": self.acked_by, "ack_note": self.ack_note, "rate": self.rate,
-            "rate_interval": _interval(self.rate_interval), "baseline": self.baseline,
-            "baseline_interval": _interval(self.baseline_interval), "delta": self.delta, "claims": self.claims,
-            "onset": _iso(self.onset), "driving_verdict": self.driving_verdict,
-            "suspect_changes": list(self.suspect_changes), "updated_at": _iso(self.updated_at),
-            "expected": self.expected, "expected_basis": self.expected_basis, "mix_effect": self.mix_effect,
-            "rate_effect": self.rate_effect, "mix_slice": self.mix_slice, "unit": self.unit, "details": dict(self.details),
+            "alert_id": self.alert_id,
+            "route": self.route,
+            "kind": self.kind,
+            "severity": self.severity,
+            "labels": dict(self.labels),
+            "window": self.window,
+            "pending_since": _iso(self.pending_since),
+            "starts_at": _iso(self.starts_at),
+            "ends_at": _iso(self.ends_at),
+            "acked_at": _iso(self.acked_at),
+            "acked_by": self.acked_by,
+            "ack_note": self.ack_note,
+            "rate": self.rate,
+            "rate_interval": _interval(self.rate_interval),
+            "baseline": self.baseline,
+            "baseline_interval": _interval(self.baseline_interval),
+            "delta": self.delta,
+            "claims": self.claims,
+            "onset": _iso(self.onset),
+            "driving_verdict": self.driving_verdict,
+            "suspect_changes": list(self.suspect_changes),
+            "updated_at": _iso(self.updated_at),
+            "expected": self.expected,
+            "expected_basis": self.expected_basis,
+            "mix_effect": self.mix_effect,
+            "rate_effect": self.rate_effect,
+            "mix_slice": self.mix_slice,
+            "unit": self.unit,
+            "details": dict(self.details),
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> "Alert":
-        times = {k: None if data.get(k) is None else datetime.fromisoformat(data[k])
-                 for k in ("pending_since", "starts_at", "ends_at", "acked_at", "onset", "updated_at")}
-        intervals = {k: None if data.get(k) is None else Interval(*data[k]) for k in ("rate_interval", "baseline_interval")}
-        plain = {k: data.get(k) for k in ("alert_id", "route", "kind", "severity", "window", "acked_by", "ack_note",
-                                          "rate", "baseline", "delta", "driving_verdict", "expected", "mix_effect",
-                                          "rate_effect", "mix_slice")}
-        return cls(**plain, **times, **intervals, labels=dict(data.get("labels") or {}), claims=int(data.get("claims") or 0),
-                   suspect_changes=tuple(data.get("suspect_changes") or ()), expected_basis=data.get("expected_basis") or "",
-                   unit=data.get("unit") or "share", details=dict(data.get("details") or {}))
+    def from_dict(cls, data: Mapping) -> Alert:
+        times = {
+            k: None if data.get(k) is None else datetime.fromisoformat(data[k])
+            for k in ("pending_since", "starts_at", "ends_at", "acked_at", "onset", "updated_at")
+        }
+        intervals = {
+            k: None if data.get(k) is None else Interval(*data[k]) for k in ("rate_interval", "baseline_interval")
+        }
+        plain = {
+            k: data.get(k)
+            for k in (
+                "alert_id",
+                "route",
+                "kind",
+                "severity",
+                "window",
+                "acked_by",
+                "ack_note",
+                "rate",
+                "baseline",
+                "delta",
+                "driving_verdict",
+                "expected",
+                "mix_effect",
+                "rate_effect",
+                "mix_slice",
+            )
+        }
+        return cls(
+            **plain,
+            **times,
+            **intervals,
+            labels=dict(data.get("labels") or {}),
+            claims=int(data.get("claims") or 0),
+            suspect_changes=tuple(data.get("suspect_changes") or ()),
+            expected_basis=data.get("expected_basis") or "",
+            unit=data.get("unit") or "share",
+            details=dict(data.get("details") or {}),
+        )
 
 
 @dataclass(frozen=True)
@@ -181,14 +246,18 @@ def merge(previous: Alert | None, observed: Alert) -> Alert:
     if previous is None or previous.ends_at is not None:
         return observed
     if (previous.route, previous.kind) != (observed.route, observed.kind):
-        raise ValueError(f"cannot merge alert for {observed.route}/{observed.kind} into {previous.alert_id} "
-                         f"({previous.route}/{previous.kind}); look up the open alert by route and kind")
+        raise ValueError(
+            f"cannot merge alert for {observed.route}/{observed.kind} into {previous.alert_id} "
+            f"({previous.route}/{previous.kind}); look up the open alert by route and kind"
+        )
     return replace(
         observed,
         alert_id=previous.alert_id,
         pending_since=previous.pending_since,
         starts_at=previous.starts_at or observed.starts_at,
-        acked_at=previous.acked_at, acked_by=previous.acked_by, ack_note=previous.ack_note,
+        acked_at=previous.acked_at,
+        acked_by=previous.acked_by,
+        ack_note=previous.ack_note,
         onset=observed.onset or previous.onset,
         suspect_changes=observed.suspect_changes or previous.suspect_changes,
     )
@@ -213,13 +282,18 @@ class Notify(Enum):
     """What ``should_notify`` decides; a reason to send is sent as its value (the webhook's ``reason``)."""
 
     NEW_FIRING = "new firing"  # it fires, and did not at the last evaluation
-    RESEND = "resend"          # still firing, and a resend interval has passed since the last evaluation
-    RESOLVED = "resolved"      # it fired once and has now ended
-    NOTHING = "nothing"        # silenced, pending, never fired, or nothing new to say
+    RESEND = "resend"  # still firing, and a resend interval has passed since the last evaluation
+    RESOLVED = "resolved"  # it fired once and has now ended
+    NOTHING = "nothing"  # silenced, pending, never fired, or nothing new to say
 
 
-def should_notify(previous: Alert | None, current: Alert | None, now: datetime,
-                  resend_every: timedelta, silences: Iterable[Silence] = ()) -> Notify:
+def should_notify(
+    previous: Alert | None,
+    current: Alert | None,
+    now: datetime,
+    resend_every: timedelta,
+    silences: Iterable[Silence] = (),
+) -> Notify:
     """Why to send `current` now, or ``Notify.NOTHING``.
 
     `previous` is the alert as of the last evaluation. A silenced alert is never
@@ -250,8 +324,15 @@ def severity_for(delta: float | None, threshold: float, kind: str = DRIFT_KIND) 
     return "critical" if kind == DRIFT_KIND and critical else "warning"
 
 
-def observed_alert(route: str, detector, now: datetime, kind: str = DRIFT_KIND, severity: str = "warning",
-                   labels: Mapping[str, str] | None = None, suspects: Iterable = ()) -> Alert | None:
+def observed_alert(
+    route: str,
+    detector,
+    now: datetime,
+    kind: str = DRIFT_KIND,
+    severity: str = "warning",
+    labels: Mapping[str, str] | None = None,
+    suspects: Iterable = (),
+) -> Alert | None:
     """What a detector says about a route now, as an Alert to merge; None when the detector is ok.
 
     `detector` is a view of a route: a drift detector's ``regression`` or ``mix_shift`` (RouteView), or
@@ -261,16 +342,30 @@ def observed_alert(route: str, detector, now: datetime, kind: str = DRIFT_KIND, 
     if current == "ok":
         return None
     return Alert(
-        alert_id=make_alert_id(route, kind, now), route=route, kind=kind, severity=severity,
-        labels=dict(labels or {}), window=detector.window_minutes, pending_since=now,
+        alert_id=make_alert_id(route, kind, now),
+        route=route,
+        kind=kind,
+        severity=severity,
+        labels=dict(labels or {}),
+        window=detector.window_minutes,
+        pending_since=now,
         starts_at=now if current == "firing" else None,
-        rate=detector.rate, rate_interval=detector.rate_interval, baseline=detector.baseline,
-        baseline_interval=detector.baseline_interval, delta=detector.delta, claims=detector.claims_counted,
-        onset=detector.onset, driving_verdict=detector.driving_verdict,
-        suspect_changes=tuple(s if isinstance(s, dict) else s.as_dict() for s in suspects), updated_at=now,
-        expected=getattr(detector, "expected", None), expected_basis=getattr(detector, "expected_basis", ""),
-        mix_effect=getattr(detector, "mix_effect", None), rate_effect=getattr(detector, "rate_effect", None),
-        mix_slice=getattr(detector, "mix_slice", None), unit=getattr(detector, "unit", "share"),
+        rate=detector.rate,
+        rate_interval=detector.rate_interval,
+        baseline=detector.baseline,
+        baseline_interval=detector.baseline_interval,
+        delta=detector.delta,
+        claims=detector.claims_counted,
+        onset=detector.onset,
+        driving_verdict=detector.driving_verdict,
+        suspect_changes=tuple(s if isinstance(s, dict) else s.as_dict() for s in suspects),
+        updated_at=now,
+        expected=getattr(detector, "expected", None),
+        expected_basis=getattr(detector, "expected_basis", ""),
+        mix_effect=getattr(detector, "mix_effect", None),
+        rate_effect=getattr(detector, "rate_effect", None),
+        mix_slice=getattr(detector, "mix_slice", None),
+        unit=getattr(detector, "unit", "share"),
         details=dict(getattr(detector, "details", None) or {}),
     )
 

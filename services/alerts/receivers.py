@@ -2,6 +2,7 @@
 
 Plain state, no I/O: the Dispatcher (services/alerts/dispatch.py) sends from these queues, one task each.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -17,8 +18,8 @@ FAILING_ALARM = timedelta(minutes=10)  # a receiver failing this long shows as d
 
 @dataclass(frozen=True)
 class Queued:
-    item: Any          # services.alerts.dispatch.Outgoing
-    since: datetime    # when it was logged (or queued, when it is not logged)
+    item: Any  # services.alerts.dispatch.Outgoing
+    since: datetime  # when it was logged (or queued, when it is not logged)
 
 
 class ReceiverQueue:
@@ -97,9 +98,24 @@ def receiver_status(found: dict[str, dict], configured: dict[str, bool], now: da
         seen = found.get(name, {})
         since, oldest = seen.get("failing_since"), seen.get("oldest")
         failing = max(0.0, (now - since).total_seconds()) if since else 0.0
-        state = ("off" if not configured.get(name) else "ok" if since is None
-                 else "down" if failing >= FAILING_ALARM.total_seconds() else "failing")
-        out.append({"receiver": name, "state": state, "waiting": seen.get("waiting", 0),
-                    "oldest_seconds": max(0.0, (now - oldest).total_seconds()) if oldest else None,
-                    "failing_since": since, "failing_seconds": failing, "last_error": seen.get("last_error", "")})
+        state = (
+            "off"
+            if not configured.get(name)
+            else "ok"
+            if since is None
+            else "down"
+            if failing >= FAILING_ALARM.total_seconds()
+            else "failing"
+        )
+        out.append(
+            {
+                "receiver": name,
+                "state": state,
+                "waiting": seen.get("waiting", 0),
+                "oldest_seconds": max(0.0, (now - oldest).total_seconds()) if oldest else None,
+                "failing_since": since,
+                "failing_seconds": failing,
+                "last_error": seen.get("last_error", ""),
+            }
+        )
     return out

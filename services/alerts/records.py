@@ -1,8 +1,9 @@
 """The alert repository bound to this stage's domain types (the store does not import them)."""
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
-from typing import Callable
 
 from services.alerts.lifecycle import Alert
 from services.alerts.silences import Silence

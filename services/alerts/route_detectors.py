@@ -6,10 +6,11 @@ is its rows of those arrays: ``state`` takes it out and ``load`` puts it back (s
 writes it as bytes). ``RouteMinute`` is what one route is fed in a minute; the evaluator stores those too, so a
 restart replays each route from its own snapshot's minute.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import msgspec
 import numpy as np
@@ -32,14 +33,18 @@ class RouteMinute:
     slices: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def encode(self) -> bytes:
-        return msgspec.msgpack.encode({"x": self.x.tolist(), "h": self.health.tolist(),
-                                       "s": {k: list(v) for k, v in self.slices.items()}})
+        return msgspec.msgpack.encode(
+            {"x": self.x.tolist(), "h": self.health.tolist(), "s": {k: list(v) for k, v in self.slices.items()}}
+        )
 
     @classmethod
-    def decode(cls, data: bytes) -> "RouteMinute":
+    def decode(cls, data: bytes) -> RouteMinute:
         fields = msgspec.msgpack.decode(data)
-        return cls(np.array(fields["x"], dtype=float), np.array(fields["h"], dtype=float),
-                   {k: tuple(v) for k, v in fields["s"].items()})
+        return cls(
+            np.array(fields["x"], dtype=float),
+            np.array(fields["h"], dtype=float),
+            {k: tuple(v) for k, v in fields["s"].items()},
+        )
 
 
 class RouteDetectors:
@@ -67,7 +72,9 @@ class RouteDetectors:
             if fleet is None:
                 fleet = self.fleets[config] = DriftFleet(config)
                 fleet.last_minute = self.minute
-            for route, row, health_row in zip(members, fleet.add_rows(len(members)), self.health.add_rows(len(members))):
+            for route, row, health_row in zip(
+                members, fleet.add_rows(len(members)), self.health.add_rows(len(members))
+            ):
                 self.rows[route] = (fleet, int(row), int(health_row))
 
     def step(self, minute: int, inputs: dict[str, RouteMinute]) -> None:
@@ -103,15 +110,20 @@ class RouteDetectors:
         """The routes any of whose detectors is not ok this minute."""
         fleets = {id(f): set(f.watched().tolist()) for f in self.fleets.values()}
         health = set(np.flatnonzero((self.health.state != OK).any(axis=0)).tolist())
-        return {route for route, (fleet, row, health_row) in self.rows.items()
-                if row in fleets[id(fleet)] or health_row in health}
+        return {
+            route
+            for route, (fleet, row, health_row) in self.rows.items()
+            if row in fleets[id(fleet)] or health_row in health
+        }
 
     def expectations(self) -> dict[str, Expectation]:
         """Every route's expectation now (``Expectation.of`` its regression view, for all routes at once)."""
         out = {}
         # per fleet: expected, has a baseline, learning, hours of history (arrays over its routes, made once)
-        per_fleet = {id(f): (*f.expectations(), f._engine.baseline.learning, f._engine.baseline.history_hours)
-                     for f in self.fleets.values()}
+        per_fleet = {
+            id(f): (*f.expectations(), f._engine.baseline.learning, f._engine.baseline.history_hours)
+            for f in self.fleets.values()
+        }
         for route, (fleet, row, _) in self.rows.items():
             expected, has_baseline, learning_rows, hours_rows = per_fleet[id(fleet)]
             learning = bool(learning_rows[row])
@@ -119,8 +131,9 @@ class RouteDetectors:
             if not np.isnan(expected[row]):
                 out[route] = Expectation(float(expected[row]), expected_basis(fleet._engine, row), learning, hours)
             else:
-                out[route] = Expectation(None, NO_CLAIMS if has_baseline[row] else NO_HISTORY,
-                                         not has_baseline[row] or learning, hours)
+                out[route] = Expectation(
+                    None, NO_CLAIMS if has_baseline[row] else NO_HISTORY, not has_baseline[row] or learning, hours
+                )
         return out
 
     # -- a route's state -----------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ a week of history at 3 answers a minute; tests/unit/alerts/test_fleet.py). Readi
 for bit, so a restored route goes on exactly as it would have. A minute's inputs are what the detectors were fed
 (services/alerts/route_detectors.py), so a restart can replay them.
 """
+
 from __future__ import annotations
 
 import zlib

@@ -6,9 +6,11 @@ its per-route arrays and the axis that indexes routes; rings indexed by a fleet-
 oldest first, so a route's rows go into another fleet at the same minute (a restart replays each route from
 its own snapshot's minute) whatever that fleet's step count is.
 """
+
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 

@@ -6,24 +6,34 @@ the false-alarm rate and detection delay the benches measured. The measured figu
 ``rule_quality.json`` beside this module, written by ``bench/drift.py`` and ``bench/input_health.py``;
 a figure that is not there is "not measured", never guessed.
 """
+
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from datetime import timedelta
-from typing import Mapping, Protocol
+from pathlib import Path
+from typing import Protocol
 
-from services.alerts.config import DetectorConfig
 from services.alerts.cardinality import WINDOW as CARDINALITY_WINDOW
+from services.alerts.config import DetectorConfig
 from services.alerts.input_health import InputHealthConfig
-from services.ingest.routes import MAX_ACTIVE
-from services.alerts.readmodel import RuleRead
 from services.alerts.lifecycle import (
-    ABSTENTION_KIND, AGREEMENT_KIND, CARDINALITY_KIND, CRITICAL_THRESHOLDS, DRIFT_KIND, INPUT_KINDS, KINDS, MIX_KIND,
-    REJECTED_KIND, SILENT_KIND,
+    ABSTENTION_KIND,
+    AGREEMENT_KIND,
+    CARDINALITY_KIND,
+    CRITICAL_THRESHOLDS,
+    DRIFT_KIND,
+    INPUT_KINDS,
+    KINDS,
+    MIX_KIND,
+    REJECTED_KIND,
+    SILENT_KIND,
 )
+from services.alerts.readmodel import RuleRead
+from services.ingest.routes import MAX_ACTIVE
 
 QUALITY_FILE = Path(__file__).with_name("rule_quality.json")
 MISSED = "missed"  # a median delay past the bench's horizon: most of its changes were not caught in time
@@ -35,20 +45,22 @@ class AgreementRule(Protocol):  # services.review.agreement_alerts.AgreementDrop
     alpha: float
     min_drop: float
     min_labels: int
+
+
 # Warnings of these kinds go to a chat receiver, never the pager (dashboards/alertmanager/alertmanager.yml;
 # tests/unit/alerts/test_rules.py checks the two agree). Every other alert reaches the on-call receiver.
 QUIET_WARNINGS = (MIX_KIND, ABSTENTION_KIND)
 MEANINGS = {
     DRIFT_KIND: "the claim hallucination rate rose above what this time of day predicts, on the same mix of "
-                "questions: a regression",
+    "questions: a regression",
     MIX_KIND: "the rate rose, but mostly because the mix moved to questions that fail more often",
     AGREEMENT_KIND: "the verifier agrees with human labels less than it did: calibrated rates may be off",
     SILENT_KIND: "the route's verdict events fell far below what its time of day predicts: the monitor is blind",
     REJECTED_KIND: "a larger share of the route's events is dead-lettered (broke the event contract)",
     ABSTENTION_KIND: "the route abstains on more answers while serving fewer; a falling hallucination rate "
-                     "meanwhile is the gaming case",
+    "meanwhile is the gaming case",
     CARDINALITY_KIND: "events of new routes are refused over routes.max_active: those routes are not monitored; "
-                      "the alert names the producer creating them",
+    "the alert names the producer creating them",
 }
 
 
@@ -59,8 +71,8 @@ def pages(kind: str, severity: str) -> bool:
 
 @dataclass(frozen=True)
 class Threshold:
-    text: str                  # what the rule requires, in words with the value in force
-    setting: str | None        # where to change it (TOML path); None: fixed in code
+    text: str  # what the rule requires, in words with the value in force
+    setting: str | None  # where to change it (TOML path); None: fixed in code
     value: object = None
 
 
@@ -71,11 +83,11 @@ class Quality:
     false_alarms_per_route_per_60_days: float | None = None
     median_delay_minutes: Mapping[str, float | str] | None = None  # condition (e.g. "+3 pts") -> minutes, or MISSED
     measured_by: str | None = None
-    measured_on: str | None = None                          # YYYY-MM-DD
+    measured_on: str | None = None  # YYYY-MM-DD
     note: str = ""
 
     @classmethod
-    def from_mapping(cls, kind: str, data: Mapping) -> "Quality":
+    def from_mapping(cls, kind: str, data: Mapping) -> Quality:
         where = f"{QUALITY_FILE.name}: {kind}"
         if not isinstance(data, Mapping):
             raise ValueError(f"{where}: expected an object, got {type(data).__name__}")
@@ -86,13 +98,23 @@ class Quality:
         delays = data.get("median_delay_minutes")
         if rate is not None and not (_number(rate) and not math.isinf(rate)):
             raise ValueError(f"{where}: false_alarms_per_route_per_60_days must be a number or null, got {rate!r}")
-        if delays is not None and not (isinstance(delays, Mapping)
-                                       and all(v is None or _number(v) for v in delays.values())):
-            raise ValueError(f"{where}: median_delay_minutes must map conditions to minutes, or be null; got {delays!r}")
+        if delays is not None and not (
+            isinstance(delays, Mapping) and all(v is None or _number(v) for v in delays.values())
+        ):
+            raise ValueError(
+                f"{where}: median_delay_minutes must map conditions to minutes, or be null; got {delays!r}"
+            )
         # NaN and null: nothing to measure (not measured); infinity: the median change was never caught
         rate = None if rate is None or math.isnan(rate) else float(rate)
-        delays = None if delays is None else {str(k): MISSED if math.isinf(v) else float(v)
-                                              for k, v in delays.items() if v is not None and not math.isnan(v)}
+        delays = (
+            None
+            if delays is None
+            else {
+                str(k): MISSED if math.isinf(v) else float(v)
+                for k, v in delays.items()
+                if v is not None and not math.isnan(v)
+            }
+        )
         text = {k: data.get(k) for k in ("measured_by", "measured_on", "note")}
         for name, value in text.items():
             if value is not None and not isinstance(value, str):
@@ -127,16 +149,22 @@ def load_quality(path: Path | None = None) -> dict[str, Quality]:
 class Rule:
     kind: str
     meaning: str
-    severity: str              # in words: "warning", "critical", or "warning; critical from …"
+    severity: str  # in words: "warning", "critical", or "warning; critical from …"
     severities: tuple[str, ...]  # the severities it opens at
     pages: bool
     thresholds: tuple[Threshold, ...]
     quality: Quality = field(default_factory=Quality)
 
     def read(self) -> RuleRead:
-        return RuleRead(kind=self.kind, meaning=self.meaning, severity=self.severity,
-                        severities=list(self.severities), pages=self.pages,
-                        thresholds=[asdict(t) for t in self.thresholds], **asdict(self.quality))
+        return RuleRead(
+            kind=self.kind,
+            meaning=self.meaning,
+            severity=self.severity,
+            severities=list(self.severities),
+            pages=self.pages,
+            thresholds=[asdict(t) for t in self.thresholds],
+            **asdict(self.quality),
+        )
 
     def as_dict(self) -> dict:
         return self.read().as_dict()
@@ -161,81 +189,138 @@ def _engine(d: DetectorConfig) -> list[Threshold]:
     e = d.engine
     t = lambda text, name: Threshold(text, _drift_setting(name), getattr(e, name))  # noqa: E731
     if d.kind == "cusum":
-        return [t(f"CUSUM fires at h = {e.h:g}, tuned for a +{_pts(e.design(d.threshold))} rise", "h"),
-                t(f"resolves when the mirror CUSUM reaches {e.resolve_h:g}", "resolve_h")]
+        return [
+            t(f"CUSUM fires at h = {e.h:g}, tuned for a +{_pts(e.design(d.threshold))} rise", "h"),
+            t(f"resolves when the mirror CUSUM reaches {e.resolve_h:g}", "resolve_h"),
+        ]
     if d.kind == "window":
         minutes = "/".join(str(w) for w in e.windows)
-        return [t(f"z ≥ {e.z_fire:g} on a {minutes}-minute window, held {e.window_for_minutes} min", "z_fire"),
-                t(f"resolves when every window is below z {e.z_resolve:g} for {e.resolve_minutes} min", "z_resolve")]
+        return [
+            t(f"z ≥ {e.z_fire:g} on a {minutes}-minute window, held {e.window_for_minutes} min", "z_fire"),
+            t(f"resolves when every window is below z {e.z_resolve:g} for {e.resolve_minutes} min", "z_resolve"),
+        ]
     return [t(f"the {e.naive_window}-minute rate over the threshold for {e.for_minutes} min", "for_minutes")]
 
 
 def _drift(d: DetectorConfig, route_thresholds: Mapping[str, float]) -> list[Threshold]:
     t = lambda text, name: Threshold(text, _drift_setting(name), getattr(d, name))  # noqa: E731
     own = f"; {len(route_thresholds)} route(s) have their own" if route_thresholds else ""
-    season = (f"expected: the trailing {d.baseline_minutes // 60} h level plus the time of day over up to "
-              f"{d.season_days} days" if d.season_days else f"expected: the trailing {d.baseline_minutes // 60} h level")
+    season = (
+        f"expected: the trailing {d.baseline_minutes // 60} h level plus the time of day over up to "
+        f"{d.season_days} days"
+        if d.season_days
+        else f"expected: the trailing {d.baseline_minutes // 60} h level"
+    )
     return [
         Threshold(f"rise ≥ +{_pts(d.threshold)} over the expectation{own}", "drift.threshold", d.threshold),
         t(f"≥ {d.min_claims:,} claims behind the rise", "min_claims"),
         *_engine(d),
-        t(f"the rise's {_share(d.confidence)} upper bound reaches the threshold and its estimate "
-          f"≥ {_share(d.min_rise_fraction)} of it", "confidence"),
+        t(
+            f"the rise's {_share(d.confidence)} upper bound reaches the threshold and its estimate "
+            f"≥ {_share(d.min_rise_fraction)} of it",
+            "confidence",
+        ),
         t(season, "season_days"),
         t(f"warm-up: no alarm before {d.min_baseline_claims:,} claims of history", "min_baseline_claims"),
-        t(f"learning (under a day of history): the last {d.learning_level_minutes // 60} h level, and a rise must "
-          f"clear it by {_pts(d.learning_margin)} more", "learning_margin"),
+        t(
+            f"learning (under a day of history): the last {d.learning_level_minutes // 60} h level, and a rise must "
+            f"clear it by {_pts(d.learning_margin)} more",
+            "learning_margin",
+        ),
     ]
 
 
 def _input(h: InputHealthConfig, kind: str) -> list[Threshold]:
     t = lambda text, name: Threshold(text, f"drift.input_health.{name}", getattr(h, name))  # noqa: E731
-    window = t(f"window ≥ {h.window_minutes} min, lengthened until {h.min_expected:g} events are expected "
-               f"(at most {h.max_window_minutes} min)", "min_expected")
+    window = t(
+        f"window ≥ {h.window_minutes} min, lengthened until {h.min_expected:g} events are expected "
+        f"(at most {h.max_window_minutes} min)",
+        "min_expected",
+    )
     chance = t(f"{'Poisson' if kind == SILENT_KIND else 'binomial'} tail p < {h.p_value:g}", "p_value")
     pending = t(f"pending {h.for_minutes} min before firing", "for_minutes")
     if kind == SILENT_KIND:
-        return [t(f"≤ {_share(h.silent_ratio)} of the expected events arrived", "silent_ratio"), window, chance, pending,
-                t(f"resolves once {_share(h.resume_ratio)} of them arrive", "resume_ratio"),
-                t(f"expected: this hour's events a minute over up to {h.profile_days} days; under a day of history, "
-                  f"the mean of the last {h.learning_minutes} min", "learning_minutes"),
-                t(f"no judgement before {h.min_history_minutes} min of history", "min_history_minutes")]
+        return [
+            t(f"≤ {_share(h.silent_ratio)} of the expected events arrived", "silent_ratio"),
+            window,
+            chance,
+            pending,
+            t(f"resolves once {_share(h.resume_ratio)} of them arrive", "resume_ratio"),
+            t(
+                f"expected: this hour's events a minute over up to {h.profile_days} days; under a day of history, "
+                f"the mean of the last {h.learning_minutes} min",
+                "learning_minutes",
+            ),
+            t(f"no judgement before {h.min_history_minutes} min of history", "min_history_minutes"),
+        ]
     if kind == REJECTED_KIND:
-        return [t(f"dead-lettered share ≥ its usual share + {_pts(h.rejected_rise)}", "rejected_rise"),
-                t(f"≥ {h.min_rejected} dead-lettered events", "min_rejected"), window, chance, pending,
-                Threshold(f"resolves below its usual share + {_pts(h.rejected_rise / 2)}", None)]
-    return [t(f"abstained share of answers ≥ its usual share + {_pts(h.abstention_rise)} over "
-              f"{h.abstention_window_minutes} min", "abstention_rise"),
-            Threshold("the served share is below its usual share", None),
-            t(f"≥ {h.min_answers} answers in the window and in the route's history", "min_answers"), chance, pending,
-            Threshold(f"resolves below its usual share + {_pts(h.abstention_rise / 2)}", None)]
+        return [
+            t(f"dead-lettered share ≥ its usual share + {_pts(h.rejected_rise)}", "rejected_rise"),
+            t(f"≥ {h.min_rejected} dead-lettered events", "min_rejected"),
+            window,
+            chance,
+            pending,
+            Threshold(f"resolves below its usual share + {_pts(h.rejected_rise / 2)}", None),
+        ]
+    return [
+        t(
+            f"abstained share of answers ≥ its usual share + {_pts(h.abstention_rise)} over "
+            f"{h.abstention_window_minutes} min",
+            "abstention_rise",
+        ),
+        Threshold("the served share is below its usual share", None),
+        t(f"≥ {h.min_answers} answers in the window and in the route's history", "min_answers"),
+        chance,
+        pending,
+        Threshold(f"resolves below its usual share + {_pts(h.abstention_rise / 2)}", None),
+    ]
 
 
 def _agreement(a: AgreementRule) -> list[Threshold]:
     days = a.recent.total_seconds() / 86400
-    return [Threshold(f"agreement over the last {days:g} days below all older labels by ≥ {_pts(a.min_drop)}", None,
-                      a.min_drop),
-            Threshold(f"one-sided two-proportion z-test p < {a.alpha:g}", None, a.alpha),
-            Threshold(f"≥ {a.min_labels} labels on each side", None, a.min_labels)]
+    return [
+        Threshold(
+            f"agreement over the last {days:g} days below all older labels by ≥ {_pts(a.min_drop)}", None, a.min_drop
+        ),
+        Threshold(f"one-sided two-proportion z-test p < {a.alpha:g}", None, a.alpha),
+        Threshold(f"≥ {a.min_labels} labels on each side", None, a.min_labels),
+    ]
 
 
 def _cardinality(max_active: int) -> list[Threshold]:
     minutes = int(CARDINALITY_WINDOW / timedelta(minutes=1))
-    return [Threshold(f"an event of a new route refused over the last {minutes} min, the route bound being full",
-                      "routes.max_active", max_active),
-            Threshold(f"resolves after {minutes} min without a refusal", None)]
+    return [
+        Threshold(
+            f"an event of a new route refused over the last {minutes} min, the route bound being full",
+            "routes.max_active",
+            max_active,
+        ),
+        Threshold(f"resolves after {minutes} min without a refusal", None),
+    ]
 
 
-def alert_rules(detector: DetectorConfig, health: InputHealthConfig, agreement: AgreementRule,
-                quality: Mapping[str, Quality], route_thresholds: Mapping[str, float] | None = None,
-                max_active: int = MAX_ACTIVE) -> list[Rule]:
+def alert_rules(
+    detector: DetectorConfig,
+    health: InputHealthConfig,
+    agreement: AgreementRule,
+    quality: Mapping[str, Quality],
+    route_thresholds: Mapping[str, float] | None = None,
+    max_active: int = MAX_ACTIVE,
+) -> list[Rule]:
     """Every kind's rule, in RULE_KINDS order, from the configs the evaluators run with."""
     route_thresholds = route_thresholds or {}
     drift = _drift(detector, route_thresholds)
-    mix = [Threshold(f"≥ {_share(detector.mix_share)} of the rise is mix", "drift.detector.mix_share", detector.mix_share),
-           *drift[:2], Threshold(f"otherwise as {DRIFT_KIND}, on the expectation not adjusted for the mix", None)]
+    mix = [
+        Threshold(f"≥ {_share(detector.mix_share)} of the rise is mix", "drift.detector.mix_share", detector.mix_share),
+        *drift[:2],
+        Threshold(f"otherwise as {DRIFT_KIND}, on the expectation not adjusted for the mix", None),
+    ]
     found = {  # kind: (severity in words, the severities it opens at, thresholds)
-        DRIFT_KIND: (f"warning; critical from +{_pts(CRITICAL_THRESHOLDS * detector.threshold)}", ("warning", "critical"), drift),
+        DRIFT_KIND: (
+            f"warning; critical from +{_pts(CRITICAL_THRESHOLDS * detector.threshold)}",
+            ("warning", "critical"),
+            drift,
+        ),
         MIX_KIND: ("warning", ("warning",), mix),
         AGREEMENT_KIND: ("warning", ("warning",), _agreement(agreement)),
         SILENT_KIND: ("critical", ("critical",), _input(health, SILENT_KIND)),
@@ -243,6 +328,16 @@ def alert_rules(detector: DetectorConfig, health: InputHealthConfig, agreement: 
         ABSTENTION_KIND: (health.abstention_severity, (health.abstention_severity,), _input(health, ABSTENTION_KIND)),
         CARDINALITY_KIND: ("critical", ("critical",), _cardinality(max_active)),
     }
-    return [Rule(kind, MEANINGS[kind], text, severities, all(pages(kind, s) for s in severities), tuple(thresholds),
-                 quality.get(kind, Quality()))
-            for kind in RULE_KINDS for text, severities, thresholds in [found[kind]]]
+    return [
+        Rule(
+            kind,
+            MEANINGS[kind],
+            text,
+            severities,
+            all(pages(kind, s) for s in severities),
+            tuple(thresholds),
+            quality.get(kind, Quality()),
+        )
+        for kind in RULE_KINDS
+        for text, severities, thresholds in [found[kind]]
+    ]

@@ -1,14 +1,15 @@
 """What engineers do with alerts (list, show, ack, silence, unsilence, their runbooks and the rules), shared by
 the API and the CLI."""
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Callable
 
+from services.alerts.calibrated import Calibration, calibrated_rise, calibration_suspect
 from services.alerts.expectations import compare, published, sort_routes
 from services.alerts.explain import AlertExplainer, AlertExplanation, explainable
-from services.alerts.calibrated import Calibration, calibrated_rise, calibration_suspect
 from services.alerts.lifecycle import KINDS, MATCH_LABEL_NAMES, Alert, ack, state_text, status
 from services.alerts.readmodel import AlertDetailRead, AlertRead, SilenceRead
 from services.alerts.records import AlertRecords
@@ -27,20 +28,24 @@ class AlertView:
     silenced_by: tuple[str, ...]
     transitions: tuple[dict, ...] | None = None  # only when one alert is shown
     explanation: AlertExplanation | None = None  # which issues account for its excess (services/alerts/explain.py)
-    calibration: Calibration | None = None       # the route's calibration now (rate alerts, one alert shown)
-    runbook: str | None = None                   # Markdown, input-health kinds (RUNBOOK_KINDS), one alert shown
+    calibration: Calibration | None = None  # the route's calibration now (rate alerts, one alert shown)
+    runbook: str | None = None  # Markdown, input-health kinds (RUNBOOK_KINDS), one alert shown
 
     @classmethod
-    def of(cls, alert: Alert, silences: list[Silence], now: datetime) -> "AlertView":
+    def of(cls, alert: Alert, silences: list[Silence], now: datetime) -> AlertView:
         st = status(alert, silences, now)
         return cls(alert, st.state, st.acked, tuple(st.silenced_by))
 
     def read(self) -> AlertRead:
         """The alert as the API, the CLI and the pages show it; in full (AlertDetailRead) when one alert is shown."""
-        common = {**self.alert.as_dict(), "state": self.state, "acked": self.acked, "silenced_by": list(self.silenced_by),
-                  "state_text": state_text(self.state, self.alert.starts_at is not None, self.acked,
-                                           bool(self.silenced_by)),
-                  "explanation": None if self.explanation is None else self.explanation.as_dict()}
+        common = {
+            **self.alert.as_dict(),
+            "state": self.state,
+            "acked": self.acked,
+            "silenced_by": list(self.silenced_by),
+            "state_text": state_text(self.state, self.alert.starts_at is not None, self.acked, bool(self.silenced_by)),
+            "explanation": None if self.explanation is None else self.explanation.as_dict(),
+        }
         if self.transitions is None:
             return AlertRead(**common)
         calibrated = None
@@ -49,8 +54,9 @@ class AlertView:
             suspect = calibration_suspect(self.calibration)
             if suspect:
                 common["suspect_changes"] = [suspect, *common["suspect_changes"]]
-        return AlertDetailRead(**common, transitions=list(self.transitions), calibrated=calibrated,
-                               runbook=self.runbook)
+        return AlertDetailRead(
+            **common, transitions=list(self.transitions), calibrated=calibrated, runbook=self.runbook
+        )
 
     def as_dict(self) -> dict:
         return self.read().as_dict()
@@ -72,10 +78,15 @@ LIST_ORDER = {"firing": 0, "pending": 1, "resolved": 2}  # what needs a person f
 
 
 class AlertsService:
-    def __init__(self, alerts: AlertRecords, explainer: AlertExplainer | None = None, explain_newest: int = 20,
-                 calibration: Callable[[str, timedelta, datetime], Calibration | None] | None = None,
-                 rules: Callable[[], list[Rule]] | None = None,
-                 runbook: Callable[[Alert, str], str | None] | None = None):
+    def __init__(
+        self,
+        alerts: AlertRecords,
+        explainer: AlertExplainer | None = None,
+        explain_newest: int = 20,
+        calibration: Callable[[str, timedelta, datetime], Calibration | None] | None = None,
+        rules: Callable[[], list[Rule]] | None = None,
+        runbook: Callable[[Alert, str], str | None] | None = None,
+    ):
         self.alerts = alerts
         self.rules_in_force = rules  # () -> every kind's rule: the configs in force and the benches' figures
         self.write_runbook = runbook  # (alert, "md" | "html") -> its runbook, or None (runbooks/alerts.py)
@@ -86,16 +97,19 @@ class AlertsService:
     def explain(self, alert: Alert, now: datetime) -> AlertExplanation | None:
         return None if self.explainer is None or not explainable(alert) else self.explainer.explain(alert, now)
 
-    def list(self, now: datetime, route: str | None = None, state: str | None = None,
-             explain: bool = False) -> list[AlertView]:
+    def list(
+        self, now: datetime, route: str | None = None, state: str | None = None, explain: bool = False
+    ) -> list[AlertView]:
         """Alerts, firing before pending before resolved, each newest first (the stored order); with ``explain``,
         the first ``explain_newest`` carry their explanation."""
         silences = self.alerts.silences()
         views = [AlertView.of(a, silences, now) for a in self.alerts.list(route)]
         views = sorted((v for v in views if state is None or v.state == state), key=lambda v: LIST_ORDER[v.state])
         if explain and self.explainer is not None:
-            views = [replace(v, explanation=self.explain(v.alert, now)) if i < self.explain_newest else v
-                     for i, v in enumerate(views)]
+            views = [
+                replace(v, explanation=self.explain(v.alert, now)) if i < self.explain_newest else v
+                for i, v in enumerate(views)
+            ]
         return views
 
     def compare_rates(self, entries: list[dict], now: datetime, sort: str = "priority") -> list[dict]:
@@ -120,9 +134,16 @@ class AlertsService:
         calibration = None
         if self.calibration is not None and view.alert.kind in KINDS:
             calibration = self.calibration(view.alert.route, timedelta(minutes=view.alert.window), now)
-        return AlertView(view.alert, view.state, view.acked, view.silenced_by,
-                         tuple(self.alerts.transitions(alert_id)), self.explain(view.alert, now), calibration,
-                         self.runbook(view.alert, "md"))
+        return AlertView(
+            view.alert,
+            view.state,
+            view.acked,
+            view.silenced_by,
+            tuple(self.alerts.transitions(alert_id)),
+            self.explain(view.alert, now),
+            calibration,
+            self.runbook(view.alert, "md"),
+        )
 
     def runbook(self, alert: Alert, fmt: str = "md") -> str | None:
         """The alert's own runbook (input-health kinds); None for a drift alert, whose runbooks are its issues'."""
@@ -140,8 +161,15 @@ class AlertsService:
         self.alerts.save_ack(acked)
         return AlertView.of(acked, self.alerts.silences(), now)
 
-    def silence(self, matchers: list[str], by: str, comment: str, now: datetime,
-                duration: str | None = None, ends_at: datetime | None = None) -> Silence:
+    def silence(
+        self,
+        matchers: list[str],
+        by: str,
+        comment: str,
+        now: datetime,
+        duration: str | None = None,
+        ends_at: datetime | None = None,
+    ) -> Silence:
         silence = Silence.create(matchers, now, ends_at=ends_at, duration=duration, created_by=by, comment=comment)
         refuse_unknown_labels(silence.matchers, self.label_names())
         self.alerts.save_silence(silence)

@@ -4,14 +4,15 @@ A silence mutes notifications for the alerts whose labels match all its
 matchers while ``starts_at <= now < ends_at``. Unsilencing ends it early
 (``expire``); nothing is deleted, so the history stays.
 """
+
 from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from functools import lru_cache
-from typing import Iterable, Mapping
 
 import re2
 
@@ -63,8 +64,9 @@ def _validate(name: str, op: str, value: str, shown: str) -> None:
             compile_label_regex(value)
         except re2.error as exc:
             reason = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
-            raise ValueError(f"matcher '{shown}': invalid regex (RE2 syntax, no lookarounds or backreferences): "
-                             f"{reason}") from None
+            raise ValueError(
+                f"matcher '{shown}': invalid regex (RE2 syntax, no lookarounds or backreferences): {reason}"
+            ) from None
 
 
 def parse_matcher(text: str) -> Matcher:
@@ -101,8 +103,9 @@ def parse_duration(text: str, field: str = "duration") -> timedelta:
     if seconds <= 0:
         raise ValueError(f"{field} '{text}': must be longer than zero")
     if seconds > MAX_SILENCE.total_seconds():  # checked before timedelta(), which overflows on huge values
-        raise ValueError(f"{field} '{text}' is longer than the limit of {MAX_SILENCE.days} days; "
-                         f"silence for less and renew it")
+        raise ValueError(
+            f"{field} '{text}' is longer than the limit of {MAX_SILENCE.days} days; silence for less and renew it"
+        )
     return timedelta(seconds=seconds)
 
 
@@ -126,20 +129,31 @@ class Silence:
         _aware(self.starts_at, "starts_at")
         _aware(self.ends_at, "ends_at")
         if self.ends_at < self.starts_at:
-            raise ValueError(f"silence ends_at {self.ends_at.isoformat()} is before starts_at {self.starts_at.isoformat()}")
+            raise ValueError(
+                f"silence ends_at {self.ends_at.isoformat()} is before starts_at {self.starts_at.isoformat()}"
+            )
         if not self.matchers:
             raise ValueError("silence matchers: give at least one, such as route=billing-faq")
         if all(m.matches({}) for m in self.matchers):
-            raise ValueError("silence matchers all match an empty label set, so they would silence everything; "
-                             "add one such as route=billing-faq")
+            raise ValueError(
+                "silence matchers all match an empty label set, so they would silence everything; "
+                "add one such as route=billing-faq"
+            )
         if not self.created_by.strip():
             raise ValueError("silence created_by: say who is silencing")
         if not self.comment.strip():
             raise ValueError("silence comment: say why")
 
     @classmethod
-    def create(cls, matchers: Iterable[str | Matcher], starts_at: datetime, ends_at: datetime | None = None,
-               duration: str | timedelta | None = None, created_by: str = "", comment: str = "") -> "Silence":
+    def create(
+        cls,
+        matchers: Iterable[str | Matcher],
+        starts_at: datetime,
+        ends_at: datetime | None = None,
+        duration: str | timedelta | None = None,
+        created_by: str = "",
+        comment: str = "",
+    ) -> Silence:
         """Build from matcher texts; give ends_at or a duration such as '2h'. The id derives from the content."""
         parsed = tuple(m if isinstance(m, Matcher) else parse_matcher(m) for m in matchers)
         _aware(starts_at, "starts_at")
@@ -161,19 +175,31 @@ class Silence:
     def matches(self, labels: Mapping[str, str], now: datetime) -> bool:
         return self.is_active(now) and all(m.matches(labels) for m in self.matchers)
 
-    def expire(self, now: datetime, by: str = "") -> "Silence":
+    def expire(self, now: datetime, by: str = "") -> Silence:
         """Unsilence: end it now, recording who did. One that has already ended keeps its end and who ended it."""
         if now >= self.ends_at:
             return self
         return replace(self, ends_at=max(self.starts_at, now), ended_by=by)
 
     def as_dict(self) -> dict:
-        return {"silence_id": self.silence_id, "matchers": [str(m) for m in self.matchers],
-                "starts_at": self.starts_at.isoformat(), "ends_at": self.ends_at.isoformat(),
-                "created_by": self.created_by, "comment": self.comment, "ended_by": self.ended_by}
+        return {
+            "silence_id": self.silence_id,
+            "matchers": [str(m) for m in self.matchers],
+            "starts_at": self.starts_at.isoformat(),
+            "ends_at": self.ends_at.isoformat(),
+            "created_by": self.created_by,
+            "comment": self.comment,
+            "ended_by": self.ended_by,
+        }
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> "Silence":
-        return cls(data["silence_id"], tuple(parse_matcher(m) for m in data["matchers"]),
-                   datetime.fromisoformat(data["starts_at"]), datetime.fromisoformat(data["ends_at"]),
-                   data["created_by"], data["comment"], data.get("ended_by", ""))  # absent in older records
+    def from_dict(cls, data: Mapping) -> Silence:
+        return cls(
+            data["silence_id"],
+            tuple(parse_matcher(m) for m in data["matchers"]),
+            datetime.fromisoformat(data["starts_at"]),
+            datetime.fromisoformat(data["ends_at"]),
+            data["created_by"],
+            data["comment"],
+            data.get("ended_by", ""),
+        )  # absent in older records

@@ -15,11 +15,12 @@ onset and a window after it, one (dim, value, Counts) per version value, e.g.
 "system" changes (model, prompt, retriever, verifier) and "evidence" changes
 (corpus) are labelled, so an alert can say which kind moved.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 from services.rates.intervals import Counts, Interval, ratio_interval
 
@@ -33,8 +34,8 @@ class Suspect:
     dim: str
     key: str
     value: str
-    kind: str                       # "system", "evidence" or "other"
-    share_before: float             # of the route's answers carrying this versions key
+    kind: str  # "system", "evidence" or "other"
+    share_before: float  # of the route's answers carrying this versions key
     share_after: float
     rate_before: float | None
     rate_before_interval: Interval | None
@@ -42,7 +43,7 @@ class Suspect:
     rate_after_interval: Interval | None
     claims_before: int
     claims_after: int
-    explained: float                # points of the after-window rate this value accounts for
+    explained: float  # points of the after-window rate this value accounts for
 
     @property
     def share_change(self) -> float:
@@ -51,11 +52,18 @@ class Suspect:
     def as_dict(self) -> dict:
         interval = lambda i: None if i is None else [round(i.lo, 6), round(i.hi, 6)]  # noqa: E731
         return {
-            "dim": self.dim, "key": self.key, "value": self.value, "kind": self.kind,
-            "share_before": round(self.share_before, 6), "share_after": round(self.share_after, 6),
-            "rate_before": self.rate_before, "rate_before_interval": interval(self.rate_before_interval),
-            "rate_after": self.rate_after, "rate_after_interval": interval(self.rate_after_interval),
-            "claims_before": self.claims_before, "claims_after": self.claims_after,
+            "dim": self.dim,
+            "key": self.key,
+            "value": self.value,
+            "kind": self.kind,
+            "share_before": round(self.share_before, 6),
+            "share_after": round(self.share_after, 6),
+            "rate_before": self.rate_before,
+            "rate_before_interval": interval(self.rate_before_interval),
+            "rate_after": self.rate_after,
+            "rate_after_interval": interval(self.rate_after_interval),
+            "claims_before": self.claims_before,
+            "claims_after": self.claims_after,
             "explained": round(self.explained, 6),
         }
 
@@ -101,7 +109,9 @@ def _mix_shift(b: Counts, a: Counts, b_total: Counts, a_total: Counts, min_claim
     place carry the change. None when a grown value has nothing to be compared
     with (a full switchover).
     """
-    gain = (a.claims / a_total.claims if a_total.claims else 0.0) - (b.claims / b_total.claims if b_total.claims else 0.0)
+    gain = (a.claims / a_total.claims if a_total.claims else 0.0) - (
+        b.claims / b_total.claims if b_total.claims else 0.0
+    )
     if gain <= 0 or not a.claims:
         return 0.0
     rest = _minus(a_total, a)
@@ -150,11 +160,24 @@ def suspect_changes(
         if explained is None:  # full switchover: the rise that no other dim's contrast explains
             others = max((v for d, v in contrast_explained.items() if d != dim), default=0.0)
             explained = max(rise - others, 0.0)
-        key = dim[len(prefix):]
-        suspects.append(Suspect(
-            dim, key, value, kind_of(key), share_b, share_a,
-            b.rate, ratio_interval(b, level), a.rate, ratio_interval(a, level), b.claims, a.claims, explained,
-        ))
+        key = dim[len(prefix) :]
+        suspects.append(
+            Suspect(
+                dim,
+                key,
+                value,
+                kind_of(key),
+                share_b,
+                share_a,
+                b.rate,
+                ratio_interval(b, level),
+                a.rate,
+                ratio_interval(a, level),
+                b.claims,
+                a.claims,
+                explained,
+            )
+        )
     # On a tie (a full switchover that explains nothing beyond the other dims), the value that took the traffic
     # comes before the one it replaced: the new version is the change, the old one only left.
     suspects.sort(key=lambda s: (-s.explained, s.share_change <= 0, -abs(s.share_change), s.dim, s.value))

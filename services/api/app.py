@@ -6,17 +6,19 @@ one (naming the field), 401/403 for a missing or wrong token, 429 when rate limi
 (services/api/security.py: Gate),
 503 when the store is down. A page request gets the same status and sentence as the styled error page.
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Callable, Mapping
 
 from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.gzip import GZipMiddleware
 from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from services.alerts.dispatch import RELOAD_WITHIN
 from services.alerts.evaluator import detector_config_for
@@ -34,10 +36,8 @@ from services.api.routers import traces as traces_routes
 from services.api.routeview import RouteReport
 from services.api.security import ApiPolicy, Gate
 from services.core.clock import utcnow
-from services.core.errors import Conflict, NotFound
+from services.core.errors import Conflict, NotFound, StoreError
 from services.evalset.promotion import NearDuplicateError, PromotionError
-from services.core.errors import StoreError
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
 TAGS = [
     {"name": "rates", "description": "Claim-level hallucination rates with 95% intervals, worst first"},
@@ -52,13 +52,15 @@ TAGS = [
 GZIP_MIN_BYTES = 1024  # smaller answers gain less than compressing them costs
 
 
-def refusal(request: Request, status: int, detail: str, field: str | None = None,
-            headers: Mapping[str, str] | None = None) -> Response:
+def refusal(
+    request: Request, status: int, detail: str, field: str | None = None, headers: Mapping[str, str] | None = None
+) -> Response:
     """The styled error page for a page request; ``Problem`` JSON for everything else (services/api/pages.py)."""
     if pages.wants_page(request):
         return pages.error_page(status, detail, headers)
-    return JSONResponse(status_code=status, content={"detail": detail, **({"field": field} if field else {})},
-                        headers=headers)
+    return JSONResponse(
+        status_code=status, content={"detail": detail, **({"field": field} if field else {})}, headers=headers
+    )
 
 
 def install_error_handlers(api: FastAPI) -> None:
@@ -102,8 +104,13 @@ def install_error_handlers(api: FastAPI) -> None:
         return refusal(request, 500, "Something went wrong on the server; its log has the details.")
 
 
-def create_api(components, policy: ApiPolicy | None = None, now: Callable[[], datetime] = utcnow,
-               clock: Callable[[], float] = time.monotonic, ingest_lag: LagWatch | None = None) -> FastAPI:
+def create_api(
+    components,
+    policy: ApiPolicy | None = None,
+    now: Callable[[], datetime] = utcnow,
+    clock: Callable[[], float] = time.monotonic,
+    ingest_lag: LagWatch | None = None,
+) -> FastAPI:
     """The API and dashboard over the process's components (services/app/compose.py builds them).
 
     ``policy`` defaults to ``components.settings.api``. ``ingest_lag`` feeds the pages' lag banner and
@@ -111,9 +118,15 @@ def create_api(components, policy: ApiPolicy | None = None, now: Callable[[], da
     """
     policy = policy or ApiPolicy.from_settings(components.settings.api)
     gate = Gate(policy, clock)
-    api = FastAPI(title="claimwatch", version="0.1.0", openapi_tags=TAGS, docs_url=None, redoc_url=None,
-                  description="Claim-level hallucination rates, drift alerts, named issues, runbooks and the eval set. "
-                              "Changes need `Authorization: Bearer <token>`.")
+    api = FastAPI(
+        title="claimwatch",
+        version="0.1.0",
+        openapi_tags=TAGS,
+        docs_url=None,
+        redoc_url=None,
+        description="Claim-level hallucination rates, drift alerts, named issues, runbooks and the eval set. "
+        "Changes need `Authorization: Bearer <token>`.",
+    )
     install_error_handlers(api)
     alerts, issues, evalset = components.alerts, components.issues, components.evalset
 
@@ -121,28 +134,56 @@ def create_api(components, policy: ApiPolicy | None = None, now: Callable[[], da
     report = RouteReport(repos.rates, components.review, alerts)
     detector = detector_config_for(components.settings.drift)
     series = ops.RouteSeries(report, alerts, components.metrics, components.settings.metrics.max_route_series, now)
-    api.include_router(ops.router(components.store, repos.storage, components.health, components.metrics, series,
-                                  gate, ingest_lag, components.settings.ingest.lag_warning_messages))
+    api.include_router(
+        ops.router(
+            components.store,
+            repos.storage,
+            components.health,
+            components.metrics,
+            series,
+            gate,
+            ingest_lag,
+            components.settings.ingest.lag_warning_messages,
+        )
+    )
     api.include_router(rates.router(repos.rates, alerts, report, detector, gate, now))
     api.include_router(alerts_routes.router(alerts, gate, now))
     api.include_router(issues_routes.router(issues, components.triage, gate))
     api.include_router(evalset_routes.router(evalset, gate))
     api.include_router(traces_routes.router(components.traces, gate))
     api.include_router(review_routes.router(components.review, gate, now))
-    api.include_router(pages.router(pages.Pages(gate, now, rates=repos.rates, report=report, alerts=alerts,
-                                                review=components.review, traces=components.traces,
-                                                detector=detector, issues=issues, evalset=evalset,
-                                                receivers=notification_receivers(components),
-                                                ingest=lambda: views.ingest_status(components.health, components.metrics,
-                                                                                   time.monotonic(), now())), ingest_lag))
+    api.include_router(
+        pages.router(
+            pages.Pages(
+                gate,
+                now,
+                rates=repos.rates,
+                report=report,
+                alerts=alerts,
+                review=components.review,
+                traces=components.traces,
+                detector=detector,
+                issues=issues,
+                evalset=evalset,
+                receivers=notification_receivers(components),
+                ingest=lambda: views.ingest_status(components.health, components.metrics, time.monotonic(), now()),
+            ),
+            ingest_lag,
+        )
+    )
     pages.mount_static(api)
 
     if policy.cors_origins:  # off unless configured
         from fastapi.middleware.cors import CORSMiddleware
 
-        api.add_middleware(CORSMiddleware, allow_origins=list(policy.cors_origins), allow_credentials=False,
-                           allow_methods=["GET", "POST", "DELETE"], allow_headers=["Authorization", "Content-Type"],
-                           expose_headers=["X-Total-Count", "Link"])  # a page of a list says where it lies
+        api.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(policy.cors_origins),
+            allow_credentials=False,
+            allow_methods=["GET", "POST", "DELETE"],
+            allow_headers=["Authorization", "Content-Type"],
+            expose_headers=["X-Total-Count", "Link"],
+        )  # a page of a list says where it lies
     api.add_middleware(GZipMiddleware, minimum_size=GZIP_MIN_BYTES)
     api.add_middleware(AnonymousReadLimit, gate=gate)
     api.add_middleware(BodyLimit, max_bytes=policy.max_body_bytes)
@@ -155,8 +196,11 @@ def notification_receivers(components) -> Callable[[datetime], list[dict]]:
     """now -> each notification receiver's state, read from the notification log that the leader's dispatcher
     writes (so the API shows it from any process)."""
     s = components.settings
-    configured = {ALERTMANAGER: bool(s.notify.alertmanager_url), WEBHOOK: bool(s.notify.webhook_url),
-                  ISSUE_WEBHOOK: bool(s.triage.webhook_url)}
+    configured = {
+        ALERTMANAGER: bool(s.notify.alertmanager_url),
+        WEBHOOK: bool(s.notify.webhook_url),
+        ISSUE_WEBHOOK: bool(s.triage.webhook_url),
+    }
     log = components.repos.notifications
     return lambda now: receiver_status(log.receivers(now - RELOAD_WITHIN), configured, now)
 

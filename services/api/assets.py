@@ -4,12 +4,13 @@ Pages link ``Assets.url(name)``: ``/static/<name>?v=<hash of its content>``. A r
 may be cached as immutable; any other (no hash, or one from before the file changed) is cached briefly and then
 revalidated with its ETag and Last-Modified.
 """
+
 from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 from urllib.parse import parse_qs
 
 from fastapi.staticfiles import StaticFiles

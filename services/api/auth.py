@@ -10,6 +10,7 @@
   every configured hash, without stopping at the first match, so timing says
   nothing about which hash (or how much of one) matched.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -19,9 +20,9 @@ import logging
 import re
 import secrets
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 from urllib.parse import urlsplit
 
 from itsdangerous import BadSignature, URLSafeTimedSerializer
@@ -30,10 +31,12 @@ log = logging.getLogger(__name__)
 HASH_RE = re.compile(r"[0-9a-f]{64}")
 TOKEN_PREFIX = "cw_"
 READ_COOKIE = "claimwatch_read"
-HOW_TO_CONFIGURE = ("no API tokens are configured, so changes are refused. Run `claimwatch token new` and keep the "
-                    "token it prints: it adds the token's sha256 to the token file the API watches (api.token_file), "
-                    "accepted at once; or add the sha256 to [api] token_hashes in the config file "
-                    "(or CLAIMWATCH_API__TOKEN_HASHES), then restart")
+HOW_TO_CONFIGURE = (
+    "no API tokens are configured, so changes are refused. Run `claimwatch token new` and keep the "
+    "token it prints: it adds the token's sha256 to the token file the API watches (api.token_file), "
+    "accepted at once; or add the sha256 to [api] token_hashes in the config file "
+    "(or CLAIMWATCH_API__TOKEN_HASHES), then restart"
+)
 
 
 def hash_line(line: str) -> tuple[str, str | None] | None:
@@ -91,13 +94,20 @@ class Refusal:
     detail: str
 
 
-MISSING = Refusal(401, "this endpoint needs a bearer token: send `Authorization: Bearer <token>` "
-                       "(the CLI sends $CLAIMWATCH_TOKEN; the dashboard asks for it in the token field)")
-WRONG = Refusal(403, "the bearer token is not one of the configured tokens; check $CLAIMWATCH_TOKEN "
-                     "or make a new one with `claimwatch token new`")
+MISSING = Refusal(
+    401,
+    "this endpoint needs a bearer token: send `Authorization: Bearer <token>` "
+    "(the CLI sends $CLAIMWATCH_TOKEN; the dashboard asks for it in the token field)",
+)
+WRONG = Refusal(
+    403,
+    "the bearer token is not one of the configured tokens; check $CLAIMWATCH_TOKEN "
+    "or make a new one with `claimwatch token new`",
+)
 UNCONFIGURED = Refusal(403, HOW_TO_CONFIGURE)
-SESSION_NOT_TOKEN = Refusal(401, "a sign-in session only reads; changes need `Authorization: Bearer <token>` "
-                                 "with the token itself")
+SESSION_NOT_TOKEN = Refusal(
+    401, "a sign-in session only reads; changes need `Authorization: Bearer <token>` with the token itself"
+)
 
 
 def bearer_of(authorization: str | None) -> str | None:
@@ -169,7 +179,7 @@ class TokenCheck:
         if len(prefix) < ReadSession.OF_CHARS:
             return False
         wanted = prefix.encode("ascii", "replace")
-        return any(hmac.compare_digest(known[:len(wanted)], wanted) for known, _ in self._hashes)
+        return any(hmac.compare_digest(known[: len(wanted)], wanted) for known, _ in self._hashes)
 
     def matches(self, token: str) -> bool:
         return self.holder(token) is not None
@@ -227,7 +237,7 @@ class ReadSession:
         self._signer = URLSafeTimedSerializer(key or secrets.token_bytes(32), salt="claimwatch-read-session")
 
     def issue(self, token: str) -> str:
-        return self._signer.dumps({"scope": self.SCOPE, "of": hash_token(token)[:self.OF_CHARS]})
+        return self._signer.dumps({"scope": self.SCOPE, "of": hash_token(token)[: self.OF_CHARS]})
 
     def signed(self, value: str | None) -> dict | None:
         """What a session this process signed says (scope, the token's hash prefix), unless forged or expired."""
@@ -239,7 +249,7 @@ class ReadSession:
             return None
         return said if isinstance(said, dict) and said.get("scope") == self.SCOPE else None
 
-    def valid(self, value: str | None, tokens: "TokenCheck") -> bool:
+    def valid(self, value: str | None, tokens: TokenCheck) -> bool:
         said = self.signed(value)
         return said is not None and tokens.knows_hash_prefix(str(said.get("of", "")))
 

@@ -8,12 +8,13 @@ and a broker that cannot be read is reported, never raised.
 The figure is a lower bound: Tansu reports a log's end as its last batch's first offset + 1, short by the rest of
 that batch (the worker's gauge corrects this from its own fetches; a reader outside the group cannot).
 """
+
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Awaitable, Callable
 
 from pydantic import Field
 
@@ -23,32 +24,41 @@ from services.core.readmodel import Read
 @dataclass(frozen=True)
 class IngestLag:
     messages: int | None  # messages the worker has yet to ingest; None when the broker could not be read
-    threshold: int        # ingest.lag_warning_messages: pages warn beyond it
+    threshold: int  # ingest.lag_warning_messages: pages warn beyond it
     error: str | None = None
 
     @property
     def behind(self) -> bool:
         return self.messages is not None and self.messages > self.threshold
 
-    def read(self) -> "IngestLagRead":
-        return IngestLagRead(messages_behind=self.messages, threshold=self.threshold, behind=self.behind,
-                             error=self.error)
+    def read(self) -> IngestLagRead:
+        return IngestLagRead(
+            messages_behind=self.messages, threshold=self.threshold, behind=self.behind, error=self.error
+        )
 
     def as_dict(self) -> dict:
         return self.read().as_dict()
 
 
 class IngestLagRead(Read):
-    messages_behind: int | None = Field(description="messages on the verdicts topic the worker has yet to ingest "
-                                        "(at least this many); null when the broker could not be read")
+    messages_behind: int | None = Field(
+        description="messages on the verdicts topic the worker has yet to ingest "
+        "(at least this many); null when the broker could not be read"
+    )
     threshold: int = Field(description="ingest.lag_warning_messages: beyond it, every page warns of stale figures")
     behind: bool
     error: str | None
 
 
 class LagWatch:
-    def __init__(self, read: Callable[[], Awaitable[int]], threshold: int, ttl: float = 5.0, timeout: float = 1.0,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        read: Callable[[], Awaitable[int]],
+        threshold: int,
+        ttl: float = 5.0,
+        timeout: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.read, self.threshold, self.ttl, self.timeout, self.clock = read, threshold, ttl, timeout, clock
         self._last: IngestLag | None = None
         self._read_at: float | None = None

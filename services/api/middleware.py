@@ -5,12 +5,12 @@ read; here the refusal is JSON, or the styled error page for a page request, say
 setting to change, and a declared Content-Length over the limit is refused before the
 request reaches the app.)
 """
+
 from __future__ import annotations
 
 import asyncio
 import weakref
-
-from typing import Mapping
+from collections.abc import Mapping
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -113,22 +113,39 @@ class AnonymousReadLimit:
         self._slots: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # a semaphore per serving loop
 
     async def __call__(self, scope, receive, send):
-        if (scope["type"] != "http" or scope["method"] not in ("GET", "HEAD") or scope["path"] in self.UNLIMITED
-                or self.gate.known_reader(request := Request(scope))):
+        if (
+            scope["type"] != "http"
+            or scope["method"] not in ("GET", "HEAD")
+            or scope["path"] in self.UNLIMITED
+            or self.gate.known_reader(request := Request(scope))
+        ):
             return await self.app(scope, receive, send)
         wait = self.gate.anonymous_read_wait(request)
         if wait > 0:
             retry = retry_after(wait)
-            return await _refuse(scope, receive, send, 429, f"Too many requests from your address without "
-                                 f"signing in; try again in {retry} seconds.", {"Retry-After": str(retry)})
+            return await _refuse(
+                scope,
+                receive,
+                send,
+                429,
+                f"Too many requests from your address without signing in; try again in {retry} seconds.",
+                {"Retry-After": str(retry)},
+            )
         loop = asyncio.get_running_loop()
         slots = self._slots.get(loop) or self._slots.setdefault(
-            loop, asyncio.Semaphore(self.gate.policy.anonymous_concurrency))
+            loop, asyncio.Semaphore(self.gate.policy.anonymous_concurrency)
+        )
         try:
             await asyncio.wait_for(slots.acquire(), self.QUEUE_SECONDS)
-        except asyncio.TimeoutError:
-            return await _refuse(scope, receive, send, 503, "Too many readers without signing in right now; try "
-                                 "again shortly, or sign in.", {"Retry-After": "5"})
+        except TimeoutError:
+            return await _refuse(
+                scope,
+                receive,
+                send,
+                503,
+                "Too many readers without signing in right now; try again shortly, or sign in.",
+                {"Retry-After": "5"},
+            )
         try:
             await self.app(scope, receive, send)
         finally:

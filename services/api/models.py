@@ -1,13 +1,13 @@
 """Request bodies (extra fields refused, so typos surface as 422s naming the field) and error shapes."""
+
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from fastapi import Path
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
 from services.alerts.silences import parse_duration
-
 
 MAX_ID_CHARS = 200  # an id in an API path: alert, issue, eval item, trace (the contract's ids are at most 128)
 
@@ -18,8 +18,13 @@ def path_id():
 
 
 def who():
-    return Field(None, min_length=1, max_length=200, pattern=r"\S",
-                 description="who does this (a name or handle); with a named token, its holder, and may be left out")
+    return Field(
+        None,
+        min_length=1,
+        max_length=200,
+        pattern=r"\S",
+        description="who does this (a name or handle); with a named token, its holder, and may be left out",
+    )
 
 
 class Body(BaseModel):
@@ -46,7 +51,9 @@ class SilenceBody(WithDuration):
     matchers: list[str] = Field(min_length=1, max_length=20, description="e.g. route=billing-faq, severity=~warn.*")
     by: str | None = who()
     comment: str = Field(min_length=1, max_length=2000, pattern=r"\S", description="why")
-    duration: str | None = Field(None, max_length=32, description="e.g. 2h or 1h30m, at most 366d; give this or ends_at")
+    duration: str | None = Field(
+        None, max_length=32, description="e.g. 2h or 1h30m, at most 366d; give this or ends_at"
+    )
     ends_at: AwareDatetime | None = Field(None, description="RFC 3339 end time, within 366 days")
 
     @field_validator("matchers")
@@ -64,8 +71,11 @@ class UnsilenceBody(Body):
 
 class ResolveBody(Body):
     by: str | None = who()
-    in_next_version: bool = Field(False, description="regress only on a corpus, model or prompt version other than "
-                                  "those current on the issue's dominant route now")
+    in_next_version: bool = Field(
+        False,
+        description="regress only on a corpus, model or prompt version other than "
+        "those current on the issue's dominant route now",
+    )
 
 
 class ByBody(Body):
@@ -79,8 +89,9 @@ class AssignBody(Body):
 
 class ArchiveBody(WithDuration):
     by: str | None = who()
-    duration: str | None = Field(None, max_length=32, description="archive for this long (e.g. 8h, 7d); or claims; "
-                                 "neither: until it escalates")
+    duration: str | None = Field(
+        None, max_length=32, description="archive for this long (e.g. 8h, 7d); or claims; neither: until it escalates"
+    )
     claims: int | None = Field(None, ge=1, le=10_000_000, description="archive until this many more failing claims")
 
 
@@ -101,8 +112,9 @@ class MergeBody(Body):
 
 class ProposeBody(Body):
     issue_id: str = Field(min_length=1, max_length=200)
-    trace_ids: list[str] | None = Field(None, max_length=100,
-                                        description="traces to promote; omitted: the issue's exemplars")
+    trace_ids: list[str] | None = Field(
+        None, max_length=100, description="traces to promote; omitted: the issue's exemplars"
+    )
     by: str | None = who()
 
     @field_validator("trace_ids")
@@ -134,8 +146,9 @@ ERROR_RESPONSES = {
     422: {"model": Problem, "description": "The input is malformed; detail names the field"},
 }
 # For endpoints whose success is not JSON (text, Markdown, HTML): their errors still are.
-PROBLEM_JSON = {"application/json": {"schema": {"type": "object", "required": ["detail"],
-                                                "properties": {"detail": {}}}}}
+PROBLEM_JSON = {
+    "application/json": {"schema": {"type": "object", "required": ["detail"], "properties": {"detail": {}}}}
+}
 TEXT_ERROR_RESPONSES = {
     404: {"description": "Nothing has that id", "content": PROBLEM_JSON},
     422: {"description": "The input is malformed; detail names the field", "content": PROBLEM_JSON},
@@ -185,13 +198,17 @@ class ReviewerBody(Body):
 
 class LabelBody(Body):
     reviewer: str | None = who()
-    label: str = Field(min_length=1, max_length=32, description="supported, contradicted, unsupported, overreach or stale")
+    label: str = Field(
+        min_length=1, max_length=32, description="supported, contradicted, unsupported, overreach or stale"
+    )
     span: str = Field("", max_length=4000, description="quoted verbatim from one of the claim's evidence chunks")
 
 
 class AdjudicateBody(Body):
     adjudicator: str | None = who()
-    label: str = Field(min_length=1, max_length=32, description="supported, contradicted, unsupported, overreach or stale")
+    label: str = Field(
+        min_length=1, max_length=32, description="supported, contradicted, unsupported, overreach or stale"
+    )
     span: str = Field("", max_length=4000, description="quoted verbatim from one of the claim's evidence chunks")
 
 

@@ -4,21 +4,29 @@ Pages read the same services as the API. Everything that changes state goes thro
 the JSON API from static/app.js with the bearer token the user typed into the token
 field (kept in sessionStorage), so the API's auth and rate limits apply unchanged.
 """
+
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from http import HTTPStatus
 from pathlib import Path
-from typing import Callable, Mapping
 from urllib.parse import quote
 
 import jinja2
 from fastapi import APIRouter, Depends, FastAPI, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from services.alerts.expectations import PRIORITY, SORTS, expected_text
 from services.alerts.figures import (
-    REFUSED_REMEDY, counted, dlq_command, figure, hallucination_sentence, other_sources, refused_sentence,
+    REFUSED_REMEDY,
+    counted,
+    dlq_command,
+    figure,
+    hallucination_sentence,
+    other_sources,
+    refused_sentence,
     served_sentence,
 )
 from services.alerts.lifecycle import MONITOR_KINDS
@@ -28,21 +36,20 @@ from services.api.assets import Assets, asked_version, cache_control
 from services.api.auth import READ_COOKIE, same_origin
 from services.api.ingestlag import LagWatch
 from services.api.plotly_assets import BASE_STYLE_ID, PlotlyAssets
-from services.api.serialise import as_json
-from services.core.readmodel import exactly
-from services.issues.readmodel import IssueDetailRead, IssueRead
-from services.rates.readmodel import RouteDetailRead, RouteRateRead
-from services.evalset.readmodel import AgreementRead
-from services.alerts.expectations import PRIORITY, SORTS, expected_text
 from services.api.routeview import ROUTES_PER_PAGE, RouteHistory
 from services.api.security import Gate
+from services.api.serialise import as_json
 from services.core.errors import NotFound
 from services.core.names import visible_controls
-from services.core.numbers import plural, pct, pts, thousands, utc_minute
+from services.core.numbers import pct, plural, pts, thousands, utc_minute
+from services.core.readmodel import exactly
+from services.evalset.readmodel import AgreementRead
+from services.issues.readmodel import IssueDetailRead, IssueRead
 from services.issues.traces import MAX_CLAIMS_PAGE
-from services.triage.activity import ActivityPage
+from services.rates.readmodel import RouteDetailRead, RouteRateRead
 from services.rates.report import RANKING_SUMS
 from services.rates.window import WindowError, parse_window
+from services.triage.activity import ActivityPage
 
 HERE = Path(__file__).resolve().parent
 PLOTLY = PlotlyAssets()
@@ -58,17 +65,46 @@ REVIEW_WINDOW = "24h"  # the review page's calibrated rates: the day the leader 
 
 
 def environment() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True,
-                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.globals.update(plotly_base_id=BASE_STYLE_ID, plotly_style_ids=lambda: PLOTLY.injected_style_ids,
-                       static_url=ASSETS.url, ingest_lag=None)  # pages pass the figure; error pages have none
-    env.filters.update(pct=pct, plural=plural, thousands=thousands, shown=visible_controls, interval=views.interval_pair, when=utc_minute, route_url=views.route_url,
-                       issue_url=views.issue_url, trace_url=views.trace_url, spark=views.sparkline,
-                       segment=views.segment, duration=views.duration, pts=pts, figure=figure, counted=counted,
-                       expected=expected_text)
-    env.globals.update(served_sentence=served_sentence, hallucination_sentence=hallucination_sentence,
-                       dlq_command=dlq_command, input_kinds=MONITOR_KINDS, refused_sentence=refused_sentence, other_sources=other_sources,
-                       refused_remedy=REFUSED_REMEDY)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(HERE / "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.globals.update(
+        plotly_base_id=BASE_STYLE_ID,
+        plotly_style_ids=lambda: PLOTLY.injected_style_ids,
+        static_url=ASSETS.url,
+        ingest_lag=None,
+    )  # pages pass the figure; error pages have none
+    env.filters.update(
+        pct=pct,
+        plural=plural,
+        thousands=thousands,
+        shown=visible_controls,
+        interval=views.interval_pair,
+        when=utc_minute,
+        route_url=views.route_url,
+        issue_url=views.issue_url,
+        trace_url=views.trace_url,
+        spark=views.sparkline,
+        segment=views.segment,
+        duration=views.duration,
+        pts=pts,
+        figure=figure,
+        counted=counted,
+        expected=expected_text,
+    )
+    env.globals.update(
+        served_sentence=served_sentence,
+        hallucination_sentence=hallucination_sentence,
+        dlq_command=dlq_command,
+        input_kinds=MONITOR_KINDS,
+        refused_sentence=refused_sentence,
+        other_sources=other_sources,
+        refused_remedy=REFUSED_REMEDY,
+    )
     return env
 
 
@@ -95,8 +131,15 @@ def wants_page(request: Request) -> bool:
 
 
 def error_page(status: int, message: str, headers: Mapping[str, str] | None = None) -> HTMLResponse:
-    response = render("error.html", status, page="error", title=f"{status} {HTTPStatus(status).phrase}", message=message, signed_in=True,
-                      tokens_configured=True)
+    response = render(
+        "error.html",
+        status,
+        page="error",
+        title=f"{status} {HTTPStatus(status).phrase}",
+        message=message,
+        signed_in=True,
+        tokens_configured=True,
+    )
     response.headers.update(headers or {})
     return response
 
@@ -114,9 +157,22 @@ def mount_static(api: FastAPI) -> None:
 class Pages:
     """The dashboard's pages, one handler each, over the services they read."""
 
-    def __init__(self, gate: Gate, now: Callable, *, rates, report: Callable, alerts, review, traces,
-                 detector, issues=None, evalset=None, receivers: Callable[[datetime], list[dict]] = lambda now: [],
-                 ingest: Callable[[], list[dict]] = lambda: []):
+    def __init__(
+        self,
+        gate: Gate,
+        now: Callable,
+        *,
+        rates,
+        report: Callable,
+        alerts,
+        review,
+        traces,
+        detector,
+        issues=None,
+        evalset=None,
+        receivers: Callable[[datetime], list[dict]] = lambda now: [],
+        ingest: Callable[[], list[dict]] = list,
+    ):
         """``report``: the routes' rates a page at a time (services/api/routeview.py RouteReport);
         ``detector``: the drift detector's configuration in force (the route page's expectation); ``receivers``:
         now -> each notification receiver's state (services/alerts/receivers.py: receiver_status); ``ingest``: this
@@ -129,13 +185,24 @@ class Pages:
     def _page(self, request: Request, name: str, **context) -> Response:
         if not self.gate.signed_in(request):
             return _signin_redirect(request)
-        return render(name, page=name.removesuffix(".html"), signed_in=True, ingest_lag=request.state.ingest_lag,
-                      protect_reads=self.gate.policy.protect_reads, tokens_configured=self.gate.tokens.configured,
-                      **context)
+        return render(
+            name,
+            page=name.removesuffix(".html"),
+            signed_in=True,
+            ingest_lag=request.state.ingest_lag,
+            protect_reads=self.gate.policy.protect_reads,
+            tokens_configured=self.gate.tokens.configured,
+            **context,
+        )
 
-    def overview(self, request: Request, window: str = Query("30m", max_length=16),
-                 sort: str = Query("priority", max_length=16), route: str = Query("", max_length=256),
-                 offset: int = Query(0, ge=0, le=10_000_000)) -> Response:
+    def overview(
+        self,
+        request: Request,
+        window: str = Query("30m", max_length=16),
+        sort: str = Query("priority", max_length=16),
+        route: str = Query("", max_length=256),
+        offset: int = Query(0, ge=0, le=10_000_000),
+    ) -> Response:
         window = _window_or_default(window, "30m")
         sort = sort if sort in SORTS else "priority"
         page = self.report.page(parse_window(window), self.now(), sort, offset=offset, matching=route or None)
@@ -148,37 +215,78 @@ class Pages:
             trends = views.route_trends(rows, TREND_MINUTES // TREND_STEP)
         found = self.review.calibrated(parse_window(window), self.now(), shown) if shown else {}
         calibrated = {r: c.as_dict() for r, c in found.items()}
-        return self._page(request, "overview.html", title="Overview", routes=exactly(list[RouteRateRead], page.routes), window=window,
-                          windows=WINDOWS, sort=sort, sorts=SORTS, priority=PRIORITY, route_filter=route,
-                          pager=views.pager(page, {"window": window, "sort": sort, "route": route}),
-                          trends=trends, route_badges=views.alert_badges(open_alerts), trend_hours=TREND_MINUTES // 60,
-                          calibrated_rates=calibrated)
+        return self._page(
+            request,
+            "overview.html",
+            title="Overview",
+            routes=exactly(list[RouteRateRead], page.routes),
+            window=window,
+            windows=WINDOWS,
+            sort=sort,
+            sorts=SORTS,
+            priority=PRIORITY,
+            route_filter=route,
+            pager=views.pager(page, {"window": window, "sort": sort, "route": route}),
+            trends=trends,
+            route_badges=views.alert_badges(open_alerts),
+            trend_hours=TREND_MINUTES // 60,
+            calibrated_rates=calibrated,
+        )
 
     def route_page(self, request: Request, route: str, window: str = Query("6h", max_length=16)) -> Response:
         window = _window_or_default(window, "6h") if window != "all" else "6h"
         alerts = self.alerts
         route_alerts = as_json(alerts.list(self.now(), route, explain=True))  # each with the issues behind it
-        detail = self.history.detail(route, parse_window(window), None, route_alerts, None,
-                                     self.detector,
-                                     lambda entries: alerts.compare_rates(entries, self.now()))
+        detail = self.history.detail(
+            route,
+            parse_window(window),
+            None,
+            route_alerts,
+            None,
+            self.detector,
+            lambda entries: alerts.compare_rates(entries, self.now()),
+        )
         if detail is None:
             raise NotFound(f"no events stored for route {route!r}")
         found = self.review.calibrated(parse_window(window), self.now(), [route]).get(route)
-        return self._page(request, "route.html", title=f"Route {route}", route=route, detail=exactly(RouteDetailRead, detail), window=window,
-                          windows=WINDOWS[:-1], alerts=route_alerts,
-                          calibrated_rate=found.as_dict() if found else None)
+        return self._page(
+            request,
+            "route.html",
+            title=f"Route {route}",
+            route=route,
+            detail=exactly(RouteDetailRead, detail),
+            window=window,
+            windows=WINDOWS[:-1],
+            alerts=route_alerts,
+            calibrated_rate=found.as_dict() if found else None,
+        )
 
     def alerts_page(self, request: Request) -> Response:
         at = self.now()
         listed = self.alerts.list(at, explain=True)
-        runbooks = {v.alert.alert_id: embeddable_runbook(found) for v in listed  # input-health kinds have their own
-                    if (found := self.alerts.runbook(v.alert, "html")) is not None}
-        return self._page(request, "alerts.html", title="Alerts", alerts=as_json(listed),
-                          silences=as_json(self.alerts.silences(at)), runbooks=runbooks)
+        runbooks = {
+            v.alert.alert_id: embeddable_runbook(found)
+            for v in listed  # input-health kinds have their own
+            if (found := self.alerts.runbook(v.alert, "html")) is not None
+        }
+        return self._page(
+            request,
+            "alerts.html",
+            title="Alerts",
+            alerts=as_json(listed),
+            silences=as_json(self.alerts.silences(at)),
+            runbooks=runbooks,
+        )
 
     def ops_page(self, request: Request) -> Response:
-        return self._page(request, "ops.html", title="Operations", receivers=self.receivers(self.now()), ingest=self.ingest(),
-                          alarm_minutes=int(FAILING_ALARM.total_seconds() // 60))
+        return self._page(
+            request,
+            "ops.html",
+            title="Operations",
+            receivers=self.receivers(self.now()),
+            ingest=self.ingest(),
+            alarm_minutes=int(FAILING_ALARM.total_seconds() // 60),
+        )
 
     def rules_page(self, request: Request) -> Response:
         return self._page(request, "rules.html", title="Alert rules", rules=as_json(self.alerts.rules()))
@@ -190,31 +298,58 @@ class Pages:
         found = self.alerts.get(alert_id)  # NotFound for an unknown id
         return RedirectResponse(f"/alerts#{quote(found.alert_id, safe='')}", status_code=303)
 
-    def issues_page(self, request: Request, state: str | None = Query(None, max_length=32),
-                    route: str | None = Query(None, max_length=256), q: str | None = Query(None, max_length=200),
-                    sort: str = Query("priority", max_length=32), owner: str | None = Query(None, max_length=200),
-                    assignee: str | None = Query(None, max_length=200)) -> Response:
+    def issues_page(
+        self,
+        request: Request,
+        state: str | None = Query(None, max_length=32),
+        route: str | None = Query(None, max_length=256),
+        q: str | None = Query(None, max_length=200),
+        sort: str = Query("priority", max_length=32),
+        owner: str | None = Query(None, max_length=200),
+        assignee: str | None = Query(None, max_length=200),
+    ) -> Response:
         sort = sort if sort in ISSUE_SORTS else "priority"
         state = state if state in ISSUE_STATES else None
         filters = {"state": state, "route": route, "q": q, "owner": owner, "assignee": assignee}
-        found = [] if self.issues is None else self.issues.list(**{k: v or None for k, v in filters.items()},
-                                                                sort=sort, limit=200)
-        return self._page(request, "issues.html", title="Issues", issues=exactly(list[IssueRead], found), available=self.issues is not None,
-                          filters={**{k: v or "" for k, v in filters.items()}, "sort": sort})
+        found = (
+            []
+            if self.issues is None
+            else self.issues.list(**{k: v or None for k, v in filters.items()}, sort=sort, limit=200)
+        )
+        return self._page(
+            request,
+            "issues.html",
+            title="Issues",
+            issues=exactly(list[IssueRead], found),
+            available=self.issues is not None,
+            filters={**{k: v or "" for k, v in filters.items()}, "sort": sort},
+        )
 
-    def issue_page(self, request: Request, issue_id: str, alert: str | None = Query(None, max_length=200),
-                   activity_offset: int = Query(0, ge=0, le=10_000_000)) -> Response:
+    def issue_page(
+        self,
+        request: Request,
+        issue_id: str,
+        alert: str | None = Query(None, max_length=200),
+        activity_offset: int = Query(0, ge=0, le=10_000_000),
+    ) -> Response:
         """``alert``: the alert page the reader came from (its window gives the representative traces);
         ``activity_offset``: the page of its activity shown (newest first)."""
         if self.issues is None:
             raise NotFound("issues are not available in this build yet")
         shown, runbook = self.issues.page(issue_id, alert, ActivityPage(activity_offset))
         issue = exactly(IssueDetailRead, shown)
-        return self._page(request, "issue.html", title=issue["name"], issue=issue, runbook=embeddable_runbook(runbook),
-                          can_promote=self.evalset is not None)
+        return self._page(
+            request,
+            "issue.html",
+            title=issue["name"],
+            issue=issue,
+            runbook=embeddable_runbook(runbook),
+            can_promote=self.evalset is not None,
+        )
 
-    def trace_page(self, request: Request, trace_id: str,
-                   claims_page: int = Query(1, ge=1, le=MAX_CLAIMS_PAGE)) -> Response:
+    def trace_page(
+        self, request: Request, trace_id: str, claims_page: int = Query(1, ge=1, le=MAX_CLAIMS_PAGE)
+    ) -> Response:
         if not self.gate.signed_in(request):  # sign in before anything is looked up
             return self._page(request, "trace.html")
         trace = self.traces.get(trace_id, claims_page)
@@ -222,12 +357,20 @@ class Pages:
 
     def eval_page(self, request: Request) -> Response:
         if self.evalset is None:
-            return self._page(request, "eval.html", title="Eval set", available=False, items=[], queue=[], report={},
-                              agreement={})
+            return self._page(
+                request, "eval.html", title="Eval set", available=False, items=[], queue=[], report={}, agreement={}
+            )
         items = as_json(self.evalset.items())
-        return self._page(request, "eval.html", title="Eval set", available=True, items=items,
-                          queue=[i for i in items if i.get("state") == "proposed"],
-                          report=as_json(self.evalset.report()), agreement=AgreementRead.of(self.evalset.agreement()).as_dict())
+        return self._page(
+            request,
+            "eval.html",
+            title="Eval set",
+            available=True,
+            items=items,
+            queue=[i for i in items if i.get("state") == "proposed"],
+            report=as_json(self.evalset.report()),
+            agreement=AgreementRead.of(self.evalset.agreement()).as_dict(),
+        )
 
     def review_page(self, request: Request) -> Response:
         """Its route tables show the first ROUTES_PER_PAGE routes each: those with labels of their own, then by
@@ -235,19 +378,33 @@ class Pages:
         review = self.review
         calibrated = review.calibrated(parse_window(REVIEW_WINDOW), self.now())
         labelled_first = sorted(calibrated.items(), key=lambda rc: (not rc[1].own_labels, rc[0]))
-        return self._page(request, "review.html", title="Review", guide_version=review.queue.guide_version,
-                          progress=as_json(review.progress()), agreement=as_json(review.agreement()),
-                          calibrated_rates=[c.as_dict() | {"route": r, "raw": c.raw}
-                                            for r, c in labelled_first[:ROUTES_PER_PAGE]],
-                          calibrated_window=REVIEW_WINDOW, routes_in_window=len(calibrated),
-                          plan=as_json(review.planner.plan_all(calibrated.values(), review.plan_width)[:ROUTES_PER_PAGE]),
-                          plan_width=review.plan_width)
+        return self._page(
+            request,
+            "review.html",
+            title="Review",
+            guide_version=review.queue.guide_version,
+            progress=as_json(review.progress()),
+            agreement=as_json(review.agreement()),
+            calibrated_rates=[c.as_dict() | {"route": r, "raw": c.raw} for r, c in labelled_first[:ROUTES_PER_PAGE]],
+            calibrated_window=REVIEW_WINDOW,
+            routes_in_window=len(calibrated),
+            plan=as_json(review.planner.plan_all(calibrated.values(), review.plan_width)[:ROUTES_PER_PAGE]),
+            plan_width=review.plan_width,
+        )
 
     # Reads protected by token: a browser signs in once and gets a read-only session, never the token.
     def _signin_form(self, next: str, status: int = 200, error: str = "") -> Response:
-        response = render("signin.html", status, page="signin", title="Sign in", next=_local(next), signed_in=False,
-                          protect_reads=self.gate.policy.protect_reads, tokens_configured=self.gate.tokens.configured,
-                          error=error)
+        response = render(
+            "signin.html",
+            status,
+            page="signin",
+            title="Sign in",
+            next=_local(next),
+            signed_in=False,
+            protect_reads=self.gate.policy.protect_reads,
+            tokens_configured=self.gate.tokens.configured,
+            error=error,
+        )
         # The form's post must carry its Origin, which the site-wide no-referrer policy would blank to "null".
         response.headers["Referrer-Policy"] = "same-origin"
         return response
@@ -255,8 +412,9 @@ class Pages:
     def signin_page(self, request: Request, next: str = Query("/", max_length=500)) -> Response:
         return self._signin_form(next)
 
-    def signin(self, request: Request, token: str = Form(max_length=500),
-               next: str = Form("/", max_length=500)) -> Response:
+    def signin(
+        self, request: Request, token: str = Form(max_length=500), next: str = Form("/", max_length=500)
+    ) -> Response:
         gate = self.gate
         if not same_origin(request.headers.get("host"), request.headers.get("origin"), request.headers.get("referer")):
             return self._signin_form(next, 403, "Sign in from this site's own sign-in page.")
@@ -267,8 +425,15 @@ class Pages:
         if refusal is not None:
             return self._signin_form(next, refusal.status, refusal.detail)
         response = RedirectResponse(_local(next), status_code=303)
-        response.set_cookie(READ_COOKIE, gate.sessions.issue(token), max_age=gate.sessions.max_age_seconds, httponly=True,
-                            samesite="strict", secure=request.url.scheme == "https", path="/")
+        response.set_cookie(
+            READ_COOKIE,
+            gate.sessions.issue(token),
+            max_age=gate.sessions.max_age_seconds,
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+            path="/",
+        )
         return response
 
 
@@ -278,11 +443,20 @@ def router(pages: Pages, ingest_lag: LagWatch | None = None) -> APIRouter:
         request.state.ingest_lag = await ingest_lag.current() if ingest_lag else None
 
     r = APIRouter(include_in_schema=False, dependencies=[Depends(read_ingest_lag)])
-    gets = (("/", pages.overview), ("/routes/{route:path}", pages.route_page), ("/alerts", pages.alerts_page),
-            ("/alerts/rules", pages.rules_page), ("/alerts/{alert_id}", pages.alert_page),  # rules before {alert_id}
-            ("/issues", pages.issues_page), ("/issues/{issue_id}", pages.issue_page),
-            ("/traces/{trace_id:path}", pages.trace_page), ("/eval", pages.eval_page), ("/review", pages.review_page),
-            ("/ops", pages.ops_page), ("/signin", pages.signin_page))
+    gets = (
+        ("/", pages.overview),
+        ("/routes/{route:path}", pages.route_page),
+        ("/alerts", pages.alerts_page),
+        ("/alerts/rules", pages.rules_page),
+        ("/alerts/{alert_id}", pages.alert_page),  # rules before {alert_id}
+        ("/issues", pages.issues_page),
+        ("/issues/{issue_id}", pages.issue_page),
+        ("/traces/{trace_id:path}", pages.trace_page),
+        ("/eval", pages.eval_page),
+        ("/review", pages.review_page),
+        ("/ops", pages.ops_page),
+        ("/signin", pages.signin_page),
+    )
     for path, handler in gets:
         r.add_api_route(path, handler, methods=["GET"], response_class=HTMLResponse)
     r.add_api_route("/signin", pages.signin, methods=["POST"], response_class=HTMLResponse)

@@ -6,6 +6,7 @@ blocks. It skips that when the page already holds an element with the style's id
 placeholder elements, and the base rules are served as a stylesheet, extracted
 from the same bundle so they always match its version.
 """
+
 from __future__ import annotations
 
 import re
@@ -16,7 +17,9 @@ import plotly
 
 BUNDLE = Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
 BASE_STYLE_ID = "plotly.js-style-global"
-_INJECTED_ID = re.compile(r'document\.getElementById\("([0-9a-f]{32,64})"\)\)\{var \w+=document\.createElement\("style"\)')
+_INJECTED_ID = re.compile(
+    r'document\.getElementById\("([0-9a-f]{32,64})"\)\)\{var \w+=document\.createElement\("style"\)'
+)
 _RULES = re.compile(r'=\{("X,X div":.*?)\};for\(')
 _RULE = re.compile(r'"((?:[^"\\]|\\.)*)":(?:\'((?:[^\'\\]|\\.)*)\'|"((?:[^"\\]|\\.)*)")')
 
@@ -45,6 +48,8 @@ class PlotlyAssets:
             body = single or double
             if body == "outline:none;":  # keep the dashboard's visible keyboard focus
                 continue
-            selector = re.sub(r"^,", " ,", selector).replace("X", ".js-plotly-plot .plotly").replace("Y", ".plotly-notifier")
+            selector = (
+                re.sub(r"^,", " ,", selector).replace("X", ".js-plotly-plot .plotly").replace("Y", ".plotly-notifier")
+            )
             lines.append(f"{selector}{{{body}}}")
         return "\n".join(lines) + "\n"

@@ -2,6 +2,7 @@
 
 ``settings.api`` (services/app/settings.py) takes its defaults from ``ApiPolicy``; this module imports nothing
 heavy, so the settings (and every CLI command) load without FastAPI. services/api/security.py enforces it."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

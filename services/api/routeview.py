@@ -1,11 +1,12 @@
 """What the route detail shows: the rate over time with its interval band, the baseline, alert
 spans, the verdict breakdown and the version-change timeline. Pure functions over the rate
 repository's rows; and the per-route rates every surface lists (``RouteReport``)."""
+
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
-from typing import Callable, Collection
+from datetime import UTC, datetime, timedelta
 
 from services.alerts.config import DetectorConfig
 from services.alerts.detector import baseline_status, history_hours_between
@@ -18,12 +19,12 @@ from services.store.convert import parse_ch_time
 from services.store.rates import RateRepository
 
 MAX_POINTS = 120
-MAX_VERSIONS = 50           # version values listed on a route's page: producers choose them, so the page bounds them
-CURRENT_MINUTES = 30        # "current rate": the overview's window, ending where it does (RateRepository.window_end)
+MAX_VERSIONS = 50  # version values listed on a route's page: producers choose them, so the page bounds them
+CURRENT_MINUTES = 30  # "current rate": the overview's window, ending where it does (RateRepository.window_end)
 STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 240, 720, 1440)
 
 
-ROUTES_PER_PAGE = 100       # a page of the route list (the overview, GET /api/rates, `claimwatch rates`), by default
+ROUTES_PER_PAGE = 100  # a page of the route list (the overview, GET /api/rates, `claimwatch rates`), by default
 MAX_ROUTES_PER_PAGE = 1000  # and at most: a producer chooses route names, so no list answers with all of them
 
 
@@ -59,16 +60,25 @@ class RouteReport:
     def __init__(self, rates, review, alerts):
         self.rates, self.review, self.alerts = rates, review, alerts
 
-    def page(self, window: timedelta | None, now: datetime, sort: str = "priority", calibrated: bool = False, *,
-             limit: int = ROUTES_PER_PAGE, offset: int = 0, matching: str | None = None,
-             routes: Collection[str] | None = None) -> RoutePage:
+    def page(
+        self,
+        window: timedelta | None,
+        now: datetime,
+        sort: str = "priority",
+        calibrated: bool = False,
+        *,
+        limit: int = ROUTES_PER_PAGE,
+        offset: int = 0,
+        matching: str | None = None,
+        routes: Collection[str] | None = None,
+    ) -> RoutePage:
         """The ``limit`` routes from ``offset`` of the list in ``sort`` order; of the routes ``matching`` a filter
         (a glob, or a part of the name: services/store/rates.py route_like) or of ``routes``, when given."""
         end = self.rates.window_end()  # one window for the ranking and the page, though a minute turns between
         ranked = self.rates.totals("", window, end, matching=matching, routes=routes, sums=RANKING_SUMS)
         compare = self.alerts.comparison(now)
         order = sort_routes([compare(e) for e in ranking_entries(ranked)], sort)
-        shown = [e["route"] for e in order[offset:offset + limit]]
+        shown = [e["route"] for e in order[offset : offset + limit]]
         rows = {r["route"]: r for r in self.rates.totals("", window, end, routes=shown)} if shown else {}
         entries = [rate_entry(rows[route]) for route in shown if route in rows]
         if calibrated:
@@ -77,7 +87,7 @@ class RouteReport:
 
 
 def iso(ts: datetime) -> str:
-    return ts.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+    return ts.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def step_for(start: datetime, end: datetime, max_points: int = MAX_POINTS) -> int:
@@ -99,9 +109,17 @@ def series(rows: list[dict], start: datetime, step: int) -> list[dict]:
     for index in sorted(buckets):
         c = buckets[index]
         interval = ratio_interval(c)
-        out.append({"minute": iso(start + timedelta(minutes=index * step)), "events": c.events, "claims": c.claims,
-                    "failed": c.failed, "rate": c.rate, "lo": interval.lo if interval else None,
-                    "hi": interval.hi if interval else None})
+        out.append(
+            {
+                "minute": iso(start + timedelta(minutes=index * step)),
+                "events": c.events,
+                "claims": c.claims,
+                "failed": c.failed,
+                "rate": c.rate,
+                "lo": interval.lo if interval else None,
+                "hi": interval.hi if interval else None,
+            }
+        )
     return out
 
 
@@ -112,8 +130,17 @@ def overlaps(alert: dict, start: datetime, end: datetime) -> bool:
 
 
 def alert_spans(alerts: list[dict]) -> list[dict]:
-    return [{"alert_id": a["alert_id"], "state": a["state"], "severity": a["severity"], "start": a["pending_since"],
-             "firing_at": a["starts_at"], "end": a["ends_at"]} for a in alerts]
+    return [
+        {
+            "alert_id": a["alert_id"],
+            "state": a["state"],
+            "severity": a["severity"],
+            "start": a["pending_since"],
+            "firing_at": a["starts_at"],
+            "end": a["ends_at"],
+        }
+        for a in alerts
+    ]
 
 
 def baseline_from(current: dict | None, alerts: list[dict], before: Counts | None, before_minutes: int) -> dict | None:
@@ -121,17 +148,29 @@ def baseline_from(current: dict | None, alerts: list[dict], before: Counts | Non
     the overview and `claimwatch rates` compare against); else the newest drift alert's baseline; else the
     preceding window's rate. Input-health alerts' baselines are counts or shares, never drawn here."""
     if current is not None and current.get("expected") is not None:
-        return {"rate": current["expected"], "interval": None, "expectation": True,
-                "source": f"the drift detector's expectation: {current['expected_basis']}"}
+        return {
+            "rate": current["expected"],
+            "interval": None,
+            "expectation": True,
+            "source": f"the drift detector's expectation: {current['expected_basis']}",
+        }
     for alert in alerts:  # newest first
         if alert["kind"] in KINDS and alert.get("baseline") is not None:
-            return {"rate": alert["baseline"], "interval": alert.get("baseline_interval"), "expectation": False,
-                    "source": f"alert {alert['alert_id']}"}
+            return {
+                "rate": alert["baseline"],
+                "interval": alert.get("baseline_interval"),
+                "expectation": False,
+                "source": f"alert {alert['alert_id']}",
+            }
     if before is None or not before.claims:
         return None
     interval = ratio_interval(before)
-    return {"rate": before.rate, "interval": interval.as_list() if interval else None, "expectation": False,
-            "source": f"the {before_minutes} minutes before this range"}
+    return {
+        "rate": before.rate,
+        "interval": interval.as_list() if interval else None,
+        "expectation": False,
+        "source": f"the {before_minutes} minutes before this range",
+    }
 
 
 class RouteHistory:
@@ -144,8 +183,16 @@ class RouteHistory:
         """The version values seen in [start, end], the ``MAX_VERSIONS`` first seen last: the first and last minute
         each was seen at all; and how many were seen in all."""
         spans, total = self.rates.version_spans(route, start, end, MAX_VERSIONS)
-        return [{"key": r["key"], "value": r["value"], "first_seen": iso(r["first"]), "last_seen": iso(r["last"]),
-                 "events": r["events"]} for r in spans], total
+        return [
+            {
+                "key": r["key"],
+                "value": r["value"],
+                "first_seen": iso(r["first"]),
+                "last_seen": iso(r["last"]),
+                "events": r["events"],
+            }
+            for r in spans
+        ], total
 
     def counts(self, route: str, start: datetime, end: datetime) -> Counts:
         rows = self.rates.minutes(route, start, end)
@@ -165,9 +212,16 @@ class RouteHistory:
             total += Counts.from_row(row)
         return {**rate_entry({"route": route, **total.as_dict()}), "window_minutes": minutes, "end": iso(end)}
 
-    def detail(self, route: str, window: timedelta, end: datetime | None, alerts: list[dict],
-               step: int | None, detector: DetectorConfig,
-               compare: Callable[[list[dict]], list[dict]] | None = None) -> dict | None:
+    def detail(
+        self,
+        route: str,
+        window: timedelta,
+        end: datetime | None,
+        alerts: list[dict],
+        step: int | None,
+        detector: DetectorConfig,
+        compare: Callable[[list[dict]], list[dict]] | None = None,
+    ) -> dict | None:
         """Everything the route page draws; None if the route has never been seen. ``compare`` sets the current
         rate beside the expectation (AlertsService.compare_rates), which is of now: only when ``end`` is None."""
         current = self.current(route, end)
@@ -190,7 +244,10 @@ class RouteHistory:
         in_range = [a for a in alerts if overlaps(a, start, end + timedelta(minutes=1))]
         versions, versions_seen = self.versions(route, start, end)
         return {
-            "route": route, "start": iso(start), "end": iso(end), "step_minutes": step,
+            "route": route,
+            "start": iso(start),
+            "end": iso(end),
+            "step_minutes": step,
             "totals": rate_entry({"route": route, **totals.as_dict()}),
             "current": current,
             "series": series(rows, start, step),

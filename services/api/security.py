@@ -1,22 +1,35 @@
 """The API's access policy and the FastAPI dependencies that enforce it."""
+
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from fastapi import HTTPException, Request, Security
 from fastapi.exceptions import RequestValidationError
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from services.api.auth import (READ_COOKIE, SESSION_NOT_TOKEN, ClientAddress, ReadSession, Refusal, TokenBucket,
-                               TokenCheck, bearer_of, hash_token)
+from services.api.auth import (
+    READ_COOKIE,
+    SESSION_NOT_TOKEN,
+    ClientAddress,
+    ReadSession,
+    Refusal,
+    TokenBucket,
+    TokenCheck,
+    bearer_of,
+    hash_token,
+)
 from services.api.models import PROBLEM_JSON
 from services.api.policy import ApiPolicy
 from services.core.names import identity_key
 
 # Shown in OpenAPI as the `bearerAuth` scheme; auto_error off so refusals use our messages.
-bearer_scheme = HTTPBearer(auto_error=False, scheme_name="bearerAuth",
-                           description="A token made by `claimwatch token new`; only its sha256 is configured.")
+bearer_scheme = HTTPBearer(
+    auto_error=False,
+    scheme_name="bearerAuth",
+    description="A token made by `claimwatch token new`; only its sha256 is configured.",
+)
 
 # Documented on every endpoint that can refuse a caller.
 AUTH_RESPONSES = {
@@ -26,8 +39,11 @@ AUTH_RESPONSES = {
 MUTATION_RESPONSES = {
     **AUTH_RESPONSES,
     413: {"description": "The body is larger than api.max_body_bytes", "content": PROBLEM_JSON},
-    429: {"description": "Too many changes from this token (or, without a valid token, from this address); "
-                         "retry after Retry-After seconds", "content": PROBLEM_JSON},
+    429: {
+        "description": "Too many changes from this token (or, without a valid token, from this address); "
+        "retry after Retry-After seconds",
+        "content": PROBLEM_JSON,
+    },
 }
 # The name a client records a change under when its user gave none (the CLI's identity.name or login name): it
 # counts only with a token that has no name, whose changes need a name; a named token's holder is who signs.
@@ -51,8 +67,9 @@ def retry_after(wait: float) -> int:
 
 def too_many(wait: float, who: str, settings: str) -> HTTPException:
     retry = retry_after(wait)
-    return HTTPException(429, f"too many {who}; retry in {retry}s (limit: {settings})",
-                         headers={"Retry-After": str(retry)})
+    return HTTPException(
+        429, f"too many {who}; retry in {retry}s (limit: {settings})", headers={"Retry-After": str(retry)}
+    )
 
 
 class Gate:
@@ -71,8 +88,10 @@ class Gate:
         self.holders = TokenBucket(policy.mutations_per_minute / 60.0, policy.mutation_burst)
         self.anonymous_mutations = per_minute(policy.anonymous_mutations_per_minute)
         self.signins = per_minute(policy.signins_per_minute)
-        self.anonymous_reads = TokenBucket(policy.anonymous_reads_per_minute / 60.0,
-                                           max(1, min(policy.anonymous_read_burst, int(policy.anonymous_reads_per_minute))))
+        self.anonymous_reads = TokenBucket(
+            policy.anonymous_reads_per_minute / 60.0,
+            max(1, min(policy.anonymous_read_burst, int(policy.anonymous_reads_per_minute))),
+        )
         self.clock = clock
 
     def client_of(self, request: Request) -> str:
@@ -93,8 +112,9 @@ class Gate:
         # Guessing tokens is throttled, in a bucket no token holder shares.
         wait = self.anonymous_mutations.take(self.client_of(request), self.clock())
         if wait > 0:
-            raise too_many(wait, "changes without a valid token from this address",
-                           "api.anonymous_mutations_per_minute")
+            raise too_many(
+                wait, "changes without a valid token from this address", "api.anonymous_mutations_per_minute"
+            )
         refusal = SESSION_NOT_TOKEN if token is not None and self.sessions.signed(token) else self.tokens.refusal(token)
         if refusal is not None:  # None only if the token file gained this token since holds_token()
             raise _refuse(refusal)
@@ -108,13 +128,25 @@ class Gate:
         if name is None:
             claimed = claimed if claimed is not None else request.headers.get(DEFAULT_BY_HEADER) or None
             if claimed is None:
-                raise RequestValidationError([{"type": "value_error", "loc": ("body", field), "msg": (
-                    "is required with a token that has no name (one made with `claimwatch token new --name NAME` "
-                    "records its holder)")}])
+                raise RequestValidationError(
+                    [
+                        {
+                            "type": "value_error",
+                            "loc": ("body", field),
+                            "msg": (
+                                "is required with a token that has no name (one made with `claimwatch token new --name NAME` "
+                                "records its holder)"
+                            ),
+                        }
+                    ]
+                )
             return claimed
         if claimed is not None and identity_key(claimed) != identity_key(name):
-            raise HTTPException(403, f"this token is {name!r}'s, so changes made with it are recorded as {name!r}, "
-                                     f"not {claimed[:200]!r}: leave out by, or use your own token")
+            raise HTTPException(
+                403,
+                f"this token is {name!r}'s, so changes made with it are recorded as {name!r}, "
+                f"not {claimed[:200]!r}: leave out by, or use your own token",
+            )
         return name
 
     def signer(self, request: Request, claimed: str | None, field: str = "by") -> str:
@@ -122,8 +154,11 @@ class Gate:
         unnamed token is whoever claims a name, so it cannot show that a second person looked."""
         holder = getattr(request.state, "holder", None)
         if holder is None or holder.name is None:
-            raise HTTPException(403, "signing off needs a token with a name, so the second pair of eyes is on record: "
-                                     "make one for the reviewer with `claimwatch token new --name NAME --register`")
+            raise HTTPException(
+                403,
+                "signing off needs a token with a name, so the second pair of eyes is on record: "
+                "make one for the reviewer with `claimwatch token new --name NAME --register`",
+            )
         return self.acting_as(request, claimed, field)
 
     def read_check(self, request: Request, token: str | None) -> None:
@@ -155,8 +190,9 @@ class Gate:
 
     # FastAPI dependencies -----------------------------------------------------
     def mutation(self):
-        def require_token(request: Request,
-                          credentials: HTTPAuthorizationCredentials | None = Security(bearer_scheme)) -> None:
+        def require_token(
+            request: Request, credentials: HTTPAuthorizationCredentials | None = Security(bearer_scheme)
+        ) -> None:
             self.mutation_check(request, credentials.credentials if credentials else None)
 
         return require_token
@@ -165,8 +201,9 @@ class Gate:
         if not self.policy.protect_reads:  # open reads: no security scheme in OpenAPI either
             return lambda: None
 
-        def allow_read(request: Request,
-                       credentials: HTTPAuthorizationCredentials | None = Security(bearer_scheme)) -> None:
+        def allow_read(
+            request: Request, credentials: HTTPAuthorizationCredentials | None = Security(bearer_scheme)
+        ) -> None:
             self.read_check(request, credentials.credentials if credentials else None)
 
         return allow_read

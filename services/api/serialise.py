@@ -1,4 +1,5 @@
 """Domain objects as the JSON the API and the CLI emit (one shape for both)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -13,5 +14,8 @@ def as_json(value: Any) -> Any:
         return [as_json(v) for v in value]
     if hasattr(value, "as_dict"):
         value = value.as_dict()
-    return orjson.loads(orjson.dumps(dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value,
-                                     option=orjson.OPT_NON_STR_KEYS))
+    return orjson.loads(
+        orjson.dumps(
+            dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value, option=orjson.OPT_NON_STR_KEYS
+        )
+    )

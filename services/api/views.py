@@ -1,4 +1,5 @@
 """Plain helpers that shape service data for the dashboard templates (no I/O)."""
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -76,15 +77,21 @@ def trend_window(end: datetime | None, minutes: int) -> tuple[datetime, datetime
 def pager(page, query: dict[str, str]) -> dict:
     """Where a page of the route list (services/api/routeview.py RoutePage) lies, and links to its neighbours
     that keep the list's ``query`` (empty values left out)."""
+
     def link(offset: int) -> str:
         kept = {k: v for k, v in query.items() if v}
         return "?" + urlencode({**kept, **({"offset": offset} if offset else {})})
 
     previous = max(0, page.offset - page.limit) if page.offset else None
-    return {"first": page.offset + 1 if page.routes else 0, "last": page.offset + len(page.routes),
-            "total": page.total, "after": page.after,
-            "next": link(page.next_offset) if page.next_offset is not None else None,
-            "prev": link(previous) if previous is not None else None, "start": link(0)}
+    return {
+        "first": page.offset + 1 if page.routes else 0,
+        "last": page.offset + len(page.routes),
+        "total": page.total,
+        "after": page.after,
+        "next": link(page.next_offset) if page.next_offset is not None else None,
+        "prev": link(previous) if previous is not None else None,
+        "start": link(0),
+    }
 
 
 def duration(seconds: float | None) -> str:
@@ -103,28 +110,66 @@ def ingest_status(health, metrics, monotonic_now: float, now: datetime) -> list[
     sample = metrics.registry.get_sample_value
     rows = []
     if not health.writes:
-        rows.append({"part": "store writes", "state": "off", "detail": "this process writes no events (the worker's "
-                     "ops page and /readyz say how its writes go)"})
+        rows.append(
+            {
+                "part": "store writes",
+                "state": "off",
+                "detail": "this process writes no events (the worker's ops page and /readyz say how its writes go)",
+            }
+        )
     elif health.store_ok:
         rows.append({"part": "store writes", "state": "ok", "detail": "the last batch was stored and checked"})
     else:
         since = health.failing_since
-        rows.append({"part": "store writes", "state": "failing", "detail": (
-            f"{health.consecutive_failures:,} failed writes in a row" + (f" since {utc_minute(since)}" if since else "")
-            + f"; retried with backoff, offsets not committed: {health.store_error}")})
+        rows.append(
+            {
+                "part": "store writes",
+                "state": "failing",
+                "detail": (
+                    f"{health.consecutive_failures:,} failed writes in a row"
+                    + (f" since {utc_minute(since)}" if since else "")
+                    + f"; retried with backoff, offsets not committed: {health.store_error}"
+                ),
+            }
+        )
     broker = health.broker
     silent = broker.unreachable(monotonic_now) if broker is not None else None
-    rows.append({"part": "broker", "state": "off" if broker is None else "failing" if silent else "ok",
-                 "detail": "this process consumes nothing" if broker is None else
-                 f"unreachable: {silent}" if silent else "answers"})
+    rows.append(
+        {
+            "part": "broker",
+            "state": "off" if broker is None else "failing" if silent else "ok",
+            "detail": "this process consumes nothing"
+            if broker is None
+            else f"unreachable: {silent}"
+            if silent
+            else "answers",
+        }
+    )
     active, limit = sample("claimwatch_active_routes"), sample("claimwatch_active_routes_limit")
     refused = sample("claimwatch_dlq_total", {"reason": "route.limit"}) or 0
     if health.writes and active is not None and limit:
-        rows.append({"part": "routes", "state": "failing" if refused or active >= 0.9 * limit else "ok", "detail": (
-            f"{active:,.0f} of {limit:,.0f} active (routes.max_active)"
-            + (f"; {refused:,.0f} events of further new routes dead-lettered (rule route.limit)" if refused else ""))})
+        rows.append(
+            {
+                "part": "routes",
+                "state": "failing" if refused or active >= 0.9 * limit else "ok",
+                "detail": (
+                    f"{active:,.0f} of {limit:,.0f} active (routes.max_active)"
+                    + (
+                        f"; {refused:,.0f} events of further new routes dead-lettered (rule route.limit)"
+                        if refused
+                        else ""
+                    )
+                ),
+            }
+        )
     lag = sample("claimwatch_evaluator_lag_seconds")
-    rows.append({"part": "alert evaluation", "state": "off" if not lag else "failing" if lag > 300 else "ok",
-                 "detail": "not evaluated in this process yet (the leader evaluates)" if not lag else
-                 f"evaluated up to {duration(lag)} ago"})
+    rows.append(
+        {
+            "part": "alert evaluation",
+            "state": "off" if not lag else "failing" if lag > 300 else "ok",
+            "detail": "not evaluated in this process yet (the leader evaluates)"
+            if not lag
+            else f"evaluated up to {duration(lag)} ago",
+        }
+    )
     return rows

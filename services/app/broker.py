@@ -4,6 +4,7 @@ Used by ``claimwatch up`` when no ``--kafka`` is given, and by the tests. In-mem
 storage means a broker restart loses its topics and messages; production points
 claimwatch at its own Kafka cluster instead.
 """
+
 from __future__ import annotations
 
 import os
@@ -112,7 +113,7 @@ class EmbeddedBroker:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc else None
 
-    def start(self, timeout: float = 15.0) -> "EmbeddedBroker":
+    def start(self, timeout: float = 15.0) -> EmbeddedBroker:
         """Start Tansu; refuses a taken port (another stack's broker, or an orphan), so one broker serves one stack.
 
         The broker gets SIGTERM when this process dies, even by SIGKILL: no orphan keeps the port."""
@@ -122,9 +123,20 @@ class EmbeddedBroker:
         url = f"tcp://{self.host}:{self.port}"
         log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         self._proc = subprocess.Popen(
-            [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url,
-             "--storage-engine", "memory://tansu/"],
-            stdout=log, stderr=log, start_new_session=True, preexec_fn=die_with_parent(signal.SIGTERM),
+            [
+                str(tansu_binary()),
+                "broker",
+                "--listener-url",
+                url,
+                "--advertised-listener-url",
+                url,
+                "--storage-engine",
+                "memory://tansu/",
+            ],
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            preexec_fn=die_with_parent(signal.SIGTERM),
         )
         try:
             wait_for_port(self.host, self.port, timeout)
@@ -150,8 +162,9 @@ class EmbeddedBroker:
         deadline = time.monotonic() + timeout
         while (states := thread_states(self._proc.pid)) and all(s == "T" for s in states) != stopped:
             if time.monotonic() > deadline:
-                raise BrokerError(f"the broker's threads did not {'stop' if stopped else 'continue'} "
-                                  f"within {timeout:.0f}s")
+                raise BrokerError(
+                    f"the broker's threads did not {'stop' if stopped else 'continue'} within {timeout:.0f}s"
+                )
             time.sleep(0.005)
 
     def _signal(self, sig: int) -> None:
@@ -171,7 +184,7 @@ class EmbeddedBroker:
             self._proc.wait()
         self._proc = None
 
-    def __enter__(self) -> "EmbeddedBroker":
+    def __enter__(self) -> EmbeddedBroker:
         return self.start()
 
     def __exit__(self, *exc) -> None:

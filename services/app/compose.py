@@ -11,18 +11,20 @@ In embedded mode one process owns the chDB directory, so the worker, the alert e
 the clustering schedule and the API all run in one process, in one event loop, sharing one store.
 With a ClickHouse server, several workers can run side by side.
 """
+
 from __future__ import annotations
 
 import contextlib
 import logging
 import shutil
 import tempfile
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import partial
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from clustering.config import ClusteringConfig, config_from_settings
 from clustering.embed import CachedEmbedder, Embedder, SentenceTransformerEmbedder
@@ -34,10 +36,10 @@ from runbooks.issues import IssueRunbooks
 from services.alerts.backtest import CHUNK, BacktestSummary, BucketLoader, replay
 from services.alerts.cardinality import RouteCardinalityWatch
 from services.alerts.dispatch import Dispatcher
-from services.alerts.receivers import ISSUE_WEBHOOK
 from services.alerts.evaluator import AlertEvaluator, detector_config_for
 from services.alerts.explain import AlertExplainer
 from services.alerts.input_health import InputHealthConfig
+from services.alerts.receivers import ISSUE_WEBHOOK
 from services.alerts.records import AlertRecords, alert_repository
 from services.alerts.rules import Rule, alert_rules, load_quality
 from services.alerts.service import AlertsService
@@ -67,8 +69,8 @@ from services.store.issues import ClickHouseEmbeddingCache
 from services.store.migrate import migrate
 from services.store.notifications import NotificationLog
 from services.store.rates import RateRepository
-from services.store.review import ReviewRepository
 from services.store.retention import Retention, RetentionKeeper
+from services.store.review import ReviewRepository
 from services.store.scratch import private_store
 from services.store.storage import StorageRepository
 from services.store.traces import TraceRepository
@@ -88,8 +90,12 @@ def clustering_config(settings: Settings) -> ClusteringConfig:
 
 def claim_vectorizer(config: ClusteringConfig) -> Callable[[Embedder], ClaimVectorizer]:
     """The issue jobs' claim vectorizer for an embedder: the one the clustering pipeline builds from ``config``."""
-    return lambda embedder: ClaimVectorizer(embedder, config.fields, screen=TextScreen(config.max_chars, config.model),
-                                            require_claim_text=config.require_claim_text)
+    return lambda embedder: ClaimVectorizer(
+        embedder,
+        config.fields,
+        screen=TextScreen(config.max_chars, config.model),
+        require_claim_text=config.require_claim_text,
+    )
 
 
 @dataclass(frozen=True)
@@ -106,10 +112,17 @@ class Repositories:
     notifications: NotificationLog
 
     @classmethod
-    def on(cls, store: Store, clock: Callable[[], datetime] = utcnow) -> "Repositories":
-        return cls(RateRepository(store, clock), alert_repository(store), issue_repository(store, clock),
-                   EvalRepository(store), TraceRepository(store), ReviewRepository(store), StorageRepository(store),
-                   NotificationLog(store))
+    def on(cls, store: Store, clock: Callable[[], datetime] = utcnow) -> Repositories:
+        return cls(
+            RateRepository(store, clock),
+            alert_repository(store),
+            issue_repository(store, clock),
+            EvalRepository(store),
+            TraceRepository(store),
+            ReviewRepository(store),
+            StorageRepository(store),
+            NotificationLog(store),
+        )
 
 
 @dataclass
@@ -132,18 +145,29 @@ class Components:
     metrics: Metrics = field(default_factory=Metrics)
     health: Health = field(default_factory=Health)
     store_thread: ThreadPoolExecutor = field(  # ingest's writes and the timers' store work (not alert evaluation)
-        default_factory=lambda: named_executor("store"))
+        default_factory=lambda: named_executor("store")
+    )
 
     def ingestor(self, epoch: str = "") -> Ingestor:
         """The ingest step; ``epoch`` names the incarnation of the consumed topic (broker.topic_epoch)."""
         s = self.settings
         embedded = s.clickhouse.startswith("chdb:")  # this process alone writes: safe to repair while running
-        return Ingestor(EventWriter(self.store, repair_after_failure=embedded), Decoder(s.ingest.max_event_bytes),
-                        Redactor(s.privacy), ingest_window(s), epoch, self.route_guard())
+        return Ingestor(
+            EventWriter(self.store, repair_after_failure=embedded),
+            Decoder(s.ingest.max_event_bytes),
+            Redactor(s.privacy),
+            ingest_window(s),
+            epoch,
+            self.route_guard(),
+        )
 
     def route_guard(self) -> RouteGuard:
         """The route bound, seeded with the routes the store has seen within the window (newest first)."""
-        limit, window, now = self.settings.routes.max_active, timedelta(hours=self.settings.routes.active_hours), utcnow()
+        limit, window, now = (
+            self.settings.routes.max_active,
+            timedelta(hours=self.settings.routes.active_hours),
+            utcnow(),
+        )
         seen = self.repos.rates.latest_minute_by_route(now - window)
         newest = sorted(seen, key=seen.__getitem__, reverse=True)[:limit]
         guard = RouteGuard(limit, window, reversed(newest), now)
@@ -152,15 +176,18 @@ class Components:
 
     def cardinality_watch(self) -> RouteCardinalityWatch:
         """The route bound's alert: routes refused for routes.max_active, by the producer sending them."""
-        return RouteCardinalityWatch(partial(refused_routes, self.store, rule=ROUTE_LIMIT), self.repos.alerts,
-                                     self.settings.routes.max_active)
+        return RouteCardinalityWatch(
+            partial(refused_routes, self.store, rule=ROUTE_LIMIT), self.repos.alerts, self.settings.routes.max_active
+        )
 
     def close(self) -> None:
         self.store_thread.shutdown(wait=True)
         self.store.close()
 
 
-def build(settings: Settings, store: Store, clock: Callable[[], datetime] = utcnow, cli: str = "claimwatch") -> Components:
+def build(
+    settings: Settings, store: Store, clock: Callable[[], datetime] = utcnow, cli: str = "claimwatch"
+) -> Components:
     """Every shared object, once, each given its collaborators (and ``clock``, the wall clock they read).
 
     ``cli`` starts the commands runbooks print: a service passes ``service_cli()``; the CLI, how its own user
@@ -169,43 +196,87 @@ def build(settings: Settings, store: Store, clock: Callable[[], datetime] = utcn
     repos = Repositories.on(store, clock)
     metrics = Metrics()
     config = clustering_config(settings)
-    embedder = CachedEmbedder(SentenceTransformerEmbedder(config.model, backend=config.backend),
-                              ClickHouseEmbeddingCache(store))
-    explainer = AlertExplainer(repos.issues, repos.rates, base_url=settings.external_url,
-                               baseline_minutes=settings.drift.baseline_minutes)
+    embedder = CachedEmbedder(
+        SentenceTransformerEmbedder(config.model, backend=config.backend), ClickHouseEmbeddingCache(store)
+    )
+    explainer = AlertExplainer(
+        repos.issues, repos.rates, base_url=settings.external_url, baseline_minutes=settings.drift.baseline_minutes
+    )
     distinct = DistinctQuestions(repos.evalset, embedder.embed)
     renderer = RunbookRenderer([Path(settings.runbooks.template_dir)] if settings.runbooks.template_dir else [])
-    issues = IssuesService(repos.issues, repos.rates, repos.alerts, base_url=settings.external_url, clock=clock,
-                           explainer=explainer,
-                           distinct=distinct.pick, eval_items=distinct.items_of,
-                           owners=owner_rules(settings),
-                           runbook=IssueRunbooks(renderer, settings.external_url, cli))
+    issues = IssuesService(
+        repos.issues,
+        repos.rates,
+        repos.alerts,
+        base_url=settings.external_url,
+        clock=clock,
+        explainer=explainer,
+        distinct=distinct.pick,
+        eval_items=distinct.items_of,
+        owners=owner_rules(settings),
+        runbook=IssueRunbooks(renderer, settings.external_url, cli),
+    )
     t = settings.triage
     webhook = IssueWebhook(t.webhook_url, t.webhook_secret) if t.webhook_url else None
     review = review_service(settings, repos)
     return Components(
-        settings=settings, store=store, repos=repos, clustering=config, embedder=embedder,
-        alerts=AlertsService(repos.alerts, explainer,
-                             calibration=lambda route, window, now: review.calibrated(window, now).get(route),
-                             rules=lambda: rules_in_force(settings),
-                             runbook=AlertRunbooks(renderer, settings.external_url, cli)),
+        settings=settings,
+        store=store,
+        repos=repos,
+        clustering=config,
+        embedder=embedder,
+        alerts=AlertsService(
+            repos.alerts,
+            explainer,
+            calibration=lambda route, window, now: review.calibrated(window, now).get(route),
+            rules=lambda: rules_in_force(settings),
+            runbook=AlertRunbooks(renderer, settings.external_url, cli),
+        ),
         issues=issues,
-        evalset=EvalService(repos.evalset, repos.issues, embedder.embed, instrument=review,
-                            min_items=settings.eval.min_items,
-                            representatives=lambda issue_id: [m["trace_id"] for m in issues.representatives(
-                                repos.issues.get(issue_id)) if m.get("trace_id") and not m.get("eval_item")]),
-        issue_jobs=IssueJobs(config, embedder, repos.issues, timedelta(hours=settings.clustering.lookback_hours),
-                             vectorizer=claim_vectorizer(config), skipped=metrics.skipped_rows),
-        traces=TraceService(repos.traces), review=review, metrics=metrics, owners=issues.owners,
-        triage=TriageService(repos.issues, issues.summary, webhook, clock,
-                             resume_from=lambda: repos.notifications.first_logged(ISSUE_WEBHOOK)))
+        evalset=EvalService(
+            repos.evalset,
+            repos.issues,
+            embedder.embed,
+            instrument=review,
+            min_items=settings.eval.min_items,
+            representatives=lambda issue_id: [
+                m["trace_id"]
+                for m in issues.representatives(repos.issues.get(issue_id))
+                if m.get("trace_id") and not m.get("eval_item")
+            ],
+        ),
+        issue_jobs=IssueJobs(
+            config,
+            embedder,
+            repos.issues,
+            timedelta(hours=settings.clustering.lookback_hours),
+            vectorizer=claim_vectorizer(config),
+            skipped=metrics.skipped_rows,
+        ),
+        traces=TraceService(repos.traces),
+        review=review,
+        metrics=metrics,
+        owners=issues.owners,
+        triage=TriageService(
+            repos.issues,
+            issues.summary,
+            webhook,
+            clock,
+            resume_from=lambda: repos.notifications.first_logged(ISSUE_WEBHOOK),
+        ),
+    )
 
 
 def owner_rules(settings: Settings) -> OwnerRules:
     """The ``[[owners]]`` rules in order, and the default owner (services/triage/owners.py)."""
-    rules = [OwnerRule(Owner(r.team, r.owner), r.route,
-                       {k: v for k, v in (("corpus", r.corpus), ("model", r.model), ("prompt", r.prompt)) if v})
-             for r in settings.owners]
+    rules = [
+        OwnerRule(
+            Owner(r.team, r.owner),
+            r.route,
+            {k: v for k, v in (("corpus", r.corpus), ("model", r.model), ("prompt", r.prompt)) if v},
+        )
+        for r in settings.owners
+    ]
     return OwnerRules(rules, Owner(settings.triage.default_team, settings.triage.default_owner))
 
 
@@ -213,10 +284,19 @@ def dispatcher_for(settings: Settings, c: Components, run: Run) -> Dispatcher:
     """The leader's notifier (services/alerts/dispatch.py): the ``[notify]`` receivers, each team's labels, and the
     notification log, written through ``run`` (a thread of its own)."""
     n = settings.notify
-    return Dispatcher(n.alertmanager_url, n.webhook_url, settings.external_url, timedelta(seconds=n.resend_seconds),
-                      c.metrics, owner_labels=c.owners.alert_labels, retry_initial_seconds=n.retry_initial_seconds,
-                      retry_max_seconds=n.retry_max_seconds, attempt_timeout_seconds=n.attempt_timeout_seconds,
-                      nflog=c.repos.notifications, run=run)
+    return Dispatcher(
+        n.alertmanager_url,
+        n.webhook_url,
+        settings.external_url,
+        timedelta(seconds=n.resend_seconds),
+        c.metrics,
+        owner_labels=c.owners.alert_labels,
+        retry_initial_seconds=n.retry_initial_seconds,
+        retry_max_seconds=n.retry_max_seconds,
+        attempt_timeout_seconds=n.attempt_timeout_seconds,
+        nflog=c.repos.notifications,
+        run=run,
+    )
 
 
 def agreement_test() -> AgreementDropTest:
@@ -228,20 +308,41 @@ def rules_in_force(settings: Settings) -> list[Rule]:
     """Every alert kind's rule: the configs the evaluator is built with (evaluator_for) and the figures the
     benches measured."""
     drift = settings.drift
-    return alert_rules(detector_config_for(drift), InputHealthConfig.from_mapping(drift.input_health),
-                       agreement_test(), load_quality(), drift.route_thresholds, settings.routes.max_active)
+    return alert_rules(
+        detector_config_for(drift),
+        InputHealthConfig.from_mapping(drift.input_health),
+        agreement_test(),
+        load_quality(),
+        drift.route_thresholds,
+        settings.routes.max_active,
+    )
 
 
-def evaluator_for(settings: Settings, rates: RateRepository, alerts: AlertRecords, checkpoint: bool = True,
-                  wall_clock: bool = True) -> AlertEvaluator:
+def evaluator_for(
+    settings: Settings, rates: RateRepository, alerts: AlertRecords, checkpoint: bool = True, wall_clock: bool = True
+) -> AlertEvaluator:
     """The alert evaluator the ``[drift]`` settings describe, over ``rates`` and ``alerts`` (services/alerts/evaluator.py)."""
     drift = settings.drift
-    return AlertEvaluator(detector_config_for(drift), drift.route_thresholds, timedelta(seconds=drift.watermark_seconds),
-                          rates, alerts, checkpoint, InputHealthConfig.from_mapping(drift.input_health), wall_clock)
+    return AlertEvaluator(
+        detector_config_for(drift),
+        drift.route_thresholds,
+        timedelta(seconds=drift.watermark_seconds),
+        rates,
+        alerts,
+        checkpoint,
+        InputHealthConfig.from_mapping(drift.input_health),
+        wall_clock,
+    )
 
 
-def run_backtest(events_path: Path, alerts_out: Path, settings: Settings, progress: Callable[[int], None] | None = None,
-                 chunk: int = CHUNK, rates_out: Path | None = None) -> BacktestSummary:
+def run_backtest(
+    events_path: Path,
+    alerts_out: Path,
+    settings: Settings,
+    progress: Callable[[int], None] | None = None,
+    chunk: int = CHUNK,
+    rates_out: Path | None = None,
+) -> BacktestSummary:
     """`claimwatch backtest` (services/alerts/backtest.py ``replay``): a private store in a temporary directory,
     removed after; on it the live decoder and the settings' evaluator, with no watermark, no checkpoint and the
     replay's own clock."""
@@ -260,10 +361,19 @@ def run_backtest(events_path: Path, alerts_out: Path, settings: Settings, progre
 
 def review_service(settings: Settings, repos: Repositories) -> ReviewService:
     r = settings.review
-    return ReviewService(repos.review, repos.rates, daily_budget=r.daily_budget, reviewers_per_claim=r.reviewers_per_claim,
-                         reservation=timedelta(minutes=r.reservation_minutes), guide_version=r.guide_version,
-                         min_labels=r.min_labels, max_label_age=timedelta(days=r.max_label_age_days),
-                         n_boot=r.bootstrap_samples, estimator=r.calibration_estimator, plan_width=r.plan_width)
+    return ReviewService(
+        repos.review,
+        repos.rates,
+        daily_budget=r.daily_budget,
+        reviewers_per_claim=r.reviewers_per_claim,
+        reservation=timedelta(minutes=r.reservation_minutes),
+        guide_version=r.guide_version,
+        min_labels=r.min_labels,
+        max_label_age=timedelta(days=r.max_label_age_days),
+        n_boot=r.bootstrap_samples,
+        estimator=r.calibration_estimator,
+        plan_width=r.plan_width,
+    )
 
 
 def retention_policy(settings: Settings) -> Retention:
@@ -275,8 +385,9 @@ def retention_policy(settings: Settings) -> Retention:
 def ingest_window(settings: Settings) -> EventTimeWindow:
     """The event times live ingest stores: what retention keeps, up to the allowed skew ahead of the clock."""
     retention, i = retention_policy(settings), settings.ingest
-    return EventTimeWindow(retention.raw_days, retention.aggregate_days, i.backfill,
-                           timedelta(seconds=i.max_future_skew_seconds))
+    return EventTimeWindow(
+        retention.raw_days, retention.aggregate_days, i.backfill, timedelta(seconds=i.max_future_skew_seconds)
+    )
 
 
 def open_migrated(settings: Settings) -> Store:
@@ -300,8 +411,12 @@ def open_components(settings: Settings, *, starting: bool = False, cli: str = "c
     if starting:
         changed = RetentionKeeper(store).apply(retention_policy(settings))
         if changed:
-            log.info("retention: raw %d days, aggregates %d days; TTL changed on %s", settings.retention.raw_days,
-                     settings.retention.aggregate_days, ", ".join(changed))
+            log.info(
+                "retention: raw %d days, aggregates %d days; TTL changed on %s",
+                settings.retention.raw_days,
+                settings.retention.aggregate_days,
+                ", ".join(changed),
+            )
     return build(settings, store, cli=cli)
 
 
@@ -336,5 +451,6 @@ def opened(settings: Settings, *, starting: bool = False, cli: str = "claimwatch
 def recluster_policy(settings: Settings) -> ReclusterPolicy:
     """When the leader re-clusters (services/issues/schedule.py)."""
     c = settings.clustering
-    return ReclusterPolicy(c.recluster_min_new_claims, c.recluster_min_new_fraction,
-                           timedelta(minutes=c.recluster_max_age_minutes))
+    return ReclusterPolicy(
+        c.recluster_min_new_claims, c.recluster_min_new_fraction, timedelta(minutes=c.recluster_max_age_minutes)
+    )

@@ -11,13 +11,14 @@
 The CLI's token: ``$CLAIMWATCH_TOKEN``, else the ``hosts.toml`` entry for the API URL, else
 ``./var/api-token`` (written by older versions).
 """
+
 from __future__ import annotations
 
 import json
 import os
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 LEGACY_TOKEN = Path("var/api-token")
 DEMO_REVIEWER = ("reviewer", Path("var/reviewer-token"))  # the demo's second person, who signs off, and their token

@@ -3,10 +3,11 @@
 API tokens are kept as hashes with no owner, so the server cannot say who holds one; the
 name comes from the user's side.
 """
+
 from __future__ import annotations
 
 import getpass
-from typing import Callable
+from collections.abc import Callable
 
 WHERE_TO_SET = "identity.name in the config file, or CLAIMWATCH_IDENTITY__NAME"
 
@@ -27,8 +28,10 @@ def signer(given: str | None, configured: str | None, login: Callable[[], str | 
     """``given`` (--by) when it was passed, else ``configured``, else ``login()``; an empty --by is refused."""
     if given is not None:
         if not given.strip():
-            raise IdentityError("by: must not be empty; pass --by NAME, or leave --by out to be recorded "
-                                f"as {configured or login() or 'the name in ' + WHERE_TO_SET}")
+            raise IdentityError(
+                "by: must not be empty; pass --by NAME, or leave --by out to be recorded "
+                f"as {configured or login() or 'the name in ' + WHERE_TO_SET}"
+            )
         return given
     name = configured or login()
     if not name:

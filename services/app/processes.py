@@ -5,22 +5,30 @@ pipeline, the leader timers and, with ``serve_api``, the API in the same event l
 (streams/). `run_api` serves the API alone. Each small builder below wires one part and hands the
 timers and agents the services they call and the intervals they keep, never Components or Settings.
 """
+
 from __future__ import annotations
 
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Callable
 
 from services.alerts.cycle import AlertCycle
 from services.alerts.dispatch import Dispatcher
 from services.api.ingestlag import LagWatch
 from services.app.broker import create_topics, topic_epoch
 from services.app.compose import (
-    Components, agreement_test, dispatcher_for, evaluator_for, open_components, opened, recluster_policy, service_cli,
+    Components,
+    agreement_test,
+    dispatcher_for,
+    evaluator_for,
+    open_components,
+    opened,
+    recluster_policy,
+    service_cli,
 )
 from services.app.settings import Settings
 from services.core.backoff import Backoff
@@ -38,13 +46,17 @@ from services.store.repair import repair_recent
 from streams import timers
 
 log = logging.getLogger("claimwatch")
-SHUTDOWN_GRACE_SECONDS = 8  # open HTTP requests get this long after SIGINT/SIGTERM; the process is gone well within 15 s
+SHUTDOWN_GRACE_SECONDS = (
+    8  # open HTTP requests get this long after SIGINT/SIGTERM; the process is gone well within 15 s
+)
 
 
 def ingest_lag_watch(settings: Settings) -> LagWatch:
     """How far the worker's group is behind on the verdicts topic, read from the broker (the dashboard's banner)."""
-    return LagWatch(lambda: unread(settings.bootstrap, settings.consumer_group, settings.verdicts_topic),
-                    settings.ingest.lag_warning_messages)
+    return LagWatch(
+        lambda: unread(settings.bootstrap, settings.consumer_group, settings.verdicts_topic),
+        settings.ingest.lag_warning_messages,
+    )
 
 
 @dataclass
@@ -52,15 +64,20 @@ class WorkerThreads:
     """The worker's own threads, besides the store's (Components.store_thread)."""
 
     decode: ThreadPoolExecutor = field(  # decodes the next batch while one is written
-        default_factory=lambda: named_executor("decode"))
+        default_factory=lambda: named_executor("decode")
+    )
     clustering: ThreadPoolExecutor = field(  # long runs must not stall ingest
-        default_factory=lambda: named_executor("clustering"))
+        default_factory=lambda: named_executor("clustering")
+    )
     assign: ThreadPoolExecutor = field(  # nor online assignment
-        default_factory=lambda: named_executor("assign"))
+        default_factory=lambda: named_executor("assign")
+    )
     alerts: ThreadPoolExecutor = field(  # nor alert evaluation, which catches up minute by minute after a backlog
-        default_factory=lambda: named_executor("alerts"))
+        default_factory=lambda: named_executor("alerts")
+    )
     notify: ThreadPoolExecutor = field(  # the notification log's writes: never behind ingest's or an evaluation
-        default_factory=lambda: named_executor("notify"))
+        default_factory=lambda: named_executor("notify")
+    )
 
     def close(self) -> None:
         self.decode.shutdown(wait=True)
@@ -74,7 +91,9 @@ def run_worker(settings: Settings, *, serve_api: bool, on_ready: Callable[[Compo
     """Run the Faust worker (and the API) in the foreground until SIGINT/SIGTERM."""
     from streams.app import create_app  # Faust loads only in a worker
 
-    create_topics(settings.kafka, [settings.verdicts_topic, settings.dlq_topic, settings.alerts_topic], settings.partitions)
+    create_topics(
+        settings.kafka, [settings.verdicts_topic, settings.dlq_topic, settings.alerts_topic], settings.partitions
+    )
     epoch = topic_epoch(settings.kafka, settings.verdicts_topic)
     c = open_components(settings, starting=True, cli=service_cli())
     threads = WorkerThreads()
@@ -129,8 +148,16 @@ def add_ingest(app, topics, c: Components, threads: WorkerThreads, settings: Set
         return Backoff(i.retry_initial_seconds, i.retry_max_seconds)
 
     offsets = OffsetTracker()
-    writer = DurableWriter(c.ingestor(epoch), c.health, c.metrics, backoff(), in_thread(c.store_thread),
-                           in_thread(threads.decode), clock=utcnow, stopping=lambda: app.should_stop)
+    writer = DurableWriter(
+        c.ingestor(epoch),
+        c.health,
+        c.metrics,
+        backoff(),
+        in_thread(c.store_thread),
+        in_thread(threads.decode),
+        clock=utcnow,
+        stopping=lambda: app.should_stop,
+    )
     pipeline = IngestPipeline(writer, agents.dead_letter_sender(topics.dlq, backoff), c.metrics, offsets)
     agents.register_ingest(app, topics.verdicts, pipeline, i)
     # Faust's consumer group is the app's id. Its reads say whether the broker answers (readiness): only a process
@@ -144,10 +171,18 @@ def add_alerting(app, alerts_topic, c: Components, threads: WorkerThreads, setti
     """The leader's alert evaluation and resends; returns the dispatcher that notifies."""
     dispatcher = dispatcher_for(settings, c, in_thread(threads.notify))
     agreement = InstrumentAlerts(AgreementWatch(agreement_test()), c.review.reviewed, c.repos.alerts)
-    cycle = AlertCycle(evaluator_for(settings, c.repos.rates, c.repos.alerts), c.repos.alerts, dispatcher, c.metrics,
-                       in_thread(threads.alerts), explainer=c.alerts.explainer, hooks=(agreement, c.cardinality_watch()))
-    timers.register_alerting(app, alerts_topic, cycle, settings.drift.eval_interval_seconds,
-                             settings.notify.resend_seconds)
+    cycle = AlertCycle(
+        evaluator_for(settings, c.repos.rates, c.repos.alerts),
+        c.repos.alerts,
+        dispatcher,
+        c.metrics,
+        in_thread(threads.alerts),
+        explainer=c.alerts.explainer,
+        hooks=(agreement, c.cardinality_watch()),
+    )
+    timers.register_alerting(
+        app, alerts_topic, cycle, settings.drift.eval_interval_seconds, settings.notify.resend_seconds
+    )
     return dispatcher
 
 
@@ -159,10 +194,15 @@ def add_triage(app, c: Components, dispatcher: Dispatcher, interval_seconds: flo
 def add_clustering(app, c: Components, threads: WorkerThreads, settings: Settings) -> ClusteringSchedule:
     """The leader's re-clustering and online assignment, each on its own thread."""
     s = settings.clustering
-    schedule = ClusteringSchedule(lambda: c.issue_jobs, c.metrics, in_thread(threads.clustering),
-                                  policy=recluster_policy(settings), assign_run=in_thread(threads.assign),
-                                  child=ChildProcess(name="claimwatch-recluster"),
-                                  windows=lambda now: open_alert_windows(c.repos.alerts, now))
+    schedule = ClusteringSchedule(
+        lambda: c.issue_jobs,
+        c.metrics,
+        in_thread(threads.clustering),
+        policy=recluster_policy(settings),
+        assign_run=in_thread(threads.assign),
+        child=ChildProcess(name="claimwatch-recluster"),
+        windows=lambda now: open_alert_windows(c.repos.alerts, now),
+    )
     timers.register_clustering(app, schedule, s.interval_minutes * 60, s.assign_interval_seconds)
     return schedule
 
@@ -170,8 +210,9 @@ def add_clustering(app, c: Components, threads: WorkerThreads, settings: Setting
 def add_review_sampling(app, c: Components, settings: Settings) -> None:
     r = settings.review
     window, run_in_store = timedelta(hours=r.sample_window_hours), in_thread(c.store_thread)
-    timers.register_review_sampling(app, lambda now: run_in_store(c.review.review_tick, window, now),
-                                    r.sample_every_minutes * 60)
+    timers.register_review_sampling(
+        app, lambda now: run_in_store(c.review.review_tick, window, now), r.sample_every_minutes * 60
+    )
 
 
 class WorkerStopped(Exception):
@@ -184,12 +225,16 @@ def crash_message(reason: BaseException) -> str:
     text = str(reason)
     cause = " ".join((text if text.startswith(type(reason).__name__) else f"{type(reason).__name__}: {text}").split())
     if type(reason).__name__ == "UnsupportedCodecError":
-        return (f"the worker stopped: it cannot decompress a batch from the broker ({cause}). Install the codec "
-                "libraries (pip install 'aiokafka[lz4,snappy,zstd]', which claimwatch depends on) and restart the "
-                "worker: the batch was not acknowledged, so it is read again")
-    return (f"the worker stopped on an unexpected error while consuming ({cause}). Nothing it had not stored was "
-            "acknowledged: restart it (a supervisor does) and it resumes from its committed offsets; if it stops "
-            "again at the same point, keep this log and see docs/operations.md#reliability-and-security")
+        return (
+            f"the worker stopped: it cannot decompress a batch from the broker ({cause}). Install the codec "
+            "libraries (pip install 'aiokafka[lz4,snappy,zstd]', which claimwatch depends on) and restart the "
+            "worker: the batch was not acknowledged, so it is read again"
+        )
+    return (
+        f"the worker stopped on an unexpected error while consuming ({cause}). Nothing it had not stored was "
+        "acknowledged: restart it (a supervisor does) and it resumes from its committed offsets; if it stops "
+        "again at the same point, keep this log and see docs/operations.md#reliability-and-security"
+    )
 
 
 def run_faust(app) -> None:
@@ -217,8 +262,13 @@ def api_task(c: Components):
         def capture_signals(self):  # Faust owns the signals in this process
             yield
 
-    config = server_config(create_api(c, ingest_lag=ingest_lag_watch(c.settings)), c.settings.api.host,
-                           c.settings.api.port, lifespan="off", access_log=False)
+    config = server_config(
+        create_api(c, ingest_lag=ingest_lag_watch(c.settings)),
+        c.settings.api.host,
+        c.settings.api.port,
+        lifespan="off",
+        access_log=False,
+    )
 
     async def serve_api() -> None:
         await EmbeddedServer(config).serve()
@@ -242,6 +292,11 @@ def run_api(settings: Settings) -> None:
     from services.api.app import create_api
 
     with opened(settings, starting=True, cli=service_cli()) as components:
-        uvicorn.Server(server_config(create_api(components, ingest_lag=ingest_lag_watch(settings)),
-                                     settings.api.host, settings.api.port,
-                                     timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS)).run()
+        uvicorn.Server(
+            server_config(
+                create_api(components, ingest_lag=ingest_lag_watch(settings)),
+                settings.api.host,
+                settings.api.port,
+                timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
+            )
+        ).run()

@@ -4,12 +4,14 @@
 EnvelopeBatcher is a plain object with the clock passed in (``now``); LingeringBatcher adds the
 lock and the thread that hands on batches whose linger time is up.
 """
+
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from services.contract.model import ENVELOPE_SCHEMA, MAX_ENVELOPE_EVENTS
 
@@ -52,8 +54,12 @@ class EnvelopeBatcher:
     """Open batches per key. ``add`` returns batches that are full; ``due`` those whose linger is up;
     ``drain`` all (on flush and close). An event too large for any envelope goes alone."""
 
-    def __init__(self, max_events: int = MAX_ENVELOPE_EVENTS, max_bytes: int = DEFAULT_ENVELOPE_BYTES,
-                 linger_seconds: float = DEFAULT_LINGER_SECONDS):
+    def __init__(
+        self,
+        max_events: int = MAX_ENVELOPE_EVENTS,
+        max_bytes: int = DEFAULT_ENVELOPE_BYTES,
+        linger_seconds: float = DEFAULT_LINGER_SECONDS,
+    ):
         if not 1 <= max_events <= MAX_ENVELOPE_EVENTS:
             raise ValueError(f"max_events must be 1 to {MAX_ENVELOPE_EVENTS}, got {max_events}")
         if max_bytes > 1 << 20:
@@ -108,8 +114,12 @@ class LingeringBatcher:
     from the linger thread ``raise_errors`` is False (nobody would catch it there).
     """
 
-    def __init__(self, batcher: EnvelopeBatcher, send: Callable[[list[Batch], bool], None],
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        batcher: EnvelopeBatcher,
+        send: Callable[[list[Batch], bool], None],
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.batcher = batcher
         self.send = send
         self.clock = clock

@@ -7,6 +7,7 @@ rates worst first, the alert with its suspect change, named issues, and the runb
 of the issue the alert names with the commands that promote its traces. Run again, it
 first moves the earlier run's store and state aside (var/previous-demo/).
 """
+
 from __future__ import annotations
 
 import os
@@ -21,9 +22,9 @@ from pathlib import Path
 import httpx
 from rich.console import Console
 
+from services.client.simulate.scenario import Scenario
 from services.core.clock import utcnow
 from services.core.files import ProcessRecord
-from services.client.simulate.scenario import Scenario
 from services.core.threads import die_with_parent
 
 HISTORY_MINUTES = 300
@@ -54,15 +55,19 @@ def demo_record() -> ProcessRecord:
     """Where a running demo says where its traffic control is, for `claimwatch demo-traffic` run from any folder
     ($XDG_STATE_HOME, default ~/.local/state)."""
     base = os.environ.get("XDG_STATE_HOME") or ""
-    return ProcessRecord((Path(base) if base.strip() else Path.home() / ".local" / "state") / "claimwatch" / "demo.json")
+    return ProcessRecord(
+        (Path(base) if base.strip() else Path.home() / ".local" / "state") / "claimwatch" / "demo.json"
+    )
 
 
 def running_demo() -> tuple[Path, list[str]]:
     """The running demo's traffic control file and routes; DemoError when no demo runs."""
     record = demo_record().read()
     if record is None:
-        raise DemoError("no demo is running: start one with `make demo` (or `claimwatch demo`) in the project's "
-                        "folder, then change its traffic from any folder")
+        raise DemoError(
+            "no demo is running: start one with `make demo` (or `claimwatch demo`) in the project's "
+            "folder, then change its traffic from any folder"
+        )
     return Path(record["control"]), list(record["routes"])
 
 
@@ -71,8 +76,9 @@ STOP_SECONDS = 30  # `claimwatch up` stops within 15 s of SIGINT; after this it 
 
 def _cli(*args: str, env: dict, check: bool = True) -> subprocess.CompletedProcess:
     # a killed demo takes its commands with it (Linux: PR_SET_PDEATHSIG)
-    return subprocess.run([sys.executable, "-m", "services.app.cli", *args], env=env, check=check,
-                          preexec_fn=die_with_parent())
+    return subprocess.run(
+        [sys.executable, "-m", "services.app.cli", *args], env=env, check=check, preexec_fn=die_with_parent()
+    )
 
 
 def _wait(what: str, predicate, timeout: float, console: Console, stack: subprocess.Popen, required: bool = True):
@@ -81,7 +87,9 @@ def _wait(what: str, predicate, timeout: float, console: Console, stack: subproc
     with console.status(f"waiting for {what} ..."):
         while time.monotonic() < deadline:
             if stack.poll() is not None:
-                raise DemoError(f"`claimwatch up` exited with {stack.returncode} while waiting for {what}; see var/demo-up.log")
+                raise DemoError(
+                    f"`claimwatch up` exited with {stack.returncode} while waiting for {what}; see var/demo-up.log"
+                )
             value = predicate()
             if value:
                 return value
@@ -107,7 +115,9 @@ def start_clean(var: Path, store: Path | None) -> str | None:
     previous.mkdir(parents=True)
     for path in earlier:
         path.rename(previous / path.name)
-    return f"{var}/ holds an earlier demo's data: starting clean (moved it to {previous}/, replacing the one kept before)"
+    return (
+        f"{var}/ holds an earlier demo's data: starting clean (moved it to {previous}/, replacing the one kept before)"
+    )
 
 
 def _holds(path: Path) -> bool:
@@ -123,8 +133,11 @@ def chdb_dir(clickhouse: str) -> Path | None:
 def this_runs_firing(alerts: list[dict], since: datetime, before: set[str]) -> list[dict]:
     """The firing alerts this run's traffic raised, first fired first: none listed before it was sent, none firing
     since before its first change (``since``, event time)."""
-    fresh = [a for a in alerts if a["state"] == "firing" and a["alert_id"] not in before
-             and datetime.fromisoformat(a["starts_at"]) >= since]
+    fresh = [
+        a
+        for a in alerts
+        if a["state"] == "firing" and a["alert_id"] not in before and datetime.fromisoformat(a["starts_at"]) >= since
+    ]
     return sorted(fresh, key=lambda a: datetime.fromisoformat(a["starts_at"]))
 
 
@@ -146,8 +159,9 @@ def _get(url: str, **params):
     return response.json() if response.status_code == 200 else None
 
 
-def run_demo(settings, console: Console, keep_running: bool, token_hint: str | None = None,
-             cli: str = "claimwatch") -> None:
+def run_demo(
+    settings, console: Console, keep_running: bool, token_hint: str | None = None, cli: str = "claimwatch"
+) -> None:
     """``cli``: how the user runs claimwatch from here (services/core/command.py), in every command printed."""
     var = Path("var")
     api = settings.api.url.rstrip("/")
@@ -163,8 +177,14 @@ def run_demo(settings, console: Console, keep_running: bool, token_hint: str | N
     log = open(var / "demo-up.log", "ab")
     # Its own session, so Ctrl-C reaches the demo only and the demo stops the stack; and SIGTERM when the
     # demo dies, even by SIGKILL, so no orphan keeps the port, the broker or the store's lock.
-    stack = subprocess.Popen([sys.executable, "-m", "services.app.cli", "up"], env=env, stdout=log, stderr=log,
-                             start_new_session=True, preexec_fn=die_with_parent(signal.SIGTERM))
+    stack = subprocess.Popen(
+        [sys.executable, "-m", "services.app.cli", "up"],
+        env=env,
+        stdout=log,
+        stderr=log,
+        start_new_session=True,
+        preexec_fn=die_with_parent(signal.SIGTERM),
+    )
     live = None
     try:
         _wait("the embedded stack", lambda: _get(api + "/readyz"), 120, console, stack)
@@ -175,19 +195,44 @@ def run_demo(settings, console: Console, keep_running: bool, token_hint: str | N
         now = utcnow().replace(second=0, microsecond=0)
         first_change = now - timedelta(minutes=HISTORY_MINUTES - min(REGRESSION_AT, CORPUS_CHANGE_AT))
         seed = int(now.timestamp()) % 100000
-        _cli("simulate", "--minutes", str(HISTORY_MINUTES), "--speed", "0", "--regression-at", str(REGRESSION_AT),
-             "--corpus-change-at", str(CORPUS_CHANGE_AT), "--seed", str(seed),
-             "--start", (now - timedelta(minutes=HISTORY_MINUTES)).isoformat(), env=env)
-        console.print(f"traffic sent in {time.monotonic() - started:.0f}s "
-                      f"({HISTORY_MINUTES} simulated minutes; new model on billing-faq at minute {REGRESSION_AT}, "
-                      f"corpus update on parcel-status at minute {CORPUS_CHANGE_AT})")
+        _cli(
+            "simulate",
+            "--minutes",
+            str(HISTORY_MINUTES),
+            "--speed",
+            "0",
+            "--regression-at",
+            str(REGRESSION_AT),
+            "--corpus-change-at",
+            str(CORPUS_CHANGE_AT),
+            "--seed",
+            str(seed),
+            "--start",
+            (now - timedelta(minutes=HISTORY_MINUTES)).isoformat(),
+            env=env,
+        )
+        console.print(
+            f"traffic sent in {time.monotonic() - started:.0f}s "
+            f"({HISTORY_MINUTES} simulated minutes; new model on billing-faq at minute {REGRESSION_AT}, "
+            f"corpus update on parcel-status at minute {CORPUS_CHANGE_AT})"
+        )
         live = start_live_traffic(now, seed + 1, env, var)
-        demo_record().write(os.getpid(), control=str(CONTROL_FILE.resolve()),
-                            routes=sorted(r.name for r in Scenario.demo().routes))
-        alert = _wait("an alert to fire", lambda: this_runs_firing(_get(api + "/api/alerts") or [], first_change, before),
-                      240, console, stack)[0]
-        console.print(f"first alert fired {time.monotonic() - started:.0f}s after traffic started: {alert['kind']} "
-                      f"on {alert['route']}", markup=False, highlight=False)
+        demo_record().write(
+            os.getpid(), control=str(CONTROL_FILE.resolve()), routes=sorted(r.name for r in Scenario.demo().routes)
+        )
+        alert = _wait(
+            "an alert to fire",
+            lambda: this_runs_firing(_get(api + "/api/alerts") or [], first_change, before),
+            240,
+            console,
+            stack,
+        )[0]
+        console.print(
+            f"first alert fired {time.monotonic() - started:.0f}s after traffic started: {alert['kind']} "
+            f"on {alert['route']}",
+            markup=False,
+            highlight=False,
+        )
         _wait("ingestion to catch up", lambda: caught_up(api), 240, console, stack)
         console.rule(f"Rates, worst route first ({cli} rates --window 30m)")
         _cli("rates", "--window", "30m", env=env)
@@ -196,11 +241,19 @@ def run_demo(settings, console: Console, keep_running: bool, token_hint: str | N
         show_issues(api, env, console, stack, alert["alert_id"], cli)
         console.rule("[bold green]done")
         console.print(f"Dashboard: {api}/   API docs: {api}/docs")
-        console.print("Traffic goes on in real time. To see the monitor notice broken input, stop a route's "
-                      "verifier or break its producer, then watch the alerts:", markup=False, highlight=False)
-        console.print(f"  {cli} demo-traffic stop billing-faq\n  {cli} demo-traffic break parcel-status\n"
-                      f"  {cli} demo-traffic resume billing-faq\n  {cli} alerts list", markup=False, highlight=False,
-                      soft_wrap=True)  # commands whole, each on a line of its own
+        console.print(
+            "Traffic goes on in real time. To see the monitor notice broken input, stop a route's "
+            "verifier or break its producer, then watch the alerts:",
+            markup=False,
+            highlight=False,
+        )
+        console.print(
+            f"  {cli} demo-traffic stop billing-faq\n  {cli} demo-traffic break parcel-status\n"
+            f"  {cli} demo-traffic resume billing-faq\n  {cli} alerts list",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )  # commands whole, each on a line of its own
         if token_hint:  # where `claimwatch up` keeps the API token, and how to use it
             console.print(token_hint, soft_wrap=True, markup=False, highlight=False)
         if keep_running:
@@ -224,9 +277,31 @@ def start_live_traffic(start, seed: int, env: dict, var: Path) -> subprocess.Pop
     """Real-time traffic from the end of the history on, read through CONTROL_FILE each minute."""
     log = open(var / "demo-traffic.log", "ab")
     return subprocess.Popen(
-        [sys.executable, "-m", "services.app.cli", "simulate", "--minutes", str(LIVE_MINUTES), "--speed", "1",
-         "--start", start.isoformat(), "--regression-at", "0", "--corpus-change-at", "0", "--seed", str(seed),
-         "--control", str(CONTROL_FILE)], env=env, stdout=log, stderr=log, preexec_fn=die_with_parent())
+        [
+            sys.executable,
+            "-m",
+            "services.app.cli",
+            "simulate",
+            "--minutes",
+            str(LIVE_MINUTES),
+            "--speed",
+            "1",
+            "--start",
+            start.isoformat(),
+            "--regression-at",
+            "0",
+            "--corpus-change-at",
+            "0",
+            "--seed",
+            str(seed),
+            "--control",
+            str(CONTROL_FILE),
+        ],
+        env=env,
+        stdout=log,
+        stderr=log,
+        preexec_fn=die_with_parent(),
+    )
 
 
 def caught_up(api: str) -> bool:
@@ -244,28 +319,46 @@ def show_issues(api: str, env: dict, console: Console, stack: subprocess.Popen, 
     _wait("named issues", lambda: _get(api + "/api/issues"), 300, console, stack)
     # The list after the alert's window is clustered, just before the runbook: listed before that wait, the issue
     # behind the alert showed 526 claims in the list and 1,075 in the runbook printed after the wait.
-    top = _wait(f"the alert's explanation to name its issue (alert {alert_id})",
-                lambda: issue_behind(_get(api + f"/api/alerts/{alert_id}")), EXPLANATION_SECONDS, console, stack,
-                required=False)
+    top = _wait(
+        f"the alert's explanation to name its issue (alert {alert_id})",
+        lambda: issue_behind(_get(api + f"/api/alerts/{alert_id}")),
+        EXPLANATION_SECONDS,
+        console,
+        stack,
+        required=False,
+    )
     if top is None:
         last = _get(api + f"/api/alerts/{alert_id}")
         top = issue_behind(last, settled=False)  # named, though clustering of its window goes on
     console.rule(f"Issues by priority ({cli} issues list --limit 10)")
     _cli("issues", "list", "--limit", "10", env=env)
     if top is None:
-        status = ((last or {}).get("explanation") or {}).get("status") or "no failing claims of its window are clustered"
-        console.print(f"The alert's explanation named no issue within {EXPLANATION_SECONDS} s ({status}), so no runbook "
-                      "is shown; see it later with:", markup=False, highlight=False)
+        status = ((last or {}).get("explanation") or {}).get(
+            "status"
+        ) or "no failing claims of its window are clustered"
+        console.print(
+            f"The alert's explanation named no issue within {EXPLANATION_SECONDS} s ({status}), so no runbook "
+            "is shown; see it later with:",
+            markup=False,
+            highlight=False,
+        )
         say_commands(console, f"{cli} alerts show {alert_id}")
         return
     console.rule("Runbook of the issue behind the alert")
     # the command on a line of its own, whole at any width (a rule's title is cut to fit)
     console.print(f"{cli} runbook {top} --alert {alert_id}", markup=False, highlight=False, soft_wrap=True)
     _cli("runbook", top, "--alert", alert_id, env=env)
-    console.print("From this terminal, take the issue, link its ticket and propose its representative traces:",
-                  markup=False, highlight=False)
-    say_commands(console, f"{cli} issues assign {top} YOUR_NAME", f"{cli} issues link {top} TICKET_URL",
-                 f"{cli} promote propose {top}")
+    console.print(
+        "From this terminal, take the issue, link its ticket and propose its representative traces:",
+        markup=False,
+        highlight=False,
+    )
+    say_commands(
+        console,
+        f"{cli} issues assign {top} YOUR_NAME",
+        f"{cli} issues link {top} TICKET_URL",
+        f"{cli} promote propose {top}",
+    )
 
 
 def say_commands(console: Console, *commands: str) -> None:

@@ -4,10 +4,11 @@ By default lines that are JSON objects are packed per route into batch envelopes
 kept as they are); lines that cannot ride in one (not JSON, not an object, already an envelope, too
 large) go alone, so the worker dead-letters them with the reason it would give anyway.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import orjson
 from rich.console import Console
@@ -37,13 +38,22 @@ def _route_key(obj: dict | None) -> bytes | None:
 def raw_producer(bootstrap: str):
     from kafka import KafkaProducer
 
-    return KafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True, linger_ms=20,
-                         batch_size=256 * 1024, compression_type="gzip", max_request_size=4 << 20,
-                         retries=2_147_483_647, client_id="claimwatch-produce")
+    return KafkaProducer(
+        bootstrap_servers=bootstrap,
+        acks="all",
+        enable_idempotence=True,
+        linger_ms=20,
+        batch_size=256 * 1024,
+        compression_type="gzip",
+        max_request_size=4 << 20,
+        retries=2_147_483_647,
+        client_id="claimwatch-produce",
+    )
 
 
-def replay_messages(lines: Iterable[bytes],
-                    batcher: EnvelopeBatcher | None = None) -> Iterator[tuple[bytes | None, bytes, int]]:
+def replay_messages(
+    lines: Iterable[bytes], batcher: EnvelopeBatcher | None = None
+) -> Iterator[tuple[bytes | None, bytes, int]]:
     """(key, value, lines it holds) per Kafka message; one line per message when ``batcher`` is None."""
     for line in lines:
         obj = _object(line)
@@ -57,8 +67,9 @@ def replay_messages(lines: Iterable[bytes],
         yield batch.key, batch.message(), len(batch.values)
 
 
-def send_raw(producer, topic: str, lines: Iterable[bytes], progress=None, task=None,
-             batcher: EnvelopeBatcher | None = None) -> int:
+def send_raw(
+    producer, topic: str, lines: Iterable[bytes], progress=None, task=None, batcher: EnvelopeBatcher | None = None
+) -> int:
     """Send every line; returns the number of Kafka messages (lines, unless ``batcher`` packs them)."""
     sent = messages = 0
     for key, value, n in replay_messages(lines, batcher):
@@ -78,8 +89,14 @@ def send_lines(bootstrap: str, topic: str, path: Path, console: Console, batch: 
     lines = [line for line in path.read_bytes().split(b"\n") if line.strip()]
     producer = raw_producer(bootstrap)
     try:
-        with Progress(TextColumn("producing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                      console=console, transient=True) as progress:
+        with Progress(
+            TextColumn("producing"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            console=console,
+            transient=True,
+        ) as progress:
             task = progress.add_task("produce", total=len(lines))
             return len(lines), send_raw(producer, topic, lines, progress, task, EnvelopeBatcher() if batch else None)
     finally:

@@ -15,20 +15,27 @@ the async producer run on kafka-python's client. aiokafka's producer only speaks
 InitProducerId v0, which the embedded Tansu broker refuses, so with it idempotence
 would have to be switched off.
 """
+
 from __future__ import annotations
 
 import asyncio
 import logging
 import threading
 import uuid
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 import orjson
 
-from services.client.batching import (DEFAULT_ENVELOPE_BYTES, DEFAULT_LINGER_SECONDS, Batch, EnvelopeBatcher,
-                                      LingeringBatcher)
+from services.client.batching import (
+    DEFAULT_ENVELOPE_BYTES,
+    DEFAULT_LINGER_SECONDS,
+    Batch,
+    EnvelopeBatcher,
+    LingeringBatcher,
+)
 from services.contract.decode import DEFAULT_MAX_BYTES, ContractError, Decoder, Rejection, reject
 from services.contract.model import MAX_ENVELOPE_EVENTS, SCHEMA, VerdictEvent
 
@@ -44,7 +51,7 @@ class ProducerError(RuntimeError):
 
 
 class DeliveryError(ProducerError):
-    def __init__(self, delivery: "Delivery"):
+    def __init__(self, delivery: Delivery):
         super().__init__(f"event {delivery.event_id} was not delivered: {delivery.error!r}")
         self.delivery = delivery
 
@@ -82,8 +89,12 @@ class SendReport:
     refused: list[tuple[int, Rejection]] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        return {"sent": self.sent, "delivered": self.delivered, "failed": self.failed,
-                "refused": [{"index": i, **r.to_dict()} for i, r in self.refused]}
+        return {
+            "sent": self.sent,
+            "delivered": self.delivered,
+            "failed": self.failed,
+            "refused": [{"index": i, **r.to_dict()} for i, r in self.refused],
+        }
 
 
 def new_event_id() -> str:
@@ -105,32 +116,58 @@ class EventPreparer:
         elif isinstance(event, Mapping):
             obj = dict(event)
         else:
-            raise ContractError(reject("not_object", "$", f"an event is a dict or a VerdictEvent, got {type(event).__name__}"))
+            raise ContractError(
+                reject("not_object", "$", f"an event is a dict or a VerdictEvent, got {type(event).__name__}")
+            )
         obj.setdefault("schema", SCHEMA)
         if obj.get("event_id") is None:
             obj["event_id"] = self._new_id()
         try:
             raw = orjson.dumps(obj)
         except TypeError as exc:
-            raise ContractError(reject(
-                "not_json", "$", f"the event cannot be written as JSON ({exc}); use str, numbers, bools, lists, dicts "
-                "and timezone-aware datetimes")) from None
+            raise ContractError(
+                reject(
+                    "not_json",
+                    "$",
+                    f"the event cannot be written as JSON ({exc}); use str, numbers, bools, lists, dicts "
+                    "and timezone-aware datetimes",
+                )
+            ) from None
         result = self._decoder.decode(raw)
         if isinstance(result, Rejection):
             raise ContractError(result)
         return Outgoing(result.event_id, result.route, result.route.encode("utf-8"), raw)
 
 
-def build_event(*, route: str, trace_id: str, observed_at: datetime | str, claims: list[dict],
-                event_id: str | None = None, **fields: Any) -> dict:
+def build_event(
+    *,
+    route: str,
+    trace_id: str,
+    observed_at: datetime | str,
+    claims: list[dict],
+    event_id: str | None = None,
+    **fields: Any,
+) -> dict:
     """A checked contract event as a dict. ``observed_at`` may be a timezone-aware datetime."""
     if isinstance(observed_at, datetime):
         if observed_at.tzinfo is None:
-            raise ContractError(reject("timestamp_without_offset", "observed_at",
-                                       "observed_at is a naive datetime; pass one with a tzinfo (e.g. timezone.utc)"))
+            raise ContractError(
+                reject(
+                    "timestamp_without_offset",
+                    "observed_at",
+                    "observed_at is a naive datetime; pass one with a tzinfo (e.g. timezone.utc)",
+                )
+            )
         observed_at = observed_at.isoformat()
-    event = {"schema": SCHEMA, "event_id": event_id or new_event_id(), "trace_id": trace_id,
-             "observed_at": observed_at, "route": route, "claims": claims, **fields}
+    event = {
+        "schema": SCHEMA,
+        "event_id": event_id or new_event_id(),
+        "trace_id": trace_id,
+        "observed_at": observed_at,
+        "route": route,
+        "claims": claims,
+        **fields,
+    }
     EventPreparer().prepare(event)
     return event
 
@@ -138,7 +175,7 @@ def build_event(*, route: str, trace_id: str, observed_at: datetime | str, claim
 class _Tally:
     """Delivery counts, updated from the client's I/O thread; bound methods keep the hot path cheap."""
 
-    def __init__(self, parent: "_Tally | None" = None) -> None:
+    def __init__(self, parent: _Tally | None = None) -> None:
         self.delivered = 0
         self.failed = 0
         self._parent = parent
@@ -168,13 +205,26 @@ class VerdictProducer:
     delivered or failed; keep it short. ``close()`` flushes first.
     """
 
-    def __init__(self, bootstrap_servers: str | list[str], topic: str = DEFAULT_TOPIC, *,
-                 linger_ms: int = 20, batch_size: int = 256 * 1024, compression: str | None = "gzip",
-                 on_delivery: Callable[[Delivery], None] | None = None, client_id: str = "claimwatch-producer",
-                 retries: int | None = None, request_timeout_ms: int = 30_000, delivery_timeout_ms: int = 120_000,
-                 max_event_bytes: int = DEFAULT_MAX_BYTES, new_id: Callable[[], str] = new_event_id,
-                 envelopes: bool = True, envelope_linger_ms: float = DEFAULT_LINGER_SECONDS * 1000,
-                 envelope_max_events: int = MAX_ENVELOPE_EVENTS, envelope_max_bytes: int = DEFAULT_ENVELOPE_BYTES):
+    def __init__(
+        self,
+        bootstrap_servers: str | list[str],
+        topic: str = DEFAULT_TOPIC,
+        *,
+        linger_ms: int = 20,
+        batch_size: int = 256 * 1024,
+        compression: str | None = "gzip",
+        on_delivery: Callable[[Delivery], None] | None = None,
+        client_id: str = "claimwatch-producer",
+        retries: int | None = None,
+        request_timeout_ms: int = 30_000,
+        delivery_timeout_ms: int = 120_000,
+        max_event_bytes: int = DEFAULT_MAX_BYTES,
+        new_id: Callable[[], str] = new_event_id,
+        envelopes: bool = True,
+        envelope_linger_ms: float = DEFAULT_LINGER_SECONDS * 1000,
+        envelope_max_events: int = MAX_ENVELOPE_EVENTS,
+        envelope_max_bytes: int = DEFAULT_ENVELOPE_BYTES,
+    ):
         from kafka import KafkaProducer
         from kafka.errors import KafkaError
 
@@ -186,18 +236,28 @@ class VerdictProducer:
         if envelopes:
             batcher = EnvelopeBatcher(envelope_max_events, envelope_max_bytes, envelope_linger_ms / 1000)
             self._batcher = LingeringBatcher(batcher, self._send_batches)
-        options = dict(bootstrap_servers=bootstrap_servers, client_id=client_id, acks="all", enable_idempotence=True,
-                       compression_type=compression, linger_ms=linger_ms, batch_size=batch_size,
-                       max_in_flight_requests_per_connection=5, request_timeout_ms=request_timeout_ms,
-                       delivery_timeout_ms=delivery_timeout_ms,
-                       max_request_size=max(max_event_bytes, envelope_max_bytes) + _REQUEST_HEADROOM)
+        options = dict(
+            bootstrap_servers=bootstrap_servers,
+            client_id=client_id,
+            acks="all",
+            enable_idempotence=True,
+            compression_type=compression,
+            linger_ms=linger_ms,
+            batch_size=batch_size,
+            max_in_flight_requests_per_connection=5,
+            request_timeout_ms=request_timeout_ms,
+            delivery_timeout_ms=delivery_timeout_ms,
+            max_request_size=max(max_event_bytes, envelope_max_bytes) + _REQUEST_HEADROOM,
+        )
         if retries is not None:
             options["retries"] = retries
         try:
             self._client = KafkaProducer(**options)
         except KafkaError as exc:
-            raise ProducerError(f"cannot reach Kafka at {bootstrap_servers}: {exc}. Start the broker "
-                                "(claimwatch up) or pass the right --kafka host:port.") from exc
+            raise ProducerError(
+                f"cannot reach Kafka at {bootstrap_servers}: {exc}. Start the broker "
+                "(claimwatch up) or pass the right --kafka host:port."
+            ) from exc
         self._kafka_error = KafkaError
         self._closed = False
 
@@ -209,15 +269,21 @@ class VerdictProducer:
     def failed(self) -> int:
         return self._tally.failed
 
-    def send(self, event: Mapping[str, Any] | VerdictEvent, *,
-             on_delivery: Callable[[Delivery], None] | None = None) -> str:
+    def send(
+        self, event: Mapping[str, Any] | VerdictEvent, *, on_delivery: Callable[[Delivery], None] | None = None
+    ) -> str:
         """Check and enqueue one event; returns its event_id. Raises ContractError for a bad event."""
         outgoing = self._preparer.prepare(event)
         self._enqueue(outgoing, self._tally, on_delivery)
         return outgoing.event_id
 
-    def send_many(self, events: Iterable[Mapping[str, Any] | VerdictEvent],
-                  progress: Callable[[int], None] | None = None, *, progress_every: int = 1000) -> SendReport:
+    def send_many(
+        self,
+        events: Iterable[Mapping[str, Any] | VerdictEvent],
+        progress: Callable[[int], None] | None = None,
+        *,
+        progress_every: int = 1000,
+    ) -> SendReport:
         """Send all good events, list the refused ones by position, flush, and count deliveries."""
         report, tally = SendReport(), _Tally(parent=self._tally)
         for index, event in enumerate(events):
@@ -245,8 +311,10 @@ class VerdictProducer:
         try:
             future = self._client.send(self.topic, key=outgoing.key, value=outgoing.value)
         except self._kafka_error as exc:
-            raise ProducerError(f"could not enqueue event {outgoing.event_id} for {self.topic}: {exc}. "
-                                "Check that the broker is up and the topic exists.") from exc
+            raise ProducerError(
+                f"could not enqueue event {outgoing.event_id} for {self.topic}: {exc}. "
+                "Check that the broker is up and the topic exists."
+            ) from exc
         future.add_callback(tally.ok)
         future.add_errback(tally.fail)
         listeners = tuple(f for f in (self.on_delivery, extra) if f is not None)
@@ -269,8 +337,9 @@ class VerdictProducer:
             future.add_callback(self._batch_delivered, batch.items)
             future.add_errback(self._batch_undelivered, batch.items)
         if error is not None and raise_errors:
-            raise ProducerError(f"could not enqueue events for {self.topic}: {error}. "
-                                "Check that the broker is up and the topic exists.") from error
+            raise ProducerError(
+                f"could not enqueue events for {self.topic}: {error}. Check that the broker is up and the topic exists."
+            ) from error
 
     def _batch_delivered(self, items: list, metadata: Any) -> None:
         for outgoing, tally, extra in items:
@@ -326,7 +395,7 @@ class VerdictProducer:
                 self._batcher.close()
             self._client.close(timeout=timeout)
 
-    def __enter__(self) -> "VerdictProducer":
+    def __enter__(self) -> VerdictProducer:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -346,7 +415,7 @@ class AsyncVerdictProducer:
         self._options = options
         self._sync: VerdictProducer | None = None
 
-    async def start(self) -> "AsyncVerdictProducer":
+    async def start(self) -> AsyncVerdictProducer:
         sync = await asyncio.to_thread(VerdictProducer, *self._args, **self._options)
         await asyncio.to_thread(sync.warm_up)
         self._sync = sync
@@ -358,7 +427,7 @@ class AsyncVerdictProducer:
             raise ProducerError("call 'await producer.start()' (or use 'async with') before sending")
         return self._sync
 
-    async def send(self, event: Mapping[str, Any] | VerdictEvent) -> "asyncio.Future[Delivery]":
+    async def send(self, event: Mapping[str, Any] | VerdictEvent) -> asyncio.Future[Delivery]:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Delivery] = loop.create_future()
 
@@ -375,8 +444,9 @@ class AsyncVerdictProducer:
     async def send_and_wait(self, event: Mapping[str, Any] | VerdictEvent) -> Delivery:
         return await (await self.send(event))
 
-    async def send_many(self, events: Iterable[Mapping[str, Any] | VerdictEvent],
-                        progress: Callable[[int], None] | None = None) -> SendReport:
+    async def send_many(
+        self, events: Iterable[Mapping[str, Any] | VerdictEvent], progress: Callable[[int], None] | None = None
+    ) -> SendReport:
         return await asyncio.to_thread(self.producer.send_many, events, progress)
 
     async def flush(self, timeout: float | None = None) -> None:
@@ -386,7 +456,7 @@ class AsyncVerdictProducer:
         if self._sync is not None:
             await asyncio.to_thread(self._sync.close, timeout)
 
-    async def __aenter__(self) -> "AsyncVerdictProducer":
+    async def __aenter__(self) -> AsyncVerdictProducer:
         return await self.start()
 
     async def __aexit__(self, *exc: object) -> None:

@@ -1,4 +1,5 @@
 """`claimwatch simulate`: build a scenario from flags, then write JSONL or produce at accelerated time."""
+
 from __future__ import annotations
 
 import time
@@ -10,10 +11,10 @@ import orjson
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from services.client.simulate import Scenario, ScenarioError, generate, write_jsonl
+from services.contract.model import parse_timestamp
 from services.core.clock import utcnow
 from services.core.files import write_atomically
-from services.contract.model import parse_timestamp
-from services.client.simulate import Scenario, ScenarioError, generate, write_jsonl
 
 
 @dataclass(frozen=True)
@@ -24,15 +25,26 @@ class SimulationRequest:
     seed: int
 
     @classmethod
-    def build(cls, minutes: int, seed: int, start: str | None, regression_at: int, corpus_change_at: str,
-              bad_fraction: float, scale: float, now: datetime | None = None) -> "SimulationRequest":
+    def build(
+        cls,
+        minutes: int,
+        seed: int,
+        start: str | None,
+        regression_at: int,
+        corpus_change_at: str,
+        bad_fraction: float,
+        scale: float,
+        now: datetime | None = None,
+    ) -> SimulationRequest:
         if minutes <= 0:
             raise ValueError(f"--minutes must be positive, got {minutes}")
         corpus = None if corpus_change_at.strip().lower() == "none" else corpus_change_at
         try:
             corpus_at = None if corpus is None else int(corpus)
         except ValueError:
-            raise ValueError(f"--corpus-change-at must be a minute number or 'none', got {corpus_change_at!r}") from None
+            raise ValueError(
+                f"--corpus-change-at must be a minute number or 'none', got {corpus_change_at!r}"
+            ) from None
         if start is None:
             now = (now or utcnow()).replace(second=0, microsecond=0)
             first = now - timedelta(minutes=minutes)
@@ -104,8 +116,14 @@ class TrafficControl:
 
 
 def _progress(console: Console, label: str) -> Progress:
-    return Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TextColumn("minutes"),
-                    TimeRemainingColumn(), console=console)
+    return Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("minutes"),
+        TimeRemainingColumn(),
+        console=console,
+    )
 
 
 def send_after(minute: int, seconds_per_minute: float) -> float:
@@ -114,8 +132,14 @@ def send_after(minute: int, seconds_per_minute: float) -> float:
     return (minute + 1) * seconds_per_minute
 
 
-def run_simulation(request: SimulationRequest, settings, out: Path | None, speed: float, console: Console,
-                   control: TrafficControl | None = None) -> int:
+def run_simulation(
+    request: SimulationRequest,
+    settings,
+    out: Path | None,
+    speed: float,
+    console: Console,
+    control: TrafficControl | None = None,
+) -> int:
     events = generate(request.scenario, request.start, request.minutes, request.seed)
     if out is not None:
         with _progress(console, f"writing {out}") as progress:

@@ -6,6 +6,7 @@ msgspec decodes straight from bytes into the model's Structs and reports the fir
 A message is read whole first (``_all_valid``): nearly every message is valid, and only one that is not is
 read again, piece by piece, to name each fault.
 Input that is not JSON is classified by ``parse_error``, in orjson's words."""
+
 from __future__ import annotations
 
 import re
@@ -16,8 +17,15 @@ from typing import Annotated, Literal
 import msgspec
 import orjson
 
-from services.contract.model import (ENVELOPE_SCHEMA, MAX_ENVELOPE_EVENTS, MAX_ROUTE_CHARS, SCHEMA, Fault,
-                                     VerdictEvent, parse_timestamp)
+from services.contract.model import (
+    ENVELOPE_SCHEMA,
+    MAX_ENVELOPE_EVENTS,
+    MAX_ROUTE_CHARS,
+    SCHEMA,
+    Fault,
+    VerdictEvent,
+    parse_timestamp,
+)
 from services.contract.rejection import ContractError, Problem, Rejection, reject  # noqa: F401  (re-exported)
 
 DEFAULT_MAX_BYTES = 1 << 20
@@ -38,9 +46,11 @@ def lenient_time(value: object) -> datetime | None:
 def lenient_ids(obj: dict) -> dict:
     """What an invalid event still tells: its id, route (at most a route's length) and event time, where readable."""
     event_id, route = obj.get("event_id"), obj.get("route")
-    return {"event_id": event_id if isinstance(event_id, str) else None,
-            "route": route[:MAX_ROUTE_CHARS] if isinstance(route, str) else None,
-            "observed_at": lenient_time(obj.get("observed_at"))}
+    return {
+        "event_id": event_id if isinstance(event_id, str) else None,
+        "route": route[:MAX_ROUTE_CHARS] if isinstance(route, str) else None,
+        "observed_at": lenient_time(obj.get("observed_at")),
+    }
 
 
 def parse_error(raw: bytes, exc: Exception) -> Rejection:
@@ -71,20 +81,27 @@ def is_envelope(obj: object) -> bool:
 def envelope_problem(obj: dict) -> Rejection | None:
     """Why an envelope as a whole is malformed, or None; its events are validated one by one afterwards."""
     if obj.get("schema") != ENVELOPE_SCHEMA:
-        return reject("envelope.bad_schema", "schema",
-                      f"an object with 'events' is a batch envelope; its schema must be '{ENVELOPE_SCHEMA}', "
-                      f"got {obj.get('schema')!r:.64}")
+        return reject(
+            "envelope.bad_schema",
+            "schema",
+            f"an object with 'events' is a batch envelope; its schema must be '{ENVELOPE_SCHEMA}', "
+            f"got {obj.get('schema')!r:.64}",
+        )
     if "events" not in obj:
         return reject("envelope.events.missing", "events", "a batch envelope needs an 'events' list")
     events = obj["events"]
     if not isinstance(events, list):
         return reject("envelope.events.wrong_type", "events", f"'events' must be a list, got {type(events).__name__}")
     if not events:
-        return reject("envelope.events.empty", "events", "'events' is empty; an envelope holds 1 to "
-                      f"{MAX_ENVELOPE_EVENTS} events")
+        return reject(
+            "envelope.events.empty", "events", f"'events' is empty; an envelope holds 1 to {MAX_ENVELOPE_EVENTS} events"
+        )
     if len(events) > MAX_ENVELOPE_EVENTS:
-        return reject("envelope.events.too_many", "events",
-                      f"'events' holds {len(events)} events; the limit is {MAX_ENVELOPE_EVENTS}")
+        return reject(
+            "envelope.events.too_many",
+            "events",
+            f"'events' holds {len(events)} events; the limit is {MAX_ENVELOPE_EVENTS}",
+        )
     return None
 
 
@@ -101,6 +118,7 @@ _PY_TYPES = {"array": "list", "null": "NoneType", "object": "dict"}
 
 class _Head(msgspec.Struct):
     """What tells a batch envelope from one event; everything else is skipped unread."""
+
     schema: object = None
     events: msgspec.Raw = None  # null is read as Raw(b"null"), so None means absent
 
@@ -113,6 +131,7 @@ class _Ids(msgspec.Struct):
 
 class _Envelope(msgspec.Struct):
     """A batch envelope whose every event is valid: what producers send, read in one pass."""
+
     schema: Literal[ENVELOPE_SCHEMA]  # type: ignore[valid-type]
     events: Annotated[list[VerdictEvent], msgspec.Meta(min_length=1, max_length=MAX_ENVELOPE_EVENTS)]
 

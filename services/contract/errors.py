@@ -1,4 +1,5 @@
 """Errors about input records: a line that can't become a verdict event or a failing claim."""
+
 from __future__ import annotations
 
 
@@ -10,7 +11,7 @@ class RecordError(ValueError):
         self.line, self.field, self.message, self.rule = line, field, message, rule
 
     @classmethod
-    def at(cls, line: int, field: str, message: str, rule: str = "bad_value") -> "RecordError":
+    def at(cls, line: int, field: str, message: str, rule: str = "bad_value") -> RecordError:
         """An error in one field of one input line; the text reads ``line N: field: message``."""
         error = cls(f"line {line}: {field}: {message}", line=line, field=field, rule=rule)
         error.message = message

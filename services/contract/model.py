@@ -3,6 +3,7 @@
 msgspec checks types, lengths and ranges in C while it decodes. The contract's own rules (verdict aliases,
 timestamps, routes, the versions and attributes maps) run in ``__post_init__`` and raise ``Fault``, which
 names the rule and the field, so the decoder reports them as it reports any other fault."""
+
 from __future__ import annotations
 
 import re
@@ -25,10 +26,16 @@ FAILED_VERDICT_ORDER = ("unsupported", "contradicted", "overreach", "stale", "no
 FAILED_VERDICTS = frozenset(FAILED_VERDICT_ORDER)
 VERDICT_ALIASES = {
     **{v: v for v in CANONICAL_VERDICTS},
-    "unlinked": "unsupported", "not_supported": "unsupported", "nei": "unsupported",
-    "not_enough_info": "unsupported", "notenoughinfo": "unsupported", "neutral": "unsupported",
-    "refuted": "contradicted", "contradiction": "contradicted",
-    "entailed": "supported", "entailment": "supported",
+    "unlinked": "unsupported",
+    "not_supported": "unsupported",
+    "nei": "unsupported",
+    "not_enough_info": "unsupported",
+    "notenoughinfo": "unsupported",
+    "neutral": "unsupported",
+    "refuted": "contradicted",
+    "contradiction": "contradicted",
+    "entailed": "supported",
+    "entailment": "supported",
 }
 QUERY_TYPES = ("lookup", "multi_hop", "aggregation", "unanswerable", "ambiguous", "other")
 STAKES = ("low", "medium", "high")
@@ -44,12 +51,14 @@ MAX_VERSION_KEYS = 16
 MAX_ATTRIBUTES = 32
 MAX_CLAIMS = 500
 MAX_EVIDENCE = 500
-MAX_KEY_CHARS = 64        # a versions or attributes key
-MAX_LABEL_CHARS = 256     # a version, attribute value, tenant, claim/chunk/source id, labeler
-MAX_TEXT_CHARS = 32_768   # question, answer, claim, span and chunk text
+MAX_KEY_CHARS = 64  # a versions or attributes key
+MAX_LABEL_CHARS = 256  # a version, attribute value, tenant, claim/chunk/source id, labeler
+MAX_TEXT_CHARS = 32_768  # question, answer, claim, span and chunk text
 ROUTE_RE = re.compile(rf"[A-Za-z0-9._:/-]{{1,{MAX_ROUTE_CHARS}}}")
 # RFC 3339 date-time; the offset group is checked separately to give a specific reason.
-TIMESTAMP_RE = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?P<offset>[Zz]|[+-](?:[01]\d|2[0-3]):[0-5]\d)?")
+TIMESTAMP_RE = re.compile(
+    r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?P<offset>[Zz]|[+-](?:[01]\d|2[0-3]):[0-5]\d)?"
+)
 
 
 class Fault(ValueError):
@@ -90,8 +99,10 @@ def check_route(value: str) -> str:
     if not ROUTE_RE.fullmatch(value):
         raise Fault("bad_route", f"route must be 1-128 chars of A-Z a-z 0-9 . _ : / -, got {value[:64]!r}")
     if value in DOT_SEGMENTS:
-        raise Fault("route.dot_segment",
-                    f"route {value!r} is a URL dot segment, which links drop; use a name with a letter or digit")
+        raise Fault(
+            "route.dot_segment",
+            f"route {value!r} is a URL dot segment, which links drop; use a name with a letter or digit",
+        )
     return value
 
 

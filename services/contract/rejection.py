@@ -1,4 +1,5 @@
 """What a decoder says about an input it refuses: the rule broken, where, and why."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

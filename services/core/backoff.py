@@ -1,4 +1,5 @@
 """Exponential backoff with full jitter, shared by every retry loop (store writes, DLQ sends, notifications)."""
+
 from __future__ import annotations
 
 import random
@@ -13,7 +14,7 @@ class Backoff:
         self._rng = rng or random.Random()
 
     def next_delay(self) -> float:
-        ceiling = min(self.maximum, self.initial * (2 ** self.attempt))
+        ceiling = min(self.maximum, self.initial * (2**self.attempt))
         self.attempt += 1
         return self._rng.uniform(ceiling / 2, ceiling)
 

@@ -1,18 +1,20 @@
 """How the user runs `claimwatch` from the shell they are in: the first word of every command we print to paste."""
+
 from __future__ import annotations
 
 import os
 import shlex
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 NAME = "claimwatch"
 
 
-def cli_path(executable: str = sys.executable, cwd: str | None = os.curdir,
-             which: Callable[[str], str | None] = shutil.which) -> str:
+def cli_path(
+    executable: str = sys.executable, cwd: str | None = os.curdir, which: Callable[[str], str | None] = shutil.which
+) -> str:
     """The running interpreter's `claimwatch` script, as the user types it in ``cwd`` (None: in any directory).
 
     The bare name when the PATH finds that very script. Otherwise (a virtualenv that is not

@@ -1,5 +1,6 @@
 """Files replaced whole: a reader sees the old content or the new, never half of it; and the records in which a
 running process says where it is."""
+
 from __future__ import annotations
 
 import os

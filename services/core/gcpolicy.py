@@ -11,13 +11,14 @@ heap seldom goes back to the system: a worker draining a 1 GiB backlog held 1,33
 peak, 1,113 MiB with the threshold fixed (bench/ingest.py --backlog). ``fix_malloc_thresholds``
 fixes it, as MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_ would.
 """
+
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
 import gc
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 BULK_THRESHOLD = 50_000
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # <malloc.h>
@@ -31,7 +32,9 @@ def fix_malloc_thresholds() -> bool:
         mallopt = ctypes.CDLL(ctypes.util.find_library("c") or None).mallopt
     except (OSError, AttributeError):
         return False
-    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES))
+    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)) and bool(
+        mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES)
+    )
 
 
 def tune_for_bulk(threshold: int = BULK_THRESHOLD) -> None:

@@ -1,4 +1,5 @@
 """When two names are one person (what sign-off and token identity compare), and text shown as it is."""
+
 from __future__ import annotations
 
 import unicodedata

@@ -1,9 +1,10 @@
 """How figures are written on every surface (terminal, pages, runbooks, notifications): shares ``12.3%`` (— when
 there is none), changes ``+2.3 pts``, intervals ``8.1%–10.2%``, times ``2026-12-05 02:27 UTC``, counts "1 item",
 "2,000 items". Each is defined here once; JSON carries the numbers and ISO 8601 times."""
+
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 MISSING = "—"
 
@@ -28,8 +29,8 @@ def utc_minute(value: str | datetime | None) -> str:
     if not value:
         return MISSING
     moment = datetime.fromisoformat(str(value).replace("Z", "+00:00")) if isinstance(value, str) else value
-    moment = moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def thousands(value: int | float | None) -> str:

@@ -3,9 +3,10 @@
 The API answers with these objects, so its OpenAPI document describes exactly what it sends; the CLI, the pages and
 the runbooks read the same fields. Exact: a field the model does not name is an error where the object is made,
 not a key that one surface shows and another misses."""
+
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter
 
@@ -25,7 +26,7 @@ def closed(cls: type) -> type:
     return cls
 
 
-@lru_cache(maxsize=None)
+@cache
 def _adapter(shape) -> TypeAdapter:
     return TypeAdapter(shape)
 

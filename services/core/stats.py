@@ -1,5 +1,6 @@
 """The statistics every stage shares, defined once: normal quantiles, the Wilson score interval, the percentile
 interval of a bootstrap, and the Rogan–Gladen correction. Plain numpy; no layer of this project below it."""
+
 from __future__ import annotations
 
 from functools import lru_cache

@@ -3,6 +3,7 @@
 A thread cannot be interrupted: work that may run for a minute (UMAP, HDBSCAN) and must not
 hold up a shutdown runs in a ``ChildProcess`` instead, which ``close`` terminates.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -13,16 +14,19 @@ import os
 import signal
 import threading
 import traceback
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 Run = Callable[..., Awaitable[Any]]  # ``await run(fn, *args)``: fn(*args) on some thread
 
 
 def in_thread(executor: Executor) -> Run:
     """A ``Run`` on ``executor`` (the store's thread, the decode thread, the clustering thread)."""
+
     async def run(fn, *args):
         return await asyncio.get_running_loop().run_in_executor(executor, fn, *args)
+
     return run
 
 
@@ -122,8 +126,9 @@ class ChildProcess:
 
     def call(self, fn: Callable[..., Any], *args: Any) -> Any:
         receive, send = self._context.Pipe(duplex=False)
-        process = self._context.Process(target=_child_main, args=(send, fn, args, self.nice, os.getpid()),
-                                        name=self.name, daemon=True)
+        process = self._context.Process(
+            target=_child_main, args=(send, fn, args, self.nice, os.getpid()), name=self.name, daemon=True
+        )
         with self._lock:
             if self._closed:
                 raise Cancelled("shutting down: not started")

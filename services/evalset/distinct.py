@@ -1,8 +1,9 @@
 """Which traces a promote command can propose together: what the runbook, the issue page and `promote propose`
 show as an issue's representative traces (services/issues/service.py)."""
+
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -14,8 +15,13 @@ class DistinctQuestions:
     """Which traces a promote command can propose together, as printed: none already an eval item, none a near
     duplicate (the promotion check's own threshold) of an eval item or of a trace kept before it."""
 
-    def __init__(self, evals: EvalRepository, embed: Callable[[list[str]], np.ndarray],
-                 threshold: float = NEAR_DUP_THRESHOLD, candidates: int = 60):
+    def __init__(
+        self,
+        evals: EvalRepository,
+        embed: Callable[[list[str]], np.ndarray],
+        threshold: float = NEAR_DUP_THRESHOLD,
+        candidates: int = 60,
+    ):
         self.evals, self.embed, self.threshold = evals, embed, threshold
         self.candidates = candidates  # bounds the embedding work per call
 

@@ -5,23 +5,24 @@ claims of one answer are correlated, so resampling claims would be too narrow).
 Each figure draws from its own seeded stream (seed + the figure's name), so
 adding a slice never moves another slice's interval.
 """
+
 from __future__ import annotations
 
 import zlib
 from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 
 from services.contract.model import VERDICT_ALIASES, canonical_verdict
+from services.core.numbers import plural
 from services.core.readmodel import closed
 from services.core.stats import percentile_interval
-from services.core.numbers import plural
 
 SLICE_DIMS = ("query_type", "stakes")
-MIN_INTERVAL_ITEMS = 10            # below this many items a bootstrap interval means little (n=1: zero width)
-_CELLS_PER_CHUNK = 4_000_000       # bounds each chunk of resampling weights to ~32 MB
+MIN_INTERVAL_ITEMS = 10  # below this many items a bootstrap interval means little (n=1: zero width)
+_CELLS_PER_CHUNK = 4_000_000  # bounds each chunk of resampling weights to ~32 MB
 
 
 @dataclass(frozen=True)
@@ -38,13 +39,13 @@ class ItemOutcome:
 
 @dataclass(frozen=True)
 class Figure:
-    value: float | None            # None when nothing is in the denominator
+    value: float | None  # None when nothing is in the denominator
     lo: float | None
     hi: float | None
-    items: int                     # volume: items behind the figure
+    items: int  # volume: items behind the figure
     numerator: int = 0
     denominator: int = 0
-    note: str = ""                 # set when the interval is not to be shown, and why ("n=1: too few ...")
+    note: str = ""  # set when the interval is not to be shown, and why ("n=1: too few ...")
 
     @property
     def has_interval(self) -> bool:
@@ -75,8 +76,8 @@ class SliceFigure:
 class AbstentionPair:
     """Reported together, never one alone: abstaining more raises both."""
 
-    correct_abstention: Figure     # abstained / unanswerable
-    over_refusal: Figure           # abstained / answerable
+    correct_abstention: Figure  # abstained / unanswerable
+    over_refusal: Figure  # abstained / answerable
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,7 @@ class DisagreementSlice:
     pairs: int
     disagreement: float
     kappa: float
-    top_confusion: tuple[str, str, int] | None   # (verifier said, human said, count)
+    top_confusion: tuple[str, str, int] | None  # (verifier said, human said, count)
 
     @property
     def name(self) -> str:
@@ -109,19 +110,19 @@ class LabelPair:
 @dataclass(frozen=True)
 class Agreement:
     kappa: Figure
-    observed: Figure                               # share of claims where both labels match
+    observed: Figure  # share of claims where both labels match
     labels: tuple[str, ...]
-    confusion: tuple[tuple[int, ...], ...]        # rows: verifier, columns: human
-    slices: tuple[DisagreementSlice, ...]         # most disagreement first
+    confusion: tuple[tuple[int, ...], ...]  # rows: verifier, columns: human
+    slices: tuple[DisagreementSlice, ...]  # most disagreement first
 
 
 @dataclass(frozen=True)
 class EvalReport:
     faithfulness: Figure
-    slices: tuple[SliceFigure, ...]                # worst first
+    slices: tuple[SliceFigure, ...]  # worst first
     abstention: AbstentionPair
     items: int
-    agreement: Agreement | None = None             # shown beside every automated rate
+    agreement: Agreement | None = None  # shown beside every automated rate
 
     def slice(self, name: str) -> SliceFigure | None:
         return next((s for s in self.slices if s.name == name), None)
@@ -148,7 +149,9 @@ def canonical(verdict: str, where: str = "") -> str:
     try:
         return canonical_verdict(str(verdict))
     except ValueError:
-        raise ValueError(f"{where}unknown verdict {verdict!r}; use one of {sorted(set(VERDICT_ALIASES.values()))}") from None
+        raise ValueError(
+            f"{where}unknown verdict {verdict!r}; use one of {sorted(set(VERDICT_ALIASES.values()))}"
+        ) from None
 
 
 def _rng(seed: int, name: str) -> np.random.Generator:
@@ -169,8 +172,14 @@ def _resampled_sums(rng: np.random.Generator, rows: np.ndarray, n_boot: int) -> 
         yield weights @ distinct
 
 
-def ratio_figures(pairs: Sequence[tuple[np.ndarray, np.ndarray]], name: str, *, n_boot: int = 2000, seed: int = 0,
-                  confidence: float = 0.95) -> list[Figure]:
+def ratio_figures(
+    pairs: Sequence[tuple[np.ndarray, np.ndarray]],
+    name: str,
+    *,
+    n_boot: int = 2000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> list[Figure]:
     """sum(num)/sum(den) for each (num, den) pair of per-item arrays, all from the same item resamples."""
     n = len(pairs[0][0])
     if n == 0:
@@ -219,17 +228,27 @@ def abstention_pair(outcomes: Sequence[ItemOutcome], **boot) -> AbstentionPair:
     return AbstentionPair(correct, over)
 
 
-def eval_report(outcomes: Sequence[ItemOutcome], *, dims: Sequence[str] = SLICE_DIMS, n_boot: int = 2000,
-                seed: int = 0, confidence: float = 0.95, agreement: Agreement | None = None) -> EvalReport:
+def eval_report(
+    outcomes: Sequence[ItemOutcome],
+    *,
+    dims: Sequence[str] = SLICE_DIMS,
+    n_boot: int = 2000,
+    seed: int = 0,
+    confidence: float = 0.95,
+    agreement: Agreement | None = None,
+) -> EvalReport:
     boot = dict(n_boot=n_boot, seed=seed, confidence=confidence)
     slices = []
     for dim in dims:
         for value in sorted({getattr(o, dim) or "unknown" for o in outcomes}):
             members = [o for o in outcomes if (getattr(o, dim) or "unknown") == value]
             slices.append(SliceFigure(dim, value, faithfulness(members, f"{dim}={value}", **boot)))
-    slices.sort(key=lambda s: (s.faithfulness.value is None, s.faithfulness.value or 0.0, -s.faithfulness.items, s.name))
-    return EvalReport(faithfulness(outcomes, **boot), tuple(slices), abstention_pair(outcomes, **boot),
-                      len(outcomes), agreement)
+    slices.sort(
+        key=lambda s: (s.faithfulness.value is None, s.faithfulness.value or 0.0, -s.faithfulness.items, s.name)
+    )
+    return EvalReport(
+        faithfulness(outcomes, **boot), tuple(slices), abstention_pair(outcomes, **boot), len(outcomes), agreement
+    )
 
 
 def confusion_matrix(a: Sequence[str], b: Sequence[str], labels: Sequence[str]) -> np.ndarray:
@@ -262,8 +281,11 @@ def cohen_kappa(a: Sequence[str], b: Sequence[str], labels: Sequence[str] | None
     return float(_kappa(confusion_matrix(a, b, labels or sorted(set(a) | set(b)))))
 
 
-def disagreement_slices(pairs: Sequence[LabelPair], dims: Sequence[str] = ("query_type", "stakes", "claim_type", "verifier"),
-                        min_pairs: int = 5) -> list[DisagreementSlice]:
+def disagreement_slices(
+    pairs: Sequence[LabelPair],
+    dims: Sequence[str] = ("query_type", "stakes", "claim_type", "verifier"),
+    min_pairs: int = 5,
+) -> list[DisagreementSlice]:
     """Slices with at least ``min_pairs`` pairs, most disagreement first (then larger first)."""
     found = []
     for dim in dims:
@@ -273,19 +295,35 @@ def disagreement_slices(pairs: Sequence[LabelPair], dims: Sequence[str] = ("quer
                 continue
             confusions = Counter((p.verifier, p.human) for p in members if p.verifier != p.human)
             top = confusions.most_common(1)[0] if confusions else None
-            found.append(DisagreementSlice(
-                dim, value, len(members), sum(confusions.values()) / len(members),
-                cohen_kappa([p.verifier for p in members], [p.human for p in members]),
-                (top[0][0], top[0][1], top[1]) if top else None,
-            ))
+            found.append(
+                DisagreementSlice(
+                    dim,
+                    value,
+                    len(members),
+                    sum(confusions.values()) / len(members),
+                    cohen_kappa([p.verifier for p in members], [p.human for p in members]),
+                    (top[0][0], top[0][1], top[1]) if top else None,
+                )
+            )
     return sorted(found, key=lambda s: (-s.disagreement, -s.pairs, s.name))
 
 
-def agreement(pairs: Sequence[LabelPair], *, labels: Sequence[str] | None = None, min_pairs: int = 5,
-              n_boot: int = 2000, seed: int = 0, confidence: float = 0.95) -> Agreement:
+def agreement(
+    pairs: Sequence[LabelPair],
+    *,
+    labels: Sequence[str] | None = None,
+    min_pairs: int = 5,
+    n_boot: int = 2000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> Agreement:
     """Verifier vs human on the same claims: kappa and observed agreement with item-resampled intervals."""
-    pairs = [LabelPair(p.item_id, p.claim_idx, canonical(p.verifier), canonical(p.human), p.query_type, p.stakes,
-                       p.claim_type) for p in pairs]
+    pairs = [
+        LabelPair(
+            p.item_id, p.claim_idx, canonical(p.verifier), canonical(p.human), p.query_type, p.stakes, p.claim_type
+        )
+        for p in pairs
+    ]
     labels = tuple(labels or sorted({p.verifier for p in pairs} | {p.human for p in pairs}))
     items = sorted({p.item_id for p in pairs})
     total = confusion_matrix([p.verifier for p in pairs], [p.human for p in pairs], labels)
@@ -306,17 +344,33 @@ def agreement(pairs: Sequence[LabelPair], *, labels: Sequence[str] | None = None
             shares.append(np.trace(boot, axis1=-2, axis2=-1) / boot.sum(axis=(-2, -1)))
     kappa_value = float(_kappa(total.astype(float)))
     k_lo, k_hi = percentile_interval(np.concatenate(kappas), confidence)
-    kappa = Figure(kappa_value if np.isfinite(kappa_value) else None, k_lo, k_hi, len(items), agreed, len(pairs),
-                   interval_note(len(items), k_lo, k_hi))
+    kappa = Figure(
+        kappa_value if np.isfinite(kappa_value) else None,
+        k_lo,
+        k_hi,
+        len(items),
+        agreed,
+        len(pairs),
+        interval_note(len(items), k_lo, k_hi),
+    )
     o_lo, o_hi = percentile_interval(np.concatenate(shares), confidence)
-    observed = Figure(agreed / len(pairs), o_lo, o_hi, len(items), agreed, len(pairs), interval_note(len(items), o_lo, o_hi))
-    return Agreement(kappa, observed, labels, tuple(tuple(int(x) for x in row) for row in total),
-                     tuple(disagreement_slices(pairs, min_pairs=min_pairs)))
+    observed = Figure(
+        agreed / len(pairs), o_lo, o_hi, len(items), agreed, len(pairs), interval_note(len(items), o_lo, o_hi)
+    )
+    return Agreement(
+        kappa,
+        observed,
+        labels,
+        tuple(tuple(int(x) for x in row) for row in total),
+        tuple(disagreement_slices(pairs, min_pairs=min_pairs)),
+    )
 
 
 def figure_text(where: str, metric: str, figure: Figure, decimals: int = 4) -> str:
     """``faithfulness on all is 0.9500 (95% CI 0.9100–0.9800, 120 items)``: a gated figure as the gate states it."""
-    spread = f"95% CI {figure.lo:.{decimals}f}–{figure.hi:.{decimals}f}, " if figure.has_interval else f"{figure.note}; "
+    spread = (
+        f"95% CI {figure.lo:.{decimals}f}–{figure.hi:.{decimals}f}, " if figure.has_interval else f"{figure.note}; "
+    )
     return f"{metric} on {where} is {figure.value:.{decimals}f} ({spread}{plural(figure.items, 'item')})"
 
 
@@ -326,34 +380,62 @@ def met_text(where: str, metric: str, figure: Figure, threshold: float, low_is_b
     return f"{figure_text(where, metric, figure, decimals)}, {bound} {threshold:.{decimals}f}"
 
 
-def check_figure(where: str, metric: str, figure: Figure | None, threshold: float, low_is_bad: bool,
-                 decimals: int = 4, min_items: int = 0) -> GateFailure | None:
+def check_figure(
+    where: str,
+    metric: str,
+    figure: Figure | None,
+    threshold: float,
+    low_is_bad: bool,
+    decimals: int = 4,
+    min_items: int = 0,
+) -> GateFailure | None:
     """The failure when ``figure`` misses ``threshold``; an undefined figure fails (no evidence is not a pass), and
     so does one resting on fewer than ``min_items`` items (too little evidence is not a pass either)."""
     if figure is None or figure.value is None:
-        return GateFailure(where, metric, None, threshold,
-                           f"{metric} on {where} is undefined (no approved item it can count: faithfulness counts verifier-labelled "
-                           "claims, abstention answerable or unanswerable items); the gate cannot pass on no evidence")
+        return GateFailure(
+            where,
+            metric,
+            None,
+            threshold,
+            f"{metric} on {where} is undefined (no approved item it can count: faithfulness counts verifier-labelled "
+            "claims, abstention answerable or unanswerable items); the gate cannot pass on no evidence",
+        )
     if figure.items < min_items:
-        return GateFailure(where, metric, figure.value, threshold,
-                           f"{figure_text(where, metric, figure, decimals)} rests on fewer than eval.min_items "
-                           f"({min_items}): too few to gate on; add eval items, or lower eval.min_items")
+        return GateFailure(
+            where,
+            metric,
+            figure.value,
+            threshold,
+            f"{figure_text(where, metric, figure, decimals)} rests on fewer than eval.min_items "
+            f"({min_items}): too few to gate on; add eval items, or lower eval.min_items",
+        )
     if not (figure.value < threshold if low_is_bad else figure.value > threshold):
         return None
     side = "below the minimum" if low_is_bad else "above the maximum"
-    return GateFailure(where, metric, figure.value, threshold,
-                       f"{figure_text(where, metric, figure, decimals)}, {side} {threshold:.{decimals}f}")
+    return GateFailure(
+        where,
+        metric,
+        figure.value,
+        threshold,
+        f"{figure_text(where, metric, figure, decimals)}, {side} {threshold:.{decimals}f}",
+    )
 
 
-def gate(report: EvalReport, min_faithfulness: float | None = None, max_over_refusal: float | None = None,
-         slice_min: float | Mapping[str, float] | None = None, min_items: int = 0) -> GateResult:
+def gate(
+    report: EvalReport,
+    min_faithfulness: float | None = None,
+    max_over_refusal: float | None = None,
+    slice_min: float | Mapping[str, float] | None = None,
+    min_items: int = 0,
+) -> GateResult:
     """Compare point estimates with thresholds; an undefined figure fails (no evidence is not a pass), and the
     whole set's figures need ``min_items`` items behind them (eval.min_items)."""
     failures: list[GateFailure] = []
     checked: list[str] = []
 
-    def check(where: str, metric: str, figure: Figure | None, threshold: float, low_is_bad: bool,
-              least: int = 0) -> None:
+    def check(
+        where: str, metric: str, figure: Figure | None, threshold: float, low_is_bad: bool, least: int = 0
+    ) -> None:
         failure = check_figure(where, metric, figure, threshold, low_is_bad, min_items=least)
         if failure:
             failures.append(failure)

@@ -1,6 +1,7 @@
 """What the eval-set use cases return, defined once: items, their history, the report and the gate are the domain's
 own dataclasses, closed where they are defined (services/core/readmodel.py: ``closed``); the agreement answer is
 this model, the figures of ``Agreement`` or why there are none."""
+
 from __future__ import annotations
 
 from pydantic import Field
@@ -26,7 +27,7 @@ class AgreementRead(Read):
         return self.model_dump(mode="json", exclude_none=True)  # the figures are there, or absent
 
     @classmethod
-    def of(cls, summary) -> "AgreementRead":
+    def of(cls, summary) -> AgreementRead:
         """services.evalset.service.AgreementSummary."""
         if summary.agreement is None:
             return cls(pairs=0, message=NO_PAIRS)

@@ -3,23 +3,33 @@
 Every method returns this stage's dataclasses; the API routers and the CLI serialise them
 (services/api/eval_json.py).
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
-from services.core.readmodel import closed
 from services.core.clock import utcnow
 from services.core.command import cli_command
 from services.core.errors import NotFound
+from services.core.readmodel import closed
 from services.evalset.instrument import Instrument, InstrumentChecks, instrument_failures
 from services.evalset.metrics import Agreement, EvalReport, GateResult, agreement, eval_report, gate, parse_slice_min
-from services.evalset.promotion import (NEAR_DUP_THRESHOLD, EvalItem, HistoryEntry, NearDuplicateError, PromotionError,
-                                       PromotionService, load_label_pairs, load_outcomes, load_traces)
+from services.evalset.promotion import (
+    NEAR_DUP_THRESHOLD,
+    EvalItem,
+    HistoryEntry,
+    NearDuplicateError,
+    PromotionError,
+    PromotionService,
+    load_label_pairs,
+    load_outcomes,
+    load_traces,
+)
 from services.issues.records import IssueRecords, surviving
 from services.store.evalset import EvalRepository
 
@@ -32,7 +42,7 @@ class EvalItemDetail(EvalItem):
     history: tuple[HistoryEntry, ...] = ()
 
     @classmethod
-    def of(cls, item: EvalItem, history: Sequence[HistoryEntry]) -> "EvalItemDetail":
+    def of(cls, item: EvalItem, history: Sequence[HistoryEntry]) -> EvalItemDetail:
         return cls(**{name: getattr(item, name) for name in EvalItem.__dataclass_fields__}, history=tuple(history))
 
 
@@ -44,19 +54,27 @@ class AgreementSummary:
     agreement: Agreement | None
 
 
-
-
 class EvalService:
-    def __init__(self, evals: EvalRepository, issues: IssueRecords, embed: Callable[[Sequence[str]], np.ndarray],
-                 near_dup_threshold: float = NEAR_DUP_THRESHOLD, allow_self_approval: bool = False, n_boot: int = 2000,
-                 clock: Callable[[], datetime] = utcnow, instrument: Instrument | None = None,
-                 representatives: Callable[[str], list[str]] | None = None, min_items: int = 0):
+    def __init__(
+        self,
+        evals: EvalRepository,
+        issues: IssueRecords,
+        embed: Callable[[Sequence[str]], np.ndarray],
+        near_dup_threshold: float = NEAR_DUP_THRESHOLD,
+        allow_self_approval: bool = False,
+        n_boot: int = 2000,
+        clock: Callable[[], datetime] = utcnow,
+        instrument: Instrument | None = None,
+        representatives: Callable[[str], list[str]] | None = None,
+        min_items: int = 0,
+    ):
         self.evals = evals
         self.min_items = min_items  # eval.min_items: the gate passes on no fewer items
         self.instrument = instrument  # the review stage: calibration and verifier-vs-human kappa for the gate
         self.clock = clock
-        self.promotion = PromotionService(evals, embed, near_dup_threshold=near_dup_threshold,
-                                          allow_self_approval=allow_self_approval, clock=clock)
+        self.promotion = PromotionService(
+            evals, embed, near_dup_threshold=near_dup_threshold, allow_self_approval=allow_self_approval, clock=clock
+        )
         self.issues = issues
         self.n_boot = n_boot
         self.representatives = representatives  # issue id -> the trace ids its runbook and page show
@@ -84,8 +102,10 @@ class EvalService:
                 covered = {d.trace_id for d in exc.duplicates}
                 traces = [t for t in traces if t.trace_id not in covered]
                 if not traces:
-                    raise PromotionError(f"the eval set already covers every representative trace of issue {issue_id}; "
-                                         "name other traces with --traces") from None
+                    raise PromotionError(
+                        f"the eval set already covers every representative trace of issue {issue_id}; "
+                        "name other traces with --traces"
+                    ) from None
         return self.promotion.propose(issue_id, traces, by)
 
     def nothing_to_propose(self, issue_id: str) -> str:
@@ -96,8 +116,10 @@ class EvalService:
             return f"issue {issue_id} has no traces to propose yet; wait for its next clustering run"
         named = ", ".join(f"{i.item_id} ({i.state}, trace {i.origin_trace_id})" for i in held[:5])
         more = f" and {len(held) - 5} more" if len(held) > 5 else ""
-        return (f"every representative trace of issue {issue_id} is already in the eval set: {named}{more}. "
-                f"See them with: {cli_command()} evalset items; to add others, name them with --traces")
+        return (
+            f"every representative trace of issue {issue_id} is already in the eval set: {named}{more}. "
+            f"See them with: {cli_command()} evalset items; to add others, name them with --traces"
+        )
 
     def approve(self, item_id: str, by: str, reason: str = "") -> EvalItem:
         return self.promotion.approve(item_id, by, reason)
@@ -125,15 +147,21 @@ class EvalService:
     def report(self, outcomes: list | None = None) -> EvalReport:
         pairs = load_label_pairs(self.evals)
         agree = agreement(pairs) if pairs else None
-        return eval_report(load_outcomes(self.evals) if outcomes is None else outcomes, n_boot=self.n_boot,
-                           agreement=agree)
+        return eval_report(
+            load_outcomes(self.evals) if outcomes is None else outcomes, n_boot=self.n_boot, agreement=agree
+        )
 
     def agreement(self) -> AgreementSummary:
         pairs = load_label_pairs(self.evals)
         return AgreementSummary(len(pairs), agreement(pairs) if pairs else None)
 
-    def gate(self, min_faithfulness: float | None, max_over_refusal: float | None,
-             slice_min: str | float | dict | None = None, checks: InstrumentChecks = InstrumentChecks()) -> GateResult:
+    def gate(
+        self,
+        min_faithfulness: float | None,
+        max_over_refusal: float | None,
+        slice_min: str | float | dict | None = None,
+        checks: InstrumentChecks = InstrumentChecks(),
+    ) -> GateResult:
         if isinstance(slice_min, str):
             slice_min = parse_slice_min(slice_min)
         outcomes = load_outcomes(self.evals)

@@ -4,9 +4,10 @@ Faust's stream buffer counts messages, and a message may be an envelope of up to
 messages, a backlog of large envelopes is held whole. The budget counts bytes: once it is spent, delivery waits
 (the consumer stops fetching) until acked batches give bytes back.
 """
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 
 class ByteBudget:

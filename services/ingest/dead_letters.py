@@ -3,11 +3,12 @@
 The transport is injected: ``send(key, value, headers)`` awaits delivery (streams/ passes
 Faust's topic send), so this needs neither Faust nor a broker to test.
 """
+
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 
@@ -49,8 +50,14 @@ class DeadLetterSender:
     ``backoff`` makes a fresh Backoff per ``send_all`` call, so concurrent batches do not share retry state.
     """
 
-    def __init__(self, send: Send, backoff: Callable[[], Backoff], retry_on: tuple[type[BaseException], ...] = (KafkaError,),
-                 truncate_bytes: int = DLQ_TRUNCATE_BYTES, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep):
+    def __init__(
+        self,
+        send: Send,
+        backoff: Callable[[], Backoff],
+        retry_on: tuple[type[BaseException], ...] = (KafkaError,),
+        truncate_bytes: int = DLQ_TRUNCATE_BYTES,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ):
         self.send = send
         self.backoff = backoff
         self.retry_on = retry_on
@@ -62,7 +69,7 @@ class DeadLetterSender:
         of dead letters a batch) moved at one broker round trip each."""
         backoff = self.backoff()
         for start in range(0, len(dead), CONCURRENT_SENDS):
-            await asyncio.gather(*(self._send_until_sent(d, backoff) for d in dead[start:start + CONCURRENT_SENDS]))
+            await asyncio.gather(*(self._send_until_sent(d, backoff) for d in dead[start : start + CONCURRENT_SENDS]))
 
     async def _send_until_sent(self, d: DeadLetter, backoff: Backoff) -> None:
         while True:
@@ -83,4 +90,4 @@ class DeadLetterSender:
             if not too_large(exc):
                 raise
             # Larger than the DLQ topic takes: keep the head; the store row records the full size.
-            await self.send(key, d.raw[:self.truncate_bytes], headers + [("claimwatch-truncated", b"1")])
+            await self.send(key, d.raw[: self.truncate_bytes], headers + [("claimwatch-truncated", b"1")])

@@ -3,20 +3,21 @@
 Decoding runs on one thread and the store write on another (``run_decode`` / ``run_store``,
 each ``await run(fn, *args)``), so the event loop keeps collecting the next batch meanwhile.
 """
+
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import Awaitable, Callable, Sequence
 
-from services.core.threads import Run
 from services.core.backoff import Backoff
 from services.core.clock import utcnow
-from services.core.metrics import Metrics
-from services.ingest.ingestor import BatchOutcome, DecodedBatch, Health, Ingestor, RawMessage
 from services.core.errors import StoreError
+from services.core.metrics import Metrics
+from services.core.threads import Run
+from services.ingest.ingestor import BatchOutcome, DecodedBatch, Health, Ingestor, RawMessage
 
 log = logging.getLogger(__name__)
 PAUSE_SLICE = 0.25  # a backoff pause notices a shutdown within this long
@@ -33,9 +34,18 @@ class DurableWriter:
     is shutting down: a refused batch is then abandoned (``WriteAbandoned``) instead of retried, so shutdown
     never waits on a store that refuses every write."""
 
-    def __init__(self, ingestor: Ingestor, health: Health, metrics: Metrics, backoff: Backoff,
-                 run_store: Run, run_decode: Run, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-                 clock: Callable[[], datetime] = utcnow, stopping: Callable[[], bool] = lambda: False):
+    def __init__(
+        self,
+        ingestor: Ingestor,
+        health: Health,
+        metrics: Metrics,
+        backoff: Backoff,
+        run_store: Run,
+        run_decode: Run,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        clock: Callable[[], datetime] = utcnow,
+        stopping: Callable[[], bool] = lambda: False,
+    ):
         self.ingestor = ingestor
         self.health = health
         self.metrics = metrics
@@ -64,8 +74,10 @@ class DurableWriter:
                 self.health.mark_failed(str(exc)[:500], self.clock())
                 self.metrics.store_failures.inc()
                 if self.stopping():
-                    raise WriteAbandoned(f"stopping while the store refuses writes ({str(exc)[:200]}); "
-                                         f"{batch.messages} messages stay uncommitted and are redelivered") from None
+                    raise WriteAbandoned(
+                        f"stopping while the store refuses writes ({str(exc)[:200]}); "
+                        f"{batch.messages} messages stay uncommitted and are redelivered"
+                    ) from None
                 delay = self.backoff.next_delay()
                 log.warning("store write failed (%s); retrying in %.1fs, offsets not committed", str(exc)[:200], delay)
                 await self._pause(delay)

@@ -8,13 +8,14 @@ too: every acked event is either stored or dead-lettered, never dropped.
 Faust only feeds it batches and acks them afterwards (see streams/agents.py), so all
 of this is testable without a broker.
 """
+
 from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Sequence
 
 import orjson
 
@@ -84,8 +85,13 @@ class DecodedBatch:
         counts = EventCounts()
         for b in batches:
             counts += b.counts
-        return cls([i for b in batches for i in b.items], [d for b in batches for d in b.dead],
-                   [line for b in batches for line in b.lines], sum(b.messages for b in batches), counts)
+        return cls(
+            [i for b in batches for i in b.items],
+            [d for b in batches for d in b.dead],
+            [line for b in batches for line in b.lines],
+            sum(b.messages for b in batches),
+            counts,
+        )
 
 
 def envelope_events(m: RawMessage) -> list:
@@ -136,7 +142,9 @@ class BrokerHealth:
         """Why the broker counts as unreachable at ``now``; None while it answers."""
         if self.waiting_since is None or now - self.waiting_since <= self.silence:
             return None
-        return f"no answer for {now - self.waiting_since:.0f} s" + (f" (last error: {self.error})" if self.error else "")
+        return f"no answer for {now - self.waiting_since:.0f} s" + (
+            f" (last error: {self.error})" if self.error else ""
+        )
 
 
 @dataclass
@@ -164,15 +172,24 @@ class Ingestor:
     """``window``: the event times stored (default: what the store can hold, up to a few minutes ahead);
     ``epoch``: the incarnation of the consumed log, kept on every dead letter (``DeadLetter.epoch``)."""
 
-    def __init__(self, writer: Writer, decoder: Decoder, redactor: Redactor | None = None,
-                 window: EventTimeWindow | None = None, epoch: str = "", routes: RouteGuard | None = None):
+    def __init__(
+        self,
+        writer: Writer,
+        decoder: Decoder,
+        redactor: Redactor | None = None,
+        window: EventTimeWindow | None = None,
+        epoch: str = "",
+        routes: RouteGuard | None = None,
+    ):
         self.writer = writer
         self.decoder = decoder
         self.redactor = redactor or Redactor(RedactionSettings())  # before storage; a no-op unless enabled
         self.window = window or EventTimeWindow()
         self.epoch = epoch
         self.routes = RouteGuard() if routes is None else routes
-        self.neighbours: dict[int, tuple[datetime, datetime]] = {}  # partition -> (its newest valid event time, when seen)
+        self.neighbours: dict[
+            int, tuple[datetime, datetime]
+        ] = {}  # partition -> (its newest valid event time, when seen)
 
     def split(self, messages: Sequence[RawMessage], now: datetime) -> DecodedBatch:
         """Decode and redact each event once; invalid ones (or a malformed envelope) and valid ones outside the
@@ -190,7 +207,11 @@ class Ingestor:
                     if index is not None and envelope is None:
                         envelope = envelope_events(m)
                     seen = result.observed_at
-                    when = seen if seen is not None and self.window.admits(seen, now) else self.minute_of_unreadable(m, now)
+                    when = (
+                        seen
+                        if seen is not None and self.window.admits(seen, now)
+                        else self.minute_of_unreadable(m, now)
+                    )
                     dead.append(self._dead_letter(m, result, index, event_bytes(m, index, envelope), when))
                 else:
                     self.note_valid(m.partition, result.observed_at, now)
@@ -211,14 +232,16 @@ class Ingestor:
         newest = self.neighbours.get(m.partition)
         return newest[0] if newest is not None and now - newest[1] <= NEIGHBOUR_FRESH else now
 
-    def _dead_letter(self, m: RawMessage, rejection: Rejection, index: int | None, raw: bytes,
-                     when: datetime) -> DeadLetter:
+    def _dead_letter(
+        self, m: RawMessage, rejection: Rejection, index: int | None, raw: bytes, when: datetime
+    ) -> DeadLetter:
         # The DLQ topic gets it all; the store keeps a (redacted) sample.
         sample = self.redactor.redact_raw(raw[:SAMPLE_BYTES])
         # Refused for the route bound: counted under no route, or each refused route would become one of the DLQ's.
         route = "" if rejection.rule == ROUTE_LIMIT else key_route(m.key) or rejection.route or ""
-        return DeadLetter(m.topic, m.partition, m.offset, raw, rejection, sample, index, self.epoch, route, when,
-                          m.fingerprint)
+        return DeadLetter(
+            m.topic, m.partition, m.offset, raw, rejection, sample, index, self.epoch, route, when, m.fingerprint
+        )
 
     def process(self, messages: Sequence[RawMessage], now: datetime) -> BatchOutcome:
         """Decode and write once. StoreError propagates: the caller retries and does not ack."""
@@ -232,8 +255,11 @@ class Ingestor:
         try:
             return BatchOutcome(batch.keys, dead, self.writer.write_lines(batch.keys, batch.lines, dead), batch.counts)
         except StoreRefused as exc:
-            log.warning("the store refuses a batch of %d events (%s); splitting it to find the events it refuses",
-                        len(batch.items), str(exc)[:300])
+            log.warning(
+                "the store refuses a batch of %d events (%s); splitting it to find the events it refuses",
+                len(batch.items),
+                str(exc)[:300],
+            )
         except StoreError:
             raise
         except Exception:  # a data-dependent bug must not stall the partition either
@@ -252,13 +278,23 @@ class Ingestor:
             try:
                 result = self.writer.write_lines(keys, batch.lines[lo:hi])
             except StoreRefused as exc:
-                failure = reject(STORE_REJECTED, "$", f"the store refused this event: {exc}"[:1000],
-                                 event_id=keys[0].event_id, route=keys[0].route)
+                failure = reject(
+                    STORE_REJECTED,
+                    "$",
+                    f"the store refused this event: {exc}"[:1000],
+                    event_id=keys[0].event_id,
+                    route=keys[0].route,
+                )
             except StoreError:
                 raise
             except Exception as exc:
-                failure = reject("unprocessable", "$", f"valid event could not be stored: {type(exc).__name__}: {exc}",
-                                 event_id=keys[0].event_id, route=keys[0].route)
+                failure = reject(
+                    "unprocessable",
+                    "$",
+                    f"valid event could not be stored: {type(exc).__name__}: {exc}",
+                    event_id=keys[0].event_id,
+                    route=keys[0].route,
+                )
             else:
                 good += keys
                 inserted += result.inserted

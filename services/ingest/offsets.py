@@ -1,9 +1,10 @@
 """Consumer lag, for the gauge: the offsets the ingest path has finished (stored, dead letters sent, acked) in
 this process, and the log bounds and the group's committed offsets as the broker has them."""
+
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
@@ -15,9 +16,9 @@ from services.ingest.ingestor import RawMessage
 class LogPosition:
     """One partition, as the broker reports it."""
 
-    start: int = 0                  # the oldest offset still in the log
-    end: int = 0                    # the offset the next message written gets
-    committed: int | None = None    # the group's committed offset (the next it reads); None before its first commit
+    start: int = 0  # the oldest offset still in the log
+    end: int = 0  # the offset the next message written gets
+    committed: int | None = None  # the group's committed offset (the next it reads); None before its first commit
 
     @property
     def unread(self) -> int:
@@ -92,8 +93,9 @@ class BrokerOffsets:
     async def _clients(self) -> tuple[AIOKafkaAdminClient, AIOKafkaConsumer]:
         if self._admin is None or self._consumer is None:
             admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="claimwatch-lag")
-            consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, client_id="claimwatch-lag",
-                                        enable_auto_commit=False)
+            consumer = AIOKafkaConsumer(
+                bootstrap_servers=self.bootstrap, client_id="claimwatch-lag", enable_auto_commit=False
+            )
             try:
                 await admin.start()
                 await consumer.start()

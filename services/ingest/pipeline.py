@@ -11,14 +11,15 @@ the next write. A store write costs tens of milliseconds whatever its size (a pa
 views' plans), so under a backlog fewer, larger writes cost less per event; at a trickle each batch
 is written as soon as it is decoded. Batches under way are bounded by ``InFlight``, so a group is too.
 """
+
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
 from collections import deque
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Awaitable, Callable, Coroutine, Sequence
 
 from services.core.metrics import Metrics
 from services.ingest.dead_letters import DeadLetterSender
@@ -75,8 +76,12 @@ class IngestPipeline:
     async def _commit(self, group: list[_Waiting]) -> None:
         took = time.perf_counter()
         outcome = await self.writer.store(DecodedBatch.joined([w.batch for w in group]))
-        log.debug("%d batches (%d messages) written in %.3fs", len(group), sum(len(w.messages) for w in group),
-                  time.perf_counter() - took)
+        log.debug(
+            "%d batches (%d messages) written in %.3fs",
+            len(group),
+            sum(len(w.messages) for w in group),
+            time.perf_counter() - took,
+        )
         await self.dead_letters.send_all(outcome.dead)
         self.metrics.observe_batch(outcome.counts, outcome.dead, outcome.result.duplicates)
         for waiting in group:

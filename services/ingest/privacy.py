@@ -9,14 +9,16 @@ degrade; ``Redactor.degraded`` says which, so the UI and CLI can tell the user.
     drop  any covered text                     ->  "" and an HMAC-SHA256 of it, kept in
                                                    attributes["claimwatch.redaction"]
 """
+
 from __future__ import annotations
 
 import hashlib
 import hmac
 import ipaddress
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Literal
+from typing import Literal
 
 import msgspec
 import orjson
@@ -40,30 +42,38 @@ class RedactionSettings(BaseModel):
     patterns: list[Literal["email", "phone", "card", "ip"]] = Field(default_factory=lambda: ["email", "phone", "card"])
     custom: dict[str, str] = Field(default_factory=dict, description="name -> regex; matches become [NAME]")
     fields: list[Literal["query", "answer", "claim", "evidence", "span"]] = Field(
-        default_factory=lambda: list(TEXT_FIELDS))
+        default_factory=lambda: list(TEXT_FIELDS)
+    )
     mode: Literal["mask", "drop"] = "mask"
     hash_salt: SecretStr = Field(SecretStr(""), description="HMAC key for drop-mode hashes; keep it secret and stable")
     phone_regions: list[str] = Field(
-        default_factory=lambda: ["US"], description="regions whose national formats count as phone numbers; "
-                                                    "+CC numbers always do")
+        default_factory=lambda: ["US"],
+        description="regions whose national formats count as phone numbers; +CC numbers always do",
+    )
 
     @field_validator("custom")
     @classmethod
     def _custom_patterns_compile(cls, custom: dict[str, str]) -> dict[str, str]:
         for name, pattern in custom.items():
             if not _CUSTOM_NAME.fullmatch(name):
-                raise ValueError(f"custom pattern name {name!r} must be a letter followed by up to 31 letters, "
-                                 "digits or _ (it becomes the placeholder [NAME])")
+                raise ValueError(
+                    f"custom pattern name {name!r} must be a letter followed by up to 31 letters, "
+                    "digits or _ (it becomes the placeholder [NAME])"
+                )
             if name.lower() in BUILTIN_PATTERNS:
                 raise ValueError(f"custom[{name!r}] reuses a built-in pattern's name; list it in patterns or rename it")
             try:
                 compiled = re.compile(pattern)
             except re.error as exc:
-                raise ValueError(f"custom[{name!r}] = {pattern!r} is not a valid regular expression ({exc}); "
-                                 "fix it or remove the entry") from None
+                raise ValueError(
+                    f"custom[{name!r}] = {pattern!r} is not a valid regular expression ({exc}); "
+                    "fix it or remove the entry"
+                ) from None
             if compiled.fullmatch(""):
-                raise ValueError(f"custom[{name!r}] = {pattern!r} matches the empty string and would mark every "
-                                 "position; make it match at least one character")
+                raise ValueError(
+                    f"custom[{name!r}] = {pattern!r} matches the empty string and would mark every "
+                    "position; make it match at least one character"
+                )
         return custom
 
     @field_validator("phone_regions")
@@ -80,14 +90,20 @@ class RedactionSettings(BaseModel):
         if not self.enabled:
             return self
         if not self.fields:
-            raise ValueError("fields is empty, so nothing would be redacted; list some of "
-                             f"{list(TEXT_FIELDS)} or set enabled = false")
+            raise ValueError(
+                "fields is empty, so nothing would be redacted; list some of "
+                f"{list(TEXT_FIELDS)} or set enabled = false"
+            )
         if self.mode == "mask" and not self.patterns and not self.custom:
-            raise ValueError("mode 'mask' with no patterns and no custom patterns redacts nothing; "
-                             f"list some of {list(BUILTIN_PATTERNS)}, add custom patterns, or use mode 'drop'")
+            raise ValueError(
+                "mode 'mask' with no patterns and no custom patterns redacts nothing; "
+                f"list some of {list(BUILTIN_PATTERNS)}, add custom patterns, or use mode 'drop'"
+            )
         if self.mode == "drop" and not self.hash_salt.get_secret_value():
-            raise ValueError("hash_salt must be set to a secret string when mode is 'drop': unkeyed hashes of "
-                             "short texts (emails, common questions) can be reversed by guessing")
+            raise ValueError(
+                "hash_salt must be set to a secret string when mode is 'drop': unkeyed hashes of "
+                "short texts (emails, common questions) can be reversed by guessing"
+            )
         return self
 
 
@@ -105,7 +121,7 @@ class Degradation:
 
 # --- maskers: each replaces one kind of match with its placeholder; cheap guards skip most texts.
 
-_SEVEN_DIGITS = re.compile(r"\d(?:\D{0,4}\d){6}")   # fewer, further apart: no phone number
+_SEVEN_DIGITS = re.compile(r"\d(?:\D{0,4}\d){6}")  # fewer, further apart: no phone number
 # Digits joined by short runs of phone punctuation, with an optional leading + or (.
 _PHONE_RUN = re.compile(r"[+(]?\d(?:[ ().-]{0,3}\d)*")
 _EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}(?![\w-])")
@@ -156,7 +172,7 @@ def _mask_cards(match: re.Match[str]) -> str:
         for j in range(min(len(groups), i + 5), i, -1):  # longest first; a card has at most 5 groups
             window = groups[i:j]
             if card_shaped([len(g) for g in window]) and luhn_valid("".join(window)):
-                out += [run[done:starts[i]], "[CARD]"]
+                out += [run[done : starts[i]], "[CARD]"]
                 done, i = starts[j - 1] + len(groups[j - 1]), j
                 break
         else:
@@ -175,8 +191,12 @@ def _mask_ip(match: re.Match[str]) -> str:
 class RegexMasker:
     """``replace`` is a placeholder, or a function that decides per match (checksums, address parsing)."""
 
-    def __init__(self, pattern: re.Pattern[str], replace: str | Callable[[re.Match[str]], str],
-                 guard: Callable[[str], bool] | None = None):
+    def __init__(
+        self,
+        pattern: re.Pattern[str],
+        replace: str | Callable[[re.Match[str]], str],
+        guard: Callable[[str], bool] | None = None,
+    ):
         self.pattern, self.replace, self.guard = pattern, replace, guard
 
     def mask(self, text: str) -> str:
@@ -210,7 +230,7 @@ class PhoneMasker:
         for start, end in spans:
             if end <= pos:
                 continue
-            out += [text[pos:max(start, pos)], self.placeholder]
+            out += [text[pos : max(start, pos)], self.placeholder]
             pos = end
         return "".join(out) + text[pos:]
 
@@ -226,7 +246,7 @@ class PhoneMasker:
                 yield first, last
                 continue
             for offset in offsets:
-                piece = text[offset:min(last, offset + self.window)]
+                piece = text[offset : min(last, offset + self.window)]
                 for region in self.regions:
                     for m in phonenumbers.PhoneNumberMatcher(piece, region, leniency=phonenumbers.Leniency.VALID):
                         yield offset + m.start, offset + m.end
@@ -268,26 +288,50 @@ def degradations(settings: RedactionSettings) -> tuple[Degradation, ...]:
     out: list[Degradation] = []
     if settings.mode == "drop":
         if "claim" in fields:
-            out.append(Degradation("clustering", "lost", "claim text is dropped before storage, so failing claims "
-                                   "cannot be clustered into named issues; identical claims stay linkable by hash"))
+            out.append(
+                Degradation(
+                    "clustering",
+                    "lost",
+                    "claim text is dropped before storage, so failing claims "
+                    "cannot be clustered into named issues; identical claims stay linkable by hash",
+                )
+            )
         elif fields & {"query", "span", "answer"}:
             dropped = ", ".join(sorted(fields & {"query", "span", "answer"}))
-            out.append(Degradation("clustering", "reduced", f"{dropped} text is dropped, so clusters rest on the "
-                                   "remaining text only"))
+            out.append(
+                Degradation(
+                    "clustering", "reduced", f"{dropped} text is dropped, so clusters rest on the remaining text only"
+                )
+            )
         if "query" in fields:
-            out.append(Degradation("near_duplicates", "lost", "question text is dropped, so eval-set near-duplicate "
-                                   "checks cannot compare questions; identical questions stay linkable by hash"))
-            out.append(Degradation("eval_promotion", "lost", "an eval item needs its question text, "
-                                   "which is not stored"))
+            out.append(
+                Degradation(
+                    "near_duplicates",
+                    "lost",
+                    "question text is dropped, so eval-set near-duplicate "
+                    "checks cannot compare questions; identical questions stay linkable by hash",
+                )
+            )
+            out.append(
+                Degradation("eval_promotion", "lost", "an eval item needs its question text, which is not stored")
+            )
         out.append(Degradation("examples", "lost", f"runbooks and pages show no {', '.join(sorted(fields))} text"))
     else:
         masked = ", ".join(p for p in [*settings.patterns, *settings.custom])
         if "claim" in fields:
-            out.append(Degradation("clustering", "reduced", f"claims that differ only in masked values ({masked}) "
-                                   "group together"))
+            out.append(
+                Degradation(
+                    "clustering", "reduced", f"claims that differ only in masked values ({masked}) group together"
+                )
+            )
         if fields & {"claim", "query"}:
-            out.append(Degradation("near_duplicates", "reduced", f"texts that differ only in masked values ({masked}) "
-                                   "count as duplicates"))
+            out.append(
+                Degradation(
+                    "near_duplicates",
+                    "reduced",
+                    f"texts that differ only in masked values ({masked}) count as duplicates",
+                )
+            )
     return tuple(out)
 
 
@@ -335,8 +379,10 @@ class Redactor:
             return event
         update = self._rewrite(event)
         if self.drop and (hashes := self._hashes(event)):
-            update["attributes"] = {**event.attributes,
-                                    HASHES_ATTRIBUTE: orjson.dumps({"alg": "hmac-sha256", **hashes}).decode()}
+            update["attributes"] = {
+                **event.attributes,
+                HASHES_ATTRIBUTE: orjson.dumps({"alg": "hmac-sha256", **hashes}).decode(),
+            }
         return msgspec.structs.replace(event, **update) if update else event
 
     def _rewrite(self, event: VerdictEvent) -> dict:
@@ -345,8 +391,10 @@ class Redactor:
             if name in fields and (new := self._rewrite_part(part, ["text"])) is not part:
                 update[name] = new
         claim_attrs = [attr for field, attr in (("claim", "text"), ("span", "span")) if field in fields]
-        for name, parts, attrs in (("claims", event.claims, claim_attrs),
-                                   ("evidence", event.evidence, ["text"] if "evidence" in fields else [])):
+        for name, parts, attrs in (
+            ("claims", event.claims, claim_attrs),
+            ("evidence", event.evidence, ["text"] if "evidence" in fields else []),
+        ):
             if attrs:
                 new_parts = [self._rewrite_part(p, attrs) for p in parts]
                 if any(new is not old for new, old in zip(new_parts, parts)):
@@ -364,9 +412,13 @@ class Redactor:
     def _hashes(self, event: VerdictEvent) -> dict:
         """Hashes by field; list fields line up with claims / evidence (null where there was no text)."""
         out = {}
-        for field, values in (("query", event.query.text), ("answer", event.answer.text),
-                              ("claim", [c.text for c in event.claims]), ("span", [c.span for c in event.claims]),
-                              ("evidence", [e.text for e in event.evidence])):
+        for field, values in (
+            ("query", event.query.text),
+            ("answer", event.answer.text),
+            ("claim", [c.text for c in event.claims]),
+            ("span", [c.span for c in event.claims]),
+            ("evidence", [e.text for e in event.evidence]),
+        ):
             if field not in self.fields or not values:
                 continue
             if isinstance(values, str):

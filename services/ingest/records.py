@@ -1,12 +1,14 @@
 """What ingest hands the store: each accepted event's intake line, each rejected message's dead letter,
 and the outcome of a write. The store's writer takes them (services/store/writer.py); ingest never
 imports the store, so it is given a ``Writer`` by the composition root."""
+
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from typing import NamedTuple, Protocol, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import NamedTuple, Protocol
 
 import msgspec
 from msgspec.structs import astuple
@@ -17,7 +19,7 @@ from services.contract.model import VerdictEvent
 # The event times the store can hold: whole seconds since 1970 in a UInt32, as its DateTime columns keep them
 # (rate_minute.minute, the toDateTime of the TTLs). Outside, a minute saturates to 1970 or 2106 (counted in no
 # window anyone reads) and a TTL wraps (the row expires on arrival), though DateTime64 columns take the time.
-STORABLE_FROM = datetime(1970, 1, 1, tzinfo=timezone.utc)
+STORABLE_FROM = datetime(1970, 1, 1, tzinfo=UTC)
 STORABLE_UNTIL = STORABLE_FROM + timedelta(seconds=1 << 32)  # exclusive: 2106-02-07T06:28:16Z
 SAMPLE_BYTES = 2048  # what the store keeps of a rejected message
 OUTSIDE_STORE_RANGE = "observed_at.outside_store_range"
@@ -28,9 +30,12 @@ def store_range_problem(observed_at: datetime) -> Problem | None:
     if STORABLE_FROM <= observed_at < STORABLE_UNTIL:
         return None
     last = (STORABLE_UNTIL - timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return Problem(OUTSIDE_STORE_RANGE, "observed_at",
-                   f"{observed_at.isoformat()} is outside the event times the store holds "
-                   f"({STORABLE_FROM:%Y-%m-%dT%H:%M:%SZ} to {last}): fix the producer's clock or the value it sends")
+    return Problem(
+        OUTSIDE_STORE_RANGE,
+        "observed_at",
+        f"{observed_at.isoformat()} is outside the event times the store holds "
+        f"({STORABLE_FROM:%Y-%m-%dT%H:%M:%SZ} to {last}): fix the producer's clock or the value it sends",
+    )
 
 
 @dataclass(frozen=True)
@@ -76,11 +81,41 @@ INTAKE_FORMAT = "JSONCompactEachRow"
 
 def intake_line(event: VerdictEvent) -> bytes:
     """The event as one ``events_intake`` line: the same values ``event_to_row`` gives, once stored."""
-    (_, event_id, trace_id, observed_at, route, tenant, query, answer, versions, evidence, claims,
-     first_failed_stage, signals, attributes, sampling) = astuple(event)
-    return _encoder.encode((event_id, trace_id, observed_at, route, tenant, astuple(query), astuple(answer),
-                            versions, evidence, [astuple(c) for c in claims], first_failed_stage, signals,
-                            attributes, astuple(sampling)))
+    (
+        _,
+        event_id,
+        trace_id,
+        observed_at,
+        route,
+        tenant,
+        query,
+        answer,
+        versions,
+        evidence,
+        claims,
+        first_failed_stage,
+        signals,
+        attributes,
+        sampling,
+    ) = astuple(event)
+    return _encoder.encode(
+        (
+            event_id,
+            trace_id,
+            observed_at,
+            route,
+            tenant,
+            astuple(query),
+            astuple(answer),
+            versions,
+            evidence,
+            [astuple(c) for c in claims],
+            first_failed_stage,
+            signals,
+            attributes,
+            astuple(sampling),
+        )
+    )
 
 
 class EventKey(NamedTuple):
@@ -118,5 +153,6 @@ class EventCounts:
 class Writer(Protocol):
     """Stores a batch at most once per event id (services.store.writer.EventWriter)."""
 
-    def write_lines(self, keys: Sequence[EventKey], lines: Sequence[bytes],
-                    dead: Sequence[DeadLetter] = ()) -> WriteResult: ...
+    def write_lines(
+        self, keys: Sequence[EventKey], lines: Sequence[bytes], dead: Sequence[DeadLetter] = ()
+    ) -> WriteResult: ...

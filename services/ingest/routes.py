@@ -7,17 +7,18 @@ the worker's routes to what it can carry; the routes it refuses name the produce
 Routes are counted per worker (each consumes its own partitions), seeded at start with the routes the store has
 seen within the window.
 """
+
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import Iterable
 
 from services.contract.model import VerdictEvent
 from services.contract.rejection import Problem, Rejection
 
 ROUTE_LIMIT = "route.limit"
-MAX_ACTIVE = 20_000          # routes.max_active's default
+MAX_ACTIVE = 20_000  # routes.max_active's default
 ACTIVE_WINDOW = timedelta(hours=24)  # routes.active_hours's default
 SOURCE_KEYS = ("verifier", "model", "prompt")  # the versions that say which producer a route comes from
 SOURCE_PATH, REFUSED_PATH = "source", "refused_route"  # a refusal's second and third problems: who, and which route
@@ -34,8 +35,13 @@ def source(event: VerdictEvent) -> str:
 class RouteGuard:
     """Routes by when they last sent, oldest first; a route quiet for longer than ``window`` no longer counts."""
 
-    def __init__(self, max_active: int = MAX_ACTIVE, window: timedelta = ACTIVE_WINDOW, known: Iterable[str] = (),
-                 now: datetime | None = None):
+    def __init__(
+        self,
+        max_active: int = MAX_ACTIVE,
+        window: timedelta = ACTIVE_WINDOW,
+        known: Iterable[str] = (),
+        now: datetime | None = None,
+    ):
         self.max_active = max_active
         self.window = window
         self.last_seen: OrderedDict[str, datetime] = OrderedDict()
@@ -65,10 +71,18 @@ class RouteGuard:
         the route_cardinality alert counts refusals by those two (services/store/dlq.py, refused_routes)."""
         hours = self.window / timedelta(hours=1)
         who = source(event)
-        reason = (f"route {event.route!r} would be route {self.max_active + 1:,} active in the last {hours:g} h, over "
-                  f"routes.max_active ({self.max_active:,}); a producer that puts request ids or other unbounded values "
-                  f"into the route is the usual cause: this one came from {who}. Fix the producer, or raise "
-                  "routes.max_active; events of routes already active are stored as before")
-        return Rejection((Problem(ROUTE_LIMIT, "route", reason), Problem(ROUTE_LIMIT, SOURCE_PATH, who),
-                          Problem(ROUTE_LIMIT, REFUSED_PATH, event.route)),
-                         event_id=event.event_id, observed_at=event.observed_at)
+        reason = (
+            f"route {event.route!r} would be route {self.max_active + 1:,} active in the last {hours:g} h, over "
+            f"routes.max_active ({self.max_active:,}); a producer that puts request ids or other unbounded values "
+            f"into the route is the usual cause: this one came from {who}. Fix the producer, or raise "
+            "routes.max_active; events of routes already active are stored as before"
+        )
+        return Rejection(
+            (
+                Problem(ROUTE_LIMIT, "route", reason),
+                Problem(ROUTE_LIMIT, SOURCE_PATH, who),
+                Problem(ROUTE_LIMIT, REFUSED_PATH, event.route),
+            ),
+            event_id=event.event_id,
+            observed_at=event.observed_at,
+        )

@@ -8,6 +8,7 @@ only: ``claimwatch backtest`` replays history of any age, on event time.
 
 The clock is an argument (``now``), never read here.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -48,21 +49,28 @@ class EventTimeWindow:
             return Problem(TOO_OLD, "observed_at", self._too_old(observed_at, days))
         if observed_at > now + self.max_future_skew:
             ahead = timedelta(seconds=int((observed_at - now).total_seconds()))
-            return Problem(TOO_FAR_AHEAD, "observed_at",
-                           f"{observed_at.isoformat()} is {ahead} ahead of the worker's clock; at most "
-                           f"{self.max_future_skew.total_seconds():.0f} s is accepted (ingest.max_future_skew_seconds): "
-                           "fix the producer's clock or the UTC offset it sends")
+            return Problem(
+                TOO_FAR_AHEAD,
+                "observed_at",
+                f"{observed_at.isoformat()} is {ahead} ahead of the worker's clock; at most "
+                f"{self.max_future_skew.total_seconds():.0f} s is accepted (ingest.max_future_skew_seconds): "
+                "fix the producer's clock or the UTC offset it sends",
+            )
         return None
 
     def _too_old(self, observed_at: datetime, days: int) -> str:
         if self.backfill:
-            return (f"{observed_at.isoformat()} is more than {days} days old, the time minute aggregates are kept "
-                    "(retention.aggregate_days), so it would count in no rate: raise retention.aggregate_days to "
-                    "backfill it")
-        return (f"{observed_at.isoformat()} is more than {days} days old, the time raw events are kept "
-                "(retention.raw_days), and live ingest takes recent events only: to load history, turn on "
-                "ingest.backfill (CLAIMWATCH_INGEST__BACKFILL=true) and send it again, or replay it with "
-                "`claimwatch backtest`")
+            return (
+                f"{observed_at.isoformat()} is more than {days} days old, the time minute aggregates are kept "
+                "(retention.aggregate_days), so it would count in no rate: raise retention.aggregate_days to "
+                "backfill it"
+            )
+        return (
+            f"{observed_at.isoformat()} is more than {days} days old, the time raw events are kept "
+            "(retention.raw_days), and live ingest takes recent events only: to load history, turn on "
+            "ingest.backfill (CLAIMWATCH_INGEST__BACKFILL=true) and send it again, or replay it with "
+            "`claimwatch backtest`"
+        )
 
     def bounds(self, now: datetime) -> tuple[datetime, datetime]:
         """The earliest and the latest event time stored at ``now``, both included: what ``problem`` admits, as

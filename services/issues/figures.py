@@ -7,12 +7,13 @@ what the drift detector expects of it, as every other surface sets it: its open 
 baseline of an alert stored before expectations), else the route's published expectation
 (services/alerts/expectations.py), which `claimwatch rates` shows.
 """
+
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
-from typing import Mapping
 
 from services.alerts.expectations import NOT_EVALUATED, Expectation
 from services.alerts.explain import explainable
@@ -20,10 +21,10 @@ from services.alerts.lifecycle import Alert
 from services.rates.intervals import Counts, ratio_interval
 from services.store.rates import RateRepository
 
-MAX_TRACES = 5                  # representative traces shown, at most (distinct traces)
-OWN_ROUTE_SHARE = 0.1           # a route holding less of the issue's claims does not speak for it (severity)
-DEFAULT_WINDOW_MINUTES = 30     # the overview's window, for routes without an alert
-SIGNAL_MIN_SHARE = 0.5          # a signal is reported when at least this share of the issue's events carried it
+MAX_TRACES = 5  # representative traces shown, at most (distinct traces)
+OWN_ROUTE_SHARE = 0.1  # a route holding less of the issue's claims does not speak for it (severity)
+DEFAULT_WINDOW_MINUTES = 30  # the overview's window, for routes without an alert
+SIGNAL_MIN_SHARE = 0.5  # a signal is reported when at least this share of the issue's events carried it
 SIGNALS = ("premise_similarity", "support_delta", "sample_disagreement")
 STAGES = ("evidence_admission", "claim_generation", "generation_stability")
 
@@ -33,27 +34,27 @@ class RouteFigure:
     """One route of an issue: its current rate beside what the drift detector expects of it."""
 
     route: str
-    members: int                        # the issue's failing claims on this route
-    share: float                        # of the issue's claims whose route is known
-    own: bool                           # holds >= OWN_ROUTE_SHARE of them (or the most): its alerts count
+    members: int  # the issue's failing claims on this route
+    share: float  # of the issue's claims whose route is known
+    own: bool  # holds >= OWN_ROUTE_SHARE of them (or the most): its alerts count
     window_minutes: int
-    window_end: datetime | None         # RateRepository.window_end
-    rate: float | None                  # failed / checkable claims of the route over the window
+    window_end: datetime | None  # RateRepository.window_end
+    rate: float | None  # failed / checkable claims of the route over the window
     lo: float | None
     hi: float | None
     claims: int
-    expected: float | None              # the rate the drift detector expects of the route now
-    expected_source: str                # where the expectation comes from, or why there is none
+    expected: float | None  # the rate the drift detector expects of the route now
+    expected_source: str  # where the expectation comes from, or why there is none
     alert_id: str | None = None
     alert_severity: str | None = None
-    alert_rate: float | None = None     # the rate the alert recorded
-    learning: bool = False              # the route's expectation is still learning (a recent level, under a day)
+    alert_rate: float | None = None  # the rate the alert recorded
+    learning: bool = False  # the route's expectation is still learning (a recent level, under a day)
 
 
 @dataclass(frozen=True)
 class SignalFigures:
-    events: int = 0                                   # events behind the issue's members
-    carried: Mapping[str, int] = field(default_factory=dict)   # signal -> events that carried it
+    events: int = 0  # events behind the issue's members
+    carried: Mapping[str, int] = field(default_factory=dict)  # signal -> events that carried it
     means: Mapping[str, float | None] = field(default_factory=dict)  # None unless carried by enough events
     cherry_pick_share: float = 0.0
     cherry_pick_chunks: tuple[str, ...] = ()
@@ -62,22 +63,22 @@ class SignalFigures:
 @dataclass(frozen=True)
 class IssueFigures:
     issue_id: str
-    count: int                                        # members (failing claims) of the issue
-    first_seen: datetime | None                       # event time of the first member
-    last_seen: datetime | None                        # event time of the last member
-    hourly: tuple[tuple[str, int], ...]               # (hour, members), event time, zero-filled, last 24 hours
-    verdicts: Mapping[str, int]                       # every member whose claim is stored, by verdict
+    count: int  # members (failing claims) of the issue
+    first_seen: datetime | None  # event time of the first member
+    last_seen: datetime | None  # event time of the last member
+    hourly: tuple[tuple[str, int], ...]  # (hour, members), event time, zero-filled, last 24 hours
+    verdicts: Mapping[str, int]  # every member whose claim is stored, by verdict
     verdicts_counted: int
-    routes: tuple[RouteFigure, ...]                   # most members first
-    headline: RouteFigure | None                      # the route the runbook's summary is about
-    severity: str                                     # from alerts on the issue's own routes only
-    alerts: tuple[Alert, ...]                         # open alerts on the issue's own routes
+    routes: tuple[RouteFigure, ...]  # most members first
+    headline: RouteFigure | None  # the route the runbook's summary is about
+    severity: str  # from alerts on the issue's own routes only
+    alerts: tuple[Alert, ...]  # open alerts on the issue's own routes
     events: int
-    traces: int                                       # distinct traces behind the members
+    traces: int  # distinct traces behind the members
     first_failed_stage: str
     stages: Mapping[str, int]
     signals: SignalFigures
-    notes: tuple[str, ...] = ()                       # where a figure covers less than every member
+    notes: tuple[str, ...] = ()  # where a figure covers less than every member
 
     def as_dict(self) -> dict:
         out = asdict(self)
@@ -127,8 +128,16 @@ def _rank(alert: Alert, preferred: str | None) -> tuple:
     return alert.alert_id == preferred, alert.starts_at is not None, alert.pending_since
 
 
-def route_figure(rates: RateRepository, route: str, members: int, share: float, own: bool, alert: Alert | None,
-                 end: datetime | None, expectation: Expectation | None) -> RouteFigure:
+def route_figure(
+    rates: RateRepository,
+    route: str,
+    members: int,
+    share: float,
+    own: bool,
+    alert: Alert | None,
+    end: datetime | None,
+    expectation: Expectation | None,
+) -> RouteFigure:
     window = int(alert.window) if alert is not None and alert.window else DEFAULT_WINDOW_MINUTES
     c = Counts.zero()
     if end is not None:
@@ -141,24 +150,51 @@ def route_figure(rates: RateRepository, route: str, members: int, share: float, 
         expected, source = expectation.expected, "the drift detector's expectation"
     else:
         expected, source = None, expectation.basis if expectation is not None else NOT_EVALUATED
-    return RouteFigure(route, members, share, own, window, end, c.rate, interval.lo if interval else None,
-                       interval.hi if interval else None, c.claims, expected, source,
-                       alert.alert_id if alert else None, alert.severity if alert else None,
-                       alert.rate if alert else None, bool(expectation and expectation.learning))
+    return RouteFigure(
+        route,
+        members,
+        share,
+        own,
+        window,
+        end,
+        c.rate,
+        interval.lo if interval else None,
+        interval.hi if interval else None,
+        c.claims,
+        expected,
+        source,
+        alert.alert_id if alert else None,
+        alert.severity if alert else None,
+        alert.rate if alert else None,
+        bool(expectation and expectation.learning),
+    )
 
 
 def signal_figures(events: dict) -> SignalFigures:
     n = events["events"]
     carried = {k: events["signals"][k][0] for k in SIGNALS}
-    means = {k: (float(events["signals"][k][1]) if n and carried[k] and carried[k] / n >= SIGNAL_MIN_SHARE
-                 and events["signals"][k][1] is not None else None) for k in SIGNALS}
+    means = {
+        k: (
+            float(events["signals"][k][1])
+            if n and carried[k] and carried[k] / n >= SIGNAL_MIN_SHARE and events["signals"][k][1] is not None
+            else None
+        )
+        for k in SIGNALS
+    }
     _, picked, chunks = events["cherry_pick"]
     return SignalFigures(n, carried, means, picked / n if n else 0.0, tuple(chunks[:5]) if picked else ())
 
 
-def issue_figures(issue_id: str, span: dict, breakdown: list[dict], events: dict, rates: RateRepository,
-                  open_alerts: list[Alert], expectations: Mapping[str, Expectation],
-                  alert_id: str | None = None) -> IssueFigures:
+def issue_figures(
+    issue_id: str,
+    span: dict,
+    breakdown: list[dict],
+    events: dict,
+    rates: RateRepository,
+    open_alerts: list[Alert],
+    expectations: Mapping[str, Expectation],
+    alert_id: str | None = None,
+) -> IssueFigures:
     """``span``: IssueRepository.member_span; ``breakdown``: .member_breakdown; ``events``: .member_events;
     ``expectations``: the detector's, as published (services/alerts/expectations.py); ``alert_id``: the alert the
     reader came from, which its route's figures are measured against."""
@@ -177,17 +213,31 @@ def issue_figures(issue_id: str, span: dict, breakdown: list[dict], events: dict
         own = i == 0 or share >= OWN_ROUTE_SHARE
         routes.append(route_figure(rates, route, n, share, own, alert_of.get(route), end, expectations.get(route)))
     own_alerts = tuple(alert_of[r.route] for r in routes if r.own and r.route in alert_of)
-    severity = ("critical" if any(a.severity == "critical" for a in own_alerts)
-                else "warning" if own_alerts else "none")
+    severity = "critical" if any(a.severity == "critical" for a in own_alerts) else "warning" if own_alerts else "none"
     headline = routes[0] if routes else None
     stages = {k: v for k, v in events["stages"].items() if k in STAGES}
     notes = []
     if counted < span["count"]:
-        notes.append(f"verdicts and routes cover {counted} of {span['count']} members: the claims of the others "
-                     "are no longer stored")
+        notes.append(
+            f"verdicts and routes cover {counted} of {span['count']} members: the claims of the others "
+            "are no longer stored"
+        )
     return IssueFigures(
-        issue_id=issue_id, count=span["count"], first_seen=span["first"], last_seen=span["last"],
-        hourly=zero_filled(span["hourly"]), verdicts=dict(verdicts), verdicts_counted=counted, routes=tuple(routes),
-        headline=headline, severity=severity, alerts=own_alerts, events=events["events"], traces=events["traces"],
-        first_failed_stage=max(stages, key=lambda k: (stages[k], k)) if stages else "", stages=stages,
-        signals=signal_figures(events), notes=tuple(notes))
+        issue_id=issue_id,
+        count=span["count"],
+        first_seen=span["first"],
+        last_seen=span["last"],
+        hourly=zero_filled(span["hourly"]),
+        verdicts=dict(verdicts),
+        verdicts_counted=counted,
+        routes=tuple(routes),
+        headline=headline,
+        severity=severity,
+        alerts=own_alerts,
+        events=events["events"],
+        traces=events["traces"],
+        first_failed_stage=max(stages, key=lambda k: (stages[k], k)) if stages else "",
+        stages=stages,
+        signals=signal_figures(events),
+        notes=tuple(notes),
+    )

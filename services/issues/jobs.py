@@ -13,13 +13,14 @@ A re-cluster has three steps, so its heavy middle can run in a process that shut
 holds, newest first, go to the known issues before the backlog; the rest, when enough are left, are
 clustered at once (a focused run) into new issues, so the alert names its cause within seconds.
 """
+
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta, timezone
-from typing import Callable, Sequence
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
@@ -38,8 +39,10 @@ from services.issues.records import IssueRecords
 
 log = logging.getLogger(__name__)
 
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-FOCUS_LIMIT = 800  # an alert window's newest claims a focused run takes: seconds of embedding, well under one of HDBSCAN
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+FOCUS_LIMIT = (
+    800  # an alert window's newest claims a focused run takes: seconds of embedding, well under one of HDBSCAN
+)
 RECLUSTER, ONLINE_ASSIGNMENT = "recluster", "online_assignment"  # the jobs, as claimwatch_rows_skipped_total names them
 
 
@@ -127,9 +130,9 @@ Fit = Callable[[ReclusterInput], Fitted]
 class WindowReport:
     """What ``focus_window`` did with an alert window's failing claims that no issue held."""
 
-    claims: int          # taken from the window (newest first)
-    assigned: int        # joined a known issue
-    clustered: int       # formed new issues in the focused run
+    claims: int  # taken from the window (newest first)
+    assigned: int  # joined a known issue
+    clustered: int  # formed new issues in the focused run
     new_issues: tuple[str, ...] = ()
 
 
@@ -147,8 +150,17 @@ class IssueJobs:
     can read is left out (``skipped`` counts and logs it), so one bad row stops neither. ``vectorizer`` turns
     claims into vectors with an embedder as the pipeline does (services/app/compose.py ``claim_vectorizer``)."""
 
-    def __init__(self, config: ClusteringConfig, embedder, issues: IssueRecords, lookback: timedelta, *,
-                 vectorizer: Vectorizer, min_similarity: float = 0.4, skipped: SkippedRows | None = None):
+    def __init__(
+        self,
+        config: ClusteringConfig,
+        embedder,
+        issues: IssueRecords,
+        lookback: timedelta,
+        *,
+        vectorizer: Vectorizer,
+        min_similarity: float = 0.4,
+        skipped: SkippedRows | None = None,
+    ):
         self.config = config
         self.embedder = embedder
         self.vectorizer_for = vectorizer
@@ -169,8 +181,9 @@ class IssueJobs:
         fitted = fit(job) if fit is not None else fit_claims(job, progress)
         return self.publish(now, fitted)
 
-    def collect(self, now: datetime, cancelled: Callable[[], bool] = lambda: False,
-                progress: Progress | None = None) -> ReclusterInput:
+    def collect(
+        self, now: datetime, cancelled: Callable[[], bool] = lambda: False, progress: Progress | None = None
+    ) -> ReclusterInput:
         """The failing claims of the lookback and the vectors of their texts (cached, or embedded now)."""
         claims = self.issues.failing_claims(now - self.lookback, skip=self.skipped.of(RECLUSTER))
         collecting = _Collecting(self.embedder, cancelled)
@@ -197,39 +210,56 @@ class IssueJobs:
         young = {r.issue_id: r for r in known if r.first_seen > run.now}
         records = tracker.match([replace(r, centroid=None) if r.issue_id in young else r for r in known], run, now)
         issue_of = tracker.cluster_issue_ids_
-        records = [young[r.issue_id] if r.issue_id in young and r.issue_id not in issue_of and r.merged_into is None
-                   else r for r in records]
+        records = [
+            young[r.issue_id] if r.issue_id in young and r.issue_id not in issue_of and r.merged_into is None else r
+            for r in records
+        ]
         rows = []
-        for i, (claim, label, probability) in enumerate(zip(run.claims, run.labels_.tolist(), run.probabilities_.tolist())):
-            rows.append({
-                "claim_key": claim.id, "issue_id": "" if label == NOISE else issue_of[label],
-                "probability": float(probability), "source": "batch", "config_name": self.config.name,
-                "x": float(positions[i, 0]), "y": float(positions[i, 1]),
-                "observed_at": claim.observed_at or now,
-            })
+        for i, (claim, label, probability) in enumerate(
+            zip(run.claims, run.labels_.tolist(), run.probabilities_.tolist())
+        ):
+            rows.append(
+                {
+                    "claim_key": claim.id,
+                    "issue_id": "" if label == NOISE else issue_of[label],
+                    "probability": float(probability),
+                    "source": "batch",
+                    "config_name": self.config.name,
+                    "x": float(positions[i, 0]),
+                    "y": float(positions[i, 1]),
+                    "observed_at": claim.observed_at or now,
+                }
+            )
         self.issues.save_members(rows)
         self.issues.save(records)  # after the members: an issue is visible only with its members
-        assigner = OnlineAssigner.from_issues(records, self.vectorizer_for(self.embedder), self.config.name,
-                                              self.min_similarity)
+        assigner = OnlineAssigner.from_issues(
+            records, self.vectorizer_for(self.embedder), self.config.name, self.min_similarity
+        )
         with self._swap:
             self.assigner = assigner
         # An issue merged in this run still holds the claims the run did not read (older than its lookback, or
         # assigned while it ran); they go to the survivor, as a merge by hand moves them. After the swap, so an
         # assignment saved after the move was made by the new assigner or sees the swap (assign_new).
         was_live = {r.issue_id for r in known if r.merged_into is None}
-        self.issues.move_members({r.issue_id: r.merged_into for r in records
-                                  if r.merged_into and r.issue_id in was_live})
+        self.issues.move_members(
+            {r.issue_id: r.merged_into for r in records if r.merged_into and r.issue_id in was_live}
+        )
         self.run_mark = now
         summary = run.summary()
-        log.info("re-clustered %d failing claims into %d issues (%d noise)", summary["claims"], summary["issues"],
-                 summary["noise"])
+        log.info(
+            "re-clustered %d failing claims into %d issues (%d noise)",
+            summary["claims"],
+            summary["issues"],
+            summary["noise"],
+        )
         return RunReport(summary["claims"], summary["issues"], summary["noise"], summary["timings"], summary["notes"])
 
     def new_claims(self, at_least: int) -> int:
         """Failing claims ingested since the last re-cluster (its ``now``), counted up to ``at_least`` or a
         little beyond: the store is asked for at most ``at_least`` events, so a tick costs one small query."""
-        claims, _ = self.issues.claims_ingested_after(self.run_mark or EPOCH, max(at_least, 1),
-                                                      skip=self.skipped.of(RECLUSTER))
+        claims, _ = self.issues.claims_ingested_after(
+            self.run_mark or EPOCH, max(at_least, 1), skip=self.skipped.of(RECLUSTER)
+        )
         return len(claims)
 
     def previous_run(self, since: datetime) -> int | None:
@@ -249,16 +279,27 @@ class IssueJobs:
             stored = self.issues.load()
             if not stored:
                 return None
-            built = OnlineAssigner.from_issues(stored, self.vectorizer_for(self.embedder), self.config.name,
-                                               self.min_similarity)
+            built = OnlineAssigner.from_issues(
+                stored, self.vectorizer_for(self.embedder), self.config.name, self.min_similarity
+            )
             with self._swap:  # unless a re-cluster published meanwhile
                 assigner = self.assigner = self.assigner or built
         return assigner
 
     def _member_rows(self, claims: Sequence[FailingClaim], results, source: str, now: datetime) -> list[dict]:
-        return [{"claim_key": c.id, "issue_id": issue or "", "probability": float(p), "source": source,
-                 "config_name": self.config.name, "x": 0.0, "y": 0.0, "observed_at": c.observed_at or now}
-                for c, (issue, p) in zip(claims, results)]
+        return [
+            {
+                "claim_key": c.id,
+                "issue_id": issue or "",
+                "probability": float(p),
+                "source": source,
+                "config_name": self.config.name,
+                "x": 0.0,
+                "y": 0.0,
+                "observed_at": c.observed_at or now,
+            }
+            for c, (issue, p) in zip(claims, results)
+        ]
 
     def assign_new(self, now: datetime, batch: int = 2000) -> int:
         """Assign failing claims ingested since the last call to the current issues; returns how many."""
@@ -277,8 +318,9 @@ class IssueJobs:
             self.mark = mark
         return sum(1 for issue, _ in results if issue)
 
-    def focus_window(self, route: str, since: datetime, until: datetime, now: datetime,
-                     limit: int = FOCUS_LIMIT) -> WindowReport:
+    def focus_window(
+        self, route: str, since: datetime, until: datetime, now: datetime, limit: int = FOCUS_LIMIT
+    ) -> WindowReport:
         """An open alert's window first: its failing claims that no issue holds, newest first, join the known issues
         seen on ``route``; when at least an issue's worth is left, a focused run clusters them into new issues at once."""
         claims = self.issues.window_claims(route, since, until, limit, skip=self.skipped.of(ONLINE_ASSIGNMENT))
@@ -300,8 +342,16 @@ class IssueJobs:
         else:
             self.issues.save_members(self._member_rows(rest, [(None, 0.0)] * len(rest), "online", now))
         if new_issues:
-            log.info("alert window on %s: %d failing claims no issue held; %d joined known issues, %d formed %d new "
-                     "issue(s): %s", route, len(claims), len(assigned), clustered, len(new_issues), ", ".join(new_issues))
+            log.info(
+                "alert window on %s: %d failing claims no issue held; %d joined known issues, %d formed %d new "
+                "issue(s): %s",
+                route,
+                len(claims),
+                len(assigned),
+                clustered,
+                len(new_issues),
+                ", ".join(new_issues),
+            )
         return WindowReport(len(claims), len(assigned), clustered, new_issues)
 
     def _cluster_window(self, claims: Sequence[FailingClaim], now: datetime, limit: int) -> tuple[tuple[str, ...], int]:
@@ -313,14 +363,17 @@ class IssueJobs:
         records = tracker.adopt(known, run, now) if run.clusters_ else []
         issue_of = tracker.cluster_issue_ids_ if records else []
         labels, probabilities = run.labels_.tolist(), run.probabilities_.tolist()
-        results = [(issue_of[label] if label != NOISE else None, p if label != NOISE else 0.0)
-                   for label, p in zip(labels, probabilities)]
+        results = [
+            (issue_of[label] if label != NOISE else None, p if label != NOISE else 0.0)
+            for label, p in zip(labels, probabilities)
+        ]
         self.issues.save_members(self._member_rows(run.claims, results, "online", now))
         if not records:
             return (), 0
         self.issues.save(records)  # after the members: an issue is visible only with its members
-        assigner = OnlineAssigner.from_issues([*known, *records], self.vectorizer_for(self.embedder), self.config.name,
-                                              self.min_similarity)
+        assigner = OnlineAssigner.from_issues(
+            [*known, *records], self.vectorizer_for(self.embedder), self.config.name, self.min_similarity
+        )
         with self._swap:
             self.assigner = assigner
         return tuple(r.issue_id for r in records), sum(1 for label in labels if label != NOISE)

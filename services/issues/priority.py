@@ -14,11 +14,13 @@ Escalating: the issue's failing claims in the last hour (event time, members' ob
 ``ESCALATION_MIN_CLAIMS`` (a jump from 1 to 3 claims is not news). An issue with no claims in those hours is
 new, not escalating: there is no history to rise against.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Callable, Iterable, Mapping, Protocol
+from typing import Protocol
 
 from services.alerts.explain import alert_window, explainable
 from services.alerts.lifecycle import Alert, alert_state
@@ -38,8 +40,12 @@ class MemberCounts(Protocol):
     def members_on_route(self, route: str, since: datetime, until: datetime) -> dict[str, int]: ...
 
 
-def is_escalating(hours_ago: Mapping[int, int], factor: float = ESCALATION_FACTOR,
-                  history: int = ESCALATION_HISTORY_HOURS, minimum: int = ESCALATION_MIN_CLAIMS) -> bool:
+def is_escalating(
+    hours_ago: Mapping[int, int],
+    factor: float = ESCALATION_FACTOR,
+    history: int = ESCALATION_HISTORY_HOURS,
+    minimum: int = ESCALATION_MIN_CLAIMS,
+) -> bool:
     """``hours_ago``: members per whole hour before now (0 is the last hour)."""
     last = hours_ago.get(0, 0)
     before = sum(hours_ago.get(h, 0) for h in range(1, history + 1)) / history
@@ -61,8 +67,12 @@ class PrioritySignals:
         return list(self.driving.get(issue_id, ()))
 
 
-def gather(issues: MemberCounts, open_alerts: Iterable[Alert], now: datetime,
-           explain: Callable[[Alert, datetime], object] | None = None) -> PrioritySignals:
+def gather(
+    issues: MemberCounts,
+    open_alerts: Iterable[Alert],
+    now: datetime,
+    explain: Callable[[Alert, datetime], object] | None = None,
+) -> PrioritySignals:
     """Hourly member counts of every issue over the last day, and which issues drive which firing alert.
 
     ``explain(alert, now)`` (an AlertExplainer's) decides by each issue's share of the alert's excess.
@@ -80,11 +90,16 @@ def gather(issues: MemberCounts, open_alerts: Iterable[Alert], now: datetime,
 def _drivers(issues: MemberCounts, alert: Alert, now: datetime, explain) -> list[tuple[str, int]]:
     explanation = explain(alert, now) if explain is not None else None
     if explanation is not None and explanation.excess > 0:
-        return [(c.issue_id, c.failed) for c in explanation.issues
-                if c.issue_id and c.share is not None and c.share >= DRIVING_SHARE]
+        return [
+            (c.issue_id, c.failed)
+            for c in explanation.issues
+            if c.issue_id and c.share is not None and c.share >= DRIVING_SHARE
+        ]
     # No measurable excess (no minute buckets for the window): any failing claims on the route count.
     since, until = alert_window(alert, now)
-    return [(issue_id, n) for issue_id, n in sorted(issues.members_on_route(alert.route, since, until).items()) if n > 0]
+    return [
+        (issue_id, n) for issue_id, n in sorted(issues.members_on_route(alert.route, since, until).items()) if n > 0
+    ]
 
 
 def tier(view: Mapping) -> int:
@@ -98,5 +113,10 @@ def tier(view: Mapping) -> int:
 def priority_key(view: Mapping) -> tuple:
     """Sort key, ascending: tier, then claims behind firing alerts, recent volume, all members, id."""
     behind_alerts = sum(d["claims"] for d in view.get("drives_alerts") or ())
-    return (tier(view), -behind_alerts, -int(view.get("recent_count") or 0), -int(view.get("count") or 0),
-            view["issue_id"])
+    return (
+        tier(view),
+        -behind_alerts,
+        -int(view.get("recent_count") or 0),
+        -int(view.get("count") or 0),
+        view["issue_id"],
+    )

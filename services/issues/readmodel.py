@@ -1,5 +1,6 @@
 """What the issue use cases return (list, show, members, map, and each triage change), defined once
 (services/core/readmodel.py): the API answers with these; the CLI, the pages and the runbooks read the same fields."""
+
 from __future__ import annotations
 
 from typing import Literal
@@ -79,12 +80,16 @@ class HourRead(Read):
 
 
 class IssueDetailRead(IssueRead):
-    exemplars: list[dict] = Field(description="members of distinct traces, no near-duplicate questions (what `promote "
-                                  "propose` proposes; eval_item: already one): claim, question, trace_id, route, verdict")
-    exemplars_from: str = Field(description="an open alert's window on its suspect version, or \"\" (the whole issue)")
-    exemplars_note: str = Field(description="why fewer representatives than asked for are shown, or \"\"")
-    activity: list[dict] = Field(description="a page of its changes, notes and merges, newest first: at, event, by "
-                                 "(claimwatch for its own), summary, details")
+    exemplars: list[dict] = Field(
+        description="members of distinct traces, no near-duplicate questions (what `promote "
+        "propose` proposes; eval_item: already one): claim, question, trace_id, route, verdict"
+    )
+    exemplars_from: str = Field(description='an open alert\'s window on its suspect version, or "" (the whole issue)')
+    exemplars_note: str = Field(description='why fewer representatives than asked for are shown, or ""')
+    activity: list[dict] = Field(
+        description="a page of its changes, notes and merges, newest first: at, event, by "
+        "(claimwatch for its own), summary, details"
+    )
     activity_total: int = Field(description="activity entries in all")
     activity_offset: int = Field(description="how many newer entries come before this page")
     split_from: str | None
@@ -101,10 +106,15 @@ class IssueDetailRead(IssueRead):
     stages: dict[str, int]
     signals: SignalFiguresRead
     notes: list[str] = Field(description="where a figure covers less than every member")
-    alerts: list[dict] = Field(description="alerts it has failing claims behind: alert_id, route, state, state_text, "
-                               "share (of the excess), contribution, failed, window")
-    merge_candidates: list[dict] = Field(description=(
-        "issues likely the same failure: issue_id, name, similarity (centroids' cosine), links, shared_words, needed"))
+    alerts: list[dict] = Field(
+        description="alerts it has failing claims behind: alert_id, route, state, state_text, "
+        "share (of the excess), contribution, failed, window"
+    )
+    merge_candidates: list[dict] = Field(
+        description=(
+            "issues likely the same failure: issue_id, name, similarity (centroids' cosine), links, shared_words, needed"
+        )
+    )
 
 
 class IssueMemberRead(Read):
@@ -141,4 +151,3 @@ class IssueMapRead(Read):
     issue_id: str
     issues: list[IssueNameRead]
     points: list[IssueMapPointRead]
-

@@ -1,8 +1,9 @@
 """The issue repository bound to this stage's domain types (the store does not import clustering)."""
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
-from typing import Callable
 
 from clustering.issue import IssueRecord
 from clustering.records import FailingClaim

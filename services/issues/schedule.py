@@ -20,6 +20,7 @@ names its cause within seconds of opening (``IssueJobs.focus_window``). A re-clu
 thread, fits in a child process (``ChildProcess``) and publishes when done; ``close`` (shutdown)
 stops the child at once, so an abandoned run leaves the previous issues in place.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -27,9 +28,9 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Callable
 
 from services.alerts.explain import alert_window, explainable
 from services.core.clock import utcnow
@@ -53,8 +54,13 @@ class Decision:
 class ReclusterPolicy:
     """When a re-cluster is worth its cost. Plain state and an injected clock; no store, no threads."""
 
-    def __init__(self, min_new_claims: int = 200, min_new_fraction: float = 0.02,
-                 max_age: timedelta = timedelta(hours=1), clock: Callable[[], datetime] = utcnow):
+    def __init__(
+        self,
+        min_new_claims: int = 200,
+        min_new_fraction: float = 0.02,
+        max_age: timedelta = timedelta(hours=1),
+        clock: Callable[[], datetime] = utcnow,
+    ):
         self.min_new_claims, self.min_new_fraction, self.max_age = min_new_claims, min_new_fraction, max_age
         self.clock = clock
         self.last_run_at = clock()  # the start counts as a run for the age: no re-cluster just for starting
@@ -67,16 +73,25 @@ class ReclusterPolicy:
     def decide(self, new_claims: int) -> Decision:
         needed, age = self.needed(), self.clock() - self.last_run_at
         if new_claims >= needed:
-            return Decision(True, RUN_NEW_CLAIMS, f"{new_claims} new failing claims since the last run "
-                                                  f"(threshold {needed})")
+            return Decision(
+                True, RUN_NEW_CLAIMS, f"{new_claims} new failing claims since the last run (threshold {needed})"
+            )
         if age >= self.max_age and (new_claims or self.claims_at_last_run):
-            return Decision(True, RUN_MAX_AGE, f"the last run is {_minutes(age)} old (maximum {_minutes(self.max_age)}); "
-                                               f"{new_claims} new failing claims")
+            return Decision(
+                True,
+                RUN_MAX_AGE,
+                f"the last run is {_minutes(age)} old (maximum {_minutes(self.max_age)}); "
+                f"{new_claims} new failing claims",
+            )
         if not new_claims and not self.claims_at_last_run:
             return Decision(False, SKIP_NOTHING, "skipped: no failing claims to cluster yet")
         due = self.last_run_at + self.max_age
-        return Decision(False, SKIP_FEW_NEW, f"skipped: {new_claims} new failing claims since the last run, fewer than "
-                                             f"{needed}; the next run comes at {needed} or at {due:%Y-%m-%d %H:%M}Z")
+        return Decision(
+            False,
+            SKIP_FEW_NEW,
+            f"skipped: {new_claims} new failing claims since the last run, fewer than "
+            f"{needed}; the next run comes at {needed} or at {due:%Y-%m-%d %H:%M}Z",
+        )
 
     def ran(self, claims: int, at: datetime | None = None) -> None:
         """A run finished over ``claims`` failing claims (``at``: when it read them)."""
@@ -132,10 +147,18 @@ class ClusteringSchedule:
     ``child``, the fit runs in that child process; otherwise in the clustering thread.
     """
 
-    def __init__(self, make_jobs: Callable[[], IssueJobs], metrics: Metrics, run: Run, *,
-                 policy: ReclusterPolicy | None = None, assign_run: Run | None = None,
-                 child: ChildProcess | None = None, fit: Fit = fit_claims,
-                 windows: Callable[[datetime], list[AlertWindow]] | None = None):
+    def __init__(
+        self,
+        make_jobs: Callable[[], IssueJobs],
+        metrics: Metrics,
+        run: Run,
+        *,
+        policy: ReclusterPolicy | None = None,
+        assign_run: Run | None = None,
+        child: ChildProcess | None = None,
+        fit: Fit = fit_claims,
+        windows: Callable[[datetime], list[AlertWindow]] | None = None,
+    ):
         self.make_jobs = make_jobs
         self.metrics = metrics
         self.run = run  # run(fn, *args) on the clustering thread
@@ -274,8 +297,11 @@ class ClusteringSchedule:
         reports = []
         for window in due:
             try:
-                reports.append(await self.assign_run(self._tracked, jobs.focus_window, window.route, window.since,
-                                                     window.until, now))
+                reports.append(
+                    await self.assign_run(
+                        self._tracked, jobs.focus_window, window.route, window.since, window.until, now
+                    )
+                )
             except Cancelled:
                 break
             except Exception:

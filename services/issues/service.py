@@ -1,9 +1,10 @@
 """What engineers do with issues (list, show, members, map, resolve, merge, runbook): API and CLI share it."""
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Callable
 
 from clustering.issue import IssueRecord
 from services.alerts.expectations import published
@@ -11,6 +12,7 @@ from services.alerts.explain import AlertExplainer, alert_window, explainable
 from services.alerts.records import AlertRecords
 from services.core.clock import utcnow
 from services.core.errors import Conflict
+from services.core.numbers import plural
 from services.issues.figures import MAX_TRACES, IssueFigures, issue_figures, zero_filled
 from services.issues.priority import DRIVING_SHARE, PrioritySignals, gather, priority_key
 from services.issues.records import IssueRecords, surviving
@@ -18,19 +20,24 @@ from services.store.rates import RateRepository
 from services.triage.activity import ActivityPage, activity, latest_notes, triage_fields, view_state, wanted
 from services.triage.merges import suggest_merges
 from services.triage.owners import OwnerRules
-from services.core.numbers import plural
 
 SORTS = {"priority", "last_seen", "first_seen", "count", "name"}
 
 
 class IssuesService:
-    def __init__(self, issues: IssueRecords, rates: RateRepository, alerts: AlertRecords,
-                 base_url: str = "http://127.0.0.1:8080",
-                 clock: Callable[[], datetime] = utcnow,
-                 explainer: AlertExplainer | None = None,
-                 distinct: Callable[[list[str], list[str], int], list[int]] | None = None,
-                 owners: OwnerRules | None = None, runbook: Callable[..., str] | None = None,
-                 eval_items: Callable[[list[str]], dict[str, str]] | None = None):
+    def __init__(
+        self,
+        issues: IssueRecords,
+        rates: RateRepository,
+        alerts: AlertRecords,
+        base_url: str = "http://127.0.0.1:8080",
+        clock: Callable[[], datetime] = utcnow,
+        explainer: AlertExplainer | None = None,
+        distinct: Callable[[list[str], list[str], int], list[int]] | None = None,
+        owners: OwnerRules | None = None,
+        runbook: Callable[..., str] | None = None,
+        eval_items: Callable[[list[str]], dict[str, str]] | None = None,
+    ):
         self.owners = owners or OwnerRules()  # an issue's team: its dominant route's owner (services/triage)
         self.explainer = explainer
         # (event ids, questions, limit) -> the indices a promote command can propose together (services/evalset)
@@ -54,20 +61,38 @@ class IssuesService:
         hours = zero_filled(c["hourly"])
         signals = signals if signals is not None else self._signals()
         return {
-            "issue_id": r.issue_id, "name": r.name, "subtitle": r.subtitle or " ".join(r.keywords),
-            "count": c["count"], "recent_count": signals.recent(r.issue_id),
-            "escalating": signals.escalating(r.issue_id), "drives_alerts": signals.drives(r.issue_id),
-            **triage_fields(r, self.owners), "state": view_state(r),
+            "issue_id": r.issue_id,
+            "name": r.name,
+            "subtitle": r.subtitle or " ".join(r.keywords),
+            "count": c["count"],
+            "recent_count": signals.recent(r.issue_id),
+            "escalating": signals.escalating(r.issue_id),
+            "drives_alerts": signals.drives(r.issue_id),
+            **triage_fields(r, self.owners),
+            "state": view_state(r),
             "first_seen": c["first"].isoformat() if c["first"] else None,
-            "last_seen": c["last"].isoformat() if c["last"] else None, "clustered_at": r.last_seen.isoformat(),
-            "routes": sorted(r.routes, key=lambda k: -r.routes[k]), "keywords": list(r.keywords),
-            "trend": [n for _, n in hours], "triaged": r.triaged, "config": r.config_name,
-            "merged_into": r.merged_into, "runbook_url": f"{self.base_url}/issues/{r.issue_id}",
+            "last_seen": c["last"].isoformat() if c["last"] else None,
+            "clustered_at": r.last_seen.isoformat(),
+            "routes": sorted(r.routes, key=lambda k: -r.routes[k]),
+            "keywords": list(r.keywords),
+            "trend": [n for _, n in hours],
+            "triaged": r.triaged,
+            "config": r.config_name,
+            "merged_into": r.merged_into,
+            "runbook_url": f"{self.base_url}/issues/{r.issue_id}",
         }
 
-    def list(self, *, state: str | None = None, route: str | None = None, q: str | None = None,
-             sort: str = "priority", limit: int = 100, owner: str | None = None,
-             assignee: str | None = None) -> list[dict]:
+    def list(
+        self,
+        *,
+        state: str | None = None,
+        route: str | None = None,
+        q: str | None = None,
+        sort: str = "priority",
+        limit: int = 100,
+        owner: str | None = None,
+        assignee: str | None = None,
+    ) -> list[dict]:
         """Issues; by default in priority order (services/issues/priority.py): those driving a firing alert
         first, then regressed or escalating ones, then the rest, each by recent volume. Archived issues only
         with ``state="archived"``; ``owner`` matches the team or the owner."""
@@ -77,8 +102,13 @@ class IssuesService:
         records = [r for r in self.issues.load() if r.merged_into is None]
         counts, signals = self.issues.member_counts(), self._signals()
         views = [self._view(r, counts, signals) for r in records]
-        views = [v for v in views if wanted(v, state, owner, assignee) and (route is None or route in v["routes"])
-                 and (q is None or q.lower() in " ".join([v["name"], v["subtitle"], *v["keywords"]]).lower())]
+        views = [
+            v
+            for v in views
+            if wanted(v, state, owner, assignee)
+            and (route is None or route in v["routes"])
+            and (q is None or q.lower() in " ".join([v["name"], v["subtitle"], *v["keywords"]]).lower())
+        ]
         if sort == "priority":
             views.sort(key=priority_key)
         else:
@@ -93,8 +123,9 @@ class IssuesService:
         which of its activity entries (newest first) to give: a page, as notes have no bound in number."""
         return self._show(self.issues.get(issue_id), alert_id, activity)[0]
 
-    def page(self, issue_id: str, alert_id: str | None = None,
-             activity: ActivityPage = ActivityPage()) -> tuple[dict, str]:
+    def page(
+        self, issue_id: str, alert_id: str | None = None, activity: ActivityPage = ActivityPage()
+    ) -> tuple[dict, str]:
         """The issue page: ``show`` and the HTML runbook, its figures and traces read once for both (a merged
         issue's runbook is its survivor's, read apart)."""
         record = self.issues.get(issue_id)
@@ -103,21 +134,29 @@ class IssuesService:
             return shown, self.runbook(issue_id, "html", alert_id)
         return shown, self._runbook(record, figures, exemplars, source, "html")
 
-    def _show(self, record: IssueRecord, alert_id: str | None,
-              page: ActivityPage = ActivityPage()) -> tuple[dict, IssueFigures, list[dict], str]:
+    def _show(
+        self, record: IssueRecord, alert_id: str | None, page: ActivityPage = ActivityPage()
+    ) -> tuple[dict, IssueFigures, list[dict], str]:
         view = self._view(record, self.issues.member_counts())
         figures = self.figures(record.issue_id, alert_id)
         explain = self._explain_once()  # the traces' choice and the alerts list read the same explanations
         exemplars, source = self._representatives(record, alert_id=alert_id, explain=explain)
         entries = activity(record)
-        out = {**view, "exemplars": exemplars, "exemplars_from": source, **page.of(entries),
-               "split_from": record.split_from, **self.figures_json(figures, exemplars, source)}
+        out = {
+            **view,
+            "exemplars": exemplars,
+            "exemplars_from": source,
+            **page.of(entries),
+            "split_from": record.split_from,
+            **self.figures_json(figures, exemplars, source),
+        }
         out["alerts"] = self.contributes_to(record.issue_id, set(out["routes"]) | set(record.routes), explain=explain)
         out["merge_candidates"] = [c.as_dict() for c in suggest_merges(record, self.issues.load())]
         return out, figures, exemplars, source
 
-    def contributes_to(self, issue_id: str, routes: set[str], newest: int = 20,
-                       explain: Callable | None = None) -> list[dict]:
+    def contributes_to(
+        self, issue_id: str, routes: set[str], newest: int = 20, explain: Callable | None = None
+    ) -> list[dict]:
         """The alerts on the issue's routes (newest ``newest``) it has failing claims behind: alert id, route,
         state, and its share of the alert's excess (services/alerts/explain.py)."""
         if self.explainer is None or not routes:
@@ -135,30 +174,44 @@ class IssuesService:
             if alert.alert_id not in found:
                 found[alert.alert_id] = explainer.explain(alert, now)
             return found[alert.alert_id]
+
         return explain
 
     def figures(self, issue_id: str, alert_id: str | None = None) -> IssueFigures:
         """The issue's figures over every member (event time, verdicts, routes beside what is expected of them);
         ``alert_id``: the alert the reader came from, whose route's figures it gives."""
-        return issue_figures(issue_id, self.issues.member_span(issue_id), self.issues.member_breakdown(issue_id),
-                             self.issues.member_events(issue_id), self.rates, self.alerts.open_alerts(),
-                             published(self.alerts), alert_id)
+        return issue_figures(
+            issue_id,
+            self.issues.member_span(issue_id),
+            self.issues.member_breakdown(issue_id),
+            self.issues.member_events(issue_id),
+            self.rates,
+            self.alerts.open_alerts(),
+            published(self.alerts),
+            alert_id,
+        )
 
     @staticmethod
     def figures_json(figures: IssueFigures, exemplars: list[dict], source: str = "") -> dict:
         out = figures.as_dict()
         out.pop("issue_id")
-        out["route_figures"] = out.pop("routes")           # each route's rate beside what is expected of it
+        out["route_figures"] = out.pop("routes")  # each route's rate beside what is expected of it
         out["routes"] = [r["route"] for r in out["route_figures"]]
         out["trend"] = [h["count"] for h in out["hourly"]]
         out["exemplars_note"] = (
-            "" if len(exemplars) >= MAX_TRACES else
-            f"{plural(len(exemplars), 'representative trace')}: the issue's {figures.count} "
+            ""
+            if len(exemplars) >= MAX_TRACES
+            else f"{plural(len(exemplars), 'representative trace')}: the issue's {figures.count} "
             "failing claims come from "
-            f"{figures.traces} distinct traces" + ("" if len(exemplars) >= figures.traces else
-                                                  f"; the others {f'lie outside {source}, ' if source else ''}repeat a "
-                                                  "question shown here or already in the eval set, or are no longer "
-                                                  "stored"))
+            f"{figures.traces} distinct traces"
+            + (
+                ""
+                if len(exemplars) >= figures.traces
+                else f"; the others {f'lie outside {source}, ' if source else ''}repeat a "
+                "question shown here or already in the eval set, or are no longer "
+                "stored"
+            )
+        )
         return out
 
     def representatives(self, record: IssueRecord, limit: int = MAX_TRACES, alert_id: str | None = None) -> list[dict]:
@@ -169,16 +222,19 @@ class IssuesService:
         ``alert_id``: the alert the reader came from, when the issue has members in its window."""
         return self._representatives(record, limit, alert_id)[0]
 
-    def _representatives(self, record: IssueRecord, limit: int = MAX_TRACES, alert_id: str | None = None,
-                         explain: Callable | None = None) -> tuple[list[dict], str]:
+    def _representatives(
+        self, record: IssueRecord, limit: int = MAX_TRACES, alert_id: str | None = None, explain: Callable | None = None
+    ) -> tuple[list[dict], str]:
         """The representatives, and where they come from ("" for the whole issue)."""
         members, source = self._alert_window_members(record, alert_id) if alert_id else ([], "")
         if not members:
             members, source = self._alert_window_members(record, explain=explain or self._explain_once())
         if not members:
             rank = {k: i for i, k in enumerate(record.exemplar_ids)}
-            members = sorted(self.issues.members(record.issue_id, 500),
-                             key=lambda m: (rank.get(m["claim_key"], len(rank)), -(m.get("probability") or 0)))
+            members = sorted(
+                self.issues.members(record.issue_id, 500),
+                key=lambda m: (rank.get(m["claim_key"], len(rank)), -(m.get("probability") or 0)),
+            )
         chosen, traces = [], set()
         for m in members:
             key = m.get("trace_id") or m["claim_key"]
@@ -194,8 +250,9 @@ class IssuesService:
         held = self.eval_items([m["event_id"] for m in chosen])
         return [{**m, "eval_item": held[m["event_id"]]} for m in chosen if m["event_id"] in held][:limit], source
 
-    def _alert_window_members(self, record: IssueRecord, alert_id: str | None = None,
-                              explain: Callable | None = None) -> tuple[list[dict], str]:
+    def _alert_window_members(
+        self, record: IssueRecord, alert_id: str | None = None, explain: Callable | None = None
+    ) -> tuple[list[dict], str]:
         """The issue's members in the window of the open alert it matters most to (firing before pending): only
         those on the alert's top suspect version when there are any. ([], "") without such an alert.
 
@@ -229,8 +286,9 @@ class IssuesService:
                 return on_suspect, f"{source[:-1]}, on the suspect {suspect['key']} {suspect['value']})"
         return members, source
 
-    def _standing(self, issue_id: str, alert, start: datetime, until: datetime,
-                  explain: Callable | None) -> tuple[int, float]:
+    def _standing(
+        self, issue_id: str, alert, start: datetime, until: datetime, explain: Callable | None
+    ) -> tuple[int, float]:
         """(the issue's rank among the alert's issues, its share): see ``_alert_window_members``."""
         if explain is not None:
             ranked = [c for c in explain(alert).issues if c.issue_id and c.share]
@@ -255,11 +313,22 @@ class IssuesService:
             others.sort(key=lambda r: -float(np.dot(me, np.asarray(r.centroid))))
         shown = [issue_id] + [r.issue_id for r in others[:neighbours]]
         names = {r.issue_id: r.name for r in [record, *others]}
-        points = [{"x": p["x"], "y": p["y"], "issue_id": p["issue_id"], "member": p["issue_id"] == issue_id,
-                   "text": names.get(p["issue_id"], ""), "claim_key": p["claim_key"]}
-                  for p in self.issues.map_points(shown, per_issue)]
-        return {"issue_id": issue_id, "issues": [{"issue_id": i, "name": names.get(i, "")} for i in shown],
-                "points": points}
+        points = [
+            {
+                "x": p["x"],
+                "y": p["y"],
+                "issue_id": p["issue_id"],
+                "member": p["issue_id"] == issue_id,
+                "text": names.get(p["issue_id"], ""),
+                "claim_key": p["claim_key"],
+            }
+            for p in self.issues.map_points(shown, per_issue)
+        ]
+        return {
+            "issue_id": issue_id,
+            "issues": [{"issue_id": i, "name": names.get(i, "")} for i in shown],
+            "points": points,
+        }
 
     def merge(self, issue_id: str, into: str, by: str) -> dict:
         if issue_id == into:
@@ -270,12 +339,20 @@ class IssuesService:
         if target.merged_into:  # merging into it would hide the source, and close a cycle if the chain leads back
             raise Conflict(self._merged_target(issue_id, target))
         now = self.clock().isoformat()
-        self.issues.save([
-            replace(source, merged_into=into, history=source.history + ({"at": now, "event": "merged_into", "issue": into,
-                                                                         "by": by},)),
-            replace(target, triaged=True, history=target.history + ({"at": now, "event": "absorbed", "issue": issue_id,
-                                                                      "by": by},)),
-        ])
+        self.issues.save(
+            [
+                replace(
+                    source,
+                    merged_into=into,
+                    history=source.history + ({"at": now, "event": "merged_into", "issue": into, "by": by},),
+                ),
+                replace(
+                    target,
+                    triaged=True,
+                    history=target.history + ({"at": now, "event": "absorbed", "issue": issue_id, "by": by},),
+                ),
+            ]
+        )
         self.issues.move_members({issue_id: into})
         return self.show(into)
 
@@ -284,8 +361,10 @@ class IssuesService:
         chain, current = [target.issue_id], target
         while current.merged_into and current.merged_into not in chain and len(chain) < 100:  # bounded: stored cycles
             if current.merged_into == issue_id:
-                return (f"issue {target.issue_id} was itself merged, and its merges lead back to {issue_id}; "
-                        f"merging would make a cycle that hides both")
+                return (
+                    f"issue {target.issue_id} was itself merged, and its merges lead back to {issue_id}; "
+                    f"merging would make a cycle that hides both"
+                )
             chain.append(current.merged_into)
             current = self.issues.get(current.merged_into)
         return f"issue {target.issue_id} was merged into {target.merged_into}; merge into {chain[-1]} instead"

@@ -6,6 +6,7 @@ The event is rebuilt from its ``events`` row (services/store/convert.py writes i
 side, the evidence list as JSON. A trace is usually one event; when a producer sent several with one trace_id
 the newest is the trace's answer and the others are listed, whole, as ``earlier``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -25,9 +26,11 @@ MAX_CLAIMS_PAGE = 10_000
 
 
 def not_found_message(trace_id: str) -> str:
-    return (f"no trace {trace_id!r} is stored: check the id (the trace_id of a verdict event), or its events may "
-            "have aged out of the store; traces behind an issue are linked from its runbook (/issues, or "
-            "`claimwatch issues show ISSUE_ID`)")
+    return (
+        f"no trace {trace_id!r} is stored: check the id (the trace_id of a verdict event), or its events may "
+        "have aged out of the store; traces behind an issue are linked from its runbook (/issues, or "
+        "`claimwatch issues show ISSUE_ID`)"
+    )
 
 
 @closed
@@ -46,17 +49,17 @@ class TraceChunk:
 @dataclass(frozen=True)
 class TraceClaim:
     index: int
-    claim_key: str                 # event_id:index, as issue membership names it
+    claim_key: str  # event_id:index, as issue membership names it
     claim_id: str
     text: str
     claim_type: str | None
     verdict: str
     failed: bool
     score: float | None
-    span: str | None               # the evidence span the verifier quoted
+    span: str | None  # the evidence span the verifier quoted
     chunk_id: str | None
     source_id: str | None
-    chunk: TraceChunk | None       # the chunk named by chunk_id, when the event listed it
+    chunk: TraceChunk | None  # the chunk named by chunk_id, when the event listed it
     labeler: str | None
     issue_ids: tuple[str, ...] = ()
 
@@ -67,7 +70,7 @@ class TraceIssue:
     issue_id: str
     name: str
     state: str
-    claims: int                    # how many of this trace's claims belong to it
+    claims: int  # how many of this trace's claims belong to it
 
 
 @closed
@@ -85,11 +88,11 @@ class TraceEvent:
     action: str | None
     versions: dict[str, str]
     first_failed_stage: str | None
-    claims: tuple[TraceClaim, ...]   # one page of them, from index ``claims_from``
+    claims: tuple[TraceClaim, ...]  # one page of them, from index ``claims_from``
     evidence: tuple[TraceChunk, ...]
     signals: dict
     attributes: dict[str, str]
-    claim_count: int                 # all of the event's claims
+    claim_count: int  # all of the event's claims
     failed_claims: int
     claims_from: int = 0
 
@@ -103,7 +106,7 @@ class TraceView(TraceEvent):
     issues: tuple[TraceIssue, ...] = ()
     earlier: tuple[TraceEvent, ...] = field(default=())
     claims_page: int = 1
-    claims_pages: int = 1            # pages of the event with the most claims
+    claims_pages: int = 1  # pages of the event with the most claims
 
 
 def _blank(value: str) -> str | None:
@@ -111,8 +114,9 @@ def _blank(value: str) -> str | None:
 
 
 def _chunk(raw: dict) -> TraceChunk:
-    return TraceChunk(str(raw.get("chunk_id", "")), raw.get("source_id"), raw.get("version"), raw.get("used"),
-                      raw.get("text"))
+    return TraceChunk(
+        str(raw.get("chunk_id", "")), raw.get("source_id"), raw.get("version"), raw.get("used"), raw.get("text")
+    )
 
 
 def _event(row: dict, memberships: dict[str, list[str]], first: int) -> TraceEvent:
@@ -123,21 +127,46 @@ def _event(row: dict, memberships: dict[str, list[str]], first: int) -> TraceEve
         key = f"{row['event_id']}:{first + i}"
         score = row["scores"][i]
         chunk_id = _blank(row["chunk_ids"][i])
-        claims.append(TraceClaim(
-            index=first + i, claim_key=key, claim_id=row["claim_ids"][i], text=row["claim_texts"][i],
-            claim_type=_blank(row["claim_types"][i]), verdict=verdict, failed=verdict in FAILED_VERDICTS,
-            score=None if score is None else round(float(score), 4), span=_blank(row["spans"][i]), chunk_id=chunk_id,
-            source_id=_blank(row["source_ids"][i]), chunk=by_chunk.get(chunk_id) if chunk_id else None,
-            labeler=_blank(row["labelers"][i]), issue_ids=tuple(memberships.get(key, ()))))
+        claims.append(
+            TraceClaim(
+                index=first + i,
+                claim_key=key,
+                claim_id=row["claim_ids"][i],
+                text=row["claim_texts"][i],
+                claim_type=_blank(row["claim_types"][i]),
+                verdict=verdict,
+                failed=verdict in FAILED_VERDICTS,
+                score=None if score is None else round(float(score), 4),
+                span=_blank(row["spans"][i]),
+                chunk_id=chunk_id,
+                source_id=_blank(row["source_ids"][i]),
+                chunk=by_chunk.get(chunk_id) if chunk_id else None,
+                labeler=_blank(row["labelers"][i]),
+                issue_ids=tuple(memberships.get(key, ())),
+            )
+        )
     answerable = int(row["answerable"])
     return TraceEvent(
-        event_id=row["event_id"], observed_at=parse_ch_time(row["observed_at"]), route=row["route"],
-        tenant=_blank(row["tenant"]), question=row["query_text"], query_type=_blank(row["query_type"]),
-        stakes=_blank(row["stakes"]), answerable=None if answerable < 0 else bool(answerable),
-        answer=row["answer_text"], action=_blank(row["action"]), versions=dict(row["versions"]),
-        first_failed_stage=_blank(row["first_failed_stage"]), claims=tuple(claims), evidence=evidence,
-        signals=orjson.loads(row.get("signals") or "{}"), attributes=dict(row["attributes"]),
-        claim_count=int(row["claim_count"]), failed_claims=int(row["failed_count"]), claims_from=first)
+        event_id=row["event_id"],
+        observed_at=parse_ch_time(row["observed_at"]),
+        route=row["route"],
+        tenant=_blank(row["tenant"]),
+        question=row["query_text"],
+        query_type=_blank(row["query_type"]),
+        stakes=_blank(row["stakes"]),
+        answerable=None if answerable < 0 else bool(answerable),
+        answer=row["answer_text"],
+        action=_blank(row["action"]),
+        versions=dict(row["versions"]),
+        first_failed_stage=_blank(row["first_failed_stage"]),
+        claims=tuple(claims),
+        evidence=evidence,
+        signals=orjson.loads(row.get("signals") or "{}"),
+        attributes=dict(row["attributes"]),
+        claim_count=int(row["claim_count"]),
+        failed_claims=int(row["failed_count"]),
+        claims_from=first,
+    )
 
 
 class TraceService:
@@ -154,17 +183,27 @@ class TraceService:
             raise NotFound(not_found_message(trace_id))
         pages = max(1, -(-max(int(r["claim_count"]) for r in rows) // CLAIMS_PER_PAGE))
         if claims_page > pages:
-            raise ValueError(f"claims page {claims_page} is past the last: this trace has {pages} "
-                             f"page{'s' if pages > 1 else ''} of {CLAIMS_PER_PAGE} claims")
+            raise ValueError(
+                f"claims page {claims_page} is past the last: this trace has {pages} "
+                f"page{'s' if pages > 1 else ''} of {CLAIMS_PER_PAGE} claims"
+            )
         keys = [f"{r['event_id']}:{first + i}" for r in rows for i in range(len(r["verdicts"]))]
         memberships: dict[str, list[str]] = {}
         for a in self.traces.claim_issues(keys):
             memberships.setdefault(a["claim_key"], []).append(a["issue_id"])
-        issues = sorted(self.traces.event_issues([r["event_id"] for r in rows]),
-                        key=lambda i: (-int(i["claims"]), i["issue_id"]))
+        issues = sorted(
+            self.traces.event_issues([r["event_id"] for r in rows]), key=lambda i: (-int(i["claims"]), i["issue_id"])
+        )
         events = [_event(r, memberships, first) for r in rows]
         latest = events[-1]
-        return TraceView(**{f: getattr(latest, f) for f in TraceEvent.__dataclass_fields__}, trace_id=trace_id,
-                         issues=tuple(TraceIssue(i["issue_id"], i.get("name") or i["issue_id"], i.get("state") or "",
-                                                 int(i["claims"])) for i in issues),
-                         earlier=tuple(reversed(events[:-1])), claims_page=claims_page, claims_pages=pages)
+        return TraceView(
+            **{f: getattr(latest, f) for f in TraceEvent.__dataclass_fields__},
+            trace_id=trace_id,
+            issues=tuple(
+                TraceIssue(i["issue_id"], i.get("name") or i["issue_id"], i.get("state") or "", int(i["claims"]))
+                for i in issues
+            ),
+            earlier=tuple(reversed(events[:-1])),
+            claims_page=claims_page,
+            claims_pages=pages,
+        )

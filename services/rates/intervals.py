@@ -7,10 +7,11 @@ store keeps per minute: Σf², Σn², Σf·n. That variance becomes a design eff
 and the Wilson interval is taken at the effective number of claims. Coverage is
 measured by simulation in tests/unit/rates/test_intervals.py.
 """
+
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
-from typing import Mapping
 
 import numpy as np
 
@@ -19,7 +20,6 @@ from services.contract.model import FAILED_VERDICT_ORDER
 CHECKED_VERDICTS = ("supported", *FAILED_VERDICT_ORDER)  # the verdicts a claim's rate counts (not trivial)
 from services.core.stats import wilson, z_value
 from services.store.rates import COUNT_FIELDS, SAMPLING_FIELDS, SUM_FIELDS  # rate_minute's columns, defined once
-
 
 # The sums the claim-level rate and its interval read (Counts.weighted): weighted, and the unweighted ones they
 # equal at w = 1, used where no weights were kept.
@@ -36,8 +36,10 @@ def checked_sums(sums: np.ndarray) -> np.ndarray:
     """Rows of SUM_FIELDS sums as the store gives them, refused as ``Counts.from_row`` refuses one."""
     bad_count = (sums[:, :_INTEGRAL] < 0) | (sums[:, :_INTEGRAL] != np.floor(sums[:, :_INTEGRAL]))
     bad_weight = ~(sums[:, _INTEGRAL:] >= 0)  # also NaN
-    for bad, what in ((bad_count, "count {!r} must be a non-negative whole number, got {}"),
-                      (bad_weight, "weighted sum {!r} must be a non-negative number, got {}")):
+    for bad, what in (
+        (bad_count, "count {!r} must be a non-negative whole number, got {}"),
+        (bad_weight, "weighted sum {!r} must be a non-negative number, got {}"),
+    ):
         if bad.any():
             row, col = np.argwhere(bad)[0]
             col += 0 if bad is bad_count else _INTEGRAL
@@ -58,11 +60,17 @@ def effective_sums(sums: np.ndarray) -> np.ndarray:
     s = sums[sampled]
     weighted = (s[:, _AT["w_events"]] > 0)[:, None]  # else no weights were kept: the unweighted sums, as at w = 1
     w_claims, w_failed, w2_claims, w2_claims_sq, w2_failed_sq, w2_failed_claims = np.where(
-        weighted, s[:, [_AT[f] for f in WEIGHTED]], s[:, [_AT[f] for f in UNWEIGHTED]]).T
+        weighted, s[:, [_AT[f] for f in WEIGHTED]], s[:, [_AT[f] for f in UNWEIGHTED]]
+    ).T
     k = np.where(w2_claims > 0, w_claims / np.where(w2_claims > 0, w2_claims, 1.0), 0.0)
-    scaled = {"claims": w_claims * k, "failed": w_failed * k, "claims_sq": w2_claims_sq * k * k,
-              "failed_sq": w2_failed_sq * k * k, "failed_claims": w2_failed_claims * k * k,
-              **{v: s[:, _AT["w_" + v]] * k for v in CHECKED_VERDICTS}}
+    scaled = {
+        "claims": w_claims * k,
+        "failed": w_failed * k,
+        "claims_sq": w2_claims_sq * k * k,
+        "failed_sq": w2_failed_sq * k * k,
+        "failed_claims": w2_failed_claims * k * k,
+        **{v: s[:, _AT["w_" + v]] * k for v in CHECKED_VERDICTS},
+    }
     rows = np.flatnonzero(sampled)
     for name, values in scaled.items():
         out[rows, COUNT_FIELDS.index(name)] = values
@@ -74,11 +82,11 @@ class Counts:
     """Sums over the answers of a window; the columns of rate_minute, in its order."""
 
     events: int = 0
-    claims: int = 0            # non-trivial claims
+    claims: int = 0  # non-trivial claims
     failed: int = 0
-    claims_sq: int = 0         # Σ n_i²
-    failed_sq: int = 0         # Σ f_i²
-    failed_claims: int = 0     # Σ f_i·n_i
+    claims_sq: int = 0  # Σ n_i²
+    failed_sq: int = 0  # Σ f_i²
+    failed_claims: int = 0  # Σ f_i·n_i
     supported: int = 0
     unsupported: int = 0
     contradicted: int = 0
@@ -94,40 +102,40 @@ class Counts:
     unanswerable: int = 0
     unanswerable_abstained: int = 0
     # Sampled verification: each answer weighs w = 1 / its sampling.rate (1 when every answer is verified).
-    sampled: int = 0                 # answers verified with a sampling.rate below 1
-    w_events: float = 0.0            # Σ w
-    w2_events: float = 0.0           # Σ w²
-    w_claims: float = 0.0            # Σ w·n
-    w_failed: float = 0.0            # Σ w·f
-    w2_claims: float = 0.0           # Σ w²·n
-    w2_claims_sq: float = 0.0        # Σ w²·n²
-    w2_failed_sq: float = 0.0        # Σ w²·f²
-    w2_failed_claims: float = 0.0    # Σ w²·f·n
-    w_served: float = 0.0            # Σ w over the answers of each event-level share
+    sampled: int = 0  # answers verified with a sampling.rate below 1
+    w_events: float = 0.0  # Σ w
+    w2_events: float = 0.0  # Σ w²
+    w_claims: float = 0.0  # Σ w·n
+    w_failed: float = 0.0  # Σ w·f
+    w2_claims: float = 0.0  # Σ w²·n
+    w2_claims_sq: float = 0.0  # Σ w²·n²
+    w2_failed_sq: float = 0.0  # Σ w²·f²
+    w2_failed_claims: float = 0.0  # Σ w²·f·n
+    w_served: float = 0.0  # Σ w over the answers of each event-level share
     w_served_unsafe: float = 0.0
     w_abstained: float = 0.0
     w_answerable: float = 0.0
     w_answerable_abstained: float = 0.0
     w_unanswerable: float = 0.0
     w_unanswerable_abstained: float = 0.0
-    w_supported: float = 0.0         # Σ w·(claims with each checked verdict)
+    w_supported: float = 0.0  # Σ w·(claims with each checked verdict)
     w_unsupported: float = 0.0
     w_contradicted: float = 0.0
     w_overreach: float = 0.0
     w_stale: float = 0.0
     w_no_source: float = 0.0
 
-    def __add__(self, other: "Counts") -> "Counts":
+    def __add__(self, other: Counts) -> Counts:
         if not isinstance(other, Counts):
             return NotImplemented
         return Counts(*(getattr(self, f) + getattr(other, f) for f in SUM_FIELDS))
 
     @classmethod
-    def zero(cls) -> "Counts":
+    def zero(cls) -> Counts:
         return cls()
 
     @classmethod
-    def from_row(cls, row: Mapping[str, object]) -> "Counts":
+    def from_row(cls, row: Mapping[str, object]) -> Counts:
         """Build from a store row; extra keys (route, minute, dim …) are ignored, missing ones are 0."""
         values = []
         for name in COUNT_FIELDS + ("sampled",):
@@ -149,7 +157,7 @@ class Counts:
         return cls(*values, *weighted)
 
     @classmethod
-    def from_array(cls, values) -> "Counts":
+    def from_array(cls, values) -> Counts:
         """From the drift engines' arrays (``as_array``), rounded to whole counts."""
         return cls(*(int(round(v)) for v in values))
 
@@ -157,7 +165,7 @@ class Counts:
         """The drift engines' view: COUNT_FIELDS, with the rate's sums taken from ``effective``."""
         return effective_sums(np.array([[getattr(self, f) for f in SUM_FIELDS]], dtype=float))[0]
 
-    def effective(self) -> "Counts":
+    def effective(self) -> Counts:
         """With sampled answers, the rate's sums as an unweighted sample worth as much (``effective_sums``).
         Unchanged without sampling."""
         if not self.sampled:
@@ -258,8 +266,9 @@ def ratio_interval(c: Counts, level: float = 0.95) -> Interval | None:
     return Interval(float(lo), float(hi))
 
 
-def ratio_bounds(events, w_claims, w_failed, w2_claims, w2_claims_sq, w2_failed_sq, w2_failed_claims,
-                 level: float = 0.95):
+def ratio_bounds(
+    events, w_claims, w_failed, w2_claims, w2_claims_sq, w2_failed_sq, w2_failed_claims, level: float = 0.95
+):
     """``ratio_interval``'s bounds from the sums it reads (``Counts.weighted``), for one slice or, as arrays, for
     many at once with the very same arithmetic. Every slice given must have claims (w_claims > 0)."""
     # design_effect reads (claims, claims_sq) as the binomial reference and its ceiling: Σw²·n and Σw²·n² here,

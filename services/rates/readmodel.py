@@ -1,5 +1,6 @@
 """What the rates use cases return (the route list, slices, one route over time), defined once
 (services/core/readmodel.py): the API answers with these, and the CLI and the pages read the same fields."""
+
 from __future__ import annotations
 
 from typing import Literal
@@ -53,34 +54,44 @@ class RateRead(Read):
     events: int = Field(description="answers stored")
     claims: int = Field(description="non-trivial claims stored")
     failed: int
-    rate: float | None = Field(description="the whole traffic's rate: failed / claims, each answer weighted by 1 / "
-                               "its sampling.rate (so failed / claims when every answer is verified); null without claims")
+    rate: float | None = Field(
+        description="the whole traffic's rate: failed / claims, each answer weighted by 1 / "
+        "its sampling.rate (so failed / claims when every answer is verified); null without claims"
+    )
     verdicts: dict[str, int]
-    verdict_shares: dict[str, float | None] = Field(description="each checked verdict's share of the claims, of the "
-                                                    "whole traffic as rate is")
+    verdict_shares: dict[str, float | None] = Field(
+        description="each checked verdict's share of the claims, of the whole traffic as rate is"
+    )
     interval: list[float] | None = Field(description="95% interval [lo, hi] of rate, resampling answers")
     unsafe_serve: ShareRead
     abstention: ShareRead
     abstention_pair: AbstentionPairRead = Field(description="correct abstention and over-refusal, never one alone")
-    weighted: WeightedTotalsRead = Field(description="the traffic the stored answers stand for (each 1 / sampling.rate)")
+    weighted: WeightedTotalsRead = Field(
+        description="the traffic the stored answers stand for (each 1 / sampling.rate)"
+    )
     effective_claims: float = Field(description="what the claims are worth as an unweighted sample (Kish)")
-    sampling: Literal["none", "mixed", "all"] = Field(description="how many of the answers were sampled "
-                                                      "(sampling.rate below 1): mixed means weighted and unweighted "
-                                                      "answers share this slice")
+    sampling: Literal["none", "mixed", "all"] = Field(
+        description="how many of the answers were sampled "
+        "(sampling.rate below 1): mixed means weighted and unweighted "
+        "answers share this slice"
+    )
     sampled_events: int
 
 
 class RouteRateRead(RateRead):
-    expected: float | None = Field(description="the drift detector's expectation for the route, as its alerts carry "
-                                   "it (a recent level while learning); null before it has one or has run")
+    expected: float | None = Field(
+        description="the drift detector's expectation for the route, as its alerts carry "
+        "it (a recent level while learning); null before it has one or has run"
+    )
     expected_basis: str = Field(description="what the expectation rests on, or why there is none yet")
     learning: bool = Field(description="under a day of history: no time-of-day profile yet")
     history_hours: int | None = Field(description="while learning, the route's whole hours of history")
     delta: float | None = Field(description="rate - expected")
     delta_lo: float | None = Field(description="the 95% interval's lower end - expected: the rise the data is sure of")
     firing_alerts: list[str] = Field(description="ids of the route's firing alerts")
-    calibrated: CalibratedRead | None = Field(None, description="with ?calibrated=true: the corrected rate (null for "
-                                              "a route without answers to correct)")
+    calibrated: CalibratedRead | None = Field(
+        None, description="with ?calibrated=true: the corrected rate (null for a route without answers to correct)"
+    )
 
 
 class SliceRead(RateRead):
@@ -111,8 +122,9 @@ class SeriesPointRead(Read):
 class BaselineRead(Read):
     rate: float | None
     interval: list[float] | None
-    source: str = Field(description="what the expected rate drawn is: the drift detector's expectation, or the "
-                        "window before")
+    source: str = Field(
+        description="what the expected rate drawn is: the drift detector's expectation, or the window before"
+    )
     expectation: bool = Field(description="true when it is the drift detector's expectation now")
 
 
@@ -134,7 +146,9 @@ class VersionSeenRead(Read):
 
 
 class BaselineStatusRead(Read):
-    learning: bool = Field(description="under a day of history: a local level and a wider test, no time-of-day profile yet")
+    learning: bool = Field(
+        description="under a day of history: a local level and a wider test, no time-of-day profile yet"
+    )
     history_hours: float = Field(description="hours from the route's first stored minute to the end of the range")
     basis: str = Field(description="what the drift detector's expectation rests on, in words")
 
@@ -145,11 +159,17 @@ class RouteDetailRead(Read):
     end: str
     step_minutes: int
     totals: RateRead
-    current: RouteNowRead | RouteWindowRead | None = Field(None, description=(
-        "the last 30 minutes, as the overview's default window; beside the expectation unless `end` is given"))
+    current: RouteNowRead | RouteWindowRead | None = Field(
+        None,
+        description=(
+            "the last 30 minutes, as the overview's default window; beside the expectation unless `end` is given"
+        ),
+    )
     series: list[SeriesPointRead]
     baseline: BaselineRead | None
     baseline_status: BaselineStatusRead
     alerts: list[AlertSpanRead]
-    versions: list[VersionSeenRead] = Field(description="the 50 version values first seen last in the range, oldest first")
+    versions: list[VersionSeenRead] = Field(
+        description="the 50 version values first seen last in the range, oldest first"
+    )
     versions_seen: int = Field(description="version values seen in the range in all")

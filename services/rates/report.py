@@ -1,4 +1,5 @@
 """Rates with intervals, worst first: pure functions over the windowed sums."""
+
 from __future__ import annotations
 
 from operator import itemgetter
@@ -6,8 +7,15 @@ from operator import itemgetter
 import numpy as np
 
 from services.contract.model import CANONICAL_VERDICTS
-from services.rates.intervals import (CHECKED_VERDICTS, UNWEIGHTED, WEIGHTED, Counts, effective_proportion_interval,
-                                      ratio_bounds, ratio_interval)
+from services.rates.intervals import (
+    CHECKED_VERDICTS,
+    UNWEIGHTED,
+    WEIGHTED,
+    Counts,
+    effective_proportion_interval,
+    ratio_bounds,
+    ratio_interval,
+)
 
 
 def _share(c: Counts, part: str, whole: str) -> dict:
@@ -87,9 +95,15 @@ def ranking_entries(rows: list[dict]) -> list[dict]:
     if rated.any():
         rate[rated] = kept[1] / kept[0]
         lo[rated], hi[rated] = ratio_bounds(column["events"][rated], *kept)
-    return [{"route": row["route"], "claims": int(row["claims"]),
-             "rate": r if ok else None, "interval": [a, b] if ok else None}
-            for row, ok, r, a, b in zip(rows, rated.tolist(), rate.tolist(), lo.tolist(), hi.tolist())]
+    return [
+        {
+            "route": row["route"],
+            "claims": int(row["claims"]),
+            "rate": r if ok else None,
+            "interval": [a, b] if ok else None,
+        }
+        for row, ok, r, a, b in zip(rows, rated.tolist(), rate.tolist(), lo.tolist(), hi.tolist())
+    ]
 
 
 def worst_first(entries: list[dict]) -> list[dict]:
@@ -113,8 +127,8 @@ def slice_rates(rows: list[dict], dim: str) -> list[dict]:
 
 # /api/slices answers a bounded amount whatever the store holds: producers choose version keys and values.
 FIXED_SLICE_DIMS = ("query_type", "stakes", "mix")  # always valid, even before any event carries them
-MAX_SLICE_DIMS = 24      # dimensions in one answer: by default the ones with the most events
-MAX_SLICE_VALUES = 50    # values per dimension, worst first
+MAX_SLICE_DIMS = 24  # dimensions in one answer: by default the ones with the most events
+MAX_SLICE_VALUES = 50  # values per dimension, worst first
 
 
 def slice_report(rates, window, dims: list[str] | None = None, values: int = MAX_SLICE_VALUES) -> dict[str, list[dict]]:
@@ -126,7 +140,9 @@ def slice_report(rates, window, dims: list[str] | None = None, values: int = MAX
             raise ValueError(f"{len(dims)} slice dimensions asked for; the limit is {MAX_SLICE_DIMS}")
         unknown = sorted(set(dims) - set(FIXED_SLICE_DIMS) - rates.stored_dims(dims))
         if unknown:
-            shown = ", ".join(repr(d[:64]) for d in unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
+            shown = ", ".join(repr(d[:64]) for d in unknown[:5]) + (
+                f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+            )
             raise ValueError(f"unknown slice dimension(s) {shown}; GET /api/slices without dim lists the stored ones")
     else:
         dims = rates.dims(MAX_SLICE_DIMS)
@@ -134,4 +150,3 @@ def slice_report(rates, window, dims: list[str] | None = None, values: int = MAX
     for row in rates.totals_by_dim(dims, window):
         by_dim[row["dim"]].append(row)
     return {d: slice_rates(rows, d)[:values] for d, rows in by_dim.items()}
-

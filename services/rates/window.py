@@ -1,4 +1,5 @@
 """Window names ('30m', '24h', 'all') as lengths of event time. Pure: no store, no clock."""
+
 from __future__ import annotations
 
 import re

@@ -4,11 +4,12 @@ Cohen's kappa and the verifier-vs-human figures come from ``services.evalset.met
 (item-resampled intervals, confusion matrix, disagreement by what the verifier said). Fleiss' kappa,
 for more than two reviewers a claim, is here, with the same kind of interval: resample claims.
 """
+
 from __future__ import annotations
 
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -21,16 +22,16 @@ from services.review.labels import HUMAN_LABELS, ReviewedClaim
 @closed
 @dataclass(frozen=True)
 class HumanAgreement:
-    method: str                 # cohen (2 reviewers a claim) | fleiss (more)
+    method: str  # cohen (2 reviewers a claim) | fleiss (more)
     reviewers: int
     kappa: Figure
-    observed: Figure            # cohen: share of claims both gave the same label; fleiss: mean pairwise agreement
+    observed: Figure  # cohen: share of claims both gave the same label; fleiss: mean pairwise agreement
 
 
 @closed
 @dataclass(frozen=True)
 class RouteAgreement:
-    route: str                  # "all" for every route together
+    route: str  # "all" for every route together
     human: HumanAgreement | None
     verifier: Agreement | None  # verifier vs every human label; claims resampled whole
 
@@ -40,7 +41,7 @@ class RouteAgreement:
 class Disagreement:
     claim_key: str
     route: str
-    labels: tuple[tuple[str, str], ...]     # (reviewer, label)
+    labels: tuple[tuple[str, str], ...]  # (reviewer, label)
 
 
 @closed
@@ -48,7 +49,7 @@ class Disagreement:
 class AgreementReport:
     overall: RouteAgreement
     routes: tuple[RouteAgreement, ...]
-    verifier_versions: tuple[RouteAgreement, ...]   # route = "verifier=<version>", every route together
+    verifier_versions: tuple[RouteAgreement, ...]  # route = "verifier=<version>", every route together
     disagreements: tuple[Disagreement, ...]  # waiting for an adjudicator, oldest queued first
 
 
@@ -73,8 +74,9 @@ def _fleiss(counts: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.nda
         return (observed - expected) / (1 - expected), observed
 
 
-def fleiss_agreement(counts: np.ndarray, *, n_boot: int = 2000, seed: int = 0, confidence: float = 0.95
-                     ) -> tuple[Figure, Figure]:
+def fleiss_agreement(
+    counts: np.ndarray, *, n_boot: int = 2000, seed: int = 0, confidence: float = 0.95
+) -> tuple[Figure, Figure]:
     """Fleiss' kappa and mean pairwise agreement, each with a percentile interval that resamples items."""
     counts = np.asarray(counts, dtype=np.float64)
     n = len(counts)
@@ -88,8 +90,9 @@ def fleiss_agreement(counts: np.ndarray, *, n_boot: int = 2000, seed: int = 0, c
     return figures[0], figures[1]
 
 
-def human_agreement(claims: Sequence[ReviewedClaim], reviewers: int, *, n_boot: int = 2000, seed: int = 0
-                    ) -> HumanAgreement | None:
+def human_agreement(
+    claims: Sequence[ReviewedClaim], reviewers: int, *, n_boot: int = 2000, seed: int = 0
+) -> HumanAgreement | None:
     """Over claims with at least ``reviewers`` reviewer labels (their first ones): Cohen's kappa for 2, Fleiss' for
     more. None when no claim has enough labels."""
     rated = [(c.claim_key, c.human_labels[:reviewers]) for c in claims if len(c.human_labels) >= reviewers]
@@ -117,13 +120,20 @@ class AgreementReporter:
 
     def report(self, claims: Sequence[ReviewedClaim]) -> AgreementReport:
         def one(route: str, members: Sequence[ReviewedClaim]) -> RouteAgreement:
-            return RouteAgreement(route, human_agreement(members, self.reviewers, **self.boot),
-                                  verifier_agreement(members, **self.boot))
+            return RouteAgreement(
+                route, human_agreement(members, self.reviewers, **self.boot), verifier_agreement(members, **self.boot)
+            )
 
         routes = sorted({c.route for c in claims})
-        disputed = tuple(Disagreement(c.claim_key, c.route, tuple((r.reviewer, r.label) for r in c.reviews))
-                         for c in claims if c.disputed)
+        disputed = tuple(
+            Disagreement(c.claim_key, c.route, tuple((r.reviewer, r.label) for r in c.reviews))
+            for c in claims
+            if c.disputed
+        )
         versions = sorted({c.verifier_version for c in claims})
-        return AgreementReport(one("all", claims), tuple(one(r, [c for c in claims if c.route == r]) for r in routes),
-                               tuple(one(f"verifier={v}", [c for c in claims if c.verifier_version == v])
-                                     for v in versions), disputed)
+        return AgreementReport(
+            one("all", claims),
+            tuple(one(r, [c for c in claims if c.route == r]) for r in routes),
+            tuple(one(f"verifier={v}", [c for c in claims if c.verifier_version == v]) for v in versions),
+            disputed,
+        )

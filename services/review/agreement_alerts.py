@@ -7,13 +7,14 @@ by at least ``min_drop``, each side having ``min_labels``. Labelled claims are i
 daily stratified sample, whose mix of strata is the same every day, so the unweighted shares compare like
 with like. The alert cycle runs ``InstrumentAlerts`` beside the rate alerts (services/alerts/cycle.py).
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from statistics import NormalDist
-from typing import Callable, Iterable, Mapping, Sequence
 
 from services.alerts.lifecycle import AGREEMENT_KIND, SERVICE_LABELS, Alert, make_alert_id, merge, resolve
 from services.alerts.records import AlertRecords
@@ -31,8 +32,11 @@ class LabelAgreement:
 
 def label_agreements(claims: Iterable[ReviewedClaim]) -> list[LabelAgreement]:
     """Every claim humans settled (production or eval), with whether the verifier was on their side."""
-    return [LabelAgreement(c.route, c.settled_at, c.verifier_version, c.verifier_failed == c.human_failed)
-            for c in claims if c.human_failed is not None]
+    return [
+        LabelAgreement(c.route, c.settled_at, c.verifier_version, c.verifier_failed == c.human_failed)
+        for c in claims
+        if c.human_failed is not None
+    ]
 
 
 @dataclass(frozen=True)
@@ -51,8 +55,9 @@ class AgreementDrop:
 
 
 class AgreementDropTest:
-    def __init__(self, recent: timedelta = timedelta(days=7), alpha: float = 0.01, min_drop: float = 0.05,
-                 min_labels: int = 30):
+    def __init__(
+        self, recent: timedelta = timedelta(days=7), alpha: float = 0.01, min_drop: float = 0.05, min_labels: int = 30
+    ):
         self.recent = recent
         self.alpha = alpha
         self.min_drop = min_drop
@@ -70,24 +75,41 @@ class AgreementDropTest:
         se = math.sqrt(pooled * (1 - pooled) * (1 / len(recent) + 1 / len(history)))
         z = (p1 - p2) / se if se else 0.0
         p_value = NormalDist().cdf(z) if se else 1.0
-        return AgreementDrop(p1, len(recent), p2, len(history), z, p_value,
-                             p_value < self.alpha and p2 - p1 >= self.min_drop)
+        return AgreementDrop(
+            p1, len(recent), p2, len(history), z, p_value, p_value < self.alpha and p2 - p1 >= self.min_drop
+        )
 
 
-def version_suspects(labels: Sequence[LabelAgreement], since: datetime, min_share_change: float = 0.05
-                     ) -> tuple[dict, ...]:
+def version_suspects(
+    labels: Sequence[LabelAgreement], since: datetime, min_share_change: float = 0.05
+) -> tuple[dict, ...]:
     """Verifier versions whose share of the labelled claims grew from before ``since`` to after it."""
+
     def shares(group):
         versions = [x.verifier_version for x in group]
         return {v: versions.count(v) / len(versions) for v in set(versions)}
+
     before = shares([x for x in labels if x.settled_at < since]) if labels else {}
     after = shares([x for x in labels if x.settled_at >= since]) if labels else {}
-    grew = sorted((v for v in after if after[v] - before.get(v, 0.0) >= min_share_change),
-                  key=lambda v: before.get(v, 0.0) - after[v])
-    return tuple({"dim": "version.verifier", "key": "verifier", "value": v, "kind": "system",
-                  "share_before": round(before.get(v, 0.0), 6), "share_after": round(after[v], 6),
-                  "rate_before": None, "rate_after": None, "explained": 0.0,
-                  "note": "share of the labelled claims the verifier version judged"} for v in grew)
+    grew = sorted(
+        (v for v in after if after[v] - before.get(v, 0.0) >= min_share_change),
+        key=lambda v: before.get(v, 0.0) - after[v],
+    )
+    return tuple(
+        {
+            "dim": "version.verifier",
+            "key": "verifier",
+            "value": v,
+            "kind": "system",
+            "share_before": round(before.get(v, 0.0), 6),
+            "share_after": round(after[v], 6),
+            "rate_before": None,
+            "rate_after": None,
+            "explained": 0.0,
+            "note": "share of the labelled claims the verifier version judged",
+        }
+        for v in grew
+    )
 
 
 class AgreementWatch:
@@ -96,8 +118,7 @@ class AgreementWatch:
     def __init__(self, test: AgreementDropTest):
         self.test = test
 
-    def step(self, labels: Sequence[LabelAgreement], open_alerts: Mapping[str, Alert], now: datetime
-             ) -> list[Alert]:
+    def step(self, labels: Sequence[LabelAgreement], open_alerts: Mapping[str, Alert], now: datetime) -> list[Alert]:
         """The alerts whose state changed, or whose figures did, at ``now``."""
         changed = []
         for route in sorted({x.route for x in labels} | set(open_alerts)):
@@ -115,23 +136,40 @@ class AgreementWatch:
         z = NormalDist().inv_cdf(0.975)
         interval = lambda p, n: Interval(*(float(x) for x in wilson(p, n, z)))  # noqa: E731
         since = now - self.test.recent
-        return Alert(alert_id=make_alert_id(route, AGREEMENT_KIND, now), route=route, kind=AGREEMENT_KIND,
-                     severity="warning", labels=dict(SERVICE_LABELS),
-                     window=int(self.test.recent / timedelta(minutes=1)),
-                     pending_since=now, starts_at=now, rate=found.recent,
-                     rate_interval=interval(found.recent, found.recent_labels), baseline=found.history,
-                     baseline_interval=interval(found.history, found.history_labels), delta=-found.drop,
-                     claims=found.recent_labels, onset=since, suspect_changes=version_suspects(labels, since),
-                     updated_at=now, expected=found.history,
-                     expected_basis=f"agreement on {found.history_labels} earlier labels; one-sided two-proportion "
-                                    f"test p = {found.p_value:.2g}")
+        return Alert(
+            alert_id=make_alert_id(route, AGREEMENT_KIND, now),
+            route=route,
+            kind=AGREEMENT_KIND,
+            severity="warning",
+            labels=dict(SERVICE_LABELS),
+            window=int(self.test.recent / timedelta(minutes=1)),
+            pending_since=now,
+            starts_at=now,
+            rate=found.recent,
+            rate_interval=interval(found.recent, found.recent_labels),
+            baseline=found.history,
+            baseline_interval=interval(found.history, found.history_labels),
+            delta=-found.drop,
+            claims=found.recent_labels,
+            onset=since,
+            suspect_changes=version_suspects(labels, since),
+            updated_at=now,
+            expected=found.history,
+            expected_basis=f"agreement on {found.history_labels} earlier labels; one-sided two-proportion "
+            f"test p = {found.p_value:.2g}",
+        )
 
 
 class InstrumentAlerts:
     """The alert cycle's hook: at most every ``every``, test agreement per route and record what changed."""
 
-    def __init__(self, watch: AgreementWatch, reviewed: Callable[[], list[ReviewedClaim]], alerts: AlertRecords,
-                 every: timedelta = timedelta(minutes=15)):
+    def __init__(
+        self,
+        watch: AgreementWatch,
+        reviewed: Callable[[], list[ReviewedClaim]],
+        alerts: AlertRecords,
+        every: timedelta = timedelta(minutes=15),
+    ):
         self.watch = watch
         self.reviewed = reviewed
         self.alerts = alerts

@@ -44,19 +44,25 @@ wrong 5% of the time that is 0.7% of labels, so the rate sits about half a point
 small against the width at 200 labels (tests/unit/review/test_calibration_simulation.py measures coverage of
 the true rate), but not against an interval narrowed to 2-3 points.
 """
+
 from __future__ import annotations
 
 import math
 import zlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Mapping, Sequence
 
 import numpy as np
 
 from services.core.stats import percentile_interval, rogan_gladen, z_value
-from services.review.estimators import (VerdictClass, effective_labels, prediction_powered, resample_counts,
-                                       stratified_variance)
+from services.review.estimators import (
+    VerdictClass,
+    effective_labels,
+    prediction_powered,
+    resample_counts,
+    stratified_variance,
+)
 from services.review.labels import ReviewedClaim
 
 ESTIMATORS = ("ppi", "rogan_gladen")
@@ -77,7 +83,7 @@ class Traffic:
     weights_sq: np.ndarray | None = None
 
     @classmethod
-    def from_row(cls, row: Mapping) -> "Traffic":
+    def from_row(cls, row: Mapping) -> Traffic:
         profile = np.array(row["profile"], dtype=np.float64).reshape(-1, 5)
         return cls(row["route"], row["verifier_version"], *profile.T)
 
@@ -105,23 +111,23 @@ class Traffic:
 class CalibratedRate:
     route: str
     raw: float | None
-    value: float | None             # in [0, 1]
+    value: float | None  # in [0, 1]
     interval: tuple[float, float] | None
     sensitivity: float | None
     specificity: float | None
-    labels: int                     # settled labels behind the estimate
-    pooled: bool                    # labels of other routes with the same verifier version were used
+    labels: int  # settled labels behind the estimate
+    pooled: bool  # labels of other routes with the same verifier version were used
     label_routes: tuple[str, ...]
     verifier_version: str
     stale: bool
-    reasons: tuple[str, ...] = field(default=())   # why stale, or why there is no value
+    reasons: tuple[str, ...] = field(default=())  # why stale, or why there is no value
     newest_label: datetime | None = None
-    estimator: str = "ppi"          # ppi | rogan_gladen
-    estimator_note: str = ""        # why not the configured estimator
+    estimator: str = "ppi"  # ppi | rogan_gladen
+    estimator_note: str = ""  # why not the configured estimator
     flagged: VerdictClass | None = None
     passed: VerdictClass | None = None
     raw_variance: float | None = None
-    own_labels: int = 0             # the route's own settled labels of its current verifier version
+    own_labels: int = 0  # the route's own settled labels of its current verifier version
 
     @property
     def status(self) -> str:
@@ -140,21 +146,32 @@ class CalibratedRate:
 
     def as_dict(self) -> dict:
         """The ``calibrated`` field of a `rates --json` entry (the entry's own ``rate`` is the raw one)."""
-        return {"rate": self.value, "interval": list(self.interval) if self.interval else None,
-                "sensitivity": self.sensitivity, "specificity": self.specificity, "labels": self.labels,
-                "pooled": self.pooled, "label_routes": list(self.label_routes),
-                "verifier_version": self.verifier_version, "stale": self.stale, "status": self.status,
-                "reasons": list(self.reasons),
-                "newest_label": self.newest_label.isoformat() if self.newest_label else None,
-                "own_labels": self.own_labels, "estimator": self.estimator, "estimator_note": self.estimator_note,
-                "failed_if_flagged": self.flagged.failed if self.flagged else None,
-                "failed_if_passed": self.passed.failed if self.passed else None}
+        return {
+            "rate": self.value,
+            "interval": list(self.interval) if self.interval else None,
+            "sensitivity": self.sensitivity,
+            "specificity": self.specificity,
+            "labels": self.labels,
+            "pooled": self.pooled,
+            "label_routes": list(self.label_routes),
+            "verifier_version": self.verifier_version,
+            "stale": self.stale,
+            "status": self.status,
+            "reasons": list(self.reasons),
+            "newest_label": self.newest_label.isoformat() if self.newest_label else None,
+            "own_labels": self.own_labels,
+            "estimator": self.estimator,
+            "estimator_note": self.estimator_note,
+            "failed_if_flagged": self.flagged.failed if self.flagged else None,
+            "failed_if_passed": self.passed.failed if self.passed else None,
+        }
 
 
 def with_calibrated(entries: list[dict], calibrated: Mapping[str, CalibratedRate]) -> list[dict]:
     """`rates` entries with a ``calibrated`` field added (None for a route without answers to correct)."""
-    return [{**e, "calibrated": calibrated[e["route"]].as_dict() if e["route"] in calibrated else None}
-            for e in entries]
+    return [
+        {**e, "calibrated": calibrated[e["route"]].as_dict() if e["route"] in calibrated else None} for e in entries
+    ]
 
 
 @dataclass(frozen=True)
@@ -163,7 +180,7 @@ class SettledLabel:
 
     route: str
     verifier_version: str
-    stratum: tuple[str, float]      # resampled together: the claims of one stratum-day (same quota, same weight)
+    stratum: tuple[str, float]  # resampled together: the claims of one stratum-day (same quota, same weight)
     weight: float
     verifier_failed: bool
     human_failed: bool
@@ -178,8 +195,17 @@ def settled_labels(claims: Sequence[ReviewedClaim]) -> list[SettledLabel]:
             continue
         human = c.human_failed
         if human is not None:
-            out.append(SettledLabel(c.route, c.verifier_version, (c.stratum or f"{c.route}|{c.verdict}", c.weight),
-                                    c.weight, c.verifier_failed, human, c.settled_at))
+            out.append(
+                SettledLabel(
+                    c.route,
+                    c.verifier_version,
+                    (c.stratum or f"{c.route}|{c.verdict}", c.weight),
+                    c.weight,
+                    c.verifier_failed,
+                    human,
+                    c.settled_at,
+                )
+            )
     return out
 
 
@@ -203,10 +229,14 @@ class Agreement:
     passed_supported: np.ndarray
 
     @classmethod
-    def of(cls, weights: np.ndarray, verifier: np.ndarray, human: np.ndarray) -> "Agreement":
+    def of(cls, weights: np.ndarray, verifier: np.ndarray, human: np.ndarray) -> Agreement:
         """``weights``: the labelled claims' weights (or, a row per draw, their draw counts times their weights)."""
-        return cls(weights @ (verifier * human), weights @ (verifier * (1 - human)),
-                   weights @ ((1 - verifier) * human), weights @ ((1 - verifier) * (1 - human)))
+        return cls(
+            weights @ (verifier * human),
+            weights @ (verifier * (1 - human)),
+            weights @ ((1 - verifier) * human),
+            weights @ ((1 - verifier) * (1 - human)),
+        )
 
     @property
     def sensitivity(self):
@@ -237,8 +267,16 @@ class Agreement:
 
 
 class Calibrator:
-    def __init__(self, min_labels: int, max_label_age: timedelta, n_boot: int = 1000, confidence: float = 0.95,
-                 seed: int = 0, estimator: str = "ppi", transfer_estimator: str = "rogan_gladen"):
+    def __init__(
+        self,
+        min_labels: int,
+        max_label_age: timedelta,
+        n_boot: int = 1000,
+        confidence: float = 0.95,
+        seed: int = 0,
+        estimator: str = "ppi",
+        transfer_estimator: str = "rogan_gladen",
+    ):
         for name in (estimator, transfer_estimator):
             if name not in ESTIMATORS:
                 raise ValueError(f"estimator {name!r} is not one of {', '.join(ESTIMATORS)}")
@@ -252,8 +290,9 @@ class Calibrator:
         # P(failed | verdict) moves with the prevalence, Se and Sp stay with the verifier.
         self.transfer_estimator = transfer_estimator
 
-    def calibrate_all(self, traffic: Sequence[Traffic], claims: Sequence[ReviewedClaim], now: datetime
-                      ) -> dict[str, CalibratedRate]:
+    def calibrate_all(
+        self, traffic: Sequence[Traffic], claims: Sequence[ReviewedClaim], now: datetime
+    ) -> dict[str, CalibratedRate]:
         usable = settled_labels(claims)
         return {t.route: self._calibrate(t, usable, now) for t in traffic}
 
@@ -265,8 +304,10 @@ class Calibrator:
         basis, pooled, reasons = self._basis(traffic, own, usable)
         newest = max((c.settled_at for c in basis), default=None)
         if newest is not None and now - newest > self.max_label_age:
-            reasons.append(f"the newest label is {(now - newest).days} days old (calibration.max_label_age_days is "
-                           f"{self.max_label_age.days})")
+            reasons.append(
+                f"the newest label is {(now - newest).days} days old (calibration.max_label_age_days is "
+                f"{self.max_label_age.days})"
+            )
         weights = np.array([c.weight for c in basis])
         verifier = np.array([c.verifier_failed for c in basis], dtype=np.float64)
         human = np.array([c.human_failed for c in basis], dtype=np.float64)
@@ -276,22 +317,40 @@ class Calibrator:
         se, sp = _number(found.sensitivity), _number(found.specificity)
         if se is None or sp is None:  # known as a pair or not at all
             se = sp = None
-        common = dict(route=traffic.route, raw=raw, labels=len(basis), pooled=pooled,
-                      label_routes=tuple(sorted({c.route for c in basis})), verifier_version=traffic.verifier_version,
-                      newest_label=newest, estimator=estimator, estimator_note=note, raw_variance=raw_variance,
-                      own_labels=len(own), sensitivity=se, specificity=sp,
-                      flagged=VerdictClass(raw or 0.0, _number(found.failed_if_flagged),
-                                           effective_labels(weights[verifier == 1])),
-                      passed=VerdictClass(1 - (raw or 0.0), _number(found.failed_if_passed),
-                                          effective_labels(weights[verifier == 0])))
+        common = dict(
+            route=traffic.route,
+            raw=raw,
+            labels=len(basis),
+            pooled=pooled,
+            label_routes=tuple(sorted({c.route for c in basis})),
+            verifier_version=traffic.verifier_version,
+            newest_label=newest,
+            estimator=estimator,
+            estimator_note=note,
+            raw_variance=raw_variance,
+            own_labels=len(own),
+            sensitivity=se,
+            specificity=sp,
+            flagged=VerdictClass(
+                raw or 0.0, _number(found.failed_if_flagged), effective_labels(weights[verifier == 1])
+            ),
+            passed=VerdictClass(
+                1 - (raw or 0.0), _number(found.failed_if_passed), effective_labels(weights[verifier == 0])
+            ),
+        )
         missing = [side for side, n in (("failed", human.sum()), ("supported", len(human) - human.sum())) if n == 0]
-        unlabelled = [side for side, n in (("flagged", verifier.sum()), ("passed", len(verifier) - verifier.sum()))
-                      if n == 0]
+        unlabelled = [
+            side for side, n in (("flagged", verifier.sum()), ("passed", len(verifier) - verifier.sum())) if n == 0
+        ]
         if raw is None or missing or (estimator == "ppi" and unlabelled):
-            why = ("no checkable claims in the window" if raw is None else
-                   f"no settled label says {' or '.join(missing)}, so the verifier's error rates are unknown" if missing
-                   else f"no settled label is of a claim the verifier {' or '.join(unlabelled)}, so how often such "
-                   "claims fail is unknown")
+            why = (
+                "no checkable claims in the window"
+                if raw is None
+                else f"no settled label says {' or '.join(missing)}, so the verifier's error rates are unknown"
+                if missing
+                else f"no settled label is of a claim the verifier {' or '.join(unlabelled)}, so how often such "
+                "claims fail is unknown"
+            )
             return CalibratedRate(value=None, interval=None, stale=True, reasons=(*reasons, why), **common)
         value = found.estimate(estimator, raw)
         if np.isnan(value):
@@ -303,8 +362,9 @@ class Calibrator:
         strata = [c.stratum for c in basis]
         return replace(rate, interval=self._bootstrap(traffic, weights, verifier, human, strata))
 
-    def _estimator(self, pooled: bool, raw: float | None, raw_variance: float | None, found: Agreement,
-                   weights: np.ndarray) -> tuple[str, str]:
+    def _estimator(
+        self, pooled: bool, raw: float | None, raw_variance: float | None, found: Agreement, weights: np.ndarray
+    ) -> tuple[str, str]:
         """The estimator for these labels and this window, and why when it is not the configured one."""
         if self.transfer_estimator == self.estimator:
             return self.estimator, ""
@@ -316,18 +376,21 @@ class Calibrator:
             return self.estimator, ""
         noise = math.sqrt(raw_variance + q * (1 - q) / weights.sum())
         if abs(raw - q) > z_value(self.confidence) * noise:
-            return self.transfer_estimator, (f"the window's flagged share ({100 * raw:.1f}%) moved from the labels' "
-                                             f"({100 * q:.1f}%)")
+            return self.transfer_estimator, (
+                f"the window's flagged share ({100 * raw:.1f}%) moved from the labels' ({100 * q:.1f}%)"
+            )
         return self.estimator, ""
 
     def _with_stratified_interval(self, rate: CalibratedRate) -> CalibratedRate:
-        half = z_value(self.confidence) * math.sqrt(stratified_variance(rate.flagged, rate.passed, rate.slope(),
-                                                                     rate.raw_variance))
+        half = z_value(self.confidence) * math.sqrt(
+            stratified_variance(rate.flagged, rate.passed, rate.slope(), rate.raw_variance)
+        )
         interval = (max(0.0, rate.value - half), min(1.0, rate.value + half))
         return replace(rate, value=min(1.0, max(0.0, rate.value)), interval=interval)
 
-    def _basis(self, traffic: Traffic, own: list[SettledLabel], usable: Sequence[SettledLabel]
-               ) -> tuple[list[SettledLabel], bool, list[str]]:
+    def _basis(
+        self, traffic: Traffic, own: list[SettledLabel], usable: Sequence[SettledLabel]
+    ) -> tuple[list[SettledLabel], bool, list[str]]:
         """The route's own labels of its current verifier version; else pooled across routes of that version;
         else the route's labels of other versions (stale)."""
         version = traffic.verifier_version
@@ -340,16 +403,31 @@ class Calibrator:
         older = [c for c in usable if c.route == traffic.route and c.verifier_version != version]
         if len(older) > len(basis):
             versions = ", ".join(sorted({c.verifier_version or "(none)" for c in older}))
-            return older, False, [f"{len(older)} labels are of verifier {versions}; the route now runs "
-                                  f"{version or '(none)'}", *self._too_few(len(older))]
+            return (
+                older,
+                False,
+                [
+                    f"{len(older)} labels are of verifier {versions}; the route now runs {version or '(none)'}",
+                    *self._too_few(len(older)),
+                ],
+            )
         return basis, pooled, self._too_few(len(basis))
 
     def _too_few(self, n: int) -> list[str]:
-        return [f"only {n} settled labels (calibration needs review.min_labels = {self.min_labels})"] \
-            if n < self.min_labels else []
+        return (
+            [f"only {n} settled labels (calibration needs review.min_labels = {self.min_labels})"]
+            if n < self.min_labels
+            else []
+        )
 
-    def _bootstrap(self, traffic: Traffic, weights: np.ndarray, verifier: np.ndarray, human: np.ndarray,
-                   strata: Sequence[tuple[str, float]]) -> tuple[float, float] | None:
+    def _bootstrap(
+        self,
+        traffic: Traffic,
+        weights: np.ndarray,
+        verifier: np.ndarray,
+        human: np.ndarray,
+        strata: Sequence[tuple[str, float]],
+    ) -> tuple[float, float] | None:
         """Rogan–Gladen's percentile interval: answers and, within their strata, labelled claims resampled."""
         rng = np.random.default_rng([self.seed, zlib.crc32(traffic.route.encode())])
         total = int(traffic.answers.sum())

@@ -1,5 +1,6 @@
 """The calibrated rate's arithmetic, free of labels and windows: the two estimators, the stratified variance and
 the resampling helpers (services/review/calibration.py says which applies where, and why)."""
+
 from __future__ import annotations
 
 import math
@@ -12,9 +13,9 @@ import numpy as np
 class VerdictClass:
     """The claims the verifier flagged (or passed): their share of the window and what the labels say of them."""
 
-    share: float                    # of the window's claims
-    failed: float | None            # weighted share of its labels settled as failed
-    labels: float                   # effective labels, (Σw)² / Σw²
+    share: float  # of the window's claims
+    failed: float | None  # weighted share of its labels settled as failed
+    labels: float  # effective labels, (Σw)² / Σw²
 
     @property
     def spread(self) -> float:
@@ -31,12 +32,17 @@ class VerdictClass:
         return (self.share * self.spread) ** 2 / n if n > 0 else math.inf
 
 
-def stratified_variance(flagged: VerdictClass, passed: VerdictClass, slope: float, raw_variance: float,
-                        labels: tuple[float, float] | None = None) -> float:
+def stratified_variance(
+    flagged: VerdictClass,
+    passed: VerdictClass,
+    slope: float,
+    raw_variance: float,
+    labels: tuple[float, float] | None = None,
+) -> float:
     """The calibrated rate's variance: the window's noise in p carried by λ, plus each verdict class's labels'
     (with ``labels`` = (flagged, passed) effective labels instead of the current ones, for planning)."""
     n_flagged, n_passed = labels or (None, None)
-    return slope ** 2 * raw_variance + flagged.variance(n_flagged) + passed.variance(n_passed)
+    return slope**2 * raw_variance + flagged.variance(n_flagged) + passed.variance(n_passed)
 
 
 def prediction_powered(raw, failed_if_flagged, failed_if_passed):
@@ -55,4 +61,4 @@ def resample_counts(rng: np.random.Generator, n: int, draws: int) -> np.ndarray:
 
 def effective_labels(weights: np.ndarray) -> float:
     """(Σw)² / Σw²: how many equally weighted labels would estimate a share as precisely."""
-    return float(weights.sum() ** 2 / (weights ** 2).sum()) if weights.size else 0.0
+    return float(weights.sum() ** 2 / (weights**2).sum()) if weights.size else 0.0

@@ -1,9 +1,10 @@
 """Human labels of one claim and what they settle. Pure: no store, no clock."""
+
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Mapping
 
 from services.contract.model import FAILED_VERDICTS
 from services.evalset.metrics import canonical
@@ -24,7 +25,7 @@ def human_label(value: str) -> str:
 @dataclass(frozen=True)
 class Review:
     reviewer: str
-    role: str                   # reviewer | adjudicator
+    role: str  # reviewer | adjudicator
     label: str
     at: datetime
 
@@ -35,19 +36,27 @@ class ReviewedClaim:
 
     claim_key: str
     route: str
-    verdict: str                # the verifier's
+    verdict: str  # the verifier's
     verifier_version: str
-    origin: str                 # production | eval
-    weight: float               # 1 / its stratum's sampling probability
-    reviewers: int              # labels it needs
+    origin: str  # production | eval
+    weight: float  # 1 / its stratum's sampling probability
+    reviewers: int  # labels it needs
     reviews: tuple[Review, ...]
-    stratum: str = ""           # route|verdict|issue it was sampled from
+    stratum: str = ""  # route|verdict|issue it was sampled from
 
     @classmethod
-    def from_row(cls, row: Mapping) -> "ReviewedClaim":
-        return cls(row["claim_key"], row["route"], row["verdict"], row["verifier_version"], row["origin"],
-                   float(row["weight"]), int(row["reviewers"]), tuple(Review(*r) for r in row["labels"]),
-                   row.get("stratum", ""))
+    def from_row(cls, row: Mapping) -> ReviewedClaim:
+        return cls(
+            row["claim_key"],
+            row["route"],
+            row["verdict"],
+            row["verifier_version"],
+            row["origin"],
+            float(row["weight"]),
+            int(row["reviewers"]),
+            tuple(Review(*r) for r in row["labels"]),
+            row.get("stratum", ""),
+        )
 
     @property
     def human_labels(self) -> tuple[str, ...]:

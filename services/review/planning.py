@@ -12,15 +12,16 @@ as often as high), so each class's failed share is first moved ``caution`` stand
 largest (bench/calibration.py --plan measures how often the plan lands under the width). New labels are counted one
 effective label each, as when every day's sample takes the same share of its strata.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from services.core.readmodel import closed
-from services.review.calibration import CalibratedRate
 from services.core.stats import z_value
+from services.review.calibration import CalibratedRate
 from services.review.estimators import VerdictClass
 
 PLAN_CAUTION = 1.5  # standard errors each class's failed share moves towards ½ (bench/calibration.py --plan)
@@ -30,14 +31,14 @@ PLAN_CAUTION = 1.5  # standard errors each class's failed share moves towards ½
 @dataclass(frozen=True)
 class LabelPlan:
     route: str
-    width: float | None             # the interval's width now
+    width: float | None  # the interval's width now
     target: float
-    more: int | None                # settled labels still needed; None when labels alone cannot do it
-    flagged: int                    # of them, claims the verifier flagged (any non-supported verdict)
-    passed: int                     # and claims it passed
-    labels: int                     # the route's own settled labels now
+    more: int | None  # settled labels still needed; None when labels alone cannot do it
+    flagged: int  # of them, claims the verifier flagged (any non-supported verdict)
+    passed: int  # and claims it passed
+    labels: int  # the route's own settled labels now
     estimator: str
-    note: str = ""                  # why there is no count, or what the count assumes
+    note: str = ""  # why there is no count, or what the count assumes
 
 
 def neyman(parts: tuple[float, float], have: tuple[float, float], budget: float) -> tuple[float, float]:
@@ -72,8 +73,7 @@ def halves(n: int) -> tuple[int, int]:
 
 
 class LabelPlanner:
-    def __init__(self, estimator: str, min_labels: int, confidence: float = 0.95,
-                 caution: float = PLAN_CAUTION):
+    def __init__(self, estimator: str, min_labels: int, confidence: float = 0.95, caution: float = PLAN_CAUTION):
         self.estimator = estimator
         self.min_labels = min_labels
         self.confidence = confidence
@@ -106,19 +106,24 @@ class LabelPlanner:
         slope = rate.slope(self.estimator)
         slope = 1.0 if slope is None else slope  # unknown shares: p's noise at most whole (λ = a - b <= 1)
         z = z_value(self.confidence)
-        budget = (width / (2 * z)) ** 2 - slope ** 2 * rate.raw_variance
+        budget = (width / (2 * z)) ** 2 - slope**2 * rate.raw_variance
         floor = 2 * z * abs(slope) * math.sqrt(rate.raw_variance)  # the width with labels beyond count
         if budget <= 0:
-            return LabelPlan(more=None, flagged=0, passed=0, note=f"window alone: {100 * floor:.1f} pts; widen it",
-                             **common)
+            return LabelPlan(
+                more=None, flagged=0, passed=0, note=f"window alone: {100 * floor:.1f} pts; widen it", **common
+            )
         parts = tuple(k.share * cautious_spread(k, self.caution) for k in classes)
         targets = neyman(parts, have, budget)
         more = [math.ceil(max(0.0, t - n)) for t, n in zip(targets, have)]
         # The route stands alone only from min_labels on.
         more = [m + extra for m, extra in zip(more, halves(self.min_labels - own - sum(more)))]
-        note = ("no labels yet: planned as coin tosses" if not rate.labels else "" if own == rate.labels else
-                "own count from 0 (labels pooled)")
+        note = (
+            "no labels yet: planned as coin tosses"
+            if not rate.labels
+            else ""
+            if own == rate.labels
+            else "own count from 0 (labels pooled)"
+        )
         if floor > width / 2:  # most of the width is the window's own noise: labels buy little of the rest
             note = "; ".join(filter(None, [note, f"window alone: {100 * floor:.1f} pts; a longer one needs fewer"]))
         return LabelPlan(more=sum(more), flagged=more[0], passed=more[1], note=note, **common)
-

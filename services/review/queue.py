@@ -5,19 +5,21 @@ lock across processes: each reviewer writes a reservation, then reads the claim'
 back in write order; a reservation wins unless an earlier winner was still live when it was made.
 Every reader computes the same winner, so two reviewers never hold the same slot.
 """
+
 from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Iterable, Mapping, Protocol
+from typing import Protocol
 
 import orjson
 
-from services.core.readmodel import closed
 from services.core.errors import Conflict, NotFound
 from services.core.names import identity_key
+from services.core.readmodel import closed
 from services.review.labels import ADJUDICATOR, REVIEWER, ReviewedClaim, human_label
 
 ANSWER_EXCERPT_CHARS = 1200
@@ -50,7 +52,7 @@ class Chunk:
 class Assignment:
     """What a reviewer sees before labelling: never the verifier's verdict or anyone's label."""
 
-    slot: str                   # the reservation token; label it with POST /api/review/{slot}/label
+    slot: str  # the reservation token; label it with POST /api/review/{slot}/label
     claim_key: str
     route: str
     question: str
@@ -109,8 +111,11 @@ def chunks_of(evidence_json: str) -> tuple[Chunk, ...]:
         evidence = orjson.loads(evidence_json or "[]")
     except orjson.JSONDecodeError:
         return ()
-    return tuple(Chunk(str(e.get("chunk_id", "")), str(e.get("source_id") or ""), str(e.get("text") or ""))
-                 for e in evidence if isinstance(e, dict))
+    return tuple(
+        Chunk(str(e.get("chunk_id", "")), str(e.get("source_id") or ""), str(e.get("text") or ""))
+        for e in evidence
+        if isinstance(e, dict)
+    )
 
 
 def find_span(span: str, chunks: tuple[Chunk, ...]) -> str:
@@ -120,8 +125,10 @@ def find_span(span: str, chunks: tuple[Chunk, ...]) -> str:
             return chunk.chunk_id
     if not any(c.text for c in chunks):
         raise ValueError("this claim's answer carries no evidence text, so no span can be quoted; label without --span")
-    raise ValueError(f"span {span[:80]!r} is not quoted verbatim from any of the claim's evidence chunks; "
-                     "copy it exactly from one chunk")
+    raise ValueError(
+        f"span {span[:80]!r} is not quoted verbatim from any of the claim's evidence chunks; "
+        "copy it exactly from one chunk"
+    )
 
 
 class ReviewQueue:
@@ -156,8 +163,10 @@ class ReviewQueue:
                         if shown is not None:
                             return shown
                         break  # its answer is gone (retention): try the next claim
-        raise NotFound(f"no claim is waiting for {reviewer}: every queued claim is labelled, held by another "
-                       "reviewer or already labelled by you; queue more with `claimwatch review sample`")
+        raise NotFound(
+            f"no claim is waiting for {reviewer}: every queued claim is labelled, held by another "
+            "reviewer or already labelled by you; queue more with `claimwatch review sample`"
+        )
 
     def _horizon(self, now: datetime) -> datetime:
         # A live loser was made within one reservation length; its winner was live then.
@@ -165,8 +174,16 @@ class ReviewQueue:
 
     def _try(self, claim_key: str, slot: int, reviewer: str, now: datetime) -> Mapping | None:
         token = uuid.uuid4().hex
-        self.store.reserve({"token": token, "claim_key": claim_key, "slot_no": slot, "reviewer": reviewer,
-                            "reserved_at": now, "expires_at": now + self.reservation})
+        self.store.reserve(
+            {
+                "token": token,
+                "claim_key": claim_key,
+                "slot_no": slot,
+                "reviewer": reviewer,
+                "reserved_at": now,
+                "expires_at": now + self.reservation,
+            }
+        )
         won = winners(self.store.reservations([claim_key], self._horizon(now))).get((claim_key, slot))
         return won if won is not None and won["token"] == token else None
 
@@ -180,8 +197,10 @@ class ReviewQueue:
         """None when the reservation still holds its slot, else why not."""
         key, slot = reservation["claim_key"], int(reservation["slot_no"])
         if reservation["expires_at"] <= now:
-            return (f"the reservation expired at {reservation['expires_at'].isoformat()}; "
-                    "ask for the next claim (POST /api/review/next)")
+            return (
+                f"the reservation expired at {reservation['expires_at'].isoformat()}; "
+                "ask for the next claim (POST /api/review/next)"
+            )
         labels = self.store.labels([key])
         if any(lab["slot_no"] == slot and lab["role"] == REVIEWER and lab["blind"] for lab in labels):
             return "this slot is labelled already"
@@ -207,10 +226,18 @@ class ReviewQueue:
 
     def _assignment(self, reservation: Mapping) -> Assignment:
         queued, context = self._context(reservation["claim_key"])
-        return Assignment(reservation["token"], queued["claim_key"], queued["route"], context["query_text"],
-                          context["answer_text"][:ANSWER_EXCERPT_CHARS], context["claim"],
-                          chunks_of(context["evidence"]), reservation["reviewer"], reservation["expires_at"],
-                          self.guide_version)
+        return Assignment(
+            reservation["token"],
+            queued["claim_key"],
+            queued["route"],
+            context["query_text"],
+            context["answer_text"][:ANSWER_EXCERPT_CHARS],
+            context["claim"],
+            chunks_of(context["evidence"]),
+            reservation["reviewer"],
+            reservation["expires_at"],
+            self.guide_version,
+        )
 
     # -- labelling -----------------------------------------------------------------------------
     def label(self, slot: str, reviewer: str, label: str, span: str, now: datetime) -> Revealed:
@@ -226,28 +253,53 @@ class ReviewQueue:
             if why_not:
                 raise Conflict(f"slot {slot}: {why_not}")
             exposed = bool(self.store.exposed_by(reservation["claim_key"], reservation["reviewer"]))
-            return self._save(reservation["claim_key"], int(reservation["slot_no"]), reservation["reviewer"],
-                              REVIEWER, label, span, now, blind=not exposed)
+            return self._save(
+                reservation["claim_key"],
+                int(reservation["slot_no"]),
+                reservation["reviewer"],
+                REVIEWER,
+                label,
+                span,
+                now,
+                blind=not exposed,
+            )
 
     def adjudicate(self, claim_key: str, adjudicator: str, label: str, span: str, now: datetime) -> Revealed:
         """A named adjudicator's label, which settles the claim whatever the reviewers said."""
         if not adjudicator.strip():
             raise ValueError("adjudicator must be a non-empty name")
-        labelled = [lab for lab in self.store.labels([claim_key]) if lab["role"] == REVIEWER
-                    and identity_key(lab["reviewer"]) == identity_key(adjudicator)]
+        labelled = [
+            lab
+            for lab in self.store.labels([claim_key])
+            if lab["role"] == REVIEWER and identity_key(lab["reviewer"]) == identity_key(adjudicator)
+        ]
         if labelled:  # four eyes: the settling word is a third person's, not one side's second vote
-            raise Conflict(f"{adjudicator.strip()} labelled {claim_key} as a reviewer, so cannot settle it; "
-                           "ask someone who has not labelled it")
+            raise Conflict(
+                f"{adjudicator.strip()} labelled {claim_key} as a reviewer, so cannot settle it; "
+                "ask someone who has not labelled it"
+            )
         return self._save(claim_key, 0, adjudicator.strip(), ADJUDICATOR, human_label(label), span, now)
 
-    def _save(self, claim_key: str, slot: int, who: str, role: str, label: str, span: str, now: datetime,
-              blind: bool = True) -> Revealed:
+    def _save(
+        self, claim_key: str, slot: int, who: str, role: str, label: str, span: str, now: datetime, blind: bool = True
+    ) -> Revealed:
         queued, context = self._context(claim_key)
         span = (span or "").strip()
         chunk_id = find_span(span, chunks_of(context["evidence"])) if span else ""
-        self.store.save_label({"claim_key": claim_key, "slot_no": slot, "reviewer": who, "role": role, "label": label,
-                               "span": span, "chunk_id": chunk_id, "guide_version": self.guide_version,
-                               "blind": int(blind), "labeled_at": now})
+        self.store.save_label(
+            {
+                "claim_key": claim_key,
+                "slot_no": slot,
+                "reviewer": who,
+                "role": role,
+                "label": label,
+                "span": span,
+                "chunk_id": chunk_id,
+                "guide_version": self.guide_version,
+                "blind": int(blind),
+                "labeled_at": now,
+            }
+        )
         return self.reveal(claim_key, who, role)
 
     def reveal(self, claim_key: str, who: str, role: str = REVIEWER) -> Revealed:
@@ -258,11 +310,32 @@ class ReviewQueue:
         if not own:
             raise Conflict(f"{who} has not labelled {claim_key}; labels stay hidden until then")
         mine = own[-1]
-        others = tuple(OtherLabel(lab["reviewer"], lab["role"], lab["label"], lab["span"]) for lab in labels
-                       if lab is not mine)
-        claim = ReviewedClaim.from_row({**queued, "labels": [
-            (lab["reviewer"], lab["role"], lab["label"], lab["labeled_at"]) for lab in labels
-            if lab["role"] != REVIEWER or lab["blind"]]})
+        others = tuple(
+            OtherLabel(lab["reviewer"], lab["role"], lab["label"], lab["span"]) for lab in labels if lab is not mine
+        )
+        claim = ReviewedClaim.from_row(
+            {
+                **queued,
+                "labels": [
+                    (lab["reviewer"], lab["role"], lab["label"], lab["labeled_at"])
+                    for lab in labels
+                    if lab["role"] != REVIEWER or lab["blind"]
+                ],
+            }
+        )
         exposed = () if mine["blind"] else tuple(self.store.exposed_by(claim_key, who))
-        return Revealed(claim_key, mine["label"], mine["span"], mine["chunk_id"], who, role, mine["guide_version"],
-                        mine["labeled_at"], queued["verdict"], context["span"], others, claim.settled, exposed)
+        return Revealed(
+            claim_key,
+            mine["label"],
+            mine["span"],
+            mine["chunk_id"],
+            who,
+            role,
+            mine["guide_version"],
+            mine["labeled_at"],
+            queued["verdict"],
+            context["span"],
+            others,
+            claim.settled,
+            exposed,
+        )

@@ -1,12 +1,14 @@
 """Which production claims go to human review: a daily budget spread over strata (route x verdict x issue)."""
+
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, time, timedelta, timezone
-from typing import Mapping, Protocol
+from datetime import UTC, datetime, time, timedelta
+from typing import Protocol
 
-from services.core.readmodel import closed
 from services.contract.model import FAILED_VERDICTS
+from services.core.readmodel import closed
 
 # What the review plan (services/review/planning.py) asks of each route's verdict class: (route, flagged) -> labels.
 Needs = Mapping[tuple[str, bool], int]
@@ -23,7 +25,7 @@ class SamplingStore(Protocol):
 def allocate(sizes: Mapping[str, int], budget: int) -> dict[str, int]:
     """Spread ``budget`` as evenly as the strata allow (small strata whole, the rest equal shares), so rare
     verdicts and routes are reviewed too. Deterministic: leftovers go to the largest strata, then by name."""
-    quotas = {s: 0 for s in sizes}
+    quotas = dict.fromkeys(sizes, 0)
     left = max(0, min(budget, sum(sizes.values())))
     open_strata = sorted((s for s, n in sizes.items() if n > 0), key=lambda s: (sizes[s], s))
     while left and open_strata:
@@ -55,7 +57,7 @@ def proportional(wanted: Mapping, total: int) -> dict:
     whole = sum(wanted.values())
     exact = {k: w * total / whole for k, w in wanted.items()}
     out = {k: int(x) for k, x in exact.items()}
-    for k in sorted(exact, key=lambda k: (out[k] - exact[k], str(k)))[:total - sum(out.values())]:
+    for k in sorted(exact, key=lambda k: (out[k] - exact[k], str(k)))[: total - sum(out.values())]:
         out[k] += 1
     return out
 
@@ -76,8 +78,9 @@ def allocate_by_need(sizes: Mapping[str, int], budget: int, needs: Needs) -> dic
     quotas: dict[str, int] = {}
     for c, share in shares.items():
         quotas.update(allocate(classes[c], share))
-    for stratum, q in allocate({s: n - quotas.get(s, 0) for s, n in sizes.items()},
-                               budget - sum(quotas.values())).items():
+    for stratum, q in allocate(
+        {s: n - quotas.get(s, 0) for s, n in sizes.items()}, budget - sum(quotas.values())
+    ).items():
         quotas[stratum] = quotas.get(stratum, 0) + q
     return quotas
 
@@ -87,11 +90,11 @@ def allocate_by_need(sizes: Mapping[str, int], budget: int, needs: Needs) -> dic
 class SampleResult:
     queued: int
     budget_left: int
-    strata: dict[str, int]      # stratum -> claims queued now
+    strata: dict[str, int]  # stratum -> claims queued now
 
 
 def day_of(now: datetime) -> tuple[datetime, datetime]:
-    start = datetime.combine(now.astimezone(timezone.utc).date(), time(0), timezone.utc)
+    start = datetime.combine(now.astimezone(UTC).date(), time(0), UTC)
     return start, start + timedelta(days=1)
 
 
@@ -103,8 +106,9 @@ class ReviewSampler:
         self.daily_budget = daily_budget
         self.reviewers_per_claim = reviewers_per_claim
 
-    def sample(self, since: datetime, until: datetime, now: datetime, seed: int = 0, needs: Needs | None = None
-               ) -> SampleResult:
+    def sample(
+        self, since: datetime, until: datetime, now: datetime, seed: int = 0, needs: Needs | None = None
+    ) -> SampleResult:
         """Queue claims observed in [since, until) up to what is left of today's (UTC, by ``now``) budget: where
         ``needs`` (the review plan) asks for labels first, else evenly over strata."""
         day_start, day_end = day_of(now)
@@ -112,8 +116,9 @@ class ReviewSampler:
         sizes = self.store.stratum_sizes(since, until)
         quotas = allocate_by_need(sizes, left, needs or {})
         rows = self.store.sample(since, until, quotas, seed)
-        self.store.enqueue(self._queue_row(r, "production", sizes[r["stratum"]] / quotas[r["stratum"]], now)
-                           for r in rows)
+        self.store.enqueue(
+            self._queue_row(r, "production", sizes[r["stratum"]] / quotas[r["stratum"]], now) for r in rows
+        )
         counts: dict[str, int] = {}
         for r in rows:
             counts[r["stratum"]] = counts.get(r["stratum"], 0) + 1
@@ -126,6 +131,23 @@ class ReviewSampler:
         return self.store.enqueue(self._queue_row(r, "eval", 0.0, now) for r in rows)
 
     def _queue_row(self, row: dict, origin: str, weight: float, now: datetime) -> dict:
-        return {**{k: row[k] for k in ("claim_key", "event_id", "claim_idx", "route", "verdict", "issue_id",
-                                        "verifier_version", "stratum", "observed_at")},
-                "origin": origin, "weight": weight, "reviewers": self.reviewers_per_claim, "queued_at": now}
+        return {
+            **{
+                k: row[k]
+                for k in (
+                    "claim_key",
+                    "event_id",
+                    "claim_idx",
+                    "route",
+                    "verdict",
+                    "issue_id",
+                    "verifier_version",
+                    "stratum",
+                    "observed_at",
+                )
+            },
+            "origin": origin,
+            "weight": weight,
+            "reviewers": self.reviewers_per_claim,
+            "queued_at": now,
+        }

@@ -1,40 +1,55 @@
 """The review stage as the API and the CLI use it: one object over the review and rate repositories."""
+
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
-from typing import Collection, Protocol
+from datetime import UTC, datetime, timedelta
+from typing import Protocol
 
 import numpy as np
 
 from services.core.readmodel import closed
-from services.review.agreement import AgreementReport, AgreementReporter
 from services.evalset.metrics import Figure
+from services.review.agreement import AgreementReport, AgreementReporter
 from services.review.calibration import CalibratedRate, Calibrator, Traffic, settled_labels
 from services.review.labels import ReviewedClaim
 from services.review.planning import LabelPlan, LabelPlanner
-from services.review.queue import Assignment, ReviewQueue, Revealed
+from services.review.queue import Assignment, Revealed, ReviewQueue
 from services.review.sampling import ReviewSampler, SampleResult
 
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class RateWindows(Protocol):
-    def window_bounds(self, window: timedelta | None, end: datetime | None = None
-                      ) -> tuple[datetime | None, datetime | None]: ...
+    def window_bounds(
+        self, window: timedelta | None, end: datetime | None = None
+    ) -> tuple[datetime | None, datetime | None]: ...
 
 
 @closed
 @dataclass(frozen=True)
 class Progress:
-    reviewers: list[dict]       # {reviewer, role, labels, exposed (not blind: not counted), last}
-    strata: list[dict]          # {stratum, route, verdict, issue_id, claims, slots, labelled, complete}
+    reviewers: list[dict]  # {reviewer, role, labels, exposed (not blind: not counted), last}
+    strata: list[dict]  # {stratum, route, verdict, issue_id, claims, slots, labelled, complete}
 
 
 class ReviewService:
-    def __init__(self, repo, windows: RateWindows, *, daily_budget: int, reviewers_per_claim: int,
-                 reservation: timedelta, guide_version: str, min_labels: int, max_label_age: timedelta,
-                 n_boot: int = 1000, estimator: str = "ppi", plan_width: float = 0.03):
+    def __init__(
+        self,
+        repo,
+        windows: RateWindows,
+        *,
+        daily_budget: int,
+        reviewers_per_claim: int,
+        reservation: timedelta,
+        guide_version: str,
+        min_labels: int,
+        max_label_age: timedelta,
+        n_boot: int = 1000,
+        estimator: str = "ppi",
+        plan_width: float = 0.03,
+    ):
         self.repo = repo
         self.windows = windows
         self.sampler = ReviewSampler(repo, daily_budget, reviewers_per_claim)
@@ -52,7 +67,9 @@ class ReviewService:
         return start or EPOCH, end + timedelta(minutes=1)
 
     # -- the queue -----------------------------------------------------------------------------
-    def sample(self, window: timedelta | None, now: datetime, seed: int = 0, include_eval: bool = False) -> SampleResult:
+    def sample(
+        self, window: timedelta | None, now: datetime, seed: int = 0, include_eval: bool = False
+    ) -> SampleResult:
         """Queue today's claims where the review plan (at review.plan_width) needs labels most."""
         span = self._span(window)
         result = SampleResult(0, 0, {})
@@ -82,15 +99,17 @@ class ReviewService:
     def agreement(self) -> AgreementReport:
         return self.reporter.report(self.reviewed())
 
-    def calibrated(self, window: timedelta | None, now: datetime,
-                   routes: Collection[str] | None = None) -> dict[str, CalibratedRate]:
+    def calibrated(
+        self, window: timedelta | None, now: datetime, routes: Collection[str] | None = None
+    ) -> dict[str, CalibratedRate]:
         """Per route with traffic in the window (of ``routes``, when given), its calibrated rate (stale ones say
         why)."""
         span = self._span(window)
         return self._calibrated(span, now, routes) if span else {}
 
-    def _calibrated(self, span: tuple[datetime, datetime], now: datetime,
-                    routes: Collection[str] | None = None) -> dict[str, CalibratedRate]:
+    def _calibrated(
+        self, span: tuple[datetime, datetime], now: datetime, routes: Collection[str] | None = None
+    ) -> dict[str, CalibratedRate]:
         traffic = [Traffic.from_row(r) for r in self.repo.answer_profile(*span, routes)]
         return self.calibrator.calibrate_all(traffic, self.reviewed(), now)
 
@@ -104,12 +123,26 @@ class ReviewService:
         span = self._span(window)
         if span is None:
             return 0
-        rows = [{"computed_at": now, "route": route, "window_start": span[0], "window_end": span[1], "raw": c.raw,
-                 "rate": c.value, "lower": c.interval[0] if c.interval else None,
-                 "upper": c.interval[1] if c.interval else None, "sensitivity": c.sensitivity,
-                 "specificity": c.specificity, "labels": c.labels, "pooled": int(c.pooled), "stale": int(c.stale),
-                 "reasons": "; ".join(c.reasons), "verifier_version": c.verifier_version}
-                for route, c in self.calibrated(window, now).items()]
+        rows = [
+            {
+                "computed_at": now,
+                "route": route,
+                "window_start": span[0],
+                "window_end": span[1],
+                "raw": c.raw,
+                "rate": c.value,
+                "lower": c.interval[0] if c.interval else None,
+                "upper": c.interval[1] if c.interval else None,
+                "sensitivity": c.sensitivity,
+                "specificity": c.specificity,
+                "labels": c.labels,
+                "pooled": int(c.pooled),
+                "stale": int(c.stale),
+                "reasons": "; ".join(c.reasons),
+                "verifier_version": c.verifier_version,
+            }
+            for route, c in self.calibrated(window, now).items()
+        ]
         return self.repo.save_calibrated(rows)
 
     def review_tick(self, window: timedelta, now: datetime) -> SampleResult:
@@ -124,8 +157,9 @@ class ReviewService:
         reviewed = self.reviewed()
         settled = settled_labels(reviewed)
         version = max(settled, key=lambda c: c.settled_at).verifier_version if settled else ""
-        traffic = Traffic("eval set", version, np.asarray(failed, float), np.asarray(claims, float),
-                          np.ones(len(claims)))
+        traffic = Traffic(
+            "eval set", version, np.asarray(failed, float), np.asarray(claims, float), np.ones(len(claims))
+        )
         return self.calibrator.calibrate(traffic, reviewed, now)
 
     def verifier_kappa(self) -> Figure | None:

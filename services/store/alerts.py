@@ -5,12 +5,14 @@ silence from their stored bodies (it writes any object with the fields below and
 ``services.alerts.records.alert_repository`` binds the stage's own ``Alert`` and ``Silence``.
 Every row carries a write version from the injected clock; reads take the newest version.
 """
+
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Callable, Generic, Iterable, Mapping, Protocol, TypeVar
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 import orjson
 
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
 
 class StoredAlert(Protocol):
     """What the repository reads from an alert (services.alerts.lifecycle.Alert)."""
+
     alert_id: str
     route: str
     kind: str
@@ -53,6 +56,7 @@ class StoredAlert(Protocol):
 
 class StoredSilence(Protocol):
     """What the repository reads from a silence (services.alerts.silences.Silence)."""
+
     silence_id: str
     ends_at: datetime
 
@@ -88,13 +92,22 @@ def _with_ack(row: Mapping) -> dict:
     alert = orjson.loads(row["body"])
     if not row["acked"]:  # the LEFT JOIN gives '' for an alert nobody acked
         return {**alert, "acked_at": None, "acked_by": None, "ack_note": None}
-    return {**alert, "acked_at": parse_ch_time(row["acked_at"]).isoformat(), "acked_by": row["acked_by"],
-            "ack_note": row["ack_note"]}
+    return {
+        **alert,
+        "acked_at": parse_ch_time(row["acked_at"]).isoformat(),
+        "acked_by": row["acked_by"],
+        "ack_note": row["ack_note"],
+    }
 
 
 class AlertRepository(Generic[A, S]):
-    def __init__(self, store: Store, decode_alert: Callable[[Mapping], A], decode_silence: Callable[[Mapping], S],
-                 clock: Callable[[], datetime] = utcnow):
+    def __init__(
+        self,
+        store: Store,
+        decode_alert: Callable[[Mapping], A],
+        decode_silence: Callable[[Mapping], S],
+        clock: Callable[[], datetime] = utcnow,
+    ):
         self.store = store
         self.decode_alert = decode_alert
         self.decode_silence = decode_silence
@@ -112,39 +125,80 @@ class AlertRepository(Generic[A, S]):
     def save_all(self, alerts: Iterable[A]) -> None:
         """Each alert's newest version, in one insert."""
         version = self._version()
-        self.store.insert("alerts", [{
-            "alert_id": alert.alert_id, "route": alert.route, "kind": alert.kind, "severity": alert.severity,
-            "labels": alert.labels, "window_minutes": alert.window or 0, "pending_since": ch_time(alert.pending_since),
-            "starts_at": _opt(alert.starts_at), "ends_at": _opt(alert.ends_at), "rate": alert.rate,
-            "baseline": alert.baseline, "delta": alert.delta, "claims": alert.claims, "onset": _opt(alert.onset),
-            "driving_verdict": alert.driving_verdict or "", "body": orjson.dumps(alert.as_dict()).decode(),
-            "updated_at": version,
-        } for alert in alerts])
+        self.store.insert(
+            "alerts",
+            [
+                {
+                    "alert_id": alert.alert_id,
+                    "route": alert.route,
+                    "kind": alert.kind,
+                    "severity": alert.severity,
+                    "labels": alert.labels,
+                    "window_minutes": alert.window or 0,
+                    "pending_since": ch_time(alert.pending_since),
+                    "starts_at": _opt(alert.starts_at),
+                    "ends_at": _opt(alert.ends_at),
+                    "rate": alert.rate,
+                    "baseline": alert.baseline,
+                    "delta": alert.delta,
+                    "claims": alert.claims,
+                    "onset": _opt(alert.onset),
+                    "driving_verdict": alert.driving_verdict or "",
+                    "body": orjson.dumps(alert.as_dict()).decode(),
+                    "updated_at": version,
+                }
+                for alert in alerts
+            ],
+        )
 
     def record_transition(self, alert: A) -> bool:
         """Store the transition once; False if it was already recorded (a re-evaluation)."""
         state = alert.recorded_state
-        seen = self.store.query("SELECT count() AS n FROM alert_transitions WHERE alert_id = {id:String} "
-                                "AND state = {state:String}", {"id": alert.alert_id, "state": state})
+        seen = self.store.query(
+            "SELECT count() AS n FROM alert_transitions WHERE alert_id = {id:String} AND state = {state:String}",
+            {"id": alert.alert_id, "state": state},
+        )
         if seen[0]["n"]:
             return False
-        self.store.insert("alert_transitions", [{
-            "alert_id": alert.alert_id, "state": state, "route": alert.route, "kind": alert.kind,
-            "at": ch_time(alert.transition_at), "record": orjson.dumps(alert.transition_record()).decode()}])
+        self.store.insert(
+            "alert_transitions",
+            [
+                {
+                    "alert_id": alert.alert_id,
+                    "state": state,
+                    "route": alert.route,
+                    "kind": alert.kind,
+                    "at": ch_time(alert.transition_at),
+                    "record": orjson.dumps(alert.transition_record()).decode(),
+                }
+            ],
+        )
         return True
 
-    def recent_transitions(self, since: datetime, states: tuple[str, ...] = ("firing", "resolved")
-                           ) -> list[tuple[str, str]]:
+    def recent_transitions(
+        self, since: datetime, states: tuple[str, ...] = ("firing", "resolved")
+    ) -> list[tuple[str, str]]:
         """(alert_id, state) of the transitions to ``states`` at or after ``since``, oldest first."""
-        rows = self.store.query("SELECT alert_id, state FROM alert_transitions FINAL WHERE at >= {since:DateTime64(3)} "
-                                "AND state IN {states:Array(String)} ORDER BY at, alert_id",
-                                {"since": ch_time(since), "states": list(states)})
+        rows = self.store.query(
+            "SELECT alert_id, state FROM alert_transitions FINAL WHERE at >= {since:DateTime64(3)} "
+            "AND state IN {states:Array(String)} ORDER BY at, alert_id",
+            {"since": ch_time(since), "states": list(states)},
+        )
         return [(r["alert_id"], r["state"]) for r in rows]
 
     def save_ack(self, alert: A) -> None:
         """A person's ack, kept apart from the alert's versions, which the evaluator writes (migration 021)."""
-        self.store.insert("alert_acks", [{"alert_id": alert.alert_id, "acked_at": ch_time(alert.acked_at),
-                                          "acked_by": alert.acked_by or "", "ack_note": alert.ack_note or ""}])
+        self.store.insert(
+            "alert_acks",
+            [
+                {
+                    "alert_id": alert.alert_id,
+                    "acked_at": ch_time(alert.acked_at),
+                    "acked_by": alert.acked_by or "",
+                    "ack_note": alert.ack_note or "",
+                }
+            ],
+        )
 
     def _alerts(self, where: str = "1", params: dict | None = None, limit: int = 500) -> list[A]:
         rows = self.store.query(
@@ -154,7 +208,9 @@ class AlertRepository(Generic[A, S]):
             f"GROUP BY alert_id HAVING {where} ORDER BY pending_since DESC LIMIT {{limit:UInt32}}) AS a "
             "LEFT JOIN (SELECT alert_id, max(acked_at) AS at, argMax(acked_by, acked_at) AS by, "
             "argMax(ack_note, acked_at) AS note FROM alert_acks GROUP BY alert_id) AS k "
-            "ON a.alert_id = k.alert_id ORDER BY a.pending_since DESC", {**(params or {}), "limit": limit})
+            "ON a.alert_id = k.alert_id ORDER BY a.pending_since DESC",
+            {**(params or {}), "limit": limit},
+        )
         return [self.decode_alert(_with_ack(r)) for r in rows]
 
     def get(self, alert_id: str) -> A:
@@ -172,18 +228,30 @@ class AlertRepository(Generic[A, S]):
         return self._alerts("argMax(route, updated_at) = {route:String}", {"route": route}, limit)
 
     def transitions(self, alert_id: str) -> list[dict]:
-        rows = self.store.query("SELECT record FROM alert_transitions FINAL WHERE alert_id = {id:String} ORDER BY at",
-                                {"id": alert_id})
+        rows = self.store.query(
+            "SELECT record FROM alert_transitions FINAL WHERE alert_id = {id:String} ORDER BY at", {"id": alert_id}
+        )
         return [orjson.loads(r["record"]) for r in rows]
 
     # -- silences -------------------------------------------------------------
     def save_silence(self, silence: S) -> None:
-        self.store.insert("silences", [{"silence_id": silence.silence_id, "body": orjson.dumps(silence.as_dict()).decode(),
-                                        "ends_at": ch_time(silence.ends_at), "updated_at": self._version()}])
+        self.store.insert(
+            "silences",
+            [
+                {
+                    "silence_id": silence.silence_id,
+                    "body": orjson.dumps(silence.as_dict()).decode(),
+                    "ends_at": ch_time(silence.ends_at),
+                    "updated_at": self._version(),
+                }
+            ],
+        )
 
     def silences(self, active_at: datetime | None = None) -> list[S]:
-        rows = self.store.query("SELECT argMax(body, updated_at) AS body, argMax(ends_at, updated_at) AS ends "
-                                "FROM silences GROUP BY silence_id ORDER BY silence_id")
+        rows = self.store.query(
+            "SELECT argMax(body, updated_at) AS body, argMax(ends_at, updated_at) AS ends "
+            "FROM silences GROUP BY silence_id ORDER BY silence_id"
+        )
         found = [self.decode_silence(orjson.loads(r["body"])) for r in rows]
         return [s for s in found if active_at is None or s.is_active(active_at)]
 
@@ -197,14 +265,28 @@ class AlertRepository(Generic[A, S]):
     def save_route_state(self, rows: Iterable[RouteStateRow]) -> None:
         """One insert: the rows of one evaluation pass are stored together or not at all."""
         version = self._version()
-        self.store.insert("alert_route_state", [
-            {"route": r.route, "slot": r.slot, "minute": ch_time(r.minute), "run": r.run,
-             "body": base64.b64encode(r.body).decode(), "updated_at": version} for r in rows], ONE_BLOCK)
+        self.store.insert(
+            "alert_route_state",
+            [
+                {
+                    "route": r.route,
+                    "slot": r.slot,
+                    "minute": ch_time(r.minute),
+                    "run": r.run,
+                    "body": base64.b64encode(r.body).decode(),
+                    "updated_at": version,
+                }
+                for r in rows
+            ],
+            ONE_BLOCK,
+        )
 
     def route_state_routes(self, run: str) -> list[str]:
         """The routes evaluation ``run`` wrote rows for, in order."""
-        rows = self.store.query("SELECT DISTINCT route FROM alert_route_state WHERE run = {run:String} AND route != '' "
-                                "ORDER BY route", {"run": run})
+        rows = self.store.query(
+            "SELECT DISTINCT route FROM alert_route_state WHERE run = {run:String} AND route != '' ORDER BY route",
+            {"run": run},
+        )
         return [r["route"] for r in rows]
 
     def route_state(self, run: str, first: str, last: str) -> list[RouteStateRow]:
@@ -213,16 +295,21 @@ class AlertRepository(Generic[A, S]):
             "SELECT route, slot, toString(argMax(minute, updated_at)) AS minute, argMax(run, updated_at) AS run, "
             "argMax(body, updated_at) AS body FROM alert_route_state "
             "WHERE route >= {first:String} AND route <= {last:String} GROUP BY route, slot HAVING run = {run:String}",
-            {"run": run, "first": first, "last": last})
-        return [RouteStateRow(r["route"], int(r["slot"]), parse_ch_time(r["minute"]), r["run"], base64.b64decode(r["body"]))
-                for r in rows]
+            {"run": run, "first": first, "last": last},
+        )
+        return [
+            RouteStateRow(r["route"], int(r["slot"]), parse_ch_time(r["minute"]), r["run"], base64.b64decode(r["body"]))
+            for r in rows
+        ]
 
     def route_state_row(self, route: str, slot: int) -> RouteStateRow | None:
         """The newest row of one (route, slot), of any run."""
         rows = self.store.query(
             "SELECT toString(argMax(minute, updated_at)) AS minute, argMax(run, updated_at) AS run, "
             "argMax(body, updated_at) AS body, count() AS n FROM alert_route_state "
-            "WHERE route = {route:String} AND slot = {slot:UInt16}", {"route": route, "slot": slot})
+            "WHERE route = {route:String} AND slot = {slot:UInt16}",
+            {"route": route, "slot": slot},
+        )
         if not rows or not rows[0]["n"]:
             return None
         r = rows[0]
@@ -232,9 +319,21 @@ class AlertRepository(Generic[A, S]):
     def save_expectations(self, minute: datetime, expectations: Mapping[str, Mapping]) -> None:
         """Each route's ``expected`` (None: none yet), ``basis``, ``learning`` and ``history_hours`` as of ``minute``."""
         version, at = self._version(), ch_time(minute)
-        self.store.insert("route_expectations", [
-            {"route": route, "minute": at, "expected": e["expected"], "basis": e["basis"], "learning": int(e["learning"]),
-             "history_hours": e.get("history_hours"), "updated_at": version} for route, e in expectations.items()])
+        self.store.insert(
+            "route_expectations",
+            [
+                {
+                    "route": route,
+                    "minute": at,
+                    "expected": e["expected"],
+                    "basis": e["basis"],
+                    "learning": int(e["learning"]),
+                    "history_hours": e.get("history_hours"),
+                    "updated_at": version,
+                }
+                for route, e in expectations.items()
+            ],
+        )
 
     def expectations(self, routes: Iterable[str] | None = None) -> dict[str, dict]:
         """The newest expectation of each route (of ``routes`` if given)."""
@@ -244,6 +343,15 @@ class AlertRepository(Generic[A, S]):
         rows = self.store.query(
             "SELECT route, argMax(expected, updated_at) AS expected, argMax(basis, updated_at) AS basis, "
             "argMax(learning, updated_at) AS learning, argMax(history_hours, updated_at) AS history_hours "
-            f"FROM route_expectations {where} GROUP BY route", params)
-        return {r["route"]: {"expected": r["expected"], "basis": r["basis"], "learning": bool(r["learning"]),
-                             "history_hours": r["history_hours"]} for r in rows}
+            f"FROM route_expectations {where} GROUP BY route",
+            params,
+        )
+        return {
+            r["route"]: {
+                "expected": r["expected"],
+                "basis": r["basis"],
+                "learning": bool(r["learning"]),
+                "history_hours": r["history_hours"],
+            }
+            for r in rows
+        }

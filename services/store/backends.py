@@ -6,14 +6,16 @@ Both take ``{name:Type}`` query parameters, formatted by clickhouse-connect's ow
 binding code, and both read results as JSONEachRow so rows look the same. Writes go in as
 JSON lines too (``insert_lines``: JSONEachRow unless told another JSON format), which both engines parse natively.
 """
+
 from __future__ import annotations
 
 import os
 import re
 import threading
 import time
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Protocol
+from typing import Any, Protocol
 from urllib.parse import unquote, urlparse
 
 import orjson
@@ -36,10 +38,12 @@ class Store(Protocol):
     def command(self, sql: str, params: Mapping[str, Any] | None = None) -> None: ...
     def query(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Row]: ...
     def insert(self, table: str, rows: Iterable[Row], settings: Mapping[str, Any] | None = None) -> int: ...
-    def insert_lines(self, table: str, lines: bytes, settings: Mapping[str, Any] | None = None,
-                     fmt: str = "JSONEachRow") -> int: ...
-    def stream_lines(self, table: str, lines: bytes, settings: Mapping[str, Any] | None = None,
-                     fmt: str = "JSONEachRow") -> int: ...
+    def insert_lines(
+        self, table: str, lines: bytes, settings: Mapping[str, Any] | None = None, fmt: str = "JSONEachRow"
+    ) -> int: ...
+    def stream_lines(
+        self, table: str, lines: bytes, settings: Mapping[str, Any] | None = None, fmt: str = "JSONEachRow"
+    ) -> int: ...
     def close(self) -> None: ...
 
 
@@ -47,8 +51,9 @@ def _escaped(text: str) -> str:
     """clickhouse-connect's escape_str (a backslash before \\ ' ` tab and newline), by str.replace: it escapes a
     character at a time in Python, which for the writer's thousands of event ids a batch cost more GIL time than
     encoding the batch did. The backslash goes first, so the others' backslashes are not doubled."""
-    return (text.replace("\\", "\\\\").replace("'", "\\'").replace("`", "\\`").replace("\t", "\\\t")
-            .replace("\n", "\\\n"))
+    return (
+        text.replace("\\", "\\\\").replace("'", "\\'").replace("`", "\\`").replace("\t", "\\\t").replace("\n", "\\\n")
+    )
 
 
 def bind_value(value: Any) -> str:
@@ -82,9 +87,27 @@ def _parse_rows(data: bytes) -> list[Row]:
 # ClickHouse's error codes for a statement refused for its data: parse and type errors, values out of range, broken
 # constraints, sizes over a limit. Every other error (connection, timeout, memory, disk, too many parts) is the
 # store's state, which passes.
-REFUSED_CODES = frozenset({
-    6, 26, 27, 32, 38, 41, 53, 69, 70, 72, 117, 128, 131, 190, 321, 349, 469,
-})
+REFUSED_CODES = frozenset(
+    {
+        6,
+        26,
+        27,
+        32,
+        38,
+        41,
+        53,
+        69,
+        70,
+        72,
+        117,
+        128,
+        131,
+        190,
+        321,
+        349,
+        469,
+    }
+)
 _CODE = re.compile(r"Code: (\d+)\.")
 REMEDIES = {  # what to do next, for the store's states an operator fixes
     243: "the disk under the store is full: free space there or move the store; writes are retried",
@@ -135,8 +158,13 @@ class AllocatorPurge:
     """When to give chDB's kept pages back: the process is above ``limit`` bytes resident and ``every`` seconds
     have passed since the last purge."""
 
-    def __init__(self, limit: int, resident: Callable[[], int | None], clock: Callable[[], float] = time.monotonic,
-                 every: float = 1.0):
+    def __init__(
+        self,
+        limit: int,
+        resident: Callable[[], int | None],
+        clock: Callable[[], float] = time.monotonic,
+        every: float = 1.0,
+    ):
         self.limit, self.resident, self.clock, self.every = limit, resident, clock, every
         self.last: float | None = None
         self.purges = 0
@@ -211,8 +239,9 @@ class ChdbStore:
     def insert(self, table: str, rows: Iterable[Row], settings: Mapping[str, Any] | None = None) -> int:
         return self.insert_lines(table, _json_lines(rows), settings)
 
-    def insert_lines(self, table: str, lines: bytes, settings: Mapping[str, Any] | None = None,
-                     fmt: str = "JSONEachRow") -> int:
+    def insert_lines(
+        self, table: str, lines: bytes, settings: Mapping[str, Any] | None = None, fmt: str = "JSONEachRow"
+    ) -> int:
         """The rows inline in one INSERT statement, which raises whatever the engine refuses (a full disk too)."""
         if not lines:
             return 0
@@ -220,8 +249,9 @@ class ChdbStore:
         self._run(self._writes, self._write_lock, sql + lines.decode(), "TabSeparated", None)
         return lines.count(b"\n") + 1
 
-    def stream_lines(self, table: str, lines: bytes, settings: Mapping[str, Any] | None = None,
-                     fmt: str = "JSONEachRow") -> int:
+    def stream_lines(
+        self, table: str, lines: bytes, settings: Mapping[str, Any] | None = None, fmt: str = "JSONEachRow"
+    ) -> int:
         """chDB's streaming insert: a third to half the time of ``insert_lines`` on the writer's batches, but its
         commit can fail unreported (a full disk: it returns as if stored and stores nothing). The caller checks
         what the store holds afterwards (services/store/writer.py)."""
@@ -265,7 +295,9 @@ class HttpStore:
                 settings={"max_query_size": MAX_QUERY_BYTES},
             )
         except Exception as exc:
-            raise StoreError(f"cannot reach ClickHouse at {self.url}: {exc}. Check --clickhouse and that the server is up.") from exc
+            raise StoreError(
+                f"cannot reach ClickHouse at {self.url}: {exc}. Check --clickhouse and that the server is up."
+            ) from exc
 
     def command(self, sql: str, params: Mapping[str, Any] | None = None) -> None:
         try:
@@ -283,13 +315,13 @@ class HttpStore:
     def insert(self, table: str, rows: Iterable[Row], settings: Mapping[str, Any] | None = None) -> int:
         return self.insert_lines(table, _json_lines(rows), settings)
 
-    def insert_lines(self, table: str, lines: bytes, settings: Mapping[str, Any] | None = None,
-                     fmt: str = "JSONEachRow") -> int:
+    def insert_lines(
+        self, table: str, lines: bytes, settings: Mapping[str, Any] | None = None, fmt: str = "JSONEachRow"
+    ) -> int:
         if not lines:
             return 0
         try:
-            self._client.raw_insert(_checked_name(table), insert_block=lines, settings=dict(settings or {}),
-                                    fmt=fmt)
+            self._client.raw_insert(_checked_name(table), insert_block=lines, settings=dict(settings or {}), fmt=fmt)
         except Exception as exc:
             raise store_error(exc) from exc
         return lines.count(b"\n") + 1
@@ -304,7 +336,7 @@ def public_url(url: str) -> str:
     """Which store ``url`` names, as anyone may read it and compare it: a chdb path made absolute, a server's
     address without its credentials (what ``GET /api/about`` reports and the CLI compares with its own)."""
     if url.startswith("chdb:"):
-        return f"chdb:{Path(url[len('chdb:'):] or './var/clickhouse').resolve()}"
+        return f"chdb:{Path(url[len('chdb:') :] or './var/clickhouse').resolve()}"
     parsed = urlparse(url)
     return parsed._replace(netloc=f"{parsed.hostname}:{parsed.port}").geturl()
 
@@ -312,7 +344,7 @@ def public_url(url: str) -> str:
 def open_store(url: str) -> Store:
     """``chdb:PATH`` or ``http(s)://user:pass@host:port/db``; migrations are applied by the caller."""
     if url.startswith("chdb:"):
-        return ChdbStore(url[len("chdb:"):] or "./var/clickhouse")
+        return ChdbStore(url[len("chdb:") :] or "./var/clickhouse")
     if url.startswith(("http://", "https://")):
         return HttpStore(url)
     raise StoreError(f"unknown store URL {url!r}: use chdb:PATH or http(s)://user:pass@host:port/db")

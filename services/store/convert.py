@@ -1,8 +1,10 @@
 """Pure converters between contract events and store rows."""
+
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, Mapping, TypeVar
+from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -11,11 +13,11 @@ from services.contract.model import Evidence, Signals, VerdictEvent
 
 def ch_time(ts: datetime) -> str:
     """A DateTime64(3) literal in UTC, as JSONEachRow reads it."""
-    return ts.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    return ts.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
 def parse_ch_time(text: str) -> datetime:
-    return datetime.fromisoformat(text).replace(tzinfo=timezone.utc)
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
 
 
 T = TypeVar("T")
@@ -23,8 +25,12 @@ Skip = Callable[[str, Exception], None]  # told of a stored row a reader cannot 
 UNREADABLE = (ValueError, OverflowError, TypeError, KeyError)  # what decoding a malformed row raises
 
 
-def decode_rows(rows: Iterable[Mapping[str, Any]], decode: Callable[[Mapping[str, Any]], T],
-                key: Callable[[Mapping[str, Any]], str], skip: Skip | None = None) -> list[T]:
+def decode_rows(
+    rows: Iterable[Mapping[str, Any]],
+    decode: Callable[[Mapping[str, Any]], T],
+    key: Callable[[Mapping[str, Any]], str],
+    skip: Skip | None = None,
+) -> list[T]:
     """Each row decoded. A row that cannot be (a time no datetime holds, broken JSON) raises, unless ``skip``
     is given: then ``skip`` is told and the row left out, so a background job goes on past it."""
     out = []
@@ -38,13 +44,19 @@ def decode_rows(rows: Iterable[Mapping[str, Any]], decode: Callable[[Mapping[str
     return out
 
 
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # How the worker's events reach the store: each as one JSON line of its values in order (records.intake_line,
 # canonical values), which events_intake_mv turns into an ``events`` row inside ClickHouse (migration 015).
 INTAKE_TABLE = "events_intake"
-INTAKE_SETTINGS = {"date_time_input_format": "best_effort", "input_format_null_as_default": 1,
-                   "input_format_json_read_objects_as_strings": 1, "input_format_json_read_arrays_as_strings": 1,
-                   "input_format_json_named_tuples_as_objects": 0}
+INTAKE_SETTINGS = {
+    "date_time_input_format": "best_effort",
+    "input_format_null_as_default": 1,
+    "input_format_json_read_objects_as_strings": 1,
+    "input_format_json_read_arrays_as_strings": 1,
+    "input_format_json_named_tuples_as_objects": 0,
+}
+
+
 def evidence_json(evidence: list[Evidence]) -> str:
     return msgspec.json.encode(evidence).decode() if evidence else "[]"  # Evidence omits its null fields
 

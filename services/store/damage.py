@@ -9,6 +9,7 @@ for it, since it reads every byte), and ``rebuild``, run by
 `claimwatch repair --damaged` with the workers stopped, makes everything derived agree with the answers the
 store holds and drops the broken parts; a replay of the source then restores exactly what was lost.
 """
+
 from __future__ import annotations
 
 import re
@@ -30,7 +31,7 @@ CHECKED_TABLES = ("events", "event_keys", "claims", "rate_minute", "dlq")  # wha
 class DamagedPart:
     table: str
     part: str
-    problem: str     # why it is damaged, in ClickHouse's words
+    problem: str  # why it is damaged, in ClickHouse's words
     rows: int | None = None  # when the part's own row count is still readable
 
     def __str__(self) -> str:
@@ -40,15 +41,21 @@ class DamagedPart:
 
 def find_damage(store: Store, check: bool = True) -> list[DamagedPart]:
     """Parts ClickHouse detached as broken, and (``check``) active parts of CHECKED_TABLES that fail CHECK TABLE."""
-    found = [DamagedPart(r["table"], r["name"], f"detached as {r['reason']}", _rows(r["path"]))
-             for r in store.query("SELECT table, name, reason, path FROM system.detached_parts "
-                                  "WHERE database = currentDatabase() AND reason LIKE '%broken%' ORDER BY table, name")]
+    found = [
+        DamagedPart(r["table"], r["name"], f"detached as {r['reason']}", _rows(r["path"]))
+        for r in store.query(
+            "SELECT table, name, reason, path FROM system.detached_parts "
+            "WHERE database = currentDatabase() AND reason LIKE '%broken%' ORDER BY table, name"
+        )
+    ]
     if check:
         tables = {r["name"] for r in store.query("SELECT name FROM system.tables WHERE database = currentDatabase()")}
         for table in (t for t in CHECKED_TABLES if t in tables):
             for row in store.query(f"CHECK TABLE {table} SETTINGS check_query_single_value_result = 0"):
                 if not row.get("is_passed", 1):
-                    found.append(DamagedPart(table, row.get("part_path", ""), row.get("message") or "failed CHECK TABLE"))
+                    found.append(
+                        DamagedPart(table, row.get("part_path", ""), row.get("message") or "failed CHECK TABLE")
+                    )
     return found
 
 
@@ -62,10 +69,12 @@ def _rows(path: str) -> int | None:
 
 def damage_message(damage: list[DamagedPart], store_url: str) -> str:
     parts = "; ".join(map(str, damage[:5])) + (f"; and {len(damage) - 5} more" if len(damage) > 5 else "")
-    return (f"the store at {store_url} is damaged: {parts}. Its rates would be wrong and a replay would be skipped as "
-            f"duplicates, so the worker does not start. With every worker stopped, run `claimwatch repair --damaged "
-            f"--clickhouse {store_url}`: it makes the keys, claims and minute aggregates agree with the answers the "
-            "store still holds and prints the span to replay from the source; or restore the store from a backup")
+    return (
+        f"the store at {store_url} is damaged: {parts}. Its rates would be wrong and a replay would be skipped as "
+        f"duplicates, so the worker does not start. With every worker stopped, run `claimwatch repair --damaged "
+        f"--clickhouse {store_url}`: it makes the keys, claims and minute aggregates agree with the answers the "
+        "store still holds and prints the span to replay from the source; or restore the store from a backup"
+    )
 
 
 @dataclass
@@ -74,14 +83,14 @@ class RebuildReport:
     claims_removed: int = 0
     keys_restored: int = 0
     claims_restored: int = 0
-    answers_lost: int = 0           # counted in the aggregates, no longer stored: replay them
+    answers_lost: int = 0  # counted in the aggregates, no longer stored: replay them
     buckets_lowered: int = 0
     buckets_raised: int = 0
     lost_routes: list[str] = field(default_factory=list)
-    lost_from: str | None = None    # the first and last minute of the answers lost
+    lost_from: str | None = None  # the first and last minute of the answers lost
     lost_until: str | None = None
     parts_dropped: list[str] = field(default_factory=list)
-    kept_from: str = ""             # the span rebuilt: raw rows older than this have expired by retention
+    kept_from: str = ""  # the span rebuilt: raw rows older than this have expired by retention
 
 
 def rebuild(store: Store, now: datetime, damage: list[DamagedPart]) -> RebuildReport:
@@ -96,16 +105,20 @@ def rebuild(store: Store, now: datetime, damage: list[DamagedPart]) -> RebuildRe
     report = RebuildReport(kept_from=ch_time(kept_from))
     since = f"toDateTime64({sql_literal(ch_time(kept_from).encode())}, 3, 'UTC')"  # a mutation takes no parameters
     for table, attr in (("event_keys", "keys_removed"), ("claims", "claims_removed")):
-        orphans = f"observed_at >= {since} AND event_id NOT IN (SELECT event_id FROM events WHERE observed_at >= {since})"
+        orphans = (
+            f"observed_at >= {since} AND event_id NOT IN (SELECT event_id FROM events WHERE observed_at >= {since})"
+        )
         setattr(report, attr, store.query(f"SELECT count() AS n FROM {table} WHERE {orphans}")[0]["n"])
         if getattr(report, attr):
             store.command(f"DELETE FROM {table} WHERE {orphans}")
     restored = repair(store, EPOCH, kept_from)  # keys and claim rows of stored answers that lost theirs
     report.keys_restored, report.claims_restored = restored.keys_rows, restored.claims_rows
 
-    touched = ("SELECT DISTINCT route, minute FROM rate_minute WHERE minute >= {from:DateTime64(3)} UNION DISTINCT "
-               "SELECT DISTINCT route, toDateTime(toStartOfMinute(observed_at)) FROM events "
-               "WHERE observed_at >= {from:DateTime64(3)}")
+    touched = (
+        "SELECT DISTINCT route, minute FROM rate_minute WHERE minute >= {from:DateTime64(3)} UNION DISTINCT "
+        "SELECT DISTINCT route, toDateTime(toStartOfMinute(observed_at)) FROM events "
+        "WHERE observed_at >= {from:DateTime64(3)}"
+    )
     deltas = bucket_deltas(store, f"SELECT route, minute FROM ({touched})", params)
     if deltas:
         store.insert("rate_minute", deltas)
@@ -117,8 +130,10 @@ def rebuild(store: Store, now: datetime, damage: list[DamagedPart]) -> RebuildRe
     if lost:
         report.lost_from, report.lost_until = min(d["minute"] for d in lost), max(d["minute"] for d in lost)
     for part in damage:
-        store.command(f"ALTER TABLE {_checked(part.table)} DROP DETACHED PART '{_checked(part.part)}' "
-                      "SETTINGS allow_drop_detached = 1")
+        store.command(
+            f"ALTER TABLE {_checked(part.table)} DROP DETACHED PART '{_checked(part.part)}' "
+            "SETTINGS allow_drop_detached = 1"
+        )
         report.parts_dropped.append(f"{part.table} {part.part}")
     return report
 

@@ -5,6 +5,7 @@ Per route and minute of event time, too (``rejected_minutes``, ``rejected_routes
 its message key, else the route its JSON names; its minute is its event's own ``observed_at`` where that is
 usable, else when it arrived (services/ingest/ingestor.py). Route '' holds those with neither.
 """
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -13,8 +14,10 @@ from services.store.backends import Store
 from services.store.convert import ch_time, parse_ch_time
 
 _SAMPLE = "(reason, topic, partition, offset, size, envelope_index)"
-_MINUTES = ("toStartOfMinute(event_time) BETWEEN toStartOfMinute({start:DateTime64(3)}) "
-            "AND toStartOfMinute({end:DateTime64(3)})")
+_MINUTES = (
+    "toStartOfMinute(event_time) BETWEEN toStartOfMinute({start:DateTime64(3)}) "
+    "AND toStartOfMinute({end:DateTime64(3)})"
+)
 
 
 def dlq_summary(store: Store, samples: int = 1, route: str | None = None) -> list[dict]:
@@ -27,11 +30,7 @@ def dlq_summary(store: Store, samples: int = 1, route: str | None = None) -> lis
         f"FROM (SELECT * FROM dlq FINAL {where} ORDER BY received_at) GROUP BY rule ORDER BY count DESC, rule",
         params,
     )
-    return [
-        {"reason": r["rule"], "count": r["count"],
-         "samples": [sample(*s) for s in r["samples"]]}
-        for r in rows
-    ]
+    return [{"reason": r["rule"], "count": r["count"], "samples": [sample(*s) for s in r["samples"]]} for r in rows]
 
 
 def sample(reason: str, topic: str, partition: int, offset: int, size: int, index: int) -> dict:
@@ -46,7 +45,8 @@ def rejected_minutes(store: Store, start: datetime, end: datetime) -> list[dict]
     rows = store.query(
         f"SELECT route, toStartOfMinute(event_time) AS minute, count() AS rejected FROM dlq FINAL "
         f"WHERE {_MINUTES} GROUP BY route, minute ORDER BY minute, route",
-        {"start": ch_time(start), "end": ch_time(end)})
+        {"start": ch_time(start), "end": ch_time(end)},
+    )
     return [{"route": r["route"], "minute": parse_ch_time(r["minute"]), "rejected": int(r["rejected"])} for r in rows]
 
 
@@ -58,20 +58,27 @@ def rejected_routes(store: Store, start: datetime, end: datetime) -> list[dict]:
     rows = store.query(
         f"SELECT route, rule, count() AS n, argMax({_SAMPLE}, (event_time, received_at, offset, envelope_index)) "
         f"AS latest FROM dlq FINAL WHERE {_MINUTES} GROUP BY route, rule ORDER BY route, n DESC, rule",
-        {"start": ch_time(start), "end": ch_time(end)})
+        {"start": ch_time(start), "end": ch_time(end)},
+    )
     out: dict[str, dict] = {}
     for r in rows:
         n = int(r["n"])
         if r["route"] in out:
             out[r["route"]]["rejected"] += n
             continue
-        out[r["route"]] = {"route": r["route"], "rejected": n, "rule": r["rule"], "rule_count": n,
-                           "sample": sample(*r["latest"])}
+        out[r["route"]] = {
+            "route": r["route"],
+            "rejected": n,
+            "rule": r["rule"],
+            "rule_count": n,
+            "sample": sample(*r["latest"]),
+        }
     return sorted(out.values(), key=lambda e: (-e["rejected"], e["route"]))
 
 
-
-_REFUSED = "FROM dlq FINAL WHERE rule = {rule:String} AND received_at BETWEEN {start:DateTime64(3)} AND {end:DateTime64(3)}"
+_REFUSED = (
+    "FROM dlq FINAL WHERE rule = {rule:String} AND received_at BETWEEN {start:DateTime64(3)} AND {end:DateTime64(3)}"
+)
 _SOURCE, _ROUTE = "JSONExtractString(problems, 2, 'message')", "JSONExtractString(problems, 3, 'message')"
 
 
@@ -83,9 +90,17 @@ def refused_routes(store: Store, start: datetime, end: datetime, rule: str, sour
     ``{"events": int, "routes": int, "sources": [{"source", "events", "routes", "example"}]}``."""
     params = {"start": ch_time(start), "end": ch_time(end), "rule": rule, "n": sources}
     [total] = store.query(f"SELECT count() AS events, uniqExact({_ROUTE}) AS routes {_REFUSED}", params)
-    rows = store.query(f"SELECT {_SOURCE} AS source, count() AS events, uniqExact({_ROUTE}) AS routes, "
-                       f"min({_ROUTE}) AS example {_REFUSED} GROUP BY source ORDER BY events DESC, source "
-                       "LIMIT {n:UInt32}", params)
-    return {"events": int(total["events"]), "routes": int(total["routes"]),
-            "sources": [{"source": r["source"], "events": int(r["events"]), "routes": int(r["routes"]),
-                         "example": r["example"]} for r in rows]}
+    rows = store.query(
+        f"SELECT {_SOURCE} AS source, count() AS events, uniqExact({_ROUTE}) AS routes, "
+        f"min({_ROUTE}) AS example {_REFUSED} GROUP BY source ORDER BY events DESC, source "
+        "LIMIT {n:UInt32}",
+        params,
+    )
+    return {
+        "events": int(total["events"]),
+        "routes": int(total["routes"]),
+        "sources": [
+            {"source": r["source"], "events": int(r["events"]), "routes": int(r["routes"]), "example": r["example"]}
+            for r in rows
+        ],
+    }

@@ -4,22 +4,29 @@ Rows go in and come out as plain dicts; ``services.evalset`` turns them into its
 Datetime values in rows handed to the repository are formatted here; the times it reads back
 (``proposed_at``, ``reviewed_at``, ``at``) are aware datetimes. Callers pass every time they write.
 """
+
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from services.store.backends import Store
 from services.store.convert import parse_ch_time
 from services.store.issues import ch_values
 
-ITEM_COLUMNS = ("item_id, query, query_type, answerable, stakes, gold_answer, source_corpus_ver, origin_issue_id, "
-                "origin_trace_id, origin_event_id, origin_route, state, proposed_by, proposed_at, reviewed_by, "
-                "reviewed_at, review_reason, version")
+ITEM_COLUMNS = (
+    "item_id, query, query_type, answerable, stakes, gold_answer, source_corpus_ver, origin_issue_id, "
+    "origin_trace_id, origin_event_id, origin_route, state, proposed_by, proposed_at, reviewed_by, "
+    "reviewed_at, review_reason, version"
+)
 
 
 def _item(row: dict) -> dict:
-    return {**row, "proposed_at": parse_ch_time(row["proposed_at"]),
-            "reviewed_at": parse_ch_time(row["reviewed_at"]) if row["reviewed_at"] else None}
+    return {
+        **row,
+        "proposed_at": parse_ch_time(row["proposed_at"]),
+        "reviewed_at": parse_ch_time(row["reviewed_at"]) if row["reviewed_at"] else None,
+    }
 
 
 class EvalRepository:
@@ -31,12 +38,17 @@ class EvalRepository:
 
     # -- items -----------------------------------------------------------------------------------
     def item(self, item_id: str) -> dict | None:
-        rows = self.store.query(f"SELECT {ITEM_COLUMNS} FROM eval_items FINAL WHERE item_id = {{id:String}}", {"id": item_id})
+        rows = self.store.query(
+            f"SELECT {ITEM_COLUMNS} FROM eval_items FINAL WHERE item_id = {{id:String}}", {"id": item_id}
+        )
         return _item(rows[0]) if rows else None
 
     def items(self, state: str | None = None) -> list[dict]:
-        rows = self.store.query(f"SELECT {ITEM_COLUMNS} FROM eval_items FINAL "
-                                "WHERE {state:String} = '' OR state = {state:String} ORDER BY item_id", {"state": state or ""})
+        rows = self.store.query(
+            f"SELECT {ITEM_COLUMNS} FROM eval_items FINAL "
+            "WHERE {state:String} = '' OR state = {state:String} ORDER BY item_id",
+            {"state": state or ""},
+        )
         return [_item(r) for r in rows]
 
     def embeddings(self) -> list[dict]:
@@ -44,8 +56,9 @@ class EvalRepository:
         return self.store.query("SELECT item_id, state, embedding FROM eval_items FINAL ORDER BY item_id")
 
     def embedding(self, item_id: str) -> list[float]:
-        return self.store.query("SELECT embedding FROM eval_items FINAL WHERE item_id = {id:String}",
-                                {"id": item_id})[0]["embedding"]
+        return self.store.query("SELECT embedding FROM eval_items FINAL WHERE item_id = {id:String}", {"id": item_id})[
+            0
+        ]["embedding"]
 
     def save_items(self, rows: Iterable[Mapping[str, Any]]) -> int:
         """Item versions (the newest ``version`` wins), each with its ``embedding``."""
@@ -53,8 +66,11 @@ class EvalRepository:
 
     # -- history ---------------------------------------------------------------------------------
     def history(self, item_id: str) -> list[dict]:
-        rows = self.store.query("SELECT item_id, action, by, reason, at FROM eval_item_history "
-                                "WHERE item_id = {id:String} ORDER BY at, action", {"id": item_id})
+        rows = self.store.query(
+            "SELECT item_id, action, by, reason, at FROM eval_item_history "
+            "WHERE item_id = {id:String} ORDER BY at, action",
+            {"id": item_id},
+        )
         return [{**r, "at": parse_ch_time(r["at"])} for r in rows]
 
     def record_history(self, rows: Iterable[Mapping[str, Any]]) -> int:
@@ -75,20 +91,27 @@ class EvalRepository:
         """The claims ``run_id`` labelled on the item: claim_idx -> ``{claim_idx, claim_text, claim_type}``."""
         rows = self.store.query(
             "SELECT claim_idx, any(claim_text) AS claim_text, any(claim_type) AS claim_type FROM claim_labels "
-            "WHERE item_id = {id:String} AND run_id = {run:String} GROUP BY claim_idx", {"id": item_id, "run": run_id})
+            "WHERE item_id = {id:String} AND run_id = {run:String} GROUP BY claim_idx",
+            {"id": item_id, "run": run_id},
+        )
         return {r["claim_idx"]: r for r in rows}
 
     def gold_spans(self, item_ids: Sequence[str]) -> list[dict]:
         """``{item_id, source_id, span_text, required}`` by item, then span order."""
-        return self.store.query("SELECT item_id, source_id, span_text, required FROM gold_spans FINAL "
-                                "WHERE item_id IN {ids:Array(String)} ORDER BY item_id, span_idx", {"ids": list(item_ids)})
+        return self.store.query(
+            "SELECT item_id, source_id, span_text, required FROM gold_spans FINAL "
+            "WHERE item_id IN {ids:Array(String)} ORDER BY item_id, span_idx",
+            {"ids": list(item_ids)},
+        )
 
     def claim_labels(self, item_ids: Sequence[str]) -> list[dict]:
         """Every label of the items, by item, run, claim and labeler (``labeled_at`` as stored text)."""
         return self.store.query(
             "SELECT run_id, item_id, claim_idx, claim_text, claim_type, verdict, supporting_span, "
             "source_id, labeler, labeled_at FROM claim_labels FINAL WHERE item_id IN {ids:Array(String)} "
-            "ORDER BY item_id, run_id, claim_idx, labeler", {"ids": list(item_ids)})
+            "ORDER BY item_id, run_id, claim_idx, labeler",
+            {"ids": list(item_ids)},
+        )
 
     # -- metric and promotion inputs -------------------------------------------------------------
     def latest_traces(self, trace_ids: Sequence[str]) -> dict[str, tuple]:
@@ -97,7 +120,9 @@ class EvalRepository:
         rows = self.store.query(
             "SELECT trace_id, argMax(tuple(event_id, route, query_text, query_type, answerable, stakes, answer_text, "
             "action, versions['corpus'], claim_texts, claim_types, verdicts, spans, source_ids, labelers), observed_at) "
-            "AS t FROM events FINAL WHERE trace_id IN {ids:Array(String)} GROUP BY trace_id", {"ids": list(trace_ids)})
+            "AS t FROM events FINAL WHERE trace_id IN {ids:Array(String)} GROUP BY trace_id",
+            {"ids": list(trace_ids)},
+        )
         return {r["trace_id"]: tuple(r["t"]) for r in rows}
 
     def outcomes(self, run_id: str, labeler: str) -> list[dict]:
@@ -112,7 +137,8 @@ class EvalRepository:
             "FROM (SELECT item_id, claim_idx, argMax(verdict, labeled_at) AS v "
             "  FROM claim_labels FINAL WHERE run_id = {run:String} AND startsWith(labeler, {prefix:String}) "
             "  GROUP BY item_id, claim_idx) GROUP BY item_id) AS l ON l.item_id = i.item_id ORDER BY item_id",
-            {"run": run_id, "prefix": f"{labeler}:"})
+            {"run": run_id, "prefix": f"{labeler}:"},
+        )
 
     def label_pairs(self, run_id: str) -> list[dict]:
         """Claims of approved items that carry both a verifier and a human label (the latest of each)."""
@@ -125,4 +151,6 @@ class EvalRepository:
             "  countIf(startsWith(labeler, 'verifier:')) AS nv, countIf(startsWith(labeler, 'human:')) AS nh "
             "  FROM claim_labels FINAL WHERE run_id = {run:String} GROUP BY item_id, claim_idx) AS l "
             "INNER JOIN (SELECT item_id, query_type, stakes FROM eval_items FINAL WHERE state = 'approved') AS i "
-            "ON i.item_id = l.item_id WHERE l.nv > 0 AND l.nh > 0 ORDER BY item_id, claim_idx", {"run": run_id})
+            "ON i.item_id = l.item_id WHERE l.nv > 0 AND l.nh > 0 ORDER BY item_id, claim_idx",
+            {"run": run_id},
+        )

@@ -4,9 +4,10 @@ Any reader may be the reviewer holding a claim, so a read that shows the verdict
 yet labelled marks that reservation exposed (migration 029). Its label is then kept but not counted as blind
 (services/review/queue.py). One read query per call; a write only when a reservation was live.
 """
+
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from services.store.backends import Store
 
@@ -22,7 +23,8 @@ def note_shown(store: Store, claim_keys: Iterable[str], via: str) -> int:
         "SELECT token, claim_key FROM review_reservations WHERE claim_key IN {keys:Array(String)} "
         "AND expires_at > now64(3) AND (claim_key, reviewer) NOT IN "
         "(SELECT claim_key, reviewer FROM review_labels WHERE role = 'reviewer' AND claim_key IN {keys:Array(String)})",
-        {"keys": keys})
+        {"keys": keys},
+    )
     if held:
         store.insert("review_exposures", [{"token": r["token"], "claim_key": r["claim_key"], "via": via} for r in held])
     return len(held)
@@ -34,5 +36,6 @@ def exposed_by(store: Store, claim_key: str, reviewer: str) -> list[str]:
     rows = store.query(
         "SELECT DISTINCT via FROM review_exposures WHERE claim_key = {k:String} AND token IN (SELECT token FROM "
         "review_reservations WHERE claim_key = {k:String} AND reviewer = {r:String}) ORDER BY via",
-        {"k": claim_key, "r": reviewer})
+        {"k": claim_key, "r": reviewer},
+    )
     return [r["via"] for r in rows]

@@ -1,4 +1,5 @@
 """Numbered SQL migrations (``migrations/NNN_name.sql``), applied once each, in order, on start."""
+
 from __future__ import annotations
 
 import re

@@ -3,11 +3,13 @@
 Windows end in event time, at the newest minute stored up to the wall clock (``RateRepository``
 says why), so a replayed or accelerated stream reads the same as a live one.
 """
+
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from services.core.clock import utcnow
 from services.store.convert import ch_time, parse_ch_time
@@ -18,17 +20,53 @@ if TYPE_CHECKING:
 # The sums rate_minute keeps per (dim, value, route, minute), in its column order. services.rates.intervals.Counts
 # has one field per column, in this order.
 COUNT_FIELDS = (
-    "events", "claims", "failed", "claims_sq", "failed_sq", "failed_claims",
-    "supported", "unsupported", "contradicted", "overreach", "stale", "no_source", "trivial",
-    "served", "served_unsafe", "abstained",
-    "answerable", "answerable_abstained", "unanswerable", "unanswerable_abstained",
+    "events",
+    "claims",
+    "failed",
+    "claims_sq",
+    "failed_sq",
+    "failed_claims",
+    "supported",
+    "unsupported",
+    "contradicted",
+    "overreach",
+    "stale",
+    "no_source",
+    "trivial",
+    "served",
+    "served_unsafe",
+    "abstained",
+    "answerable",
+    "answerable_abstained",
+    "unanswerable",
+    "unanswerable_abstained",
 )
 # Sampled verification (each answer weighs w = 1 / its sampling.rate): the answers sampled, then the
 # weighted sums (floats) that estimates of the whole traffic need.
-SAMPLING_FIELDS = ("sampled", "w_events", "w2_events", "w_claims", "w_failed", "w2_claims", "w2_claims_sq",
-                   "w2_failed_sq", "w2_failed_claims", "w_served", "w_served_unsafe", "w_abstained", "w_answerable",
-                   "w_answerable_abstained", "w_unanswerable", "w_unanswerable_abstained",
-                   "w_supported", "w_unsupported", "w_contradicted", "w_overreach", "w_stale", "w_no_source")
+SAMPLING_FIELDS = (
+    "sampled",
+    "w_events",
+    "w2_events",
+    "w_claims",
+    "w_failed",
+    "w2_claims",
+    "w2_claims_sq",
+    "w2_failed_sq",
+    "w2_failed_claims",
+    "w_served",
+    "w_served_unsafe",
+    "w_abstained",
+    "w_answerable",
+    "w_answerable_abstained",
+    "w_unanswerable",
+    "w_unanswerable_abstained",
+    "w_supported",
+    "w_unsupported",
+    "w_contradicted",
+    "w_overreach",
+    "w_stale",
+    "w_no_source",
+)
 SUM_FIELDS = COUNT_FIELDS + SAMPLING_FIELDS
 _SUMS = ", ".join(f"sum({c}) AS {c}" for c in SUM_FIELDS)
 _SUM_LIST = ", ".join(f"toFloat64(sum({c}))" for c in SUM_FIELDS)
@@ -84,13 +122,15 @@ class RateRepository:
     # -- where the data is ----------------------------------------------------
     def window_end(self, route: str | None = None) -> datetime | None:
         """Where windows end (the class docstring gives the rule), as a minute bucket."""
-        now = self.clock().astimezone(timezone.utc).replace(second=0, microsecond=0)
+        now = self.clock().astimezone(UTC).replace(second=0, microsecond=0)
         where, params = "dim = ''", {"now": _second(now)}
         if route is not None:
             where, params = "dim = '' AND route = {route:String}", {**params, "route": route}
         past = "minute <= {now:DateTime64(3)}"
-        rows = self.store.query(f"SELECT maxIf(minute, {past}) AS m, countIf({past}) AS past, count() AS n "
-                                f"FROM rate_minute WHERE {where}", params)
+        rows = self.store.query(
+            f"SELECT maxIf(minute, {past}) AS m, countIf({past}) AS past, count() AS n FROM rate_minute WHERE {where}",
+            params,
+        )
         if not rows or not rows[0]["n"]:
             return None
         return parse_ch_time(rows[0]["m"]) if rows[0]["past"] else now
@@ -109,17 +149,23 @@ class RateRepository:
         table, where, params = _BY_TIME, "dim = ''", {}
         if route is not None:
             table, where, params = "rate_minute", "dim = '' AND route = {route:String}", {"route": route}
-        rows = self.store.query(f"SELECT toString(minute) AS m FROM {table} WHERE {where} ORDER BY minute {order} "
-                                "LIMIT 1", params)
+        rows = self.store.query(
+            f"SELECT toString(minute) AS m FROM {table} WHERE {where} ORDER BY minute {order} LIMIT 1", params
+        )
         return parse_ch_time(rows[0]["m"]) if rows else None
 
     def latest_minute_by_route(self, since: datetime) -> dict[str, datetime]:
         """Each route's newest minute bucket, for the routes with a bucket at or after ``since``."""
-        rows = self.store.query("SELECT route, max(minute) AS m FROM rate_minute WHERE dim = '' "
-                                "AND minute >= {since:DateTime64(3)} GROUP BY route", {"since": _second(since)})
+        rows = self.store.query(
+            "SELECT route, max(minute) AS m FROM rate_minute WHERE dim = '' "
+            "AND minute >= {since:DateTime64(3)} GROUP BY route",
+            {"since": _second(since)},
+        )
         return {r["route"]: parse_ch_time(r["m"]) for r in rows}
 
-    def window_bounds(self, window: timedelta | None, end: datetime | None = None) -> tuple[datetime | None, datetime | None]:
+    def window_bounds(
+        self, window: timedelta | None, end: datetime | None = None
+    ) -> tuple[datetime | None, datetime | None]:
         """(start, end) as minute buckets, both inclusive; start None means unbounded. ``end`` defaults to
         ``window_end``."""
         end = end or self.window_end()
@@ -128,9 +174,16 @@ class RateRepository:
         return end - window + timedelta(minutes=1), end
 
     # -- sums -----------------------------------------------------------------
-    def totals(self, dim: str = "", window: timedelta | None = None, end: datetime | None = None,
-               route: str | None = None, matching: str | None = None,
-               routes: Collection[str] | None = None, sums: Sequence[str] = SUM_FIELDS) -> list[dict]:
+    def totals(
+        self,
+        dim: str = "",
+        window: timedelta | None = None,
+        end: datetime | None = None,
+        route: str | None = None,
+        matching: str | None = None,
+        routes: Collection[str] | None = None,
+        sums: Sequence[str] = SUM_FIELDS,
+    ) -> list[dict]:
         """One row per (value, route) for a slice dimension ('' = whole route); of one ``route``, of the routes
         ``matching`` a filter (``route_like``), or of ``routes``, when given. ``sums``: the SUM_FIELDS read."""
         unknown = set(sums) - set(SUM_FIELDS)
@@ -159,55 +212,73 @@ class RateRepository:
         if start is not None:
             where.append("minute >= {start:DateTime64(3)} AND minute <= {end:DateTime64(3)}")
             params.update(start=_second(start), end=_second(end))
-        return self.store.query(f"SELECT dim, value, route, {_SUMS} FROM rate_minute WHERE {' AND '.join(where)} "
-                                "GROUP BY dim, value, route", params)
+        return self.store.query(
+            f"SELECT dim, value, route, {_SUMS} FROM rate_minute WHERE {' AND '.join(where)} "
+            "GROUP BY dim, value, route",
+            params,
+        )
 
     def dims(self, limit: int) -> list[str]:
         """Slice dimensions stored, the most events first, at most ``limit``."""
-        rows = self.store.query("SELECT dim FROM rate_minute WHERE dim != '' GROUP BY dim "
-                                "ORDER BY sum(events) DESC, dim LIMIT {n:UInt32}", {"n": limit})
+        rows = self.store.query(
+            "SELECT dim FROM rate_minute WHERE dim != '' GROUP BY dim ORDER BY sum(events) DESC, dim LIMIT {n:UInt32}",
+            {"n": limit},
+        )
         return [r["dim"] for r in rows]
 
     def stored_dims(self, dims: list[str]) -> set[str]:
         """Which of ``dims`` are stored."""
-        rows = self.store.query("SELECT DISTINCT dim FROM rate_minute WHERE dim IN {dims:Array(String)}", {"dims": dims})
+        rows = self.store.query(
+            "SELECT DISTINCT dim FROM rate_minute WHERE dim IN {dims:Array(String)}", {"dims": dims}
+        )
         return {r["dim"] for r in rows}
 
     def minutes(self, route: str, start: datetime, end: datetime, dim: str = "", value: str = "") -> list[dict]:
         """Per-minute sums for one route (and slice), oldest first."""
-        sql = (f"SELECT minute, {_SUMS} FROM rate_minute WHERE dim = {{dim:String}} AND value = {{value:String}} "
-               "AND route = {route:String} AND minute >= {start:DateTime64(3)} AND minute <= {end:DateTime64(3)} "
-               "GROUP BY minute ORDER BY minute")
-        return self.store.query(sql, {"dim": dim, "value": value, "route": route, "start": _second(start),
-                                      "end": _second(end)})
+        sql = (
+            f"SELECT minute, {_SUMS} FROM rate_minute WHERE dim = {{dim:String}} AND value = {{value:String}} "
+            "AND route = {route:String} AND minute >= {start:DateTime64(3)} AND minute <= {end:DateTime64(3)} "
+            "GROUP BY minute ORDER BY minute"
+        )
+        return self.store.query(
+            sql, {"dim": dim, "value": value, "route": route, "start": _second(start), "end": _second(end)}
+        )
 
     def minutes_all_routes(self, start: datetime, end: datetime, dim: str = "") -> list[dict]:
         """Per-minute sums of every route over [start, end], for the whole route ('') or its mix slices ('mix'):
         rows of route, value, minute and ``sums``, the SUM_FIELDS in order (one list, read as numbers at once)."""
         if dim not in ("", "mix"):
             raise ValueError(f"minutes of every route are kept by time for dims '' and 'mix', not {dim!r}")
-        sql = (f"SELECT route, value, minute, [{_SUM_LIST}] AS sums FROM {_BY_TIME} "
-               "WHERE dim = {dim:String} "
-               "AND minute >= {start:DateTime64(3)} AND minute <= {end:DateTime64(3)} "
-               "GROUP BY route, value, minute ORDER BY minute")
+        sql = (
+            f"SELECT route, value, minute, [{_SUM_LIST}] AS sums FROM {_BY_TIME} "
+            "WHERE dim = {dim:String} "
+            "AND minute >= {start:DateTime64(3)} AND minute <= {end:DateTime64(3)} "
+            "GROUP BY route, value, minute ORDER BY minute"
+        )
         return self.store.query(sql, {"dim": dim, "start": _second(start), "end": _second(end)})
 
-    def route_buckets(self, routes: Collection[str], start: datetime, end: datetime, step: int,
-                      sums: Sequence[str] = SUM_FIELDS) -> list[dict]:
+    def route_buckets(
+        self, routes: Collection[str], start: datetime, end: datetime, step: int, sums: Sequence[str] = SUM_FIELDS
+    ) -> list[dict]:
         """Per route of ``routes`` and ``bucket`` (the ``step``-minute buckets counted from ``start``, 0 first), the
         ``sums`` over [start, end] (minute buckets, both inclusive)."""
-        sql = ("SELECT route, intDiv(toUInt32(dateDiff('minute', {start:DateTime64(3)}, minute)), "
-               f"{{step:UInt32}}) AS bucket, {', '.join(f'sum({c}) AS {c}' for c in sums)} FROM rate_minute "
-               "WHERE dim = '' AND route IN {routes:Array(String)} AND minute >= {start:DateTime64(3)} "
-               "AND minute <= {end:DateTime64(3)} GROUP BY route, bucket")
-        return self.store.query(sql, {"routes": sorted(routes), "start": _second(start), "end": _second(end),
-                                      "step": step})
+        sql = (
+            "SELECT route, intDiv(toUInt32(dateDiff('minute', {start:DateTime64(3)}, minute)), "
+            f"{{step:UInt32}}) AS bucket, {', '.join(f'sum({c}) AS {c}' for c in sums)} FROM rate_minute "
+            "WHERE dim = '' AND route IN {routes:Array(String)} AND minute >= {start:DateTime64(3)} "
+            "AND minute <= {end:DateTime64(3)} GROUP BY route, bucket"
+        )
+        return self.store.query(
+            sql, {"routes": sorted(routes), "start": _second(start), "end": _second(end), "step": step}
+        )
 
     def route_slices(self, route: str, start: datetime, end: datetime) -> list[dict]:
         """The whole route (dim '') and its versions slices over [start, end]."""
-        sql = (f"SELECT dim, value, {_SUMS} FROM rate_minute WHERE route = {{route:String}} "
-               "AND (dim = '' OR startsWith(dim, 'version.')) "
-               "AND minute >= {start:DateTime64(3)} AND minute <= {end:DateTime64(3)} GROUP BY dim, value")
+        sql = (
+            f"SELECT dim, value, {_SUMS} FROM rate_minute WHERE route = {{route:String}} "
+            "AND (dim = '' OR startsWith(dim, 'version.')) "
+            "AND minute >= {start:DateTime64(3)} AND minute <= {end:DateTime64(3)} GROUP BY dim, value"
+        )
         return self.store.query(sql, {"route": route, "start": _second(start), "end": _second(end)})
 
     def version_spans(self, route: str, start: datetime, end: datetime, limit: int) -> tuple[list[dict], int]:
@@ -219,7 +290,16 @@ class RateRepository:
             "FROM rate_minute WHERE route = {route:String} AND startsWith(dim, 'version.') GROUP BY dim, value "
             "HAVING last >= {start:DateTime64(3)} AND first <= {end:DateTime64(3)} "
             "ORDER BY first DESC, key DESC, value DESC LIMIT {n:UInt32}",
-            {"route": route, "start": _second(start), "end": _second(end), "n": limit})
-        spans = [{"key": r["key"], "value": r["value"], "first": parse_ch_time(r["first"]),
-                  "last": parse_ch_time(r["last"]), "events": int(r["events"])} for r in reversed(rows)]
+            {"route": route, "start": _second(start), "end": _second(end), "n": limit},
+        )
+        spans = [
+            {
+                "key": r["key"],
+                "value": r["value"],
+                "first": parse_ch_time(r["first"]),
+                "last": parse_ch_time(r["last"]),
+                "events": int(r["events"]),
+            }
+            for r in reversed(rows)
+        ]
         return spans, int(rows[0]["total"]) if rows else 0

@@ -1,4 +1,5 @@
 """What the store's own reports return (dead letters, storage), defined once (services/core/readmodel.py)."""
+
 from __future__ import annotations
 
 from pydantic import Field
@@ -28,8 +29,9 @@ class StorageTableRead(Read):
     bytes_per_claim: float | None = Field(description="compressed bytes ÷ claims stored; null with no claims")
     ttl: str | None = Field(description="the TTL in force; null: kept until deleted")
     ttl_days: int | None
-    codecs: dict[str, int] = Field(description="compressed bytes by the codec of their parts, most first: inserts "
-                                               "write LZ4, merges ZSTD")
+    codecs: dict[str, int] = Field(
+        description="compressed bytes by the codec of their parts, most first: inserts write LZ4, merges ZSTD"
+    )
 
 
 class StorageTotalRead(Read):

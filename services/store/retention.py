@@ -17,6 +17,7 @@ are gone counts them again in ``rate_minute``: replay history older than ``raw_d
 ClickHouse deletes expired rows when it merges parts (``OPTIMIZE TABLE ... FINAL`` forces it), and a
 changed TTL is materialised on existing parts by a background mutation.
 """
+
 from __future__ import annotations
 
 import re
@@ -25,8 +26,12 @@ from dataclasses import dataclass
 from services.store.backends import Store
 
 # table -> its event-time column (a DateTime expression). New per-minute aggregate tables go in AGGREGATE_TABLES.
-RAW_TABLES = {"events": "toDateTime(observed_at)", "claims": "toDateTime(observed_at)",
-              "event_keys": "toDateTime(observed_at)", "dlq": "toDateTime(received_at)"}
+RAW_TABLES = {
+    "events": "toDateTime(observed_at)",
+    "claims": "toDateTime(observed_at)",
+    "event_keys": "toDateTime(observed_at)",
+    "dlq": "toDateTime(received_at)",
+}
 AGGREGATE_TABLES = {"rate_minute": "minute", "rate_minute_by_time": "minute"}
 RETAINED_TABLES = {**RAW_TABLES, **AGGREGATE_TABLES}
 
@@ -82,8 +87,10 @@ class RetentionKeeper:
 
     def ttls(self) -> dict[str, str | None]:
         """Each MergeTree table's TTL expression (None: kept forever)."""
-        rows = self.store.query("SELECT name, engine_full FROM system.tables WHERE database = currentDatabase() "
-                                "AND engine LIKE '%MergeTree' ORDER BY name")
+        rows = self.store.query(
+            "SELECT name, engine_full FROM system.tables WHERE database = currentDatabase() "
+            "AND engine LIKE '%MergeTree' ORDER BY name"
+        )
         return {r["name"]: ttl_of(r["engine_full"]) for r in rows}
 
     def apply(self, retention: Retention) -> list[str]:

@@ -4,10 +4,12 @@ Rows go in and come out as plain dicts; ``services.review`` holds the logic (whi
 who won a race, what is settled). Datetime values handed in are formatted here; times read back
 are aware datetimes.
 """
+
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Collection, Iterable, Mapping, Sequence
+from typing import Any
 
 from services.contract.model import FAILED_VERDICTS
 from services.store.backends import Store
@@ -16,8 +18,10 @@ from services.store.exposure import exposed_by
 from services.store.issues import ch_values
 from services.store.rates import route_conditions
 
-QUEUE_COLUMNS = ("claim_key, event_id, claim_idx, route, verdict, issue_id, verifier_version, origin, stratum, weight, "
-                 "reviewers, observed_at, queued_at")
+QUEUE_COLUMNS = (
+    "claim_key, event_id, claim_idx, route, verdict, issue_id, verifier_version, origin, stratum, weight, "
+    "reviewers, observed_at, queued_at"
+)
 RESERVATION_COLUMNS = "token, claim_key, slot_no, reviewer, reserved_at, expires_at, toString(written_at) AS written_at"
 LABEL_COLUMNS = "claim_key, slot_no, reviewer, role, label, span, chunk_id, guide_version, blind, labeled_at"
 # The labels that count: an adjudicator's, and a reviewer's made blind (an exposed one fills no slot, migration 029).
@@ -48,8 +52,10 @@ class ReviewRepository:
     # -- the queue -------------------------------------------------------------------------------
     def stratum_sizes(self, since: datetime, until: datetime) -> dict[str, int]:
         """Claims of [since, until) not yet queued, per stratum (route|verdict|issue)."""
-        rows = self.store.query(f"SELECT stratum, count() AS n FROM ({_CANDIDATES.format(where=_WINDOW)}) "
-                                "GROUP BY stratum", {"since": ch_time(since), "until": ch_time(until)})
+        rows = self.store.query(
+            f"SELECT stratum, count() AS n FROM ({_CANDIDATES.format(where=_WINDOW)}) GROUP BY stratum",
+            {"since": ch_time(since), "until": ch_time(until)},
+        )
         return {r["stratum"]: int(r["n"]) for r in rows}
 
     def sample(self, since: datetime, until: datetime, quotas: Mapping[str, int], seed: int) -> list[dict]:
@@ -60,26 +66,32 @@ class ReviewRepository:
             f"SELECT * EXCEPT rank FROM (SELECT *, row_number() OVER (PARTITION BY stratum ORDER BY "
             f"cityHash64(claim_key, {{seed:UInt64}})) AS rank FROM ({_CANDIDATES.format(where=_WINDOW)})) "
             "WHERE rank <= {quotas:Map(String, UInt32)}[stratum] ORDER BY stratum, rank",
-            {"since": ch_time(since), "until": ch_time(until), "seed": seed, "quotas": dict(quotas)})
+            {"since": ch_time(since), "until": ch_time(until), "seed": seed, "quotas": dict(quotas)},
+        )
         return [_times(r, "observed_at") for r in rows]
 
     def eval_claims(self) -> list[dict]:
         """Claims of the answers approved eval items came from, not yet queued."""
         where = "event_id IN (SELECT origin_event_id FROM eval_items FINAL WHERE state = 'approved')"
-        return [_times(r, "observed_at") for r in self.store.query(_CANDIDATES.format(where=where) + " ORDER BY claim_key")]
+        return [
+            _times(r, "observed_at") for r in self.store.query(_CANDIDATES.format(where=where) + " ORDER BY claim_key")
+        ]
 
     def enqueue(self, rows: Iterable[Mapping[str, Any]]) -> int:
         return self.store.insert("review_queue", [ch_values(r) for r in rows])
 
     def queued_between(self, since: datetime, until: datetime, origin: str) -> int:
-        rows = self.store.query("SELECT count() AS n FROM review_queue FINAL WHERE origin = {origin:String} AND "
-                                "queued_at >= {since:DateTime64(3)} AND queued_at < {until:DateTime64(3)}",
-                                {"origin": origin, "since": ch_time(since), "until": ch_time(until)})
+        rows = self.store.query(
+            "SELECT count() AS n FROM review_queue FINAL WHERE origin = {origin:String} AND "
+            "queued_at >= {since:DateTime64(3)} AND queued_at < {until:DateTime64(3)}",
+            {"origin": origin, "since": ch_time(since), "until": ch_time(until)},
+        )
         return int(rows[0]["n"])
 
     def queued(self, claim_key: str) -> dict | None:
-        rows = self.store.query(f"SELECT {QUEUE_COLUMNS} FROM review_queue FINAL WHERE claim_key = {{k:String}}",
-                                {"k": claim_key})
+        rows = self.store.query(
+            f"SELECT {QUEUE_COLUMNS} FROM review_queue FINAL WHERE claim_key = {{k:String}}", {"k": claim_key}
+        )
         return _times(rows[0], "observed_at", "queued_at") if rows else None
 
     def open_claims(self, reviewer: str, limit: int) -> list[dict]:
@@ -92,7 +104,8 @@ class ReviewRepository:
             " FINAL WHERE role = 'reviewer' GROUP BY claim_key) AS l ON l.claim_key = q.claim_key "
             "WHERE length(l.filled) < q.reviewers AND NOT has(l.labellers, {reviewer:String}) "
             "ORDER BY length(l.filled) DESC, q.queued_at, q.claim_key LIMIT {n:UInt32}",
-            {"reviewer": reviewer, "n": limit})
+            {"reviewer": reviewer, "n": limit},
+        )
 
     # -- reservations ----------------------------------------------------------------------------
     def reserve(self, row: Mapping[str, Any]) -> None:
@@ -107,19 +120,23 @@ class ReviewRepository:
             "AND expires_at > {after:DateTime64(3)} AND (claim_key, reviewer) NOT IN (SELECT claim_key, reviewer "
             "FROM review_labels WHERE role = 'reviewer' AND claim_key IN {keys:Array(String)}) "
             "ORDER BY written_at, token",
-            {"keys": list(claim_keys), "after": ch_time(live_after)})
+            {"keys": list(claim_keys), "after": ch_time(live_after)},
+        )
         return [_times(r, "reserved_at", "expires_at") for r in rows]
 
     def reservation(self, token: str) -> dict | None:
-        rows = self.store.query(f"SELECT {RESERVATION_COLUMNS} FROM review_reservations WHERE token = {{t:String}}",
-                                {"t": token})
+        rows = self.store.query(
+            f"SELECT {RESERVATION_COLUMNS} FROM review_reservations WHERE token = {{t:String}}", {"t": token}
+        )
         return _times(rows[0], "reserved_at", "expires_at") if rows else None
 
     def held_by(self, reviewer: str, now: datetime) -> list[dict]:
         """The reviewer's reservations live at ``now``, newest first."""
         rows = self.store.query(
             f"SELECT {RESERVATION_COLUMNS} FROM review_reservations WHERE reviewer = {{r:String}} "
-            "AND expires_at > {now:DateTime64(3)} ORDER BY written_at DESC", {"r": reviewer, "now": ch_time(now)})
+            "AND expires_at > {now:DateTime64(3)} ORDER BY written_at DESC",
+            {"r": reviewer, "now": ch_time(now)},
+        )
         return [_times(r, "reserved_at", "expires_at") for r in rows]
 
     # -- labels ----------------------------------------------------------------------------------
@@ -130,8 +147,11 @@ class ReviewRepository:
         return exposed_by(self.store, claim_key, reviewer)
 
     def labels(self, claim_keys: Sequence[str]) -> list[dict]:
-        rows = self.store.query(f"SELECT {LABEL_COLUMNS} FROM review_labels FINAL WHERE claim_key IN "
-                                "{keys:Array(String)} ORDER BY claim_key, labeled_at, reviewer", {"keys": list(claim_keys)})
+        rows = self.store.query(
+            f"SELECT {LABEL_COLUMNS} FROM review_labels FINAL WHERE claim_key IN "
+            "{keys:Array(String)} ORDER BY claim_key, labeled_at, reviewer",
+            {"keys": list(claim_keys)},
+        )
         return [_times(r, "labeled_at") for r in rows]
 
     def labelled(self) -> list[dict]:
@@ -142,9 +162,15 @@ class ReviewRepository:
             "l.labels AS labels FROM (SELECT * FROM review_queue FINAL) AS q INNER JOIN "
             "(SELECT claim_key, arraySort(x -> x.4, groupArray((reviewer, role, label, toString(labeled_at)))) AS labels "
             f" FROM review_labels FINAL WHERE {_COUNTED} GROUP BY claim_key) AS l ON l.claim_key = q.claim_key "
-            "ORDER BY claim_key")
-        return [{**_times(r, "observed_at", "queued_at"),
-                 "labels": [(who, role, label, parse_ch_time(at)) for who, role, label, at in r["labels"]]} for r in rows]
+            "ORDER BY claim_key"
+        )
+        return [
+            {
+                **_times(r, "observed_at", "queued_at"),
+                "labels": [(who, role, label, parse_ch_time(at)) for who, role, label, at in r["labels"]],
+            }
+            for r in rows
+        ]
 
     def save_calibrated(self, rows: Iterable[Mapping[str, Any]]) -> int:
         """Rows of ``calibrated_rates`` (a snapshot of every route's calibrated rate, for Grafana)."""
@@ -158,12 +184,15 @@ class ReviewRepository:
             "countIf(l.n >= q.reviewers) AS complete FROM (SELECT * FROM review_queue FINAL) AS q LEFT JOIN "
             "(SELECT claim_key, count() AS n FROM review_labels FINAL WHERE role = 'reviewer' AND blind = 1 "
             "GROUP BY claim_key) AS l "
-            "ON l.claim_key = q.claim_key GROUP BY q.stratum ORDER BY q.stratum")
+            "ON l.claim_key = q.claim_key GROUP BY q.stratum ORDER BY q.stratum"
+        )
 
     def reviewer_progress(self) -> list[dict]:
-        rows = self.store.query("SELECT reviewer, role, count() AS labels, countIf(blind = 0) AS exposed, "
-                                "max(labeled_at) AS last FROM review_labels FINAL GROUP BY reviewer, role "
-                                "ORDER BY reviewer, role")
+        rows = self.store.query(
+            "SELECT reviewer, role, count() AS labels, countIf(blind = 0) AS exposed, "
+            "max(labeled_at) AS last FROM review_labels FINAL GROUP BY reviewer, role "
+            "ORDER BY reviewer, role"
+        )
         return [_times(r, "last") for r in rows]
 
     # -- what a reviewer sees, and the traffic calibration corrects --------------------------------
@@ -173,7 +202,8 @@ class ReviewRepository:
             "SELECT event_id, route, query_text, answer_text, evidence, claim_texts[{i:UInt32}] AS claim, "
             "verdicts[{i:UInt32}] AS verdict, spans[{i:UInt32}] AS span, chunk_ids[{i:UInt32}] AS chunk_id, "
             "versions['verifier'] AS verifier_version FROM events FINAL WHERE event_id = {id:String}",
-            {"id": event_id, "i": claim_idx + 1})
+            {"id": event_id, "i": claim_idx + 1},
+        )
         return rows[0] if rows else None
 
     def answer_profile(self, since: datetime, until: datetime, routes: Collection[str] | None = None) -> list[dict]:
@@ -190,4 +220,5 @@ class ReviewRepository:
             " argMax(versions['verifier'], observed_at) AS version, max(observed_at) AS newest "
             " FROM events FINAL WHERE observed_at >= {since:DateTime64(3)} AND observed_at < {until:DateTime64(3)} "
             f"{''.join(' AND ' + w for w in only)} GROUP BY route, f, n) GROUP BY route ORDER BY route",
-            {"failed": failed, "since": ch_time(since), "until": ch_time(until), **params})
+            {"failed": failed, "since": ch_time(since), "until": ch_time(until), **params},
+        )

@@ -1,4 +1,5 @@
 """A private embedded store for one backtest: the live schema, minus what a backtest never reads."""
+
 from __future__ import annotations
 
 from pathlib import Path

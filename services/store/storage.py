@@ -6,6 +6,7 @@ Bytes per claim divides a table's compressed bytes by the rows of ``claims``, on
 A table's codecs are its compressed bytes by the codec of their parts: inserts write LZ4, merges ZSTD
 (services/store/clickhouse-compression.xml), so a store that has not merged yet is larger per claim.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -29,12 +30,14 @@ class StorageRepository:
         parts: dict[str, Counter] = {}
         codecs: dict[str, dict[str, int]] = {}
         for r in self.store.query(  # one read of system.parts, by table and codec
-                "SELECT table, default_compression_codec AS codec, sum(rows) AS rows, "
-                "sum(data_compressed_bytes) AS compressed, sum(data_uncompressed_bytes) AS uncompressed, "
-                "sum(bytes_on_disk) AS disk FROM system.parts WHERE active AND database = currentDatabase() "
-                "GROUP BY table, codec ORDER BY table, compressed DESC, codec"):
+            "SELECT table, default_compression_codec AS codec, sum(rows) AS rows, "
+            "sum(data_compressed_bytes) AS compressed, sum(data_uncompressed_bytes) AS uncompressed, "
+            "sum(bytes_on_disk) AS disk FROM system.parts WHERE active AND database = currentDatabase() "
+            "GROUP BY table, codec ORDER BY table, compressed DESC, codec"
+        ):
             parts.setdefault(r["table"], Counter()).update(
-                {key: int(r[key]) for key in ("rows", "compressed", "uncompressed", "disk")})
+                {key: int(r[key]) for key in ("rows", "compressed", "uncompressed", "disk")}
+            )
             codecs.setdefault(r["table"], {})[r["codec"]] = int(r["compressed"])
         ttls = RetentionKeeper(self.store).ttls()
         claims = int(parts.get(CLAIMS_TABLE, {}).get("rows", 0))
@@ -42,15 +45,23 @@ class StorageRepository:
         for name, ttl in ttls.items():
             p = parts.get(name, {})
             compressed = int(p.get("compressed", 0))
-            tables.append({
-                "table": name, "rows": int(p.get("rows", 0)), "compressed_bytes": compressed,
-                "uncompressed_bytes": int(p.get("uncompressed", 0)), "disk_bytes": int(p.get("disk", 0)),
-                "bytes_per_claim": _per_claim(compressed, claims), "ttl": ttl, "ttl_days": ttl_days(ttl),
-                "codecs": codecs.get(name, {}),
-            })
+            tables.append(
+                {
+                    "table": name,
+                    "rows": int(p.get("rows", 0)),
+                    "compressed_bytes": compressed,
+                    "uncompressed_bytes": int(p.get("uncompressed", 0)),
+                    "disk_bytes": int(p.get("disk", 0)),
+                    "bytes_per_claim": _per_claim(compressed, claims),
+                    "ttl": ttl,
+                    "ttl_days": ttl_days(ttl),
+                    "codecs": codecs.get(name, {}),
+                }
+            )
         tables.sort(key=lambda t: (-t["compressed_bytes"], t["table"]))
-        total = {key: sum(t[key] for t in tables) for key in ("rows", "compressed_bytes", "uncompressed_bytes",
-                                                                 "disk_bytes")}
+        total = {
+            key: sum(t[key] for t in tables) for key in ("rows", "compressed_bytes", "uncompressed_bytes", "disk_bytes")
+        }
         total["bytes_per_claim"] = _per_claim(total["compressed_bytes"], claims)
         total["codecs"] = dict(sum((Counter(t["codecs"]) for t in tables), Counter()).most_common())
         return {"claims": claims, "tables": tables, "total": total}

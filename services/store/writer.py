@@ -8,21 +8,22 @@ retried identical insert a no-op in ``events`` and in every materialized view.
 Nothing is committed that was not stored: after each insert the writer counts the batch's answers and keys in
 the store (``check_held``), since chDB's streaming insert can fail its commit without an error (a full disk).
 """
+
 from __future__ import annotations
 
 import base64
 import hashlib
 import logging
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
-from typing import Callable, Iterable, Sequence
 
 import orjson
 
 from services.contract.model import VerdictEvent
-from services.ingest.records import INTAKE_FORMAT, SAMPLE_BYTES, DeadLetter, EventKey, WriteResult, intake_line
-from services.store.backends import Store, sql_literal
 from services.core.clock import utcnow
 from services.core.errors import StoreError, StoreRefused
+from services.ingest.records import INTAKE_FORMAT, SAMPLE_BYTES, DeadLetter, EventKey, WriteResult, intake_line
+from services.store.backends import Store, sql_literal
 from services.store.convert import INTAKE_SETTINGS, INTAKE_TABLE, ch_time
 from services.store.repair import repair_recent
 from services.store.retention import RetentionKeeper, ttl_days
@@ -37,11 +38,18 @@ def dead_letter_row(d: DeadLetter) -> dict:
     r = d.rejection
     sample = d.raw[:SAMPLE_BYTES] if d.sample is None else d.sample[:SAMPLE_BYTES]
     row = {
-        "topic": d.topic, "partition": d.partition, "offset": d.offset,
-        "envelope_index": -1 if d.index is None else d.index, "epoch": d.epoch,
+        "topic": d.topic,
+        "partition": d.partition,
+        "offset": d.offset,
+        "envelope_index": -1 if d.index is None else d.index,
+        "epoch": d.epoch,
         "record": d.record,
-        "rule": r.rule, "reason": r.reason, "problems": orjson.dumps(r.to_dict()["problems"]).decode(),
-        "event_id": r.event_id or "", "route": d.counted_route, "size": len(d.raw),
+        "rule": r.rule,
+        "reason": r.reason,
+        "problems": orjson.dumps(r.to_dict()["problems"]).decode(),
+        "event_id": r.event_id or "",
+        "route": d.counted_route,
+        "size": len(d.raw),
         "sample": base64.b64encode(sample).decode(),
     }
     if d.event_time is not None:  # otherwise the column's default, received_at
@@ -50,15 +58,17 @@ def dead_letter_row(d: DeadLetter) -> dict:
 
 
 Minute = tuple[str, int]  # a route and the Unix time its minute starts
-_IN_MINUTES = ("(route, toStartOfMinute(observed_at)) IN (SELECT * FROM format(JSONCompactEachRow, "
-               "'route String, minute DateTime(\\'UTC\\')', {minutes}))")
+_IN_MINUTES = (
+    "(route, toStartOfMinute(observed_at)) IN (SELECT * FROM format(JSONCompactEachRow, "
+    "'route String, minute DateTime(\\'UTC\\')', {minutes}))"
+)
 
 _IDS = "(SELECT * FROM format(JSONCompactEachRow, 'event_id String', {ids}))"
 log = logging.getLogger(__name__)
 DEAD_LETTER_ROWS = 5000  # dlq rows an insert (each up to ~3 KiB with its sample)
 CLOCK_SLACK = timedelta(minutes=5)  # between this process's clock and the store's ingested_at
 SHORTEST_RAW_TTL = timedelta(days=1)  # retention.raw_days is at least 1
-TTL_SLACK = timedelta(minutes=10)     # an answer this close to its raw TTL may be gone by the time it is checked
+TTL_SLACK = timedelta(minutes=10)  # an answer this close to its raw TTL may be gone by the time it is checked
 
 
 def _json_rows(rows: Iterable) -> str:
@@ -91,15 +101,19 @@ class EventWriter:
 
     @staticmethod
     def occupied_sql(minutes: Iterable[Minute]) -> str:
-        return ("SELECT DISTINCT route, toUnixTimestamp(toStartOfMinute(observed_at)) AS minute FROM event_keys "
-                f"WHERE {_IN_MINUTES.format(minutes=_json_rows(minutes))}")
+        return (
+            "SELECT DISTINCT route, toUnixTimestamp(toStartOfMinute(observed_at)) AS minute FROM event_keys "
+            f"WHERE {_IN_MINUTES.format(minutes=_json_rows(minutes))}"
+        )
 
     @staticmethod
     def lookup_sql(minutes: Iterable[Minute], ids: Iterable[str]) -> str:
         """The keys and ids go inline as JSON rows: chDB reads a long literal in a few milliseconds and an equally
         long query parameter in tens."""
-        return (f"SELECT DISTINCT event_id FROM event_keys WHERE {_IN_MINUTES.format(minutes=_json_rows(minutes))} "
-                f"AND event_id IN {_IDS.format(ids=_json_rows([i] for i in ids))}")
+        return (
+            f"SELECT DISTINCT event_id FROM event_keys WHERE {_IN_MINUTES.format(minutes=_json_rows(minutes))} "
+            f"AND event_id IN {_IDS.format(ids=_json_rows([i] for i in ids))}"
+        )
 
     def holds(self, keys: Sequence[EventKey], began: datetime) -> set[str] | None:
         """None when the store holds every answer of ``keys`` with its key (a backfill older than
@@ -133,7 +147,8 @@ class EventWriter:
             f"{_IN_MINUTES.format(minutes=_json_rows(minutes))} AND event_id IN {_IDS.format(ids=ids)}) AS keys "
             f"FROM (SELECT DISTINCT event_id FROM events WHERE event_id IN {_IDS.format(ids=ids)}) "
             f"UNION ALL SELECT '' AS event_id, (SELECT uniqExact(event_id) FROM event_keys WHERE "
-            f"{_IN_MINUTES.format(minutes=_json_rows(minutes))} AND event_id IN {_IDS.format(ids=ids)}) AS keys")
+            f"{_IN_MINUTES.format(minutes=_json_rows(minutes))} AND event_id IN {_IDS.format(ids=ids)}) AS keys"
+        )
         return {r["event_id"] for r in rows if r["event_id"]}, int(rows[0]["keys"]) if rows else 0
 
     def _fresh(self, keys: Sequence[EventKey], offset: Sequence[int] | None = None) -> list[int]:
@@ -146,14 +161,19 @@ class EventWriter:
         fresh = [i for event_id, i in first.items() if event_id not in stored]
         return fresh if offset is None else [offset[i] for i in fresh]
 
-    def _insert(self, keys: Sequence[EventKey], lines: Sequence[bytes], indexes: list[int], insert,
-                salt: str = "") -> None:
+    def _insert(
+        self, keys: Sequence[EventKey], lines: Sequence[bytes], indexes: list[int], insert, salt: str = ""
+    ) -> None:
         if not indexes:
             return
         ids = "\n".join(sorted(keys[i].event_id for i in indexes))
         token = hashlib.sha256((ids + salt).encode()).hexdigest()
-        insert(INTAKE_TABLE, b"\n".join(lines[i] for i in indexes),
-               {**INSERT_SETTINGS, **INTAKE_SETTINGS, "insert_deduplication_token": token}, INTAKE_FORMAT)
+        insert(
+            INTAKE_TABLE,
+            b"\n".join(lines[i] for i in indexes),
+            {**INSERT_SETTINGS, **INTAKE_SETTINGS, "insert_deduplication_token": token},
+            INTAKE_FORMAT,
+        )
 
     def _note_torn(self, keys: Sequence[EventKey], began: datetime) -> None:
         """After a failed insert: repair before the next write if it may have stored part of what it wrote."""
@@ -169,15 +189,19 @@ class EventWriter:
             try:
                 repair_recent(self.store, now, now - self.unverified_since)
             except StoreRefused as exc:  # not this batch's fault: it must not be dead-lettered for it
-                log.warning("could not re-derive what a failed write left half-stored (%s); `claimwatch repair` "
-                            "retries it with the worker stopped", str(exc)[:300])
+                log.warning(
+                    "could not re-derive what a failed write left half-stored (%s); `claimwatch repair` "
+                    "retries it with the worker stopped",
+                    str(exc)[:300],
+                )
         self.unverified_since = None
 
     def write(self, events: Sequence[VerdictEvent], dead: Sequence[DeadLetter] = ()) -> WriteResult:
         return self.write_lines([EventKey.of(e) for e in events], [intake_line(e) for e in events], dead)
 
-    def write_lines(self, keys: Sequence[EventKey], lines: Sequence[bytes],
-                    dead: Sequence[DeadLetter] = ()) -> WriteResult:
+    def write_lines(
+        self, keys: Sequence[EventKey], lines: Sequence[bytes], dead: Sequence[DeadLetter] = ()
+    ) -> WriteResult:
         """Each event's key and ``intake_line``: the worker encodes them on its decoding thread, so this thread
         only queries and inserts, mostly outside the GIL. Returns once the store holds every event (StoreError
         otherwise; StoreRefused when it refuses them for what they hold)."""
@@ -200,8 +224,10 @@ class EventWriter:
                     self._note_torn(fresh_keys, began)
                     raise
                 if self.holds(fresh_keys, began) is not None:
-                    raise StoreError(f"the store took {len(fresh):,} events without an error but lacks some of "
-                                     "them; the batch stays uncommitted and is written again")
+                    raise StoreError(
+                        f"the store took {len(fresh):,} events without an error but lacks some of "
+                        "them; the batch stays uncommitted and is written again"
+                    )
         for start in range(0, len(dead), DEAD_LETTER_ROWS):  # a flood of bad input: a bounded insert at a time
-            self.store.insert("dlq", [dead_letter_row(d) for d in dead[start:start + DEAD_LETTER_ROWS]])
+            self.store.insert("dlq", [dead_letter_row(d) for d in dead[start : start + DEAD_LETTER_ROWS]])
         return WriteResult(len(fresh), len(keys) - len(fresh), len(dead))

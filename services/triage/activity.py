@@ -4,11 +4,12 @@ Every change people make, every note and merge, and what claimwatch does by itse
 up, escalating) is one entry ``{"at", "event", "by", ...}`` in the issue's history; claimwatch's own are by
 ``SYSTEM``.
 """
+
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Mapping
 
 from clustering.issue import RESOLVED, IssueRecord
 from services.triage.archive import Archive
@@ -35,8 +36,11 @@ class ActivityPage:
     limit: int = ACTIVITY_PAGE
 
     def of(self, entries: list[dict]) -> dict:
-        return {"activity": entries[self.offset:self.offset + self.limit], "activity_total": len(entries),
-                "activity_offset": self.offset}
+        return {
+            "activity": entries[self.offset : self.offset + self.limit],
+            "activity_total": len(entries),
+            "activity_offset": self.offset,
+        }
 
 
 def activity(record: IssueRecord) -> list[dict]:
@@ -46,11 +50,16 @@ def activity(record: IssueRecord) -> list[dict]:
 
 def describe(entry: Mapping) -> str:
     """One entry in words: the event, a note's text in quotes, then what else it carries."""
-    details = {k: v for k, v in entry.items()
-               if k not in ("at", "event", "by", "text", "summary") and v not in (None, "", {}, [])}
+    details = {
+        k: v
+        for k, v in entry.items()
+        if k not in ("at", "event", "by", "text", "summary") and v not in (None, "", {}, [])
+    }
     said = f'"{entry["text"]}"' if entry.get("text") else ""
-    rest = ", ".join(_plain(v) if str(v).startswith(k) else f"{k.replace('_', ' ')} {_plain(v)}"  # until …
-                     for k, v in details.items())
+    rest = ", ".join(
+        _plain(v) if str(v).startswith(k) else f"{k.replace('_', ' ')} {_plain(v)}"  # until …
+        for k, v in details.items()
+    )
     return " ".join(p for p in (entry.get("event", ""), said, f"({rest})" if rest else "") if p)
 
 
@@ -85,13 +94,20 @@ def triage_fields(record: IssueRecord, owners: OwnerRules) -> dict:
     """Team and owner (the assignee, else the dominant route's owner, else its team), the archive, the ticket."""
     owner = owners.of(dominant_route(record) or "")
     archive = Archive.from_dict(record.archive) if record.archive else None
-    return {"team": owner.team, "owner": record.assignee or owner.owner or owner.team, "assignee": record.assignee,
-            "archive": None if archive is None else {**archive.as_dict(), "text": archive.describe()},
-            "ticket_url": record.ticket_url, "resolved_in": dict(record.resolved_in)}
+    return {
+        "team": owner.team,
+        "owner": record.assignee or owner.owner or owner.team,
+        "assignee": record.assignee,
+        "archive": None if archive is None else {**archive.as_dict(), "text": archive.describe()},
+        "ticket_url": record.ticket_url,
+        "resolved_in": dict(record.resolved_in),
+    }
 
 
 def wanted(view: Mapping, state: str | None, owner: str | None, assignee: str | None) -> bool:
     """The issue list's filters: archived issues only when asked for by state; owner matches team or owner."""
     if (state is None and view["state"] == ARCHIVED) or (state is not None and view["state"] != state):
         return False
-    return (owner is None or owner in (view["team"], view["owner"])) and (assignee is None or view["assignee"] == assignee)
+    return (owner is None or owner in (view["team"], view["owner"])) and (
+        assignee is None or view["assignee"] == assignee
+    )

@@ -4,11 +4,13 @@ Three forms: until it escalates (the default; the issue list's escalating test, 
 until a time (archived for a duration), or until N more failing claims (observed after it was archived). The
 condition is plain data kept on the issue; ``wake_reason`` says whether it is met, from figures handed to it.
 """
+
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Mapping
+from typing import Any
 
 from services.issues.priority import is_escalating
 
@@ -24,7 +26,7 @@ class Archive:
     claims: int | None = None  # CLAIMS: this many more failing claims wake it
 
     @classmethod
-    def start(cls, now: datetime, duration: timedelta | None = None, claims: int | None = None) -> "Archive":
+    def start(cls, now: datetime, duration: timedelta | None = None, claims: int | None = None) -> Archive:
         """Until escalating, unless a duration or a number of claims is given (not both)."""
         if duration is not None and claims is not None:
             raise ValueError("archive for a duration or until a number of claims, not both")
@@ -44,7 +46,9 @@ class Archive:
         if self.until == DURATION:
             return f"its archive ended at {self.ends_at.isoformat()}" if now >= self.ends_at else None
         if self.until == CLAIMS:
-            return f"{claims_since} more failing claims (woken at {self.claims})" if claims_since >= self.claims else None
+            return (
+                f"{claims_since} more failing claims (woken at {self.claims})" if claims_since >= self.claims else None
+            )
         # The escalation must be new: the hour it is measured on lies wholly after the archive.
         if now - self.since >= timedelta(hours=1) and is_escalating(hours_ago):
             return f"escalating: {hours_ago.get(0, 0)} failing claims in the last hour"
@@ -58,11 +62,19 @@ class Archive:
         return "until escalating"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"until": self.until, "since": self.since.isoformat(),
-                "ends_at": self.ends_at.isoformat() if self.ends_at else None, "claims": self.claims}
+        return {
+            "until": self.until,
+            "since": self.since.isoformat(),
+            "ends_at": self.ends_at.isoformat() if self.ends_at else None,
+            "claims": self.claims,
+        }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Archive":
+    def from_dict(cls, data: Mapping[str, Any]) -> Archive:
         ends = data.get("ends_at")
-        return cls(data["until"], datetime.fromisoformat(data["since"]),
-                   datetime.fromisoformat(ends) if ends else None, data.get("claims"))
+        return cls(
+            data["until"],
+            datetime.fromisoformat(data["since"]),
+            datetime.fromisoformat(ends) if ends else None,
+            data.get("claims"),
+        )

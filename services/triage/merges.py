@@ -5,11 +5,12 @@ far less (clustering/neighbours.py; measured in docs/performance.md#merge-sugges
 depends on how much neighbouring issues of the same clustering link anyway (the background). Each suggestion carries
 its evidence: the centroids' cosine similarity, the link ratio beside the ratio it needed, and the words both
 issues' titles and keywords use."""
+
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -58,8 +59,12 @@ def pair_links(a: IssueRecord, b: IssueRecord) -> float:
 
 
 def _comparable(record: IssueRecord, other: IssueRecord) -> bool:
-    return (not other.merged_into and other.config_name == record.config_name and bool(other.centroid)
-            and len(other.centroid) == len(record.centroid))
+    return (
+        not other.merged_into
+        and other.config_name == record.config_name
+        and bool(other.centroid)
+        and len(other.centroid) == len(record.centroid)
+    )
 
 
 def link_background(record: IssueRecord, others: Sequence[IssueRecord]) -> float:
@@ -76,9 +81,15 @@ def link_background(record: IssueRecord, others: Sequence[IssueRecord]) -> float
     return float(np.quantile([pair_links(live[i], live[j]) for i, j in zip(a[near], b[near])], BACKGROUND_QUANTILE))
 
 
-def suggest_merges(record: IssueRecord, others: Sequence[IssueRecord], min_similarity: float = MIN_SIMILARITY,
-                   n: int = SHOWN, need_links: bool = True, background: float | None = None,
-                   background_times: float = BACKGROUND_TIMES) -> list[MergeCandidate]:
+def suggest_merges(
+    record: IssueRecord,
+    others: Sequence[IssueRecord],
+    min_similarity: float = MIN_SIMILARITY,
+    n: int = SHOWN,
+    need_links: bool = True,
+    background: float | None = None,
+    background_times: float = BACKGROUND_TIMES,
+) -> list[MergeCandidate]:
     """The live issues of the same clustering configuration likely the same failure as ``record``, most similar
     first. ``need_links=False`` is the rule before links (centroid similarity alone), kept for bench/clustering.py.
     ``background``: ``link_background(record, others)``, when the caller has it already; ``background_times``: the
@@ -98,8 +109,16 @@ def suggest_merges(record: IssueRecord, others: Sequence[IssueRecord], min_simil
         links = pair_links(record, other)
         needed = max(links_needed(similarity), floor) if need_links else 0.0
         if similarity >= min_similarity and links >= needed:
-            found.append(MergeCandidate(other.issue_id, other.name, round(similarity, 3), round(links, 3),
-                                        tuple(sorted(mine & words(other))), round(needed, 3)))
+            found.append(
+                MergeCandidate(
+                    other.issue_id,
+                    other.name,
+                    round(similarity, 3),
+                    round(links, 3),
+                    tuple(sorted(mine & words(other))),
+                    round(needed, 3),
+                )
+            )
     return sorted(found, key=lambda c: (-c.similarity, c.issue_id))[:n]
 
 

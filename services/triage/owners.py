@@ -3,11 +3,12 @@
 A rule's patterns are shell globs (``billing-*``); every pattern a rule gives must match, and a version
 pattern matches only a subject that has that version. Nothing matching: the default owner.
 """
+
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from typing import Mapping, Sequence
 
 VERSION_KEYS = ("corpus", "model", "prompt")  # the versions a rule can match and a resolve records
 DEFAULT_TEAM = "on-call"  # the team of what no rule matches, unless the settings name another
@@ -32,8 +33,9 @@ class OwnerRule:
     def matches(self, route: str, versions: Mapping[str, str]) -> bool:
         if self.route is not None and not fnmatchcase(route, self.route):
             return False
-        return all(key in versions and fnmatchcase(versions[key], pattern)
-                   for key, pattern in (self.versions or {}).items())
+        return all(
+            key in versions and fnmatchcase(versions[key], pattern) for key, pattern in (self.versions or {}).items()
+        )
 
 
 class OwnerRules:

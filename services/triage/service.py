@@ -1,10 +1,11 @@
 """What people do to triage an issue (assign, archive, note, link, resolve) and what the leader does by itself
 (wake archived issues, record escalations, send the webhook's events). API and CLI share it."""
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Callable
 from urllib.parse import urlparse
 
 from clustering.issue import RESOLVED, IssueRecord
@@ -37,8 +38,14 @@ class TriageService:
     """``view(issue_id)``: the issue as the API shows it (IssuesService.summary): each change returns it, and the
     webhook's events carry it."""
 
-    def __init__(self, issues: IssueRecords, view: Callable[[str], dict], webhook: IssueWebhook | None = None,
-                 clock: Callable[[], datetime] = utcnow, resume_from: Callable[[], datetime | None] | None = None):
+    def __init__(
+        self,
+        issues: IssueRecords,
+        view: Callable[[str], dict],
+        webhook: IssueWebhook | None = None,
+        clock: Callable[[], datetime] = utcnow,
+        resume_from: Callable[[], datetime | None] | None = None,
+    ):
         """``resume_from``: since when the notification log has held the webhook's events (None: it holds none);
         the first tick sends what an earlier process left unsent since then, and the log sends each event once."""
         self.issues, self.view, self.webhook, self.clock = issues, view, webhook, clock
@@ -75,8 +82,9 @@ class TriageService:
         if record.state == RESOLVED:
             raise Conflict(f"issue {issue_id} is resolved; an archive is for issues still failing")
         archive = Archive.start(self.clock(), duration, claims)
-        return self._change(record, "archived", by, {"archive": archive.as_dict(), "triaged": True},
-                            until=archive.describe())
+        return self._change(
+            record, "archived", by, {"archive": archive.as_dict(), "triaged": True}, until=archive.describe()
+        )
 
     def unarchive(self, issue_id: str, by: str) -> dict:
         record = self._live(issue_id)
@@ -112,8 +120,10 @@ class TriageService:
         current = self.issues.latest_versions(route) if route else {}
         versions = {k: v for k, v in current.items() if k in VERSION_KEYS}
         if not versions:
-            raise ValueError(f"no {', '.join(VERSION_KEYS)} version is stored on route {route!r}, so there is no next "
-                             "version to wait for; resolve without in-next-version")
+            raise ValueError(
+                f"no {', '.join(VERSION_KEYS)} version is stored on route {route!r}, so there is no next "
+                "version to wait for; resolve without in-next-version"
+            )
         return versions
 
     # -- the leader's tick -----------------------------------------------------
@@ -134,8 +144,12 @@ class TriageService:
             logged_since, self.resume_from = self.resume_from(), None
             self.started = min(self.started, logged_since or self.started)
         since = max(self.started, now - LATE)
-        due = [(r.issue_id, e) for r in records for e in entries_between(r, since, now, EVENTS)
-               if (r.issue_id, e["event"], e["at"]) not in self.sent]
+        due = [
+            (r.issue_id, e)
+            for r in records
+            for e in entries_between(r, since, now, EVENTS)
+            if (r.issue_id, e["event"], e["at"]) not in self.sent
+        ]
         self.sent = {k for k in self.sent if datetime.fromisoformat(k[2]) > since}
         self.sent |= {(issue_id, e["event"], e["at"]) for issue_id, e in due}
         views = {issue_id: self.view(issue_id) for issue_id in dict(due)}  # one view per issue, however many events

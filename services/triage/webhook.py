@@ -4,11 +4,12 @@ Events are the issue's activity entries of the kinds in ``EVENTS``; each is rend
 ``Outgoing`` that the alert notifier's queue sends with its retries (services/alerts/dispatch.py).
 The body is signed with the shared secret: ``X-Claimwatch-Signature: sha256=<hex HMAC-SHA256(secret, body)>``.
 """
+
 from __future__ import annotations
 
 import hashlib
 import hmac
-from typing import Mapping
+from collections.abc import Mapping
 
 import orjson
 
@@ -43,10 +44,16 @@ def event_body(entry: Mapping, issue: Mapping) -> dict:
     event = entry["event"]
     linked = bool(issue.get("ticket_url"))
     return {
-        "event": event, "at": entry["at"], "by": entry.get("by") or "claimwatch", "text": event_text(event, issue, entry),
+        "event": event,
+        "at": entry["at"],
+        "by": entry.get("by") or "claimwatch",
+        "text": event_text(event, issue, entry),
         "issue": {k: issue.get(k) for k in ("issue_id", "name", "state", "routes", "count", "assignee")},
-        "team": issue["team"], "owner": issue["owner"], "ticket_url": issue.get("ticket_url") or None,
-        "runbook_url": issue["runbook_url"], "reopen_ticket": event == "regressed" and linked,
+        "team": issue["team"],
+        "owner": issue["owner"],
+        "ticket_url": issue.get("ticket_url") or None,
+        "runbook_url": issue["runbook_url"],
+        "reopen_ticket": event == "regressed" and linked,
         "delivery": hashlib.sha256(f"{issue['issue_id']}|{event}|{entry['at']}".encode()).hexdigest()[:24],
     }
 

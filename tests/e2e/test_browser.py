@@ -5,20 +5,21 @@ alert, and walks the on-call journey: from the alert to the issue behind it, its
 a trace, then promotes that trace and approves it on the eval page, each checked through
 the API. The JS console stays free of errors; screenshots go to test-output/screenshots/.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import json
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from urllib.parse import quote
 
 import pytest
 from playwright.sync_api import sync_playwright
 
 from services.api.auth import new_token
-from services.client.simulate import Regression, Scenario, generate
 from services.app.broker import create_topics
+from services.client.simulate import Regression, Scenario, generate
 from services.triage.webhook import verify
 from tests.support.processes import LIVE, WorkerProcess, send_all
 from tests.support.receiver import Receiver
@@ -38,8 +39,14 @@ lookback_hours = 0.5
 [api]
 token_hashes = ["{TOKEN_HASH}", "{REVIEWER_HASH} reviewer"]
 """
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 def traffic(now: datetime, route_index: int, regressed: bool):
@@ -72,17 +79,22 @@ def worker(broker, tmp_path_factory, hook):
     topic = f"{prefix}.verdicts"
     create_topics(broker.bootstrap, [topic, f"{prefix}.verdicts.dlq", f"{prefix}.alerts"], 2)
     config = tmp / "claimwatch.toml"
-    config.write_text(CONFIG + f'[triage]\nwebhook_url = "{hook.url}/hook"\nwebhook_secret = "{HOOK_SECRET}"\n'
-                               'tick_seconds = 1.0\n')
-    with WorkerProcess(broker.bootstrap, f"chdb:{tmp / 'ch'}", prefix, tmp / "worker.log",
-                       args=["--config", str(config)]) as w:
+    config.write_text(
+        CONFIG + f'[triage]\nwebhook_url = "{hook.url}/hook"\nwebhook_secret = "{HOOK_SECRET}"\ntick_seconds = 1.0\n'
+    )
+    with WorkerProcess(
+        broker.bootstrap, f"chdb:{tmp / 'ch'}", prefix, tmp / "worker.log", args=["--config", str(config)]
+    ) as w:
         # This worker serves the whole module and this fixture stops it (even on failure), so the per-test
         # reaper in tests/conftest.py must leave it alone.
         LIVE.discard(w)
-        now = datetime.now(timezone.utc).replace(second=0, microsecond=0)
+        now = datetime.now(UTC).replace(second=0, microsecond=0)
         send_all(broker.bootstrap, topic, traffic(now, 0, regressed=True))  # billing-faq
-        w.wait_for(lambda: [a for a in w.get("/api/alerts", route="billing-faq") or [] if a["state"] == "firing"],
-                   90, "billing-faq to fire")
+        w.wait_for(
+            lambda: [a for a in w.get("/api/alerts", route="billing-faq") or [] if a["state"] == "firing"],
+            90,
+            "billing-faq to fire",
+        )
         w.fired_at = time.monotonic()  # the journey starts here, the moment the page goes out
         send_all(broker.bootstrap, topic, traffic(now, 2, regressed=False))  # hr-policy, calm, for the overview
         w.wait_for(lambda: len(w.get("/api/rates", window="all") or []) == 2, 60, "hr-policy to be stored")
@@ -93,8 +105,12 @@ def worker(broker, tmp_path_factory, hook):
 def browser(tmp_path_factory):
     with sync_playwright() as p:
         context = p.chromium.launch_persistent_context(
-            str(tmp_path_factory.mktemp("chromium-profile")), executable_path="/usr/bin/chromium", headless=True,
-            args=CHROMIUM_ARGS, viewport={"width": 1280, "height": 900})
+            str(tmp_path_factory.mktemp("chromium-profile")),
+            executable_path="/usr/bin/chromium",
+            headless=True,
+            args=CHROMIUM_ARGS,
+            viewport={"width": 1280, "height": 900},
+        )
         # The worker's clustering runs share its process with the API and can hold it up for a while.
         context.set_default_timeout(90_000)
         yield context
@@ -129,10 +145,13 @@ class Session:
             form.locator(f"[name={name}]").fill(value)
         form.locator(f"button:has-text('{button}')").click()
         # Done: the reloaded page says so; refused: the same page says why (and does not reload).
-        self.page.wait_for_function("""done => {
+        self.page.wait_for_function(
+            """done => {
             const text = (document.getElementById("action-status") || {}).textContent || "";
             return text === done || /^(Refused|Could not)/.test(text);
-        }""", arg=done)
+        }""",
+            arg=done,
+        )
         self.page.wait_for_load_state("networkidle")
         status = self.page.locator("#action-status").inner_text()
         assert status == done, status
@@ -163,11 +182,12 @@ def test_the_on_call_journey_from_a_page_to_a_regression_test(worker, session):
         return (detail, issue) if issue and any(e.get("trace_id") for e in issue["exemplars"]) else None
 
     left = 30 - (time.monotonic() - worker.fired_at)
-    detail, issue = worker.wait_for(explained_with_traces, max(left, 0.1),
-                                    "the alert to name the issue behind it within 30 s of firing")
+    detail, issue = worker.wait_for(
+        explained_with_traces, max(left, 0.1), "the alert to name the issue behind it within 30 s of firing"
+    )
     onset = datetime.fromisoformat(detail["explanation"]["window"][0])
     for exemplar in issue["exemplars"]:
-        assert datetime.fromisoformat(exemplar["observed_at"]).replace(tzinfo=timezone.utc) >= onset, exemplar
+        assert datetime.fromisoformat(exemplar["observed_at"]).replace(tzinfo=UTC) >= onset, exemplar
     explanation = detail["explanation"]
     shares = [c["share"] for c in explanation["issues"]] + [explanation["unclustered"]["share"]]
     if explanation.get("other_issues"):
@@ -180,7 +200,9 @@ def test_the_on_call_journey_from_a_page_to_a_regression_test(worker, session):
     page.click("#token-form button[type=submit]")
     why = page.locator(f'[id="{alert_id}-why"]')
     top_link = why.locator("a[href^='/issues/']").first
-    assert top_link.get_attribute("href") == f"/issues/{quote(issue['issue_id'], safe='')}?alert={alert_id}"  # its traces from this alert
+    assert (
+        top_link.get_attribute("href") == f"/issues/{quote(issue['issue_id'], safe='')}?alert={alert_id}"
+    )  # its traces from this alert
     session.shot("journey-1-alert")
 
     # 2. The cause: the issue page, with its runbook.
@@ -252,8 +274,12 @@ def test_overview_route_and_alerts_pages_and_an_ack_through_the_ui(worker, sessi
     page.click("#token-form button[type=submit]")
     assert page.locator("#token-status").inner_text() == "token set for this tab"
     session.shot("alerts")
-    session.act(f'form[data-path="/api/alerts/{firing["alert_id"]}/ack"]', {"by": "oncall", "note": "rolling back"},
-                "Ack", f"Acknowledged {firing['alert_id']}.")
+    session.act(
+        f'form[data-path="/api/alerts/{firing["alert_id"]}/ack"]',
+        {"by": "oncall", "note": "rolling back"},
+        "Ack",
+        f"Acknowledged {firing['alert_id']}.",
+    )
     assert "acked by oncall" in page.locator(f'[id="{firing["alert_id"]}"]').inner_text()
     session.shot("alerts-acked")
     acked = worker.get(f"/api/alerts/{firing['alert_id']}")
@@ -265,14 +291,20 @@ def test_overview_route_and_alerts_pages_and_an_ack_through_the_ui(worker, sessi
 def test_assign_archive_and_unarchive_an_issue_from_its_page(worker, session, hook):
     """The on-call engineer takes the issue behind the page, parks it, and brings it back: each from the page, each
     recorded in its activity; archived, it leaves the list until un-archived; "Mine" finds it."""
-    issue_id = worker.wait_for(lambda: [i["issue_id"] for i in worker.get("/api/issues", route="billing-faq") or []],
-                               90, "an issue on billing-faq")[0]
+    issue_id = worker.wait_for(
+        lambda: [i["issue_id"] for i in worker.get("/api/issues", route="billing-faq") or []],
+        90,
+        "an issue on billing-faq",
+    )[0]
     path = f"/issues/{quote(issue_id, safe='')}"
     page = session.open(path)
     page.fill("#token-input", TOKEN)
     page.click("#token-form button[type=submit]")
     session.act("#assign-form", {"assignee": "oncall", "by": "oncall"}, "Assign", "Assigned.")
-    assert page.locator("#owner").inner_text() == "oncall" and worker.get(f"/api/issues/{issue_id}")["assignee"] == "oncall"
+    assert (
+        page.locator("#owner").inner_text() == "oncall"
+        and worker.get(f"/api/issues/{issue_id}")["assignee"] == "oncall"
+    )
     session.shot("triage-1-assigned")
     # the leader's triage tick tells the ticket bridge, signed with the shared secret
     posts = hook.wait_until(lambda posts: [p for p in posts if b'"event":"assigned"' in p[2]], 30)
@@ -309,8 +341,12 @@ def test_assign_archive_and_unarchive_an_issue_from_its_page(worker, session, ho
 def test_pages_fit_a_terminal_sized_window(worker, session):
     session.page.set_viewport_size({"width": 640, "height": 480})  # ~80 columns
     try:
-        for path, name in (("/", "overview-80col"), ("/alerts", "alerts-80col"), ("/routes/billing-faq", None),
-                           ("/ops", "ops-80col")):
+        for path, name in (
+            ("/", "overview-80col"),
+            ("/alerts", "alerts-80col"),
+            ("/routes/billing-faq", None),
+            ("/ops", "ops-80col"),
+        ):
             page = session.open(path, name)
             assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), path
         assert session.errors == [], session.errors

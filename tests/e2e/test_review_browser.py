@@ -2,10 +2,10 @@
 text, one undo), see the verdict revealed only after labelling, and kappa and the calibrated rate update;
 the overview and route pages show the calibrated rate beside the raw one. Screenshots go to
 test-output/screenshots/review-*.png."""
+
 from __future__ import annotations
 
 import re
-
 
 import pytest
 from playwright.sync_api import expect, sync_playwright
@@ -18,14 +18,23 @@ from tests.support.review_world import answer, write_answers
 from tests.support.serving import serving
 
 TOKEN, TOKEN_HASH = new_token()
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 @pytest.fixture
 def site(store, tmp_path):
-    settings = Settings(clickhouse=f"chdb:{tmp_path / 'unused'}", api={"token_hashes": [TOKEN_HASH]},
-                        review={"daily_budget": 4, "bootstrap_samples": 200, "min_labels": 3})
+    settings = Settings(
+        clickhouse=f"chdb:{tmp_path / 'unused'}",
+        api={"token_hashes": [TOKEN_HASH]},
+        review={"daily_budget": 4, "bootstrap_samples": 200, "min_labels": 3},
+    )
     write_answers(store, [answer(i) for i in range(4)])
     components = build(settings, store)
     components.review.sample(None, components.review.windows.window_bounds(None)[1])
@@ -34,7 +43,8 @@ def site(store, tmp_path):
 
 
 def select_in_first_chunk(page, text: str) -> None:
-    page.evaluate("""text => {
+    page.evaluate(
+        """text => {
         const node = document.querySelector('#review-chunks .chunk-text').firstChild;
         const start = node.textContent.indexOf(text);
         const range = document.createRange();
@@ -43,7 +53,9 @@ def select_in_first_chunk(page, text: str) -> None:
         const selection = window.getSelection();
         selection.removeAllRanges();
         selection.addRange(range);
-    }""", text)
+    }""",
+        text,
+    )
 
 
 def label_with_keys(page, key: str, span: str = "") -> None:

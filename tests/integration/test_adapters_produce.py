@@ -1,6 +1,7 @@
 """`claimwatch produce --from judge-card` (a subprocess) against the real embedded broker (Tansu):
 the judge card exactly as the judge emits it (no id, no time) reaches the topic, and a consumer
 reads back the same deterministic event ids `claimwatch convert` gives."""
+
 from __future__ import annotations
 
 import subprocess
@@ -17,12 +18,27 @@ from tests.support.topics import read_topic
 
 PARTITIONS = 2
 CARDS = [
-    {"claims": [{"text": "The refund arrives the same day.", "label": "unsupported", "evidence_phrase": None}],
-     "hallucination_rate": 1.0, "decision_basis": "retrieved policy pol-17"},
-    {"claims": [{"text": "The refund arrives the same day.", "label": "unsupported", "evidence_phrase": None}],
-     "hallucination_rate": 1.0, "decision_basis": "retrieved policy pol-17"},
-    {"claims": [{"text": "A 5% fee is deducted.", "label": "supported", "evidence_phrase": "A processing fee of 5% applies."}],
-     "hallucination_rate": 0.0, "decision_basis": "retrieved policy pol-17"},
+    {
+        "claims": [{"text": "The refund arrives the same day.", "label": "unsupported", "evidence_phrase": None}],
+        "hallucination_rate": 1.0,
+        "decision_basis": "retrieved policy pol-17",
+    },
+    {
+        "claims": [{"text": "The refund arrives the same day.", "label": "unsupported", "evidence_phrase": None}],
+        "hallucination_rate": 1.0,
+        "decision_basis": "retrieved policy pol-17",
+    },
+    {
+        "claims": [
+            {
+                "text": "A 5% fee is deducted.",
+                "label": "supported",
+                "evidence_phrase": "A processing fee of 5% applies.",
+            }
+        ],
+        "hallucination_rate": 0.0,
+        "decision_basis": "retrieved policy pol-17",
+    },
 ]
 
 
@@ -33,7 +49,9 @@ def broker():
 
 
 def claimwatch(*args: str) -> subprocess.CompletedProcess:
-    done = subprocess.run([sys.executable, "-m", "services.app.cli", *args], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "services.app.cli", *args], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     return done
 
@@ -46,8 +64,20 @@ def test_produce_from_judge_card_sends_the_ids_convert_gives(broker, tmp_path):
     ids = [orjson.loads(line)["event_id"] for line in converted.stdout.splitlines()]
     assert len(set(ids)) == 3
 
-    sent = claimwatch("produce", "--from", "judge-card", str(cards), "--route", "billing-faq",
-                      "--observed-at", "2026-11-21T09:14:03Z", "--kafka", broker.bootstrap, "--topic-prefix", "adapters")
+    sent = claimwatch(
+        "produce",
+        "--from",
+        "judge-card",
+        str(cards),
+        "--route",
+        "billing-faq",
+        "--observed-at",
+        "2026-11-21T09:14:03Z",
+        "--kafka",
+        broker.bootstrap,
+        "--topic-prefix",
+        "adapters",
+    )
     assert "sent 3 events to adapters.verdicts" in " ".join(sent.stderr.split())
     messages = read_topic(broker.bootstrap, "adapters.verdicts", PARTITIONS)
     # One route: batch envelopes, one unless the loaded machine paused the producer past its 20 ms linger.
@@ -60,8 +90,18 @@ def test_produce_from_judge_card_sends_the_ids_convert_gives(broker, tmp_path):
         validate_event(event)
 
     # Without --observed-at: the same ids again (re-sent, the store counts them once), and a warning.
-    again = claimwatch("produce", "--from", "judge-card", str(cards), "--route", "billing-faq",
-                       "--kafka", broker.bootstrap, "--topic-prefix", "adapters")
+    again = claimwatch(
+        "produce",
+        "--from",
+        "judge-card",
+        str(cards),
+        "--route",
+        "billing-faq",
+        "--kafka",
+        broker.bootstrap,
+        "--topic-prefix",
+        "adapters",
+    )
     assert "warning: 3 records carry no time" in " ".join(again.stderr.split())
     events = [e for m in read_topic(broker.bootstrap, "adapters.verdicts", PARTITIONS) for e in events_of(m.value)]
     assert sorted(e["event_id"] for e in events) == sorted(ids + ids)
@@ -70,9 +110,19 @@ def test_produce_from_judge_card_sends_the_ids_convert_gives(broker, tmp_path):
 @pytest.mark.parametrize("options, messages", [((), 3), (("--no-batch",), 5)], ids=["batched", "no-batch"])
 def test_produce_replay_batches_per_route_unless_told_not_to(broker, tmp_path, options, messages):
     topic_prefix = f"replay{len(options)}"
-    lines = [orjson.dumps({"schema": "claimwatch.verdict/v1", "event_id": f"r{i}", "trace_id": f"t{i}",
-                           "observed_at": "2026-11-21T09:14:03Z", "route": route, "claims": []})
-             for i, route in enumerate(["billing-faq", "returns", "billing-faq", "returns"])]
+    lines = [
+        orjson.dumps(
+            {
+                "schema": "claimwatch.verdict/v1",
+                "event_id": f"r{i}",
+                "trace_id": f"t{i}",
+                "observed_at": "2026-11-21T09:14:03Z",
+                "route": route,
+                "claims": [],
+            }
+        )
+        for i, route in enumerate(["billing-faq", "returns", "billing-faq", "returns"])
+    ]
     path = tmp_path / "replay.jsonl"
     path.write_bytes(b"\n".join(lines[:2] + [b"{not json"] + lines[2:]) + b"\n")
     create_topics(broker.bootstrap, [f"{topic_prefix}.verdicts"], PARTITIONS)

@@ -7,10 +7,11 @@ worker's assignment timer does within seconds of an alert opening) must make the
 failure, and that issue's representative traces must come from after the onset, on the suspect version,
 with no two questions near duplicates.
 """
+
 from __future__ import annotations
 
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -22,8 +23,10 @@ from services.issues.schedule import open_alert_windows
 from services.store.writer import EventWriter
 from tests.integration.test_demo_alert_explanation import MODEL_AT, NOW, START, demo_world
 
-INJECTED = {"billing-faq": ("invented_numbers", {"model": "gen-2026-11"}),
-            "parcel-status": ("stale_sources", {"corpus": "carrier-docs@2026-11-15"})}
+INJECTED = {
+    "billing-faq": ("invented_numbers", {"model": "gen-2026-11"}),
+    "parcel-status": ("stale_sources", {"corpus": "carrier-docs@2026-11-15"}),
+}
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +72,7 @@ def test_serving_each_alert_window_names_the_injected_failure_with_post_onset_ex
         onset = explanation.start
         for m in exemplars:
             assert m["route"] == route
-            assert datetime.fromisoformat(str(m["observed_at"])).replace(tzinfo=timezone.utc) >= onset
+            assert datetime.fromisoformat(str(m["observed_at"])).replace(tzinfo=UTC) >= onset
             key, value = next(iter(suspect.items()))
             assert dict(m["versions"])[key] == value, m
         vectors = services.embedder.embed([m["question"] for m in exemplars])

@@ -5,22 +5,23 @@ serves stale sources) is written to a real store, clustered by the real pipeline
 model), and walked by the live evaluator; each alert it raises is then explained. The simulator knows
 every failing claim's family, so the test checks the top issue's members against it.
 """
+
 from __future__ import annotations
 
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from services.app.compose import evaluator_for, open_components
-from services.store.retention import KEEP_EVERYTHING, RetentionKeeper
 from services.app.settings import Settings
 from services.client.simulate import Scenario, generate
 from services.client.simulate.coverage import failing_claim_families
 from services.contract.decode import validate_event
+from services.store.retention import KEEP_EVERYTHING, RetentionKeeper
 from services.store.writer import EventWriter
 
-START = datetime(2026, 11, 21, 9, tzinfo=timezone.utc)
+START = datetime(2026, 11, 21, 9, tzinfo=UTC)
 MINUTES, MODEL_AT, CORPUS_AT = 70, 40, 45
 NOW = START + timedelta(minutes=MINUTES)
 INJECTED = {"billing-faq": "invented_numbers", "parcel-status": "stale_sources"}
@@ -28,9 +29,14 @@ INJECTED = {"billing-faq": "invented_numbers", "parcel-status": "stale_sources"}
 
 def demo_world(directory):
     """Settings and components on an empty store in ``directory``, and the demo stream's valid events."""
-    settings = Settings(clickhouse=f"chdb:{directory / 'ch'}",
-                        drift={"baseline_minutes": MODEL_AT, "watermark_seconds": 0,
-                               "detector": {"min_baseline_claims": 3000, "block_minutes": 10}})
+    settings = Settings(
+        clickhouse=f"chdb:{directory / 'ch'}",
+        drift={
+            "baseline_minutes": MODEL_AT,
+            "watermark_seconds": 0,
+            "detector": {"min_baseline_claims": 3000, "block_minutes": 10},
+        },
+    )
     services = open_components(settings)
     RetentionKeeper(services.store).apply(KEEP_EVERYTHING)  # fixed event times must not age past a TTL
     scenario = Scenario.demo(regression_at=MODEL_AT, corpus_change_at=CORPUS_AT)
@@ -52,8 +58,9 @@ def demo(tmp_path_factory):
 def family_of_issue(services, truth, issue_id: str, route: str) -> tuple[str, float]:
     """The family most of the issue's members on ``route`` belong to, and its share of them."""
     members = services.repos.issues.members(issue_id, 100_000)
-    families = Counter(truth[m["claim_key"]].family for m in members
-                       if m.get("route") == route and m["claim_key"] in truth)
+    families = Counter(
+        truth[m["claim_key"]].family for m in members if m.get("route") == route and m["claim_key"] in truth
+    )
     family, n = families.most_common(1)[0]
     return family, n / sum(families.values())
 

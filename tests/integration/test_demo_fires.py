@@ -6,9 +6,10 @@ simulator's volume follows the day (a trough at 02:00 UTC), so the worst case is
 whose regression starts at the last minute of an hour. The live evaluator walks that stream with the
 demo's own settings (``DEMO_ENV``) and with the product's default warm-up.
 """
+
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -21,15 +22,18 @@ from services.store.retention import KEEP_EVERYTHING, RetentionKeeper
 from services.store.writer import EventWriter
 
 # The regression's first minute is 02:59, in the volume's trough.
-START = datetime(2026, 11, 21, 2, 59, tzinfo=timezone.utc) - timedelta(minutes=REGRESSION_AT)
+START = datetime(2026, 11, 21, 2, 59, tzinfo=UTC) - timedelta(minutes=REGRESSION_AT)
 NOW = START + timedelta(minutes=HISTORY_MINUTES)
 
 
 @pytest.fixture(scope="module")
 def events():
     scenario = Scenario.demo(regression_at=REGRESSION_AT, corpus_change_at=CORPUS_CHANGE_AT)
-    return [validate_event(s.event) for s in generate(scenario, START, HISTORY_MINUTES, seed=3)
-            if s.event is not None and not s.duplicate]
+    return [
+        validate_event(s.event)
+        for s in generate(scenario, START, HISTORY_MINUTES, seed=3)
+        if s.event is not None and not s.duplicate
+    ]
 
 
 def firing_routes(tmp_path, events, env: dict[str, str]) -> set[str]:

@@ -5,9 +5,10 @@ pipeline: the bundled MiniLM model, UMAP, HDBSCAN, the merge step, naming and tr
 ``python bench/clustering.py --splits "" --demo 300`` prints the same table for the demo's
 full five hours.
 """
+
 from collections import Counter
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -16,20 +17,20 @@ from clustering.embed import CachedEmbedder, MemoryEmbeddingCache, SentenceTrans
 from clustering.pipeline import IssuePipeline
 from clustering.records import FailingClaim
 from clustering.track import IssueTracker
-from services.contract.decode import validate_event
 from services.client.simulate import FAMILIES, Scenario, generate
 from services.client.simulate.coverage import failing_claim_families, family_coverage, format_coverage
+from services.contract.decode import validate_event
 
-START = datetime(2026, 11, 21, 9, tzinfo=timezone.utc)
+START = datetime(2026, 11, 21, 9, tzinfo=UTC)
 MINUTES = 60
 
 
 @dataclass
 class DemoIssues:
-    rows: list            # FamilyCoverage per family
-    issues: dict          # issue_id -> IssueRecord
-    truth: dict           # claim id -> FamilyTruth
-    issue_of: dict        # claim id -> issue_id or None
+    rows: list  # FamilyCoverage per family
+    issues: dict  # issue_id -> IssueRecord
+    truth: dict  # claim id -> FamilyTruth
+    issue_of: dict  # claim id -> issue_id or None
     claims: int
 
 
@@ -39,8 +40,9 @@ def demo():
     sims = [s for s in generate(scenario, START, MINUTES, seed=11) if s.event is not None and not s.duplicate]
     truth = failing_claim_families(sims)
     claims = [c for s in sims for c in FailingClaim.from_event(validate_event(s.event))]
-    embedder = CachedEmbedder(SentenceTransformerEmbedder(DEFAULT_CONFIG.model, backend=DEFAULT_CONFIG.backend),
-                              MemoryEmbeddingCache())
+    embedder = CachedEmbedder(
+        SentenceTransformerEmbedder(DEFAULT_CONFIG.model, backend=DEFAULT_CONFIG.backend), MemoryEmbeddingCache()
+    )
     now = START + timedelta(minutes=MINUTES)
     run = IssuePipeline.from_config(DEFAULT_CONFIG, embedder).fit(claims, now)
     tracker = IssueTracker(DEFAULT_CONFIG)
@@ -100,7 +102,9 @@ def test_the_corpus_regression_is_an_issue_named_after_the_new_corpus(demo):
     assert after != before and share >= 0.8
     name, subtitle = demo.issues[after].name, demo.issues[after].subtitle
     assert name.endswith('" from a superseded source'), name
-    assert "stale" in subtitle and "parcel-status" in subtitle and "corpus=carrier-docs@2026-11-15" in subtitle, subtitle
+    assert "stale" in subtitle and "parcel-status" in subtitle and "corpus=carrier-docs@2026-11-15" in subtitle, (
+        subtitle
+    )
 
 
 def test_the_issue_list_is_short(demo):

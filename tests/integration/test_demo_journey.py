@@ -7,6 +7,7 @@ Within 30 s of each alert firing:
 - the runbook's promote command, pasted into a shell in the repository exactly as `claimwatch runbook` prints it,
   proposes those traces for the eval set.
 """
+
 from __future__ import annotations
 
 import os
@@ -15,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -31,13 +32,25 @@ class Demo:
     def __init__(self, tmp: Path):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "80", "XDG_CONFIG_HOME": str(tmp / "config"),
-                    "CLAIMWATCH_API__PORT": str(self.port), "CLAIMWATCH_API__URL": self.url,
-                    "CLAIMWATCH_EMBEDDED_BROKER": f"127.0.0.1:{free_port()}",
-                    "CLAIMWATCH_API__ANONYMOUS_READS_PER_MINUTE": "100000"}  # this test polls twice a second
+        self.env = {
+            **os.environ,
+            "PYTHONUNBUFFERED": "1",
+            "COLUMNS": "80",
+            "XDG_CONFIG_HOME": str(tmp / "config"),
+            "CLAIMWATCH_API__PORT": str(self.port),
+            "CLAIMWATCH_API__URL": self.url,
+            "CLAIMWATCH_EMBEDDED_BROKER": f"127.0.0.1:{free_port()}",
+            "CLAIMWATCH_API__ANONYMOUS_READS_PER_MINUTE": "100000",
+        }  # this test polls twice a second
         self.dir, self.log = tmp, tmp / "demo.log"
-        self.proc = subprocess.Popen([sys.executable, "-m", "services.app.cli", "demo"], cwd=tmp, env=self.env,
-                                     stdout=open(self.log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "services.app.cli", "demo"],
+            cwd=tmp,
+            env=self.env,
+            stdout=open(self.log, "ab"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
     def get(self, path: str, **params):
         return get_json(self.url, path, **params)
@@ -67,7 +80,7 @@ class Demo:
 
 def aware(text: str) -> datetime:
     ts = datetime.fromisoformat(text)
-    return ts if ts.tzinfo else ts.replace(tzinfo=timezone.utc)
+    return ts if ts.tzinfo else ts.replace(tzinfo=UTC)
 
 
 def top_issue(demo: Demo, alert_id: str) -> tuple[dict, dict] | None:
@@ -112,22 +125,36 @@ def test_within_30_s_of_each_page_the_alert_names_its_issue_and_its_runbook_prom
         assert after <= WITHIN, f"{route}: the alert named its issue {after:.0f} s after firing"
         # The runbook command `alerts show` prints, pasted into a shell in the repository (with --markdown), and
         # the promote command the runbook prints, pasted in turn.
-        shown = subprocess.run([sys.executable, "-m", "services.app.cli", "alerts", "show", detail["alert_id"]],
-                               cwd=REPO, env={**demo.env, "COLUMNS": "200"}, capture_output=True, text=True, timeout=60)
+        shown = subprocess.run(
+            [sys.executable, "-m", "services.app.cli", "alerts", "show", detail["alert_id"]],
+            cwd=REPO,
+            env={**demo.env, "COLUMNS": "200"},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert shown.returncode == 0, shown.stderr
         printed = next(line.split(None, 1)[1] for line in shown.stdout.splitlines() if line.startswith("runbook "))
         # the alert's top issue as `alerts show` names it now (a re-cluster since the page may have renamed it)
         words = shlex.split(printed)
         issue_id = words[words.index("runbook") + 1]
         assert words[-2:] == ["--alert", detail["alert_id"]], printed
-        named_now = [c["issue_id"] for c in (demo.get(f"/api/alerts/{detail['alert_id']}") or {}).get(
-            "explanation", {}).get("issues", [])]
+        named_now = [
+            c["issue_id"]
+            for c in (demo.get(f"/api/alerts/{detail['alert_id']}") or {}).get("explanation", {}).get("issues", [])
+        ]
         assert issue_id in named_now, (printed, named_now)
         # Traffic keeps flowing and the issue keeps growing: the runbook and the page agree when read in the same
         # state, so a pair of reads a re-cluster fell between is read again.
         for _ in range(5):
-            runbook = subprocess.run(["bash", "-c", printed + " --markdown"], cwd=REPO, env=demo.env,
-                                     capture_output=True, text=True, timeout=60)
+            runbook = subprocess.run(
+                ["bash", "-c", printed + " --markdown"],
+                cwd=REPO,
+                env=demo.env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             assert runbook.returncode == 0, (printed, runbook.stderr)
             command = next(line.strip() for line in runbook.stdout.splitlines() if " promote propose " in line)
             words = shlex.split(command)
@@ -136,7 +163,10 @@ def test_within_30_s_of_each_page_the_alert_names_its_issue_and_its_runbook_prom
             if set(traces) <= {e["trace_id"] for e in page["exemplars"]}:
                 break
         assert len(traces) >= 3 and set(traces) <= {e["trace_id"] for e in page["exemplars"]}, (
-            command, page["exemplars_from"], [e["trace_id"] for e in page["exemplars"]])  # the page's set
+            command,
+            page["exemplars_from"],
+            [e["trace_id"] for e in page["exemplars"]],
+        )  # the page's set
         issue = page
 
         onset = aware(detail["explanation"]["window"][0])
@@ -145,22 +175,41 @@ def test_within_30_s_of_each_page_the_alert_names_its_issue_and_its_runbook_prom
             trace = demo.get(f"/api/traces/{trace_id}")
             assert aware(trace["observed_at"]) >= onset, (route, trace_id, trace["observed_at"])
             assert trace["versions"][suspect["key"]] == suspect["value"], (
-                route, suspect, trace["versions"], issue["issue_id"], issue["routes"], issue["exemplars_from"], issue["alerts"],
-                [(c.get("issue_id"), c.get("share")) for c in detail["explanation"]["issues"][:4]])
+                route,
+                suspect,
+                trace["versions"],
+                issue["issue_id"],
+                issue["routes"],
+                issue["exemplars_from"],
+                issue["alerts"],
+                [(c.get("issue_id"), c.get("share")) for c in detail["explanation"]["issues"][:4]],
+            )
 
-        pasted = subprocess.run(["bash", "-c", command], cwd=REPO, env={**demo.env, "USER": ""}, capture_output=True,
-                                text=True, timeout=120)
+        pasted = subprocess.run(
+            ["bash", "-c", command], cwd=REPO, env={**demo.env, "USER": ""}, capture_output=True, text=True, timeout=120
+        )
         assert pasted.returncode == 0, (command, pasted.stdout, pasted.stderr)
-        proposed = {i["origin_trace_id"] for i in demo.get("/api/promotions", state="proposed") or []
-                    if i["origin_issue_id"] == issue["issue_id"]}
+        proposed = {
+            i["origin_trace_id"]
+            for i in demo.get("/api/promotions", state="proposed") or []
+            if i["origin_issue_id"] == issue["issue_id"]
+        }
         assert set(traces) <= proposed, (traces, proposed)
         # the sign-off the demo printed, pasted where the demo runs: a second person's named token approves
         approve = demo.printed(" promote approve ITEM_ID")  # among the demo's last lines
-        item = next(i["item_id"] for i in demo.get("/api/promotions", state="proposed") or []
-                    if i["origin_trace_id"] == traces[0])
-        signed = subprocess.run(["bash", "-c", approve.replace("ITEM_ID", item)], cwd=demo.dir,
-                                env={k: v for k, v in demo.env.items() if k != "CLAIMWATCH_TOKEN"}, capture_output=True,
-                                text=True, timeout=120)
+        item = next(
+            i["item_id"]
+            for i in demo.get("/api/promotions", state="proposed") or []
+            if i["origin_trace_id"] == traces[0]
+        )
+        signed = subprocess.run(
+            ["bash", "-c", approve.replace("ITEM_ID", item)],
+            cwd=demo.dir,
+            env={k: v for k, v in demo.env.items() if k != "CLAIMWATCH_TOKEN"},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert signed.returncode == 0, (approve, signed.stdout, signed.stderr)
         approved = demo.get(f"/api/promotions/{item}")
         assert approved["state"] == "approved" and approved["reviewed_by"] == "reviewer", approved

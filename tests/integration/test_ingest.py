@@ -4,6 +4,7 @@ One simulated stream (>= 10,000 events, >= 5% bad) goes through a worker that is
 SIGKILLed mid-ingest and restarted; then the committed offsets are rewound so the
 worker re-reads everything it already stored. Counts must stay exact throughout.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -11,18 +12,18 @@ import dataclasses
 import os
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from services.client.simulate import Scenario, expected_counts, generate
 from services.app.broker import EmbeddedBroker, create_topics
+from services.client.simulate import Scenario, expected_counts, generate
 from tests.support.envelopes import Message, envelope, pack
 from tests.support.processes import WorkerProcess, send_all
 
-START = datetime(2026, 11, 21, 8, 0, tzinfo=timezone.utc)
+START = datetime(2026, 11, 21, 8, 0, tzinfo=UTC)
 
 
 def stored_totals(worker: WorkerProcess) -> tuple[int, int]:
@@ -108,8 +109,13 @@ def test_exactly_once_through_kill_restart_and_redelivery(broker, topic_prefix, 
     send_all(broker.bootstrap, topic, pack(sims) if batched else sims)
 
     store = f"chdb:{tmp_path / 'ch'}"
-    worker = WorkerProcess(broker.bootstrap, store, topic_prefix, tmp_path / "worker.log",
-                           env={"CLAIMWATCH_INGEST__BATCH_SIZE": "5" if batched else "500"})  # ~500 events
+    worker = WorkerProcess(
+        broker.bootstrap,
+        store,
+        topic_prefix,
+        tmp_path / "worker.log",
+        env={"CLAIMWATCH_INGEST__BATCH_SIZE": "5" if batched else "500"},
+    )  # ~500 events
     # 1. Kill the worker mid-ingest: written-but-uncommitted batches will be redelivered.
     worker.start()
     worker.wait_for(lambda: stored_totals(worker)[0] > 1000, 180, "some events stored")
@@ -126,13 +132,18 @@ def test_exactly_once_through_kill_restart_and_redelivery(broker, topic_prefix, 
     assert {d["reason"]: d["count"] for d in worker.get("/api/dlq")} == expected.bad
 
     # The CLI reaches the running service and prints the stable JSON shape.
-    cli = subprocess.run([sys.executable, "-m", "services.app.cli", "rates", "--window", "all", "--json",
-                          "--api", worker.url], capture_output=True, timeout=60, check=True)
+    cli = subprocess.run(
+        [sys.executable, "-m", "services.app.cli", "rates", "--window", "all", "--json", "--api", worker.url],
+        capture_output=True,
+        timeout=60,
+        check=True,
+    )
     printed = orjson.loads(cli.stdout)
     assert {r["route"] for r in printed} == set(expected.events)
     assert all({"route", "events", "claims", "failed", "rate", "verdicts"} <= set(r) for r in printed)
     assert {r["route"]: (r["claims"], r["failed"]) for r in printed} == {
-        route: (expected.claims(route), expected.failed(route)) for route in expected.events}
+        route: (expected.claims(route), expected.failed(route)) for route in expected.events
+    }
     worker.stop()
 
     # 3. Every bad message (or bad event of an envelope) is on the DLQ topic with its bytes, reason and source.
@@ -147,35 +158,58 @@ def test_exactly_once_through_kill_restart_and_redelivery(broker, topic_prefix, 
     asyncio.run(rewind_group(broker.bootstrap, f"{topic_prefix}-worker", topic))
     worker.start()
     valid_messages = sum(1 for s in sims if s.bad_rule is None)
-    worker.wait_for(lambda: metric(worker, "claimwatch_duplicate_events_total") >= valid_messages, 300,
-                    "the whole topic re-read")
+    worker.wait_for(
+        lambda: metric(worker, "claimwatch_duplicate_events_total") >= valid_messages, 300, "the whole topic re-read"
+    )
     assert stored_totals(worker) == total
     assert {r["route"]: r["verdicts"] for r in worker.get("/api/rates", window="all")} == expected.verdicts
     worker.stop()
 
 
 def test_envelope_with_3_bad_events_among_97_good_stores_97_and_dead_letters_3_by_index(broker, topic_prefix, tmp_path):
-    good = [{"schema": "claimwatch.verdict/v1", "event_id": f"env-{i}", "trace_id": f"tr-{i}",
-             "observed_at": f"2026-11-21T08:{i % 60:02d}:00Z", "route": "billing-faq", "answer": {"action": "served"},
-             "claims": [{"verdict": "supported"}, {"verdict": "contradicted"}]} for i in range(100)]
-    bad = {17: ("unknown_verdict", {"claims": [{"verdict": "maybe"}]}),
-           50: ("timestamp_without_offset", {"observed_at": "2026-11-21T08:50:00"}),
-           98: ("bad_route", {"route": "billing faq"})}
+    good = [
+        {
+            "schema": "claimwatch.verdict/v1",
+            "event_id": f"env-{i}",
+            "trace_id": f"tr-{i}",
+            "observed_at": f"2026-11-21T08:{i % 60:02d}:00Z",
+            "route": "billing-faq",
+            "answer": {"action": "served"},
+            "claims": [{"verdict": "supported"}, {"verdict": "contradicted"}],
+        }
+        for i in range(100)
+    ]
+    bad = {
+        17: ("unknown_verdict", {"claims": [{"verdict": "maybe"}]}),
+        50: ("timestamp_without_offset", {"observed_at": "2026-11-21T08:50:00"}),
+        98: ("bad_route", {"route": "billing faq"}),
+    }
     events = [{**e, **bad[i][1]} if i in bad else e for i, e in enumerate(good)]
     topic = f"{topic_prefix}.verdicts"
     create_topics(broker.bootstrap, [topic, f"{topic_prefix}.verdicts.dlq", f"{topic_prefix}.alerts"], 1)
     send_all(broker.bootstrap, topic, [Message(b"billing-faq", envelope(orjson.dumps(e) for e in events))])
 
-    with WorkerProcess(broker.bootstrap, f"chdb:{tmp_path / 'ch'}", topic_prefix, tmp_path / "worker.log",
-                       env={"CLAIMWATCH_CLUSTERING__IN_WORKER": "false"}) as worker:
+    with WorkerProcess(
+        broker.bootstrap,
+        f"chdb:{tmp_path / 'ch'}",
+        topic_prefix,
+        tmp_path / "worker.log",
+        env={"CLAIMWATCH_CLUSTERING__IN_WORKER": "false"},
+    ) as worker:
         worker.wait_for(lambda: stored_totals(worker) == (97, 3), 120, "97 events and 3 dead letters")
         rates = worker.get("/api/rates", window="all")
         assert [(r["route"], r["events"], r["claims"]) for r in rates] == [("billing-faq", 97, 194)]
         samples = {d["reason"]: d["samples"] for d in worker.get("/api/dlq", samples=3)}
         assert {rule: [(s["envelope_index"], s["source"]) for s in found] for rule, found in samples.items()} == {
-            rule: [(i, f"{topic}/0/0 events[{i}]")] for i, (rule, _) in bad.items()}
-        cli = subprocess.run([sys.executable, "-m", "services.app.cli", "dlq", "--api", worker.url],
-                             capture_output=True, timeout=60, check=True, env={**os.environ, "COLUMNS": "200"})
+            rule: [(i, f"{topic}/0/0 events[{i}]")] for i, (rule, _) in bad.items()
+        }
+        cli = subprocess.run(
+            [sys.executable, "-m", "services.app.cli", "dlq", "--api", worker.url],
+            capture_output=True,
+            timeout=60,
+            check=True,
+            env={**os.environ, "COLUMNS": "200"},
+        )
         assert f"{topic}/0/0 events[17]" in cli.stdout.decode()
 
     # On the DLQ topic each bad event is its own record: its bytes alone, its source and its index.
@@ -190,8 +224,12 @@ def test_envelope_with_3_bad_events_among_97_good_stores_97_and_dead_letters_3_b
 
 def partition_lags(worker: WorkerProcess, topic: str) -> dict[str, float]:
     text = worker.get_text("/metrics")
-    return {s.labels["partition"]: s.value for fam in text_string_to_metric_families(text) for s in fam.samples
-            if s.name == "claimwatch_consumer_lag" and s.labels["topic"] == topic}
+    return {
+        s.labels["partition"]: s.value
+        for fam in text_string_to_metric_families(text)
+        for s in fam.samples
+        if s.name == "claimwatch_consumer_lag" and s.labels["topic"] == topic
+    }
 
 
 def test_consumer_lag_reads_zero_right_after_a_restart_with_nothing_new(broker, topic_prefix, tmp_path):
@@ -200,8 +238,13 @@ def test_consumer_lag_reads_zero_right_after_a_restart_with_nothing_new(broker, 
     topic = f"{topic_prefix}.verdicts"
     create_topics(broker.bootstrap, [topic, f"{topic_prefix}.verdicts.dlq", f"{topic_prefix}.alerts"], 2)
     send_all(broker.bootstrap, topic, sims)
-    worker = WorkerProcess(broker.bootstrap, f"chdb:{tmp_path / 'ch'}", topic_prefix, tmp_path / "worker.log",
-                           env={"CLAIMWATCH_CLUSTERING__IN_WORKER": "false"})
+    worker = WorkerProcess(
+        broker.bootstrap,
+        f"chdb:{tmp_path / 'ch'}",
+        topic_prefix,
+        tmp_path / "worker.log",
+        env={"CLAIMWATCH_CLUSTERING__IN_WORKER": "false"},
+    )
     worker.start()
     total = expected.valid_events, expected.bad_total
     wait_for_totals(worker, total, 120)
@@ -220,12 +263,16 @@ def test_consumer_lag_reads_zero_right_after_a_restart_with_nothing_new(broker, 
 
 
 # The production defaults of the window, which WorkerProcess widens for tests that send fixed event times.
-LIVE_WINDOW = {"CLAIMWATCH_RETENTION__RAW_DAYS": "30", "CLAIMWATCH_RETENTION__AGGREGATE_DAYS": "400",
-               "CLAIMWATCH_INGEST__BACKFILL": "false", "CLAIMWATCH_CLUSTERING__IN_WORKER": "false"}
+LIVE_WINDOW = {
+    "CLAIMWATCH_RETENTION__RAW_DAYS": "30",
+    "CLAIMWATCH_RETENTION__AGGREGATE_DAYS": "400",
+    "CLAIMWATCH_INGEST__BACKFILL": "false",
+    "CLAIMWATCH_CLUSTERING__IN_WORKER": "false",
+}
 
 
 def test_every_acked_boundary_date_is_stored_and_counted_or_dead_lettered_with_its_rule(broker, topic_prefix, tmp_path):
-    now = datetime.now(timezone.utc).replace(microsecond=0)
+    now = datetime.now(UTC).replace(microsecond=0)
     skew = timedelta(seconds=300)
     outside, old, ahead = "observed_at.outside_store_range", "observed_at.too_old", "observed_at.too_far_ahead"
     cases = {  # route: (observed_at, the rule it is dead-lettered under, or None: stored)
@@ -243,23 +290,44 @@ def test_every_acked_boundary_date_is_stored_and_counted_or_dead_lettered_with_i
     }
     topic = f"{topic_prefix}.verdicts"
     create_topics(broker.bootstrap, [topic, f"{topic_prefix}.verdicts.dlq", f"{topic_prefix}.alerts"], 2)
-    send_all(broker.bootstrap, topic, [Message(route.encode(), orjson.dumps({
-        "schema": "claimwatch.verdict/v1", "event_id": f"b-{route}", "trace_id": f"tr-{route}", "route": route,
-        "observed_at": when if isinstance(when, str) else when.isoformat(), "claims": [{"verdict": "supported"}]}))
-        for route, (when, _) in cases.items()])
+    send_all(
+        broker.bootstrap,
+        topic,
+        [
+            Message(
+                route.encode(),
+                orjson.dumps(
+                    {
+                        "schema": "claimwatch.verdict/v1",
+                        "event_id": f"b-{route}",
+                        "trace_id": f"tr-{route}",
+                        "route": route,
+                        "observed_at": when if isinstance(when, str) else when.isoformat(),
+                        "claims": [{"verdict": "supported"}],
+                    }
+                ),
+            )
+            for route, (when, _) in cases.items()
+        ],
+    )
 
     stored = {route for route, (_, rule) in cases.items() if rule is None}
-    with WorkerProcess(broker.bootstrap, f"chdb:{tmp_path / 'ch'}", topic_prefix, tmp_path / "worker.log",
-                       env=LIVE_WINDOW) as worker:
+    with WorkerProcess(
+        broker.bootstrap, f"chdb:{tmp_path / 'ch'}", topic_prefix, tmp_path / "worker.log", env=LIVE_WINDOW
+    ) as worker:
         total = len(stored), len(cases) - len(stored)
         wait_for_totals(worker, total, 120)
         assert {r["route"]: r["events"] for r in worker.get("/api/rates", window="all")} == dict.fromkeys(stored, 1)
         for route, (_, rule) in cases.items():
             if rule is not None:
                 assert [(d["reason"], d["count"]) for d in worker.get("/api/dlq", route=route)] == [(rule, 1)], route
-        cli = subprocess.run([sys.executable, "-m", "services.app.cli", "dlq", "--route", "first-second-of-1970",
-                              "--api", worker.url], capture_output=True, timeout=60, check=True,
-                             env={**os.environ, "COLUMNS": "200"})
+        cli = subprocess.run(
+            [sys.executable, "-m", "services.app.cli", "dlq", "--route", "first-second-of-1970", "--api", worker.url],
+            capture_output=True,
+            timeout=60,
+            check=True,
+            env={**os.environ, "COLUMNS": "200"},
+        )
         assert "observed_at.too_old" in cli.stdout.decode() and "ingest.backfill" in cli.stdout.decode()
 
 
@@ -271,12 +339,19 @@ def test_a_restarted_in_memory_broker_does_not_overwrite_earlier_dead_letters(to
         with EmbeddedBroker(log_path=tmp_path / f"tansu-{run}.log") as broker:
             create_topics(broker.bootstrap, [topic, f"{topic_prefix}.verdicts.dlq", f"{topic_prefix}.alerts"], 1)
             send_all(broker.bootstrap, topic, [Message(b"billing-faq", raw)])  # offset 0, in either run
-            with WorkerProcess(broker.bootstrap, store, topic_prefix, tmp_path / f"worker-{run}.log",
-                               env={"CLAIMWATCH_CLUSTERING__IN_WORKER": "false"}) as worker:
+            with WorkerProcess(
+                broker.bootstrap,
+                store,
+                topic_prefix,
+                tmp_path / f"worker-{run}.log",
+                env={"CLAIMWATCH_CLUSTERING__IN_WORKER": "false"},
+            ) as worker:
                 worker.wait_for(lambda: stored_totals(worker)[1] == run + 1, 120, f"{run + 1} dead letters")
                 summary = worker.get("/api/dlq", route="billing-faq")
     assert {d["reason"]: [s["source"] for s in d["samples"]] for d in summary} == {
-        "not_json": [f"{topic}/0/0"], "envelope.events.empty": [f"{topic}/0/0"]}
+        "not_json": [f"{topic}/0/0"],
+        "envelope.events.empty": [f"{topic}/0/0"],
+    }
 
 
 def test_a_broker_restarted_under_a_running_worker_overwrites_no_dead_letter(topic_prefix, tmp_path):
@@ -287,17 +362,26 @@ def test_a_broker_restarted_under_a_running_worker_overwrites_no_dead_letter(top
     first = EmbeddedBroker(log_path=tmp_path / "tansu-0.log").start()
     try:
         create_topics(first.bootstrap, topics, 1)
-        with WorkerProcess(first.bootstrap, store, topic_prefix, tmp_path / "worker.log",
-                           env={"CLAIMWATCH_CLUSTERING__IN_WORKER": "false"}) as worker:
+        with WorkerProcess(
+            first.bootstrap,
+            store,
+            topic_prefix,
+            tmp_path / "worker.log",
+            env={"CLAIMWATCH_CLUSTERING__IN_WORKER": "false"},
+        ) as worker:
             for run in range(2):
                 if run:  # the same port, a new in-memory log
                     first.stop()
                     first = EmbeddedBroker(port=first.port, log_path=tmp_path / "tansu-1.log").start()
                     create_topics(first.bootstrap, topics, 1)
-                send_all(first.bootstrap, topic, [Message(b"billing-faq", f"not json {run}/{i}".encode())
-                                                  for i in range(40)])
-                worker.wait_for(lambda: metric(worker, "claimwatch_dlq_total") == 40 * (run + 1), 180,
-                                f"{40 * (run + 1)} dead letters counted")
+                send_all(
+                    first.bootstrap, topic, [Message(b"billing-faq", f"not json {run}/{i}".encode()) for i in range(40)]
+                )
+                worker.wait_for(
+                    lambda: metric(worker, "claimwatch_dlq_total") == 40 * (run + 1),
+                    180,
+                    f"{40 * (run + 1)} dead letters counted",
+                )
             wait_for_totals(worker, (0, 80), 60)
             summary = worker.get("/api/dlq", samples=20)
     finally:
@@ -318,8 +402,13 @@ def test_a_byte_budget_smaller_than_a_batch_drains_large_envelopes_exactly_once(
     create_topics(broker.bootstrap, [topic, f"{topic_prefix}.verdicts.dlq", f"{topic_prefix}.alerts"], 2)
     send_all(broker.bootstrap, topic, messages)
     budget = 2 << 20
-    with WorkerProcess(broker.bootstrap, f"chdb:{tmp_path / 'ch'}", topic_prefix, tmp_path / "worker.log",
-                       env={"CLAIMWATCH_INGEST__MAX_BUFFER_BYTES": str(budget)}) as worker:
+    with WorkerProcess(
+        broker.bootstrap,
+        f"chdb:{tmp_path / 'ch'}",
+        topic_prefix,
+        tmp_path / "worker.log",
+        env={"CLAIMWATCH_INGEST__MAX_BUFFER_BYTES": str(budget)},
+    ) as worker:
         worker.wait_for(lambda: stored_totals(worker) == (len(sims), 0), 300, f"{len(sims)} events stored")
         peak = metric(worker, "claimwatch_ingest_buffered_bytes_peak")
         assert largest <= peak <= budget + largest

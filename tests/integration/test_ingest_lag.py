@@ -2,6 +2,7 @@
 no worker has read puts a banner on every page and the figure in GET /api/ingest; once the worker's group has
 committed up to the log end, neither warns. A broker that never answers costs a page about a second and a note,
 never an error."""
+
 from __future__ import annotations
 
 import asyncio
@@ -64,8 +65,12 @@ def test_a_backlog_shows_a_banner_until_the_group_catches_up(settings, store):
         page = behind.get(path)
         assert page.status_code == 200, path
         assert 'id="ingest-lag"' in page.text and f"at least {BACKLOG} messages behind" in page.text, path
-    assert behind.get("/api/ingest").json() == {"messages_behind": BACKLOG, "threshold": THRESHOLD, "behind": True,
-                                                "error": None}
+    assert behind.get("/api/ingest").json() == {
+        "messages_behind": BACKLOG,
+        "threshold": THRESHOLD,
+        "behind": True,
+        "error": None,
+    }
     assert behind.get("/readyz").json() == {"ready": True}  # lag warns; it does not make the API unready
 
     asyncio.run(commit_log_end(settings.bootstrap, settings.consumer_group, settings.verdicts_topic))

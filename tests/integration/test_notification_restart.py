@@ -1,10 +1,11 @@
 """What is to be sent survives a kill (issue 49, finding 7): an alert fires, its webhook refuses it, the worker is
 killed with SIGKILL before it is delivered; the restarted worker delivers it, once. A restart with nothing pending
 delivers nothing twice. Broker, worker processes, chDB and the webhook (a real HTTP server) are all real."""
+
 from __future__ import annotations
 
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
@@ -23,8 +24,9 @@ CONFIG = ALERTING_CONFIG.replace("[notify]\n", "[notify]\nretry_initial_seconds 
 def traffic(now: datetime) -> list:
     """Two routes that regress (tests/integration/test_alerting.py): each fires within minutes."""
     start = now - timedelta(minutes=240)
-    return (list(generate(scenario(False), start, 120, seed=5))
-            + list(generate(scenario(True), start + timedelta(minutes=120), 45, seed=6)))
+    return list(generate(scenario(False), start, 120, seed=5)) + list(
+        generate(scenario(True), start + timedelta(minutes=120), 45, seed=6)
+    )
 
 
 def told(posts) -> Counter:
@@ -44,21 +46,29 @@ def settled(worker: WorkerProcess) -> bool:
     """The leader has evaluated a few times since it started (so it has reloaded the log and re-planned what the
     log lacked) and nothing waits for the webhook."""
     return (sample(worker, "claimwatch_evaluation_seconds_count") or 0) >= 3 and sample(
-        worker, "claimwatch_notification_queue_depth", {"receiver": "webhook"}) == 0
+        worker, "claimwatch_notification_queue_depth", {"receiver": "webhook"}
+    ) == 0
 
 
 def test_an_alert_killed_before_delivery_is_delivered_once_after_the_restart(broker, topic_prefix, tmp_path):
-    now = datetime.now(timezone.utc).replace(second=0, microsecond=0)
-    create_topics(broker.bootstrap, [f"{topic_prefix}.verdicts", f"{topic_prefix}.verdicts.dlq",
-                                     f"{topic_prefix}.alerts"], 2)
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    create_topics(
+        broker.bootstrap, [f"{topic_prefix}.verdicts", f"{topic_prefix}.verdicts.dlq", f"{topic_prefix}.alerts"], 2
+    )
     config = tmp_path / "claimwatch.toml"
     config.write_text(CONFIG)
 
     with Receiver(failures=10**9) as hook:  # refuses everything until told otherwise
+
         def worker() -> WorkerProcess:
-            return WorkerProcess(broker.bootstrap, f"chdb:{tmp_path / 'ch'}", topic_prefix, tmp_path / "worker.log",
-                                 env={"CLAIMWATCH_NOTIFY__WEBHOOK_URL": hook.url},
-                                 args=["--config", str(config)])
+            return WorkerProcess(
+                broker.bootstrap,
+                f"chdb:{tmp_path / 'ch'}",
+                topic_prefix,
+                tmp_path / "worker.log",
+                env={"CLAIMWATCH_NOTIFY__WEBHOOK_URL": hook.url},
+                args=["--config", str(config)],
+            )
 
         first = worker().start()
         send_all(broker.bootstrap, f"{topic_prefix}.verdicts", traffic(now))

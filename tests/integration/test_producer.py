@@ -1,24 +1,31 @@
 """VerdictProducer against the real embedded broker (Tansu), read back with aiokafka,
 and stored through the real chDB engine."""
+
 from __future__ import annotations
 
 import asyncio
 import threading
 import time
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import orjson
 import pytest
 
+from services.app.broker import EmbeddedBroker, create_topics
+from services.client.producer import (
+    AsyncVerdictProducer,
+    DeliveryError,
+    EventPreparer,
+    ProducerError,
+    VerdictProducer,
+    build_event,
+)
 from services.contract.decode import ContractError, Decoder, Rejection, validate_event
-from services.client.producer import (AsyncVerdictProducer, DeliveryError, EventPreparer, ProducerError, VerdictProducer,
-                               build_event)
 from services.store.backends import ChdbStore
 from services.store.migrate import migrate
 from services.store.retention import KEEP_EVERYTHING, RetentionKeeper
 from services.store.writer import EventWriter
-from services.app.broker import EmbeddedBroker, create_topics
 from tests.support.envelopes import events_of
 from tests.support.topics import read_topic
 from tests.support.waiting import wait_until
@@ -26,7 +33,7 @@ from tests.support.waiting import wait_until
 PARTITIONS = 4
 ROUTES = ["billing-faq", "parcel-status", "returns", "plans/annual", "search:v2"]
 VERDICT_CYCLE = ["supported", "supported", "unsupported", "contradicted", "supported", "overreach"]
-T0 = datetime(2026, 11, 21, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 21, 9, 0, tzinfo=UTC)
 
 
 @pytest.fixture(scope="module")
@@ -57,8 +64,10 @@ def make_event(i: int, *, with_id: bool = True) -> dict:
         "observed_at": (T0 + timedelta(seconds=i)).isoformat(),
         "route": ROUTES[i % len(ROUTES)],
         "answer": {"action": "served"},
-        "claims": [{"claim_id": f"c{k}", "text": f"claim {k} of answer {i}", "verdict": VERDICT_CYCLE[(i + k) % 6]}
-                   for k in range(3)],
+        "claims": [
+            {"claim_id": f"c{k}", "text": f"claim {k} of answer {i}", "verdict": VERDICT_CYCLE[(i + k) % 6]}
+            for k in range(3)
+        ],
     }
     if with_id:
         event["event_id"] = f"ev-{i:06d}"
@@ -72,17 +81,19 @@ def read_back(bootstrap: str, topic: str) -> list:
 def stored_claims(store, event_ids: list[str]) -> dict:
     return store.query(
         "SELECT count() AS events, sum(length(verdicts)) AS claims FROM events FINAL WHERE event_id IN {ids:Array(String)}",
-        {"ids": event_ids})[0]
+        {"ids": event_ids},
+    )[0]
 
 
 # --- checks that need no broker -------------------------------------------------
+
 
 def test_preparer_sends_exactly_the_bytes_it_checked():
     out = EventPreparer(new_id=lambda: "generated-1").prepare(make_event(7, with_id=False))
     doc = orjson.loads(out.value)
     assert out.event_id == doc["event_id"] == "generated-1"
     assert doc["schema"] == "claimwatch.verdict/v1"
-    assert out.key == "returns".encode() and out.route == "returns"
+    assert out.key == b"returns" and out.route == "returns"
     assert not isinstance(Decoder().decode(out.value), Rejection)
 
 
@@ -93,16 +104,19 @@ def test_preparer_takes_a_verdict_event_and_aware_datetimes():
     assert orjson.loads(EventPreparer().prepare(aware).value)["observed_at"] == "2026-11-21T09:00:00+00:00"
 
 
-@pytest.mark.parametrize("change, rule, path", [
-    ({"claims": [{"verdict": "maybe"}]}, "unknown_verdict", "claims[0].verdict"),
-    ({"route": "billing faq"}, "bad_route", "route"),
-    ({"observed_at": "2026-11-21T09:00:00"}, "timestamp_without_offset", "observed_at"),
-    ({"observed_at": datetime(2026, 11, 21, 9)}, "timestamp_without_offset", "observed_at"),
-    ({"claims": [{"verdict": "supported", "score": 1.5}]}, "out_of_range", "claims[0].score"),
-    ({"attributes": {f"k{i}": "v" for i in range(33)}}, "attributes.too_many", "attributes"),
-    ({"answer": {"text": "x" * (1 << 20)}}, "too_large", "$"),
-    ({"claims": [{"verdict": "supported", "text": {1, 2}}]}, "not_json", "$"),
-])
+@pytest.mark.parametrize(
+    "change, rule, path",
+    [
+        ({"claims": [{"verdict": "maybe"}]}, "unknown_verdict", "claims[0].verdict"),
+        ({"route": "billing faq"}, "bad_route", "route"),
+        ({"observed_at": "2026-11-21T09:00:00"}, "timestamp_without_offset", "observed_at"),
+        ({"observed_at": datetime(2026, 11, 21, 9)}, "timestamp_without_offset", "observed_at"),
+        ({"claims": [{"verdict": "supported", "score": 1.5}]}, "out_of_range", "claims[0].score"),
+        ({"attributes": {f"k{i}": "v" for i in range(33)}}, "attributes.too_many", "attributes"),
+        ({"answer": {"text": "x" * (1 << 20)}}, "too_large", "$"),
+        ({"claims": [{"verdict": "supported", "text": {1, 2}}]}, "not_json", "$"),
+    ],
+)
 def test_preparer_refuses_with_the_dlq_rule_and_path(change, rule, path):
     with pytest.raises(ContractError) as caught:
         EventPreparer().prepare({**make_event(3), **change})
@@ -126,6 +140,7 @@ def test_build_event_checks_and_fills_ids():
 
 
 # --- against the broker ---------------------------------------------------------
+
 
 def test_ten_thousand_events_are_all_received(broker, topic, store):
     events = [make_event(i) for i in range(10_000)]
@@ -168,8 +183,9 @@ def test_freezing_the_broker_mid_send_loses_and_duplicates_nothing(broker, topic
                 threading.Timer(4.0, broker.thaw).start()
         producer.flush()
         elapsed = time.monotonic() - started
-        retry_rate = sum(v for group in producer.client_metrics().values() for k, v in group.items()
-                         if k == "record-retry-rate")
+        retry_rate = sum(
+            v for group in producer.client_metrics().values() for k, v in group.items() if k == "record-retry-rate"
+        )
         assert (producer.delivered, producer.failed) == (10_000, 0)
     assert elapsed >= 4.0, "the broker was not frozen during the send"
     assert retry_rate > 0, "the client never retried, so the test proved nothing"
@@ -193,7 +209,9 @@ def test_refused_events_are_never_sent(broker, topic):
         report = producer.send_many([make_event(2), {**make_event(3), "route": ""}, make_event(4), "not an event"])
     assert report.sent == report.delivered == 2
     assert [(i, r.rule, r.problems[0].path) for i, r in report.refused] == [
-        (1, "bad_route", "route"), (3, "not_object", "$")]
+        (1, "bad_route", "route"),
+        (3, "not_object", "$"),
+    ]
     assert sorted(d.event_id for d in deliveries) == ["ev-000002", "ev-000004"]
     assert all(d.ok and d.offset is not None and d.partition is not None for d in deliveries)
     assert len([e for m in read_back(broker.bootstrap, topic) for e in events_of(m.value)]) == 2
@@ -214,8 +232,14 @@ def test_close_flushes_what_is_still_lingering(broker, topic):
 
 def test_failed_deliveries_reach_the_callback(broker, topic):
     deliveries = []
-    producer = VerdictProducer(broker.bootstrap, topic, linger_ms=0, request_timeout_ms=500, delivery_timeout_ms=1500,
-                               on_delivery=deliveries.append)
+    producer = VerdictProducer(
+        broker.bootstrap,
+        topic,
+        linger_ms=0,
+        request_timeout_ms=500,
+        delivery_timeout_ms=1500,
+        on_delivery=deliveries.append,
+    )
     producer.send(make_event(0))
     producer.flush()  # the producer id is fetched now, not while the broker is frozen
     broker.freeze()
@@ -252,8 +276,9 @@ def test_async_producer_sends_checks_and_reports(broker, topic):
 
 def test_async_failed_delivery_raises(broker, topic):
     async def run():
-        producer = await AsyncVerdictProducer(broker.bootstrap, topic, linger_ms=0, request_timeout_ms=500,
-                                              delivery_timeout_ms=1500).start()
+        producer = await AsyncVerdictProducer(
+            broker.bootstrap, topic, linger_ms=0, request_timeout_ms=500, delivery_timeout_ms=1500
+        ).start()
         await producer.send_and_wait(make_event(0))
         broker.freeze()
         try:
@@ -271,8 +296,9 @@ def test_async_failed_delivery_raises(broker, topic):
 
 def test_events_of_a_route_travel_in_envelopes_within_the_limits(broker, topic):
     events = [{**make_event(i), "answer": {"action": "served", "text": "x" * 1000}} for i in range(600)]
-    with VerdictProducer(broker.bootstrap, topic, envelope_max_events=50, envelope_max_bytes=32 * 1024,
-                         envelope_linger_ms=60_000) as producer:
+    with VerdictProducer(
+        broker.bootstrap, topic, envelope_max_events=50, envelope_max_bytes=32 * 1024, envelope_linger_ms=60_000
+    ) as producer:
         report = producer.send_many(events)
     assert (report.sent, report.delivered) == (600, 600)
     messages = read_back(broker.bootstrap, topic)
@@ -293,8 +319,9 @@ def test_no_batch_sends_one_event_per_message(broker, topic):
 
 def test_a_lingering_envelope_goes_without_a_flush_and_reports_each_event(broker, topic):
     deliveries = []
-    producer = VerdictProducer(broker.bootstrap, topic, linger_ms=0, envelope_linger_ms=500,
-                               on_delivery=deliveries.append)
+    producer = VerdictProducer(
+        broker.bootstrap, topic, linger_ms=0, envelope_linger_ms=500, on_delivery=deliveries.append
+    )
     try:
         ids = [producer.send({**make_event(i), "route": "billing-faq"}) for i in range(3)]
         assert producer.delivered == 0  # still lingering

@@ -2,18 +2,19 @@
 per-route rates and intervals claimwatch computed, and the ingest counters. It loads the shipped rules about
 claimwatch itself (dashboards/prometheus/rules.yml) and evaluates every one without error against what a real
 worker exports: none is active while the worker is healthy, and the worker's going away is."""
+
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import yaml
 
-from services.contract.decode import Decoder
-from services.contract.model import VerdictEvent
+from services.app.broker import create_topics
 from services.client.produce import raw_producer
 from services.client.simulate import Scenario, generate
-from services.app.broker import create_topics
+from services.contract.decode import Decoder
+from services.contract.model import VerdictEvent
 from tests.support.paths import ROOT
 from tests.support.peers import Prometheus
 from tests.support.processes import WorkerProcess
@@ -25,10 +26,12 @@ WORKER_JOB = "claimwatch-worker"  # as dashboards/prometheus/prometheus.yml name
 
 @pytest.mark.timeout(240)
 def test_prometheus_scrapes_the_per_route_rates_claimwatch_computed_and_evaluates_the_rules_about_it(
-        broker, topic_prefix, tmp_path):
-    start = datetime.now(timezone.utc).replace(second=0, microsecond=0) - timedelta(minutes=45)
-    scenario = Scenario.demo(regression_at=20, corpus_change_at=None, bad_fraction=0.02,
-                             duplicate_fraction=0.0).scaled(0.1)
+    broker, topic_prefix, tmp_path
+):
+    start = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=45)
+    scenario = Scenario.demo(regression_at=20, corpus_change_at=None, bad_fraction=0.02, duplicate_fraction=0.0).scaled(
+        0.1
+    )
     sims = list(generate(scenario, start, 45, seed=21))
     decoder = Decoder()
     valid = {e.event_id for e in (decoder.decode(s.raw) for s in sims) if isinstance(e, VerdictEvent)}
@@ -41,13 +44,18 @@ def test_prometheus_scrapes_the_per_route_rates_claimwatch_computed_and_evaluate
             producer.send(topic, key=sim.key, value=sim.raw)
         producer.flush()
         producer.close()
-        worker.wait_for(lambda: sum(r["events"] for r in worker.get("/api/rates", window="all") or []) == len(valid),
-                        90, f"{len(valid)} events stored")
+        worker.wait_for(
+            lambda: sum(r["events"] for r in worker.get("/api/rates", window="all") or []) == len(valid),
+            90,
+            f"{len(valid)} events stored",
+        )
         ours = {r["route"]: r for r in worker.get("/api/rates", window="30m")}
         assert len(ours) == len(scenario.routes)
 
-        with Prometheus(tmp_path / "prometheus", [f"127.0.0.1:{worker.port}"], job=WORKER_JOB,
-                        rule_files=[RULES]) as prometheus:
+        with Prometheus(
+            tmp_path / "prometheus", [f"127.0.0.1:{worker.port}"], job=WORKER_JOB, rule_files=[RULES]
+        ) as prometheus:
+
             def scraped():
                 series = prometheus.query('claimwatch_route_hallucination_rate{window="30m"}')
                 return series if len(series) == len(ours) else None
@@ -58,8 +66,10 @@ def test_prometheus_scrapes_the_per_route_rates_claimwatch_computed_and_evaluate
                 route = s["metric"]["route"]
                 assert float(s["value"][1]) == pytest.approx(ours[route]["rate"], rel=1e-12)
             for bound, i in (("lower", 0), ("upper", 1)):
-                got = {s["metric"]["route"]: float(s["value"][1])
-                       for s in prometheus.query(f'claimwatch_route_hallucination_rate_{bound}{{window="30m"}}')}
+                got = {
+                    s["metric"]["route"]: float(s["value"][1])
+                    for s in prometheus.query(f'claimwatch_route_hallucination_rate_{bound}{{window="30m"}}')
+                }
                 assert got == pytest.approx({r: e["interval"][i] for r, e in ours.items()}, rel=1e-12)
             worst = prometheus.query('topk(1, claimwatch_route_hallucination_rate{window="30m"})')
             assert worst[0]["metric"]["route"] == next(iter(ours))  # /api/rates is worst first
@@ -69,8 +79,11 @@ def test_prometheus_scrapes_the_per_route_rates_claimwatch_computed_and_evaluate
 
             # The rules about claimwatch itself: each loaded and evaluated without error on a worker's metrics.
             names = {r["alert"] for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]}
-            rules = worker.wait_for(lambda: (rs := prometheus.rules()) and all(r["health"] != "unknown" for r in rs)
-                                    and rs, 60, "Prometheus to evaluate every rule")
+            rules = worker.wait_for(
+                lambda: (rs := prometheus.rules()) and all(r["health"] != "unknown" for r in rs) and rs,
+                60,
+                "Prometheus to evaluate every rule",
+            )
             assert {r["name"] for r in rules} == names
             assert [(r["name"], r["health"], r.get("lastError")) for r in rules if r["health"] != "ok"] == []
             assert [float(s["value"][1]) for s in prometheus.query("claimwatch_broker_up")] == [1]
@@ -79,9 +92,16 @@ def test_prometheus_scrapes_the_per_route_rates_claimwatch_computed_and_evaluate
             worker.wait_for(lambda: prometheus.alerts() == [], 90, "no alert about a healthy worker")
 
             worker.stop()
-            (alert,) = wait_until(lambda: [a for a in prometheus.alerts() if a["labels"]["alertname"] ==
-                                           "ClaimwatchWorkerDown"], 60, "Prometheus to notice the worker is gone")
+            (alert,) = wait_until(
+                lambda: [a for a in prometheus.alerts() if a["labels"]["alertname"] == "ClaimwatchWorkerDown"],
+                60,
+                "Prometheus to notice the worker is gone",
+            )
             assert alert["state"] == "pending"  # for 2 minutes before it pages
             assert alert["labels"] | {"instance": None} == {
-                "alertname": "ClaimwatchWorkerDown", "job": WORKER_JOB, "instance": None, "severity": "critical",
-                "component": "claimwatch"}
+                "alertname": "ClaimwatchWorkerDown",
+                "job": WORKER_JOB,
+                "instance": None,
+                "severity": "critical",
+                "component": "claimwatch",
+            }

@@ -1,6 +1,7 @@
 """A worker's readiness follows its broker: /readyz answers 503 naming the broker while the broker is frozen
 (SIGSTOP: it keeps its sockets and answers nothing) or stopped, and ready again once it answers; the
 claimwatch_broker_up gauge says the same to Prometheus."""
+
 from __future__ import annotations
 
 import asyncio
@@ -23,8 +24,12 @@ def readiness(worker: WorkerProcess) -> tuple[int, dict] | None:
 
 
 def broker_up(worker: WorkerProcess) -> float:
-    (value,) = [s.value for family in text_string_to_metric_families(worker.get_text("/metrics"))
-                for s in family.samples if s.name == "claimwatch_broker_up"]
+    (value,) = [
+        s.value
+        for family in text_string_to_metric_families(worker.get_text("/metrics"))
+        for s in family.samples
+        if s.name == "claimwatch_broker_up"
+    ]
     return value
 
 
@@ -46,8 +51,13 @@ def test_readiness_is_false_while_the_broker_is_frozen_or_stopped_and_true_again
     # A broker of its own: this test stops it, and the in-memory broker forgets its topics when it does.
     with EmbeddedBroker(log_path=tmp_path / "tansu.log") as broker:
         create_topics(broker.bootstrap, topics, 2)
-        with WorkerProcess(broker.bootstrap, f"chdb:{tmp_path / 'ch'}", topic_prefix, tmp_path / "worker.log",
-                           env={"CLAIMWATCH_CLUSTERING__IN_WORKER": "false"}) as worker:
+        with WorkerProcess(
+            broker.bootstrap,
+            f"chdb:{tmp_path / 'ch'}",
+            topic_prefix,
+            tmp_path / "worker.log",
+            env={"CLAIMWATCH_CLUSTERING__IN_WORKER": "false"},
+        ) as worker:
             wait_ready(worker, 60, "the worker to be ready")
 
             broker.freeze()
@@ -69,6 +79,7 @@ def test_readiness_is_false_while_the_broker_is_frozen_or_stopped_and_true_again
 def test_a_worker_with_no_partition_still_asks_the_broker():
     """With nothing assigned (more workers than partitions) the lag read has no offsets to read; its ping is a
     round trip all the same, so such a worker's readiness follows the broker too."""
+
     async def ping(offsets: BrokerOffsets) -> bool:
         try:
             await asyncio.wait_for(offsets.ping(), 5)

@@ -1,12 +1,12 @@
 """Nothing lost, nothing doubled: worker kills and a frozen broker, on real components (store faults:
 tests/integration/test_store_faults.py)."""
+
 from __future__ import annotations
 
 import dataclasses
 import random
 import time
-from datetime import datetime, timedelta, timezone
-
+from datetime import UTC, datetime, timedelta
 
 from services.client.simulate import Regression, Scenario, expected_counts, generate
 from tests.support.processes import WorkerProcess
@@ -24,19 +24,27 @@ min_baseline_claims = 8000
 def test_sigkill_five_times_while_streaming_100k_events_in_envelopes(broker, topic_prefix, tmp_path):
     """Envelopes of up to 100 events per route, as batching producers send them; each chunk's bad input
     (not JSON, broken envelopes' events) is dead-lettered alone or with its index, exactly once."""
-    now = datetime.now(timezone.utc).replace(second=0, microsecond=0)
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
     # Flat volume: under the diurnal curve a night-time run produced fewer than 100k events.
-    scenario = dataclasses.replace(Scenario.demo(corpus_change_at=None), diurnal_amplitude=0.0, regressions=(
-        Regression("billing-faq", 240, {"model": "gen-2026-11"}, 0.08),))
+    scenario = dataclasses.replace(
+        Scenario.demo(corpus_change_at=None),
+        diurnal_amplitude=0.0,
+        regressions=(Regression("billing-faq", 240, {"model": "gen-2026-11"}, 0.08),),
+    )
     sims = list(generate(scenario, now - timedelta(minutes=330), 330, seed=17))
     expected = expected_counts(sims)
     assert len(sims) >= 100_000
     topic = setup_topics(broker, topic_prefix)
     config = tmp_path / "claimwatch.toml"
     config.write_text(CONFIG)
-    worker = WorkerProcess(broker.bootstrap, f"chdb:{tmp_path / 'ch'}", topic_prefix, tmp_path / "worker.log",
-                           args=["--config", str(config)],
-                           env={"CLAIMWATCH_INGEST__BATCH_SIZE": "1000", "CLAIMWATCH_CLUSTERING__IN_WORKER": "false"})
+    worker = WorkerProcess(
+        broker.bootstrap,
+        f"chdb:{tmp_path / 'ch'}",
+        topic_prefix,
+        tmp_path / "worker.log",
+        args=["--config", str(config)],
+        env={"CLAIMWATCH_INGEST__BATCH_SIZE": "1000", "CLAIMWATCH_CLUSTERING__IN_WORKER": "false"},
+    )
     producer = StreamingProducer(broker.bootstrap, topic, sims, chunk=4000, pause=1.0, batched=True)
     rng = random.Random(3)
     worker.start()
@@ -58,8 +66,11 @@ def test_sigkill_five_times_while_streaming_100k_events_in_envelopes(broker, top
     assert {r["route"]: r["verdicts"] for r in rates} == expected.verdicts
     assert {d["reason"]: d["count"] for d in worker.get("/api/dlq")} == expected.bad
     # The evaluator survived the kills too: one alert for the regression, each transition once.
-    alerts = worker.wait_for(lambda: [a for a in worker.get("/api/alerts", route="billing-faq") or []
-                                      if a["state"] == "firing"], 120, "the regression's alert")
+    alerts = worker.wait_for(
+        lambda: [a for a in worker.get("/api/alerts", route="billing-faq") or [] if a["state"] == "firing"],
+        120,
+        "the regression's alert",
+    )
     assert len(worker.get("/api/alerts", route="billing-faq")) == 1
     states = [t["state"] for t in worker.get(f"/api/alerts/{alerts[0]['alert_id']}")["transitions"]]
     assert states == ["pending", "firing"]
@@ -69,11 +80,16 @@ def test_sigkill_five_times_while_streaming_100k_events_in_envelopes(broker, top
 def test_sigkill_while_streaming_envelopes(broker, topic_prefix, tmp_path):
     """The kill test's exactness with batch envelopes: a kill lands between and inside envelope batches.
     With a batch of 5 messages, kills land inside a batch of envelopes too."""
-    sims = list(generate(Scenario.demo(), datetime(2026, 11, 21, 6, 0, tzinfo=timezone.utc), 40, seed=31))
+    sims = list(generate(Scenario.demo(), datetime(2026, 11, 21, 6, 0, tzinfo=UTC), 40, seed=31))
     expected = expected_counts(sims)
     topic = setup_topics(broker, topic_prefix)
-    worker = WorkerProcess(broker.bootstrap, f"chdb:{tmp_path / 'ch'}", topic_prefix, tmp_path / "worker.log",
-                           env={"CLAIMWATCH_INGEST__BATCH_SIZE": "5", "CLAIMWATCH_CLUSTERING__IN_WORKER": "false"})
+    worker = WorkerProcess(
+        broker.bootstrap,
+        f"chdb:{tmp_path / 'ch'}",
+        topic_prefix,
+        tmp_path / "worker.log",
+        env={"CLAIMWATCH_INGEST__BATCH_SIZE": "5", "CLAIMWATCH_CLUSTERING__IN_WORKER": "false"},
+    )
     producer = StreamingProducer(broker.bootstrap, topic, sims, chunk=2000, pause=0.5, batched=True)
     rng = random.Random(5)
     stream_through_kills(worker, producer, (expected.valid_events, expected.bad_total), rng, (0.2, 1.5))
@@ -84,11 +100,16 @@ def test_sigkill_while_streaming_envelopes(broker, topic_prefix, tmp_path):
 
 @BATCHING
 def test_broker_frozen_for_30_seconds_loses_nothing(broker, topic_prefix, tmp_path, batched):
-    sims = list(generate(Scenario.demo(), datetime(2026, 11, 21, 7, 0, tzinfo=timezone.utc), 40, seed=23))
+    sims = list(generate(Scenario.demo(), datetime(2026, 11, 21, 7, 0, tzinfo=UTC), 40, seed=23))
     expected = expected_counts(sims)
     topic = setup_topics(broker, topic_prefix)
-    with WorkerProcess(broker.bootstrap, f"chdb:{tmp_path / 'ch'}", topic_prefix, tmp_path / "worker.log",
-                       env={"CLAIMWATCH_CLUSTERING__IN_WORKER": "false"}) as worker:
+    with WorkerProcess(
+        broker.bootstrap,
+        f"chdb:{tmp_path / 'ch'}",
+        topic_prefix,
+        tmp_path / "worker.log",
+        env={"CLAIMWATCH_CLUSTERING__IN_WORKER": "false"},
+    ) as worker:
         producer = StreamingProducer(broker.bootstrap, topic, sims, chunk=2000, pause=0.5, batched=batched)
         producer.start()
         worker.wait_for(lambda: (totals(worker) or (0, 0))[0] > 2000, 120, "ingest under way")

@@ -3,13 +3,14 @@
 Long answers (four claims or more) are verified 1 in 10 and carry ``sampling.rate`` 0.1; the rest are all verified.
 The same file goes over the Tansu broker to a worker process and through `claimwatch backtest --rates-out`.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import subprocess
 import sys
 import zlib
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import orjson
 import pytest
@@ -18,7 +19,7 @@ from services.app.broker import create_topics
 from services.client.simulate import Scenario, generate
 from tests.support.processes import WorkerProcess, send_all
 
-START = datetime(2026, 11, 21, 8, 0, tzinfo=timezone.utc)
+START = datetime(2026, 11, 21, 8, 0, tzinfo=UTC)
 LONG, RATE = 4, 0.1
 ESTIMATES = ("rate", "interval", "weighted", "effective_claims", "verdict_shares", "unsafe_serve", "abstention")
 STORED = ("events", "claims", "failed", "verdicts", "sampling", "sampled_events")
@@ -47,7 +48,8 @@ def stratified(sims):
 
 
 def test_a_stratified_sampled_stream_gives_the_backtest_and_the_worker_the_same_weighted_rates(
-        broker, topic_prefix, tmp_path):
+    broker, topic_prefix, tmp_path
+):
     sims = stratified(generate(Scenario.demo(), START, 20, seed=3))
     events_file = tmp_path / "sampled.jsonl"
     events_file.write_bytes(b"".join(s.raw + b"\n" for s in sims))
@@ -56,9 +58,22 @@ def test_a_stratified_sampled_stream_gives_the_backtest_and_the_worker_the_same_
     assert len(sampled) > 100 and len(valid) > 2000
 
     rates_file = tmp_path / "rates.json"
-    subprocess.run([sys.executable, "-m", "services.app.cli", "backtest", str(events_file),
-                    "--alerts-out", str(tmp_path / "alerts.jsonl"), "--rates-out", str(rates_file)],
-                   check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "services.app.cli",
+            "backtest",
+            str(events_file),
+            "--alerts-out",
+            str(tmp_path / "alerts.jsonl"),
+            "--rates-out",
+            str(rates_file),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     replayed = {r["route"]: r for r in orjson.loads(rates_file.read_bytes())}
 
     topic = f"{topic_prefix}.verdicts"

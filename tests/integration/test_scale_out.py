@@ -1,23 +1,26 @@
 """Scale-out without code changes: two worker processes in one consumer group, sharing a
 ClickHouse server (the HTTP stand-in in front of chDB), count every event exactly once."""
+
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
-from services.client.simulate import Scenario, expected_counts, generate
 from services.app.broker import create_topics
+from services.client.simulate import Scenario, expected_counts, generate
 from tests.support.clickhouse_standin import ClickHouseStandin
 from tests.support.processes import WorkerProcess, send_all
 
 
 def test_two_workers_share_partitions_and_count_exactly(broker, topic_prefix, tmp_path):
-    sims = list(generate(Scenario.demo(), datetime(2026, 11, 21, 6, 0, tzinfo=timezone.utc), 20, seed=21))
+    sims = list(generate(Scenario.demo(), datetime(2026, 11, 21, 6, 0, tzinfo=UTC), 20, seed=21))
     expected = expected_counts(sims)
     topic = f"{topic_prefix}.verdicts"
     create_topics(broker.bootstrap, [topic, f"{topic_prefix}.verdicts.dlq", f"{topic_prefix}.alerts"], 4)
 
     with ClickHouseStandin(tmp_path / "server") as server:
-        workers = [WorkerProcess(broker.bootstrap, server.url, topic_prefix, tmp_path / f"worker{i}.log") for i in (1, 2)]
+        workers = [
+            WorkerProcess(broker.bootstrap, server.url, topic_prefix, tmp_path / f"worker{i}.log") for i in (1, 2)
+        ]
         for w in workers:
             w.start()
         try:
@@ -50,5 +53,9 @@ def totals(worker: WorkerProcess) -> tuple[int, int]:
 def metric(worker: WorkerProcess, name: str) -> float:
     from prometheus_client.parser import text_string_to_metric_families
 
-    return sum(s.value for fam in text_string_to_metric_families(worker.get_text("/metrics"))
-               for s in fam.samples if s.name == name)
+    return sum(
+        s.value
+        for fam in text_string_to_metric_families(worker.get_text("/metrics"))
+        for s in fam.samples
+        if s.name == name
+    )

@@ -4,6 +4,7 @@ The demo starts `claimwatch up` (which starts the Tansu broker) and then `claimw
 Every process of this test carries a marker in its environment, so the check finds exactly
 this test's processes, whoever their parent is now.
 """
+
 from __future__ import annotations
 
 import os
@@ -55,13 +56,25 @@ def port_free(port: int) -> bool:
 def test_sigkill_of_the_demo_leaves_no_claimwatch_process_and_frees_the_ports(tmp_path):
     api_port, broker_port, mark = free_port(), free_port(), uuid.uuid4().hex
     api = f"http://127.0.0.1:{api_port}"
-    env = {**os.environ, MARK: mark, "PYTHONUNBUFFERED": "1", "XDG_CONFIG_HOME": str(tmp_path / "config"),
-           "CLAIMWATCH_API__PORT": str(api_port), "CLAIMWATCH_API__URL": api,
-           "CLAIMWATCH_EMBEDDED_BROKER": f"127.0.0.1:{broker_port}",
-           "CLAIMWATCH_API__ANONYMOUS_READS_PER_MINUTE": "100000"}  # the test polls beside the demo's own reads
+    env = {
+        **os.environ,
+        MARK: mark,
+        "PYTHONUNBUFFERED": "1",
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "CLAIMWATCH_API__PORT": str(api_port),
+        "CLAIMWATCH_API__URL": api,
+        "CLAIMWATCH_EMBEDDED_BROKER": f"127.0.0.1:{broker_port}",
+        "CLAIMWATCH_API__ANONYMOUS_READS_PER_MINUTE": "100000",
+    }  # the test polls beside the demo's own reads
     log = open(tmp_path / "demo.log", "ab")
-    demo = subprocess.Popen([sys.executable, "-m", "services.app.cli", "demo"], cwd=tmp_path, env=env,
-                            stdout=log, stderr=log, start_new_session=True)
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "services.app.cli", "demo"],
+        cwd=tmp_path,
+        env=env,
+        stdout=log,
+        stderr=log,
+        start_new_session=True,
+    )
 
     def flowing() -> dict[int, str] | None:
         """The stack is up (`up` and its broker beside the demo) and the demo's traffic is being stored."""

@@ -5,6 +5,7 @@ Real components: the Tansu broker (the session fixture, so the log outlives `up`
 bundled embedding model, UMAP and HDBSCAN. The re-cluster is caught in its fit, which runs in a
 child process of `up`; the test signals only `up` itself.
 """
+
 from __future__ import annotations
 
 import os
@@ -12,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -21,8 +22,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from services.app.broker import create_topics, free_port
 from services.client.simulate import Scenario, expected_counts, generate
-from tests.support.procfs import alive, recluster_child
 from tests.support.processes import WorkerProcess, get_json, send_all
+from tests.support.procfs import alive, recluster_child
 
 STOP_WITHIN = 15.0
 
@@ -39,18 +40,40 @@ class Up:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> "Up":
+    def start(self) -> Up:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", "XDG_CONFIG_HOME": str(self.workdir / "config"),
-               "CLAIMWATCH_API__HOST": "127.0.0.1", "CLAIMWATCH_API__PORT": str(self.port),
-               "CLAIMWATCH_API__URL": self.url,
-               # the tests poll the API anonymously from one address, faster than any reader should
-               "CLAIMWATCH_API__ANONYMOUS_READS_PER_MINUTE": "100000", **self.env}
+        env = {
+            **os.environ,
+            "PYTHONUNBUFFERED": "1",
+            "XDG_CONFIG_HOME": str(self.workdir / "config"),
+            "CLAIMWATCH_API__HOST": "127.0.0.1",
+            "CLAIMWATCH_API__PORT": str(self.port),
+            "CLAIMWATCH_API__URL": self.url,
+            # the tests poll the API anonymously from one address, faster than any reader should
+            "CLAIMWATCH_API__ANONYMOUS_READS_PER_MINUTE": "100000",
+            **self.env,
+        }
         log = open(self.workdir / "up.log", "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "services.app.cli", "-v", "up", "--kafka", self.bootstrap,
-             "--clickhouse", f"chdb:{self.workdir / 'ch'}", "--topic-prefix", self.topic_prefix],
-            cwd=self.workdir, env=env, stdout=log, stderr=log, start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "services.app.cli",
+                "-v",
+                "up",
+                "--kafka",
+                self.bootstrap,
+                "--clickhouse",
+                f"chdb:{self.workdir / 'ch'}",
+                "--topic-prefix",
+                self.topic_prefix,
+            ],
+            cwd=self.workdir,
+            env=env,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
         self.wait_for(lambda: self.get("/healthz") is not None, 120, "the API")
         return self
 
@@ -61,8 +84,10 @@ class Up:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise AssertionError(f"`claimwatch up` exited with {self.proc.returncode} waiting for {what}; "
-                                     f"see {self.workdir / 'up.log'}")
+                raise AssertionError(
+                    f"`claimwatch up` exited with {self.proc.returncode} waiting for {what}; "
+                    f"see {self.workdir / 'up.log'}"
+                )
             value = predicate()
             if value:
                 return value
@@ -106,7 +131,7 @@ def ups():
 
 def send_backlog(broker, topic_prefix: str, minutes: int, seed: int):
     """The demo's traffic of the last ``minutes``, on topics of four partitions, before `up` starts; what it holds."""
-    now = datetime.now(timezone.utc).replace(second=0, microsecond=0)
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
     sims = list(generate(Scenario.demo(), now - timedelta(minutes=minutes), minutes, seed=seed))
     topic = f"{topic_prefix}.verdicts"
     create_topics(broker.bootstrap, [topic, f"{topic_prefix}.verdicts.dlq", f"{topic_prefix}.alerts"], 4)
@@ -127,13 +152,18 @@ def finished(up: Up, topic: str, partitions: int = 4) -> bool:
     response = httpx.get(up.url + "/metrics", timeout=30)
     if response.status_code != 200:
         return False
-    lags = {s.labels["partition"]: s.value for family in text_string_to_metric_families(response.text)
-            for s in family.samples if s.name == "claimwatch_consumer_lag" and s.labels["topic"] == topic}
+    lags = {
+        s.labels["partition"]: s.value
+        for family in text_string_to_metric_families(response.text)
+        for s in family.samples
+        if s.name == "claimwatch_consumer_lag" and s.labels["topic"] == topic
+    }
     return len(lags) == partitions and set(lags.values()) == {0}
 
 
 def test_sigterm_during_a_recluster_stops_up_within_15s_and_a_restart_stores_every_event_once(
-        broker, topic_prefix, tmp_path, ups):
+    broker, topic_prefix, tmp_path, ups
+):
     expected = send_backlog(broker, topic_prefix, minutes=40, seed=5)
     env = {"CLAIMWATCH_CLUSTERING__INTERVAL_MINUTES": "0.05", "CLAIMWATCH_CLUSTERING__RECLUSTER_MIN_NEW_CLAIMS": "1"}
 
@@ -161,7 +191,8 @@ def test_sigterm_during_a_recluster_stops_up_within_15s_and_a_restart_stores_eve
 
 
 def test_ctrl_c_mid_ingest_and_sigterm_when_idle_stop_up_within_15s_and_nothing_is_lost_or_doubled(
-        broker, topic_prefix, tmp_path, ups):
+    broker, topic_prefix, tmp_path, ups
+):
     """A backlog of four hours of demo traffic (~49,000 answers): Ctrl-C while it is half stored, then a restart
     stores the rest exactly once, and SIGTERM stops the caught-up, idle stack."""
     expected = send_backlog(broker, topic_prefix, minutes=240, seed=8)
@@ -185,23 +216,47 @@ def test_ctrl_c_mid_ingest_and_sigterm_when_idle_stop_up_within_15s_and_nothing_
 
 def test_the_worker_and_the_api_alone_stop_within_15s_on_sigterm_and_sigint(broker, topic_prefix, tmp_path):
     """`claimwatch worker` and `claimwatch api`, idle, each on the signal a service manager and a terminal send."""
-    create_topics(broker.bootstrap, [f"{topic_prefix}.verdicts", f"{topic_prefix}.verdicts.dlq",
-                                     f"{topic_prefix}.alerts"], 2)
+    create_topics(
+        broker.bootstrap, [f"{topic_prefix}.verdicts", f"{topic_prefix}.verdicts.dlq", f"{topic_prefix}.alerts"], 2
+    )
     for sig in (signal.SIGTERM, signal.SIGINT):
-        worker = WorkerProcess(broker.bootstrap, f"chdb:{tmp_path / sig.name / 'worker'}", topic_prefix,
-                               tmp_path / f"worker-{sig.name}.log").start()
+        worker = WorkerProcess(
+            broker.bootstrap,
+            f"chdb:{tmp_path / sig.name / 'worker'}",
+            topic_prefix,
+            tmp_path / f"worker-{sig.name}.log",
+        ).start()
         worker.wait_for(lambda: worker.get("/readyz") is not None, 60, "the worker to be ready")
         assert stop_within(worker.proc, sig, worker.log_path) < STOP_WITHIN
 
         port = free_port()
         log = tmp_path / f"api-{sig.name}.log"
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", "CLAIMWATCH_API__PORT": str(port),
-               "CLAIMWATCH_API__URL": f"http://127.0.0.1:{port}", "XDG_CONFIG_HOME": str(tmp_path / "config")}
+        env = {
+            **os.environ,
+            "PYTHONUNBUFFERED": "1",
+            "CLAIMWATCH_API__PORT": str(port),
+            "CLAIMWATCH_API__URL": f"http://127.0.0.1:{port}",
+            "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        }
         with open(log, "ab") as out:
-            api = subprocess.Popen([sys.executable, "-m", "services.app.cli", "api", "--kafka", broker.bootstrap,
-                                    "--clickhouse", f"chdb:{tmp_path / sig.name / 'api'}",
-                                    "--topic-prefix", topic_prefix], env=env, stdout=out, stderr=out,
-                                   start_new_session=True)
+            api = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "services.app.cli",
+                    "api",
+                    "--kafka",
+                    broker.bootstrap,
+                    "--clickhouse",
+                    f"chdb:{tmp_path / sig.name / 'api'}",
+                    "--topic-prefix",
+                    topic_prefix,
+                ],
+                env=env,
+                stdout=out,
+                stderr=out,
+                start_new_session=True,
+            )
         try:
             deadline = time.monotonic() + 60
             while get_json(f"http://127.0.0.1:{port}", "/healthz") is None:

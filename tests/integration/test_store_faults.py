@@ -1,5 +1,6 @@
 """Nothing lost, nothing doubled when the store fails: a failing or slow server, a full disk, a batch it refuses,
 a damaged part; on real components (the broker, worker processes, chDB, a real filesystem)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -11,7 +12,7 @@ import sys
 import textwrap
 import time
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -23,21 +24,34 @@ from tests.support.clickhouse_standin import ClickHouseStandin
 from tests.support.filesystems import filled, small_filesystem
 from tests.support.processes import WorkerProcess
 from tests.support.streaming import (
-    BATCHING, StreamingProducer, metric_value, not_ready, rss_mb, setup_topics, stream_through_kills, totals,
+    BATCHING,
+    StreamingProducer,
+    metric_value,
+    not_ready,
+    rss_mb,
+    setup_topics,
+    stream_through_kills,
+    totals,
 )
 
 
 @BATCHING
 def test_store_failures_retry_hold_offsets_and_resume_without_loss(broker, topic_prefix, tmp_path, batched):
-    sims = list(generate(Scenario.demo(), datetime(2026, 11, 21, 5, 0, tzinfo=timezone.utc), 45, seed=29))
+    sims = list(generate(Scenario.demo(), datetime(2026, 11, 21, 5, 0, tzinfo=UTC), 45, seed=29))
     expected = expected_counts(sims)
     first, second, third = sims[:4000], sims[4000:9000], sims[9000:]
     topic = setup_topics(broker, topic_prefix)
     with ClickHouseStandin(tmp_path / "server") as server:
         env = {"CLAIMWATCH_CLUSTERING__IN_WORKER": "false", "CLAIMWATCH_INGEST__RETRY_MAX_SECONDS": "2"}
         worker = WorkerProcess(broker.bootstrap, server.url, topic_prefix, tmp_path / "worker.log", env=env).start()
-        send = lambda batch: StreamingProducer(broker.bootstrap, topic, batch, chunk=5000, pause=0,  # noqa: E731
-                                               batched=batched).run()
+        send = lambda batch: StreamingProducer(
+            broker.bootstrap,
+            topic,
+            batch,
+            chunk=5000,
+            pause=0,  # noqa: E731
+            batched=batched,
+        ).run()
         send(first)
         worker.wait_for(lambda: (totals(worker) or (0, 0))[0] > 0, 120, "first events stored")
 
@@ -69,8 +83,9 @@ def test_store_failures_retry_hold_offsets_and_resume_without_loss(broker, topic
 
 
 def test_sigterm_stops_a_worker_whose_store_refuses_every_write_and_a_restart_stores_every_event_once(
-        broker, topic_prefix, tmp_path):
-    sims = list(generate(Scenario.demo(), datetime(2026, 11, 21, 5, 0, tzinfo=timezone.utc), 10, seed=31))
+    broker, topic_prefix, tmp_path
+):
+    sims = list(generate(Scenario.demo(), datetime(2026, 11, 21, 5, 0, tzinfo=UTC), 10, seed=31))
     expected = expected_counts(sims)
     topic = setup_topics(broker, topic_prefix)
     with ClickHouseStandin(tmp_path / "server") as server:
@@ -96,17 +111,19 @@ def test_sigterm_stops_a_worker_whose_store_refuses_every_write_and_a_restart_st
 
 
 def test_a_full_disk_holds_offsets_says_not_ready_and_every_event_lands_once_when_space_returns(
-        broker, topic_prefix, tmp_path):
+    broker, topic_prefix, tmp_path
+):
     """The store on a real filesystem that fills up: chDB's streaming insert reports success and stores nothing,
     so the writer's count of what the store holds is what keeps the offsets uncommitted."""
-    sims = list(generate(Scenario.demo(), datetime(2026, 11, 21, 5, 0, tzinfo=timezone.utc), 20, seed=37))
+    sims = list(generate(Scenario.demo(), datetime(2026, 11, 21, 5, 0, tzinfo=UTC), 20, seed=37))
     expected = expected_counts(sims)
     first, second = sims[:2000], sims[2000:]
     topic = setup_topics(broker, topic_prefix)
     env = {"CLAIMWATCH_CLUSTERING__IN_WORKER": "false", "CLAIMWATCH_INGEST__RETRY_MAX_SECONDS": "2"}
     with small_filesystem(tmp_path / "disk", 256) as disk:
-        worker = WorkerProcess(broker.bootstrap, f"chdb:{disk / 'ch'}", topic_prefix, tmp_path / "worker.log",
-                               env=env).start()
+        worker = WorkerProcess(
+            broker.bootstrap, f"chdb:{disk / 'ch'}", topic_prefix, tmp_path / "worker.log", env=env
+        ).start()
         StreamingProducer(broker.bootstrap, topic, first, chunk=2000, pause=0).run()
         before = expected_counts(first)
         worker.wait_for(lambda: totals(worker) == (before.valid_events, before.bad_total), 120, "the first events")
@@ -114,8 +131,9 @@ def test_a_full_disk_holds_offsets_says_not_ready_and_every_event_lands_once_whe
             StreamingProducer(broker.bootstrap, topic, second, chunk=5000, pause=0, batched=True).run()
             ready = worker.wait_for(lambda: not_ready(worker), 60, "readiness to report the failing writes")
             assert "disk" in ready["reason"], ready
-            worker.wait_for(lambda: metric_value(worker, "claimwatch_store_failures_total") >= 2, 60,
-                            "failed writes counted")
+            worker.wait_for(
+                lambda: metric_value(worker, "claimwatch_store_failures_total") >= 2, 60, "failed writes counted"
+            )
             assert totals(worker)[0] == before.valid_events  # nothing more, and nothing pretended
             worker.kill()  # offsets of what was not stored must not have been committed
         worker.start()
@@ -146,21 +164,34 @@ def poisoned(sims: list, every: int) -> list:
 
 
 def test_events_the_store_refuses_are_dead_lettered_and_the_rest_stored_once_through_kills_mid_split(
-        broker, topic_prefix, tmp_path):
-    sims = poisoned(list(generate(Scenario.demo(), datetime(2026, 11, 21, 6, 0, tzinfo=timezone.utc), 30,
-                                  seed=53)), every=150)
+    broker, topic_prefix, tmp_path
+):
+    sims = poisoned(list(generate(Scenario.demo(), datetime(2026, 11, 21, 6, 0, tzinfo=UTC), 30, seed=53)), every=150)
     expected = expected_counts(sims)
     assert expected.bad["store.rejected"] >= 30
     topic = setup_topics(broker, topic_prefix)
     path = tmp_path / "ch"
-    subprocess.run([sys.executable, "-c", textwrap.dedent(f"""\
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""\
         from services.store.backends import ChdbStore
         from services.store.migrate import migrate
         store = ChdbStore({str(path)!r}); migrate(store)
         store.command("ALTER TABLE events ADD CONSTRAINT no_poison {POISON}")
-        store.close()""")], check=True, timeout=120)
-    worker = WorkerProcess(broker.bootstrap, f"chdb:{path}", topic_prefix, tmp_path / "worker.log",
-                           env={"CLAIMWATCH_INGEST__BATCH_SIZE": "20", "CLAIMWATCH_CLUSTERING__IN_WORKER": "false"})
+        store.close()"""),
+        ],
+        check=True,
+        timeout=120,
+    )
+    worker = WorkerProcess(
+        broker.bootstrap,
+        f"chdb:{path}",
+        topic_prefix,
+        tmp_path / "worker.log",
+        env={"CLAIMWATCH_INGEST__BATCH_SIZE": "20", "CLAIMWATCH_CLUSTERING__IN_WORKER": "false"},
+    )
     producer = StreamingProducer(broker.bootstrap, topic, sims, chunk=2000, pause=0.5, batched=True)
     rng = random.Random(7)
     stream_through_kills(worker, producer, (expected.valid_events, expected.bad_total), rng, (0.1, 1.0))
@@ -180,7 +211,7 @@ def damage_an_events_part(store_dir: Path) -> int:
 
 
 def test_a_damaged_part_stops_the_worker_and_a_rebuild_then_replay_restores_it_exactly(broker, topic_prefix, tmp_path):
-    sims = list(generate(Scenario.demo(), datetime(2026, 11, 21, 9, 0, tzinfo=timezone.utc), 12, seed=59))
+    sims = list(generate(Scenario.demo(), datetime(2026, 11, 21, 9, 0, tzinfo=UTC), 12, seed=59))
     expected = expected_counts(sims)
     want = (expected.valid_events, expected.bad_total)
     topic = setup_topics(broker, topic_prefix)

@@ -1,10 +1,11 @@
 """Pages reach the owning team's receiver: a real Alertmanager runs the shipped routing tree
 (dashboards/alertmanager/alertmanager.yml, each receiver a webhook into this test), and claimwatch's alerts carry
 the team the compose file's [[owners]] rules give their route."""
+
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
@@ -25,9 +26,10 @@ def shipped_tree_into(receivers: Receiver) -> str:
     """The shipped config with fast grouping, and each receiver a webhook to ``receivers``."""
     config = yaml.safe_load(SHIPPED.read_text())
     config["route"].update(group_wait="1s", group_interval="1s")
-    config["receivers"] = [{"name": r["name"], "webhook_configs": [{"url": f"{receivers.url}/{r['name']}",
-                                                                  "send_resolved": False}]}
-                           for r in config["receivers"]]
+    config["receivers"] = [
+        {"name": r["name"], "webhook_configs": [{"url": f"{receivers.url}/{r['name']}", "send_resolved": False}]}
+        for r in config["receivers"]
+    ]
     return yaml.safe_dump(config)
 
 
@@ -39,6 +41,7 @@ def receivers():
 
 def alerts_by_receiver(receivers: Receiver, count: int) -> dict[str, list[dict]]:
     """Receiver name -> the labels of the alerts Alertmanager sent it, once ``count`` alerts arrived in all."""
+
     def alerts(posts) -> dict[str, list[dict]]:
         got: dict[str, list[dict]] = {}
         for path, _, body in posts:
@@ -51,13 +54,30 @@ def alerts_by_receiver(receivers: Receiver, count: int) -> dict[str, list[dict]]
 def test_a_page_goes_to_the_receiver_of_the_team_that_owns_its_route(tmp_path, receivers):
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     rules = owner_rules(load_settings(environ={"CLAIMWATCH_OWNERS": compose["x-claimwatch-env"]["CLAIMWATCH_OWNERS"]}))
-    now = datetime.now(timezone.utc)
-    alerts = [Alert(alert_id=f"a-{route}-{kind}", route=route, kind=kind, severity=severity_for(0.05, 0.02, kind),
-                    labels={"service": "claimwatch"}, window=30, pending_since=now, starts_at=now, delta=0.05)
-              for route, kind in [("billing-faq", "hallucination_rate_rise"), ("search-web", "hallucination_rate_rise"),
-                                  ("hr-policy", "hallucination_rate_rise"), ("billing-faq", "mix_shift")]]
-    payloads = [alertmanager_payload(a, "http://localhost:8080", now, timedelta(minutes=1), owner=rules.alert_labels(a))
-                for a in alerts]
+    now = datetime.now(UTC)
+    alerts = [
+        Alert(
+            alert_id=f"a-{route}-{kind}",
+            route=route,
+            kind=kind,
+            severity=severity_for(0.05, 0.02, kind),
+            labels={"service": "claimwatch"},
+            window=30,
+            pending_since=now,
+            starts_at=now,
+            delta=0.05,
+        )
+        for route, kind in [
+            ("billing-faq", "hallucination_rate_rise"),
+            ("search-web", "hallucination_rate_rise"),
+            ("hr-policy", "hallucination_rate_rise"),
+            ("billing-faq", "mix_shift"),
+        ]
+    ]
+    payloads = [
+        alertmanager_payload(a, "http://localhost:8080", now, timedelta(minutes=1), owner=rules.alert_labels(a))
+        for a in alerts
+    ]
     assert [p["labels"]["team"] for p in payloads] == ["payments", "search", "on-call", "payments"]
     am = Alertmanager(tmp_path / "am")
     am.CONFIG = shipped_tree_into(receivers)
@@ -66,6 +86,9 @@ def test_a_page_goes_to_the_receiver_of_the_team_that_owns_its_route(tmp_path, r
         got = alerts_by_receiver(receivers, len(payloads))
     # each team's pager gets its own route's page; a mix shift is traffic, reviewed in chat whoever owns it
     assert {name: {a["route"] for a in alerts} for name, alerts in got.items()} == {
-        "payments-oncall": {"billing-faq"}, "search-oncall": {"search-web"}, "on-call": {"hr-policy"},
-        "traffic-review": {"billing-faq"}}
+        "payments-oncall": {"billing-faq"},
+        "search-oncall": {"search-web"},
+        "on-call": {"hr-policy"},
+        "traffic-review": {"billing-faq"},
+    }
     assert [a["kind"] for a in got["traffic-review"]] == ["mix_shift"]

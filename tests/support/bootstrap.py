@@ -1,5 +1,6 @@
 """An answer (cluster) bootstrap: the reference the analytic ratio interval is checked against
 (services/rates/intervals.py), slow and obviously right, so it lives with the tests."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -23,7 +24,9 @@ def bootstrap_interval(
     num = np.asarray(numerators, dtype=np.float64)
     den = np.ones_like(num) if denominators is None else np.asarray(denominators, dtype=np.float64)
     if num.ndim != 1 or num.shape != den.shape:
-        raise ValueError(f"numerators and denominators must be 1-D and the same length, got {num.shape} and {den.shape}")
+        raise ValueError(
+            f"numerators and denominators must be 1-D and the same length, got {num.shape} and {den.shape}"
+        )
     if n_boot < 100:
         raise ValueError(f"n_boot must be at least 100, got {n_boot}")
     alpha = 1 - level

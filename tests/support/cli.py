@@ -1,8 +1,9 @@
 """Run `claimwatch` in-process with its HTTP calls answered by a client the test injects (no monkeypatching):
 ``CliRunner().invoke(main, args, obj=api)`` with an ``api`` from here."""
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import httpx
 from click.testing import CliRunner
@@ -31,4 +32,5 @@ def cli_at(client: httpx.Client, monkeypatch, token: str, width: int) -> Callabl
         result = CliRunner(env={"COLUMNS": str(width)}).invoke(main, [*args, "--api", "http://testserver"], obj=api)
         assert result.exit_code == 0, result.output
         return result.output
+
     return run

@@ -30,6 +30,7 @@ Not implemented, on purpose (none changes what a statement does):
 - quota_key, stacktrace, role. ClickHouse's own block compression (compress/decompress) and external
   data tables are refused with an error rather than misread.
 """
+
 from __future__ import annotations
 
 import base64
@@ -42,51 +43,94 @@ import threading
 import time
 import uuid
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 from urllib.parse import parse_qsl, quote, urlsplit
 
 import python_multipart
 
-RESERVED_PARAMS = frozenset({
-    "query", "database", "default_format", "compress", "decompress", "user", "password", "quota_key",
-    "query_id", "stacktrace", "buffer_size", "wait_end_of_query", "session_id", "session_timeout",
-    "session_check", "client_protocol_version", "close_session", "role",
-})
-TRANSPORT_SETTINGS = frozenset({
-    "enable_http_compression", "http_zlib_compression_level", "send_progress_in_http_headers",
-    "http_headers_progress_interval_ms", "cancel_http_readonly_queries_on_client_close",
-    "http_wait_end_of_query", "http_response_buffer_size",
-})
+RESERVED_PARAMS = frozenset(
+    {
+        "query",
+        "database",
+        "default_format",
+        "compress",
+        "decompress",
+        "user",
+        "password",
+        "quota_key",
+        "query_id",
+        "stacktrace",
+        "buffer_size",
+        "wait_end_of_query",
+        "session_id",
+        "session_timeout",
+        "session_check",
+        "client_protocol_version",
+        "close_session",
+        "role",
+    }
+)
+TRANSPORT_SETTINGS = frozenset(
+    {
+        "enable_http_compression",
+        "http_zlib_compression_level",
+        "send_progress_in_http_headers",
+        "http_headers_progress_interval_ms",
+        "cancel_http_readonly_queries_on_client_close",
+        "http_wait_end_of_query",
+        "http_response_buffer_size",
+    }
+)
 # Error codes the stand-in raises itself (checked against chDB's errorCodeToName in the tests).
-OWN_ERROR_CODES = {"NOT_IMPLEMENTED": 48, "NOT_ENOUGH_SPACE": 243, "UNKNOWN_SETTING": 115, "READONLY": 164, "AUTHENTICATION_FAILED": 516,
-                   "STD_EXCEPTION": 1001}
+OWN_ERROR_CODES = {
+    "NOT_IMPLEMENTED": 48,
+    "NOT_ENOUGH_SPACE": 243,
+    "UNKNOWN_SETTING": 115,
+    "READONLY": 164,
+    "AUTHENTICATION_FAILED": 516,
+    "STD_EXCEPTION": 1001,
+}
 # ClickHouse's exceptionCodeToHTTPStatus, by error name; every other error is 500.
-HTTP_STATUS = {name: status for status, names in {
-    401: "REQUIRED_PASSWORD",
-    403: "UNKNOWN_USER WRONG_PASSWORD AUTHENTICATION_FAILED SET_NON_GRANTED_ROLE ACCESS_DENIED",
-    400: "BAD_ARGUMENTS CANNOT_COMPILE_REGEXP CANNOT_PARSE_TEXT CANNOT_PARSE_ESCAPE_SEQUENCE CANNOT_PARSE_QUOTED_STRING "
-         "CANNOT_PARSE_DATE CANNOT_PARSE_DATETIME CANNOT_PARSE_NUMBER CANNOT_PARSE_DOMAIN_VALUE_FROM_STRING "
-         "CANNOT_PARSE_IPV4 CANNOT_PARSE_IPV6 CANNOT_PARSE_INPUT_ASSERTION_FAILED CANNOT_PARSE_UUID DUPLICATE_COLUMN "
-         "ILLEGAL_COLUMN UNKNOWN_ELEMENT_IN_AST UNKNOWN_TYPE_OF_AST_NODE THERE_IS_NO_COLUMN TOO_DEEP_AST TOO_BIG_AST "
-         "UNEXPECTED_AST_STRUCTURE SYNTAX_ERROR INCORRECT_DATA TYPE_MISMATCH VALUE_IS_OUT_OF_RANGE_OF_DATA_TYPE",
-    404: "UNKNOWN_TABLE UNKNOWN_FUNCTION UNKNOWN_IDENTIFIER UNKNOWN_TYPE UNKNOWN_STORAGE UNKNOWN_DATABASE "
-         "UNKNOWN_SETTING UNKNOWN_DIRECTION_OF_SORTING UNKNOWN_AGGREGATE_FUNCTION UNKNOWN_FORMAT "
-         "UNKNOWN_DATABASE_ENGINE UNKNOWN_TYPE_OF_QUERY UNKNOWN_ROLE",
-    408: "TIMEOUT_EXCEEDED", 411: "HTTP_LENGTH_REQUIRED", 413: "QUERY_IS_TOO_LARGE", 415: "UNSUPPORTED_MEDIA_TYPE",
-    501: "NOT_IMPLEMENTED", 503: "SOCKET_TIMEOUT CANNOT_OPEN_FILE CANNOT_SCHEDULE_TASK",
-}.items() for name in names.split()}
+HTTP_STATUS = {
+    name: status
+    for status, names in {
+        401: "REQUIRED_PASSWORD",
+        403: "UNKNOWN_USER WRONG_PASSWORD AUTHENTICATION_FAILED SET_NON_GRANTED_ROLE ACCESS_DENIED",
+        400: "BAD_ARGUMENTS CANNOT_COMPILE_REGEXP CANNOT_PARSE_TEXT CANNOT_PARSE_ESCAPE_SEQUENCE CANNOT_PARSE_QUOTED_STRING "
+        "CANNOT_PARSE_DATE CANNOT_PARSE_DATETIME CANNOT_PARSE_NUMBER CANNOT_PARSE_DOMAIN_VALUE_FROM_STRING "
+        "CANNOT_PARSE_IPV4 CANNOT_PARSE_IPV6 CANNOT_PARSE_INPUT_ASSERTION_FAILED CANNOT_PARSE_UUID DUPLICATE_COLUMN "
+        "ILLEGAL_COLUMN UNKNOWN_ELEMENT_IN_AST UNKNOWN_TYPE_OF_AST_NODE THERE_IS_NO_COLUMN TOO_DEEP_AST TOO_BIG_AST "
+        "UNEXPECTED_AST_STRUCTURE SYNTAX_ERROR INCORRECT_DATA TYPE_MISMATCH VALUE_IS_OUT_OF_RANGE_OF_DATA_TYPE",
+        404: "UNKNOWN_TABLE UNKNOWN_FUNCTION UNKNOWN_IDENTIFIER UNKNOWN_TYPE UNKNOWN_STORAGE UNKNOWN_DATABASE "
+        "UNKNOWN_SETTING UNKNOWN_DIRECTION_OF_SORTING UNKNOWN_AGGREGATE_FUNCTION UNKNOWN_FORMAT "
+        "UNKNOWN_DATABASE_ENGINE UNKNOWN_TYPE_OF_QUERY UNKNOWN_ROLE",
+        408: "TIMEOUT_EXCEEDED",
+        411: "HTTP_LENGTH_REQUIRED",
+        413: "QUERY_IS_TOO_LARGE",
+        415: "UNSUPPORTED_MEDIA_TYPE",
+        501: "NOT_IMPLEMENTED",
+        503: "SOCKET_TIMEOUT CANNOT_OPEN_FILE CANNOT_SCHEDULE_TASK",
+    }.items()
+    for name in names.split()
+}
 _LEADING_KEYWORD = re.compile(rb"(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/|\()*([A-Za-z]+)", re.S)
 _RESULT_KEYWORDS = {b"SELECT", b"WITH", b"SHOW", b"DESC", b"DESCRIBE", b"EXISTS", b"EXPLAIN", b"CHECK"}
 _FORMAT_CLAUSE = re.compile(rb"\bFORMAT\s+(\w+)\s*;?\s*\Z", re.I)
 _ERROR_NAME = re.compile(r"\(([A-Z][A-Z0-9_]*)\)\s*\Z")
 _SETTING_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _BINARY_INSERT_FORMATS = {"arrow", "arrowstream", "native", "rowbinary", "rowbinarywithnamesandtypes", "parquet"}
-_CONTENT_TYPES = {"json": "application/json; charset=UTF-8", "tabseparated": "text/tab-separated-values; charset=UTF-8",
-                  "tsv": "text/tab-separated-values; charset=UTF-8", "native": "application/octet-stream",
-                  "rowbinary": "application/octet-stream", "parquet": "application/octet-stream"}
+_CONTENT_TYPES = {
+    "json": "application/json; charset=UTF-8",
+    "tabseparated": "text/tab-separated-values; charset=UTF-8",
+    "tsv": "text/tab-separated-values; charset=UTF-8",
+    "native": "application/octet-stream",
+    "rowbinary": "application/octet-stream",
+    "parquet": "application/octet-stream",
+}
 
 
 class ServerError(Exception):
@@ -154,8 +198,10 @@ def _form_fields(content_type: str, body: bytes) -> dict[str, str]:
     fields: dict[str, str] = {}
     files: list[Any] = []
     python_multipart.parse_form(
-        {"Content-Type": content_type.encode(), "Content-Length": str(len(body)).encode()}, io.BytesIO(body),
-        lambda f: fields.__setitem__(f.field_name.decode(), (f.value or b"").decode()), files.append,
+        {"Content-Type": content_type.encode(), "Content-Length": str(len(body)).encode()},
+        io.BytesIO(body),
+        lambda f: fields.__setitem__(f.field_name.decode(), (f.value or b"").decode()),
+        files.append,
     )
     if files:
         raise ServerError.own("NOT_IMPLEMENTED", "external data tables are not supported by the stand-in")
@@ -190,7 +236,9 @@ def parse_request(method: str, target: str, headers: Mapping[str, str], body: by
             sql, data = query.encode(), body  # chDB takes binary data through a streaming insert, not in the SQL text
     for flag in ("compress", "decompress"):
         if fields.get(flag, "0") not in ("", "0", "false"):
-            raise ServerError.own("NOT_IMPLEMENTED", f"'{flag}' (ClickHouse block compression) is not supported by the stand-in")
+            raise ServerError.own(
+                "NOT_IMPLEMENTED", f"'{flag}' (ClickHouse block compression) is not supported by the stand-in"
+            )
     settings = {}
     for key, value in fields.items():
         if not key or key in RESERVED_PARAMS or key in TRANSPORT_SETTINGS or key.startswith("param_"):
@@ -206,9 +254,12 @@ def parse_request(method: str, target: str, headers: Mapping[str, str], body: by
         database=headers.get("x-clickhouse-database") or fields.get("database") or "default",
         default_format=headers.get("x-clickhouse-format") or fields.get("default_format") or "TabSeparated",
         settings=settings,
-        params={k[len("param_"):]: v for k, v in fields.items() if k.startswith("param_")},
+        params={k[len("param_") :]: v for k, v in fields.items() if k.startswith("param_")},
         query_id=fields.get("query_id") or headers.get("x-clickhouse-query-id") or str(uuid.uuid4()),
-        user=user, password=password, read_only=method == "GET", data=data if not multipart else b"",
+        user=user,
+        password=password,
+        read_only=method == "GET",
+        data=data if not multipart else b"",
     )
 
 
@@ -241,7 +292,9 @@ class ChdbEngine:
         Path(path).mkdir(parents=True, exist_ok=True)
         self._session = chdb.session.Session(str(path))
         self._lock = threading.Lock()
-        self.version, self.timezone = self._session.query("SELECT version(), timezone()", "TabSeparated").bytes().decode().split()
+        self.version, self.timezone = (
+            self._session.query("SELECT version(), timezone()", "TabSeparated").bytes().decode().split()
+        )
         self._baseline = self._changed_settings()
 
     def _changed_settings(self) -> dict[str, str]:
@@ -256,8 +309,12 @@ class ChdbEngine:
             stale |= {n for n in changed.keys() | self._baseline.keys() if changed.get(n) != self._baseline.get(n)}
         stale.discard("database")  # USE sets it on every request
         if stale:
-            self._session.query("SET " + ", ".join(
-                f"{n} = {_literal(self._baseline[n]) if n in self._baseline else 'DEFAULT'}" for n in sorted(stale)))
+            self._session.query(
+                "SET "
+                + ", ".join(
+                    f"{n} = {_literal(self._baseline[n]) if n in self._baseline else 'DEFAULT'}" for n in sorted(stale)
+                )
+            )
 
     def execute(self, request: Request) -> Reply:
         with self._lock:
@@ -276,10 +333,23 @@ class ChdbEngine:
             finally:
                 self._forget_settings(request)
         body = result.bytes() if result is not None else b""
-        counts = (result.storage_rows_read(), result.storage_bytes_read(), result.rows_written(),
-                  result.bytes_written(), result.rows_read()) if result is not None else (0,) * 5
-        summary = dict(zip(("read_rows", "read_bytes", "written_rows", "written_bytes", "result_rows"), map(str, counts)))
-        summary.update(total_rows_to_read="0", result_bytes=str(len(body)), elapsed_ns=str(time.perf_counter_ns() - started))
+        counts = (
+            (
+                result.storage_rows_read(),
+                result.storage_bytes_read(),
+                result.rows_written(),
+                result.bytes_written(),
+                result.rows_read(),
+            )
+            if result is not None
+            else (0,) * 5
+        )
+        summary = dict(
+            zip(("read_rows", "read_bytes", "written_rows", "written_bytes", "result_rows"), map(str, counts))
+        )
+        summary.update(
+            total_rows_to_read="0", result_bytes=str(len(body)), elapsed_ns=str(time.perf_counter_ns() - started)
+        )
         return Reply(body, summary)
 
     def _insert(self, request: Request, started: int) -> Reply:
@@ -289,9 +359,16 @@ class ChdbEngine:
         inserter = self._session.send_insert(statement, fmt)
         inserter.append(request.data)
         result = inserter.finish()
-        summary = {"read_rows": "0", "read_bytes": "0", "written_rows": str(result.rows_written),
-                   "written_bytes": str(result.bytes_written), "result_rows": "0", "total_rows_to_read": "0",
-                   "result_bytes": "0", "elapsed_ns": str(time.perf_counter_ns() - started)}
+        summary = {
+            "read_rows": "0",
+            "read_bytes": "0",
+            "written_rows": str(result.rows_written),
+            "written_bytes": str(result.bytes_written),
+            "result_rows": "0",
+            "total_rows_to_read": "0",
+            "result_bytes": "0",
+            "elapsed_ns": str(time.perf_counter_ns() - started),
+        }
         return Reply(b"", summary)
 
     def close(self) -> None:
@@ -339,17 +416,26 @@ class _Handler(BaseHTTPRequestHandler):
             keyword = leading_keyword(request.sql)
             standin.inject_faults(keyword)
             if request.read_only and keyword not in _RESULT_KEYWORDS | {b"SET", b"USE"}:
-                raise ServerError.own("READONLY", "Cannot execute query in readonly mode. For queries over HTTP, "
-                                      "method GET implies readonly. You should use method POST for modifying queries")
+                raise ServerError.own(
+                    "READONLY",
+                    "Cannot execute query in readonly mode. For queries over HTTP, "
+                    "method GET implies readonly. You should use method POST for modifying queries",
+                )
             reply = standin.engine.execute(request)
         except Exception as exc:  # a stand-in bug must still reach the client as a ClickHouse error
             err = exc if isinstance(exc, ServerError) else ServerError.own("STD_EXCEPTION", repr(exc))
             body = f"{err.message} (version {standin.engine.version} (claimwatch stand-in))\n".encode()
-            return self._send(err.status, body, {"X-ClickHouse-Exception-Code": str(err.code),
-                                                 "Content-Type": "text/plain; charset=UTF-8"})
-        headers = {"X-ClickHouse-Query-Id": request.query_id, "X-ClickHouse-Summary": json.dumps(reply.summary),
-                   "X-ClickHouse-Timezone": request.settings.get("session_timezone") or standin.engine.timezone,
-                   "Content-Type": "text/plain; charset=UTF-8"}
+            return self._send(
+                err.status,
+                body,
+                {"X-ClickHouse-Exception-Code": str(err.code), "Content-Type": "text/plain; charset=UTF-8"},
+            )
+        headers = {
+            "X-ClickHouse-Query-Id": request.query_id,
+            "X-ClickHouse-Summary": json.dumps(reply.summary),
+            "X-ClickHouse-Timezone": request.settings.get("session_timezone") or standin.engine.timezone,
+            "Content-Type": "text/plain; charset=UTF-8",
+        }
         if keyword in _RESULT_KEYWORDS:
             fmt = headers["X-ClickHouse-Format"] = output_format(request.sql, request.default_format)
             family = next((f for f in _CONTENT_TYPES if fmt.lower().startswith(f)), None)
@@ -398,8 +484,14 @@ class _Server(ThreadingHTTPServer):
 class ClickHouseStandin:
     """``with ClickHouseStandin(path) as server: HttpStore(server.url)`` — a ClickHouse HTTP endpoint on loopback."""
 
-    def __init__(self, chdb_path: str | Path, *, user: str = "default", password: str = "",
-                 display_name: str = "claimwatch-standin"):
+    def __init__(
+        self,
+        chdb_path: str | Path,
+        *,
+        user: str = "default",
+        password: str = "",
+        display_name: str = "claimwatch-standin",
+    ):
         self.chdb_path = Path(chdb_path)
         self.user, self.password, self.display_name = user, password, display_name
         self.engine: ChdbEngine | None = None
@@ -431,8 +523,10 @@ class ClickHouseStandin:
 
     def authenticate(self, request: Request) -> None:
         if (request.user, request.password) != (self.user, self.password):
-            raise ServerError.own("AUTHENTICATION_FAILED", f"{request.user}: Authentication failed: password is "
-                                  "incorrect, or there is no user with such name")
+            raise ServerError.own(
+                "AUTHENTICATION_FAILED",
+                f"{request.user}: Authentication failed: password is incorrect, or there is no user with such name",
+            )
 
     def start(self) -> ClickHouseStandin:
         self.engine = ChdbEngine(self.chdb_path)
@@ -441,8 +535,12 @@ class ClickHouseStandin:
         except OSError:
             self.engine.close()
             raise
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name=f"clickhouse-standin:{self.port}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"clickhouse-standin:{self.port}",
+            daemon=True,
+        )
         self._thread.start()
         return self
 

@@ -4,9 +4,11 @@ Packing keeps each event's bytes as they are, so rule counts, DLQ bytes and even
 as with one event per message. What cannot ride in an envelope (bytes that are not a JSON object,
 events near the 1 MiB limit) is sent alone, as a producer would have to.
 """
+
 from __future__ import annotations
 
-from typing import Iterable, NamedTuple
+from collections.abc import Iterable
+from typing import NamedTuple
 
 import orjson
 

@@ -1,19 +1,21 @@
 """A real small filesystem (tmpfs) that a test can fill up, as a store's disk fills in production."""
+
 from __future__ import annotations
 
 import contextlib
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 
 @contextlib.contextmanager
 def small_filesystem(path: Path, megabytes: int) -> Iterator[Path]:
     """A tmpfs of ``megabytes`` mounted at ``path`` for the test (root is needed, as `make test` runs)."""
     path.mkdir(parents=True, exist_ok=True)
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={megabytes}m", "tmpfs", str(path)],
-                             capture_output=True, text=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={megabytes}m", "tmpfs", str(path)], capture_output=True, text=True
+    )
     if mounted.returncode != 0:  # never a skip: the full-disk tests need a real filesystem that fills
         raise AssertionError(f"cannot mount a tmpfs at {path} ({mounted.stderr.strip()}); run the tests as root")
     try:

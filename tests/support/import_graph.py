@@ -5,6 +5,7 @@ Only module-level imports count: those a module runs when it is imported, includ
 together. An import inside a function or class body is left out: it runs later, and it is the
 usual way to break a cycle.
 """
+
 from __future__ import annotations
 
 import ast

@@ -5,6 +5,7 @@ source (AST): module-level and function-local ones alike, except under ``if TYPE
 
 Run ``python -m tests.support.layers`` to print the table and any violation (exit status 1 if there is one).
 """
+
 from __future__ import annotations
 
 import ast
@@ -38,10 +39,10 @@ IMPORTED_ONLY_BY = {"services.client": ("services.app",)}
 
 @dataclass(frozen=True)
 class Import:
-    path: str    # relative to the tree's root
+    path: str  # relative to the tree's root
     line: int
     module: str  # the importing module
-    name: str    # the imported module
+    name: str  # the imported module
 
     def __str__(self) -> str:
         return f"{self.path}:{self.line} ({layer_of(self.module)}) imports {self.name}"
@@ -101,8 +102,10 @@ def imports(root: Path = ROOT) -> list[Import]:
     for path in source_files(root):
         module = module_name(path, root)
         tree = ast.parse(path.read_text(), str(path))
-        found += [Import(str(path.relative_to(root)), line, module, name)
-                  for line, name in project_imports(tree, module, path.name == "__init__.py")]
+        found += [
+            Import(str(path.relative_to(root)), line, module, name)
+            for line, name in project_imports(tree, module, path.name == "__init__.py")
+        ]
     return found
 
 

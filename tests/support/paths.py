@@ -1,4 +1,5 @@
 """Where the tests find the repository and their fixtures, wherever a test file sits."""
+
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]

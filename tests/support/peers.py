@@ -1,4 +1,5 @@
 """Real peers from Debian packages, started on loopback by the tests that need them."""
+
 from __future__ import annotations
 
 import shutil
@@ -34,7 +35,7 @@ class Peer:
     def command(self) -> list[str]:
         raise NotImplementedError
 
-    def start(self, timeout: float = 30) -> "Peer":
+    def start(self, timeout: float = 30) -> Peer:
         self.workdir.mkdir(parents=True, exist_ok=True)
         log = open(self.workdir / f"{self.name}.log", "ab")
         self.proc = subprocess.Popen(self.command(), stdout=log, stderr=log, start_new_session=True)
@@ -72,8 +73,13 @@ class Alertmanager(Peer):
     def command(self) -> list[str]:
         config = self.workdir / "alertmanager.yml"
         config.write_text(self.CONFIG)
-        return [_binary("prometheus-alertmanager"), f"--config.file={config}", f"--storage.path={self.workdir / 'data'}",
-                f"--web.listen-address=127.0.0.1:{self.port}", "--cluster.listen-address="]
+        return [
+            _binary("prometheus-alertmanager"),
+            f"--config.file={config}",
+            f"--storage.path={self.workdir / 'data'}",
+            f"--web.listen-address=127.0.0.1:{self.port}",
+            "--cluster.listen-address=",
+        ]
 
     def alerts(self) -> list[dict]:
         return httpx.get(self.url + "/api/v2/alerts", timeout=10).json()
@@ -84,8 +90,14 @@ class Prometheus(Peer):
 
     name = "prometheus"
 
-    def __init__(self, workdir: Path, targets: list[str], scrape_interval: str = "1s", job: str = "claimwatch",
-                 rule_files: list[Path] = ()):
+    def __init__(
+        self,
+        workdir: Path,
+        targets: list[str],
+        scrape_interval: str = "1s",
+        job: str = "claimwatch",
+        rule_files: list[Path] = (),
+    ):
         super().__init__(workdir)
         self.targets, self.scrape_interval, self.job, self.rule_files = targets, scrape_interval, job, rule_files
 
@@ -93,11 +105,17 @@ class Prometheus(Peer):
         config = self.workdir / "prometheus.yml"
         targets = ", ".join(f"'{t}'" for t in self.targets)
         rules = ", ".join(f"'{r}'" for r in self.rule_files)
-        config.write_text(f"global:\n  scrape_interval: {self.scrape_interval}\n"
-                          f"  evaluation_interval: {self.scrape_interval}\nrule_files: [{rules}]\nscrape_configs:\n"
-                          f"  - job_name: {self.job}\n    static_configs:\n      - targets: [{targets}]\n")
-        return [_binary("prometheus"), f"--config.file={config}", f"--storage.tsdb.path={self.workdir / 'tsdb'}",
-                f"--web.listen-address=127.0.0.1:{self.port}"]
+        config.write_text(
+            f"global:\n  scrape_interval: {self.scrape_interval}\n"
+            f"  evaluation_interval: {self.scrape_interval}\nrule_files: [{rules}]\nscrape_configs:\n"
+            f"  - job_name: {self.job}\n    static_configs:\n      - targets: [{targets}]\n"
+        )
+        return [
+            _binary("prometheus"),
+            f"--config.file={config}",
+            f"--storage.tsdb.path={self.workdir / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{self.port}",
+        ]
 
     def query(self, promql: str) -> list[dict]:
         return self._get("/api/v1/query", query=promql)["result"]

@@ -1,4 +1,5 @@
 """Real claimwatch processes for integration tests: started, polled, stopped or killed."""
+
 from __future__ import annotations
 
 import os
@@ -6,8 +7,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import httpx
 
@@ -25,7 +27,7 @@ def send_all(bootstrap: str, topic: str, sims) -> None:
     producer.close()
 
 
-LIVE: set["WorkerProcess"] = set()  # reaped after every test by tests/conftest.py, even when it fails
+LIVE: set[WorkerProcess] = set()  # reaped after every test by tests/conftest.py, even when it fails
 
 
 def get_json(base_url: str, path: str, **params: Any) -> Any:
@@ -41,8 +43,15 @@ def get_json(base_url: str, path: str, **params: Any) -> Any:
 class WorkerProcess:
     """`claimwatch worker --serve-api` as a subprocess owning its chDB directory."""
 
-    def __init__(self, bootstrap: str, clickhouse: str, topic_prefix: str, log_path: Path,
-                 env: dict[str, str] | None = None, args: list[str] | None = None):
+    def __init__(
+        self,
+        bootstrap: str,
+        clickhouse: str,
+        topic_prefix: str,
+        log_path: Path,
+        env: dict[str, str] | None = None,
+        args: list[str] | None = None,
+    ):
         self.bootstrap, self.clickhouse, self.topic_prefix = bootstrap, clickhouse, topic_prefix
         self.log_path = log_path
         self.port = free_port()
@@ -54,20 +63,43 @@ class WorkerProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 60) -> "WorkerProcess":
-        env = {**os.environ, "CLAIMWATCH_API__PORT": str(self.port), "CLAIMWATCH_API__HOST": "127.0.0.1",
-               "CLAIMWATCH_API__URL": self.url, "PYTHONUNBUFFERED": "1",
-               # Tests and benches send fixed event times, which a wall-clock TTL would expire as they age,
-               # and the live ingest window would refuse once older than the raw rows are kept.
-               "CLAIMWATCH_RETENTION__RAW_DAYS": "3650", "CLAIMWATCH_RETENTION__AGGREGATE_DAYS": "3650",
-               "CLAIMWATCH_INGEST__BACKFILL": "true",
-               # tests poll the API anonymously from one address, faster than any reader should
-               "CLAIMWATCH_API__ANONYMOUS_READS_PER_MINUTE": "100000", **self.env}
+    def start(self, timeout: float = 60) -> WorkerProcess:
+        env = {
+            **os.environ,
+            "CLAIMWATCH_API__PORT": str(self.port),
+            "CLAIMWATCH_API__HOST": "127.0.0.1",
+            "CLAIMWATCH_API__URL": self.url,
+            "PYTHONUNBUFFERED": "1",
+            # Tests and benches send fixed event times, which a wall-clock TTL would expire as they age,
+            # and the live ingest window would refuse once older than the raw rows are kept.
+            "CLAIMWATCH_RETENTION__RAW_DAYS": "3650",
+            "CLAIMWATCH_RETENTION__AGGREGATE_DAYS": "3650",
+            "CLAIMWATCH_INGEST__BACKFILL": "true",
+            # tests poll the API anonymously from one address, faster than any reader should
+            "CLAIMWATCH_API__ANONYMOUS_READS_PER_MINUTE": "100000",
+            **self.env,
+        }
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "services.app.cli", "-v", "worker", "--serve-api", "--kafka", self.bootstrap,
-             "--clickhouse", self.clickhouse, "--topic-prefix", self.topic_prefix, *self.args],
-            stdout=log, stderr=log, env=env, start_new_session=True,
+            [
+                sys.executable,
+                "-m",
+                "services.app.cli",
+                "-v",
+                "worker",
+                "--serve-api",
+                "--kafka",
+                self.bootstrap,
+                "--clickhouse",
+                self.clickhouse,
+                "--topic-prefix",
+                self.topic_prefix,
+                *self.args,
+            ],
+            stdout=log,
+            stderr=log,
+            env=env,
+            start_new_session=True,
         )
         LIVE.add(self)
         self.wait_for(lambda: self.get("/healthz") is not None, timeout, "worker API to come up")
@@ -83,7 +115,9 @@ class WorkerProcess:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc is not None and self.proc.poll() is not None:
-                raise AssertionError(f"worker exited with {self.proc.returncode} while waiting for {what}; log: {self.log_path}")
+                raise AssertionError(
+                    f"worker exited with {self.proc.returncode} while waiting for {what}; log: {self.log_path}"
+                )
             value = predicate()
             if value:
                 return value
@@ -105,7 +139,7 @@ class WorkerProcess:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
 
-    def __enter__(self) -> "WorkerProcess":
+    def __enter__(self) -> WorkerProcess:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -1,4 +1,5 @@
 """Reading processes from Linux's /proc, for tests and benches that watch `claimwatch up` and its children."""
+
 from __future__ import annotations
 
 import os

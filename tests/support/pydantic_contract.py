@@ -1,5 +1,6 @@
 """The pydantic model and decoder that the msgspec decoder replaced, kept as the differential test's reference
 (tests/unit/contract/test_decoder_differential.py). Not used by the service."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -10,9 +11,24 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from pydantic_core import PydanticCustomError
 
 from services.contract.decode import envelope_problem, is_envelope, lenient_ids, parse_error
-from services.contract.model import (ACTIONS, CLAIM_TYPES, MAX_ATTRIBUTES, MAX_CLAIMS, MAX_EVIDENCE, MAX_KEY_CHARS,
-                                     MAX_LABEL_CHARS, MAX_TEXT_CHARS, MAX_VERSION_KEYS, QUERY_TYPES, STAGES, STAKES,
-                                     Fault, canonical_verdict, check_route, parse_timestamp)
+from services.contract.model import (
+    ACTIONS,
+    CLAIM_TYPES,
+    MAX_ATTRIBUTES,
+    MAX_CLAIMS,
+    MAX_EVIDENCE,
+    MAX_KEY_CHARS,
+    MAX_LABEL_CHARS,
+    MAX_TEXT_CHARS,
+    MAX_VERSION_KEYS,
+    QUERY_TYPES,
+    STAGES,
+    STAKES,
+    Fault,
+    canonical_verdict,
+    check_route,
+    parse_timestamp,
+)
 from services.contract.rejection import Problem, Rejection, reject
 
 

@@ -1,4 +1,5 @@
 """A real HTTP server that keeps every POST (path, headers, body): what a webhook or a receiver would get."""
+
 from __future__ import annotations
 
 import threading
@@ -46,7 +47,7 @@ class Receiver:
         """Answer the held posts, and every post from now on at once."""
         self.released.set()
 
-    def __enter__(self) -> "Receiver":
+    def __enter__(self) -> Receiver:
         return self
 
     def __exit__(self, *exc) -> None:

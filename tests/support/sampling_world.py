@@ -5,6 +5,7 @@ tests/unit/rates/test_sampling_weights.py and bench/sampling.py.
 Each draw is a fresh population of answers (1-2 claims when short, 4-8 when long; claims of one answer share
 a propensity, so they are correlated) and one Bernoulli sample of it at each answer's rate. The estimand is
 the population's own claim-level rate."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -16,29 +17,42 @@ from services.rates.intervals import Counts
 
 @dataclass(frozen=True)
 class Stratum:
-    share: float          # of the answers
+    share: float  # of the answers
     claims: tuple[int, int]
-    failure: float        # mean per-claim failure probability
-    rate: float           # sampling.rate: the chance an answer is verified
+    failure: float  # mean per-claim failure probability
+    rate: float  # sampling.rate: the chance an answer is verified
 
 
 SHORT = Stratum(share=0.7, claims=(1, 2), failure=0.05, rate=1.0)
 LONG = Stratum(share=0.3, claims=(4, 8), failure=0.25, rate=0.1)
-CONCENTRATION = 8.0       # of the Beta each answer's propensity is drawn from: lower, more within-answer correlation
+CONCENTRATION = 8.0  # of the Beta each answer's propensity is drawn from: lower, more within-answer correlation
 
 
 def sums(claims: np.ndarray, failed: np.ndarray, weights: np.ndarray) -> Counts:
     """The rate_minute sums of these answers (weights 1 / sampling.rate), as the store would add them (every
     failed claim unsupported)."""
     w = weights
-    return Counts(events=len(claims), claims=int(claims.sum()), failed=int(failed.sum()),
-                  claims_sq=int((claims ** 2).sum()), failed_sq=int((failed ** 2).sum()),
-                  failed_claims=int((failed * claims).sum()), sampled=int((w > 1).sum()), w_events=float(w.sum()),
-                  w2_events=float((w * w).sum()), w_claims=float(w @ claims), w_failed=float(w @ failed),
-                  w2_claims=float((w * w) @ claims), w2_claims_sq=float((w * w) @ (claims ** 2)),
-                  w2_failed_sq=float((w * w) @ (failed ** 2)), w2_failed_claims=float((w * w) @ (failed * claims)),
-                  supported=int((claims - failed).sum()), unsupported=int(failed.sum()),
-                  w_supported=float(w @ (claims - failed)), w_unsupported=float(w @ failed))
+    return Counts(
+        events=len(claims),
+        claims=int(claims.sum()),
+        failed=int(failed.sum()),
+        claims_sq=int((claims**2).sum()),
+        failed_sq=int((failed**2).sum()),
+        failed_claims=int((failed * claims).sum()),
+        sampled=int((w > 1).sum()),
+        w_events=float(w.sum()),
+        w2_events=float((w * w).sum()),
+        w_claims=float(w @ claims),
+        w_failed=float(w @ failed),
+        w2_claims=float((w * w) @ claims),
+        w2_claims_sq=float((w * w) @ (claims**2)),
+        w2_failed_sq=float((w * w) @ (failed**2)),
+        w2_failed_claims=float((w * w) @ (failed * claims)),
+        supported=int((claims - failed).sum()),
+        unsupported=int(failed.sum()),
+        w_supported=float(w @ (claims - failed)),
+        w_unsupported=float(w @ failed),
+    )
 
 
 def draw(rng: np.random.Generator, answers: int = 6000) -> tuple[float, Counts, Counts]:

@@ -1,10 +1,11 @@
 """An ASGI app served by uvicorn on a free loopback port, in a thread: a real HTTP API for browsers and the CLI."""
+
 from __future__ import annotations
 
 import contextlib
 import threading
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import uvicorn
 

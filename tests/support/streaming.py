@@ -1,4 +1,5 @@
 """Streaming traffic at a worker while faults land, and reading back what it stored: the reliability tests'."""
+
 from __future__ import annotations
 
 import threading
@@ -12,7 +13,6 @@ from services.app.broker import create_topics
 from services.client.produce import raw_producer
 from tests.support.envelopes import pack
 from tests.support.processes import WorkerProcess
-
 
 BATCHING = pytest.mark.parametrize("batched", [False, True], ids=["single", "envelopes"])
 
@@ -46,7 +46,7 @@ class StreamingProducer(threading.Thread):
         try:
             producer = raw_producer(self.bootstrap)
             for start in range(0, len(self.messages), self.chunk):
-                chunk = self.messages[start:start + self.chunk]
+                chunk = self.messages[start : start + self.chunk]
                 for sim in pack(chunk) if self.batched else chunk:
                     producer.send(self.topic, key=sim.key, value=sim.raw)
                 producer.flush()
@@ -72,8 +72,14 @@ def metric_value(worker: WorkerProcess, name: str) -> float:
     return sum(s.value for fam in text_string_to_metric_families(text) for s in fam.samples if s.name == name)
 
 
-def stream_through_kills(worker: WorkerProcess, producer: StreamingProducer, want: tuple[int, int], rng,
-                         pause: tuple[float, float], kills: int = 2) -> None:
+def stream_through_kills(
+    worker: WorkerProcess,
+    producer: StreamingProducer,
+    want: tuple[int, int],
+    rng,
+    pause: tuple[float, float],
+    kills: int = 2,
+) -> None:
     """Start ``worker`` and ``producer``; SIGKILL and restart the worker ``kills`` times, each after 500 more
     events stored and a random ``pause``; then wait until the stored totals are ``want``."""
     worker.start()

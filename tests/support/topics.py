@@ -1,4 +1,5 @@
 """Read a topic back whole, as a test checks what a producer sent (no consumer group)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -9,6 +10,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 def read_topic(bootstrap: str, topic: str, partitions: int) -> list:
     """Every message in ``topic``, from the start to the end offsets it has now (at most a minute's reading)."""
+
     async def read():
         consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
         await consumer.start()
@@ -24,4 +26,5 @@ def read_topic(bootstrap: str, topic: str, partitions: int) -> list:
             return messages
         finally:
             await consumer.stop()
+
     return asyncio.run(read())

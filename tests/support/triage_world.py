@@ -1,11 +1,12 @@
 """A real chDB store with the shared components on a clock the test moves, and helpers that lay down issues and
 their members at chosen event times (for the triage tests)."""
+
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Iterator
 
 from clustering.issue import IssueRecord
 from services.app.compose import Components, build
@@ -13,7 +14,7 @@ from services.app.settings import Settings
 from services.store.backends import open_store
 from services.store.migrate import migrate
 
-T0 = datetime(2026, 11, 21, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 21, 9, 0, tzinfo=UTC)
 
 
 class Clock:
@@ -44,9 +45,20 @@ def triage_world(tmp_path: Path, **settings) -> Iterator[tuple[Components, Clock
 
 def an_issue(components: Components, issue_id: str, route: str = "billing-faq", **fields) -> IssueRecord:
     created = ({"at": (T0 - timedelta(days=1)).isoformat(), "event": "created"},)
-    record = IssueRecord(**{"issue_id": issue_id, "name": f"issue {issue_id}", "keywords": ("x",),
-                            "config_name": "test@1", "first_seen": T0 - timedelta(days=1), "last_seen": T0,
-                            "routes": {route: 10}, "centroid": [1.0, 0.0], "history": created, **fields})
+    record = IssueRecord(
+        **{
+            "issue_id": issue_id,
+            "name": f"issue {issue_id}",
+            "keywords": ("x",),
+            "config_name": "test@1",
+            "first_seen": T0 - timedelta(days=1),
+            "last_seen": T0,
+            "routes": {route: 10},
+            "centroid": [1.0, 0.0],
+            "history": created,
+            **fields,
+        }
+    )
     components.repos.issues.save([record])
     return record
 
@@ -54,8 +66,18 @@ def an_issue(components: Components, issue_id: str, route: str = "billing-faq", 
 def members(components: Components, issue_id: str, times: list[datetime], prefix: str = "") -> None:
     """One failing claim of ``issue_id`` observed at each of ``times``."""
     components.repos.issues.save_members(
-        {"claim_key": f"{issue_id}{prefix}-{i}:0", "issue_id": issue_id, "probability": 1.0, "source": "online",
-         "config_name": "test@1", "x": 0.0, "y": 0.0, "observed_at": t} for i, t in enumerate(times))
+        {
+            "claim_key": f"{issue_id}{prefix}-{i}:0",
+            "issue_id": issue_id,
+            "probability": 1.0,
+            "source": "online",
+            "config_name": "test@1",
+            "x": 0.0,
+            "y": 0.0,
+            "observed_at": t,
+        }
+        for i, t in enumerate(times)
+    )
 
 
 def hourly(start: datetime, hours: int, per_hour: int) -> list[datetime]:

@@ -1,8 +1,10 @@
 """Waiting for a condition, never for a fixed time: poll until it holds, fail with what was awaited at a deadline."""
+
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.2) -> Any:

@@ -1,14 +1,15 @@
 """Alerts and silences: list, detail (with the runbook of an input-health alert), the rules, ack, silence,
 unsilence."""
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from fastapi import APIRouter, Depends, Query, Request
 
+from services.alerts.readmodel import AlertDetailRead, AlertRead, RuleRead, SilenceRead
 from services.alerts.service import AlertsService, SilenceView
 from services.api.models import ERROR_RESPONSES, AckBody, SilenceBody, UnsilenceBody, path_id
-from services.alerts.readmodel import AlertDetailRead, AlertRead, RuleRead, SilenceRead
 from services.api.security import AUTH_RESPONSES, MUTATION_RESPONSES, Gate
 
 
@@ -19,43 +20,87 @@ def router(alerts: AlertsService, gate: Gate, now: Callable) -> APIRouter:
     guarded = AUTH_RESPONSES if gate.policy.protect_reads else {}
     changes = {**MUTATION_RESPONSES, **ERROR_RESPONSES}
 
-    @r.get("/api/alerts", summary="Alerts, newest first", response_model=list[AlertRead], dependencies=read,
-           responses={**guarded, 422: ERROR_RESPONSES[422]})
-    def list_alerts(route: str | None = Query(None, max_length=256),
-                    state: str | None = Query(None, pattern="^(pending|firing|resolved)$")) -> list[AlertRead]:
+    @r.get(
+        "/api/alerts",
+        summary="Alerts, newest first",
+        response_model=list[AlertRead],
+        dependencies=read,
+        responses={**guarded, 422: ERROR_RESPONSES[422]},
+    )
+    def list_alerts(
+        route: str | None = Query(None, max_length=256),
+        state: str | None = Query(None, pattern="^(pending|firing|resolved)$"),
+    ) -> list[AlertRead]:
         return [view.read() for view in alerts.list(now(), route, state)]
 
     # before /api/alerts/{alert_id}, which would take "rules" for an id
-    @r.get("/api/alerts/rules", summary="Each alert kind's rule: severity, thresholds in force, measured quality",
-           response_model=list[RuleRead], dependencies=read, responses=guarded)
+    @r.get(
+        "/api/alerts/rules",
+        summary="Each alert kind's rule: severity, thresholds in force, measured quality",
+        response_model=list[RuleRead],
+        dependencies=read,
+        responses=guarded,
+    )
     def alert_rules() -> list[RuleRead]:
         return [rule.read() for rule in alerts.rules()]
 
-    @r.get("/api/alerts/{alert_id}", summary="One alert with its intervals, suspect changes, transitions and runbook",
-           response_model=AlertDetailRead, dependencies=read, responses={**guarded, **ERROR_RESPONSES})
+    @r.get(
+        "/api/alerts/{alert_id}",
+        summary="One alert with its intervals, suspect changes, transitions and runbook",
+        response_model=AlertDetailRead,
+        dependencies=read,
+        responses={**guarded, **ERROR_RESPONSES},
+    )
     def show_alert(alert_id: str = path_id()) -> AlertRead:
         return alerts.show(alert_id, now()).read()
 
-    @r.post("/api/alerts/{alert_id}/ack", summary="Acknowledge an alert", response_model=AlertRead,
-            dependencies=write, responses=changes)
+    @r.post(
+        "/api/alerts/{alert_id}/ack",
+        summary="Acknowledge an alert",
+        response_model=AlertRead,
+        dependencies=write,
+        responses=changes,
+    )
     def ack_alert(body: AckBody, request: Request, alert_id: str = path_id()) -> AlertRead:
         return alerts.ack(alert_id, gate.acting_as(request, body.by), body.note, now()).read()
 
-    @r.get("/api/silences", summary="Silences (all, or only the active ones)", response_model=list[SilenceRead],
-           dependencies=read, responses=guarded)
+    @r.get(
+        "/api/silences",
+        summary="Silences (all, or only the active ones)",
+        response_model=list[SilenceRead],
+        dependencies=read,
+        responses=guarded,
+    )
     def list_silences(active: bool = False) -> list[SilenceRead]:
         return [view.read() for view in alerts.silences(now(), active)]
 
-    @r.post("/api/silences", status_code=201, summary="Silence alerts whose labels match, until a time",
-            response_model=SilenceRead, dependencies=write, responses=changes)
+    @r.post(
+        "/api/silences",
+        status_code=201,
+        summary="Silence alerts whose labels match, until a time",
+        response_model=SilenceRead,
+        dependencies=write,
+        responses=changes,
+    )
     def create_silence(body: SilenceBody, request: Request) -> SilenceRead:
         at = now()
-        made = alerts.silence(body.matchers, gate.acting_as(request, body.by), body.comment, at,
-                              duration=body.duration, ends_at=body.ends_at)
+        made = alerts.silence(
+            body.matchers,
+            gate.acting_as(request, body.by),
+            body.comment,
+            at,
+            duration=body.duration,
+            ends_at=body.ends_at,
+        )
         return SilenceView(made, made.is_active(at)).read()
 
-    @r.delete("/api/silences/{silence_id}", summary="End a silence now", response_model=SilenceRead,
-              dependencies=write, responses=changes)
+    @r.delete(
+        "/api/silences/{silence_id}",
+        summary="End a silence now",
+        response_model=SilenceRead,
+        dependencies=write,
+        responses=changes,
+    )
     def expire_silence(body: UnsilenceBody, request: Request, silence_id: str = path_id()) -> SilenceRead:
         at = now()
         ended = alerts.unsilence(silence_id, gate.acting_as(request, body.by), at)

@@ -1,9 +1,11 @@
 """Liveness, readiness, Prometheus metrics, dead-letter statistics and storage."""
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import datetime
-from typing import Callable, Literal
+from typing import Literal
 
 from fastapi import APIRouter, Depends, Query, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
@@ -14,14 +16,14 @@ from services.api.ingestlag import IngestLag, IngestLagRead, LagWatch
 from services.api.routeview import RouteReport
 from services.api.security import AUTH_RESPONSES, Gate
 from services.core.clock import utcnow
-from services.core.readmodel import Read
+from services.core.errors import StoreError
 from services.core.metrics import Metrics
+from services.core.readmodel import Read
 from services.ingest.ingestor import Health as IngestHealth
 from services.rates.window import parse_window
-from services.store.readmodel import DlqReasonRead, StorageReportRead
 from services.store.backends import Store, ping
-from services.core.errors import StoreError
 from services.store.dlq import dlq_summary
+from services.store.readmodel import DlqReasonRead, StorageReportRead
 from services.store.storage import StorageRepository
 
 GAUGE_WINDOW = "30m"
@@ -39,6 +41,8 @@ class Ready(Read):
     ready: bool
     reason: str | None = None
     consecutive_failures: int | None = Field(None, description="store writes failing: how many in a row")
+
+
 OPEN_STATES = ("pending", "firing")
 
 
@@ -52,8 +56,14 @@ class RouteSeries:
     per-route counters (Metrics.keep_route_series); every route counts in the fleet aggregates. A route that
     leaves the set loses its series, rather than keep a stale value."""
 
-    def __init__(self, report: RouteReport, alerts: AlertsService, metrics: Metrics, limit: int,
-                 now: Callable[[], datetime] = utcnow):
+    def __init__(
+        self,
+        report: RouteReport,
+        alerts: AlertsService,
+        metrics: Metrics,
+        limit: int,
+        now: Callable[[], datetime] = utcnow,
+    ):
         self.report, self.alerts, self.metrics, self.limit, self.now = report, alerts, metrics, limit, now
 
     def publish(self) -> None:
@@ -75,8 +85,16 @@ class RouteSeries:
             metrics.route_rate_hi.labels(e["route"], GAUGE_WINDOW).set(e["interval"][1])
 
 
-def router(store: Store, storage: StorageRepository, health: IngestHealth, registry: Metrics, series: RouteSeries,
-           gate: Gate, ingest_lag: LagWatch | None, lag_warning_messages: int) -> APIRouter:
+def router(
+    store: Store,
+    storage: StorageRepository,
+    health: IngestHealth,
+    registry: Metrics,
+    series: RouteSeries,
+    gate: Gate,
+    ingest_lag: LagWatch | None,
+    lag_warning_messages: int,
+) -> APIRouter:
     """``health``: the ingest writes' (readiness); ``registry``: the process's metrics; ``series``: which routes
     it carries series for; ``lag_warning_messages``: the lag the banner warns at."""
     r = APIRouter()
@@ -87,19 +105,35 @@ def router(store: Store, storage: StorageRepository, health: IngestHealth, regis
     def healthz() -> dict:
         return {"status": "ok"}
 
-    @r.get("/api/about", tags=["ops"], summary="Which store this API serves", response_model=About,
-           dependencies=read, responses=guarded)
+    @r.get(
+        "/api/about",
+        tags=["ops"],
+        summary="Which store this API serves",
+        response_model=About,
+        dependencies=read,
+        responses=guarded,
+    )
     def about() -> dict:
         return {"store": store.url}
 
-    @r.get("/readyz", tags=["ops"], summary="Readiness: the store accepts reads and writes; a worker's broker answers",
-           response_model=Ready, response_model_exclude_none=True,
-           responses={503: {"model": Ready, "description": "Not ready; reason says why"}})
+    @r.get(
+        "/readyz",
+        tags=["ops"],
+        summary="Readiness: the store accepts reads and writes; a worker's broker answers",
+        response_model=Ready,
+        response_model_exclude_none=True,
+        responses={503: {"model": Ready, "description": "Not ready; reason says why"}},
+    )
     def readyz() -> JSONResponse | dict:
         if not health.store_ok:
-            return JSONResponse(status_code=503, content={
-                "ready": False, "reason": f"store writes failing: {health.store_error}",
-                "consecutive_failures": health.consecutive_failures})
+            return JSONResponse(
+                status_code=503,
+                content={
+                    "ready": False,
+                    "reason": f"store writes failing: {health.store_error}",
+                    "consecutive_failures": health.consecutive_failures,
+                },
+            )
         if health.broker is not None and (silent := health.broker.unreachable(time.monotonic())):
             return JSONResponse(status_code=503, content={"ready": False, "reason": f"broker unreachable: {silent}"})
         try:
@@ -108,9 +142,14 @@ def router(store: Store, storage: StorageRepository, health: IngestHealth, regis
             return JSONResponse(status_code=503, content={"ready": False, "reason": f"store unreachable: {exc}"})
         return {"ready": True}
 
-    @r.get("/metrics", tags=["ops"], summary="Prometheus metrics (text exposition format)", dependencies=read,
-           response_class=PlainTextResponse,
-           responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}, **guarded})
+    @r.get(
+        "/metrics",
+        tags=["ops"],
+        summary="Prometheus metrics (text exposition format)",
+        dependencies=read,
+        response_class=PlainTextResponse,
+        responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}, **guarded},
+    )
     def metrics() -> Response:
         try:
             series.publish()
@@ -118,21 +157,44 @@ def router(store: Store, storage: StorageRepository, health: IngestHealth, regis
             pass  # a store hiccup must not hide the ingest counters; the gauges keep their last values
         return Response(registry.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
-    @r.get("/api/dlq", tags=["ops"], summary="Dead-lettered messages: count per contract rule, with samples",
-           response_model=list[DlqReasonRead], dependencies=read, responses=guarded)
-    def get_dlq(samples: int = Query(1, ge=0, le=20, description="samples per reason"),
-                route: str | None = Query(None, max_length=256, description="only dead letters of this route "
-                                          "(their message key, else the route their JSON names)")) -> list[DlqReasonRead]:
+    @r.get(
+        "/api/dlq",
+        tags=["ops"],
+        summary="Dead-lettered messages: count per contract rule, with samples",
+        response_model=list[DlqReasonRead],
+        dependencies=read,
+        responses=guarded,
+    )
+    def get_dlq(
+        samples: int = Query(1, ge=0, le=20, description="samples per reason"),
+        route: str | None = Query(
+            None,
+            max_length=256,
+            description="only dead letters of this route (their message key, else the route their JSON names)",
+        ),
+    ) -> list[DlqReasonRead]:
         return [DlqReasonRead(**reason) for reason in dlq_summary(store, samples, route)]
 
-    @r.get("/api/ingest", tags=["ops"], summary="How far ingest is behind the broker's log (the pages' lag banner)",
-           response_model=IngestLagRead, dependencies=read, responses=guarded)
+    @r.get(
+        "/api/ingest",
+        tags=["ops"],
+        summary="How far ingest is behind the broker's log (the pages' lag banner)",
+        response_model=IngestLagRead,
+        dependencies=read,
+        responses=guarded,
+    )
     async def get_ingest() -> dict:
         found = await ingest_lag.current() if ingest_lag else None
         return (found or IngestLag(None, lag_warning_messages, "not read yet")).as_dict()
 
-    @r.get("/api/storage", tags=["ops"], summary="Rows, bytes and bytes per claim per table, with the TTLs in force",
-           response_model=StorageReportRead, dependencies=read, responses=guarded)
+    @r.get(
+        "/api/storage",
+        tags=["ops"],
+        summary="Rows, bytes and bytes per claim per table, with the TTLs in force",
+        response_model=StorageReportRead,
+        dependencies=read,
+        responses=guarded,
+    )
     def get_storage() -> StorageReportRead:
         return StorageReportRead(**storage.report())
 

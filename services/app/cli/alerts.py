@@ -1,4 +1,5 @@
 """`claimwatch` commands. Alerts: list, show, ack, silence, and the backtest (the rules: cli/rules.py)."""
+
 from __future__ import annotations
 
 import os
@@ -8,21 +9,55 @@ from pathlib import Path
 import click
 
 from services.alerts.figures import (
-    REFUSED_REMEDY, counted, dlq_command, figure, hallucination_sentence, other_sources, refused_sentence,
+    REFUSED_REMEDY,
+    counted,
+    dlq_command,
+    figure,
+    hallucination_sentence,
+    other_sources,
+    refused_sentence,
     served_sentence,
 )
 from services.alerts.lifecycle import (
-    ABSTENTION_KIND, AGREEMENT_KIND, CARDINALITY_KIND, DRIFT_KIND, MIX_KIND, MONITOR_KINDS, REJECTED_KIND, SILENT_KIND,
+    ABSTENTION_KIND,
+    AGREEMENT_KIND,
+    CARDINALITY_KIND,
+    DRIFT_KIND,
+    MIX_KIND,
+    MONITOR_KINDS,
+    REJECTED_KIND,
+    SILENT_KIND,
 )
-from services.app.cli.base import (Abort, by_option, console, main, out, print_json, reach, service_options,
-                                   text_or_json, who)
+from services.app.cli.base import (
+    Abort,
+    by_option,
+    console,
+    main,
+    out,
+    print_json,
+    reach,
+    service_options,
+    text_or_json,
+    who,
+)
 from services.app.cli.tables import (
-    Column, Command, ago, at as _at, labelled, output_option, print_labelled, print_markdown, print_table, terminal_width,
+    Column,
+    Command,
+    ago,
+    labelled,
+    output_option,
+    print_labelled,
+    print_markdown,
+    print_table,
+    terminal_width,
 )
-from services.core.command import cli_command
-from services.core.clock import utcnow
-from services.core.numbers import interval_text, pct, pts
+from services.app.cli.tables import (
+    at as _at,
+)
 from services.app.settings import Settings, SettingsError, load_settings
+from services.core.clock import utcnow
+from services.core.command import cli_command
+from services.core.numbers import interval_text, pct, pts
 
 
 @main.group()
@@ -30,17 +65,25 @@ def alerts() -> None:
     """Alerts: list, show, ack, silence and unsilence, and the rules they follow."""
 
 
-KINDS = {DRIFT_KIND: "regression", MIX_KIND: "mix shift", AGREEMENT_KIND: "verifier agreement",
-         SILENT_KIND: "route silent", REJECTED_KIND: "events rejected", ABSTENTION_KIND: "abstention rise",
-         CARDINALITY_KIND: "route cardinality"}
-KIND_TEXT = {DRIFT_KIND: "regression",
-             MIX_KIND: "mix shift — a change in the mix of questions; warning, does not page",
-             AGREEMENT_KIND: "verifier agreement — the verifier agrees with human labels less than it did; warning",
-             SILENT_KIND: "route silent — its events fell far below what its time of day predicts; pages",
-             REJECTED_KIND: "events rejected — more of its events are dead-lettered (broke the contract); pages",
-             ABSTENTION_KIND: "abstention rise — it abstains on more answers while serving fewer; a warning "
-                              "unless configured critical",
-             CARDINALITY_KIND: "route cardinality — events of new routes are refused over routes.max_active; pages"}
+KINDS = {
+    DRIFT_KIND: "regression",
+    MIX_KIND: "mix shift",
+    AGREEMENT_KIND: "verifier agreement",
+    SILENT_KIND: "route silent",
+    REJECTED_KIND: "events rejected",
+    ABSTENTION_KIND: "abstention rise",
+    CARDINALITY_KIND: "route cardinality",
+}
+KIND_TEXT = {
+    DRIFT_KIND: "regression",
+    MIX_KIND: "mix shift — a change in the mix of questions; warning, does not page",
+    AGREEMENT_KIND: "verifier agreement — the verifier agrees with human labels less than it did; warning",
+    SILENT_KIND: "route silent — its events fell far below what its time of day predicts; pages",
+    REJECTED_KIND: "events rejected — more of its events are dead-lettered (broke the contract); pages",
+    ABSTENTION_KIND: "abstention rise — it abstains on more answers while serving fewer; a warning "
+    "unless configured critical",
+    CARDINALITY_KIND: "route cardinality — events of new routes are refused over routes.max_active; pages",
+}
 SUSPECTS = 3
 
 
@@ -64,9 +107,14 @@ def alert_columns(now) -> list[Column]:
         Column("ROUTE", lambda a: a["route"], kind="key"),
         Column("STATE", lambda a: a.get("state_text") or a["state"]),  # firing·acked, cleared: never dropped
         Column("KIND", kind_of, 1),
-        Column("RATE", lambda a: fig(a, a["rate"]), 2, "num",
-               note="over the alert's own window at its latest evaluation, not over `rates --window`; "
-                    "`alerts show ID` gives the window"),
+        Column(
+            "RATE",
+            lambda a: fig(a, a["rate"]),
+            2,
+            "num",
+            note="over the alert's own window at its latest evaluation, not over `rates --window`; "
+            "`alerts show ID` gives the window",
+        ),
         Column("EXPECTED", lambda a: fig(a, expected_of(a)), 2, "num"),  # dropped before RATE, RATE before DELTA
         Column("DELTA", lambda a: fig(a, a["delta"], change=True), 1, "num"),
         Column("SINCE", lambda a: ago(a["starts_at"] or a["pending_since"], now), 3, "num"),
@@ -130,8 +178,10 @@ def _rise(a: dict) -> str:
     mix, rate = a.get("mix_effect"), a.get("rate_effect")
     if mix is None or rate is None:
         return f"{pts(a['delta'])} over the {'baseline' if a.get('expected') is None else 'expectation'}"
-    return (f"{pts(a['delta'])} over the expectation = mix effect {pts(mix)} / rate effect {pts(rate)} (mix: more "
-            "of the questions that fail more often; rate: worse on the same questions)")
+    return (
+        f"{pts(a['delta'])} over the expectation = mix effect {pts(mix)} / rate effect {pts(rate)} (mix: more "
+        "of the questions that fail more often; rate: worse on the same questions)"
+    )
 
 
 def _calibrated(a: dict) -> str:
@@ -143,8 +193,10 @@ def _calibrated(a: dict) -> str:
         if c.get("status") == "no labels yet":
             return f"unknown: no human labels yet on {a['route']}"
         return f"unknown: the calibration is stale ({'; '.join(c['reasons'])})"
-    figures = (f"{pct(c['rate'])} vs {pct(c['expected'])} expected ({pts(c['delta'])}; Se {c['sensitivity']:.2f}, "
-               f"Sp {c['specificity']:.2f} from {c['labels']} labels)")
+    figures = (
+        f"{pct(c['rate'])} vs {pct(c['expected'])} expected ({pts(c['delta'])}; Se {c['sensitivity']:.2f}, "
+        f"Sp {c['specificity']:.2f} from {c['labels']} labels)"
+    )
     if c["holds"]:
         return f"holds: {figures}"
     return f"does not hold: {figures}; the rise is within the verifier's false-positive floor {pct(c['false_positive_floor'])}"
@@ -152,13 +204,21 @@ def _calibrated(a: dict) -> str:
 
 def _suspects(a: dict) -> list[str]:
     found = a.get("suspect_changes") or []
-    rates = lambda s: (f", rate {pct(s.get('rate_before'))} -> {pct(s.get('rate_after'))}"  # noqa: E731
-                       if s.get("rate_before") is not None or s.get("rate_after") is not None else "")
-    shares = lambda s: (f", share of answers {pct(s['share_before'], 0)} -> {pct(s['share_after'], 0)}"  # noqa: E731
-                        if s.get("share_before") is not None and s.get("share_after") is not None else "")
-    lines = [f"{n}. {s.get('key')}={s.get('value')} ({s.get('kind')} change{shares(s)}){rates(s)}"
-             + (f"; {s['note']}" if s.get("note") else "")
-             for n, s in enumerate(found[:SUSPECTS], 1)]
+    rates = lambda s: (
+        f", rate {pct(s.get('rate_before'))} -> {pct(s.get('rate_after'))}"  # noqa: E731
+        if s.get("rate_before") is not None or s.get("rate_after") is not None
+        else ""
+    )
+    shares = lambda s: (
+        f", share of answers {pct(s['share_before'], 0)} -> {pct(s['share_after'], 0)}"  # noqa: E731
+        if s.get("share_before") is not None and s.get("share_after") is not None
+        else ""
+    )
+    lines = [
+        f"{n}. {s.get('key')}={s.get('value')} ({s.get('kind')} change{shares(s)}){rates(s)}"
+        + (f"; {s['note']}" if s.get("note") else "")
+        for n, s in enumerate(found[:SUSPECTS], 1)
+    ]
     return lines + [f"+{len(found) - SUSPECTS} more (-o json)"] * (len(found) > SUSPECTS)
 
 
@@ -170,14 +230,26 @@ def _issues(e: dict | None) -> list[str]:
     status = [f"still filling in: {e['status']}"] if e.get("status") else []  # the window is being clustered
     if (e.get("excess") or 0) <= 0:
         return status
-    parts = [*(e.get("issues") or []), *([e["other_issues"]] if e.get("other_issues") else []),
-             e.get("unclustered") or {}]
+    parts = [
+        *(e.get("issues") or []),
+        *([e["other_issues"]] if e.get("other_issues") else []),
+        e.get("unclustered") or {},
+    ]
     ids = lambda p: f" ({p['issue_id']})" if p.get("issue_id") else ""  # noqa: E731
-    why = (f"{e['failed']:,} failing claims, {e['expected']:,.0f} expected: {e['excess']:,.0f} excess. Each part: "
-           "its failing claims, those beyond its part of the expected, and its share of the excess (negative: fewer "
-           "than expected)")
-    return status + [why] + [f"{p.get('failed', 0):,} failing, {_claims(p.get('contribution', 0))} beyond expected "
-                             f"({_signed_pct(p.get('share'))}) {p.get('name') or 'unclustered'}{ids(p)}" for p in parts]
+    why = (
+        f"{e['failed']:,} failing claims, {e['expected']:,.0f} expected: {e['excess']:,.0f} excess. Each part: "
+        "its failing claims, those beyond its part of the expected, and its share of the excess (negative: fewer "
+        "than expected)"
+    )
+    return (
+        status
+        + [why]
+        + [
+            f"{p.get('failed', 0):,} failing, {_claims(p.get('contribution', 0))} beyond expected "
+            f"({_signed_pct(p.get('share'))}) {p.get('name') or 'unclustered'}{ids(p)}"
+            for p in parts
+        ]
+    )
 
 
 def _top_runbook(a: dict) -> str:
@@ -197,8 +269,10 @@ def _signed_pct(x: float | None) -> str:
 def _transition(t: dict, now: datetime, a: dict) -> str:
     expected = t.get("baseline") if t.get("expected") is None else t["expected"]
     f = lambda x, change=False: figure(x, t.get("unit") or a.get("unit"), change)  # noqa: E731  (older records: the alert's)
-    return (f"{_at(t.get('at'), now, relative=False)} {t.get('state')}: rate {f(t.get('rate'))}, "
-            f"expected {f(expected)}, {'change' if a['kind'] in MONITOR_KINDS else 'rise'} {f(t.get('delta'), True)}")
+    return (
+        f"{_at(t.get('at'), now, relative=False)} {t.get('state')}: rate {f(t.get('rate'))}, "
+        f"expected {f(expected)}, {'change' if a['kind'] in MONITOR_KINDS else 'rise'} {f(t.get('delta'), True)}"
+    )
 
 
 def _count(x: object) -> str:
@@ -209,43 +283,68 @@ def _input_fields(a: dict) -> list[tuple[str, str]]:
     """What the input-health kinds add: received against expected events, the dead letters, the served share."""
     d = a.get("details") or {}
     if a["kind"] == SILENT_KIND:
-        return [("received", f"{_count(d.get('received'))} events in {a['window']} min; "
-                             f"{_count(d.get('expected_events'))} expected")]
+        return [
+            (
+                "received",
+                f"{_count(d.get('received'))} events in {a['window']} min; {_count(d.get('expected_events'))} expected",
+            )
+        ]
     if a["kind"] == REJECTED_KIND:
-        sample = " ".join(x for x in (d.get("sample_reason") or "", f"at {d['sample_source']}"
-                                      if d.get("sample_source") else "") if x)
-        return [("rejected", f"{_count(d.get('rejected'))} of {_count(d.get('received'))} events dead-lettered"),
-                ("top rule", f"{d['top_rule']} ({_count(d.get('top_rule_count'))} events)" if d.get("top_rule") else ""),
-                ("sample", sample), ("list them", Command(dlq_command(a["route"], cli=cli_command())))]
+        sample = " ".join(
+            x for x in (d.get("sample_reason") or "", f"at {d['sample_source']}" if d.get("sample_source") else "") if x
+        )
+        return [
+            ("rejected", f"{_count(d.get('rejected'))} of {_count(d.get('received'))} events dead-lettered"),
+            ("top rule", f"{d['top_rule']} ({_count(d.get('top_rule_count'))} events)" if d.get("top_rule") else ""),
+            ("sample", sample),
+            ("list them", Command(dlq_command(a["route"], cli=cli_command()))),
+        ]
     if a["kind"] == ABSTENTION_KIND:
         return [("served", served_sentence(d)), ("meanwhile", hallucination_sentence(d))]
     if a["kind"] == CARDINALITY_KIND:
-        return [("refused", refused_sentence(d)), ("also from", other_sources(d)), ("what to do", REFUSED_REMEDY),
-                ("list them", Command(dlq_command("", cli=cli_command())))]
+        return [
+            ("refused", refused_sentence(d)),
+            ("also from", other_sources(d)),
+            ("what to do", REFUSED_REMEDY),
+            ("list them", Command(dlq_command("", cli=cli_command()))),
+        ]
     return []
 
 
 def alert_fields(a: dict, now: datetime) -> list[tuple[str, str | list[str]]]:
     """What `alerts show` prints, in order: (label, value or lines); empty values are left out."""
     basis = a.get("expected_basis") or ("the route's history" if a["kind"] in MONITOR_KINDS else "the trailing level")
-    expected = ("— (stored before expectations; the rise is over the baseline)" if a.get("expected") is None
-                else f"{fig(a, a['expected'])}: {basis}")
+    expected = (
+        "— (stored before expectations; the rise is over the baseline)"
+        if a.get("expected") is None
+        else f"{fig(a, a['expected'])}: {basis}"
+    )
     acked = f"by {a['acked_by']} at {_at(a['acked_at'], now)}" + (f": {a['ack_note']}" if a.get("ack_note") else "")
     share = (a.get("unit") or "share") == "share"
     own_baseline = a["kind"] not in MONITOR_KINDS  # an input-health alert's baseline is its expectation
     fields = [
-        ("alert", a["alert_id"]), ("route", a["route"]), ("kind", KIND_TEXT.get(a["kind"], a["kind"])),
-        ("state", _state(a, now)), ("severity", a["severity"]), ("acked", acked if a["acked"] else "no"),
+        ("alert", a["alert_id"]),
+        ("route", a["route"]),
+        ("kind", KIND_TEXT.get(a["kind"], a["kind"])),
+        ("state", _state(a, now)),
+        ("severity", a["severity"]),
+        ("acked", acked if a["acked"] else "no"),
         ("silenced", f"by {', '.join(a['silenced_by'])}" if a["silenced_by"] else "no"),
-        ("rate", fig(a, a["rate"]) + (_interval(a["rate_interval"]) if share else "")), ("expected", expected),
-        ("baseline", f"{fig(a, a['baseline'])}{_interval(a['baseline_interval'])}, the trailing level"
-         if own_baseline else ""),
-        ("rise" if own_baseline else "change", _rise(a)), *_input_fields(a),
-        ("calibrated", _calibrated(a)), ("mix slice", a.get("mix_slice") or ""),
+        ("rate", fig(a, a["rate"]) + (_interval(a["rate_interval"]) if share else "")),
+        ("expected", expected),
+        (
+            "baseline",
+            f"{fig(a, a['baseline'])}{_interval(a['baseline_interval'])}, the trailing level" if own_baseline else "",
+        ),
+        ("rise" if own_baseline else "change", _rise(a)),
+        *_input_fields(a),
+        ("calibrated", _calibrated(a)),
+        ("mix slice", a.get("mix_slice") or ""),
         ("onset", _at(a["onset"], now) if a["onset"] else ""),
         ("window", f"{a['window']} min, {a['claims']:,} {counted(a['kind'])}"),
         ("driven by", f"{a['driving_verdict']} claims" if a["driving_verdict"] else ""),
-        ("suspects", _suspects(a)), ("issues", _issues(a.get("explanation"))),
+        ("suspects", _suspects(a)),
+        ("issues", _issues(a.get("explanation"))),
         ("runbook", _top_runbook(a)),
         ("transitions", [_transition(t, now, a) for t in a.get("transitions") or []]),
     ]
@@ -265,20 +364,22 @@ def alert_text(a: dict, now: datetime, width: int = 80) -> list[str]:
 def alerts_ack(settings: Settings, alert_id: str, by: str | None, note: str) -> None:
     """Acknowledge an alert (an unknown id is an error)."""
     by = who(settings, by)
-    data = reach(settings, f"/api/alerts/{alert_id}/ack", {},
-                 method="POST", body={"by": by, "note": note})
+    data = reach(settings, f"/api/alerts/{alert_id}/ack", {}, method="POST", body={"by": by, "note": note})
     console.print(f"acked {data['alert_id']} ({data['route']}, {data['state']}) by {data['acked_by']}")
 
 
 @alerts.command("silence")
-@click.option("--match", "matchers", multiple=True, required=True, help="label=value, label!=value, label=~regex, label!~regex")
+@click.option(
+    "--match", "matchers", multiple=True, required=True, help="label=value, label!=value, label=~regex, label!~regex"
+)
 @click.option("--duration", default=None, help="e.g. 2h (or use --until)")
 @click.option("--until", "until", default=None, help="RFC 3339 end time")
 @by_option("Who silences.")
 @click.option("--comment", required=True, help="Why.")
 @service_options
-def alerts_silence(settings: Settings, matchers: tuple[str, ...], duration: str | None, until: str | None,
-                   by: str | None, comment: str) -> None:
+def alerts_silence(
+    settings: Settings, matchers: tuple[str, ...], duration: str | None, until: str | None, by: str | None, comment: str
+) -> None:
     """Silence alerts matching labels (route, kind, severity) until a time."""
     from services.contract.model import parse_timestamp
 
@@ -289,8 +390,13 @@ def alerts_silence(settings: Settings, matchers: tuple[str, ...], duration: str 
         raise Abort(f"--until must be an RFC 3339 timestamp with offset, got {until!r}") from None
     if duration is None and until is None:
         raise Abort("give --duration (e.g. 2h) or --until")
-    body = {"matchers": list(matchers), "by": by, "comment": comment, "duration": duration,
-            "ends_at": ends_at.isoformat() if ends_at else None}
+    body = {
+        "matchers": list(matchers),
+        "by": by,
+        "comment": comment,
+        "duration": duration,
+        "ends_at": ends_at.isoformat() if ends_at else None,
+    }
     data = reach(settings, "/api/silences", {}, method="POST", body=body)
     console.print(f"silence {data['silence_id']} until {_at(data['ends_at'], utcnow())}: {', '.join(data['matchers'])}")
 
@@ -336,9 +442,15 @@ def alerts_silences(settings: Settings, active: bool, output: str) -> None:
 @main.command()
 @click.argument("events", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--alerts-out", type=click.Path(dir_okay=False, path_type=Path), required=True)
-@click.option("--rates-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Also write every route's rates over the whole file (the shape of `rates --window all -o json`).")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None, help="TOML settings (drift section).")
+@click.option(
+    "--rates-out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write every route's rates over the whole file (the shape of `rates --window all -o json`).",
+)
+@click.option(
+    "--config", "config_file", type=click.Path(dir_okay=False), default=None, help="TOML settings (drift section)."
+)
 def backtest(events: Path, alerts_out: Path, rates_out: Path | None, config_file: str | None) -> None:
     """Replay a JSONL file through the live rate and detector code in event time; write alert transitions
     (and, with --rates-out, the rates)."""
@@ -354,12 +466,22 @@ def backtest(events: Path, alerts_out: Path, rates_out: Path | None, config_file
         if path is not None and not path.parent.exists():
             raise Abort(f"{option}: directory {path.parent} does not exist")
     size = events.stat().st_size
-    with Progress(TextColumn("backtest"), BarColumn(), TextColumn("{task.completed:,} events"), TimeElapsedColumn(),
-                  console=console, transient=True) as progress:
+    with Progress(
+        TextColumn("backtest"),
+        BarColumn(),
+        TextColumn("{task.completed:,} events"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
         task = progress.add_task("events", total=None)
-        summary = run_backtest(events, alerts_out, settings, progress=lambda n: progress.advance(task, n),
-                               rates_out=rates_out)
-    console.print(f"{summary.events:,} events ({summary.rejected:,} invalid and {summary.duplicates:,} duplicates skipped), "
-                  f"{summary.minutes:,} minutes evaluated, "
-                  f"{summary.transitions} alert transitions -> {alerts_out}"
-                  + (f", rates -> {rates_out}" if rates_out else "") + f"  [{size / 1e6:.0f} MB]")
+        summary = run_backtest(
+            events, alerts_out, settings, progress=lambda n: progress.advance(task, n), rates_out=rates_out
+        )
+    console.print(
+        f"{summary.events:,} events ({summary.rejected:,} invalid and {summary.duplicates:,} duplicates skipped), "
+        f"{summary.minutes:,} minutes evaluated, "
+        f"{summary.transitions} alert transitions -> {alerts_out}"
+        + (f", rates -> {rates_out}" if rates_out else "")
+        + f"  [{size / 1e6:.0f} MB]"
+    )

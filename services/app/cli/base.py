@@ -8,6 +8,7 @@ The API is reached through the `Api` in the click context's ``obj``: ``main`` ma
 first use and closed when the command ends); tests pass their own, e.g.
 ``CliRunner().invoke(main, args, obj=Api(test_client))``.
 """
+
 from __future__ import annotations
 
 import functools
@@ -15,8 +16,9 @@ import logging
 import os
 import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import click
 import httpx
@@ -25,7 +27,6 @@ from rich.console import Console
 
 from services.app.settings import Settings, SettingsError, load_settings
 from services.core.files import ProcessRecord
-
 
 console = Console(stderr=True)
 out = Console()
@@ -87,12 +88,24 @@ def api() -> Api:
 def service_options(fn: Callable) -> Callable:
     """The flags every command that touches a service takes."""
 
-    @click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
-                  envvar="CLAIMWATCH_CONFIG", help="TOML settings file (lowest precedence).")
+    @click.option(
+        "--config",
+        "config_file",
+        type=click.Path(dir_okay=False),
+        default=None,
+        envvar="CLAIMWATCH_CONFIG",
+        help="TOML settings file (lowest precedence).",
+    )
     @click.option("--kafka", default=None, help="Kafka bootstrap list HOST:PORT[,...]. Unset: the embedded broker.")
-    @click.option("--clickhouse", default=None, help="chdb:PATH (default chdb:./var/clickhouse) or http(s)://user:pass@host:port/db.")
+    @click.option(
+        "--clickhouse",
+        default=None,
+        help="chdb:PATH (default chdb:./var/clickhouse) or http(s)://user:pass@host:port/db.",
+    )
     @click.option("--topic-prefix", default=None, help="Topic name prefix (default claimwatch).")
-    @click.option("--api", "api_url", default=None, help="URL of a running claimwatch API (default http://127.0.0.1:8080).")
+    @click.option(
+        "--api", "api_url", default=None, help="URL of a running claimwatch API (default http://127.0.0.1:8080)."
+    )
     @functools.wraps(fn)
     def wrapper(config_file, kafka, clickhouse, topic_prefix, api_url, **kwargs):
         flags: dict[str, Any] = {"kafka": kafka, "clickhouse": clickhouse, "topic_prefix": topic_prefix}
@@ -138,8 +151,9 @@ def on_store(settings: Settings, job: Callable[[Any], None], unavailable: str) -
         components.close()
 
 
-def reach(settings: Settings, path: str, params: dict | None = None, method: str = "GET",
-          body: dict | None = None) -> Any:
+def reach(
+    settings: Settings, path: str, params: dict | None = None, method: str = "GET", body: dict | None = None
+) -> Any:
     """The API's answer (JSON, else text): the running API's, else the same app's in-process."""
     return _content(answer(settings, path, params, method, body))
 
@@ -184,8 +198,10 @@ def _asks_the_named_store(settings: Settings) -> bool:
     served = about.json().get("store") if said_json else None  # (another service on the port says nothing)
     if served is None or served == public_url(settings.clickhouse):
         return True
-    _say_once(f"the claimwatch API at {settings.api.url} serves another store ({served}); reading "
-              f"{public_url(settings.clickhouse)} directly")
+    _say_once(
+        f"the claimwatch API at {settings.api.url} serves another store ({served}); reading "
+        f"{public_url(settings.clickhouse)} directly"
+    )
     return False
 
 
@@ -197,15 +213,17 @@ def reach_page(settings: Settings, path: str, params: dict) -> tuple[list, int |
     return _content(response), int(total) if total.isdigit() else None
 
 
-def answer(settings: Settings, path: str, params: dict | None = None, method: str = "GET",
-           body: dict | None = None) -> httpx.Response:
+def answer(
+    settings: Settings, path: str, params: dict | None = None, method: str = "GET", body: dict | None = None
+) -> httpx.Response:
     """The API's answer to one request: the running API's; when none answers at settings.api.url, or it serves
     another store than the one named, the in-process app's, said once. A refusal aborts with what it said."""
     response = None
     if _serves_the_named_store(settings):
         try:
-            response = api().request(method, settings.api.url.rstrip("/") + path, params=params,
-                                     **_sent(settings, body))
+            response = api().request(
+                method, settings.api.url.rstrip("/") + path, params=params, **_sent(settings, body)
+            )
         except httpx.TransportError:
             _say_once(f"no claimwatch API at {settings.api.url}; reading {settings.clickhouse} directly")
     if response is None:
@@ -292,14 +310,24 @@ def as_run_here(sentence: str) -> str:
 def text_or_json(fn: Callable) -> Callable:
     """``-o text|json`` and its shorthand ``--json``, for the commands that show one thing."""
     fn = click.option("--json", "as_json", is_flag=True, help="Same as -o json.")(fn)
-    return click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
-                        help="text: readable; json: the API's JSON.")(fn)
+    return click.option(
+        "-o",
+        "--output",
+        type=click.Choice(["text", "json"]),
+        default="text",
+        show_default=True,
+        help="text: readable; json: the API's JSON.",
+    )(fn)
 
 
 def by_option(help: str) -> Callable:
     """``--by``, optional: left out, the change is recorded under identity.name or the login name (see ``who``)."""
-    return click.option("--by", default=None, metavar="NAME",
-                        help=f"{help} Default: identity.name (CLAIMWATCH_IDENTITY__NAME), else your login name.")
+    return click.option(
+        "--by",
+        default=None,
+        metavar="NAME",
+        help=f"{help} Default: identity.name (CLAIMWATCH_IDENTITY__NAME), else your login name.",
+    )
 
 
 class DefaultName(str):
@@ -344,8 +372,9 @@ def main(ctx: click.Context, verbose: bool) -> None:
     if not isinstance(ctx.obj, Api):  # a test may have passed its own (invoke(..., obj=Api(client)))
         ctx.obj = Api()
     ctx.call_on_close(ctx.obj.close)  # (a test's client stays open; the in-process app is closed)
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     if not verbose:  # the Kafka clients narrate transient reconnects at WARNING
         for name in ("kafka", "aiokafka"):
             logging.getLogger(name).setLevel(logging.ERROR)

@@ -1,4 +1,5 @@
 """`claimwatch` commands. The eval set: promotion, items, export, report, agreement, gate."""
+
 from __future__ import annotations
 
 import functools
@@ -7,8 +8,20 @@ from pathlib import Path
 
 import click
 
-from services.app.cli.base import (Abort, answer, by_option, console, main, out, print_json, reach, say_if_merged,
-                                   service_options, text_or_json, who)
+from services.app.cli.base import (
+    Abort,
+    answer,
+    by_option,
+    console,
+    main,
+    out,
+    print_json,
+    reach,
+    say_if_merged,
+    service_options,
+    text_or_json,
+    who,
+)
 from services.app.cli.tables import Column, labelled, output_option, print_labelled, print_table, terminal_width
 from services.app.settings import Settings
 from services.core.command import cli_command
@@ -18,6 +31,7 @@ from services.core.numbers import plural
 
 def _promotion_errors(fn):
     """Promotion refusals (approve twice, self-approval, near duplicate, ...) are user errors: exit 1 with the reason."""
+
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         from services.evalset.promotion import PromotionError
@@ -26,6 +40,7 @@ def _promotion_errors(fn):
             return fn(*args, **kwargs)
         except PromotionError as exc:
             raise Abort(str(exc)) from None
+
     return wrapper
 
 
@@ -44,29 +59,32 @@ def promote_propose(settings: Settings, issue_id: str, traces: str | None, by: s
     """Propose traces of an issue as eval items (their verifier labels are copied in)."""
     by = who(settings, by)
     ids = [t.strip() for t in traces.split(",") if t.strip()] if traces else None
-    data = reach(settings, "/api/promotions", {},
-                 method="POST", body={"issue_id": issue_id, "trace_ids": ids, "by": by})
+    data = reach(
+        settings, "/api/promotions", {}, method="POST", body={"issue_id": issue_id, "trace_ids": ids, "by": by}
+    )
     if data:
         say_if_merged(issue_id, data[0]["origin_issue_id"])
     for item in data:
         console.print(f"proposed {item['item_id']} from trace {item['origin_trace_id']}")
     if data:
-        console.print(sign_off_hint(data[0]["proposed_by"], data[0]["item_id"]), markup=False, highlight=False,
-                      soft_wrap=True)
+        console.print(
+            sign_off_hint(data[0]["proposed_by"], data[0]["item_id"]), markup=False, highlight=False, soft_wrap=True
+        )
 
 
 def sign_off_hint(proposer: str, item_id: str) -> str:
     """How a second person approves: with a token that names them (`claimwatch demo` keeps one for a reviewer)."""
-    return (f"someone other than {proposer} signs off, with a token that names them "
-            f"(`{cli_command()} token new --name NAME`):\n"
-            f"  CLAIMWATCH_TOKEN=THEIR_TOKEN {cli_command()} promote approve {item_id} --reason '...'")
+    return (
+        f"someone other than {proposer} signs off, with a token that names them "
+        f"(`{cli_command()} token new --name NAME`):\n"
+        f"  CLAIMWATCH_TOKEN=THEIR_TOKEN {cli_command()} promote approve {item_id} --reason '...'"
+    )
 
 
 def _review(settings: Settings, verdict: str, item_id: str, by: str | None, reason: str) -> None:
     """approve or reject: the same call, API first, the store files otherwise."""
     by = who(settings, by)
-    data = reach(settings, f"/api/promotions/{item_id}/{verdict}", {},
-                 method="POST", body={"by": by, "reason": reason})
+    data = reach(settings, f"/api/promotions/{item_id}/{verdict}", {}, method="POST", body={"by": by, "reason": reason})
     console.print(f"{data['item_id']} {data['state']} by {data['reviewed_by']}")
 
 
@@ -120,7 +138,9 @@ def evalset_items(settings: Settings, state: str | None, output: str) -> None:
     if output == "json":
         print_json(data)
         return
-    print_table(ITEM_COLUMNS, data, output, empty=f"no eval items: propose some with `{cli_command()} promote propose ISSUE_ID`")
+    print_table(
+        ITEM_COLUMNS, data, output, empty=f"no eval items: propose some with `{cli_command()} promote propose ISSUE_ID`"
+    )
 
 
 @evalset.command("export")
@@ -146,7 +166,7 @@ def eval_group() -> None:
 def _figure(f: dict) -> str:
     if f.get("value") is None:
         return "—"
-    if f.get("note") or f.get("lo") is None or f.get("hi") is None:   # too few items: no zero-width band
+    if f.get("note") or f.get("lo") is None or f.get("hi") is None:  # too few items: no zero-width band
         return f"{100 * f['value']:.1f}% ({f.get('note') or 'n=' + str(f['items']) + ': no interval'})"
     return f"{100 * f['value']:.1f}% [{100 * f['lo']:.1f}–{100 * f['hi']:.1f}] (n={f['items']})"
 
@@ -161,15 +181,20 @@ def eval_report_cmd(settings: Settings, as_json: bool) -> None:
         print_json(data)
         return
     agreement = data.get("agreement")
-    kappa = f"verifier-human kappa {agreement['kappa']['value']:.2f}" if agreement and agreement["kappa"]["value"] is not None \
+    kappa = (
+        f"verifier-human kappa {agreement['kappa']['value']:.2f}"
+        if agreement and agreement["kappa"]["value"] is not None
         else "no human labels yet: the automated figures below are unchecked"
+    )
     out.print(f"eval set: {plural(data['items'], 'item')}; {kappa}")
     out.print(f"faithfulness (supported / checkable claims): {_figure(data['faithfulness'])}")
     for s in data["slices"]:
         out.print(f"  {s['dim']}={s['value']:<14} {_figure(s['faithfulness'])}")
     pair = data["abstention"]
-    out.print(f"abstention pair: correct abstention {_figure(pair['correct_abstention'])} | "
-              f"over-refusal {_figure(pair['over_refusal'])}")
+    out.print(
+        f"abstention pair: correct abstention {_figure(pair['correct_abstention'])} | "
+        f"over-refusal {_figure(pair['over_refusal'])}"
+    )
 
 
 @eval_group.command("agreement")
@@ -188,23 +213,41 @@ def eval_agreement_cmd(settings: Settings, output: str, as_json: bool) -> None:
 def agreement_fields(a: dict, cli: str = "claimwatch") -> list[tuple[str, str | list[str]]]:
     """What `eval agreement` prints: (label, value or lines); with no pairs, where human labels come from."""
     if not a.get("pairs"):
-        return [("pairs", "none: no claim of an approved eval item has both a verifier and a human label yet"),
-                ("to label", [f"{cli} review sample --eval (queues the eval items' claims for review)",
-                              f"{cli} review next --reviewer NAME (labels them blind)",
-                              f"{cli} review agreement (verifier-vs-human kappa over reviewed claims, eval ones "
-                              "included)"])]
+        return [
+            ("pairs", "none: no claim of an approved eval item has both a verifier and a human label yet"),
+            (
+                "to label",
+                [
+                    f"{cli} review sample --eval (queues the eval items' claims for review)",
+                    f"{cli} review next --reviewer NAME (labels them blind)",
+                    f"{cli} review agreement (verifier-vs-human kappa over reviewed claims, eval ones included)",
+                ],
+            ),
+        ]
     kappa = a["kappa"]
     labels = a.get("labels") or []
-    confusion = [f"verifier {v} -> human " + ", ".join(f"{h} {n:,}" for h, n in zip(labels, row) if n)
-                 for v, row in zip(labels, a.get("confusion") or []) if any(row)]
-    slices = [f"{s['dim']}={s['value']}: {100 * s['disagreement']:.0f}% disagree over {s['pairs']:,} pairs, kappa "
-              f"{_two_places(s['kappa'])}"
-              + (f"; most often verifier {s['top_confusion'][0]}, human {s['top_confusion'][1]} "
-                 f"({s['top_confusion'][2]})" if s.get("top_confusion") else "")
-              for s in a.get("slices") or []]
-    return [("pairs", f"{a['pairs']:,} claims labelled by both, on {plural(kappa['items'], 'item')}"),
-            ("kappa", _kappa(kappa)), ("agree", _figure(a["observed"])), ("confusion", confusion),
-            ("worst slices", slices)]
+    confusion = [
+        f"verifier {v} -> human " + ", ".join(f"{h} {n:,}" for h, n in zip(labels, row) if n)
+        for v, row in zip(labels, a.get("confusion") or [])
+        if any(row)
+    ]
+    slices = [
+        f"{s['dim']}={s['value']}: {100 * s['disagreement']:.0f}% disagree over {s['pairs']:,} pairs, kappa "
+        f"{_two_places(s['kappa'])}"
+        + (
+            f"; most often verifier {s['top_confusion'][0]}, human {s['top_confusion'][1]} ({s['top_confusion'][2]})"
+            if s.get("top_confusion")
+            else ""
+        )
+        for s in a.get("slices") or []
+    ]
+    return [
+        ("pairs", f"{a['pairs']:,} claims labelled by both, on {plural(kappa['items'], 'item')}"),
+        ("kappa", _kappa(kappa)),
+        ("agree", _figure(a["observed"])),
+        ("confusion", confusion),
+        ("worst slices", slices),
+    ]
 
 
 def _two_places(x: float | None) -> str:
@@ -224,23 +267,44 @@ def _kappa(f: dict) -> str:
 @click.option("--min-faithfulness", type=float, default=None)
 @click.option("--max-over-refusal", type=float, default=None)
 @click.option("--slice-min", default=None, help="e.g. 0.8, or stakes=high:0.9,query_type=lookup:0.85")
-@click.option("--min-calibrated-faithfulness", type=click.FloatRange(0, 1), default=None,
-              help="faithfulness corrected for the verifier's errors measured by human review; stale calibration fails")
-@click.option("--min-kappa", type=click.FloatRange(-1, 1), default=None,
-              help="verifier-vs-human kappa over the reviewed claims")
+@click.option(
+    "--min-calibrated-faithfulness",
+    type=click.FloatRange(0, 1),
+    default=None,
+    help="faithfulness corrected for the verifier's errors measured by human review; stale calibration fails",
+)
+@click.option(
+    "--min-kappa", type=click.FloatRange(-1, 1), default=None, help="verifier-vs-human kappa over the reviewed claims"
+)
 @service_options
-def eval_gate_cmd(settings: Settings, min_faithfulness: float | None, max_over_refusal: float | None,
-                  slice_min: str | None, min_calibrated_faithfulness: float | None, min_kappa: float | None) -> None:
+def eval_gate_cmd(
+    settings: Settings,
+    min_faithfulness: float | None,
+    max_over_refusal: float | None,
+    slice_min: str | None,
+    min_calibrated_faithfulness: float | None,
+    min_kappa: float | None,
+) -> None:
     """Exit non-zero, naming the failing slice, when the eval set misses a threshold (for CI)."""
     from services.evalset.instrument import InstrumentChecks
 
     checks = InstrumentChecks(min_calibrated_faithfulness, min_kappa)
     if min_faithfulness is None and max_over_refusal is None and slice_min is None and not checks:
-        raise Abort("give at least one of --min-faithfulness, --max-over-refusal, --slice-min, "
-                    "--min-calibrated-faithfulness, --min-kappa")
-    params = {k: v for k, v in {"min_faithfulness": min_faithfulness, "max_over_refusal": max_over_refusal,
-                                "slice_min": slice_min, "min_calibrated_faithfulness": min_calibrated_faithfulness,
-                                "min_kappa": min_kappa}.items() if v is not None}
+        raise Abort(
+            "give at least one of --min-faithfulness, --max-over-refusal, --slice-min, "
+            "--min-calibrated-faithfulness, --min-kappa"
+        )
+    params = {
+        k: v
+        for k, v in {
+            "min_faithfulness": min_faithfulness,
+            "max_over_refusal": max_over_refusal,
+            "slice_min": slice_min,
+            "min_calibrated_faithfulness": min_calibrated_faithfulness,
+            "min_kappa": min_kappa,
+        }.items()
+        if v is not None
+    }
     data = reach(settings, "/api/eval/gate", params)
     if data["passed"]:
         console.print("eval gate passed:", markup=False, highlight=False)

@@ -1,5 +1,6 @@
 """`claimwatch review`: sample claims, label them blind (interactively or with flags), progress, agreement, and
 how many labels each route still needs."""
+
 from __future__ import annotations
 
 import shlex
@@ -24,8 +25,9 @@ def _json(fn):
 
 
 def reviewer_option(fn):
-    return click.option("--reviewer", envvar="CLAIMWATCH_REVIEWER", required=True,
-                        help="Who labels (or $CLAIMWATCH_REVIEWER).")(fn)
+    return click.option(
+        "--reviewer", envvar="CLAIMWATCH_REVIEWER", required=True, help="Who labels (or $CLAIMWATCH_REVIEWER)."
+    )(fn)
 
 
 @main.group()
@@ -40,15 +42,25 @@ def review() -> None:
 @service_options
 def review_sample(settings: Settings, window: str, seed: int, include_eval: bool) -> None:
     """Queue production claims, stratified by route, verdict and issue, within today's budget (review.daily_budget)."""
-    data = reach(settings, "/api/review/sample", {},
-                 method="POST", body={"window": window, "seed": seed, "include_eval": include_eval})
-    console.print(f"queued {data['queued']} claims from {len(data['strata'])} strata; "
-                  f"{data['budget_left']} left of today's budget")
+    data = reach(
+        settings,
+        "/api/review/sample",
+        {},
+        method="POST",
+        body={"window": window, "seed": seed, "include_eval": include_eval},
+    )
+    console.print(
+        f"queued {data['queued']} claims from {len(data['strata'])} strata; "
+        f"{data['budget_left']} left of today's budget"
+    )
 
 
 def show_assignment(slot: dict) -> None:
-    out.print(f"slot {slot['slot']}  (route {slot['route']}, held until {at(slot['expires_at'], utcnow())})",
-              markup=False, highlight=False)
+    out.print(
+        f"slot {slot['slot']}  (route {slot['route']}, held until {at(slot['expires_at'], utcnow())})",
+        markup=False,
+        highlight=False,
+    )
     out.print("question: " + slot["question"], markup=False, highlight=False)
     out.print("answer:   " + slot["answer_excerpt"], markup=False, highlight=False)
     for chunk in slot["chunks"]:
@@ -57,22 +69,38 @@ def show_assignment(slot: dict) -> None:
 
 
 def show_revealed(done: dict) -> None:
-    out.print(f"labelled {done['claim_key']} {done['label']}"
-              + (f" (span from {done['chunk_id']})" if done["chunk_id"] else ""), markup=False, highlight=False)
-    out.print(f"verifier said: {done['verifier_verdict']}"
-              + (f" — span: {done['verifier_span']}" if done["verifier_span"] else ""), markup=False, highlight=False)
+    out.print(
+        f"labelled {done['claim_key']} {done['label']}"
+        + (f" (span from {done['chunk_id']})" if done["chunk_id"] else ""),
+        markup=False,
+        highlight=False,
+    )
+    out.print(
+        f"verifier said: {done['verifier_verdict']}"
+        + (f" — span: {done['verifier_span']}" if done["verifier_span"] else ""),
+        markup=False,
+        highlight=False,
+    )
     for other in done["others"]:
         out.print(f"{other['role']} {other['reviewer']}: {other['label']}", markup=False, highlight=False)
     out.print(f"settled: {done['settled'] or 'not yet'}", markup=False, highlight=False)
     if done["exposed_by"]:
-        out.print(f"not blind: the verdict was shown by {' and '.join(done['exposed_by'])} while you held this "
-                  "claim, so this label is kept but not counted; it goes to another reviewer", markup=False,
-                  highlight=False)
+        out.print(
+            f"not blind: the verdict was shown by {' and '.join(done['exposed_by'])} while you held this "
+            "claim, so this label is kept but not counted; it goes to another reviewer",
+            markup=False,
+            highlight=False,
+        )
 
 
 def send_label(settings: Settings, slot: str, reviewer: str, label: str, span: str) -> dict:
-    return reach(settings, f"/api/review/{slot}/label", {},
-                 method="POST", body={"reviewer": reviewer, "label": label, "span": span})
+    return reach(
+        settings,
+        f"/api/review/{slot}/label",
+        {},
+        method="POST",
+        body={"reviewer": reviewer, "label": label, "span": span},
+    )
 
 
 @review.command("next")
@@ -87,8 +115,7 @@ def review_next(settings: Settings, reviewer: str, label: str | None, span: str,
     With --label it is labelled at once; at a terminal it asks; otherwise label it later with
     `claimwatch review label SLOT --label ...`.
     """
-    slot = reach(settings, "/api/review/next", {},
-                 method="POST", body={"reviewer": reviewer})
+    slot = reach(settings, "/api/review/next", {}, method="POST", body={"reviewer": reviewer})
     if as_json:
         print_json(slot)
         return
@@ -99,8 +126,13 @@ def review_next(settings: Settings, reviewer: str, label: str | None, span: str,
         label = KEYS.get(key, key)
         span = click.prompt("span (blank for none)", default="", show_default=False)
     if label is None:
-        console.print(f"label it with: {cli_command()} review label {slot['slot']} --reviewer {shlex.quote(reviewer)} "
-                      "--label LABEL [--span TEXT]", markup=False, highlight=False, soft_wrap=True)
+        console.print(
+            f"label it with: {cli_command()} review label {slot['slot']} --reviewer {shlex.quote(reviewer)} "
+            "--label LABEL [--span TEXT]",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
         return
     show_revealed(send_label(settings, slot["slot"], reviewer, label, span))
 
@@ -125,17 +157,31 @@ def review_label(settings: Settings, slot: str, reviewer: str, label: str, span:
 def review_adjudicate(settings: Settings, claim_key: str, by: str | None, label: str, span: str) -> None:
     """Settle a disputed claim (see `claimwatch review agreement`)."""
     adjudicator = who(settings, by)
-    show_revealed(reach(settings, f"/api/review/claims/{claim_key}/adjudicate", {},
-                        method="POST", body={"adjudicator": adjudicator, "label": label, "span": span}))
+    show_revealed(
+        reach(
+            settings,
+            f"/api/review/claims/{claim_key}/adjudicate",
+            {},
+            method="POST",
+            body={"adjudicator": adjudicator, "label": label, "span": span},
+        )
+    )
 
 
-REVIEWER_COLUMNS = [Column("REVIEWER", lambda r: r["reviewer"], kind="key"), Column("ROLE", lambda r: r["role"]),
-                    Column("LABELS", lambda r: str(r["labels"]), kind="num"), Column("LAST", lambda r: r["last"], 1)]
-STRATUM_COLUMNS = [Column("ROUTE", lambda s: s["route"], kind="key"), Column("VERDICT", lambda s: s["verdict"]),
-                   Column("ISSUE", lambda s: s["issue_id"] or "—", 2, "id"),
-                   Column("CLAIMS", lambda s: str(s["claims"]), kind="num"),
-                   Column("LABELLED/SLOTS", lambda s: f"{s['labelled']}/{s['slots']}", kind="num"),
-                   Column("COMPLETE", lambda s: str(s["complete"]), 1, "num")]
+REVIEWER_COLUMNS = [
+    Column("REVIEWER", lambda r: r["reviewer"], kind="key"),
+    Column("ROLE", lambda r: r["role"]),
+    Column("LABELS", lambda r: str(r["labels"]), kind="num"),
+    Column("LAST", lambda r: r["last"], 1),
+]
+STRATUM_COLUMNS = [
+    Column("ROUTE", lambda s: s["route"], kind="key"),
+    Column("VERDICT", lambda s: s["verdict"]),
+    Column("ISSUE", lambda s: s["issue_id"] or "—", 2, "id"),
+    Column("CLAIMS", lambda s: str(s["claims"]), kind="num"),
+    Column("LABELLED/SLOTS", lambda s: f"{s['labelled']}/{s['slots']}", kind="num"),
+    Column("COMPLETE", lambda s: str(s["complete"]), 1, "num"),
+]
 
 
 @review.command("progress")
@@ -149,14 +195,21 @@ def review_progress(settings: Settings, output: str) -> None:
         return
     print_table(REVIEWER_COLUMNS, data["reviewers"], output, title="Labels per reviewer", empty="no labels yet")
     out.print()
-    print_table(STRATUM_COLUMNS, data["strata"], output, title="Queue per stratum",
-                empty=f"nothing queued: run `{cli_command()} review sample`")
+    print_table(
+        STRATUM_COLUMNS,
+        data["strata"],
+        output,
+        title="Queue per stratum",
+        empty=f"nothing queued: run `{cli_command()} review sample`",
+    )
 
 
 def _kappa(figure: dict | None) -> str:
     if not figure or figure.get("value") is None:
         return "—"
-    band = f" [{figure['lo']:.2f}, {figure['hi']:.2f}]" if figure.get("lo") is not None and not figure.get("note") else ""
+    band = (
+        f" [{figure['lo']:.2f}, {figure['hi']:.2f}]" if figure.get("lo") is not None and not figure.get("note") else ""
+    )
     return f"{figure['value']:.2f}{band} (n={figure['items']})"
 
 
@@ -170,35 +223,70 @@ def review_agreement(settings: Settings, output: str) -> None:
         print_json(data)
         return
     rows = [data["overall"], *data["routes"]]
-    print_table([Column("ROUTE", lambda r: r["route"], kind="key"),
-                 Column("HUMAN-HUMAN KAPPA", lambda r: (f"{r['human']['method']} " + _kappa(r["human"]["kappa"]))
-                        if r["human"] else "—", kind="num"),
-                 Column("VERIFIER-HUMAN KAPPA", lambda r: _kappa(r["verifier"]["kappa"]) if r["verifier"] else "—",
-                        kind="num")], rows, output, title="Agreement (95% intervals resample claims)")
+    print_table(
+        [
+            Column("ROUTE", lambda r: r["route"], kind="key"),
+            Column(
+                "HUMAN-HUMAN KAPPA",
+                lambda r: (f"{r['human']['method']} " + _kappa(r["human"]["kappa"])) if r["human"] else "—",
+                kind="num",
+            ),
+            Column(
+                "VERIFIER-HUMAN KAPPA", lambda r: _kappa(r["verifier"]["kappa"]) if r["verifier"] else "—", kind="num"
+            ),
+        ],
+        rows,
+        output,
+        title="Agreement (95% intervals resample claims)",
+    )
     if data["disagreements"]:
         out.print()
-        print_table([Column("CLAIM", lambda d: d["claim_key"], kind="id"), Column("ROUTE", lambda d: d["route"], kind="key"),
-                     Column("LABELS", lambda d: ", ".join(f"{who}: {label}" for who, label in d["labels"]), kind="name")],
-                    data["disagreements"], output, title=f"Disputed: settle with `{cli_command()} review adjudicate`")
+        print_table(
+            [
+                Column("CLAIM", lambda d: d["claim_key"], kind="id"),
+                Column("ROUTE", lambda d: d["route"], kind="key"),
+                Column("LABELS", lambda d: ", ".join(f"{who}: {label}" for who, label in d["labels"]), kind="name"),
+            ],
+            data["disagreements"],
+            output,
+            title=f"Disputed: settle with `{cli_command()} review adjudicate`",
+        )
 
 
 PLAN_COLUMNS = [
     Column("ROUTE", lambda p: p["route"], kind="key"),
-    Column("MORE", lambda p: "—" if p["more"] is None else str(p["more"]), kind="num",
-           note="settled labels still needed (—: the window's own noise is wider than asked)"),
-    Column("FLAGGED", lambda p: str(p["flagged"]), kind="num",
-           note="of them, claims the verifier flagged (any verdict but supported)"),
+    Column(
+        "MORE",
+        lambda p: "—" if p["more"] is None else str(p["more"]),
+        kind="num",
+        note="settled labels still needed (—: the window's own noise is wider than asked)",
+    ),
+    Column(
+        "FLAGGED",
+        lambda p: str(p["flagged"]),
+        kind="num",
+        note="of them, claims the verifier flagged (any verdict but supported)",
+    ),
     Column("PASSED", lambda p: str(p["passed"]), kind="num", note="and claims it passed (supported)"),
-    Column("WIDTH NOW", lambda p: "—" if p["width"] is None else f"{100 * p['width']:.1f} pts", 1, "num",
-           note="the calibrated 95% interval's width now"),
+    Column(
+        "WIDTH NOW",
+        lambda p: "—" if p["width"] is None else f"{100 * p['width']:.1f} pts",
+        1,
+        "num",
+        note="the calibrated 95% interval's width now",
+    ),
     Column("LABELS", lambda p: str(p["labels"]), 2, "num", note="the route's own settled labels now"),
     Column("NOTE", lambda p: p["note"], 3, "name", min_width=20),
 ]
 
 
 @review.command("plan")
-@click.option("--width", type=click.FloatRange(0, 100, min_open=True, max_open=True), default=None,
-              help="Width to reach, in points of the 95% interval (default review.plan_width, 3).")
+@click.option(
+    "--width",
+    type=click.FloatRange(0, 100, min_open=True, max_open=True),
+    default=None,
+    help="Width to reach, in points of the 95% interval (default review.plan_width, 3).",
+)
 @click.option("--window", default="24h", show_default=True, help="The calibrated rates' window: 5m, 24h, 7d, … or all.")
 @output_option
 @service_options
@@ -216,5 +304,11 @@ def review_plan(settings: Settings, width: float | None, window: str, output: st
         print_json(data)
         return
     target = data[0]["target"] if data else share or settings.review.plan_width
-    print_table(PLAN_COLUMNS, data, output, title=f"Labels to bring each route's calibrated interval under "
-                f"{100 * target:g} pts ({window}), most needed first", empty=f"no traffic in the last {window}")
+    print_table(
+        PLAN_COLUMNS,
+        data,
+        output,
+        title=f"Labels to bring each route's calibrated interval under "
+        f"{100 * target:g} pts ({window}), most needed first",
+        empty=f"no traffic in the last {window}",
+    )

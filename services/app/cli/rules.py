@@ -1,12 +1,14 @@
 """`claimwatch alerts rules`: each alert kind's severity, whether it pages, the thresholds in force and the
 false alarms and delay the benches measured (services/alerts/rules.py)."""
+
 from __future__ import annotations
 
 from rich.text import Text
 
 from services.app.cli.alerts import alerts, labelled
 from services.app.cli.base import out, print_json, reach, service_options
-from services.app.cli.tables import _plain as plain, Column, output_option, print_table, terminal_width
+from services.app.cli.tables import Column, output_option, print_table, terminal_width
+from services.app.cli.tables import _plain as plain
 from services.app.settings import Settings
 
 NOT_MEASURED = "not measured"  # a figure no bench wrote: never guessed
@@ -21,8 +23,10 @@ def _delays(r: dict) -> str:
     delays = r.get("median_delay_minutes")
     if not delays:
         return NOT_MEASURED
-    return "; ".join(f"{condition}: {m:g} min" if isinstance(m, (int, float)) else f"{condition}: {m}"
-                     for condition, m in delays.items())
+    return "; ".join(
+        f"{condition}: {m:g} min" if isinstance(m, (int, float)) else f"{condition}: {m}"
+        for condition, m in delays.items()
+    )
 
 
 RULE_COLUMNS = [
@@ -42,16 +46,23 @@ def _measured(r: dict) -> str:
     if r.get("false_alarms_per_route_per_60_days") is None and not r.get("median_delay_minutes"):
         said = NOT_MEASURED + (f" yet ({by} measures it)" if by else "")
     else:
-        said = (f"by {by or 'an unnamed command'}" + (f" on {on}" if on else "")
-                + f": false alarms per route per 60 days {_false_alarms(r)}; median delay {_delays(r)}")
+        said = (
+            f"by {by or 'an unnamed command'}"
+            + (f" on {on}" if on else "")
+            + f": false alarms per route per 60 days {_false_alarms(r)}; median delay {_delays(r)}"
+        )
     return said + (f"; {note}" if note else "")
 
 
 def rule_fields(r: dict) -> list[tuple[str, str | list[str]]]:
     """One rule's text under the table: meaning, severity, every threshold with its setting, where the figures come from."""
     thresholds = [t["text"] + (f" ({t['setting']})" if t.get("setting") else "") for t in r["thresholds"]]
-    return [("means", r["meaning"]), ("severity", f"{r['severity']}; {'pages' if r['pages'] else 'does not page'}"),
-            ("thresholds", thresholds), ("measured", _measured(r))]
+    return [
+        ("means", r["meaning"]),
+        ("severity", f"{r['severity']}; {'pages' if r['pages'] else 'does not page'}"),
+        ("thresholds", thresholds),
+        ("measured", _measured(r)),
+    ]
 
 
 @alerts.command("rules")
@@ -64,11 +75,17 @@ def alerts_rules(settings: Settings, output: str) -> None:
         print_json(data)
         return
     width = terminal_width()
-    print_table(RULE_COLUMNS, data, output, title="False alarms per route per 60 days, median delay to fire (benches)",
-                empty="no alert rules", width=width)
+    print_table(
+        RULE_COLUMNS,
+        data,
+        output,
+        title="False alarms per route per 60 days, median delay to fire (benches)",
+        empty="no alert rules",
+        width=width,
+    )
     for rule in data:
         out.print()
         out.print(Text(plain(rule["kind"]), style="bold"), soft_wrap=True)
         for line in labelled(rule_fields(rule), width - 2, label_width=12):
             label = line[:12].rstrip()
-            out.print(Text.assemble("  ", (label, "bold"), line[len(label):]), soft_wrap=True)
+            out.print(Text.assemble("  ", (label, "bold"), line[len(label) :]), soft_wrap=True)

@@ -1,4 +1,5 @@
 """`claimwatch` commands. Run the service: up, worker, api, demo, repair, token."""
+
 from __future__ import annotations
 
 import os
@@ -8,9 +9,9 @@ from pathlib import Path
 import click
 
 from services.app.cli.base import STACK_RECORD, Abort, console, main, out, service_options
+from services.app.settings import Settings
 from services.core.clock import utcnow
 from services.core.command import cli_command
-from services.app.settings import Settings
 
 
 def refuse_taken_ports(settings: Settings) -> None:
@@ -24,16 +25,18 @@ def refuse_taken_ports(settings: Settings) -> None:
     for setting, host, port in wanted:
         if not port_free(host, port):
             holder = listener_of(port)
-            raise Abort(f"port {port} is in use{f' by {holder}' if holder else ''}; set {setting} to a free port, "
-                        "or stop that process")
+            raise Abort(
+                f"port {port} is in use{f' by {holder}' if holder else ''}; set {setting} to a free port, "
+                "or stop that process"
+            )
 
 
 @main.command()
 @service_options
 def up(settings: Settings) -> None:
     """Start the embedded stack in the foreground: broker, worker, store, evaluator, API. Ctrl-C stops it."""
-    from services.app.processes import WorkerStopped, run_worker
     from services.app.broker import BrokerError, EmbeddedBroker
+    from services.app.processes import WorkerStopped, run_worker
 
     stop_on_sigterm()
     refuse_taken_ports(settings)
@@ -43,17 +46,23 @@ def up(settings: Settings) -> None:
         try:
             broker = EmbeddedBroker(host, int(port), log_path=None).start()
         except BrokerError as exc:
-            raise Abort(f"could not start the embedded broker on {settings.embedded_broker}: {exc}. Stop that process "
-                        f"(another `{cli_command()} up`, or a broker one left behind), or set embedded_broker or pass "
-                        "--kafka.") from None
+            raise Abort(
+                f"could not start the embedded broker on {settings.embedded_broker}: {exc}. Stop that process "
+                f"(another `{cli_command()} up`, or a broker one left behind), or set embedded_broker or pass "
+                "--kafka."
+            ) from None
         settings = settings.model_copy(update={"kafka": broker.bootstrap})
     settings = _local_token(settings)
-    console.print(f"[bold]claimwatch up[/bold]  broker [cyan]{settings.kafka}[/cyan]"
-                  f"{' (embedded Tansu, in-memory)' if broker else ''}  store [cyan]{settings.clickhouse}[/cyan]")
+    console.print(
+        f"[bold]claimwatch up[/bold]  broker [cyan]{settings.kafka}[/cyan]"
+        f"{' (embedded Tansu, in-memory)' if broker else ''}  store [cyan]{settings.clickhouse}[/cyan]"
+    )
 
     def ready(_services) -> None:
         STACK_RECORD.write(os.getpid(), url=settings.api.url)  # the CLI run from this folder reaches it first
-        console.print(f"API and dashboard: [cyan]http://{settings.api.host}:{settings.api.port}/[/cyan]   Ctrl-C to stop")
+        console.print(
+            f"API and dashboard: [cyan]http://{settings.api.host}:{settings.api.port}/[/cyan]   Ctrl-C to stop"
+        )
 
     try:
         run_worker(settings, serve_api=True, on_ready=ready)
@@ -93,15 +102,19 @@ def _local_token(settings: Settings) -> Settings:
 def token_hint(url: str, where) -> str:
     """Where the token is and how to use it, for `up` and the demo."""
     cli = cli_command()
-    return (f"API token for {url}: kept in {where} (mode 0600).\n"
-            f"  The claimwatch CLI finds it there from any directory. For scripts and curl:\n"
-            f"    export CLAIMWATCH_TOKEN=$({cli} token show)\n"
-            f"  For changes in the dashboard (ack, silence, promote): paste the output of\n"
-            f"  `{cli} token show` into its API token field.")
+    return (
+        f"API token for {url}: kept in {where} (mode 0600).\n"
+        f"  The claimwatch CLI finds it there from any directory. For scripts and curl:\n"
+        f"    export CLAIMWATCH_TOKEN=$({cli} token show)\n"
+        f"  For changes in the dashboard (ack, silence, promote): paste the output of\n"
+        f"  `{cli} token show` into its API token field."
+    )
 
 
 @main.command()
-@click.option("--serve-api/--no-serve-api", "serve_api", default=False, help="Also serve the HTTP API from this worker.")
+@click.option(
+    "--serve-api/--no-serve-api", "serve_api", default=False, help="Also serve the HTTP API from this worker."
+)
 @service_options
 def worker(settings: Settings, serve_api: bool) -> None:
     """Run the Faust worker alone (ingest, evaluator and clustering timers) against --kafka."""
@@ -119,9 +132,8 @@ def worker(settings: Settings, serve_api: bool) -> None:
 @service_options
 def demo(settings: Settings, exit_at_end: bool) -> None:
     """Bring the embedded stack up, send accelerated simulated traffic, show rates, alerts, issues and a runbook."""
-    from services.client.demo import DemoError, run_demo
-
     from services.app.credentials import DEMO_REVIEWER, hashes_path, holder_token, hosts_path
+    from services.client.demo import DemoError, run_demo
 
     refuse_taken_ports(settings)
     hints = [] if settings.api.token_hashes else [token_hint(settings.api.url, hosts_path())]
@@ -129,19 +141,27 @@ def demo(settings: Settings, exit_at_end: bool) -> None:
         name, kept = DEMO_REVIEWER
         kept.parent.mkdir(exist_ok=True)
         holder_token(kept, name, Path(settings.api.token_file or hashes_path()).expanduser())
-        hints.append(f"Approving an eval item needs a second person's named token; {name}'s is in {kept}:\n"
-                     f"    CLAIMWATCH_TOKEN=$(cat {kept}) {cli_command()} promote approve ITEM_ID")
+        hints.append(
+            f"Approving an eval item needs a second person's named token; {name}'s is in {kept}:\n"
+            f"    CLAIMWATCH_TOKEN=$(cat {kept}) {cli_command()} promote approve ITEM_ID"
+        )
     try:
-        run_demo(settings, console, keep_running=not exit_at_end, cli=cli_command(), token_hint="\n".join(hints) or None)
+        run_demo(
+            settings, console, keep_running=not exit_at_end, cli=cli_command(), token_hint="\n".join(hints) or None
+        )
     except DemoError as exc:
         raise Abort(str(exc)) from None
 
 
 @main.command()
 @click.option("--hours", default=24.0, show_default=True, help="How far back (by ingestion time) to check.")
-@click.option("--damaged", is_flag=True, help="After damage (a worker refused to start and said so): make keys, "
-              "claim rows and minute aggregates agree with the answers the store still holds, drop the broken parts, "
-              "and print the span to replay.")
+@click.option(
+    "--damaged",
+    is_flag=True,
+    help="After damage (a worker refused to start and said so): make keys, "
+    "claim rows and minute aggregates agree with the answers the store still holds, drop the broken parts, "
+    "and print the span to replay.",
+)
 @service_options
 def repair(settings: Settings, hours: float, damaged: bool) -> None:
     """Re-derive answer keys, claim rows and minute aggregates from stored answers after a crash (workers stopped)."""
@@ -153,8 +173,10 @@ def repair(settings: Settings, hours: float, damaged: bool) -> None:
 
     limit = MAX_REPAIR_HORIZON / timedelta(hours=1)
     if not 0 < hours <= limit:  # also refuses nan; checked before timedelta(), which overflows on huge values
-        raise Abort(f"--hours must be more than 0 and at most {limit:g} (the limit, {MAX_REPAIR_HORIZON.days} days); "
-                    f"got {hours:g}")
+        raise Abort(
+            f"--hours must be more than 0 and at most {limit:g} (the limit, {MAX_REPAIR_HORIZON.days} days); "
+            f"got {hours:g}"
+        )
 
     try:
         store = open_migrated(settings)
@@ -169,8 +191,10 @@ def repair(settings: Settings, hours: float, damaged: bool) -> None:
         raise Abort(str(exc)) from None
     finally:
         store.close()
-    console.print(f"answer keys restored: {report.keys_rows}; claim rows restored: {report.claims_rows}; "
-                  f"minute buckets corrected: {report.buckets_corrected}")
+    console.print(
+        f"answer keys restored: {report.keys_rows}; claim rows restored: {report.claims_rows}; "
+        f"minute buckets corrected: {report.buckets_corrected}"
+    )
 
 
 def _rebuild_damaged(store) -> None:
@@ -183,16 +207,22 @@ def _rebuild_damaged(store) -> None:
     for part in damage:
         console.print(f"damaged: {part}", markup=False, highlight=False)
     report = rebuild(store, utcnow(), damage)
-    console.print(f"rebuilt from the answers stored since {report.kept_from} UTC: {report.keys_removed:,} answer keys "
-                  f"and {report.claims_removed:,} claim rows of lost answers removed; {report.keys_restored:,} keys and "
-                  f"{report.claims_restored:,} claim rows restored; {report.buckets_lowered:,} minute buckets lowered "
-                  f"and {report.buckets_raised:,} raised. Dropped: {', '.join(report.parts_dropped)}.",
-                  markup=False, highlight=False)
+    console.print(
+        f"rebuilt from the answers stored since {report.kept_from} UTC: {report.keys_removed:,} answer keys "
+        f"and {report.claims_removed:,} claim rows of lost answers removed; {report.keys_restored:,} keys and "
+        f"{report.claims_restored:,} claim rows restored; {report.buckets_lowered:,} minute buckets lowered "
+        f"and {report.buckets_raised:,} raised. Dropped: {', '.join(report.parts_dropped)}.",
+        markup=False,
+        highlight=False,
+    )
     if report.answers_lost:
-        console.print(f"{report.answers_lost:,} answers were lost, observed {report.lost_from} to {report.lost_until} "
-                      f"UTC on {', '.join(report.lost_routes)}. Replay the source for that span (for a file: "
-                      f"`{cli_command()} produce FILE`): the writer stores exactly what is missing.",
-                      markup=False, highlight=False)
+        console.print(
+            f"{report.answers_lost:,} answers were lost, observed {report.lost_from} to {report.lost_until} "
+            f"UTC on {', '.join(report.lost_routes)}. Replay the source for that span (for a file: "
+            f"`{cli_command()} produce FILE`): the writer stores exactly what is missing.",
+            markup=False,
+            highlight=False,
+        )
 
 
 @main.group()
@@ -208,20 +238,31 @@ def token_show(settings: Settings) -> None:
 
     found = find_token(settings.api.url)
     if found is None:
-        raise Abort(f"no API token for {settings.api.url}: start the stack with `{cli_command()} up` (it stores one), "
-                    "or set CLAIMWATCH_TOKEN")
+        raise Abort(
+            f"no API token for {settings.api.url}: start the stack with `{cli_command()} up` (it stores one), "
+            "or set CLAIMWATCH_TOKEN"
+        )
     click.echo(found[0])
     console.print(f"from {found[1]}", style="dim", soft_wrap=True, markup=False)
 
 
 @token.command("new")
-@click.option("--register/--no-register", default=True, show_default=True,
-              help="Add the sha256 to api.token_file (default ~/.config/claimwatch/token-hashes), which a running "
-                   f"`{cli_command()} up` re-reads: the token works from its next request.")
+@click.option(
+    "--register/--no-register",
+    default=True,
+    show_default=True,
+    help="Add the sha256 to api.token_file (default ~/.config/claimwatch/token-hashes), which a running "
+    f"`{cli_command()} up` re-reads: the token works from its next request.",
+)
 @click.option("--save", is_flag=True, help="Also store the token for --api in hosts.toml, so this CLI sends it.")
-@click.option("--name", default=None, metavar="NAME", callback=lambda ctx, param, v: token_name(v),
-              help="Who holds the token: every change made with it is recorded as NAME, and sign-off's four-eyes "
-                   "check compares it. Unnamed tokens record the --by their caller gives.")
+@click.option(
+    "--name",
+    default=None,
+    metavar="NAME",
+    callback=lambda ctx, param, v: token_name(v),
+    help="Who holds the token: every change made with it is recorded as NAME, and sign-off's four-eyes "
+    "check compares it. Unnamed tokens record the --by their caller gives.",
+)
 @service_options
 def token_new(settings: Settings, register: bool, save: bool, name: str | None) -> None:
     """Print a new token and its sha256 (the token is shown once; only the hash is kept)."""
@@ -232,19 +273,35 @@ def token_new(settings: Settings, register: bool, save: bool, name: str | None) 
     value, digest = new_token()
     out.print(f"token:  {value}\nsha256: {digest}", soft_wrap=True)
     if register:
-        path = add_token_hash(digest, Path(settings.api.token_file or hashes_path()).expanduser(),
-                              note=f"claimwatch token new, {utcnow():%Y-%m-%d %H:%M}Z", name=name)
-        console.print(f"added to {path}: a running `{cli_command()} up` accepts it from the next request",
-                      soft_wrap=True, markup=False)
+        path = add_token_hash(
+            digest,
+            Path(settings.api.token_file or hashes_path()).expanduser(),
+            note=f"claimwatch token new, {utcnow():%Y-%m-%d %H:%M}Z",
+            name=name,
+        )
+        console.print(
+            f"added to {path}: a running `{cli_command()} up` accepts it from the next request",
+            soft_wrap=True,
+            markup=False,
+        )
     if save:
-        console.print(f"stored for {settings.api.url} in {save_token(settings.api.url, value)}", soft_wrap=True,
-                      markup=False)
+        console.print(
+            f"stored for {settings.api.url} in {save_token(settings.api.url, value)}", soft_wrap=True, markup=False
+        )
     entry = f"{digest} {name}" if name else digest
-    console.print(f"elsewhere: CLAIMWATCH_API__TOKEN_HASHES='[\"{entry}\"]'; clients send Authorization: Bearer "
-                  "<token> (the CLI reads CLAIMWATCH_TOKEN)", soft_wrap=True, markup=False)
+    console.print(
+        f"elsewhere: CLAIMWATCH_API__TOKEN_HASHES='[\"{entry}\"]'; clients send Authorization: Bearer "
+        "<token> (the CLI reads CLAIMWATCH_TOKEN)",
+        soft_wrap=True,
+        markup=False,
+    )
     if name:
-        console.print(f"changes made with it are recorded as {name!r}, and it can sign off (approve, adjudicate) "
-                      "what someone else proposed", soft_wrap=True, markup=False)
+        console.print(
+            f"changes made with it are recorded as {name!r}, and it can sign off (approve, adjudicate) "
+            "what someone else proposed",
+            soft_wrap=True,
+            markup=False,
+        )
 
 
 def token_name(value: str | None) -> str | None:
@@ -264,4 +321,3 @@ def api_command(settings: Settings) -> None:
     from services.app.processes import run_api
 
     run_api(settings)
-

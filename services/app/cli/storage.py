@@ -1,10 +1,11 @@
 """`claimwatch storage`: what each table costs on disk, per claim, and how long it is kept."""
+
 from __future__ import annotations
 
-from services.core.command import cli_command
 from services.app.cli.base import main, print_json, reach, service_options
 from services.app.cli.tables import Column, output_option, print_table
 from services.app.settings import Settings
+from services.core.command import cli_command
 
 
 def size(n: int | None) -> str:
@@ -39,8 +40,12 @@ STORAGE_COLUMNS = [
     Column("B/CLAIM", lambda r: "—" if r["bytes_per_claim"] is None else f"{r['bytes_per_claim']:,.1f}", 1, "num"),
     Column("KEPT", kept, 1, "text"),
     Column("UNCOMPRESSED", lambda r: size(r["uncompressed_bytes"]), 2, "num"),
-    Column("RATIO", lambda r: f"{r['uncompressed_bytes'] / r['compressed_bytes']:.1f}x" if r["compressed_bytes"] else "—",
-           3, "num"),
+    Column(
+        "RATIO",
+        lambda r: f"{r['uncompressed_bytes'] / r['compressed_bytes']:.1f}x" if r["compressed_bytes"] else "—",
+        3,
+        "num",
+    ),
     Column("ON DISK", lambda r: size(r["disk_bytes"]), 4, "num"),
     Column("CODEC", lambda r: main_codec(r.get("codecs") or {}), 3, "text"),
 ]
@@ -62,5 +67,10 @@ def storage(settings: Settings, output: str) -> None:
         print_json(data)
         return
     rows = data["tables"] + [{"table": "total", **data["total"], "ttl": "", "ttl_days": None}]
-    print_table(STORAGE_COLUMNS, rows, output, title=f"Storage: {data['claims']:,} claims stored",
-                empty=f"no tables: run a worker or `{cli_command()} up` once to create them")
+    print_table(
+        STORAGE_COLUMNS,
+        rows,
+        output,
+        title=f"Storage: {data['claims']:,} claims stored",
+        empty=f"no tables: run a worker or `{cli_command()} up` once to create them",
+    )

@@ -8,6 +8,7 @@ its end). Under the table, each shown column that has a ``note`` says what it me
 ``-o wide`` shows every column at full width; ``-o json`` (alias ``--json``) prints the
 API's JSON unchanged.
 """
+
 from __future__ import annotations
 
 import functools
@@ -15,9 +16,10 @@ import os
 import re
 import shutil
 import textwrap
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, Literal, Sequence
+from datetime import UTC, datetime
+from typing import Any, Literal
 
 import click
 from rich.markdown import CodeBlock, Markdown
@@ -76,7 +78,7 @@ def _cell_lines(column: Column, row: dict) -> list[str]:
 
 
 def _cut(line: str, width: int) -> str:
-    return line if len(line) <= width else line[:max(0, width - 1)] + "…"
+    return line if len(line) <= width else line[: max(0, width - 1)] + "…"
 
 
 def _wrap(text: str, width: int, lines: int) -> list[str]:
@@ -129,8 +131,9 @@ def layout(columns: Sequence[Column], rows: Sequence[dict], width: int | None, w
     for col in columns:
         cells = [_cell_lines(col, row) for row in rows]
         if col.kind == "list":  # the first item of each row is always shown whole; later ones may become "+N"
-            shortest = max([min(len(c[0]), KEY_MAX) + (len(f", +{len(c) - 1}") if len(c) > 1 else 0)
-                            for c in cells if c] or [0])
+            shortest = max(
+                [min(len(c[0]), KEY_MAX) + (len(f", +{len(c) - 1}") if len(c) > 1 else 0) for c in cells if c] or [0]
+            )
             longest = max([len(col.header)] + [len(", ".join(c)) for c in cells])
             natural.append(longest)
             minimum.append(min(longest, max(col.min_width, len(col.header), shortest)))
@@ -163,8 +166,11 @@ def layout(columns: Sequence[Column], rows: Sequence[dict], width: int | None, w
             grow = min(spare, natural[i] - widths[i])
             widths[i] += grow
             spare -= grow
-    return Layout([columns[i] for i in shown], [widths[i] for i in shown],
-                  [c.header for n, c in enumerate(columns) if n not in shown])
+    return Layout(
+        [columns[i] for i in shown],
+        [widths[i] for i in shown],
+        [c.header for n, c in enumerate(columns) if n not in shown],
+    )
 
 
 def render(columns: Sequence[Column], rows: Sequence[dict], width: int | None = None, wide: bool = False) -> list[str]:
@@ -193,8 +199,14 @@ def _join(values: list[str], plan: Layout) -> str:
     return GAP.join(parts).rstrip()
 
 
-def print_table(columns: Sequence[Column], rows: Sequence[dict], output: str = "table", title: str | None = None,
-                empty: str = "nothing to show", width: int | None = None) -> None:
+def print_table(
+    columns: Sequence[Column],
+    rows: Sequence[dict],
+    output: str = "table",
+    title: str | None = None,
+    empty: str = "nothing to show",
+    width: int | None = None,
+) -> None:
     """Render to stdout at the terminal's width (or every column with ``output="wide"``)."""
     if not rows:
         out.print(Text(empty))
@@ -213,8 +225,12 @@ def print_table(columns: Sequence[Column], rows: Sequence[dict], output: str = "
 
 def legend(shown: Sequence[Column], width: int) -> list[str]:
     """What the shown columns that carry a note mean, one wrapped entry each."""
-    return [line for c in shown if c.note
-            for line in textwrap.wrap(f"{c.header}: {c.note}", width, subsequent_indent="  ", break_long_words=False)]
+    return [
+        line
+        for c in shown
+        if c.note
+        for line in textwrap.wrap(f"{c.header}: {c.note}", width, subsequent_indent="  ", break_long_words=False)
+    ]
 
 
 class Command(str):
@@ -233,10 +249,12 @@ def labelled(fields: list[tuple[str, str | list[str]]], width: int, label_width:
                 first = " " * label_width
                 continue
             text = _POINTS.sub("\\1\u00a0pts", " ".join(_plain(item).split()))  # "+4.5 pts" stays on one line
-            wrapped = textwrap.wrap(text, max(20, width - label_width), break_long_words=False,
-                                    break_on_hyphens=False) or [""]
-            lines += [(first if n == 0 else " " * label_width) + part.replace("\u00a0", " ")
-                      for n, part in enumerate(wrapped)]
+            wrapped = textwrap.wrap(
+                text, max(20, width - label_width), break_long_words=False, break_on_hyphens=False
+            ) or [""]
+            lines += [
+                (first if n == 0 else " " * label_width) + part.replace("\u00a0", " ") for n, part in enumerate(wrapped)
+            ]
             first = " " * label_width
     return [line.rstrip() for line in lines]
 
@@ -245,7 +263,7 @@ def print_labelled(lines: list[str], label_width: int = LABEL) -> None:
     """``labelled`` lines to stdout, labels in bold."""
     for line in lines:
         label = line[:label_width].rstrip()
-        out.print(Text.assemble((label, "bold"), line[len(label):]), soft_wrap=True)
+        out.print(Text.assemble((label, "bold"), line[len(label) :]), soft_wrap=True)
 
 
 class _PastableCode(CodeBlock):
@@ -269,8 +287,14 @@ def print_markdown(text: str, width: int) -> None:
 def output_option(fn: Callable) -> Callable:
     """``-o table|wide|json`` and ``--json`` (the same as ``-o json``); passes ``output`` on."""
 
-    @click.option("-o", "--output", type=click.Choice(OUTPUTS), default="table", show_default=True,
-                  help="table: fits the terminal; wide: every column; json: the API's JSON.")
+    @click.option(
+        "-o",
+        "--output",
+        type=click.Choice(OUTPUTS),
+        default="table",
+        show_default=True,
+        help="table: fits the terminal; wide: every column; json: the API's JSON.",
+    )
     @click.option("--json", "as_json", is_flag=True, help="Same as -o json.")
     @functools.wraps(fn)
     def wrapper(*args, output: str, as_json: bool, **kwargs):
@@ -288,12 +312,13 @@ def ago(text: str | None, now: datetime) -> str:
         at = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
     except ValueError:
         return _plain(text)[:16]
-    at = at if at.tzinfo else at.replace(tzinfo=timezone.utc)
+    at = at if at.tzinfo else at.replace(tzinfo=UTC)
     seconds = int((now - at).total_seconds())
     if abs(seconds) >= 30 * 86400:
-        return at.astimezone(timezone.utc).strftime("%Y-%m-%d")
-    size, unit = next(((s, u) for u, s in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)) if abs(seconds) >= s),
-                      (1, "s"))
+        return at.astimezone(UTC).strftime("%Y-%m-%d")
+    size, unit = next(
+        ((s, u) for u, s in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)) if abs(seconds) >= s), (1, "s")
+    )
     amount = f"{abs(seconds) // size}{unit}"
     return f"in {amount}" if seconds < 0 else f"{amount} ago"
 
@@ -306,7 +331,7 @@ def at(text: str | None, now: datetime, relative: bool = True) -> str:
         moment = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
     except ValueError:
         return _plain(text)
-    moment = moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
     rel = ago(text, now)
     shown = relative and (rel.endswith(" ago") or rel.startswith("in "))
     return utc_minute(moment) + (f" ({rel})" if shown else "")

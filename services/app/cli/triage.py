@@ -1,16 +1,17 @@
 """`claimwatch issues` triage commands: assign, unassign, archive, unarchive, note, link (resolve and merge are in
 issues.py). Each goes through the running API when one answers, as the same change made from the page would."""
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import click
 
-from services.core.names import visible_controls
-from services.core.command import cli_command
 from services.app.cli.base import Abort, by_option, console, reach, say_if_merged, service_options, who
 from services.app.cli.issues import issues
 from services.app.settings import Settings
+from services.core.command import cli_command
+from services.core.names import visible_controls
 
 
 def _change(settings: Settings, issue_id: str, action: str, body: dict) -> dict:
@@ -35,6 +36,7 @@ def issues_assign(settings: Settings, issue_id: str, assignee: str, by: str | No
 
 def _by_only(name: str, doc: str, said: Callable[[dict], str]) -> None:
     """A command whose one input is who does it (unassign, unarchive)."""
+
     @issues.command(name, help=doc)
     @click.argument("issue_id")
     @by_option("Who does it.")
@@ -44,17 +46,29 @@ def _by_only(name: str, doc: str, said: Callable[[dict], str]) -> None:
         console.print(said(_change(settings, issue_id, name, {"by": by})))
 
 
-_by_only("unassign", "Leave an issue to the owner of its dominant route.",
-         lambda data: f"{data['issue_id']} is unassigned; its owner is {data['owner']}")
-_by_only("unarchive", "Bring an archived issue back to the list now.",
-         lambda data: f"{data['issue_id']} is {data['state']} again")
+_by_only(
+    "unassign",
+    "Leave an issue to the owner of its dominant route.",
+    lambda data: f"{data['issue_id']} is unassigned; its owner is {data['owner']}",
+)
+_by_only(
+    "unarchive",
+    "Bring an archived issue back to the list now.",
+    lambda data: f"{data['issue_id']} is {data['state']} again",
+)
 
 
 @issues.command("archive")
 @click.argument("issue_id")
 @click.option("--for", "duration", default=None, metavar="DURATION", help="Archive for this long (e.g. 8h, 7d).")
-@click.option("--until-claims", "claims", type=click.IntRange(min=1), default=None, metavar="N",
-              help="Archive until N more failing claims.")
+@click.option(
+    "--until-claims",
+    "claims",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Archive until N more failing claims.",
+)
 @by_option("Who archives it.")
 @service_options
 def issues_archive(settings: Settings, issue_id: str, duration: str | None, claims: int | None, by: str | None) -> None:
@@ -72,8 +86,11 @@ def issues_archive(settings: Settings, issue_id: str, duration: str | None, clai
     by = who(settings, by)
     body = {"by": by, **({"duration": duration} if duration else {}), **({"claims": claims} if claims else {})}
     data = _change(settings, issue_id, "archive", body)
-    console.print(f"{data['issue_id']} is archived {data['archive']['text']}; "
-                  f"`{cli_command()} issues list --state archived` lists it", soft_wrap=True)  # a command, unbroken
+    console.print(
+        f"{data['issue_id']} is archived {data['archive']['text']}; "
+        f"`{cli_command()} issues list --state archived` lists it",
+        soft_wrap=True,
+    )  # a command, unbroken
 
 
 @issues.command("note")

@@ -28,15 +28,17 @@ need them:
 - a record without a time gets the conversion time ``now`` (the CLI's --observed-at,
   or the wall clock with a warning).
 """
+
 from __future__ import annotations
 
 import hashlib
 import importlib
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime, timezone
 from types import ModuleType
-from typing import Any, Mapping
+from typing import Any
 
 import orjson
 
@@ -91,17 +93,22 @@ def get_adapter(name: str) -> Adapter:
 
 # --- helpers shared by the adapter modules ---------------------------------------
 
+
 def require(record: Mapping[str, Any], field: str, kind: type | tuple[type, ...], line: int, *, where: str = "") -> Any:
     """The field's value, or RecordError naming the line and the field."""
     path = f"{where}{field}"
     if not isinstance(record, Mapping):
-        raise RecordError.at(line, where.rstrip(".") or "$", f"expected an object, got {type(record).__name__}", "wrong_type")
+        raise RecordError.at(
+            line, where.rstrip(".") or "$", f"expected an object, got {type(record).__name__}", "wrong_type"
+        )
     if field not in record or record[field] is None:
         raise RecordError.at(line, path, "required field is missing", "missing_field")
     return check_type(record[field], kind, line, path)
 
 
-def optional(record: Mapping[str, Any], field: str, kind: type | tuple[type, ...], line: int, *, where: str = "") -> Any:
+def optional(
+    record: Mapping[str, Any], field: str, kind: type | tuple[type, ...], line: int, *, where: str = ""
+) -> Any:
     value = record.get(field)
     return None if value is None else check_type(value, kind, line, f"{where}{field}")
 
@@ -110,9 +117,20 @@ def check_type(value: Any, kind: type | tuple[type, ...], line: int, path: str) 
     kinds = kind if isinstance(kind, tuple) else (kind,)
     # bool is an int in Python, never in a source format.
     if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
-        names = " or ".join({str: "a string", int: "an integer", float: "a number", list: "a list", dict: "an object",
-                             bool: "true/false"}.get(k, k.__name__) for k in kinds)
-        raise RecordError.at(line, path, f"expected {names}, got {type(value).__name__} {str(value)[:40]!r}", "wrong_type")
+        names = " or ".join(
+            {
+                str: "a string",
+                int: "an integer",
+                float: "a number",
+                list: "a list",
+                dict: "an object",
+                bool: "true/false",
+            }.get(k, k.__name__)
+            for k in kinds
+        )
+        raise RecordError.at(
+            line, path, f"expected {names}, got {type(value).__name__} {str(value)[:40]!r}", "wrong_type"
+        )
     return value
 
 
@@ -131,8 +149,12 @@ def timestamp(value: Any, line: int, path: str) -> str:
     try:
         parse_timestamp(value)
     except Exception as exc:  # the contract's Fault carries the specific reason
-        raise RecordError.at(line, path, f"{exc}; the contract needs RFC 3339 with a UTC offset, e.g. "
-                                      "2026-11-21T09:14:03Z", "bad_timestamp") from None
+        raise RecordError.at(
+            line,
+            path,
+            f"{exc}; the contract needs RFC 3339 with a UTC offset, e.g. 2026-11-21T09:14:03Z",
+            "bad_timestamp",
+        ) from None
     return value
 
 
@@ -143,13 +165,18 @@ def event_time(record: Mapping[str, Any], fields: tuple[str, ...], line: int, no
             return timestamp(record[field], line, field)
     if now is not None:
         return stamp(now)
-    raise RecordError.at(line, fields[0], f"required field is missing (one of {', '.join(fields)}); or pass a "
-                                       "conversion time (now=...) to stamp records that have none", "missing_field")
+    raise RecordError.at(
+        line,
+        fields[0],
+        f"required field is missing (one of {', '.join(fields)}); or pass a "
+        "conversion time (now=...) to stamp records that have none",
+        "missing_field",
+    )
 
 
 def stamp(now: datetime) -> str:
     """The conversion time as an event time (UTC, milliseconds)."""
-    return now.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return now.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def derived_event_id(fmt: str, source_id: str) -> str:
@@ -164,8 +191,9 @@ def identity(record: Mapping[str, Any], field: str, line: int) -> str:
     try:
         content = orjson.dumps(record, option=orjson.OPT_SORT_KEYS)
     except orjson.JSONEncodeError as exc:  # only records built in Python get here
-        raise RecordError.at(line, field, f"missing, and the record is not JSON to derive one from ({exc})",
-                             "missing_field") from None
+        raise RecordError.at(
+            line, field, f"missing, and the record is not JSON to derive one from ({exc})", "missing_field"
+        ) from None
     return f"sha256:{hashlib.sha256(content).hexdigest()[:32]}@{line}"
 
 
@@ -182,8 +210,12 @@ def finish(event: dict, line: int) -> dict:
         checked = validate_event(event)
     except ContractError as exc:
         problem = exc.rejection.problems[0]
-        raise RecordError.at(line, f"event.{problem.path}", f"{problem.message} (contract rule {problem.rule})",
-                          f"contract:{problem.rule}") from None
+        raise RecordError.at(
+            line,
+            f"event.{problem.path}",
+            f"{problem.message} (contract rule {problem.rule})",
+            f"contract:{problem.rule}",
+        ) from None
     out = checked.to_json_dict()
     if out.get("signals") == {"cherry_pick": []}:
         del out["signals"]
@@ -191,7 +223,9 @@ def finish(event: dict, line: int) -> dict:
     return {k: v for k, v in out.items() if k == "claims" or v not in ({}, [])}
 
 
-def rate_mismatch(stated: Any, failed: int, total: int, line: int, field: str, *, tolerance: float = 0.005) -> list[str]:
+def rate_mismatch(
+    stated: Any, failed: int, total: int, line: int, field: str, *, tolerance: float = 0.005
+) -> list[str]:
     """A warning when a source's own rate disagrees with its claims (beyond rounding)."""
     if isinstance(stated, bool) or not isinstance(stated, (int, float)):
         return [f"line {line}: {field} is {stated!r}, not a number; ignored"]
@@ -199,6 +233,8 @@ def rate_mismatch(stated: Any, failed: int, total: int, line: int, field: str, *
         return [] if stated == 0 else [f"line {line}: {field} says {stated} but the record has no checkable claims"]
     computed = failed / total
     if abs(stated - computed) > tolerance:
-        return [f"line {line}: {field} says {stated} but the claims give {failed}/{total} = {computed:.3f}; "
-                "the events carry the per-claim verdicts, not the stated figure"]
+        return [
+            f"line {line}: {field} says {stated} but the claims give {failed}/{total} = {computed:.3f}; "
+            "the events carry the per-claim verdicts, not the stated figure"
+        ]
     return []

@@ -8,15 +8,17 @@ refused whole, unless each line names its format in ``format_field``.
 Records without a time get ``now``; the report counts them (``stamped``), so a caller
 that took ``now`` from the wall clock can say so and how to pin it.
 """
+
 from __future__ import annotations
 
 import io
 import os
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Iterable
+from typing import IO
 
 import orjson
 
@@ -52,8 +54,8 @@ class ConversionReport:
     failures: list[LineFailure] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     formats: dict[str, int] = field(default_factory=dict)
-    stamped: int = 0                # records that carried no time
-    stamped_at: str | None = None   # ... and the time their events got
+    stamped: int = 0  # records that carried no time
+    stamped_at: str | None = None  # ... and the time their events got
 
     @property
     def ok(self) -> bool:
@@ -64,14 +66,24 @@ class ConversionReport:
         return any(f.rule == "mixed_format" for f in self.failures)
 
     def to_dict(self) -> dict:
-        return {"format": self.fmt, "lines": self.lines, "events": self.events, "written": self.written,
-                "formats": self.formats, "failures": [f.to_dict() for f in self.failures], "warnings": self.warnings,
-                "stamped": self.stamped, "stamped_at": self.stamped_at}
+        return {
+            "format": self.fmt,
+            "lines": self.lines,
+            "events": self.events,
+            "written": self.written,
+            "formats": self.formats,
+            "failures": [f.to_dict() for f in self.failures],
+            "warnings": self.warnings,
+            "stamped": self.stamped,
+            "stamped_at": self.stamped_at,
+        }
 
     def summary(self, limit: int = 20) -> str:
-        head = (f"{self.fmt or 'per-line formats'}: {self.lines} lines, {self.events} events "
-                f"{'written' if self.written else 'NOT written'}, {len(self.failures)} failed lines, "
-                f"{len(self.warnings)} warnings")
+        head = (
+            f"{self.fmt or 'per-line formats'}: {self.lines} lines, {self.events} events "
+            f"{'written' if self.written else 'NOT written'}, {len(self.failures)} failed lines, "
+            f"{len(self.warnings)} warnings"
+        )
         out = [head] + [f"  error: {f}" for f in self.failures[:limit]]
         if self.stamped:
             out.append(f"  {self.stamped} records carry no time: their events have observed_at {self.stamped_at}")
@@ -79,17 +91,21 @@ class ConversionReport:
             out.append(f"  ... and {len(self.failures) - limit} more failed lines")
         out += [f"  warning: {w}" for w in self.warnings[:limit]]
         if self.failures and not self.written:
-            out.append("  nothing was written: fix the lines above, or pass --keep-good to write the good lines"
-                       if not self.mixed else "  nothing was written: split the file by format, or give each line a "
-                                              "format field and pass --format-field")
+            out.append(
+                "  nothing was written: fix the lines above, or pass --keep-good to write the good lines"
+                if not self.mixed
+                else "  nothing was written: split the file by format, or give each line a "
+                "format field and pass --format-field"
+            )
         return "\n".join(out)
 
 
 class Converter:
     """Line-by-line conversion with the bookkeeping of a report; no I/O."""
 
-    def __init__(self, fmt: str | None, *, route: str | None, format_field: str | None = None,
-                 now: datetime | None = None):
+    def __init__(
+        self, fmt: str | None, *, route: str | None, format_field: str | None = None, now: datetime | None = None
+    ):
         if fmt is None and format_field is None:
             raise ConversionError(f"pass a format (--from {'|'.join(FORMATS)}) or a per-line format field")
         self._default = self._adapter(fmt) if fmt is not None else None
@@ -118,8 +134,9 @@ class Converter:
         for event in events:
             first = self._first_line_of.setdefault(event["event_id"], line)
             if first != line:
-                self.report.warnings.append(f"line {line}: same event_id as line {first} (same source record id); "
-                                            "it is counted once downstream")
+                self.report.warnings.append(
+                    f"line {line}: same event_id as line {first} (same source record id); it is counted once downstream"
+                )
         self.report.events += len(events)
         return events
 
@@ -142,22 +159,39 @@ class Converter:
             name = record.get(self.format_field)
             if name is None:
                 if self._default is None:
-                    raise RecordError.at(line, self.format_field, "required field is missing (it names the line's format)",
-                                      "missing_field")
+                    raise RecordError.at(
+                        line,
+                        self.format_field,
+                        "required field is missing (it names the line's format)",
+                        "missing_field",
+                    )
                 return self._default
             if name not in FORMATS:
-                raise RecordError.at(line, self.format_field, f"unknown format {name!r}; use one of: {', '.join(FORMATS)}",
-                                  "unknown_format")
+                raise RecordError.at(
+                    line,
+                    self.format_field,
+                    f"unknown format {name!r}; use one of: {', '.join(FORMATS)}",
+                    "unknown_format",
+                )
             return self._adapter(name)
         assert self._default is not None
         if record.get("schema") == "claimwatch.verdict/v1":
-            raise RecordError.at(line, "schema", "this line is already a claimwatch verdict event; send it as it is "
-                                              "(claimwatch produce without --from)", "mixed_format")
+            raise RecordError.at(
+                line,
+                "schema",
+                "this line is already a claimwatch verdict event; send it as it is (claimwatch produce without --from)",
+                "mixed_format",
+            )
         if not self._default.looks_like(record):
             others = [a.name for a in self._detectors if a.name != self._default.name and a.looks_like(record)]
             if others:
-                raise RecordError.at(line, "$", f"looks like a {others[0]} record, not {self._default.name}; a file must "
-                                             "hold one format (or pass a per-line format field)", "mixed_format")
+                raise RecordError.at(
+                    line,
+                    "$",
+                    f"looks like a {others[0]} record, not {self._default.name}; a file must "
+                    "hold one format (or pass a per-line format field)",
+                    "mixed_format",
+                )
         return self._default
 
 
@@ -204,8 +238,16 @@ def _write(out: str | Path | IO, spool: IO[bytes]) -> None:
         out.flush()
 
 
-def convert_file(fmt: str | None, in_path: str | Path | IO[bytes], out: str | Path | IO, *, route: str | None,
-                 keep_good: bool = False, format_field: str | None = None, now: datetime | None = None) -> ConversionReport:
+def convert_file(
+    fmt: str | None,
+    in_path: str | Path | IO[bytes],
+    out: str | Path | IO,
+    *,
+    route: str | None,
+    keep_good: bool = False,
+    format_field: str | None = None,
+    now: datetime | None = None,
+) -> ConversionReport:
     """Convert ``in_path`` (JSONL) into contract events written to ``out`` (a path, or a text/binary stream).
 
     ``now`` stamps records that carry no time (``report.stamped`` counts them).
@@ -220,8 +262,15 @@ def convert_file(fmt: str | None, in_path: str | Path | IO[bytes], out: str | Pa
     return report
 
 
-def load_events(fmt: str | None, in_path: str | Path | IO[bytes], *, route: str | None, keep_good: bool = False,
-                format_field: str | None = None, now: datetime | None = None) -> tuple[list[dict], ConversionReport]:
+def load_events(
+    fmt: str | None,
+    in_path: str | Path | IO[bytes],
+    *,
+    route: str | None,
+    keep_good: bool = False,
+    format_field: str | None = None,
+    now: datetime | None = None,
+) -> tuple[list[dict], ConversionReport]:
     """Convert in memory, for ``produce --from``: the events to send ([] when refused) and the report."""
     converter = Converter(fmt, route=route, format_field=format_field, now=now)
     events: list[dict] = []
@@ -236,5 +285,8 @@ def load_events(fmt: str | None, in_path: str | Path | IO[bytes], *, route: str 
 def convert_records(fmt: str, records: Iterable[dict], *, route: str | None, now: datetime | None = None) -> list[dict]:
     """Convert in-process records (one line of code from Python); raises RecordError on the first bad one."""
     adapter = Converter._adapter(fmt)
-    return [event for line, record in enumerate(records, start=1)
-            for event in adapter.to_events(record, route=route, line=line, now=now)]
+    return [
+        event
+        for line, record in enumerate(records, start=1)
+        for event in adapter.to_events(record, route=route, line=line, now=now)
+    ]

@@ -13,12 +13,23 @@ Source fields (``*`` required):
     trace_id             default: sample_id or the derived id
     evaluator            name@version -> versions.verifier and the labeler
 """
+
 from __future__ import annotations
 
 from datetime import datetime
 
-from services.client.adapters import (RecordError, check_type, derived_event_id, event_time, finish, identity, optional,
-                               pick_route, rate_mismatch, require)
+from services.client.adapters import (
+    RecordError,
+    check_type,
+    derived_event_id,
+    event_time,
+    finish,
+    identity,
+    optional,
+    pick_route,
+    rate_mismatch,
+    require,
+)
 
 NAME = "faithfulness"
 DESCRIPTION = "per-sample faithfulness outputs (RAGAS-like): statements with verdict 0/1"
@@ -43,11 +54,19 @@ def to_events(record: dict, *, route: str | None, line: int, now: datetime | Non
             raise RecordError.at(line, f"{where}verdict", "required field is missing", "missing_field")
         if isinstance(raw, bool) or not isinstance(raw, (int, float)) or raw not in VERDICTS:
             raise RecordError.at(line, f"{where}verdict", f"unknown label {raw!r}; accepted: 0, 1", "unknown_label")
-        claims.append({"claim_id": f"s{i + 1}", "text": require(item, "statement", str, line, where=where),
-                       "verdict": VERDICTS[raw], "labeler": labeler})
+        claims.append(
+            {
+                "claim_id": f"s{i + 1}",
+                "text": require(item, "statement", str, line, where=where),
+                "verdict": VERDICTS[raw],
+                "labeler": labeler,
+            }
+        )
     contexts = optional(record, "retrieved_contexts", list, line) or []
-    evidence = [{"chunk_id": f"ctx-{i}", "text": check_type(text, str, line, f"retrieved_contexts[{i}]")}
-                for i, text in enumerate(contexts)]
+    evidence = [
+        {"chunk_id": f"ctx-{i}", "text": check_type(text, str, line, f"retrieved_contexts[{i}]")}
+        for i, text in enumerate(contexts)
+    ]
     event = {
         "event_id": derived_event_id(NAME, sample_id),
         "trace_id": str(optional(record, "trace_id", (str, int), line) or sample_id)[:128],

@@ -17,12 +17,23 @@ Labels: SUPPORTS, REFUTES, NOT ENOUGH INFO (case-insensitive).
 One FEVER record is one event with one claim: several claims of one answer, sent this
 way, are resampled as separate answers by the rate intervals.
 """
+
 from __future__ import annotations
 
 from datetime import datetime
 
-from services.client.adapters import (RecordError, check_type, derived_event_id, event_time, finish, identity, label,
-                               optional, pick_route, require)
+from services.client.adapters import (
+    RecordError,
+    check_type,
+    derived_event_id,
+    event_time,
+    finish,
+    identity,
+    label,
+    optional,
+    pick_route,
+    require,
+)
 
 NAME = "fever"
 DESCRIPTION = "FEVER-style records: SUPPORTS / REFUTES / NOT ENOUGH INFO, one claim each"
@@ -47,8 +58,12 @@ def _chunks(record: dict, line: int) -> list[dict]:
         for i, item in enumerate(evidence_set):
             check_type(item, list, line, f"evidence[{s}][{i}]")
             if len(item) != 4:
-                raise RecordError.at(line, f"evidence[{s}][{i}]",
-                                  "expected [annotation_id, evidence_id, page, sentence_id]", "wrong_type")
+                raise RecordError.at(
+                    line,
+                    f"evidence[{s}][{i}]",
+                    "expected [annotation_id, evidence_id, page, sentence_id]",
+                    "wrong_type",
+                )
             if item[2] is not None:  # NOT ENOUGH INFO sets carry no page
                 pairs.append((item[2], item[3]))
     chunks: dict[str, dict] = {}
@@ -71,8 +86,9 @@ def to_events(record: dict, *, route: str | None, line: int, now: datetime | Non
         verdict = label(require(record, "label", str, line), LABELS, line, "label")
         verifier, labeler = None, "human:fever"
     else:
-        raise RecordError.at(line, "predicted_label", "required field is missing (or give the gold 'label')",
-                          "missing_field")
+        raise RecordError.at(
+            line, "predicted_label", "required field is missing (or give the gold 'label')", "missing_field"
+        )
     evidence = _chunks(record, line)
     claim = {"claim_id": "c1", "text": require(record, "claim", str, line), "verdict": verdict, "labeler": labeler}
     if evidence:

@@ -17,12 +17,23 @@ The judge emits exactly ``{"claims": [{"text", "label", "evidence_phrase"}],
 
 Labels: supported, unsupported, contradicted (case-insensitive).
 """
+
 from __future__ import annotations
 
 from datetime import datetime
 
-from services.client.adapters import (check_type, derived_event_id, event_time, finish, identity, label, optional,
-                               pick_route, rate_mismatch, require)
+from services.client.adapters import (
+    check_type,
+    derived_event_id,
+    event_time,
+    finish,
+    identity,
+    label,
+    optional,
+    pick_route,
+    rate_mismatch,
+    require,
+)
 from services.contract.model import FAILED_VERDICTS
 
 NAME = "judge-card"
@@ -33,9 +44,15 @@ TIME_FIELDS = ("created_at",)
 
 def looks_like(record: dict) -> bool:
     claims = record.get("claims")
-    return isinstance(claims, list) and "schema" not in record and (
-        "card_id" in record or "hallucination_rate" in record
-        or any(isinstance(c, dict) and "label" in c for c in claims))
+    return (
+        isinstance(claims, list)
+        and "schema" not in record
+        and (
+            "card_id" in record
+            or "hallucination_rate" in record
+            or any(isinstance(c, dict) and "label" in c for c in claims)
+        )
+    )
 
 
 def to_events(record: dict, *, route: str | None, line: int, now: datetime | None = None) -> list[dict]:
@@ -49,14 +66,16 @@ def to_events(record: dict, *, route: str | None, line: int, now: datetime | Non
     for i, claim in enumerate(require(record, "claims", list, line)):
         where = f"claims[{i}]."
         check_type(claim, dict, line, where.rstrip("."))
-        claims.append({
-            "claim_id": f"c{i + 1}",
-            "text": require(claim, "text", str, line, where=where),
-            "verdict": label(require(claim, "label", str, line, where=where), LABELS, line, f"{where}label"),
-            "span": optional(claim, "evidence_phrase", str, line, where=where),
-            "chunk_id": optional(claim, "source", str, line, where=where),
-            "labeler": labeler,
-        })
+        claims.append(
+            {
+                "claim_id": f"c{i + 1}",
+                "text": require(claim, "text", str, line, where=where),
+                "verdict": label(require(claim, "label", str, line, where=where), LABELS, line, f"{where}label"),
+                "span": optional(claim, "evidence_phrase", str, line, where=where),
+                "chunk_id": optional(claim, "source", str, line, where=where),
+                "labeler": labeler,
+            }
+        )
     event = {
         "event_id": derived_event_id(NAME, card_id),
         "trace_id": str(optional(record, "trace_id", (str, int), line) or card_id),

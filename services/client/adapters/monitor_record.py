@@ -15,12 +15,23 @@ Source fields (``*`` required):
 
 Each counted claim becomes a claim that carries only its verdict.
 """
+
 from __future__ import annotations
 
 from datetime import datetime
 
-from services.client.adapters import (MAX_CLAIMS_PER_RECORD, RecordError, check_type, derived_event_id, event_time, finish,
-                               identity, label, optional, require)
+from services.client.adapters import (
+    MAX_CLAIMS_PER_RECORD,
+    RecordError,
+    check_type,
+    derived_event_id,
+    event_time,
+    finish,
+    identity,
+    label,
+    optional,
+    require,
+)
 from services.contract.model import FAILED_VERDICTS, VERDICT_ALIASES
 
 NAME = "monitor-record"
@@ -35,8 +46,12 @@ def looks_like(record: dict) -> bool:
 def _route(record: dict, route: str | None, line: int) -> str:
     own = optional(record, "route", str, line)
     if route and own and own != route:
-        raise RecordError.at(line, "route", f"the record says {own!r} but --route is {route!r}; drop --route to keep "
-                                         "each record's own route", "route_conflict")
+        raise RecordError.at(
+            line,
+            "route",
+            f"the record says {own!r} but --route is {route!r}; drop --route to keep each record's own route",
+            "route_conflict",
+        )
     if not (route or own):
         raise RecordError.at(line, "route", "required field is missing (or pass --route)", "missing_field")
     return route or own
@@ -51,11 +66,17 @@ def to_events(record: dict, *, route: str | None, line: int, now: datetime | Non
         verdict = label(key, VERDICT_ALIASES, line, path)
         check_type(count, int, line, path)
         if count < 0 or len(claims) + count > MAX_CLAIMS_PER_RECORD:
-            raise RecordError.at(line, path, f"count {count} is out of range: 0 to {MAX_CLAIMS_PER_RECORD} claims per record",
-                              "out_of_range")
+            raise RecordError.at(
+                line,
+                path,
+                f"count {count} is out of range: 0 to {MAX_CLAIMS_PER_RECORD} claims per record",
+                "out_of_range",
+            )
         claims += [{"verdict": verdict}] * count
-    versions = {name: optional(record, field, str, line) for name, field in
-                (("corpus", "evidence_version"), ("model", "model"), ("verifier", "gate"))}
+    versions = {
+        name: optional(record, field, str, line)
+        for name, field in (("corpus", "evidence_version"), ("model", "model"), ("verifier", "gate"))
+    }
     event = {
         "event_id": derived_event_id(NAME, request_id),
         "trace_id": request_id,

@@ -21,13 +21,14 @@ or as span events, plus OpenInference attributes it may already have:
 The span's ``traceId`` becomes ``trace_id``; its end time becomes ``observed_at``. These and
 ``spanId`` are required: OTLP requires them of every span, so a line without them is not a span.
 """
+
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from services.client.adapters import (RecordError, check_type, derived_event_id, finish, label, require)
+from services.client.adapters import RecordError, check_type, derived_event_id, finish, label, require
 from services.contract.model import VERDICT_ALIASES
 
 NAME = "otel"
@@ -37,12 +38,13 @@ EVENT_NAME = "claimwatch.claim"
 CLAIM_FIELDS = ("verdict", "text", "claim_type", "score", "chunk_id", "source_id", "span", "labeler")
 _CLAIM_KEY = re.compile(r"claimwatch\.claims\.(\d+)\.(\w+)")
 _HEX_TRACE_ID = re.compile(r"[0-9a-fA-F]{32}")
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 TIME_FIELDS: tuple[str, ...] = ()  # every span carries its own time
 
 
-def claim_attributes(claims: list[dict], *, route: str | None = None, action: str | None = None,
-                     verifier: str | None = None) -> dict[str, Any]:
+def claim_attributes(
+    claims: list[dict], *, route: str | None = None, action: str | None = None, verifier: str | None = None
+) -> dict[str, Any]:
     """Span attributes for claims, for ``span.set_attributes(...)`` with the OpenTelemetry API."""
     out: dict[str, Any] = {f"{PREFIX}count": len(claims)}
     for i, claim in enumerate(claims):
@@ -65,7 +67,9 @@ def _value(any_value: Any, line: int, path: str) -> Any:
         try:
             return int(any_value["intValue"])
         except (TypeError, ValueError):
-            raise RecordError.at(line, path, f"intValue {any_value['intValue']!r} is not an integer", "wrong_type") from None
+            raise RecordError.at(
+                line, path, f"intValue {any_value['intValue']!r} is not an integer", "wrong_type"
+            ) from None
     if "doubleValue" in any_value:
         return any_value["doubleValue"]
     if "boolValue" in any_value:
@@ -95,18 +99,25 @@ def _claims(attrs: dict[str, Any], events: list, line: int, path: str) -> list[d
     for i, event in enumerate(events):
         if isinstance(event, dict) and event.get("name") == EVENT_NAME:
             ev_attrs = _attributes(event.get("attributes"), line, f"{path}.events[{i}].attributes")
-            from_events.append({k: ev_attrs[f"{EVENT_NAME}.{k}"] for k in CLAIM_FIELDS if f"{EVENT_NAME}.{k}" in ev_attrs})
+            from_events.append(
+                {k: ev_attrs[f"{EVENT_NAME}.{k}"] for k in CLAIM_FIELDS if f"{EVENT_NAME}.{k}" in ev_attrs}
+            )
     if indexed and from_events:
-        raise RecordError.at(line, path, "the span carries claims both as attributes and as span events; use one",
-                          "ambiguous_claims")
+        raise RecordError.at(
+            line, path, "the span carries claims both as attributes and as span events; use one", "ambiguous_claims"
+        )
     count = attrs.get(f"{PREFIX}count")
     if not indexed and not from_events and count is None:
         return None  # not a span with verdicts
     claims = [indexed[i] for i in sorted(indexed)] if indexed else from_events
     where = "attributes" if indexed else "events"
     if count is not None and count != len(claims):
-        raise RecordError.at(line, f"{path}.attributes[{PREFIX}count]", f"says {count} but {len(claims)} claims are attached",
-                          "count_mismatch")
+        raise RecordError.at(
+            line,
+            f"{path}.attributes[{PREFIX}count]",
+            f"says {count} but {len(claims)} claims are attached",
+            "count_mismatch",
+        )
     for n, claim in enumerate(claims):
         key = f"{PREFIX}{sorted(indexed)[n]}.verdict" if indexed else f"{EVENT_NAME}.verdict"
         if "verdict" not in claim:
@@ -130,11 +141,16 @@ def _time(span: dict, line: int, path: str) -> str:
 def _route(attrs: dict, route: str | None, line: int, path: str) -> str:
     own = attrs.get("claimwatch.route")
     if route and own and own != route:
-        raise RecordError.at(line, f"{path}.attributes[claimwatch.route]", f"the span says {own!r} but --route is "
-                                                                         f"{route!r}; drop --route to keep each span's own route", "route_conflict")
+        raise RecordError.at(
+            line,
+            f"{path}.attributes[claimwatch.route]",
+            f"the span says {own!r} but --route is {route!r}; drop --route to keep each span's own route",
+            "route_conflict",
+        )
     if not (route or own):
-        raise RecordError.at(line, f"{path}.attributes[claimwatch.route]", "required field is missing (or pass --route)",
-                          "missing_field")
+        raise RecordError.at(
+            line, f"{path}.attributes[claimwatch.route]", "required field is missing (or pass --route)", "missing_field"
+        )
     return route or own
 
 
@@ -145,13 +161,23 @@ def _span_event(span: dict, resource: dict, route: str | None, line: int, path: 
         return None
     trace_id = require(span, "traceId", str, line, where=f"{path}.")
     if not _HEX_TRACE_ID.fullmatch(trace_id):
-        raise RecordError.at(line, f"{path}.traceId", f"{trace_id[:40]!r} is not 32 hex digits (OTLP/JSON writes ids as hex)",
-                          "bad_value")
+        raise RecordError.at(
+            line,
+            f"{path}.traceId",
+            f"{trace_id[:40]!r} is not 32 hex digits (OTLP/JSON writes ids as hex)",
+            "bad_value",
+        )
     span_id = require(span, "spanId", str, line, where=f"{path}.")
-    labels = {"openinference.span.kind": attrs.get("openinference.span.kind"), "service.name": resource.get("service.name"),
-              "otel.span_name": span.get("name")}
-    versions = {"model": attrs.get("llm.model_name"), "prompt": attrs.get("llm.prompt_template.version"),
-                "verifier": attrs.get("claimwatch.verifier")}
+    labels = {
+        "openinference.span.kind": attrs.get("openinference.span.kind"),
+        "service.name": resource.get("service.name"),
+        "otel.span_name": span.get("name"),
+    }
+    versions = {
+        "model": attrs.get("llm.model_name"),
+        "prompt": attrs.get("llm.prompt_template.version"),
+        "verifier": attrs.get("claimwatch.verifier"),
+    }
     event = {
         "event_id": attrs.get("claimwatch.event_id") or derived_event_id(NAME, f"{trace_id.lower()}/{span_id.lower()}"),
         "trace_id": trace_id.lower(),
@@ -171,7 +197,9 @@ def to_events(record: dict, *, route: str | None, line: int, now: datetime | Non
     for r, resource_spans in enumerate(require(record, "resourceSpans", list, line)):
         path = f"resourceSpans[{r}]"
         check_type(resource_spans, dict, line, path)
-        resource = _attributes((resource_spans.get("resource") or {}).get("attributes"), line, f"{path}.resource.attributes")
+        resource = _attributes(
+            (resource_spans.get("resource") or {}).get("attributes"), line, f"{path}.resource.attributes"
+        )
         for s, scope_spans in enumerate(resource_spans.get("scopeSpans") or []):
             for k, span in enumerate(check_type(scope_spans, dict, line, f"{path}.scopeSpans[{s}]").get("spans") or []):
                 span_path = f"{path}.scopeSpans[{s}].spans[{k}]"

@@ -15,18 +15,34 @@ Source fields (``*`` required):
 
 Verdicts: SUPPORTED, UNLINKED, OVERREACH, CONTRADICTED, STALE (case-insensitive).
 """
+
 from __future__ import annotations
 
 from datetime import datetime
 
-from services.client.adapters import (RecordError, check_type, derived_event_id, event_time, finish, identity, label,
-                               optional, pick_route, require)
+from services.client.adapters import (
+    RecordError,
+    check_type,
+    derived_event_id,
+    event_time,
+    finish,
+    identity,
+    label,
+    optional,
+    pick_route,
+    require,
+)
 from services.contract.model import CLAIM_TYPES
 
 NAME = "pipeline"
 DESCRIPTION = "four-stage verifier pipelines: SUPPORTED / UNLINKED / OVERREACH / CONTRADICTED / STALE per claim"
-VERDICTS = {"supported": "supported", "unlinked": "unsupported", "overreach": "overreach",
-            "contradicted": "contradicted", "stale": "stale"}
+VERDICTS = {
+    "supported": "supported",
+    "unlinked": "unsupported",
+    "overreach": "overreach",
+    "contradicted": "contradicted",
+    "stale": "stale",
+}
 CLAIM_TYPE_LABELS = {t: t for t in CLAIM_TYPES}
 TIME_FIELDS = ("finished_at",)
 
@@ -37,8 +53,11 @@ def looks_like(record: dict) -> bool:
 
 
 def _by_claim(stages: dict, stage: str, line: int, *, required: bool) -> dict[str, dict]:
-    entries = require(stages, stage, list, line, where="stages.") if required else (
-        optional(stages, stage, list, line, where="stages.") or [])
+    entries = (
+        require(stages, stage, list, line, where="stages.")
+        if required
+        else (optional(stages, stage, list, line, where="stages.") or [])
+    )
     out: dict[str, dict] = {}
     for i, entry in enumerate(entries):
         where = f"stages.{stage}[{i}]."
@@ -74,24 +93,39 @@ def to_events(record: dict, *, route: str | None, line: int, now: datetime | Non
         claim_type = optional(extract, "claim_type", str, line, where=where)
         score = optional(decision, "score", (int, float), line, where=decide_at)
         if score is None:
-            score = optional(classified.get(claim_id, {}), "score", (int, float), line, where=f"stages.classify[claim {claim_id}].")
-        claims.append({
-            "claim_id": claim_id,
-            "text": require(extract, "text", str, line, where=where),
-            "claim_type": None if claim_type is None else label(claim_type, CLAIM_TYPE_LABELS, line, f"{where}claim_type"),
-            "verdict": label(require(decision, "verdict", str, line, where=decide_at), VERDICTS, line, f"{decide_at}verdict"),
-            "score": score,
-            "span": optional(decision, "span", str, line, where=decide_at),
-            "chunk_id": link.get("chunk_id"),
-            "source_id": link.get("source_id"),
-            "labeler": labeler,
-        })
+            score = optional(
+                classified.get(claim_id, {}), "score", (int, float), line, where=f"stages.classify[claim {claim_id}]."
+            )
+        claims.append(
+            {
+                "claim_id": claim_id,
+                "text": require(extract, "text", str, line, where=where),
+                "claim_type": None
+                if claim_type is None
+                else label(claim_type, CLAIM_TYPE_LABELS, line, f"{where}claim_type"),
+                "verdict": label(
+                    require(decision, "verdict", str, line, where=decide_at), VERDICTS, line, f"{decide_at}verdict"
+                ),
+                "score": score,
+                "span": optional(decision, "span", str, line, where=decide_at),
+                "chunk_id": link.get("chunk_id"),
+                "source_id": link.get("source_id"),
+                "labeler": labeler,
+            }
+        )
     # Every linked chunk is evidence the claims rest on (a claim may link several; its chunk_id is the first).
     for i, link in enumerate(optional(stages, "link", list, line, where="stages.") or []):
         chunk_id = require(link, "chunk_id", str, line, where=f"stages.link[{i}].")
-        evidence.setdefault(chunk_id, {"chunk_id": chunk_id, "source_id": link.get("source_id"),
-                                       "version": link.get("source_version"), "used": True,
-                                       "text": link.get("evidence_text")})
+        evidence.setdefault(
+            chunk_id,
+            {
+                "chunk_id": chunk_id,
+                "source_id": link.get("source_id"),
+                "version": link.get("source_version"),
+                "used": True,
+                "text": link.get("evidence_text"),
+            },
+        )
     event = {
         "event_id": derived_event_id(NAME, run_id),
         "trace_id": str(optional(record, "request_id", (str, int), line) or run_id),

@@ -3,6 +3,7 @@
 Each kind is named after the rule the product's decoder must report for it (the unit tests
 check that against services.contract.decode.Decoder, input by input).
 """
+
 from __future__ import annotations
 
 import random
@@ -50,8 +51,11 @@ def wrong_type(event: dict, rnd: random.Random) -> bytes:
     choice = rnd.choice(options)
     if choice == "claims_not_list":
         claims = event["claims"]
-        event["claims"] = ({c.get("claim_id", f"c{i + 1}"): c for i, c in enumerate(claims)} if claims and rnd.random() < 0.5
-                           else ",".join(str(c.get("verdict")) for c in claims) or "none")
+        event["claims"] = (
+            {c.get("claim_id", f"c{i + 1}"): c for i, c in enumerate(claims)}
+            if claims and rnd.random() < 0.5
+            else ",".join(str(c.get("verdict")) for c in claims) or "none"
+        )
     elif choice == "observed_at_number":
         event["observed_at"] = 1795000000 + rnd.randint(0, 10**6)
     elif choice == "versions_list":
@@ -105,8 +109,13 @@ def bad_route(event: dict, rnd: random.Random) -> bytes:
 
 
 MAKERS = {
-    "not_utf8": not_utf8, "not_json": not_json, "wrong_type": wrong_type, "unknown_verdict": unknown_verdict,
-    "missing_field": missing_field, "timestamp_without_offset": timestamp_without_offset, "bad_route": bad_route,
+    "not_utf8": not_utf8,
+    "not_json": not_json,
+    "wrong_type": wrong_type,
+    "unknown_verdict": unknown_verdict,
+    "missing_field": missing_field,
+    "timestamp_without_offset": timestamp_without_offset,
+    "bad_route": bad_route,
 }
 
 

@@ -8,11 +8,12 @@ family (its purity). A family also shows up, a little, on routes other than its 
 route, about other topics: those claims may fairly form issues of their own, so the
 home route's share of the family is reported next to the largest issue's share.
 """
+
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 from services.client.simulate.generate import SimEvent
 
@@ -27,14 +28,14 @@ class FamilyTruth:
 class FamilyCoverage:
     family: str
     claims: int
-    issues: int              # distinct issues the family's claims landed in
-    top_issue: str | None    # the issue holding most of them (None when all are unassigned)
-    top_share: float         # share of the family's claims in top_issue
-    top_purity: float        # share of top_issue's claims that come from this family
+    issues: int  # distinct issues the family's claims landed in
+    top_issue: str | None  # the issue holding most of them (None when all are unassigned)
+    top_share: float  # share of the family's claims in top_issue
+    top_purity: float  # share of top_issue's claims that come from this family
     unassigned_share: float  # claims in no issue (noise)
     home_route: str
-    home_share: float        # share of the family's claims on its busiest route
-    home_top_share: float    # share of the family's home-route claims in the one issue holding most of them
+    home_share: float  # share of the family's claims on its busiest route
+    home_top_share: float  # share of the family's home-route claims in the one issue holding most of them
 
 
 def failing_claim_families(sims: Iterable[SimEvent]) -> dict[str, FamilyTruth]:
@@ -71,22 +72,34 @@ def family_coverage(truth: Mapping[str, FamilyTruth], issue_of: Mapping[str, str
         top, top_n = min(assigned.items(), key=lambda kv: (-kv[1], kv[0])) if assigned else (None, 0)
         home, home_n = min(routes[family].items(), key=lambda kv: (-kv[1], kv[0]))
         at_home = [n for issue, n in per_route[(family, home)].items() if issue is not None]
-        rows.append(FamilyCoverage(
-            family=family, claims=total, issues=len(assigned), top_issue=top, top_share=top_n / total,
-            top_purity=per_issue[top][family] / sum(per_issue[top].values()) if top is not None else 0.0,
-            unassigned_share=landed[None] / total, home_route=home, home_share=home_n / total,
-            home_top_share=max(at_home, default=0) / home_n,
-        ))
+        rows.append(
+            FamilyCoverage(
+                family=family,
+                claims=total,
+                issues=len(assigned),
+                top_issue=top,
+                top_share=top_n / total,
+                top_purity=per_issue[top][family] / sum(per_issue[top].values()) if top is not None else 0.0,
+                unassigned_share=landed[None] / total,
+                home_route=home,
+                home_share=home_n / total,
+                home_top_share=max(at_home, default=0) / home_n,
+            )
+        )
     return sorted(rows, key=lambda r: (-r.claims, r.family))
 
 
 def format_coverage(rows: list[FamilyCoverage], names: Mapping[str, str] | None = None) -> str:
     """A plain-text table; ``names`` maps issue ids to issue names."""
     names = names or {}
-    lines = [f"{'family':<20} {'claims':>6} {'issues':>6} {'largest':>7} {'purity':>6} {'noise':>5} "
-             f"{'home route':<15} {'home':>5} {'at home':>7}  largest issue"]
+    lines = [
+        f"{'family':<20} {'claims':>6} {'issues':>6} {'largest':>7} {'purity':>6} {'noise':>5} "
+        f"{'home route':<15} {'home':>5} {'at home':>7}  largest issue"
+    ]
     for r in rows:
-        lines.append(f"{r.family:<20} {r.claims:>6} {r.issues:>6} {r.top_share:>7.2f} {r.top_purity:>6.2f} "
-                     f"{r.unassigned_share:>5.2f} {r.home_route:<15} {r.home_share:>5.2f} {r.home_top_share:>7.2f}  "
-                     f"{names.get(r.top_issue, r.top_issue) if r.top_issue else '-'}")
+        lines.append(
+            f"{r.family:<20} {r.claims:>6} {r.issues:>6} {r.top_share:>7.2f} {r.top_purity:>6.2f} "
+            f"{r.unassigned_share:>5.2f} {r.home_route:<15} {r.home_share:>5.2f} {r.home_top_share:>7.2f}  "
+            f"{names.get(r.top_issue, r.top_issue) if r.top_issue else '-'}"
+        )
     return "\n".join(lines)

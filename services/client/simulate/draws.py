@@ -4,6 +4,7 @@ numpy draws a minute's numbers in blocks, one row per field below, in field orde
 the random stream, so reordering, adding or removing a field changes every event after it.
 The same named tuples name a minute's rows (arrays, for numpy) and one answer's values (floats).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -12,7 +13,7 @@ from typing import NamedTuple, TypeVar
 
 import numpy as np
 
-PICK_HIGH = 1 << 30            # AnswerPicks and alias picks are in [0, PICK_HIGH)
+PICK_HIGH = 1 << 30  # AnswerPicks and alias picks are in [0, PICK_HIGH)
 T = TypeVar("T", bound=tuple)
 
 
@@ -21,42 +22,41 @@ class AnswerUniforms(NamedTuple):
 
     answerable: float
     abstains: float
-    question_kind: float        # a plain question, or a risky-looking one that is answered well
+    question_kind: float  # a plain question, or a risky-looking one that is answered well
     query_type: float
     stakes: float
     action: float
-    aliases: float              # the producer sends its verifier's own verdict labels
+    aliases: float  # the producer sends its verifier's own verdict labels
     textless: float
     human_label: float
-    signals: float              # the event carries signals though no failure raised one
+    signals: float  # the event carries signals though no failure raised one
     tenant: float
     timestamp_form: float
-    premise_similarity: float   # the three signals' values
+    premise_similarity: float  # the three signals' values
     support_delta: float
     sample_disagreement: float
-    unused: float               # drawn and never read; kept so the stream stays as it is
+    unused: float  # drawn and never read; kept so the stream stays as it is
 
 
 class AnswerPicks(NamedTuple):
     """One answer's integers in [0, 2**30), each taken modulo the size of what it picks from."""
 
-    question: int               # also the risky question's family
-    wording: int                # the risky question within its pool, or the abstention's text
-    evidence: int               # the first of three consecutive chunks
-    annotator: int              # also the channel
-    tenant: int                 # also the region
+    question: int  # also the risky question's family
+    wording: int  # the risky question within its pool, or the abstention's text
+    evidence: int  # the first of three consecutive chunks
+    annotator: int  # also the channel
+    tenant: int  # also the region
     millisecond: int
     topic: int
-    claim_wording: int          # the first of consecutive pool entries, so one answer's claims differ
+    claim_wording: int  # the first of consecutive pool entries, so one answer's claims differ
 
 
 class ClaimUniforms(NamedTuple):
     """One claim's uniforms in [0, 1)."""
 
-    failure: float              # fails when below its answer's failure propensity
-    trivial: float              # trivial (nothing to check) when below the scenario's trivial share
-    verdict: float              # which of its family's verdicts
-
+    failure: float  # fails when below its answer's failure propensity
+    trivial: float  # trivial (nothing to check) when below the scenario's trivial share
+    verdict: float  # which of its family's verdicts
 
 
 class SignalValues(NamedTuple):
@@ -69,12 +69,15 @@ class SignalValues(NamedTuple):
 
 def signal_values(u: AnswerUniforms) -> SignalValues:
     """From a minute's rows; numpy rounds them all at once."""
+
     def pairs(calm: np.ndarray, raised: np.ndarray) -> list[list[float]]:
         return np.round(np.stack((calm, raised)), 3).T.tolist()
 
-    return SignalValues(pairs(0.1 + 0.5 * u.premise_similarity, 0.85 + 0.13 * u.premise_similarity),
-                        pairs(0.12 * u.support_delta, 0.3 + 0.4 * u.support_delta),
-                        pairs(0.25 * u.sample_disagreement, 0.55 + 0.4 * u.sample_disagreement))
+    return SignalValues(
+        pairs(0.1 + 0.5 * u.premise_similarity, 0.85 + 0.13 * u.premise_similarity),
+        pairs(0.12 * u.support_delta, 0.3 + 0.4 * u.support_delta),
+        pairs(0.25 * u.sample_disagreement, 0.55 + 0.4 * u.sample_disagreement),
+    )
 
 
 def per_answer(fields: type[T], rows: np.ndarray) -> list[T]:
@@ -92,10 +95,10 @@ class MinuteDraws:
     signals: SignalValues
     answerable: list[bool]
     abstained: list[bool]
-    version_code: list[int]     # bit b set: the answer runs on regression b's versions
+    version_code: list[int]  # bit b set: the answer runs on regression b's versions
     claim_start: list[int]
-    family: list[int]           # per claim: the index of its failure family, -1 when it does not fail
+    family: list[int]  # per claim: the index of its failure family, -1 when it does not fail
     checkable: list[bool]
-    verdict: list[float]        # per claim: ClaimUniforms.verdict
-    alias: list[int]            # per claim: which alias of its verdict, when its producer sends aliases
+    verdict: list[float]  # per claim: ClaimUniforms.verdict
+    alias: list[int]  # per claim: which alias of its verdict, when its producer sends aliases
     score: list[float]

@@ -1,5 +1,6 @@
 """One route's answers for one minute: numpy draws every random number at once (draws.py names
 them), then a plain loop assembles the event dicts from pre-rendered wording."""
+
 from __future__ import annotations
 
 import random
@@ -8,7 +9,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from services.client.simulate.draws import (
-    PICK_HIGH, AnswerPicks, AnswerUniforms, ClaimUniforms, MinuteDraws, per_answer, signal_values,
+    PICK_HIGH,
+    AnswerPicks,
+    AnswerUniforms,
+    ClaimUniforms,
+    MinuteDraws,
+    per_answer,
+    signal_values,
 )
 from services.client.simulate.families import FAMILIES, FAMILY_LIST, STAGE_ORDER, Family
 from services.client.simulate.scenario import Scenario
@@ -62,8 +69,8 @@ def _timestamp_form(u: float) -> int:
 class Drawn:
     """An event before it gets ids and a timestamp (those depend on the merged minute)."""
 
-    ms: int                    # millisecond within its minute
-    form: int                  # 0: Z, 1: +01:00, 2: +00:00
+    ms: int  # millisecond within its minute
+    form: int  # 0: Z, 1: +01:00, 2: +00:00
     event: dict
     families: tuple[str | None, ...]
 
@@ -73,16 +80,16 @@ class Answer:
     """One answer while its claims are written: what they draw on, and what their failures make of the event."""
 
     topic: int
-    wording: int               # AnswerPicks.claim_wording
+    wording: int  # AnswerPicks.claim_wording
     labeler: str
     chunk_version: str
     evidence: list[dict]
     claims: list[dict] = field(default_factory=list)
-    families: list[str | None] = field(default_factory=list)   # per claim: its failure family, None when it holds
-    first_failure: tuple[FailingText, Family] | None = None    # the question is the one this failure answers
-    stage: str | None = None                                    # the earliest stage a failure points at
-    cherry: list[str] = field(default_factory=list)             # unused chunks that contradict a claim
-    signal_kinds: set[str] = field(default_factory=set)         # signals the failures raise
+    families: list[str | None] = field(default_factory=list)  # per claim: its failure family, None when it holds
+    first_failure: tuple[FailingText, Family] | None = None  # the question is the one this failure answers
+    stage: str | None = None  # the earliest stage a failure points at
+    cherry: list[str] = field(default_factory=list)  # unused chunks that contradict a claim
+    signal_kinds: set[str] = field(default_factory=set)  # signals the failures raise
 
     def failed(self, text: FailingText, family: Family) -> None:
         if self.first_failure is None:
@@ -106,8 +113,12 @@ def _link(claim: dict, link: str, verdict: str, text: FailingText, answer: Answe
         chunk = {"chunk_id": f"{src}#alt{k + 1}", "source_id": src, "version": answer.chunk_version, "used": False}
         answer.cherry.append(chunk["chunk_id"])
     elif link == "off_topic":
-        chunk = {"chunk_id": f"{text.aux}#{k + 1}", "source_id": text.aux, "version": answer.chunk_version,
-                 "used": True}
+        chunk = {
+            "chunk_id": f"{text.aux}#{k + 1}",
+            "source_id": text.aux,
+            "version": answer.chunk_version,
+            "used": True,
+        }
     elif verdict == "unsupported":  # extrinsic: nothing in the evidence speaks to it
         return
     else:
@@ -139,8 +150,9 @@ class RouteTraffic:
         # Each family's failures on this route concern a few topics, as a real issue does.
         n_topics, per_family = len(self.words.topics), min(scenario.topics_per_family, len(self.words.topics))
         order = random.Random(f"{seed}/{self.route.name}/topics").sample(range(n_topics), n_topics)
-        self.family_topics = [[order[(f * per_family + j) % n_topics] for j in range(per_family)]
-                              for f in range(len(FAMILIES))]  # distinct families get distinct topics where possible
+        self.family_topics = [
+            [order[(f * per_family + j) % n_topics] for j in range(per_family)] for f in range(len(FAMILIES))
+        ]  # distinct families get distinct topics where possible
 
     def _beta(self, rng: np.random.Generator, mean: np.ndarray) -> np.ndarray:
         # Beta-binomial: each answer has its own failure propensity, so its claims fail together.
@@ -188,10 +200,19 @@ class RouteTraffic:
         owner = np.repeat(np.arange(n), n_claims)
         family = _failures(owner, cu.failure, checkable, propensity, base_family, extras)
         return MinuteDraws(
-            uniforms=per_answer(AnswerUniforms, rows), picks=per_answer(AnswerPicks, picks), signals=signal_values(u),
-            answerable=answerable.tolist(), abstained=abstained.tolist(), version_code=version_code.tolist(),
-            claim_start=np.concatenate(([0], np.cumsum(n_claims))).tolist(), family=family.tolist(),
-            checkable=checkable.tolist(), verdict=cu.verdict.tolist(), alias=alias.tolist(), score=score.tolist())
+            uniforms=per_answer(AnswerUniforms, rows),
+            picks=per_answer(AnswerPicks, picks),
+            signals=signal_values(u),
+            answerable=answerable.tolist(),
+            abstained=abstained.tolist(),
+            version_code=version_code.tolist(),
+            claim_start=np.concatenate(([0], np.cumsum(n_claims))).tolist(),
+            family=family.tolist(),
+            checkable=checkable.tolist(),
+            verdict=cu.verdict.tolist(),
+            alias=alias.tolist(),
+            score=score.tolist(),
+        )
 
     def _regressions(self, n: int, minute: int) -> tuple[np.ndarray, list[tuple[np.ndarray, int]]]:
         """Per answer, a bit per regression it runs on; and per regression under way, the failure
@@ -214,8 +235,13 @@ class RouteTraffic:
         versions, chunk_version, labeler = self._versions_for(d.version_code[i])
         if u.human_label < sc.human_label_fraction:
             labeler = f"human:ann-{pick.annotator % 40:02d}"
-        answer = Answer(self._topic(pick.topic, d.family[first:end]), pick.claim_wording, labeler, chunk_version,
-                        self._evidence(pick.evidence, chunk_version))
+        answer = Answer(
+            self._topic(pick.topic, d.family[first:end]),
+            pick.claim_wording,
+            labeler,
+            chunk_version,
+            self._evidence(pick.evidence, chunk_version),
+        )
         for k, j in enumerate(range(first, end)):
             f = d.family[j]
             if f >= 0:
@@ -247,16 +273,22 @@ class RouteTraffic:
         evidence = []
         for k in range(3):
             chunk_id, source_id, text = chunks[(pick + k) % len(chunks)]
-            evidence.append({"chunk_id": chunk_id, "source_id": source_id, "version": chunk_version, "used": False,
-                             "text": text})
+            evidence.append(
+                {"chunk_id": chunk_id, "source_id": source_id, "version": chunk_version, "used": False, "text": text}
+            )
         return evidence
 
     def _failing_claim(self, answer: Answer, k: int, f: int, verdict_u: float, score: float) -> dict:
         family, pool = FAMILY_LIST[f], self.words.failing(f, answer.topic)
         text = pool[(answer.wording + k) % len(pool)]
         verdict = family.verdict(verdict_u)
-        claim = {"claim_id": CLAIM_IDS[k], "text": text.claim, "claim_type": family.claim_type, "verdict": verdict,
-                 "score": score}
+        claim = {
+            "claim_id": CLAIM_IDS[k],
+            "text": text.claim,
+            "claim_type": family.claim_type,
+            "verdict": verdict,
+            "score": score,
+        }
         _link(claim, family.link, verdict, text, answer, k)
         answer.failed(text, family)
         return claim
@@ -266,14 +298,26 @@ class RouteTraffic:
         text, span = pool[(answer.wording + k) % len(pool)]
         chunk = answer.evidence[k & 1]  # alternate between the first two chunks
         _cite(chunk, span)
-        return {"claim_id": CLAIM_IDS[k], "text": text, "claim_type": SUPPORTED_TYPES[(answer.wording + k) & 3],
-                "verdict": "supported", "score": score, "chunk_id": chunk["chunk_id"], "source_id": chunk["source_id"],
-                "span": span}
+        return {
+            "claim_id": CLAIM_IDS[k],
+            "text": text,
+            "claim_type": SUPPORTED_TYPES[(answer.wording + k) & 3],
+            "verdict": "supported",
+            "score": score,
+            "chunk_id": chunk["chunk_id"],
+            "source_id": chunk["source_id"],
+            "span": span,
+        }
 
     def _trivial_claim(self, answer: Answer, k: int, score: float) -> dict:
         pool = self.words.trivial[answer.topic]
-        return {"claim_id": CLAIM_IDS[k], "text": pool[(answer.wording + k) % len(pool)], "claim_type": "other",
-                "verdict": "trivial", "score": score}
+        return {
+            "claim_id": CLAIM_IDS[k],
+            "text": pool[(answer.wording + k) % len(pool)],
+            "claim_type": "other",
+            "verdict": "trivial",
+            "score": score,
+        }
 
     def _event(self, d: MinuteDraws, i: int, versions: dict, answer: Answer) -> Drawn:
         u, pick, answerable, abstained = d.uniforms[i], d.picks[i], d.answerable[i], d.abstained[i]
@@ -287,15 +331,27 @@ class RouteTraffic:
         drawn = Drawn(pick.millisecond % 60000, _timestamp_form(u.timestamp_form), event, tuple(answer.families))
         if u.textless < self.scenario.textless_fraction:  # a producer that keeps no customer text
             claims = [{"claim_id": c["claim_id"], "verdict": c["verdict"], "score": c["score"]} for c in answer.claims]
-            event.update(query={"query_type": query_type, "stakes": stakes, "answerable": answerable},
-                         answer={"action": action}, versions=versions, claims=claims)
+            event.update(
+                query={"query_type": query_type, "stakes": stakes, "answerable": answerable},
+                answer={"action": action},
+                versions=versions,
+                claims=claims,
+            )
             return drawn
         words = self.words
-        answer_text = (words.abstentions[pick.wording % len(words.abstentions)] if abstained
-                       else " ".join([c["text"] for c in answer.claims]))
-        event.update(query={"text": question, "query_type": query_type, "stakes": stakes, "answerable": answerable},
-                     answer={"text": answer_text, "action": action}, versions=versions, evidence=answer.evidence,
-                     claims=answer.claims, first_failed_stage=answer.stage or "passed")
+        answer_text = (
+            words.abstentions[pick.wording % len(words.abstentions)]
+            if abstained
+            else " ".join([c["text"] for c in answer.claims])
+        )
+        event.update(
+            query={"text": question, "query_type": query_type, "stakes": stakes, "answerable": answerable},
+            answer={"text": answer_text, "action": action},
+            versions=versions,
+            evidence=answer.evidence,
+            claims=answer.claims,
+            first_failed_stage=answer.stage or "passed",
+        )
         if answer.signal_kinds or answer.cherry or u.signals < self.scenario.signals_fraction:
             premise, values = "premise" in answer.signal_kinds, d.signals
             event["signals"] = {
@@ -304,8 +360,10 @@ class RouteTraffic:
                 "support_delta": values.support_delta[i][premise],
                 "sample_disagreement": values.sample_disagreement[i]["disagreement" in answer.signal_kinds],
             }
-        event["attributes"] = {"region": REGIONS[pick.tenant % len(REGIONS)],
-                               "channel": CHANNELS[pick.annotator % len(CHANNELS)]}
+        event["attributes"] = {
+            "region": REGIONS[pick.tenant % len(REGIONS)],
+            "channel": CHANNELS[pick.annotator % len(CHANNELS)],
+        }
         return drawn
 
     def _question(self, u: AnswerUniforms, pick: AnswerPicks, answer: Answer, answerable: bool) -> tuple[str, str]:
@@ -329,8 +387,14 @@ class RouteTraffic:
         return "low" if u < low else "medium" if u < medium else "high"
 
 
-def _failures(owner: np.ndarray, failure_u: np.ndarray, checkable: np.ndarray, propensity: np.ndarray,
-              base_family: np.ndarray, extras: list[tuple[np.ndarray, int]]) -> np.ndarray:
+def _failures(
+    owner: np.ndarray,
+    failure_u: np.ndarray,
+    checkable: np.ndarray,
+    propensity: np.ndarray,
+    base_family: np.ndarray,
+    extras: list[tuple[np.ndarray, int]],
+) -> np.ndarray:
     """Per claim, the index of the family it fails as, -1 when it holds: below its answer's propensity it
     fails as the answer's base family, and in each regression's band above that as the regression's."""
     family = np.full(len(owner), -1, dtype=np.int64)

@@ -1,10 +1,11 @@
 """What a correct ingest must end up with, computed from the simulator's own ground truth
 (its own alias table, no product code), and a JSONL writer."""
+
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
 
 from services.client.simulate.generate import SimEvent
 from services.contract.model import FAILED_VERDICTS
@@ -13,9 +14,16 @@ CANONICAL = ("supported", "unsupported", "contradicted", "overreach", "stale", "
 # The contract's alias list (verdict-event-v1.md), kept separately from the product's on purpose.
 ALIASES = {
     **{v: v for v in CANONICAL},
-    "unlinked": "unsupported", "not_supported": "unsupported", "nei": "unsupported",
-    "not_enough_info": "unsupported", "notenoughinfo": "unsupported", "neutral": "unsupported",
-    "refuted": "contradicted", "contradiction": "contradicted", "entailed": "supported", "entailment": "supported",
+    "unlinked": "unsupported",
+    "not_supported": "unsupported",
+    "nei": "unsupported",
+    "not_enough_info": "unsupported",
+    "notenoughinfo": "unsupported",
+    "neutral": "unsupported",
+    "refuted": "contradicted",
+    "contradiction": "contradicted",
+    "entailed": "supported",
+    "entailment": "supported",
 }
 
 
@@ -24,11 +32,11 @@ class ExpectedCounts:
     """Counts over valid, de-duplicated events (by event_id) and over bad messages. Build it
     with ``expected_counts(events)`` or incrementally with ``add`` while streaming."""
 
-    events: dict[str, int] = field(default_factory=dict)               # per route
+    events: dict[str, int] = field(default_factory=dict)  # per route
     verdicts: dict[str, dict[str, int]] = field(default_factory=dict)  # per route, per canonical verdict
-    bad: dict[str, int] = field(default_factory=dict)                  # per rule
-    families: dict[str, int] = field(default_factory=dict)             # failing claims per family
-    duplicates: int = 0                                                # redeliveries ignored
+    bad: dict[str, int] = field(default_factory=dict)  # per rule
+    families: dict[str, int] = field(default_factory=dict)  # failing claims per family
+    duplicates: int = 0  # redeliveries ignored
     messages: int = 0
     _seen: set[str] = field(default_factory=set, repr=False)
 
@@ -73,9 +81,17 @@ class ExpectedCounts:
 
     def as_rates(self) -> list[dict]:
         """The shape of ``claimwatch rates --window all --json``, worst route first."""
-        rows = [{"route": route, "events": self.events[route], "claims": self.claims(route),
-                 "failed": self.failed(route), "rate": self.rate(route), "verdicts": dict(self.verdicts[route])}
-                for route in self.events]
+        rows = [
+            {
+                "route": route,
+                "events": self.events[route],
+                "claims": self.claims(route),
+                "failed": self.failed(route),
+                "rate": self.rate(route),
+                "verdicts": dict(self.verdicts[route]),
+            }
+            for route in self.events
+        ]
         return sorted(rows, key=lambda row: (-(row["rate"] or 0.0), row["route"]))
 
 

@@ -1,5 +1,6 @@
 """Minute-by-minute traffic: merge the routes in event-time order, then add late events,
 duplicate deliveries and bad input. Lazy and bounded in memory, so long runs stream."""
+
 from __future__ import annotations
 
 import gc
@@ -7,9 +8,9 @@ import hashlib
 import math
 import random
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta, timezone
-from typing import Iterator
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import orjson
@@ -35,9 +36,9 @@ class SimEvent:
     event: dict | None
     family_by_claim: tuple[str | None, ...]
     bad_rule: str | None = None
-    duplicate: bool = False     # a second delivery of an event_id sent before
-    minute: int = 0             # emission minute since ``start``; pace sending on it
-    late: bool = False          # emitted after the minute of its event time
+    duplicate: bool = False  # a second delivery of an event_id sent before
+    minute: int = 0  # emission minute since ``start``; pace sending on it
+    late: bool = False  # emitted after the minute of its event time
 
 
 class TrafficGenerator:
@@ -48,13 +49,15 @@ class TrafficGenerator:
         if not isinstance(scenario, Scenario):
             raise ScenarioError(f"scenario: expected a Scenario, got {type(scenario).__name__}; try Scenario.demo()")
         if not isinstance(start, datetime) or start.tzinfo is None:
-            raise ScenarioError("start: must be a timezone-aware datetime, e.g. datetime(2026, 11, 21, tzinfo=timezone.utc)")
+            raise ScenarioError(
+                "start: must be a timezone-aware datetime, e.g. datetime(2026, 11, 21, tzinfo=timezone.utc)"
+            )
         if not isinstance(minutes, int) or minutes < 0:
             raise ScenarioError(f"minutes: must be an int >= 0, got {minutes!r}")
         if not isinstance(seed, int):
             raise ScenarioError(f"seed: must be an int, got {seed!r}")
         self.scenario, self.minutes = scenario, minutes
-        self.start = start.astimezone(timezone.utc).replace(second=0, microsecond=0)
+        self.start = start.astimezone(UTC).replace(second=0, microsecond=0)
         # Independent streams: delivery (late, duplicate, bad) here, and one set per route.
         delivery, *per_route = np.random.SeedSequence(seed).spawn(1 + len(scenario.routes))
         self.rng = np.random.default_rng(delivery)
@@ -73,7 +76,9 @@ class TrafficGenerator:
         return t.hour + (t.minute + 0.5) / 60
 
     def volume_factor(self, minute: int) -> float:
-        return 1 + self.scenario.diurnal_amplitude * math.cos(2 * math.pi * (self.hour(minute) - self.scenario.peak_hour) / 24)
+        return 1 + self.scenario.diurnal_amplitude * math.cos(
+            2 * math.pi * (self.hour(minute) - self.scenario.peak_hour) / 24
+        )
 
     def _next_bad_kind(self) -> str:
         # Smooth weighted round-robin: exact proportions, and every kind shows up early.

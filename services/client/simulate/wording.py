@@ -1,4 +1,5 @@
 """Pre-rendered text pools per route domain, built once per seed so generation only indexes lists."""
+
 from __future__ import annotations
 
 import random
@@ -8,13 +9,31 @@ from functools import lru_cache
 
 from services.client.simulate.domains import DOMAINS, REGIONS, Domain
 from services.client.simulate.families import (
-    ABSTENTIONS, FAMILY_LIST, GENERIC_QUESTIONS, SUPPORTED_CLAIMS, TRIVIAL_CLAIMS, UNANSWERABLE_QUESTIONS, Family,
+    ABSTENTIONS,
+    FAMILY_LIST,
+    GENERIC_QUESTIONS,
+    SUPPORTED_CLAIMS,
+    TRIVIAL_CLAIMS,
+    UNANSWERABLE_QUESTIONS,
+    Family,
 )
 
-POOL_PER_TOPIC = 24      # supported texts per topic
-FAILING_PER_TOPIC = 96   # failing texts per (family, topic); numbers, dates and phrasing vary between them
-MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-          "November", "December")
+POOL_PER_TOPIC = 24  # supported texts per topic
+FAILING_PER_TOPIC = 96  # failing texts per (family, topic); numbers, dates and phrasing vary between them
+MONTHS = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
 
 
 @dataclass(frozen=True)
@@ -32,13 +51,13 @@ class DomainWording:
     domain: Domain
     seed: int
     topics: tuple[str, ...]
-    supported: tuple[tuple[tuple[str, str], ...], ...]        # [topic] -> (claim, span)
-    trivial: tuple[tuple[str, ...], ...]                      # [topic]
-    questions: tuple[tuple[str, ...], ...]                    # [topic]
-    family_questions: tuple[tuple[tuple[str, ...], ...], ...] # [family][topic]: risky questions, often answered well
-    unanswerable: tuple[tuple[str, ...], ...]                 # [topic]
+    supported: tuple[tuple[tuple[str, str], ...], ...]  # [topic] -> (claim, span)
+    trivial: tuple[tuple[str, ...], ...]  # [topic]
+    questions: tuple[tuple[str, ...], ...]  # [topic]
+    family_questions: tuple[tuple[tuple[str, ...], ...], ...]  # [family][topic]: risky questions, often answered well
+    unanswerable: tuple[tuple[str, ...], ...]  # [topic]
     abstentions: tuple[str, ...]
-    chunks: tuple[tuple[str, str, str], ...]                  # (chunk_id, source_id, text)
+    chunks: tuple[tuple[str, str, str], ...]  # (chunk_id, source_id, text)
     _failing: dict = field(default_factory=dict, repr=False, compare=False)
 
     def failing(self, family: int, topic: int) -> tuple[FailingText, ...]:
@@ -48,8 +67,9 @@ class DomainWording:
         if pool is None:
             rnd = random.Random(f"{self.seed}/{self.domain.name}/{family}/{topic}")
             fam, subject = FAMILY_LIST[family], self.topics[topic]
-            pool = _unique(lambda: _failing_text(fam, self.domain, subject, rnd), FAILING_PER_TOPIC,
-                           key=lambda x: x.claim)
+            pool = _unique(
+                lambda: _failing_text(fam, self.domain, subject, rnd), FAILING_PER_TOPIC, key=lambda x: x.claim
+            )
             self._failing[(family, topic)] = pool
         return pool
 
@@ -96,17 +116,27 @@ class Slots(dict):
 
     def _date(self) -> str:
         year, month, day = self.rnd.randint(2023, 2027), self.rnd.randint(1, 12), self.rnd.randint(1, 28)
-        return self.rnd.choice((f"{MONTHS[month - 1]} {day}, {year}", f"{day} {MONTHS[month - 1]} {year}",
-                                f"{year}-{month:02d}-{day:02d}"))
+        return self.rnd.choice(
+            (f"{MONTHS[month - 1]} {day}, {year}", f"{day} {MONTHS[month - 1]} {year}", f"{year}-{month:02d}-{day:02d}")
+        )
 
     DRAW = {
-        "item": lambda s: s.rnd.choice(s.domain.items), "action": lambda s: s.rnd.choice(s.domain.actions),
-        "doc": lambda s: s.rnd.choice(s.domain.docs), "system": lambda s: s._anchored(s.domain.systems),
-        "fake_doc": lambda s: s.rnd.choice(s.domain.fake_docs), "standard": lambda s: s.rnd.choice(s.domain.standards),
-        "region": lambda s: s._anchored(REGIONS), "n": lambda s: str(s.rnd.randint(2, 45)),
-        "n2": lambda s: s._other(2, 45, "n"), "pct": lambda s: str(s.rnd.randrange(5, 100, 5)),
-        "pct2": lambda s: s._other(5, 95, "pct", step=5), "amount": _amount, "amount2": _amount,
-        "date": _date, "date2": _date, "year_old": lambda s: str(s.rnd.randint(2018, 2024)),
+        "item": lambda s: s.rnd.choice(s.domain.items),
+        "action": lambda s: s.rnd.choice(s.domain.actions),
+        "doc": lambda s: s.rnd.choice(s.domain.docs),
+        "system": lambda s: s._anchored(s.domain.systems),
+        "fake_doc": lambda s: s.rnd.choice(s.domain.fake_docs),
+        "standard": lambda s: s.rnd.choice(s.domain.standards),
+        "region": lambda s: s._anchored(REGIONS),
+        "n": lambda s: str(s.rnd.randint(2, 45)),
+        "n2": lambda s: s._other(2, 45, "n"),
+        "pct": lambda s: str(s.rnd.randrange(5, 100, 5)),
+        "pct2": lambda s: s._other(5, 95, "pct", step=5),
+        "amount": _amount,
+        "amount2": _amount,
+        "date": _date,
+        "date2": _date,
+        "year_old": lambda s: str(s.rnd.randint(2018, 2024)),
         "memo": lambda s: f"{s.rnd.choice(('FIN', 'OPS', 'LEG', 'HR'))}-{s.rnd.randint(100, 9999)}",
         "kb": lambda s: str(s.rnd.randint(1000, 99999)),
     }
@@ -123,8 +153,13 @@ def _failing_text(family: Family, domain: Domain, topic: str, rnd: random.Random
     if family.link == "stale":
         aux = f"{slots['year_old']}-{rnd.randint(1, 12):02d}-01"
     elif family.link == "phantom":
-        aux = (f"memo-{slots['memo'].lower()}" if "memo" in slots else f"kb-{slots['kb']}" if "kb" in slots
-               else slug(slots["fake_doc"]))
+        aux = (
+            f"memo-{slots['memo'].lower()}"
+            if "memo" in slots
+            else f"kb-{slots['kb']}"
+            if "kb" in slots
+            else slug(slots["fake_doc"])
+        )
     elif family.link == "off_topic":
         aux = f"{slug(slots['region'])}-{rnd.choice(domain.sources)}"
     return FailingText(question, claim, span, aux)
@@ -143,7 +178,9 @@ def _unique(make, size: int, key=lambda x: x) -> tuple:
     return tuple(out)
 
 
-def _render(templates: tuple[str, ...], domain: Domain, topic: str | None, rnd: random.Random, size: int) -> tuple[str, ...]:
+def _render(
+    templates: tuple[str, ...], domain: Domain, topic: str | None, rnd: random.Random, size: int
+) -> tuple[str, ...]:
     return _unique(lambda: rnd.choice(templates).format_map(Slots(domain, rnd, topic)), size)
 
 

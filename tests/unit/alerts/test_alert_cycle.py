@@ -1,9 +1,10 @@
 """The leader's alert timer (services/alerts/cycle.py): an evaluation's transition records and notifications over
 the real chDB engine, the firing alert re-sent, and a store hiccup logged and skipped."""
+
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import orjson
 import pytest
@@ -13,8 +14,8 @@ from services.alerts.dispatch import Dispatcher
 from services.alerts.records import alert_repository
 from services.alerts.silences import Silence
 from services.app.compose import evaluator_for
-from services.core.metrics import Metrics
 from services.core.errors import StoreError
+from services.core.metrics import Metrics
 from services.store.rates import RateRepository
 from services.store.writer import EventWriter
 from tests.support.regression_world import START, billing_regression, prompt_settings
@@ -34,8 +35,16 @@ def taken(dispatcher: Dispatcher) -> list:
 
 
 def dispatcher_for(metrics: Metrics, resend_every: timedelta) -> Dispatcher:
-    return Dispatcher("http://alertmanager.invalid", None, "http://claimwatch.invalid", resend_every, metrics,
-                      retry_initial_seconds=0.5, retry_max_seconds=30, attempt_timeout_seconds=10)
+    return Dispatcher(
+        "http://alertmanager.invalid",
+        None,
+        "http://claimwatch.invalid",
+        resend_every,
+        metrics,
+        retry_initial_seconds=0.5,
+        retry_max_seconds=30,
+        attempt_timeout_seconds=10,
+    )
 
 
 def test_alert_cycle_returns_transition_records_and_queues_notifications(store):
@@ -55,7 +64,9 @@ def test_alert_cycle_returns_transition_records_and_queues_notifications(store):
     records, queued, after_resend = asyncio.run(ticks())
     assert records and all(key == b"billing-faq" for key, _ in records)
     values = [orjson.loads(v) for _, v in records]
-    assert values[-1]["state"] == "firing" and values[-1]["alert_id"] == next(iter(cycle.evaluator.open.values())).alert_id
+    assert (
+        values[-1]["state"] == "firing" and values[-1]["alert_id"] == next(iter(cycle.evaluator.open.values())).alert_id
+    )
     assert queued >= 1 and after_resend == queued + 1  # the firing alert is re-sent to Alertmanager
     assert metrics.alert_transitions.labels("firing")._value.get() >= 1
     assert metrics.alerts.labels("firing")._value.get() == 1
@@ -72,8 +83,8 @@ def test_alert_cycle_survives_a_store_hiccup():
     metrics = Metrics()
     dispatcher = dispatcher_for(metrics, timedelta(minutes=1))
     cycle = AlertCycle(Unused(), Unused(), dispatcher, metrics, down)
-    assert asyncio.run(cycle.evaluate(datetime(2026, 11, 21, tzinfo=timezone.utc))) == []
-    asyncio.run(cycle.resend(datetime(2026, 11, 21, tzinfo=timezone.utc)))  # nothing read yet: logged and skipped
+    assert asyncio.run(cycle.evaluate(datetime(2026, 11, 21, tzinfo=UTC))) == []
+    asyncio.run(cycle.resend(datetime(2026, 11, 21, tzinfo=UTC)))  # nothing read yet: logged and skipped
     assert dispatcher.queued() == []
 
 
@@ -100,8 +111,9 @@ def test_a_firing_page_is_re_sent_while_the_store_stalls_or_fails(store, mode):
     now = START + timedelta(days=1)
     alerts.save_silence(Silence.create(["route=hr-policy"], now, duration="4h", created_by="oncall", comment="rollout"))
     dispatcher = dispatcher_for(metrics, timedelta(seconds=0.2))
-    cycle = AlertCycle(evaluator_for(prompt_settings(), RateRepository(store), alerts), alerts, dispatcher, metrics,
-                       runner)
+    cycle = AlertCycle(
+        evaluator_for(prompt_settings(), RateRepository(store), alerts), alerts, dispatcher, metrics, runner
+    )
 
     async def ticks():
         await cycle.evaluate(now)
@@ -140,8 +152,14 @@ def explaining_cycle(store, runner) -> tuple[AlertCycle, Dispatcher]:
     EventWriter(store).write(billing_regression())
     repos, metrics = Repositories.on(store), Metrics()
     dispatcher = dispatcher_for(metrics, timedelta(minutes=1))
-    return AlertCycle(evaluator_for(prompt_settings(), repos.rates, repos.alerts), repos.alerts, dispatcher, metrics,
-                      runner, explainer=AlertExplainer(repos.issues, repos.rates)), dispatcher
+    return AlertCycle(
+        evaluator_for(prompt_settings(), repos.rates, repos.alerts),
+        repos.alerts,
+        dispatcher,
+        metrics,
+        runner,
+        explainer=AlertExplainer(repos.issues, repos.rates),
+    ), dispatcher
 
 
 def test_an_alert_that_fires_during_a_resend_is_re_sent_with_its_explanation(store):
@@ -195,8 +213,13 @@ def test_each_tick_reports_how_far_the_evaluated_minutes_are_behind_the_wall_clo
     evaluation fails still reports it, so an evaluator that keeps failing is seen falling behind."""
     EventWriter(store).write(billing_regression())  # minutes START .. START+259
     alerts, metrics, runner = alert_repository(store), Metrics(), FlakyStore()
-    cycle = AlertCycle(evaluator_for(prompt_settings(), RateRepository(store), alerts), alerts,
-                       dispatcher_for(metrics, timedelta(minutes=1)), metrics, runner)
+    cycle = AlertCycle(
+        evaluator_for(prompt_settings(), RateRepository(store), alerts),
+        alerts,
+        dispatcher_for(metrics, timedelta(minutes=1)),
+        metrics,
+        runner,
+    )
     lag = metrics.evaluator_lag._value.get
     now = START + timedelta(minutes=260, seconds=30)
 

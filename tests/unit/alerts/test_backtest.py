@@ -5,38 +5,40 @@ billing-faq from minute 150 and a corpus update on parcel-status from minute 190
 duplicate deliveries) is replayed three ways: by the backtest, through the live writer with
 the evaluator stepping one minute at a time, and against a recorded transition list.
 """
+
 from __future__ import annotations
 
 import gc
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import orjson
 import pytest
 
 from services.alerts.backtest import BucketLoader, read_chunks
-from services.core.gcpolicy import bulk_allocation
 from services.alerts.evaluator import MINUTE
 from services.alerts.records import alert_repository
-from services.contract.decode import Decoder, Rejection
-from services.store.rates import COUNT_FIELDS, SUM_FIELDS, RateRepository
 from services.app.compose import evaluator_for, run_backtest
 from services.app.settings import Settings
 from services.client.simulate import Scenario, generate, write_jsonl
+from services.contract.decode import Decoder, Rejection
+from services.core.gcpolicy import bulk_allocation
 from services.store.backends import ChdbStore
 from services.store.convert import parse_ch_time
 from services.store.migrate import migrate
+from services.store.rates import COUNT_FIELDS, SUM_FIELDS, RateRepository
 from services.store.retention import KEEP_EVERYTHING, RetentionKeeper
 from services.store.scratch import private_store
 from services.store.writer import EventWriter
 
-START = datetime(2026, 11, 21, 6, 0, tzinfo=timezone.utc)
+START = datetime(2026, 11, 21, 6, 0, tzinfo=UTC)
 MINUTES, MODEL_AT, CORPUS_AT = 240, 150, 190
 # A two-hour baseline that warms up after 3,000 claims, so four hours of a fifth of the demo's volume suffice.
 # The CUSUM's h and design are pinned so that the recorded list below does not move with the detector's defaults.
-SETTINGS = Settings(drift={"baseline_minutes": 120,
-                           "detector": {"min_baseline_claims": 3000, "h": 10.5, "design_shift": 0.02}})
+SETTINGS = Settings(
+    drift={"baseline_minutes": 120, "detector": {"min_baseline_claims": 3000, "h": 10.5, "design_shift": 0.02}}
+)
 
 # Recorded when a baseline under a day old learned with a local level and a margin (issue 21; four hours are
 # less than a day, so the margin applies, mix-adjusted); the same rate and detector code must keep giving these.
@@ -100,8 +102,10 @@ def test_same_buckets_and_transitions_as_the_live_writer_and_evaluator(events_fi
     time (as its timer does) emits the same transitions."""
     path, _ = events_file
     sums = ", ".join(f"sum({c}) AS {c}" for c in COUNT_FIELDS)
-    buckets = (f"SELECT dim, value, route, minute, {sums} FROM rate_minute "
-               "GROUP BY dim, value, route, minute ORDER BY dim, value, route, minute")
+    buckets = (
+        f"SELECT dim, value, route, minute, {sums} FROM rate_minute "
+        "GROUP BY dim, value, route, minute ORDER BY dim, value, route, minute"
+    )
     quick = private_store(tmp_path / "quick")  # chDB holds one embedded store per process at a time
     BucketLoader(quick, Decoder()).load(read_chunks(path, 3000))
     quick_buckets = quick.query(buckets)
@@ -148,8 +152,10 @@ def test_a_sampled_stream_gives_the_backtest_and_the_live_writer_the_same_weight
                 line = orjson.dumps(event) + b"\n"
             out.write(line)
     sums = ", ".join(f"round(sum({c}), 6) AS {c}" for c in SUM_FIELDS)
-    buckets = (f"SELECT dim, value, route, minute, {sums} FROM rate_minute "
-               "GROUP BY dim, value, route, minute ORDER BY dim, value, route, minute")
+    buckets = (
+        f"SELECT dim, value, route, minute, {sums} FROM rate_minute "
+        "GROUP BY dim, value, route, minute ORDER BY dim, value, route, minute"
+    )
     quick = private_store(tmp_path / "quick")
     BucketLoader(quick, Decoder()).load(read_chunks(sampled, 3000))
     quick_buckets = quick.query(buckets)
@@ -164,7 +170,9 @@ def test_a_sampled_stream_gives_the_backtest_and_the_live_writer_the_same_weight
     live.close()
     assert quick_buckets == live_buckets
     whole = [b for b in live_buckets if b["dim"] == ""]
-    assert sum(b["sampled"] for b in whole) > 100 and sum(b["w_claims"] for b in whole) > sum(b["claims"] for b in whole)
+    assert sum(b["sampled"] for b in whole) > 100 and sum(b["w_claims"] for b in whole) > sum(
+        b["claims"] for b in whole
+    )
 
 
 def test_bulk_allocation_restores_the_collector():

@@ -2,9 +2,10 @@
 verifier outage) and three send only events of an unknown contract version (a producer's breaking change).
 Each of the six pages within ten minutes, with its own kind, and resolves when its input is back; nothing else
 fires. Eight routes at 20 answers a minute (±50% daily volume), nine hours, count-only events."""
+
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import orjson
 import pytest
@@ -15,7 +16,7 @@ from services.app.settings import Settings
 from services.client.simulate import Scenario, generate
 from services.client.simulate.scenario import Route
 
-START = datetime(2026, 11, 1, 2, tzinfo=timezone.utc)
+START = datetime(2026, 11, 1, 2, tzinfo=UTC)
 HOURS, BREAK_AT, BREAK_MINUTES = 9, 6 * 60, 120
 SILENT = {"route-0", "route-1", "route-2"}
 BROKEN = {"route-3", "route-4", "route-5"}
@@ -24,10 +25,18 @@ BROKEN = {"route-3", "route-4", "route-5"}
 @pytest.fixture(scope="module")
 def transitions(tmp_path_factory) -> list[dict]:
     families = Scenario.demo().routes[0].families
-    routes = tuple(Route(f"route-{i}", per_minute=20.0, base_rate=0.08, families=families, versions={"model": "gen-1"})
-                   for i in range(8))
-    scenario = Scenario(routes=routes, regressions=(), bad_fraction=0.0, duplicate_fraction=0.0, late_fraction=0.0,
-                        textless_fraction=1.0)
+    routes = tuple(
+        Route(f"route-{i}", per_minute=20.0, base_rate=0.08, families=families, versions={"model": "gen-1"})
+        for i in range(8)
+    )
+    scenario = Scenario(
+        routes=routes,
+        regressions=(),
+        bad_fraction=0.0,
+        duplicate_fraction=0.0,
+        late_fraction=0.0,
+        textless_fraction=1.0,
+    )
     workdir = tmp_path_factory.mktemp("input-health")
     path = workdir / "events.jsonl"
     outage = range(BREAK_AT, BREAK_AT + BREAK_MINUTES)

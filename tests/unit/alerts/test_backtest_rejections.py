@@ -1,8 +1,9 @@
 """`claimwatch backtest` keeps its rejected lines as dead letters, per route and minute of the replay's own
 clock, as live ingest does; and an event time the store cannot hold is refused, not counted in 1970."""
+
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import orjson
@@ -11,12 +12,12 @@ from services.alerts.backtest import BucketLoader, read_chunks
 from services.app.compose import run_backtest
 from services.app.settings import Settings
 from services.contract.decode import Decoder
+from services.ingest.records import OUTSIDE_STORE_RANGE
 from services.store.dlq import dlq_summary, rejected_minutes
 from services.store.rates import RateRepository
 from services.store.scratch import private_store
-from services.ingest.records import OUTSIDE_STORE_RANGE
 
-T0 = datetime(2026, 11, 21, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 21, 9, 0, tzinfo=UTC)
 EVENT = {"schema": "claimwatch.verdict/v1", "trace_id": "t", "claims": [{"verdict": "supported"}]}
 
 
@@ -25,14 +26,14 @@ def event(event_id: str, route: str, observed_at: str, **over) -> bytes:
 
 
 LINES = [
-    b"not json",                                                                 # 0: before any valid event
+    b"not json",  # 0: before any valid event
     event("v1", "a", "2026-11-21T09:00:10Z"),
-    event("x2", "a", "2026-11-21T09:03:20Z", claims=[{"verdict": "maybe"}]),    # 2: its own time
+    event("x2", "a", "2026-11-21T09:03:20Z", claims=[{"verdict": "maybe"}]),  # 2: its own time
     event("v3", "b", "2026-11-21T09:05:00Z"),
-    event("x4", "a", "1969-12-31T23:59:59Z"),                                    # 4: valid, but not storable
-    orjson.dumps({"route": "b", "claims": "x"}),                                 # 5: no time at all
-    event("v6", "a", "2026-11-21T09:02:00Z"),                                    # a late event: the clock stays
-    orjson.dumps({"route": "c", "observed_at": "2026-11-21T09:07:00"}),         # 7: no offset, read as UTC
+    event("x4", "a", "1969-12-31T23:59:59Z"),  # 4: valid, but not storable
+    orjson.dumps({"route": "b", "claims": "x"}),  # 5: no time at all
+    event("v6", "a", "2026-11-21T09:02:00Z"),  # a late event: the clock stays
+    orjson.dumps({"route": "c", "observed_at": "2026-11-21T09:07:00"}),  # 7: no offset, read as UTC
 ]
 
 
@@ -53,7 +54,7 @@ def test_rejected_lines_count_per_route_in_their_own_minute_or_the_replays(tmp_p
         loader.load(read_chunks(write(tmp_path, LINES), size=3))  # chunks cut between a line and its dating
         assert (loader.stored, loader.rejected) == (3, 5)
         assert rejected_minutes(store, minute(0), minute(10)) == [
-            {"route": "", "minute": minute(0), "rejected": 1},   # dated by the first valid event
+            {"route": "", "minute": minute(0), "rejected": 1},  # dated by the first valid event
             {"route": "a", "minute": minute(3), "rejected": 1},
             {"route": "a", "minute": minute(5), "rejected": 1},  # the latest valid time, not the late one's
             {"route": "b", "minute": minute(5), "rejected": 1},
@@ -71,13 +72,15 @@ def test_a_file_without_a_valid_event_keeps_its_rejections_in_the_stores_first_m
     try:
         loader = BucketLoader(store, Decoder())
         loader.load(read_chunks(write(tmp_path, [b"nope", b"{}"])))
-        epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
+        epoch = datetime(1970, 1, 1, tzinfo=UTC)
         assert rejected_minutes(store, epoch, epoch) == [{"route": "", "minute": epoch, "rejected": 2}]
     finally:
         store.close()
 
 
 def test_an_event_from_1900_does_not_make_the_replay_walk_from_1970(tmp_path):
-    lines = [event(f"v{m}", "a", (minute(m)).isoformat()) for m in range(5)] + [event("old", "a", "1900-01-01T00:00:00Z")]
+    lines = [event(f"v{m}", "a", (minute(m)).isoformat()) for m in range(5)] + [
+        event("old", "a", "1900-01-01T00:00:00Z")
+    ]
     summary = run_backtest(write(tmp_path, lines), tmp_path / "alerts.jsonl", Settings())
     assert (summary.events, summary.rejected, summary.minutes) == (5, 1, 5)

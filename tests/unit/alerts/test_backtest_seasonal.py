@@ -4,9 +4,10 @@ that get a +5-point step at hour 64 fire soon after it.
 
 Four routes at 30 answers a minute (±50% diurnal volume, 1-8 claims per answer, intra-answer correlation
 0.1), each with its own rate peak hour, 518k events in all (count-only, to keep the file small)."""
+
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import orjson
 import pytest
@@ -16,7 +17,7 @@ from services.app.settings import Settings
 from services.client.simulate import Scenario, generate, write_jsonl
 from services.client.simulate.scenario import Regression, Route
 
-START = datetime(2026, 11, 1, tzinfo=timezone.utc)
+START = datetime(2026, 11, 1, tzinfo=UTC)
 HOURS, STEP_HOUR = 72, 64
 STEPPED = {"route-0", "route-2"}
 
@@ -24,12 +25,27 @@ STEPPED = {"route-0", "route-2"}
 @pytest.fixture(scope="module")
 def transitions(tmp_path_factory) -> list[dict]:
     families = Scenario.demo().routes[0].families
-    routes = tuple(Route(f"route-{i}", per_minute=30.0, base_rate=0.08, families=families,
-                         versions={"model": "gen-1", "corpus": "docs@1"}, rate_swing=0.01, rate_peak_hour=3.0 + 6 * i)
-                   for i in range(4))
+    routes = tuple(
+        Route(
+            f"route-{i}",
+            per_minute=30.0,
+            base_rate=0.08,
+            families=families,
+            versions={"model": "gen-1", "corpus": "docs@1"},
+            rate_swing=0.01,
+            rate_peak_hour=3.0 + 6 * i,
+        )
+        for i in range(4)
+    )
     steps = tuple(Regression(name, STEP_HOUR * 60, {"model": "gen-2"}, 0.05) for name in sorted(STEPPED))
-    scenario = Scenario(routes=routes, regressions=steps, bad_fraction=0.0, duplicate_fraction=0.0, late_fraction=0.0,
-                        textless_fraction=1.0)
+    scenario = Scenario(
+        routes=routes,
+        regressions=steps,
+        bad_fraction=0.0,
+        duplicate_fraction=0.0,
+        late_fraction=0.0,
+        textless_fraction=1.0,
+    )
     workdir = tmp_path_factory.mktemp("swing")
     write_jsonl(generate(scenario, START, HOURS * 60, seed=5), workdir / "events.jsonl")
     summary = run_backtest(workdir / "events.jsonl", workdir / "alerts.jsonl", Settings())

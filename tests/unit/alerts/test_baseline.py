@@ -1,14 +1,15 @@
 """The expectation drift detection tests against: time of day, mix, the short-history fallback, an
 unbiased level and a restart that resumes it exactly."""
+
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
 
-from services.alerts.baseline import CLAIMS, FAILED, OK, PENDING, FIRING, SeasonalBaseline
+from services.alerts.baseline import CLAIMS, FAILED, FIRING, OK, PENDING, SeasonalBaseline
 from services.alerts.config import DetectorConfig
 from services.alerts.detector import DriftDetector
 from services.alerts.engines import make_engine
@@ -40,14 +41,14 @@ def failures(m: int) -> float:
 
 def test_time_of_day_expectation_has_exact_values_on_a_constructed_history():
     b = SeasonalBaseline(CONFIG, 1, 6)
-    feed(b, range(0, 2 * DAY + 1), failures)  # two full days; the minute 2*DAY opens day three's first block
+    feed(b, range(2 * DAY + 1), failures)  # two full days; the minute 2*DAY opens day three's first block
     assert b.seasonal
     per_minute = {(d, h): failures(d * DAY + h * 60) for d in (0, 1) for h in range(24)}
     slot = {h: sum(per_minute[d, h] for d in (0, 1)) * 60 for h in range(24)}  # failures per hour slot, both days
-    claims = 2 * 60 * 100                                                     # claims per slot
+    claims = 2 * 60 * 100  # claims per slot
     pooled = sum(slot.values()) / (24 * claims)
     smoothed = {h: (0.25 * slot[(h - 1) % 24] + 0.5 * slot[h] + 0.25 * slot[(h + 1) % 24]) / claims for h in range(24)}
-    level = sum(per_minute[1, h] for h in range(24)) * 60 / (24 * 60 * 100)   # the trailing day only
+    level = sum(per_minute[1, h] for h in range(24)) * 60 / (24 * 60 * 100)  # the trailing day only
     offset = {h: smoothed[h] - pooled for h in range(24)}
 
     exact = 1e-7  # the history is float32 (services/alerts/rows.py HISTORY): whole counts exact, ratios to 7 digits
@@ -56,13 +57,15 @@ def test_time_of_day_expectation_has_exact_values_on_a_constructed_history():
     quarter_past = 2 * DAY + 10 * 60 + 45  # a quarter of the way from slot 10's centre to slot 11's
     assert b.expect(quarter_past).total[0] == pytest.approx(level + 0.75 * offset[10] + 0.25 * offset[11], abs=exact)
     just_after_midnight = 2 * DAY + 15  # 45 minutes after slot 23's centre (23:30), 15 before slot 0's
-    assert b.expect(just_after_midnight).total[0] == pytest.approx(level + 0.25 * offset[23] + 0.75 * offset[0], abs=exact)
+    assert b.expect(just_after_midnight).total[0] == pytest.approx(
+        level + 0.25 * offset[23] + 0.75 * offset[0], abs=exact
+    )
     assert b.expect(at_centre).mixed[0] == pytest.approx(b.expect(at_centre).total[0])  # no slices: no mix adjustment
 
 
 def test_with_less_than_a_day_of_history_the_expectation_is_a_local_level_with_a_margin():
     b = SeasonalBaseline(CONFIG, 1, 6)
-    feed(b, range(0, 23 * 60 + 1), failures)
+    feed(b, range(23 * 60 + 1), failures)
     assert not b.seasonal and b.learning and b.history_hours == 23
     level = sum(failures(h * 60) for h in (21, 22)) * 60 / (2 * 60 * 100)  # the last two finished hours
     for minute in (23 * 60 + 1, 23 * 60 + 30):
@@ -72,7 +75,7 @@ def test_with_less_than_a_day_of_history_the_expectation_is_a_local_level_with_a
     assert b.seasonal and b.expect(DAY + 30).total[0] != pytest.approx(b.level[0])
     assert b.expect(DAY + 30).margin[0] == 0.0  # the profile knows the time of day: no margin
     flat = SeasonalBaseline(replace(CONFIG, season_days=0), 1, 6)  # the previous detector: never seasonal
-    feed(flat, range(0, 2 * DAY + 1), failures)
+    feed(flat, range(2 * DAY + 1), failures)
     assert not flat.seasonal and flat.expect(2 * DAY + 30).total[0] == pytest.approx(flat.level[0])
 
 
@@ -80,17 +83,17 @@ def test_a_pending_run_is_held_then_admitted_and_a_firing_one_dropped():
     b = SeasonalBaseline(replace(CONFIG, block_minutes=10, baseline_minutes=60), 1, 6)
     b.roll(0)
     b.admit(minute_row(100, 5), None, np.zeros(1), np.array([OK]))
-    b.admit(minute_row(100, 30), None, np.zeros(1), np.array([PENDING]))   # held …
+    b.admit(minute_row(100, 30), None, np.zeros(1), np.array([PENDING]))  # held …
     assert b.partial[0, CLAIMS] == 100
-    b.admit(minute_row(100, 6), None, np.zeros(1), np.array([OK]))        # … and admitted when the run clears
+    b.admit(minute_row(100, 6), None, np.zeros(1), np.array([OK]))  # … and admitted when the run clears
     assert b.partial[0, CLAIMS] == 300 and b.partial[0, FAILED] == 41
     b.admit(minute_row(100, 30), None, np.zeros(1), np.array([PENDING]))
-    b.admit(minute_row(100, 40), None, np.zeros(1), np.array([FIRING]))   # fired: the run is not the baseline
+    b.admit(minute_row(100, 40), None, np.zeros(1), np.array([FIRING]))  # fired: the run is not the baseline
     b.admit(minute_row(100, 5), None, np.zeros(1), np.array([OK]))
     assert b.partial[0, CLAIMS] == 400 and b.partial[0, FAILED] == 46
     b.admit(minute_row(100, 30), None, np.zeros(1), np.array([PENDING]))  # a run that crosses into the next block …
     b.roll(10)
-    b.admit(minute_row(100, 7), None, np.zeros(1), np.array([OK]))        # … puts each minute in its own block
+    b.admit(minute_row(100, 7), None, np.zeros(1), np.array([OK]))  # … puts each minute in its own block
     assert b.ring[0, 0, CLAIMS] == 500 and b.ring[0, 0, FAILED] == 76
     assert b.partial[0, CLAIMS] == 100 and b.level[0] == pytest.approx(76 / 500)
     old = SeasonalBaseline(replace(CONFIG, hold_pending=False), 1, 6)
@@ -135,24 +138,26 @@ def test_the_level_is_an_unbiased_estimate_of_the_pooled_rate(swing):
 def detector_stream(seed: int, hours: int):
     """Minute buckets with slices for a DriftDetector: a ±1-point swing, two query types."""
     rng = np.random.default_rng(seed)
-    start = datetime(2026, 11, 2, tzinfo=timezone.utc)
+    start = datetime(2026, 11, 2, tzinfo=UTC)
     for m, x in simulate(rng, 2, hours * 60, lambda m: np.array([0.06, 0.16]) + 0.01 * np.sin(2 * np.pi * m / DAY)):
         counts = Counts.from_array(np.concatenate([x.sum(axis=0), np.zeros(len(COUNT_FIELDS) - 6)]))
-        slices = {"query_type=simple stakes=-": Counts.from_array(np.concatenate([x[0], np.zeros(len(COUNT_FIELDS) - 6)])),
-                  "query_type=multi_hop stakes=-": Counts.from_array(np.concatenate([x[1], np.zeros(len(COUNT_FIELDS) - 6)]))}
+        slices = {
+            "query_type=simple stakes=-": Counts.from_array(np.concatenate([x[0], np.zeros(len(COUNT_FIELDS) - 6)])),
+            "query_type=multi_hop stakes=-": Counts.from_array(np.concatenate([x[1], np.zeros(len(COUNT_FIELDS) - 6)])),
+        }
         yield counts, start + timedelta(minutes=m), slices
 
 
 def test_a_restart_resumes_the_seasonal_state_exactly():
     stream = list(detector_stream(5, 30))
     whole, first = DriftDetector(), DriftDetector()
-    for counts, at, slices in stream[:27 * 60]:
+    for counts, at, slices in stream[: 27 * 60]:
         whole.update(counts, at, slices)
         first.update(counts, at, slices)
     restored = DriftDetector()  # with what the evaluator stores of the route (services/alerts/route_state.py)
     restored.load_rows([0], [decode_state(encode_state(first.row_state(0)))], first.last_minute)
     assert restored.regression.expected_basis.startswith("time of day")
-    for counts, at, slices in stream[27 * 60:]:
+    for counts, at, slices in stream[27 * 60 :]:
         whole.update(counts, at, slices)
         restored.update(counts, at, slices)
         a, b = restored.regression, whole.regression
@@ -164,8 +169,10 @@ def test_a_restart_resumes_the_seasonal_state_exactly():
 def shifted_minute(simple: int, hard: int, hard_rate: float = 0.16, simple_rate: float = 0.06) -> tuple[Counts, dict]:
     zeros = np.zeros(len(COUNT_FIELDS) - 6)
     rows = {"query_type=simple stakes=-": (simple, simple_rate), "query_type=multi_hop stakes=-": (hard, hard_rate)}
-    slices = {k: Counts.from_array(np.concatenate([[n / 4, n, n * r, n * 4, n * r * 4 * r, n * r * 4], zeros]))
-              for k, (n, r) in rows.items()}
+    slices = {
+        k: Counts.from_array(np.concatenate([[n / 4, n, n * r, n * 4, n * r * 4 * r, n * r * 4], zeros]))
+        for k, (n, r) in rows.items()
+    }
     total = Counts.from_array(np.sum([c.as_array() for c in slices.values()], axis=0))
     return total, slices
 
@@ -173,7 +180,7 @@ def shifted_minute(simple: int, hard: int, hard_rate: float = 0.16, simple_rate:
 def test_a_rise_splits_into_mix_and_rate_effects_that_add_up():
     # six hours are under a day: the previous whole-history level and no margin keep the figures exact
     d = DriftDetector(DetectorConfig(min_baseline_claims=1_000, learning_level_minutes=1440, learning_margin=0.0))
-    start = datetime(2026, 11, 2, tzinfo=timezone.utc)
+    start = datetime(2026, 11, 2, tzinfo=UTC)
     total, slices = shifted_minute(800, 200)
     for m in range(6 * 60):  # six hours at 80% simple (6%), 20% multi_hop (16%): 8% pooled
         d.update(total, start + timedelta(minutes=m), slices)
@@ -187,7 +194,9 @@ def test_a_rise_splits_into_mix_and_rate_effects_that_add_up():
     assert mix.mix_effect + mix.rate_effect == pytest.approx(mix.delta, abs=1e-12)
     # direct standardisation at the baseline's slice rates (six committed hours; thin slices shrink a little)
     prior = d.config.slice_prior_claims
-    simple, hard = ((claims * rate + prior * 0.08) / (claims + prior) for claims, rate in ((288_000, 0.06), (72_000, 0.16)))
+    simple, hard = (
+        (claims * rate + prior * 0.08) / (claims + prior) for claims, rate in ((288_000, 0.06), (72_000, 0.16))
+    )
     assert mix.mix_effect == pytest.approx((0.6 - 0.8) * simple + (0.4 - 0.2) * hard, abs=1e-12)
     assert 0 <= mix.rate_effect < 5e-4  # only the shrinkage's bit is left to the rate
     assert mix.mix_slice == "query_type=multi_hop stakes=-: 20% of claims -> 40%"

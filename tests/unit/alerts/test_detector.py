@@ -1,4 +1,5 @@
 """Drift detectors: a contract suite over every candidate, then replayed seeded streams."""
+
 from __future__ import annotations
 
 import copy
@@ -7,7 +8,7 @@ import os
 import subprocess
 import sys
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
@@ -19,7 +20,7 @@ from services.alerts.route_state import decode_state, encode_state
 from services.rates.intervals import Counts
 from tests.support.paths import ROOT
 
-T0 = datetime(2026, 11, 21, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 21, tzinfo=UTC)
 RHO = 0.1
 BASE = 0.08
 
@@ -36,10 +37,18 @@ def minute_stream(seed: int, rates, answers_per_minute: float = 60.0, contradict
     f = rng.binomial(n, rng.beta(rates[minute] * scale, (1 - rates[minute]) * scale))
     contradicted = rng.binomial(f, share[minute])
     total = lambda w: np.bincount(minute, weights=w, minlength=rates.size).astype(int)  # noqa: E731
-    cols = dict(events=np.bincount(minute, minlength=rates.size), claims=total(n), failed=total(f),
-                claims_sq=total(n * n), failed_sq=total(f * f), failed_claims=total(f * n),
-                supported=total(n - f), unsupported=total(f - contradicted), contradicted=total(contradicted),
-                served=np.bincount(minute, minlength=rates.size))
+    cols = dict(
+        events=np.bincount(minute, minlength=rates.size),
+        claims=total(n),
+        failed=total(f),
+        claims_sq=total(n * n),
+        failed_sq=total(f * f),
+        failed_claims=total(f * n),
+        supported=total(n - f),
+        unsupported=total(f - contradicted),
+        contradicted=total(contradicted),
+        served=np.bincount(minute, minlength=rates.size),
+    )
     return [Counts(**{k: int(v[i]) for k, v in cols.items()}) for i in range(rates.size)]
 
 
@@ -64,6 +73,7 @@ ALL = sorted(KINDS)
 
 
 # ---- contract: every detector -------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def rise_stream():
@@ -116,10 +126,18 @@ def seeded_run(name: str) -> str:
 def another_process() -> dict[str, str]:
     """``seeded_run`` of every kind in a child process with another hash seed (a restarted worker)."""
     seed = "4321" if os.environ.get("PYTHONHASHSEED") == "1234" else "1234"
-    script = ("import json; from tests.unit.alerts.test_detector import ALL, seeded_run; "
-              "print(json.dumps({name: seeded_run(name) for name in ALL}))")
-    child = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=300,
-                           env={**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(ROOT)})
+    script = (
+        "import json; from tests.unit.alerts.test_detector import ALL, seeded_run; "
+        "print(json.dumps({name: seeded_run(name) for name in ALL}))"
+    )
+    child = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        env={**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(ROOT)},
+    )
     assert child.returncode == 0, child.stderr[-3000:]
     return json.loads(child.stdout)
 
@@ -180,7 +198,7 @@ def test_day_one_a_swinging_rate_is_quiet_and_a_three_point_step_at_hour_ten_pag
 
 def test_cusum_estimates_onset_and_counts_claims(rise_stream):
     detector = DriftDetector()
-    replay(detector, rise_stream[:EXPECTED_FIRING_MINUTE["cusum"] + 1])
+    replay(detector, rise_stream[: EXPECTED_FIRING_MINUTE["cusum"] + 1])
     view = detector.regression
     assert abs(view.onset - (T0 + timedelta(minutes=600))) <= timedelta(minutes=3)
     assert view.claims_counted >= 200
@@ -210,8 +228,14 @@ def expected_minute(rate: float, answers: int = 1000) -> Counts:
     """A noise-free minute: the expected sums of `answers` answers (sizes 1–8, correlation 0.1) at `rate`."""
     claims, claims_sq = 4.5 * answers, 25.5 * answers
     failed_sq = rate * (1 - rate) * (claims + RHO * (claims_sq - claims)) + rate * rate * claims_sq
-    return Counts(events=answers, claims=round(claims), failed=round(rate * claims), claims_sq=round(claims_sq),
-                  failed_sq=round(failed_sq), failed_claims=round(rate * claims_sq))
+    return Counts(
+        events=answers,
+        claims=round(claims),
+        failed=round(rate * claims),
+        claims_sq=round(claims_sq),
+        failed_sq=round(failed_sq),
+        failed_claims=round(rate * claims_sq),
+    )
 
 
 def test_a_credible_rise_smaller_than_the_threshold_is_not_alerted():
@@ -249,7 +273,9 @@ def test_baseline_freezes_while_an_alert_is_open(rise_stream):
     detector = DriftDetector()
     replay(detector, minute_stream(1, rates))
     assert detector.state == "firing"
-    assert detector.regression.baseline == pytest.approx(BASE, abs=0.006)  # ten hours in, the rise is not the new normal
+    assert detector.regression.baseline == pytest.approx(
+        BASE, abs=0.006
+    )  # ten hours in, the rise is not the new normal
 
 
 def test_gaps_count_as_empty_minutes():
@@ -280,8 +306,9 @@ def test_config_validation_names_the_field():
     with pytest.raises(ValueError, match="unknown detector setting.*cusum"):  # settings stay flat: drift.detector.h
         DetectorConfig.from_mapping({"cusum": {"h": 3}})
     config = DetectorConfig.from_mapping({"h": 9, "windows": [5, 15], "for_minutes": "4", "threshold": 0.03})
-    assert config == DetectorConfig(threshold=0.03, cusum=CusumConfig(h=9.0), window=WindowConfig(windows=(5, 15)),
-                                    naive=NaiveConfig(for_minutes=4))
+    assert config == DetectorConfig(
+        threshold=0.03, cusum=CusumConfig(h=9.0), window=WindowConfig(windows=(5, 15)), naive=NaiveConfig(for_minutes=4)
+    )
 
 
 def test_each_engine_reads_its_own_settings():
@@ -295,8 +322,11 @@ def test_each_engine_reads_its_own_settings():
 def test_detector_settings_from_the_environment_take_their_types():
     from services.app.settings import load_settings
 
-    env = {"CLAIMWATCH_DRIFT__DETECTOR__MIN_BASELINE_CLAIMS": "10000", "CLAIMWATCH_DRIFT__DETECTOR__H": "9.5",
-           "CLAIMWATCH_DRIFT__DETECTOR__HOLD_PENDING": "false"}
+    env = {
+        "CLAIMWATCH_DRIFT__DETECTOR__MIN_BASELINE_CLAIMS": "10000",
+        "CLAIMWATCH_DRIFT__DETECTOR__H": "9.5",
+        "CLAIMWATCH_DRIFT__DETECTOR__HOLD_PENDING": "false",
+    }
     config = DetectorConfig.from_mapping(load_settings(None, env, {}).drift.detector)
     assert (config.min_baseline_claims, config.cusum.h, config.hold_pending) == (10_000, 9.5, False)
     assert isinstance(config.min_baseline_claims, int)

@@ -1,9 +1,10 @@
 """Live, minute by minute on the wall clock (issue 21): a route whose verifier stops pages route_silent within ten
 minutes, while a stopped route holds the other routes' watermark back for only a few minutes. Real chDB store,
 the live writer and evaluator."""
+
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from services.alerts.lifecycle import SILENT_KIND
 from services.alerts.records import alert_repository
@@ -14,15 +15,20 @@ from services.contract.decode import Decoder
 from services.store.rates import RateRepository
 from services.store.writer import EventWriter
 
-START = datetime(2026, 11, 20, 8, 0, tzinfo=timezone.utc)
+START = datetime(2026, 11, 20, 8, 0, tzinfo=UTC)
 MINUTES, STOP_AT = 150, 120
 SETTINGS = load_settings(None, {"CLAIMWATCH_DRIFT__WATERMARK_SECONDS": "0"}, {})
 
 
 def test_a_route_that_stops_sending_live_pages_within_ten_minutes(store):
     demo = Scenario.demo()
-    scenario = Scenario(routes=(demo.routes[0], demo.routes[2]), regressions=(), bad_fraction=0.0,
-                        duplicate_fraction=0.0, late_fraction=0.0)
+    scenario = Scenario(
+        routes=(demo.routes[0], demo.routes[2]),
+        regressions=(),
+        bad_fraction=0.0,
+        duplicate_fraction=0.0,
+        late_fraction=0.0,
+    )
     decoder = Decoder()
     by_minute: dict[int, list] = {}
     for sim in generate(scenario, START, MINUTES, seed=9):

@@ -1,9 +1,10 @@
 """A restart while a route's baseline is still learning (issue 21) resumes the learning state from the checkpoint:
 the same hours of history, the same local level, the same input-health history, the same transitions as an
 evaluator that never stopped. Real chDB store, the live writer and evaluator."""
+
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from services.alerts.evaluator import MOVING_GRACE
 from services.alerts.expectations import published
@@ -16,15 +17,18 @@ from services.contract.decode import Decoder
 from services.store.rates import RateRepository
 from services.store.writer import EventWriter
 
-START = datetime(2026, 11, 20, 8, 0, tzinfo=timezone.utc)
+START = datetime(2026, 11, 20, 8, 0, tzinfo=UTC)
 MINUTES, CUT, STEP_AT, SILENT_FROM = 300, 150, 200, 260
-SETTINGS = load_settings(None, {"CLAIMWATCH_DRIFT__WATERMARK_SECONDS": "0"},
-                         {"drift": {"detector": {"min_baseline_claims": 8000}}})
+SETTINGS = load_settings(
+    None, {"CLAIMWATCH_DRIFT__WATERMARK_SECONDS": "0"}, {"drift": {"detector": {"min_baseline_claims": 8000}}}
+)
 
 
 def emptied(store):
     """The same store with nothing in it (chDB opens one directory per process)."""
-    for row in store.query("SELECT name FROM system.tables WHERE database = currentDatabase() AND engine LIKE '%MergeTree'"):
+    for row in store.query(
+        "SELECT name FROM system.tables WHERE database = currentDatabase() AND engine LIKE '%MergeTree'"
+    ):
         if row["name"] != "schema_migrations":
             store.command(f"TRUNCATE TABLE {row['name']}")
     return store
@@ -33,11 +37,19 @@ def emptied(store):
 def traffic():
     """billing-faq: a new model +7 points from minute 200; hr-policy stops sending from minute 260."""
     demo = Scenario.demo()
-    scenario = Scenario(routes=(demo.routes[0], demo.routes[2]), bad_fraction=0.0, duplicate_fraction=0.0,
-                        late_fraction=0.0, regressions=(Regression("billing-faq", STEP_AT, {"model": "gen-2026-11"}, 0.07),))
+    scenario = Scenario(
+        routes=(demo.routes[0], demo.routes[2]),
+        bad_fraction=0.0,
+        duplicate_fraction=0.0,
+        late_fraction=0.0,
+        regressions=(Regression("billing-faq", STEP_AT, {"model": "gen-2026-11"}, 0.07),),
+    )
     decoder = Decoder()
-    return [e for e in (decoder.decode(s.raw) for s in generate(scenario, START, MINUTES, seed=4))
-            if not (e.route == "hr-policy" and e.observed_at >= START + timedelta(minutes=SILENT_FROM))]
+    return [
+        e
+        for e in (decoder.decode(s.raw) for s in generate(scenario, START, MINUTES, seed=4))
+        if not (e.route == "hr-policy" and e.observed_at >= START + timedelta(minutes=SILENT_FROM))
+    ]
 
 
 def run(store, events, cuts):

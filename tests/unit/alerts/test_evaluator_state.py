@@ -4,6 +4,7 @@ It was one checkpoint value with every route's pickled detectors (about 320 KB a
 it passed ClickHouse's 1 GiB limit, every evaluation failed and alerting went blind. Now each route's state is
 its own rows, a pass is one insert, and a restart (or a pass that failed) goes on exactly as an evaluator that
 never stopped."""
+
 from __future__ import annotations
 
 import math
@@ -29,19 +30,37 @@ BIGGEST_VALUE = 64 << 10  # no value the evaluator stores may be larger, however
 def quiet_routes(n: int, minutes: int, every: int = 1) -> list:
     """``n`` routes answering once every ``every`` minutes, one failed claim of two in a seventh of the answers."""
     decoder = Decoder()
-    return [decoder.decode(orjson.dumps({
-        "schema": "claimwatch.verdict/v1", "event_id": f"q{i}-{m}", "trace_id": f"q{i}-{m}", "route": f"quiet-{i:05d}",
-        "observed_at": (START + timedelta(minutes=m, seconds=i % 60)).isoformat(), "answer": {"action": "served"},
-        "versions": {"model": "m1"}, "query": {"query_type": "lookup", "stakes": "low", "answerable": True},
-        "claims": [{"verdict": "supported"}, {"verdict": "contradicted" if (i + m) % 7 == 0 else "supported"}]}))
-        for m in range(0, minutes, every) for i in range(n)]
+    return [
+        decoder.decode(
+            orjson.dumps(
+                {
+                    "schema": "claimwatch.verdict/v1",
+                    "event_id": f"q{i}-{m}",
+                    "trace_id": f"q{i}-{m}",
+                    "route": f"quiet-{i:05d}",
+                    "observed_at": (START + timedelta(minutes=m, seconds=i % 60)).isoformat(),
+                    "answer": {"action": "served"},
+                    "versions": {"model": "m1"},
+                    "query": {"query_type": "lookup", "stakes": "low", "answerable": True},
+                    "claims": [
+                        {"verdict": "supported"},
+                        {"verdict": "contradicted" if (i + m) % 7 == 0 else "supported"},
+                    ],
+                }
+            )
+        )
+        for m in range(0, minutes, every)
+        for i in range(n)
+    ]
 
 
 def biggest_value(store) -> int:
     """The longest value in any table the evaluator writes."""
-    return max(store.query("SELECT max(length(body)) AS n FROM alert_route_state")[0]["n"],
-               store.query("SELECT max(length(basis)) AS n FROM route_expectations")[0]["n"],
-               store.query("SELECT max(length(value)) AS n FROM checkpoints")[0]["n"])
+    return max(
+        store.query("SELECT max(length(body)) AS n FROM alert_route_state")[0]["n"],
+        store.query("SELECT max(length(basis)) AS n FROM route_expectations")[0]["n"],
+        store.query("SELECT max(length(value)) AS n FROM checkpoints")[0]["n"],
+    )
 
 
 def test_five_thousand_routes_are_stored_a_route_at_a_time_in_one_insert_a_pass(store):
@@ -54,8 +73,10 @@ def test_five_thousand_routes_are_stored_a_route_at_a_time_in_one_insert_a_pass(
     evaluator.evaluate(START + timedelta(minutes=minutes))
 
     assert biggest_value(store) <= BIGGEST_VALUE
-    stored = store.query("SELECT uniqExact(route) AS routes, sum(length(body)) AS bytes, count() AS n "
-                         "FROM alert_route_state WHERE route != ''")[0]
+    stored = store.query(
+        "SELECT uniqExact(route) AS routes, sum(length(body)) AS bytes, count() AS n "
+        "FROM alert_route_state WHERE route != ''"
+    )[0]
     assert stored["routes"] == routes and stored["bytes"] <= routes * 10_000
     assert stored["n"] <= routes * (SNAPSHOT_MINUTES + 1)  # a snapshot and a ring of inputs per route, no more
     assert store.query("SELECT uniqExact(route) AS n FROM route_expectations")[0]["n"] == routes
@@ -84,9 +105,12 @@ def run(store, events, cuts, restart: bool, alerts=None):
         EventWriter(store).write([e for e in events if done <= e.observed_at < at])
         done = at
         if evaluator is None or restart:
-            evaluator = evaluator_for(prompt_settings(), RateRepository(store), alerts or alert_repository(store),
-                                      wall_clock=False)
-        transitions += [(a.alert_id, a.route, a.kind, a.recorded_state, a.transition_at) for a in evaluator.evaluate(at)]
+            evaluator = evaluator_for(
+                prompt_settings(), RateRepository(store), alerts or alert_repository(store), wall_clock=False
+            )
+        transitions += [
+            (a.alert_id, a.route, a.kind, a.recorded_state, a.transition_at) for a in evaluator.evaluate(at)
+        ]
     return transitions, {route: evaluator.detectors.state(route) for route in evaluator.detectors.rows}
 
 
@@ -99,7 +123,9 @@ def test_a_restarted_evaluator_goes_on_exactly_as_one_that_never_stopped(store):
     parts, part_states = run(emptied(store), events, CUTS, restart=True)
     assert parts == whole
     assert [(kind, state) for _, route, kind, state, _ in parts if route == "billing-faq"] == [
-        ("hallucination_rate_rise", "pending"), ("hallucination_rate_rise", "firing")]
+        ("hallucination_rate_rise", "pending"),
+        ("hallucination_rate_rise", "firing"),
+    ]
     alert_id = parts[-1][0]
     assert [t["state"] for t in alert_repository(store).transitions(alert_id)] == ["pending", "firing"]
     assert part_states.keys() == whole_states.keys() and len(part_states) == 301
@@ -134,8 +160,10 @@ def test_a_pass_that_fails_midway_is_evaluated_again_from_the_stored_state(store
     transitions, failed = [], 0
     for cut in [*CUTS[:-1], CUTS[-1], CUTS[-1]]:
         try:
-            transitions += [(a.alert_id, a.route, a.kind, a.recorded_state, a.transition_at)
-                            for a in evaluator.evaluate(START + timedelta(minutes=cut))]
+            transitions += [
+                (a.alert_id, a.route, a.kind, a.recorded_state, a.transition_at)
+                for a in evaluator.evaluate(START + timedelta(minutes=cut))
+            ]
         except StoreError:
             failed += 1
     assert alerts.refused and failed == 1

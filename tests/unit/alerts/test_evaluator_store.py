@@ -1,8 +1,9 @@
 """The alert evaluator over the real chDB engine and the live writer: a restart resumes from its checkpoint
 without a second alert, and the watermark waits for a route whose backlog is still being consumed."""
+
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import orjson
 
@@ -15,10 +16,16 @@ from services.store.rates import RateRepository
 from services.store.writer import EventWriter
 from tests.support.regression_world import START, billing_regression, prompt_settings
 
-BASE = {"schema": "claimwatch.verdict/v1", "trace_id": "t", "observed_at": "2026-11-21T09:14:03.512+01:00",
-        "route": "billing-faq", "answer": {"action": "served"}, "versions": {"model": "m1", "corpus": "c1"},
-        "query": {"query_type": "lookup", "stakes": "high", "answerable": True},
-        "claims": [{"verdict": "contradicted", "text": "x"}, {"verdict": "supported"}, {"verdict": "trivial"}]}
+BASE = {
+    "schema": "claimwatch.verdict/v1",
+    "trace_id": "t",
+    "observed_at": "2026-11-21T09:14:03.512+01:00",
+    "route": "billing-faq",
+    "answer": {"action": "served"},
+    "versions": {"model": "m1", "corpus": "c1"},
+    "query": {"query_type": "lookup", "stakes": "high", "answerable": True},
+    "claims": [{"verdict": "contradicted", "text": "x"}, {"verdict": "supported"}, {"verdict": "trivial"}],
+}
 
 
 def test_alert_evaluator_resumes_from_its_checkpoint_without_duplicates(store):
@@ -43,16 +50,27 @@ def test_alert_evaluator_resumes_from_its_checkpoint_without_duplicates(store):
 def test_evaluator_waits_for_a_route_whose_backlog_is_still_being_consumed(store):
     """A partition far behind (a backlog) holds the watermark while its minutes advance; once it
     stops advancing it is silent and lets go, so one dead route cannot stall alerting."""
-    t0 = datetime(2026, 11, 21, 8, 0, tzinfo=timezone.utc)
+    t0 = datetime(2026, 11, 21, 8, 0, tzinfo=UTC)
 
     def land(route, minutes):
-        EventWriter(store).write([
-            Decoder().decode(orjson.dumps({**BASE, "event_id": f"{route}-{m}", "route": route,
-                                           "observed_at": (t0 + timedelta(minutes=m)).isoformat()}))
-            for m in minutes])
+        EventWriter(store).write(
+            [
+                Decoder().decode(
+                    orjson.dumps(
+                        {
+                            **BASE,
+                            "event_id": f"{route}-{m}",
+                            "route": route,
+                            "observed_at": (t0 + timedelta(minutes=m)).isoformat(),
+                        }
+                    )
+                )
+                for m in minutes
+            ]
+        )
 
-    land("ahead", range(0, 120))
-    land("behind", range(0, 10))
+    land("ahead", range(120))
+    land("behind", range(10))
     settings = load_settings(None, {"CLAIMWATCH_DRIFT__WATERMARK_SECONDS": "0"}, {})
     evaluator = evaluator_for(settings, RateRepository(store), alert_repository(store), checkpoint=False)
     now = t0 + timedelta(minutes=121)
@@ -87,12 +105,16 @@ def test_a_backlog_is_evaluated_in_passes_that_open_the_same_alert_as_one_pass(s
         spans.clear()
         evaluator = evaluator_for(prompt_settings(), Recording(store), alert_repository(store), checkpoint=False)
         transitions = evaluator.evaluate(START + timedelta(minutes=261))
-        return [(a.route, a.kind, a.recorded_state, a.pending_since, a.starts_at, a.rate) for a in transitions], max(spans)
+        return [(a.route, a.kind, a.recorded_state, a.pending_since, a.starts_at, a.rate) for a in transitions], max(
+            spans
+        )
 
     in_passes, widest = evaluated(60)
     assert widest <= timedelta(minutes=59)
-    assert [t[:3] for t in in_passes] == [("billing-faq", "hallucination_rate_rise", "pending"),
-                                         ("billing-faq", "hallucination_rate_rise", "firing")]
+    assert [t[:3] for t in in_passes] == [
+        ("billing-faq", "hallucination_rate_rise", "pending"),
+        ("billing-faq", "hallucination_rate_rise", "firing"),
+    ]
     store.command("TRUNCATE TABLE alerts")  # the second evaluator starts as the first did
     whole, widest = evaluated(10_000)
     assert widest >= timedelta(minutes=250) and whole == in_passes
@@ -117,8 +139,10 @@ def test_an_ack_outlives_the_evaluations_after_it_and_the_tables_merges(store):
     evaluator.evaluate(START + timedelta(days=1))  # later minutes: the open alert is saved again, unacked
     store.command("OPTIMIZE TABLE alerts FINAL")  # a merge keeps only the newest version of each alert
     store.command("OPTIMIZE TABLE alert_acks FINAL")
-    for view in (service.show(alert.alert_id, START + timedelta(days=1)),
-                 *[v for v in service.list(START + timedelta(days=1)) if v.alert.alert_id == alert.alert_id]):
+    for view in (
+        service.show(alert.alert_id, START + timedelta(days=1)),
+        *[v for v in service.list(START + timedelta(days=1)) if v.alert.alert_id == alert.alert_id],
+    ):
         assert view.acked and (view.alert.acked_by, view.alert.ack_note) == ("oncall", "rolling back gen-2026-11")
         assert view.alert.acked_at == cut + timedelta(minutes=6)
     assert alert_repository(store).get(alert.alert_id).recorded_state == "firing"
@@ -155,11 +179,16 @@ def test_migration_021_keeps_the_acks_made_before_it(tmp_path):
             "INSERT INTO alerts SELECT * REPLACE ('oncall' AS acked_by, 'before 021' AS ack_note, "
             "toDateTime64({at:String}, 3, 'UTC') AS acked_at, addMilliseconds(updated_at, 500) AS updated_at) "
             "FROM alerts FINAL",
-            {"at": ch_time(START + timedelta(days=1))})
+            {"at": ch_time(START + timedelta(days=1))},
+        )
         repository.save(alert)  # the evaluator's next save, which hid it
         for statement in statements(next(migrations.glob("021_*.sql")).read_text()):
             store.command(statement)
         stored = repository.get(alert.alert_id)
-        assert (stored.acked_by, stored.ack_note, stored.acked_at) == ("oncall", "before 021", START + timedelta(days=1))
+        assert (stored.acked_by, stored.ack_note, stored.acked_at) == (
+            "oncall",
+            "before 021",
+            START + timedelta(days=1),
+        )
     finally:
         store.close()

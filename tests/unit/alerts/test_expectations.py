@@ -1,15 +1,23 @@
 """Worst means furthest above the expectation: routes with a firing alert first, then by how far the rate's 95%
 interval lies above what the drift detector expects, then routes it cannot judge yet (by rate). And an alert that
 ended without ever firing reads `cleared`, one that fired `resolved`."""
+
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from services.alerts.detector import DriftDetector
 from services.alerts.expectations import (
-    NOT_EVALUATED, NO_HISTORY, Expectation, compare, expected_text, publish, published, sort_routes,
+    NO_HISTORY,
+    NOT_EVALUATED,
+    Expectation,
+    compare,
+    expected_text,
+    publish,
+    published,
+    sort_routes,
 )
 from services.alerts.lifecycle import Alert, alert_state, state_text
 from services.rates.intervals import Counts
@@ -23,13 +31,19 @@ def test_a_firing_route_comes_first_then_the_surest_rise_over_its_expectation():
     rows = [
         compare(entry("legal-terms", 0.133, (0.12, 0.146)), Expectation(0.131, "time of day", False)),  # normal for it
         compare(entry("parcel-status", 0.097, (0.085, 0.11)), Expectation(0.046, "time of day", False), ["a-parcel"]),
-        compare(entry("billing-faq", 0.09, (0.07, 0.11)), Expectation(0.05, "time of day", False)),     # +2.0 sure
-        compare(entry("hr-policy", 0.12, (0.04, 0.20)), Expectation(0.07, "time of day", False)),      # -3.0 sure: noisy
+        compare(entry("billing-faq", 0.09, (0.07, 0.11)), Expectation(0.05, "time of day", False)),  # +2.0 sure
+        compare(entry("hr-policy", 0.12, (0.04, 0.20)), Expectation(0.07, "time of day", False)),  # -3.0 sure: noisy
         compare(entry("new-route", 0.30, (0.2, 0.4)), Expectation(None, NO_HISTORY, True)),
         compare(entry("quiet-route", None, None, claims=0), None),
     ]
     assert [r["route"] for r in sort_routes(rows, "priority")] == [
-        "parcel-status", "billing-faq", "legal-terms", "hr-policy", "new-route", "quiet-route"]
+        "parcel-status",
+        "billing-faq",
+        "legal-terms",
+        "hr-policy",
+        "new-route",
+        "quiet-route",
+    ]
     assert [r["route"] for r in sort_routes(rows, "rate")][:3] == ["new-route", "legal-terms", "hr-policy"]
     with pytest.raises(ValueError, match="priority, rate"):
         sort_routes(rows, "delta")
@@ -65,7 +79,7 @@ class Stored:
 
 
 def test_the_published_expectation_is_the_detectors_own_and_only_changes_are_written():
-    start = datetime(2026, 11, 20, 8, 0, tzinfo=timezone.utc)
+    start = datetime(2026, 11, 20, 8, 0, tzinfo=UTC)
     detector, fresh = DriftDetector(), DriftDetector()
     for minute in range(150):  # two finished hours: a learning level
         detector.update(Counts.from_row({"events": 30, "claims": 100, "failed": 8}), start + timedelta(minutes=minute))
@@ -75,11 +89,15 @@ def test_the_published_expectation_is_the_detectors_own_and_only_changes_are_wri
     now = {"billing-faq": Expectation.of(detector.regression), "new-route": Expectation.of(fresh.regression)}
     publish(stored, now, start + timedelta(minutes=149))
     found = published(stored)
-    assert found["billing-faq"].expected == pytest.approx(detector.regression.expected) and found["billing-faq"].learning
+    assert (
+        found["billing-faq"].expected == pytest.approx(detector.regression.expected) and found["billing-faq"].learning
+    )
     assert found["billing-faq"].basis == detector.regression.expected_basis
     assert found["new-route"] == Expectation(None, NO_HISTORY, True, 0)
-    assert found["billing-faq"].history_hours == 2 and expected_text(compare(entry("billing-faq", 0.1, None),
-                                                                               found["billing-faq"])) == "8.0% (learning, 2 h)"
+    assert (
+        found["billing-faq"].history_hours == 2
+        and expected_text(compare(entry("billing-faq", 0.1, None), found["billing-faq"])) == "8.0% (learning, 2 h)"
+    )
     assert published(stored, ["new-route"]) == {"new-route": found["new-route"]}
     for minute in range(150, 181):  # into the next hour: the level moves
         detector.update(Counts.from_row({"events": 30, "claims": 100, "failed": 30}), start + timedelta(minutes=minute))
@@ -90,25 +108,36 @@ def test_the_published_expectation_is_the_detectors_own_and_only_changes_are_wri
 
 
 # -- cleared and resolved ----------------------------------------------------------------------------
-AT = datetime(2026, 11, 21, 8, 0, tzinfo=timezone.utc)
+AT = datetime(2026, 11, 21, 8, 0, tzinfo=UTC)
 
 
 def alert(**times) -> Alert:
-    return Alert(alert_id="a-1", route="parcel-status", kind="hallucination_rate_rise", severity="warning", labels={},
-                 window=30, pending_since=AT, **times)
+    return Alert(
+        alert_id="a-1",
+        route="parcel-status",
+        kind="hallucination_rate_rise",
+        severity="warning",
+        labels={},
+        window=30,
+        pending_since=AT,
+        **times,
+    )
 
 
-@pytest.mark.parametrize("times, acked, silenced, text", [
-    ({"ends_at": AT + timedelta(minutes=5)}, False, False, "cleared"),                       # only ever pending
-    ({"starts_at": AT + timedelta(minutes=2), "ends_at": AT + timedelta(minutes=9)}, False, False, "resolved"),
-    ({"starts_at": AT + timedelta(minutes=2)}, True, False, "firing·acked"),
-    ({"starts_at": AT + timedelta(minutes=2)}, True, True, "firing·acked·silenced"),
-    ({}, False, False, "pending"),
-])
+@pytest.mark.parametrize(
+    "times, acked, silenced, text",
+    [
+        ({"ends_at": AT + timedelta(minutes=5)}, False, False, "cleared"),  # only ever pending
+        ({"starts_at": AT + timedelta(minutes=2), "ends_at": AT + timedelta(minutes=9)}, False, False, "resolved"),
+        ({"starts_at": AT + timedelta(minutes=2)}, True, False, "firing·acked"),
+        ({"starts_at": AT + timedelta(minutes=2)}, True, True, "firing·acked·silenced"),
+        ({}, False, False, "pending"),
+    ],
+)
 def test_an_alert_that_never_fired_is_cleared_not_resolved(times, acked, silenced, text):
     a = alert(**times)
     state = alert_state(a, AT + timedelta(minutes=10))
-    assert state in ("pending", "firing", "resolved")   # the machine state stays what the API always said
+    assert state in ("pending", "firing", "resolved")  # the machine state stays what the API always said
     assert state_text(state, a.starts_at is not None, acked, silenced) == text
 
 
@@ -117,7 +146,7 @@ def test_the_store_keeps_how_many_hours_a_learning_route_has(store):
     migration 027 they were dropped, and every surface read a bare "learning")."""
     from services.alerts.records import alert_repository
 
-    alerts, minute = alert_repository(store), datetime(2026, 11, 20, 10, 0, tzinfo=timezone.utc)
+    alerts, minute = alert_repository(store), datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
     learning, learned = Expectation(0.08, "a local level", True, 2), Expectation(0.05, "time of day", False)
     publish(alerts, {"billing-faq": learning, "hr-policy": learned}, minute)
     found = published(alerts)

@@ -1,17 +1,18 @@
 """An alert explains itself: the route's excess failing claims split by issue, and the notifications that say so."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from services.alerts.dispatch import Dispatcher
 from services.alerts.explain import AlertExplainer, decompose
 from services.alerts.lifecycle import Alert
-from services.alerts.dispatch import Dispatcher
 from services.alerts.notify import alertmanager_payload, webhook_payload
 
-T0 = datetime(2026, 11, 21, 10, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
 URL = "https://claimwatch.example"
 
 
@@ -21,8 +22,8 @@ def test_a_constructed_case_decomposes_exactly():
     issues, rest = decompose(1000, 150, 0.08, {"A": 60, "B": 40, "C": 10}, {"A": 40, "B": 200}, 400)
     got = {c.issue_id: (c.failed, c.expected, c.contribution) for c in issues}
     assert got["A"] == pytest.approx((60, 8.0, 52.0))
-    assert got["B"] == pytest.approx((40, 40.0, 0.0))    # as common as before: explains nothing
-    assert got["C"] == pytest.approx((10, 0.0, 10.0))    # new: all its claims are excess
+    assert got["B"] == pytest.approx((40, 40.0, 0.0))  # as common as before: explains nothing
+    assert got["C"] == pytest.approx((10, 0.0, 10.0))  # new: all its claims are excess
     assert (rest.failed, rest.expected, rest.contribution) == pytest.approx((40, 32.0, 8.0))
     assert [c.issue_id for c in issues] == ["A", "C", "B"]  # largest contribution first
     assert issues[0].share == pytest.approx(52 / 70) and rest.share == pytest.approx(8 / 70)
@@ -56,6 +57,7 @@ def test_no_claims_and_no_issues_at_all():
 
 # -- the explainer over repositories --------------------------------------------------------------------------
 
+
 @dataclass
 class FakeIssue:
     issue_id: str
@@ -82,8 +84,11 @@ class FakeIssues:
         return out
 
     def representatives_on_route(self, issue_ids, route, since, until):
-        return {i: {"claim_key": f"{i}-e:0", "text": f"a claim of {i}", "trace_id": f"tr-{i}", "verdict": "contradicted"}
-                for i in issue_ids if self.members_on_route(route, since, until).get(i)}
+        return {
+            i: {"claim_key": f"{i}-e:0", "text": f"a claim of {i}", "trace_id": f"tr-{i}", "verdict": "contradicted"}
+            for i in issue_ids
+            if self.members_on_route(route, since, until).get(i)
+        }
 
     def load(self, issue_ids=None):
         return [FakeIssue(i, self.names[i]) for i in (issue_ids or self.names)]
@@ -101,9 +106,21 @@ class FakeRates:
 
 
 def alert(**changes) -> Alert:
-    fields = dict(alert_id="a-1", route="billing", kind="hallucination_rate_rise", severity="warning", labels={},
-                  window=30, pending_since=T0, starts_at=T0 + timedelta(minutes=5), rate=0.2, baseline=0.1,
-                  delta=0.1, claims=1000, onset=T0 - timedelta(minutes=10))
+    fields = dict(
+        alert_id="a-1",
+        route="billing",
+        kind="hallucination_rate_rise",
+        severity="warning",
+        labels={},
+        window=30,
+        pending_since=T0,
+        starts_at=T0 + timedelta(minutes=5),
+        rate=0.2,
+        baseline=0.1,
+        delta=0.1,
+        claims=1000,
+        onset=T0 - timedelta(minutes=10),
+    )
     return Alert(**{**fields, **changes})
 
 
@@ -116,11 +133,13 @@ def explainer():
     # Baseline hour before the onset: 100 claims and 10 failed a minute, 5 of them "old". After the onset: 100 claims
     # and 20 failed a minute: 5 "old" (unchanged), 12 "new" (the regression), 3 unclustered.
     onset = T0 - timedelta(minutes=10)
-    rates = {m: (100, 10) for m in minutes(onset - timedelta(minutes=60), 60)}
-    rates.update({m: (100, 20) for m in minutes(onset, 30)})
-    members = {("old", "billing"): [m for m in minutes(onset - timedelta(minutes=60), 90) for _ in range(5)],
-               ("new", "billing"): [m + timedelta(seconds=30) for m in minutes(onset, 30) for _ in range(12)],
-               ("elsewhere", "other"): minutes(onset, 30)}
+    rates = dict.fromkeys(minutes(onset - timedelta(minutes=60), 60), (100, 10))
+    rates.update(dict.fromkeys(minutes(onset, 30), (100, 20)))
+    members = {
+        ("old", "billing"): [m for m in minutes(onset - timedelta(minutes=60), 90) for _ in range(5)],
+        ("new", "billing"): [m + timedelta(seconds=30) for m in minutes(onset, 30) for _ in range(12)],
+        ("elsewhere", "other"): minutes(onset, 30),
+    }
     issues = FakeIssues(members, {"old": "Old issue", "new": "New issue", "elsewhere": "Elsewhere"})
     return AlertExplainer(issues, FakeRates(rates), base_url=URL, baseline_minutes=60)
 
@@ -158,15 +177,17 @@ def test_an_issue_lists_the_alerts_it_contributes_to(explainer):
 
 
 def test_an_alert_with_no_clustered_members_is_all_unclustered():
-    rates = FakeRates({m: (100, 20) for m in minutes(T0 - timedelta(minutes=10), 30)})
+    rates = FakeRates(dict.fromkeys(minutes(T0 - timedelta(minutes=10), 30), (100, 20)))
     e = AlertExplainer(FakeIssues({}, {}), rates, base_url=URL).explain(alert(), T0 + timedelta(minutes=19))
     assert e.issues == () and e.top() == () and e.unclustered.share == pytest.approx(1.0)
     assert e.as_dict()["issues"] == [] and e.as_dict()["other_issues"] is None
 
 
 def test_while_the_windows_claims_are_unseen_the_explanation_says_it_is_clustering_them():
-    rates = FakeRates({m: (100, 20) for m in minutes(T0 - timedelta(minutes=10), 30)})
-    waiting = AlertExplainer(FakeIssues({}, {}, pending=540), rates, base_url=URL).explain(alert(), T0 + timedelta(minutes=19))
+    rates = FakeRates(dict.fromkeys(minutes(T0 - timedelta(minutes=10), 30), (100, 20)))
+    waiting = AlertExplainer(FakeIssues({}, {}, pending=540), rates, base_url=URL).explain(
+        alert(), T0 + timedelta(minutes=19)
+    )
     assert waiting.as_dict()["status"] == "clustering 540 failing claims of this window"
     assert waiting.as_dict()["pending"] == 540
 
@@ -176,17 +197,22 @@ def test_a_few_unseen_claims_beside_named_issues_do_not_say_clustering(explainer
     e = explainer.explain(alert(), T0 + timedelta(minutes=19))
     assert e.top() and e.status == ""
     explainer.issues.pending = 60  # a tenth of the window still unseen: its issues may change
-    assert explainer.explain(alert(), T0 + timedelta(minutes=19)).status == "clustering 60 failing claims of this window"
+    assert (
+        explainer.explain(alert(), T0 + timedelta(minutes=19)).status == "clustering 60 failing claims of this window"
+    )
 
 
 # -- notifications --------------------------------------------------------------------------------------------
 
+
 @pytest.fixture
 def three_issues():
     onset = T0 - timedelta(minutes=10)
-    rates = {m: (100, 30) for m in minutes(onset, 30)}
-    members = {(f"i{k}", "billing"): [m for m in minutes(onset, 30) for _ in range(n)]
-               for k, n in ((1, 10), (2, 6), (3, 4), (4, 1))}
+    rates = dict.fromkeys(minutes(onset, 30), (100, 30))
+    members = {
+        (f"i{k}", "billing"): [m for m in minutes(onset, 30) for _ in range(n)]
+        for k, n in ((1, 10), (2, 6), (3, 4), (4, 1))
+    }
     issues = FakeIssues(members, {f"i{k}": f"Issue {k}" for k in range(1, 5)})
     e = AlertExplainer(issues, FakeRates(rates), base_url=URL).explain(alert(), T0 + timedelta(minutes=19))
     return e
@@ -213,15 +239,24 @@ def test_the_webhook_carries_the_top_three_issues(three_issues):
     assert [i["issue_id"] for i in issues] == ["i1", "i2", "i3"]
     assert [i["claim"] for i in issues] == ["a claim of i1", "a claim of i2", "a claim of i3"]
     assert [i["runbook_url"] for i in issues] == [f"{URL}/issues/i{k}?alert=a-1" for k in (1, 2, 3)]
-    shares = [i["share"] for i in issues] + [body["explanation"]["other_issues"]["share"],
-                                              body["explanation"]["unclustered"]["share"]]
+    shares = [i["share"] for i in issues] + [
+        body["explanation"]["other_issues"]["share"],
+        body["explanation"]["unclustered"]["share"],
+    ]
     assert sum(shares) == pytest.approx(1.0, abs=1e-3)
     assert "Issue 1" in body["text"]
 
 
 def test_the_dispatcher_puts_the_explanation_in_what_it_sends(three_issues):
-    d = Dispatcher("http://am:9093", "http://hook", URL, timedelta(minutes=5), retry_initial_seconds=0.5, retry_max_seconds=30,
-                   attempt_timeout_seconds=10)
+    d = Dispatcher(
+        "http://am:9093",
+        "http://hook",
+        URL,
+        timedelta(minutes=5),
+        retry_initial_seconds=0.5,
+        retry_max_seconds=30,
+        attempt_timeout_seconds=10,
+    )
     sent = {o.target: o.body for o in d.plan(None, alert(), [], T0 + timedelta(minutes=6), three_issues)}
     assert sent["alertmanager"][0]["annotations"]["issue_1_runbook_url"] == f"{URL}/issues/i1?alert=a-1"
     assert sent["webhook"]["explanation"]["issues"][0]["issue_id"] == "i1"
@@ -261,8 +296,15 @@ def test_the_alert_cycle_sends_each_firing_alert_with_its_explanation(three_issu
         return fn(*args)
 
     async def run(explainer):
-        d = Dispatcher("http://am:9093", None, URL, timedelta(minutes=5), retry_initial_seconds=0.5, retry_max_seconds=30,
-                       attempt_timeout_seconds=10)
+        d = Dispatcher(
+            "http://am:9093",
+            None,
+            URL,
+            timedelta(minutes=5),
+            retry_initial_seconds=0.5,
+            retry_max_seconds=30,
+            attempt_timeout_seconds=10,
+        )
         cycle = AlertCycle(Evaluator(), Alerts(), d, Metrics(), inline, explainer=explainer)
         await cycle.evaluate(T0 + timedelta(minutes=6))
         await cycle.resend(T0 + timedelta(minutes=12))
@@ -285,15 +327,23 @@ class SampledRates(FakeRates):
     def route_slices(self, route, start, end):
         row = super().route_slices(route, start, end)[0]
         w_claims = row["claims"] * 4.0
-        return [{**row, "events": row["claims"], "sampled": row["claims"], "w_events": w_claims,
-                 "w_claims": w_claims, "w_failed": w_claims * self.traffic_rate}]
+        return [
+            {
+                **row,
+                "events": row["claims"],
+                "sampled": row["claims"],
+                "w_events": w_claims,
+                "w_claims": w_claims,
+                "w_failed": w_claims * self.traffic_rate,
+            }
+        ]
 
 
 @pytest.mark.parametrize(("traffic_rate", "excess_share"), [(0.1, 0.0), (0.2, 0.5)])
 def test_a_sampled_routes_excess_is_the_traffics_relative_rise_not_the_samples_bias(traffic_rate, excess_share):
     # Verified claims fail at 20% in the window; the alert's baseline, a rate of the whole traffic, is 10%. If the
     # traffic also fails at 10%, the verified sample's 20% is its bias, not a rise: no excess (not 300 of 600).
-    rates = SampledRates({m: (100, 20) for m in minutes(T0 - timedelta(minutes=10), 30)}, traffic_rate)
+    rates = SampledRates(dict.fromkeys(minutes(T0 - timedelta(minutes=10), 30), (100, 20)), traffic_rate)
     e = AlertExplainer(FakeIssues({}, {}), rates, base_url=URL).explain(alert(expected=0.1), T0 + timedelta(minutes=19))
     assert (e.claims, e.failed) == (3000, 600)
     assert e.excess == pytest.approx(600 * excess_share)

@@ -1,8 +1,9 @@
 """Routes in lockstep (issue 49): a route that joins a fleet late, or is moved into another fleet by its stored
 state, goes on exactly as the detector it would be alone; and a route's state is small, in memory and stored."""
+
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ from services.alerts.lifecycle import INPUT_KINDS
 from services.alerts.route_state import decode_state, encode_state
 from services.rates.intervals import Counts
 
-T0 = datetime(2026, 11, 2, 6, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 2, 6, 0, tzinfo=UTC)
 CONFIG = DetectorConfig(min_baseline_claims=2_000)
 
 
@@ -30,10 +31,17 @@ def stream(seed: int, minutes: int, rise_at: int | None = None, answers: float =
             n = int(rng.poisson(answers / 2))
             claims = rng.integers(1, 6, n)
             failed = rng.binomial(claims, min(rate + (0.06 if rise_at is not None and m >= rise_at else 0.0), 1.0))
-            slices[name] = Counts(events=n, claims=int(claims.sum()), failed=int(failed.sum()),
-                                  claims_sq=int((claims ** 2).sum()), failed_sq=int((failed ** 2).sum()),
-                                  failed_claims=int((failed * claims).sum()), served=n, answerable=n,
-                                  abstained=int(rng.binomial(n, 0.05)))
+            slices[name] = Counts(
+                events=n,
+                claims=int(claims.sum()),
+                failed=int(failed.sum()),
+                claims_sq=int((claims**2).sum()),
+                failed_sq=int((failed**2).sum()),
+                failed_claims=int((failed * claims).sum()),
+                served=n,
+                answerable=n,
+                abstained=int(rng.binomial(n, 0.05)),
+            )
         total = Counts.zero()
         for c in slices.values():
             total = total + c
@@ -42,8 +50,18 @@ def stream(seed: int, minutes: int, rise_at: int | None = None, answers: float =
 
 
 def figures(view) -> tuple:
-    return (view.state, view.statistic, view.rate, view.expected, view.baseline, view.delta, view.window_minutes,
-            view.onset, view.mix_slice, view.expected_basis)
+    return (
+        view.state,
+        view.statistic,
+        view.rate,
+        view.expected,
+        view.baseline,
+        view.delta,
+        view.window_minutes,
+        view.onset,
+        view.mix_slice,
+        view.expected_basis,
+    )
 
 
 def feed(fleet: DriftFleet, rows: dict[int, list], minute: int) -> None:
@@ -101,7 +119,9 @@ def test_a_route_that_joins_late_or_is_moved_by_its_state_is_the_detector_it_wou
 def test_an_input_health_route_that_joins_late_or_is_moved_is_the_detector_it_would_be_alone():
     minutes = stream(3, 1700)
     silent_from, join, move = 1600, 200, 1590
-    fed = [(counts if m < silent_from else Counts.zero(), 2 if m % 7 == 0 else 0) for m, (counts, _) in enumerate(minutes)]
+    fed = [
+        (counts if m < silent_from else Counts.zero(), 2 if m % 7 == 0 else 0) for m, (counts, _) in enumerate(minutes)
+    ]
     alone = InputHealthDetector()
     engine, other = InputHealthEngine(InputHealthConfig(), 1), InputHealthEngine(InputHealthConfig(), 1)
     for m in range(1700):

@@ -1,4 +1,5 @@
 """The alerts modules import one another without a cycle (module-level imports, read from the source)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,7 +10,9 @@ from tests.support.paths import ROOT
 
 def test_no_import_cycle_among_the_alerts_modules():
     graph = import_graph(ROOT, "services.alerts")
-    assert "services.alerts.config" in graph and graph["services.alerts.config"] == set()  # the settings import no stage
+    assert (
+        "services.alerts.config" in graph and graph["services.alerts.config"] == set()
+    )  # the settings import no stage
     assert {"services.alerts.config", "services.alerts.baseline"} <= graph["services.alerts.engines"]
     assert cycles(graph) == []
 

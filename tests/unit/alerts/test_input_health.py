@@ -1,9 +1,10 @@
 """Input health (issue 21): a route gone silent, a route whose events are refused, a route abstaining more
 while serving less. Exact minutes on constructed traffic, the nightly dip, and a restart mid-learning."""
+
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
@@ -13,13 +14,15 @@ from services.alerts.lifecycle import ABSTENTION_KIND, INPUT_KINDS, REJECTED_KIN
 from services.alerts.route_state import decode_state, encode_state
 from services.rates.intervals import Counts
 
-T0 = datetime(2026, 11, 21, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 21, tzinfo=UTC)
 
 
 def answers(n: int, abstained_share: float = 0.05, failed_share: float = 0.08) -> Counts:
     abstained = round(n * abstained_share)
     claims = 4 * (n - abstained)
-    return Counts(events=n, abstained=abstained, served=n - abstained, claims=claims, failed=round(claims * failed_share))
+    return Counts(
+        events=n, abstained=abstained, served=n - abstained, claims=claims, failed=round(claims * failed_share)
+    )
 
 
 def replay(detector: InputHealthDetector, minutes, start: int = 0) -> list[dict[str, str]]:
@@ -55,7 +58,13 @@ def test_a_silent_route_reads_received_against_expected_events_a_minute():
     d = InputHealthDetector()
     replay(d, STEADY + [(Counts.zero(), 0)] * 10)
     view = d.view(SILENT_KIND)
-    assert (view.state, view.unit, view.window_minutes, view.rate, view.expected) == ("firing", "per_minute", 5, 0.0, 58.0)
+    assert (view.state, view.unit, view.window_minutes, view.rate, view.expected) == (
+        "firing",
+        "per_minute",
+        5,
+        0.0,
+        58.0,
+    )
     assert view.delta == -58.0 and view.details == {"received": 0, "expected_events": 290.0}
     assert view.onset == T0 + timedelta(minutes=184)
     assert view.expected_basis.startswith("learning: 3 h of history")
@@ -67,7 +76,9 @@ def test_a_route_whose_every_event_is_refused_pages_rejection_not_silence():
     # share in the window: 1/5 refused at minute 180 (20% = the usual 0% + 20 points), 2/5 at 181 ...
     assert first(states, REJECTED_KIND, "pending") == 180
     assert first(states, REJECTED_KIND) == 182
-    assert first(states, SILENT_KIND, "pending") is None  # refused events are still events: the input is broken, not gone
+    assert (
+        first(states, SILENT_KIND, "pending") is None
+    )  # refused events are still events: the input is broken, not gone
     view = d.view(REJECTED_KIND)
     assert (view.rate, view.expected, view.details) == (1.0, 0.0, {"rejected": 300, "received": 300})
 
@@ -92,8 +103,9 @@ def test_the_nightly_dip_over_three_days_fires_nothing():
     minutes = np.arange(3 * 1440)
     volume = 60 * (1 + 0.5 * np.sin(2 * np.pi * minutes / 1440))  # a night at a third of the peak
     d = InputHealthDetector()
-    states = replay(d, [(answers(int(n)), int(r)) for n, r in
-                        zip(rng.poisson(volume), rng.binomial(rng.poisson(volume), 0.01))])
+    states = replay(
+        d, [(answers(int(n)), int(r)) for n, r in zip(rng.poisson(volume), rng.binomial(rng.poisson(volume), 0.01))]
+    )
     assert all(s[kind] == "ok" for s in states for kind in (SILENT_KIND, REJECTED_KIND))
     assert d.engine.seasonal and d.view(SILENT_KIND).expected_basis.startswith("time of day")
 
@@ -125,11 +137,14 @@ def test_configuration_is_checked_and_typed():
         InputHealthConfig(silent_ratio=0.6)
 
 
-@pytest.mark.parametrize("kind, broken", [
-    (SILENT_KIND, (Counts.zero(), 0)),
-    (REJECTED_KIND, (Counts.zero(), 60)),
-    (ABSTENTION_KIND, (answers(60, abstained_share=0.5), 0)),
-])
+@pytest.mark.parametrize(
+    "kind, broken",
+    [
+        (SILENT_KIND, (Counts.zero(), 0)),
+        (REJECTED_KIND, (Counts.zero(), 60)),
+        (ABSTENTION_KIND, (answers(60, abstained_share=0.5), 0)),
+    ],
+)
 def test_each_kind_fires_is_silenced_by_its_matchers_and_resolves(kind, broken):
     from services.alerts.lifecycle import Notify, next_alert, should_notify, status
     from services.alerts.silences import Silence
@@ -144,10 +159,20 @@ def test_each_kind_fires_is_silenced_by_its_matchers_and_resolves(kind, broken):
             seen.append(alert.recorded_state)
     assert seen[0] == "pending" and "firing" in seen and seen[-1] == "resolved"
     firing = T0 + timedelta(minutes=200)
-    retired = Silence.create(["route=retired-route", f"kind={kind}"], firing - timedelta(hours=1), duration="90d",
-                             created_by="oncall", comment="route retired")
-    other = Silence.create(["route=retired-route", "kind=hallucination_rate_rise"], firing - timedelta(hours=1),
-                           duration="90d", created_by="oncall", comment="not this kind")
+    retired = Silence.create(
+        ["route=retired-route", f"kind={kind}"],
+        firing - timedelta(hours=1),
+        duration="90d",
+        created_by="oncall",
+        comment="route retired",
+    )
+    other = Silence.create(
+        ["route=retired-route", "kind=hallucination_rate_rise"],
+        firing - timedelta(hours=1),
+        duration="90d",
+        created_by="oncall",
+        comment="not this kind",
+    )
     open_alert = replace(alert, ends_at=None)  # the alert as it was while it fired
     assert status(open_alert, [retired], firing).silenced_by == (retired.silence_id,)
     assert status(open_alert, [other], firing).silenced_by == ()

@@ -1,20 +1,21 @@
 """Alerts on the instrument: the agreement-drop test on exact counts, the alert it raises and resolves, and what
 a rate alert's rise is on the calibrated rate."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from services.alerts.calibrated import calibrated_rise, calibration_suspect
-from services.review.agreement_alerts import AgreementDropTest, AgreementWatch, LabelAgreement, label_agreements
 from services.alerts.lifecycle import AGREEMENT_KIND, DRIFT_KIND, Alert
 from services.alerts.notify import summary
 from services.app.cli.alerts import alert_fields
+from services.review.agreement_alerts import AgreementDropTest, AgreementWatch, LabelAgreement, label_agreements
 from services.review.labels import Review, ReviewedClaim
 
-NOW = datetime(2026, 11, 21, 12, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 21, 12, tzinfo=UTC)
 RECENT, OLD = NOW - timedelta(days=1), NOW - timedelta(days=30)
 
 
@@ -22,11 +23,14 @@ def labels(agreed: int, total: int, at: datetime, route: str = "billing-faq", ve
     return [LabelAgreement(route, at, version, i < agreed) for i in range(total)]
 
 
-@pytest.mark.parametrize("recent, history, z, p_value, significant", [
-    ((30, 40), (180, 200), -2.6186, 0.00441, True),     # 75% vs 90%: p < 0.01, 15 points
-    ((34, 40), (180, 200), -0.9289, 0.1765, False),     # 85% vs 90%: could be chance
-    ((9700, 10000), (9800, 10000), -4.5291, 2.96e-6, False),  # significant but a 1-point drop is below min_drop
-])
+@pytest.mark.parametrize(
+    "recent, history, z, p_value, significant",
+    [
+        ((30, 40), (180, 200), -2.6186, 0.00441, True),  # 75% vs 90%: p < 0.01, 15 points
+        ((34, 40), (180, 200), -0.9289, 0.1765, False),  # 85% vs 90%: could be chance
+        ((9700, 10000), (9800, 10000), -4.5291, 2.96e-6, False),  # significant but a 1-point drop is below min_drop
+    ],
+)
 def test_the_two_proportion_test_on_exact_counts(recent, history, z, p_value, significant):
     found = AgreementDropTest().test(labels(*recent, RECENT) + labels(*history, OLD), NOW)
     assert found.z == pytest.approx(z, abs=1e-3) and found.p_value == pytest.approx(p_value, rel=0.02)
@@ -40,11 +44,25 @@ def test_too_few_labels_on_either_side_is_no_test():
 
 
 def test_settled_claims_count_by_side_of_supported_vs_failed():
-    claim = lambda key, verdict, *said: ReviewedClaim(key, "r", verdict, "v1", "production", 1.0, 2, tuple(  # noqa: E731
-        Review(who, "reviewer", label, NOW) for who, label in zip("ab", said)))
-    found = label_agreements([claim("1", "contradicted", "stale", "overreach"),     # both failed: agree
-                              claim("2", "supported", "contradicted", "contradicted"),
-                              claim("3", "supported", "supported", "stale")])      # unsettled: left out
+    claim = lambda key, verdict, *said: ReviewedClaim(
+        key,
+        "r",
+        verdict,
+        "v1",
+        "production",
+        1.0,
+        2,
+        tuple(  # noqa: E731
+            Review(who, "reviewer", label, NOW) for who, label in zip("ab", said)
+        ),
+    )
+    found = label_agreements(
+        [
+            claim("1", "contradicted", "stale", "overreach"),  # both failed: agree
+            claim("2", "supported", "contradicted", "contradicted"),
+            claim("3", "supported", "supported", "stale"),
+        ]
+    )  # unsettled: left out
     assert [(x.agreed) for x in found] == [True, False]
 
 
@@ -75,16 +93,31 @@ class Calibration:
 
 
 def rate_alert(rate: float, expected: float) -> Alert:
-    return Alert("a-1", "billing-faq", DRIFT_KIND, "warning", {}, 30, NOW, starts_at=NOW, rate=rate,
-                 baseline=expected, expected=expected, delta=rate - expected)
+    return Alert(
+        "a-1",
+        "billing-faq",
+        DRIFT_KIND,
+        "warning",
+        {},
+        30,
+        NOW,
+        starts_at=NOW,
+        rate=rate,
+        baseline=expected,
+        expected=expected,
+        delta=rate - expected,
+    )
 
 
-@pytest.mark.parametrize("rate, expected, calibration, holds, delta", [
-    (0.10, 0.06, Calibration(), True, (0.05 - 0.01) / 0.75),   # RG: (raw + Sp - 1) / (Se + Sp - 1)
-    (0.045, 0.03, Calibration(), False, 0.0),                   # both under the 5% false-positive floor
-    (0.10, 0.06, Calibration(stale=True, reasons=("only 12 settled labels",)), None, (0.05 - 0.01) / 0.75),
-    (0.10, 0.06, None, None, None),
-])
+@pytest.mark.parametrize(
+    "rate, expected, calibration, holds, delta",
+    [
+        (0.10, 0.06, Calibration(), True, (0.05 - 0.01) / 0.75),  # RG: (raw + Sp - 1) / (Se + Sp - 1)
+        (0.045, 0.03, Calibration(), False, 0.0),  # both under the 5% false-positive floor
+        (0.10, 0.06, Calibration(stale=True, reasons=("only 12 settled labels",)), None, (0.05 - 0.01) / 0.75),
+        (0.10, 0.06, None, None, None),
+    ],
+)
 def test_whether_a_rise_holds_on_the_calibrated_rate(rate, expected, calibration, holds, delta):
     found = calibrated_rise(rate_alert(rate, expected), calibration)
     assert found["holds"] is holds
@@ -96,8 +129,14 @@ def test_the_verifier_change_that_staled_the_calibration_is_a_suspect_and_alerts
     suspect = calibration_suspect(stale)
     assert (suspect["key"], suspect["value"], suspect["kind"]) == ("verifier", "nli@2", "system")
     assert calibration_suspect(Calibration(stale=True, reasons=("only 3 settled labels",))) is None
-    view = {**rate_alert(0.10, 0.06).as_dict(), "state": "firing", "acked": False, "silenced_by": [],
-            "calibrated": calibrated_rise(rate_alert(0.10, 0.06), stale), "suspect_changes": [suspect]}
+    view = {
+        **rate_alert(0.10, 0.06).as_dict(),
+        "state": "firing",
+        "acked": False,
+        "silenced_by": [],
+        "calibrated": calibrated_rise(rate_alert(0.10, 0.06), stale),
+        "suspect_changes": [suspect],
+    }
     fields = dict(alert_fields(view, NOW))
     assert fields["calibrated"].startswith("unknown: the calibration is stale (40 labels are of verifier nli@1")
     assert "verifier=nli@2 (system change); calibration stale" in fields["suspects"][0]
@@ -105,14 +144,21 @@ def test_the_verifier_change_that_staled_the_calibration_is_a_suspect_and_alerts
     assert "does not hold" in dict(alert_fields(fine, NOW))["calibrated"]
 
 
-@pytest.mark.parametrize("calibration", [None, Calibration(sensitivity=None, specificity=None, labels=0, stale=True,
-                                                           reasons=("only 0 settled labels",))])
+@pytest.mark.parametrize(
+    "calibration",
+    [None, Calibration(sensitivity=None, specificity=None, labels=0, stale=True, reasons=("only 0 settled labels",))],
+)
 def test_a_route_with_no_labels_says_so_rather_than_stale(calibration):
     """`alerts show` said "the calibration is stale (only 0 settled labels ...)" on a route nobody has labelled."""
     found = calibrated_rise(rate_alert(0.10, 0.06), calibration)
     assert (found["holds"], found["status"], found["stale"]) == (None, "no labels yet", False)
-    view = {**rate_alert(0.10, 0.06).as_dict(), "state": "firing", "acked": False, "silenced_by": [],
-            "calibrated": found}
+    view = {
+        **rate_alert(0.10, 0.06).as_dict(),
+        "state": "firing",
+        "acked": False,
+        "silenced_by": [],
+        "calibrated": found,
+    }
     assert dict(alert_fields(view, NOW))["calibrated"] == "unknown: no human labels yet on billing-faq"
 
 
@@ -120,9 +166,9 @@ def test_the_alert_cycle_sends_the_agreement_alert_and_resends_it_while_it_fires
     import asyncio
 
     from services.alerts.cycle import AlertCycle
-    from services.review.agreement_alerts import InstrumentAlerts
     from services.alerts.dispatch import Dispatcher
     from services.core.metrics import Metrics
+    from services.review.agreement_alerts import InstrumentAlerts
 
     class Evaluator:  # no rate alerts: only the instrument speaks
         open: dict = {}
@@ -147,17 +193,34 @@ def test_the_alert_cycle_sends_the_agreement_alert_and_resends_it_while_it_fires
         def silences(self, now=None):
             return []
 
-    claims = [ReviewedClaim(f"c{i}", "billing-faq", "contradicted", "nli@1", "production", 1.0, 1,
-                            (Review("ann", "reviewer", "contradicted" if agreed else "supported", at),))
-              for i, (agreed, at) in enumerate([(i < 180, OLD) for i in range(200)] + [(i < 30, RECENT) for i in range(40)])]
+    claims = [
+        ReviewedClaim(
+            f"c{i}",
+            "billing-faq",
+            "contradicted",
+            "nli@1",
+            "production",
+            1.0,
+            1,
+            (Review("ann", "reviewer", "contradicted" if agreed else "supported", at),),
+        )
+        for i, (agreed, at) in enumerate([(i < 180, OLD) for i in range(200)] + [(i < 30, RECENT) for i in range(40)])
+    ]
 
     async def inline(fn, *args):
         return fn(*args)
 
     async def run():
         records = Records()
-        dispatcher = Dispatcher("http://am:9093", None, "https://claimwatch.example", timedelta(minutes=5),
-                                retry_initial_seconds=0.5, retry_max_seconds=30, attempt_timeout_seconds=10)
+        dispatcher = Dispatcher(
+            "http://am:9093",
+            None,
+            "https://claimwatch.example",
+            timedelta(minutes=5),
+            retry_initial_seconds=0.5,
+            retry_max_seconds=30,
+            attempt_timeout_seconds=10,
+        )
         hook = InstrumentAlerts(AgreementWatch(AgreementDropTest()), lambda: claims, records)
         cycle = AlertCycle(Evaluator(), records, dispatcher, Metrics(), inline, hooks=(hook,))
         published = await cycle.evaluate(NOW)
@@ -168,4 +231,6 @@ def test_the_alert_cycle_sends_the_agreement_alert_and_resends_it_while_it_fires
     published, sent, transitions = asyncio.run(run())
     assert len(published) == 1 and transitions == ["firing"]
     assert [s["labels"]["alertname"] for s in sent] == ["ClaimVerifierAgreementDrop"] * 2, "sent, then re-sent"
-    assert sent[0]["labels"]["kind"] == AGREEMENT_KIND and "75.0% of 40 recent labels" in sent[0]["annotations"]["summary"]
+    assert (
+        sent[0]["labels"]["kind"] == AGREEMENT_KIND and "75.0% of 40 recent labels" in sent[0]["annotations"]["summary"]
+    )

@@ -1,31 +1,59 @@
 """Alert lifecycle: state from timestamps, pure merge (dedupe), notification reasons."""
+
 from __future__ import annotations
 
 import json
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
 
 from services.alerts.detector import DriftDetector
 from services.alerts.lifecycle import (
-    DRIFT_KIND, Alert, Notify, ack, alert_state, is_acked, make_alert_id, merge, next_alert, observed_alert, resolve,
-    severity_for, should_notify, silenced_by, status,
+    DRIFT_KIND,
+    Alert,
+    Notify,
+    ack,
+    alert_state,
+    is_acked,
+    make_alert_id,
+    merge,
+    next_alert,
+    observed_alert,
+    resolve,
+    severity_for,
+    should_notify,
+    silenced_by,
+    status,
 )
 from services.alerts.silences import Silence
 from services.rates.intervals import Counts, Interval
 
-T0 = datetime(2026, 11, 21, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 21, 9, 0, tzinfo=UTC)
 MIN = timedelta(minutes=1)
 RESEND = timedelta(minutes=5)
 
 
 def alert(at=T0, **kw) -> Alert:
-    base = dict(alert_id=make_alert_id("billing-faq", DRIFT_KIND, at), route="billing-faq", kind=DRIFT_KIND,
-                severity="warning", labels={"tenant": "acme"}, window=12, pending_since=at, rate=0.11,
-                rate_interval=Interval(0.09, 0.13), baseline=0.08, baseline_interval=Interval(0.079, 0.081),
-                delta=0.03, claims=3000, onset=at - 10 * MIN, driving_verdict="contradicted", updated_at=at)
+    base = dict(
+        alert_id=make_alert_id("billing-faq", DRIFT_KIND, at),
+        route="billing-faq",
+        kind=DRIFT_KIND,
+        severity="warning",
+        labels={"tenant": "acme"},
+        window=12,
+        pending_since=at,
+        rate=0.11,
+        rate_interval=Interval(0.09, 0.13),
+        baseline=0.08,
+        baseline_interval=Interval(0.079, 0.081),
+        delta=0.03,
+        claims=3000,
+        onset=at - 10 * MIN,
+        driving_verdict="contradicted",
+        updated_at=at,
+    )
     base.update(kw)
     return Alert(**base)
 
@@ -91,10 +119,10 @@ def test_resolve_and_ack_rules():
 def test_should_notify_reasons():
     pending = alert()
     firing = merge(pending, alert(at=T0 + 3 * MIN, starts_at=T0 + 3 * MIN))
-    assert should_notify(None, pending, T0, RESEND) is Notify.NOTHING                 # pending is not sent
+    assert should_notify(None, pending, T0, RESEND) is Notify.NOTHING  # pending is not sent
     assert should_notify(pending, firing, T0 + 3 * MIN, RESEND) is Notify.NEW_FIRING
     again = replace(firing, updated_at=T0 + 4 * MIN)
-    assert should_notify(firing, again, T0 + 4 * MIN, RESEND) is Notify.NOTHING        # unchanged
+    assert should_notify(firing, again, T0 + 4 * MIN, RESEND) is Notify.NOTHING  # unchanged
     tick = replace(firing, updated_at=T0 + 8 * MIN)
     assert should_notify(replace(firing, updated_at=T0 + 7 * MIN), tick, T0 + 8 * MIN, RESEND) is Notify.RESEND
     resolved = resolve(tick, T0 + 20 * MIN)
@@ -114,8 +142,22 @@ def test_a_silenced_alert_is_not_sent():
 def test_transition_record_shape_and_round_trip():
     firing = alert(starts_at=T0 + 3 * MIN, suspect_changes=({"dim": "version.model", "value": "gen-11"},))
     record = firing.transition_record()
-    assert list(record) == ["route", "kind", "state", "at", "rate", "baseline", "expected", "delta", "mix_effect",
-                            "rate_effect", "mix_slice", "suspect_changes", "unit", "details"]
+    assert list(record) == [
+        "route",
+        "kind",
+        "state",
+        "at",
+        "rate",
+        "baseline",
+        "expected",
+        "delta",
+        "mix_effect",
+        "rate_effect",
+        "mix_slice",
+        "suspect_changes",
+        "unit",
+        "details",
+    ]
     assert (record["state"], record["at"]) == ("firing", "2026-11-21T09:03:00+00:00")
     assert record["suspect_changes"] == [{"dim": "version.model", "value": "gen-11"}]
     json.dumps(record)
@@ -134,8 +176,17 @@ def minute_stream(seed, rates, answers=60):
     for rate in rates:
         n = rng.integers(1, 9, rng.poisson(answers))
         f = rng.binomial(n, rng.beta(rate * 9, (1 - rate) * 9, n.size))
-        out.append(Counts(events=n.size, claims=int(n.sum()), failed=int(f.sum()), claims_sq=int((n * n).sum()),
-                          failed_sq=int((f * f).sum()), failed_claims=int((f * n).sum()), unsupported=int(f.sum())))
+        out.append(
+            Counts(
+                events=n.size,
+                claims=int(n.sum()),
+                failed=int(f.sum()),
+                claims_sq=int((n * n).sum()),
+                failed_sq=int((f * f).sum()),
+                failed_claims=int((f * n).sum()),
+                unsupported=int(f.sum()),
+            )
+        )
     return out
 
 
@@ -145,9 +196,15 @@ def test_a_detector_run_becomes_pending_firing_resolved_records():
     for i, counts in enumerate(stream):
         now = T0 + i * MIN
         detector.update(counts, now)
-        previous, current = current, next_alert(current, "billing-faq", detector.regression, now, labels={"tenant": "acme"})
-        if current is not None and (previous is None or previous.recorded_state != current.recorded_state
-                                    or previous.alert_id != current.alert_id):
+        previous, current = (
+            current,
+            next_alert(current, "billing-faq", detector.regression, now, labels={"tenant": "acme"}),
+        )
+        if current is not None and (
+            previous is None
+            or previous.recorded_state != current.recorded_state
+            or previous.alert_id != current.alert_id
+        ):
             records.append(current.transition_record())
     states = [r["state"] for r in records]
     assert states[-3:] == ["pending", "firing", "resolved"]
@@ -183,10 +240,12 @@ def test_the_alert_list_puts_firing_before_pending_before_resolved_each_newest_f
         def silences(self):
             return []
 
-    newest_first = [alert(T0 + 50 * MIN, alert_id="resolved-new", starts_at=T0 + 51 * MIN, ends_at=T0 + 55 * MIN),
-                    alert(T0 + 40 * MIN, alert_id="pending-new"),
-                    alert(T0 + 30 * MIN, alert_id="firing-new", starts_at=T0 + 31 * MIN),
-                    alert(T0 + 20 * MIN, alert_id="resolved-old", starts_at=T0 + 21 * MIN, ends_at=T0 + 25 * MIN),
-                    alert(T0, alert_id="firing-old", starts_at=T0 + MIN)]
+    newest_first = [
+        alert(T0 + 50 * MIN, alert_id="resolved-new", starts_at=T0 + 51 * MIN, ends_at=T0 + 55 * MIN),
+        alert(T0 + 40 * MIN, alert_id="pending-new"),
+        alert(T0 + 30 * MIN, alert_id="firing-new", starts_at=T0 + 31 * MIN),
+        alert(T0 + 20 * MIN, alert_id="resolved-old", starts_at=T0 + 21 * MIN, ends_at=T0 + 25 * MIN),
+        alert(T0, alert_id="firing-old", starts_at=T0 + MIN),
+    ]
     listed = [v.alert.alert_id for v in AlertsService(Records(newest_first)).list(T0 + 60 * MIN)]
     assert listed == ["firing-new", "firing-old", "pending-new", "resolved-new", "resolved-old"]

@@ -1,10 +1,11 @@
 """The notification log (issue 49, finding 7): what is to be sent survives a crash, over the real chDB engine and
 real HTTP receivers. A dispatcher dropped before delivering ("a crash") leaves its notifications pending in the
 log; a new dispatcher on the same store sends each once, and what was delivered is not sent again."""
+
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import orjson
 
@@ -21,25 +22,51 @@ from services.triage.webhook import IssueWebhook
 from tests.support.receiver import Receiver
 from tests.support.regression_world import START, billing_regression, prompt_settings
 
-NOW = datetime(2026, 11, 21, 10, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
 URL = "https://claimwatch.example"
 
 
 def firing(alert_id: str) -> Alert:
-    return Alert(alert_id=alert_id, route="billing-faq", kind="hallucination_rate_rise", severity="warning",
-                 labels={}, window=30, pending_since=NOW, starts_at=NOW, rate=0.2, baseline=0.1, delta=0.1, claims=1000)
+    return Alert(
+        alert_id=alert_id,
+        route="billing-faq",
+        kind="hallucination_rate_rise",
+        severity="warning",
+        labels={},
+        window=30,
+        pending_since=NOW,
+        starts_at=NOW,
+        rate=0.2,
+        baseline=0.1,
+        delta=0.1,
+        claims=1000,
+    )
 
 
 def dispatcher(store, am: str | None, hook: str | None) -> Dispatcher:
-    return Dispatcher(am, hook, URL, timedelta(minutes=1), Metrics(), retry_initial_seconds=0.05,
-                      retry_max_seconds=0.1, attempt_timeout_seconds=2, nflog=NotificationLog(store))
+    return Dispatcher(
+        am,
+        hook,
+        URL,
+        timedelta(minutes=1),
+        Metrics(),
+        retry_initial_seconds=0.05,
+        retry_max_seconds=0.1,
+        attempt_timeout_seconds=2,
+        nflog=NotificationLog(store),
+    )
 
 
 def ticket(url: str) -> Outgoing:
     """An issue webhook event as triage renders it: signed bytes, with their headers."""
     entry = {"event": "assigned", "at": NOW.isoformat(), "by": "lee", "assignee": "sam"}
-    issue = {"issue_id": "iss-a", "name": "dates invented", "owner": "sam", "team": "payments",
-             "runbook_url": f"{URL}/issues/iss-a"}
+    issue = {
+        "issue_id": "iss-a",
+        "name": "dates invented",
+        "owner": "sam",
+        "team": "payments",
+        "runbook_url": f"{URL}/issues/iss-a",
+    }
     return IssueWebhook(url, "s3cret").outgoing(entry, issue)
 
 
@@ -55,13 +82,19 @@ async def sending(d: Dispatcher, until) -> None:
 
 def test_what_was_not_delivered_before_a_crash_is_delivered_once_by_the_next_dispatcher(store):
     with Receiver() as am, Receiver(failures=10**9) as hook, Receiver(failures=10**9) as tickets:
+
         async def first_life() -> None:
             d = dispatcher(store, am.url, hook.url)
             await d.enqueue(d.plan(None, firing("a-1"), [], NOW))  # to Alertmanager (up) and the webhook (down)
             await d.enqueue([ticket(tickets.url)])  # the ticket system is down too
-            await sending(d, lambda: hook.wait_until(lambda posts: len(posts) >= 2, 10)
-                          and tickets.wait_until(lambda posts: len(posts) >= 2, 10)
-                          and wait_for_state(store, "alertmanager", "alert/a-1/firing", "delivered"))
+            await sending(
+                d,
+                lambda: (
+                    hook.wait_until(lambda posts: len(posts) >= 2, 10)
+                    and tickets.wait_until(lambda posts: len(posts) >= 2, 10)
+                    and wait_for_state(store, "alertmanager", "alert/a-1/firing", "delivered")
+                ),
+            )
 
         asyncio.run(first_life())  # the crash: the dispatcher is dropped, its queues with it
         assert len(am.accepted) == 1 and hook.accepted == [] and tickets.accepted == []
@@ -73,14 +106,21 @@ def test_what_was_not_delivered_before_a_crash_is_delivered_once_by_the_next_dis
             reloaded = d.queued()
             await d.enqueue(d.plan(None, firing("a-1"), [], NOW))  # an evaluation that re-derives it: logged already
             assert d.queued() == reloaded
-            await sending(d, lambda: hook.wait_until(lambda posts: hook.accepted, 10)
-                          and tickets.wait_until(lambda posts: tickets.accepted, 10)
-                          and wait_for_state(store, "issue_webhook", ticket(tickets.url).key, "delivered"))
+            await sending(
+                d,
+                lambda: (
+                    hook.wait_until(lambda posts: hook.accepted, 10)
+                    and tickets.wait_until(lambda posts: tickets.accepted, 10)
+                    and wait_for_state(store, "issue_webhook", ticket(tickets.url).key, "delivered")
+                ),
+            )
             return reloaded
 
         reloaded = asyncio.run(second_life())
         assert sorted((o.target, o.key) for o in reloaded) == [
-            ("issue_webhook", ticket(tickets.url).key), ("webhook", "alert/a-1/firing")]
+            ("issue_webhook", ticket(tickets.url).key),
+            ("webhook", "alert/a-1/firing"),
+        ]
         assert len(am.accepted) == 1  # delivered before the crash: not sent again
         [(_, _, body)] = hook.accepted
         assert orjson.loads(body)["alert"]["alert_id"] == "a-1" and orjson.loads(body)["reason"] == "new firing"
@@ -103,8 +143,11 @@ def test_what_was_not_delivered_before_a_crash_is_delivered_once_by_the_next_dis
 def wait_for_state(store, receiver: str, key: str, state: str) -> bool:
     from tests.support.waiting import wait_until
 
-    return wait_until(lambda: any(e["key"] == key and e["state"] == state
-                                  for e in NotificationLog(store).entries(receiver)), 10, f"{receiver} {key} {state}")
+    return wait_until(
+        lambda: any(e["key"] == key and e["state"] == state for e in NotificationLog(store).entries(receiver)),
+        10,
+        f"{receiver} {key} {state}",
+    )
 
 
 def test_a_transition_recorded_but_never_logged_is_sent_after_a_restart(store):
@@ -116,15 +159,21 @@ def test_a_transition_recorded_but_never_logged_is_sent_after_a_restart(store):
     alerts = alert_repository(store)
 
     def cycle(d: Dispatcher) -> AlertCycle:
-        return AlertCycle(evaluator_for(prompt_settings(), RateRepository(store), alerts), alerts, d, Metrics(),
-                          inline)
+        return AlertCycle(evaluator_for(prompt_settings(), RateRepository(store), alerts), alerts, d, Metrics(), inline)
 
     async def life(d: Dispatcher) -> list[Outgoing]:
         await cycle(d).evaluate(now)
         return d.queued()
 
-    unlogged = Dispatcher(None, "http://hook.invalid", URL, timedelta(minutes=1), retry_initial_seconds=0.1,
-                          retry_max_seconds=0.2, attempt_timeout_seconds=10)  # queued in memory only, then the process dies
+    unlogged = Dispatcher(
+        None,
+        "http://hook.invalid",
+        URL,
+        timedelta(minutes=1),
+        retry_initial_seconds=0.1,
+        retry_max_seconds=0.2,
+        attempt_timeout_seconds=10,
+    )  # queued in memory only, then the process dies
     [lost] = [o for o in asyncio.run(life(unlogged)) if o.key.endswith("/firing")]
     [sent] = asyncio.run(life(dispatcher(store, None, "http://hook.invalid")))
     assert (sent.target, sent.key) == ("webhook", lost.key) and sent.body["reason"] == "new firing"

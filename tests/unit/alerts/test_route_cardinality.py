@@ -1,6 +1,7 @@
 """The route bound's alert (issue 49): ``route_cardinality`` fires on route ``*`` while events of new routes are
 refused, names the producer creating them, and resolves once refusals stop; on the real chDB engine through the
 ingest step, and on every surface that shows it (notification, CLI, page)."""
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -9,7 +10,6 @@ import orjson
 import pytest
 from fastapi.testclient import TestClient
 
-from services.core.command import cli_command
 from services.alerts.lifecycle import CARDINALITY_KIND, FLEET_ROUTE
 from services.alerts.notify import ALERTNAMES, description, summary
 from services.api.app import create_api
@@ -17,6 +17,7 @@ from services.app.cli.alerts import alert_fields
 from services.app.compose import open_components
 from services.app.settings import Settings
 from services.core.clock import utcnow
+from services.core.command import cli_command
 from services.ingest.ingestor import RawMessage
 
 PRODUCERS = {  # versions -> the routes it sends, each how many times
@@ -38,9 +39,16 @@ def traffic(now) -> list[RawMessage]:
     for name, (versions, routes, times) in PRODUCERS.items():
         for route in routes:
             for n in range(times):
-                event = {"schema": "claimwatch.verdict/v1", "event_id": f"{name}-{route}-{n}", "trace_id": "t",
-                         "observed_at": (now - timedelta(minutes=2)).isoformat(), "route": route,
-                         "answer": {"action": "served"}, "versions": versions, "claims": [{"verdict": "supported"}]}
+                event = {
+                    "schema": "claimwatch.verdict/v1",
+                    "event_id": f"{name}-{route}-{n}",
+                    "trace_id": "t",
+                    "observed_at": (now - timedelta(minutes=2)).isoformat(),
+                    "route": route,
+                    "answer": {"action": "served"},
+                    "versions": versions,
+                    "claims": [{"verdict": "supported"}],
+                }
                 out.append(RawMessage("verdicts", 0, len(out), orjson.dumps(event), route.encode()))
     return out
 
@@ -52,26 +60,42 @@ def test_refused_routes_fire_one_alert_naming_the_producer_then_it_resolves(comp
     watch = components.cardinality_watch()
 
     [fired] = watch.evaluate(now + timedelta(seconds=5))
-    assert (fired.route, fired.kind, fired.severity, fired.recorded_state) == (FLEET_ROUTE, CARDINALITY_KIND,
-                                                                               "critical", "firing")
+    assert (fired.route, fired.kind, fired.severity, fired.recorded_state) == (
+        FLEET_ROUTE,
+        CARDINALITY_KIND,
+        "critical",
+        "firing",
+    )
     d = fired.details
     assert (d["refused_events"], d["refused_routes"], d["max_active"]) == (27, 15, 2)
-    assert d["sources"][0] == {"source": "verifier=nli@3, model=gen-9", "events": 24, "routes": 12, "example": "req-0000"}
-    assert d["sources"][1]["source"] == "model=gen-2" and len(d["sources"]) == 2  # the admitted producer refused nothing
+    assert d["sources"][0] == {
+        "source": "verifier=nli@3, model=gen-9",
+        "events": 24,
+        "routes": 12,
+        "example": "req-0000",
+    }
+    assert (
+        d["sources"][1]["source"] == "model=gen-2" and len(d["sources"]) == 2
+    )  # the admitted producer refused nothing
     assert components.repos.alerts.transitions(fired.alert_id)[-1]["state"] == "firing"
 
     assert watch.evaluate(now + timedelta(minutes=1)) == [] and list(watch.open) == [FLEET_ROUTE]  # still firing
 
     assert ALERTNAMES[CARDINALITY_KIND] == "ClaimRouteCardinality"
-    assert summary(fired) == ("every route: 27 events of 15 new routes refused over routes.max_active (2); most from "
-                              "verifier=nli@3, model=gen-9 (24 events, 12 routes, e.g. 'req-0000') in 10 min")
+    assert summary(fired) == (
+        "every route: 27 events of 15 new routes refused over routes.max_active (2); most from "
+        "verifier=nli@3, model=gen-9 (24 events, 12 routes, e.g. 'req-0000') in 10 min"
+    )
     also = "model=gen-2 (3 events, 3 routes, e.g. 'r-1')"
     assert f"Also from: {also}." in description(fired) and "claimwatch dlq --route ''" in description(fired)
 
     client = TestClient(create_api(components))
     shown = client.get(f"/api/alerts/{fired.alert_id}").json()
     fields = dict(alert_fields(shown, now))
-    assert fields["refused"].startswith("27 events of 15 new routes refused") and fields["list them"] == f"{cli_command()} dlq --route ''"
+    assert (
+        fields["refused"].startswith("27 events of 15 new routes refused")
+        and fields["list them"] == f"{cli_command()} dlq --route ''"
+    )
     assert fields["also from"] == [also]
     page = client.get("/alerts").text
     assert "27 events of 15 new routes refused over routes.max_active (2)" in page

@@ -1,61 +1,78 @@
 """Silences: Alertmanager-style matchers, durations, and when a silence applies."""
+
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from services.alerts.silences import Matcher, Silence, parse_duration, parse_matcher
 
-NOW = datetime(2026, 11, 21, 9, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 21, 9, 0, tzinfo=UTC)
 LABELS = {"route": "billing-faq", "kind": "hallucination_rate_rise", "severity": "warning", "tenant": "acme"}
 
 
-@pytest.mark.parametrize("text,name,op,value,matches", [
-    ("route=billing-faq", "route", "=", "billing-faq", True),
-    ("route!=billing-faq", "route", "!=", "billing-faq", False),
-    ("route=~billing-.*", "route", "=~", "billing-.*", True),
-    ("route=~billing", "route", "=~", "billing", False),          # anchored, as in Alertmanager
-    ("route!~parcel-.*", "route", "!~", "parcel-.*", True),
-    ('tenant="acme"', "tenant", "=", "acme", True),
-    (" severity = warning ", "severity", "=", "warning", True),
-    ("region=", "region", "=", "", True),                          # a missing label is the empty string
-    ("route=a=b", "route", "=", "a=b", False),
-])
+@pytest.mark.parametrize(
+    "text,name,op,value,matches",
+    [
+        ("route=billing-faq", "route", "=", "billing-faq", True),
+        ("route!=billing-faq", "route", "!=", "billing-faq", False),
+        ("route=~billing-.*", "route", "=~", "billing-.*", True),
+        ("route=~billing", "route", "=~", "billing", False),  # anchored, as in Alertmanager
+        ("route!~parcel-.*", "route", "!~", "parcel-.*", True),
+        ('tenant="acme"', "tenant", "=", "acme", True),
+        (" severity = warning ", "severity", "=", "warning", True),
+        ("region=", "region", "=", "", True),  # a missing label is the empty string
+        ("route=a=b", "route", "=", "a=b", False),
+    ],
+)
 def test_parse_matcher(text, name, op, value, matches):
     matcher = parse_matcher(text)
     assert (matcher.name, matcher.op, matcher.value) == (name, op, value)
     assert matcher.matches(LABELS) is matches
 
 
-@pytest.mark.parametrize("text,message", [
-    ("route=~(", "matcher 'route=~(': invalid regex"),
-    ("route", "matcher 'route': use label=value, label!=value, label=~regex or label!~regex"),
-    ("=billing", "matcher '=billing': use label=value"),
-    ("1route=x", "label name '1route' must match"),
-    ("", "matcher '': use label=value"),
-])
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("route=~(", "matcher 'route=~(': invalid regex"),
+        ("route", "matcher 'route': use label=value, label!=value, label=~regex or label!~regex"),
+        ("=billing", "matcher '=billing': use label=value"),
+        ("1route=x", "label name '1route' must match"),
+        ("", "matcher '': use label=value"),
+    ],
+)
 def test_bad_matchers_name_the_matcher(text, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace("|", r"\|")):
         parse_matcher(text)
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("90s", timedelta(seconds=90)), ("30m", timedelta(minutes=30)), ("2h", timedelta(hours=2)),
-    ("1d", timedelta(days=1)), ("1h30m", timedelta(minutes=90)), ("1.5h", timedelta(minutes=90)),
-    (" 2H ", timedelta(hours=2)),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("90s", timedelta(seconds=90)),
+        ("30m", timedelta(minutes=30)),
+        ("2h", timedelta(hours=2)),
+        ("1d", timedelta(days=1)),
+        ("1h30m", timedelta(minutes=90)),
+        ("1.5h", timedelta(minutes=90)),
+        (" 2H ", timedelta(hours=2)),
+    ],
+)
 def test_parse_duration(text, expected):
     assert parse_duration(text) == expected
 
 
-@pytest.mark.parametrize("text,message", [
-    ("5x", "duration '5x': use a number followed by s, m, h or d"),
-    ("m", "duration 'm': use a number"),
-    ("30", "duration '30': use a number"),
-    ("0m", "duration '0m': must be longer than zero"),
-    ("-5m", "duration '-5m': use a number"),
-])
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("5x", "duration '5x': use a number followed by s, m, h or d"),
+        ("m", "duration 'm': use a number"),
+        ("30", "duration '30': use a number"),
+        ("0m", "duration '0m': must be longer than zero"),
+        ("-5m", "duration '-5m': use a number"),
+    ],
+)
 def test_bad_durations_say_what_to_write(text, message):
     with pytest.raises(ValueError, match=message):
         parse_duration(text)
@@ -77,7 +94,9 @@ def test_silence_applies_only_while_active_and_matching():
 
 
 def test_every_matcher_must_match():
-    silence = Silence.create(["route=~billing.*", "severity!=critical"], NOW, duration="1h", created_by="ana", comment="c")
+    silence = Silence.create(
+        ["route=~billing.*", "severity!=critical"], NOW, duration="1h", created_by="ana", comment="c"
+    )
     assert silence.matches(LABELS, NOW)
     assert not silence.matches({**LABELS, "severity": "critical"}, NOW)
 
@@ -91,7 +110,9 @@ def test_expire_ends_a_silence_early_and_keeps_it():
 
 
 def test_silence_round_trips_through_a_record():
-    silence = Silence.create(["route=billing-faq", 'tenant=~"ac.*"'], NOW, duration="30m", created_by="ana", comment="c")
+    silence = Silence.create(
+        ["route=billing-faq", 'tenant=~"ac.*"'], NOW, duration="30m", created_by="ana", comment="c"
+    )
     assert Silence.from_dict(silence.as_dict()) == silence
 
 
@@ -102,16 +123,19 @@ def test_silence_id_is_derived_from_its_content():
     assert a.silence_id == b.silence_id != c.silence_id
 
 
-@pytest.mark.parametrize("kwargs,message", [
-    (dict(matchers=["route=~.*"]), "match an empty label set"),
-    (dict(matchers=[]), "at least one"),
-    (dict(created_by=" "), "created_by"),
-    (dict(comment=""), "comment"),
-    (dict(duration="5x"), "duration '5x'"),
-    (dict(duration=None), "either ends_at or duration"),
-    (dict(ends_at=NOW - timedelta(hours=1), duration=None), "before starts_at"),
-    (dict(starts_at=datetime(2026, 11, 21)), "timezone-aware"),
-])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        (dict(matchers=["route=~.*"]), "match an empty label set"),
+        (dict(matchers=[]), "at least one"),
+        (dict(created_by=" "), "created_by"),
+        (dict(comment=""), "comment"),
+        (dict(duration="5x"), "duration '5x'"),
+        (dict(duration=None), "either ends_at or duration"),
+        (dict(ends_at=NOW - timedelta(hours=1), duration=None), "before starts_at"),
+        (dict(starts_at=datetime(2026, 11, 21)), "timezone-aware"),
+    ],
+)
 def test_bad_silences_are_refused_naming_the_field(kwargs, message):
     args = dict(matchers=["route=billing-faq"], starts_at=NOW, duration="1h", created_by="ana", comment="c")
     args.update(kwargs)

@@ -1,4 +1,5 @@
 """Suspect changes: the version that caused a regression comes first."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -19,9 +20,14 @@ def window(rng, answers: int, shares: dict[str, dict[str, float]], rate_of) -> d
     f = rng.binomial(n, rng.beta(rate * scale, (1 - rate) * scale))
 
     def counts(mask) -> Counts:
-        return Counts(events=int(mask.sum()), claims=int(n[mask].sum()), failed=int(f[mask].sum()),
-                      claims_sq=int((n[mask] ** 2).sum()), failed_sq=int((f[mask] ** 2).sum()),
-                      failed_claims=int((f[mask] * n[mask]).sum()))
+        return Counts(
+            events=int(mask.sum()),
+            claims=int(n[mask].sum()),
+            failed=int(f[mask].sum()),
+            claims_sq=int((n[mask] ** 2).sum()),
+            failed_sq=int((f[mask] ** 2).sum()),
+            failed_claims=int((f[mask] * n[mask]).sum()),
+        )
 
     out = {("", ""): counts(np.ones(answers, bool))}
     for key, values in picked.items():
@@ -35,12 +41,24 @@ STABLE = {"retriever": {"hybrid-v3": 1.0}, "verifier": {"nli-judge@2.1": 1.0}}
 
 def test_new_model_version_causing_the_regression_is_the_first_suspect():
     rng = np.random.default_rng(1)
-    before = window(rng, 3000, {"model": {"gen-10": 1.0}, "prompt": {"faq-v14": 1.0}, "corpus": {"pol@11-01": 1.0}, **STABLE},
-                    lambda v: BASE)
+    before = window(
+        rng,
+        3000,
+        {"model": {"gen-10": 1.0}, "prompt": {"faq-v14": 1.0}, "corpus": {"pol@11-01": 1.0}, **STABLE},
+        lambda v: BASE,
+    )
     # at onset: the new model goes to 40% of traffic and is worse; an unrelated prompt rollout to 50% does nothing
-    after = window(rng, 3000, {"model": {"gen-10": 0.6, "gen-11": 0.4}, "prompt": {"faq-v14": 0.5, "faq-v15": 0.5},
-                               "corpus": {"pol@11-01": 1.0}, **STABLE},
-                   lambda v: 0.2 if v["model"] == "gen-11" else BASE)
+    after = window(
+        rng,
+        3000,
+        {
+            "model": {"gen-10": 0.6, "gen-11": 0.4},
+            "prompt": {"faq-v14": 0.5, "faq-v15": 0.5},
+            "corpus": {"pol@11-01": 1.0},
+            **STABLE,
+        },
+        lambda v: 0.2 if v["model"] == "gen-11" else BASE,
+    )
     suspects = suspect_changes(before, after)
     top = suspects[0]
     assert (top.dim, top.key, top.value, top.kind) == ("version.model", "model", "gen-11", "system")
@@ -55,8 +73,12 @@ def test_new_model_version_causing_the_regression_is_the_first_suspect():
 def test_new_model_wins_even_when_the_corpus_switched_over_at_the_same_time():
     rng = np.random.default_rng(2)
     before = window(rng, 3000, {"model": {"gen-10": 1.0}, "corpus": {"pol@11-01": 1.0}, **STABLE}, lambda v: BASE)
-    after = window(rng, 3000, {"model": {"gen-10": 0.7, "gen-11": 0.3}, "corpus": {"pol@11-21": 1.0}, **STABLE},
-                   lambda v: 0.2 if v["model"] == "gen-11" else BASE)
+    after = window(
+        rng,
+        3000,
+        {"model": {"gen-10": 0.7, "gen-11": 0.3}, "corpus": {"pol@11-21": 1.0}, **STABLE},
+        lambda v: 0.2 if v["model"] == "gen-11" else BASE,
+    )
     suspects = suspect_changes(before, after)
     assert suspects[0].value == "gen-11"
     corpus = next(s for s in suspects if s.value == "pol@11-21")
@@ -67,10 +89,18 @@ def test_a_switchover_that_explains_nothing_names_the_new_version_before_the_old
     """The first minutes after a page: the window's rise is not yet above what another dim's mix accounts for, so
     the model's full switchover explains nothing; the version that took the traffic still comes first."""
     rng = np.random.default_rng(3)
-    before = window(rng, 3000, {"model": {"gen-10": 1.0}, "prompt": {"v1": 1.0}, **STABLE},
-                    lambda v: 0.2 if v["prompt"] == "v2" else BASE)
-    after = window(rng, 3000, {"model": {"gen-11": 1.0}, "prompt": {"v1": 0.5, "v2": 0.5}, **STABLE},
-                   lambda v: 0.3 if v["prompt"] == "v2" else 0.02)
+    before = window(
+        rng,
+        3000,
+        {"model": {"gen-10": 1.0}, "prompt": {"v1": 1.0}, **STABLE},
+        lambda v: 0.2 if v["prompt"] == "v2" else BASE,
+    )
+    after = window(
+        rng,
+        3000,
+        {"model": {"gen-11": 1.0}, "prompt": {"v1": 0.5, "v2": 0.5}, **STABLE},
+        lambda v: 0.3 if v["prompt"] == "v2" else 0.02,
+    )
     models = [s for s in suspect_changes(before, after) if s.key == "model"]
     assert [s.explained for s in models] == [0.0, 0.0]  # the tie the order must break
     assert [s.value for s in models] == ["gen-11", "gen-10"]
@@ -79,8 +109,9 @@ def test_a_switchover_that_explains_nothing_names_the_new_version_before_the_old
 def test_a_corpus_switchover_that_caused_the_rise_is_the_evidence_suspect():
     rng = np.random.default_rng(3)
     before = window(rng, 3000, {"model": {"gen-10": 1.0}, "corpus": {"pol@11-01": 1.0}, **STABLE}, lambda v: BASE)
-    after = window(rng, 3000, {"model": {"gen-10": 0.9, "gen-11": 0.1}, "corpus": {"pol@11-21": 1.0}, **STABLE},
-                   lambda v: 0.13)
+    after = window(
+        rng, 3000, {"model": {"gen-10": 0.9, "gen-11": 0.1}, "corpus": {"pol@11-21": 1.0}, **STABLE}, lambda v: 0.13
+    )
     suspects = suspect_changes(before, after)
     assert (suspects[0].value, suspects[0].kind) == ("pol@11-21", "evidence")
     assert suspects[0].explained == pytest.approx(0.05, abs=0.015)
@@ -91,10 +122,13 @@ def test_a_corpus_switchover_that_caused_the_rise_is_the_evidence_suspect():
 def test_accepts_rows_as_triples_and_without_the_route_row():
     rng = np.random.default_rng(4)
     before = window(rng, 2000, {"model": {"gen-10": 1.0}}, lambda v: BASE)
-    after = window(rng, 2000, {"model": {"gen-10": 0.5, "gen-11": 0.5}}, lambda v: 0.2 if v["model"] == "gen-11" else BASE)
+    after = window(
+        rng, 2000, {"model": {"gen-10": 0.5, "gen-11": 0.5}}, lambda v: 0.2 if v["model"] == "gen-11" else BASE
+    )
     triples = lambda agg: [(d, v, c) for (d, v), c in agg.items() if d]  # noqa: E731
-    assert [s.value for s in suspect_changes(triples(before), triples(after))] == \
-           [s.value for s in suspect_changes(before, after)]
+    assert [s.value for s in suspect_changes(triples(before), triples(after))] == [
+        s.value for s in suspect_changes(before, after)
+    ]
 
 
 def test_nothing_moved_means_no_suspects_and_records_are_json_ready():

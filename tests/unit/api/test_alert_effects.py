@@ -3,6 +3,7 @@ figures: `claimwatch alerts show` (text and -o json), `alerts list`, the alerts 
 
 On the API test's store (real chDB, simulated traffic) with two more alerts: a mix shift on parcel-status
 and a regression on legal-terms whose rate is now below what was expected (a negative delta)."""
+
 from __future__ import annotations
 
 import html
@@ -23,21 +24,59 @@ WIDTH = 80
 SEASONAL = "time of day: the 24 h level plus this hour's offset from 2.0 days of history"
 TRAILING = "trailing 24 h level: less than a day of history, so no time-of-day profile yet"
 SLICE = "query_type=multi_hop stakes=high: 20% of claims -> 40%"
-SUSPECTS = tuple({"dim": f"version.{k}", "key": k, "value": v, "kind": kind, "rate_before": before, "rate_after": after}
-                 for k, v, kind, before, after in (("retriever", "bm25-v3", "system", 0.05, 0.11),
-                                                  ("corpus", "2026-11-20", "evidence", 0.06, 0.09),
-                                                  ("prompt", "p-7", "system", 0.07, 0.08),
-                                                  ("model", "gen-2026-11", "system", 0.07, 0.075)))
+SUSPECTS = tuple(
+    {"dim": f"version.{k}", "key": k, "value": v, "kind": kind, "rate_before": before, "rate_after": after}
+    for k, v, kind, before, after in (
+        ("retriever", "bm25-v3", "system", 0.05, 0.11),
+        ("corpus", "2026-11-20", "evidence", 0.06, 0.09),
+        ("prompt", "p-7", "system", 0.07, 0.08),
+        ("model", "gen-2026-11", "system", 0.07, 0.075),
+    )
+)
 SUSPECTS = ({**SUSPECTS[0], "share_before": 0.0, "share_after": 0.7}, *SUSPECTS[1:])  # as Suspect.as_dict has them
-MIX = Alert(alert_id="a-mix-parcel", route="parcel-status", kind=MIX_KIND, severity="warning", labels={}, window=45,
-            pending_since=START + timedelta(minutes=25), starts_at=START + timedelta(minutes=28), rate=0.091,
-            rate_interval=Interval(0.072, 0.113), baseline=0.043, baseline_interval=Interval(0.038, 0.049),
-            expected=0.046, expected_basis=SEASONAL, delta=0.045, mix_effect=0.032, rate_effect=0.013, mix_slice=SLICE,
-            claims=1234, onset=START + timedelta(minutes=22), driving_verdict="unsupported", suspect_changes=SUSPECTS)
-BELOW = Alert(alert_id="a-below-legal", route="legal-terms", kind=DRIFT_KIND, severity="warning", labels={}, window=30,
-              pending_since=START + timedelta(minutes=30), rate=0.118, rate_interval=Interval(0.09, 0.15),
-              baseline=0.125, baseline_interval=Interval(0.11, 0.14), expected=0.121, expected_basis=TRAILING,
-              delta=-0.003, mix_effect=0.002, rate_effect=-0.005, claims=410)
+MIX = Alert(
+    alert_id="a-mix-parcel",
+    route="parcel-status",
+    kind=MIX_KIND,
+    severity="warning",
+    labels={},
+    window=45,
+    pending_since=START + timedelta(minutes=25),
+    starts_at=START + timedelta(minutes=28),
+    rate=0.091,
+    rate_interval=Interval(0.072, 0.113),
+    baseline=0.043,
+    baseline_interval=Interval(0.038, 0.049),
+    expected=0.046,
+    expected_basis=SEASONAL,
+    delta=0.045,
+    mix_effect=0.032,
+    rate_effect=0.013,
+    mix_slice=SLICE,
+    claims=1234,
+    onset=START + timedelta(minutes=22),
+    driving_verdict="unsupported",
+    suspect_changes=SUSPECTS,
+)
+BELOW = Alert(
+    alert_id="a-below-legal",
+    route="legal-terms",
+    kind=DRIFT_KIND,
+    severity="warning",
+    labels={},
+    window=30,
+    pending_since=START + timedelta(minutes=30),
+    rate=0.118,
+    rate_interval=Interval(0.09, 0.15),
+    baseline=0.125,
+    baseline_interval=Interval(0.11, 0.14),
+    expected=0.121,
+    expected_basis=TRAILING,
+    delta=-0.003,
+    mix_effect=0.002,
+    rate_effect=-0.005,
+    claims=410,
+)
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +84,7 @@ def client(world):  # noqa: F811
     alerts = alert_repository(world[0].store)
     for alert in (MIX, BELOW):
         alerts.save(alert)
-    alerts.record_transition(replace(MIX, starts_at=None))   # pending at 08:25, then firing at 08:28
+    alerts.record_transition(replace(MIX, starts_at=None))  # pending at 08:25, then firing at 08:28
     alerts.record_transition(MIX)
     return client_for(world[0])
 
@@ -67,7 +106,7 @@ def test_the_api_json_has_the_expectation_and_both_effects(client):
     assert [t["state"] for t in shown["transitions"]] == ["pending", "firing"]
     listed = {a["alert_id"]: a for a in client.get("/api/alerts").json()}
     assert listed[BELOW.alert_id]["delta"] == -0.003 and listed[BELOW.alert_id]["kind"] == DRIFT_KIND
-    assert listed["a-billing"]["expected"] is None   # stored before expectations
+    assert listed["a-billing"]["expected"] is None  # stored before expectations
 
 
 # -- claimwatch alerts show --------------------------------------------------------------------
@@ -87,12 +126,16 @@ def test_alerts_show_reads_the_rate_against_the_expectation_and_splits_the_rise(
     assert f"mix slice {SLICE}" in flat
     assert "onset 2026-11-21 08:22 UTC" in flat and "window 45 min, 1,234 claims" in flat
     assert "driven by unsupported claims" in flat
-    assert ("suspects 1. retriever=bm25-v3 (system change, share of answers 0% -> 70%), rate 5.0% -> 11.0% "
-            "2. corpus=2026-11-20 (evidence "
-            "change), rate 6.0% -> 9.0% 3. prompt=p-7 (system change), rate 7.0% -> 8.0% +1 more (-o json)") in flat
-    assert "gen-2026-11" not in flat   # the top three only
-    assert ("transitions 2026-11-21 08:25 UTC pending: rate 9.1%, expected 4.6%, rise +4.5 pts "
-            "2026-11-21 08:28 UTC firing: rate 9.1%, expected 4.6%, rise +4.5 pts") in flat
+    assert (
+        "suspects 1. retriever=bm25-v3 (system change, share of answers 0% -> 70%), rate 5.0% -> 11.0% "
+        "2. corpus=2026-11-20 (evidence "
+        "change), rate 6.0% -> 9.0% 3. prompt=p-7 (system change), rate 7.0% -> 8.0% +1 more (-o json)"
+    ) in flat
+    assert "gen-2026-11" not in flat  # the top three only
+    assert (
+        "transitions 2026-11-21 08:25 UTC pending: rate 9.1%, expected 4.6%, rise +4.5 pts "
+        "2026-11-21 08:28 UTC firing: rate 9.1%, expected 4.6%, rise +4.5 pts"
+    ) in flat
     for label in ("kind", "rate", "expected", "baseline", "rise", "mix slice", "suspects", "transitions"):
         assert any(line.startswith(label + "  ") for line in lines), label
 
@@ -121,8 +164,9 @@ def test_alerts_list_has_kind_and_expected_and_signs_the_delta(cli):
     assert mix[0].split()[:7] == ["ALERT", "ROUTE", "STATE", "KIND", "RATE", "EXPECTED", "DELTA"]
     assert re.search(r"^a-mix-parcel\s+parcel-status\s+firing\s+mix shift\s+9\.1%\s+4\.6%\s+\+4\.5 pts\b", mix[1]), mix
     below = cli("alerts", "list", "--route", "legal-terms").splitlines()
-    assert re.search(r"^a-below-legal\s+legal-terms\s+pending\s+regression\s+11\.8%\s+12\.1%\s+-0\.3 pts\b",
-                     below[1]), below
+    assert re.search(
+        r"^a-below-legal\s+legal-terms\s+pending\s+regression\s+11\.8%\s+12\.1%\s+-0\.3 pts\b", below[1]
+    ), below
     assert "+-" not in below[1]
     everything = cli("alerts", "list").splitlines()
     assert all(len(line) <= WIDTH for line in everything) and "BASELINE" not in everything[0]  # wide only
@@ -137,7 +181,7 @@ def test_alerts_list_has_kind_and_expected_and_signs_the_delta(cli):
 def card(page: str, alert_id: str, tag: str) -> str:
     start = page.index(f'id="{alert_id}"') if tag == "article" else page.index(f'href="/alerts#{alert_id}"')
     start = page.rindex(f"<{tag}", 0, start + 1)
-    return page[start:page.index(f"</{tag}>", start)]
+    return page[start : page.index(f"</{tag}>", start)]
 
 
 def test_the_alerts_page_shows_the_expectation_the_split_and_the_mix_shift(client):

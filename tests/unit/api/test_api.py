@@ -1,12 +1,13 @@
 """The HTTP API and dashboard through an in-process client, over a real chDB store holding
 simulated traffic, an alert, and hostile text (SQL and HTML in route names, claims and matchers)."""
+
 from __future__ import annotations
 
 import re
 import time
 from collections import defaultdict
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from urllib.parse import quote
 
 import orjson
@@ -18,26 +19,26 @@ from prometheus_client.parser import text_string_to_metric_families
 from clustering.issue import IssueRecord
 from services.alerts.lifecycle import Alert
 from services.alerts.records import alert_repository
-from services.issues.records import issue_repository
 from services.api.app import create_api
 from services.api.auth import new_token
 from services.api.plotly_assets import BUNDLE
 from services.api.security import ApiPolicy
-from services.evalset.readmodel import NO_PAIRS
-from services.contract.decode import Decoder, reject
-from services.contract.model import FAILED_VERDICTS, VerdictEvent
-from services.rates.intervals import Interval
 from services.app.compose import open_components
 from services.app.settings import Settings
 from services.client.simulate import Scenario, generate
+from services.contract.decode import Decoder, reject
+from services.contract.model import FAILED_VERDICTS, VerdictEvent
+from services.evalset.readmodel import NO_PAIRS
+from services.ingest.ingestor import BrokerHealth
+from services.ingest.records import DeadLetter
+from services.issues.records import issue_repository
+from services.rates.intervals import Interval
 from services.store.convert import ch_time
 from services.store.evalset import EvalRepository
 from services.store.writer import EventWriter
-from services.ingest.ingestor import BrokerHealth
-from services.ingest.records import DeadLetter
 from tests.support.eval_labels import add_human_labels
 
-START = datetime(2026, 11, 21, 8, 0, tzinfo=timezone.utc)
+START = datetime(2026, 11, 21, 8, 0, tzinfo=UTC)
 MINUTES, REGRESSION_AT = 40, 20
 NOW = START + timedelta(minutes=MINUTES + 5)
 TOKEN, TOKEN_HASH = new_token()
@@ -53,21 +54,32 @@ PAGES = ["/", "/routes/billing-faq", "/alerts", "/issues", "/issues/iss-numbers"
 
 
 def hostile_event(i: int) -> VerdictEvent:
-    return Decoder().decode(orjson.dumps({
-        "schema": "claimwatch.verdict/v1", "event_id": f"evil-{i}", "trace_id": f"tr-evil-{i}",
-        "observed_at": (START + timedelta(minutes=MINUTES - 1, seconds=i)).isoformat(), "route": SQL_ROUTE_IN_CONTRACT,
-        "query": {"text": EVIL_TEXT, "answerable": True}, "answer": {"text": EVIL_TEXT, "action": "served"},
-        "versions": {"model": "<b>m</b>"},
-        "claims": [{"text": EVIL_TEXT, "verdict": "contradicted"}, {"text": "fine", "verdict": "supported"}]}))
+    return Decoder().decode(
+        orjson.dumps(
+            {
+                "schema": "claimwatch.verdict/v1",
+                "event_id": f"evil-{i}",
+                "trace_id": f"tr-evil-{i}",
+                "observed_at": (START + timedelta(minutes=MINUTES - 1, seconds=i)).isoformat(),
+                "route": SQL_ROUTE_IN_CONTRACT,
+                "query": {"text": EVIL_TEXT, "answerable": True},
+                "answer": {"text": EVIL_TEXT, "action": "served"},
+                "versions": {"model": "<b>m</b>"},
+                "claims": [{"text": EVIL_TEXT, "verdict": "contradicted"}, {"text": "fine", "verdict": "supported"}],
+            }
+        )
+    )
 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     """Services on a real store with ~1,000 simulated answers, one alert and hostile rows."""
-    settings = Settings(clickhouse=f"chdb:{tmp_path_factory.mktemp('api') / 'ch'}",
-                        api={"token_hashes": [TOKEN_HASH]},
-                        notify={"external_url": "http://testserver"},  # where the test client reaches the pages
-                        retention={"raw_days": 3650, "aggregate_days": 3650})  # event times are fixed
+    settings = Settings(
+        clickhouse=f"chdb:{tmp_path_factory.mktemp('api') / 'ch'}",
+        api={"token_hashes": [TOKEN_HASH]},
+        notify={"external_url": "http://testserver"},  # where the test client reaches the pages
+        retention={"raw_days": 3650, "aggregate_days": 3650},
+    )  # event times are fixed
     services = open_components(settings, starting=True)
     decoder = Decoder()
     scenario = Scenario.demo(regression_at=REGRESSION_AT, corpus_change_at=None).scaled(0.08)
@@ -77,20 +89,51 @@ def world(tmp_path_factory):
     EventWriter(services.store).write(events, dead)
     # Rows a producer outside the contract could have written: shown and queried inertly.
     minute = (START + timedelta(minutes=MINUTES - 2)).strftime("%Y-%m-%d %H:%M:%S")
-    services.store.insert("rate_minute", [
-        {"dim": "", "value": "", "route": route, "minute": minute, "events": 2, "claims": 4, "failed": failed,
-         "claims_sq": 8, "failed_sq": failed * failed // 2, "failed_claims": failed * 2, "supported": 4 - failed,
-         "contradicted": failed, "served": 2}
-        for route, failed in ((HTML_ROUTE, 1), (SQL_ROUTE, 2))])
+    services.store.insert(
+        "rate_minute",
+        [
+            {
+                "dim": "",
+                "value": "",
+                "route": route,
+                "minute": minute,
+                "events": 2,
+                "claims": 4,
+                "failed": failed,
+                "claims_sq": 8,
+                "failed_sq": failed * failed // 2,
+                "failed_claims": failed * 2,
+                "supported": 4 - failed,
+                "contradicted": failed,
+                "served": 2,
+            }
+            for route, failed in ((HTML_ROUTE, 1), (SQL_ROUTE, 2))
+        ],
+    )
     pending = START + timedelta(minutes=REGRESSION_AT + 3)
     alerts = alert_repository(services.store)
     for route, alert_id in (("billing-faq", "a-billing"), (HTML_ROUTE, "a-html")):
-        alerts.save(Alert(alert_id=alert_id, route=route, kind="hallucination_rate_rise", severity="warning",
-                          labels={"service": "claimwatch"}, window=30, pending_since=pending,
-                          starts_at=pending + timedelta(minutes=2), rate=0.13, rate_interval=Interval(0.1, 0.16),
-                          baseline=0.06, baseline_interval=Interval(0.05, 0.07), delta=0.07, claims=900,
-                          onset=pending, driving_verdict="contradicted",
-                          suspect_changes=({"key": "model", "value": "gen-2026-11", "kind": "version"},)))
+        alerts.save(
+            Alert(
+                alert_id=alert_id,
+                route=route,
+                kind="hallucination_rate_rise",
+                severity="warning",
+                labels={"service": "claimwatch"},
+                window=30,
+                pending_since=pending,
+                starts_at=pending + timedelta(minutes=2),
+                rate=0.13,
+                rate_interval=Interval(0.1, 0.16),
+                baseline=0.06,
+                baseline_interval=Interval(0.05, 0.07),
+                delta=0.07,
+                claims=900,
+                onset=pending,
+                driving_verdict="contradicted",
+                suspect_changes=({"key": "model", "value": "gen-2026-11", "kind": "version"},),
+            )
+        )
     write_issues(services.store, events)
     yield services, events
     services.close()
@@ -98,28 +141,65 @@ def world(tmp_path_factory):
 
 def write_issues(store, events) -> None:
     """Two named issues as a clustering run stores them: the records and their members with map positions."""
-    failing = [(e, i) for e in {e.event_id: e for e in events}.values() for i, c in enumerate(e.claims)
-               if c.verdict in FAILED_VERDICTS and c.text]
+    failing = [
+        (e, i)
+        for e in {e.event_id: e for e in events}.values()
+        for i, c in enumerate(e.claims)
+        if c.verdict in FAILED_VERDICTS and c.text
+    ]
     numbers = [(e, i) for e, i in failing if e.route == "billing-faq"][:12]
     evil = [(e, i) for e, i in failing if e.route == SQL_ROUTE_IN_CONTRACT]
     issues = issue_repository(store)
     first, last = START + timedelta(minutes=1), START + timedelta(minutes=MINUTES - 1)
-    for issue_id, name, members, centroid in (("iss-numbers", "Invented refund numbers", numbers, [1.0, 0.0]),
-                                              ("iss-evil", EVIL_ISSUE, evil, [0.8, 0.6])):
+    for issue_id, name, members, centroid in (
+        ("iss-numbers", "Invented refund numbers", numbers, [1.0, 0.0]),
+        ("iss-evil", EVIL_ISSUE, evil, [0.8, 0.6]),
+    ):
         keys = [f"{e.event_id}:{i}" for e, i in members]
-        issues.save([IssueRecord(issue_id=issue_id, name=name, keywords=("refund", "days"), config_name="test@1",
-                                 first_seen=first, last_seen=last, size=len(keys),
-                                 hourly_counts={"2026-11-21T08": len(keys)}, routes={members[0][0].route: len(keys)},
-                                 centroid=centroid, exemplar_ids=tuple(keys[:3]))])
-        issues.save_members([{"claim_key": k, "issue_id": issue_id, "probability": 0.9, "source": "batch",
-                              "config_name": "test@1", "x": float(n), "y": float(n % 3), "observed_at": ch_time(e.observed_at)}
-                             for n, (k, (e, _)) in enumerate(zip(keys, members))])
+        issues.save(
+            [
+                IssueRecord(
+                    issue_id=issue_id,
+                    name=name,
+                    keywords=("refund", "days"),
+                    config_name="test@1",
+                    first_seen=first,
+                    last_seen=last,
+                    size=len(keys),
+                    hourly_counts={"2026-11-21T08": len(keys)},
+                    routes={members[0][0].route: len(keys)},
+                    centroid=centroid,
+                    exemplar_ids=tuple(keys[:3]),
+                )
+            ]
+        )
+        issues.save_members(
+            [
+                {
+                    "claim_key": k,
+                    "issue_id": issue_id,
+                    "probability": 0.9,
+                    "source": "batch",
+                    "config_name": "test@1",
+                    "x": float(n),
+                    "y": float(n % 3),
+                    "observed_at": ch_time(e.observed_at),
+                }
+                for n, (k, (e, _)) in enumerate(zip(keys, members))
+            ]
+        )
 
 
 def client_for(services, **policy) -> TestClient:
-    fields = {"token_hashes": (TOKEN_HASH, f"{REVIEWER_HASH} reviewer"), "mutations_per_minute": 6000, "mutation_burst": 1000,
-              "anonymous_mutations_per_minute": 6000, "signins_per_minute": 6000, "anonymous_reads_per_minute": 60000,
-              **policy}
+    fields = {
+        "token_hashes": (TOKEN_HASH, f"{REVIEWER_HASH} reviewer"),
+        "mutations_per_minute": 6000,
+        "mutation_burst": 1000,
+        "anonymous_mutations_per_minute": 6000,
+        "signins_per_minute": 6000,
+        "anonymous_reads_per_minute": 60000,
+        **policy,
+    }
     return TestClient(create_api(services, ApiPolicy(**fields), now=lambda: NOW))
 
 
@@ -174,7 +254,7 @@ def test_route_detail_has_series_band_baseline_alert_spans_and_version_changes(c
     assert change == START + timedelta(minutes=REGRESSION_AT)
     assert datetime.fromisoformat(seen[("model", "gen-2026-10")]["first_seen"]) == START
     # the world holds hours, not a day: the route's baseline is still learning, and the page says so
-    hours = (datetime.fromisoformat(d["end"]).hour - START.hour)  # finished hour blocks, as the detector counts them
+    hours = datetime.fromisoformat(d["end"]).hour - START.hour  # finished hour blocks, as the detector counts them
     assert d["baseline_status"]["learning"] is True and d["baseline_status"]["history_hours"] == hours
     assert d["baseline_status"]["basis"].startswith(f"learning: {hours:.0f} h of history")
     page = client.get("/routes/billing-faq").text
@@ -191,18 +271,21 @@ def test_route_names_with_slashes_and_sql_reach_only_their_own_rows(client, worl
     assert world[0].store.query("SELECT count() AS n FROM events FINAL")[0]["n"] == total  # nothing dropped
 
 
-@pytest.mark.parametrize("path, status, fragment", [
-    ("/api/routes/no-such-route", 404, "no events stored for route 'no-such-route'"),
-    ("/api/routes/billing-faq?window=all", 422, "not allowed here"),
-    ("/api/routes/billing-faq?window=5 weeks", 422, "use a positive number"),
-    ("/api/routes/billing-faq?window=60d", 422, "longer than 31 days"),
-    ("/api/routes/billing-faq?window=99999999999d", 422, "longer than 366 days"),
-    ("/api/rates?window=99999999999d", 422, "longer than 366 days"),
-    ("/api/slices?window=30m&dim=nonsense", 422, "unknown slice dimension(s) 'nonsense'"),
-    ("/api/routes/billing-faq?end=0001-01-01T00:00:00Z", 422, "between 1971 and 2105"),
-    ("/api/rates?window=0m", 422, "use a positive number"),
-    ("/api/alerts/a-nope", 404, "no alert 'a-nope'"),
-])
+@pytest.mark.parametrize(
+    "path, status, fragment",
+    [
+        ("/api/routes/no-such-route", 404, "no events stored for route 'no-such-route'"),
+        ("/api/routes/billing-faq?window=all", 422, "not allowed here"),
+        ("/api/routes/billing-faq?window=5 weeks", 422, "use a positive number"),
+        ("/api/routes/billing-faq?window=60d", 422, "longer than 31 days"),
+        ("/api/routes/billing-faq?window=99999999999d", 422, "longer than 366 days"),
+        ("/api/rates?window=99999999999d", 422, "longer than 366 days"),
+        ("/api/slices?window=30m&dim=nonsense", 422, "unknown slice dimension(s) 'nonsense'"),
+        ("/api/routes/billing-faq?end=0001-01-01T00:00:00Z", 422, "between 1971 and 2105"),
+        ("/api/rates?window=0m", 422, "use a positive number"),
+        ("/api/alerts/a-nope", 404, "no alert 'a-nope'"),
+    ],
+)
 def test_bad_reads_are_4xx_with_a_message(client, path, status, fragment):
     response = client.get(path)
     assert response.status_code == status
@@ -241,8 +324,11 @@ def test_alert_list_detail_and_ack(client):
 
 
 def test_silence_lifecycle(client):
-    made = client.post("/api/silences", json={"matchers": ["route=hr-policy"], "by": "oncall", "comment": "rollout",
-                                              "duration": "2h"}, headers=AUTH)
+    made = client.post(
+        "/api/silences",
+        json={"matchers": ["route=hr-policy"], "by": "oncall", "comment": "rollout", "duration": "2h"},
+        headers=AUTH,
+    )
     assert made.status_code == 201
     sid = made.json()["silence_id"]
     active = {s["silence_id"]: s for s in client.get("/api/silences", params={"active": True}).json()}
@@ -253,32 +339,49 @@ def test_silence_lifecycle(client):
     assert client.request("DELETE", "/api/silences/s-nope", json={"by": "oncall"}, headers=AUTH).status_code == 404
 
 
-@pytest.mark.parametrize("body, where", [
-    ({"matchers": ["route=x"], "by": "me", "comment": "c"}, "give either ends_at or duration"),
-    ({"matchers": ["route=x"], "by": "me", "comment": "c", "duration": "1h", "ends_at": "2027-01-01T00:00:00Z"},
-     "not both"),
-    ({"matchers": ["not a matcher"], "by": "me", "comment": "c", "duration": "1h"}, "use label=value"),
-    ({"matchers": ["route=~("], "by": "me", "comment": "c", "duration": "1h"}, "invalid regex"),
-    ({"matchers": ["route=x"], "by": "me", "comment": "c", "duration": "9999999999d"},
-     "longer than the limit of 366 days"),
-    ({"matchers": ["route=x"], "by": "me", "comment": "c", "ends_at": "9999-01-01T00:00:00Z"}, "more than 366 days"),
-    ({"matchers": ["route=x"], "by": "me", "comment": "c", "ends_at": "2001-01-01T00:00:00Z"}, "in the past"),
-    ({"matchers": ["route=~.*"], "by": "me", "comment": "c", "duration": "1h"}, "silence everything"),
-])
+@pytest.mark.parametrize(
+    "body, where",
+    [
+        ({"matchers": ["route=x"], "by": "me", "comment": "c"}, "give either ends_at or duration"),
+        (
+            {"matchers": ["route=x"], "by": "me", "comment": "c", "duration": "1h", "ends_at": "2027-01-01T00:00:00Z"},
+            "not both",
+        ),
+        ({"matchers": ["not a matcher"], "by": "me", "comment": "c", "duration": "1h"}, "use label=value"),
+        ({"matchers": ["route=~("], "by": "me", "comment": "c", "duration": "1h"}, "invalid regex"),
+        (
+            {"matchers": ["route=x"], "by": "me", "comment": "c", "duration": "9999999999d"},
+            "longer than the limit of 366 days",
+        ),
+        (
+            {"matchers": ["route=x"], "by": "me", "comment": "c", "ends_at": "9999-01-01T00:00:00Z"},
+            "more than 366 days",
+        ),
+        ({"matchers": ["route=x"], "by": "me", "comment": "c", "ends_at": "2001-01-01T00:00:00Z"}, "in the past"),
+        ({"matchers": ["route=~.*"], "by": "me", "comment": "c", "duration": "1h"}, "silence everything"),
+    ],
+)
 def test_bad_silences_are_422_with_the_reason(client, body, where):
     response = client.post("/api/silences", json=body, headers=AUTH)
     assert response.status_code == 422, response.text
     assert where in str(response.json()["detail"])
 
 
-@pytest.mark.parametrize("body, detail, field", [
-    ({}, "by: is required with a token that has no name (one made with `claimwatch token new --name NAME` "
-         "records its holder)", "body.by"),
-    ({"by": ""}, "by: must not be empty", "body.by"),
-    ({"by": "   "}, "by: must not be blank", "body.by"),
-    ({"by": "me", "surprise": 1}, "surprise: is not a field this endpoint takes", "body.surprise"),
-    ({"by": 3}, "by: input should be a valid string", "body.by"),
-])
+@pytest.mark.parametrize(
+    "body, detail, field",
+    [
+        (
+            {},
+            "by: is required with a token that has no name (one made with `claimwatch token new --name NAME` "
+            "records its holder)",
+            "body.by",
+        ),
+        ({"by": ""}, "by: must not be empty", "body.by"),
+        ({"by": "   "}, "by: must not be blank", "body.by"),
+        ({"by": "me", "surprise": 1}, "surprise: is not a field this endpoint takes", "body.surprise"),
+        ({"by": 3}, "by: input should be a valid string", "body.by"),
+    ],
+)
 def test_malformed_bodies_are_422_with_one_sentence_naming_the_field(client, body, detail, field):
     response = client.post("/api/alerts/a-billing/ack", json=body, headers=AUTH)
     assert response.status_code == 422
@@ -348,8 +451,11 @@ def test_oversize_bodies_are_refused_with_413_before_parsing(world):
     big = {"by": "x" * 2000}
     declared = client.post("/api/alerts/a-billing/ack", json=big, headers=AUTH)
     assert declared.status_code == 413 and "api.max_body_bytes" in declared.json()["detail"]
-    streamed = client.post("/api/alerts/a-billing/ack", content=iter([b'{"by": "', b"x" * 4000, b'"}']),
-                           headers={**AUTH, "Content-Type": "application/json"})
+    streamed = client.post(
+        "/api/alerts/a-billing/ack",
+        content=iter([b'{"by": "', b"x" * 4000, b'"}']),
+        headers={**AUTH, "Content-Type": "application/json"},
+    )
     assert streamed.status_code == 413 and "1024 bytes" in streamed.json()["detail"]
     unauthenticated = client.post("/api/silences", content=b"x" * 5000, headers={"Content-Type": "application/json"})
     assert unauthenticated.status_code == 413
@@ -357,14 +463,17 @@ def test_oversize_bodies_are_refused_with_413_before_parsing(world):
 
 def test_mutations_are_rate_limited_per_token_and_per_address_without_one_with_retry_after(world):
     clock = [1000.0]
-    policy = ApiPolicy(token_hashes=(TOKEN_HASH,), mutations_per_minute=6, mutation_burst=2,
-                       anonymous_mutations_per_minute=6)
+    policy = ApiPolicy(
+        token_hashes=(TOKEN_HASH,), mutations_per_minute=6, mutation_burst=2, anonymous_mutations_per_minute=6
+    )
     client = TestClient(create_api(world[0], policy, now=lambda: NOW, clock=lambda: clock[0]))
     statuses = [client.post("/api/alerts/a-nope/ack", json={"by": "x"}, headers=AUTH).status_code for _ in range(3)]
     assert statuses == [404, 404, 429]
     # Guessing tokens is throttled too, in the address's own bucket: the token's spent one does not decide it.
-    guesses = [client.post("/api/alerts/a-nope/ack", json={"by": "x"}, headers={"Authorization": "Bearer cw_guess"})
-               for _ in range(7)]
+    guesses = [
+        client.post("/api/alerts/a-nope/ack", json={"by": "x"}, headers={"Authorization": "Bearer cw_guess"})
+        for _ in range(7)
+    ]
     assert [g.status_code for g in guesses] == [403] * 6 + [429]
     assert guesses[-1].headers["retry-after"] == "10" and "retry in 10s" in guesses[-1].json()["detail"]
     assert client.get("/api/rates").status_code == 200  # reads have their own, larger limit
@@ -441,8 +550,8 @@ def test_overview_lists_routes_worst_first_with_trend_interval_and_alert_badges(
     api_order = [r["route"] for r in client.get("/api/rates", params={"window": "all", "sort": "priority"}).json()]
     positions = [html.index(f'href="/routes/{quote(r, safe="")}"') for r in api_order]
     assert positions == sorted(positions)
-    row = html[html.index('href="/routes/billing-faq"'):]
-    row = row[:row.index("</tr>")]
+    row = html[html.index('href="/routes/billing-faq"') :]
+    row = row[: row.index("</tr>")]
     assert "1 firing" in row and "<polyline points=" in row and "–" in row
 
 
@@ -460,13 +569,24 @@ def test_alerts_page_has_ack_and_silence_forms_for_open_alerts(client):
 
 
 def test_sql_and_html_are_stored_verbatim_and_shown_inertly(client):
-    client.post("/api/silences", json={"matchers": ['route=<img src=x onerror="alert(1)">'], "by": "<b>me</b>",
-                                       "comment": EVIL_TEXT, "duration": "1h"}, headers=AUTH)
+    client.post(
+        "/api/silences",
+        json={
+            "matchers": ['route=<img src=x onerror="alert(1)">'],
+            "by": "<b>me</b>",
+            "comment": EVIL_TEXT,
+            "duration": "1h",
+        },
+        headers=AUTH,
+    )
     rates = {r["route"] for r in client.get("/api/rates", params={"window": "all"}).json()}
     assert {HTML_ROUTE, SQL_ROUTE, SQL_ROUTE_IN_CONTRACT} <= rates
-    pages = [client.get("/", params={"window": "all"}).text, client.get("/alerts").text,
-             client.get("/routes/" + quote(HTML_ROUTE, safe="")).text,
-             client.get("/routes/" + quote(SQL_ROUTE_IN_CONTRACT, safe="")).text]
+    pages = [
+        client.get("/", params={"window": "all"}).text,
+        client.get("/alerts").text,
+        client.get("/routes/" + quote(HTML_ROUTE, safe="")).text,
+        client.get("/routes/" + quote(SQL_ROUTE_IN_CONTRACT, safe="")).text,
+    ]
     for html in pages:
         assert "<script>alert" not in html and "<img src=x" not in html and "<b>" not in html
     assert "&lt;script&gt;alert(&#34;route&#34;)&lt;/script&gt;" in pages[0]
@@ -527,8 +647,9 @@ def test_a_merged_issues_page_leads_to_the_issue_it_joined(world, client):
     """A runbook or a page printed before a merge still leads on-call to where the claims are now."""
     services, _ = world
     survivor = services.issues.issues.get("iss-numbers")
-    issue_repository(services.store).save([replace(survivor, issue_id="iss-joined", name="Joined", state="resolved",
-                                                   merged_into="iss-numbers")])
+    issue_repository(services.store).save(
+        [replace(survivor, issue_id="iss-joined", name="Joined", state="resolved", merged_into="iss-numbers")]
+    )
     notice = client.get("/issues/iss-joined").text.split('id="merged-into">')[1].split("</p>")[0]
     assert 'href="/issues/iss-numbers"' in notice and "continue there" in notice
     lead = client.get("/issues/iss-joined").text.split('<p class="lead">')[1].split("</p>")[0]
@@ -567,14 +688,16 @@ def test_promote_review_export_and_report(world):
     exemplars = client.get("/api/issues/iss-numbers").json()["exemplars"]
     traces = list(dict.fromkeys(e["trace_id"] for e in exemplars))[:2]
     assert len(traces) == 2
-    made = client.post("/api/promotions", json={"issue_id": "iss-numbers", "trace_ids": traces, "by": "oncall"},
-                       headers=AUTH)
+    made = client.post(
+        "/api/promotions", json={"issue_id": "iss-numbers", "trace_ids": traces, "by": "oncall"}, headers=AUTH
+    )
     assert made.status_code == 201, made.text
     items = made.json()
     assert sorted(i["origin_trace_id"] for i in items) == sorted(traces)
     assert all(i["state"] == "proposed" and i["origin_issue_id"] == "iss-numbers" for i in items)
-    twice = client.post("/api/promotions", json={"issue_id": "iss-numbers", "trace_ids": traces[:1], "by": "oncall"},
-                        headers=AUTH)
+    twice = client.post(
+        "/api/promotions", json={"issue_id": "iss-numbers", "trace_ids": traces[:1], "by": "oncall"}, headers=AUTH
+    )
     assert twice.status_code == 409 and "near duplicate" in twice.json()["detail"]
     queue = client.get("/api/promotions", params={"state": "proposed"}).json()
     assert {i["item_id"] for i in items} <= {i["item_id"] for i in queue}
@@ -586,13 +709,18 @@ def test_promote_review_export_and_report(world):
     approved = client.post(f"/api/promotions/{first}/approve", json={"reason": "clear case"}, headers=AS_REVIEWER)
     assert approved.status_code == 200 and approved.json()["state"] == "approved"
     assert approved.json()["reviewed_by"] == "reviewer"
-    again = client.post(f"/api/promotions/{first}/reject", json={"by": "reviewer", "reason": "changed my mind"},
-                        headers=AUTH)
+    again = client.post(
+        f"/api/promotions/{first}/reject", json={"by": "reviewer", "reason": "changed my mind"}, headers=AUTH
+    )
     assert again.status_code == 409 and "already approved" in again.json()["detail"]
     no_reason = client.post(f"/api/promotions/{second}/reject", json={"by": "reviewer"}, headers=AUTH)
-    assert no_reason.status_code == 422 and no_reason.json() == {"detail": "reason: is required", "field": "body.reason"}
-    rejected = client.post(f"/api/promotions/{second}/reject", json={"by": "reviewer", "reason": "ambiguous"},
-                           headers=AUTH)
+    assert no_reason.status_code == 422 and no_reason.json() == {
+        "detail": "reason: is required",
+        "field": "body.reason",
+    }
+    rejected = client.post(
+        f"/api/promotions/{second}/reject", json={"by": "reviewer", "reason": "ambiguous"}, headers=AUTH
+    )
     assert rejected.json()["state"] == "rejected"
     history = [h["action"] for h in client.get(f"/api/promotions/{first}").json()["history"]]
     assert history == ["proposed", "approved"]
@@ -604,26 +732,42 @@ def test_promote_review_export_and_report(world):
     report = client.get("/api/eval/report").json()
     assert report["items"] >= 1 and "faithfulness" in report and "abstention" in report
     assert client.get("/api/eval/agreement").json() == {"pairs": 0, "message": NO_PAIRS}  # no human label yet
-    verifier = world[0].store.query("SELECT claim_idx, verdict FROM claim_labels WHERE item_id = {id:String} "
-                                    "ORDER BY claim_idx", {"id": first})
-    add_human_labels(EvalRepository(world[0].store), first, {r["claim_idx"]: r["verdict"] for r in verifier},
-                     by="reviewer", at=NOW)
+    verifier = world[0].store.query(
+        "SELECT claim_idx, verdict FROM claim_labels WHERE item_id = {id:String} ORDER BY claim_idx", {"id": first}
+    )
+    add_human_labels(
+        EvalRepository(world[0].store), first, {r["claim_idx"]: r["verdict"] for r in verifier}, by="reviewer", at=NOW
+    )
     agreement = client.get("/api/eval/agreement").json()
     assert agreement["pairs"] == len(verifier) > 0 and agreement["observed"]["value"] == 1.0, agreement
     gate = client.get("/api/eval/gate", params={"min_faithfulness": 1.0}).json()
     assert set(gate) >= {"passed", "failures"}
 
 
-@pytest.mark.parametrize("method, path, body, status, fragment", [
-    ("POST", "/api/promotions", {"issue_id": "nope", "by": "x"}, 404, "no issue 'nope'"),
-    ("POST", "/api/promotions", {"issue_id": "iss-numbers", "trace_ids": ["tr-none"], "by": "x"}, 422,
-     "unknown trace ids: tr-none"),
-    ("POST", "/api/promotions/e-nope/approve", {"by": "x"}, 404, "no eval item 'e-nope'"),
-    ("POST", "/api/promotions/e-nope/reject", {"by": "x", "reason": "r"}, 404, "no eval item 'e-nope'"),
-    ("GET", "/api/promotions/e-nope", None, 404, "no eval item 'e-nope'"),
-    ("GET", "/api/eval/gate?slice_min=stakes:high", None, 422, "part 'stakes:high': write DIM=VALUE:MIN"),
-    ("GET", "/api/eval/gate?min_faithfulness=2", None, 422, "min_faithfulness: input should be less than or equal to 1"),
-])
+@pytest.mark.parametrize(
+    "method, path, body, status, fragment",
+    [
+        ("POST", "/api/promotions", {"issue_id": "nope", "by": "x"}, 404, "no issue 'nope'"),
+        (
+            "POST",
+            "/api/promotions",
+            {"issue_id": "iss-numbers", "trace_ids": ["tr-none"], "by": "x"},
+            422,
+            "unknown trace ids: tr-none",
+        ),
+        ("POST", "/api/promotions/e-nope/approve", {"by": "x"}, 404, "no eval item 'e-nope'"),
+        ("POST", "/api/promotions/e-nope/reject", {"by": "x", "reason": "r"}, 404, "no eval item 'e-nope'"),
+        ("GET", "/api/promotions/e-nope", None, 404, "no eval item 'e-nope'"),
+        ("GET", "/api/eval/gate?slice_min=stakes:high", None, 422, "part 'stakes:high': write DIM=VALUE:MIN"),
+        (
+            "GET",
+            "/api/eval/gate?min_faithfulness=2",
+            None,
+            422,
+            "min_faithfulness: input should be less than or equal to 1",
+        ),
+    ],
+)
 def test_bad_eval_requests_are_4xx_with_a_message(client, method, path, body, status, fragment):
     response = client.request(method, path, json=body, headers=AUTH)
     assert response.status_code == status, response.text
@@ -631,8 +775,9 @@ def test_bad_eval_requests_are_4xx_with_a_message(client, method, path, body, st
 
 
 def test_eval_page_shows_the_queue_with_review_forms_and_the_figures(client):
-    made = client.post("/api/promotions", json={"issue_id": "iss-evil", "trace_ids": ["tr-evil-0"], "by": "oncall"},
-                       headers=AUTH)
+    made = client.post(
+        "/api/promotions", json={"issue_id": "iss-evil", "trace_ids": ["tr-evil-0"], "by": "oncall"}, headers=AUTH
+    )
     assert made.status_code == 201, made.text
     html = client.get("/eval").text
     proposed = client.get("/api/promotions", params={"state": "proposed"}).json()
@@ -660,7 +805,9 @@ def test_a_named_token_signs_as_its_holder(world):
 
     posing = client.post(f"/api/promotions/{item['item_id']}/approve", json={"by": "bob"}, headers=as_alice)
     assert posing.status_code == 403
-    assert posing.json()["detail"].startswith("this token is 'alice''s, so changes made with it are recorded as 'alice'")
+    assert posing.json()["detail"].startswith(
+        "this token is 'alice''s, so changes made with it are recorded as 'alice'"
+    )
     own = client.post(f"/api/promotions/{item['item_id']}/approve", json={"by": "ALICE\u200b"}, headers=as_alice)
     assert own.status_code == 422 and "cannot approve it too" in own.json()["detail"]
     approved = client.post(f"/api/promotions/{item['item_id']}/approve", json={}, headers=as_bob)
@@ -692,7 +839,9 @@ def test_the_cli_sends_no_name_of_its_own_with_a_named_token(world, monkeypatch)
         return CliRunner().invoke(main, [*args, "--api", "http://testserver"], obj=api)
 
     def silenced_by(token: str, *by: str) -> dict:
-        made = run(token, "alerts", "silence", "--match", "route=billing-faq", "--duration", "1m", "--comment", "c", *by)
+        made = run(
+            token, "alerts", "silence", "--match", "route=billing-faq", "--duration", "1m", "--comment", "c", *by
+        )
         assert made.exit_code == 0, made.output
         silence_id = made.output.split()[1]
         assert run(token, "alerts", "unsilence", silence_id).exit_code == 0  # ended at once: the world stays as it was
@@ -725,7 +874,10 @@ def test_the_cli_never_answers_for_another_stack_than_the_store_it_was_given(wor
     named = run("rates", "--window", "2h", "--clickhouse", f"chdb:{other}")
     # (in this one process chDB cannot open a second store, so the read itself fails here; a CLI of its own reads it)
     said = " ".join(named.output.split())
-    assert f"the claimwatch API at http://testserver serves another store ({world[0].store.url}); reading chdb:{other} directly" in said
+    assert (
+        f"the claimwatch API at http://testserver serves another store ({world[0].store.url}); reading chdb:{other} directly"
+        in said
+    )
     assert "billing-faq" not in named.output
     same = run("rates", "--window", "2h", "-o", "json", "--clickhouse", world[0].store.url)
     assert same.exit_code == 0 and "billing-faq" in same.output and "another store" not in same.output
@@ -742,8 +894,11 @@ def test_readiness_names_a_broker_that_has_not_answered_a_worker_and_ignores_it_
     try:
         down = client.get("/readyz")
         assert down.status_code == 503
-        assert re.fullmatch(r"broker unreachable: no answer for 6\d s \(last error: KafkaConnectionError: "
-                            r"Connection refused\)", down.json()["reason"]), down.json()
+        assert re.fullmatch(
+            r"broker unreachable: no answer for 6\d s \(last error: KafkaConnectionError: "
+            r"Connection refused\)",
+            down.json()["reason"],
+        ), down.json()
         services.health.broker.answered(time.monotonic())
         assert client.get("/readyz").json() == {"ready": True}
     finally:
@@ -754,16 +909,22 @@ def test_health_readiness_and_dlq(client, world):
     services = world[0]
     assert client.get("/healthz").json() == {"status": "ok"}
     assert client.get("/readyz").json() == {"ready": True}
-    services.health.mark_failed("insert timed out", datetime.now(timezone.utc))
+    services.health.mark_failed("insert timed out", datetime.now(UTC))
     try:
         down = client.get("/readyz")
         assert down.status_code == 503 and "insert timed out" in down.json()["reason"]
     finally:
         services.health.mark_ok()
     dlq = client.get("/api/dlq", params={"samples": 1}).json()
-    assert dlq == [{"reason": "not_json", "count": 1,
-                    "samples": [{"reason": ": not JSON", "source": "claimwatch.verdicts/0/7", "size": 5,
-                                 "envelope_index": None}]}]
+    assert dlq == [
+        {
+            "reason": "not_json",
+            "count": 1,
+            "samples": [
+                {"reason": ": not JSON", "source": "claimwatch.verdicts/0/7", "size": 5, "envelope_index": None}
+            ],
+        }
+    ]
 
 
 def test_metrics_carry_the_per_route_rate_of_the_30m_window(client):

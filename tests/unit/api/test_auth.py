@@ -2,8 +2,7 @@ import hashlib
 
 import pytest
 
-from services.api.auth import (MISSING, UNCONFIGURED, WRONG, TokenBucket, TokenCheck, bearer_of, hash_token,
-                               new_token)
+from services.api.auth import MISSING, UNCONFIGURED, WRONG, TokenBucket, TokenCheck, bearer_of, hash_token, new_token
 from services.api.security import ApiPolicy
 from services.app.settings import Settings
 
@@ -46,10 +45,20 @@ def test_a_malformed_configured_hash_is_an_error_naming_its_position(bad):
         TokenCheck([good, bad])
 
 
-@pytest.mark.parametrize("header, token", [
-    ("Bearer abc", "abc"), ("bearer abc", "abc"), ("BEARER  abc ", "abc"),
-    (None, None), ("", None), ("Bearer", None), ("Bearer ", None), ("Basic abc", None), ("abc", None),
-])
+@pytest.mark.parametrize(
+    "header, token",
+    [
+        ("Bearer abc", "abc"),
+        ("bearer abc", "abc"),
+        ("BEARER  abc ", "abc"),
+        (None, None),
+        ("", None),
+        ("Bearer", None),
+        ("Bearer ", None),
+        ("Basic abc", None),
+        ("abc", None),
+    ],
+)
 def test_bearer_header_parsing(header, token):
     assert bearer_of(header) == token
 

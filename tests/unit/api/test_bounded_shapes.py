@@ -1,9 +1,10 @@
 """Issue 23, H1 and H2: what producers choose (version keys and values, claims per answer) can't make one read
 cost the whole store. The store here holds what an event from before the shape bounds could leave: 4,000 slice
 dimensions, a version key with 2,000 values on one route, and one answer with 3,000 claims."""
+
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import msgspec
 import orjson
@@ -19,31 +20,41 @@ from services.issues.traces import CLAIMS_PER_PAGE
 from services.rates.report import MAX_SLICE_DIMS, MAX_SLICE_VALUES
 from services.store.writer import EventWriter
 
-START = datetime(2026, 11, 21, 8, 0, tzinfo=timezone.utc)
-KEYED_EVENTS = 250            # x 16 version keys each: 4,000 dimensions
-VALUES = 2_000                # values of version.model on one route
+START = datetime(2026, 11, 21, 8, 0, tzinfo=UTC)
+KEYED_EVENTS = 250  # x 16 version keys each: 4,000 dimensions
+VALUES = 2_000  # values of version.model on one route
 BIG_CLAIMS = 3_000
 
 
 def event(i: int, versions: dict[str, str], route: str = "wide") -> VerdictEvent:
-    return Decoder().decode(orjson.dumps({
-        "schema": "claimwatch.verdict/v1", "event_id": f"{route}-{i}", "trace_id": f"tr-{route}-{i}",
-        "observed_at": (START + timedelta(seconds=i)).isoformat(), "route": route, "versions": versions,
-        "claims": [{"verdict": "supported"}, {"verdict": "contradicted" if i % 3 else "supported"}]}))
+    return Decoder().decode(
+        orjson.dumps(
+            {
+                "schema": "claimwatch.verdict/v1",
+                "event_id": f"{route}-{i}",
+                "trace_id": f"tr-{route}-{i}",
+                "observed_at": (START + timedelta(seconds=i)).isoformat(),
+                "route": route,
+                "versions": versions,
+                "claims": [{"verdict": "supported"}, {"verdict": "contradicted" if i % 3 else "supported"}],
+            }
+        )
+    )
 
 
 def big_answer() -> VerdictEvent:
     """An answer with more claims than the contract now allows, as one stored before the bound would be."""
-    claims = [Claim(verdict="unsupported" if k % 4 == 0 else "supported", text=f"claim {k}")
-              for k in range(BIG_CLAIMS)]
+    claims = [Claim(verdict="unsupported" if k % 4 == 0 else "supported", text=f"claim {k}") for k in range(BIG_CLAIMS)]
     return msgspec.structs.replace(event(0, {}, "big"), claims=claims)
 
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory):
-    settings = Settings(clickhouse=f"chdb:{tmp_path_factory.mktemp('shapes') / 'ch'}",
-                        retention={"raw_days": 3650, "aggregate_days": 3650},
-                        api={"anonymous_reads_per_minute": 100_000})
+    settings = Settings(
+        clickhouse=f"chdb:{tmp_path_factory.mktemp('shapes') / 'ch'}",
+        retention={"raw_days": 3650, "aggregate_days": 3650},
+        api={"anonymous_reads_per_minute": 100_000},
+    )
     components = open_components(settings, starting=True)
     keyed = [event(i, {f"k{i}-{j}": "v" for j in range(MAX_VERSION_KEYS)}) for i in range(KEYED_EVENTS)]
     valued = [event(i, {"model": f"m-{i}"}, "many-models") for i in range(VALUES)]
@@ -80,7 +91,9 @@ def test_too_many_dimensions_at_once_name_the_limit(client):
     dims = [f"version.k{i}-0" for i in range(MAX_SLICE_DIMS + 1)]
     response = client.get("/api/slices", params={"window": "all", "dim": dims})
     assert response.status_code == 422
-    assert response.json()["detail"] == f"{MAX_SLICE_DIMS + 1} slice dimensions asked for; the limit is {MAX_SLICE_DIMS}"
+    assert (
+        response.json()["detail"] == f"{MAX_SLICE_DIMS + 1} slice dimensions asked for; the limit is {MAX_SLICE_DIMS}"
+    )
 
 
 def test_the_route_page_lists_the_newest_versions_and_says_how_many_there_are(client):

@@ -2,6 +2,7 @@
 HTTP server's own defaults: uvicorn rewrites the client from X-Forwarded-For for loopback peers unless told not to,
 which let every spoofed header a bucket of its own. Served by a real uvicorn, configured as `claimwatch api` and
 `claimwatch up` configure theirs."""
+
 from __future__ import annotations
 
 import httpx
@@ -15,11 +16,15 @@ READS = 5  # anonymous reads a minute, and the burst
 
 
 def reads_with_spoofed_addresses(services, **policy) -> list[int]:
-    app = create_api(services, ApiPolicy(token_hashes=(TOKEN_HASH,), anonymous_reads_per_minute=READS,
-                                         anonymous_read_burst=READS, **policy), now=lambda: NOW)
+    app = create_api(
+        services,
+        ApiPolicy(token_hashes=(TOKEN_HASH,), anonymous_reads_per_minute=READS, anonymous_read_burst=READS, **policy),
+        now=lambda: NOW,
+    )
     with serving(app) as port, httpx.Client(base_url=f"http://127.0.0.1:{port}") as http:
-        return [http.get("/api/alerts", headers={"X-Forwarded-For": f"203.0.113.{i}"}).status_code
-                for i in range(4 * READS)]
+        return [
+            http.get("/api/alerts", headers={"X-Forwarded-For": f"203.0.113.{i}"}).status_code for i in range(4 * READS)
+        ]
 
 
 def test_spoofed_forwarded_for_from_loopback_is_throttled_as_one_address(world):  # noqa: F811

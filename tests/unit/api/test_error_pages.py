@@ -1,6 +1,7 @@
 """Every error answered to a page request is the styled error page, with its status and one plain sentence; the same
 error on an API path stays ``Problem`` JSON. Through the real app over the API test's store; a page and an API route
 added here raise what a handler could (a clash, a store outage, a bug)."""
+
 from __future__ import annotations
 
 import html
@@ -10,12 +11,14 @@ from http import HTTPStatus
 import pytest
 from fastapi.testclient import TestClient
 
-from services.core.errors import Conflict
-from services.core.errors import StoreError
+from services.core.errors import Conflict, StoreError
 from tests.unit.api.test_api import client_for, world  # noqa: F401  (world is a fixture)
 
-RAISED = {"clash": Conflict("the issue was merged meanwhile"), "store": StoreError("connection refused"),
-          "bug": RuntimeError("a bug with internals: {'loc': ['query']}")}
+RAISED = {
+    "clash": Conflict("the issue was merged meanwhile"),
+    "store": StoreError("connection refused"),
+    "bug": RuntimeError("a bug with internals: {'loc': ['query']}"),
+}
 DUMP = ("'loc'", '"loc"', "'input'", "'type'", "{", "[", "Traceback")
 
 
@@ -23,9 +26,11 @@ DUMP = ("'loc'", '"loc"', "'input'", "'type'", "{", "[", "Traceback")
 def client(world):  # noqa: F811
     api = client_for(world[0]).app
     for path in ("/failing/{what}", "/api/failing/{what}"):
+
         @api.get(path)
         def fail(what: str):
             raise RAISED[what]
+
     return TestClient(api, raise_server_exceptions=False)  # a 500 is answered, as a server would answer it
 
 
@@ -49,8 +54,7 @@ def problem(response, status: int) -> dict:
 def test_bad_query_parameters(client):
     message = styled_page(client.get("/issues", params={"q": "x" * 201}), 422)
     assert message == "q: string should have at most 200 characters"
-    assert problem(client.get("/api/issues", params={"q": "x" * 201}), 422) == {
-        "detail": message, "field": "query.q"}
+    assert problem(client.get("/api/issues", params={"q": "x" * 201}), 422) == {"detail": message, "field": "query.q"}
 
 
 def test_method_not_allowed(client):
@@ -64,18 +68,23 @@ def test_unknown_path(client):
     assert problem(client.get("/api/no/such"), 404) == {"detail": "Not Found"}
 
 
-@pytest.mark.parametrize("what, status, sentence", [
-    ("clash", 409, "the issue was merged meanwhile"),
-    ("store", 503, "store unavailable: connection refused"),
-    ("bug", 500, "Something went wrong on the server; its log has the details."),
-])
+@pytest.mark.parametrize(
+    "what, status, sentence",
+    [
+        ("clash", 409, "the issue was merged meanwhile"),
+        ("store", 503, "store unavailable: connection refused"),
+        ("bug", 500, "Something went wrong on the server; its log has the details."),
+    ],
+)
 def test_errors_raised_by_a_handler(client, what, status, sentence):
     assert styled_page(client.get(f"/failing/{what}"), status) == sentence
     assert problem(client.get(f"/api/failing/{what}"), status) == {"detail": sentence}
 
 
 def test_oversize_body(client):
-    response = client.post("/signin", content=b"x" * 70_000, headers={"Content-Type": "application/x-www-form-urlencoded"})
+    response = client.post(
+        "/signin", content=b"x" * 70_000, headers={"Content-Type": "application/x-www-form-urlencoded"}
+    )
     assert "api.max_body_bytes" in styled_page(response, 413)
     assert "api.max_body_bytes" in problem(client.post("/api/silences", content=b"x" * 70_000), 413)["detail"]
 

@@ -1,5 +1,6 @@
 """Absolute links come from configuration (notify.external_url), never from the request's Host header, which any
 client can forge (issue 23, H6). Over the API test's store, with an input-health alert whose runbook links back."""
+
 from __future__ import annotations
 
 import pytest

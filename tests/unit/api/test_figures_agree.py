@@ -6,12 +6,13 @@ Reuses the simulated world of test_api (its own copy: this module adds an issue 
 over two hours of event time, plus 4 claims on minor-route (with sycophancy signals and a critical alert)
 and 3 on quiet-route (no alert; nothing expected until the drift detector publishes an expectation). The clustering run that stored it ran hours later.
 """
+
 from __future__ import annotations
 
 import html as htmllib
 import re
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import orjson
 import pytest
@@ -32,29 +33,46 @@ from services.store.convert import ch_time
 from services.store.writer import EventWriter
 from tests.unit.api.test_api import AS_REVIEWER, AUTH, START, client_for, world  # noqa: F401  (world is a fixture)
 
-CLUSTERED_AT = START + timedelta(hours=5, minutes=17)      # processing time: must never show as "seen"
-BULK_FROM = START - timedelta(minutes=50)                  # 07:10, so the members span two hours
+CLUSTERED_AT = START + timedelta(hours=5, minutes=17)  # processing time: must never show as "seen"
+BULK_FROM = START - timedelta(minutes=50)  # 07:10, so the members span two hours
 
 
 def event(event_id: str, route: str, at: datetime, verdicts: list[str], signals: dict | None = None):
-    return Decoder().decode(orjson.dumps({
-        "schema": "claimwatch.verdict/v1", "event_id": event_id, "trace_id": f"tr-{event_id}",
-        "observed_at": at.isoformat(), "route": route, "first_failed_stage": "claim_generation",
-        "query": {"text": f"question {event_id}", "answerable": True},
-        "answer": {"text": f"answer {event_id}", "action": "served"}, "signals": signals or {},
-        "claims": [{"text": f"claim {event_id} {i}", "verdict": v} for i, v in enumerate(verdicts)]}))
+    return Decoder().decode(
+        orjson.dumps(
+            {
+                "schema": "claimwatch.verdict/v1",
+                "event_id": event_id,
+                "trace_id": f"tr-{event_id}",
+                "observed_at": at.isoformat(),
+                "route": route,
+                "first_failed_stage": "claim_generation",
+                "query": {"text": f"question {event_id}", "answerable": True},
+                "answer": {"text": f"answer {event_id}", "action": "served"},
+                "signals": signals or {},
+                "claims": [{"text": f"claim {event_id} {i}", "verdict": v} for i, v in enumerate(verdicts)],
+            }
+        )
+    )
 
 
 def bulk_events() -> list:
     out = []
-    for i in range(320):                         # two failing claims each: 640 members
+    for i in range(320):  # two failing claims each: 640 members
         at = BULK_FROM + timedelta(seconds=17 * i)
         second = "unsupported" if i % 3 == 0 else "contradicted"
         extra = ["supported"] * (1 + i % 4)
         out.append(event(f"bulk-{i:03d}", "bulk-faq", at, ["contradicted", second, *extra]))
     for i in range(4):
-        out.append(event(f"minor-{i}", "minor-route", START + timedelta(minutes=30 + i), ["unsupported", "supported"],
-                         {"premise_similarity": 0.97, "support_delta": 0.4}))
+        out.append(
+            event(
+                f"minor-{i}",
+                "minor-route",
+                START + timedelta(minutes=30 + i),
+                ["unsupported", "supported"],
+                {"premise_similarity": 0.97, "support_delta": 0.4},
+            )
+        )
     for i in range(3):
         out.append(event(f"quiet-{i}", "quiet-route", START + timedelta(minutes=36, seconds=i), ["stale"]))
     return out
@@ -68,23 +86,65 @@ def bulk(world):  # noqa: F811
     alerts = alert_repository(services.store)
     # a-bulk expects 18% (its trailing baseline is 20%); a-minor was stored before alerts carried expectations
     for route, alert_id, severity, window, baseline, expected in (
-            ("bulk-faq", "a-bulk", "warning", 60, 0.2, 0.18), ("minor-route", "a-minor", "critical", 30, 0.065, None)):
+        ("bulk-faq", "a-bulk", "warning", 60, 0.2, 0.18),
+        ("minor-route", "a-minor", "critical", 30, 0.065, None),
+    ):
         at = START + timedelta(minutes=25)
-        alerts.save(Alert(alert_id=alert_id, route=route, kind="hallucination_rate_rise", severity=severity,
-                          labels={}, window=window, pending_since=at, starts_at=at + timedelta(minutes=2), rate=0.5,
-                          rate_interval=Interval(0.4, 0.6), baseline=baseline, baseline_interval=Interval(0.01, 0.3), expected=expected,
-                          delta=0.3, claims=500, onset=at))
+        alerts.save(
+            Alert(
+                alert_id=alert_id,
+                route=route,
+                kind="hallucination_rate_rise",
+                severity=severity,
+                labels={},
+                window=window,
+                pending_since=at,
+                starts_at=at + timedelta(minutes=2),
+                rate=0.5,
+                rate_interval=Interval(0.4, 0.6),
+                baseline=baseline,
+                baseline_interval=Interval(0.01, 0.3),
+                expected=expected,
+                delta=0.3,
+                claims=500,
+                onset=at,
+            )
+        )
     members = [(e, i) for e in events for i, c in enumerate(e.claims) if c.verdict in FAILED_VERDICTS]
     keys = [f"{e.event_id}:{i}" for e, i in members]
     issues = issue_repository(services.store)
-    issues.save([IssueRecord(issue_id="iss-bulk", name="Bulk parcel numbers", keywords=("bulk",), config_name="t@1",
-                             first_seen=CLUSTERED_AT, last_seen=CLUSTERED_AT, size=len(keys),
-                             hourly_counts={CLUSTERED_AT.strftime("%Y-%m-%dT%H"): len(keys)},
-                             routes={"bulk-faq": 640, "minor-route": 4, "quiet-route": 3}, centroid=[0.0, 1.0],
-                             exemplar_ids=("bulk-000:0", "bulk-000:1"))])   # two claims of one trace
-    issues.save_members([{"claim_key": k, "issue_id": "iss-bulk", "probability": 0.5, "source": "batch",
-                          "config_name": "t@1", "x": 0.0, "y": 0.0, "observed_at": ch_time(e.observed_at)}
-                         for k, (e, _) in zip(keys, members)])
+    issues.save(
+        [
+            IssueRecord(
+                issue_id="iss-bulk",
+                name="Bulk parcel numbers",
+                keywords=("bulk",),
+                config_name="t@1",
+                first_seen=CLUSTERED_AT,
+                last_seen=CLUSTERED_AT,
+                size=len(keys),
+                hourly_counts={CLUSTERED_AT.strftime("%Y-%m-%dT%H"): len(keys)},
+                routes={"bulk-faq": 640, "minor-route": 4, "quiet-route": 3},
+                centroid=[0.0, 1.0],
+                exemplar_ids=("bulk-000:0", "bulk-000:1"),
+            )
+        ]
+    )  # two claims of one trace
+    issues.save_members(
+        [
+            {
+                "claim_key": k,
+                "issue_id": "iss-bulk",
+                "probability": 0.5,
+                "source": "batch",
+                "config_name": "t@1",
+                "x": 0.0,
+                "y": 0.0,
+                "observed_at": ch_time(e.observed_at),
+            }
+            for k, (e, _) in zip(keys, members)
+        ]
+    )
     everything = list({e.event_id: e for e in [*world_events, *events]}.values())
     return services, events, members, everything
 
@@ -99,15 +159,20 @@ def pct(value: float, digits: int = 1) -> str:
 
 
 def when(ts: datetime) -> str:
-    return ts.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return ts.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def current_rate(everything, route: str, minutes: int) -> tuple[float, int]:
     """failed / checkable claims of ``route`` over the last ``minutes`` whole minutes before the newest event."""
     end = max(e.observed_at for e in everything).replace(second=0, microsecond=0)
     start = end - timedelta(minutes=minutes - 1)
-    claims = [c for e in everything if e.route == route and start <= e.observed_at.replace(second=0, microsecond=0)
-              <= end for c in e.claims if c.verdict != "trivial"]
+    claims = [
+        c
+        for e in everything
+        if e.route == route and start <= e.observed_at.replace(second=0, microsecond=0) <= end
+        for c in e.claims
+        if c.verdict != "trivial"
+    ]
     failed = sum(c.verdict in FAILED_VERDICTS for c in claims)
     return failed / len(claims), len(claims)
 
@@ -119,7 +184,7 @@ def page_text(html: str) -> str:
 def element(html: str, element_id: str, end: str = "</p>") -> str:
     """The text of the element with this id, up to ``end``."""
     start = html.index(f'id="{element_id}"')
-    return page_text(html[html.index(">", start) + 1:].split(end)[0])
+    return page_text(html[html.index(">", start) + 1 :].split(end)[0])
 
 
 def test_runbook_api_page_and_list_report_the_same_figures(client, bulk):
@@ -152,13 +217,18 @@ def test_runbook_api_page_and_list_report_the_same_figures(client, bulk):
     rate, claims = current_rate(everything, "bulk-faq", 60)
     head = detail["headline"]
     assert head["route"] == "bulk-faq" and head["window_minutes"] == 60 and head["claims"] == claims
-    assert head["rate"] == pytest.approx(rate) and head["expected"] == 0.18 and head["expected_source"] == "alert a-bulk"
-    assert (f"Claims on bulk-faq fail at **{pct(rate)}**" in runbook and f"over {thousands(claims)} checkable claims in the "
-            "last 60 minutes, where 18.0% is expected (alert a-bulk)" in runbook)
+    assert (
+        head["rate"] == pytest.approx(rate) and head["expected"] == 0.18 and head["expected_source"] == "alert a-bulk"
+    )
+    assert (
+        f"Claims on bulk-faq fail at **{pct(rate)}**" in runbook
+        and f"over {thousands(claims)} checkable claims in the last 60 minutes, where 18.0% is expected (alert a-bulk)"
+        in runbook
+    )
     headline = element(page, "headline")
     assert f"fails at {pct(rate)}" in headline and f"over {thousands(claims)} checkable claims" in headline
     assert "expected 18.0% (alert a-bulk)" in headline
-    alert = client.get("/api/alerts/a-bulk").json()   # what the alert's own surfaces set the rate beside
+    alert = client.get("/api/alerts/a-bulk").json()  # what the alert's own surfaces set the rate beside
     assert alert["expected"] == head["expected"]
 
 
@@ -230,21 +300,23 @@ def test_no_page_shows_a_processing_time_where_an_event_time_belongs(client, bul
     for path, text in pages.items():
         assert clustered not in text, path
     detail = client.get("/api/issues/iss-bulk").json()
-    assert detail["clustered_at"].startswith(CLUSTERED_AT.isoformat()[:16])   # kept, and named for what it is
+    assert detail["clustered_at"].startswith(CLUSTERED_AT.isoformat()[:16])  # kept, and named for what it is
     # The timeline counts members per hour of event time: 07:00 and 08:00, not the clustering hour.
     hours = Counter(e.observed_at.strftime("%Y-%m-%d %H:00:00") for e, _ in members)
     assert [(h["hour"], h["count"]) for h in detail["hourly"]] == sorted(hours.items())
     assert detail["trend"] == [n for _, n in sorted(hours.items())] and len(detail["trend"]) == 2
     listing = pages["/issues"]
-    row = listing[listing.index('href="/issues/iss-bulk"'):].split("</tr>")[0]
+    row = listing[listing.index('href="/issues/iss-bulk"') :].split("</tr>")[0]
     first = min(e.observed_at for e, _ in members)
     assert when(first) in row
     # Every issue: first/last seen are the min/max observed_at of its members as stored.
     services = bulk[0]
     for issue in client.get("/api/issues").json():
-        rows = services.store.query("SELECT min(observed_at) AS a, max(observed_at) AS b FROM issue_members FINAL "
-                                    "WHERE issue_id = {id:String}", {"id": issue["issue_id"]})
-        stored = [datetime.fromisoformat(v).replace(tzinfo=timezone.utc) for v in (rows[0]["a"], rows[0]["b"])]
+        rows = services.store.query(
+            "SELECT min(observed_at) AS a, max(observed_at) AS b FROM issue_members FINAL WHERE issue_id = {id:String}",
+            {"id": issue["issue_id"]},
+        )
+        stored = [datetime.fromisoformat(v).replace(tzinfo=UTC) for v in (rows[0]["a"], rows[0]["b"])]
         assert [datetime.fromisoformat(issue["first_seen"]), datetime.fromisoformat(issue["last_seen"])] == stored
 
 
@@ -255,8 +327,7 @@ def test_representative_traces_are_distinct_up_to_five_and_fewer_are_explained(c
     # a-bulk is open on bulk-faq: the traces come from its window (since its onset), not from before it
     assert detail["exemplars_from"].startswith("alert a-bulk's window on bulk-faq")
     onset = START + timedelta(minutes=25)
-    assert all(datetime.fromisoformat(e["observed_at"]).replace(tzinfo=timezone.utc) >= onset
-               for e in detail["exemplars"])
+    assert all(datetime.fromisoformat(e["observed_at"]).replace(tzinfo=UTC) >= onset for e in detail["exemplars"])
     runbook = client.get("/api/issues/iss-bulk/runbook", params={"format": "md"}).text
     assert runbook.count("- **Failing claim:**") == 5 and "Only " not in runbook
     # 3 hostile events ask the same question: one trace is shown, since a promote command refuses the others
@@ -293,7 +364,7 @@ def test_an_interval_over_fewer_than_ten_items_says_so_and_is_never_a_zero_width
     ten = faithfulness([outcome(i, ["supported", "contradicted"][: 1 + i % 2]) for i in range(10)], n_boot=200)
     assert ten.note == "" and ten.has_interval and ten.hi > ten.lo
     same = faithfulness([outcome(i, ["supported"]) for i in range(12)], n_boot=200)
-    assert not same.has_interval and "no interval" in same.note       # every resample is 100%: no band
+    assert not same.has_interval and "no interval" in same.note  # every resample is 100%: no band
     as_cli = _figure({"value": one.value, "lo": one.lo, "hi": one.hi, "items": 1, "note": one.note})
     assert as_cli == "66.7% (n=1: too few for an interval)" and "[" not in as_cli
     assert _figure({"value": 0.5, "lo": 0.4, "hi": 0.6, "items": 30, "note": ""}) == "50.0% [40.0–60.0] (n=30)"
@@ -304,8 +375,7 @@ def test_eval_page_prints_figures_not_dict_methods_and_flags_few_items(world):  
     made = client.post("/api/promotions", json={"issue_id": "iss-numbers", "by": "oncall"}, headers=AUTH)
     assert made.status_code == 201, made.text
     item = made.json()[0]["item_id"]
-    assert client.post(f"/api/promotions/{item}/approve", json={"reason": "ok"},
-                       headers=AS_REVIEWER).status_code == 200
+    assert client.post(f"/api/promotions/{item}/approve", json={"reason": "ok"}, headers=AS_REVIEWER).status_code == 200
     report = client.get("/api/eval/report").json()
     n = report["faithfulness"]["items"]
     assert 1 <= n < 10 and report["faithfulness"]["note"] == f"n={n}: too few for an interval"

@@ -1,12 +1,12 @@
 """What the dashboard's forms send (static/app.js, run in node with a stub DOM): matchers split on newlines only,
 and the End-silence DELETE carries who ends it."""
+
 from __future__ import annotations
 
 import json
 import shutil
 import subprocess
 from pathlib import Path
-
 
 APP_JS = Path(__file__).resolve().parents[3] / "services/api/static/app.js"
 HARNESS = """
@@ -39,8 +39,9 @@ def sent_body(method: str, fields: list[dict]):
     node = shutil.which("node")
     assert node, "node is needed to run the dashboard's app.js (Debian: apt-get install nodejs)"
     spec = json.dumps({"method": method, "fields": fields})
-    out = subprocess.run([node, "-e", HARNESS, str(APP_JS), spec], capture_output=True, text=True, timeout=30,
-                         check=True)
+    out = subprocess.run(
+        [node, "-e", HARNESS, str(APP_JS), spec], capture_output=True, text=True, timeout=30, check=True
+    )
     return json.loads(out.stdout)
 
 

@@ -6,6 +6,7 @@ list; a page answers HTML; a redirect stays on the site. The routes come from th
 fuzzed without editing this file; a parameter this file cannot generate values for fails the test, as does a route
 that never answers anything but a refusal (its strategies would only be testing the validation).
 """
+
 from __future__ import annotations
 
 import re
@@ -13,7 +14,7 @@ import time
 import types
 import typing
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from urllib.parse import quote, urlsplit
 
 import pytest
@@ -28,35 +29,117 @@ from services.api.pages import API_PREFIXES, ISSUE_SORTS, WINDOWS
 from tests.unit.api.test_api import AUTH, HTML_ROUTE, SQL_ROUTE, client_for, world  # noqa: F401  (world is a fixture)
 
 EXAMPLES = 30  # per route, and 5 more per query parameter up to 40: about 40 routes in about 40 s on two cores
-FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                       HealthCheck.function_scoped_fixture])
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
+)
 MAX_ERROR_BYTES = 4096
 MAX_QUERY = 40_000  # encoded characters; httpx refuses a URL over 64 KB before sending it
 NO_ROWS = {"item_id"}  # the store holds no eval item (proposing one loads the embedding model): only refusals
 
 # Text an outsider would try: empty, numbers past every limit, non-numbers, NUL, invisible and right-to-left
 # characters, injection, traversal, and long strings.
-HOSTILE_TEXT = ("", " ", "0", "-1", "-0", "1.5", "1e309", "-1e309", "nan", "NaN", "inf", "-inf", "Infinity",
-                str(2 ** 63), str(-2 ** 63 - 1), "9" * 40, "0x10", "1_000", "true", "null", "[]", "{}",
-                "\x00", "a\x00b", "\u200b", "alice\u200b", "\u202eevil", "\ufeff", "\u2028", "\U0001d518", "é",
-                ".", "..", "../..", "..%2F..", "%00", "%2e%2e", "' OR '1'='1' --", "<script>x</script>", "{{ 7*7 }}",
-                "\\", "//evil.example", "https://evil.example/", "javascript:alert(1)", "*", "%", "_")
-LONG = st.builds(lambda piece, n: piece * (n // len(quote(piece))),  # up to 10,000 characters once encoded
-                 st.sampled_from(["x", "9", "é", "\u200b", "\x00", "../", "%2F"]), st.integers(1_000, 10_000))
+HOSTILE_TEXT = (
+    "",
+    " ",
+    "0",
+    "-1",
+    "-0",
+    "1.5",
+    "1e309",
+    "-1e309",
+    "nan",
+    "NaN",
+    "inf",
+    "-inf",
+    "Infinity",
+    str(2**63),
+    str(-(2**63) - 1),
+    "9" * 40,
+    "0x10",
+    "1_000",
+    "true",
+    "null",
+    "[]",
+    "{}",
+    "\x00",
+    "a\x00b",
+    "\u200b",
+    "alice\u200b",
+    "\u202eevil",
+    "\ufeff",
+    "\u2028",
+    "\U0001d518",
+    "é",
+    ".",
+    "..",
+    "../..",
+    "..%2F..",
+    "%00",
+    "%2e%2e",
+    "' OR '1'='1' --",
+    "<script>x</script>",
+    "{{ 7*7 }}",
+    "\\",
+    "//evil.example",
+    "https://evil.example/",
+    "javascript:alert(1)",
+    "*",
+    "%",
+    "_",
+)
+LONG = st.builds(
+    lambda piece, n: piece * (n // len(quote(piece))),  # up to 10,000 characters once encoded
+    st.sampled_from(["x", "9", "é", "\u200b", "\x00", "../", "%2F"]),
+    st.integers(1_000, 10_000),
+)
 TEXT = st.one_of(st.sampled_from(HOSTILE_TEXT), st.text(max_size=30), LONG)
-TRAVERSAL = ("..", ".", "%2e%2e", "%2E", "..%2F..%2F..%2Fetc%2Fpasswd", "%2F", "a%2Fb", "%252e%252e%252f", "%00",
-             "%c0%ae%c0%ae", "%ff", "%5C..%5C", "....//", "..;/", "%2e%2e/%2e%2e/app.py", "~root", "%20", "%")
+TRAVERSAL = (
+    "..",
+    ".",
+    "%2e%2e",
+    "%2E",
+    "..%2F..%2F..%2Fetc%2Fpasswd",
+    "%2F",
+    "a%2Fb",
+    "%252e%252e%252f",
+    "%00",
+    "%c0%ae%c0%ae",
+    "%ff",
+    "%5C..%5C",
+    "....//",
+    "..;/",
+    "%2e%2e/%2e%2e/app.py",
+    "~root",
+    "%20",
+    "%",
+)
 
 
 def datetimes() -> st.SearchStrategy[str]:
-    zones = st.sampled_from([timezone.utc, timezone(timedelta(hours=14)), timezone(timedelta(hours=-23, minutes=-59)),
-                             None])  # None: a naive time
+    zones = st.sampled_from(
+        [UTC, timezone(timedelta(hours=14)), timezone(timedelta(hours=-23, minutes=-59)), None]
+    )  # None: a naive time
     stamps = st.builds(lambda at, zone: at.replace(tzinfo=zone).isoformat(), st.datetimes(), zones)
-    stored = st.datetimes(datetime(2026, 11, 21, 7), datetime(2026, 11, 22), timezones=st.just(timezone.utc))
-    edges = st.sampled_from(["0001-01-01T00:00:00Z", "9999-12-31T23:59:59+14:00", "1970-01-01T00:00:00Z",
-                             "2106-02-07T06:28:16Z", "2026-11-21T08:30:00Z", "2026-11-21T08:30:00", "2026-13-40T25:61Z",
-                             "1e20", "-62135596800", "253402300800", "1763712000"])  # numbers: Unix times
+    stored = st.datetimes(datetime(2026, 11, 21, 7), datetime(2026, 11, 22), timezones=st.just(UTC))
+    edges = st.sampled_from(
+        [
+            "0001-01-01T00:00:00Z",
+            "9999-12-31T23:59:59+14:00",
+            "1970-01-01T00:00:00Z",
+            "2106-02-07T06:28:16Z",
+            "2026-11-21T08:30:00Z",
+            "2026-11-21T08:30:00",
+            "2026-13-40T25:61Z",
+            "1e20",
+            "-62135596800",
+            "253402300800",
+            "1763712000",
+        ]
+    )  # numbers: Unix times
     return st.one_of(stamps, edges, stored.map(datetime.isoformat))
 
 
@@ -67,7 +150,7 @@ def numbers(integer: bool, metadata) -> st.SearchStrategy[str]:
     near = [v for bound in (low, high) if bound is not None for v in (bound - 1, bound, bound + 1)] or [0]
     if integer:
         inside = st.integers(int(low) if low is not None else -1000, int(high) if high is not None else 1000)
-        values = st.one_of(inside, st.sampled_from([int(v) for v in near]), st.integers(-2 ** 70, 2 ** 70))
+        values = st.one_of(inside, st.sampled_from([int(v) for v in near]), st.integers(-(2**70), 2**70))
     else:
         inside = st.floats(low if low is not None else -1e6, high if high is not None else 1e6)
         values = st.one_of(inside, st.sampled_from(near), st.floats(allow_nan=True, allow_infinity=True))
@@ -118,7 +201,9 @@ def requests(draw, template: str, fields, real) -> tuple[str, list[tuple[str, st
         values = values if well_formed else st.one_of(values, TEXT)
         many = st.integers(0, 60) if declared(field.field_info.annotation)[1] else st.sampled_from([0, 1, 1, 1, 2, 3])
         pairs += [(field.alias, draw(values)) for _ in range(draw(many))]
-    names = st.one_of(st.sampled_from(["limit", "offset", "__proto__", "", "window[]"]), st.text(min_size=1, max_size=20))
+    names = st.one_of(
+        st.sampled_from(["limit", "offset", "__proto__", "", "window[]"]), st.text(min_size=1, max_size=20)
+    )
     pairs += [(draw(names), draw(TEXT)) for _ in range(draw(st.integers(0, 2)))]
     kept, size = [], 0
     for name, value in draw(st.permutations(pairs)):
@@ -135,11 +220,14 @@ def path_values(real: list[str], well_formed: bool) -> st.SearchStrategy[str]:
     if well_formed:
         return ids
     text = st.one_of(st.sampled_from(real), TEXT)
-    return st.one_of(ids, LONG.map(lambda v: quote(v, safe="")),
-                     st.builds(lambda v, safe: quote(v, safe=safe), text, st.sampled_from(["", "/"])),
-                     text.map(lambda v: quote(quote(v, safe=""), safe="")),
-                     st.sampled_from(TRAVERSAL),
-                     st.builds(lambda a, b: f"{a}/{b}", st.sampled_from(TRAVERSAL), st.sampled_from(real)))
+    return st.one_of(
+        ids,
+        LONG.map(lambda v: quote(v, safe="")),
+        st.builds(lambda v, safe: quote(v, safe=safe), text, st.sampled_from(["", "/"])),
+        text.map(lambda v: quote(quote(v, safe=""), safe="")),
+        st.sampled_from(TRAVERSAL),
+        st.builds(lambda a, b: f"{a}/{b}", st.sampled_from(TRAVERSAL), st.sampled_from(real)),
+    )
 
 
 PARAM = re.compile(r"\{(\w+)(?::\w+)?\}")
@@ -175,13 +263,23 @@ def real(world):  # noqa: F811
     _, events = world
     routes = sorted({e.route for e in events})
     return {
-        "path": {"route": [*routes, HTML_ROUTE, SQL_ROUTE], "alert_id": ["a-billing", "a-html"],
-                 "issue_id": ["iss-numbers", "iss-evil"], "trace_id": [e.trace_id for e in events[::97]],
-                 "item_id": ["ei-0000000000000000"], "file": ["app.css", "app.js", "favicon.svg"]},
-        "query": {"window": [*WINDOWS, "31d", "32d", "0m", "1h30m", "999999999d", "1e9m"],
-                  "route": routes, "dim": ["query_type", "stakes", "mix", "version.model", "version.nope"],
-                  "sort": [*SORTS, *ISSUE_SORTS], "q": ["refund", "days"], "next": ["/", "/alerts", "//evil.example"],
-                  "slice_min": ["0.8", "stakes=high:0.9,query_type=lookup:0.85", "x=:", ":", "nan", "2", "=0.5"]},
+        "path": {
+            "route": [*routes, HTML_ROUTE, SQL_ROUTE],
+            "alert_id": ["a-billing", "a-html"],
+            "issue_id": ["iss-numbers", "iss-evil"],
+            "trace_id": [e.trace_id for e in events[::97]],
+            "item_id": ["ei-0000000000000000"],
+            "file": ["app.css", "app.js", "favicon.svg"],
+        },
+        "query": {
+            "window": [*WINDOWS, "31d", "32d", "0m", "1h30m", "999999999d", "1e9m"],
+            "route": routes,
+            "dim": ["query_type", "stakes", "mix", "version.model", "version.nope"],
+            "sort": [*SORTS, *ISSUE_SORTS],
+            "q": ["refund", "days"],
+            "next": ["/", "/alerts", "//evil.example"],
+            "slice_min": ["0.8", "stakes=high:0.9,query_type=lookup:0.85", "x=:", ":", "nan", "2", "=0.5"],
+        },
     }
 
 
@@ -235,9 +333,19 @@ def test_no_get_answers_a_5xx_or_a_raw_refusal(client, real):
     assert not only_refused, f"never answered anything but a refusal: {only_refused}"
 
 
-@pytest.mark.parametrize("path, limit", [("/api/alerts/{}", 200), ("/api/issues/{}", 200), ("/api/issues/{}/members", 200),
-                                         ("/api/issues/{}/map", 200), ("/api/issues/{}/runbook", 200),
-                                         ("/api/promotions/{}", 200), ("/api/traces/{}", 200), ("/api/routes/{}", 256)])
+@pytest.mark.parametrize(
+    "path, limit",
+    [
+        ("/api/alerts/{}", 200),
+        ("/api/issues/{}", 200),
+        ("/api/issues/{}/members", 200),
+        ("/api/issues/{}/map", 200),
+        ("/api/issues/{}/runbook", 200),
+        ("/api/promotions/{}", 200),
+        ("/api/traces/{}", 200),
+        ("/api/routes/{}", 256),
+    ],
+)
 def test_an_overlong_id_in_an_api_path_is_refused_naming_the_limit(client, path, limit):
     """Found by the fuzz above: a 10,000-character id came back whole inside a 10 KB 404."""
     assert client.get(path.format("x" * limit)).status_code == 404
@@ -247,12 +355,19 @@ def test_an_overlong_id_in_an_api_path_is_refused_naming_the_limit(client, path,
     assert len(response.content) < 200
 
 
-@pytest.mark.parametrize("method, path, body", [
-    ("POST", "/api/alerts/{}/ack", {"by": "x"}), ("DELETE", "/api/silences/{}", {"by": "x"}),
-    ("POST", "/api/issues/{}/resolve", {"by": "x"}), ("POST", "/api/issues/{}/merge", {"by": "x", "into": "y"}),
-    ("POST", "/api/promotions/{}/approve", {"by": "x"}), ("POST", "/api/promotions/{}/reject", {"by": "x", "reason": "r"}),
-    ("POST", "/api/review/{}/label", {"reviewer": "x", "label": "supported"}),
-    ("POST", "/api/review/claims/{}/adjudicate", {"adjudicator": "x", "label": "supported"})])
+@pytest.mark.parametrize(
+    "method, path, body",
+    [
+        ("POST", "/api/alerts/{}/ack", {"by": "x"}),
+        ("DELETE", "/api/silences/{}", {"by": "x"}),
+        ("POST", "/api/issues/{}/resolve", {"by": "x"}),
+        ("POST", "/api/issues/{}/merge", {"by": "x", "into": "y"}),
+        ("POST", "/api/promotions/{}/approve", {"by": "x"}),
+        ("POST", "/api/promotions/{}/reject", {"by": "x", "reason": "r"}),
+        ("POST", "/api/review/{}/label", {"reviewer": "x", "label": "supported"}),
+        ("POST", "/api/review/claims/{}/adjudicate", {"adjudicator": "x", "label": "supported"}),
+    ],
+)
 def test_an_overlong_id_in_a_change_is_refused_naming_the_limit(client, method, path, body):
     response = client.request(method, path.format("x" * 201), json=body, headers=AUTH)
     assert response.status_code == 422, response.text

@@ -5,6 +5,7 @@ page, and the rules (`claimwatch alerts rules`, GET /api/alerts/rules, /alerts/r
 On the API test's store (real chDB, simulated traffic) with three more alerts: hr-policy fell silent (events a
 minute), product-search's events are being dead-lettered, legal-terms abstains more while its hallucination rate
 fell (the gaming case); and a dead-letter alert on a route whose name and sample are hostile HTML."""
+
 from __future__ import annotations
 
 import html
@@ -15,9 +16,9 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
+from services.alerts import rules
 from services.alerts.lifecycle import ABSTENTION_KIND, REJECTED_KIND, SILENT_KIND, Alert
 from services.alerts.records import alert_repository
-from services.alerts import rules
 from services.alerts.rules import RULE_KINDS
 from services.app.cli import main
 from services.core.command import cli_command
@@ -25,30 +26,97 @@ from tests.support.cli import answer_http_with
 from tests.unit.api.test_api import HTML_ROUTE, START, TOKEN, client_for, world  # noqa: F401  (world is a fixture)
 
 WIDTH = 80
-GAMING = ("the hallucination rate fell from 7.8% to 7.1% at the same time: abstaining may be hiding failures "
-          "(the gaming case)")
+GAMING = (
+    "the hallucination rate fell from 7.8% to 7.1% at the same time: abstaining may be hiding failures "
+    "(the gaming case)"
+)
 EVIL_REASON = '<script>alert("dlq")</script> {{ 7*7 }}'
-AT = dict(labels={"service": "claimwatch"}, pending_since=START + timedelta(minutes=30),
-          starts_at=START + timedelta(minutes=32), onset=START + timedelta(minutes=29))
-SILENT = Alert(alert_id="a-silent-hr", route="hr-policy", kind=SILENT_KIND, severity="critical", window=45,
-               rate=0.4, expected=41.2, baseline=41.2, delta=-40.8, claims=18, unit="per_minute",
-               expected_basis="time of day: this hour's events per minute over 3.0 days",
-               details={"received": 18, "expected_events": 1854.0}, **AT)
-REJECTED = Alert(alert_id="a-rejected-shop", route="product-search", kind=REJECTED_KIND, severity="critical", window=10,
-                 rate=0.35, expected=0.01, baseline=0.01, delta=0.34, claims=1000,
-                 expected_basis="the route's usual dead-lettered share of its events over 52,000 events",
-                 details={"rejected": 350, "received": 1000, "top_rule": "claims.verdict.unknown", "top_rule_count": 341,
-                          "sample_reason": "claims[0].verdict 'halluc' is not a verdict",
-                          "sample_source": "claimwatch.verdicts/0/1234"}, **AT)
-ABSTAINING = Alert(alert_id="a-abstain-legal", route="legal-terms", kind=ABSTENTION_KIND, severity="warning", window=30,
-                   rate=0.31, expected=0.12, baseline=0.12, delta=0.19, claims=620,
-                   expected_basis="the route's usual abstained share over 48,000 answers",
-                   details={"served_share": 0.62, "served_share_before": 0.81, "hallucination_rate": 0.071,
-                            "hallucination_rate_before": 0.078, "hallucination_fell": True}, **AT)
-HOSTILE = Alert(alert_id="a-rejected-html", route=HTML_ROUTE, kind=REJECTED_KIND, severity="critical", window=10,
-                rate=0.5, expected=0.0, baseline=0.0, delta=0.5, claims=40,
-                details={"rejected": 20, "received": 40, "top_rule": "<b>rule</b>", "top_rule_count": 20,
-                         "sample_reason": EVIL_REASON, "sample_source": "claimwatch.verdicts/0/9"}, **AT)
+AT = dict(
+    labels={"service": "claimwatch"},
+    pending_since=START + timedelta(minutes=30),
+    starts_at=START + timedelta(minutes=32),
+    onset=START + timedelta(minutes=29),
+)
+SILENT = Alert(
+    alert_id="a-silent-hr",
+    route="hr-policy",
+    kind=SILENT_KIND,
+    severity="critical",
+    window=45,
+    rate=0.4,
+    expected=41.2,
+    baseline=41.2,
+    delta=-40.8,
+    claims=18,
+    unit="per_minute",
+    expected_basis="time of day: this hour's events per minute over 3.0 days",
+    details={"received": 18, "expected_events": 1854.0},
+    **AT,
+)
+REJECTED = Alert(
+    alert_id="a-rejected-shop",
+    route="product-search",
+    kind=REJECTED_KIND,
+    severity="critical",
+    window=10,
+    rate=0.35,
+    expected=0.01,
+    baseline=0.01,
+    delta=0.34,
+    claims=1000,
+    expected_basis="the route's usual dead-lettered share of its events over 52,000 events",
+    details={
+        "rejected": 350,
+        "received": 1000,
+        "top_rule": "claims.verdict.unknown",
+        "top_rule_count": 341,
+        "sample_reason": "claims[0].verdict 'halluc' is not a verdict",
+        "sample_source": "claimwatch.verdicts/0/1234",
+    },
+    **AT,
+)
+ABSTAINING = Alert(
+    alert_id="a-abstain-legal",
+    route="legal-terms",
+    kind=ABSTENTION_KIND,
+    severity="warning",
+    window=30,
+    rate=0.31,
+    expected=0.12,
+    baseline=0.12,
+    delta=0.19,
+    claims=620,
+    expected_basis="the route's usual abstained share over 48,000 answers",
+    details={
+        "served_share": 0.62,
+        "served_share_before": 0.81,
+        "hallucination_rate": 0.071,
+        "hallucination_rate_before": 0.078,
+        "hallucination_fell": True,
+    },
+    **AT,
+)
+HOSTILE = Alert(
+    alert_id="a-rejected-html",
+    route=HTML_ROUTE,
+    kind=REJECTED_KIND,
+    severity="critical",
+    window=10,
+    rate=0.5,
+    expected=0.0,
+    baseline=0.0,
+    delta=0.5,
+    claims=40,
+    details={
+        "rejected": 20,
+        "received": 40,
+        "top_rule": "<b>rule</b>",
+        "top_rule_count": 20,
+        "sample_reason": EVIL_REASON,
+        "sample_source": "claimwatch.verdicts/0/9",
+    },
+    **AT,
+)
 INPUT = (SILENT, REJECTED, ABSTAINING, HOSTILE)
 
 
@@ -69,6 +137,7 @@ def cli(client, monkeypatch):
         result = CliRunner(env={"COLUMNS": str(columns)}).invoke(main, [*args, "--api", "http://testserver"], obj=api)
         assert result.exit_code == 0, result.output
         return result.output
+
     return run
 
 
@@ -110,7 +179,7 @@ def test_alerts_list_shows_each_kind_in_its_unit_at_80_columns(cli):
     everything = fits(cli("alerts", "list"))
     for alert in INPUT:
         assert any(alert.alert_id in line for line in everything), alert.alert_id
-    assert "4120.0%" not in " ".join(everything)   # events a minute are never read as a share
+    assert "4120.0%" not in " ".join(everything)  # events a minute are never read as a share
 
 
 # -- claimwatch alerts show ---------------------------------------------------------------------------
@@ -127,8 +196,10 @@ def test_alerts_show_a_silent_route_received_against_expected_with_its_runbook(c
     # the runbook follows, rendered (no raw Markdown), with the exact silence for a retired route
     assert "Route silent: hr-policy" in said and "First checks" in said
     assert "**" not in text and "\\_" not in text and "# " not in text
-    assert ("claimwatch alerts silence --match route=hr-policy --match kind=route_silent \\\n"
-            "  --duration 90d --comment 'route retired'") in text
+    assert (
+        "claimwatch alerts silence --match route=hr-policy --match kind=route_silent \\\n"
+        "  --duration 90d --comment 'route retired'"
+    ) in text
 
 
 def test_alerts_show_rejected_events_names_the_rule_a_sample_and_the_dlq_command(cli):
@@ -141,7 +212,7 @@ def test_alerts_show_rejected_events_names_the_rule_a_sample_and_the_dlq_command
     assert "top rule claims.verdict.unknown (341 events)" in said
     assert "sample claims[0].verdict 'halluc' is not a verdict at claimwatch.verdicts/0/1234" in said
     assert f"list them {cli_command()} dlq --route product-search" in said  # as this shell runs it
-    assert "claimwatch dlq --route product-search --samples 3" in text   # in the runbook's commands
+    assert "claimwatch dlq --route product-search --samples 3" in text  # in the runbook's commands
 
 
 def test_alerts_show_an_abstention_rise_says_the_gaming_case_plainly(cli):
@@ -159,16 +230,16 @@ def test_alerts_show_json_carries_unit_details_and_the_runbook(cli, client):
     assert shown == client.get(f"/api/alerts/{SILENT.alert_id}").json()
     assert shown["unit"] == "per_minute" and shown["details"] == {"received": 18, "expected_events": 1854.0}
     assert shown["runbook"].startswith("# Route silent: hr-policy\n")
-    assert client.get("/api/alerts/a-billing").json()["runbook"] is None   # a drift alert's runbooks are its issues'
+    assert client.get("/api/alerts/a-billing").json()["runbook"] is None  # a drift alert's runbooks are its issues'
 
 
 def test_hostile_route_and_dlq_sample_are_inert_in_the_cli_and_the_runbook(cli, client):
     runbook = client.get(f"/api/alerts/{HOSTILE.alert_id}").json()["runbook"]
-    text = "\n".join(prose(runbook.splitlines()))   # commands are shell-quoted, in code blocks
+    text = "\n".join(prose(runbook.splitlines()))  # commands are shell-quoted, in code blocks
     assert "<script>" not in text and "\\<script\\>" in text and "49" not in runbook
     assert "claimwatch dlq --route '<script>alert(\"route\")</script>' --samples 3" in runbook
     text = cli("alerts", "show", HOSTILE.alert_id)
-    assert EVIL_REASON in flat(text)   # the terminal shows stored text as text
+    assert EVIL_REASON in flat(text)  # the terminal shows stored text as text
 
 
 # -- the pages -------------------------------------------------------------------------------------------
@@ -176,7 +247,7 @@ def card(page: str, alert_id: str) -> str:
     """The alert's card on the alerts page, up to the next card (its runbook is an article of its own)."""
     start = page.index(f'<article class="card alert" id="{alert_id}"')
     end = page.find('<article class="card alert"', start + 1)
-    return page[start:end if end > 0 else page.index("</section>", start)]
+    return page[start : end if end > 0 else page.index("</section>", start)]
 
 
 def test_the_alerts_page_shows_each_kind_in_its_unit_with_its_runbook(client):
@@ -227,9 +298,15 @@ def test_a_notification_link_lands_on_the_alert(client):
 
 
 # -- the rules ----------------------------------------------------------------------------------------------
-MEASURED = {"route_silent": {"false_alarms_per_route_per_60_days": 0.05, "median_delay_minutes": {"outage": 6.0},
-                             "measured_by": "python bench/input_health.py --write", "measured_on": "2026-11-24",
-                             "note": "200 routes x 60 days"}}
+MEASURED = {
+    "route_silent": {
+        "false_alarms_per_route_per_60_days": 0.05,
+        "median_delay_minutes": {"outage": 6.0},
+        "measured_by": "python bench/input_health.py --write",
+        "measured_on": "2026-11-24",
+        "note": "200 routes x 60 days",
+    }
+}
 
 
 @pytest.fixture
@@ -248,12 +325,19 @@ def test_the_rules_api_lists_every_kind_with_thresholds_in_force_and_no_invented
     assert not by_kind[ABSTENTION_KIND]["pages"] and not by_kind["mix_shift"]["pages"]
     drift = by_kind["hallucination_rate_rise"]
     assert drift["severities"] == ["warning", "critical"] and drift["severity"] == "warning; critical from +4 pts"
-    assert {"text": "rise ≥ +2 pts over the expectation", "setting": "drift.threshold", "value": 0.02} in drift["thresholds"]
-    assert any(t["setting"] == "drift.input_health.silent_ratio" and t["value"] == 0.2
-               for t in by_kind[SILENT_KIND]["thresholds"])
+    assert {"text": "rise ≥ +2 pts over the expectation", "setting": "drift.threshold", "value": 0.02} in drift[
+        "thresholds"
+    ]
+    assert any(
+        t["setting"] == "drift.input_health.silent_ratio" and t["value"] == 0.2
+        for t in by_kind[SILENT_KIND]["thresholds"]
+    )
     assert {k: by_kind[SILENT_KIND][k] for k in MEASURED[SILENT_KIND]} == MEASURED[SILENT_KIND]
-    for kind in set(RULE_KINDS) - {SILENT_KIND}:   # nothing written: nothing shown as measured
-        assert by_kind[kind]["false_alarms_per_route_per_60_days"] is None and by_kind[kind]["median_delay_minutes"] is None
+    for kind in set(RULE_KINDS) - {SILENT_KIND}:  # nothing written: nothing shown as measured
+        assert (
+            by_kind[kind]["false_alarms_per_route_per_60_days"] is None
+            and by_kind[kind]["median_delay_minutes"] is None
+        )
 
 
 def test_claimwatch_alerts_rules_fits_80_columns_and_says_not_measured(cli, client, measured):
@@ -261,7 +345,7 @@ def test_claimwatch_alerts_rules_fits_80_columns_and_says_not_measured(cli, clie
     lines = fits(text)
     header = next(line for line in lines if line.startswith("KIND"))
     assert header.split() == ["KIND", "SEVERITY", "PAGES", "FALSE", "ALARMS", "MEDIAN", "DELAY"]
-    table = lines[lines.index(header) + 1:lines.index("")]   # the table, then a block per kind
+    table = lines[lines.index(header) + 1 : lines.index("")]  # the table, then a block per kind
     rows = {line.split()[0]: line for line in table if not line.startswith(" ")}
     assert set(rows) == set(RULE_KINDS)
     assert re.search(r"^route_silent\s+critical\s+yes\s+0\.05\s+outage: 6 min$", rows["route_silent"])
@@ -270,17 +354,19 @@ def test_claimwatch_alerts_rules_fits_80_columns_and_says_not_measured(cli, clie
     assert re.search(r"^hallucination_rate_rise\s+warning/critical\s+yes\b", rows["hallucination_rate_rise"])
     said = flat(text)
     assert "thresholds ≤ 20% of the expected events arrived (drift.input_health.silent_ratio)" in said
-    assert ("measured by python bench/input_health.py --write on 2026-11-24: false alarms per route per 60 days "
-            "0.05; median delay outage: 6 min; 200 routes x 60 days") in said
+    assert (
+        "measured by python bench/input_health.py --write on 2026-11-24: false alarms per route per 60 days "
+        "0.05; median delay outage: 6 min; 200 routes x 60 days"
+    ) in said
     unmeasured = [line for line in lines if line.startswith("  measured    not measured")]
-    assert len(unmeasured) == len(RULE_KINDS) - 1   # no figure was written for them: none is shown
+    assert len(unmeasured) == len(RULE_KINDS) - 1  # no figure was written for them: none is shown
     assert orjson.loads(cli("alerts", "rules", "-o", "json")) == client.get("/api/alerts/rules").json()
 
 
 def test_the_rules_page_lists_every_kind(client, measured):
     page = client.get("/alerts/rules")
     assert page.status_code == 200
-    text = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page.text)).split())   # table cells apart
+    text = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page.text)).split())  # table cells apart
     for kind in RULE_KINDS:
         assert f'id="rule-{kind}"' in page.text
     assert "route_silent critical yes 0.05 outage: 6 min" in text

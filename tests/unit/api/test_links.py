@@ -1,6 +1,7 @@
 """No link a page emits answers 404 (or 5xx): crawl the dashboard from `/`, signed in, over the API test's store
 (routes, alerts, issues with members, traces, hostile names), following every same-origin `<a href>`, GET form,
 chart source (`data-src`), stylesheet and script, and fetching each once."""
+
 from __future__ import annotations
 
 from collections import deque
@@ -93,8 +94,7 @@ def crawl(world):  # noqa: F811
 
 def test_no_link_any_page_emits_answers_404_or_5xx(crawl):
     fetched, referrers = crawl
-    broken = {url: (status, referrers.get(url)) for url, status in fetched.items()
-              if status == 404 or status >= 500}
+    broken = {url: (status, referrers.get(url)) for url, status in fetched.items() if status == 404 or status >= 500}
     assert not broken, "\n".join(f"{status} {url} (linked from {ref})" for url, (status, ref) in broken.items())
 
 

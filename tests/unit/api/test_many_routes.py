@@ -1,12 +1,13 @@
 """Ten thousand routes on a real chDB store (issue 49, item 3): the overview, GET /api/rates and `claimwatch rates`
 answer a page at a time, sorted and filtered by the server, each figure as the whole list gives it; /metrics
 carries per-route series for a bounded set of routes, an alerting one always among them."""
+
 from __future__ import annotations
 
 import random
 import re
 import shlex
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import orjson
 import pytest
@@ -34,7 +35,7 @@ from services.store.writer import EventWriter
 from tests.support.cli import answer_http_with
 
 ROUTES = 10_000
-START = datetime(2026, 11, 21, 8, 0, tzinfo=timezone.utc)
+START = datetime(2026, 11, 21, 8, 0, tzinfo=UTC)
 NOW = START + timedelta(minutes=5)
 WINDOW = timedelta(minutes=30)
 MB = 1 << 20
@@ -52,15 +53,29 @@ def route_names() -> list[str]:
 def bucket(route: str, minute: int, claims: int, failed: int) -> dict:
     """One minute of a route, as rate_minute keeps it: answers of 3 claims each."""
     events = claims // 3
-    return {"dim": "", "value": "", "route": route, "minute": (START + timedelta(minutes=minute)).strftime("%Y-%m-%d %H:%M:%S"),
-            "events": events, "claims": claims, "failed": failed, "claims_sq": 9 * events, "failed_sq": failed,
-            "failed_claims": 3 * failed, "supported": claims - failed, "contradicted": failed, "served": events}
+    return {
+        "dim": "",
+        "value": "",
+        "route": route,
+        "minute": (START + timedelta(minutes=minute)).strftime("%Y-%m-%d %H:%M:%S"),
+        "events": events,
+        "claims": claims,
+        "failed": failed,
+        "claims_sq": 9 * events,
+        "failed_sq": failed,
+        "failed_claims": 3 * failed,
+        "supported": claims - failed,
+        "contradicted": failed,
+        "served": events,
+    }
 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    settings = Settings(clickhouse=f"chdb:{tmp_path_factory.mktemp('routes') / 'ch'}",
-                        retention={"raw_days": 3650, "aggregate_days": 3650})  # event times are fixed
+    settings = Settings(
+        clickhouse=f"chdb:{tmp_path_factory.mktemp('routes') / 'ch'}",
+        retention={"raw_days": 3650, "aggregate_days": 3650},
+    )  # event times are fixed
     services = open_components(settings, starting=True)
     rng = random.Random(7)
     rows = []
@@ -70,16 +85,40 @@ def world(tmp_path_factory):
         rows += [bucket(route, 0, 30, failed), bucket(route, 1, 30, rng.choice([0, 3]))]
     services.store.insert("rate_minute", rows)
     decoder = Decoder()  # and an answer of every route the contract allows, as ingest stores it (calibration reads it)
-    answers = [decoder.decode(orjson.dumps({
-        "schema": "claimwatch.verdict/v1", "event_id": f"e-{i}", "trace_id": f"t-{i}", "route": route,
-        "observed_at": (START + timedelta(minutes=1, seconds=30)).isoformat(),
-        "claims": [{"verdict": "supported"}, {"verdict": "supported"}]})) for i, route in enumerate(route_names())]
+    answers = [
+        decoder.decode(
+            orjson.dumps(
+                {
+                    "schema": "claimwatch.verdict/v1",
+                    "event_id": f"e-{i}",
+                    "trace_id": f"t-{i}",
+                    "route": route,
+                    "observed_at": (START + timedelta(minutes=1, seconds=30)).isoformat(),
+                    "claims": [{"verdict": "supported"}, {"verdict": "supported"}],
+                }
+            )
+        )
+        for i, route in enumerate(route_names())
+    ]
     EventWriter(services.store).write([a for a in answers if isinstance(a, VerdictEvent)])  # not legal%terms
     alerts = alert_repository(services.store)
     for alert_id, route, starts_at in (("a-firing", FIRING, START), ("a-pending", PENDING, None)):
-        alerts.save(Alert(alert_id=alert_id, route=route, kind="hallucination_rate_rise", severity="warning",
-                          labels={}, window=30, pending_since=START, starts_at=starts_at, rate=0.15,
-                          rate_interval=Interval(0.1, 0.2), baseline=0.05, claims=60))
+        alerts.save(
+            Alert(
+                alert_id=alert_id,
+                route=route,
+                kind="hallucination_rate_rise",
+                severity="warning",
+                labels={},
+                window=30,
+                pending_since=START,
+                starts_at=starts_at,
+                rate=0.15,
+                rate_interval=Interval(0.1, 0.2),
+                baseline=0.05,
+                claims=60,
+            )
+        )
     # What the evaluator publishes: routes with an expectation sort by how far above it they are.
     expected = {route: Expectation(0.01 * (i % 7), "profile", False) for i, route in enumerate(route_names()[::3])}
     publish(alerts, expected, START)
@@ -89,8 +128,9 @@ def world(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def client(world):
-    return TestClient(create_api(world, ApiPolicy(token_hashes=(TOKEN_HASH,), anonymous_reads_per_minute=60_000),
-                                 now=lambda: NOW))
+    return TestClient(
+        create_api(world, ApiPolicy(token_hashes=(TOKEN_HASH,), anonymous_reads_per_minute=60_000), now=lambda: NOW)
+    )
 
 
 def unpaged(world, sort: str) -> list[dict]:
@@ -114,10 +154,10 @@ def test_the_first_page_is_small_and_the_whole_lists_first_routes_with_their_fig
     answer = client.get("/api/rates", params={"sort": sort})
     assert answer.status_code == 200 and len(answer.content) <= MB, len(answer.content)
     assert answer.headers["x-total-count"] == str(ROUTES)
-    assert answer.json() == whole[:100]   # the same routes, in the same order, every figure the same
+    assert answer.json() == whole[:100]  # the same routes, in the same order, every figure the same
     if sort == "priority":
         assert whole[0]["route"] == FIRING and whole[0]["firing_alerts"] == ["a-firing"]
-        assert any(e["delta_lo"] is not None for e in whole[:100])   # the expectations order them
+        assert any(e["delta_lo"] is not None for e in whole[:100])  # the expectations order them
 
 
 def test_the_overview_is_small_and_shows_the_first_page_with_a_pager_and_a_filter_box(world, client):
@@ -126,8 +166,8 @@ def test_the_overview_is_small_and_shows_the_first_page_with_a_pager_and_a_filte
     assert overview_routes(page.text) == [e["route"] for e in unpaged(world, "priority")[:100]]
     assert 'name="route"' in page.text and "routes 1–100 of 10,000" in page.text
     assert 'href="?window=30m&amp;sort=priority&amp;offset=100" rel="next"' in page.text
-    firing_row = page.text[page.text.index(f'href="/routes/{FIRING}"'):]
-    assert f'<polyline points="{trend_of(world, FIRING)}"/>' in firing_row[:firing_row.index("</tr>")]
+    firing_row = page.text[page.text.index(f'href="/routes/{FIRING}"') :]
+    assert f'<polyline points="{trend_of(world, FIRING)}"/>' in firing_row[: firing_row.index("</tr>")]
 
 
 def trend_of(world, route: str) -> str:
@@ -182,15 +222,18 @@ def test_the_overview_pages_through_a_filtered_list(world, client):
 
 
 # -- filters ------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("pattern, matching", [
-    ("billing-*", ["billing-faq", "billing-refunds", "billing-invoices", "Billing-EU"]),  # whole names, any case
-    ("billing", ["billing-faq", "billing-refunds", "billing-invoices", "Billing-EU"]),    # a part of the name
-    ("*/leave_days", [PENDING]),              # `_` is a character, not LIKE's wildcard
-    ("*leave?days", [PENDING, "hr-policy/leaveXdays"]),
-    ("leave?days", []),                       # a glob names the whole route
-    ("legal%", ["legal%terms"]),              # `%` too
-    ("faq", ["billing-faq"]),
-])
+@pytest.mark.parametrize(
+    "pattern, matching",
+    [
+        ("billing-*", ["billing-faq", "billing-refunds", "billing-invoices", "Billing-EU"]),  # whole names, any case
+        ("billing", ["billing-faq", "billing-refunds", "billing-invoices", "Billing-EU"]),  # a part of the name
+        ("*/leave_days", [PENDING]),  # `_` is a character, not LIKE's wildcard
+        ("*leave?days", [PENDING, "hr-policy/leaveXdays"]),
+        ("leave?days", []),  # a glob names the whole route
+        ("legal%", ["legal%terms"]),  # `%` too
+        ("faq", ["billing-faq"]),
+    ],
+)
 def test_the_route_filter_keeps_what_it_names_in_the_lists_order(world, client, pattern, matching):
     answer = client.get("/api/rates", params={"route": pattern, "sort": "priority"})
     assert answer.status_code == 200 and answer.headers["x-total-count"] == str(len(matching))
@@ -202,9 +245,15 @@ def test_the_route_filter_keeps_what_it_names_in_the_lists_order(world, client, 
 def test_rates_says_how_many_more_and_its_next_page_command_works_when_pasted(world, client, monkeypatch):
     api = answer_http_with(client, monkeypatch, TOKEN)
     run = lambda args: CliRunner(env={"COLUMNS": "200"}).invoke(main, args, obj=api)  # noqa: E731
-    pages = [[e["route"] for e in client.get("/api/rates", params={"route": "billing*", "sort": "priority",
-                                                                     "limit": 3, "offset": offset}).json()]
-             for offset in (0, 3)]
+    pages = [
+        [
+            e["route"]
+            for e in client.get(
+                "/api/rates", params={"route": "billing*", "sort": "priority", "limit": 3, "offset": offset}
+            ).json()
+        ]
+        for offset in (0, 3)
+    ]
     first = run(["rates", "--route", "billing*", "--limit", "3", "--api", "http://testserver"])
     assert first.exit_code == 0, first.output
     assert printed_routes(first.output, pages) == pages[0]
@@ -212,7 +261,11 @@ def test_rates_says_how_many_more_and_its_next_page_command_works_when_pasted(wo
     assert note.startswith("routes 1–3 of 4 routes matching 'billing*'; 1 more, the next 1: "), note
     words = shlex.split(note.split(": ", 1)[1])
     assert words[1] == "rates" and dict(zip(words[2::2], words[3::2])) == {
-        "--route": "billing*", "--limit": "3", "--offset": "3", "--api": "http://testserver"}
+        "--route": "billing*",
+        "--limit": "3",
+        "--offset": "3",
+        "--api": "http://testserver",
+    }
     second = run(words[1:])  # words[0] is the claimwatch this shell runs
     assert second.exit_code == 0, second.output
     assert printed_routes(second.output, pages) == pages[1]
@@ -226,8 +279,10 @@ def printed_routes(output: str, pages: list[list[str]]) -> list[str]:
 # -- /metrics -----------------------------------------------------------------------------------------
 def per_route_series(text: str) -> dict[str, set[str]]:
     """Per metric family, the routes it carries series for."""
-    return {family.name: {s.labels["route"] for s in family.samples if "route" in s.labels}
-            for family in text_string_to_metric_families(text)}
+    return {
+        family.name: {s.labels["route"] for s in family.samples if "route" in s.labels}
+        for family in text_string_to_metric_families(text)
+    }
 
 
 def test_metrics_stay_small_with_series_for_the_top_routes_and_every_open_alert(world, client):
@@ -241,16 +296,28 @@ def test_metrics_stay_small_with_series_for_the_top_routes_and_every_open_alert(
     assert answer.status_code == 200 and len(answer.content) < 5 * MB, len(answer.content)
     series = per_route_series(answer.text)
     top = {e["route"] for e in unpaged(world, "priority")[:500]}
-    for family in ("claimwatch_events", "claimwatch_claims", "claimwatch_route_hallucination_rate",
-                   "claimwatch_route_hallucination_rate_lower", "claimwatch_route_hallucination_rate_upper"):
-        assert series[family] == top | {PENDING}, family   # the pending alert's route ranks far below the 500
-    fleet = {s.name: s.value for f in text_string_to_metric_families(answer.text) for s in f.samples
-             if s.name.startswith("claimwatch_fleet_")}
+    for family in (
+        "claimwatch_events",
+        "claimwatch_claims",
+        "claimwatch_route_hallucination_rate",
+        "claimwatch_route_hallucination_rate_lower",
+        "claimwatch_route_hallucination_rate_upper",
+    ):
+        assert series[family] == top | {PENDING}, family  # the pending alert's route ranks far below the 500
+    fleet = {
+        s.name: s.value
+        for f in text_string_to_metric_families(answer.text)
+        for s in f.samples
+        if s.name.startswith("claimwatch_fleet_")
+    }
     assert fleet["claimwatch_fleet_events_total"] == 3 * ROUTES
 
-    world.metrics.observe_batch(counts, [], 0)   # counted now per route too, for the routes with series
-    again = {(s.name, s.labels.get("route"), s.labels.get("verdict")): s.value
-             for f in text_string_to_metric_families(client.get("/metrics").text) for s in f.samples}
+    world.metrics.observe_batch(counts, [], 0)  # counted now per route too, for the routes with series
+    again = {
+        (s.name, s.labels.get("route"), s.labels.get("verdict")): s.value
+        for f in text_string_to_metric_families(client.get("/metrics").text)
+        for s in f.samples
+    }
     assert again[("claimwatch_events_total", PENDING, None)] == 3
     assert again[("claimwatch_claims_total", FIRING, "contradicted")] == 1
     assert again[("claimwatch_fleet_events_total", None, None)] == 6 * ROUTES

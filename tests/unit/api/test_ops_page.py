@@ -1,5 +1,6 @@
 """The ops page shows each notification receiver's state from the notification log, as any process reads it: a
 receiver failing for 10 minutes is down, with what is waiting for it and why it fails (issue 49, finding 4)."""
+
 from __future__ import annotations
 
 import re
@@ -18,9 +19,11 @@ from services.core.clock import utcnow
 
 @pytest.fixture()
 def components(tmp_path):
-    settings = Settings(clickhouse=f"chdb:{tmp_path / 'ch'}",
-                        notify={"alertmanager_url": "http://am.example:9093"},
-                        triage={"webhook_url": "http://tickets.example/hook"})
+    settings = Settings(
+        clickhouse=f"chdb:{tmp_path / 'ch'}",
+        notify={"alertmanager_url": "http://am.example:9093"},
+        triage={"webhook_url": "http://tickets.example/hook"},
+    )
     c = open_components(settings)
     yield c
     c.close()
@@ -34,8 +37,10 @@ def row(html: str, receiver: str) -> str:
 
 def test_a_receiver_failing_for_ten_minutes_is_down_on_the_ops_page(components):
     log, now = components.repos.notifications, utcnow()
-    tickets = [Outgoing("issue_webhook", "http://tickets.example/hook", b'{"event":"assigned"}', key=f"issue/{i}")
-               for i in range(3)]
+    tickets = [
+        Outgoing("issue_webhook", "http://tickets.example/hook", b'{"event":"assigned"}', key=f"issue/{i}")
+        for i in range(3)
+    ]
     log.record(tickets, now - timedelta(minutes=14))
     log.settle(tickets[0], "delivered", 1, "", now - timedelta(minutes=13))
     log.set_failing("issue_webhook", now - timedelta(minutes=12), "no answer within 10 s", now)
@@ -52,12 +57,25 @@ def test_a_receiver_failing_for_ten_minutes_is_down_on_the_ops_page(components):
 
 def test_a_receiver_is_failing_before_it_is_down():
     now = utcnow()
-    found = {"webhook": {"failing_since": now - timedelta(minutes=9), "last_error": "HTTP 500", "waiting": 1,
-                         "oldest": now - timedelta(minutes=9)}}
+    found = {
+        "webhook": {
+            "failing_since": now - timedelta(minutes=9),
+            "last_error": "HTTP 500",
+            "waiting": 1,
+            "oldest": now - timedelta(minutes=9),
+        }
+    }
     status = {s["receiver"]: s for s in receiver_status(found, {"webhook": True, "alertmanager": True}, now)}
     assert status["webhook"]["state"] == "failing" and status["webhook"]["failing_seconds"] == 540
-    assert status["alertmanager"] == {"receiver": "alertmanager", "state": "ok", "waiting": 0, "oldest_seconds": None,
-                                      "failing_since": None, "failing_seconds": 0.0, "last_error": ""}
+    assert status["alertmanager"] == {
+        "receiver": "alertmanager",
+        "state": "ok",
+        "waiting": 0,
+        "oldest_seconds": None,
+        "failing_since": None,
+        "failing_seconds": 0.0,
+        "last_error": "",
+    }
     assert status["issue_webhook"]["state"] == "off"
 
 

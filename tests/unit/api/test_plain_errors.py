@@ -1,6 +1,7 @@
 """A refusal reaches the user as one plain sentence, from the API and through `claimwatch`, never pydantic's error
 list; and `--by` may be left out: the change is recorded under the configured name, else the login name. Over the API
 test's store (simulated traffic, two issues with members), through the real app."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -49,7 +50,9 @@ def test_the_api_answers_an_empty_by_with_one_sentence(client):
 def test_the_cli_refuses_an_empty_by_with_one_sentence(cli):
     result = cli("promote", "propose", "iss-numbers", "--by", "")
     assert result.exit_code == 1
-    assert result.output.startswith("Error: by: must not be empty; pass --by NAME, or leave --by out to be recorded as ")
+    assert result.output.startswith(
+        "Error: by: must not be empty; pass --by NAME, or leave --by out to be recorded as "
+    )
     one_sentence(result.output)
 
 

@@ -5,6 +5,7 @@ wrong-token and sign-in requests never delays it; sign-in gives a signed, read-o
 that is refused as a bearer token; X-Forwarded-For counts only from a trusted proxy.
 All over the real app and a real chDB store, with the rate-limit clock frozen.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -13,8 +14,8 @@ import httpx
 from fastapi.testclient import TestClient
 
 from services.api.app import create_api
-from services.api.middleware import AnonymousReadLimit
 from services.api.auth import READ_COOKIE, ClientAddress, ReadSession, TokenCheck, same_origin
+from services.api.middleware import AnonymousReadLimit
 from services.api.security import ApiPolicy, Gate
 from tests.unit.api.test_api import AUTH, NOW, TOKEN, TOKEN_HASH, world  # noqa: F401  (world is a fixture)
 
@@ -24,8 +25,15 @@ SAME_ORIGIN = {"Origin": "http://testserver"}
 
 def limited_client(services, client=("testclient", 50000), **policy) -> TestClient:
     """Small buckets and a clock that never moves, so nothing refills during a test."""
-    fields = {"token_hashes": (TOKEN_HASH,), "mutations_per_minute": 60, "mutation_burst": 50,
-              "anonymous_mutations_per_minute": 5, "signins_per_minute": 5, "anonymous_reads_per_minute": 20, **policy}
+    fields = {
+        "token_hashes": (TOKEN_HASH,),
+        "mutations_per_minute": 60,
+        "mutation_burst": 50,
+        "anonymous_mutations_per_minute": 5,
+        "signins_per_minute": 5,
+        "anonymous_reads_per_minute": 20,
+        **policy,
+    }
     return TestClient(create_api(services, ApiPolicy(**fields), now=lambda: NOW, clock=lambda: 1000.0), client=client)
 
 
@@ -72,16 +80,24 @@ def test_anonymous_reads_are_limited_per_address_but_token_and_session_reads_are
 
 def test_sign_in_gives_a_session_that_reads_but_never_writes(world):
     client = limited_client(world[0], protect_reads=True, anonymous_reads_per_minute=1000)
-    cross = client.post("/signin", data={"token": TOKEN}, headers={"Origin": "https://evil.example"},
-                        follow_redirects=False)
+    cross = client.post(
+        "/signin", data={"token": TOKEN}, headers={"Origin": "https://evil.example"}, follow_redirects=False
+    )
     assert cross.status_code == 403 and READ_COOKIE not in cross.cookies
     assert "own sign-in page" in cross.text
-    assert client.post("/signin", data={"token": TOKEN}, headers={"Origin": "null"},
-                       follow_redirects=False).status_code == 403
-    assert client.post("/signin", data={"token": TOKEN}, headers={"Referer": "https://evil.example/signin"},
-                       follow_redirects=False).status_code == 403
-    signed = client.post("/signin", data={"token": TOKEN, "next": "/alerts"}, headers=SAME_ORIGIN,
-                         follow_redirects=False)
+    assert (
+        client.post("/signin", data={"token": TOKEN}, headers={"Origin": "null"}, follow_redirects=False).status_code
+        == 403
+    )
+    assert (
+        client.post(
+            "/signin", data={"token": TOKEN}, headers={"Referer": "https://evil.example/signin"}, follow_redirects=False
+        ).status_code
+        == 403
+    )
+    signed = client.post(
+        "/signin", data={"token": TOKEN, "next": "/alerts"}, headers=SAME_ORIGIN, follow_redirects=False
+    )
     assert signed.status_code == 303 and signed.headers["location"] == "/alerts"
     session = signed.cookies[READ_COOKIE]
     assert TOKEN not in session
@@ -96,8 +112,10 @@ def test_sign_in_gives_a_session_that_reads_but_never_writes(world):
 
 def test_sign_in_attempts_have_their_own_bucket(world):
     client = limited_client(world[0], signins_per_minute=2)
-    tries = [client.post("/signin", data={"token": "cw_guess"}, headers=SAME_ORIGIN, follow_redirects=False)
-             for _ in range(3)]
+    tries = [
+        client.post("/signin", data={"token": "cw_guess"}, headers=SAME_ORIGIN, follow_redirects=False)
+        for _ in range(3)
+    ]
     assert [t.status_code for t in tries] == [403, 403, 429]
     assert client.post(ACK, json={"by": "x"}).status_code == 401  # anonymous mutations are not spent by sign-ins
 
@@ -106,12 +124,14 @@ def test_forwarded_for_is_ignored_from_an_untrusted_peer_and_honoured_from_a_tru
     def ack_from(client, forwarded_for):
         return client.post(ACK, json={"by": "x"}, headers={"X-Forwarded-For": forwarded_for}).status_code
 
-    direct = limited_client(world[0], anonymous_mutations_per_minute=1, client=("203.0.113.9", 1234),
-                            trusted_proxies=("10.0.0.0/8",))
+    direct = limited_client(
+        world[0], anonymous_mutations_per_minute=1, client=("203.0.113.9", 1234), trusted_proxies=("10.0.0.0/8",)
+    )
     assert [ack_from(direct, "198.51.100.1"), ack_from(direct, "198.51.100.2")] == [401, 429]  # one caller: the peer
 
-    proxied = limited_client(world[0], anonymous_mutations_per_minute=1, client=("10.0.0.5", 1234),
-                             trusted_proxies=("10.0.0.0/8",))
+    proxied = limited_client(
+        world[0], anonymous_mutations_per_minute=1, client=("10.0.0.5", 1234), trusted_proxies=("10.0.0.0/8",)
+    )
     assert [ack_from(proxied, "198.51.100.1"), ack_from(proxied, "198.51.100.2")] == [401, 401]  # two callers
     assert ack_from(proxied, "198.51.100.3, 198.51.100.1") == 429  # what a client prepends does not count
 

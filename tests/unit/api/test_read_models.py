@@ -1,5 +1,6 @@
 """Every JSON answer of the API is a read model defined once (issue 50): OpenAPI describes each closed, so a key the
 model does not name can neither be sent nor documented away, and the pages render the same objects."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -49,7 +50,11 @@ def test_every_json_answer_is_described_by_a_closed_model(client):  # noqa: F811
                 untyped.append(f"{method.upper()} {path}")
                 continue
             for name, shape in schemas_under(body, components, set()):
-                if shape.get("type") == "object" and shape.get("properties") and shape.get("additionalProperties") is not False:
+                if (
+                    shape.get("type") == "object"
+                    and shape.get("properties")
+                    and shape.get("additionalProperties") is not False
+                ):
                     open_shapes.add(name)
     assert not untyped, f"JSON answers without a read model: {untyped}"
     assert not open_shapes, f"read models that let unnamed keys through: {sorted(open_shapes)}"

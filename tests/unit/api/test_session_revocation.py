@@ -1,5 +1,6 @@
 """A sign-in session lasts only as long as the token it was made with (issue 51): revoking the token (taking its
 hash out of api.token_file) ends the session from the next request, not 12 hours later."""
+
 from __future__ import annotations
 
 from services.api.auth import new_token

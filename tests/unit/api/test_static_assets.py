@@ -1,6 +1,7 @@
 """Static assets: pages link them under content-versioned URLs, which may be cached for a year; any other URL is
 cached briefly and revalidated; large answers (the 4.8 MB Plotly bundle) are gzipped. Through the real app over the
 API test's store, and the asset server alone over a directory whose file changes."""
+
 from __future__ import annotations
 
 import gzip
@@ -35,8 +36,12 @@ def test_pages_link_every_asset_versioned_and_those_urls_are_immutable(client):
 
 
 def test_an_unversioned_or_stale_url_is_revalidated(client):
-    for url in ("/static/app.css", "/static/app.css?v=0000000000000000", "/static/plotly.min.js",
-                "/static/plotly-base.css"):
+    for url in (
+        "/static/app.css",
+        "/static/app.css?v=0000000000000000",
+        "/static/plotly.min.js",
+        "/static/plotly-base.css",
+    ):
         assert client.get(url).headers["cache-control"] == REVALIDATE, url
     first = client.get("/static/app.js")
     assert first.headers["etag"] and first.headers["last-modified"]

@@ -2,6 +2,7 @@
 changes, so a token made by `claimwatch token new` after the API was built is accepted on the
 next request, and one taken out of the file is refused again. The sign-in page says where a
 token comes from."""
+
 from __future__ import annotations
 
 import html
@@ -12,7 +13,7 @@ from services.api.auth import UNCONFIGURED, WRONG, TokenCheck, new_token
 from services.app.cli import main
 from tests.unit.api.test_api import AUTH, client_for, world  # noqa: F401  (world is a fixture)
 
-ACK = "/api/alerts/a-nope/ack"   # 404 once the token is accepted, 401/403 before
+ACK = "/api/alerts/a-nope/ack"  # 404 once the token is accepted, 401/403 before
 
 
 def made_token(result) -> str:
@@ -22,7 +23,7 @@ def made_token(result) -> str:
 
 def test_a_token_made_after_the_api_started_is_accepted_on_the_next_request(world, tmp_path, monkeypatch):  # noqa: F811
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    hashes = tmp_path / "config" / "claimwatch" / "token-hashes"   # not there yet
+    hashes = tmp_path / "config" / "claimwatch" / "token-hashes"  # not there yet
     client = client_for(world[0], token_file=str(hashes))
     body = {"by": "oncall"}
     assert client.post(ACK, json=body, headers=AUTH).status_code == 404  # the configured token still works
@@ -35,7 +36,7 @@ def test_a_token_made_after_the_api_started_is_accepted_on_the_next_request(worl
     assert client.post(ACK, json=body, headers={"Authorization": f"Bearer {later}"}).status_code == 404
     assert client.post(ACK, json=body, headers=bearer).status_code == 404
 
-    hashes.write_text("")                                     # revoked: refused from the next request
+    hashes.write_text("")  # revoked: refused from the next request
     assert client.post(ACK, json=body, headers=bearer).json()["detail"] == WRONG.detail
 
 
@@ -59,7 +60,7 @@ def test_same_size_rewrites_are_noticed(tmp_path):
     assert check.refusal(one) is None
     replacement = tmp_path / "new"
     replacement.write_text(h2 + "\n")
-    replacement.replace(path)                                 # same size, new inode
+    replacement.replace(path)  # same size, new inode
     assert check.refusal(one) == WRONG and check.refusal(two) is None
 
 

@@ -1,6 +1,7 @@
 """The trace view: `/traces/<id>` (dashboard), `GET /api/traces/<id>` and `claimwatch trace ID`, over the API
 test's store (simulated traffic, hostile rows, two issues with members) plus a trace sent twice and a trace id
 with reserved URL characters."""
+
 from __future__ import annotations
 
 import html
@@ -18,33 +19,61 @@ from services.app.cli.traces import WIDTH
 from services.contract.decode import Decoder
 from services.contract.model import VerdictEvent
 from services.store.writer import EventWriter
-from tests.unit.api.test_api import EVIL_TEXT, START, TOKEN, client_for, world  # noqa: F401  (world is a fixture)
 from tests.support.cli import answer_http_by, answer_http_with
+from tests.unit.api.test_api import EVIL_TEXT, START, TOKEN, client_for, world  # noqa: F401  (world is a fixture)
 
-ODD_ID = "tr/odd?#&+ id"            # reserved URL characters a trace id may carry
+ODD_ID = "tr/odd?#&+ id"  # reserved URL characters a trace id may carry
 TWICE = "tr-sent-twice"
 
 
 def extra_event(event_id: str, trace_id: str, minute: int, answer: str, verdict: str) -> VerdictEvent:
-    return Decoder().decode(orjson.dumps({
-        "schema": "claimwatch.verdict/v1", "event_id": event_id, "trace_id": trace_id,
-        "observed_at": (START + timedelta(minutes=minute)).isoformat(), "route": "billing-faq",
-        "query": {"text": "When is the refund paid?", "query_type": "lookup"},
-        "answer": {"text": answer, "action": "served"}, "versions": {"model": "gen-x", "prompt": "p-7"},
-        "first_failed_stage": "evidence_admission",
-        "evidence": [{"chunk_id": "ck-1", "source_id": "refund-policy", "version": "v3", "used": True,
-                      "text": "Refunds are paid within 14 days."}],
-        "claims": [{"text": "Refunds are paid in 3 days.", "verdict": verdict, "chunk_id": "ck-1",
-                    "span": "paid within 14 days", "score": 0.9},
-                   {"text": "Refunds go to the card.", "verdict": "supported", "chunk_id": "ck-gone"}]}))
+    return Decoder().decode(
+        orjson.dumps(
+            {
+                "schema": "claimwatch.verdict/v1",
+                "event_id": event_id,
+                "trace_id": trace_id,
+                "observed_at": (START + timedelta(minutes=minute)).isoformat(),
+                "route": "billing-faq",
+                "query": {"text": "When is the refund paid?", "query_type": "lookup"},
+                "answer": {"text": answer, "action": "served"},
+                "versions": {"model": "gen-x", "prompt": "p-7"},
+                "first_failed_stage": "evidence_admission",
+                "evidence": [
+                    {
+                        "chunk_id": "ck-1",
+                        "source_id": "refund-policy",
+                        "version": "v3",
+                        "used": True,
+                        "text": "Refunds are paid within 14 days.",
+                    }
+                ],
+                "claims": [
+                    {
+                        "text": "Refunds are paid in 3 days.",
+                        "verdict": verdict,
+                        "chunk_id": "ck-1",
+                        "span": "paid within 14 days",
+                        "score": 0.9,
+                    },
+                    {"text": "Refunds go to the card.", "verdict": "supported", "chunk_id": "ck-gone"},
+                ],
+            }
+        )
+    )
 
 
 @pytest.fixture(scope="module")
 def store(world):  # noqa: F811
     services, events = world
-    EventWriter(services.store).write([extra_event("ev-odd", ODD_ID, 5, "In 3 days.", "contradicted"),
-                                       extra_event("ev-twice-1", TWICE, 6, "First try.", "unsupported"),
-                                       extra_event("ev-twice-2", TWICE, 7, "Second try.", "supported")], [])
+    EventWriter(services.store).write(
+        [
+            extra_event("ev-odd", ODD_ID, 5, "In 3 days.", "contradicted"),
+            extra_event("ev-twice-1", TWICE, 6, "First try.", "unsupported"),
+            extra_event("ev-twice-2", TWICE, 7, "Second try.", "supported"),
+        ],
+        [],
+    )
     return services, events
 
 
@@ -55,8 +84,10 @@ def client(store):
 
 def member_trace(store, issue_id: str):
     """A trace with a claim in the issue, and its event as sent."""
-    key = store[0].store.query("SELECT claim_key FROM issue_members FINAL WHERE issue_id = {i:String} "
-                               "ORDER BY claim_key LIMIT 1", {"i": issue_id})[0]["claim_key"]
+    key = store[0].store.query(
+        "SELECT claim_key FROM issue_members FINAL WHERE issue_id = {i:String} ORDER BY claim_key LIMIT 1",
+        {"i": issue_id},
+    )[0]["claim_key"]
     event_id, idx = key.split(":")
     event = next(e for e in store[1] if e.event_id == event_id)
     return event, int(idx)
@@ -66,7 +97,11 @@ def test_api_rebuilds_the_whole_event_with_each_claims_evidence_and_its_issues(c
     event, idx = member_trace(store, "iss-numbers")
     body = client.get(f"/api/traces/{quote(event.trace_id, safe='')}").json()
     assert (body["trace_id"], body["event_id"], body["route"]) == (event.trace_id, event.event_id, event.route)
-    assert (body["question"], body["answer"], body["action"]) == (event.query.text, event.answer.text, event.answer.action)
+    assert (body["question"], body["answer"], body["action"]) == (
+        event.query.text,
+        event.answer.text,
+        event.answer.action,
+    )
     assert body["versions"] == event.versions and body["first_failed_stage"] == event.first_failed_stage
     assert [c["verdict"] for c in body["claims"]] == [c.verdict for c in event.claims]
     evidence = {e.chunk_id: e for e in event.evidence}
@@ -91,8 +126,13 @@ def test_claims_chunks_are_the_events_and_a_missing_chunk_says_so(client):
     body = client.get(f"/api/traces/{quote(ODD_ID, safe='')}").json()
     assert body["trace_id"] == ODD_ID
     first, second = body["claims"]
-    assert first["chunk"] == {"chunk_id": "ck-1", "source_id": "refund-policy", "version": "v3", "used": True,
-                              "text": "Refunds are paid within 14 days."}
+    assert first["chunk"] == {
+        "chunk_id": "ck-1",
+        "source_id": "refund-policy",
+        "version": "v3",
+        "used": True,
+        "text": "Refunds are paid within 14 days.",
+    }
     assert (first["verdict"], first["span"], first["score"]) == ("contradicted", "paid within 14 days", 0.9)
     assert second["chunk_id"] == "ck-gone" and second["chunk"] is None
     page = html.unescape(client.get(f"/traces/{quote(ODD_ID, safe='')}").text)
@@ -134,7 +174,10 @@ def test_unknown_trace_is_404_with_what_to_do(client):
     assert "claimwatch issues show" in api.json()["detail"]
     page = client.get("/traces/tr-nope")
     assert page.status_code == 404 and page.headers["content-type"].startswith("text/html")
-    assert re.search(r'<link rel="stylesheet" href="/static/app.css\?v=\w+">', page.text) and "aged out of the store" in page.text
+    assert (
+        re.search(r'<link rel="stylesheet" href="/static/app.css\?v=\w+">', page.text)
+        and "aged out of the store" in page.text
+    )
 
 
 def test_openapi_documents_the_trace_endpoint(client):
@@ -149,7 +192,7 @@ def test_openapi_documents_the_trace_endpoint(client):
 def test_reads_of_a_trace_need_the_token_when_reads_are_protected(store):
     client = client_for(store[0], protect_reads=True)
     assert client.get("/api/traces/tr-evil-0").status_code == 401
-    assert client.get("/api/traces/tr-nope").status_code == 401          # no existence leak either
+    assert client.get("/api/traces/tr-nope").status_code == 401  # no existence leak either
     page = client.get("/traces/tr-nope", follow_redirects=False)
     assert page.status_code == 303 and page.headers["location"] == "/signin?next=/traces/tr-nope"
     assert client.get("/api/traces/tr-evil-0", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
@@ -206,9 +249,22 @@ def test_cli_json_is_the_apis(cli, client):
 def test_cli_strips_terminal_control_sequences_from_trace_text(cli):
     from services.app.cli.traces import trace_text
 
-    data = {"trace_id": "t", "event_id": "e", "route": "r", "observed_at": "2026-11-21T08:00:00+00:00",
-            "question": "hi\x1b]0;pwned\x07 there", "answer": "\x1b[2Jok", "versions": {}, "claims": [], "issues": [],
-            "claim_count": 0, "failed_claims": 0, "claims_from": 0, "claims_page": 1, "claims_pages": 1}
+    data = {
+        "trace_id": "t",
+        "event_id": "e",
+        "route": "r",
+        "observed_at": "2026-11-21T08:00:00+00:00",
+        "question": "hi\x1b]0;pwned\x07 there",
+        "answer": "\x1b[2Jok",
+        "versions": {},
+        "claims": [],
+        "issues": [],
+        "claim_count": 0,
+        "failed_claims": 0,
+        "claims_from": 0,
+        "claims_page": 1,
+        "claims_pages": 1,
+    }
     text = trace_text(data)
     assert "\x1b" not in text and "\x07" not in text and "hi]0;pwned there" in text
 

@@ -1,5 +1,6 @@
 """CLI limits and unsilence on the store files (no API answers): huge numbers get a one-line error naming the
 limit, not an OverflowError traceback; unsilence records who ended the silence."""
+
 from __future__ import annotations
 
 import os
@@ -19,7 +20,9 @@ NO_API = "http://127.0.0.1:9"
 def run(tmp_path):
     def run(*args: str):
         return CliRunner(env={"COLUMNS": "200"}).invoke(
-            main, [*args, "--clickhouse", f"chdb:{tmp_path / 'clickhouse'}", "--api", NO_API])
+            main, [*args, "--clickhouse", f"chdb:{tmp_path / 'clickhouse'}", "--api", NO_API]
+        )
+
     return run
 
 
@@ -36,8 +39,20 @@ def one_line_error(result) -> str:
 
 
 def test_an_offline_silence_past_the_limit_is_a_one_line_error(run):
-    line = one_line_error(run("alerts", "silence", "--match", "route=billing-faq", "--duration", "99999999999d",
-                              "--by", "ana", "--comment", "c"))
+    line = one_line_error(
+        run(
+            "alerts",
+            "silence",
+            "--match",
+            "route=billing-faq",
+            "--duration",
+            "99999999999d",
+            "--by",
+            "ana",
+            "--comment",
+            "c",
+        )
+    )
     assert "duration '99999999999d' is longer than the limit of 366 days" in line
 
 
@@ -60,11 +75,35 @@ def test_unsilence_records_who_ended_it_and_silences_lists_it(run):
 
 def test_an_offline_silence_until_a_date_past_the_limit_is_refused_as_the_api_refuses_it(run):
     """With no API running, `alerts silence --until` stored a five-year silence: the limit lived in the router."""
-    line = one_line_error(run("alerts", "silence", "--match", "route=billing-faq", "--until", "2031-12-01T00:00:00Z",
-                              "--by", "ana", "--comment", "c"))
+    line = one_line_error(
+        run(
+            "alerts",
+            "silence",
+            "--match",
+            "route=billing-faq",
+            "--until",
+            "2031-12-01T00:00:00Z",
+            "--by",
+            "ana",
+            "--comment",
+            "c",
+        )
+    )
     assert "ends_at is more than 366 days away; silence for less and renew it" in line
-    past = one_line_error(run("alerts", "silence", "--match", "route=billing-faq", "--until", "2020-01-01T00:00:00Z",
-                              "--by", "ana", "--comment", "c"))
+    past = one_line_error(
+        run(
+            "alerts",
+            "silence",
+            "--match",
+            "route=billing-faq",
+            "--until",
+            "2020-01-01T00:00:00Z",
+            "--by",
+            "ana",
+            "--comment",
+            "c",
+        )
+    )
     assert "ends_at is in the past" in past
     assert run("alerts", "silences", "-o", "json").stdout.strip() in ("[]", "")
 
@@ -105,25 +144,47 @@ def test_a_folder_whose_stack_stopped_never_reads_another_stacks_api(tmp_path, m
     from tests.support.waiting import wait_until
 
     port = free_port()
-    other = subprocess.Popen([sys.executable, "-m", "services.app.cli", "api", "--clickhouse",
-                              f"chdb:{tmp_path / 'other'}"], env={**os.environ, "CLAIMWATCH_API__PORT": str(port)},
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    other = subprocess.Popen(
+        [sys.executable, "-m", "services.app.cli", "api", "--clickhouse", f"chdb:{tmp_path / 'other'}"],
+        env={**os.environ, "CLAIMWATCH_API__PORT": str(port)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         wait_until(lambda: _answers(port), 60, "the other stack's API")
         (tmp_path / "here").mkdir()
         monkeypatch.chdir(tmp_path / "here")
         monkeypatch.delenv("CLAIMWATCH_TOKEN", raising=False)
-        made = CliRunner().invoke(main, ["alerts", "silence", "--match", "route=here", "--duration", "1h", "--by",
-                                         "ana", "--comment", "c", "--api", NO_API])  # makes ./var/clickhouse
+        made = CliRunner().invoke(
+            main,
+            [
+                "alerts",
+                "silence",
+                "--match",
+                "route=here",
+                "--duration",
+                "1h",
+                "--by",
+                "ana",
+                "--comment",
+                "c",
+                "--api",
+                NO_API,
+            ],
+        )  # makes ./var/clickhouse
         assert made.exit_code == 0, made.output
-        listed = CliRunner().invoke(main, ["alerts", "silences", "-o", "json"],
-                                    obj=Api(httpx.Client(transport=ToPort(port))))
+        listed = CliRunner().invoke(
+            main, ["alerts", "silences", "-o", "json"], obj=Api(httpx.Client(transport=ToPort(port)))
+        )
     finally:
         other.terminate()
         other.wait(30)
     assert listed.exit_code == 0, listed.output
-    assert f"serves another store (chdb:{tmp_path / 'other'}); reading chdb:{tmp_path / 'here' / 'var' / 'clickhouse'}" \
-        in listed.stderr, listed.stderr
+    assert (
+        f"serves another store (chdb:{tmp_path / 'other'}); reading chdb:{tmp_path / 'here' / 'var' / 'clickhouse'}"
+        in listed.stderr
+    ), listed.stderr
     assert [s["matchers"] for s in orjson.loads(listed.stdout)] == [["route=here"]]
 
 
@@ -139,8 +200,24 @@ def test_a_refusal_names_commands_as_they_run_here(tmp_path, monkeypatch):
     from services.core.command import cli_command
 
     monkeypatch.setenv("PATH", str(tmp_path))  # no claimwatch on it: the CLI's spelling is its path
-    wrong = CliRunner(env={"CLAIMWATCH_TOKEN": "cw_not-a-token"}).invoke(main, [
-        "alerts", "silence", "--match", "route=a", "--duration", "1h", "--by", "ana", "--comment", "c",
-        "--clickhouse", f"chdb:{tmp_path / 'clickhouse'}", "--api", NO_API])
+    wrong = CliRunner(env={"CLAIMWATCH_TOKEN": "cw_not-a-token"}).invoke(
+        main,
+        [
+            "alerts",
+            "silence",
+            "--match",
+            "route=a",
+            "--duration",
+            "1h",
+            "--by",
+            "ana",
+            "--comment",
+            "c",
+            "--clickhouse",
+            f"chdb:{tmp_path / 'clickhouse'}",
+            "--api",
+            NO_API,
+        ],
+    )
     assert cli_command() != "claimwatch"
     assert f"`{cli_command()} token new`" in wrong.output and "`claimwatch token new`" not in wrong.output, wrong.output

@@ -1,4 +1,5 @@
 """`claimwatch storage` at 80 columns and as JSON, through the API (GET /api/storage) and on the store files."""
+
 from __future__ import annotations
 
 import orjson
@@ -32,10 +33,12 @@ def cli(client, monkeypatch):
     api = answer_http_with(client, monkeypatch, "unused")
 
     def run(*args: str, columns: int = WIDTH) -> str:
-        result = CliRunner(env={"COLUMNS": str(columns)}).invoke(main, ["storage", *args, "--api", "http://testserver"],
-                                                                 obj=api)
+        result = CliRunner(env={"COLUMNS": str(columns)}).invoke(
+            main, ["storage", *args, "--api", "http://testserver"], obj=api
+        )
         assert result.exit_code == 0, result.output
         return result.output
+
     return run
 
 
@@ -75,8 +78,10 @@ def test_json_is_the_apis_and_wide_shows_every_column(cli, client):
 
 
 def test_without_an_api_it_reads_the_store_files(tmp_path):
-    result = CliRunner(env={"COLUMNS": str(WIDTH)}).invoke(main, [
-        "storage", "-o", "json", "--clickhouse", f"chdb:{tmp_path / 'clickhouse'}", "--api", "http://127.0.0.1:9"])
+    result = CliRunner(env={"COLUMNS": str(WIDTH)}).invoke(
+        main,
+        ["storage", "-o", "json", "--clickhouse", f"chdb:{tmp_path / 'clickhouse'}", "--api", "http://127.0.0.1:9"],
+    )
     assert result.exit_code == 0, result.output
     report = orjson.loads(result.stdout)  # (stderr says it read the store)
     assert report["claims"] == 0 and {t["table"]: t["ttl_days"] for t in report["tables"]}["events"] == 30

@@ -1,4 +1,5 @@
 """The composition root builds each object once, from the one Settings, on a real chDB store."""
+
 from __future__ import annotations
 
 import pytest

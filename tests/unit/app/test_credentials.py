@@ -1,5 +1,6 @@
 """The CLI finds the token of a stack the same user started, from any directory: $CLAIMWATCH_TOKEN,
 then hosts.toml under $XDG_CONFIG_HOME/claimwatch (0600, keyed by API URL), then ./var/api-token."""
+
 from __future__ import annotations
 
 import stat
@@ -11,8 +12,16 @@ from click.testing import CliRunner
 from services.api.auth import hash_token, read_hashes_file
 from services.app.cli import main
 from services.app.cli.stack import _local_token
-from services.app.credentials import (LEGACY_TOKEN, add_token_hash, find_token, hashes_path, holder_token, hosts_path,
-                                      save_token, stored_token)
+from services.app.credentials import (
+    LEGACY_TOKEN,
+    add_token_hash,
+    find_token,
+    hashes_path,
+    holder_token,
+    hosts_path,
+    save_token,
+    stored_token,
+)
 from services.app.settings import Settings
 from tests.support.cli import answer_http_by
 
@@ -44,15 +53,15 @@ def test_up_keeps_its_token_in_a_0600_file_found_from_another_directory(home, mo
     assert mode(path) == 0o600 and mode(path.parent) == 0o700
     token = stored_token(URL)
     assert token.startswith("cw_") and settings.api.token_hashes == [hash_token(token)]
-    assert settings.api.token_file == str(hashes_path())    # the stack watches the file `token new` adds to
+    assert settings.api.token_file == str(hashes_path())  # the stack watches the file `token new` adds to
     said = capsys.readouterr().err
     assert str(path) in said and "claimwatch token show" in said and "export CLAIMWATCH_TOKEN" in said
     assert not (started / "var" / "api-token").exists()
 
     monkeypatch.chdir(home / "elsewhere")
     assert find_token(URL) == (token, f"{path} [{URL}]")
-    assert find_token(URL + "/")[0] == token                 # the same API
-    assert find_token("http://127.0.0.1:9090") is None       # another stack's token is not sent here
+    assert find_token(URL + "/")[0] == token  # the same API
+    assert find_token("http://127.0.0.1:9090") is None  # another stack's token is not sent here
     assert _local_token(Settings()).api.token_hashes == [hash_token(token)]  # a restart keeps the token
     shown = CliRunner().invoke(main, ["token", "show"])
     assert shown.exit_code == 0 and shown.stdout.strip() == token
@@ -60,9 +69,9 @@ def test_up_keeps_its_token_in_a_0600_file_found_from_another_directory(home, mo
 
 def test_entries_for_other_urls_survive_and_the_file_stays_0600(home):
     save_token("http://a:1", "cw_a")
-    save_token("http://b:2/", "cw_b\"quoted\\")
+    save_token("http://b:2/", 'cw_b"quoted\\')
     save_token("http://a:1", "cw_a2")
-    assert (stored_token("http://a:1"), stored_token("http://b:2")) == ("cw_a2", "cw_b\"quoted\\")
+    assert (stored_token("http://a:1"), stored_token("http://b:2")) == ("cw_a2", 'cw_b"quoted\\')
     assert mode(hosts_path()) == 0o600
 
 
@@ -73,8 +82,10 @@ def test_environment_first_then_credentials_then_the_legacy_file(home):
     assert find_token(URL) == ("cw_legacy", str(LEGACY_TOKEN))
     save_token(URL, "cw_stored")
     assert find_token(URL)[0] == "cw_stored"
-    assert find_token(URL, {"CLAIMWATCH_TOKEN": "cw_env", "XDG_CONFIG_HOME": str(home / "config")}) == \
-        ("cw_env", "$CLAIMWATCH_TOKEN")
+    assert find_token(URL, {"CLAIMWATCH_TOKEN": "cw_env", "XDG_CONFIG_HOME": str(home / "config")}) == (
+        "cw_env",
+        "$CLAIMWATCH_TOKEN",
+    )
 
 
 def test_the_cli_sends_the_stored_token_and_the_environment_overrides_it(home, monkeypatch):
@@ -126,5 +137,8 @@ def test_a_hashes_file_skips_lines_that_are_not_hashes(tmp_path):
     add_token_hash("ef" * 32, path, note="named", name="Dana Oncall")
     with path.open("a") as f:
         f.write("# a comment\nnot-a-hash\n\n" + "CD" * 32 + "  # upper case\n")
-    assert read_hashes_file(path) == [(("ab" * 32).encode(), None), (("ef" * 32).encode(), "Dana Oncall"),
-                                      (("cd" * 32).encode(), None)]
+    assert read_hashes_file(path) == [
+        (("ab" * 32).encode(), None),
+        (("ef" * 32).encode(), "Dana Oncall"),
+        (("cd" * 32).encode(), None),
+    ]

@@ -1,6 +1,7 @@
 """The docs and the CLI agree. docs/cli.md's commands table lists every command of the real CLI: each top-level
 command, and each subcommand of a group whose row lists subcommands (``alerts list|show|...``). And every
 ``claimwatch ...`` command that README.md or docs/*.md shows is a real command with real options."""
+
 from __future__ import annotations
 
 import re
@@ -23,7 +24,9 @@ def table_rows(readme: str) -> dict[str, set[str]]:
     listed: dict[str, set[str]] = defaultdict(set)
     for spec in re.findall(r"^\| `claimwatch ([^`]+)` \|", readme, re.M):
         name, *rest = spec.split()
-        names_subcommands = rest and re.fullmatch(r"[a-z][a-z-]*(\\\|[a-z][a-z-]*)*", rest[0])  # not FILE, --flag, [...]
+        names_subcommands = rest and re.fullmatch(
+            r"[a-z][a-z-]*(\\\|[a-z][a-z-]*)*", rest[0]
+        )  # not FILE, --flag, [...]
         listed[name] |= set(rest[0].split("\\|")) if names_subcommands else set()
     return listed
 
@@ -44,8 +47,9 @@ def test_every_command_of_the_cli_is_in_the_commands_table():
 def test_a_command_left_out_of_the_table_is_found():
     table = CLI_TABLE.read_text()
     assert missing(table.replace("| `claimwatch trace TRACE_ID` |", "| `trace TRACE_ID` |")) == ["trace"]
-    assert missing(table.replace("`claimwatch issues list\\|show\\|resolve\\|merge`",
-                                 "`claimwatch issues list\\|show\\|merge`")) == ["issues resolve"]
+    assert missing(
+        table.replace("`claimwatch issues list\\|show\\|resolve\\|merge`", "`claimwatch issues list\\|show\\|merge`")
+    ) == ["issues resolve"]
 
 
 # Shell code blocks (untagged or bash/sh/shell/console) and inline code; `.venv/bin/claimwatch` counts too.
@@ -59,8 +63,13 @@ END = {"|", ">", ">>", "2>", "&&", ";"}  # a pipe or redirection ends the comman
 
 def shown(text: str) -> list[str]:
     """What follows `claimwatch ` in each shell line of a code block and in each inline code span."""
-    found = [m[1] for tag, block in FENCE.findall(text) if tag in SHELL
-             for line in block.splitlines() if (m := INVOCATION.match(line))]
+    found = [
+        m[1]
+        for tag, block in FENCE.findall(text)
+        if tag in SHELL
+        for line in block.splitlines()
+        if (m := INVOCATION.match(line))
+    ]
     prose = FENCE.sub("", text)
     return found + [m[1] for span in INLINE.findall(prose) if (m := INVOCATION.match(" ".join(span.split())))]
 
@@ -82,8 +91,11 @@ def unknown(invocation: str) -> list[str]:
         if not alternatives:
             continue
         if alternatives[0].startswith("-"):
-            found += [f"{path} {name}" for name in (a.split("=")[0] for a in alternatives)
-                      if not any(name in options(c) for c in commands)]
+            found += [
+                f"{path} {name}"
+                for name in (a.split("=")[0] for a in alternatives)
+                if not any(name in options(c) for c in commands)
+            ]
         elif naming and all(isinstance(c, click.Group) for c in commands):
             if PLACEHOLDER.match(alternatives[0]):
                 naming = False
@@ -107,9 +119,15 @@ def test_every_command_the_docs_show_is_real(doc):
 
 
 def test_a_made_up_command_or_option_is_found():
-    planted = ("Run `claimwatch nosuch` first, then `claimwatch alerts show ALERT_ID` and\n"
-               "`claimwatch runbook ISSUE [--markdown]`.\n\n"
-               "| `claimwatch issues list\\|nosuch` | a row |\n\n"
-               "```bash\n.venv/bin/claimwatch alerts list --nosuch   # a flag that isn't\n"
-               "claimwatch rates -o json | jq .   # real\n```\n")
-    assert sorted(problems(planted)) == ["claimwatch alerts list --nosuch", "claimwatch issues nosuch", "claimwatch nosuch"]
+    planted = (
+        "Run `claimwatch nosuch` first, then `claimwatch alerts show ALERT_ID` and\n"
+        "`claimwatch runbook ISSUE [--markdown]`.\n\n"
+        "| `claimwatch issues list\\|nosuch` | a row |\n\n"
+        "```bash\n.venv/bin/claimwatch alerts list --nosuch   # a flag that isn't\n"
+        "claimwatch rates -o json | jq .   # real\n```\n"
+    )
+    assert sorted(problems(planted)) == [
+        "claimwatch alerts list --nosuch",
+        "claimwatch issues nosuch",
+        "claimwatch nosuch",
+    ]

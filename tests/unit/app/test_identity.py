@@ -1,5 +1,6 @@
 """Who a change is recorded as when --by is left out: the configured name, else the login name; an empty --by and
 no name at all are refused with one sentence that says what to pass."""
+
 from __future__ import annotations
 
 import pytest
@@ -25,8 +26,11 @@ def test_an_empty_by_is_refused_saying_what_to_pass_and_what_leaving_it_out_does
 
 
 def test_with_no_name_anywhere_it_says_to_pass_by():
-    with pytest.raises(IdentityError, match=r"^no name to record this change under: pass --by NAME \(or set "
-                                            r"identity.name in the config file, or CLAIMWATCH_IDENTITY__NAME\)$"):
+    with pytest.raises(
+        IdentityError,
+        match=r"^no name to record this change under: pass --by NAME \(or set "
+        r"identity.name in the config file, or CLAIMWATCH_IDENTITY__NAME\)$",
+    ):
         signer(None, None, login=lambda: None)
 
 

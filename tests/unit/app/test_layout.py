@@ -3,6 +3,7 @@
 These scan the source (AST, not text search), so a docstring that mentions a layer or a
 keyword is not a violation, and a function-local import is.
 """
+
 from __future__ import annotations
 
 import ast
@@ -10,13 +11,16 @@ import re
 from pathlib import Path
 
 import pytest
+
 from tests.support.import_graph import cycles, import_graph
 from tests.support.layers import PACKAGES, imports, layer_of, module_name, source_files, violations
 from tests.support.paths import ROOT
 
 MAX_LINES = 400
-SQL = re.compile(r"\bSELECT\b[\s\S]*\bFROM\b|\bINSERT INTO\b|\b(ALTER|CREATE|DROP|OPTIMIZE|TRUNCATE) TABLE\b"
-                 r"|\bCREATE MATERIALIZED VIEW\b|\bSYSTEM (FLUSH|STOP|START)\b")
+SQL = re.compile(
+    r"\bSELECT\b[\s\S]*\bFROM\b|\bINSERT INTO\b|\b(ALTER|CREATE|DROP|OPTIMIZE|TRUNCATE) TABLE\b"
+    r"|\bCREATE MATERIALIZED VIEW\b|\bSYSTEM (FLUSH|STOP|START)\b"
+)
 STORE_CALLS = {"query", "command", "insert"}
 
 
@@ -36,12 +40,15 @@ def plant(tmp_path: Path, module: str, source: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("module, source, why", [
-    ("services.alerts.planted", "from services.review.labels import ReviewedClaim\n", "comes later"),
-    ("services.ingest.planted", "def f():\n    from services.store.writer import EventWriter\n", "comes later"),
-    ("services.store.planted", "from . import writer\nfrom ..api import app\n", "services.api comes later"),
-    ("services.rates.planted", "import services.client.producer\n", "only services.app may import"),
-])
+@pytest.mark.parametrize(
+    "module, source, why",
+    [
+        ("services.alerts.planted", "from services.review.labels import ReviewedClaim\n", "comes later"),
+        ("services.ingest.planted", "def f():\n    from services.store.writer import EventWriter\n", "comes later"),
+        ("services.store.planted", "from . import writer\nfrom ..api import app\n", "services.api comes later"),
+        ("services.rates.planted", "import services.client.producer\n", "only services.app may import"),
+    ],
+)
 def test_the_layer_test_fails_on_an_upward_import(tmp_path, module, source, why):
     plant(tmp_path, module, source)
     problems = violations(imports(tmp_path))
@@ -50,14 +57,19 @@ def test_the_layer_test_fails_on_an_upward_import(tmp_path, module, source, why)
 
 
 def test_the_layer_test_passes_a_downward_import(tmp_path):
-    plant(tmp_path, "services.api.planted", "from services.review.labels import ReviewedClaim\n"
-                                            "if TYPE_CHECKING:\n    from services.app.compose import build\n")
+    plant(
+        tmp_path,
+        "services.api.planted",
+        "from services.review.labels import ReviewedClaim\n"
+        "if TYPE_CHECKING:\n    from services.app.compose import build\n",
+    )
     assert violations(imports(tmp_path)) == []
 
 
 def test_only_the_composition_root_imports_streams():
-    importers = {imp.module for imp in imports() if imp.name.split(".")[0] == "streams"
-                 and not imp.module.startswith("streams")}
+    importers = {
+        imp.module for imp in imports() if imp.name.split(".")[0] == "streams" and not imp.module.startswith("streams")
+    }
     assert importers and all(m.startswith("services.app") for m in importers), importers
 
 
@@ -74,22 +86,28 @@ def sql_sites(path: Path, tree: ast.AST) -> list[str]:
             expr = parents.get(node)
             if not (isinstance(expr, ast.Expr) and _is_docstring(parents.get(expr), node)):
                 sites.append(f"{path.relative_to(ROOT)}:{node.lineno}: SQL text {node.value[:60]!r}")
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in STORE_CALLS
-                and "store" in ast.unparse(node.func.value).lower()):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in STORE_CALLS
+            and "store" in ast.unparse(node.func.value).lower()
+        ):
             sites.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node.func)}(...)")
     return sites
 
 
 def test_only_the_store_runs_sql():
-    sites = [s for path, module, tree in parsed() if not module.startswith("services.store")
-             for s in sql_sites(path, tree)]
+    sites = [
+        s for path, module, tree in parsed() if not module.startswith("services.store") for s in sql_sites(path, tree)
+    ]
     assert not sites, "SQL outside services/store:\n" + "\n".join(sites)
 
 
 def test_the_sql_scan_finds_sql_where_it_is():
     # The scan must see the store's own statements, or the test above proves nothing.
-    store_sites = [s for path, module, tree in parsed() if module.startswith("services.store")
-                   for s in sql_sites(path, tree)]
+    store_sites = [
+        s for path, module, tree in parsed() if module.startswith("services.store") for s in sql_sites(path, tree)
+    ]
     assert len(store_sites) > 20
     planted = ast.parse('def f(store):\n    return store.query("SELECT count() FROM events")\n')
     assert len(sql_sites(ROOT / "planted.py", planted)) == 2
@@ -107,10 +125,16 @@ def test_the_layer_table_covers_every_package():
 
 
 def test_one_clock():
-    readers = [f"{path.relative_to(ROOT)}:{node.lineno}" for path, module, tree in parsed()
-               if module != "services.core.clock" for node in ast.walk(tree)
-               if isinstance(node, ast.Call) and ast.unparse(node.func) in {"datetime.now", "datetime.utcnow", "time.time"}]
-    assert not readers, "read the clock through services.core.clock (or take `now` as an argument):\n" + "\n".join(readers)
+    readers = [
+        f"{path.relative_to(ROOT)}:{node.lineno}"
+        for path, module, tree in parsed()
+        if module != "services.core.clock"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and ast.unparse(node.func) in {"datetime.now", "datetime.utcnow", "time.time"}
+    ]
+    assert not readers, "read the clock through services.core.clock (or take `now` as an argument):\n" + "\n".join(
+        readers
+    )
 
 
 @pytest.mark.parametrize("package", PACKAGES)

@@ -1,5 +1,6 @@
 """settings.retention: validated with a clear message, and applied to the store when a service starts (only then,
 and only when it differs from the TTLs in force)."""
+
 from __future__ import annotations
 
 import pytest
@@ -27,16 +28,19 @@ def test_defaults_and_every_source(tmp_path):
     assert load_settings(cfg, env, {}).retention.model_dump() == {"raw_days": 7, "aggregate_days": 180}
 
 
-@pytest.mark.parametrize("retention, message", [
-    ({"raw_days": "0"}, r"retention\.raw_days: Input should be greater than or equal to 1"),
-    ({"aggregate_days": "0"}, r"retention\.aggregate_days: Input should be greater than or equal to 1"),
-    ({"raw_days": "-3"}, r"retention\.raw_days"),
-    ({"raw_days": "a month"}, r"retention\.raw_days: Input should be a valid integer"),
-    ({"raw_days": "60", "aggregate_days": "30"}, r"aggregate_days \(30\) must be at least raw_days \(60\)"),
-    ({"aggregate_days": "20"}, r"aggregate_days \(20\) must be at least raw_days \(30\)"),
-    ({"raw_days": "36500"}, r"retention\.raw_days: Input should be less than or equal to 3650"),
-    ({"keep_days": "5"}, r"retention\.keep_days: Extra inputs are not permitted"),
-])
+@pytest.mark.parametrize(
+    "retention, message",
+    [
+        ({"raw_days": "0"}, r"retention\.raw_days: Input should be greater than or equal to 1"),
+        ({"aggregate_days": "0"}, r"retention\.aggregate_days: Input should be greater than or equal to 1"),
+        ({"raw_days": "-3"}, r"retention\.raw_days"),
+        ({"raw_days": "a month"}, r"retention\.raw_days: Input should be a valid integer"),
+        ({"raw_days": "60", "aggregate_days": "30"}, r"aggregate_days \(30\) must be at least raw_days \(60\)"),
+        ({"aggregate_days": "20"}, r"aggregate_days \(20\) must be at least raw_days \(30\)"),
+        ({"raw_days": "36500"}, r"retention\.raw_days: Input should be less than or equal to 3650"),
+        ({"keep_days": "5"}, r"retention\.keep_days: Extra inputs are not permitted"),
+    ],
+)
 def test_bad_values_say_which_and_why(retention, message):
     env = {f"CLAIMWATCH_RETENTION__{k.upper()}": v for k, v in retention.items()}
     with pytest.raises(SettingsError, match=message):

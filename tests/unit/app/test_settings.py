@@ -5,9 +5,16 @@ from services.app.settings import SettingsError, load_settings
 
 def test_precedence_file_then_env_then_flags(tmp_path):
     cfg = tmp_path / "c.toml"
-    cfg.write_text('topic_prefix = "file"\nclickhouse = "chdb:/from/file"\n[drift]\nthreshold = 0.03\nmin_claims = 50\n')
+    cfg.write_text(
+        'topic_prefix = "file"\nclickhouse = "chdb:/from/file"\n[drift]\nthreshold = 0.03\nmin_claims = 50\n'
+    )
     s = load_settings(cfg, {}, {})
-    assert (s.topic_prefix, s.clickhouse, s.drift.threshold, s.drift.min_claims) == ("file", "chdb:/from/file", 0.03, 50)
+    assert (s.topic_prefix, s.clickhouse, s.drift.threshold, s.drift.min_claims) == (
+        "file",
+        "chdb:/from/file",
+        0.03,
+        50,
+    )
     s = load_settings(cfg, {"CLAIMWATCH_TOPIC_PREFIX": "env", "CLAIMWATCH_DRIFT__THRESHOLD": "0.04"}, {})
     assert (s.topic_prefix, s.drift.threshold, s.drift.min_claims) == ("env", 0.04, 50)
     s = load_settings(cfg, {"CLAIMWATCH_TOPIC_PREFIX": "env"}, {"topic_prefix": "flag", "kafka": None})
@@ -17,16 +24,23 @@ def test_precedence_file_then_env_then_flags(tmp_path):
 def test_defaults_and_topics():
     s = load_settings(None, {}, {})
     assert s.clickhouse == "chdb:./var/clickhouse"
-    assert (s.verdicts_topic, s.dlq_topic, s.alerts_topic) == ("claimwatch.verdicts", "claimwatch.verdicts.dlq", "claimwatch.alerts")
+    assert (s.verdicts_topic, s.dlq_topic, s.alerts_topic) == (
+        "claimwatch.verdicts",
+        "claimwatch.verdicts.dlq",
+        "claimwatch.alerts",
+    )
     assert s.bootstrap == s.embedded_broker
 
 
-@pytest.mark.parametrize("env, message", [
-    ({"CLAIMWATCH_DRIFT__THRESHOLD": "lots"}, "drift.threshold"),
-    ({"CLAIMWATCH_CLICKHOUSE": "mysql://x"}, "clickhouse"),
-    ({"CLAIMWATCH_INGEST__BATCH_SIZE": "0"}, "ingest.batch_size"),
-    ({"CLAIMWATCH_NO_SUCH": "1"}, "no_such"),
-])
+@pytest.mark.parametrize(
+    "env, message",
+    [
+        ({"CLAIMWATCH_DRIFT__THRESHOLD": "lots"}, "drift.threshold"),
+        ({"CLAIMWATCH_CLICKHOUSE": "mysql://x"}, "clickhouse"),
+        ({"CLAIMWATCH_INGEST__BATCH_SIZE": "0"}, "ingest.batch_size"),
+        ({"CLAIMWATCH_NO_SUCH": "1"}, "no_such"),
+    ],
+)
 def test_bad_values_name_the_field(env, message):
     with pytest.raises(SettingsError, match=message):
         load_settings(None, env, {})
@@ -42,15 +56,25 @@ def test_missing_or_broken_file(tmp_path):
 
 
 def test_lists_and_tables_from_the_environment_are_json():
-    env = {"CLAIMWATCH_API__TOKEN_HASHES": '["ab", "cd"]', "CLAIMWATCH_DRIFT__ROUTE_THRESHOLDS": '{"billing-faq": 0.03}',
-           "CLAIMWATCH_CONFIG": "/some/file.toml", "CLAIMWATCH_TOKEN": "secret"}
+    env = {
+        "CLAIMWATCH_API__TOKEN_HASHES": '["ab", "cd"]',
+        "CLAIMWATCH_DRIFT__ROUTE_THRESHOLDS": '{"billing-faq": 0.03}',
+        "CLAIMWATCH_CONFIG": "/some/file.toml",
+        "CLAIMWATCH_TOKEN": "secret",
+    }
     s = load_settings(None, env, {})
     assert s.api.token_hashes == ["ab", "cd"] and s.drift.route_thresholds == {"billing-faq": 0.03}
 
 
 def test_links_use_the_configured_external_url_else_the_api_url():
-    assert load_settings(None, {"CLAIMWATCH_API__URL": "http://127.0.0.1:9123/"}, {}).external_url == "http://127.0.0.1:9123"
-    configured = {"CLAIMWATCH_API__URL": "http://127.0.0.1:9123", "CLAIMWATCH_NOTIFY__EXTERNAL_URL": "https://cw.example"}
+    assert (
+        load_settings(None, {"CLAIMWATCH_API__URL": "http://127.0.0.1:9123/"}, {}).external_url
+        == "http://127.0.0.1:9123"
+    )
+    configured = {
+        "CLAIMWATCH_API__URL": "http://127.0.0.1:9123",
+        "CLAIMWATCH_NOTIFY__EXTERNAL_URL": "https://cw.example",
+    }
     assert load_settings(None, configured, {}).external_url == "https://cw.example"
 
 
@@ -63,8 +87,10 @@ def test_one_setting_moves_the_api_its_url_follows_the_port_unless_set():
     assert load_settings(environ={}).api.url == "http://127.0.0.1:8080"
     both = load_settings(environ={"CLAIMWATCH_API__PORT": "18480", "CLAIMWATCH_API__URL": "https://cw.example.com"})
     assert both.api.url == "https://cw.example.com"
-    assert load_settings(environ={"CLAIMWATCH_API__HOST": "0.0.0.0", "CLAIMWATCH_API__PORT": "9000"}).api.url == \
-        "http://127.0.0.1:9000"
+    assert (
+        load_settings(environ={"CLAIMWATCH_API__HOST": "0.0.0.0", "CLAIMWATCH_API__PORT": "9000"}).api.url
+        == "http://127.0.0.1:9000"
+    )
 
 
 def test_the_runbook_template_directory_the_runbooks_name_is_a_real_setting(tmp_path):

@@ -5,6 +5,7 @@ runbook. The words come from one module (services/core/numbers.py); the test wri
 looks for that text on every surface, so a surface that derives or formats a figure its own way fails here.
 
 Also with no API: the CLI then reads the store itself and must give the same JSON."""
+
 from __future__ import annotations
 
 import html
@@ -18,7 +19,7 @@ from click.testing import CliRunner
 from services.app.cli import main
 from services.core.numbers import interval_text, pct, pts, utc_minute
 from tests.support.cli import answer_http_by
-from tests.unit.app.test_cli_on_call import client, cli, firing, world  # noqa: F401  (fixtures)
+from tests.unit.app.test_cli_on_call import cli, client, firing, world  # noqa: F401  (fixtures)
 
 FIGURES = ("rate", "expected", "delta", "rate_interval", "onset", "state")
 
@@ -38,9 +39,16 @@ def alert(client, firing) -> dict:  # noqa: F811
 def words(a: dict) -> dict[str, str]:
     """Each figure as every surface must write it."""
     top = a["explanation"]["issues"][0]
-    return {"rate": pct(a["rate"]), "expected": pct(a["expected"]), "delta": pts(a["delta"]),
-            "interval": interval_text(*a["rate_interval"]), "onset": utc_minute(a["onset"]), "state": "firing",
-            "issue share": pct(abs(top["share"])), "issue claims": f"{top['failed']:,} failing claims"[:-7]}
+    return {
+        "rate": pct(a["rate"]),
+        "expected": pct(a["expected"]),
+        "delta": pts(a["delta"]),
+        "interval": interval_text(*a["rate_interval"]),
+        "onset": utc_minute(a["onset"]),
+        "state": "firing",
+        "issue share": pct(abs(top["share"])),
+        "issue claims": f"{top['failed']:,} failing claims"[:-7],
+    }
 
 
 def test_the_cli_json_is_the_api_json(alert, cli):  # noqa: F811
@@ -60,7 +68,7 @@ def test_the_alerts_page_writes_each_figure_as_the_api_gives_it(alert, client): 
     page = client.get("/alerts").text
     assert "Alerts: firing, then pending, then resolved" in flat(page)
     start = page.index(f'<article class="card alert" id="{alert["alert_id"]}"')
-    card = flat(page[start:page.index("</article>", start)])
+    card = flat(page[start : page.index("</article>", start)])
     missing = {name: w for name, w in words(alert).items() if name != "issue claims" and w not in card}
     assert not missing, (missing, card)
     top = alert["explanation"]["issues"][0]  # its row: name, share of the excess, failing claims
@@ -69,8 +77,11 @@ def test_the_alerts_page_writes_each_figure_as_the_api_gives_it(alert, client): 
 
 def test_the_runbook_gives_the_alerts_rate_and_expectation_and_the_issue(alert, client):  # noqa: F811
     top = alert["explanation"]["issues"][0]
-    runbook = flat(client.get(f"/api/issues/{top['issue_id']}/runbook",
-                              params={"format": "md", "alert": alert["alert_id"]}).text.replace("**", ""))
+    runbook = flat(
+        client.get(
+            f"/api/issues/{top['issue_id']}/runbook", params={"format": "md", "alert": alert["alert_id"]}
+        ).text.replace("**", "")
+    )
     w = words(alert)
     assert f"the alert recorded {w['rate']}" in runbook and f"where {w['expected']} is expected" in runbook, runbook
     assert alert["alert_id"] in runbook
@@ -81,9 +92,21 @@ def test_with_no_api_the_cli_reads_the_store_and_gives_the_same_json(alert, worl
         raise httpx.ConnectError("connection refused", request=request)
 
     monkeypatch.delenv("CLAIMWATCH_TOKEN", raising=False)
-    result = CliRunner().invoke(main, ["alerts", "show", alert["alert_id"], "-o", "json", "--api",
-                                       "http://127.0.0.1:9", "--clickhouse", world.settings.clickhouse],
-                                obj=answer_http_by(refused))
+    result = CliRunner().invoke(
+        main,
+        [
+            "alerts",
+            "show",
+            alert["alert_id"],
+            "-o",
+            "json",
+            "--api",
+            "http://127.0.0.1:9",
+            "--clickhouse",
+            world.settings.clickhouse,
+        ],
+        obj=answer_http_by(refused),
+    )
     assert result.exit_code == 0, result.output
     assert "no claimwatch API at http://127.0.0.1:9; reading" in result.stderr
     shown = orjson.loads(result.stdout)
@@ -103,7 +126,9 @@ def test_an_api_moved_by_one_setting_is_the_one_the_cli_asks(alert, world, monke
         env = {"CLAIMWATCH_API__PORT": str(port), "CLAIMWATCH_TOKEN": TOKEN, "COLUMNS": "80"}
         run = lambda *args: CliRunner(env=env).invoke(main, list(args))  # noqa: E731
         shown, text = run("alerts", "show", alert["alert_id"], "-o", "json"), run("alerts", "show", alert["alert_id"])
-    no_token = CliRunner(env={"CLAIMWATCH_API__PORT": str(port), "CLAIMWATCH_TOKEN": ""}).invoke(main, ["token", "show"])
+    no_token = CliRunner(env={"CLAIMWATCH_API__PORT": str(port), "CLAIMWATCH_TOKEN": ""}).invoke(
+        main, ["token", "show"]
+    )
     assert shown.exit_code == 0 and text.exit_code == 0, (shown.output, text.output)
     assert "no claimwatch API" not in shown.stderr + text.stderr
     answered = orjson.loads(shown.stdout)
@@ -111,7 +136,6 @@ def test_an_api_moved_by_one_setting_is_the_one_the_cli_asks(alert, world, monke
     missing = {name: w for name, w in words(alert).items() if w not in flat(text.stdout)}
     assert not missing, (missing, text.stdout)
     assert f"no API token for http://127.0.0.1:{port}:" in no_token.output, no_token.output  # its URL, from the port
-
 
 
 def test_the_alert_json_is_exactly_its_read_model_and_openapi_says_so(alert, client):  # noqa: F811

@@ -1,5 +1,6 @@
 """`make demo` on a taken port said only "`claimwatch up` exited with 0 while waiting ...", after the failed start had
 already moved var/ aside. A taken port now fails at once, naming who holds it and the setting that moves it."""
+
 from __future__ import annotations
 
 import os
@@ -24,8 +25,11 @@ def held_port():
 def test_a_taken_api_port_fails_at_once_naming_its_holder_and_nothing_moves(command, held_port, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "var" / "clickhouse").mkdir(parents=True)
-    env = {"CLAIMWATCH_API__PORT": str(held_port), "CLAIMWATCH_EMBEDDED_BROKER": f"127.0.0.1:{free_port()}",
-           "CLAIMWATCH_CLICKHOUSE": f"chdb:{tmp_path / 'var' / 'clickhouse'}"}
+    env = {
+        "CLAIMWATCH_API__PORT": str(held_port),
+        "CLAIMWATCH_EMBEDDED_BROKER": f"127.0.0.1:{free_port()}",
+        "CLAIMWATCH_CLICKHOUSE": f"chdb:{tmp_path / 'var' / 'clickhouse'}",
+    }
     result = CliRunner(env=env).invoke(main, [command])
     said = " ".join(result.output.split())
     assert result.exit_code == 1, result.output
@@ -59,5 +63,5 @@ def test_the_cli_run_beside_a_running_stack_reaches_it_on_the_port_it_was_moved_
     assert with_local_stack(named).api.url == "http://127.0.0.1:9000"  # a setting the user gave wins
     STACK_RECORD.forget(os.getpid())
     assert not (tmp_path / "var" / "stack.json").exists()
-    STACK_RECORD.write(2 ** 22 + 12345, url="http://127.0.0.1:18480")  # no such process: a stack that died
+    STACK_RECORD.write(2**22 + 12345, url="http://127.0.0.1:18480")  # no such process: a stack that died
     assert with_local_stack(plain).api.url == "http://127.0.0.1:8080"

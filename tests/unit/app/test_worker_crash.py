@@ -1,4 +1,5 @@
 """A crashed worker's last line: why it stopped and what to do, on one line."""
+
 from aiokafka.errors import UnsupportedCodecError
 
 from services.app.processes import crash_message

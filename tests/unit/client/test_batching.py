@@ -1,4 +1,5 @@
 """EnvelopeBatcher (per-key batches, limits, linger) and the replay packing, without a broker."""
+
 from __future__ import annotations
 
 import time
@@ -13,8 +14,17 @@ from services.contract.model import VerdictEvent
 
 
 def event(i: int, route: str = "billing-faq", text: str = "") -> bytes:
-    return orjson.dumps({"schema": "claimwatch.verdict/v1", "event_id": f"e{i}", "trace_id": f"t{i}",
-                         "observed_at": "2026-11-21T09:00:00Z", "route": route, "answer": {"text": text}, "claims": []})
+    return orjson.dumps(
+        {
+            "schema": "claimwatch.verdict/v1",
+            "event_id": f"e{i}",
+            "trace_id": f"t{i}",
+            "observed_at": "2026-11-21T09:00:00Z",
+            "route": route,
+            "answer": {"text": text},
+            "claims": [],
+        }
+    )
 
 
 def test_batches_close_at_max_events_per_key():
@@ -55,8 +65,9 @@ def test_linger_makes_batches_due_by_their_age():
     assert [b.key for b in batcher.due(10.2)] == [b"b"] and batcher.next_due() is None
 
 
-@pytest.mark.parametrize("kwargs", [{"max_events": 0}, {"max_events": 1001}, {"max_bytes": (1 << 20) + 1},
-                                    {"linger_seconds": -1}])
+@pytest.mark.parametrize(
+    "kwargs", [{"max_events": 0}, {"max_events": 1001}, {"max_bytes": (1 << 20) + 1}, {"linger_seconds": -1}]
+)
 def test_limits_outside_the_contract_are_refused(kwargs):
     with pytest.raises(ValueError):
         EnvelopeBatcher(**kwargs)
@@ -72,8 +83,9 @@ def test_replay_packs_object_lines_per_route_and_sends_the_rest_alone():
     assert packed == {b"billing-faq": envelope([event(1), event(3)])}
     assert (b"returns", event(2, route="returns"), 1) in messages
     assert sum(n for _, _, n in messages) == len(lines)
-    assert list(replay_messages(lines)) == [(k, line, 1) for k, line in zip(
-        [b"billing-faq", None, b"returns", None, b"billing-faq", b"billing-faq"], lines)]
+    assert list(replay_messages(lines)) == [
+        (k, line, 1) for k, line in zip([b"billing-faq", None, b"returns", None, b"billing-faq", b"billing-faq"], lines)
+    ]
 
 
 def test_lingering_batcher_hands_on_a_batch_once_its_linger_is_up_and_flushes_the_rest():

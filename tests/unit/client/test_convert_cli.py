@@ -1,5 +1,6 @@
 """`claimwatch convert` run as users run it (a subprocess): verifier output exactly as the tools
 emit it, and every minimal example in docs/sending-verdicts.md ("The smallest line each format accepts")."""
+
 from __future__ import annotations
 
 import re
@@ -17,19 +18,32 @@ from services.contract.model import parse_timestamp
 from tests.support.paths import ROOT
 
 # The LLM-judge card's documented output, exactly: no card_id, no created_at.
-CARD = {"claims": [{"text": "Annual plans can be refunded within 30 days of purchase.", "label": "contradicted",
-                    "evidence_phrase": "refunded within 14 days of purchase"},
-                   {"text": "The refund arrives the same day.", "label": "unsupported", "evidence_phrase": None}],
-        "hallucination_rate": 1.0, "decision_basis": "retrieved policy pol-17"}
-OTHER_CARD = {"claims": [{"text": "A 5% fee is deducted.", "label": "supported",
-                          "evidence_phrase": "A processing fee of 5% applies."}],
-              "hallucination_rate": 0.0, "decision_basis": "retrieved policy pol-17"}
+CARD = {
+    "claims": [
+        {
+            "text": "Annual plans can be refunded within 30 days of purchase.",
+            "label": "contradicted",
+            "evidence_phrase": "refunded within 14 days of purchase",
+        },
+        {"text": "The refund arrives the same day.", "label": "unsupported", "evidence_phrase": None},
+    ],
+    "hallucination_rate": 1.0,
+    "decision_basis": "retrieved policy pol-17",
+}
+OTHER_CARD = {
+    "claims": [
+        {"text": "A 5% fee is deducted.", "label": "supported", "evidence_phrase": "A processing fee of 5% applies."}
+    ],
+    "hallucination_rate": 0.0,
+    "decision_basis": "retrieved policy pol-17",
+}
 ROW = re.compile(r"^\| `(?P<fmt>[a-z-]+)` \| `(?P<line>\{.*\})` \| `(?P<command>claimwatch [^`]+)` \|$", re.M)
 
 
 def claimwatch(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "services.app.cli", *args], capture_output=True, text=True,
-                          timeout=120, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "services.app.cli", *args], capture_output=True, text=True, timeout=120, cwd=cwd
+    )
 
 
 def events_of(done: subprocess.CompletedProcess) -> list[dict]:
@@ -46,8 +60,8 @@ def said(done: subprocess.CompletedProcess) -> str:
 
 def documented_examples() -> list[tuple[str, str, str]]:
     guide = (ROOT / "docs" / "sending-verdicts.md").read_text()
-    section = guide[guide.index("### The smallest line each format accepts\n"):]
-    section = section[:section.index("\n### ")]
+    section = guide[guide.index("### The smallest line each format accepts\n") :]
+    section = section[: section.index("\n### ")]
     return [(m["fmt"], m["line"], m["command"]) for m in ROW.finditer(section)]
 
 
@@ -56,7 +70,9 @@ def test_the_judge_cards_own_output_converts_and_rerunning_gives_the_same_ids(tm
     args = ("convert", "--from", "judge-card", str(cards), "--route", "billing-faq")
     first = claimwatch(*args)
     events = events_of(first)
-    assert [[c["verdict"] for c in e["claims"]] for e in events] == [["contradicted", "unsupported"]] * 2 + [["supported"]]
+    assert [[c["verdict"] for c in e["claims"]] for e in events] == [["contradicted", "unsupported"]] * 2 + [
+        ["supported"]
+    ]
     assert events[0]["claims"][0]["span"] == "refunded within 14 days of purchase"
     ids = [e["event_id"] for e in events]
     assert len(set(ids)) == 3  # identical lines are two answers, not one
@@ -75,8 +91,16 @@ def test_the_judge_cards_own_output_converts_and_rerunning_gives_the_same_ids(tm
 
 
 def test_a_bad_observed_at_is_refused(tmp_path):
-    done = claimwatch("convert", "--from", "judge-card", str(write(tmp_path / "c.jsonl", [CARD])), "--route", "r",
-                      "--observed-at", "2026-11-21T09:00:00")
+    done = claimwatch(
+        "convert",
+        "--from",
+        "judge-card",
+        str(write(tmp_path / "c.jsonl", [CARD])),
+        "--route",
+        "r",
+        "--observed-at",
+        "2026-11-21T09:00:00",
+    )
     assert done.returncode == 2 and done.stdout == ""
     assert "--observed-at" in said(done) and "has no offset" in said(done)
 

@@ -1,12 +1,13 @@
 """`claimwatch demo` run again: it starts from a clean var/ (the earlier run's data moved aside, said in one line),
 waits only for an alert its own traffic raised, and shows the runbook of the issue that alert names, or none."""
+
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from services.client.demo import PREVIOUS, chdb_dir, issue_behind, start_clean, this_runs_firing
 
-T0 = datetime(2026, 11, 21, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 21, 9, 0, tzinfo=UTC)
 
 
 def earlier_demo(var):
@@ -73,13 +74,19 @@ def test_the_store_directory_of_an_embedded_store_only():
 
 
 def alert(alert_id, starts_at, kind="hallucination_rate_rise", state="firing"):
-    return {"alert_id": alert_id, "kind": kind, "state": state, "route": "billing-faq",
-            "pending_since": (starts_at - timedelta(minutes=2)).isoformat(), "starts_at": starts_at.isoformat()}
+    return {
+        "alert_id": alert_id,
+        "kind": kind,
+        "state": state,
+        "route": "billing-faq",
+        "pending_since": (starts_at - timedelta(minutes=2)).isoformat(),
+        "starts_at": starts_at.isoformat(),
+    }
 
 
 def test_only_alerts_this_runs_traffic_raised_count_first_fired_first():
-    old_open = alert("a-old", T0 + timedelta(minutes=5))             # listed before this run's traffic
-    old_stored = alert("a-stale", T0 - timedelta(minutes=30))        # firing since before this run's first change
+    old_open = alert("a-old", T0 + timedelta(minutes=5))  # listed before this run's traffic
+    old_stored = alert("a-stale", T0 - timedelta(minutes=30))  # firing since before this run's first change
     later = alert("a-later", T0 + timedelta(minutes=3), kind="mix_shift")
     drift = alert("a-drift", T0 + timedelta(minutes=1))
     pending = alert("a-pending", T0 + timedelta(minutes=2), state="pending")
@@ -90,9 +97,15 @@ def test_only_alerts_this_runs_traffic_raised_count_first_fired_first():
 
 def test_the_runbook_shown_is_the_issue_the_alert_names_once_its_window_is_clustered():
     named = {"explanation": {"status": "", "issues": [{"issue_id": "iss-top"}, {"issue_id": "iss-next"}]}}
-    clustering = {"explanation": {"status": "clustering 812 failing claims of this window",
-                                  "issues": [{"issue_id": "iss-early"}]}}
+    clustering = {
+        "explanation": {"status": "clustering 812 failing claims of this window", "issues": [{"issue_id": "iss-early"}]}
+    }
     assert issue_behind(named) == "iss-top"
     assert issue_behind(clustering) is None and issue_behind(clustering, settled=False) == "iss-early"
-    for unnamed in (None, {}, {"explanation": None}, {"explanation": {"status": "clustering 9 failing claims", "issues": []}}):
+    for unnamed in (
+        None,
+        {},
+        {"explanation": None},
+        {"explanation": {"status": "clustering 9 failing claims", "issues": []}},
+    ):
         assert issue_behind(unnamed, settled=False) is None

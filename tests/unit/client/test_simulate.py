@@ -1,4 +1,5 @@
 """The traffic simulator: deterministic, shaped like real traffic, and honest about its ground truth."""
+
 from __future__ import annotations
 
 import hashlib
@@ -9,9 +10,8 @@ import random
 import subprocess
 import sys
 from collections import Counter, defaultdict
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from difflib import SequenceMatcher
-from pathlib import Path
 
 import numpy as np
 import orjson
@@ -19,15 +19,23 @@ import pytest
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.preprocessing import normalize
 
-from services.contract.decode import Decoder, Rejection
-from services.contract.model import VERDICT_ALIASES, VerdictEvent
 from services.client.simulate import (
-    BAD_KINDS, FAMILIES, Regression, Route, Scenario, ScenarioError, expected_counts, generate, write_jsonl,
+    BAD_KINDS,
+    FAMILIES,
+    Regression,
+    Route,
+    Scenario,
+    ScenarioError,
+    expected_counts,
+    generate,
+    write_jsonl,
 )
 from services.client.simulate.corrupt import corrupt
+from services.contract.decode import Decoder, Rejection
+from services.contract.model import VERDICT_ALIASES, VerdictEvent
 from tests.support.paths import ROOT
 
-START = datetime(2026, 11, 21, 12, 0, tzinfo=timezone.utc)
+START = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 MINUTES = 60
 AT = 30  # both demo regressions start here in the shared sample
 
@@ -55,14 +63,16 @@ def canonical(verdict: str) -> str:
 def failure_rate(events: list[dict]) -> tuple[float, float]:
     """Claim-level rate and its answer-level (cluster-robust) standard error."""
     checkable = np.array([sum(canonical(c["verdict"]) != "trivial" for c in e["claims"]) for e in events], float)
-    failed = np.array([sum(canonical(c["verdict"]) not in ("trivial", "supported") for c in e["claims"])
-                       for e in events], float)
+    failed = np.array(
+        [sum(canonical(c["verdict"]) not in ("trivial", "supported") for c in e["claims"]) for e in events], float
+    )
     rate = failed.sum() / checkable.sum()
     se = math.sqrt(((failed - rate * checkable) ** 2).sum()) / checkable.sum()
     return rate, se
 
 
 # --- determinism and streaming ---------------------------------------------------------------
+
 
 def test_same_seed_gives_identical_bytes_and_another_seed_does_not():
     scenario = Scenario.demo()
@@ -76,14 +86,15 @@ def test_same_seed_gives_identical_bytes_and_another_seed_does_not():
 
 
 def test_same_seed_gives_the_same_bytes_in_another_process():
-    script = ("import hashlib, sys; from datetime import datetime, timezone; "
-              "from services.client.simulate import Scenario, generate; h = hashlib.sha256(); "
-              "[h.update(s.raw) for s in generate(Scenario.demo(), datetime(2026, 11, 21, 12, tzinfo=timezone.utc), 3, seed=1)]; "
-              "print(h.hexdigest())")
+    script = (
+        "import hashlib, sys; from datetime import datetime, timezone; "
+        "from services.client.simulate import Scenario, generate; h = hashlib.sha256(); "
+        "[h.update(s.raw) for s in generate(Scenario.demo(), datetime(2026, 11, 21, 12, tzinfo=timezone.utc), 3, seed=1)]; "
+        "print(h.hexdigest())"
+    )
     digest = hashlib.sha256(b"".join(s.raw for s in generate(Scenario.demo(), START, 3, seed=1))).hexdigest()
     env = dict(os.environ, PYTHONHASHSEED="12345")
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True,
-                         cwd=ROOT)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True, cwd=ROOT)
     assert out.stdout.strip() == digest
 
 
@@ -110,6 +121,7 @@ def test_bad_arguments_are_refused_up_front_naming_the_argument():
 
 # --- traffic shape ----------------------------------------------------------------------------
 
+
 def test_route_volumes_follow_the_configured_ratio(sample, valid):
     scenario, _ = sample
     counts = Counter(s.event["route"] for s in valid)
@@ -120,11 +132,19 @@ def test_route_volumes_follow_the_configured_ratio(sample, valid):
 
 
 def test_volume_is_diurnal_with_the_peak_at_the_configured_hour():
-    scenario = Scenario(routes=(Route("one", 6, 0.05, {"sycophancy": 1}, {"model": "m"}),), diurnal_amplitude=0.5,
-                        peak_hour=14, bad_fraction=0, duplicate_fraction=0, late_fraction=0)
-    day = datetime(2026, 11, 21, tzinfo=timezone.utc)
-    per_hour = Counter(datetime.fromisoformat(s.event["observed_at"]).astimezone(timezone.utc).hour
-                       for s in generate(scenario, day, 24 * 60, seed=3))
+    scenario = Scenario(
+        routes=(Route("one", 6, 0.05, {"sycophancy": 1}, {"model": "m"}),),
+        diurnal_amplitude=0.5,
+        peak_hour=14,
+        bad_fraction=0,
+        duplicate_fraction=0,
+        late_fraction=0,
+    )
+    day = datetime(2026, 11, 21, tzinfo=UTC)
+    per_hour = Counter(
+        datetime.fromisoformat(s.event["observed_at"]).astimezone(UTC).hour
+        for s in generate(scenario, day, 24 * 60, seed=3)
+    )
     assert per_hour.most_common(1)[0][0] in range(12, 17)
     assert per_hour[14] / per_hour[2] == pytest.approx(3.0, rel=0.3)  # (1 + a) / (1 - a)
     expected = [6 * 60 * (1 + 0.5 * math.cos(2 * math.pi * (h + 0.5 - 14) / 24)) for h in range(24)]
@@ -134,8 +154,11 @@ def test_volume_is_diurnal_with_the_peak_at_the_configured_hour():
 def test_answers_carry_one_to_eight_claims_and_abstentions_carry_none(sample, valid):
     scenario, _ = sample
     for route in scenario.routes:
-        answered = [len(s.event["claims"]) for s in valid
-                    if s.event["route"] == route.name and s.event["answer"]["action"] != "abstained"]
+        answered = [
+            len(s.event["claims"])
+            for s in valid
+            if s.event["route"] == route.name and s.event["answer"]["action"] != "abstained"
+        ]
         assert min(answered) == 1 and max(answered) <= 8
         assert np.mean(answered) == pytest.approx(route.mean_claims, rel=0.08), route.name
     assert max(len(s.event["claims"]) for s in valid) == 8
@@ -156,9 +179,14 @@ def test_abstentions_include_correct_ones_and_over_refusals(sample, valid):
 
 def test_claims_fail_together_within_an_answer(valid):
     # Beta-binomial propensity: answers with one failure hold more further failures than independence gives.
-    answers = [[canonical(c["verdict"]) for c in s.event["claims"]] for s in valid
-               if s.event["route"] == "parcel-status" and len(s.event["claims"]) >= 2
-               and s.event["query"]["answerable"] and event_minute(s.event) < AT]
+    answers = [
+        [canonical(c["verdict"]) for c in s.event["claims"]]
+        for s in valid
+        if s.event["route"] == "parcel-status"
+        and len(s.event["claims"]) >= 2
+        and s.event["query"]["answerable"]
+        and event_minute(s.event) < AT
+    ]
     rate = np.mean([v not in ("supported", "trivial") for a in answers for v in a if v != "trivial"])
     pairs = [(a[0], a[1]) for a in answers if "trivial" not in a[:2]]
     both = np.mean([x != "supported" and y != "supported" for x, y in pairs])
@@ -166,6 +194,7 @@ def test_claims_fail_together_within_an_answer(valid):
 
 
 # --- ground truth, families and wording -------------------------------------------------------
+
 
 def test_every_failing_claim_records_its_family_and_nothing_else_does(valid):
     seen = Counter()
@@ -256,12 +285,16 @@ def test_questions_are_varied_and_sycophantic_questions_carry_the_premise(valid)
 def test_some_producers_send_verdict_aliases(valid):
     sent = Counter(c["verdict"] for s in valid for c in s.event["claims"])
     assert {"unlinked", "REFUTED", "entailment"} & set(sent)
-    aliased = sum(n for v, n in sent.items() if v not in ("supported", "unsupported", "contradicted", "overreach",
-                                                          "stale", "no_source", "trivial"))
+    aliased = sum(
+        n
+        for v, n in sent.items()
+        if v not in ("supported", "unsupported", "contradicted", "overreach", "stale", "no_source", "trivial")
+    )
     assert 0.05 < aliased / sum(sent.values()) < 0.15
 
 
 # --- the contract: valid events decode, bad ones are rejected for the labelled rule ----------
+
 
 def test_valid_events_all_decode_and_keys_are_the_route(valid):
     decoder = Decoder()
@@ -309,6 +342,7 @@ def test_claims_not_a_list_is_labelled_wrong_type():
 
 # --- delivery: duplicates, late events, timestamps --------------------------------------------
 
+
 def test_duplicates_resend_the_same_bytes_and_are_counted_once(sample):
     scenario, events = sample
     first_raw = {}
@@ -333,8 +367,9 @@ def test_minutes_are_in_event_time_order_except_late_events_within_a_few_minutes
     assert sorted(by_minute) == list(range(MINUTES))
     late = 0
     for minute, batch in by_minute.items():
-        on_time = [datetime.fromisoformat(s.event["observed_at"]) for s in batch
-                   if s.event and not s.late and not s.duplicate]
+        on_time = [
+            datetime.fromisoformat(s.event["observed_at"]) for s in batch if s.event and not s.late and not s.duplicate
+        ]
         assert on_time == sorted(on_time)
         assert all(event_minute(s.event) == minute for s in batch if s.event and not s.late and not s.duplicate)
         for s in batch:
@@ -353,6 +388,7 @@ def test_timestamps_carry_offsets_in_several_forms(valid):
 
 
 # --- regressions -------------------------------------------------------------------------------
+
 
 def test_model_regression_raises_only_its_route_and_only_on_the_new_version(sample, valid):
     scenario, _ = sample
@@ -396,8 +432,14 @@ def test_a_regression_changes_nothing_but_the_new_versions_traffic():
         for s in generate(Scenario.demo(regression_at=regression_at, corpus_change_at=None), START, 20, seed=6):
             if s.event:
                 e = s.event
-                out[e["route"]].append((e["observed_at"], e["query"].get("text"), e["versions"]["model"],
-                                        tuple(canonical(c["verdict"]) for c in e["claims"])))
+                out[e["route"]].append(
+                    (
+                        e["observed_at"],
+                        e["query"].get("text"),
+                        e["versions"]["model"],
+                        tuple(canonical(c["verdict"]) for c in e["claims"]),
+                    )
+                )
         return out
 
     with_change, without = traffic(10), traffic(10**6)
@@ -413,8 +455,11 @@ def test_a_regression_changes_nothing_but_the_new_versions_traffic():
 
 def test_canary_share_puts_only_part_of_the_traffic_on_the_new_version():
     route = Route("r", 200, 0.05, {"sycophancy": 1}, {"model": "old", "corpus": "docs@2026-11-01"})
-    scenario = Scenario(routes=(route,), regressions=(Regression("r", 0, {"model": "new"}, 0.08, "invented_numbers",
-                                                                 share=0.3),), bad_fraction=0)
+    scenario = Scenario(
+        routes=(route,),
+        regressions=(Regression("r", 0, {"model": "new"}, 0.08, "invented_numbers", share=0.3),),
+        bad_fraction=0,
+    )
     events = [s.event for s in generate(scenario, START, 40, seed=4) if not s.duplicate]
     new = [e for e in events if e["versions"]["model"] == "new"]
     old = [e for e in events if e["versions"]["model"] == "old"]
@@ -425,6 +470,7 @@ def test_canary_share_puts_only_part_of_the_traffic_on_the_new_version():
 
 
 # --- expected counts and files -----------------------------------------------------------------
+
 
 def test_expected_counts_agree_with_decoding_every_message(sample):
     _, events = sample
@@ -440,8 +486,9 @@ def test_expected_counts_agree_with_decoding_every_message(sample):
         for claim in result.claims:
             verdicts[result.route][claim.verdict] += 1
     assert counts.events == dict(events_by_route)
-    assert {r: {v: n for v, n in c.items() if n} for r, c in counts.verdicts.items()} == \
-        {r: dict(c) for r, c in verdicts.items()}
+    assert {r: {v: n for v, n in c.items() if n} for r, c in counts.verdicts.items()} == {
+        r: dict(c) for r, c in verdicts.items()
+    }
     assert counts.bad == decoder.counts
     assert counts.messages == len(events)
     assert counts.duplicates == sum(s.duplicate for s in events)
@@ -473,5 +520,7 @@ def test_late_and_duplicate_messages_never_spill_past_the_last_minute():
     assert max(s.minute for s in events) == minutes - 1
     ids = [s.event["event_id"] for s in events if s.event and not s.duplicate]
     assert len(ids) == len(set(ids))
-    assert timedelta(minutes=minutes) > max(datetime.fromisoformat(s.event["observed_at"]) for s in events
-                                            if s.event) - START
+    assert (
+        timedelta(minutes=minutes)
+        > max(datetime.fromisoformat(s.event["observed_at"]) for s in events if s.event) - START
+    )

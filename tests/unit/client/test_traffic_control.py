@@ -1,4 +1,5 @@
 """The demo's live traffic control: `claimwatch demo-traffic stop|break|resume ROUTE` and the simulator reading it."""
+
 from __future__ import annotations
 
 import orjson
@@ -37,11 +38,15 @@ def test_a_half_written_file_keeps_what_was_in_force(tmp_path):
 def test_live_traffic_sends_each_event_after_its_own_time_and_within_a_minute_of_it():
     """An event sent before its event time shows as 'last seen in 30s' on an issue. The simulator's late and
     duplicate deliveries are meant to be later."""
-    request = SimulationRequest.build(3, seed=5, start="2026-11-30T01:00:00Z", regression_at=0,
-                                      corpus_change_at="none", bad_fraction=0.0, scale=1.0)
+    request = SimulationRequest.build(
+        3, seed=5, start="2026-11-30T01:00:00Z", regression_at=0, corpus_change_at="none", bad_fraction=0.0, scale=1.0
+    )
     sent = [sim for sim in generate(request.scenario, request.start, request.minutes, request.seed) if sim.event]
-    lag = {id(sim): send_after(sim.minute, 60.0) - (parse_timestamp(sim.event["observed_at"]) - request.start)
-           .total_seconds() for sim in sent}
+    lag = {
+        id(sim): send_after(sim.minute, 60.0)
+        - (parse_timestamp(sim.event["observed_at"]) - request.start).total_seconds()
+        for sim in sent
+    }
     on_time = [lag[id(sim)] for sim in sent if not (sim.late or sim.duplicate)]
     assert len(on_time) > 100 and len(on_time) < len(sent)
     assert min(lag.values()) >= 0
@@ -65,10 +70,13 @@ def test_demo_traffic_refuses_an_unknown_route_and_works_from_any_folder(tmp_pat
     run = lambda *args: CliRunner().invoke(main, ["demo-traffic", *args])  # noqa: E731
     nothing = run("stop", "billing-faq")
     assert nothing.exit_code == 1 and "no demo is running" in nothing.output
-    demo_record().write(os.getpid(), control=str(demo_folder / "var" / "demo-control.json"),
-                        routes=["billing-faq", "parcel-status"])
+    demo_record().write(
+        os.getpid(), control=str(demo_folder / "var" / "demo-control.json"), routes=["billing-faq", "parcel-status"]
+    )
     typo = run("stop", "billing-faqq")
-    assert typo.exit_code == 1 and "no route 'billing-faqq'" in typo.output and "billing-faq, parcel-status" in typo.output
+    assert (
+        typo.exit_code == 1 and "no route 'billing-faqq'" in typo.output and "billing-faq, parcel-status" in typo.output
+    )
     assert not (demo_folder / "var" / "demo-control.json").exists()
     stopped = run("stop", "billing-faq")
     assert stopped.exit_code == 0, stopped.output

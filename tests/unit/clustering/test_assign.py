@@ -1,5 +1,5 @@
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -12,16 +12,26 @@ from clustering.records import FailingClaim
 from clustering.track import IssueTracker
 from clustering.vectorize import ClaimVectorizer
 
-NOW = datetime(2026, 11, 21, 12, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 21, 12, tzinfo=UTC)
 CONFIG = replace(DEFAULT_CONFIG, umap_min_points=10**9)
 TAILS = ["online", "by phone", "in store", "for members", "in europe", "at night", "for teams", "on mobile"]
 
 
 def families(offset=0, n=24):
-    refund = [FailingClaim(f"r{i + offset:03d}", f"annual plans can be refunded within {i} days {TAILS[i % 8]}",
-                           route="billing-faq") for i in range(n)]
-    parcel = [FailingClaim(f"p{i + offset:03d}", f"the courier delivers parcel {i}-77 on friday {TAILS[(i + 3) % 8]}",
-                           route="parcel-status") for i in range(n)]
+    refund = [
+        FailingClaim(
+            f"r{i + offset:03d}", f"annual plans can be refunded within {i} days {TAILS[i % 8]}", route="billing-faq"
+        )
+        for i in range(n)
+    ]
+    parcel = [
+        FailingClaim(
+            f"p{i + offset:03d}",
+            f"the courier delivers parcel {i}-77 on friday {TAILS[(i + 3) % 8]}",
+            route="parcel-status",
+        )
+        for i in range(n)
+    ]
     return refund + parcel
 
 
@@ -63,8 +73,7 @@ def test_online_assignment_agrees_with_the_batch_labels_of_held_out_claims(fitte
     run, tracker, issues, vectorizer = fitted
     assigner = OnlineAssigner.from_issues(issues, vectorizer, CONFIG.name)
     held_out = families(offset=500, n=16)
-    expected = {c.id: issue_named(issues, "billing-faq" if c.id.startswith("r") else "parcel-status")
-                for c in held_out}
+    expected = {c.id: issue_named(issues, "billing-faq" if c.id.startswith("r") else "parcel-status") for c in held_out}
     got = dict(zip([c.id for c in held_out], (a for a, _ in assigner.assign_many(held_out))))
     assert got == expected
     assert [assigner.assign(c)[0] for c in held_out[:3]] == [got[c.id] for c in held_out[:3]]

@@ -1,4 +1,5 @@
 """CohesionMerger: density islands that are one failure in the embedding space become one issue."""
+
 import numpy as np
 import pytest
 
@@ -22,7 +23,7 @@ def near(base, similarity, rng):
     """A unit vector at roughly ``similarity`` cosine from ``base``."""
     other = unit(rng.normal(size=DIM))
     other = unit(other - (other @ base) * base)
-    return unit(similarity * base + np.sqrt(1 - similarity ** 2) * other)
+    return unit(similarity * base + np.sqrt(1 - similarity**2) * other)
 
 
 def stack(*parts):
@@ -73,8 +74,11 @@ def test_a_large_tight_issue_does_not_absorb_a_small_different_one():
 def test_noise_is_left_alone_and_the_merges_are_recorded():
     rng = np.random.default_rng(3)
     family = unit(rng.normal(size=DIM))
-    vectors, labels = stack((island(family, 30, 0.1, rng), 3), (island(near(family, 0.97, rng), 30, 0.1, rng), 7),
-                            (island(unit(rng.normal(size=DIM)), 5, 1.0, rng), NOISE))
+    vectors, labels = stack(
+        (island(family, 30, 0.1, rng), 3),
+        (island(near(family, 0.97, rng), 30, 0.1, rng), 7),
+        (island(unit(rng.normal(size=DIM)), 5, 1.0, rng), NOISE),
+    )
     merger = CohesionMerger(0.88, 0.85)
     merged = merger.merge(labels, vectors)
     assert merged[labels == NOISE].tolist() == [NOISE] * 5
@@ -89,8 +93,7 @@ def test_the_most_cohesive_pair_merges_first_and_chains_stop_at_the_threshold():
     a = unit(rng.normal(size=DIM))
     c = near(a, 0.3, rng)
     b = unit(a + c)
-    vectors, labels = stack((island(a, 40, 0.05, rng), 0), (island(b, 40, 0.05, rng), 1),
-                            (island(c, 40, 0.05, rng), 2))
+    vectors, labels = stack((island(a, 40, 0.05, rng), 0), (island(b, 40, 0.05, rng), 1), (island(c, 40, 0.05, rng), 2))
     merged = CohesionMerger(0.88, 0.85).merge(labels, vectors)
     assert len(set(merged.tolist())) == 2
 
@@ -112,8 +115,11 @@ def test_fewer_than_two_clusters_pass_through():
 def test_the_result_does_not_depend_on_label_numbering():
     rng = np.random.default_rng(6)
     family, other = unit(rng.normal(size=DIM)), unit(rng.normal(size=DIM))
-    parts = [(island(near(family, 0.96, rng), 25, 0.1, rng), 0), (island(near(family, 0.96, rng), 25, 0.1, rng), 1),
-             (island(other, 25, 0.1, rng), 2)]
+    parts = [
+        (island(near(family, 0.96, rng), 25, 0.1, rng), 0),
+        (island(near(family, 0.96, rng), 25, 0.1, rng), 1),
+        (island(other, 25, 0.1, rng), 2),
+    ]
     vectors, labels = stack(*parts)
     renumbered = np.array([{0: 5, 1: 2, 2: 9}[x] for x in labels.tolist()])
     first = CohesionMerger(0.88, 0.85).merge(labels, vectors)

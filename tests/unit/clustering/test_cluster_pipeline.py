@@ -1,8 +1,7 @@
 import json
 from collections import Counter
 from dataclasses import replace
-from datetime import datetime, timezone
-from pathlib import Path
+from datetime import UTC, datetime
 
 import numpy as np
 import pytest
@@ -15,7 +14,7 @@ from clustering.pipeline import STAGES, IssuePipeline
 from clustering.records import FailingClaim
 from tests.support.paths import FIXTURES
 
-NOW = datetime(2026, 11, 21, 12, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 21, 12, tzinfo=UTC)
 SMALL = replace(DEFAULT_CONFIG, umap_min_points=10**9)  # no UMAP where the test is not about it
 CLINC = FIXTURES / "clinc150" / "clinc150-test.jsonl"
 
@@ -25,12 +24,21 @@ def fit(claims, config=SMALL, embedder=None, progress=None):
 
 
 def refund_and_parcel(n=20):
-    refund = [FailingClaim(f"r{i:02d}", f"annual plans can be refunded within {i} days of purchase "
-                                        f"{['online', 'by phone', 'in store', 'for members'][i % 4]}")
-              for i in range(n)]
-    parcel = [FailingClaim(f"p{i:02d}", f"the courier delivers parcel {i}-77 on friday "
-                                        f"{['morning', 'evening', 'at noon', 'late'][i % 4]}")
-              for i in range(n)]
+    refund = [
+        FailingClaim(
+            f"r{i:02d}",
+            f"annual plans can be refunded within {i} days of purchase "
+            f"{['online', 'by phone', 'in store', 'for members'][i % 4]}",
+        )
+        for i in range(n)
+    ]
+    parcel = [
+        FailingClaim(
+            f"p{i:02d}",
+            f"the courier delivers parcel {i}-77 on friday {['morning', 'evening', 'at noon', 'late'][i % 4]}",
+        )
+        for i in range(n)
+    ]
     return refund + parcel
 
 

@@ -19,8 +19,8 @@ from clustering.embed import (
     text_key,
 )
 from clustering.records import FailingClaim
-from services.contract.errors import RecordError
 from clustering.vectorize import ClaimVectorizer
+from services.contract.errors import RecordError
 from tests.support.paths import ROOT
 
 
@@ -68,11 +68,13 @@ def test_default_model_resolves_to_the_bundled_directory():
 
 
 def test_minilm_vectors_are_unit_float32_and_meaningful(minilm):
-    vectors = minilm.embed([
-        "annual plans can be refunded within 30 days",
-        "you can get your money back on a yearly plan within a month",
-        "the parcel will be delivered on friday",
-    ])
+    vectors = minilm.embed(
+        [
+            "annual plans can be refunded within 30 days",
+            "you can get your money back on a yearly plan within a month",
+            "the parcel will be delivered on friday",
+        ]
+    )
     assert vectors.shape == (3, 384) and vectors.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
     assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2] + 0.2
@@ -81,11 +83,19 @@ def test_minilm_vectors_are_unit_float32_and_meaningful(minilm):
 def test_minilm_gives_the_same_vector_in_another_process(minilm):
     """Vectors cached by a previous worker sit beside fresh ones (CachedEmbedder): a restart must embed alike."""
     text = "the api allows 500 requests per minute"
-    script = ("import json, sys; from clustering.embed import SentenceTransformerEmbedder; "
-              "print(json.dumps(SentenceTransformerEmbedder(batch_size=16).embed([sys.argv[1]]).tolist()))")
+    script = (
+        "import json, sys; from clustering.embed import SentenceTransformerEmbedder; "
+        "print(json.dumps(SentenceTransformerEmbedder(batch_size=16).embed([sys.argv[1]]).tolist()))"
+    )
     seed = "4321" if os.environ.get("PYTHONHASHSEED") == "1234" else "1234"
-    child = subprocess.run([sys.executable, "-c", script, text], capture_output=True, text=True, cwd=ROOT, timeout=300,
-                           env={**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(ROOT)})
+    child = subprocess.run(
+        [sys.executable, "-c", script, text],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        env={**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(ROOT)},
+    )
     assert child.returncode == 0, child.stderr[-3000:]
     np.testing.assert_allclose(minilm.embed([text]), np.array(json.loads(child.stdout), dtype=np.float32), atol=1e-6)
 
@@ -145,8 +155,12 @@ def test_unknown_field_names_the_allowed_ones():
 
 
 def test_onnx_int8_backend_stays_close_to_torch(minilm, tmp_path_factory):
-    texts = ["annual plans can be refunded within 30 days", "the parcel will be delivered on friday",
-             "what is the weather like in paris", "book a table for two at eight"]
+    texts = [
+        "annual plans can be refunded within 30 days",
+        "the parcel will be delivered on friday",
+        "what is the weather like in paris",
+        "book a table for two at eight",
+    ]
     int8 = SentenceTransformerEmbedder(backend="onnx-int8")  # exported once per machine, then reused
     assert int8.model_id == f"{DEFAULT_MODEL}#onnx-int8"  # a different vector space: different cache keys
     quantised, exact = int8.embed(texts), minilm.embed(texts)

@@ -28,7 +28,11 @@ TABLE = [
     ("identifier", "order ORD-12345 on plan gen-2026-10 and sku ab12cd", "order <id> on plan <id> and sku <id>"),
     ("identifier", "a well-known fact", "a well-known fact"),
     ("digit_group", "parcel 88-1203 is late", "parcel <id> is late"),
-    ("number", "within 30 days, 1,000 users or 2.5 hours, the 3rd time", "within <num> days, <num> users or <num> hours, the <num> time"),
+    (
+        "number",
+        "within 30 days, 1,000 users or 2.5 hours, the 3rd time",
+        "within <num> days, <num> users or <num> hours, the <num> time",
+    ),
 ]
 
 
@@ -53,10 +57,13 @@ def test_claims_differing_in_words_stay_different():
     assert normalize("Refunds take 3 days.") != normalize("Deliveries take 3 days.")
 
 
-@pytest.mark.parametrize("raw", [
-    "Parcel 88-1203 arrives at 9:30 am on 2026-11-21 for $12.50 (5% off), see https://x.io/p/88",
-    "Contact a.b@example.com about order ORD-77 and event 5f0c2d1e-8a61-4f7b-9a57-0c1d2e3f4a5b",
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "Parcel 88-1203 arrives at 9:30 am on 2026-11-21 for $12.50 (5% off), see https://x.io/p/88",
+        "Contact a.b@example.com about order ORD-77 and event 5f0c2d1e-8a61-4f7b-9a57-0c1d2e3f4a5b",
+    ],
+)
 def test_normalisation_is_idempotent(raw):
     once = normalize(raw)
     assert normalize(once) == once

@@ -1,6 +1,6 @@
 import json
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -10,20 +10,28 @@ from clustering.offline import OfflineInputError, cluster_file, read_claims
 from clustering.records import FailingClaim
 from services.contract.errors import RecordError
 
-NOW = datetime(2026, 11, 21, 12, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 21, 12, tzinfo=UTC)
 CONFIG = replace(DEFAULT_CONFIG, umap_min_points=10**9)
 TAILS = ["online", "by phone", "in store", "for members", "in europe", "at night", "for teams", "on mobile"]
 
 
 def event(n: int) -> dict:
     return {
-        "schema": "claimwatch.verdict/v1", "event_id": f"ev-{n}", "trace_id": f"tr-{n}",
-        "observed_at": "2026-11-21T09:14:03+00:00", "route": "billing-faq",
+        "schema": "claimwatch.verdict/v1",
+        "event_id": f"ev-{n}",
+        "trace_id": f"tr-{n}",
+        "observed_at": "2026-11-21T09:14:03+00:00",
+        "route": "billing-faq",
         "query": {"text": "How long do I have to return an annual plan for a refund?"},
-        "versions": {"model": "gen-2026-10"}, "first_failed_stage": "claim_generation",
+        "versions": {"model": "gen-2026-10"},
+        "first_failed_stage": "claim_generation",
         "claims": [
-            {"claim_id": "c1", "text": f"Annual plans can be refunded within {n} days {TAILS[n % 8]}.",
-             "verdict": "contradicted", "span": "refunded within 14 days"},
+            {
+                "claim_id": "c1",
+                "text": f"Annual plans can be refunded within {n} days {TAILS[n % 8]}.",
+                "verdict": "contradicted",
+                "span": "refunded within 14 days",
+            },
             {"claim_id": "c2", "text": "A 5% fee is deducted.", "verdict": "supported"},
             {"claim_id": "c3", "verdict": "unlinked"},
         ],
@@ -40,11 +48,19 @@ def read_jsonl(path):
 
 
 def test_records_and_events_are_clustered_into_assignments_and_issues(tmp_path):
-    records = [{"id": f"p{i}", "text": f"the courier delivers parcel {i}-77 on friday {TAILS[i % 8]}",
-                "route": "parcel-status", "verdict": "unsupported"} for i in range(20)]
+    records = [
+        {
+            "id": f"p{i}",
+            "text": f"the courier delivers parcel {i}-77 on friday {TAILS[i % 8]}",
+            "route": "parcel-status",
+            "verdict": "unsupported",
+        }
+        for i in range(20)
+    ]
     source = write_jsonl(tmp_path / "in.jsonl", records + [event(i) for i in range(20)] + ["{not json", {"text": "x"}])
-    summary = cluster_file(source, tmp_path / "out" / "a.jsonl", tmp_path / "out" / "i.jsonl", CONFIG,
-                           embedder=HashingEmbedder(), now=NOW)
+    summary = cluster_file(
+        source, tmp_path / "out" / "a.jsonl", tmp_path / "out" / "i.jsonl", CONFIG, embedder=HashingEmbedder(), now=NOW
+    )
     assignments = read_jsonl(tmp_path / "out" / "a.jsonl")
     issues = read_jsonl(tmp_path / "out" / "i.jsonl")
     ids = {a["id"] for a in assignments}
@@ -66,8 +82,9 @@ def test_records_and_events_are_clustered_into_assignments_and_issues(tmp_path):
 
 def test_empty_input_gives_empty_outputs_and_a_clear_message(tmp_path):
     source = write_jsonl(tmp_path / "empty.jsonl", [])
-    summary = cluster_file(source, tmp_path / "a.jsonl", tmp_path / "i.jsonl", CONFIG, embedder=HashingEmbedder(),
-                           now=NOW)
+    summary = cluster_file(
+        source, tmp_path / "a.jsonl", tmp_path / "i.jsonl", CONFIG, embedder=HashingEmbedder(), now=NOW
+    )
     assert (tmp_path / "a.jsonl").read_text() == "" and (tmp_path / "i.jsonl").read_text() == ""
     assert summary["claims"] == 0 and any("nothing to cluster" in n for n in summary["notes"])
 
@@ -89,28 +106,41 @@ def test_invalid_event_is_reported_with_its_reason(tmp_path):
     assert claims == [] and "line 1: invalid verdict event" in rejected[0] and "offset" in rejected[0]
 
 
-@pytest.mark.parametrize(("line", "field"), [
-    ({"text": "no id"}, '"id"'),
-    ({"id": "a", "versions": {"model": 3}}, '"versions"'),
-    ({"id": "a", "verdict": "maybe"}, '"verdict"'),
-    ({"id": "a", "observed_at": "yesterday"}, '"observed_at"'),
-])
+@pytest.mark.parametrize(
+    ("line", "field"),
+    [
+        ({"text": "no id"}, '"id"'),
+        ({"id": "a", "versions": {"model": 3}}, '"versions"'),
+        ({"id": "a", "verdict": "maybe"}, '"verdict"'),
+        ({"id": "a", "observed_at": "yesterday"}, '"observed_at"'),
+    ],
+)
 def test_bad_records_name_the_field(line, field):
     with pytest.raises(RecordError, match=field):
         FailingClaim.from_offline_line(line, 3)
 
 
 def test_record_fields_are_read_and_verdict_aliases_canonicalised():
-    (claim,) = FailingClaim.from_offline_line({"id": 7, "text": "t", "question": "q", "route": "r",
-                                               "verdict": "Refuted", "stage": "claim_generation",
-                                               "versions": {"prompt": "v2"}})
+    (claim,) = FailingClaim.from_offline_line(
+        {
+            "id": 7,
+            "text": "t",
+            "question": "q",
+            "route": "r",
+            "verdict": "Refuted",
+            "stage": "claim_generation",
+            "versions": {"prompt": "v2"},
+        }
+    )
     assert (claim.id, claim.verdict, claim.question, claim.versions) == ("7", "contradicted", "q", {"prompt": "v2"})
 
 
 def test_default_model_runs_offline_end_to_end(tmp_path):
     rows = [{"id": f"r{i}", "text": f"annual plans can be refunded within {i} days {TAILS[i % 8]}"} for i in range(8)]
-    rows += [{"id": f"k{i}", "text": f"the kubernetes operator restarts pods every {i} minutes {TAILS[i % 8]}"}
-             for i in range(8)]
+    rows += [
+        {"id": f"k{i}", "text": f"the kubernetes operator restarts pods every {i} minutes {TAILS[i % 8]}"}
+        for i in range(8)
+    ]
     source = write_jsonl(tmp_path / "in.jsonl", rows)
     summary = cluster_file(source, tmp_path / "a.jsonl", tmp_path / "i.jsonl", CONFIG, now=NOW)
     issues = read_jsonl(tmp_path / "i.jsonl")

@@ -1,6 +1,6 @@
 import random
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
@@ -15,9 +15,17 @@ from clustering.track import IssueTracker
 
 # No UMAP: tracking logic is what is under test, and the hashing embedder keeps families apart.
 CONFIG = replace(DEFAULT_CONFIG, umap_min_points=10**9)
-T0 = datetime(2026, 11, 21, 9, 0, tzinfo=timezone.utc)
-TAILS = ["online", "in the shop", "by phone", "for members", "after cancelling", "with a receipt", "in europe",
-         "for students"]
+T0 = datetime(2026, 11, 21, 9, 0, tzinfo=UTC)
+TAILS = [
+    "online",
+    "in the shop",
+    "by phone",
+    "for members",
+    "after cancelling",
+    "with a receipt",
+    "in europe",
+    "for students",
+]
 FAMILIES = {
     "refund": ("billing-faq", "contradicted", "annual plans can be refunded within {n} days of purchase {tail}"),
     "parcel": ("parcel-status", "unsupported", "the courier delivers parcel {id} on {date} {tail}"),
@@ -30,11 +38,23 @@ def family(name: str, count: int = 24, batch: int = 0, versions: dict | None = N
     rng = random.Random(f"{name}/{batch}")
     out = []
     for i in range(count):
-        text = template.format(n=rng.randint(2, 90), id=f"{rng.randint(10, 99)}-{rng.randint(1000, 9999)}",
-                               date=f"2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}", tail=TAILS[i % len(TAILS)])
-        out.append(FailingClaim(id=f"{name}-{batch}-{i:03d}", text=text, route=route, verdict=verdict,
-                                stage="claim_generation", observed_at=T0 + timedelta(minutes=i),
-                                versions=versions or {}))
+        text = template.format(
+            n=rng.randint(2, 90),
+            id=f"{rng.randint(10, 99)}-{rng.randint(1000, 9999)}",
+            date=f"2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}",
+            tail=TAILS[i % len(TAILS)],
+        )
+        out.append(
+            FailingClaim(
+                id=f"{name}-{batch}-{i:03d}",
+                text=text,
+                route=route,
+                verdict=verdict,
+                stage="claim_generation",
+                observed_at=T0 + timedelta(minutes=i),
+                versions=versions or {},
+            )
+        )
     return out
 
 
@@ -102,8 +122,9 @@ def test_a_resolved_family_that_recurs_is_regressed():
     parcel_id = next(i.issue_id for i in first if "parcel" in i.name + i.subtitle)
     assert by_id(second)[parcel_id].state == RESOLVED
     # new claims (new ids, none shared with the old members) of the same family come back
-    run, tracker, third = cluster(family("refund", batch=2) + family("parcel", batch=2), T0 + timedelta(hours=2),
-                                  second)
+    run, tracker, third = cluster(
+        family("refund", batch=2) + family("parcel", batch=2), T0 + timedelta(hours=2), second
+    )
     assert by_id(third)[parcel_id].state == REGRESSED
     assert issue_of(run, tracker, "parcel-2-000") == parcel_id
     assert [h["event"] for h in by_id(third)[parcel_id].history] == ["created", "resolved", "regressed"]
@@ -113,21 +134,31 @@ def test_a_resolved_family_that_recurs_is_regressed():
 def test_resolved_in_the_next_version_regresses_only_on_another_version():
     _, _, first = cluster(family("refund") + family("parcel", versions={"model": "gen-1"}), T0)
     parcel_id = next(i.issue_id for i in first if "parcel" in i.name + i.subtitle)
-    resolved = [replace(i, state=RESOLVED, resolved_in={"model": "gen-1"}) if i.issue_id == parcel_id else i
-                for i in first]
+    resolved = [
+        replace(i, state=RESOLVED, resolved_in={"model": "gen-1"}) if i.issue_id == parcel_id else i for i in first
+    ]
     # the same family again on the version it was resolved in: expected until the fix ships, so still resolved
-    _, tracker, second = cluster(family("refund", batch=1) + family("parcel", batch=1, versions={"model": "gen-1"}),
-                                 T0 + timedelta(hours=1), resolved)
+    _, tracker, second = cluster(
+        family("refund", batch=1) + family("parcel", batch=1, versions={"model": "gen-1"}),
+        T0 + timedelta(hours=1),
+        resolved,
+    )
     assert by_id(second)[parcel_id].state == RESOLVED
     assert by_id(second)[parcel_id].resolved_in == {"model": "gen-1"}
     assert not any("regressed" in change for change in tracker.changes_)
     # on a newer model it is back, and the regression names the version
-    _, _, third = cluster(family("refund", batch=2) + family("parcel", batch=2, versions={"model": "gen-2"}),
-                          T0 + timedelta(hours=2), second)
+    _, _, third = cluster(
+        family("refund", batch=2) + family("parcel", batch=2, versions={"model": "gen-2"}),
+        T0 + timedelta(hours=2),
+        second,
+    )
     back = by_id(third)[parcel_id]
     assert back.state == REGRESSED and back.resolved_in == {}
-    assert back.history[-1] == {"at": (T0 + timedelta(hours=2)).isoformat(), "event": "regressed",
-                                "versions": {"model": "gen-2"}}
+    assert back.history[-1] == {
+        "at": (T0 + timedelta(hours=2)).isoformat(),
+        "event": "regressed",
+        "versions": {"model": "gen-2"},
+    }
 
 
 def test_hourly_counts_and_routes_are_recorded():
@@ -139,6 +170,7 @@ def test_hourly_counts_and_routes_are_recorded():
 
 # --- tracker on hand-built runs: merges, splits, triage ---------------------------------------
 
+
 def unit(*values):
     v = np.zeros(8, dtype=np.float32)
     v[: len(values)] = values
@@ -149,11 +181,33 @@ def hand_run(groups: dict[str, tuple[list[str], np.ndarray]], now=T0) -> Cluster
     clusters, claims = [], []
     for index, (name, (ids, centroid)) in enumerate(groups.items()):
         claims += [FailingClaim(i, name) for i in ids]
-        clusters.append(ClusterSummary(index, tuple(ids), name, (name,), tuple(ids[:2]), {"r": len(ids)},
-                                       {"unsupported": len(ids)}, centroid, {"2026-11-21T09": len(ids)}, None, None))
+        clusters.append(
+            ClusterSummary(
+                index,
+                tuple(ids),
+                name,
+                (name,),
+                tuple(ids[:2]),
+                {"r": len(ids)},
+                {"unsupported": len(ids)},
+                centroid,
+                {"2026-11-21T09": len(ids)},
+                None,
+                None,
+            )
+        )
     labels = np.concatenate([[k] * len(ids) for k, (ids, _) in enumerate(groups.values())]).astype(int)
-    return ClusteringRun(CONFIG.name, "hashing", now, tuple(claims), labels, np.ones(len(claims)),
-                         tuple("clustered" for _ in claims), clusters, {})
+    return ClusteringRun(
+        CONFIG.name,
+        "hashing",
+        now,
+        tuple(claims),
+        labels,
+        np.ones(len(claims)),
+        tuple("clustered" for _ in claims),
+        clusters,
+        {},
+    )
 
 
 def ids(prefix, n):
@@ -190,11 +244,18 @@ def test_an_issue_whose_bulk_joins_another_is_merged_into_it_and_its_fragment_do
     (60 claims of the same failure) meet in one cluster, which A's larger share wins. B's fragment, made only of
     B's claims, used to carry on as B, with B's title over claims of another failure."""
     tracker = IssueTracker(CONFIG)
-    first = tracker.match([], hand_run({"a": (ids("a", 60), unit(1)), "b": (ids("b", 40) + ids("s", 5), unit(1, 0.3))}), T0)
+    first = tracker.match(
+        [], hand_run({"a": (ids("a", 60), unit(1)), "b": (ids("b", 40) + ids("s", 5), unit(1, 0.3))}), T0
+    )
     a, b = sorted(first, key=lambda r: -r.size)
     later = T0 + timedelta(minutes=15)
-    after = by_id(tracker.match(first, hand_run({"ab": (ids("a", 60) + ids("b", 40), unit(1, 0.1)),
-                                                 "s": (ids("s", 5), unit(1, -0.5))}, later), later))
+    after = by_id(
+        tracker.match(
+            first,
+            hand_run({"ab": (ids("a", 60) + ids("b", 40), unit(1, 0.1)), "s": (ids("s", 5), unit(1, -0.5))}, later),
+            later,
+        )
+    )
     together, fragment = tracker.cluster_issue_ids_
     assert together == a.issue_id
     assert after[b.issue_id].merged_into == a.issue_id and after[b.issue_id].state == RESOLVED
@@ -208,13 +269,15 @@ def test_of_two_issues_wholly_inside_one_cluster_the_one_most_of_it_came_from_co
     tracker = IssueTracker(CONFIG)
     older = tracker.match([], hand_run({"s": (ids("s", 10), unit(1))}), T0)
     later = T0 + timedelta(minutes=15)
-    both = tracker.match(older, hand_run({"s": (ids("s", 10), unit(1)), "b": (ids("b", 40), unit(1, 0.3))}, later),
-                         later)
+    both = tracker.match(
+        older, hand_run({"s": (ids("s", 10), unit(1)), "b": (ids("b", 40), unit(1, 0.3))}, later), later
+    )
     small, big = sorted((i for i in both if i.merged_into is None), key=lambda r: r.size)
     assert small.first_seen < big.first_seen and big.size == 40
     last = later + timedelta(minutes=15)
-    merged = by_id(tracker.match(both, hand_run({"sbn": (ids("s", 10) + ids("b", 40) + ids("n", 60), unit(1, 0.1))},
-                                                last), last))
+    merged = by_id(
+        tracker.match(both, hand_run({"sbn": (ids("s", 10) + ids("b", 40) + ids("n", 60), unit(1, 0.1))}, last), last)
+    )
     assert tracker.cluster_issue_ids_ == [big.issue_id]
     assert merged[small.issue_id].merged_into == big.issue_id and merged[big.issue_id].merged_into is None
 
@@ -223,8 +286,11 @@ def test_an_issue_split_in_two_keeps_its_id_on_the_larger_part_and_records_the_s
     tracker = IssueTracker(CONFIG)
     first = tracker.match([], hand_run({"a": (ids("a", 40), unit(1))}), T0)
     later = T0 + timedelta(minutes=15)
-    split = tracker.match(first, hand_run({"a1": (ids("a", 40)[:28], unit(1, 0.2)),
-                                           "a2": (ids("a", 40)[28:], unit(1, -0.4))}, later), later)
+    split = tracker.match(
+        first,
+        hand_run({"a1": (ids("a", 40)[:28], unit(1, 0.2)), "a2": (ids("a", 40)[28:], unit(1, -0.4))}, later),
+        later,
+    )
     original = first[0].issue_id
     kept, spawned = tracker.cluster_issue_ids_
     assert kept == original and spawned != original
@@ -250,9 +316,14 @@ def test_issue_ids_do_not_depend_on_the_previous_state_for_new_issues():
 @pytest.mark.parametrize("triaged", [False, True])
 def test_issue_record_round_trips_through_a_store_row(triaged):
     _, _, issues = cluster(family("refund") + family("parcel"), T0)
-    record = replace(issues[0], triaged=triaged, assignee="dana", ticket_url="https://t.example/PAY-1",
-                     archive={"until": "claims", "since": T0.isoformat(), "ends_at": None, "claims": 5},
-                     resolved_in={"model": "gen-1"})
+    record = replace(
+        issues[0],
+        triaged=triaged,
+        assignee="dana",
+        ticket_url="https://t.example/PAY-1",
+        archive={"until": "claims", "since": T0.isoformat(), "ends_at": None, "claims": 5},
+        resolved_in={"model": "gen-1"},
+    )
     again = IssueRecord.from_row(record.to_row())
     assert again == replace(record, centroid=again.centroid)
     np.testing.assert_allclose(again.centroid, record.centroid, atol=1e-6)
@@ -266,6 +337,7 @@ def test_bad_state_in_a_row_names_the_issue():
 
 
 # --- titles: kept across runs unless the representative claim means another failure -------------
+
 
 def without_online(name: str, **changes) -> list[FailingClaim]:
     """The family re-clustered with a different membership: the claims that titled it gone, a few new ones in."""
@@ -290,10 +362,13 @@ def test_an_issue_reclustered_with_other_members_keeps_its_title():
     assert not any("renamed" in change for change in tracker.changes_)
 
 
-@pytest.mark.parametrize("changes, why", [
-    ({"verdict": "stale"}, "verdict unsupported -> stale"),
-    ({"stage": "evidence_admission"}, "stage claim_generation -> evidence_admission"),
-])
+@pytest.mark.parametrize(
+    "changes, why",
+    [
+        ({"verdict": "stale"}, "verdict unsupported -> stale"),
+        ({"stage": "evidence_admission"}, "stage claim_generation -> evidence_admission"),
+    ],
+)
 def test_another_verdict_or_failure_family_renames_the_issue_and_records_why(changes, why):
     _, _, first = cluster(family("parcel") + family("refund"), T0)
     before = parcel_issue(first)
@@ -303,11 +378,14 @@ def test_another_verdict_or_failure_family_renames_the_issue_and_records_why(cha
     assert after.name != before.name
     renamed = after.history[-1]
     assert (renamed["event"], renamed["at"], renamed["from"], renamed["to"]) == (
-        "renamed", later.isoformat(), before.name, after.name)
+        "renamed",
+        later.isoformat(),
+        before.name,
+        after.name,
+    )
     assert why in renamed["why"] and any(before.issue_id in c and "renamed" in c for c in tracker.changes_)
     # the new title holds from now on: the same data again keeps it without another entry
-    _, _, third = cluster(without_online("parcel", **changes) + family("refund"), later + timedelta(minutes=15),
-                          second)
+    _, _, third = cluster(without_online("parcel", **changes) + family("refund"), later + timedelta(minutes=15), second)
     assert by_id(third)[before.issue_id].name == after.name
     assert [h["event"] for h in by_id(third)[before.issue_id].history] == ["created", "renamed"]
 

@@ -3,15 +3,16 @@
 No exception escapes and nothing hangs (hypothesis deadlines; a loose bound on the crafted cases,
 only to catch hangs: the refusal speed itself is measured by bench/fuzz_decoder.py).
 """
+
 import copy
 import json
 import time
 from datetime import timedelta
-from pathlib import Path
 
 import orjson
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from services.contract.decode import DEFAULT_MAX_BYTES, Decoder, Rejection
 from services.contract.model import ACTIONS, CLAIM_TYPES, QUERY_TYPES, STAGES, STAKES, VERDICT_ALIASES, VerdictEvent
@@ -21,8 +22,7 @@ from tests.support.paths import FIXTURES
 
 pytestmark = pytest.mark.timeout(120)
 
-EXAMPLES = [orjson.loads(line) for line in
-            (FIXTURES / "contract_examples.jsonl").read_bytes().splitlines()]
+EXAMPLES = [orjson.loads(line) for line in (FIXTURES / "contract_examples.jsonl").read_bytes().splitlines()]
 HANG_BOUND = 20.0  # seconds; refusals take milliseconds, this only catches a hang
 PROPERTY = settings(max_examples=300, deadline=timedelta(seconds=2), suppress_health_check=[HealthCheck.too_slow])
 
@@ -45,15 +45,60 @@ def check_outcome(raw) -> VerdictEvent | Rejection:
 
 # --- strategies
 
-json_scalars = (st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=40)
-                | st.sampled_from([*VERDICT_ALIASES, *ACTIONS, *QUERY_TYPES, *STAKES, *CLAIM_TYPES, *STAGES,
-                                   "claimwatch.verdict/v1", "2026-11-21T09:14:03Z", "2026-11-21T09:14:03",
-                                   "2026-13-45T99:99:99+00:00", "billing-faq", "bad route", "", "x" * 129]))
-json_values = st.recursive(json_scalars, lambda inner: st.lists(inner, max_size=5)
-                           | st.dictionaries(st.text(max_size=12), inner, max_size=5), max_leaves=15)
-FIELD_NAMES = ["schema", "event_id", "trace_id", "observed_at", "route", "tenant", "query", "answer", "versions",
-               "evidence", "claims", "first_failed_stage", "signals", "attributes", "text", "verdict", "score",
-               "chunk_id", "cherry_pick", "premise_similarity", "action", "answerable"]
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.text(max_size=40)
+    | st.sampled_from(
+        [
+            *VERDICT_ALIASES,
+            *ACTIONS,
+            *QUERY_TYPES,
+            *STAKES,
+            *CLAIM_TYPES,
+            *STAGES,
+            "claimwatch.verdict/v1",
+            "2026-11-21T09:14:03Z",
+            "2026-11-21T09:14:03",
+            "2026-13-45T99:99:99+00:00",
+            "billing-faq",
+            "bad route",
+            "",
+            "x" * 129,
+        ]
+    )
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=12), inner, max_size=5),
+    max_leaves=15,
+)
+FIELD_NAMES = [
+    "schema",
+    "event_id",
+    "trace_id",
+    "observed_at",
+    "route",
+    "tenant",
+    "query",
+    "answer",
+    "versions",
+    "evidence",
+    "claims",
+    "first_failed_stage",
+    "signals",
+    "attributes",
+    "text",
+    "verdict",
+    "score",
+    "chunk_id",
+    "cherry_pick",
+    "premise_similarity",
+    "action",
+    "answerable",
+]
 contract_shaped = st.dictionaries(st.sampled_from(FIELD_NAMES) | st.text(max_size=8), json_values, max_size=10)
 
 
@@ -104,6 +149,7 @@ def mutated_events(draw):
 
 # --- properties
 
+
 @PROPERTY
 @given(st.binary(max_size=2048))
 def test_arbitrary_bytes(raw):
@@ -132,8 +178,11 @@ def test_contract_shaped_objects(value):
 
 
 @PROPERTY
-@given(st.lists(contract_shaped | json_values | mutated_events(), max_size=6),
-       st.sampled_from(["claimwatch.verdicts/v1", "claimwatch.verdict/v1", None, 1]), st.booleans())
+@given(
+    st.lists(contract_shaped | json_values | mutated_events(), max_size=6),
+    st.sampled_from(["claimwatch.verdicts/v1", "claimwatch.verdict/v1", None, 1]),
+    st.booleans(),
+)
 def test_envelopes_decode_event_by_event_or_as_one_rejection(events, schema, as_list):
     doc = {"events": events if as_list else {"0": events}} | ({} if schema is None else {"schema": schema})
     raw = encode(doc)
@@ -153,8 +202,16 @@ def test_mutated_contract_examples(event):
     check_outcome(encode(event))
 
 
-REQUIRED = [("schema",), ("event_id",), ("trace_id",), ("observed_at",), ("route",), ("claims",),
-            ("claims", 1, "verdict"), ("evidence", 0, "chunk_id")]
+REQUIRED = [
+    ("schema",),
+    ("event_id",),
+    ("trace_id",),
+    ("observed_at",),
+    ("route",),
+    ("claims",),
+    ("claims", 1, "verdict"),
+    ("evidence", 0, "chunk_id"),
+]
 
 
 @PROPERTY
@@ -171,6 +228,7 @@ def test_a_missing_required_field_is_named(path, _):
 
 
 # --- crafted hostile input: refused with the right rule, cheaply
+
 
 def refuse(raw: bytes) -> Rejection:
     started = time.perf_counter()
@@ -195,10 +253,17 @@ def assert_depth_refusal(result: Rejection):
     assert result.rule in ("too_deep", "not_json") and "depth" in result.reason.lower(), result.reason
 
 
-@pytest.mark.parametrize("raw", [
-    nested(100_000), nested(100_000, kind="object"), b"[" * 500_000, with_claims(nested(100_000)),
-    nested(1025),
-], ids=["arrays-100k", "objects-100k", "unclosed-500k", "inside-claims-100k", "just-past-the-limit"])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        nested(100_000),
+        nested(100_000, kind="object"),
+        b"[" * 500_000,
+        with_claims(nested(100_000)),
+        nested(1025),
+    ],
+    ids=["arrays-100k", "objects-100k", "unclosed-500k", "inside-claims-100k", "just-past-the-limit"],
+)
 def test_deep_nesting_is_refused_by_the_depth_limit(raw):
     assert_depth_refusal(refuse(raw))
 

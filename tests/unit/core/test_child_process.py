@@ -1,5 +1,6 @@
 """Work that must not hold up a shutdown runs in a child process that `close` stops; children die with their parent.
 Threads the worker starts carry names the OS shows."""
+
 from __future__ import annotations
 
 import math
@@ -68,8 +69,12 @@ time.sleep(120)
 
 
 def test_a_child_started_with_die_with_parent_goes_when_its_parent_is_killed():
-    middle = subprocess.Popen([sys.executable, "-c", MIDDLE], stdout=subprocess.PIPE, text=True,
-                              cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__)))))
+    middle = subprocess.Popen(
+        [sys.executable, "-c", MIDDLE],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__)))),
+    )
     grandchild = int(middle.stdout.readline())
     assert alive(grandchild)
     middle.send_signal(signal.SIGKILL)
@@ -84,9 +89,12 @@ def test_a_named_executor_names_its_thread_for_the_os_too():
     """top -H and the ingest bench's CPU-by-thread table tell the worker's threads apart by these names."""
     executor = named_executor("store")
     try:
-        python_name, os_name = executor.submit(lambda: (
-            threading.current_thread().name,
-            Path(f"/proc/self/task/{threading.get_native_id()}/comm").read_text().strip())).result()
+        python_name, os_name = executor.submit(
+            lambda: (
+                threading.current_thread().name,
+                Path(f"/proc/self/task/{threading.get_native_id()}/comm").read_text().strip(),
+            )
+        ).result()
     finally:
         executor.shutdown()
     assert python_name.startswith("store")

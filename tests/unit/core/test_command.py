@@ -1,4 +1,5 @@
 """The `claimwatch` that printed commands start with: the bare name only when the shell's PATH finds this very script."""
+
 from __future__ import annotations
 
 import subprocess
@@ -57,6 +58,11 @@ def test_the_command_runs_when_pasted_into_a_shell_from_that_directory(venv, tmp
     python = str(spaced / ".venv" / "bin" / "python")
     for cwd in (spaced, tmp_path):
         command = cli_command(executable=python, cwd=str(cwd), which=lambda name: None)
-        out = subprocess.run(["sh", "-c", f"{command} promote propose iss-1"], cwd=cwd, capture_output=True,
-                             text=True, env={"PATH": "/usr/bin:/bin"})
+        out = subprocess.run(
+            ["sh", "-c", f"{command} promote propose iss-1"],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            env={"PATH": "/usr/bin:/bin"},
+        )
         assert out.stdout == "ran promote propose iss-1\n", (command, out.stderr)

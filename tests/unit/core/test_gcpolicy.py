@@ -1,4 +1,5 @@
 """services/core/gcpolicy.py: glibc's malloc thresholds kept fixed, so freed batches go back to the system."""
+
 from __future__ import annotations
 
 import subprocess
@@ -25,8 +26,9 @@ print(held, rss() - base)
 
 
 def held_and_left(policy: str) -> tuple[int, int]:
-    out = subprocess.run([sys.executable, "-c", FREE_AFTER_A_BACKLOG, policy], cwd=ROOT, capture_output=True,
-                         text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", FREE_AFTER_A_BACKLOG, policy], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
     held, left = map(int, out.split())
     return held, left
 

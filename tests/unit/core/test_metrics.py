@@ -1,5 +1,6 @@
 """Per-route series only for the routes a scrape keeps (Metrics.keep_route_series); the fleet counters count
 every route, whatever the routes are called and however many there are."""
+
 from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -17,9 +18,12 @@ def batch(*routes: str) -> EventCounts:
 
 
 def samples(metrics: Metrics) -> dict[tuple, float]:
-    return {(s.name, *sorted(s.labels.items())): s.value
-            for f in text_string_to_metric_families(metrics.render().decode()) for s in f.samples
-            if not s.name.endswith("_created")}
+    return {
+        (s.name, *sorted(s.labels.items())): s.value
+        for f in text_string_to_metric_families(metrics.render().decode())
+        for s in f.samples
+        if not s.name.endswith("_created")
+    }
 
 
 def per_route(metrics: Metrics) -> set[str]:

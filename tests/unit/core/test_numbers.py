@@ -1,4 +1,5 @@
 """The one way figures are written (services/core/numbers.py)."""
+
 from __future__ import annotations
 
 import pytest
@@ -6,8 +7,17 @@ import pytest
 from services.core.numbers import interval_text, pct, pts, utc_minute
 
 
-@pytest.mark.parametrize("value, text", [(0.023, "+2.3 pts"), (-0.004, "-0.4 pts"), (-0.0001, "+0.0 pts"),
-                                         (-0.0004999, "+0.0 pts"), (0.0, "+0.0 pts"), (None, "—")])
+@pytest.mark.parametrize(
+    "value, text",
+    [
+        (0.023, "+2.3 pts"),
+        (-0.004, "-0.4 pts"),
+        (-0.0001, "+0.0 pts"),
+        (-0.0004999, "+0.0 pts"),
+        (0.0, "+0.0 pts"),
+        (None, "—"),
+    ],
+)
 def test_a_change_is_signed_and_never_minus_zero(value, text):
     """The alerts page read "rise +5.0 pts = mix -0.0 pts + rate +5.0 pts"."""
     assert pts(value) == text

@@ -4,6 +4,7 @@ is one that exists: claimwatch's settings read the variables, its CLI has the co
 listen on the mapped ports, and Prometheus, Alertmanager and Grafana point at services and ports that
 are there.
 """
+
 from __future__ import annotations
 
 import copy
@@ -12,7 +13,7 @@ import re
 import subprocess
 import sys
 import tomllib
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from urllib.parse import urlparse
 
 import jsonschema
@@ -34,14 +35,26 @@ PROVIDERS = ROOT / "dashboards/grafana/provisioning/dashboards/claimwatch.yaml"
 DASHBOARD = ROOT / "dashboards/grafana/claimwatch.json"
 
 # What .env would hold; the file must require each of them rather than default to an empty secret.
-SECRETS = {"CLICKHOUSE_PASSWORD": "test-password", "CLAIMWATCH_TOKEN_SHA256": "ab" * 32,
-           "GRAFANA_ADMIN_PASSWORD": "test-admin"}
+SECRETS = {
+    "CLICKHOUSE_PASSWORD": "test-password",
+    "CLAIMWATCH_TOKEN_SHA256": "ab" * 32,
+    "GRAFANA_ADMIN_PASSWORD": "test-admin",
+}
 # Ports each third-party image listens on (the images' documented defaults).
-IMAGE_PORTS = {"clickhouse/clickhouse-server": {8123, 9000}, "prom/alertmanager": {9093},
-               "prom/prometheus": {9090}, "grafana/grafana": {3000}}
+IMAGE_PORTS = {
+    "clickhouse/clickhouse-server": {8123, 9000},
+    "prom/alertmanager": {9093},
+    "prom/prometheus": {9090},
+    "grafana/grafana": {3000},
+}
 # Where each stateful service keeps what must survive a restart.
-DATA_DIRS = {"kafka": "/var/lib/kafka/data", "clickhouse": "/var/lib/clickhouse", "alertmanager": "/alertmanager",
-             "prometheus": "/prometheus", "grafana": "/var/lib/grafana"}
+DATA_DIRS = {
+    "kafka": "/var/lib/kafka/data",
+    "clickhouse": "/var/lib/clickhouse",
+    "alertmanager": "/alertmanager",
+    "prometheus": "/prometheus",
+    "grafana": "/var/lib/grafana",
+}
 
 _VARIABLE = re.compile(r"\$(?:(?P<escaped>\$)|\{(?P<name>\w+)(?:(?P<op>:?[-?+])(?P<arg>[^}]*))?\}|(?P<bare>\w+))")
 
@@ -90,8 +103,11 @@ def environment(service: dict) -> dict[str, str]:
 
 
 def claimwatch_services(compose) -> dict[str, dict]:
-    return {name: s for name, s in compose["services"].items()
-            if isinstance(s.get("build"), dict) and s["build"].get("dockerfile") == DOCKERFILE}
+    return {
+        name: s
+        for name, s in compose["services"].items()
+        if isinstance(s.get("build"), dict) and s["build"].get("dockerfile") == DOCKERFILE
+    }
 
 
 def settings_of(service: dict) -> Settings:
@@ -125,7 +141,9 @@ def service_endpoint(compose, url_or_target: str) -> tuple[str, int]:
     parsed = urlparse(url_or_target if "//" in url_or_target else f"tcp://{url_or_target}")
     host, port = parsed.hostname, parsed.port
     assert host in compose["services"], f"{url_or_target}: {host} is not a compose service"
-    assert port in listening_ports(host, compose["services"][host]), f"{url_or_target}: {host} does not listen on {port}"
+    assert port in listening_ports(host, compose["services"][host]), (
+        f"{url_or_target}: {host} does not listen on {port}"
+    )
     return host, port
 
 
@@ -136,6 +154,7 @@ def dockerfile_instructions() -> list[tuple[str, str]]:
 
 
 # -- the file as a whole ------------------------------------------------------------------------------
+
 
 def test_the_file_is_valid_against_the_compose_specification(compose):
     schema = json.loads(SCHEMA.read_text())
@@ -168,7 +187,9 @@ def test_images_are_pinned_to_a_version(compose):
         assert repository and "/" not in tag, f"{name}: {service['image']} has no tag"
         assert tag != "latest" and re.fullmatch(r"v?\d+(\.\d+)+", tag), f"{name}: {service['image']} is not a version"
     for name in claimwatch_services(compose):
-        assert compose["services"][name]["image"] == f"claimwatch:{version}", f"{name}: tag the build with pyproject's version"
+        assert compose["services"][name]["image"] == f"claimwatch:{version}", (
+            f"{name}: tag the build with pyproject's version"
+        )
 
 
 def test_every_service_has_a_healthcheck_and_restarts(compose):
@@ -213,6 +234,7 @@ def test_dependencies_wait_for_healthy_services(compose):
 
 # -- claimwatch ----------------------------------------------------------------------------------------
 
+
 def test_the_stack_runs_workers_scaled_out_the_api_and_the_clustering_schedule(compose):
     services = claimwatch_services(compose)
     commands = {name: s["command"] for name, s in services.items()}
@@ -227,14 +249,17 @@ def test_every_claimwatch_variable_is_a_setting_claimwatch_reads(compose):
         env = environment(service)
         assert env and all(k.startswith("CLAIMWATCH_") for k in env), f"{name}: {sorted(env)}"
         settings = settings_of(service)  # SettingsError names an unknown or malformed field
-        (host, port), = [service_endpoint(compose, t) for t in settings.kafka.split(",")]
+        ((host, port),) = [service_endpoint(compose, t) for t in settings.kafka.split(",")]
         advertised = environment(compose["services"][host])["KAFKA_ADVERTISED_LISTENERS"]
         assert f"//{host}:{port}" in advertised, f"{name}: Kafka does not advertise {host}:{port}"
         ch = urlparse(settings.clickhouse)
         assert service_endpoint(compose, settings.clickhouse) == ("clickhouse", 8123)
         server = environment(compose["services"]["clickhouse"])
         assert (ch.username, ch.password, ch.path.lstrip("/")) == (
-            server["CLICKHOUSE_USER"], server["CLICKHOUSE_PASSWORD"], server["CLICKHOUSE_DB"])
+            server["CLICKHOUSE_USER"],
+            server["CLICKHOUSE_PASSWORD"],
+            server["CLICKHOUSE_DB"],
+        )
         assert service_endpoint(compose, settings.notify.alertmanager_url) == ("alertmanager", 9093)
         assert service_endpoint(compose, settings.api.url) == ("api", settings.api.port)
         assert settings.api.token_hashes == [SECRETS["CLAIMWATCH_TOKEN_SHA256"]]
@@ -249,8 +274,13 @@ def test_every_claimwatch_command_exists_in_the_cli(compose):
     assert scripts["claimwatch"] == "services.app.cli:main"
     for name, service in claimwatch_services(compose).items():
         # Flags go before --help, so click rejects an unknown one instead of printing help.
-        done = subprocess.run([sys.executable, "-m", "services.app.cli", *service["command"], "--help"], cwd=ROOT,
-                              capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-m", "services.app.cli", *service["command"], "--help"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 0, f"{name}: `claimwatch {' '.join(service['command'])}` fails:\n{done.stderr}"
 
 
@@ -269,12 +299,19 @@ def test_mapped_ports_are_ports_the_services_listen_on(compose):
             port = container_port(entry)
             assert port in listening_ports(name, service), f"{name} maps {port}, which it does not listen on"
             mapped[name] = port
-    assert mapped == {"kafka": 9094, "clickhouse": 8123, "api": settings_of(compose["services"]["api"]).api.port,
-                      "alertmanager": 9093, "prometheus": 9090, "grafana": 3000}
+    assert mapped == {
+        "kafka": 9094,
+        "clickhouse": 8123,
+        "api": settings_of(compose["services"]["api"]).api.port,
+        "alertmanager": 9093,
+        "prometheus": 9090,
+        "grafana": 3000,
+    }
     assert 9092 in listening_ports("kafka", compose["services"]["kafka"])
 
 
 # -- Prometheus, Alertmanager, Grafana ---------------------------------------------------------------
+
 
 def test_prometheus_scrapes_every_claimwatch_process_that_serves_metrics(compose, tmp_path):
     from fastapi.testclient import TestClient
@@ -284,7 +321,10 @@ def test_prometheus_scrapes_every_claimwatch_process_that_serves_metrics(compose
     from services.store.backends import ChdbStore
     from services.store.migrate import migrate
 
-    assert "./dashboards/prometheus/prometheus.yml:/etc/prometheus/prometheus.yml:ro" in compose["services"]["prometheus"]["volumes"]
+    assert (
+        "./dashboards/prometheus/prometheus.yml:/etc/prometheus/prometheus.yml:ro"
+        in compose["services"]["prometheus"]["volumes"]
+    )
     config = yaml.safe_load(PROMETHEUS.read_text())
     scraped: dict[str, dict] = {}
     for job in config["scrape_configs"]:
@@ -307,7 +347,9 @@ def test_prometheus_scrapes_every_claimwatch_process_that_serves_metrics(compose
         client = TestClient(create_api(build(settings, store)))
         for path in {scraped[n].get("metrics_path", "/metrics") for n in serving}:
             answer = client.get(path)
-            assert answer.status_code == 200 and "claimwatch_events_total" in answer.text, f"{path}: {answer.status_code}"
+            assert answer.status_code == 200 and "claimwatch_events_total" in answer.text, (
+                f"{path}: {answer.status_code}"
+            )
         assert client.get("/readyz").status_code == 200  # what the healthchecks ask
     finally:
         store.close()
@@ -316,7 +358,10 @@ def test_prometheus_scrapes_every_claimwatch_process_that_serves_metrics(compose
 def test_prometheus_finds_its_rules_where_the_stack_mounts_them_and_alerts_through_the_stacks_alertmanager(compose):
     prometheus = compose["services"]["prometheus"]
     config_mount = "./dashboards/prometheus/prometheus.yml:/etc/prometheus/prometheus.yml:ro"
-    assert config_mount in prometheus["volumes"] and "--config.file=/etc/prometheus/prometheus.yml" in prometheus["command"]
+    assert (
+        config_mount in prometheus["volumes"]
+        and "--config.file=/etc/prometheus/prometheus.yml" in prometheus["command"]
+    )
     config = yaml.safe_load(PROMETHEUS.read_text())
     assert config["rule_files"], "the rules about claimwatch itself (dashboards/prometheus/rules.yml)"
     for rule_file in config["rule_files"]:  # relative to the configuration file, in the repository and the container
@@ -328,14 +373,25 @@ def test_prometheus_finds_its_rules_where_the_stack_mounts_them_and_alerts_throu
 
 
 def test_alertmanager_groups_and_inhibits_on_labels_claimwatch_sends(compose):
-    assert "./dashboards/alertmanager/alertmanager.yml:/etc/alertmanager/alertmanager.yml:ro" in compose["services"]["alertmanager"]["volumes"]
+    assert (
+        "./dashboards/alertmanager/alertmanager.yml:/etc/alertmanager/alertmanager.yml:ro"
+        in compose["services"]["alertmanager"]["volumes"]
+    )
     config = yaml.safe_load(ALERTMANAGER.read_text())
     receivers = {r["name"] for r in config["receivers"]}
     routes = [config["route"], *config["route"].get("routes", [])]
     assert all(r.get("receiver", config["route"]["receiver"]) in receivers for r in routes)
-    now = datetime(2026, 11, 21, tzinfo=timezone.utc)
-    alert = Alert(alert_id="a-1", route="billing-faq", kind="hallucination_rate_rise", severity="critical",
-                  labels={"service": "claimwatch"}, window=30, pending_since=now, starts_at=now)
+    now = datetime(2026, 11, 21, tzinfo=UTC)
+    alert = Alert(
+        alert_id="a-1",
+        route="billing-faq",
+        kind="hallucination_rate_rise",
+        severity="critical",
+        labels={"service": "claimwatch"},
+        window=30,
+        pending_since=now,
+        starts_at=now,
+    )
     sent = alertmanager_payload(alert, "http://localhost:8080", now, now - now)["labels"]
     assert set(config["route"]["group_by"]) <= set(sent)
     severities = {severity_for(0.0, 0.02), severity_for(1.0, 0.02)}
@@ -359,25 +415,51 @@ def test_grafana_gets_the_plugin_the_provisioning_and_the_dashboard(compose):
     assert mounts[dashboard_path] == "./dashboards/grafana/claimwatch.json"
     assert env["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"] == dashboard_path
     (datasource,) = yaml.safe_load(DATASOURCES.read_text())["datasources"]
-    assert service_endpoint(compose, f"{datasource['jsonData']['host']}:{datasource['jsonData']['port']}") == ("clickhouse", 8123)
+    assert service_endpoint(compose, f"{datasource['jsonData']['host']}:{datasource['jsonData']['port']}") == (
+        "clickhouse",
+        8123,
+    )
     assert datasource["jsonData"]["defaultDatabase"] == environment(compose["services"]["clickhouse"])["CLICKHOUSE_DB"]
     for variable in re.findall(r"\$(\w+)", DATASOURCES.read_text()):
         assert variable in env, f"the datasource provisioning reads ${variable}, which Grafana's environment lacks"
 
 
-@pytest.mark.parametrize("kind, rise, receiver", [
-    ("mix_shift", 0.05, "traffic-review"),            # mostly a change in the mix of questions: never pages
-    ("hallucination_rate_rise", 0.05, "on-call"),     # a regression, critical
-    ("hallucination_rate_rise", 0.025, "on-call"),    # a regression, warning
-])
+@pytest.mark.parametrize(
+    "kind, rise, receiver",
+    [
+        ("mix_shift", 0.05, "traffic-review"),  # mostly a change in the mix of questions: never pages
+        ("hallucination_rate_rise", 0.05, "on-call"),  # a regression, critical
+        ("hallucination_rate_rise", 0.025, "on-call"),  # a regression, warning
+    ],
+)
 def test_alertmanager_pages_on_regressions_and_not_on_mix_shifts(kind, rise, receiver):
     """The shipped routing, asked of the real Alertmanager's amtool with the labels claimwatch sends."""
-    now = datetime(2026, 11, 21, tzinfo=timezone.utc)
-    alert = Alert(alert_id="a-1", route="billing-faq", kind=kind, severity=severity_for(rise, 0.02, kind),
-                  labels={"service": "claimwatch"}, window=30, pending_since=now, starts_at=now, delta=rise)
+    now = datetime(2026, 11, 21, tzinfo=UTC)
+    alert = Alert(
+        alert_id="a-1",
+        route="billing-faq",
+        kind=kind,
+        severity=severity_for(rise, 0.02, kind),
+        labels={"service": "claimwatch"},
+        window=30,
+        pending_since=now,
+        starts_at=now,
+        delta=rise,
+    )
     labels = alertmanager_payload(alert, "http://localhost:8080", now, now - now)["labels"]
     assert (labels["severity"] == "warning") == (kind == "mix_shift" or rise < 0.04)
-    answer = subprocess.run(["amtool", "config", "routes", "test", f"--config.file={ALERTMANAGER}",
-                             *(f"{k}={v}" for k, v in labels.items())], capture_output=True, text=True, timeout=30)
+    answer = subprocess.run(
+        [
+            "amtool",
+            "config",
+            "routes",
+            "test",
+            f"--config.file={ALERTMANAGER}",
+            *(f"{k}={v}" for k, v in labels.items()),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert answer.returncode == 0, answer.stderr
     assert answer.stdout.split() == [receiver]

@@ -6,12 +6,12 @@ grafana-clickhouse-datasource macros are expanded the way the plugin expands the
 have the columns its panel reads, with the types Grafana needs, and rows. The JSON itself is checked
 for what Grafana relies on: unique ids, a grid that fits, and the provisioned data source uid.
 """
+
 from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timedelta, timezone
-from pathlib import Path
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import yaml
@@ -19,16 +19,16 @@ import yaml
 from clustering.issue import IssueRecord
 from services.alerts.lifecycle import Alert
 from services.alerts.records import alert_repository
-from services.contract.decode import Decoder, Rejection
-from services.rates.intervals import Counts, proportion_interval, ratio_interval
 from services.client.simulate import Scenario, generate
+from services.contract.decode import Decoder, Rejection
+from services.ingest.records import DeadLetter
+from services.rates.intervals import Counts, proportion_interval, ratio_interval
 from services.store.backends import ChdbStore
 from services.store.convert import ch_time
 from services.store.issues import issue_row
 from services.store.migrate import migrate
 from services.store.review import ReviewRepository
 from services.store.writer import EventWriter
-from services.ingest.records import DeadLetter
 from tests.support.paths import ROOT
 
 DASHBOARD = ROOT / "dashboards/grafana/claimwatch.json"
@@ -41,31 +41,78 @@ MINUTES = 45
 # their time column; a string column in a time series is a label (long format, split per value).
 TIME, STRING, NUMBER, ARRAY = "time", "string", "number", "array"
 EXPECTED = {
-    "Routes, worst first": [("route", STRING), ("events", NUMBER), ("claims", NUMBER), ("failed", NUMBER),
-                            ("rate", NUMBER), ("lower", NUMBER), ("upper", NUMBER), ("unsafe_serve", NUMBER)],
+    "Routes, worst first": [
+        ("route", STRING),
+        ("events", NUMBER),
+        ("claims", NUMBER),
+        ("failed", NUMBER),
+        ("rate", NUMBER),
+        ("lower", NUMBER),
+        ("upper", NUMBER),
+        ("unsafe_serve", NUMBER),
+    ],
     "Open alerts": [("firing", NUMBER), ("pending", NUMBER)],
     "Dead-lettered messages": [("invalid", NUMBER), ("invalid_share", NUMBER)],
     "Hallucination rate · ${route}": [("time", TIME), ("rate", NUMBER), ("lower", NUMBER), ("upper", NUMBER)],
-    "Failed claims by verdict": [("time", TIME), ("contradicted", NUMBER), ("unsupported", NUMBER),
-                                 ("overreach", NUMBER), ("stale", NUMBER), ("no_source", NUMBER)],
+    "Failed claims by verdict": [
+        ("time", TIME),
+        ("contradicted", NUMBER),
+        ("unsupported", NUMBER),
+        ("overreach", NUMBER),
+        ("stale", NUMBER),
+        ("no_source", NUMBER),
+    ],
     "Unsafe-serve rate by route": [("time", TIME), ("route", STRING), ("unsafe_serve", NUMBER)],
     "Answers per route": [("time", TIME), ("route", STRING), ("answers", NUMBER)],
     "Claims per route": [("time", TIME), ("route", STRING), ("claims", NUMBER)],
-    "Abstention pair by route": [("route", STRING), ("unanswerable", NUMBER), ("correct_abstention", NUMBER),
-                                 ("correct_abstention_lower", NUMBER), ("correct_abstention_upper", NUMBER),
-                                 ("answerable", NUMBER), ("over_refusal", NUMBER), ("over_refusal_lower", NUMBER),
-                                 ("over_refusal_upper", NUMBER)],
+    "Abstention pair by route": [
+        ("route", STRING),
+        ("unanswerable", NUMBER),
+        ("correct_abstention", NUMBER),
+        ("correct_abstention_lower", NUMBER),
+        ("correct_abstention_upper", NUMBER),
+        ("answerable", NUMBER),
+        ("over_refusal", NUMBER),
+        ("over_refusal_lower", NUMBER),
+        ("over_refusal_upper", NUMBER),
+    ],
     "Dead-lettered messages by rule": [("time", TIME), ("rule", STRING), ("messages", NUMBER)],
-    "Open alerts table": [("alert_id", STRING), ("route", STRING), ("kind", STRING), ("severity", STRING),
-                          ("state", STRING), ("since", TIME), ("rate", NUMBER), ("expected", NUMBER),
-                          ("delta", NUMBER), ("claims", NUMBER), ("acked_by", STRING)],
-    "Top issues": [("issue_id", STRING), ("name", STRING), ("state", STRING), ("size", NUMBER),
-                   ("first_seen", TIME), ("last_seen", TIME), ("routes", STRING)],
+    "Open alerts table": [
+        ("alert_id", STRING),
+        ("route", STRING),
+        ("kind", STRING),
+        ("severity", STRING),
+        ("state", STRING),
+        ("since", TIME),
+        ("rate", NUMBER),
+        ("expected", NUMBER),
+        ("delta", NUMBER),
+        ("claims", NUMBER),
+        ("acked_by", STRING),
+    ],
+    "Top issues": [
+        ("issue_id", STRING),
+        ("name", STRING),
+        ("state", STRING),
+        ("size", NUMBER),
+        ("first_seen", TIME),
+        ("last_seen", TIME),
+        ("routes", STRING),
+    ],
     "Dead-letter reasons": [("rule", STRING), ("messages", NUMBER), ("last_received", TIME), ("example", STRING)],
-    "Calibrated rate beside the raw rate": [("route", STRING), ("raw", NUMBER), ("calibrated", NUMBER),
-                                            ("lower", NUMBER), ("upper", NUMBER), ("sensitivity", NUMBER),
-                                            ("specificity", NUMBER), ("labels", NUMBER), ("status", STRING),
-                                            ("reasons", STRING), ("computed_at", TIME)],
+    "Calibrated rate beside the raw rate": [
+        ("route", STRING),
+        ("raw", NUMBER),
+        ("calibrated", NUMBER),
+        ("lower", NUMBER),
+        ("upper", NUMBER),
+        ("sensitivity", NUMBER),
+        ("specificity", NUMBER),
+        ("labels", NUMBER),
+        ("status", STRING),
+        ("reasons", STRING),
+        ("computed_at", TIME),
+    ],
 }
 ANNOTATION_COLUMNS = [("time", TIME), ("timeEnd", TIME), ("text", STRING), ("tags", ARRAY)]
 
@@ -109,10 +156,16 @@ class GrafanaMacros:
             return self.singlequote(values) if fmt == "singlequote" else ",".join(values)
 
         sql = re.sub(r"\$\{(?P<name>\w+)(?::(?P<fmt>\w+))?\}", variable, sql)
-        sql = re.sub(r"\$__timeFilter\(\s*([^()]+?)\s*\)",
-                     lambda m: f"{m[1]} >= toDateTime({self.start}) AND {m[1]} <= toDateTime({self.end})", sql)
-        sql = re.sub(r"\$__timeInterval\(\s*([^()]+?)\s*\)",
-                     lambda m: f"toStartOfInterval(toDateTime({m[1]}), INTERVAL {self.interval} second)", sql)
+        sql = re.sub(
+            r"\$__timeFilter\(\s*([^()]+?)\s*\)",
+            lambda m: f"{m[1]} >= toDateTime({self.start}) AND {m[1]} <= toDateTime({self.end})",
+            sql,
+        )
+        sql = re.sub(
+            r"\$__timeInterval\(\s*([^()]+?)\s*\)",
+            lambda m: f"toStartOfInterval(toDateTime({m[1]}), INTERVAL {self.interval} second)",
+            sql,
+        )
         sql = re.sub(r"\$__fromTime\b", f"toDateTime({self.start})", sql)
         sql = re.sub(r"\$__toTime\b", f"toDateTime({self.end})", sql)
         sql = re.sub(r"\$__interval_s\b", str(self.interval), sql)
@@ -169,7 +222,7 @@ def loaded(tmp_path_factory):
     """chDB with 45 minutes of simulated traffic ending now, its dead letters, alerts and issues."""
     store = ChdbStore(tmp_path_factory.mktemp("grafana") / "clickhouse")
     migrate(store)
-    now = datetime.now(timezone.utc).replace(second=0, microsecond=0)
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
     start = now - timedelta(minutes=MINUTES)
     decoder, events, dead = Decoder(), [], []
     # Flat volume: the same traffic whatever the time of day the test runs at.
@@ -190,10 +243,25 @@ def loaded(tmp_path_factory):
         ("product-search", ago(3), None, None, "warning", None),
         ("hr-policy", ago(40), ago(38), ago(30), "warning", 0.05),
     ):
-        alerts.save(Alert(alert_id=f"a-{route}", route=route, kind="hallucination_rate_rise", severity=severity,
-                          labels={"service": "claimwatch"}, window=30, pending_since=pending, starts_at=starts,
-                          ends_at=ends, rate=0.12, baseline=0.06, delta=0.12 - (expected or 0.06), claims=800,
-                          expected=expected, updated_at=now))
+        alerts.save(
+            Alert(
+                alert_id=f"a-{route}",
+                route=route,
+                kind="hallucination_rate_rise",
+                severity=severity,
+                labels={"service": "claimwatch"},
+                window=30,
+                pending_since=pending,
+                starts_at=starts,
+                ends_at=ends,
+                rate=0.12,
+                baseline=0.06,
+                delta=0.12 - (expected or 0.06),
+                claims=800,
+                expected=expected,
+                updated_at=now,
+            )
+        )
 
     store.command(ISSUES_UNTIL_MIGRATED)
     issues = [  # id, name, state, size, first and last seen (minutes ago), route -> members, merged into
@@ -203,30 +271,73 @@ def loaded(tmp_path_factory):
         ("i-4", "seen before the range", "ongoing", 500, 600, 300, {"legal-terms": 500}, None),
         ("i-5", "refund amounts, merged", "ongoing", 700, 30, 2, {"billing-faq": 700}, "i-1"),
     ]
-    store.insert("issues", [
-        # Clustering ran just now: the issue row's own times are processing times, not when claims were seen.
-        issue_row(IssueRecord(issue_id, name, (), "clustering@test", ago(0), ago(0), state, size, routes=routes,
-                              merged_into=merged))
-        for issue_id, name, state, size, first, last, routes, merged in issues])
+    store.insert(
+        "issues",
+        [
+            # Clustering ran just now: the issue row's own times are processing times, not when claims were seen.
+            issue_row(
+                IssueRecord(
+                    issue_id,
+                    name,
+                    (),
+                    "clustering@test",
+                    ago(0),
+                    ago(0),
+                    state,
+                    size,
+                    routes=routes,
+                    merged_into=merged,
+                )
+            )
+            for issue_id, name, state, size, first, last, routes, merged in issues
+        ],
+    )
     # First and last seen are the members' event times: one member at each end.
-    store.insert("issue_members", [
-        {"claim_key": f"{issue_id}:{end}", "issue_id": issue_id, "probability": 1.0, "source": "batch",
-         "config_name": "clustering@test", "x": 0.0, "y": 0.0, "observed_at": ch_time(ago(minutes)),
-         "assigned_at": ch_time(now)}
-        for issue_id, _, _, _, first, last, _, _ in issues for end, minutes in (("first", first), ("last", last))])
+    store.insert(
+        "issue_members",
+        [
+            {
+                "claim_key": f"{issue_id}:{end}",
+                "issue_id": issue_id,
+                "probability": 1.0,
+                "source": "batch",
+                "config_name": "clustering@test",
+                "x": 0.0,
+                "y": 0.0,
+                "observed_at": ch_time(ago(minutes)),
+                "assigned_at": ch_time(now),
+            }
+            for issue_id, _, _, _, first, last, _, _ in issues
+            for end, minutes in (("first", first), ("last", last))
+        ],
+    )
     # Calibrated rates as the leader stores them: billing-faq's newest is stale without a value (its verifier changed).
     calibrated = lambda route, minutes, rate, stale, reasons: {  # noqa: E731
-        "computed_at": ago(minutes), "route": route, "window_start": ago(minutes + 60), "window_end": ago(minutes),
-        "raw": 0.10, "rate": rate, "lower": None if rate is None else rate - 0.02,
-        "upper": None if rate is None else rate + 0.02, "sensitivity": None if rate is None else 0.8,
-        "specificity": None if rate is None else 0.95, "labels": 40, "pooled": 0, "stale": int(stale),
-        "reasons": reasons, "verifier_version": "nli@1"}
-    ReviewRepository(store).save_calibrated([
-        calibrated("billing-faq", 30, 0.07, False, ""),
-        calibrated("billing-faq", 5, None, True, "40 labels are of verifier nli@1; the route now runs nli@2"),
-        calibrated("parcel-status", 5, 0.04, False, "")])
+        "computed_at": ago(minutes),
+        "route": route,
+        "window_start": ago(minutes + 60),
+        "window_end": ago(minutes),
+        "raw": 0.10,
+        "rate": rate,
+        "lower": None if rate is None else rate - 0.02,
+        "upper": None if rate is None else rate + 0.02,
+        "sensitivity": None if rate is None else 0.8,
+        "specificity": None if rate is None else 0.95,
+        "labels": 40,
+        "pooled": 0,
+        "stale": int(stale),
+        "reasons": reasons,
+        "verifier_version": "nli@1",
+    }
+    ReviewRepository(store).save_calibrated(
+        [
+            calibrated("billing-faq", 30, 0.07, False, ""),
+            calibrated("billing-faq", 5, None, True, "40 labels are of verifier nli@1; the route now runs nli@2"),
+            calibrated("parcel-status", 5, 0.04, False, ""),
+        ]
+    )
     # Dead letters carry the time they arrived (now); the range covers them and the simulated minutes.
-    window = (start - timedelta(minutes=1), datetime.now(timezone.utc) + timedelta(minutes=2))
+    window = (start - timedelta(minutes=1), datetime.now(UTC) + timedelta(minutes=2))
     yield store, window, {"events": len({e.event_id for e in events}), "dead": len(dead)}  # redeliveries count once
     store.close()
 
@@ -241,11 +352,14 @@ def routes(loaded, dashboard) -> list[str]:
 
 def run_panel(store, window, panel, route_values) -> tuple[list[tuple[str, str]], list[dict]]:
     (target,) = panel["targets"]
-    sql = GrafanaMacros(*window, interval_seconds(panel.get("interval")), {"route": route_values}).expand(target["rawSql"])
+    sql = GrafanaMacros(*window, interval_seconds(panel.get("interval")), {"route": route_values}).expand(
+        target["rawSql"]
+    )
     return columns(store, sql), store.query(sql)
 
 
 # -- the JSON ---------------------------------------------------------------------------------------
+
 
 def test_panel_ids_are_unique_and_the_grid_fits_without_overlaps(dashboard):
     panels = dashboard["panels"]
@@ -283,7 +397,9 @@ def test_targets_are_raw_sql_with_a_format_that_fits_the_panel(dashboard):
             assert t["editorType"] == "sql" and t["rawSql"].strip(), p["title"]
             # Time series panels need the plugin's time series format (0); tables and stats take a table (1).
             want = (0, "timeseries") if p["type"] == "timeseries" else (1, "table")
-            assert (t["format"], t["queryType"]) == want, f"{p['title']}: format {t['format']}, queryType {t['queryType']}"
+            assert (t["format"], t["queryType"]) == want, (
+                f"{p['title']}: format {t['format']}, queryType {t['queryType']}"
+            )
         assert panel_key(p) in EXPECTED, f"{p['title']}: add its expected columns to EXPECTED"
     assert len(query_panels(dashboard)) == len(EXPECTED)
 
@@ -314,6 +430,7 @@ def test_provisioning_points_grafana_at_the_dashboard_and_the_clickhouse_http_po
 
 
 # -- the SQL on chDB ----------------------------------------------------------------------------------
+
 
 def test_route_variable_lists_every_simulated_route(routes):
     assert routes == sorted(r.name for r in Scenario.demo().routes)
@@ -348,8 +465,10 @@ def test_annotation_sql_returns_alert_spans(loaded, dashboard, routes):
     spans = store.query(sql)
     assert [s["tags"][0] for s in spans] == ["hr-policy", "billing-faq", "product-search"]
     assert [s["text"].split(": ")[1] for s in spans] == [
-        "hr-policy rate 12% vs expected 5%", "billing-faq rate 12% vs expected 5.5%",
-        "product-search rate 12% vs expected 6%"]
+        "hr-policy rate 12% vs expected 5%",
+        "billing-faq rate 12% vs expected 5.5%",
+        "product-search rate 12% vs expected 6%",
+    ]
     assert all(s["time"] <= s["timeEnd"] for s in spans)
 
 
@@ -367,7 +486,9 @@ def test_route_table_interval_matches_claimwatchs_own_estimator(loaded, dashboar
         "SELECT route, sum(events) AS events, sum(claims) AS claims, sum(failed) AS failed, "
         "sum(claims_sq) AS claims_sq, sum(failed_sq) AS failed_sq, sum(failed_claims) AS failed_claims "
         "FROM rate_minute WHERE dim = '' AND minute >= toDateTime({s:UInt32}) AND minute <= toDateTime({e:UInt32}) "
-        "GROUP BY route", {"s": start, "e": end})
+        "GROUP BY route",
+        {"s": start, "e": end},
+    )
     expected = {r["route"]: Counts.from_row(r) for r in sums}
     assert {r["route"] for r in rows} == set(expected)
     for row in rows:
@@ -409,7 +530,9 @@ def test_alert_panels_count_firing_and_pending_but_not_resolved(loaded, dashboar
     assert only == {"firing": 0, "pending": 0}
 
 
-def test_top_issues_leave_out_resolved_merged_and_out_of_range_issues_and_follow_the_route_filter(loaded, dashboard, routes):
+def test_top_issues_leave_out_resolved_merged_and_out_of_range_issues_and_follow_the_route_filter(
+    loaded, dashboard, routes
+):
     store, window, _ = loaded
     _, rows = run_panel(store, window, _panel(dashboard, "Top issues"), routes)
     assert [r["issue_id"] for r in rows] == ["i-2", "i-1"]
@@ -435,4 +558,6 @@ def test_the_calibrated_panel_shows_each_route_s_newest_snapshot_whole(loaded, d
     by_route = {r["route"]: r for r in rows}
     assert by_route["billing-faq"]["calibrated"] is None and by_route["billing-faq"]["status"] == "stale"
     assert "now runs nli@2" in by_route["billing-faq"]["reasons"]
-    assert by_route["parcel-status"]["calibrated"] == pytest.approx(0.04) and by_route["parcel-status"]["status"] == "ok"
+    assert (
+        by_route["parcel-status"]["calibrated"] == pytest.approx(0.04) and by_route["parcel-status"]["status"] == "ok"
+    )

@@ -2,6 +2,7 @@
 prometheus and prometheus-alertmanager packages): every rule fires on constructed series when it should and stays
 quiet when it should not (rules_test.yml), the shipped prometheus.yml loads the rules and is valid, each rule's
 runbook link is a section of the docs, and Alertmanager's shipped routing sends each alert to on-call."""
+
 from __future__ import annotations
 
 import re
@@ -43,8 +44,13 @@ def github_anchor(heading: str) -> str:
 
 
 def test_every_rule_fires_and_stays_quiet_on_constructed_series_in_promtool():
-    done = subprocess.run([binary("promtool"), "test", "rules", RULE_TESTS.name], cwd=PROMETHEUS_DIR,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [binary("promtool"), "test", "rules", RULE_TESTS.name],
+        cwd=PROMETHEUS_DIR,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     fired, quiet = set(), set()
     for case in rule_tests():
@@ -58,8 +64,13 @@ def test_every_rule_fires_and_stays_quiet_on_constructed_series_in_promtool():
 def test_the_shipped_prometheus_configuration_loads_the_rules_and_is_valid():
     config = yaml.safe_load((PROMETHEUS_DIR / "prometheus.yml").read_text())
     assert config["rule_files"] == [RULES.name]
-    done = subprocess.run([binary("promtool"), "check", "config", "prometheus.yml"], cwd=PROMETHEUS_DIR,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [binary("promtool"), "check", "config", "prometheus.yml"],
+        cwd=PROMETHEUS_DIR,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"SUCCESS: {len(rules())} rules found" in done.stdout, done.stdout
 
@@ -69,8 +80,9 @@ def test_each_rule_is_labelled_described_and_links_a_section_of_the_docs_saying_
     for rule in rules():
         name, labels, notes = rule["alert"], rule["labels"], rule["annotations"]
         assert labels["component"] == "claimwatch", name
-        assert re.fullmatch(r"critical|warning|\{\{ if .+ \}\}warning\{\{ else \}\}critical\{\{ end \}\}",
-                            labels["severity"]), name
+        assert re.fullmatch(
+            r"critical|warning|\{\{ if .+ \}\}warning\{\{ else \}\}critical\{\{ end \}\}", labels["severity"]
+        ), name
         assert notes["summary"] and notes["description"], name
         assert notes["runbook_url"] == f"docs/operations.md#{name.lower()}", name
         assert name.lower() in anchors, f"{name}: docs/operations.md has no section {name}"
@@ -83,15 +95,34 @@ def test_the_rules_read_only_metrics_claimwatch_exports():
     for rule in rules():
         used = set(re.findall(r"\bclaimwatch_\w+", rule["expr"]))
         assert used <= exported | AGREED_ELSEWHERE, f"{rule['alert']}: {sorted(used - exported)}"
-    assert not AGREED_ELSEWHERE & exported, "services/core/metrics.py defines these now: drop them from AGREED_ELSEWHERE"
+    assert not AGREED_ELSEWHERE & exported, (
+        "services/core/metrics.py defines these now: drop them from AGREED_ELSEWHERE"
+    )
 
 
-@pytest.mark.parametrize("labels", [
-    pytest.param(alert["exp_labels"], id=f"{check['alertname']}-{alert['exp_labels']['severity']}")
-    for case in rule_tests() for check in case["alert_rule_test"] for alert in check["exp_alerts"]])
+@pytest.mark.parametrize(
+    "labels",
+    [
+        pytest.param(alert["exp_labels"], id=f"{check['alertname']}-{alert['exp_labels']['severity']}")
+        for case in rule_tests()
+        for check in case["alert_rule_test"]
+        for alert in check["exp_alerts"]
+    ],
+)
 def test_alertmanager_sends_every_alert_about_claimwatch_to_on_call(labels):
     """Whichever team owns the routes: the alerts about the monitor go to whoever runs it."""
-    answer = subprocess.run([binary("amtool"), "config", "routes", "test", f"--config.file={ALERTMANAGER}",
-                             *(f"{k}={v}" for k, v in labels.items())], capture_output=True, text=True, timeout=30)
+    answer = subprocess.run(
+        [
+            binary("amtool"),
+            "config",
+            "routes",
+            "test",
+            f"--config.file={ALERTMANAGER}",
+            *(f"{k}={v}" for k, v in labels.items()),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert answer.returncode == 0, answer.stderr
     assert answer.stdout.split() == ["on-call"]

@@ -1,4 +1,5 @@
 """Eval metrics: bootstrap coverage by simulation, kappa on textbook cases, slices, the abstention pair, the gate."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -6,8 +7,16 @@ import pytest
 from sklearn.metrics import cohen_kappa_score
 
 from services.evalset.metrics import (
-    ItemOutcome, LabelPair, agreement, cohen_kappa, confusion_matrix, disagreement_slices, eval_report,
-    faithfulness, gate, parse_slice_min,
+    ItemOutcome,
+    LabelPair,
+    agreement,
+    cohen_kappa,
+    confusion_matrix,
+    disagreement_slices,
+    eval_report,
+    faithfulness,
+    gate,
+    parse_slice_min,
 )
 
 
@@ -25,9 +34,14 @@ def pairs_from_counts(table: dict[tuple[str, str], int]) -> tuple[list[str], lis
 
 # --- faithfulness and slices -------------------------------------------------------------------
 
+
 def test_faithfulness_is_supported_over_checkable_with_trivial_excluded():
-    outcomes = [item(0, ["supported", "trivial", "contradicted"]), item(1, ["entailed", "unlinked", "trivial"]),
-                item(2, ["trivial"]), item(3, [])]
+    outcomes = [
+        item(0, ["supported", "trivial", "contradicted"]),
+        item(1, ["entailed", "unlinked", "trivial"]),
+        item(2, ["trivial"]),
+        item(3, []),
+    ]
     figure = faithfulness(outcomes, n_boot=200)
     assert (figure.numerator, figure.denominator, figure.items) == (2, 4, 2)
     assert figure.value == 0.5 and figure.lo <= 0.5 <= figure.hi
@@ -75,12 +89,14 @@ def test_interval_resamples_items_not_claims():
 
 def test_bootstrap_interval_covers_the_true_faithfulness_about_95_percent_of_the_time():
     rng = np.random.default_rng(20261121)
-    alpha, beta = 8.0, 2.0                      # per-item support probability ~ Beta(8, 2): true faithfulness 0.8
+    alpha, beta = 8.0, 2.0  # per-item support probability ~ Beta(8, 2): true faithfulness 0.8
     truth, simulations, covered = alpha / (alpha + beta), 400, 0
     for s in range(simulations):
         claims = 1 + rng.poisson(3, size=120)
         support = rng.binomial(claims, rng.beta(alpha, beta, size=120))
-        outcomes = [item(i, ["supported"] * k + ["unsupported"] * (n - k)) for i, (k, n) in enumerate(zip(support, claims))]
+        outcomes = [
+            item(i, ["supported"] * k + ["unsupported"] * (n - k)) for i, (k, n) in enumerate(zip(support, claims))
+        ]
         figure = faithfulness(outcomes, n_boot=800, seed=s)
         covered += figure.lo <= truth <= figure.hi
     coverage = covered / simulations
@@ -89,6 +105,7 @@ def test_bootstrap_interval_covers_the_true_faithfulness_about_95_percent_of_the
 
 
 # --- the abstention pair ------------------------------------------------------------------------
+
 
 def test_abstention_pair_is_reported_together():
     outcomes = (
@@ -112,16 +129,20 @@ def test_abstention_pair_without_unanswerable_items_is_undefined_not_zero():
 
 # --- kappa and confusion --------------------------------------------------------------------------
 
-@pytest.mark.parametrize("table, expected", [
-    # Wikipedia "Cohen's kappa", simple example: 50 proposals, p_o = 0.7, p_e = 0.5.
-    ({("yes", "yes"): 20, ("yes", "no"): 5, ("no", "yes"): 10, ("no", "no"): 15}, 0.4),
-    # Same article, equal p_o = 0.60 with different marginals.
-    ({("yes", "yes"): 45, ("yes", "no"): 15, ("no", "yes"): 25, ("no", "no"): 15}, 0.1304),
-    ({("yes", "yes"): 25, ("yes", "no"): 35, ("no", "yes"): 5, ("no", "no"): 35}, 0.2593),
-    # Perfect agreement and perfect (balanced) disagreement.
-    ({("a", "a"): 3, ("b", "b"): 2, ("c", "c"): 5}, 1.0),
-    ({("yes", "no"): 5, ("no", "yes"): 5}, -1.0),
-])
+
+@pytest.mark.parametrize(
+    "table, expected",
+    [
+        # Wikipedia "Cohen's kappa", simple example: 50 proposals, p_o = 0.7, p_e = 0.5.
+        ({("yes", "yes"): 20, ("yes", "no"): 5, ("no", "yes"): 10, ("no", "no"): 15}, 0.4),
+        # Same article, equal p_o = 0.60 with different marginals.
+        ({("yes", "yes"): 45, ("yes", "no"): 15, ("no", "yes"): 25, ("no", "no"): 15}, 0.1304),
+        ({("yes", "yes"): 25, ("yes", "no"): 35, ("no", "yes"): 5, ("no", "no"): 35}, 0.2593),
+        # Perfect agreement and perfect (balanced) disagreement.
+        ({("a", "a"): 3, ("b", "b"): 2, ("c", "c"): 5}, 1.0),
+        ({("yes", "no"): 5, ("no", "yes"): 5}, -1.0),
+    ],
+)
 def test_cohen_kappa_on_hand_computable_cases(table, expected):
     a, b = pairs_from_counts(table)
     assert cohen_kappa(a, b) == pytest.approx(expected, abs=1e-4)
@@ -137,7 +158,7 @@ def test_cohen_kappa_is_near_zero_for_chance_agreement_and_matches_sklearn():
 
 
 def test_cohen_kappa_edge_cases():
-    assert np.isnan(cohen_kappa(["x", "x"], ["x", "x"]))       # one label throughout: undefined
+    assert np.isnan(cohen_kappa(["x", "x"], ["x", "x"]))  # one label throughout: undefined
     with pytest.raises(ValueError, match="no label pairs"):
         cohen_kappa([], [])
     with pytest.raises(ValueError, match="differ in length"):
@@ -154,7 +175,10 @@ def test_confusion_matrix_rows_are_the_first_rater():
 def test_agreement_and_disagreement_slices():
     pairs = (
         [LabelPair(f"i{n // 2}", n % 2, "supported", "supported", "lookup", "low", "numeric") for n in range(20)]
-        + [LabelPair(f"j{n // 2}", n % 2, "supported", "unsupported", "multi_hop", "high", "attribute") for n in range(6)]
+        + [
+            LabelPair(f"j{n // 2}", n % 2, "supported", "unsupported", "multi_hop", "high", "attribute")
+            for n in range(6)
+        ]
         + [LabelPair(f"k{n}", 0, "contradicted", "contradicted", "multi_hop", "high", "attribute") for n in range(4)]
     )
     result = agreement(pairs, n_boot=500)
@@ -177,6 +201,7 @@ def test_agreement_with_no_pairs_is_empty_not_an_error():
 
 # --- the gate ---------------------------------------------------------------------------------
 
+
 def gate_report():
     outcomes = (
         [item(i, ["supported"] * 7 + ["contradicted"] * 3, "lookup", "high") for i in range(10)]
@@ -194,12 +219,15 @@ def test_gate_passes_just_below_and_fails_just_above_the_measured_faithfulness()
     assert gate(report, min_faithfulness=measured - 1e-9).passed
     result = gate(report, min_faithfulness=measured + 1e-9)
     assert not result.passed and [f.slice for f in result.failures] == ["all"]
-    assert "faithfulness on all is 0.8000" in result.failures[0].message and "below the minimum" in result.failures[0].message
+    assert (
+        "faithfulness on all is 0.8000" in result.failures[0].message
+        and "below the minimum" in result.failures[0].message
+    )
 
 
 def test_gate_names_the_failing_slice_and_checks_over_refusal():
     report = gate_report()
-    over = report.abstention.over_refusal.value                # 2 of 22 answerable items abstained
+    over = report.abstention.over_refusal.value  # 2 of 22 answerable items abstained
     assert gate(report, max_over_refusal=over + 1e-9).passed
     assert [f.metric for f in gate(report, max_over_refusal=over - 1e-9).failures] == ["over-refusal"]
     result = gate(report, slice_min={"stakes=high": 0.75, "query_type=multi_hop": 0.85})
@@ -233,5 +261,8 @@ def test_the_gate_refuses_to_pass_on_fewer_items_than_its_minimum_and_a_pass_sta
     report = gate_report()  # 26 items, 20 with claims
     passed = gate(report, min_faithfulness=0.5, max_over_refusal=0.5, min_items=20)
     assert passed.passed and len(passed.checked) == 2
-    assert passed.checked[0].startswith("faithfulness on all is 0.8000 (95% CI ") and "20 items), at least" in passed.checked[0]
+    assert (
+        passed.checked[0].startswith("faithfulness on all is 0.8000 (95% CI ")
+        and "20 items), at least" in passed.checked[0]
+    )
     assert not gate(report, min_faithfulness=0.5, min_items=21).passed

@@ -1,9 +1,10 @@
 """`eval gate --min-calibrated-faithfulness / --min-kappa`: exact threshold cases on a fixed instrument, then
 through the API and the CLI over a real store with human labels."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from click.testing import CliRunner
@@ -14,10 +15,12 @@ from services.evalset.metrics import Figure, ItemOutcome
 from tests.support.cli import answer_http_with
 from tests.unit.review.test_review_api import AUTH, TOKEN, label_everything, world  # noqa: F401  (world: fixture)
 
-NOW = datetime(2026, 11, 21, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 21, tzinfo=UTC)
 # 2 items, 5 checkable claims, 2 of them failed by the verifier.
-OUTCOMES = [ItemOutcome("a", "lookup", "high", True, False, ("supported", "contradicted", "trivial")),
-            ItemOutcome("b", "lookup", "high", True, False, ("supported", "supported", "stale"))]
+OUTCOMES = [
+    ItemOutcome("a", "lookup", "high", True, False, ("supported", "contradicted", "trivial")),
+    ItemOutcome("b", "lookup", "high", True, False, ("supported", "supported", "stale")),
+]
 
 
 @dataclass
@@ -52,15 +55,23 @@ def test_calibrated_faithfulness_is_one_minus_the_calibrated_rate_of_the_eval_an
     assert "is 0.8000 (95% CI 0.7500–0.8500, 2 items), below the minimum 0.8100" in failure.message
 
 
-@pytest.mark.parametrize("calibrated, fragment", [
-    (Calibrated(0.05, (0.0, 0.1), stale=True, reasons=("only 12 settled labels",)),
-     "is 0.9500 but its calibration is stale (only 12 settled labels)"),
-    (Calibrated(None, None, stale=True, reasons=("no settled label says failed",)),
-     "undefined (no settled label says failed); the gate cannot pass on no evidence"),
-])
+@pytest.mark.parametrize(
+    "calibrated, fragment",
+    [
+        (
+            Calibrated(0.05, (0.0, 0.1), stale=True, reasons=("only 12 settled labels",)),
+            "is 0.9500 but its calibration is stale (only 12 settled labels)",
+        ),
+        (
+            Calibrated(None, None, stale=True, reasons=("no settled label says failed",)),
+            "undefined (no settled label says failed); the gate cannot pass on no evidence",
+        ),
+    ],
+)
 def test_a_stale_calibration_fails_the_gate_whatever_its_value(calibrated, fragment):
-    [failure] = instrument_failures(InstrumentChecks(min_calibrated_faithfulness=0.5), OUTCOMES,
-                                    FixedInstrument(calibrated), NOW)
+    [failure] = instrument_failures(
+        InstrumentChecks(min_calibrated_faithfulness=0.5), OUTCOMES, FixedInstrument(calibrated), NOW
+    )
     assert fragment in failure.message
 
 
@@ -68,10 +79,13 @@ def test_kappa_below_the_minimum_fails_and_no_labels_is_no_evidence():
     fine = FixedInstrument(Calibrated(0.2, (0.15, 0.25)))
     assert instrument_failures(InstrumentChecks(min_kappa=0.40), OUTCOMES, fine, NOW) == []
     [failure] = instrument_failures(InstrumentChecks(min_kappa=0.60), OUTCOMES, fine, NOW)
-    assert "verifier-vs-human kappa on reviewed claims is 0.41 (95% CI 0.30–0.52, 120 items), below the minimum " \
-           "0.60" in failure.message
-    [none] = instrument_failures(InstrumentChecks(min_kappa=0.1), OUTCOMES,
-                                 FixedInstrument(Calibrated(0.2, None), kappa=None), NOW)
+    assert (
+        "verifier-vs-human kappa on reviewed claims is 0.41 (95% CI 0.30–0.52, 120 items), below the minimum "
+        "0.60" in failure.message
+    )
+    [none] = instrument_failures(
+        InstrumentChecks(min_kappa=0.1), OUTCOMES, FixedInstrument(Calibrated(0.2, None), kappa=None), NOW
+    )
     assert none.value is None and "cannot pass on no evidence" in none.message
 
 
@@ -84,8 +98,9 @@ def test_without_a_review_stage_the_new_checks_are_refused():
 @pytest.fixture
 def labelled(world):  # noqa: F811
     client, clock = world
-    label_everything(client, clock, ("ann", "bob"),
-                     lambda slot: "supported" if slot["claim"].endswith(".0") else "contradicted")
+    label_everything(
+        client, clock, ("ann", "bob"), lambda slot: "supported" if slot["claim"].endswith(".0") else "contradicted"
+    )
     return client
 
 

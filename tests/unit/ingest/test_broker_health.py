@@ -1,5 +1,6 @@
 """BrokerHealth (services/ingest/ingestor.py): what a worker's /readyz says of its broker, from the outcomes of
 its pings, with the monotonic clock passed in."""
+
 from __future__ import annotations
 
 from services.ingest.ingestor import BROKER_SILENCE_SECONDS, BrokerHealth

@@ -1,4 +1,5 @@
 """Back-pressure by bytes (issue 25): Faust's stream buffer counts messages, the worker's budget counts bytes."""
+
 from __future__ import annotations
 
 import asyncio

@@ -1,10 +1,11 @@
 """The ingest loop's parts without Faust or a broker: decode once, write until durable, dead letters,
 offsets. (The leader timers' work: tests/unit/alerts/test_alert_cycle.py, tests/unit/issues/test_recluster_schedule.py.)"""
+
 from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import orjson
 import pytest
@@ -12,22 +13,28 @@ from aiokafka.errors import KafkaConnectionError, MessageSizeTooLargeError
 
 from services.contract.decode import Decoder, reject
 from services.core.backoff import Backoff
+from services.core.errors import StoreError
 from services.core.metrics import Metrics
 from services.ingest.dead_letters import DeadLetterSender
 from services.ingest.durable import PAUSE_SLICE, DurableWriter, WriteAbandoned
 from services.ingest.ingestor import DecodedBatch, Health, Ingestor, RawMessage
 from services.ingest.offsets import LogPosition, OffsetTracker
 from services.ingest.pipeline import ByteSplitter, InFlight, IngestPipeline
-from services.core.errors import StoreError
-from services.store.writer import EventWriter
 from services.ingest.records import DeadLetter, intake_line
+from services.store.writer import EventWriter
 
-BASE = {"schema": "claimwatch.verdict/v1", "trace_id": "t", "observed_at": "2026-11-21T09:14:03.512+01:00",
-        "route": "billing-faq", "answer": {"action": "served"}, "versions": {"model": "m1", "corpus": "c1"},
-        "claims": [{"verdict": "contradicted", "text": "x"}, {"verdict": "supported"}]}
+BASE = {
+    "schema": "claimwatch.verdict/v1",
+    "trace_id": "t",
+    "observed_at": "2026-11-21T09:14:03.512+01:00",
+    "route": "billing-faq",
+    "answer": {"action": "served"},
+    "versions": {"model": "m1", "corpus": "c1"},
+    "claims": [{"verdict": "contradicted", "text": "x"}, {"verdict": "supported"}],
+}
 
 
-NOW = datetime(2026, 11, 21, 9, 30, tzinfo=timezone.utc)  # when a batch arrives: BASE is an hour and a quarter old
+NOW = datetime(2026, 11, 21, 9, 30, tzinfo=UTC)  # when a batch arrives: BASE is an hour and a quarter old
 
 
 def message(offset: int, event_id: str | None = None, partition: int = 0, **over) -> RawMessage:
@@ -50,6 +57,7 @@ def stored(store) -> int:
 
 
 # ---- Ingestor: decode once, keep each event with its message ------------------------------
+
 
 class CountingDecoder(Decoder):
     def __init__(self):
@@ -93,7 +101,10 @@ def test_isolation_reuses_decoded_events_and_dead_letters_the_culprit(store):
     outcome = ingestor.process(messages, NOW)
     assert decoder.calls == len(messages)  # decoded once: isolation re-used the decoded events
     assert [k.event_id for k in outcome.keys] == ["a", "c"]
-    assert sorted((d.offset, d.rejection.rule) for d in outcome.dead) == [(1, "unprocessable"), (2, outcome.dead[0].rejection.rule)]
+    assert sorted((d.offset, d.rejection.rule) for d in outcome.dead) == [
+        (1, "unprocessable"),
+        (2, outcome.dead[0].rejection.rule),
+    ]
     assert (outcome.result.inserted, outcome.result.rejected) == (2, 2)
     assert stored(store) == 2 and store.query("SELECT count() n FROM dlq FINAL")[0]["n"] == 2
 
@@ -118,9 +129,17 @@ def test_envelope_bad_events_are_dead_lettered_alone_and_neighbours_stored(store
     ingestor = Ingestor(EventWriter(store), Decoder())
     batch = ingestor.split([envelope_message(7, events), message(8, "single"), message(9)], NOW)
     assert [(m.offset, i, k.event_id) for m, i, k in batch.items] == [
-        (7, 0, "e0"), (7, 1, "e1"), (7, 3, "e3"), (7, 4, "e4"), (8, None, "single")]
+        (7, 0, "e0"),
+        (7, 1, "e1"),
+        (7, 3, "e3"),
+        (7, 4, "e4"),
+        (8, None, "single"),
+    ]
     assert [(d.offset, d.index, d.rejection.rule) for d in batch.dead] == [
-        (7, 2, "bad_route"), (7, 5, "not_object"), (9, None, "not_json")]
+        (7, 2, "bad_route"),
+        (7, 5, "not_object"),
+        (9, None, "not_json"),
+    ]
     assert orjson.loads(batch.dead[0].raw) == events[2] and batch.dead[1].raw == b'"not an event"'
     outcome = ingestor.write(batch)
     assert (outcome.result.inserted, outcome.result.rejected) == (5, 3)
@@ -141,7 +160,9 @@ def test_isolation_dead_letters_the_culprit_with_its_envelope_index(store):
     events = [{**BASE, "event_id": eid} for eid in ("a", "bad", "c")]
     outcome = Ingestor(PoisonWriter(store, "bad"), Decoder()).process([envelope_message(0, events)], NOW)
     assert [k.event_id for k in outcome.keys] == ["a", "c"]
-    assert [(d.index, d.rejection.rule, orjson.loads(d.raw)["event_id"]) for d in outcome.dead] == [(1, "unprocessable", "bad")]
+    assert [(d.index, d.rejection.rule, orjson.loads(d.raw)["event_id"]) for d in outcome.dead] == [
+        (1, "unprocessable", "bad")
+    ]
 
 
 def test_dead_letter_headers_carry_the_envelope_index():
@@ -158,6 +179,7 @@ def test_dead_letter_headers_carry_the_envelope_index():
 
 
 # ---- DurableWriter ----------------------------------------------------------------------
+
 
 class FlakyWriter(EventWriter):
     """The real writer behind a store that is down for the first ``failures`` writes."""
@@ -181,8 +203,9 @@ def test_durable_writer_retries_until_the_store_accepts(store):
         states.append((health.store_ok, health.consecutive_failures))
         return fn(*args)
 
-    writer = DurableWriter(Ingestor(flaky, Decoder()), health, metrics, Backoff(0.2, 1.0), watching, inline, sleeps,
-                           clock=lambda: NOW)
+    writer = DurableWriter(
+        Ingestor(flaky, Decoder()), health, metrics, Backoff(0.2, 1.0), watching, inline, sleeps, clock=lambda: NOW
+    )
     outcome = asyncio.run(writer.write([message(0, "a"), message(1, "b"), message(2)]))
     assert flaky.attempts == 4 and 0.2 * 3 <= sum(sleeps) <= 1.0 * 3 and all(0 < d <= PAUSE_SLICE for d in sleeps)
     assert states == [(True, 0), (False, 1), (False, 2), (False, 3)]  # Health shows the outage while it lasts
@@ -194,8 +217,17 @@ def test_durable_writer_retries_until_the_store_accepts(store):
 
 def test_a_stopping_process_abandons_a_refused_batch_unacked_instead_of_retrying(store):
     flaky, stopping = FlakyWriter(store, 10**6), []
-    writer = DurableWriter(Ingestor(flaky, Decoder()), Health(), Metrics(), Backoff(5.0, 30.0), inline, inline,
-                           Sleeps(), clock=lambda: NOW, stopping=lambda: bool(stopping))
+    writer = DurableWriter(
+        Ingestor(flaky, Decoder()),
+        Health(),
+        Metrics(),
+        Backoff(5.0, 30.0),
+        inline,
+        inline,
+        Sleeps(),
+        clock=lambda: NOW,
+        stopping=lambda: bool(stopping),
+    )
 
     async def stop_during_the_first_pause(seconds):
         stopping.append(True)
@@ -208,20 +240,31 @@ def test_a_stopping_process_abandons_a_refused_batch_unacked_instead_of_retrying
 
 def test_durable_writer_decodes_once_across_retries(store):
     decoder = CountingDecoder()
-    writer = DurableWriter(Ingestor(FlakyWriter(store, 2), decoder), Health(), Metrics(), Backoff(0.1, 0.1),
-                           inline, inline, Sleeps(), clock=lambda: NOW)
+    writer = DurableWriter(
+        Ingestor(FlakyWriter(store, 2), decoder),
+        Health(),
+        Metrics(),
+        Backoff(0.1, 0.1),
+        inline,
+        inline,
+        Sleeps(),
+        clock=lambda: NOW,
+    )
     asyncio.run(writer.write([message(0, "a")]))
     assert decoder.calls == 1
 
 
 # ---- DeadLetterSender -------------------------------------------------------------------
 
+
 class WrappedSendError(Exception):
     """Like Faust's ProducerSendError: the client's error is the cause."""
 
 
 def dead_letter(size: int, offset: int = 7) -> DeadLetter:
-    return DeadLetter("verdicts", 1, offset, b"x" * size, reject("too_large", "$", "event too large", route="billing-faq"))
+    return DeadLetter(
+        "verdicts", 1, offset, b"x" * size, reject("too_large", "$", "event too large", route="billing-faq")
+    )
 
 
 def test_dead_letters_carry_provenance_headers_and_the_route_key():
@@ -231,10 +274,14 @@ def test_dead_letters_carry_provenance_headers_and_the_route_key():
         sent.append((key, value, dict(headers)))
 
     asyncio.run(DeadLetterSender(send, lambda: Backoff(0.1, 1)).send_all([dead_letter(10)]))
-    (key, value, headers), = sent
+    ((key, value, headers),) = sent
     assert key == b"billing-faq" and value == b"x" * 10
-    assert headers == {"claimwatch-reason": b"$: event too large", "claimwatch-rule": b"too_large",
-                       "claimwatch-source": b"verdicts/1/7", "claimwatch-original-size": b"10"}
+    assert headers == {
+        "claimwatch-reason": b"$: event too large",
+        "claimwatch-rule": b"too_large",
+        "claimwatch-source": b"verdicts/1/7",
+        "claimwatch-original-size": b"10",
+    }
 
 
 def test_too_large_dead_letters_are_truncated_and_marked():
@@ -245,8 +292,10 @@ def test_too_large_dead_letters_are_truncated_and_marked():
             raise WrappedSendError("send failed") from MessageSizeTooLargeError()
         sent.append((value, dict(headers)))
 
-    asyncio.run(DeadLetterSender(send, lambda: Backoff(0.1, 1), retry_on=(WrappedSendError,)).send_all([dead_letter(200_000)]))
-    (value, headers), = sent
+    asyncio.run(
+        DeadLetterSender(send, lambda: Backoff(0.1, 1), retry_on=(WrappedSendError,)).send_all([dead_letter(200_000)])
+    )
+    ((value, headers),) = sent
     assert len(value) == 64 * 1024 and headers["claimwatch-truncated"] == b"1"
     assert headers["claimwatch-original-size"] == b"200000"
 
@@ -271,6 +320,7 @@ def test_broker_errors_are_retried_with_backoff_and_others_propagate():
 
 
 # ---- offsets, the pipeline and the in-flight window -------------------------------------
+
 
 def test_offset_tracker_keeps_the_highest_offset_per_partition():
     offsets = OffsetTracker()
@@ -302,8 +352,9 @@ def test_pipeline_acks_after_the_store_and_the_dlq_hold_the_batch(store):
     async def ack():
         order.append(("ack", offsets.done("verdicts", 0)))
 
-    writer = DurableWriter(Ingestor(EventWriter(store), Decoder()), Health(), metrics, Backoff(0.1, 1), inline, inline,
-                           clock=lambda: NOW)
+    writer = DurableWriter(
+        Ingestor(EventWriter(store), Decoder()), Health(), metrics, Backoff(0.1, 1), inline, inline, clock=lambda: NOW
+    )
     pipeline = IngestPipeline(writer, DeadLetterSender(send, lambda: Backoff(0.1, 1)), metrics, offsets)
     metrics.keep_route_series({"billing-faq"})  # what a scrape chooses (services/api/routers/ops.py RouteSeries)
     asyncio.run(pipeline.finish([message(0, "a"), message(1), message(2, "a")], ack))
@@ -361,6 +412,7 @@ def test_a_batch_the_take_hands_over_full_by_bytes_is_one_slice():
 
 def test_envelopes_under_way_are_bounded_by_bytes_not_by_message_count():
     """2,000 taken messages, each an envelope: with a byte bound, at most depth slices' bytes are decoded at once."""
+
     async def scenario():
         taken = [sized(1000, i) for i in range(2000)]  # stands for 2,000 envelopes of 1,000 events
         splitter, window = ByteSplitter(50_000), InFlight(2)
@@ -395,6 +447,7 @@ class CountingWriter(EventWriter):
 
 def test_batches_decoded_while_the_store_is_busy_go_in_together_as_the_next_write(store):
     """Group commit: one INSERT for the batches that waited, each acked once it is stored, in order."""
+
     async def scenario():
         gate, writer_ = asyncio.Event(), CountingWriter(store)
         order = []
@@ -403,19 +456,23 @@ def test_batches_decoded_while_the_store_is_busy_go_in_together_as_the_next_writ
             await gate.wait()  # the store is busy until the test lets it go
             return fn(*args)
 
-        durable = DurableWriter(Ingestor(writer_, Decoder()), Health(), Metrics(), Backoff(0.1, 1), slow_store, inline,
-                                clock=lambda: NOW)
+        durable = DurableWriter(
+            Ingestor(writer_, Decoder()), Health(), Metrics(), Backoff(0.1, 1), slow_store, inline, clock=lambda: NOW
+        )
         pipeline = IngestPipeline(durable, DeadLetterSender(None, lambda: Backoff(0.1, 1)), Metrics(), OffsetTracker())
 
         def acker(name):
             async def ack():
                 order.append((name, stored(store)))
+
             return ack
 
         first = asyncio.ensure_future(pipeline.finish([message(0, "a")], acker("first")))
         await asyncio.sleep(0.01)  # the first write is under way (held at the gate)
-        rest = [asyncio.ensure_future(pipeline.finish([message(i, f"e{i}"), message(i + 10, "a")], acker(f"b{i}")))
-                for i in (1, 2, 3)]
+        rest = [
+            asyncio.ensure_future(pipeline.finish([message(i, f"e{i}"), message(i + 10, "a")], acker(f"b{i}")))
+            for i in (1, 2, 3)
+        ]
         await asyncio.sleep(0.01)
         assert writer_.writes == [] and order == []  # nothing acked before the store holds it
         gate.set()
@@ -434,15 +491,23 @@ def test_a_failed_group_write_reaches_every_batch_in_it_and_acks_none(store):
         async def refusing_store(fn, *args):
             raise WriteAbandoned("stopping")
 
-        durable = DurableWriter(Ingestor(EventWriter(store), Decoder()), Health(), Metrics(), Backoff(0.1, 1),
-                                refusing_store, inline, clock=lambda: NOW)
+        durable = DurableWriter(
+            Ingestor(EventWriter(store), Decoder()),
+            Health(),
+            Metrics(),
+            Backoff(0.1, 1),
+            refusing_store,
+            inline,
+            clock=lambda: NOW,
+        )
         pipeline = IngestPipeline(durable, DeadLetterSender(None, lambda: Backoff(0.1, 1)), Metrics(), OffsetTracker())
 
         async def ack():
             acked.append(1)
 
-        results = await asyncio.gather(*(pipeline.finish([message(i, f"e{i}")], ack) for i in range(3)),
-                                       return_exceptions=True)
+        results = await asyncio.gather(
+            *(pipeline.finish([message(i, f"e{i}")], ack) for i in range(3)), return_exceptions=True
+        )
         assert [type(r) for r in results] == [WriteAbandoned] * 3 and acked == []
 
     asyncio.run(scenario())

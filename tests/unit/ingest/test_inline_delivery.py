@@ -1,5 +1,6 @@
 """The worker's Faust consumer delivers a message inline when it can (streams/transport.py) and otherwise behaves
 as mode's ``wait_first``: a delivery that waits can still be interrupted by a rebalance's flow suspension."""
+
 from __future__ import annotations
 
 import asyncio
@@ -14,8 +15,7 @@ from streams.transport import InlineDeliveryConsumer
 def run(scenario) -> None:
     async def with_consumer():
         # The worker's app; its consumer is made but never started, so no broker is reached.
-        app = BudgetedApp("inline-delivery-test", broker="kafka://127.0.0.1:1", autodiscover=False,
-                          web_enabled=False)
+        app = BudgetedApp("inline-delivery-test", broker="kafka://127.0.0.1:1", autodiscover=False, web_enabled=False)
         assert isinstance(app.consumer, InlineDeliveryConsumer)
         await scenario(app.consumer)
 

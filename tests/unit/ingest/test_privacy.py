@@ -1,26 +1,26 @@
 """Redaction before storage: pattern tables, drop-mode hashes, untouched counts, and the real chDB path."""
+
 import base64
 import hashlib
 import hmac
-from datetime import datetime, timezone
-from pathlib import Path
+from datetime import UTC, datetime
 
 import orjson
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from services.contract.decode import Decoder
 from services.contract.model import VerdictEvent
-from services.ingest.privacy import HASHES_ATTRIBUTE, Redactor, RedactionSettings
+from services.ingest.privacy import HASHES_ATTRIBUTE, RedactionSettings, Redactor
 from services.store.backends import ChdbStore
 from services.store.migrate import migrate
 from services.store.retention import KEEP_EVERYTHING, RetentionKeeper
 from services.store.writer import EventWriter
 from tests.support.paths import FIXTURES
 
-EXAMPLES = [orjson.loads(line) for line in
-            (FIXTURES / "contract_examples.jsonl").read_bytes().splitlines()]
+EXAMPLES = [orjson.loads(line) for line in (FIXTURES / "contract_examples.jsonl").read_bytes().splitlines()]
 SALT = "test-salt"
 
 
@@ -49,7 +49,11 @@ PHONE = [
     ("a date is not a phone", "on 2026-11-21 at 09:14:03", "on 2026-11-21 at 09:14:03"),
     ("an order id is not a phone", "parcel 88-1203 left", "parcel 88-1203 left"),
     ("an impossible US number", "account 1234567890", "account 1234567890"),
-    ("amounts and percentages", "refund $1,234,567.89 minus 5% within 30 days", "refund $1,234,567.89 minus 5% within 30 days"),
+    (
+        "amounts and percentages",
+        "refund $1,234,567.89 minus 5% within 30 days",
+        "refund $1,234,567.89 minus 5% within 30 days",
+    ),
 ]
 CARD = [
     ("Visa, spaces", "card 4111 1111 1111 1111 expires", "card [CARD] expires"),
@@ -69,8 +73,12 @@ IP = [
     ("version with five parts", "release 1.2.3.4.5", "release 1.2.3.4.5"),
     ("C++ scope and a clock time", "std::vector at 09:14:03", "std::vector at 09:14:03"),
 ]
-TABLE = ([("email", *c) for c in EMAIL] + [("phone", *c) for c in PHONE]
-         + [("card", *c) for c in CARD] + [("ip", *c) for c in IP])
+TABLE = (
+    [("email", *c) for c in EMAIL]
+    + [("phone", *c) for c in PHONE]
+    + [("card", *c) for c in CARD]
+    + [("ip", *c) for c in IP]
+)
 
 
 @pytest.mark.parametrize("pattern, name, raw, expected", TABLE, ids=[f"{p}: {n}" for p, n, *_ in TABLE])
@@ -80,7 +88,12 @@ def test_builtin_pattern_table(pattern, name, raw, expected):
 
 CUSTOM = [
     ("order number", {"order": r"\bORD-\d{6}\b"}, "ORD-123456 shipped", "[ORDER] shipped"),
-    ("case-insensitive inline flag", {"ssn": r"(?i)ssn:?\s*\d{3}-\d{2}-\d{4}"}, "SSN 123-45-6789 on file", "[SSN] on file"),
+    (
+        "case-insensitive inline flag",
+        {"ssn": r"(?i)ssn:?\s*\d{3}-\d{2}-\d{4}"},
+        "SSN 123-45-6789 on file",
+        "[SSN] on file",
+    ),
     ("two custom names", {"zip": r"\b\d{5}\b", "badge": r"B-\d+"}, "B-77 in 94110", "[BADGE] in [ZIP]"),
 ]
 
@@ -115,13 +128,29 @@ def test_default_patterns_cover_email_phone_card_not_ip():
 
 
 def pii_event(event_id="p-1", **over) -> VerdictEvent:
-    obj = {**EXAMPLES[0], "event_id": event_id,
-           "query": {"text": "I am ana@example.com, card 4111 1111 1111 1111: refund?", "query_type": "lookup",
-                     "stakes": "high", "answerable": True},
-           "answer": {"text": "We will call +1 (415) 555-2671 within 30 days.", "action": "served"},
-           "attributes": {"region": "eu"}, **over}
-    obj["claims"] = [*obj["claims"], {"claim_id": "c4", "text": "Ana's number is +44 20 7946 0958.", "verdict": "stale",
-                                      "span": "contact: ana@example.com", "score": 0.5}]
+    obj = {
+        **EXAMPLES[0],
+        "event_id": event_id,
+        "query": {
+            "text": "I am ana@example.com, card 4111 1111 1111 1111: refund?",
+            "query_type": "lookup",
+            "stakes": "high",
+            "answerable": True,
+        },
+        "answer": {"text": "We will call +1 (415) 555-2671 within 30 days.", "action": "served"},
+        "attributes": {"region": "eu"},
+        **over,
+    }
+    obj["claims"] = [
+        *obj["claims"],
+        {
+            "claim_id": "c4",
+            "text": "Ana's number is +44 20 7946 0958.",
+            "verdict": "stale",
+            "span": "contact: ana@example.com",
+            "score": 0.5,
+        },
+    ]
     obj["evidence"] = [*obj["evidence"], {"chunk_id": "crm-1", "text": "Customer ana@example.com, 5555555555554444"}]
     event = Decoder().decode(orjson.dumps(obj))
     assert isinstance(event, VerdictEvent), event
@@ -141,8 +170,13 @@ def skeleton(event: VerdictEvent) -> dict:
 
 
 def texts(event: VerdictEvent) -> list[str | None]:
-    return [event.query.text, event.answer.text, *(c.text for c in event.claims), *(c.span for c in event.claims),
-            *(e.text for e in event.evidence)]
+    return [
+        event.query.text,
+        event.answer.text,
+        *(c.text for c in event.claims),
+        *(c.span for c in event.claims),
+        *(e.text for e in event.evidence),
+    ]
 
 
 def test_mask_changes_only_text():
@@ -186,9 +220,16 @@ def test_counts_verdicts_routes_and_ids_are_untouched(example, mode):
     event = Decoder().decode(orjson.dumps(example))
     red = redactor(mode=mode, hash_salt=SALT, patterns=["email", "phone", "card", "ip"]).redact(event)
     assert skeleton(red) == skeleton(event)
-    assert (red.event_id, red.trace_id, red.route, red.versions, red.observed_at) == \
-           (event.event_id, event.trace_id, event.route, event.versions, event.observed_at)
-    assert [c.verdict for c in red.claims] == [c.verdict for c in event.claims] and len(red.failed_claims) == len(event.failed_claims)
+    assert (red.event_id, red.trace_id, red.route, red.versions, red.observed_at) == (
+        event.event_id,
+        event.trace_id,
+        event.route,
+        event.versions,
+        event.observed_at,
+    )
+    assert [c.verdict for c in red.claims] == [c.verdict for c in event.claims] and len(red.failed_claims) == len(
+        event.failed_claims
+    )
 
 
 def test_disabled_is_identity():
@@ -204,20 +245,23 @@ def test_nothing_to_mask_returns_the_same_event():
     assert redactor().redact(event) is event
 
 
-@pytest.mark.parametrize("settings_input, loc, words", [
-    ({"custom": {"zip": r"(\d{5}"}}, ("custom",), ["custom['zip']", "not a valid regular expression"]),
-    ({"custom": {"any": r"x*"}}, ("custom",), ["custom['any']", "empty string"]),
-    ({"custom": {"my zip": r"\d{5}"}}, ("custom",), ["'my zip'", "letter"]),
-    ({"custom": {"email": r"\S+@\S+"}}, ("custom",), ["custom['email']", "built-in"]),
-    ({"patterns": ["email", "ssn"]}, ("patterns", 1), ["'email', 'phone', 'card' or 'ip'"]),
-    ({"fields": ["claims"]}, ("fields", 0), ["'query'"]),
-    ({"mode": "hash"}, ("mode",), ["'mask' or 'drop'"]),
-    ({"patern": ["email"]}, ("patern",), ["Extra inputs are not permitted"]),
-    ({"phone_regions": ["XX"]}, ("phone_regions",), ["['XX']", "ISO 3166"]),
-    ({"mode": "drop"}, (), ["hash_salt must be set"]),
-    ({"fields": []}, (), ["fields is empty"]),
-    ({"patterns": []}, (), ["redacts nothing"]),
-])
+@pytest.mark.parametrize(
+    "settings_input, loc, words",
+    [
+        ({"custom": {"zip": r"(\d{5}"}}, ("custom",), ["custom['zip']", "not a valid regular expression"]),
+        ({"custom": {"any": r"x*"}}, ("custom",), ["custom['any']", "empty string"]),
+        ({"custom": {"my zip": r"\d{5}"}}, ("custom",), ["'my zip'", "letter"]),
+        ({"custom": {"email": r"\S+@\S+"}}, ("custom",), ["custom['email']", "built-in"]),
+        ({"patterns": ["email", "ssn"]}, ("patterns", 1), ["'email', 'phone', 'card' or 'ip'"]),
+        ({"fields": ["claims"]}, ("fields", 0), ["'query'"]),
+        ({"mode": "hash"}, ("mode",), ["'mask' or 'drop'"]),
+        ({"patern": ["email"]}, ("patern",), ["Extra inputs are not permitted"]),
+        ({"phone_regions": ["XX"]}, ("phone_regions",), ["['XX']", "ISO 3166"]),
+        ({"mode": "drop"}, (), ["hash_salt must be set"]),
+        ({"fields": []}, (), ["fields is empty"]),
+        ({"patterns": []}, (), ["redacts nothing"]),
+    ],
+)
 def test_bad_settings_name_the_field(settings_input, loc, words):
     with pytest.raises(ValidationError) as info:
         RedactionSettings.model_validate({"enabled": True, **settings_input})
@@ -231,16 +275,21 @@ def test_salt_is_not_printed():
     assert "s3cret-value" not in repr(s) and "s3cret-value" not in str(s.model_dump())
 
 
-@pytest.mark.parametrize("over, expected", [
-    ({"enabled": False}, set()),
-    ({"fields": ["answer"]}, set()),
-    ({}, {("clustering", "reduced"), ("near_duplicates", "reduced")}),
-    ({"fields": ["query"]}, {("near_duplicates", "reduced")}),
-    ({"mode": "drop", "hash_salt": SALT}, {("clustering", "lost"), ("near_duplicates", "lost"), ("eval_promotion", "lost"),
-                                           ("examples", "lost")}),
-    ({"mode": "drop", "hash_salt": SALT, "fields": ["evidence"]}, {("examples", "lost")}),
-    ({"mode": "drop", "hash_salt": SALT, "fields": ["span"]}, {("clustering", "reduced"), ("examples", "lost")}),
-])
+@pytest.mark.parametrize(
+    "over, expected",
+    [
+        ({"enabled": False}, set()),
+        ({"fields": ["answer"]}, set()),
+        ({}, {("clustering", "reduced"), ("near_duplicates", "reduced")}),
+        ({"fields": ["query"]}, {("near_duplicates", "reduced")}),
+        (
+            {"mode": "drop", "hash_salt": SALT},
+            {("clustering", "lost"), ("near_duplicates", "lost"), ("eval_promotion", "lost"), ("examples", "lost")},
+        ),
+        ({"mode": "drop", "hash_salt": SALT, "fields": ["evidence"]}, {("examples", "lost")}),
+        ({"mode": "drop", "hash_salt": SALT, "fields": ["span"]}, {("clustering", "reduced"), ("examples", "lost")}),
+    ],
+)
 def test_degraded_names_text_features_only(over, expected):
     degraded = Redactor(RedactionSettings(**{"enabled": True, **over})).degraded
     assert {(d.feature, d.effect) for d in degraded} == expected
@@ -267,8 +316,9 @@ CLAIM_SQL = "SELECT route, verdict, count() AS n FROM claims GROUP BY route, ver
 
 
 def stored_batch() -> list[VerdictEvent]:
-    events = [pii_event(f"p-{i}", route=f"route-{i % 3}", observed_at=f"2026-11-21T09:{10 + i:02d}:00Z")
-              for i in range(6)]
+    events = [
+        pii_event(f"p-{i}", route=f"route-{i % 3}", observed_at=f"2026-11-21T09:{10 + i:02d}:00Z") for i in range(6)
+    ]
     return events + [Decoder().decode(orjson.dumps(e)) for e in EXAMPLES]
 
 
@@ -297,8 +347,9 @@ def test_stored_text_is_redacted_and_rates_are_unchanged(tmp_path, mode):
 
 
 def check_stored(store, r, events, mode):
-    stored = store.query("SELECT query_text, answer_text, evidence, claim_texts, spans, attributes FROM events "
-                         "WHERE event_id = 'p-0'")[0]
+    stored = store.query(
+        "SELECT query_text, answer_text, evidence, claim_texts, spans, attributes FROM events WHERE event_id = 'p-0'"
+    )[0]
     claim_rows = store.query("SELECT text, span FROM claims WHERE event_id = 'p-0' ORDER BY claim_idx")
     everything = orjson.dumps(store.query("SELECT * FROM events") + store.query("SELECT * FROM claims")).decode()
     assert everything.count('"p-') >= 6
@@ -324,8 +375,9 @@ def test_dead_letter_samples_are_redacted_before_storage(tmp_path, mode):
     migrate(store)
     try:
         r = redactor(mode=mode, hash_salt=SALT)
-        outcome = Ingestor(EventWriter(store), Decoder(), r).process([RawMessage("t", 0, 5, bad)],
-                                                                  datetime(2026, 11, 21, tzinfo=timezone.utc))
+        outcome = Ingestor(EventWriter(store), Decoder(), r).process(
+            [RawMessage("t", 0, 5, bad)], datetime(2026, 11, 21, tzinfo=UTC)
+        )
         assert outcome.dead[0].raw == bad  # the Kafka DLQ topic still gets the original bytes for replay
         sample = base64.b64decode(store.query("SELECT sample FROM dlq")[0]["sample"])
         assert b"ana@example.com" not in sample

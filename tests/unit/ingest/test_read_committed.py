@@ -4,6 +4,7 @@ app itself runs in transactions, so an aborted producer transaction's records wo
 The embedded broker (Tansu) ignores isolation, so no broker here can show an aborted record being skipped; this
 tests the boundary instead: the Kafka consumer the worker's app builds carries read_committed, the level aiokafka
 passes to its fetcher and sends in every fetch request (docs/security.md says what is and is not proven)."""
+
 from __future__ import annotations
 
 import asyncio

@@ -1,5 +1,6 @@
 """The ingest agent's take (streams/take.py): Faust's noack_take, also full by bytes, so envelopes do not wait
 out the batch timer while the byte budget has stopped fetching."""
+
 from __future__ import annotations
 
 import asyncio

@@ -1,5 +1,6 @@
 """A stored row the clustering jobs cannot read does not stop them: online assignment and re-clustering skip
 it, count it (claimwatch_rows_skipped_total{job}) and log it once, on a real chDB store."""
+
 from __future__ import annotations
 
 import asyncio
@@ -17,14 +18,27 @@ YEAR_ZERO = -62135596801  # 0000-12-31 23:59:59 UTC: ClickHouse keeps it, Python
 
 def stored_by_a_bad_producer(store, event_id: str, observed_at, signals: str = "{}") -> None:
     """One failing answer written straight into the store, past the contract, as any ClickHouse client could."""
-    store.insert("events", [{"event_id": event_id, "trace_id": f"tr-{event_id}", "route": "billing-faq",
-                             "observed_at": observed_at, "signals": signals, "claim_ids": ["c1"],
-                             "verdicts": ["contradicted"], "claim_texts": ["annual plans can be refunded in 90 days"]}])
+    store.insert(
+        "events",
+        [
+            {
+                "event_id": event_id,
+                "trace_id": f"tr-{event_id}",
+                "route": "billing-faq",
+                "observed_at": observed_at,
+                "signals": signals,
+                "claim_ids": ["c1"],
+                "verdicts": ["contradicted"],
+                "claim_texts": ["annual plans can be refunded in 90 days"],
+            }
+        ],
+    )
 
 
 def members(store, prefix: str) -> set[str]:
-    rows = store.query("SELECT claim_key FROM issue_members FINAL WHERE startsWith(claim_key, {p:String})",
-                       {"p": prefix})
+    rows = store.query(
+        "SELECT claim_key FROM issue_members FINAL WHERE startsWith(claim_key, {p:String})", {"p": prefix}
+    )
     return {r["claim_key"] for r in rows}
 
 

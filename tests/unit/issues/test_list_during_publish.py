@@ -2,18 +2,21 @@
 
 A re-cluster saves its members, then its issues (services/issues/jobs.py). A list that read the counts before
 the records showed the run's new issues with 0 claims beside the runbook's hundreds (seen in `make demo`)."""
+
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from clustering.issue import IssueRecord
 from services.issues.service import IssuesService
 
-NOW = datetime(2026, 11, 28, 4, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 28, 4, 0, tzinfo=UTC)
 
 
 def record(issue_id: str) -> IssueRecord:
-    return IssueRecord(issue_id, issue_id, ("fee",), "default", NOW - timedelta(hours=1), NOW, routes={"billing-faq": 9})
+    return IssueRecord(
+        issue_id, issue_id, ("fee",), "default", NOW - timedelta(hours=1), NOW, routes={"billing-faq": 9}
+    )
 
 
 class Publishing:

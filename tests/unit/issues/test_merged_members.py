@@ -1,5 +1,6 @@
 """An issue a re-cluster merges away hands all its claims to the survivor, as a merge by hand does: the ones the run
 did not read (older than its lookback) and the ones assigned to it while the run was fitted."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -20,12 +21,28 @@ def split_in_two(store):
     first = max(jobs.issues.load(), key=lambda r: r.size)
     sample = first.member_sample
     first_half = replace(first, member_sample=sample[::2])
-    second = replace(first, issue_id=f"{first.issue_id}-2", member_sample=sample[1::2],
-                     first_seen=first.first_seen + timedelta(minutes=1))
+    second = replace(
+        first,
+        issue_id=f"{first.issue_id}-2",
+        member_sample=sample[1::2],
+        first_seen=first.first_seen + timedelta(minutes=1),
+    )
     jobs.issues.save([first_half, second])
-    jobs.issues.save_members([{"claim_key": key, "issue_id": second.issue_id, "probability": 1.0, "source": "batch",
-                               "config_name": jobs.config.name, "x": 0.0, "y": 0.0, "observed_at": now}
-                              for key in sample[1::2]])
+    jobs.issues.save_members(
+        [
+            {
+                "claim_key": key,
+                "issue_id": second.issue_id,
+                "probability": 1.0,
+                "source": "batch",
+                "config_name": jobs.config.name,
+                "x": 0.0,
+                "y": 0.0,
+                "observed_at": now,
+            }
+            for key in sample[1::2]
+        ]
+    )
     return jobs, now, first_half, second
 
 
@@ -36,9 +53,21 @@ def merged_into(jobs, issue_id: str) -> str | None:
 def test_claims_a_rerun_did_not_read_follow_their_merged_issue_to_the_survivor(store):
     jobs, now, first, second = split_in_two(store)
     land(store, "old-", 2, now - timedelta(hours=3))  # before the one-hour lookback: the next run will not read them
-    jobs.issues.save_members([{"claim_key": f"old-{i}:0", "issue_id": issue.issue_id, "probability": 0.9,
-                               "source": "online", "config_name": jobs.config.name, "x": 0.0, "y": 0.0,
-                               "observed_at": now - timedelta(hours=3)} for i, issue in enumerate((first, second))])
+    jobs.issues.save_members(
+        [
+            {
+                "claim_key": f"old-{i}:0",
+                "issue_id": issue.issue_id,
+                "probability": 0.9,
+                "source": "online",
+                "config_name": jobs.config.name,
+                "x": 0.0,
+                "y": 0.0,
+                "observed_at": now - timedelta(hours=3),
+            }
+            for i, issue in enumerate((first, second))
+        ]
+    )
 
     jobs.recluster(now + timedelta(seconds=1))
     assert merged_into(jobs, second.issue_id) == first.issue_id
@@ -64,8 +93,9 @@ def test_claims_assigned_while_a_rerun_merges_their_issue_end_in_the_survivor(st
 
     jobs, now, first, second = split_in_two(store)
     others = [r for r in jobs.issues.load() if r.issue_id != first.issue_id]
-    stale = OnlineAssigner.from_issues(others, jobs.vectorizer_for(jobs.embedder), jobs.config.name,
-                                       jobs.min_similarity)
+    stale = OnlineAssigner.from_issues(
+        others, jobs.vectorizer_for(jobs.embedder), jobs.config.name, jobs.min_similarity
+    )
     jobs.assigner = RerunWhileAssigning(stale, jobs, now + timedelta(seconds=1))
     jobs.mark = utcnow()
     land(store, "late-", 8, now)
@@ -83,8 +113,21 @@ def test_moving_members_moves_each_claims_newest_assignment_only(store):
     issues, now = issue_repository(store), utcnow()
 
     def assign(pairs):
-        issues.save_members([{"claim_key": key, "issue_id": issue, "probability": 0.5, "source": "online",
-                              "config_name": "c", "x": 0.0, "y": 0.0, "observed_at": now} for key, issue in pairs])
+        issues.save_members(
+            [
+                {
+                    "claim_key": key,
+                    "issue_id": issue,
+                    "probability": 0.5,
+                    "source": "online",
+                    "config_name": "c",
+                    "x": 0.0,
+                    "y": 0.0,
+                    "observed_at": now,
+                }
+                for key, issue in pairs
+            ]
+        )
 
     assign([("e1:0", "iss-a"), ("e2:0", "iss-a"), ("e3:0", "iss-b"), ("e4:0", "iss-c"), ("e5:0", "iss-a")])
     assign([("e5:0", "iss-d")])  # re-assigned since: no longer iss-a's

@@ -1,4 +1,5 @@
 """Re-cluster only when it matters; assignment never waits behind a re-cluster; a re-cluster can be abandoned."""
+
 from __future__ import annotations
 
 import asyncio
@@ -7,7 +8,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import orjson
 
@@ -23,9 +24,14 @@ from services.issues.records import issue_repository
 from services.issues.schedule import ClusteringSchedule, ReclusterPolicy
 from services.store.writer import EventWriter
 
-T0 = datetime(2026, 11, 21, 9, 0, tzinfo=timezone.utc)
-BASE = {"schema": "claimwatch.verdict/v1", "trace_id": "t", "route": "billing-faq", "answer": {"action": "served"},
-        "versions": {"model": "m1", "corpus": "c1"}}
+T0 = datetime(2026, 11, 21, 9, 0, tzinfo=UTC)
+BASE = {
+    "schema": "claimwatch.verdict/v1",
+    "trace_id": "t",
+    "route": "billing-faq",
+    "answer": {"action": "served"},
+    "versions": {"model": "m1", "corpus": "c1"},
+}
 TAILS = ["online", "by phone", "in store", "for members", "in europe", "at night", "for teams", "on mobile"]
 
 
@@ -46,6 +52,7 @@ def runs_observed(metrics: Metrics) -> float:
 
 
 # ---- the decision ----------------------------------------------------------------------------
+
 
 def test_the_policy_skips_below_the_threshold_and_runs_above_it_or_at_max_age():
     clock = Clock()
@@ -169,20 +176,39 @@ def test_the_schedule_makes_its_jobs_on_the_first_run_and_assigns_after_it():
 
 # ---- assignment beside a re-cluster, on the store ------------------------------------------------
 
+
 def land(store, prefix: str, n: int, at: datetime, route: str | None = None) -> None:
     raw = []
     for i in range(n):
-        text = (f"annual plans can be refunded within {i} days {TAILS[i % 8]}" if i % 2 else
-                f"the courier delivers parcel {i}-77 on friday {TAILS[(i + 3) % 8]}")
-        raw.append(orjson.dumps({**BASE, "event_id": f"{prefix}{i}", "observed_at": at.isoformat(),
-                                 "claims": [{"verdict": "contradicted", "text": text}], **({"route": route} if route else {})}))
+        text = (
+            f"annual plans can be refunded within {i} days {TAILS[i % 8]}"
+            if i % 2
+            else f"the courier delivers parcel {i}-77 on friday {TAILS[(i + 3) % 8]}"
+        )
+        raw.append(
+            orjson.dumps(
+                {
+                    **BASE,
+                    "event_id": f"{prefix}{i}",
+                    "observed_at": at.isoformat(),
+                    "claims": [{"verdict": "contradicted", "text": text}],
+                    **({"route": route} if route else {}),
+                }
+            )
+        )
     EventWriter(store).write([Decoder().decode(r) for r in raw])
 
 
 def small_jobs(store, **options) -> IssueJobs:
     config = replace(DEFAULT_CONFIG, umap_min_points=10**9)
-    return IssueJobs(config, HashingEmbedder(), issue_repository(store), timedelta(hours=1),
-                     vectorizer=claim_vectorizer(config), **options)
+    return IssueJobs(
+        config,
+        HashingEmbedder(),
+        issue_repository(store),
+        timedelta(hours=1),
+        vectorizer=claim_vectorizer(config),
+        **options,
+    )
 
 
 def test_a_recluster_on_the_store_then_assigns_new_claims(store):
@@ -213,8 +239,13 @@ def test_assignment_completes_while_a_recluster_is_blocked(store):
 
     jobs.recluster = slow_recluster
     clustering, assigning = ThreadPoolExecutor(1), ThreadPoolExecutor(1)
-    schedule = ClusteringSchedule(lambda: jobs, metrics, in_thread(clustering), assign_run=in_thread(assigning),
-                                  policy=ReclusterPolicy(min_new_claims=1))
+    schedule = ClusteringSchedule(
+        lambda: jobs,
+        metrics,
+        in_thread(clustering),
+        assign_run=in_thread(assigning),
+        policy=ReclusterPolicy(min_new_claims=1),
+    )
 
     async def scenario():
         assert (await schedule.recluster(now)).issues >= 1  # issues to assign to
@@ -242,6 +273,7 @@ def test_assignment_completes_while_a_recluster_is_blocked(store):
 
 # ---- the re-cluster in a child process, and abandoning it --------------------------------------
 
+
 def slow_fit(job):
     """A fit that takes long enough to be interrupted (runs in the child process)."""
     time.sleep(120)
@@ -253,8 +285,13 @@ def test_a_recluster_runs_in_a_child_and_close_abandons_it_leaving_the_issues(st
     land(store, "first-", 48, now - timedelta(minutes=5))
     jobs, metrics = small_jobs(store), Metrics()
     clustering = ThreadPoolExecutor(1)
-    schedule = ClusteringSchedule(lambda: jobs, metrics, in_thread(clustering), child=ChildProcess(nice=0),
-                                  policy=ReclusterPolicy(min_new_claims=1))
+    schedule = ClusteringSchedule(
+        lambda: jobs,
+        metrics,
+        in_thread(clustering),
+        child=ChildProcess(nice=0),
+        policy=ReclusterPolicy(min_new_claims=1),
+    )
     try:
         report = asyncio.run(schedule.tick(now))  # 48 new claims, no issues yet: a run, fitted in the child
         assert report is not None and report.claims == 48 and report.issues >= 1

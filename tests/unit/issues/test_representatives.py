@@ -1,22 +1,39 @@
 """Which alert's window an issue's representative traces come from, when the issue has members in two."""
+
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
 from clustering.issue import IssueRecord
 from services.alerts.lifecycle import Alert
 from services.issues.service import IssuesService
 
-NOW = datetime(2026, 11, 23, 12, 0, tzinfo=timezone.utc)
-ISSUE = IssueRecord("iss-numbers", "invented numbers", ("numbers",), "default", NOW - timedelta(days=1), NOW,
-                    routes={"billing-faq": 900, "parcel-status": 40})
+NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
+ISSUE = IssueRecord(
+    "iss-numbers",
+    "invented numbers",
+    ("numbers",),
+    "default",
+    NOW - timedelta(days=1),
+    NOW,
+    routes={"billing-faq": 900, "parcel-status": 40},
+)
 
 
 def firing(alert_id: str, route: str, key: str, value: str) -> Alert:
-    return Alert(alert_id=alert_id, route=route, kind="hallucination_rate_rise", severity="warning", labels={},
-                 window=30, pending_since=NOW - timedelta(minutes=40), starts_at=NOW - timedelta(minutes=35),
-                 onset=NOW - timedelta(minutes=45), suspect_changes=({"key": key, "value": value},))
+    return Alert(
+        alert_id=alert_id,
+        route=route,
+        kind="hallucination_rate_rise",
+        severity="warning",
+        labels={},
+        window=30,
+        pending_since=NOW - timedelta(minutes=40),
+        starts_at=NOW - timedelta(minutes=35),
+        onset=NOW - timedelta(minutes=45),
+        suspect_changes=({"key": key, "value": value},),
+    )
 
 
 BILLING = firing("a-2", "billing-faq", "model", "gen-2026-11")
@@ -36,12 +53,23 @@ class Members:
 
     def members_in_window(self, issue_id, route, since, until, limit):
         n = min(limit, self.on_route[route][issue_id])
-        return [{"claim_key": f"{route}-{i}:0", "event_id": f"{route}-{i}", "trace_id": f"t-{route}-{i}",
-                 "route": route, "versions": self.versions[route], "question": f"q{i}"} for i in range(n)]
+        return [
+            {
+                "claim_key": f"{route}-{i}:0",
+                "event_id": f"{route}-{i}",
+                "trace_id": f"t-{route}-{i}",
+                "route": route,
+                "versions": self.versions[route],
+                "question": f"q{i}",
+            }
+            for i in range(n)
+        ]
 
     def members(self, issue_id, limit):  # the whole issue, most typical first: before either alert
-        return [{**m, "versions": {"model": "gen-2026-10"}, "route": "whole-issue"}
-                for m in self.members_in_window(issue_id, "billing-faq", None, None, limit)]
+        return [
+            {**m, "versions": {"model": "gen-2026-10"}, "route": "whole-issue"}
+            for m in self.members_in_window(issue_id, "billing-faq", None, None, limit)
+        ]
 
 
 class Open:
@@ -53,19 +81,24 @@ class Open:
 
 
 def representatives(*alerts: Alert, parcel_status: dict[str, int], explainer=None) -> list[dict]:
-    service = IssuesService(Members(parcel_status), rates=None, alerts=Open(*alerts), clock=lambda: NOW,
-                            explainer=explainer)
+    service = IssuesService(
+        Members(parcel_status), rates=None, alerts=Open(*alerts), clock=lambda: NOW, explainer=explainer
+    )
     return service.representatives(ISSUE)
 
 
 class Explainer:
     """Each alert's issues with their share of its excess, as services.alerts.explain gives them."""
 
-    shares = {"billing-faq": {"iss-numbers": 0.45, "iss-other": 0.30},
-              "parcel-status": {"iss-stale": 0.70, "iss-numbers": 0.25}}
+    shares = {
+        "billing-faq": {"iss-numbers": 0.45, "iss-other": 0.30},
+        "parcel-status": {"iss-stale": 0.70, "iss-numbers": 0.25},
+    }
 
     def explain(self, alert, now):
-        return SimpleNamespace(issues=[SimpleNamespace(issue_id=i, share=v) for i, v in self.shares[alert.route].items()])
+        return SimpleNamespace(
+            issues=[SimpleNamespace(issue_id=i, share=v) for i, v in self.shares[alert.route].items()]
+        )
 
 
 def test_they_come_from_the_alert_the_issue_explains_most_not_the_one_it_has_most_claims_in():

@@ -1,4 +1,5 @@
 """An open alert's window is served first: its failing claims join issues at once, new failures by a focused run."""
+
 from __future__ import annotations
 
 import asyncio
@@ -12,8 +13,9 @@ from tests.unit.issues.test_recluster_schedule import T0, inline, land, small_jo
 
 
 def held(store, prefix: str) -> dict[str, str]:
-    rows = store.query("SELECT claim_key, issue_id FROM issue_members FINAL WHERE startsWith(claim_key, {p:String})",
-                       {"p": prefix})
+    rows = store.query(
+        "SELECT claim_key, issue_id FROM issue_members FINAL WHERE startsWith(claim_key, {p:String})", {"p": prefix}
+    )
     return {r["claim_key"]: r["issue_id"] for r in rows}
 
 

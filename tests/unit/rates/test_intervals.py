@@ -1,11 +1,16 @@
 """Rates and intervals: the cluster-robust interval covers at 95% where a claim-level one does not."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 from services.rates.intervals import (
-    Counts, Interval, proportion_interval, ratio_interval, rates,
+    Counts,
+    Interval,
+    proportion_interval,
+    rates,
+    ratio_interval,
 )
 from tests.support.bootstrap import bootstrap_interval  # the reference the analytic interval is checked against
 
@@ -17,11 +22,21 @@ def simulate_windows(rng, reps: int, answers: int, rate: float):
     n = rng.integers(1, 9, size=(reps, answers))
     scale = 1 / RHO - 1
     f = rng.binomial(n, rng.beta(rate * scale, (1 - rate) * scale, size=(reps, answers)))
-    return n, f, [
-        Counts(events=answers, claims=int(n[i].sum()), failed=int(f[i].sum()), claims_sq=int((n[i] ** 2).sum()),
-               failed_sq=int((f[i] ** 2).sum()), failed_claims=int((f[i] * n[i]).sum()))
-        for i in range(reps)
-    ]
+    return (
+        n,
+        f,
+        [
+            Counts(
+                events=answers,
+                claims=int(n[i].sum()),
+                failed=int(f[i].sum()),
+                claims_sq=int((n[i] ** 2).sum()),
+                failed_sq=int((f[i] ** 2).sum()),
+                failed_claims=int((f[i] * n[i]).sum()),
+            )
+            for i in range(reps)
+        ],
+    )
 
 
 def naive_claim_wilson(c: Counts) -> Interval:
@@ -104,10 +119,19 @@ def test_bootstrap_coverage_on_clustered_data():
     assert 0.91 <= hits / 300 <= 0.98
 
 
-
 def test_counts_from_row_add_and_zero():
-    row = {"dim": "", "value": "", "route": "r", "minute": "2026-11-21 09:14:00", "events": 3, "claims": 7,
-           "failed": 2, "claims_sq": 19, "served": 3, "served_unsafe": 1}
+    row = {
+        "dim": "",
+        "value": "",
+        "route": "r",
+        "minute": "2026-11-21 09:14:00",
+        "events": 3,
+        "claims": 7,
+        "failed": 2,
+        "claims_sq": 19,
+        "served": 3,
+        "served_unsafe": 1,
+    }
     c = Counts.from_row(row)
     assert (c.events, c.claims, c.failed, c.claims_sq, c.trivial) == (3, 7, 2, 19, 0)
     assert c + Counts.zero() == c
@@ -121,9 +145,23 @@ def test_counts_from_row_add_and_zero():
 
 
 def test_rates_report_every_rate_with_volume():
-    c = Counts(events=100, claims=400, failed=40, claims_sq=2000, failed_sq=60, failed_claims=300,
-               unsupported=30, contradicted=10, served=90, served_unsafe=20, abstained=10,
-               answerable=80, answerable_abstained=4, unanswerable=20, unanswerable_abstained=6)
+    c = Counts(
+        events=100,
+        claims=400,
+        failed=40,
+        claims_sq=2000,
+        failed_sq=60,
+        failed_claims=300,
+        unsupported=30,
+        contradicted=10,
+        served=90,
+        served_unsafe=20,
+        abstained=10,
+        answerable=80,
+        answerable_abstained=4,
+        unanswerable=20,
+        unanswerable_abstained=6,
+    )
     table = rates(c)
     assert table["hallucination"].value == pytest.approx(0.1) and table["hallucination"].denominator == 400
     assert table["unsupported"].value == pytest.approx(0.075)

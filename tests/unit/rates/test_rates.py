@@ -1,24 +1,36 @@
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 
 import orjson
 import pytest
 
 from services.contract.decode import Decoder
+from services.rates.report import route_rates, slice_rates
 from services.rates.window import WindowError, parse_window
 from services.store.rates import RateRepository
-from services.rates.report import route_rates, slice_rates
 from services.store.writer import EventWriter
 
 
 def event(i, route, minute, verdicts, action="served", answerable=True, qt="lookup"):
-    return Decoder().decode(orjson.dumps({
-        "schema": "claimwatch.verdict/v1", "event_id": f"{route}-{i}", "trace_id": "t", "route": route,
-        "observed_at": f"2026-11-21T10:{minute:02d}:30Z", "answer": {"action": action},
-        "query": {"answerable": answerable, "query_type": qt}, "versions": {"model": "m"},
-        "claims": [{"verdict": v} for v in verdicts]}))
+    return Decoder().decode(
+        orjson.dumps(
+            {
+                "schema": "claimwatch.verdict/v1",
+                "event_id": f"{route}-{i}",
+                "trace_id": "t",
+                "route": route,
+                "observed_at": f"2026-11-21T10:{minute:02d}:30Z",
+                "answer": {"action": action},
+                "query": {"answerable": answerable, "query_type": qt},
+                "versions": {"model": "m"},
+                "claims": [{"verdict": v} for v in verdicts],
+            }
+        )
+    )
 
 
-@pytest.mark.parametrize("text, minutes", [("5m", 5), ("30m", 30), ("90m", 90), ("24h", 1440), ("2d", 2880), ("45s", 0.75)])
+@pytest.mark.parametrize(
+    "text, minutes", [("5m", 5), ("30m", 30), ("90m", 90), ("24h", 1440), ("2d", 2880), ("45s", 0.75)]
+)
 def test_parse_window(text, minutes):
     assert parse_window(text) == timedelta(minutes=minutes)
 
@@ -40,8 +52,10 @@ def test_rates_worst_first_with_breakdown_and_window(store):
     evs = [event(i, "calm", 0, ["supported"] * 4) for i in range(10)]
     evs += [event(i, "bad", 0, ["contradicted", "unsupported", "supported", "trivial"]) for i in range(10)]
     evs += [event(100 + i, "bad", 59, ["supported", "supported"]) for i in range(10)]
-    evs += [event(200, "calm", 59, [], action="abstained", answerable=False),
-            event(201, "calm", 59, [], action="abstained", answerable=True)]
+    evs += [
+        event(200, "calm", 59, [], action="abstained", answerable=False),
+        event(201, "calm", 59, [], action="abstained", answerable=True),
+    ]
     EventWriter(store).write(evs)
     q = RateRepository(store)
     everything = route_rates(q.totals("", None))
@@ -63,7 +77,9 @@ def test_rates_worst_first_with_breakdown_and_window(store):
 
 
 def test_slices_by_query_type(store):
-    EventWriter(store).write([event(1, "r", 1, ["contradicted"], qt="multi_hop"), event(2, "r", 1, ["supported"], qt="lookup")])
+    EventWriter(store).write(
+        [event(1, "r", 1, ["contradicted"], qt="multi_hop"), event(2, "r", 1, ["supported"], qt="lookup")]
+    )
     rows = slice_rates(RateRepository(store).totals("query_type", None), "query_type")
     assert [(e["value"], e["rate"]) for e in rows] == [("multi_hop", 1.0), ("lookup", 0.0)]
     assert sorted(RateRepository(store).dims(10)) == ["mix", "query_type", "stakes", "version.model"]
@@ -74,10 +90,19 @@ def at(hh_mm: str) -> datetime:
 
 
 def test_windows_end_at_the_newest_minute_up_to_the_wall_clock(store):
-    ahead = Decoder().decode(orjson.dumps({
-        "schema": "claimwatch.verdict/v1", "event_id": "ahead-1", "trace_id": "t", "route": "ahead",
-        "observed_at": "2026-12-21T10:00:30Z", "answer": {"action": "served"},
-        "claims": [{"verdict": "contradicted"}]}))
+    ahead = Decoder().decode(
+        orjson.dumps(
+            {
+                "schema": "claimwatch.verdict/v1",
+                "event_id": "ahead-1",
+                "trace_id": "t",
+                "route": "ahead",
+                "observed_at": "2026-12-21T10:00:30Z",
+                "answer": {"action": "served"},
+                "claims": [{"verdict": "contradicted"}],
+            }
+        )
+    )
     EventWriter(store).write([event(1, "calm", 0, ["supported"]), event(2, "bad", 59, ["contradicted"]), ahead])
     rates = RateRepository(store, clock=lambda: at("11:20") + timedelta(seconds=7))
     # A month ahead moves no window: the other routes stay in it, and "ahead" waits for the clock.

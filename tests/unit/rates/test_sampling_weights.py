@@ -1,8 +1,9 @@
 """Sampled verification is honoured (issue 24): each answer weighs 1 / its sampling.rate, so rates and their
 intervals estimate the whole traffic, through the store's own minute sums."""
+
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import orjson
@@ -17,14 +18,23 @@ from services.store.rates import RateRepository
 from services.store.writer import EventWriter
 from tests.support.sampling_world import draw
 
-START = datetime(2026, 11, 21, 8, 0, tzinfo=timezone.utc)
+START = datetime(2026, 11, 21, 8, 0, tzinfo=UTC)
 
 
 def event(i: int, route: str, verdicts: list[str], rate: float | None):
-    return Decoder().decode(orjson.dumps({
-        "schema": "claimwatch.verdict/v1", "event_id": f"{route}-{i}", "trace_id": f"t-{route}-{i}",
-        "observed_at": (START + timedelta(seconds=i)).isoformat(), "route": route,
-        "claims": [{"verdict": v} for v in verdicts], **({"sampling": {"rate": rate}} if rate else {})}))
+    return Decoder().decode(
+        orjson.dumps(
+            {
+                "schema": "claimwatch.verdict/v1",
+                "event_id": f"{route}-{i}",
+                "trace_id": f"t-{route}-{i}",
+                "observed_at": (START + timedelta(seconds=i)).isoformat(),
+                "route": route,
+                "claims": [{"verdict": v} for v in verdicts],
+                **({"sampling": {"rate": rate}} if rate else {}),
+            }
+        )
+    )
 
 
 def test_minute_sums_stored_before_weights_read_as_unweighted_after_the_upgrade(tmp_path, monkeypatch):
@@ -35,14 +45,36 @@ def test_minute_sums_stored_before_weights_read_as_unweighted_after_the_upgrade(
     try:
         monkeypatch.setattr(migrations, "_migrations", lambda: [m for m in shipped if m[0] < 11])
         migrate(store)
-        store.insert("rate_minute", [{"dim": "", "value": "", "route": "old", "minute": "2026-11-21 08:00:00",
-                                      "events": 4, "claims": 10, "failed": 3, "claims_sq": 30, "failed_sq": 5,
-                                      "failed_claims": 9, "supported": 7, "unsupported": 2, "stale": 1}])
+        store.insert(
+            "rate_minute",
+            [
+                {
+                    "dim": "",
+                    "value": "",
+                    "route": "old",
+                    "minute": "2026-11-21 08:00:00",
+                    "events": 4,
+                    "claims": 10,
+                    "failed": 3,
+                    "claims_sq": 30,
+                    "failed_sq": 5,
+                    "failed_claims": 9,
+                    "supported": 7,
+                    "unsupported": 2,
+                    "stale": 1,
+                }
+            ],
+        )
         monkeypatch.setattr(migrations, "_migrations", lambda: shipped)
         assert 11 in migrate(store)
         row = RateRepository(store, clock=lambda: START).totals("", None)[0]
         assert {k: row[k] for k in ("w_events", "w_claims", "w_failed", "w2_claims_sq", "sampled")} == {
-            "w_events": 4.0, "w_claims": 10.0, "w_failed": 3.0, "w2_claims_sq": 30.0, "sampled": 0}
+            "w_events": 4.0,
+            "w_claims": 10.0,
+            "w_failed": 3.0,
+            "w2_claims_sq": 30.0,
+            "sampled": 0,
+        }
         assert rate_entry(row)["rate"] == 0.3
         assert (row["w_supported"], row["w_unsupported"], row["w_stale"]) == (7.0, 2.0, 1.0)  # migration 017
         assert rate_entry(row)["verdict_shares"]["unsupported"] == 0.2
@@ -60,9 +92,10 @@ def store_url(tmp_path_factory):
 def rates(store_url):
     store = open_store(store_url)
     migrate(store)
-    events = [event(i, "mixed", ["supported"], None) for i in range(30)]                  # short, all verified
-    events += [event(100 + i, "mixed", ["unsupported", "unsupported", "supported", "supported"], 0.1)
-               for i in range(3)]                                                           # long, 1 in 10
+    events = [event(i, "mixed", ["supported"], None) for i in range(30)]  # short, all verified
+    events += [
+        event(100 + i, "mixed", ["unsupported", "unsupported", "supported", "supported"], 0.1) for i in range(3)
+    ]  # long, 1 in 10
     events += [event(200 + i, "plain", ["supported", "contradicted"], None) for i in range(10)]
     EventWriter(store).write(events)
     yield RateRepository(store, clock=lambda: START + timedelta(hours=1))
@@ -79,15 +112,16 @@ def test_a_sampled_answer_counts_for_the_answers_it_stands_for(rates):
     assert mixed["weighted"] == {"events": 60.0, "claims": 150.0, "failed": 60.0}
     assert mixed["rate"] == pytest.approx(60 / 150)  # unweighted it would read 6 / 42
     assert (mixed["sampling"], mixed["sampled_events"]) == ("mixed", 3)
-    assert mixed["effective_claims"] == pytest.approx(150 ** 2 / (30 + 300 * 4), abs=0.05)
+    assert mixed["effective_claims"] == pytest.approx(150**2 / (30 + 300 * 4), abs=0.05)
     assert mixed["interval"][0] < 0.4 < mixed["interval"][1]
 
 
 def test_verdict_shares_are_of_the_whole_traffic_like_the_rate(rates):
     mixed = by_route(rates)["mixed"]
     assert mixed["verdicts"]["unsupported"] == 6  # stored claims; unweighted they would be 6 / 42 of checked
-    assert mixed["verdict_shares"] == pytest.approx({"supported": 0.6, "unsupported": 0.4, "contradicted": 0.0,
-                                                      "overreach": 0.0, "stale": 0.0, "no_source": 0.0})
+    assert mixed["verdict_shares"] == pytest.approx(
+        {"supported": 0.6, "unsupported": 0.4, "contradicted": 0.0, "overreach": 0.0, "stale": 0.0, "no_source": 0.0}
+    )
     assert sum(v for k, v in mixed["verdict_shares"].items() if k != "supported") == pytest.approx(mixed["rate"])
     assert by_route(rates)["plain"]["verdict_shares"]["contradicted"] == 0.5
 
@@ -119,21 +153,35 @@ def test_weighted_intervals_cover_the_population_rate_and_unweighted_ones_do_not
     assert unweighted_hits / reps < 0.5
 
 
-
 def test_the_drift_detector_sees_a_sampled_minute_as_the_sample_it_is():
     rng = np.random.default_rng(5)
     _, weighted, _ = draw(rng)
     effective = weighted.effective()
     assert effective.claims == pytest.approx(weighted.effective_claims)
     assert effective.failed / effective.claims == pytest.approx(weighted.rate)
-    failed_shares = sum(getattr(effective, v) for v in ("unsupported", "contradicted", "overreach", "stale",
-                                                        "no_source")) / effective.claims
+    failed_shares = (
+        sum(getattr(effective, v) for v in ("unsupported", "contradicted", "overreach", "stale", "no_source"))
+        / effective.claims
+    )
     assert failed_shares == pytest.approx(weighted.rate)  # the driving verdict compares weighted shares
     plain = Counts(**{**effective.as_dict(), "sampled": 0, "w_events": 0.0})  # the same sums, unweighted
     assert ratio_interval(plain).as_list() == pytest.approx(ratio_interval(weighted).as_list())
-    unsampled = Counts(events=3, claims=7, failed=2, claims_sq=19, failed_sq=2, failed_claims=6, w_events=3.0,
-                       w_claims=7.0, w_failed=2.0, w2_claims=7.0, w2_claims_sq=19.0, w2_failed_sq=2.0,
-                       w2_failed_claims=6.0, w2_events=3.0)
+    unsampled = Counts(
+        events=3,
+        claims=7,
+        failed=2,
+        claims_sq=19,
+        failed_sq=2,
+        failed_claims=6,
+        w_events=3.0,
+        w_claims=7.0,
+        w_failed=2.0,
+        w2_claims=7.0,
+        w2_claims_sq=19.0,
+        w2_failed_sq=2.0,
+        w2_failed_claims=6.0,
+        w2_events=3.0,
+    )
     assert unsampled.effective() is unsampled and list(unsampled.as_array()[:6]) == [3, 7, 2, 19, 2, 6]
 
 
@@ -146,8 +194,10 @@ def test_the_overview_and_the_cli_say_which_routes_were_sampled(rates, store_url
     from services.app.settings import Settings
 
     entries = list(by_route(rates).values())
-    assert sampling_notes(entries) == ["mixed: 3 of 33 answers verified on a sample (mixed with fully verified ones); "
-                                       "RATE weighs each by 1 / its sampling.rate and stands for 60 answers"]
+    assert sampling_notes(entries) == [
+        "mixed: 3 of 33 answers verified on a sample (mixed with fully verified ones); "
+        "RATE weighs each by 1 / its sampling.rate and stands for 60 answers"
+    ]
     components = open_components(Settings(clickhouse=store_url))
     try:  # chDB serves one data directory per process: every handle on it must close before another opens
         client = TestClient(create_api(components))
@@ -167,8 +217,19 @@ def test_unsafe_serve_and_the_abstention_pair_are_weighted_too(rates):
     mixed = by_route(rates)["mixed"]
     # events carry no action or answerability here: every share has no answers behind it
     assert mixed["unsafe_serve"]["rate"] is None and mixed["abstention"]["rate"] == 0.0
-    served = Counts(events=4, served=4, served_unsafe=1, sampled=1, w_events=13.0, w2_events=103.0, w_served=13.0,
-                    w_served_unsafe=10.0, claims=4, w_claims=13.0, w2_claims=103.0)
+    served = Counts(
+        events=4,
+        served=4,
+        served_unsafe=1,
+        sampled=1,
+        w_events=13.0,
+        w2_events=103.0,
+        w_served=13.0,
+        w_served_unsafe=10.0,
+        claims=4,
+        w_claims=13.0,
+        w2_claims=103.0,
+    )
     unsafe = rate_entry({"route": "r", **served.as_dict()})["unsafe_serve"]
     assert unsafe["rate"] == pytest.approx(10 / 13) and (unsafe["count"], unsafe["of"]) == (1, 4)
     assert unsafe["lo"] < 10 / 13 < unsafe["hi"] and unsafe["hi"] - unsafe["lo"] > 0.5  # worth ~1.6 answers

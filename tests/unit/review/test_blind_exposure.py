@@ -1,5 +1,6 @@
 """Blind review stays blind (issue 51): a read that shows a claim's verdict while a reviewer holds the claim marks
 the reservation exposed, and the label made on it is kept but fills no slot and counts in no agreement."""
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -21,8 +22,20 @@ def one_queued_claim(store) -> tuple[ReviewRepository, ReviewQueue]:
     repo = ReviewRepository(store)
     ReviewSampler(repo, 10, 2).sample(T0 - timedelta(hours=1), T0 + timedelta(hours=1), T0, 0)
     issues = IssueRepository(store, dict, dict)
-    issues.save_members([{"claim_key": KEY, "issue_id": "iss-refunds", "probability": 0.9, "source": "batch",
-                          "config_name": "c", "x": 0.0, "y": 0.0, "observed_at": T0}])
+    issues.save_members(
+        [
+            {
+                "claim_key": KEY,
+                "issue_id": "iss-refunds",
+                "probability": 0.9,
+                "source": "batch",
+                "config_name": "c",
+                "x": 0.0,
+                "y": 0.0,
+                "observed_at": T0,
+            }
+        ]
+    )
     return repo, ReviewQueue(repo, RESERVE, "guide@1")
 
 

@@ -9,6 +9,7 @@ and an adjudicator (as wrong) settling their disputes. The interval must cover t
 instead of the product's 1000 to keep it fast: at 1000 draws the same repetitions cover equally (94.9% over all
 routes against 94.9%). PPI's interval is analytic.
 """
+
 from __future__ import annotations
 
 from datetime import timedelta

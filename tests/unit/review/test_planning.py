@@ -1,5 +1,6 @@
 """`review plan`'s arithmetic on constructed rates (how often following it lands under the width:
 bench/calibration.py --plan)."""
+
 from __future__ import annotations
 
 import math
@@ -16,9 +17,23 @@ Z = 1.959964
 def rate(route="r", flagged=(0.2, 0.8, 50.0), passed=(0.8, 0.1, 50.0), raw_variance=1e-5, **kw) -> CalibratedRate:
     """A route whose verifier flags 20% of claims, 80% of those failed, 10% of the passed, 50 labels each."""
     f, p = VerdictClass(*flagged), VerdictClass(*passed)
-    fields = dict(route=route, raw=f.share, value=0.24, interval=(0.2, 0.28), sensitivity=0.67, specificity=0.95,
-                  labels=int(f.labels + p.labels), pooled=False, label_routes=(route,), verifier_version="v1",
-                  stale=False, flagged=f, passed=p, raw_variance=raw_variance, own_labels=int(f.labels + p.labels))
+    fields = dict(
+        route=route,
+        raw=f.share,
+        value=0.24,
+        interval=(0.2, 0.28),
+        sensitivity=0.67,
+        specificity=0.95,
+        labels=int(f.labels + p.labels),
+        pooled=False,
+        label_routes=(route,),
+        verifier_version="v1",
+        stale=False,
+        flagged=f,
+        passed=p,
+        raw_variance=raw_variance,
+        own_labels=int(f.labels + p.labels),
+    )
     return CalibratedRate(**{**fields, **kw})
 
 
@@ -44,11 +59,17 @@ def test_following_the_plan_brings_the_modelled_width_to_the_target():
     plan = planner.plan(rate(), 0.03)
     assert plan.more == plan.flagged + plan.passed and plan.flagged > 0 and plan.passed > plan.flagged
     r = rate()
-    after = stratified_variance(r.flagged, r.passed, r.slope(), r.raw_variance,
-                                (r.flagged.labels + plan.flagged, r.passed.labels + plan.passed))
+    after = stratified_variance(
+        r.flagged, r.passed, r.slope(), r.raw_variance, (r.flagged.labels + plan.flagged, r.passed.labels + plan.passed)
+    )
     assert 2 * Z * math.sqrt(after) <= 0.03
-    fewer = stratified_variance(r.flagged, r.passed, r.slope(), r.raw_variance,
-                                (r.flagged.labels + plan.flagged - 2, r.passed.labels + plan.passed - 2))
+    fewer = stratified_variance(
+        r.flagged,
+        r.passed,
+        r.slope(),
+        r.raw_variance,
+        (r.flagged.labels + plan.flagged - 2, r.passed.labels + plan.passed - 2),
+    )
     assert 2 * Z * math.sqrt(fewer) > 0.03, "no label is asked for in vain"
 
 
@@ -85,23 +106,35 @@ def test_pooled_labels_do_not_count_for_the_route_and_min_labels_is_a_floor():
 
 
 def test_a_route_without_labels_is_planned_as_a_coin_toss():
-    plan = LabelPlanner("ppi", 30).plan(rate(flagged=(0.2, None, 0.0), passed=(0.8, None, 0.0), labels=0,
-                                             own_labels=0), 0.03)
+    plan = LabelPlanner("ppi", 30).plan(
+        rate(flagged=(0.2, None, 0.0), passed=(0.8, None, 0.0), labels=0, own_labels=0), 0.03
+    )
     # σ = ½ in both classes, and p's noise counted whole (λ unknown, at most 1).
     assert "no labels yet" in plan.note and plan.flagged / plan.passed == pytest.approx(0.2 / 0.8, rel=0.02)
-    assert plan.more == pytest.approx(0.5 ** 2 / (BUDGET - 1e-5), abs=2)
+    assert plan.more == pytest.approx(0.5**2 / (BUDGET - 1e-5), abs=2)
 
 
 def test_plans_come_worst_first():
-    plans = LabelPlanner("ppi", 30).plan_all([rate("small"), rate("noisy", raw_variance=1e-3),
-                                              rate("thin", flagged=(0.2, 0.8, 5.0), passed=(0.8, 0.1, 5.0))], 0.03)
+    plans = LabelPlanner("ppi", 30).plan_all(
+        [
+            rate("small"),
+            rate("noisy", raw_variance=1e-3),
+            rate("thin", flagged=(0.2, 0.8, 5.0), passed=(0.8, 0.1, 5.0)),
+        ],
+        0.03,
+    )
     assert [p.route for p in plans] == ["noisy", "thin", "small"]
 
 
 def test_the_sampler_is_asked_for_the_plan_and_a_hopeless_route_still_gets_min_labels():
     planner = LabelPlanner("ppi", 30)
-    plans = planner.plan_all([rate("thin", flagged=(0.2, 0.8, 5.0), passed=(0.8, 0.1, 5.0), own_labels=10, labels=10),
-                              rate("noisy", raw_variance=1e-3, own_labels=7, labels=7)], 0.03)
+    plans = planner.plan_all(
+        [
+            rate("thin", flagged=(0.2, 0.8, 5.0), passed=(0.8, 0.1, 5.0), own_labels=10, labels=10),
+            rate("noisy", raw_variance=1e-3, own_labels=7, labels=7),
+        ],
+        0.03,
+    )
     needs = planner.needs(plans)
     thin = next(p for p in plans if p.route == "thin")
     assert needs[("thin", True)] == thin.flagged and needs[("thin", False)] == thin.passed and thin.more > 0

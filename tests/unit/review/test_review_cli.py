@@ -1,4 +1,5 @@
 """`claimwatch review ...` and `rates --calibrated`, answered by the in-process API over a real store."""
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,9 @@ def test_next_shows_the_claim_blind_and_label_reveals(cli):
     slot = shown.output.split()[1]
     bad = cli("review", "label", slot, "--reviewer", "ann", "--label", "contradicted", "--span", "made up")
     assert bad.exit_code == 1 and "verbatim" in bad.output
-    done = cli("review", "label", slot, "--reviewer", "ann", "--label", "contradicted",
-               "--span", "within 14 days of purchase")
+    done = cli(
+        "review", "label", slot, "--reviewer", "ann", "--label", "contradicted", "--span", "within 14 days of purchase"
+    )
     assert done.exit_code == 0, done.output
     assert "verifier said:" in done.output and "span from refund-1" in done.output
 

@@ -1,4 +1,5 @@
 """The review queue on the real embedded store: sampling, reservation, blindness, spans, adjudication."""
+
 from __future__ import annotations
 
 from dataclasses import asdict
@@ -25,14 +26,17 @@ def queue_all(repo, budget=100, reviewers=2, seed=0):
     return ReviewSampler(repo, budget, reviewers).sample(T0 - timedelta(hours=1), T0 + timedelta(hours=1), T0, seed)
 
 
-@pytest.mark.parametrize("sizes, budget, expected", [
-    ({"a": 100, "b": 100}, 10, {"a": 5, "b": 5}),
-    ({"a": 2, "b": 100, "c": 100}, 10, {"a": 2, "b": 4, "c": 4}),
-    ({"a": 2, "b": 3}, 10, {"a": 2, "b": 3}),
-    ({"a": 5, "b": 5, "c": 5}, 2, {"a": 1, "b": 1}),
-    ({"a": 1, "b": 5, "c": 9}, 2, {"b": 1, "c": 1}),
-    ({"a": 5}, 0, {}),
-])
+@pytest.mark.parametrize(
+    "sizes, budget, expected",
+    [
+        ({"a": 100, "b": 100}, 10, {"a": 5, "b": 5}),
+        ({"a": 2, "b": 100, "c": 100}, 10, {"a": 2, "b": 4, "c": 4}),
+        ({"a": 2, "b": 3}, 10, {"a": 2, "b": 3}),
+        ({"a": 5, "b": 5, "c": 5}, 2, {"a": 1, "b": 1}),
+        ({"a": 1, "b": 5, "c": 9}, 2, {"b": 1, "c": 1}),
+        ({"a": 5}, 0, {}),
+    ],
+)
 def test_allocate_spreads_the_budget_evenly_over_strata(sizes, budget, expected):
     assert allocate(sizes, budget) == expected
 
@@ -40,18 +44,24 @@ def test_allocate_spreads_the_budget_evenly_over_strata(sizes, budget, expected)
 SIZES = {"a|supported|": 100, "a|contradicted|": 20, "b|supported|": 100, "b|contradicted|i-1": 5, "b|stale|": 5}
 
 
-@pytest.mark.parametrize("budget, needs, expected", [
-    # no plan: as allocate
-    (10, {}, {"a|supported|": 2, "a|contradicted|": 2, "b|supported|": 2, "b|contradicted|i-1": 2, "b|stale|": 2}),
-    # the budget short of the needs: each class the same fraction of its need
-    (10, {("a", False): 30, ("a", True): 10}, {"a|supported|": 8, "a|contradicted|": 2}),
-    (12, {("a", False): 30, ("b", False): 10}, {"a|supported|": 9, "b|supported|": 3}),
-    # needs met: the rest as allocate spreads it
-    (50, {("a", False): 30, ("a", True): 10},
-     {"a|supported|": 32, "a|contradicted|": 12, "b|supported|": 2, "b|contradicted|i-1": 2, "b|stale|": 2}),
-    # a class's share spread over its strata; a need beyond what the window holds is capped
-    (10, {("b", True): 40}, {"b|contradicted|i-1": 5, "b|stale|": 5}),
-])
+@pytest.mark.parametrize(
+    "budget, needs, expected",
+    [
+        # no plan: as allocate
+        (10, {}, {"a|supported|": 2, "a|contradicted|": 2, "b|supported|": 2, "b|contradicted|i-1": 2, "b|stale|": 2}),
+        # the budget short of the needs: each class the same fraction of its need
+        (10, {("a", False): 30, ("a", True): 10}, {"a|supported|": 8, "a|contradicted|": 2}),
+        (12, {("a", False): 30, ("b", False): 10}, {"a|supported|": 9, "b|supported|": 3}),
+        # needs met: the rest as allocate spreads it
+        (
+            50,
+            {("a", False): 30, ("a", True): 10},
+            {"a|supported|": 32, "a|contradicted|": 12, "b|supported|": 2, "b|contradicted|i-1": 2, "b|stale|": 2},
+        ),
+        # a class's share spread over its strata; a need beyond what the window holds is capped
+        (10, {("b", True): 40}, {"b|contradicted|i-1": 5, "b|stale|": 5}),
+    ],
+)
 def test_allocate_by_need_spends_where_the_plan_needs_labels(budget, needs, expected):
     assert allocate_by_need(SIZES, budget, needs) == expected
 
@@ -62,8 +72,9 @@ def test_a_stratum_s_verdict_class_survives_bars_in_the_route_name():
 
 
 def test_the_sampler_follows_the_needs_it_is_given(repo):
-    result = ReviewSampler(repo, 3, 2).sample(T0 - timedelta(hours=1), T0 + timedelta(hours=1), T0,
-                                              needs={("billing-faq", True): 3})
+    result = ReviewSampler(repo, 3, 2).sample(
+        T0 - timedelta(hours=1), T0 + timedelta(hours=1), T0, needs={("billing-faq", True): 3}
+    )
     assert result.strata == {"billing-faq|contradicted|": 3}
     assert all(repo.queued(f"ev-billing-faq-{i}:1")["weight"] == pytest.approx(1.0) for i in range(3))
 
@@ -121,11 +132,23 @@ def test_a_reservation_times_out_and_the_slot_goes_to_someone_else(repo):
 
 def test_a_late_reservation_never_wins_over_a_live_one():
     t = T0
-    rows = [{"claim_key": "c", "slot_no": 0, "token": "a", "reserved_at": t, "expires_at": t + RESERVE},
-            {"claim_key": "c", "slot_no": 0, "token": "b", "reserved_at": t + timedelta(minutes=1),
-             "expires_at": t + timedelta(minutes=11)},
-            {"claim_key": "c", "slot_no": 0, "token": "c", "reserved_at": t + timedelta(minutes=10),
-             "expires_at": t + timedelta(minutes=20)}]
+    rows = [
+        {"claim_key": "c", "slot_no": 0, "token": "a", "reserved_at": t, "expires_at": t + RESERVE},
+        {
+            "claim_key": "c",
+            "slot_no": 0,
+            "token": "b",
+            "reserved_at": t + timedelta(minutes=1),
+            "expires_at": t + timedelta(minutes=11),
+        },
+        {
+            "claim_key": "c",
+            "slot_no": 0,
+            "token": "c",
+            "reserved_at": t + timedelta(minutes=10),
+            "expires_at": t + timedelta(minutes=20),
+        },
+    ]
     assert winners(rows[:2])[("c", 0)]["token"] == "a"
     assert winners(rows)[("c", 0)]["token"] == "c", "b lost to a and stays lost after a expires"
 
@@ -137,7 +160,9 @@ def test_labels_are_blind_until_given_then_revealed(repo):
     seen = {k: v for k, v in asdict(ann).items() if k != "chunks"}
     assert not {"verdict", "span", "labels", "others"} & set(seen)
     assert not any(word in repr(seen) for word in ("contradicted", "supported", "nli@1")), seen
-    assert ann.question.startswith("question") and ann.chunks[0].chunk_id == "refund-1" and ann.claim.startswith("claim")
+    assert (
+        ann.question.startswith("question") and ann.chunks[0].chunk_id == "refund-1" and ann.claim.startswith("claim")
+    )
     with pytest.raises(Conflict, match="hidden"):
         queue.reveal(ann.claim_key, "bob")
     revealed = queue.label(ann.slot, "ann", "unlinked", "", T0 + timedelta(minutes=1))
@@ -184,8 +209,19 @@ def test_an_adjudicator_settles_a_disputed_claim(repo):
 
 
 def test_eval_items_claims_can_be_queued_outside_the_budget(store, repo):
-    store.insert("eval_items", [{"item_id": "it-1", "query": "q", "state": "approved", "origin_event_id":
-                                 "ev-billing-faq-1", "proposed_at": "2026-11-21 09:00:00.000", "version": 1}])
+    store.insert(
+        "eval_items",
+        [
+            {
+                "item_id": "it-1",
+                "query": "q",
+                "state": "approved",
+                "origin_event_id": "ev-billing-faq-1",
+                "proposed_at": "2026-11-21 09:00:00.000",
+                "version": 1,
+            }
+        ],
+    )
     assert ReviewSampler(repo, 0, 2).enqueue_eval(T0) == 2
     assert repo.queued("ev-billing-faq-1:0")["origin"] == "eval"
 

@@ -1,24 +1,35 @@
 """Runbooks: every template against plain and hostile contexts, kind precedence, overrides, commands."""
+
 from __future__ import annotations
 
 import re
 import subprocess
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
-from pathlib import Path
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from runbooks import (
-    KINDS, ContextError, IssueInfo, IssueSignals, RouteImpact, RunbookContext, RunbookError, RunbookRenderer,
-    Summary, SuspectChange, TimelineEntry, TraceExample, runbook_kind,
+    KINDS,
+    ContextError,
+    IssueInfo,
+    IssueSignals,
+    RouteImpact,
+    RunbookContext,
+    RunbookError,
+    RunbookRenderer,
+    Summary,
+    SuspectChange,
+    TimelineEntry,
+    TraceExample,
+    runbook_kind,
 )
 from runbooks.alerts import RUNBOOK_KINDS
 from runbooks.issues import alert_steps
 from services.alerts.lifecycle import DRIFT_KIND, Alert
 from tests.support.paths import ROOT
 
-T0 = datetime(2026, 11, 21, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 21, 9, 0, tzinfo=UTC)
 LONG = "A" * 5000 + " tail"
 HOSTILE = (
     "{{ 7*7 }}",
@@ -30,8 +41,15 @@ HOSTILE = (
     LONG,
 )
 REQUIRED_SECTIONS = (
-    "## Summary", "## What is failing", "## Timeline", "## Routes affected", "## Suspect changes",
-    "## Representative traces", "## First failed stage", "### Checks for this kind", "## Commands",
+    "## Summary",
+    "## What is failing",
+    "## Timeline",
+    "## Routes affected",
+    "## Suspect changes",
+    "## Representative traces",
+    "## First failed stage",
+    "### Checks for this kind",
+    "## Commands",
 )
 
 
@@ -42,24 +60,43 @@ def make_ctx(hostile: bool = False, n_traces: int = 5, **overrides) -> RunbookCo
     traces = tuple(
         TraceExample(
             trace_id=f"tr-{i}" + (f" {HOSTILE[i % len(HOSTILE)][:40]}" if hostile else ""),
-            event_id=f"ev-{i}", route="billing-faq",
-            question=text(i), answer_excerpt=text(i + 1), failing_claim=text(i + 2), evidence_span=text(i + 3),
-            verdict="contradicted", source_versions={text(i + 4) if hostile else "refund-policy": "2026-11-01"},
+            event_id=f"ev-{i}",
+            route="billing-faq",
+            question=text(i),
+            answer_excerpt=text(i + 1),
+            failing_claim=text(i + 2),
+            evidence_span=text(i + 3),
+            verdict="contradicted",
+            source_versions={text(i + 4) if hostile else "refund-policy": "2026-11-01"},
         )
         for i in range(n_traces)
     )
     fields = dict(
-        issue=IssueInfo("iss-7", text(0) if hostile else "Refund window stated as 30 days", "open", "critical",
-                        T0, T0 + timedelta(hours=5), 312, (1, 3, 8, 20, 41)),
+        issue=IssueInfo(
+            "iss-7",
+            text(0) if hostile else "Refund window stated as 30 days",
+            "open",
+            "critical",
+            T0,
+            T0 + timedelta(hours=5),
+            312,
+            (1, 3, 8, 20, 41),
+        ),
         summary=Summary(0.123, 0.101, 0.146, 0.02, 2530, {"contradicted": 200, "unsupported": 80, "supported": 2000}),
-        timeline=(TimelineEntry(T0, text(5) if hostile else "prompt faq-v15 deployed"),
-                  TimelineEntry(T0 + timedelta(minutes=32), "alert fired")),
+        timeline=(
+            TimelineEntry(T0, text(5) if hostile else "prompt faq-v15 deployed"),
+            TimelineEntry(T0 + timedelta(minutes=32), "alert fired"),
+        ),
         routes=(RouteImpact("billing-faq", 0.123, 0.101, 0.146, 280),),
-        suspect_changes=(SuspectChange("prompt", text(3) if hostile else "faq-v15", "system", 0.02, 0.12, 0.0, 0.8),
-                         SuspectChange("corpus", "policies@2026-11-20", "evidence", 0.02, 0.03)),
-        traces=traces, first_failed_stage="claim_generation",
+        suspect_changes=(
+            SuspectChange("prompt", text(3) if hostile else "faq-v15", "system", 0.02, 0.12, 0.0, 0.8),
+            SuspectChange("corpus", "policies@2026-11-20", "evidence", 0.02, 0.03),
+        ),
+        traces=traces,
+        first_failed_stage="claim_generation",
         signals=IssueSignals(0.3, tuple(HOSTILE[:3]) if hostile else ("pol-17#5",), 0.9, 0.25, 0.5),
-        alert_id="al-1", base_url="http://cw.example",
+        alert_id="al-1",
+        base_url="http://cw.example",
     )
     fields.update(overrides)
     return RunbookContext(**fields)
@@ -72,8 +109,9 @@ def renderer() -> RunbookRenderer:
 
 def test_packaged_templates_are_a_base_plus_one_per_kind():
     names = {p.name for p in (ROOT / "runbooks" / "templates").glob("*.j2")}
-    assert names == ({"base.md.j2", "alert_base.md.j2"} | {f"{k}.md.j2" for k in KINDS}
-                     | {f"{k}.md.j2" for k in RUNBOOK_KINDS})   # issue kinds; input-health alert kinds
+    assert names == (
+        {"base.md.j2", "alert_base.md.j2"} | {f"{k}.md.j2" for k in KINDS} | {f"{k}.md.j2" for k in RUNBOOK_KINDS}
+    )  # issue kinds; input-health alert kinds
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -101,10 +139,10 @@ def test_every_template_renders_every_required_section(renderer, kind):
 @pytest.mark.parametrize("kind", KINDS)
 def test_hostile_trace_text_is_inert_in_markdown(renderer, kind):
     md = renderer.render(make_ctx(hostile=True), kind=kind)
-    assert "49" not in re.sub(r"\(\+\d+ chars\)", "", md)   # {{ 7*7 }} was never evaluated
+    assert "49" not in re.sub(r"\(\+\d+ chars\)", "", md)  # {{ 7*7 }} was never evaluated
     assert "{{ 7\\*7 }}" in md and "{% raw %}" in md  # ... it is shown, escaped, as text
     assert "<class" not in md and "mro" in md
-    prose = re.sub(r"^```sh\n.*?^```$", "", md, flags=re.S | re.M)   # commands are shell-quoted, in code blocks
+    prose = re.sub(r"^```sh\n.*?^```$", "", md, flags=re.S | re.M)  # commands are shell-quoted, in code blocks
     assert not re.search(r"(?<!\\)<(script|img|!--)", prose)
     assert "\n# heading" not in md and "\n---" not in md.replace("\n---|", "")
     assert "A" * 1000 not in md and "… (+" in md
@@ -133,9 +171,17 @@ def test_html_renders_tables_lists_and_commands(renderer):
     assert '<a href="http://cw.example/traces/tr-0">tr-0</a>' in html
 
 
-@pytest.mark.parametrize("bad_id", [
-    "tr-1; rm -rf /", "tr-$(touch pwned)", "tr-`id`", "tr-'quote'\"dq\"", "tr-line\nbreak\n```\n# x", "tr-\x1b[31mred",
-])
+@pytest.mark.parametrize(
+    "bad_id",
+    [
+        "tr-1; rm -rf /",
+        "tr-$(touch pwned)",
+        "tr-`id`",
+        "tr-'quote'\"dq\"",
+        "tr-line\nbreak\n```\n# x",
+        "tr-\x1b[31mred",
+    ],
+)
 def test_commands_are_safe_to_paste_into_bash(renderer, bad_id):
     ctx = make_ctx(traces=(replace(make_ctx().traces[0], trace_id=bad_id),), alert_id=bad_id)
     md = renderer.render(ctx)
@@ -145,22 +191,27 @@ def test_commands_are_safe_to_paste_into_bash(renderer, bad_id):
     # Let bash parse the arguments exactly as a paste would, printing them instead of running anything.
     parsed = {}
     for line, position, expected in ((ack, 3, bad_id), (promote, 5, bad_id)):
-        argv = subprocess.run(["bash", "-c", "printf '%s\\0' " + line.removeprefix("claimwatch ")],
-                              capture_output=True, check=True, env={"USER": "alice"}).stdout.split(b"\0")[:-1]
+        argv = subprocess.run(
+            ["bash", "-c", "printf '%s\\0' " + line.removeprefix("claimwatch ")],
+            capture_output=True,
+            check=True,
+            env={"USER": "alice"},
+        ).stdout.split(b"\0")[:-1]
         assert argv[position - 1].decode() == expected
         parsed[line] = argv
     assert parsed[ack][3] == b"--note"  # no --by: the CLI records the configured or login name
     assert len(parsed[promote]) == 5  # the traces end it: promote takes no --by (the CLI knows its user)
     fences = [line for line in md.splitlines() if line.lstrip().startswith("```")]
-    assert fences == ["```sh", "```", "```sh", "```"]   # two fenced blocks, neither broken open
+    assert fences == ["```sh", "```", "```sh", "```"]  # two fenced blocks, neither broken open
 
 
 def test_commands_start_with_claimwatch_as_the_reader_runs_it(renderer):
     md = renderer.render(make_ctx(cli="/opt/my venv/bin/claimwatch"))
     ack, promote = re.findall(r"^```sh\n(.*?)\n```$", md, flags=re.M)
     for command in (ack, promote):
-        argv = subprocess.run(["bash", "-c", "printf '%s\\0' " + command], capture_output=True, check=True,
-                              env={"USER": "alice"}).stdout.split(b"\0")[:-1]
+        argv = subprocess.run(
+            ["bash", "-c", "printf '%s\\0' " + command], capture_output=True, check=True, env={"USER": "alice"}
+        ).stdout.split(b"\0")[:-1]
         assert argv[0] == b"/opt/my venv/bin/claimwatch"
     assert "from your PATH" not in md
     # the bare name (a service's page, readers anywhere) comes with the line on activating the virtualenv
@@ -179,12 +230,15 @@ def test_fewer_than_three_traces_are_flagged_and_more_than_five_are_capped(rende
     assert md.count("- **Failing claim:**") == 5 and "tr-5" not in md
 
 
-@pytest.mark.parametrize("stage, headline", [
-    ("evidence_admission", "Fix retrieval, permissions or freshness, not the prompt."),
-    ("claim_generation", "Tighten generation and the claim gate."),
-    ("generation_stability", "Look at decoding or prompt stability; this is not a source failure."),
-    ("", "The verifier reported no failed stage"),
-])
+@pytest.mark.parametrize(
+    "stage, headline",
+    [
+        ("evidence_admission", "Fix retrieval, permissions or freshness, not the prompt."),
+        ("claim_generation", "Tighten generation and the claim gate."),
+        ("generation_stability", "Look at decoding or prompt stability; this is not a source failure."),
+        ("", "The verifier reported no failed stage"),
+    ],
+)
 def test_first_failed_stage_decides_the_next_action(renderer, stage, headline):
     ctx = make_ctx(first_failed_stage=stage, signals=IssueSignals())
     md = renderer.render(ctx)
@@ -196,25 +250,33 @@ def test_first_failed_stage_decides_the_next_action(renderer, stage, headline):
 NO_SIGNALS = IssueSignals()
 
 
-@pytest.mark.parametrize("stage, breakdown, signals, expected", [
-    ("claim_generation", {"contradicted": 5, "unsupported": 3}, NO_SIGNALS, "contradicted"),
-    ("claim_generation", {"unsupported": 5, "contradicted": 3}, NO_SIGNALS, "unsupported"),
-    ("claim_generation", {"overreach": 5}, NO_SIGNALS, "overreach"),
-    ("evidence_admission", {"stale": 5, "unsupported": 1}, NO_SIGNALS, "stale"),
-    ("claim_generation", {"no_source": 5}, NO_SIGNALS, "no_source"),
-    ("evidence_admission", {"unsupported": 5}, NO_SIGNALS, "evidence_admission"),
-    ("evidence_admission", {"contradicted": 5}, NO_SIGNALS, "evidence_admission"),
-    ("generation_stability", {"contradicted": 5}, NO_SIGNALS, "unstable_generation"),
-    ("claim_generation", {"contradicted": 5}, IssueSignals(sample_disagreement=0.4), "unstable_generation"),
-    ("claim_generation", {"contradicted": 5}, IssueSignals(sample_disagreement=0.39), "contradicted"),
-    ("claim_generation", {"contradicted": 5}, IssueSignals(cherry_pick_share=0.2), "cherry_pick"),
-    ("claim_generation", {"contradicted": 5}, IssueSignals(cherry_pick_share=0.19), "contradicted"),
-    ("claim_generation", {"unsupported": 5}, IssueSignals(premise_similarity=0.9), "sycophancy"),
-    ("claim_generation", {"unsupported": 5}, IssueSignals(support_delta=0.3), "sycophancy"),
-    ("claim_generation", {"unsupported": 5}, IssueSignals(cherry_pick_share=0.5, premise_similarity=0.9), "cherry_pick"),
-    ("generation_stability", {"stale": 5}, IssueSignals(cherry_pick_share=0.5), "unstable_generation"),
-    ("", {"supported": 9}, NO_SIGNALS, "unsupported"),
-])
+@pytest.mark.parametrize(
+    "stage, breakdown, signals, expected",
+    [
+        ("claim_generation", {"contradicted": 5, "unsupported": 3}, NO_SIGNALS, "contradicted"),
+        ("claim_generation", {"unsupported": 5, "contradicted": 3}, NO_SIGNALS, "unsupported"),
+        ("claim_generation", {"overreach": 5}, NO_SIGNALS, "overreach"),
+        ("evidence_admission", {"stale": 5, "unsupported": 1}, NO_SIGNALS, "stale"),
+        ("claim_generation", {"no_source": 5}, NO_SIGNALS, "no_source"),
+        ("evidence_admission", {"unsupported": 5}, NO_SIGNALS, "evidence_admission"),
+        ("evidence_admission", {"contradicted": 5}, NO_SIGNALS, "evidence_admission"),
+        ("generation_stability", {"contradicted": 5}, NO_SIGNALS, "unstable_generation"),
+        ("claim_generation", {"contradicted": 5}, IssueSignals(sample_disagreement=0.4), "unstable_generation"),
+        ("claim_generation", {"contradicted": 5}, IssueSignals(sample_disagreement=0.39), "contradicted"),
+        ("claim_generation", {"contradicted": 5}, IssueSignals(cherry_pick_share=0.2), "cherry_pick"),
+        ("claim_generation", {"contradicted": 5}, IssueSignals(cherry_pick_share=0.19), "contradicted"),
+        ("claim_generation", {"unsupported": 5}, IssueSignals(premise_similarity=0.9), "sycophancy"),
+        ("claim_generation", {"unsupported": 5}, IssueSignals(support_delta=0.3), "sycophancy"),
+        (
+            "claim_generation",
+            {"unsupported": 5},
+            IssueSignals(cherry_pick_share=0.5, premise_similarity=0.9),
+            "cherry_pick",
+        ),
+        ("generation_stability", {"stale": 5}, IssueSignals(cherry_pick_share=0.5), "unstable_generation"),
+        ("", {"supported": 9}, NO_SIGNALS, "unsupported"),
+    ],
+)
 def test_runbook_kind_precedence(stage, breakdown, signals, expected):
     ctx = make_ctx(first_failed_stage=stage, signals=signals, summary=Summary(0.1, 0.05, 0.15, 0.02, 100, breakdown))
     assert runbook_kind(ctx) == expected == ctx.kind
@@ -239,24 +301,31 @@ def test_a_team_overrides_one_template_and_keeps_the_rest(tmp_path):
 
 
 def test_overriding_the_base_changes_every_kind(tmp_path):
-    (tmp_path / "base.md.j2").write_text("TEAM LAYOUT {% block kind_title %}{% endblock %} for {{ ctx.issue.issue_id }}\n")
+    (tmp_path / "base.md.j2").write_text(
+        "TEAM LAYOUT {% block kind_title %}{% endblock %} for {{ ctx.issue.issue_id }}\n"
+    )
     renderer = RunbookRenderer([tmp_path])
     for kind in KINDS:
         assert renderer.render(make_ctx(), kind=kind).startswith("TEAM LAYOUT ")
 
 
 def test_a_template_with_an_undefined_variable_fails_loudly(tmp_path):
-    (tmp_path / "contradicted.md.j2").write_text('{% extends "base.md.j2" %}\n{% block mechanism %}\n{{ ctx.issue.owner }}\n{% endblock %}')
+    (tmp_path / "contradicted.md.j2").write_text(
+        '{% extends "base.md.j2" %}\n{% block mechanism %}\n{{ ctx.issue.owner }}\n{% endblock %}'
+    )
     with pytest.raises(RunbookError, match=r"contradicted\.md\.j2.*:3.*owner"):
         RunbookRenderer([tmp_path]).render(make_ctx(), kind="contradicted")
 
 
-@pytest.mark.parametrize("source", [
-    "{{ ''.__class__.__mro__ }}",
-    "{{ ctx.__class__.__init__.__globals__ }}",
-    "{{ ctx.issue.__dict__ }}",
-    "{% for c in ().__class__.__base__.__subclasses__() %}{{ c }}{% endfor %}",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "{{ ''.__class__.__mro__ }}",
+        "{{ ctx.__class__.__init__.__globals__ }}",
+        "{{ ctx.issue.__dict__ }}",
+        "{% for c in ().__class__.__base__.__subclasses__() %}{{ c }}{% endfor %}",
+    ],
+)
 def test_the_sandbox_refuses_internals_even_in_an_override(tmp_path, source):
     (tmp_path / "overreach.md.j2").write_text(source)
     with pytest.raises(RunbookError, match="overreach.md.j2"):
@@ -291,14 +360,26 @@ def test_control_and_bidi_characters_are_shown_not_obeyed(renderer):
 def test_the_timeline_puts_each_step_of_an_alert_at_its_own_time(renderer):
     """An alert that went pending at 09:00 and fired at 09:07 is not "firing at 09:00"; the onset the checks
     compare suspect changes with is in the timeline too."""
-    fired = Alert(alert_id="a-1", route="billing-faq", kind=DRIFT_KIND, severity="critical", labels={}, window=30,
-                  pending_since=T0, starts_at=T0 + timedelta(minutes=7), onset=T0 - timedelta(minutes=6))
+    fired = Alert(
+        alert_id="a-1",
+        route="billing-faq",
+        kind=DRIFT_KIND,
+        severity="critical",
+        labels={},
+        window=30,
+        pending_since=T0,
+        starts_at=T0 + timedelta(minutes=7),
+        onset=T0 - timedelta(minutes=6),
+    )
     steps = alert_steps(fired)
     assert [(s.at, s.what) for s in steps] == [
         (T0 - timedelta(minutes=6), "onset of the rise on billing-faq (alert a-1 on billing-faq)"),
         (T0, "alert a-1 on billing-faq: pending"),
-        (T0 + timedelta(minutes=7), "alert a-1 on billing-faq: firing")]
-    assert [s.what for s in alert_steps(replace(fired, starts_at=None, onset=None))] == ["alert a-1 on billing-faq: pending"]
+        (T0 + timedelta(minutes=7), "alert a-1 on billing-faq: firing"),
+    ]
+    assert [s.what for s in alert_steps(replace(fired, starts_at=None, onset=None))] == [
+        "alert a-1 on billing-faq: pending"
+    ]
     resolved = alert_steps(replace(fired, ends_at=T0 + timedelta(minutes=40)))
     assert resolved[-1] == TimelineEntry(T0 + timedelta(minutes=40), "alert a-1 on billing-faq: resolved")
     md = renderer.render(make_ctx(timeline=tuple(steps)))
@@ -308,9 +389,12 @@ def test_the_timeline_puts_each_step_of_an_alert_at_its_own_time(renderer):
 
 def test_a_learning_routes_expectation_is_marked_as_its_recent_level(renderer):
     """The rates table wrote "learning (5 h of history)" where the runbook wrote a bare 6.4% for the same route."""
-    learning = make_ctx(routes=(RouteImpact("billing-faq", 0.132, 0.123, 0.141, 4976, 0.064, "alert a-1", True,
-                                            True),
-                                RouteImpact("legal-terms", 0.124, 0.108, 0.143, 36, 0.128, "", False, False)))
+    learning = make_ctx(
+        routes=(
+            RouteImpact("billing-faq", 0.132, 0.123, 0.141, 4976, 0.064, "alert a-1", True, True),
+            RouteImpact("legal-terms", 0.124, 0.108, 0.143, 36, 0.128, "", False, False),
+        )
+    )
     md = renderer.render(learning)
     assert "| 6.4% (learning) |" in md and "| 12.8% |" in md
     assert "((learning): under a day of history, the route's recent level)" in md

@@ -1,4 +1,5 @@
 """The store's own formatting of list parameters is clickhouse-connect's, only faster (services/store/backends.py)."""
+
 from __future__ import annotations
 
 from clickhouse_connect.driver.binding import format_bind_value

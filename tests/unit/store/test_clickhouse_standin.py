@@ -3,6 +3,7 @@
 Request parsing is tested without I/O; the rest runs the real clickhouse-connect client and raw urllib3
 against one stand-in (one chDB session for the whole module: chDB allows one per process).
 """
+
 from __future__ import annotations
 
 import base64
@@ -10,7 +11,7 @@ import datetime as dt
 import gzip
 import json
 import zlib
-from typing import Iterator
+from collections.abc import Iterator
 from urllib.parse import urlencode
 
 import clickhouse_connect
@@ -32,11 +33,14 @@ from tests.support.clickhouse_standin import (
 
 
 def test_parse_request_reads_the_query_like_clickhouse() -> None:
-    target = ("/?query=INSERT+INTO+t+FORMAT+JSONEachRow&database=db&default_format=JSONEachRow&query_id=q-1"
-              "&param_x=it%5C%27s&insert_deduplication_token=tok&max_threads=1&session_id=s&wait_end_of_query=1"
-              "&enable_http_compression=1&send_progress_in_http_headers=1&client_protocol_version=54405")
-    request = parse_request("POST", target, {"Authorization": "Basic " + base64.b64encode(b"ann:p:w").decode()},
-                            b'{"a":1}')
+    target = (
+        "/?query=INSERT+INTO+t+FORMAT+JSONEachRow&database=db&default_format=JSONEachRow&query_id=q-1"
+        "&param_x=it%5C%27s&insert_deduplication_token=tok&max_threads=1&session_id=s&wait_end_of_query=1"
+        "&enable_http_compression=1&send_progress_in_http_headers=1&client_protocol_version=54405"
+    )
+    request = parse_request(
+        "POST", target, {"Authorization": "Basic " + base64.b64encode(b"ann:p:w").decode()}, b'{"a":1}'
+    )
     assert request.sql == b'INSERT INTO t FORMAT JSONEachRow\n{"a":1}'
     assert (request.database, request.default_format, request.query_id) == ("db", "JSONEachRow", "q-1")
     assert request.params == {"x": "it\\'s"}
@@ -45,21 +49,32 @@ def test_parse_request_reads_the_query_like_clickhouse() -> None:
 
 
 def test_parse_request_prefers_clickhouse_headers_and_defaults_like_a_server() -> None:
-    request = parse_request("GET", "/?query=SELECT+1&database=db&user=u&password=pw",
-                            {"X-ClickHouse-Database": "hdr", "X-ClickHouse-Format": "CSV"}, b"")
+    request = parse_request(
+        "GET",
+        "/?query=SELECT+1&database=db&user=u&password=pw",
+        {"X-ClickHouse-Database": "hdr", "X-ClickHouse-Format": "CSV"},
+        b"",
+    )
     assert (request.sql, request.database, request.default_format) == (b"SELECT 1\n", "hdr", "CSV")
     assert (request.user, request.password, request.read_only) == ("u", "pw", True)
     bare = parse_request("POST", "/", {"X-ClickHouse-User": "k", "X-ClickHouse-Key": "s"}, b"SELECT 2")
     assert (bare.sql, bare.database, bare.default_format, bare.user, bare.password) == (
-        b"SELECT 2", "default", "TabSeparated", "k", "s")
+        b"SELECT 2",
+        "default",
+        "TabSeparated",
+        "k",
+        "s",
+    )
     assert bare.query_id  # generated when the client sends none
 
 
 def test_parse_request_reads_a_form_body_and_skips_external_data_suffixes() -> None:
     body, content_type = urllib3.encode_multipart_formdata(
-        {"query": "SELECT {v:String}\n FORMAT JSONEachRow", "param_v": "a\\tb", "max_threads": "2"})
-    request = parse_request("POST", "/?date_time_input_format=best_effort&database=db",
-                            {"Content-Type": content_type}, body)
+        {"query": "SELECT {v:String}\n FORMAT JSONEachRow", "param_v": "a\\tb", "max_threads": "2"}
+    )
+    request = parse_request(
+        "POST", "/?date_time_input_format=best_effort&database=db", {"Content-Type": content_type}, body
+    )
     assert request.sql == b"SELECT {v:String}\n FORMAT JSONEachRow"
     assert request.params == {"v": "a\\tb"}
     assert request.settings == {"max_threads": "2"}  # ClickHouse drops *_format params when the body is a form
@@ -68,11 +83,14 @@ def test_parse_request_reads_a_form_body_and_skips_external_data_suffixes() -> N
         parse_request("POST", "/", {"Content-Type": files_type}, files)
 
 
-@pytest.mark.parametrize(("target", "name", "status"), [
-    ("/?query=SELECT+1&compress=1", "NOT_IMPLEMENTED", 501),
-    ("/?query=SELECT+1&decompress=1", "NOT_IMPLEMENTED", 501),
-    ("/?query=SELECT+1&bad-name=1", "UNKNOWN_SETTING", 404),
-])
+@pytest.mark.parametrize(
+    ("target", "name", "status"),
+    [
+        ("/?query=SELECT+1&compress=1", "NOT_IMPLEMENTED", 501),
+        ("/?query=SELECT+1&decompress=1", "NOT_IMPLEMENTED", 501),
+        ("/?query=SELECT+1&bad-name=1", "UNKNOWN_SETTING", 404),
+    ],
+)
 def test_parse_request_refuses_what_it_cannot_honour(target: str, name: str, status: int) -> None:
     with pytest.raises(ServerError) as raised:
         parse_request("POST", target, {}, b"")
@@ -93,13 +111,16 @@ def test_decode_body_reads_every_encoding_the_client_can_send() -> None:
         decode_body(b"...", "br")
 
 
-@pytest.mark.parametrize(("sql", "keyword", "fmt"), [
-    (b"SELECT 1", b"SELECT", "TabSeparated"),
-    (b"  -- note\n/* c */ (select 1)\n FORMAT JSONEachRow;", b"SELECT", "JSONEachRow"),
-    (b"with x as (select 1) select * from x FORMAT Native", b"WITH", "Native"),
-    (b"INSERT INTO t FORMAT JSONEachRow\n{}", b"INSERT", "TabSeparated"),
-    (b"SYSTEM STOP MERGES", b"SYSTEM", "TabSeparated"),
-])
+@pytest.mark.parametrize(
+    ("sql", "keyword", "fmt"),
+    [
+        (b"SELECT 1", b"SELECT", "TabSeparated"),
+        (b"  -- note\n/* c */ (select 1)\n FORMAT JSONEachRow;", b"SELECT", "JSONEachRow"),
+        (b"with x as (select 1) select * from x FORMAT Native", b"WITH", "Native"),
+        (b"INSERT INTO t FORMAT JSONEachRow\n{}", b"INSERT", "TabSeparated"),
+        (b"SYSTEM STOP MERGES", b"SYSTEM", "TabSeparated"),
+    ],
+)
 def test_statement_kind_and_output_format(sql: bytes, keyword: bytes, fmt: str) -> None:
     assert leading_keyword(sql) == keyword
     if keyword in (b"SELECT", b"WITH"):
@@ -107,15 +128,20 @@ def test_statement_kind_and_output_format(sql: bytes, keyword: bytes, fmt: str) 
 
 
 def test_engine_errors_keep_clickhouse_code_text_and_status() -> None:
-    unknown = ServerError.from_engine(RuntimeError("Code: 60. DB::Exception: Table default.x does not exist. (UNKNOWN_TABLE)"))
+    unknown = ServerError.from_engine(
+        RuntimeError("Code: 60. DB::Exception: Table default.x does not exist. (UNKNOWN_TABLE)")
+    )
     assert (unknown.code, unknown.status) == (60, 404)
-    other = ServerError.from_engine(RuntimeError("Code: 241. DB::Exception: Memory limit exceeded. (MEMORY_LIMIT_EXCEEDED)"))
+    other = ServerError.from_engine(
+        RuntimeError("Code: 241. DB::Exception: Memory limit exceeded. (MEMORY_LIMIT_EXCEEDED)")
+    )
     assert (other.code, other.status) == (241, 500)
     bare = ServerError.from_engine(RuntimeError("boom"))
     assert (bare.code, bare.message) == (1001, "Code: 1001. DB::Exception: boom. (STD_EXCEPTION)")
 
 
 # --- one live stand-in for the rest of the module ------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClickHouseStandin]:
@@ -133,24 +159,31 @@ def auth(server: ClickHouseStandin) -> dict[str, str]:
     return urllib3.make_headers(basic_auth=f"{server.user}:{server.password}")
 
 
-def post(server: ClickHouseStandin, http: urllib3.PoolManager, sql: str | bytes, **params: str) -> urllib3.BaseHTTPResponse:
+def post(
+    server: ClickHouseStandin, http: urllib3.PoolManager, sql: str | bytes, **params: str
+) -> urllib3.BaseHTTPResponse:
     query = "?" + urlencode(params) if params else ""
     return http.request("POST", f"http://127.0.0.1:{server.port}/{query}", body=sql, headers=auth(server))
 
 
 def connect(server: ClickHouseStandin, **options: object) -> clickhouse_connect.driver.Client:
-    return clickhouse_connect.get_client(host="127.0.0.1", port=server.port, username=server.user,
-                                         password=server.password, **options)
+    return clickhouse_connect.get_client(
+        host="127.0.0.1", port=server.port, username=server.user, password=server.password, **options
+    )
 
 
 def test_clickhouse_connect_connects_and_round_trips_native_inserts(server: ClickHouseStandin) -> None:
-    rows = [[1, "it's \\ \t \n", "lc", dt.datetime(2026, 11, 21, 9, 14, 3, 512000), {"k": "v"}, [0.5, None]],
-            [2, "ünï ✓", "lc", dt.datetime(2026, 1, 1), {}, []]]
+    rows = [
+        [1, "it's \\ \t \n", "lc", dt.datetime(2026, 11, 21, 9, 14, 3, 512000), {"k": "v"}, [0.5, None]],
+        [2, "ünï ✓", "lc", dt.datetime(2026, 1, 1), {}, []],
+    ]
     with connect(server) as client:
         assert (client.server_version, str(client.server_tz)) == (server.engine.version, "UTC")
         assert client.ping()
-        client.command("CREATE TABLE native (id Int32, s String, c LowCardinality(String), t DateTime64(3, 'UTC'), "
-                       "m Map(String, String), f Array(Nullable(Float32))) ENGINE = MergeTree ORDER BY id")
+        client.command(
+            "CREATE TABLE native (id Int32, s String, c LowCardinality(String), t DateTime64(3, 'UTC'), "
+            "m Map(String, String), f Array(Nullable(Float32))) ENGINE = MergeTree ORDER BY id"
+        )
     for compress in ("lz4", "zstd", "gzip", False):
         with connect(server, compress=compress) as client:
             client.command("TRUNCATE TABLE native")
@@ -164,14 +197,18 @@ def test_clickhouse_connect_binds_parameters_in_the_url_and_in_a_form(server: Cl
     with connect(server) as client:
         assert client.query("SELECT {v:String} AS v", parameters={"v": hostile}).result_rows == [(hostile,)]
         many = [f"{hostile}{i}" for i in range(500)]  # far past the URL limit: sent as multipart/form-data
-        result = client.query("SELECT length({a:Array(String)}) AS n, {a:Array(String)}[500] AS last", parameters={"a": many})
+        result = client.query(
+            "SELECT length({a:Array(String)}) AS n, {a:Array(String)}[500] AS last", parameters={"a": many}
+        )
         assert result.result_rows == [(500, many[-1])]
 
 
 def test_errors_reach_the_client_as_clickhouse_sends_them(server: ClickHouseStandin, http: urllib3.PoolManager) -> None:
     syntax = post(server, http, "SELEC 1")
     assert (syntax.status, syntax.headers["X-ClickHouse-Exception-Code"]) == (400, "62")
-    assert syntax.data.startswith(b"Code: 62. DB::Exception: Syntax error") and b"(SYNTAX_ERROR) (version " in syntax.data
+    assert (
+        syntax.data.startswith(b"Code: 62. DB::Exception: Syntax error") and b"(SYNTAX_ERROR) (version " in syntax.data
+    )
     assert post(server, http, "SELECT * FROM no_such_table").status == 404
     with connect(server) as client, pytest.raises(DatabaseError) as raised:
         client.command("SELECT * FROM no_such_table")
@@ -183,8 +220,10 @@ def test_errors_reach_the_client_as_clickhouse_sends_them(server: ClickHouseStan
 
 def test_own_error_codes_are_clickhouse_codes(server: ClickHouseStandin) -> None:
     with connect(server) as client:
-        names = client.query("SELECT arrayMap(c -> errorCodeToName(c), {codes:Array(UInt32)})",
-                             parameters={"codes": list(OWN_ERROR_CODES.values())}).result_rows[0][0]
+        names = client.query(
+            "SELECT arrayMap(c -> errorCodeToName(c), {codes:Array(UInt32)})",
+            parameters={"codes": list(OWN_ERROR_CODES.values())},
+        ).result_rows[0][0]
     assert names == list(OWN_ERROR_CODES)
 
 
@@ -198,10 +237,12 @@ def test_get_is_read_only_and_ping_answers(server: ClickHouseStandin, http: urll
     assert b"readonly" in create.data
 
 
-def test_settings_database_and_set_statements_last_one_request(server: ClickHouseStandin, http: urllib3.PoolManager) -> None:
+def test_settings_database_and_set_statements_last_one_request(
+    server: ClickHouseStandin, http: urllib3.PoolManager
+) -> None:
     setting = "SELECT getSetting('max_threads') FORMAT JSONEachRow"
     default = post(server, http, setting).data
-    assert post(server, http, setting, max_threads="1").data == b'{"getSetting(\'max_threads\')":1}\n'
+    assert post(server, http, setting, max_threads="1").data == b"{\"getSetting('max_threads')\":1}\n"
     assert post(server, http, "SET max_threads = 1").status == 200
     assert post(server, http, setting).data == default
     assert post(server, http, "CREATE DATABASE IF NOT EXISTS other").status == 200
@@ -219,8 +260,13 @@ def test_replies_carry_the_headers_clients_read(server: ClickHouseStandin, http:
     assert select.headers["X-ClickHouse-Format"] == "JSONEachRow"
     assert select.headers["X-ClickHouse-Timezone"] == "Asia/Tokyo"
     assert select.headers["X-ClickHouse-Server-Display-Name"] == server.display_name
-    chunked = http.request("POST", f"http://127.0.0.1:{server.port}/?query=INSERT%20INTO%20h%20FORMAT%20CSV",
-                           body=iter([b"4\n", b"5\n"]), chunked=True, headers=auth(server))
+    chunked = http.request(
+        "POST",
+        f"http://127.0.0.1:{server.port}/?query=INSERT%20INTO%20h%20FORMAT%20CSV",
+        body=iter([b"4\n", b"5\n"]),
+        chunked=True,
+        headers=auth(server),
+    )
     assert chunked.status == 200
     assert post(server, http, "SELECT sum(a) FROM h").data == b"12\n"
 

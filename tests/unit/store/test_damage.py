@@ -1,8 +1,9 @@
 """A part of the store damaged on disk (its data file deleted while nothing ran), on the real engine: found
 before anything consumes, never repaired into lower rates, and recovered exactly by a rebuild and a replay."""
+
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from services.store.repair import repair_recent
 from services.store.retention import KEEP_EVERYTHING, RetentionKeeper
 from services.store.writer import EventWriter
 
-START = datetime(2026, 11, 21, 8, 0, tzinfo=timezone.utc)
+START = datetime(2026, 11, 21, 8, 0, tzinfo=UTC)
 
 
 def batches(n: int) -> list[list]:
@@ -31,11 +32,15 @@ def batches(n: int) -> list[list]:
 
 
 def totals(store) -> dict:
-    rates = store.query("SELECT sum(events) AS events, sum(claims) AS claims, sum(failed) AS failed FROM rate_minute "
-                        "WHERE dim = ''")[0]
-    return {**{k: int(v) for k, v in rates.items()}, "answers": store.query("SELECT count() AS n FROM events FINAL")[0]["n"],
-            "keys": store.query("SELECT count() AS n FROM event_keys FINAL")[0]["n"],
-            "claim_rows": store.query("SELECT count() AS n FROM claims FINAL")[0]["n"]}
+    rates = store.query(
+        "SELECT sum(events) AS events, sum(claims) AS claims, sum(failed) AS failed FROM rate_minute WHERE dim = ''"
+    )[0]
+    return {
+        **{k: int(v) for k, v in rates.items()},
+        "answers": store.query("SELECT count() AS n FROM events FINAL")[0]["n"],
+        "keys": store.query("SELECT count() AS n FROM event_keys FINAL")[0]["n"],
+        "claim_rows": store.query("SELECT count() AS n FROM claims FINAL")[0]["n"],
+    }
 
 
 @pytest.fixture
@@ -50,8 +55,9 @@ def damaged(tmp_path):
     for _, events in written:
         EventWriter(store).write(events)
     whole = totals(store)
-    parts = [r["name"] for r in store.query("SELECT name FROM system.parts WHERE table = 'events' AND active "
-                                            "ORDER BY name")]
+    parts = [
+        r["name"] for r in store.query("SELECT name FROM system.parts WHERE table = 'events' AND active ORDER BY name")
+    ]
     store.close()
     Path(path, "data", "default", "events", parts[1], "data.bin").unlink()
     store = ChdbStore(path)

@@ -1,9 +1,10 @@
 """Dead letters in the store: kept per log incarnation (epoch) and record, counted per route and minute of event
 time."""
+
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from services.contract.decode import reject
 from services.ingest.ingestor import RawMessage
@@ -15,17 +16,35 @@ from services.store.writer import EventWriter, dead_letter_row
 from tests.support.paths import ROOT
 
 MIGRATIONS = ROOT / "services" / "store" / "migrations"
-T0 = datetime(2026, 11, 21, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 21, 9, 0, tzinfo=UTC)
 
 
-def dead(offset: int, rule: str = "not_json", epoch: str = "", route: str = "billing-faq", minute: int = 0,
-         index: int | None = None, second: int = 0) -> DeadLetter:
-    return DeadLetter("verdicts", 0, offset, b"{nope", reject(rule, "$", f"{rule} at {offset}"), index=index,
-                      epoch=epoch, route=route, event_time=T0 + timedelta(minutes=minute, seconds=second))
+def dead(
+    offset: int,
+    rule: str = "not_json",
+    epoch: str = "",
+    route: str = "billing-faq",
+    minute: int = 0,
+    index: int | None = None,
+    second: int = 0,
+) -> DeadLetter:
+    return DeadLetter(
+        "verdicts",
+        0,
+        offset,
+        b"{nope",
+        reject(rule, "$", f"{rule} at {offset}"),
+        index=index,
+        epoch=epoch,
+        route=route,
+        event_time=T0 + timedelta(minutes=minute, seconds=second),
+    )
 
 
 def rows(store) -> list[tuple]:
-    return [tuple(r.values()) for r in store.query("SELECT epoch, offset, reason FROM dlq FINAL ORDER BY epoch, offset")]
+    return [
+        tuple(r.values()) for r in store.query("SELECT epoch, offset, reason FROM dlq FINAL ORDER BY epoch, offset")
+    ]
 
 
 def test_a_restarted_brokers_offsets_do_not_replace_earlier_dead_letters(store):
@@ -34,8 +53,11 @@ def test_a_restarted_brokers_offsets_do_not_replace_earlier_dead_letters(store):
     writer.write([], [dead(0, epoch="run-1")])  # redelivered within the run: collapses
     writer.write([], [dead(0, "bad_route", epoch="run-2")])  # the same offset after a restart: a new dead letter
     store.command("OPTIMIZE TABLE dlq FINAL")  # a merge must keep both incarnations' offset 0
-    assert rows(store) == [("run-1", 0, "$: not_json at 0"), ("run-1", 1, "$: not_json at 1"),
-                           ("run-2", 0, "$: bad_route at 0")]
+    assert rows(store) == [
+        ("run-1", 0, "$: not_json at 0"),
+        ("run-1", 1, "$: not_json at 1"),
+        ("run-2", 0, "$: bad_route at 0"),
+    ]
     assert {s["reason"]: s["count"] for s in dlq_summary(store)} == {"not_json": 2, "bad_route": 1}
 
 
@@ -44,9 +66,11 @@ def test_a_broker_restarted_under_a_running_worker_keeps_the_epoch_but_not_the_r
     other records, and their fingerprints say so, while a redelivery keeps its own."""
     before = RawMessage("verdicts", 0, 0, b"{nope", b"billing-faq", timestamp_ms=1_764_000_000_000)
     assert before.fingerprint == RawMessage("verdicts", 0, 0, b"{nope", b"billing-faq", 1_764_000_000_000).fingerprint
-    after = [RawMessage("verdicts", 0, 0, b"{nope", b"billing-faq", 1_764_000_000_001),
-             RawMessage("verdicts", 0, 0, b"{nop", b"ebilling-faq", 1_764_000_000_000),  # bytes moved across parts
-             RawMessage("verdicts", 0, 0, b"{nope!", b"billing-faq", 1_764_000_000_000)]
+    after = [
+        RawMessage("verdicts", 0, 0, b"{nope", b"billing-faq", 1_764_000_000_001),
+        RawMessage("verdicts", 0, 0, b"{nop", b"ebilling-faq", 1_764_000_000_000),  # bytes moved across parts
+        RawMessage("verdicts", 0, 0, b"{nope!", b"billing-faq", 1_764_000_000_000),
+    ]
     assert len({before.fingerprint, *(m.fingerprint for m in after)}) == 4
     assert all(0 <= m.fingerprint < 1 << 64 for m in after)
 
@@ -65,12 +89,15 @@ def test_migration_010_keeps_earlier_dead_letters_their_ttl_and_arrival_minute(t
         for path in sorted(MIGRATIONS.glob("00[1-9]_*.sql")):
             for statement in statements(path.read_text()):
                 store.command(statement)
-        row = {k: v for k, v in dead_letter_row(dead(5)).items() if k not in ("epoch", "event_time", "record")}  # as 007 stored it
+        row = {
+            k: v for k, v in dead_letter_row(dead(5)).items() if k not in ("epoch", "event_time", "record")
+        }  # as 007 stored it
         store.insert("dlq", [{**row, "received_at": "2026-11-20 10:11:12.000"}])
         for statement in statements((MIGRATIONS / "010_dlq_epoch.sql").read_text()):
             store.command(statement)
         assert store.query("SELECT offset, epoch, toString(event_time) AS t, rule FROM dlq") == [
-            {"offset": 5, "epoch": "", "t": "2026-11-20 10:11:12.000", "rule": "not_json"}]
+            {"offset": 5, "epoch": "", "t": "2026-11-20 10:11:12.000", "rule": "not_json"}
+        ]
         EventWriter(store).write([], [dead(5, epoch="e2")])
         assert len(store.query("SELECT offset FROM dlq FINAL")) == 2
         engine = store.query("SELECT engine_full FROM system.tables WHERE name = 'dlq'")[0]["engine_full"]
@@ -91,8 +118,9 @@ def test_migration_028_keeps_earlier_dead_letters_and_joins_the_record_to_the_ke
         for statement in statements((MIGRATIONS / "028_dlq_record.sql").read_text()):
             store.command(statement)
         EventWriter(store).write([], [dataclasses.replace(dead(5, epoch="e1"), record=11)])
-        assert [(r["offset"], int(r["record"])) for r in store.query("SELECT offset, record FROM dlq FINAL "
-                                                                     "ORDER BY record")] == [(5, 0), (5, 11)]
+        assert [
+            (r["offset"], int(r["record"])) for r in store.query("SELECT offset, record FROM dlq FINAL ORDER BY record")
+        ] == [(5, 0), (5, 11)]
         engine = store.query("SELECT engine_full FROM system.tables WHERE name = 'dlq'")[0]["engine_full"]
         assert "ORDER BY (topic, partition, offset, envelope_index, epoch, record)" in engine
     finally:
@@ -100,11 +128,20 @@ def test_migration_028_keeps_earlier_dead_letters_and_joins_the_record_to_the_ke
 
 
 def test_rejected_minutes_count_per_route_and_minute_of_event_time(store):
-    EventWriter(store).write([], [
-        dead(0, minute=0), dead(1, minute=0, second=59), dead(2, minute=1), dead(3, route="parcel-status", minute=1),
-        dead(4, route="", minute=2), dead(5, minute=3), dead(6, minute=-1),
-        dead(7, index=0, minute=2), dead(8, index=1, minute=2),  # two bad events of one envelope
-    ])
+    EventWriter(store).write(
+        [],
+        [
+            dead(0, minute=0),
+            dead(1, minute=0, second=59),
+            dead(2, minute=1),
+            dead(3, route="parcel-status", minute=1),
+            dead(4, route="", minute=2),
+            dead(5, minute=3),
+            dead(6, minute=-1),
+            dead(7, index=0, minute=2),
+            dead(8, index=1, minute=2),  # two bad events of one envelope
+        ],
+    )
     EventWriter(store).write([], [dead(1, minute=0, second=59)])  # redelivered: counted once
     got = rejected_minutes(store, T0 + timedelta(seconds=30), T0 + timedelta(minutes=2, seconds=5))
     assert got == [
@@ -118,25 +155,51 @@ def test_rejected_minutes_count_per_route_and_minute_of_event_time(store):
 
 def test_rejected_routes_give_the_top_rule_its_count_and_the_latest_sample(store):
     writer = EventWriter(store)
-    writer.write([], [dead(0, "not_json"), dead(1, "unknown_verdict", minute=1), dead(2, "unknown_verdict", minute=2),
-                      dead(3, "bad_route", route="parcel-status"), dead(4, "not_utf8", route="parcel-status"),
-                      dead(5, "not_json", minute=9)])  # outside the window
+    writer.write(
+        [],
+        [
+            dead(0, "not_json"),
+            dead(1, "unknown_verdict", minute=1),
+            dead(2, "unknown_verdict", minute=2),
+            dead(3, "bad_route", route="parcel-status"),
+            dead(4, "not_utf8", route="parcel-status"),
+            dead(5, "not_json", minute=9),
+        ],
+    )  # outside the window
     writer.write([], [dead(6, "unknown_verdict", minute=3, index=4)])  # the latest event time: the sample
     got = rejected_routes(store, T0, T0 + timedelta(minutes=5))
     assert got == [
-        {"route": "billing-faq", "rejected": 4, "rule": "unknown_verdict", "rule_count": 3,
-         "sample": {"reason": "$: unknown_verdict at 6", "source": "verdicts/0/6 events[4]", "size": 5,
-                    "envelope_index": 4}},
-        {"route": "parcel-status", "rejected": 2, "rule": "bad_route", "rule_count": 1,  # a tie: first by name
-         "sample": {"reason": "$: bad_route at 3", "source": "verdicts/0/3", "size": 5, "envelope_index": None}},
+        {
+            "route": "billing-faq",
+            "rejected": 4,
+            "rule": "unknown_verdict",
+            "rule_count": 3,
+            "sample": {
+                "reason": "$: unknown_verdict at 6",
+                "source": "verdicts/0/6 events[4]",
+                "size": 5,
+                "envelope_index": 4,
+            },
+        },
+        {
+            "route": "parcel-status",
+            "rejected": 2,
+            "rule": "bad_route",
+            "rule_count": 1,  # a tie: first by name
+            "sample": {"reason": "$: bad_route at 3", "source": "verdicts/0/3", "size": 5, "envelope_index": None},
+        },
     ]
     assert rejected_routes(store, T0 + timedelta(minutes=20), T0 + timedelta(minutes=30)) == []
 
 
 def test_the_summary_takes_a_route(store):
-    EventWriter(store).write([], [dead(0, "not_json"), dead(1, "bad_route", route="parcel-status"),
-                                  dead(2, "not_json", route="parcel-status")])
+    EventWriter(store).write(
+        [],
+        [dead(0, "not_json"), dead(1, "bad_route", route="parcel-status"), dead(2, "not_json", route="parcel-status")],
+    )
     assert [(s["reason"], s["count"]) for s in dlq_summary(store, route="parcel-status")] == [
-        ("bad_route", 1), ("not_json", 1)]
+        ("bad_route", 1),
+        ("not_json", 1),
+    ]
     assert [(s["reason"], s["count"]) for s in dlq_summary(store)] == [("not_json", 2), ("bad_route", 1)]
     assert dlq_summary(store, route="nowhere") == []

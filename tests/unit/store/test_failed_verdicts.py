@@ -6,6 +6,7 @@ verdicts (the views and tables the migrations leave in force, and every string i
 list is the contract's set; and that no Python module outside the contract keeps its own copy of the set.
 The last tests plant wrong lists and check they are caught.
 """
+
 from __future__ import annotations
 
 import ast
@@ -20,10 +21,13 @@ PACKAGES = ("services", "streams", "clustering", "runbooks")
 CONTRACT = ROOT / "services" / "contract" / "model.py"
 
 _QUOTED = r"'(?:[^'\\]|\\.)*'"
-_LIST = re.compile(rf"[(\[]\s*({_QUOTED}(?:\s*,\s*{_QUOTED})+)\s*[)\]]")   # ('a', 'b', ...) or ['a', 'b', ...]
+_LIST = re.compile(rf"[(\[]\s*({_QUOTED}(?:\s*,\s*{_QUOTED})+)\s*[)\]]")  # ('a', 'b', ...) or ['a', 'b', ...]
 _ITEM = re.compile(r"'((?:[^'\\]|\\.)*)'")
-_OBJECT = re.compile(r"^\s*(CREATE|DROP|ALTER)\s+(?:OR\s+REPLACE\s+)?(?:MATERIALIZED\s+VIEW|VIEW|TABLE|DICTIONARY)\s+"
-                     r"(IF\s+(?:NOT\s+)?EXISTS\s+)?([\w.]+)", re.IGNORECASE)
+_OBJECT = re.compile(
+    r"^\s*(CREATE|DROP|ALTER)\s+(?:OR\s+REPLACE\s+)?(?:MATERIALIZED\s+VIEW|VIEW|TABLE|DICTIONARY)\s+"
+    r"(IF\s+(?:NOT\s+)?EXISTS\s+)?([\w.]+)",
+    re.IGNORECASE,
+)
 
 
 def failed_lists(sql: str) -> list[tuple[str, ...]]:
@@ -52,8 +56,11 @@ def in_force(migrations: list[tuple[int, str, str]]) -> dict[str, list[str]]:
 
 
 def migration_sites(migrations: list[tuple[int, str, str]]) -> dict[str, list[tuple[str, ...]]]:
-    return {f"migrations: {name}": found for name, stmts in in_force(migrations).items()
-            if (found := [items for s in stmts for items in failed_lists(s)])}
+    return {
+        f"migrations: {name}": found
+        for name, stmts in in_force(migrations).items()
+        if (found := [items for s in stmts for items in failed_lists(s)])
+    }
 
 
 def python_sql_sites(files: list[Path]) -> dict[str, list[tuple[str, ...]]]:
@@ -71,16 +78,23 @@ def python_copies(files: list[Path]) -> list[str]:
     copies = []
     for path in files:
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, (ast.Tuple, ast.List, ast.Set)) and node.elts and all(
-                    isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts):
+            if (
+                isinstance(node, (ast.Tuple, ast.List, ast.Set))
+                and node.elts
+                and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts)
+            ):
                 if {e.value for e in node.elts} == FAILED_VERDICTS:
                     copies.append(f"{path}:{node.lineno}")
     return copies
 
 
 def wrong(sites: dict[str, list[tuple[str, ...]]]) -> dict[str, tuple[str, ...]]:
-    return {where: items for where, found in sites.items() for items in found
-            if set(items) != FAILED_VERDICTS or len(items) != len(FAILED_VERDICTS)}
+    return {
+        where: items
+        for where, found in sites.items()
+        for items in found
+        if set(items) != FAILED_VERDICTS or len(items) != len(FAILED_VERDICTS)
+    }
 
 
 def _store_files() -> list[Path]:
@@ -100,8 +114,10 @@ def test_the_views_in_force_list_the_contracts_failed_verdicts():
 
 def test_the_stores_sql_lists_the_contracts_failed_verdicts():
     sites = python_sql_sites(_store_files())
-    assert not wrong(sites), (f"lists that differ from services.contract.model.FAILED_VERDICTS: {wrong(sites)}; "
-                              "bind them instead: {failed:Array(String)} with sorted(FAILED_VERDICTS)")
+    assert not wrong(sites), (
+        f"lists that differ from services.contract.model.FAILED_VERDICTS: {wrong(sites)}; "
+        "bind them instead: {failed:Array(String)} with sorted(FAILED_VERDICTS)"
+    )
 
 
 def test_no_module_keeps_its_own_copy():
@@ -119,28 +135,32 @@ def _view(body: str) -> str:
 
 
 def test_a_view_missing_stale_is_caught():
-    sites = migration_sites([(1, "ingest", _view(RIGHT)), (2, "planted", "DROP VIEW IF EXISTS rate_minute_mv;\n"
-                                                                       + _view(MISSING_STALE))])
+    sites = migration_sites(
+        [(1, "ingest", _view(RIGHT)), (2, "planted", "DROP VIEW IF EXISTS rate_minute_mv;\n" + _view(MISSING_STALE))]
+    )
     assert set(wrong(sites)) == {"migrations: rate_minute_mv"}
 
 
 def test_a_superseded_view_is_not_a_site_and_a_no_op_create_changes_nothing():
     dropped = [(1, "old", _view(MISSING_STALE)), (2, "new", "DROP VIEW IF EXISTS rate_minute_mv;\n" + _view(RIGHT))]
     assert migration_sites(dropped) and not wrong(migration_sites(dropped))
-    kept = [(1, "old", _view(MISSING_STALE)), (2, "no_op", _view(RIGHT))]   # IF NOT EXISTS, no DROP: the old stays
+    kept = [(1, "old", _view(MISSING_STALE)), (2, "no_op", _view(RIGHT))]  # IF NOT EXISTS, no DROP: the old stays
     assert wrong(migration_sites(kept))
 
 
 def test_a_store_string_missing_stale_is_caught(tmp_path):
     planted = tmp_path / "planted.py"
-    planted.write_text(f'RIGHT = "{RIGHT}"\n\ndef q(store, x):\n    return store.query(f"SELECT {{x}}, {MISSING_STALE}")\n')
+    planted.write_text(
+        f'RIGHT = "{RIGHT}"\n\ndef q(store, x):\n    return store.query(f"SELECT {{x}}, {MISSING_STALE}")\n'
+    )
     assert list(wrong(python_sql_sites([planted]))) == [f"{planted}:4"]
-    assert failed_lists("has(['stale', 'no_source'], v)") == [("stale", "no_source")]   # array literals are lists too
-    assert failed_lists("countEqual(verdicts, 'stale') AS stale") == []                   # one verdict is not a list
+    assert failed_lists("has(['stale', 'no_source'], v)") == [("stale", "no_source")]  # array literals are lists too
+    assert failed_lists("countEqual(verdicts, 'stale') AS stale") == []  # one verdict is not a list
 
 
 def test_a_copy_in_python_is_caught(tmp_path):
     planted = tmp_path / "planted.py"
-    planted.write_text('FIELDS = ("unsupported", "contradicted", "overreach", "stale", "no_source")\n'
-                       'SOME = ("stale", "no_source")\n')
+    planted.write_text(
+        'FIELDS = ("unsupported", "contradicted", "overreach", "stale", "no_source")\nSOME = ("stale", "no_source")\n'
+    )
     assert python_copies([planted]) == [f"{planted}:1"]

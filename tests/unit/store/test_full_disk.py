@@ -1,8 +1,9 @@
 """A store on a disk too full to write, on a real filesystem: every write says so, none pretends, and once space
 returns every event is stored exactly once."""
+
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -17,7 +18,7 @@ from services.store.retention import KEEP_EVERYTHING, RetentionKeeper
 from services.store.writer import EventWriter
 from tests.support.filesystems import filled, small_filesystem
 
-START = datetime(2026, 11, 21, 8, 0, tzinfo=timezone.utc)
+START = datetime(2026, 11, 21, 8, 0, tzinfo=UTC)
 
 
 @pytest.fixture
@@ -38,15 +39,18 @@ def small_store(disk):
 def stored(store) -> tuple[int, int, int]:
     """(answers, claims counted in the minute aggregates, claim rows)."""
     agg = store.query("SELECT sum(events) AS e, sum(claims) AS c FROM rate_minute WHERE dim = ''")[0]
-    return (store.query("SELECT count() AS n FROM events FINAL")[0]["n"], int(agg["c"] or 0),
-            store.query("SELECT count() AS n FROM claims FINAL")[0]["n"])
+    return (
+        store.query("SELECT count() AS n FROM events FINAL")[0]["n"],
+        int(agg["c"] or 0),
+        store.query("SELECT count() AS n FROM claims FINAL")[0]["n"],
+    )
 
 
 def test_a_full_disk_fails_the_write_and_the_retry_stores_each_event_once(small_store, disk):
     sims = list(generate(Scenario.demo(corpus_change_at=None), START, 6, seed=5))
     decoder = Decoder()
     events = [r for sim in sims for _, r in decoder.decode_message(sim.raw) if isinstance(r, VerdictEvent)]
-    first, second = events[: len(events) // 2], events[len(events) // 2:]
+    first, second = events[: len(events) // 2], events[len(events) // 2 :]
     writer = EventWriter(small_store)
     writer.write(first)
     before = stored(small_store)

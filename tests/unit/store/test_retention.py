@@ -3,6 +3,7 @@
 The migration and policy tests run over both back ends (chDB, and a ClickHouse server's HTTP interface in
 front of chDB); the rest on chDB through the `store` fixture, whose TTLs are put back where a test needs them.
 """
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -19,13 +20,27 @@ from services.store.writer import EventWriter
 from tests.unit.store.test_store_backends import BACKENDS, make_event, open_backend
 
 ALL_RETAINED = ["claims", "dlq", "event_keys", "events", "rate_minute", "rate_minute_by_time"]
-KEPT = ("alerts", "alert_transitions", "silences", "checkpoints", "issues", "issue_members", "embedding_cache",
-        "eval_items", "gold_spans", "claim_labels", "eval_results", "eval_item_history")
+KEPT = (
+    "alerts",
+    "alert_transitions",
+    "silences",
+    "checkpoints",
+    "issues",
+    "issue_members",
+    "embedding_cache",
+    "eval_items",
+    "gold_spans",
+    "claim_labels",
+    "eval_results",
+    "eval_item_history",
+)
 
 
 def engines(store) -> dict[str, str]:
-    return {r["name"]: r["engine_full"] for r in store.query(
-        "SELECT name, engine_full FROM system.tables WHERE database = currentDatabase()")}
+    return {
+        r["name"]: r["engine_full"]
+        for r in store.query("SELECT name, engine_full FROM system.tables WHERE database = currentDatabase()")
+    }
 
 
 def ttl_mutations(store) -> int:
@@ -69,8 +84,9 @@ def test_a_changed_policy_is_applied_once_and_an_unchanged_one_not_at_all(kind: 
         before = ttl_mutations(store)
         assert sorted(keeper.apply(Retention(7, 90))) == ALL_RETAINED
         ttls = keeper.ttls()
-        assert [ttl_days(ttls[t]) for t in ("events", "claims", "event_keys", "dlq", "rate_minute",
-                                            "rate_minute_by_time")] == [7, 7, 7, 7, 90, 90]
+        assert [
+            ttl_days(ttls[t]) for t in ("events", "claims", "event_keys", "dlq", "rate_minute", "rate_minute_by_time")
+        ] == [7, 7, 7, 7, 90, 90]
         assert ttls["rate_minute"] == "minute + toIntervalDay(90)"
         applied = ttl_mutations(store)
         assert applied > before  # each ALTER materialises its TTL on the existing parts
@@ -84,8 +100,12 @@ def test_a_changed_policy_is_applied_once_and_an_unchanged_one_not_at_all(kind: 
 def test_rows_older_than_the_ttl_go_at_a_merge_and_newer_ones_stay(store):
     keeper = RetentionKeeper(store)
     keeper.apply(Retention(30, 400))
-    ages = {"an hour": timedelta(hours=1), "10 days": timedelta(days=10), "40 days": timedelta(days=40),
-            "450 days": timedelta(days=450)}
+    ages = {
+        "an hour": timedelta(hours=1),
+        "10 days": timedelta(days=10),
+        "40 days": timedelta(days=40),
+        "450 days": timedelta(days=450),
+    }
     writer = EventWriter(store)
     for n, age in enumerate(ages.values()):
         assert writer.write([observed(age, 10 * n + i) for i in range(3)]).inserted == 3  # a backfill, by event time
@@ -137,7 +157,9 @@ def test_repair_leaves_the_buckets_of_expiring_answers_alone(store):
 
 def test_the_default_policy_needs_no_migration_to_agree(store):
     keeper = RetentionKeeper(store)
-    assert not any(keeper.ttls()[t] for t in RETAINED_TABLES)  # the fixture keeps everything (its event times are fixed)
+    assert not any(
+        keeper.ttls()[t] for t in RETAINED_TABLES
+    )  # the fixture keeps everything (its event times are fixed)
     assert sorted(keeper.apply(Retention())) == ALL_RETAINED
     assert keeper.apply(Retention()) == []
 

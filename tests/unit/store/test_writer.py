@@ -1,4 +1,7 @@
 """The idempotent writer against the real chDB engine."""
+
+from datetime import UTC
+
 import orjson
 
 from services.contract.decode import Decoder, reject
@@ -11,10 +14,16 @@ from tests.support.paths import ROOT
 
 MIGRATIONS = ROOT / "services" / "store" / "migrations"
 
-BASE = {"schema": "claimwatch.verdict/v1", "trace_id": "t", "observed_at": "2026-11-21T09:14:03.512+01:00",
-        "route": "billing-faq", "answer": {"action": "served"}, "versions": {"model": "m1", "corpus": "c1"},
-        "query": {"query_type": "lookup", "stakes": "high", "answerable": True},
-        "claims": [{"verdict": "contradicted", "text": "x"}, {"verdict": "supported"}, {"verdict": "trivial"}]}
+BASE = {
+    "schema": "claimwatch.verdict/v1",
+    "trace_id": "t",
+    "observed_at": "2026-11-21T09:14:03.512+01:00",
+    "route": "billing-faq",
+    "answer": {"action": "served"},
+    "versions": {"model": "m1", "corpus": "c1"},
+    "query": {"query_type": "lookup", "stakes": "high", "answerable": True},
+    "claims": [{"verdict": "contradicted", "text": "x"}, {"verdict": "supported"}, {"verdict": "trivial"}],
+}
 
 
 def events(ids, **over):
@@ -23,8 +32,10 @@ def events(ids, **over):
 
 
 def counts(store):
-    rows = store.query("SELECT sum(events) e, sum(claims) c, sum(failed) f, sum(trivial) t, sum(claims_sq) sq "
-                       "FROM rate_minute WHERE dim = ''")
+    rows = store.query(
+        "SELECT sum(events) e, sum(claims) c, sum(failed) f, sum(trivial) t, sum(claims_sq) sq "
+        "FROM rate_minute WHERE dim = ''"
+    )
     claims = store.query("SELECT count() n FROM claims")[0]["n"]
     stored = store.query("SELECT count() n FROM events")[0]["n"]
     return rows[0], claims, stored
@@ -62,18 +73,26 @@ def test_lines_encoded_beforehand_lose_their_duplicates_like_events_do(store):
     result = writer.write_lines([EventKey.of(e) for e in batch], [intake_line(e) for e in batch])
     assert (result.inserted, result.duplicates) == (2, 2)
     rows = store.query("SELECT event_id, route FROM events ORDER BY event_id")
-    assert rows == [{"event_id": "a", "route": "parcel-status"}, {"event_id": "b", "route": "parcel-status"},
-                    {"event_id": "c", "route": "parcel-status"}]
+    assert rows == [
+        {"event_id": "a", "route": "parcel-status"},
+        {"event_id": "b", "route": "parcel-status"},
+        {"event_id": "c", "route": "parcel-status"},
+    ]
 
 
 def test_the_redelivery_check_reads_the_batchs_minutes_not_the_whole_table(store):
     """A week of answers stored; a batch of one minute's answers (a redelivered one among them) is checked by
     reading that minute's keys only, and the redelivery is still found."""
     writer = EventWriter(store)
-    week = [f"2026-11-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}Z" for day in range(14, 21) for hour in range(24)
-            for minute in range(60) for second in (0, 30)]  # 20,160 answers: several granules of keys
+    week = [
+        f"2026-11-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}Z"
+        for day in range(14, 21)
+        for hour in range(24)
+        for minute in range(60)
+        for second in (0, 30)
+    ]  # 20,160 answers: several granules of keys
     for start in range(0, len(week), 5000):
-        writer.write([events([f"e{start + i}"], observed_at=at)[0] for i, at in enumerate(week[start:start + 5000])])
+        writer.write([events([f"e{start + i}"], observed_at=at)[0] for i, at in enumerate(week[start : start + 5000])])
     batch = events(["e5", "new-1", "new-2"], observed_at=week[5])
     keys = [EventKey.of(e) for e in batch]
     assert writer.stored_ids(keys) == {"e5"}
@@ -117,19 +136,26 @@ def test_only_minutes_that_hold_stored_answers_have_their_ids_looked_up(store):
 
 def test_a_claim_row_references_its_answer_and_readers_join_its_text(store):
     """Migration 016: no question, answer or signals copied into claims; the claim readers get them from events."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from services.store.issues import IssueRepository
 
     question, answer = "Why was I charged twice?", "You were charged once; " + "x" * 3000
-    EventWriter(store).write(events(["q1"], query={**BASE["query"], "text": question}, answer={"text": answer},
-                                    signals={"premise_similarity": 0.5}))
+    EventWriter(store).write(
+        events(
+            ["q1"],
+            query={**BASE["query"], "text": question},
+            answer={"text": answer},
+            signals={"premise_similarity": 0.5},
+        )
+    )
     copied = store.query("SELECT query_text, answer_text, signals FROM claims WHERE event_id = 'q1'")
     assert copied == [{"query_text": "", "answer_text": "", "signals": ""}] * 3
     repo = IssueRepository(store, dict, dict)
-    claims = repo.failing_claims(datetime(2026, 11, 21, tzinfo=timezone.utc))
+    claims = repo.failing_claims(datetime(2026, 11, 21, tzinfo=UTC))
     assert [(c["event_id"], c["claim_idx"], c["query_text"], c["answer_text"], c["signals"]) for c in claims] == [
-        ("q1", 0, question, answer[:2000], '{"premise_similarity":0.5}')]
+        ("q1", 0, question, answer[:2000], '{"premise_similarity":0.5}')
+    ]
 
 
 def test_retried_identical_insert_is_a_noop_in_every_view(store):
@@ -147,8 +173,14 @@ def test_retried_identical_insert_is_a_noop_in_every_view(store):
 def test_slices_cover_query_type_stakes_and_versions(store):
     EventWriter(store).write(events(["a"]))
     dims = {(r["dim"], r["value"]) for r in store.query("SELECT DISTINCT dim, value FROM rate_minute")}
-    assert dims == {("", ""), ("query_type", "lookup"), ("stakes", "high"), ("mix", "query_type=lookup stakes=high"),
-                    ("version.model", "m1"), ("version.corpus", "c1")}
+    assert dims == {
+        ("", ""),
+        ("query_type", "lookup"),
+        ("stakes", "high"),
+        ("mix", "query_type=lookup stakes=high"),
+        ("version.model", "m1"),
+        ("version.corpus", "c1"),
+    }
 
 
 def test_dead_letters_count_each_message_once(store):
@@ -169,7 +201,10 @@ def test_dead_letters_of_one_envelope_are_kept_per_index_and_summarised_with_it(
     [summary] = dlq_summary(store, samples=5)
     assert summary["count"] == 3
     assert sorted((s["source"], s["envelope_index"]) for s in summary["samples"]) == [
-        ("t/0/10", None), ("t/0/9 events[3]", 3), ("t/0/9 events[40]", 40)]
+        ("t/0/10", None),
+        ("t/0/9 events[3]", 3),
+        ("t/0/9 events[40]", 40),
+    ]
 
 
 def test_migration_007_keeps_earlier_dead_letters_as_whole_messages(tmp_path):
@@ -182,7 +217,8 @@ def test_migration_007_keeps_earlier_dead_letters_as_whole_messages(tmp_path):
     for statement in statements((MIGRATIONS / "007_envelope_index.sql").read_text()):
         store.command(statement)
     assert store.query("SELECT partition, offset, envelope_index, rule FROM dlq") == [
-        {"partition": 1, "offset": 5, "envelope_index": -1, "rule": "not_json"}]
+        {"partition": 1, "offset": 5, "envelope_index": -1, "rule": "not_json"}
+    ]
     store.close()
 
 
@@ -195,7 +231,7 @@ def test_hostile_text_is_stored_verbatim(store):
 
 def test_repair_restores_views_after_a_torn_insert(store):
     """A kill between the events part and its view parts: events stored, claims and minutes not."""
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
     from services.store.convert import event_to_row
     from services.store.repair import repair
@@ -212,11 +248,11 @@ def test_repair_restores_views_after_a_torn_insert(store):
     assert writer.write(events(["c", "d"])).inserted == 0  # redelivery is skipped: the views stay short
     assert counts(store)[0]["e"] == good[0]["e"]
 
-    report = repair(store, datetime.now(timezone.utc) - timedelta(minutes=5))
+    report = repair(store, datetime.now(UTC) - timedelta(minutes=5))
     assert report.claims_rows == 2 and report.buckets_corrected > 0
     agg, claims, stored = counts(store)
     assert agg == {"e": 4, "c": 8, "f": 4, "t": 4, "sq": 16} and claims == 12 and stored == 4
-    assert repair(store, datetime.now(timezone.utc) - timedelta(minutes=5)) == type(report)(0, 0, 0)  # idempotent
+    assert repair(store, datetime.now(UTC) - timedelta(minutes=5)) == type(report)(0, 0, 0)  # idempotent
     dims = store.query("SELECT dim, sum(events) AS e FROM rate_minute GROUP BY dim ORDER BY dim")
     assert all(r["e"] == 4 for r in dims)
 
@@ -225,7 +261,7 @@ def test_repair_restores_the_writers_keys_too_so_a_redelivery_after_a_kill_is_no
     """A kill after the events part, before any view's part, event_keys included: the writer would take the
     redelivered answers for new ones and count them a second time (seen in CI: the kill-restart test's totals
     never settled). The repair that runs before consuming restores the keys with the claims and minutes."""
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
     from services.store.convert import event_to_row
     from services.store.repair import repair
@@ -239,26 +275,29 @@ def test_repair_restores_the_writers_keys_too_so_a_redelivery_after_a_kill_is_no
     for view in torn:
         store.command(f"ATTACH TABLE {view}")
 
-    report = repair(store, datetime.now(timezone.utc) - timedelta(minutes=5))
+    report = repair(store, datetime.now(UTC) - timedelta(minutes=5))
     assert (report.keys_rows, report.claims_rows) == (2, 2) and report.buckets_corrected > 0
     redelivered = writer.write(events(["c", "d", "e"]))
     assert (redelivered.inserted, redelivered.duplicates) == (1, 2)
     agg, claims, stored = counts(store)
     assert agg == {"e": 5, "c": 10, "f": 5, "t": 5, "sq": 20} and claims == 15 and stored == 5
-    assert repair(store, datetime.now(timezone.utc) - timedelta(minutes=5)) == type(report)(0, 0, 0)
+    assert repair(store, datetime.now(UTC) - timedelta(minutes=5)) == type(report)(0, 0, 0)
 
 
 def test_repair_compares_a_span_of_minutes_at_a_time_and_finds_every_torn_bucket(store, monkeypatch):
     """A restart after a large backfill re-derives about a million buckets: compared in the store a span at a time
     (as Python rows at once they took 20 GB, bench/routes.py). Spans of one minute find what one span does."""
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
     import services.store.repair as repair_module
     from services.store.convert import event_to_row
 
     start = datetime.fromisoformat(BASE["observed_at"].replace("Z", "+00:00"))
-    spread = lambda ids: [e for i, x in enumerate(ids)  # noqa: E731
-                          for e in events([x], observed_at=(start + timedelta(minutes=i)).isoformat())]
+    spread = lambda ids: [
+        e
+        for i, x in enumerate(ids)  # noqa: E731
+        for e in events([x], observed_at=(start + timedelta(minutes=i)).isoformat())
+    ]
     clean = EventWriter(store)
     clean.write(spread(["a", "b", "c", "d", "e"]))
     good = counts(store)
@@ -271,7 +310,7 @@ def test_repair_compares_a_span_of_minutes_at_a_time_and_finds_every_torn_bucket
         store.command(f"ATTACH TABLE {view}")
 
     monkeypatch.setattr(repair_module, "SPAN_ANSWERS", 1)
-    report = repair_module.repair(store, datetime.now(timezone.utc) - timedelta(minutes=5))
+    report = repair_module.repair(store, datetime.now(UTC) - timedelta(minutes=5))
     assert report.keys_rows == 5 and report.buckets_corrected >= 5  # a bucket a minute at least, each in its span
     assert counts(store) == good
-    assert repair_module.repair(store, datetime.now(timezone.utc) - timedelta(minutes=5)).buckets_corrected == 0
+    assert repair_module.repair(store, datetime.now(UTC) - timedelta(minutes=5)).buckets_corrected == 0

@@ -1,6 +1,7 @@
 """Each archive form wakes the issue by itself at the right moment, on constructed histories of failing claims in
 a real chDB store: until escalating (the issue list's test, on an hour wholly after the archive), for a duration,
 until N more claims. The wake-up is in the activity; archived issues leave the default list."""
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -29,8 +30,9 @@ def world(tmp_path):
 def test_until_escalating_wakes_at_the_first_escalating_hour_after_the_archive(world):
     components, clock = world
     # 2 claims an hour for 6 hours before the archive and 3 after; then 12 in the fourth hour after it
-    members(components, "iss-a", hourly(T0 - timedelta(hours=6), 9, 2) + hourly(T0 + timedelta(hours=3), 1, 12),
-            prefix="x")
+    members(
+        components, "iss-a", hourly(T0 - timedelta(hours=6), 9, 2) + hourly(T0 + timedelta(hours=3), 1, 12), prefix="x"
+    )
     components.triage.archive("iss-a", "dana")
     for quiet in (T0 + timedelta(hours=1), T0 + timedelta(hours=3)):
         components.triage.tick(clock.at(quiet))
@@ -58,7 +60,9 @@ def test_archived_for_a_duration_wakes_when_the_duration_ends(world):
     assert archived(components, "iss-a")
     components.triage.tick(clock.at(T0 + timedelta(hours=8)))
     assert not archived(components, "iss-a")
-    assert wake_entries(components, "iss-a")[0]["why"] == f"its archive ended at {(T0 + timedelta(hours=8)).isoformat()}"
+    assert (
+        wake_entries(components, "iss-a")[0]["why"] == f"its archive ended at {(T0 + timedelta(hours=8)).isoformat()}"
+    )
 
 
 def test_archived_until_n_more_claims_counts_only_claims_after_the_archive(world):
@@ -85,9 +89,14 @@ def test_an_archived_issue_leaves_the_default_list_until_it_wakes(world):
     assert sorted(listed()) == ["iss-a", "iss-b"] and listed(state="archived") == []
 
 
-@pytest.mark.parametrize("duration, claims, says", [
-    (timedelta(hours=1), 5, "not both"), (timedelta(0), None, "positive"), (None, 0, "at least 1"),
-])
+@pytest.mark.parametrize(
+    "duration, claims, says",
+    [
+        (timedelta(hours=1), 5, "not both"),
+        (timedelta(0), None, "positive"),
+        (None, 0, "at least 1"),
+    ],
+)
 def test_an_archive_is_one_well_formed_condition(duration, claims, says):
     with pytest.raises(ValueError, match=says):
         Archive.start(T0, duration, claims)

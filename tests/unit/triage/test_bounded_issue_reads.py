@@ -1,6 +1,7 @@
 """What one person can put on an issue cannot make its reads unbounded or its page misleading (issue 51): the
 activity comes a page at a time (400 notes made one read 3.5 MB), and a ticket link's bidirectional controls are
 written out, not obeyed, with the whole URL on hover. The real API over a real chDB store."""
+
 from __future__ import annotations
 
 import html

@@ -1,5 +1,6 @@
 """`claimwatch issues` triage commands on the store files (no API answers): assign, note, link, archive,
 unarchive, the filters of `issues list` and what `issues show` prints; refusals say what to do instead."""
+
 from __future__ import annotations
 
 import json
@@ -7,8 +8,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from services.app.cli import main
 from services.app.broker import free_port
+from services.app.cli import main
 from services.core.command import cli_command
 from tests.support.triage_world import an_issue, triage_world
 
@@ -26,12 +27,17 @@ def claimwatch(tmp_path):
         # what it says, but the notice that no API answers and it reads the store files
         result.said = "\n".join(line for line in result.output.splitlines() if not line.startswith("no claimwatch API"))
         return result
+
     return run
 
 
 def test_triage_from_the_command_line_shows_in_issues_show(claimwatch):
-    steps = [("assign", "iss-a", "sam", "--by", "lee"), ("note", "iss-a", "rolled back gen-2", "--by", "sam"),
-             ("link", "iss-a", "https://tickets.example/PAY-7", "--by", "sam"), ("archive", "iss-a", "--for", "2h")]
+    steps = [
+        ("assign", "iss-a", "sam", "--by", "lee"),
+        ("note", "iss-a", "rolled back gen-2", "--by", "sam"),
+        ("link", "iss-a", "https://tickets.example/PAY-7", "--by", "sam"),
+        ("archive", "iss-a", "--for", "2h"),
+    ]
     said = [claimwatch(*step) for step in steps]
     assert all(r.exit_code == 0 for r in said), [r.output for r in said]
     assert said[0].said.strip() == "iss-a is assigned to sam (team on-call)"
@@ -41,8 +47,13 @@ def test_triage_from_the_command_line_shows_in_issues_show(claimwatch):
     assert listed("--state", "archived", "--assignee", "sam") == ["iss-a"]
     assert listed("--state", "archived", "--owner", "nobody") == []
     shown = claimwatch("show", "iss-a").output
-    for expected in ("sam (team on-call)", "https://tickets.example/PAY-7", 'sam: note "rolled back gen-2"',
-                     "lee: assigned (assignee sam)", "archived"):
+    for expected in (
+        "sam (team on-call)",
+        "https://tickets.example/PAY-7",
+        'sam: note "rolled back gen-2"',
+        "lee: assigned (assignee sam)",
+        "archived",
+    ):
         assert expected in shown, expected
     assert claimwatch("unarchive", "iss-a").said.strip() == "iss-a is new again"
 
@@ -53,8 +64,7 @@ def test_triaging_a_merged_issue_changes_the_issue_it_joined_and_says_so(claimwa
     assigned = claimwatch("assign", "iss-gone", "alice", "--by", "lee")
     linked = claimwatch("link", "iss-gone", "https://tickets.example.com/CW-12", "--by", "lee")
     assert assigned.exit_code == 0 and linked.exit_code == 0, (assigned.output, linked.output)
-    assert assigned.said.splitlines() == ["iss-gone was merged into iss-a",
-                                            "iss-a is assigned to alice (team on-call)"]
+    assert assigned.said.splitlines() == ["iss-gone was merged into iss-a", "iss-a is assigned to alice (team on-call)"]
     shown = json.loads(claimwatch("show", "iss-a", "-o", "json").stdout)
     assert shown["assignee"] == "alice" and shown["ticket_url"] == "https://tickets.example.com/CW-12"
     assert json.loads(claimwatch("show", "iss-gone", "-o", "json").stdout)["assignee"] == ""
@@ -64,13 +74,19 @@ def test_triaging_a_merged_issue_changes_the_issue_it_joined_and_says_so(claimwa
     assert shown_merged[at + 1].strip() == f"{cli_command()} issues show iss-a"  # one line: it pastes whole
 
 
-@pytest.mark.parametrize("args, says", [
-    (("archive", "iss-a", "--for", "2h", "--until-claims", "5"), "give --for or --until-claims, not both"),
-    (("archive", "iss-a", "--for", "soon"), "--for 'soon': use a number followed by s, m, h or d"),
-    (("unassign", "iss-a"), "issue iss-a is not assigned"),
-    (("link", "iss-a", "tickets/PAY-7"), "the ticket link must be an http(s) URL"),
-    (("resolve", "iss-a", "--in-next-version"), "no corpus, model, prompt version is stored on route 'billing-faq'"),
-])
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (("archive", "iss-a", "--for", "2h", "--until-claims", "5"), "give --for or --until-claims, not both"),
+        (("archive", "iss-a", "--for", "soon"), "--for 'soon': use a number followed by s, m, h or d"),
+        (("unassign", "iss-a"), "issue iss-a is not assigned"),
+        (("link", "iss-a", "tickets/PAY-7"), "the ticket link must be an http(s) URL"),
+        (
+            ("resolve", "iss-a", "--in-next-version"),
+            "no corpus, model, prompt version is stored on route 'billing-faq'",
+        ),
+    ],
+)
 def test_refusals_say_what_to_do(claimwatch, args, says):
     result = claimwatch(*args)
     assert result.exit_code == 1 and says in result.output, result.output

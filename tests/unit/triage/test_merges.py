@@ -1,6 +1,7 @@
 """Suggested merges: live issues of the same configuration whose centroids are close and whose claims are each
 other's nearest neighbours, most similar first, each with its evidence (similarity, link ratio, shared words);
 shown with the issue, and computed from what the tracker records at each re-clustering."""
+
 from __future__ import annotations
 
 import math
@@ -19,8 +20,15 @@ from clustering.track import IssueTracker
 from services.api.app import create_api
 from services.api.security import ApiPolicy
 from services.app.cli.issues import triage_fields
-from services.triage.merges import (BACKGROUND_MIN_PAIRS, BACKGROUND_TIMES, MIN_SIMILARITY, link_background,
-                                    links_needed, merge_groups, suggest_merges)
+from services.triage.merges import (
+    BACKGROUND_MIN_PAIRS,
+    BACKGROUND_TIMES,
+    MIN_SIMILARITY,
+    link_background,
+    links_needed,
+    merge_groups,
+    suggest_merges,
+)
 from tests.support.triage_world import T0, an_issue, triage_world
 
 
@@ -29,8 +37,16 @@ def at_angle(degrees: float) -> list[float]:
 
 
 def issue(issue_id: str, name: str, degrees: float, **fields) -> IssueRecord:
-    return IssueRecord(issue_id=issue_id, name=name, keywords=("refund", "annual"), config_name="test@1",
-                       first_seen=T0, last_seen=T0, centroid=at_angle(degrees), **fields)
+    return IssueRecord(
+        issue_id=issue_id,
+        name=name,
+        keywords=("refund", "annual"),
+        config_name="test@1",
+        first_seen=T0,
+        last_seen=T0,
+        centroid=at_angle(degrees),
+        **fields,
+    )
 
 
 def unit(x: np.ndarray) -> np.ndarray:
@@ -63,11 +79,33 @@ def tracked(vectors: np.ndarray, labels: np.ndarray) -> list[IssueRecord]:
     for k in range(labels.max() + 1):
         ids = [f"c{k}-{i:03d}" for i in np.flatnonzero(labels == k)]
         claims += [FailingClaim(i, f"failure {k}") for i in ids]
-        clusters.append(ClusterSummary(k, tuple(ids), f"failure {k}", (f"f{k}",), tuple(ids[:2]), {"r": len(ids)},
-                                       {"unsupported": len(ids)}, unit(vectors[labels == k].mean(0)),
-                                       {"2026-11-21T09": len(ids)}, None, None, neighbours=linked[k]))
-    run = ClusteringRun(DEFAULT_CONFIG.name, "hand", T0, tuple(claims), labels, np.ones(len(labels)),
-                        tuple("clustered" for _ in claims), clusters, {})
+        clusters.append(
+            ClusterSummary(
+                k,
+                tuple(ids),
+                f"failure {k}",
+                (f"f{k}",),
+                tuple(ids[:2]),
+                {"r": len(ids)},
+                {"unsupported": len(ids)},
+                unit(vectors[labels == k].mean(0)),
+                {"2026-11-21T09": len(ids)},
+                None,
+                None,
+                neighbours=linked[k],
+            )
+        )
+    run = ClusteringRun(
+        DEFAULT_CONFIG.name,
+        "hand",
+        T0,
+        tuple(claims),
+        labels,
+        np.ones(len(labels)),
+        tuple("clustered" for _ in claims),
+        clusters,
+        {},
+    )
     return IssueTracker(DEFAULT_CONFIG).match([], run, T0)
 
 
@@ -87,13 +125,16 @@ def test_one_failure_cut_in_two_is_suggested_and_two_failures_as_close_are_not()
     assert group[tight[0].issue_id] != group[tight[1].issue_id]
 
 
-@pytest.mark.parametrize("degrees, links, suggested", [
-    (10, 0.0, False),     # cos 0.985: close centroids, claims not linked
-    (10, 0.10, True),     # needs 0.076
-    (41.4, 0.20, True),   # cos 0.75, below the similarity the centroids alone needed: linked claim to claim
-    (41.4, 0.15, False),  # needs 0.17
-    (46.5, 0.90, False),  # cos 0.69: too far whatever the links
-])
+@pytest.mark.parametrize(
+    "degrees, links, suggested",
+    [
+        (10, 0.0, False),  # cos 0.985: close centroids, claims not linked
+        (10, 0.10, True),  # needs 0.076
+        (41.4, 0.20, True),  # cos 0.75, below the similarity the centroids alone needed: linked claim to claim
+        (41.4, 0.15, False),  # needs 0.17
+        (46.5, 0.90, False),  # cos 0.69: too far whatever the links
+    ],
+)
 def test_the_closer_the_centroids_the_fewer_links_a_suggestion_needs(degrees, links, suggested):
     me = issue("iss-a", "annual plans are refunded within <num> days", 0, neighbours={"iss-b": links})
     other = issue("iss-b", "refunds of annual plans take <num> days", degrees, neighbours={"iss-a": links})
@@ -106,9 +147,17 @@ def neighbourhood(background: float, pair: float = 0.2, n: int = 8) -> list[Issu
     """``n`` issues 5 degrees apart (every pair at cosine >= 0.82): iss-0 and iss-1 share ``pair`` links, every
     other pair ``background``."""
     ids = [f"iss-{i}" for i in range(n)]
-    return [issue(me, f"failure {i}", 5 * i, neighbours={other: pair if {me, other} == {"iss-0", "iss-1"} else background
-                                                         for other in ids if other != me})
-            for i, me in enumerate(ids)]
+    return [
+        issue(
+            me,
+            f"failure {i}",
+            5 * i,
+            neighbours={
+                other: pair if {me, other} == {"iss-0", "iss-1"} else background for other in ids if other != me
+            },
+        )
+        for i, me in enumerate(ids)
+    ]
 
 
 def test_a_pair_must_link_well_beyond_what_neighbouring_issues_share_anyway():
@@ -143,14 +192,17 @@ def test_a_pair_is_suggested_on_both_pages_when_only_one_issue_kept_the_link():
 
 
 def test_only_linked_live_issues_of_the_same_configuration_are_suggested_nearest_first():
-    linked = {i: 0.5 for i in ("iss-near", "iss-nearer", "iss-far", "iss-gone", "iss-other")}
+    linked = dict.fromkeys(("iss-near", "iss-nearer", "iss-far", "iss-gone", "iss-other"), 0.5)
     me = issue("iss-a", "annual plans are refunded within <num> days", 0, neighbours=linked)
-    others = [issue("iss-near", "refunds of annual plans take <num> days", 10),     # cos 0.985
-              issue("iss-nearer", "annual plans refunded within a week", 5),       # cos 0.996
-              issue("iss-far", "parcels arrive on <num>", 60),                     # cos 0.5
-              issue("iss-gone", "annual plans", 1, merged_into="iss-near"),       # merged away
-              replace(issue("iss-other", "annual plans", 1), config_name="other@2"),
-              issue("iss-unlinked", "annual plans", 2), me]                         # close, no links recorded
+    others = [
+        issue("iss-near", "refunds of annual plans take <num> days", 10),  # cos 0.985
+        issue("iss-nearer", "annual plans refunded within a week", 5),  # cos 0.996
+        issue("iss-far", "parcels arrive on <num>", 60),  # cos 0.5
+        issue("iss-gone", "annual plans", 1, merged_into="iss-near"),  # merged away
+        replace(issue("iss-other", "annual plans", 1), config_name="other@2"),
+        issue("iss-unlinked", "annual plans", 2),
+        me,
+    ]  # close, no links recorded
     found = suggest_merges(me, others)
     assert [c.issue_id for c in found] == ["iss-nearer", "iss-near"]
     assert found[0].similarity == round(math.cos(math.radians(5)), 3) and found[0].links == 0.5
@@ -164,11 +216,13 @@ def test_the_issue_shows_its_merge_candidates_with_the_links_the_store_kept(tmp_
         an_issue(components, "iss-c", centroid=at_angle(90), neighbours={"iss-a": 0.5})
         shown = components.issues.show("iss-a")
         assert [(c["issue_id"], c["similarity"], c["links"]) for c in shown["merge_candidates"]] == [
-            ("iss-b", round(math.cos(math.radians(30)), 3), 0.25)]
+            ("iss-b", round(math.cos(math.radians(30)), 3), 0.25)
+        ]
         needed = links_needed(math.cos(math.radians(30)))  # too few neighbouring pairs for a background level
         assert shown["merge_candidates"][0]["needed"] == round(needed, 3) == 0.124
         assert "0.87 centroid similarity, 0.25 neighbour links, 0.12 needed here" in str(
-            dict(triage_fields(shown, T0))["merge with?"])
+            dict(triage_fields(shown, T0))["merge with?"]
+        )
         page = TestClient(create_api(components, ApiPolicy(), now=clock)).get("/issues/iss-a").text
         assert "centroid similarity 0.87, neighbour links 0.25 (0.12 needed here)" in page
 
@@ -176,12 +230,20 @@ def test_the_issue_shows_its_merge_candidates_with_the_links_the_store_kept(tmp_
 def test_accepting_every_suggestion_joins_issues_through_chains():
     # a~b and b~c are linked (a and c are not), d is close to c but not linked, e stands alone
     links = {("a", "b"): 0.3, ("b", "c"): 0.3}
-    records = [issue(name, name, degrees, neighbours={y if x == name else x: r for (x, y), r in links.items()
-                                                      if name in (x, y)})
-               for name, degrees in (("a", 0), ("b", 9), ("c", 18), ("d", 20), ("e", 90))]
+    records = [
+        issue(
+            name, name, degrees, neighbours={y if x == name else x: r for (x, y), r in links.items() if name in (x, y)}
+        )
+        for name, degrees in (("a", 0), ("b", 9), ("c", 18), ("d", 20), ("e", 90))
+    ]
     assert merge_groups(records) == {"a": "a", "b": "a", "c": "a", "d": "d", "e": "e"}
-    assert merge_groups(records, need_links=False, min_similarity=0.85) == {"a": "a", "b": "a", "c": "a", "d": "a",
-                                                                             "e": "e"}
+    assert merge_groups(records, need_links=False, min_similarity=0.85) == {
+        "a": "a",
+        "b": "a",
+        "c": "a",
+        "d": "a",
+        "e": "e",
+    }
     assert merge_groups([]) == {}
 
 

@@ -1,6 +1,7 @@
 """Resolving in the next version records the corpus, model and prompt versions current on the issue's dominant
 route (the newest claim stored there); resolving outright records none, so any recurrence regresses (the tracker's
 side: tests/unit/clustering/test_track.py)."""
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -16,19 +17,33 @@ from tests.support.triage_world import T0, an_issue, triage_world
 
 
 def event(event_id: str, at, versions: dict):
-    return Decoder().decode(orjson.dumps({
-        "schema": "claimwatch.verdict/v1", "event_id": event_id, "trace_id": f"tr-{event_id}", "versions": versions,
-        "observed_at": at.isoformat(), "route": "billing-faq", "query": {"text": f"question {event_id}"},
-        "claims": [{"text": f"claim {event_id}", "verdict": "contradicted"}]}))
+    return Decoder().decode(
+        orjson.dumps(
+            {
+                "schema": "claimwatch.verdict/v1",
+                "event_id": event_id,
+                "trace_id": f"tr-{event_id}",
+                "versions": versions,
+                "observed_at": at.isoformat(),
+                "route": "billing-faq",
+                "query": {"text": f"question {event_id}"},
+                "claims": [{"text": f"claim {event_id}", "verdict": "contradicted"}],
+            }
+        )
+    )
 
 
 @pytest.fixture()
 def world(tmp_path):
     with triage_world(tmp_path) as (components, clock):
         RetentionKeeper(components.store).apply(KEEP_EVERYTHING)  # fixed event times must not age past a TTL
-        EventWriter(components.store).write([
-            event("e-old", T0 - timedelta(hours=2), {"model": "gen-1", "prompt": "p2", "verifier": "v8"}),
-            event("e-new", T0 - timedelta(hours=1), {"model": "gen-2", "prompt": "p3", "verifier": "v9"})], [])
+        EventWriter(components.store).write(
+            [
+                event("e-old", T0 - timedelta(hours=2), {"model": "gen-1", "prompt": "p2", "verifier": "v8"}),
+                event("e-new", T0 - timedelta(hours=1), {"model": "gen-2", "prompt": "p3", "verifier": "v9"}),
+            ],
+            [],
+        )
         an_issue(components, "iss-a")
         yield components
 

@@ -2,6 +2,7 @@
 signed with the shared secret (HMAC-SHA256 of the body), carrying the issue, its owner, its ticket and its runbook;
 a target that fails gets the same signed event again until it answers; a linked issue's regression asks for its
 ticket to be reopened."""
+
 from __future__ import annotations
 
 import asyncio
@@ -30,8 +31,15 @@ class Sending:
     """The alert notifier's queue and retries (services/alerts/notify.Dispatcher) on an event loop of its own."""
 
     def __init__(self):
-        self.dispatcher = Dispatcher(None, None, "http://127.0.0.1:8080", timedelta(minutes=1), retry_initial_seconds=0.5,
-                                     retry_max_seconds=30, attempt_timeout_seconds=10)
+        self.dispatcher = Dispatcher(
+            None,
+            None,
+            "http://127.0.0.1:8080",
+            timedelta(minutes=1),
+            retry_initial_seconds=0.5,
+            retry_max_seconds=30,
+            attempt_timeout_seconds=10,
+        )
         self.loop = asyncio.new_event_loop()
         self.task = self.loop.create_task(self.dispatcher.run())
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
@@ -70,8 +78,14 @@ def signed(headers: dict, body: bytes) -> bool:
 
 
 def test_events_arrive_signed_and_are_retried_until_the_target_answers(tmp_path, receiver, sending):
-    settings = {"triage": {"webhook_url": receiver.url + "/hooks/claimwatch", "webhook_secret": SECRET, "default_team": "platform"},
-                "owners": [{"route": "billing-*", "team": "payments"}]}
+    settings = {
+        "triage": {
+            "webhook_url": receiver.url + "/hooks/claimwatch",
+            "webhook_secret": SECRET,
+            "default_team": "platform",
+        },
+        "owners": [{"route": "billing-*", "team": "payments"}],
+    }
     with triage_world(tmp_path, **settings) as (components, clock):
         triage = components.triage
         clock.at(T0 + timedelta(minutes=1))
@@ -89,8 +103,13 @@ def test_events_arrive_signed_and_are_retried_until_the_target_answers(tmp_path,
         events = [json.loads(body) for _, body in posts[2:]]
         assert [e["event"] for e in events] == ["created", "assigned", "resolved"]
         assert all(signed(headers, body) for headers, body in posts)
-        assert not any(hmac.compare_digest(h["X-Claimwatch-Signature"], "sha256=" + hmac.new(
-            b"another-secret-entirely", b, hashlib.sha256).hexdigest()) for h, b in posts)
+        assert not any(
+            hmac.compare_digest(
+                h["X-Claimwatch-Signature"],
+                "sha256=" + hmac.new(b"another-secret-entirely", b, hashlib.sha256).hexdigest(),
+            )
+            for h, b in posts
+        )
         assigned = events[1]
         assert assigned["by"] == "lee" and assigned["issue"]["assignee"] == "sam" and assigned["owner"] == "sam"
         assert assigned["text"] == "[ASSIGNED] issue iss-a (iss-a), owner sam: assigned to sam by lee"
@@ -102,8 +121,18 @@ def test_events_arrive_signed_and_are_retried_until_the_target_answers(tmp_path,
         members(components, "iss-b", hourly(T0 - timedelta(hours=6), 6, 2) + hourly(T0, 1, 12))
         record = components.repos.issues.get("iss-a")
         clock.at(T0 + timedelta(minutes=30))
-        components.repos.issues.save([replace(record, state=REGRESSED, history=(
-            *record.history, {"at": clock.now.isoformat(), "event": "regressed", "versions": {"model": "gen-2"}}))])
+        components.repos.issues.save(
+            [
+                replace(
+                    record,
+                    state=REGRESSED,
+                    history=(
+                        *record.history,
+                        {"at": clock.now.isoformat(), "event": "regressed", "versions": {"model": "gen-2"}},
+                    ),
+                )
+            ]
+        )
         sending.send(triage.tick(clock.at(T0 + timedelta(hours=1))))
         later = [json.loads(body) for _, _, body in receiver.wait_until(lambda p: len(p) >= 7)[5:]]
         by_event = {e["event"]: e for e in later}
@@ -122,38 +151,64 @@ def test_an_entry_saved_after_the_tick_that_would_have_sent_it_is_sent_by_the_ne
         assert triage.tick(clock.at(T0 + timedelta(minutes=10))) == []
         an_issue(components, "iss-late", history=({"at": (T0 + timedelta(minutes=2)).isoformat(), "event": "created"},))
         (late,) = triage.tick(clock.at(T0 + timedelta(minutes=11)))
-        assert json.loads(late.body)["issue"]["issue_id"] == "iss-late" and late.headers["X-Claimwatch-Event"] == "created"
+        assert (
+            json.loads(late.body)["issue"]["issue_id"] == "iss-late" and late.headers["X-Claimwatch-Event"] == "created"
+        )
         assert triage.tick(clock.at(T0 + timedelta(minutes=12))) == []
 
 
 def test_an_event_made_before_a_restart_and_never_sent_is_sent_by_the_next_leader(tmp_path):
     """`issues assign`, then the worker stops before its next tick: the next leader sends the assignment, and not
     what the previous one delivered (the notification log holds what was sent since it began)."""
-    with triage_world(tmp_path, triage={"webhook_url": "http://127.0.0.1:9/hook"}) as (components, _), \
-            Receiver() as hook:
+    with (
+        triage_world(tmp_path, triage={"webhook_url": "http://127.0.0.1:9/hook"}) as (components, _),
+        Receiver() as hook,
+    ):
         clock, log = Clock(utcnow()), components.repos.notifications  # the log keeps a week of wall-clock time
 
         def leader() -> tuple[TriageService, Dispatcher]:
             webhook = IssueWebhook(hook.url, SECRET)
-            return (TriageService(components.repos.issues, components.issues.summary, webhook, clock,
-                                  resume_from=lambda: log.first_logged("issue_webhook")),
-                    Dispatcher(None, None, "http://127.0.0.1:8080", timedelta(minutes=1), retry_initial_seconds=0.1,
-                               retry_max_seconds=0.2, attempt_timeout_seconds=10, nflog=log, clock=clock))
+            return (
+                TriageService(
+                    components.repos.issues,
+                    components.issues.summary,
+                    webhook,
+                    clock,
+                    resume_from=lambda: log.first_logged("issue_webhook"),
+                ),
+                Dispatcher(
+                    None,
+                    None,
+                    "http://127.0.0.1:8080",
+                    timedelta(minutes=1),
+                    retry_initial_seconds=0.1,
+                    retry_max_seconds=0.2,
+                    attempt_timeout_seconds=10,
+                    nflog=log,
+                    clock=clock,
+                ),
+            )
 
         async def tick(triage: TriageService, dispatcher: Dispatcher, deliver: bool) -> list[str]:
             await dispatcher.enqueue(triage.tick(clock.now))
             queued = [json.loads(o.body)["event"] for o in dispatcher.queued()]
             if deliver:
                 sending = asyncio.create_task(dispatcher.run())
-                await asyncio.to_thread(lambda: wait_until(lambda: all(
-                    e["state"] == "delivered" for e in log.entries("issue_webhook")), 10, "delivered"))
+                await asyncio.to_thread(
+                    lambda: wait_until(
+                        lambda: all(e["state"] == "delivered" for e in log.entries("issue_webhook")), 10, "delivered"
+                    )
+                )
                 sending.cancel()
                 await asyncio.gather(sending, return_exceptions=True)
             return queued
 
         triage, dispatcher = leader()
-        an_issue(components, "iss-a", history=({"at": clock.at(clock.now + timedelta(seconds=1)).isoformat(),
-                                                "event": "created"},))
+        an_issue(
+            components,
+            "iss-a",
+            history=({"at": clock.at(clock.now + timedelta(seconds=1)).isoformat(), "event": "created"},),
+        )
         clock.at(clock.now + timedelta(minutes=1))
         assert asyncio.run(tick(triage, dispatcher, deliver=True)) == ["created"]
         clock.at(clock.now + timedelta(minutes=1))
