@@ -6,7 +6,7 @@ DEBS   := prometheus-alertmanager prometheus chromium
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: install system-deps test test-unit test-integration demo bench clean
+.PHONY: install system-deps lint test test-unit test-integration demo bench clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -28,9 +28,17 @@ system-deps:
 
 install: $(STAMP) system-deps
 
+# Style and types ([tool.ruff] and [tool.mypy] in pyproject.toml); tests/unit/deploy/test_checks.py plants an
+# error of each kind and sees it refused.
+CHECKED := services streams clustering runbooks tests bench
+lint: $(STAMP)
+	$(VENV)/bin/ruff check $(CHECKED)
+	$(VENV)/bin/ruff format --check $(CHECKED)
+	$(VENV)/bin/mypy
+
 # Two workers, a test file each: most tests wait on a broker, a worker process or a browser, so the
 # second core is idle otherwise (--dist loadfile keeps each file's module fixtures in one process).
-test: install
+test: install lint
 	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile tests
 
 test-unit: install

@@ -94,7 +94,7 @@ def main() -> None:
         others_flagged = np.repeat(per_answer, draw.answer_claims) - flagged
         siblings = np.where(others == 0, 0, 1 + (others_flagged > 0) + (2 * others_flagged > others))
 
-        def add(name: str, strata: np.ndarray, neyman: bool = True) -> None:
+        def add(name: str, strata: np.ndarray, neyman: bool = True, failed=failed, flagged=flagged) -> None:
             rows.setdefault(name, []).append(floor_width(failed, flagged * 100 + strata, args.labels, neyman))
 
         add("verdict, split evenly", 0, neyman=False)

@@ -6,7 +6,7 @@ failing trace. The pipeline is not told the number of intents. Printed per split
 NMI / ARI against ``intent`` (noise counted as one cluster of its own) and against
 ``domain``; raw HDBSCAN figures before low-confidence points join the nearest issue
 centroid and after it; noise fraction; number of issues, and issues and NMI after accepting
-every suggested merge (services/triage/merges.py); seconds per stage; and, in the same
+every suggested merge (services/issues/merges.py); seconds per stage; and, in the same
 process on the same embeddings, KMeans given the true number of intents.
 
     python bench/clustering.py                              # test split
@@ -60,7 +60,7 @@ from services.client.demo import CORPUS_CHANGE_AT, HISTORY_MINUTES, REGRESSION_A
 from services.client.simulate import Scenario, generate  # noqa: E402
 from services.client.simulate.coverage import failing_claim_families, family_coverage, format_coverage  # noqa: E402
 from services.contract.decode import validate_event  # noqa: E402
-from services.triage.merges import (
+from services.issues.merges import (
     BACKGROUND_TIMES,
     LINKS_AT_085,
     MIN_SIMILARITY,
@@ -101,7 +101,8 @@ def bench_split(split: str, rows: list[dict], embedder, args, config: Clustering
     d_nmi, d_ari = scores(domain, labels)
     summary = run.summary()
     print(
-        f"\n== {split}: {len(rows)} queries, {len(set(intent))} intents, {len(set(domain))} domains, UMAP random_state {config.random_state} =="
+        f"\n== {split}: {len(rows)} queries, {len(set(intent))} intents, {len(set(domain))} domains, "
+        f"UMAP random_state {config.random_state} =="
     )
     print(
         f"issues {summary['issues']}   noise {summary['noise_fraction']:.2%} after attaching "
@@ -134,7 +135,7 @@ def after_suggested_merges(
     run, config: ClusteringConfig, intent: list[str], labels: list[int], other_times: Sequence[float] = ()
 ) -> dict:
     """Issues against the true number of intents, before and after accepting every suggested merge, as the issue
-    page shows them (services/triage/merges.py, on the tracker's records of this run), with NMI after; after the
+    page shows them (services/issues/merges.py, on the tracker's records of this run), with NMI after; after the
     rule with each of ``other_times`` in place of BACKGROUND_TIMES; and after the rule before links (centroid
     similarity >= 0.85 alone), for comparison."""
     tracker = IssueTracker(config)

@@ -43,7 +43,7 @@ import json
 import math
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
@@ -160,8 +160,8 @@ def detectors() -> dict[str, DetectorConfig]:
     shipped = DetectorConfig()
     return {
         SHIPPED: shipped,
-        PREVIOUS: replace(shipped, season_days=0, hold_pending=False),
-        NAIVE: replace(shipped, kind="naive", season_days=0, hold_pending=False),
+        PREVIOUS: shipped.replace(season_days=0, hold_pending=False),
+        NAIVE: shipped.replace(kind="naive", season_days=0, hold_pending=False),
     }
 
 
@@ -193,7 +193,7 @@ def run_condition(condition: str, rate_per_min: int, days: int, routes: int, see
         if condition == "mix":
             parts = []
             shifted = p.extra[t]
-            for i, (_, share, own) in enumerate(MIX_TYPES):
+            for i, (_, _, own) in enumerate(MIX_TYPES):
                 hard_share = MIX_TYPES[1][1] * (1 + shifted)  # multi_hop's share doubles during a shift
                 type_share = hard_share if i == 1 else 1 - hard_share
                 parts.append(simulate_minutes(volume * type_share, grid_level(np.full_like(base, own)), CDF))
@@ -322,8 +322,8 @@ def run_day_one(rate_per_min: int, routes: int, seed: int, swing: float = 0.01) 
     shipped = DetectorConfig()
     configs = {
         SHIPPED: shipped,
-        "previous: 24 h level from the first hour": replace(
-            shipped, learning_level_minutes=shipped.baseline_minutes, learning_margin=0.0
+        "previous: 24 h level from the first hour": shipped.replace(
+            learning_level_minutes=shipped.baseline_minutes, learning_margin=0.0
         ),
     }
     out = {}
@@ -542,7 +542,8 @@ def targets(results: dict, extras: dict) -> list[tuple[str, str, bool]]:
 
 
 def write_quality(results: dict, extras: dict, day_one: dict, args) -> None:
-    """What `claimwatch alerts rules` shows for the drift kinds: false alarms and delays on ±1-point swinging traffic."""
+    """What `claimwatch alerts rules` shows for the drift kinds: false alarms and delays on ±1-point swinging
+    traffic."""
     path = Path(__file__).resolve().parents[1] / "services" / "alerts" / "rule_quality.json"
     quality = json.loads(path.read_text()) if path.exists() else {}
     command = f"python bench/drift.py --seed {args.seed} --days {args.days} --routes {args.routes} --write"
@@ -569,7 +570,8 @@ def write_quality(results: dict, extras: dict, day_one: dict, args) -> None:
             **base,
             "false_alarms_per_route_per_60_days": round(m["stray"] / max(r["exposure_days"], 1e-9) * 60, 3),
             "median_delay_minutes": {"multi_hop share 20% -> 40%": quantile(m["delays"], 0.5)},
-            "note": f"{m['caught']} of {m['shifts']} pure mix shifts warned within {DETECT_WITHIN} min, naming the slice",
+            "note": f"{m['caught']} of {m['shifts']} pure mix shifts warned within {DETECT_WITHIN} min, "
+            "naming the slice",
         }
     path.write_text(json.dumps(quality, indent=2, sort_keys=True) + "\n")
 

@@ -1,5 +1,5 @@
 """What tells two halves of one failure from two neighbouring failures: the evidence behind suggested merges
-(services/triage/merges.py; docs/performance.md#merge-suggestions).
+(services/issues/merges.py; docs/performance.md#merge-suggestions).
 
 Each dataset is clustered as the product clusters it, once per UMAP seed. Every pair of issues whose centroids
 are at cosine >= 0.6 is a candidate; it is "one intent" when both issues' commonest true intent is the same.

@@ -3,9 +3,10 @@
 The demo's five routes (services/client/simulate; no bad input or duplicates; event times from a recent
 midnight, so a seed gives the same traffic and no TTL applies) go through the live decoder and the real
 EventWriter into an embedded store in a temporary directory, in batches as the worker writes them; the
-materialized views fill `claims` and `rate_minute`. Every table is then merged (OPTIMIZE ... FINAL, as background merges would eventually),
-and the storage report (`claimwatch storage`) is printed per table: compressed bytes and bytes on disk,
-each per claim, and the raw JSON bytes of the same events divided by them (the ratio).
+materialized views fill `claims` and `rate_minute`. Every table is then merged (OPTIMIZE ... FINAL, as
+background merges would eventually), and the storage report (`claimwatch storage`) is printed per table:
+compressed bytes and bytes on disk, each per claim, and the raw JSON bytes of the same events divided by them
+(the ratio).
 
     python bench/storage.py                   # 1,000,000 events
     python bench/storage.py --events 20000    # a smoke check

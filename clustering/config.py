@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, replace
+from typing import TypedDict
 
 # Parameters added after a configuration was named, with the value that behaves as before:
 # left out of the fingerprint at that value, so older configurations keep theirs.
@@ -113,6 +114,12 @@ def get_config(name: str = DEFAULT_CONFIG.name) -> ClusteringConfig:
         raise KeyError(f"unknown clustering configuration {name!r}; known: {sorted(CONFIGS)}") from None
 
 
+class _Changes(TypedDict, total=False):
+    model: str
+    fields: tuple[str, ...]
+    backend: str
+
+
 def config_from_settings(
     model: str | None = None,
     fields: list[str] | tuple[str, ...] | None = None,
@@ -125,7 +132,7 @@ def config_from_settings(
     issue ids never mix vector spaces.
     """
     base = get_config(name or DEFAULT_CONFIG.name)
-    changes = {}
+    changes: _Changes = {}
     if model is not None and model != base.model:
         changes["model"] = model
     if fields is not None and tuple(fields) != base.fields:

@@ -169,7 +169,7 @@ class CachedEmbedder:
         found = self.cache.get_many(self.model_id, unique)
         missing = [k for k in unique if k not in found]
         if missing:
-            first_text = {}
+            first_text: dict[str, str] = {}
             for key, text in zip(keys, texts):
                 first_text.setdefault(key, text)
             fresh = self.embedder.embed([first_text[k] for k in missing])

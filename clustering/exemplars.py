@@ -2,8 +2,9 @@
 
 Start from the medoid-like member (closest to the centroid), then repeatedly add the
 candidate with the best maximal-marginal-relevance score: central to the issue, far from
-everything chosen so far (max-min distance), among the members HDBSCAN holds most firmly. Candidates closer than ``max_similarity`` to a chosen one, or
-with a normalised text already chosen, are skipped: five copies of one trace teach nothing.
+everything chosen so far (max-min distance), among the members HDBSCAN holds most firmly. Candidates
+closer than ``max_similarity`` to a chosen one, or with a normalised text already chosen, are skipped: five
+copies of one trace teach nothing.
 """
 
 from __future__ import annotations

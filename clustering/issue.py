@@ -42,17 +42,18 @@ class IssueRecord:
     history: tuple[dict, ...] = ()  # {"at", "event": created|regressed|resolved|merged_into|absorbed|split_*}
     subtitle: str = ""  # keywords, verdict, route, stage, versions; ``name`` is the title (clustering/naming.py)
     # issue id -> link ratio of the two issues' claims' nearest neighbours, in the run that last saw both
-    # (clustering/neighbours.py): evidence for suggested merges (services/triage/merges.py)
+    # (clustering/neighbours.py): evidence for suggested merges (services/issues/merges.py)
     neighbours: Mapping[str, float] = field(default_factory=dict)
     # Triage, set by people (services/triage): who works it, until when it is parked, where its ticket is, and
     # the versions current when it was resolved "in the next version" (it regresses only on another one).
     assignee: str = ""
-    archive: Mapping[str, Any] | None = None  # services.triage.archive.Archive.as_dict()
+    archive: Mapping[str, Any] | None = None  # services.issues.archive.Archive.as_dict()
     ticket_url: str = ""
     resolved_in: Mapping[str, str] = field(default_factory=dict)
 
     def to_row(self) -> dict[str, Any]:
-        """The ``issues`` row as plain values: times as aware datetimes (the store formats them), history as JSON text."""
+        """The ``issues`` row as plain values: times as aware datetimes (the store formats them), history as JSON
+        text."""
         return {
             "issue_id": self.issue_id,
             "name": self.name,

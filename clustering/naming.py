@@ -234,7 +234,7 @@ class IssueNamer:
         names: list[IssueName | None] = [None] * len(cluster_facts)
         taken: set[str] = set()
         for i in sorted(range(len(cluster_facts)), key=lambda i: (-len(cluster_facts[i]), i)):
-            candidates = self._candidates(reps[i], facets[i]) or [(None, None)]
+            candidates: Sequence[tuple[str | None, str | None]] = self._candidates(reps[i], facets[i]) or [(None, None)]
             titles = [self.title(text, facets[i], source, keywords[i]) for text, source in candidates]
             title = next((t for t in titles if t not in taken), None)
             if title is None:

@@ -58,7 +58,7 @@ class IssueTracker:
         links = self._links(clusters, mine, alive)
         # an issue's id goes only where most of its claims went (its home): a fragment made of a few of its claims
         # must not carry its id and title while the bulk joins another issue
-        home = {}
+        home: dict[int, int] = {}  # issue position -> cluster index
         for link in sorted(links, key=lambda k: (-k.share, -k.score, k.cluster)):
             home.setdefault(link.issue, link.cluster)
         owner_of: dict[int, IssueRecord] = {}
@@ -172,7 +172,7 @@ class IssueTracker:
             return tuple(ranked), COMPLETE_SAMPLE
         return tuple(ranked[:k]), hash_of(ranked[k - 1])
 
-    def _hourly(self, old: dict[str, int], new: dict[str, int], now: datetime) -> dict[str, int]:
+    def _hourly(self, old: Mapping[str, int], new: Mapping[str, int], now: datetime) -> dict[str, int]:
         # overlapping lookback windows see the same hour twice: keep the larger count, drop old hours
         oldest = (now.astimezone(UTC) - timedelta(days=self.config.hourly_days_kept)).strftime("%Y-%m-%dT%H")
         merged = {h: max(old.get(h, 0), new.get(h, 0)) for h in set(old) | set(new) if h >= oldest}

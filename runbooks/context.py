@@ -51,9 +51,9 @@ class IssueInfo:
 class Summary:
     """Claim-level hallucination rate of the affected traffic, with its 95% interval."""
 
-    rate: float
-    lo: float
-    hi: float
+    rate: float | None  # None: no route attributed yet, or no checkable claims in the window
+    lo: float | None
+    hi: float | None
     expected: float | None  # what the drift detector expects of the route now
     claims: int  # checkable claims behind the rate
     breakdown: Mapping[str, int] = field(default_factory=dict)  # verdict -> failing claims
@@ -85,9 +85,9 @@ class TimelineEntry:
 @dataclass(frozen=True)
 class RouteImpact:
     route: str
-    rate: float
-    lo: float
-    hi: float
+    rate: float | None  # None: no checkable claims on the route in the window
+    lo: float | None
+    hi: float | None
     failing_claims: int
     expected: float | None = None  # what the drift detector expects of this route now
     expected_source: str = ""

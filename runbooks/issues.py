@@ -25,8 +25,8 @@ from runbooks.context import (
 )
 from runbooks.render import RunbookRenderer
 from services.alerts.lifecycle import Alert
+from services.issues.activity import view_state
 from services.issues.figures import IssueFigures
-from services.triage.activity import view_state
 
 
 def _when(text: str) -> datetime:
@@ -81,7 +81,7 @@ def build_context(
     representative members, one per trace; ``details``: their events by event_id (IssueRepository.event_details);
     ``cli``: how the reader runs claimwatch (services/core/command.py)."""
     evidence = {eid: orjson.loads(d["evidence"] or "[]") for eid, d in details.items()}
-    chosen = [{**m, "answer_text": details.get(m.get("event_id"), {}).get("answer_text", "")} for m in exemplars]
+    chosen = [{**m, "answer_text": details.get(m.get("event_id", ""), {}).get("answer_text", "")} for m in exemplars]
     impacts = tuple(
         RouteImpact(r.route, r.rate, r.lo, r.hi, r.members, r.expected, r.expected_source, r.own, r.learning)
         for r in figures.routes

@@ -10,9 +10,12 @@ the idempotent writer counts each event once (services/ingest/pipeline.py).
 
 from __future__ import annotations
 
+import asyncio
+from collections import deque
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import faust
 from mode.utils.queues import ThrowableQueue
@@ -38,6 +41,10 @@ def value_bytes(event) -> int:
 class BudgetedQueue(ThrowableQueue):
     """Faust's stream buffer, full also when the worker's ByteBudget is spent: Faust's delivery then waits (and
     stops fetching) until acked batches give bytes back (streams/agents.py)."""
+
+    # asyncio.Queue's own buffer and wake-up helper, which typeshed leaves out
+    _queue: deque[Any]
+    _wakeup_next: Callable[[Collection[asyncio.Future]], None]
 
     def __init__(self, *args, budget: ByteBudget, **kwargs):
         super().__init__(*args, **kwargs)

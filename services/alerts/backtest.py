@@ -23,17 +23,19 @@ What makes a million events take one to two minutes instead of ten (bench/backte
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import orjson
 
 from services.alerts.evaluator import MINUTE, AlertEvaluator
-from services.contract.decode import Decoder, Rejection
+from services.contract.decode import Decoder
 from services.contract.model import VerdictEvent
+from services.contract.rejection import Rejection
 from services.core.files import write_atomically
 from services.core.gcpolicy import bulk_allocation
 from services.ingest.records import STORABLE_FROM, DeadLetter, store_range_problem
@@ -71,7 +73,7 @@ def read_chunks(path: Path, size: int = CHUNK) -> Iterator[list[bytes]]:
         yield chunk
 
 
-def rate_row(event: VerdictEvent) -> dict:
+def rate_row(event: VerdictEvent) -> dict[str, Any]:
     """The ``events`` columns that the ``rate_minute`` view reads (same values as ``event_to_row``);
     every other column keeps its default, since a backtest never reads text."""
     answerable = event.query.answerable
@@ -110,9 +112,10 @@ class BucketLoader:
         self.latest: datetime | None = None  # the latest valid event time so far: the replay's clock
         self.undated: list[DeadLetter] = []  # refused before any valid event: dated by the first
 
-    def split(self, lines: list[bytes]) -> tuple[list[dict], list[DeadLetter]]:
+    def split(self, lines: list[bytes]) -> tuple[list[dict[str, Any]], list[DeadLetter]]:
         """The ``events`` rows and the dead letters of a chunk of lines."""
-        rows, dead = [], []
+        rows: list[dict[str, Any]] = []
+        dead: list[DeadLetter] = []
         for line in lines:
             offset, self.lines = self.lines, self.lines + 1
             event = self.decoder.decode(line)
@@ -145,7 +148,7 @@ class BucketLoader:
         else:
             self.undated.append(d)
 
-    def insert(self, rows: list[dict], dead: list[DeadLetter] = ()) -> None:
+    def insert(self, rows: list[dict[str, Any]], dead: Sequence[DeadLetter] = ()) -> None:
         insert_event_rows(self.store, rows)
         self.writer.write([], dead)
 
@@ -187,8 +190,8 @@ def replay(
     latest = rates.latest_minute()
     transitions = []
     minutes = 0
-    if latest is not None:
-        evaluator.last_minute = rates.first_minute() - MINUTE  # evaluate from the very first minute
+    if latest is not None and (first := rates.first_minute()) is not None:
+        evaluator.last_minute = first - MINUTE  # evaluate from the very first minute
         minutes = int((latest - evaluator.last_minute) / MINUTE)
         transitions = evaluator.evaluate(latest + MINUTE)
     write_atomically(

@@ -28,6 +28,7 @@ route has its own age (``history_blocks``), so a route can join a fleet of older
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -59,6 +60,18 @@ def smooth_slots(values: np.ndarray) -> np.ndarray:
 
 
 class SeasonalBaseline:
+    # the estimates per route (routes first), allocated by _allocate_derived and kept by refresh
+    total: np.ndarray
+    history_claims: np.ndarray
+    warm: np.ndarray
+    rho: np.ndarray
+    level: np.ndarray
+    slice_rate: np.ndarray
+    slice_claims: np.ndarray
+    baseline_standard: np.ndarray
+    offset_total: np.ndarray
+    offset_mixed: np.ndarray
+
     # the per-route history a route's state holds (``held`` apart); the estimates are derived from it by ``refresh``
     ROW_ARRAYS = {
         "ring": 0,
@@ -130,7 +143,7 @@ class SeasonalBaseline:
         grow(self, {**self.ROW_ARRAYS, **self.DERIVED}, k)
         self.refresh(np.arange(n, n + k))
 
-    def row_state(self, row: int) -> dict:
+    def row_state(self, row: int) -> dict[str, Any]:
         held = self.held.get(row, {})
         blocks = sorted(held)
         return {
@@ -140,7 +153,7 @@ class SeasonalBaseline:
             "held_slices": np.array([held[b][1] for b in blocks]).reshape(len(blocks), self.n_slices, 2),
         }
 
-    def load_rows(self, rows: list[int], states: list[dict], minute: int) -> None:
+    def load_rows(self, rows: list[int], states: list[dict[str, Any]], minute: int) -> None:
         """Routes ``rows`` as ``row_state`` gave each, at ``minute`` (the fleet's, and the states')."""
         for row, state in zip(rows, states):
             put(self, self.ROW_ARRAYS, row, state)
@@ -172,7 +185,7 @@ class SeasonalBaseline:
         self.block = block
         self.refresh()
 
-    def _store(self, block: int, sums, slices) -> None:
+    def _store(self, block: int, sums: np.ndarray | float, slices: np.ndarray | float) -> None:
         sums = np.broadcast_to(sums, self.partial.shape)
         self.ring[:, block % self.n_recent] = sums
         self.season[:, block % self.n_blocks] = sums[:, [CLAIMS, FAILED, -1]]
@@ -187,6 +200,7 @@ class SeasonalBaseline:
         self.partial_slices[ok] += slices[ok]
         if not self.config.hold_pending:
             return
+        assert self.block is not None, "roll() places a minute's block before it is admitted"
         pending = state == PENDING
         for r in np.flatnonzero(pending):
             sums, sl = self.held.setdefault(int(r), {}).setdefault(
@@ -212,6 +226,7 @@ class SeasonalBaseline:
             self.refresh(np.unique(earlier))
 
     def _add_held(self, r: int, block: int, sums: np.ndarray, slices: np.ndarray) -> None:
+        assert self.block is not None  # called by admit, after a roll
         age = self.block - block
         if age <= self.n_recent:  # (at n_recent: the current block's position, which holds that block until the roll)
             self.ring[r, block % self.n_recent] += sums
@@ -261,7 +276,7 @@ class SeasonalBaseline:
             weights[learning] = chosen
         return weights
 
-    def _refresh_offsets(self, at) -> None:
+    def _refresh_offsets(self, at: slice | np.ndarray) -> None:
         season = self.season[at]
         days = season.reshape(season.shape[0], self.n_blocks // self.per_day, self.per_day, 3).sum(axis=1)
         claims, failed, mix = days[..., SEASON_CLAIMS], days[..., SEASON_FAILED], days[..., SEASON_MIX]
@@ -304,7 +319,11 @@ class SeasonalBaseline:
             n = claims.sum(axis=1)
             standard = (claims * self.slice_rate).sum(axis=1) / np.maximum(n, 1.0)
             mix_now = np.where(n > 0, standard - self.baseline_standard, 0.0)
-        clip = lambda r: np.clip(r, RATE_FLOOR, 1 - RATE_FLOOR)  # noqa: E731
+
+        def clip(r: np.ndarray) -> np.ndarray:
+            clipped: np.ndarray = np.clip(r, RATE_FLOOR, 1 - RATE_FLOOR)
+            return clipped
+
         margin = np.where(self.learning, self.config.learning_margin, 0.0)
         return Expected(clip(self.level + offset_total), clip(self.level + offset_mixed + mix_now), mix_now, margin)
 

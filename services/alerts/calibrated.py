@@ -4,22 +4,28 @@ sensitivity and specificity, measured on human labels (services/review), are tak
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 from services.alerts.lifecycle import Alert
 from services.core.stats import rogan_gladen
 
 
-class Calibration(Protocol):  # services.review.calibration.CalibratedRate
-    sensitivity: float | None
-    specificity: float | None
-    labels: int
-    stale: bool
-    reasons: tuple[str, ...]
-    verifier_version: str
+class Calibration(Protocol):  # services.review.calibration.CalibratedRate, frozen: its fields read-only here
+    @property
+    def sensitivity(self) -> float | None: ...
+    @property
+    def specificity(self) -> float | None: ...
+    @property
+    def labels(self) -> int: ...
+    @property
+    def stale(self) -> bool: ...
+    @property
+    def reasons(self) -> tuple[str, ...]: ...
+    @property
+    def verifier_version(self) -> str: ...
 
 
-def calibrated_rise(alert: Alert, calibration: Calibration | None) -> dict:
+def calibrated_rise(alert: Alert, calibration: Calibration | None) -> dict[str, Any]:
     """Whether the alert's rise holds on the calibrated rate. Se and Sp apply to both windows alike, so the rise
     keeps its sign unless both ends fall below the verifier's false-positive floor (1 - Sp): then the whole rise is
     within what the verifier invents. Unknown when the calibration is stale."""
@@ -64,7 +70,7 @@ def calibrated_rise(alert: Alert, calibration: Calibration | None) -> dict:
     }
 
 
-def calibration_suspect(calibration: Calibration | None) -> dict | None:
+def calibration_suspect(calibration: Calibration | None) -> dict[str, Any] | None:
     """The verifier version that made the route's calibration stale, as a suspect change."""
     if calibration is None:
         return None

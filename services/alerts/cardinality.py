@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Any
 
 from services.alerts.lifecycle import (
     CARDINALITY_KIND,
@@ -25,7 +26,7 @@ from services.alerts.lifecycle import (
 from services.alerts.records import AlertRecords
 
 WINDOW = timedelta(minutes=10)
-Refusals = Callable[[datetime, datetime], dict]  # services.store.dlq.refused_routes over a span of minutes
+Refusals = Callable[[datetime, datetime], dict[str, Any]]  # services.store.dlq.refused_routes over a span of minutes
 
 
 class RouteCardinalityWatch:
@@ -38,7 +39,7 @@ class RouteCardinalityWatch:
         self.window = window
         self.open: dict[str, Alert] = {}  # route -> the open alert, for the cycle's resends
 
-    def observe(self, found: dict, now: datetime) -> Alert | None:
+    def observe(self, found: dict[str, Any], now: datetime) -> Alert | None:
         """The alert that ``found`` (``refused_routes``'s answer over the window to ``now``) makes; None if none."""
         if not found["events"]:
             return None

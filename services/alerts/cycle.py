@@ -26,6 +26,7 @@ from services.alerts.evaluator import MINUTE, AlertEvaluator
 from services.alerts.explain import AlertExplainer, AlertExplanation, explainable
 from services.alerts.lifecycle import KINDS, Alert
 from services.alerts.records import AlertRecords
+from services.alerts.silences import Silence
 from services.core.metrics import Metrics
 from services.core.threads import Run
 
@@ -61,7 +62,7 @@ class AlertCycle:
         self.dispatcher = dispatcher
         self.metrics = metrics
         self.run = run  # run(fn, *args) on the store's thread
-        self.silences: list | None = None  # as last read: what a resend uses when the store does not answer
+        self.silences: list[Silence] | None = None  # as last read: what a resend uses when the store does not answer
         self.explained: dict[str, AlertExplanation] = {}  # by alert id, as last computed
         # Alerts whose transitions an evaluation has queued. The evaluator's open alerts change on the store's
         # thread before their notification (and its explanation) is queued; a resend in between would page
@@ -107,7 +108,7 @@ class AlertCycle:
                 "sending %d notifications of alert transitions recorded before a restart and never logged "
                 "for sending: %s",
                 len(outgoing),
-                ", ".join(sorted({o.key for o in outgoing})),
+                ", ".join(sorted({o.key for o in outgoing if o.key is not None})),
             )
         for alert in transitions:
             outgoing += self.dispatcher.plan(None, alert, silences, now, explanations.get(alert.alert_id))
@@ -152,6 +153,7 @@ class AlertCycle:
         # explained by its evaluation, and the resend must carry that explanation, not drop it.
         announced = [a for a in self._open() if a.alert_id in self.announced]
         self.explained = {k: v for k, v in self.explained.items() if k in self.announced}
+        assert self.silences is not None  # read now, or before: a failed read without any returned above
         await self.dispatcher.enqueue(self.dispatcher.resend(announced, self.silences, now, self.explained))
 
     def _open(self) -> list[Alert]:
@@ -163,10 +165,13 @@ class AlertCycle:
 
     def explain_all(self, alerts: list[Alert], now: datetime) -> dict[str, AlertExplanation]:
         """Explanations by alert id (on the store's thread); an alert that cannot be explained goes without."""
-        out = {}
+        out: dict[str, AlertExplanation] = {}
+        explainer = self.explainer
+        if explainer is None:  # nothing explains them
+            return out
         for alert in filter(explainable, alerts):
             try:
-                out[alert.alert_id] = self.explainer.explain(alert, now)
+                out[alert.alert_id] = explainer.explain(alert, now)
             except Exception:
                 log.exception("could not explain alert %s; notifying without its issues", alert.alert_id)
         return out
@@ -174,4 +179,5 @@ class AlertCycle:
     async def _explanations(self, alerts: list[Alert], now: datetime) -> dict[str, AlertExplanation]:
         if self.explainer is None or not alerts:
             return {}
-        return await self.run(self.explain_all, alerts, now)
+        explanations: dict[str, AlertExplanation] = await self.run(self.explain_all, alerts, now)
+        return explanations

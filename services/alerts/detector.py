@@ -28,6 +28,7 @@ Candidates (all share the expectation and the interface; bench/drift.py compares
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from services.alerts.config import DetectorConfig
 from services.alerts.fleet import (  # noqa: F401  (what detectors' readers import from here)
@@ -43,12 +44,16 @@ from services.rates.intervals import Counts
 
 
 def history_hours_between(first: datetime, now: datetime, config: DetectorConfig) -> float:
-    """Hours of history a detector that started at ``first`` holds at ``now``: its finished blocks, as it counts them."""
-    block = lambda t: minute_number(t) // config.block_minutes  # noqa: E731
+    """Hours of history a detector that started at ``first`` holds at ``now``: its finished blocks, as it counts
+    them."""
+
+    def block(t: datetime) -> int:
+        return minute_number(t) // config.block_minutes
+
     return max(block(now) - block(first), 0) * config.block_minutes / 60
 
 
-def baseline_status(history_hours: float, config: DetectorConfig) -> dict:
+def baseline_status(history_hours: float, config: DetectorConfig) -> dict[str, Any]:
     """Whether a route's baseline is still learning (under a day of history), from its hours of history."""
     learning = history_hours < 24
     return {

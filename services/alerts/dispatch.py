@@ -11,34 +11,26 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from services.alerts.explain import AlertExplanation
 from services.alerts.lifecycle import Alert, Notify, should_notify
 from services.alerts.notify import alertmanager_payload, webhook_payload
-from services.alerts.receivers import ALERTMANAGER, RECEIVERS, WEBHOOK, ReceiverQueue
+from services.alerts.receivers import ALERTMANAGER, RECEIVERS, WEBHOOK, Outgoing, ReceiverQueue
 from services.alerts.silences import Silence
 from services.core.backoff import Backoff
 from services.core.clock import utcnow
 from services.core.threads import Run
 from services.store.notifications import DELIVERED, DROPPED, FAILED, NotificationLog
 
+if TYPE_CHECKING:
+    from services.core.metrics import Metrics
+
 log = logging.getLogger(__name__)
 RELOAD_WITHIN = timedelta(days=1)  # a notification logged longer ago than this is not sent after a restart
-
-
-@dataclass(frozen=True)
-class Outgoing:
-    target: str  # the receiver: "alertmanager", "webhook" or "issue_webhook" (services/alerts/receivers.py)
-    url: str
-    body: object  # sent as JSON; bytes are sent as they are (a signed body)
-    headers: Mapping[str, str] = field(default_factory=dict)
-    # What it tells (alert/<alert_id>/<state>, issue/<delivery>): logged and sent once per receiver. None: a
-    # periodic resend, neither logged nor worth sending behind a newer one.
-    key: str | None = None
 
 
 def alert_key(alert_id: str, state: str) -> str:
@@ -46,7 +38,7 @@ def alert_key(alert_id: str, state: str) -> str:
     return f"alert/{alert_id}/{state}"
 
 
-async def _inline(fn, *args):
+async def _inline(fn: Callable[..., Any], *args: Any) -> Any:
     return fn(*args)
 
 
@@ -66,7 +58,7 @@ class Dispatcher:
         webhook_url: str | None,
         external_url: str,
         resend_every: timedelta,
-        metrics=None,
+        metrics: Metrics | None = None,
         max_queue: int = 1000,
         max_attempts: int = 8,
         owner_labels: Callable[[Alert], Mapping[str, str]] = lambda alert: {},
@@ -91,12 +83,16 @@ class Dispatcher:
         self.receivers = {name: ReceiverQueue(name, max_queue) for name in RECEIVERS}
         self.recovered = nflog is None
         self._recovering: asyncio.Lock | None = None
-        self._background: set[asyncio.Task] = set()
+        self._background: set[asyncio.Task[None]] = set()
         if metrics is not None:
             for name, queue in self.receivers.items():
-                metrics.notify_depth.labels(name).set_function(lambda q=queue: q.depth)
-                metrics.notify_oldest.labels(name).set_function(lambda q=queue: q.oldest_seconds(self.clock()))
-                metrics.notify_failing.labels(name).set_function(lambda q=queue: q.failing_seconds(self.clock()))
+                self._watch(metrics, name, queue)
+
+    def _watch(self, metrics: Metrics, name: str, queue: ReceiverQueue) -> None:
+        """Report ``queue``'s depth, oldest wait and failing time at every scrape."""
+        metrics.notify_depth.labels(name).set_function(lambda: queue.depth)
+        metrics.notify_oldest.labels(name).set_function(lambda: queue.oldest_seconds(self.clock()))
+        metrics.notify_failing.labels(name).set_function(lambda: queue.failing_seconds(self.clock()))
 
     def plan(
         self,
@@ -190,25 +186,31 @@ class Dispatcher:
         keys = set(keys)
         if self.nflog is None or not keys:
             return set()
-        return keys - await self.nflog_run(self.nflog.logged, keys)
+        logged: set[str] = await self.nflog_run(self.nflog.logged, keys)
+        return keys - logged
 
     async def _record(self, items: list[Outgoing]) -> list[Outgoing]:
+        nflog = self.nflog
+        if nflog is None:  # no log to record them in: each is sent
+            return items
         try:
-            return await self.nflog_run(self.nflog.record, items, self.clock())
+            recorded: list[Outgoing] = await self.nflog_run(nflog.record, items, self.clock())
+            return recorded
         except Exception as exc:  # the store is down: send anyway, from memory
             log.warning("could not log %d notifications (%s); sending them unlogged", len(items), exc)
             return items
 
     async def _recover(self) -> None:
         """Once, at the leader's first notification: queue what the log holds undelivered (a crash, a kill)."""
-        if self.recovered:
+        nflog = self.nflog
+        if self.recovered or nflog is None:  # without a log there is nothing to recover
             return
         self._recovering = self._recovering or asyncio.Lock()
         async with self._recovering:
             if self.recovered:
                 return
             try:
-                rows = await self.nflog_run(self.nflog.pending, self.clock() - RELOAD_WITHIN)
+                rows = await self.nflog_run(nflog.pending, self.clock() - RELOAD_WITHIN)
             except Exception as exc:
                 log.warning("could not read the notification log (%s); trying again at the next notification", exc)
                 return
@@ -276,6 +278,7 @@ class Dispatcher:
             if attempt < self.max_attempts:
                 await asyncio.sleep(backoff.next_delay())
         log.error("giving up on %s notification to %s after %d attempts", item.target, item.url, self.max_attempts)
+        assert problem is not None  # an attempt without one returned above
         await self._settle(item, FAILED, self.max_attempts, problem)
 
     async def _settle(self, item: Outgoing, state: str, attempts: int, error: str) -> None:

@@ -9,6 +9,8 @@ or ``config.naive`` (services/alerts/config.py).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from services.alerts.baseline import (  # noqa: F401
@@ -26,7 +28,7 @@ from services.alerts.baseline import (  # noqa: F401
 )
 from services.alerts.config import DetectorConfig
 from services.alerts.rows import grow, into_ring, oldest_first, put, take
-from services.rates.intervals import z_value
+from services.core.stats import z_value
 
 CORE_FIELDS = 6  # the first six COUNT_FIELDS are all an engine needs to detect
 TESTED, SEASONAL, MIXED = range(3)  # the expected-failure columns after the input fields
@@ -81,14 +83,14 @@ class DriftEngine:
         e = self.expected
         self.expected = type(e)(*(np.concatenate([a, np.zeros(k)]) for a in (e.total, e.mixed, e.mix_now, e.margin)))
 
-    def row_state(self, row: int) -> dict:
+    def row_state(self, row: int) -> dict[str, Any]:
         rings = {
             name: oldest_first(getattr(self, name)[row], (self.ticks - 1) % length)
             for name, length in self.RINGS.items()
         }
         return {**take(self, self.ROW_ARRAYS, row), **rings, "baseline": self.baseline.row_state(row)}
 
-    def load_rows(self, rows: list[int], states: list[dict], minute: int) -> None:
+    def load_rows(self, rows: list[int], states: list[dict[str, Any]], minute: int) -> None:
         for row, state in zip(rows, states):
             put(self, self.ROW_ARRAYS, row, state)
             put(
@@ -108,13 +110,15 @@ class DriftEngine:
         return self.baseline.total
 
     def rise_is_large_enough(self, sums: np.ndarray) -> np.ndarray:
-        """The rise's estimate reaches min_rise_fraction × threshold and its upper confidence bound reaches threshold."""
+        """The rise's estimate reaches min_rise_fraction × threshold and its upper confidence bound reaches
+        threshold."""
         c = self.config
         claims = np.maximum(sums[:, CLAIMS], 1.0)
         expected = np.clip(sums[:, self.n_fields + TESTED] / claims, RATE_FLOOR, 1 - RATE_FLOOR)
         delta = sums[:, FAILED] / claims - expected
         se = np.sqrt(expected * (1 - expected) * self.baseline.minute_deff(sums) / claims)
-        return (delta >= c.min_rise_fraction * c.threshold) & (delta + self.z * se >= c.threshold)
+        fires: np.ndarray = (delta >= c.min_rise_fraction * c.threshold) & (delta + self.z * se >= c.threshold)
+        return fires
 
     def step(self, x: np.ndarray, minute: int, slices: np.ndarray | None = None) -> None:
         """One minute for every route: x has shape (routes, fields) in COUNT_FIELDS order; slices, if
@@ -190,7 +194,8 @@ class CusumEngine(DriftEngine):
         """Evidence in one minute for "rate = expected + shift" over "rate = expected", per design effect."""
         p1 = np.minimum(p0 + shift, 1 - 1e-6)
         up, down = np.log(p1 / p0), np.log((1 - p1) / (1 - p0))
-        return (x[:, FAILED] * up + (x[:, CLAIMS] - x[:, FAILED]) * down) / self.baseline.minute_deff(x)
+        llr: np.ndarray = (x[:, FAILED] * up + (x[:, CLAIMS] - x[:, FAILED]) * down) / self.baseline.minute_deff(x)
+        return llr
 
     def detect(self, x: np.ndarray, expected: np.ndarray, minute: int) -> None:
         c, e = self.config, self.config.cusum

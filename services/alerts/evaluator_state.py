@@ -17,14 +17,18 @@ import zlib
 from collections import defaultdict
 from collections.abc import Iterable
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from services.alerts.detector import minute_number
+from services.alerts.fleet import minute_number
 from services.alerts.lifecycle import Alert
 from services.alerts.route_detectors import RouteDetectors, RouteMinute
 from services.alerts.route_state import decode_state, encode_state
 from services.store.alerts import RouteStateRow
+
+if TYPE_CHECKING:
+    from services.alerts.records import AlertRecords
 
 log = logging.getLogger(__name__)
 FORMAT = b"alert-evaluator/v5"  # the checkpoint row's body: a restore reads only state in this format
@@ -81,7 +85,7 @@ class StateWriter:
         return rows
 
 
-def restore(alerts, detectors: RouteDetectors, run: str, until: datetime) -> list[Alert]:
+def restore(alerts: AlertRecords, detectors: RouteDetectors, run: str, until: datetime) -> list[Alert]:
     """Every route of ``run`` into ``detectors``, as it was after ``until``, and the open alerts of that moment:
     RESTORE_ROUTES at a time, and of those, the routes that start at the same minute (the same snapshot minute, or
     joined then) replayed together, so the fleets grow once a batch."""
@@ -89,7 +93,7 @@ def restore(alerts, detectors: RouteDetectors, run: str, until: datetime) -> lis
     for i in range(0, len(routes), RESTORE_ROUTES):
         rows = alerts.route_state(run, routes[i], routes[min(i + RESTORE_ROUTES, len(routes)) - 1])
         open_alerts += [Alert.from_dict(a) for r in rows if r.slot == OPEN_SLOT for a in orjson.loads(r.body)]
-        states = {}
+        states: dict[str, dict[str, Any]] = {}
         for group in _by_start([r for r in rows if r.slot != OPEN_SLOT]).values():
             part = RouteDetectors(detectors.config_for, detectors.health.config)
             replay(group, until, part)

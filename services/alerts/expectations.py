@@ -4,10 +4,11 @@ an open alert are set beside the same expectation (services/issues/figures.py).
 
 The evaluator publishes, after every evaluation, each route's expectation (a row per route, written when it
 changes): its regression view's ``expected``, the time-of-day expectation an alert on the route carries as
-``expected`` (over the detector's latest window, or since onset while an alert is open). A reader sets a window's rate beside it:
-``delta = rate - expected`` (points) and ``delta_lo = 95% interval's lower end - expected``, the rise the
-data is sure of. "Worst" means furthest above the expectation (``PRIORITY``): routes with a firing alert
-first, then by ``delta_lo``, then routes without an expectation yet, by rate.
+``expected`` (over the detector's latest window, or since onset while an alert is open). A reader sets a
+window's rate beside it: ``delta = rate - expected`` (points) and
+``delta_lo = 95% interval's lower end - expected``, the rise the data is sure of. "Worst" means furthest
+above the expectation (``PRIORITY``): routes with a firing alert first, then by ``delta_lo``, then routes
+without an expectation yet, by rate.
 """
 
 from __future__ import annotations
@@ -15,10 +16,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from services.alerts.figures import figure
 from services.rates.report import worst_first
+
+if TYPE_CHECKING:
+    from services.alerts.fleet import RouteView
 
 SORTS = ("priority", "rate")  # priority: firing, then delta_lo (the module docstring); rate: highest first
 PRIORITY = (
@@ -33,8 +37,8 @@ NO_CLAIMS = "no claims in the drift detector's latest window"
 class ExpectationStore(Protocol):
     """Where the expectations are kept, a row per route (services.store.alerts.AlertRepository)."""
 
-    def expectations(self, routes: Iterable[str] | None = None) -> dict[str, dict]: ...
-    def save_expectations(self, minute: datetime, expectations: Mapping[str, Mapping]) -> None: ...
+    def expectations(self, routes: Iterable[str] | None = None) -> dict[str, dict[str, Any]]: ...
+    def save_expectations(self, minute: datetime, expectations: Mapping[str, Mapping[str, Any]]) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -47,7 +51,7 @@ class Expectation:
     history_hours: int | None = None  # while learning, whole hours of history (changes hourly: published rarely)
 
     @classmethod
-    def of(cls, view) -> Expectation:
+    def of(cls, view: RouteView) -> Expectation:
         """From a detector's RouteView (services/alerts/detector.py)."""
         hours = int(view.history_hours) if view.learning else None
         if view.expected is not None:
@@ -74,25 +78,25 @@ def published(store: ExpectationStore, routes: Iterable[str] | None = None) -> d
     return {route: Expectation(**fields) for route, fields in store.expectations(routes).items()}
 
 
-def compare(entry: dict, expectation: Expectation | None, firing: Iterable[str] = ()) -> dict:
+def compare(entry: dict[str, Any], expectation: Expectation | None, firing: Iterable[str] = ()) -> dict[str, Any]:
     """A rate entry (services/rates/report.py) with its expectation, how far above it the rate is, and the
     route's firing alerts."""
     e = expectation or Expectation(None, NOT_EVALUATED, False)
-    rate, interval = entry.get("rate"), entry.get("interval")
-    known = e.expected is not None and rate is not None
+    rate, interval, expected = entry.get("rate"), entry.get("interval"), e.expected
+    delta = None if expected is None or rate is None else rate - expected
     return {
         **entry,
-        "expected": e.expected,
+        "expected": expected,
         "expected_basis": e.basis,
         "learning": e.learning,
         "history_hours": e.history_hours,
-        "delta": rate - e.expected if known else None,
-        "delta_lo": interval[0] - e.expected if known and interval else None,
+        "delta": delta,
+        "delta_lo": interval[0] - expected if delta is not None and interval else None,
         "firing_alerts": list(firing),
     }
 
 
-def expected_text(entry: dict) -> str:
+def expected_text(entry: dict[str, Any]) -> str:
     """The expectation as every surface writes it: ``4.6%``; while under the day of history a time-of-day
     expectation needs, the recent level the detector compares with (and its alerts carry), marked
     ``6.4% (learning, 5 h)``, or ``learning`` with no level yet; ``—``: the drift evaluator has not evaluated it."""
@@ -105,7 +109,7 @@ def expected_text(entry: dict) -> str:
     return "—" if expected is None else figure(expected)
 
 
-def by_priority(entries: list[dict]) -> list[dict]:
+def by_priority(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Firing first, then the surest rise over the expectation, then routes without one by rate (PRIORITY)."""
     return sorted(
         entries,
@@ -120,7 +124,7 @@ def by_priority(entries: list[dict]) -> list[dict]:
     )
 
 
-def sort_routes(entries: list[dict], sort: str) -> list[dict]:
+def sort_routes(entries: list[dict[str, Any]], sort: str) -> list[dict[str, Any]]:
     """``entries`` in the order ``sort`` names; ties by route name, so that pages of the list cut it the same way
     every time."""
     if sort not in SORTS:

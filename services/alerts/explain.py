@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
 from services.alerts.config import DetectorConfig
 from services.alerts.lifecycle import KINDS, Alert, alert_state, state_text
@@ -42,21 +42,30 @@ TOP = 3  # issues named in notifications; the API and the pages show up to SHOWN
 SHOWN = 5
 
 
+class NamedIssue(Protocol):
+    """What the explainer reads of an issue (clustering.issue.IssueRecord)."""
+
+    @property
+    def issue_id(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+
+
 class IssueCounts(Protocol):
     """What the explainer reads from the issue repository (services.issues.records.IssueRecords)."""
 
     def members_on_route(self, route: str, since: datetime, until: datetime) -> dict[str, int]: ...
     def representatives_on_route(
         self, issue_ids: Sequence[str], route: str, since: datetime, until: datetime
-    ) -> dict[str, dict]: ...
-    def load(self, issue_ids: Sequence[str] | None = None) -> list: ...
+    ) -> dict[str, dict[str, Any]]: ...
+    def load(self, issue_ids: Sequence[str] | None = None) -> Sequence[NamedIssue]: ...
     def unassigned_on_route(self, route: str, since: datetime, until: datetime) -> int: ...
 
 
 class RouteSums(Protocol):
     """What the explainer reads from the rate repository (services.store.rates.RateRepository)."""
 
-    def route_slices(self, route: str, start: datetime, end: datetime) -> list[dict]: ...
+    def route_slices(self, route: str, start: datetime, end: datetime) -> list[dict[str, Any]]: ...
 
 
 @dataclass(frozen=True)
@@ -69,10 +78,10 @@ class Contribution:
     contribution: float  # failed - expected
     share: float | None  # contribution / the route's excess; None when there is no excess
     name: str = ""
-    claim: dict | None = None  # a representative failing claim: claim_key, text, trace_id, verdict
+    claim: dict[str, Any] | None = None  # a representative failing claim: claim_key, text, trace_id, verdict
     runbook_url: str | None = None
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "issue_id": self.issue_id,
             "name": self.name,
@@ -178,7 +187,7 @@ class AlertExplanation:
         other = self.other_issues(n)
         return [*self.top(n), *([other] if other else []), self.unclustered]
 
-    def as_dict(self, n: int = SHOWN) -> dict:
+    def as_dict(self, n: int = SHOWN) -> dict[str, Any]:
         other = self.other_issues(n)
         return {
             "window": [self.start.isoformat(), self.end.isoformat()],
@@ -209,7 +218,7 @@ class IssueAlert:
     window: tuple[str, str] = field(default=("", ""))
     state_text: str = ""  # as people read it: cleared (never fired), firing·acked (lifecycle.state_text)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "alert_id": self.alert_id,
             "route": self.route,
@@ -226,7 +235,7 @@ def _minute(ts: datetime) -> datetime:
     return ts.replace(second=0, microsecond=0)
 
 
-def _route_counts(rows: Iterable[Mapping]) -> Counts:
+def _route_counts(rows: Iterable[Mapping[str, Any]]) -> Counts:
     return Counts.from_row(next((r for r in rows if r.get("dim", "") == ""), {}))
 
 
@@ -267,7 +276,7 @@ class AlertExplainer:
         issues: IssueCounts,
         rates: RouteSums,
         base_url: str = "http://127.0.0.1:8080",
-        baseline_minutes: int = DetectorConfig.baseline_minutes,
+        baseline_minutes: int = DetectorConfig.model_fields["baseline_minutes"].default,
         shown: int = SHOWN,
     ):
         self.issues = issues
@@ -292,21 +301,22 @@ class AlertExplainer:
         in_baseline = self.issues.members_on_route(alert.route, base_start, start - timedelta(milliseconds=1))
         issues, unclustered = decompose(claims, failed, baseline, in_window, in_baseline, base_failed)
         shown = [c for c in issues if c.contribution > 0][: self.shown]
-        ids = [c.issue_id for c in shown]
+        ids = [c.issue_id for c in shown if c.issue_id is not None]  # (each issue's part has its id)
         names = {r.issue_id: r.name for r in self.issues.load(ids)} if ids else {}
         claims_of = self.issues.representatives_on_route(ids, alert.route, start, until) if ids else {}
-        named = {
-            c.issue_id: Contribution(
-                c.issue_id,
+        named: dict[str | None, Contribution] = {  # looked up by any part's id, which may be None
+            issue_id: Contribution(
+                issue_id,
                 c.failed,
                 c.expected,
                 c.contribution,
                 c.share,
-                name=names.get(c.issue_id, c.issue_id),
-                claim=claims_of.get(c.issue_id),
-                runbook_url=f"{self.base_url}/issues/{c.issue_id}?alert={alert.alert_id}",
+                name=names.get(issue_id, issue_id),
+                claim=claims_of.get(issue_id),
+                runbook_url=f"{self.base_url}/issues/{issue_id}?alert={alert.alert_id}",
             )
             for c in shown
+            if (issue_id := c.issue_id) is not None
         }
         pending = self.issues.unassigned_on_route(alert.route, start, until)
         return AlertExplanation(

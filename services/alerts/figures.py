@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from services.alerts.lifecycle import (
     ABSTENTION_KIND,
@@ -54,7 +55,7 @@ def _share(value: float | None) -> str:
     return figure(value, "share", missing="n/a")
 
 
-def served_sentence(details: Mapping) -> str:
+def served_sentence(details: Mapping[str, Any]) -> str:
     """abstention_rise, the served share: ``62.0% of answers (71.0% before)``; empty when unknown."""
     now, before = details.get("served_share"), details.get("served_share_before")
     if now is None:
@@ -62,7 +63,7 @@ def served_sentence(details: Mapping) -> str:
     return f"{_share(now)} of answers ({_share(before)} before)"
 
 
-def hallucination_sentence(details: Mapping) -> str:
+def hallucination_sentence(details: Mapping[str, Any]) -> str:
     """abstention_rise: what the hallucination rate did meanwhile. When it fell, the gaming case is said plainly."""
     now, before = details.get("hallucination_rate"), details.get("hallucination_rate_before")
     if now is None or before is None:
@@ -75,7 +76,7 @@ def hallucination_sentence(details: Mapping) -> str:
     return f"the hallucination rate did not fall ({_share(before)} before, {_share(now)} now)"
 
 
-def refused_sentence(details: Mapping) -> str:
+def refused_sentence(details: Mapping[str, Any]) -> str:
     """route_cardinality: what the route bound refused, and the producer sending most of it."""
     head = (
         f"{details.get('refused_events', 0):,} events of {details.get('refused_routes', 0):,} new routes refused "
@@ -91,7 +92,7 @@ def refused_sentence(details: Mapping) -> str:
     )
 
 
-def other_sources(details: Mapping) -> list[str]:
+def other_sources(details: Mapping[str, Any]) -> list[str]:
     """route_cardinality: the producers after the first, one phrase each."""
     return [
         f"{s['source']} ({s['events']:,} events, {s['routes']:,} routes, e.g. {s['example']!r})"

@@ -11,12 +11,13 @@ of one route.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 import numpy as np
 
+from services.alerts.baseline import CLAIMS
 from services.alerts.config import MAX_GAP_MINUTES, DetectorConfig
 from services.alerts.engines import (
-    CLAIMS,
     SEASONAL,
     STATE_NAMES,
     DriftEngine,
@@ -60,7 +61,10 @@ def expected_basis(engine: DriftEngine, row: int) -> str:
     if b.learning[row]:
         return learning_basis(float(b.history_hours[row]), b.config)
     days = b.history_blocks[row] / b.per_day
-    return f"time of day: the {b.config.baseline_minutes // 60} h level plus this hour's offset from {days:.1f} days of history"
+    return (
+        f"time of day: the {b.config.baseline_minutes // 60} h level plus this hour's offset from {days:.1f} days "
+        "of history"
+    )
 
 
 class RouteView:
@@ -93,8 +97,10 @@ class RouteView:
     @property
     def _sums(self) -> np.ndarray:
         if self.state != "ok" and self._engine.onset[self._row] >= 0:
-            return self._engine.evidence[self._row]
-        return self._fleet.recent_sums(self._engine, np.array([self._row]))[0]
+            evidence: np.ndarray = self._engine.evidence[self._row]
+            return evidence
+        recent: np.ndarray = self._fleet.recent_sums(self._engine, np.array([self._row]))[0]
+        return recent
 
     @property
     def baseline_counts(self) -> Counts:
@@ -168,9 +174,9 @@ class RouteView:
     @property
     def mix_slice(self) -> str | None:
         """The slice whose change of share adds most to the mix effect, with its shares."""
-        mix, rise = self.mix_effect, self.delta
+        split = self._split()  # (delta, mix_effect, rate_effect)
         names = self._fleet.slice_names[self._row]
-        if not names or self.state == "ok" or mix is None or mix <= 0.25 * max(rise, 0.0):
+        if not names or self.state == "ok" or split is None or split[1] <= 0.25 * max(split[0], 0.0):
             return None  # the mix explains little of this rise: naming a slice would point at noise
         top, base, now = (float(a[0]) for a in top_mix_slice(self._engine, np.array([self._row])))
         return f"{names[int(top)] if int(top) < len(names) else OTHER_SLICE}: {base:.0%} of claims -> {now:.0%}"
@@ -200,7 +206,7 @@ class RouteView:
         if not now.claims or not base.claims:
             return None
         rises = {v: getattr(now, v) / now.claims - getattr(base, v) / base.claims for v in FAILED_VERDICT_ORDER}
-        return max(rises, key=rises.get)
+        return max(rises, key=rises.__getitem__)
 
 
 class DriftFleet:
@@ -315,7 +321,7 @@ class DriftFleet:
         self.slice_names.extend([] for _ in range(k))
         return np.arange(n, n + k)
 
-    def row_state(self, row: int) -> dict:
+    def row_state(self, row: int) -> dict[str, Any]:
         return {
             "engine": self._engine.row_state(row),
             "total": self._total.row_state(row),
@@ -325,8 +331,9 @@ class DriftFleet:
             "recent_len": int(self.recent_len[row]),
         }
 
-    def load_rows(self, rows: list[int], states: list[dict], minute: int) -> None:
-        """Routes ``rows`` as ``row_state`` gave each after ``minute``; the fleet is at ``minute`` (or has not begun)."""
+    def load_rows(self, rows: list[int], states: list[dict[str, Any]], minute: int) -> None:
+        """Routes ``rows`` as ``row_state`` gave each after ``minute``; the fleet is at ``minute`` (or has not
+        begun)."""
         if self.last_minute not in (None, minute):
             raise StateMismatch(
                 f"a route's state after minute {minute} cannot join a fleet at minute {self.last_minute}"

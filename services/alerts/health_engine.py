@@ -3,14 +3,15 @@ arrays, its settings and the column layout of one route's minute."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from dataclasses import fields as dc_fields
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar, Literal
 
 import numpy as np
+from pydantic import Field, model_validator
 from scipy.special import bdtrc, pdtr  # the Poisson cdf and binomial tail, without scipy.stats' 90 MB
 
 from services.alerts.baseline import smooth_slots
-from services.alerts.config import typed_settings
+from services.alerts.config import Settings, refuse_unknown
 from services.alerts.lifecycle import ABSTENTION_KIND, REJECTED_KIND, SILENT_KIND
 from services.alerts.rows import HISTORY, StateMismatch, grow, grown, into_ring, oldest_first, put, take
 
@@ -24,44 +25,38 @@ SILENT, REJECTS, ABSTAINS = range(3)
 HISTORY_COLUMNS = ((RECEIVED, WIDTH), (REJECTED, RECEIVED), (ANSWERS, ABSTAINED, SERVED, CLAIMS, FAILED))
 OK, PENDING, FIRING = 0, 1, 2
 STATE_NAMES = ("ok", "pending", "firing")
-SEVERITIES = ("warning", "critical")
 
 
-@dataclass(frozen=True)
-class InputHealthConfig:
+NonNegative = Annotated[float, Field(ge=0)]
+Count = Annotated[int, Field(ge=0)]
+
+
+class InputHealthConfig(Settings):
     """Defaults chosen by bench/input_health.py (60 answers a minute, volume halving at night)."""
 
-    window_minutes: int = 5  # silence and rejection: the shortest window …
-    min_expected: float = 30.0  # … lengthened until this many events are expected in it …
-    max_window_minutes: int = 240  # … up to this (a route too quiet to judge within it is never called silent)
-    learning_minutes: int = 120  # under a day of history: the expected volume is these last minutes' mean
-    min_history_minutes: int = 30  # no judgement before this many minutes of history
-    profile_days: int = 7
-    silent_ratio: float = 0.2  # silent: fewer than this share of the expected events arrived
-    resume_ratio: float = 0.5  # resolved once the window holds this share again
-    rejected_rise: float = 0.2  # rejected: the dead-lettered share is this far above the route's usual share
-    min_rejected: int = 10
-    abstention_window_minutes: int = 30
-    abstention_rise: float = 0.10  # the abstained share of answers is this far above the route's usual share
-    min_answers: int = 100
-    p_value: float = 1e-6  # each change must be this unlikely by chance
-    for_minutes: int = 2  # pending this long before firing
-    abstention_severity: str = "warning"
+    what: ClassVar[str] = "input health"
 
-    def __post_init__(self) -> None:
-        for f in dc_fields(self):
-            value = getattr(self, f.name)
-            if f.name == "abstention_severity":
-                if value not in SEVERITIES:
-                    raise ValueError(
-                        f"input health setting abstention_severity={value!r}: use one of {', '.join(SEVERITIES)}"
-                    )
-            elif not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"input health setting {f.name}={value!r}: must be a number, 0 or more")
+    window_minutes: Count = 5  # silence and rejection: the shortest window …
+    min_expected: NonNegative = 30.0  # … lengthened until this many events are expected in it …
+    max_window_minutes: Count = 240  # … up to this (a route too quiet to judge within it is never called silent)
+    learning_minutes: Count = 120  # under a day of history: the expected volume is these last minutes' mean
+    min_history_minutes: Count = 30  # no judgement before this many minutes of history
+    profile_days: Count = 7
+    silent_ratio: NonNegative = 0.2  # silent: fewer than this share of the expected events arrived
+    resume_ratio: NonNegative = 0.5  # resolved once the window holds this share again
+    rejected_rise: NonNegative = 0.2  # rejected: the dead-lettered share is this far above the route's usual share
+    min_rejected: Count = 10
+    abstention_window_minutes: Count = 30
+    abstention_rise: NonNegative = 0.10  # the abstained share of answers is this far above the route's usual share
+    min_answers: Count = 100
+    p_value: float = Field(default=1e-6, gt=0, lt=1)  # each change must be this unlikely by chance
+    for_minutes: Count = 2  # pending this long before firing
+    abstention_severity: Literal["warning", "critical"] = "warning"
+
+    @model_validator(mode="after")
+    def _consistent(self) -> InputHealthConfig:
         if not 0 < self.silent_ratio < self.resume_ratio <= 1:
             raise ValueError("input health settings: need 0 < silent_ratio < resume_ratio <= 1")
-        if not 0 < self.p_value < 1:
-            raise ValueError(f"input health setting p_value={self.p_value!r}: must be in (0, 1)")
         if self.window_minutes < 1 or self.max_window_minutes < max(
             self.window_minutes, self.abstention_window_minutes
         ):
@@ -69,13 +64,15 @@ class InputHealthConfig:
                 "input health settings: need 1 <= window_minutes, and max_window_minutes at least "
                 "window_minutes and abstention_window_minutes"
             )
+        return self
 
     @classmethod
-    def from_mapping(cls, values: dict) -> InputHealthConfig:
-        return cls(**typed_settings(cls, values, "input health"))
+    def from_mapping(cls, values: Mapping[str, Any]) -> InputHealthConfig:
+        refuse_unknown(values, cls.names(), cls.what)
+        return cls(**values)
 
 
-def _share(numerator, denominator):
+def _share(numerator: np.ndarray | float, denominator: np.ndarray | float) -> np.ndarray:
     return np.where(denominator > 0, numerator / np.maximum(denominator, 1e-12), np.nan)
 
 
@@ -118,7 +115,7 @@ class InputHealthEngine:
         self.history = [grown(h, k) for h in self.history]
         return np.arange(n, n + k)
 
-    def row_state(self, row: int) -> dict:
+    def row_state(self, row: int) -> dict[str, Any]:
         prefix = oldest_first(self.prefix[row], self.ticks % (self.span + 1))
         steps = np.diff(prefix, axis=0, prepend=0.0)  # each minute's counts: small whole numbers, stored smaller
         exact = np.array_equal(np.cumsum(steps, axis=0), prefix)
@@ -128,8 +125,9 @@ class InputHealthEngine:
             "prefix_steps" if exact else "prefix": steps if exact else prefix,
         }
 
-    def load_rows(self, rows: list[int], states: list[dict], minute: int) -> None:
-        """Routes ``rows`` as ``row_state`` gave each after ``minute``; the engine is at ``minute`` (or has not begun)."""
+    def load_rows(self, rows: list[int], states: list[dict[str, Any]], minute: int) -> None:
+        """Routes ``rows`` as ``row_state`` gave each after ``minute``; the engine is at ``minute`` (or has not
+        begun)."""
         if self.minute not in (None, minute):
             raise StateMismatch(f"a route's state after minute {minute} cannot join routes at minute {self.minute}")
         for row, state in zip(rows, states):
@@ -157,7 +155,8 @@ class InputHealthEngine:
         minutes = np.minimum(minutes, np.minimum(self.age[rows], self.span)).astype(np.int64)
         now = self.prefix[rows, self.ticks % (self.span + 1)]
         then = self.prefix[rows, (self.ticks - minutes) % (self.span + 1)]
-        return now - then
+        sums: np.ndarray = now - then
+        return sums
 
     def history_minutes(self, rows: np.ndarray | slice = slice(None)) -> np.ndarray:
         return np.where(self.first_minute[rows] < 0, 0, (self.minute or 0) - self.first_minute[rows] + 1)
@@ -175,8 +174,10 @@ class InputHealthEngine:
             learning = np.where(seasonal, self._profile_now(rows), learning)
         return np.where(self.history_minutes(rows) < c.min_history_minutes, np.nan, learning)
 
-    def _profile_now(self, rows) -> np.ndarray:
-        block = self.minute // BLOCK_MINUTES
+    def _profile_now(self, rows: np.ndarray | slice) -> np.ndarray:
+        minute = self.minute
+        assert minute is not None  # only seasonal routes read it, and their history means a minute was stepped
+        block = minute // BLOCK_MINUTES
         if self.profile_block != block:  # the profile changes only when a block is finished
             self.profile_block = block
             done = self.block_ids < block
@@ -185,11 +186,12 @@ class InputHealthEngine:
             slots = ring.reshape(ring.shape[0], days, PER_DAY, ring.shape[2]).sum(axis=1)  # hour of day per slot
             events, minutes = smooth_slots(slots[..., 0]), smooth_slots(slots[..., 1])
             self.profile = np.where(minutes > 0, events / np.maximum(minutes, 1e-12), np.nan)
-        u = (self.minute % 1440) / BLOCK_MINUTES - 0.5
+        u = (minute % 1440) / BLOCK_MINUTES - 0.5
         j0 = int(np.floor(u))
         f = u - j0
         a, b = self.profile[rows, j0 % PER_DAY], self.profile[rows, (j0 + 1) % PER_DAY]
-        return np.where(np.isnan(a), b, np.where(np.isnan(b), a, (1 - f) * a + f * b))
+        expected: np.ndarray = np.where(np.isnan(a), b, np.where(np.isnan(b), a, (1 - f) * a + f * b))
+        return expected
 
     def silence_window(self, per_minute: np.ndarray, rows: np.ndarray | slice = slice(None)) -> np.ndarray:
         """At least ``window_minutes``, until ``min_expected`` events are expected, at most ``max_window_minutes``."""
@@ -256,7 +258,7 @@ class InputHealthEngine:
         self.learned[rows] += 1
 
     # -- the three tests: (opens, resolves) per route ---------------------------------------------------
-    def _silent(self):
+    def _silent(self) -> tuple[np.ndarray, np.ndarray]:
         c = self.config
         per_minute = self.expected_per_minute()
         window = self.silence_window(per_minute)
@@ -266,7 +268,7 @@ class InputHealthEngine:
         opens = judged & (got <= c.silent_ratio * expected) & (pdtr(got, np.maximum(expected, 1e-9)) < c.p_value)
         return opens, ~judged | (got >= c.resume_ratio * expected)
 
-    def _rejected(self):
+    def _rejected(self) -> tuple[np.ndarray, np.ndarray]:
         c = self.config
         s = self.window_sums(self.silence_window(self.expected_per_minute()))
         base = np.nan_to_num(self.usual(REJECTS, REJECTED, RECEIVED)[0])
@@ -275,7 +277,7 @@ class InputHealthEngine:
         opens = (s[:, REJECTED] >= c.min_rejected) & (share >= base + c.rejected_rise) & (tail < c.p_value)
         return opens, share < base + c.rejected_rise / 2
 
-    def _abstention(self):
+    def _abstention(self) -> tuple[np.ndarray, np.ndarray]:
         c = self.config
         s = self.window_sums(np.full(self.state.shape[1], c.abstention_window_minutes))
         base, answers = self.usual(ABSTAINS, ABSTAINED, ANSWERS)

@@ -24,10 +24,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 
-from services.alerts.detector import minute_number, minute_start
+from services.alerts.fleet import minute_number, minute_start
 from services.alerts.health_engine import (  # noqa: F401  (the engine and its settings are read from here too)
     ABSTAINED,
     ABSTAINS,
@@ -68,7 +69,7 @@ class Finding:
     onset: datetime | None
     expected_basis: str
     unit: str = "share"
-    details: dict | None = None
+    details: dict[str, Any] | None = None
     rate_interval = None
     baseline_interval = None
     driving_verdict = None
@@ -81,7 +82,7 @@ class Finding:
         return self.expected
 
 
-def _num(x) -> float | None:
+def _num(x: np.ndarray | float | None) -> float | None:
     return None if x is None or np.isnan(x) else float(x)
 
 
@@ -97,10 +98,13 @@ class HealthView:
         return STATE_NAMES[self.engine.state[test, self.row]], None if onset < 0 else minute_start(onset)
 
     def _basis(self) -> str:
-        e, at = self.engine, [self.row]
+        e, at = self.engine, np.array([self.row])
         history = int(e.history_minutes(at)[0])
         if e.seasonal(at)[0]:
-            return f"time of day: this hour's events per minute over {min(history / 1440, self.config.profile_days):.1f} days"
+            return (
+                "time of day: this hour's events per minute over "
+                f"{min(history / 1440, self.config.profile_days):.1f} days"
+            )
         return (
             f"learning: {history / 60:.0f} h of history; the mean of its last "
             f"{min(int(e.learned[self.row]), self.config.learning_minutes)} minutes until a day gives the time of day"
@@ -112,7 +116,8 @@ class HealthView:
         return int(self.engine.silence_window(per_minute, at)[0]), per_minute[0]
 
     def _sums(self, window: int) -> np.ndarray:
-        return self.engine.window_sums(np.array([window]), np.array([self.row]))[0]
+        sums: np.ndarray = self.engine.window_sums(np.array([window]), np.array([self.row]))[0]
+        return sums
 
     @property
     def silent(self) -> Finding:
@@ -141,8 +146,8 @@ class HealthView:
     def rejected(self) -> Finding:
         window, _ = self._silence_window()
         s = self._sums(window)
-        base, seen = self.engine.usual(REJECTS, REJECTED, RECEIVED, [self.row])
-        base = float(np.nan_to_num(base[0]))
+        usual, seen = self.engine.usual(REJECTS, REJECTED, RECEIVED, np.array([self.row]))
+        base = float(np.nan_to_num(usual[0]))
         share = _num(_share(s[REJECTED], s[RECEIVED]))
         state, onset = self._state(REJECTS)
         return Finding(
@@ -161,7 +166,7 @@ class HealthView:
     def abstention(self) -> Finding:
         window = self.config.abstention_window_minutes
         s = self._sums(window)
-        h = self.engine.history_sums(ABSTAINS, [self.row])[0]
+        h = self.engine.history_sums(ABSTAINS, np.array([self.row]))[0]
         share, base = _num(_share(s[ABSTAINED], s[ANSWERS])), _num(_share(h[ABSTAINED], h[ANSWERS]))
         rate_now, rate_before = _num(_share(s[FAILED], s[CLAIMS])), _num(_share(h[FAILED], h[CLAIMS]))
         state, onset = self._state(ABSTAINS)
@@ -209,7 +214,10 @@ def health_inputs(sums: np.ndarray, rejected: np.ndarray) -> np.ndarray:
 
 def health_input(counts: Counts, rejected: int) -> np.ndarray:
     """One route's minute as the engine reads it (``health_inputs``)."""
-    return health_inputs(np.array([[getattr(counts, f) for f in SUM_FIELDS]], dtype=float), np.array([rejected]))[0]
+    row: np.ndarray = health_inputs(
+        np.array([[getattr(counts, f) for f in SUM_FIELDS]], dtype=float), np.array([rejected])
+    )[0]
+    return row
 
 
 class InputHealthDetector(HealthView):

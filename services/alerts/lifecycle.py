@@ -17,9 +17,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import Enum
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from services.alerts.silences import Silence
 from services.rates.intervals import Interval
+
+if TYPE_CHECKING:
+    from services.alerts.suspects import Suspect
 
 DRIFT_KIND = "hallucination_rate_rise"  # worse on the same mix of questions: a regression, pages
 MIX_KIND = "mix_shift"  # the rise is mostly a change in the mix of questions: a warning
@@ -79,7 +83,7 @@ class Alert:
     claims: int = 0
     onset: datetime | None = None
     driving_verdict: str | None = None
-    suspect_changes: tuple[dict, ...] = ()  # Suspect.as_dict() records, most likely first
+    suspect_changes: tuple[dict[str, Any], ...] = ()  # Suspect.as_dict() records, most likely first
     updated_at: datetime | None = None
     expected: float | None = None  # the rate expected over the window at this time of day
     expected_basis: str = ""  # why: the time-of-day profile, or the trailing level when history is short
@@ -87,8 +91,10 @@ class Alert:
     rate_effect: float | None = None  # … and the part on the same mix (worse answers); they add up to delta
     mix_slice: str | None = None  # the slice whose share moved most, with its shares
     unit: str = "share"  # what rate, expected, baseline and delta measure (UNITS)
-    details: dict = field(default_factory=dict)  # kind-specific figures (input health: received, top rule, …)
-    __hash__ = None  # labels is a dict
+    # kind-specific figures (input health: received, top rule, …)
+    details: dict[str, Any] = field(default_factory=dict)
+    # unhashable, as labels is a dict; typeshed types object.__hash__ as a method, which None cannot override
+    __hash__: ClassVar[None] = None  # type: ignore[assignment]
 
     @property
     def match_labels(self) -> dict[str, str]:
@@ -110,7 +116,7 @@ class Alert:
         carried one."""
         return self.expected if self.expected is not None else self.baseline
 
-    def transition_record(self) -> dict:
+    def transition_record(self) -> dict[str, Any]:
         """One line of `claimwatch backtest --alerts-out` and of topic claimwatch.alerts."""
         return {
             "route": self.route,
@@ -129,7 +135,7 @@ class Alert:
             "details": dict(self.details),
         }
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         """JSON-ready record for storage."""
         return {
             "alert_id": self.alert_id,
@@ -164,42 +170,41 @@ class Alert:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> Alert:
-        times = {
-            k: None if data.get(k) is None else datetime.fromisoformat(data[k])
-            for k in ("pending_since", "starts_at", "ends_at", "acked_at", "onset", "updated_at")
-        }
-        intervals = {
-            k: None if data.get(k) is None else Interval(*data[k]) for k in ("rate_interval", "baseline_interval")
-        }
-        plain = {
-            k: data.get(k)
-            for k in (
-                "alert_id",
-                "route",
-                "kind",
-                "severity",
-                "window",
-                "acked_by",
-                "ack_note",
-                "rate",
-                "baseline",
-                "delta",
-                "driving_verdict",
-                "expected",
-                "mix_effect",
-                "rate_effect",
-                "mix_slice",
-            )
-        }
+    def from_dict(cls, data: Mapping[str, Any]) -> Alert:
+        def time(key: str) -> datetime | None:
+            return None if data.get(key) is None else datetime.fromisoformat(data[key])
+
+        def interval(key: str) -> Interval | None:
+            return None if data.get(key) is None else Interval(*data[key])
+
         return cls(
-            **plain,
-            **times,
-            **intervals,
+            alert_id=data["alert_id"],  # the fields without a default are in every stored alert
+            route=data["route"],
+            kind=data["kind"],
+            severity=data["severity"],
             labels=dict(data.get("labels") or {}),
+            window=data["window"],
+            pending_since=datetime.fromisoformat(data["pending_since"]),
+            starts_at=time("starts_at"),
+            ends_at=time("ends_at"),
+            acked_at=time("acked_at"),
+            acked_by=data.get("acked_by"),
+            ack_note=data.get("ack_note"),
+            rate=data.get("rate"),
+            rate_interval=interval("rate_interval"),
+            baseline=data.get("baseline"),
+            baseline_interval=interval("baseline_interval"),
+            delta=data.get("delta"),
             claims=int(data.get("claims") or 0),
+            onset=time("onset"),
+            driving_verdict=data.get("driving_verdict"),
             suspect_changes=tuple(data.get("suspect_changes") or ()),
+            updated_at=time("updated_at"),
+            expected=data.get("expected"),
             expected_basis=data.get("expected_basis") or "",
+            mix_effect=data.get("mix_effect"),
+            rate_effect=data.get("rate_effect"),
+            mix_slice=data.get("mix_slice"),
             unit=data.get("unit") or "share",
             details=dict(data.get("details") or {}),
         )
@@ -302,13 +307,18 @@ def should_notify(
     if current is None or silenced_by(current, silences, now):
         return Notify.NOTHING
     same = previous is not None and previous.alert_id == current.alert_id
-    before = previous.recorded_state if same else None
+    before = previous.recorded_state if previous is not None and same else None
     now_state = current.recorded_state
     if now_state == "firing":
-        if before != "firing":
+        if previous is None or before != "firing":
             return Notify.NEW_FIRING
-        last = previous.updated_at or current.starts_at
-        ticks = lambda t: (t - current.starts_at) // resend_every  # noqa: E731
+        started = current.starts_at
+        assert started is not None  # recorded_state is "firing" only once the alert has started
+        last = previous.updated_at or started
+
+        def ticks(t: datetime) -> int:
+            return (t - started) // resend_every
+
         return Notify.RESEND if ticks(now) > ticks(last) else Notify.NOTHING
     if now_state == "resolved" and current.starts_at is not None and before != "resolved":
         return Notify.RESOLVED
@@ -324,14 +334,39 @@ def severity_for(delta: float | None, threshold: float, kind: str = DRIFT_KIND) 
     return "critical" if kind == DRIFT_KIND and critical else "warning"
 
 
+class DetectorView(Protocol):
+    """What an alert reads of a detector's view of a route (fleet.RouteView, input_health.Finding)."""
+
+    @property
+    def state(self) -> str: ...
+    @property
+    def window_minutes(self) -> int: ...
+    @property
+    def rate(self) -> float | None: ...
+    @property
+    def rate_interval(self) -> Interval | None: ...
+    @property
+    def baseline(self) -> float | None: ...
+    @property
+    def baseline_interval(self) -> Interval | None: ...
+    @property
+    def delta(self) -> float | None: ...
+    @property
+    def claims_counted(self) -> int: ...
+    @property
+    def onset(self) -> datetime | None: ...
+    @property
+    def driving_verdict(self) -> str | None: ...
+
+
 def observed_alert(
     route: str,
-    detector,
+    detector: DetectorView,
     now: datetime,
     kind: str = DRIFT_KIND,
     severity: str = "warning",
     labels: Mapping[str, str] | None = None,
-    suspects: Iterable = (),
+    suspects: Iterable[Suspect | dict[str, Any]] = (),
 ) -> Alert | None:
     """What a detector says about a route now, as an Alert to merge; None when the detector is ok.
 
@@ -370,7 +405,9 @@ def observed_alert(
     )
 
 
-def next_alert(previous: Alert | None, route: str, detector, now: datetime, **observed_kwargs) -> Alert | None:
+def next_alert(
+    previous: Alert | None, route: str, detector: DetectorView, now: datetime, **observed_kwargs: Any
+) -> Alert | None:
     """One evaluation step: observe, then merge into the open alert or resolve it."""
     observed = observed_alert(route, detector, now, **observed_kwargs)
     if observed is None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime, timedelta
+from typing import Any
 
 from services.alerts.explain import TOP, AlertExplanation, Contribution
 from services.alerts.figures import (
@@ -29,6 +30,7 @@ from services.alerts.lifecycle import (
     Alert,
 )
 from services.core.numbers import thousands, utc_minute
+from services.rates.intervals import Interval
 
 ALERTNAME = "ClaimHallucinationRateRise"
 ALERTNAMES = {
@@ -158,7 +160,10 @@ def description(alert: Alert) -> str:
         return f"{summary(alert)}. {alert.expected_basis}." + (
             f" New verifier versions among the labels: {versions}." if versions else ""
         )
-    lo_hi = lambda i: f"[{_pct(i.lo)}, {_pct(i.hi)}]" if i else ""  # noqa: E731
+
+    def lo_hi(i: Interval | None) -> str:
+        return f"[{_pct(i.lo)}, {_pct(i.hi)}]" if i else ""
+
     parts = [
         f"Rate {_pct(alert.rate)} {lo_hi(alert.rate_interval)} over {alert.window} min and {alert.claims} claims; "
         f"expected {_pct(alert.expected)} ({alert.expected_basis or 'trailing level'}); "
@@ -183,7 +188,7 @@ def _claim_text(c: Contribution, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def top_issues(explanation: AlertExplanation | None, external_url: str, n: int = TOP) -> list[dict]:
+def top_issues(explanation: AlertExplanation | None, external_url: str, n: int = TOP) -> list[dict[str, Any]]:
     """The ``n`` issues behind most of the alert's excess: id, name, share, a representative claim, runbook URL."""
     if explanation is None:
         return []
@@ -240,11 +245,11 @@ def alertmanager_payload(
     resend_every: timedelta,
     explanation: AlertExplanation | None = None,
     owner: Mapping[str, str] | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """One alert in Alertmanager API v2 form. Firing alerts carry an endsAt a few resends ahead,
     so Alertmanager resolves them by itself if claimwatch stops sending. With an ``explanation``
     the annotations name the top three issues behind the excess (``issue_annotations``); ``owner``: the
-    labels that route it to its team (``team``, ``owner``; services/triage/owners.py)."""
+    labels that route it to its team (``team``, ``owner``; services/issues/owners.py)."""
     ends = min(alert.ends_at, now) if alert.ends_at else now + 4 * resend_every
     return {
         "labels": {
@@ -283,14 +288,14 @@ def _effect_annotations(alert: Alert) -> dict[str, str]:
     return {k: v for k, v in values.items() if v and v != "n/a"}
 
 
-def webhook_payload(alert: Alert, reason: str, external_url: str, explanation: AlertExplanation | None = None) -> dict:
+def webhook_payload(
+    alert: Alert, reason: str, external_url: str, explanation: AlertExplanation | None = None
+) -> dict[str, Any]:
     state = alert.recorded_state.upper()
-    body = {
-        "text": f"[{state}] {summary(alert)} — {external_url}/alerts/{alert.alert_id}",
-        "reason": reason,
-        "alert": alert.as_dict(),
-    }
+    text = f"[{state}] {summary(alert)} — {external_url}/alerts/{alert.alert_id}"
     if explanation is not None:
-        body["text"] += "\n" + explanation_text(explanation, external_url)
+        text += "\n" + explanation_text(explanation, external_url)
+    body: dict[str, object] = {"text": text, "reason": reason, "alert": alert.as_dict()}
+    if explanation is not None:
         body["explanation"] = {**explanation.as_dict(TOP), "issues": top_issues(explanation, external_url)}
     return body

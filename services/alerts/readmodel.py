@@ -3,7 +3,7 @@ full, a silence, a rule. Defined once (services/core/readmodel.py)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -31,7 +31,7 @@ class AlertRead(Read):
     claims: int
     onset: str | None
     driving_verdict: str | None
-    suspect_changes: list[dict]
+    suspect_changes: list[dict[str, Any]]
     updated_at: str | None
     expected: float | None = Field(
         description="the rate expected over the window at this time of day (while the "
@@ -43,15 +43,15 @@ class AlertRead(Read):
     mix_slice: str | None = Field(description="the slice whose share moved most, with its shares")
     unit: Literal["share", "per_minute"] = Field(
         description=(
-            "what rate, expected, baseline and delta measure: a share (of claims, answers or events) or events a minute "
-            "(route_silent)"
+            "what rate, expected, baseline and delta measure: a share (of claims, answers or events) or events a "
+            "minute (route_silent)"
         )
     )
-    details: dict = Field(
+    details: dict[str, Any] = Field(
         description=(
             "kind-specific figures: route_silent received, expected_events; events_rejected rejected, received, "
-            "top_rule, top_rule_count, sample_reason, sample_source; abstention_rise served_share, served_share_before, "
-            "hallucination_rate, hallucination_rate_before, hallucination_fell"
+            "top_rule, top_rule_count, sample_reason, sample_source; abstention_rise served_share, "
+            "served_share_before, hallucination_rate, hallucination_rate_before, hallucination_fell"
         )
     )
     state: Literal["pending", "firing", "resolved"]
@@ -61,7 +61,7 @@ class AlertRead(Read):
     )
     acked: bool
     silenced_by: list[str]
-    explanation: dict | None = Field(
+    explanation: dict[str, Any] | None = Field(
         None,
         description=(
             "which issues account for the route's excess failing claims in the alert's window (excess = failed - "
@@ -74,8 +74,8 @@ class AlertRead(Read):
 
 
 class AlertDetailRead(AlertRead):
-    transitions: list[dict]
-    calibrated: dict | None = Field(
+    transitions: list[dict[str, Any]]
+    calibrated: dict[str, Any] | None = Field(
         description=(
             "rate alerts: whether the rise holds on the rate corrected for the verifier's errors against human labels "
             "(holds: true, false, or null when it cannot tell; status: no labels yet, stale or current; rate, "

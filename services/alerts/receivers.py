@@ -7,18 +7,32 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 ALERTMANAGER, WEBHOOK, ISSUE_WEBHOOK = "alertmanager", "webhook", "issue_webhook"  # the `receiver` label values
 RECEIVERS = (ALERTMANAGER, WEBHOOK, ISSUE_WEBHOOK)  # an Outgoing's target names its receiver
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    target: str  # the receiver: "alertmanager", "webhook" or "issue_webhook" (RECEIVERS)
+    url: str
+    body: object  # sent as JSON; bytes are sent as they are (a signed body)
+    headers: Mapping[str, str] = field(default_factory=dict)
+    # What it tells (alert/<alert_id>/<state>, issue/<delivery>): logged and sent once per receiver. None: a
+    # periodic resend, neither logged nor worth sending behind a newer one.
+    key: str | None = None
+
+
 FAILING_ALARM = timedelta(minutes=10)  # a receiver failing this long shows as down on the ops page (and pages)
 
 
 @dataclass(frozen=True)
 class Queued:
-    item: Any  # services.alerts.dispatch.Outgoing
+    item: Outgoing
     since: datetime  # when it was logged (or queued, when it is not logged)
 
 
@@ -33,7 +47,7 @@ class ReceiverQueue:
         self.last_error = ""
         self._ready = asyncio.Event()
 
-    def put(self, item, since: datetime) -> list[Queued]:
+    def put(self, item: Outgoing, since: datetime) -> list[Queued]:
         """Queue ``item``; returns what it pushes out: a queued resend it supersedes (``key`` None: only the newest
         resend is worth sending), and the oldest when the queue is full (bounded: shed rather than grow)."""
         out = []
@@ -60,7 +74,7 @@ class ReceiverQueue:
     def done(self) -> None:
         self.sending = None
 
-    def items(self) -> list:
+    def items(self) -> list[Outgoing]:
         return [q.item for q in (*([self.sending] if self.sending else []), *self.waiting)]
 
     @property
@@ -89,7 +103,9 @@ class ReceiverQueue:
         return max(0.0, (now - self.failing_since).total_seconds()) if self.failing_since else 0.0
 
 
-def receiver_status(found: dict[str, dict], configured: dict[str, bool], now: datetime) -> list[dict]:
+def receiver_status(
+    found: dict[str, dict[str, Any]], configured: dict[str, bool], now: datetime
+) -> list[dict[str, Any]]:
     """Each receiver as the ops page shows it, from the notification log's ``receivers`` (services/store/
     notifications.py): ``state`` (off: not configured; ok; failing; down: failing FAILING_ALARM or longer), the
     notifications ``waiting`` and the age of the oldest, and since when and why it fails."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -79,7 +80,9 @@ class RouteDetectors:
 
     def step(self, minute: int, inputs: dict[str, RouteMinute]) -> None:
         """One minute for every route: ``inputs`` by route (a route without any had an empty minute)."""
-        per_fleet = {id(f): (np.zeros((f.n_routes, N_FIELDS)), {}) for f in self.fleets.values()}
+        per_fleet: dict[int, tuple[np.ndarray, dict[int, dict[str, tuple[float, float]]]]] = {
+            id(f): (np.zeros((f.n_routes, N_FIELDS)), {}) for f in self.fleets.values()
+        }
         health = np.zeros((self.health.n_routes, WIDTH))
         for route, given in inputs.items():
             fleet, row, health_row = self.rows[route]
@@ -137,18 +140,18 @@ class RouteDetectors:
         return out
 
     # -- a route's state -----------------------------------------------------------------------------------
-    def state(self, route: str) -> dict:
+    def state(self, route: str) -> dict[str, Any]:
         fleet, row, health_row = self.rows[route]
         return {"drift": fleet.row_state(row), "health": self.health.row_state(health_row)}
 
-    def load(self, states: dict[str, dict], minute: int) -> None:
+    def load(self, states: dict[str, dict[str, Any]], minute: int) -> None:
         """Routes as ``state`` gave each after ``minute``, which must be the minute these detectors are at (or they
         have not begun)."""
         if self.minute not in (None, minute):
             raise StateMismatch(f"a route's state after minute {minute} cannot join routes at minute {self.minute}")
         self.minute = minute
         self.add(list(states))
-        by_fleet: dict[int, tuple[DriftFleet, list[int], list[dict]]] = {}
+        by_fleet: dict[int, tuple[DriftFleet, list[int], list[dict[str, Any]]]] = {}
         for route, state in states.items():
             fleet, row, _ = self.rows[route]
             _, rows, drift = by_fleet.setdefault(id(fleet), (fleet, [], []))

@@ -46,12 +46,13 @@ def _restored(value: Any) -> Any:
     return value
 
 
-def encode_state(state: dict) -> bytes:
+def encode_state(state: dict[str, Any]) -> bytes:
     return zlib.compress(msgspec.msgpack.encode(_plain(state)), 6)
 
 
-def decode_state(data: bytes) -> dict:
+def decode_state(data: bytes) -> dict[str, Any]:
     try:
-        return _restored(msgspec.msgpack.decode(zlib.decompress(data)))
+        state: dict[str, Any] = _restored(msgspec.msgpack.decode(zlib.decompress(data)))
+        return state
     except (zlib.error, msgspec.DecodeError, ValueError, TypeError) as exc:
         raise ValueError(f"unreadable route state ({len(data)} bytes): {exc}") from exc

@@ -37,7 +37,7 @@ def grow(obj: object, arrays: RowArrays, k: int, fills: Mapping[str, Any] | None
         setattr(obj, name, grown(getattr(obj, name), k, axis, (fills or {}).get(name, 0)))
 
 
-def _index(a: np.ndarray, axis: int, row: int) -> tuple:
+def _index(a: np.ndarray, axis: int, row: int) -> tuple[int | slice, ...]:
     index: list[Any] = [slice(None)] * a.ndim
     index[axis] = row
     return tuple(index)

@@ -15,11 +15,11 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from services.alerts.cardinality import WINDOW as CARDINALITY_WINDOW
 from services.alerts.config import DetectorConfig
-from services.alerts.input_health import InputHealthConfig
+from services.alerts.health_engine import InputHealthConfig
 from services.alerts.lifecycle import (
     ABSTENTION_KIND,
     AGREEMENT_KIND,
@@ -32,7 +32,7 @@ from services.alerts.lifecycle import (
     REJECTED_KIND,
     SILENT_KIND,
 )
-from services.alerts.readmodel import RuleRead
+from services.alerts.readmodel import RuleRead, RuleThresholdRead
 from services.ingest.routes import MAX_ACTIVE
 
 QUALITY_FILE = Path(__file__).with_name("rule_quality.json")
@@ -87,11 +87,11 @@ class Quality:
     note: str = ""
 
     @classmethod
-    def from_mapping(cls, kind: str, data: Mapping) -> Quality:
+    def from_mapping(cls, kind: str, data: Mapping[str, Any]) -> Quality:
         where = f"{QUALITY_FILE.name}: {kind}"
         if not isinstance(data, Mapping):
             raise ValueError(f"{where}: expected an object, got {type(data).__name__}")
-        unknown = sorted(set(data) - {f for f in cls.__dataclass_fields__})
+        unknown = sorted(set(data) - set(cls.__dataclass_fields__))
         if unknown:
             raise ValueError(f"{where}: unknown field(s) {', '.join(unknown)}")
         rate = data.get("false_alarms_per_route_per_60_days")
@@ -162,11 +162,11 @@ class Rule:
             severity=self.severity,
             severities=list(self.severities),
             pages=self.pages,
-            thresholds=[asdict(t) for t in self.thresholds],
+            thresholds=[RuleThresholdRead(text=t.text, setting=t.setting, value=t.value) for t in self.thresholds],
             **asdict(self.quality),
         )
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return self.read().as_dict()
 
 
@@ -186,24 +186,31 @@ def _drift_setting(name: str) -> str:
 
 def _engine(d: DetectorConfig) -> list[Threshold]:
     """How the configured engine decides (services/alerts/engines.py)."""
-    e = d.engine
-    t = lambda text, name: Threshold(text, _drift_setting(name), getattr(e, name))  # noqa: E731
+
+    def t(text: str, name: str) -> Threshold:
+        return Threshold(text, _drift_setting(name), getattr(d.engine, name))
+
     if d.kind == "cusum":
+        c = d.cusum  # d.engine, by its own type
         return [
-            t(f"CUSUM fires at h = {e.h:g}, tuned for a +{_pts(e.design(d.threshold))} rise", "h"),
-            t(f"resolves when the mirror CUSUM reaches {e.resolve_h:g}", "resolve_h"),
+            t(f"CUSUM fires at h = {c.h:g}, tuned for a +{_pts(c.design(d.threshold))} rise", "h"),
+            t(f"resolves when the mirror CUSUM reaches {c.resolve_h:g}", "resolve_h"),
         ]
     if d.kind == "window":
-        minutes = "/".join(str(w) for w in e.windows)
+        w = d.window
+        minutes = "/".join(str(m) for m in w.windows)
         return [
-            t(f"z ≥ {e.z_fire:g} on a {minutes}-minute window, held {e.window_for_minutes} min", "z_fire"),
-            t(f"resolves when every window is below z {e.z_resolve:g} for {e.resolve_minutes} min", "z_resolve"),
+            t(f"z ≥ {w.z_fire:g} on a {minutes}-minute window, held {w.window_for_minutes} min", "z_fire"),
+            t(f"resolves when every window is below z {w.z_resolve:g} for {w.resolve_minutes} min", "z_resolve"),
         ]
-    return [t(f"the {e.naive_window}-minute rate over the threshold for {e.for_minutes} min", "for_minutes")]
+    n = d.naive
+    return [t(f"the {n.naive_window}-minute rate over the threshold for {n.for_minutes} min", "for_minutes")]
 
 
 def _drift(d: DetectorConfig, route_thresholds: Mapping[str, float]) -> list[Threshold]:
-    t = lambda text, name: Threshold(text, _drift_setting(name), getattr(d, name))  # noqa: E731
+    def t(text: str, name: str) -> Threshold:
+        return Threshold(text, _drift_setting(name), getattr(d, name))
+
     own = f"; {len(route_thresholds)} route(s) have their own" if route_thresholds else ""
     season = (
         f"expected: the trailing {d.baseline_minutes // 60} h level plus the time of day over up to "
@@ -231,7 +238,9 @@ def _drift(d: DetectorConfig, route_thresholds: Mapping[str, float]) -> list[Thr
 
 
 def _input(h: InputHealthConfig, kind: str) -> list[Threshold]:
-    t = lambda text, name: Threshold(text, f"drift.input_health.{name}", getattr(h, name))  # noqa: E731
+    def t(text: str, name: str) -> Threshold:
+        return Threshold(text, f"drift.input_health.{name}", getattr(h, name))
+
     window = t(
         f"window ≥ {h.window_minutes} min, lengthened until {h.min_expected:g} events are expected "
         f"(at most {h.max_window_minutes} min)",

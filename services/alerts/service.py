@@ -3,9 +3,11 @@ the API and the CLI."""
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import Any
 
 from services.alerts.calibrated import Calibration, calibrated_rise, calibration_suspect
 from services.alerts.expectations import compare, published, sort_routes
@@ -26,7 +28,7 @@ class AlertView:
     state: str
     acked: bool
     silenced_by: tuple[str, ...]
-    transitions: tuple[dict, ...] | None = None  # only when one alert is shown
+    transitions: tuple[dict[str, Any], ...] | None = None  # only when one alert is shown
     explanation: AlertExplanation | None = None  # which issues account for its excess (services/alerts/explain.py)
     calibration: Calibration | None = None  # the route's calibration now (rate alerts, one alert shown)
     runbook: str | None = None  # Markdown, input-health kinds (RUNBOOK_KINDS), one alert shown
@@ -58,7 +60,7 @@ class AlertView:
             **common, transitions=list(self.transitions), calibrated=calibrated, runbook=self.runbook
         )
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return self.read().as_dict()
 
 
@@ -70,7 +72,7 @@ class SilenceView:
     def read(self) -> SilenceRead:
         return SilenceRead(**self.silence.as_dict(), active=self.active)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return self.read().as_dict()
 
 
@@ -112,11 +114,14 @@ class AlertsService:
             ]
         return views
 
-    def compare_rates(self, entries: list[dict], now: datetime, sort: str = "priority") -> list[dict]:
+    # builtins.list from here on: in the class body, list is the method above
+    def compare_rates(
+        self, entries: builtins.list[dict[str, Any]], now: datetime, sort: str = "priority"
+    ) -> builtins.list[dict[str, Any]]:
         """Rate entries beside each route's expectation and firing alerts, sorted (services/alerts/expectations.py)."""
         return sort_routes(list(map(self.comparison(now), entries)), sort)
 
-    def comparison(self, now: datetime) -> Callable[[dict], dict]:
+    def comparison(self, now: datetime) -> Callable[[dict[str, Any]], dict[str, Any]]:
         """What sets a rate entry beside its route's expectation and firing alerts (expectations.compare), read
         once for every entry it is given."""
         expectations = published(self.alerts)
@@ -149,7 +154,7 @@ class AlertsService:
         """The alert's own runbook (input-health kinds); None for a drift alert, whose runbooks are its issues'."""
         return None if self.write_runbook is None else self.write_runbook(alert, fmt)
 
-    def rules(self) -> list[Rule]:
+    def rules(self) -> builtins.list[Rule]:
         """Every alert kind's rule: meaning, severity, thresholds in force and measured quality."""
         if self.rules_in_force is None:
             raise NotFound("the alert rules are not available in this process")
@@ -163,7 +168,7 @@ class AlertsService:
 
     def silence(
         self,
-        matchers: list[str],
+        matchers: builtins.list[str],
         by: str,
         comment: str,
         now: datetime,
@@ -184,7 +189,7 @@ class AlertsService:
         self.alerts.save_silence(silence)
         return silence
 
-    def silences(self, now: datetime, active_only: bool = False) -> list[SilenceView]:
+    def silences(self, now: datetime, active_only: bool = False) -> builtins.list[SilenceView]:
         return [SilenceView(s, s.is_active(now)) for s in self.alerts.silences(now if active_only else None)]
 
 

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from functools import lru_cache
+from typing import Any, Protocol
 
 import re2
 
@@ -26,10 +27,17 @@ _RE2_OPTIONS = re2.Options()
 _RE2_OPTIONS.log_errors = False  # a refused pattern is reported to the caller, not logged to stderr
 
 
+class LabelRegex(Protocol):
+    """What the silences use of a compiled RE2 pattern (google-re2 ships no type hints)."""
+
+    def fullmatch(self, text: str) -> object | None: ...
+
+
 @lru_cache(maxsize=1024)
-def compile_label_regex(pattern: str):
+def compile_label_regex(pattern: str) -> LabelRegex:
     """RE2, not ``re``: matching takes linear time, so a pattern such as ``(a|a)*b`` cannot hang the alerts."""
-    return re2.compile(pattern, _RE2_OPTIONS)
+    compiled: LabelRegex = re2.compile(pattern, _RE2_OPTIONS)
+    return compiled
 
 
 @dataclass(frozen=True)
@@ -160,6 +168,7 @@ class Silence:
         if (ends_at is None) == (duration is None):
             raise ValueError("silence: give either ends_at or duration (such as 2h), not both or neither")
         if ends_at is None:
+            assert duration is not None  # exactly one of the two is given, as checked above
             ends_at = starts_at + (duration if isinstance(duration, timedelta) else parse_duration(duration))
         # here, not in a router: a change made without the API (the CLI over the store) meets the same limits
         elif ends_at - starts_at > MAX_SILENCE:
@@ -181,7 +190,7 @@ class Silence:
             return self
         return replace(self, ends_at=max(self.starts_at, now), ended_by=by)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "silence_id": self.silence_id,
             "matchers": [str(m) for m in self.matchers],
@@ -193,7 +202,7 @@ class Silence:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> Silence:
+    def from_dict(cls, data: Mapping[str, Any]) -> Silence:
         return cls(
             data["silence_id"],
             tuple(parse_matcher(m) for m in data["matchers"]),

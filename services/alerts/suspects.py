@@ -21,8 +21,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from services.rates.intervals import Counts, Interval, ratio_interval
+from services.store.rates import SUM_FIELDS
 
 SYSTEM_KEYS = frozenset({"model", "prompt", "retriever", "verifier"})
 EVIDENCE_KEYS = frozenset({"corpus"})
@@ -49,8 +51,10 @@ class Suspect:
     def share_change(self) -> float:
         return self.share_after - self.share_before
 
-    def as_dict(self) -> dict:
-        interval = lambda i: None if i is None else [round(i.lo, 6), round(i.hi, 6)]  # noqa: E731
+    def as_dict(self) -> dict[str, Any]:
+        def interval(i: Interval | None) -> list[float] | None:
+            return None if i is None else [round(i.lo, 6), round(i.hi, 6)]
+
         return {
             "dim": self.dim,
             "key": self.key,
@@ -98,7 +102,7 @@ def _total(values: Iterable[Counts]) -> Counts:
 
 
 def _minus(total: Counts, part: Counts) -> Counts:
-    return Counts(*(x - y for x, y in zip(total.as_dict().values(), part.as_dict().values())))
+    return Counts(*(getattr(total, f) - getattr(part, f) for f in SUM_FIELDS))  # as Counts.__add__ adds
 
 
 def _mix_shift(b: Counts, a: Counts, b_total: Counts, a_total: Counts, min_claims: int) -> float | None:
@@ -115,7 +119,9 @@ def _mix_shift(b: Counts, a: Counts, b_total: Counts, a_total: Counts, min_claim
     if gain <= 0 or not a.claims:
         return 0.0
     rest = _minus(a_total, a)
-    return gain * (a.rate - rest.rate) if rest.claims >= min_claims else None
+    if rest.claims < min_claims or a.rate is None or rest.rate is None:
+        return None
+    return gain * (a.rate - rest.rate)
 
 
 def suspect_changes(
@@ -140,7 +146,8 @@ def suspect_changes(
     new = {d: v for d, v in new.items() if d.startswith(prefix)}
     rise = (route_after.rate or 0.0) - (route_before.rate or 0.0)
 
-    candidates, contrast_explained = [], defaultdict(float)
+    candidates = []
+    contrast_explained: defaultdict[str, float] = defaultdict(float)
     for dim in sorted(set(old) | set(new)):
         b_vals, a_vals = old.get(dim, {}), new.get(dim, {})
         b_total, a_total = _total(b_vals.values()), _total(a_vals.values())

@@ -147,18 +147,18 @@ class TokenCheck:
     @property
     def _hashes(self) -> tuple[tuple[bytes, str | None], ...]:
         if self._file is not None:
-            self._reload()
+            self._reload(self._file)
         return self._fixed + self._from_file
 
-    def _reload(self) -> None:
+    def _reload(self, file: Path) -> None:
         try:
-            st = self._file.stat()
+            st = file.stat()
             stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
         except OSError:
             stamp = None
         if stamp == self._stamp:
             return
-        self._from_file = tuple(read_hashes_file(self._file)) if stamp else ()
+        self._from_file = tuple(read_hashes_file(file)) if stamp else ()
         self._stamp = stamp
 
     @property
@@ -264,7 +264,7 @@ def same_origin(host: str | None, origin: str | None, referer: str | None) -> bo
     sent = origin if origin is not None else referer
     if sent is None:
         return True
-    return bool(host) and urlsplit(sent).netloc.lower() == host.lower()  # "null" has no netloc: refused
+    return bool(host and urlsplit(sent).netloc.lower() == host.lower())  # "null" has no netloc: refused
 
 
 class ClientAddress:

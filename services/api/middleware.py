@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 
 from services.api.pages import error_page, wants_page
 from services.api.security import Gate, retry_after
@@ -42,6 +42,7 @@ class BodyTooLarge(HTTPException):
 
 async def _refuse(scope, receive, send, status: int, detail: str, headers: Mapping[str, str] | None = None) -> None:
     """The styled error page for a page request, else JSON ``{"detail": ...}``."""
+    response: Response
     if wants_page(Request(scope)):
         response = error_page(status, detail, headers)
     else:

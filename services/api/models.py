@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from fastapi import Path
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
@@ -141,7 +142,10 @@ class Problem(BaseModel):
     field: str | None = Field(None, description="for malformed input: where the first problem is, e.g. body.by")
 
 
-ERROR_RESPONSES = {
+# FastAPI's type for a route's `responses`: status code to OpenAPI response fields.
+Responses = dict[int | str, dict[str, Any]]
+
+ERROR_RESPONSES: Responses = {
     404: {"model": Problem, "description": "Nothing has that id"},
     422: {"model": Problem, "description": "The input is malformed; detail names the field"},
 }
@@ -149,7 +153,7 @@ ERROR_RESPONSES = {
 PROBLEM_JSON = {
     "application/json": {"schema": {"type": "object", "required": ["detail"], "properties": {"detail": {}}}}
 }
-TEXT_ERROR_RESPONSES = {
+TEXT_ERROR_RESPONSES: Responses = {
     404: {"description": "Nothing has that id", "content": PROBLEM_JSON},
     422: {"description": "The input is malformed; detail names the field", "content": PROBLEM_JSON},
 }
@@ -159,7 +163,8 @@ LOCATIONS = {"body", "query", "path", "header", "cookie"}
 
 
 def error_location(error: Mapping) -> str:
-    """Where one validation error is, dotted: ``body.by``, ``query.state``; just ``body`` for a body that is not JSON."""
+    """Where one validation error is, dotted: ``body.by``, ``query.state``; just ``body`` for a body that is not
+    JSON."""
     loc = [str(p) for p in error.get("loc") or ()]
     return "body" if error.get("type") == "json_invalid" else ".".join(loc) or "input"
 

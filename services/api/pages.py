@@ -36,7 +36,7 @@ from services.api.assets import Assets, asked_version, cache_control
 from services.api.auth import READ_COOKIE, same_origin
 from services.api.ingestlag import LagWatch
 from services.api.plotly_assets import BASE_STYLE_ID, PlotlyAssets
-from services.api.routeview import ROUTES_PER_PAGE, RouteHistory
+from services.api.routeview import ROUTES_PER_PAGE, RouteHistory, RouteReport
 from services.api.security import Gate
 from services.api.serialise import as_json
 from services.core.errors import NotFound
@@ -44,12 +44,12 @@ from services.core.names import visible_controls
 from services.core.numbers import pct, plural, pts, thousands, utc_minute
 from services.core.readmodel import exactly
 from services.evalset.readmodel import AgreementRead
+from services.issues.activity import ActivityPage
 from services.issues.readmodel import IssueDetailRead, IssueRead
 from services.issues.traces import MAX_CLAIMS_PAGE
 from services.rates.readmodel import RouteDetailRead, RouteRateRead
 from services.rates.report import RANKING_SUMS
 from services.rates.window import WindowError, parse_window
-from services.triage.activity import ActivityPage
 
 HERE = Path(__file__).resolve().parent
 PLOTLY = PlotlyAssets()
@@ -163,7 +163,7 @@ class Pages:
         now: Callable,
         *,
         rates,
-        report: Callable,
+        report: RouteReport,
         alerts,
         review,
         traces,
@@ -237,9 +237,11 @@ class Pages:
         window = _window_or_default(window, "6h") if window != "all" else "6h"
         alerts = self.alerts
         route_alerts = as_json(alerts.list(self.now(), route, explain=True))  # each with the issues behind it
+        span = parse_window(window)
+        assert span is not None, "'all' was replaced by 6h above"
         detail = self.history.detail(
             route,
-            parse_window(window),
+            span,
             None,
             route_alerts,
             None,
@@ -248,7 +250,7 @@ class Pages:
         )
         if detail is None:
             raise NotFound(f"no events stored for route {route!r}")
-        found = self.review.calibrated(parse_window(window), self.now(), [route]).get(route)
+        found = self.review.calibrated(span, self.now(), [route]).get(route)
         return self._page(
             request,
             "route.html",

@@ -1,46 +1,56 @@
-"""What the API lets in: its limits (rate limits, body size, ...), defined here once with their defaults.
-
-``settings.api`` (services/app/settings.py) takes its defaults from ``ApiPolicy``; this module imports nothing
-heavy, so the settings (and every CLI command) load without FastAPI. services/api/security.py enforces it."""
+"""What the API lets in: its limits (rate limits, body size, ...), each defined here once, with its default, bounds
+and description. ``settings.api`` (services/app/settings.py) is an ``ApiPolicy`` with the server's own settings
+beside; this module imports only pydantic, so the settings (and every CLI command) load without FastAPI.
+services/api/security.py enforces it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from pydantic import BaseModel, ConfigDict, Field
 
 
-@dataclass(frozen=True)
-class ApiPolicy:
-    """What the API lets in. Built from ``settings.api``; every field has a safe default."""
+class ApiPolicy(BaseModel):
+    """What the API lets in; every field has a safe default."""
 
-    token_hashes: tuple[str, ...] = ()
-    token_file: str | None = None  # more hashes, one a line, re-read when the file changes
+    model_config = ConfigDict(extra="forbid")
+
+    token_hashes: tuple[str, ...] = Field(
+        default=(),
+        description="sha256 hex of accepted bearer tokens, each "
+        "optionally followed by a space and its holder's name (changes made with it are recorded "
+        "as that name)",
+    )
+    token_file: str | None = Field(
+        default=None,
+        description="file of more accepted sha256 hashes, one a line, re-read when it "
+        "changes (`claimwatch up` watches ~/.config/claimwatch/token-hashes, where "
+        "`claimwatch token new` adds them)",
+    )
     protect_reads: bool = False
-    mutations_per_minute: float = 60.0  # per valid token
-    mutation_burst: int = 20
-    anonymous_mutations_per_minute: float = 10.0  # per address, for missing and wrong tokens
-    signins_per_minute: float = 10.0  # per address
-    anonymous_reads_per_minute: float = 120.0  # per address, for reads without a valid token or session
-    anonymous_read_burst: int = 30  # of those, at once
-    anonymous_concurrency: int = 2  # anonymous reads served at once, from every address together
-    trusted_proxies: tuple[str, ...] = ()  # peers whose X-Forwarded-For names the caller
-    max_body_bytes: int = 64 * 1024
-    cors_origins: tuple[str, ...] = ()
-
-    @classmethod
-    def from_settings(cls, api) -> ApiPolicy:
-        """From ``settings.api``, which has every field (its defaults are this class's)."""
-        return cls(
-            token_hashes=tuple(api.token_hashes),
-            token_file=api.token_file or None,
-            protect_reads=bool(api.protect_reads),
-            mutations_per_minute=float(api.mutations_per_minute),
-            mutation_burst=int(api.mutation_burst),
-            anonymous_mutations_per_minute=float(api.anonymous_mutations_per_minute),
-            signins_per_minute=float(api.signins_per_minute),
-            anonymous_reads_per_minute=float(api.anonymous_reads_per_minute),
-            anonymous_read_burst=int(api.anonymous_read_burst),
-            anonymous_concurrency=int(api.anonymous_concurrency),
-            trusted_proxies=tuple(api.trusted_proxies),
-            max_body_bytes=int(api.max_body_bytes),
-            cors_origins=tuple(api.cors_origins),
-        )
+    mutations_per_minute: float = Field(
+        default=60.0, gt=0, description="rate limit per valid token on mutating endpoints"
+    )
+    mutation_burst: int = Field(default=20, ge=1)
+    anonymous_mutations_per_minute: float = Field(
+        default=10.0,
+        gt=0,
+        description="per address, for changes with a missing or wrong token; never shared with token holders",
+    )
+    signins_per_minute: float = Field(default=10.0, gt=0, description="dashboard sign-in attempts per address")
+    anonymous_reads_per_minute: float = Field(
+        default=120.0, gt=0, description="reads per address without a valid token or sign-in session"
+    )
+    anonymous_read_burst: int = Field(default=30, ge=1, description="of those, how many at once")
+    anonymous_concurrency: int = Field(
+        default=2,
+        ge=1,
+        le=64,
+        description="reads without a token or session served at once from every address together; the rest queue "
+        "(up to 10 s, then 503)",
+    )
+    trusted_proxies: tuple[str, ...] = Field(
+        default=(),
+        description="IPs or networks of reverse proxies whose "
+        "X-Forwarded-For names the caller; empty: the peer address is the caller",
+    )
+    max_body_bytes: int = Field(default=64 * 1024, ge=1024)
+    cors_origins: tuple[str, ...] = Field(default=(), description="CORS is off unless origins are listed")

@@ -20,7 +20,7 @@ from services.api.auth import (
     bearer_of,
     hash_token,
 )
-from services.api.models import PROBLEM_JSON
+from services.api.models import PROBLEM_JSON, Responses
 from services.api.policy import ApiPolicy
 from services.core.names import identity_key
 
@@ -32,11 +32,11 @@ bearer_scheme = HTTPBearer(
 )
 
 # Documented on every endpoint that can refuse a caller.
-AUTH_RESPONSES = {
+AUTH_RESPONSES: Responses = {
     401: {"description": "No bearer token was sent", "content": PROBLEM_JSON},
     403: {"description": "The token is wrong, or no tokens are configured", "content": PROBLEM_JSON},
 }
-MUTATION_RESPONSES = {
+MUTATION_RESPONSES: Responses = {
     **AUTH_RESPONSES,
     413: {"description": "The body is larger than api.max_body_bytes", "content": PROBLEM_JSON},
     429: {
@@ -103,7 +103,7 @@ class Gate:
 
     def mutation_check(self, request: Request, token: str | None) -> None:
         holder = self.tokens.holder(token) if token is not None else None
-        if holder is not None:
+        if token is not None and holder is not None:
             wait = self.holders.take(hash_token(token), self.clock())
             if wait > 0:
                 raise too_many(wait, "changes with this token", "api.mutations_per_minute, api.mutation_burst")
@@ -134,8 +134,8 @@ class Gate:
                             "type": "value_error",
                             "loc": ("body", field),
                             "msg": (
-                                "is required with a token that has no name (one made with `claimwatch token new --name NAME` "
-                                "records its holder)"
+                                "is required with a token that has no name (one made with "
+                                "`claimwatch token new --name NAME` records its holder)"
                             ),
                         }
                     ]

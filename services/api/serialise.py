@@ -16,6 +16,7 @@ def as_json(value: Any) -> Any:
         value = value.as_dict()
     return orjson.loads(
         orjson.dumps(
-            dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value, option=orjson.OPT_NON_STR_KEYS
+            dataclasses.asdict(value) if dataclasses.is_dataclass(value) and not isinstance(value, type) else value,
+            option=orjson.OPT_NON_STR_KEYS,
         )
     )

@@ -56,6 +56,7 @@ from services.ingest.privacy import Redactor
 from services.ingest.routes import ROUTE_LIMIT, RouteGuard
 from services.ingest.window import EventTimeWindow
 from services.issues.jobs import IssueJobs
+from services.issues.owners import Owner, OwnerRule, OwnerRules
 from services.issues.records import IssueRecords, issue_repository
 from services.issues.schedule import ReclusterPolicy
 from services.issues.service import IssuesService
@@ -75,7 +76,6 @@ from services.store.scratch import private_store
 from services.store.storage import StorageRepository
 from services.store.traces import TraceRepository
 from services.store.writer import EventWriter
-from services.triage.owners import Owner, OwnerRule, OwnerRules
 from services.triage.service import TriageService
 from services.triage.webhook import IssueWebhook
 
@@ -268,7 +268,7 @@ def build(
 
 
 def owner_rules(settings: Settings) -> OwnerRules:
-    """The ``[[owners]]`` rules in order, and the default owner (services/triage/owners.py)."""
+    """The ``[[owners]]`` rules in order, and the default owner (services/issues/owners.py)."""
     rules = [
         OwnerRule(
             Owner(r.team, r.owner),
@@ -321,7 +321,8 @@ def rules_in_force(settings: Settings) -> list[Rule]:
 def evaluator_for(
     settings: Settings, rates: RateRepository, alerts: AlertRecords, checkpoint: bool = True, wall_clock: bool = True
 ) -> AlertEvaluator:
-    """The alert evaluator the ``[drift]`` settings describe, over ``rates`` and ``alerts`` (services/alerts/evaluator.py)."""
+    """The alert evaluator the ``[drift]`` settings describe, over ``rates`` and ``alerts``
+    (services/alerts/evaluator.py)."""
     drift = settings.drift
     return AlertEvaluator(
         detector_config_for(drift),

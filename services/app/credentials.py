@@ -154,5 +154,5 @@ def with_serving_tokens(settings):
             where = save_token(api.url, token)
         else:
             where = hosts_path()
-        api = api.model_copy(update={"token_hashes": [hash_token(token)]})
+        api = api.model_copy(update={"token_hashes": (hash_token(token),)})
     return settings.model_copy(update={"api": api}), where

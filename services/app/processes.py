@@ -91,10 +91,11 @@ def run_worker(settings: Settings, *, serve_api: bool, on_ready: Callable[[Compo
     """Run the Faust worker (and the API) in the foreground until SIGINT/SIGTERM."""
     from streams.app import create_app  # Faust loads only in a worker
 
+    # Its callers set kafka (the embedded broker's address when none was given), so bootstrap is kafka.
     create_topics(
-        settings.kafka, [settings.verdicts_topic, settings.dlq_topic, settings.alerts_topic], settings.partitions
+        settings.bootstrap, [settings.verdicts_topic, settings.dlq_topic, settings.alerts_topic], settings.partitions
     )
-    epoch = topic_epoch(settings.kafka, settings.verdicts_topic)
+    epoch = topic_epoch(settings.bootstrap, settings.verdicts_topic)
     c = open_components(settings, starting=True, cli=service_cli())
     threads = WorkerThreads()
     schedule = None

@@ -16,12 +16,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from services.alerts.config import DetectorConfig
+from services.alerts.config import DEFAULTS as DETECTOR
 from services.api.policy import ApiPolicy
 from services.ingest.privacy import RedactionSettings
 from services.ingest.routes import ACTIVE_WINDOW, MAX_ACTIVE
+from services.issues.owners import DEFAULT_TEAM
 from services.store.retention import MAX_DAYS as MAX_RETENTION_DAYS
-from services.triage.owners import DEFAULT_TEAM
 
 ENV_PREFIX = "CLAIMWATCH_"
 
@@ -91,16 +91,17 @@ class RoutesSettings(Section):
     )
 
 
+SHARED_WITH_DETECTOR = {"threshold", "min_claims", "baseline_minutes"}  # DriftSettings' own, also DetectorConfig's
+
+
 class DriftSettings(Section):
     """Defaults chosen by bench/drift.py (its figures: docs/performance.md, "Drift detector"); the detector's own
     (services/alerts/config.py, DetectorConfig), so each is defined there once."""
 
-    threshold: float = Field(
-        DetectorConfig.threshold, gt=0, lt=1, description="minimum rise over baseline, as a fraction"
-    )
+    threshold: float = Field(DETECTOR.threshold, gt=0, lt=1, description="minimum rise over baseline, as a fraction")
     route_thresholds: dict[str, float] = Field(default_factory=dict)
-    baseline_minutes: int = Field(DetectorConfig.baseline_minutes, ge=30)
-    min_claims: int = Field(DetectorConfig.min_claims, ge=1)
+    baseline_minutes: int = Field(DETECTOR.baseline_minutes, ge=30)
+    min_claims: int = Field(DETECTOR.min_claims, ge=1)
     detector: dict[str, Any] = Field(
         default_factory=dict, description="advanced DetectorConfig overrides (kind, h, ...)"
     )
@@ -110,6 +111,19 @@ class DriftSettings(Section):
     )
     eval_interval_seconds: float = Field(30.0, gt=0)
     watermark_seconds: float = Field(60.0, ge=0, description="event-time buckets newer than this are not evaluated yet")
+
+    @model_validator(mode="after")
+    def _one_home_per_setting(self) -> DriftSettings:
+        """The detector's threshold, min_claims and baseline_minutes live here; in ``detector`` too, one would
+        silently replace the other."""
+        twice = sorted(set(self.detector) & SHARED_WITH_DETECTOR)
+        if twice:
+            name = twice[0]
+            raise ValueError(
+                f"drift.detector.{name} and drift.{name} are one setting given in two places: "
+                f"set it once, as drift.{name} (CLAIMWATCH_DRIFT__{name.upper()})"
+            )
+        return self
 
 
 class NotifySettings(Section):
@@ -154,8 +168,9 @@ class ClusteringSettings(Section):
     )
 
 
-class ApiSettings(Section):
-    """The API's access policy; its defaults are services/api/policy.py's ApiPolicy, where each is defined once."""
+class ApiSettings(ApiPolicy):
+    """The API server's settings: where it listens, and its access policy (services/api/policy.py, where each
+    policy setting is defined once)."""
 
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
@@ -164,53 +179,6 @@ class ApiSettings(Section):
         description="where the CLI and links reach the API; unset: http://HOST:PORT from the two "
         "above, so one setting (api.port) moves a stack",
     )
-    token_hashes: list[str] = Field(
-        default_factory=list,
-        description="sha256 hex of accepted bearer tokens, each "
-        "optionally followed by a space and its holder's name (changes made with it are recorded "
-        "as that name)",
-    )
-    token_file: str | None = Field(
-        None,
-        description="file of more accepted sha256 hashes, one a line, re-read when it "
-        "changes (`claimwatch up` watches ~/.config/claimwatch/token-hashes, where "
-        "`claimwatch token new` adds them)",
-    )
-    protect_reads: bool = ApiPolicy.protect_reads
-    mutations_per_minute: float = Field(
-        ApiPolicy.mutations_per_minute, gt=0, description="rate limit per valid token on mutating endpoints"
-    )
-    mutation_burst: int = Field(ApiPolicy.mutation_burst, ge=1)
-    anonymous_mutations_per_minute: float = Field(
-        ApiPolicy.anonymous_mutations_per_minute,
-        gt=0,
-        description=("per address, for changes with a missing or wrong token; never shared with token holders"),
-    )
-    signins_per_minute: float = Field(
-        ApiPolicy.signins_per_minute, gt=0, description="dashboard sign-in attempts per address"
-    )
-    anonymous_reads_per_minute: float = Field(
-        ApiPolicy.anonymous_reads_per_minute,
-        gt=0,
-        description="reads per address without a valid token or sign-in session",
-    )
-    anonymous_read_burst: int = Field(ApiPolicy.anonymous_read_burst, ge=1, description="of those, how many at once")
-    anonymous_concurrency: int = Field(
-        ApiPolicy.anonymous_concurrency,
-        ge=1,
-        le=64,
-        description=(
-            "reads without a token or session served at once from every address together; the rest queue (up to 10 s, "
-            "then 503)"
-        ),
-    )
-    trusted_proxies: list[str] = Field(
-        default_factory=list,
-        description="IPs or networks of reverse proxies whose "
-        "X-Forwarded-For names the caller; empty: the peer address is the caller",
-    )
-    max_body_bytes: int = Field(ApiPolicy.max_body_bytes, ge=1024)
-    cors_origins: list[str] = Field(default_factory=list, description="CORS is off unless origins are listed")
 
     @model_validator(mode="after")
     def _url_from_port(self) -> ApiSettings:
@@ -444,12 +412,12 @@ def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def load_settings(
+def settings_layers(
     config_file: str | Path | None = None,
     environ: Mapping[str, str] | None = None,
     flags: Mapping[str, Any] | None = None,
-) -> Settings:
-    """Merge file < environment < flags and validate once."""
+) -> list[tuple[str, dict[str, Any]]]:
+    """What each source sets, lowest precedence first: ("file", ...), ("env", ...), ("flag", ...)."""
     data: dict[str, Any] = {}
     if config_file is not None:
         path = Path(config_file)
@@ -459,11 +427,51 @@ def load_settings(
             data = tomllib.loads(path.read_text())
         except tomllib.TOMLDecodeError as exc:
             raise SettingsError(f"{path}: not valid TOML: {exc}") from exc
-    data = _merge(data, _env_overrides(os.environ if environ is None else environ))
-    data = _merge(data, flags or {})
+    env = _env_overrides(os.environ if environ is None else environ)
+    return [("file", data), ("env", env), ("flag", _merge({}, flags or {}))]
+
+
+def load_settings(
+    config_file: str | Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    flags: Mapping[str, Any] | None = None,
+) -> Settings:
+    """Merge file < environment < flags and validate once."""
+    return settings_from(settings_layers(config_file, environ, flags))
+
+
+def settings_from(layers: list[tuple[str, dict[str, Any]]]) -> Settings:
+    data: dict[str, Any] = {}
+    for _, layer in layers:
+        data = _merge(data, layer)
     try:
         return Settings.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "settings"
         raise SettingsError(f"setting {where}: {first['msg']}") from exc
+
+
+def flat(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested settings as dotted names (``drift.detector.h``); lists are values."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            out.update(flat(value, f"{name}."))
+        else:
+            out[name] = value
+    return out
+
+
+def in_force(settings: Settings, layers: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, Any, str]]:
+    """Every setting in force as (dotted name, value, source): the last layer that set it, else "default"."""
+    given = {}
+    for source, layer in layers:
+        given.update(dict.fromkeys((n for n, v in flat(layer).items() if v is not None), source))
+    rows = []
+    for name, value in flat(settings.model_dump(mode="json")).items():
+        # a table given whole (owners, route_thresholds) counts where it was given
+        source = given.get(name) or next((given[g] for g in given if name.startswith(g + ".")), "default")
+        rows.append((name, value, source))
+    return rows

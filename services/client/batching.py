@@ -31,7 +31,7 @@ def envelope(values: list[bytes]) -> bytes:
 class Batch:
     """Events waiting for one route key: their serialised values and whatever the sender tracks per event."""
 
-    key: bytes
+    key: bytes | None  # None: events without a route (a replayed file's), sent unkeyed
     opened_at: float
     values: list[bytes] = field(default_factory=list)
     items: list[Any] = field(default_factory=list)
@@ -69,13 +69,13 @@ class EnvelopeBatcher:
         self.max_events = max_events
         self.max_bytes = max_bytes
         self.linger_seconds = linger_seconds
-        self._open: dict[bytes, Batch] = {}
+        self._open: dict[bytes | None, Batch] = {}
 
     def __len__(self) -> int:
         """Events waiting."""
         return sum(len(b.values) for b in self._open.values())
 
-    def add(self, key: bytes, value: bytes, item: Any, now: float) -> list[Batch]:
+    def add(self, key: bytes | None, value: bytes, item: Any, now: float) -> list[Batch]:
         ready = []
         batch = self._open.get(key)
         if batch is not None and batch.size_with(value) > self.max_bytes:

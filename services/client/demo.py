@@ -82,7 +82,8 @@ def _cli(*args: str, env: dict, check: bool = True) -> subprocess.CompletedProce
 
 
 def _wait(what: str, predicate, timeout: float, console: Console, stack: subprocess.Popen, required: bool = True):
-    """The first truthy value of ``predicate``, polled each second; on timeout a DemoError, or None if not ``required``."""
+    """The first truthy value of ``predicate``, polled each second; on timeout a DemoError, or None if not
+    ``required``."""
     deadline = time.monotonic() + timeout
     with console.status(f"waiting for {what} ..."):
         while time.monotonic() < deadline:
@@ -105,8 +106,9 @@ def start_clean(var: Path, store: Path | None) -> str | None:
 
     Only what lies in ``var``: a store configured elsewhere is the user's and stays as it is.
     """
-    inside = store is not None and store.resolve().is_relative_to(var.resolve())
-    candidates = ([store] if inside else []) + [var / name for name in STATE]
+    candidates = [var / name for name in STATE]
+    if store is not None and store.resolve().is_relative_to(var.resolve()):
+        candidates.insert(0, store)
     if not any(map(_holds, candidates)):  # e.g. only Faust's empty scratch tree, as any worker run here leaves
         return None
     earlier = [p for p in candidates if p.exists()]

@@ -438,7 +438,10 @@ class AsyncVerdictProducer:
                 else:
                     future.set_exception(DeliveryError(delivery))
 
-        self.producer.send(event, on_delivery=lambda d: loop.call_soon_threadsafe(resolve, d))
+        def on_delivery(delivery: Delivery) -> None:  # on the client's I/O thread
+            loop.call_soon_threadsafe(resolve, delivery)
+
+        self.producer.send(event, on_delivery=on_delivery)
         return future
 
     async def send_and_wait(self, event: Mapping[str, Any] | VerdictEvent) -> Delivery:

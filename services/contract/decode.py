@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, TypedDict
 
 import msgspec
 import orjson
@@ -43,7 +43,13 @@ def lenient_time(value: object) -> datetime | None:
     return None
 
 
-def lenient_ids(obj: dict) -> dict:
+class LenientIds(TypedDict):
+    event_id: str | None
+    route: str | None
+    observed_at: datetime | None
+
+
+def lenient_ids(obj: dict[str, Any]) -> LenientIds:
     """What an invalid event still tells: its id, route (at most a route's length) and event time, where readable."""
     event_id, route = obj.get("event_id"), obj.get("route")
     return {
@@ -78,7 +84,7 @@ def is_envelope(obj: object) -> bool:
     return obj.get("schema") == ENVELOPE_SCHEMA or ("events" in obj and obj.get("schema") != SCHEMA)
 
 
-def envelope_problem(obj: dict) -> Rejection | None:
+def envelope_problem(obj: dict[str, Any]) -> Rejection | None:
     """Why an envelope as a whole is malformed, or None; its events are validated one by one afterwards."""
     if obj.get("schema") != ENVELOPE_SCHEMA:
         return reject(
@@ -120,7 +126,7 @@ class _Head(msgspec.Struct):
     """What tells a batch envelope from one event; everything else is skipped unread."""
 
     schema: object = None
-    events: msgspec.Raw = None  # null is read as Raw(b"null"), so None means absent
+    events: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET  # null is read as Raw(b"null"), so UNSET means absent
 
 
 class _Ids(msgspec.Struct):
@@ -194,7 +200,7 @@ def validate(raw: bytes) -> VerdictEvent | Rejection:
     return Rejection((problem,), **lenient_ids(ids))
 
 
-def _not_object(raw: bytes) -> Rejection:
+def _not_object(raw: bytes) -> VerdictEvent | Rejection:
     """A document that is no object: named as not JSON if it is malformed anywhere, as orjson would."""
     try:
         _ANY.decode(raw)
@@ -211,7 +217,7 @@ def _parses(raw: bytes) -> bool:
     return True
 
 
-def _all_valid(raw: bytes, envelopes: bool) -> list | None:
+def _all_valid(raw: bytes, envelopes: bool) -> Decoded | None:
     """A valid event, or an envelope of valid events, each read once; None for anything else, which the checks in
     ``Decoder`` then take apart message by message and event by event. Either reading succeeds only where those
     checks accept: a valid event's schema makes it no envelope, and an envelope's events are the events alone."""
@@ -226,8 +232,8 @@ def _all_valid(raw: bytes, envelopes: bool) -> list | None:
 
 def _envelope(head: _Head, raw: bytes) -> list[bytes] | Rejection:
     """The envelope's events as raw JSON, or why the envelope as a whole is malformed."""
-    obj = {"schema": head.schema}
-    if head.events is not None:
+    obj: dict[str, Any] = {"schema": head.schema}
+    if head.events is not msgspec.UNSET:
         try:
             obj["events"] = _RAWS.decode(head.events)
         except msgspec.ValidationError:
@@ -257,7 +263,7 @@ class Decoder:
         malformed envelope, which is one rejection)."""
         return [(i, self._count(result)) for i, result in self._read(raw, envelopes=True)]
 
-    def _read(self, raw: bytes | str | None, envelopes: bool) -> list:
+    def _read(self, raw: bytes | str | None, envelopes: bool) -> Decoded:
         if raw is None:
             return [(None, reject("empty", "$", "message has no value"))]
         if isinstance(raw, str):
@@ -270,7 +276,7 @@ class Decoder:
             return [(None, parse_error(raw, exc))]
 
     @staticmethod
-    def _read_bytes(raw: bytes, envelopes: bool) -> list:
+    def _read_bytes(raw: bytes, envelopes: bool) -> Decoded:
         if not raw.isascii():  # msgspec checks UTF-8 only in the strings it reads, not in those it skips
             try:
                 raw.decode("utf-8")
@@ -286,7 +292,10 @@ class Decoder:
             return [(None, validate(raw) if _parses(raw) else parse_error(raw, exc))]
         except DECODE_ERRORS as exc:
             return [(None, parse_error(raw, exc))]
-        if not (envelopes and is_envelope({"schema": head.schema, **({} if head.events is None else {"events": 1})})):
+        if not (
+            envelopes
+            and is_envelope({"schema": head.schema, **({} if head.events is msgspec.UNSET else {"events": 1})})
+        ):
             return [(None, validate(raw))]
         events = _envelope(head, raw)
         if isinstance(events, Rejection):
@@ -299,7 +308,7 @@ class Decoder:
         return result
 
 
-def validate_event(obj: dict) -> VerdictEvent:
+def validate_event(obj: dict[str, Any]) -> VerdictEvent:
     """Validate a Python dict as an event or raise ContractError with the DLQ's reason."""
     result = Decoder().decode(orjson.dumps(obj))
     if isinstance(result, Rejection):

@@ -7,8 +7,9 @@ names the rule and the field, so the decoder reports them as it reports any othe
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import msgspec
 from msgspec import Meta, Struct, field
@@ -106,7 +107,11 @@ def check_route(value: str) -> str:
     return value
 
 
-def _checked(check, value, name: str):
+_V = TypeVar("_V")
+_R = TypeVar("_R")
+
+
+def _checked(check: Callable[[_V], _R], value: _V, name: str) -> _R:
     try:
         return check(value)
     except Fault as exc:
@@ -139,6 +144,12 @@ Id = Annotated[str, Meta(min_length=1, max_length=128)]
 Label = Annotated[str, Meta(max_length=MAX_LABEL_CHARS)]
 Text = Annotated[str, Meta(max_length=MAX_TEXT_CHARS)]
 Unit = Annotated[float, Meta(ge=0, le=1)]
+# A versions or attributes map. msgspec reads the bare dict, so any object decodes and __post_init__ checks it (a fault
+# then names its key); type checkers see the str to str map every constructed event holds.
+if TYPE_CHECKING:
+    LabelMap = dict[str, str]
+else:
+    LabelMap = dict
 
 
 class Part(Struct, gc=False):  # decoded trees hold no cycles, so the collector may skip them
@@ -202,17 +213,21 @@ class VerdictEvent(Part, kw_only=True):
     event_id: Id
     trace_id: Id
     # RFC 3339 text on the wire, parsed by the contract's rule in __post_init__: an aware datetime once decoded.
-    observed_at: str
+    # msgspec reads the str annotation; type checkers see the datetime every constructed event holds.
+    if TYPE_CHECKING:
+        observed_at: datetime
+    else:
+        observed_at: str
     route: str
     tenant: Label | None = None
     query: Query = field(default_factory=Query)
     answer: Answer = field(default_factory=Answer)
-    versions: dict = field(default_factory=dict)  # any object, checked in __post_init__ so a fault names its key
+    versions: LabelMap = field(default_factory=dict)  # any object, checked in __post_init__ so a fault names its key
     evidence: Annotated[list[Evidence], Meta(max_length=MAX_EVIDENCE)] = field(default_factory=list)
     claims: Annotated[list[Claim], Meta(max_length=MAX_CLAIMS)]
     first_failed_stage: Literal[STAGES] | None = None  # type: ignore[valid-type]
     signals: Signals = field(default_factory=Signals)
-    attributes: dict = field(default_factory=dict)
+    attributes: LabelMap = field(default_factory=dict)
     sampling: Sampling = field(default_factory=Sampling)
 
     def __post_init__(self) -> None:
@@ -227,17 +242,18 @@ class VerdictEvent(Part, kw_only=True):
     def failed_claims(self) -> list[Claim]:
         return [c for c in self.claims if c.failed]
 
-    def to_json_dict(self) -> dict:
+    def to_json_dict(self) -> dict[str, Any]:
         """The event as contract JSON (canonical verdicts, schema key restored, no nulls)."""
         return json_object(self)
 
 
-def json_object(part: Part) -> dict:
+def json_object(part: Part) -> dict[str, Any]:
     """A part as contract JSON: canonical values, no nulls (as its fields were given or defaulted)."""
-    return _without_none(msgspec.to_builtins(part))
+    plain: dict[str, Any] = _without_none(msgspec.to_builtins(part))
+    return plain
 
 
-def _without_none(value):
+def _without_none(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _without_none(v) for k, v in value.items() if v is not None}
     if isinstance(value, list):

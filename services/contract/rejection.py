@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -15,7 +16,7 @@ class Problem:
     def __str__(self) -> str:
         return f"{self.path}: {self.message}"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"rule": self.rule, "path": self.path, "message": self.message}
 
 
@@ -39,7 +40,7 @@ class Rejection:
     def reason(self) -> str:
         return str(self.problems[0])
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"rule": self.rule, "reason": self.reason, "problems": [p.to_dict() for p in self.problems]}
 
 
@@ -51,5 +52,13 @@ class ContractError(ValueError):
         self.rejection = rejection
 
 
-def reject(rule: str, path: str, message: str, **ids: str | datetime | None) -> Rejection:
-    return Rejection((Problem(rule, path, message),), **ids)
+def reject(
+    rule: str,
+    path: str,
+    message: str,
+    *,
+    event_id: str | None = None,
+    route: str | None = None,
+    observed_at: datetime | None = None,
+) -> Rejection:
+    return Rejection((Problem(rule, path, message),), event_id=event_id, route=route, observed_at=observed_at)

@@ -31,6 +31,11 @@ def cli_path(
     return relative if os.sep in relative else os.path.join(os.curdir, relative)  # `claimwatch` alone means PATH
 
 
-def cli_command(**where) -> str:
+def cli_command(
+    *,
+    executable: str = sys.executable,
+    cwd: str | None = os.curdir,
+    which: Callable[[str], str | None] = shutil.which,
+) -> str:
     """``cli_path`` as one shell word, to print at the start of a command line."""
-    return shlex.quote(cli_path(**where))
+    return shlex.quote(cli_path(executable, cwd, which))

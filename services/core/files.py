@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -23,7 +24,7 @@ class ProcessRecord:
     def __init__(self, path: Path):
         self.path = path
 
-    def write(self, pid: int, **fields) -> None:
+    def write(self, pid: int, **fields: Any) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         write_atomically(self.path, orjson.dumps({**fields, "pid": pid}))
 
@@ -32,7 +33,7 @@ class ProcessRecord:
         if (self.read(alive_only=False) or {}).get("pid") == pid:
             self.path.unlink(missing_ok=True)
 
-    def read(self, alive_only: bool = True) -> dict | None:
+    def read(self, alive_only: bool = True) -> dict[str, Any] | None:
         """The record, or None: none written, unreadable, or (``alive_only``) its process has gone."""
         try:
             record = orjson.loads(self.path.read_bytes())

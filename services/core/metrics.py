@@ -5,12 +5,18 @@ from __future__ import annotations
 import collections
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from services.contract.model import CANONICAL_VERDICTS
+
+if TYPE_CHECKING:
+    from services.ingest.budget import ByteBudget
+    from services.ingest.records import DeadLetter, EventCounts
+    from services.ingest.routes import RouteGuard
 
 log = logging.getLogger(__name__)
 
@@ -201,7 +207,7 @@ class Metrics:
             registry=r,
         )
 
-    def watch_buffer(self, budget) -> None:
+    def watch_buffer(self, budget: ByteBudget) -> None:
         """Report a ByteBudget (services/ingest/budget.py) at every scrape."""
         self.buffered_bytes.set_function(lambda: budget.held)
         self.buffered_bytes_peak.set_function(lambda: budget.peak)
@@ -217,16 +223,16 @@ class Metrics:
         )
         self.broker_up.set_function(lambda: float(up()))
 
-    def watch_routes(self, guard) -> None:
+    def watch_routes(self, guard: RouteGuard) -> None:
         """Report a RouteGuard (services/ingest/routes.py) at every scrape."""
         self.active_routes.set_function(lambda: len(guard))
         self.active_routes_limit.set(guard.max_active)
 
-    def observe_batch(self, counts, dead, duplicates: int) -> None:
+    def observe_batch(self, counts: EventCounts, dead: Sequence[DeadLetter], duplicates: int) -> None:
         """``counts``: services.ingest.records.EventCounts, counted while decoding (off the event loop)."""
         per_rule = collections.Counter(d.rejection.rule for d in dead)
         self.fleet_events.inc(sum(counts.events.values()))
-        per_verdict: collections.Counter = collections.Counter()
+        per_verdict: collections.Counter[str] = collections.Counter()
         for (_, verdict), n in counts.claims.items():
             per_verdict[verdict] += n
         for verdict, n in per_verdict.items():

@@ -7,6 +7,7 @@ not a key that one surface shows and another misses."""
 from __future__ import annotations
 
 from functools import cache
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter
 
@@ -14,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter
 class Read(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         """JSON-ready data: what the API sends (services/api/serialise.py reads objects through this)."""
         return self.model_dump(mode="json")
 
@@ -27,11 +28,11 @@ def closed(cls: type) -> type:
 
 
 @cache
-def _adapter(shape) -> TypeAdapter:
+def _adapter(shape: Any) -> TypeAdapter[Any]:  # a type expression: a read model, list[...] or dict[...]
     return TypeAdapter(shape)
 
 
-def exactly(shape, data):
+def exactly(shape: Any, data: object) -> Any:
     """``data`` as the API sends it in ``shape`` (a read model, or a list or dict of one): validated, so a surface
     that renders a use case's answer itself (the pages) reads the fields the API's answer has, and no others."""
     adapter = _adapter(shape)

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from functools import lru_cache
 from statistics import NormalDist
+from typing import Any, overload
 
 import numpy as np
+import numpy.typing as npt
+
+Floats = npt.NDArray[np.float64]
 
 
 @lru_cache(maxsize=64)
@@ -17,7 +21,7 @@ def z_value(level: float) -> float:
     return NormalDist().inv_cdf(0.5 + level / 2)
 
 
-def wilson(p, n, z):
+def wilson(p: float | Floats, n: float | Floats, z: float) -> tuple[Floats, Floats]:
     """Wilson score bounds; numpy-vectorised, n may be an effective (non-integer) size > 0."""
     z2n = z * z / n
     centre = (p + z2n / 2) / (1 + z2n)
@@ -27,7 +31,7 @@ def wilson(p, n, z):
     return lo, hi
 
 
-def percentile_interval(samples: np.ndarray, confidence: float) -> tuple[float | None, float | None]:
+def percentile_interval(samples: npt.NDArray[Any], confidence: float) -> tuple[float | None, float | None]:
     """The bootstrap's percentile interval over its finite samples; (None, None) when there are none."""
     samples = samples[np.isfinite(samples)]
     if samples.size == 0:
@@ -37,7 +41,11 @@ def percentile_interval(samples: np.ndarray, confidence: float) -> tuple[float |
     return float(lo), float(hi)
 
 
-def rogan_gladen(raw, sensitivity, specificity):
+@overload
+def rogan_gladen(raw: float, sensitivity: float, specificity: float) -> float: ...
+@overload
+def rogan_gladen(raw: npt.ArrayLike, sensitivity: npt.ArrayLike, specificity: npt.ArrayLike) -> float | Floats: ...
+def rogan_gladen(raw: npt.ArrayLike, sensitivity: npt.ArrayLike, specificity: npt.ArrayLike) -> float | Floats:
     """(raw + Sp - 1) / (Se + Sp - 1) clipped to [0, 1]; nan where Se + Sp <= 1 (no better than chance)."""
     raw, se, sp = (np.asarray(x, dtype=np.float64) for x in (raw, sensitivity, specificity))
     youden = se + sp - 1

@@ -16,6 +16,8 @@ import threading
 import traceback
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
+from multiprocessing.connection import Connection
+from multiprocessing.context import SpawnProcess
 from typing import Any
 
 Run = Callable[..., Awaitable[Any]]  # ``await run(fn, *args)``: fn(*args) on some thread
@@ -24,7 +26,7 @@ Run = Callable[..., Awaitable[Any]]  # ``await run(fn, *args)``: fn(*args) on so
 def in_thread(executor: Executor) -> Run:
     """A ``Run`` on ``executor`` (the store's thread, the decode thread, the clustering thread)."""
 
-    async def run(fn, *args):
+    async def run(fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(executor, fn, *args)
 
     return run
@@ -88,7 +90,7 @@ class ChildFailed(RuntimeError):
     """The child process raised (the message carries its traceback) or died without answering."""
 
 
-def _child_main(answer, fn, args, nice: int, parent: int) -> None:
+def _child_main(answer: Connection, fn: Callable[..., Any], args: tuple[Any, ...], nice: int, parent: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the parent decides
     set_parent_death_signal(signal.SIGKILL, parent)  # an orphan must not keep computing
     if nice:
@@ -112,7 +114,7 @@ class ChildProcess:
         self.nice, self.grace_seconds, self.name = nice, grace_seconds, name
         self._context = multiprocessing.get_context("spawn")
         self._lock = threading.Lock()
-        self._process = None
+        self._process: SpawnProcess | None = None
         self._closed = False
 
     @property
@@ -154,7 +156,7 @@ class ChildProcess:
             raise ChildFailed(value)
         return value
 
-    def _stop(self, process) -> None:
+    def _stop(self, process: SpawnProcess) -> None:
         if process.pid is None or process.exitcode is not None:
             return
         process.terminate()

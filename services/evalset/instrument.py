@@ -18,12 +18,17 @@ import numpy as np
 from services.evalset.metrics import Figure, GateFailure, ItemOutcome, check_figure, claim_counts, met_text
 
 
-class Calibrated(Protocol):  # services.review.calibration.CalibratedRate
-    value: float | None
-    interval: tuple[float, float] | None
-    labels: int
-    stale: bool
-    reasons: tuple[str, ...]
+class Calibrated(Protocol):  # services.review.calibration.CalibratedRate; read-only, as it is frozen
+    @property
+    def value(self) -> float | None: ...
+    @property
+    def interval(self) -> tuple[float, float] | None: ...
+    @property
+    def labels(self) -> int: ...
+    @property
+    def stale(self) -> bool: ...
+    @property
+    def reasons(self) -> tuple[str, ...]: ...
 
 
 class Instrument(Protocol):  # services.review.service.ReviewService
@@ -103,6 +108,6 @@ def instrument_failures(
         failure = check_figure("reviewed claims", "verifier-vs-human kappa", kappa, checks.min_kappa, True, decimals=2)
         if failure:
             failures.append(failure)
-        else:
+        elif kappa is not None:  # always: check_figure fails a missing figure
             met.append(met_text("reviewed claims", "verifier-vs-human kappa", kappa, checks.min_kappa, True, 2))
     return failures

@@ -12,6 +12,7 @@ import zlib
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypedDict
 
 import numpy as np
 
@@ -228,6 +229,12 @@ def abstention_pair(outcomes: Sequence[ItemOutcome], **boot) -> AbstentionPair:
     return AbstentionPair(correct, over)
 
 
+class _Boot(TypedDict):
+    n_boot: int
+    seed: int
+    confidence: float
+
+
 def eval_report(
     outcomes: Sequence[ItemOutcome],
     *,
@@ -237,7 +244,7 @@ def eval_report(
     confidence: float = 0.95,
     agreement: Agreement | None = None,
 ) -> EvalReport:
-    boot = dict(n_boot=n_boot, seed=seed, confidence=confidence)
+    boot: _Boot = dict(n_boot=n_boot, seed=seed, confidence=confidence)
     slices = []
     for dim in dims:
         for value in sorted({getattr(o, dim) or "unknown" for o in outcomes}):
@@ -439,7 +446,7 @@ def gate(
         failure = check_figure(where, metric, figure, threshold, low_is_bad, min_items=least)
         if failure:
             failures.append(failure)
-        else:
+        elif figure is not None:  # always: check_figure fails a missing figure
             checked.append(met_text(where, metric, figure, threshold, low_is_bad))
 
     if min_faithfulness is not None:

@@ -1,7 +1,6 @@
 """Promotion of representative traces into the eval set, with a person's sign-off.
 
-proposed --approve--> approved (is exported)
-proposed --reject---> rejected
+proposed --approve--> approved (is exported); proposed --reject---> rejected.
 Every state change appends to eval_item_history. Each method checks everything
 before its first write, so a refused request changes nothing.
 """
@@ -300,7 +299,8 @@ class PromotionService:
         return len(lines)
 
     def export_lines(self, by: str = "", where: str = "download") -> list[bytes]:
-        """The same lines as ``export`` (each ending in a newline), for a download; recorded as exported to ``where``."""
+        """The same lines as ``export`` (each ending in a newline), for a download; recorded as exported to
+        ``where``."""
         records = self._export_records()
         self._record([(record["item_id"], "exported", by, where) for record in records], self.clock())
         return [orjson.dumps(record) + b"\n" for record in records]
@@ -383,7 +383,8 @@ class PromotionService:
     def _export_records(self) -> list[dict]:
         items = self.items("approved")
         ids = [item.item_id for item in items]
-        spans, labels = {}, {}
+        spans: dict[str, list[dict]] = {}
+        labels: dict[str, list[dict]] = {}
         for r in self.evals.gold_spans(ids):
             spans.setdefault(r.pop("item_id"), []).append({**r, "required": bool(r["required"])})
         for r in self.evals.claim_labels(ids):
@@ -404,7 +405,7 @@ class PromotionService:
                     "route": i.origin_route,
                 },
                 "reviewed_by": i.reviewed_by,
-                "reviewed_at": i.reviewed_at.isoformat(),
+                "reviewed_at": i.reviewed_at.isoformat() if i.reviewed_at else None,  # an approved item has one
                 "review_reason": i.review_reason,
                 "gold_spans": spans.get(i.item_id, []),
                 "claim_labels": labels.get(i.item_id, []),

@@ -16,12 +16,12 @@ class AgreementRead(Read):
     """Verifier against human labels on the eval set; the figures are absent while no claim has both."""
 
     pairs: int = Field(description="claims with both a verifier and a human label")
-    message: str | None = Field(None, description="why there are no figures yet")
+    message: str | None = Field(default=None, description="why there are no figures yet")
     kappa: Figure | None = None
-    observed: Figure | None = Field(None, description="share of claims where both labels match")
+    observed: Figure | None = Field(default=None, description="share of claims where both labels match")
     labels: list[str] | None = None
-    confusion: list[list[int]] | None = Field(None, description="rows: verifier, columns: human")
-    slices: list[DisagreementSlice] | None = Field(None, description="most disagreement first")
+    confusion: list[list[int]] | None = Field(default=None, description="rows: verifier, columns: human")
+    slices: list[DisagreementSlice] | None = Field(default=None, description="most disagreement first")
 
     def as_dict(self) -> dict:
         return self.model_dump(mode="json", exclude_none=True)  # the figures are there, or absent

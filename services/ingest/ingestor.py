@@ -96,12 +96,16 @@ class DecodedBatch:
 
 def envelope_events(m: RawMessage) -> list:
     """The events of an envelope the decoder has already accepted as one (so this cannot fail)."""
+    assert m.value is not None  # the decoder rejects a message without a value whole, as no envelope
     return orjson.loads(m.value)["events"]
 
 
 def event_bytes(m: RawMessage, index: int | None, events: list | None) -> bytes:
     """What a dead letter carries: the whole message, or the one event of an envelope on its own."""
-    return (m.value or b"") if index is None else orjson.dumps(events[index])
+    if index is None:
+        return m.value or b""
+    assert events is not None  # an index points into an envelope, whose events the caller has read
+    return orjson.dumps(events[index])
 
 
 def key_route(key: bytes | None) -> str | None:

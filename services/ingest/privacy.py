@@ -16,9 +16,9 @@ import hashlib
 import hmac
 import ipaddress
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 import orjson
@@ -27,8 +27,11 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 
 from services.contract.model import VerdictEvent
 
-BUILTIN_PATTERNS = ("email", "phone", "card", "ip")
-TEXT_FIELDS = ("query", "answer", "claim", "evidence", "span")
+PatternName = Literal["email", "phone", "card", "ip"]
+TextField = Literal["query", "answer", "claim", "evidence", "span"]
+BUILTIN_PATTERNS: tuple[PatternName, ...] = ("email", "phone", "card", "ip")
+DEFAULT_PATTERNS: tuple[PatternName, ...] = ("email", "phone", "card")
+TEXT_FIELDS: tuple[TextField, ...] = ("query", "answer", "claim", "evidence", "span")
 HASHES_ATTRIBUTE = "claimwatch.redaction"
 _CUSTOM_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}")
 
@@ -39,13 +42,13 @@ class RedactionSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     enabled: bool = False
-    patterns: list[Literal["email", "phone", "card", "ip"]] = Field(default_factory=lambda: ["email", "phone", "card"])
+    patterns: list[PatternName] = Field(default_factory=lambda: list(DEFAULT_PATTERNS))
     custom: dict[str, str] = Field(default_factory=dict, description="name -> regex; matches become [NAME]")
-    fields: list[Literal["query", "answer", "claim", "evidence", "span"]] = Field(
-        default_factory=lambda: list(TEXT_FIELDS)
-    )
+    fields: list[TextField] = Field(default_factory=lambda: list(TEXT_FIELDS))
     mode: Literal["mask", "drop"] = "mask"
-    hash_salt: SecretStr = Field(SecretStr(""), description="HMAC key for drop-mode hashes; keep it secret and stable")
+    hash_salt: SecretStr = Field(
+        default=SecretStr(""), description="HMAC key for drop-mode hashes; keep it secret and stable"
+    )
     phone_regions: list[str] = Field(
         default_factory=lambda: ["US"],
         description="regions whose national formats count as phone numbers; +CC numbers always do",
@@ -255,7 +258,8 @@ class PhoneMasker:
 def build_maskers(settings: RedactionSettings) -> tuple[tuple[RegexMasker | PhoneMasker, ...], tuple[RegexMasker, ...]]:
     """(built-ins, custom). Built-ins run widest first (an email can hold digits, a card number looks
     like a phone number); placeholders hold no digits or @, so later maskers pass over them."""
-    chosen, builtins = set(settings.patterns), []
+    chosen = set(settings.patterns)
+    builtins: list[RegexMasker | PhoneMasker] = []
     if "email" in chosen:
         builtins.append(RegexMasker(_EMAIL, "[EMAIL]", guard=lambda t: "@" in t))
     if "card" in chosen:
@@ -269,7 +273,7 @@ def build_maskers(settings: RedactionSettings) -> tuple[tuple[RegexMasker | Phon
     return tuple(builtins), custom
 
 
-def pii_hint(patterns: list[str]) -> re.Pattern[str]:
+def pii_hint(patterns: Iterable[str]) -> re.Pattern[str]:
     """One scan that every built-in match needs to pass, so most texts skip the built-in maskers."""
     chosen, hints = set(patterns), []
     if "email" in chosen:
@@ -386,7 +390,8 @@ class Redactor:
         return msgspec.structs.replace(event, **update) if update else event
 
     def _rewrite(self, event: VerdictEvent) -> dict:
-        fields, update = self.fields, {}
+        fields = self.fields
+        update: dict[str, Any] = {}  # replace()'s keyword arguments: parts of several types
         for name, part in (("query", event.query), ("answer", event.answer)):
             if name in fields and (new := self._rewrite_part(part, ["text"])) is not part:
                 update[name] = new
@@ -411,7 +416,7 @@ class Redactor:
 
     def _hashes(self, event: VerdictEvent) -> dict:
         """Hashes by field; list fields line up with claims / evidence (null where there was no text)."""
-        out = {}
+        out: dict[str, str | list[str | None]] = {}
         for field, values in (
             ("query", event.query.text),
             ("answer", event.answer.text),

@@ -312,7 +312,7 @@ class IssueJobs:
         results = assigner.assign_many(claims) if claims else []
         self.issues.save_members(self._member_rows(claims, results, "online", now))
         current = self.assigner  # a re-cluster that published meanwhile may have merged issues: its issues decide
-        if claims and current is not assigner:  # (the newest row of a claim wins)
+        if claims and current is not None and current is not assigner:  # (the newest row of a claim wins)
             self.issues.save_members(self._member_rows(claims, current.assign_many(claims), "online", now))
         if mark is not None:  # also past a batch whose claims were all skipped: it is not read again
             self.mark = mark
@@ -322,15 +322,20 @@ class IssueJobs:
         self, route: str, since: datetime, until: datetime, now: datetime, limit: int = FOCUS_LIMIT
     ) -> WindowReport:
         """An open alert's window first: its failing claims that no issue holds, newest first, join the known issues
-        seen on ``route``; when at least an issue's worth is left, a focused run clusters them into new issues at once."""
+        seen on ``route``; when at least an issue's worth is left, a focused run clusters them into new issues at
+        once."""
         claims = self.issues.window_claims(route, since, until, limit, skip=self.skipped.of(ONLINE_ASSIGNMENT))
         if not claims:
             return WindowReport(0, 0, 0)
         assigner = self._current_assigner()
-        results = assigner.assign_many(claims) if assigner is not None else [(None, 0.0)] * len(claims)
-        # Only issues that have held claims of the alert's route: another route's issue whose claims are worded alike
-        # (invented numbers on billing and on parcels) would take the whole window and be named behind the alert.
-        results = [(issue, p) if issue and assigner.seen_on(issue, route) else (None, 0.0) for issue, p in results]
+        results: list[tuple[str | None, float]] = [(None, 0.0)] * len(claims)
+        if assigner is not None:
+            # Only issues that have held claims of the alert's route: another route's issue whose claims are worded
+            # alike (invented numbers on billing and on parcels) would take the whole window and be named behind it.
+            results = [
+                (issue, p) if issue and assigner.seen_on(issue, route) else (None, 0.0)
+                for issue, p in assigner.assign_many(claims)
+            ]
         rest = [c for c, (issue, _) in zip(claims, results) if not issue]
         assigned = [(c, r) for c, r in zip(claims, results) if r[0]]
         self.issues.save_members(self._member_rows([c for c, _ in assigned], [r for _, r in assigned], "online", now))

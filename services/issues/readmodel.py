@@ -112,7 +112,8 @@ class IssueDetailRead(IssueRead):
     )
     merge_candidates: list[dict] = Field(
         description=(
-            "issues likely the same failure: issue_id, name, similarity (centroids' cosine), links, shared_words, needed"
+            "issues likely the same failure: issue_id, name, similarity (centroids' cosine), links, shared_words, "
+            "needed"
         )
     )
 

@@ -200,7 +200,8 @@ class ClusteringSchedule:
         if self.policy is None:
             return await self.recluster(now)
         if self.running:
-            return self._skip(Decision(False, SKIP_RUNNING, "skipped: the previous run is still going"))
+            self._skip(Decision(False, SKIP_RUNNING, "skipped: the previous run is still going"))
+            return None
         jobs = self._jobs()
         try:
             if not self._primed:
@@ -217,7 +218,8 @@ class ClusteringSchedule:
         self.metrics.recluster_new_claims.set(new)
         decision = self.policy.decide(new)
         if not decision.run:
-            return self._skip(decision)
+            self._skip(decision)
+            return None
         self._last_skip = ""
         log.info("re-clustering: %s", decision.reason)
         return await self.recluster(now)
@@ -229,7 +231,6 @@ class ClusteringSchedule:
             self._last_skip = decision.reason
         else:
             log.debug("re-clustering %s", decision.reason)
-        return None
 
     async def recluster(self, now: datetime) -> RunReport | None:
         """One clustering run now; a failed or abandoned run leaves the previous issues in place and returns None."""

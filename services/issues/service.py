@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -13,13 +14,13 @@ from services.alerts.records import AlertRecords
 from services.core.clock import utcnow
 from services.core.errors import Conflict
 from services.core.numbers import plural
+from services.issues.activity import ActivityPage, activity, latest_notes, triage_fields, view_state, wanted
 from services.issues.figures import MAX_TRACES, IssueFigures, issue_figures, zero_filled
+from services.issues.merges import suggest_merges
+from services.issues.owners import OwnerRules
 from services.issues.priority import DRIVING_SHARE, PrioritySignals, gather, priority_key
 from services.issues.records import IssueRecords, surviving
 from services.store.rates import RateRepository
-from services.triage.activity import ActivityPage, activity, latest_notes, triage_fields, view_state, wanted
-from services.triage.merges import suggest_merges
-from services.triage.owners import OwnerRules
 
 SORTS = {"priority", "last_seen", "first_seen", "count", "name"}
 
@@ -82,6 +83,7 @@ class IssuesService:
             "runbook_url": f"{self.base_url}/issues/{r.issue_id}",
         }
 
+    # Below this method, `list` in the class body names it, so later annotations say builtins.list.
     def list(
         self,
         *,
@@ -136,7 +138,7 @@ class IssuesService:
 
     def _show(
         self, record: IssueRecord, alert_id: str | None, page: ActivityPage = ActivityPage()
-    ) -> tuple[dict, IssueFigures, list[dict], str]:
+    ) -> tuple[dict, IssueFigures, builtins.list[dict], str]:
         view = self._view(record, self.issues.member_counts())
         figures = self.figures(record.issue_id, alert_id)
         explain = self._explain_once()  # the traces' choice and the alerts list read the same explanations
@@ -156,7 +158,7 @@ class IssuesService:
 
     def contributes_to(
         self, issue_id: str, routes: set[str], newest: int = 20, explain: Callable | None = None
-    ) -> list[dict]:
+    ) -> builtins.list[dict]:
         """The alerts on the issue's routes (newest ``newest``) it has failing claims behind: alert id, route,
         state, and its share of the alert's excess (services/alerts/explain.py)."""
         if self.explainer is None or not routes:
@@ -192,7 +194,7 @@ class IssuesService:
         )
 
     @staticmethod
-    def figures_json(figures: IssueFigures, exemplars: list[dict], source: str = "") -> dict:
+    def figures_json(figures: IssueFigures, exemplars: builtins.list[dict], source: str = "") -> dict:
         out = figures.as_dict()
         out.pop("issue_id")
         out["route_figures"] = out.pop("routes")  # each route's rate beside what is expected of it
@@ -214,7 +216,9 @@ class IssuesService:
         )
         return out
 
-    def representatives(self, record: IssueRecord, limit: int = MAX_TRACES, alert_id: str | None = None) -> list[dict]:
+    def representatives(
+        self, record: IssueRecord, limit: int = MAX_TRACES, alert_id: str | None = None
+    ) -> builtins.list[dict]:
         """Up to ``limit`` members from distinct traces whose questions a promote command can propose together (no
         near duplicates). While the issue has members in an open alert's window, they come from there: after the
         onset, on the alert's suspect version when it has one. Otherwise the clustering's exemplars come first,
@@ -224,7 +228,7 @@ class IssuesService:
 
     def _representatives(
         self, record: IssueRecord, limit: int = MAX_TRACES, alert_id: str | None = None, explain: Callable | None = None
-    ) -> tuple[list[dict], str]:
+    ) -> tuple[builtins.list[dict], str]:
         """The representatives, and where they come from ("" for the whole issue)."""
         members, source = self._alert_window_members(record, alert_id) if alert_id else ([], "")
         if not members:
@@ -252,7 +256,7 @@ class IssuesService:
 
     def _alert_window_members(
         self, record: IssueRecord, alert_id: str | None = None, explain: Callable | None = None
-    ) -> tuple[list[dict], str]:
+    ) -> tuple[builtins.list[dict], str]:
         """The issue's members in the window of the open alert it matters most to (firing before pending): only
         those on the alert's top suspect version when there are any. ([], "") without such an alert.
 
@@ -298,7 +302,7 @@ class IssuesService:
         counts = self.issues.members_on_route(alert.route, start, until)
         return 0, counts.get(issue_id, 0) / max(1, sum(counts.values()))
 
-    def members(self, issue_id: str, limit: int = 200) -> list[dict]:
+    def members(self, issue_id: str, limit: int = 200) -> builtins.list[dict]:
         self.issues.get(issue_id)
         return self.issues.members(issue_id, limit)
 
@@ -378,7 +382,9 @@ class IssuesService:
         exemplars, source = self._representatives(record, alert_id=alert_id)
         return self._runbook(record, self.figures(record.issue_id, alert_id), exemplars, source, fmt)
 
-    def _runbook(self, record: IssueRecord, figures: IssueFigures, exemplars: list[dict], source: str, fmt: str) -> str:
+    def _runbook(
+        self, record: IssueRecord, figures: IssueFigures, exemplars: builtins.list[dict], source: str, fmt: str
+    ) -> str:
         if self.write_runbook is None:
             raise RuntimeError("this IssuesService was built without a runbook writer (services/app/compose.py)")
         details = self.issues.event_details([m["event_id"] for m in exemplars])

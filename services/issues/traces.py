@@ -14,7 +14,7 @@ from datetime import datetime
 
 import orjson
 
-from services.contract.model import FAILED_VERDICTS
+from services.contract.model import FAILED_VERDICT_ORDER, FAILED_VERDICTS
 from services.core.errors import NotFound
 from services.core.readmodel import closed
 from services.store.convert import parse_ch_time
@@ -178,7 +178,7 @@ class TraceService:
         """The trace with page ``claims_page`` (from 1) of each event's claims. Raises NotFound for an unknown
         trace and ValueError for a page past the last."""
         first = (claims_page - 1) * CLAIMS_PER_PAGE
-        rows = self.traces.events(trace_id, self.max_events, first, CLAIMS_PER_PAGE, FAILED_VERDICTS)
+        rows = self.traces.events(trace_id, self.max_events, first, CLAIMS_PER_PAGE, FAILED_VERDICT_ORDER)
         if not rows:
             raise NotFound(not_found_message(trace_id))
         pages = max(1, -(-max(int(r["claim_count"]) for r in rows) // CLAIMS_PER_PAGE))

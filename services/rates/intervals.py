@@ -10,16 +10,17 @@ measured by simulation in tests/unit/rates/test_intervals.py.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
+from typing import Any
 
 import numpy as np
 
 from services.contract.model import FAILED_VERDICT_ORDER
+from services.core.stats import Floats, wilson, z_value
+from services.store.rates import COUNT_FIELDS, SAMPLING_FIELDS, SUM_FIELDS  # rate_minute's columns, defined once
 
 CHECKED_VERDICTS = ("supported", *FAILED_VERDICT_ORDER)  # the verdicts a claim's rate counts (not trivial)
-from services.core.stats import wilson, z_value
-from services.store.rates import COUNT_FIELDS, SAMPLING_FIELDS, SUM_FIELDS  # rate_minute's columns, defined once
 
 # The sums the claim-level rate and its interval read (Counts.weighted): weighted, and the unweighted ones they
 # equal at w = 1, used where no weights were kept.
@@ -150,20 +151,24 @@ class Counts:
             values.append(int(value))
         weighted = []
         for name in SAMPLING_FIELDS[1:]:
-            value = float(row.get(name, 0.0))
+            raw = row.get(name, 0.0)
+            if not isinstance(raw, (int, float, str, np.number)):
+                raise ValueError(f"weighted sum {name!r} must be a non-negative number, got {raw!r}")
+            value = float(raw)
             if not value >= 0:  # also NaN
                 raise ValueError(f"weighted sum {name!r} must be a non-negative number, got {value!r}")
             weighted.append(value)
         return cls(*values, *weighted)
 
     @classmethod
-    def from_array(cls, values) -> Counts:
+    def from_array(cls, values: Iterable[float]) -> Counts:
         """From the drift engines' arrays (``as_array``), rounded to whole counts."""
         return cls(*(int(round(v)) for v in values))
 
     def as_array(self) -> np.ndarray:
         """The drift engines' view: COUNT_FIELDS, with the rate's sums taken from ``effective``."""
-        return effective_sums(np.array([[getattr(self, f) for f in SUM_FIELDS]], dtype=float))[0]
+        row: np.ndarray = effective_sums(np.array([[getattr(self, f) for f in SUM_FIELDS]], dtype=float))[0]
+        return row
 
     def effective(self) -> Counts:
         """With sampled answers, the rate's sums as an unweighted sample worth as much (``effective_sums``).
@@ -171,7 +176,9 @@ class Counts:
         if not self.sampled:
             return self
         values = effective_sums(np.array([[getattr(self, f) for f in SUM_FIELDS]], dtype=float))[0]
-        return replace(self, **{f: float(values[COUNT_FIELDS.index(f)]) for f in EFFECTIVE_FIELDS})
+        # Not whole numbers, though the fields are typed int: the sample's effective size, as slice_sums reads it.
+        effective: dict[str, Any] = {f: float(values[COUNT_FIELDS.index(f)]) for f in EFFECTIVE_FIELDS}
+        return replace(self, **effective)
 
     def as_dict(self) -> dict[str, float]:
         return {f: getattr(self, f) for f in SUM_FIELDS}
@@ -187,7 +194,8 @@ class Counts:
         """The share of checked claims with ``verdict``, of the whole traffic (weighted where answers were
         sampled; the stored count's share where no weights were kept)."""
         if self.w_events > 0 and self.w_claims > 0:
-            return getattr(self, "w_" + verdict) / self.w_claims
+            share: float = getattr(self, "w_" + verdict) / self.w_claims
+            return share
         return getattr(self, verdict) / self.claims if self.claims else None
 
     def weighted_share(self, part: str, whole: str) -> tuple[float, float, float]:
@@ -233,7 +241,14 @@ class Interval:
         return [self.lo, self.hi]
 
 
-def design_effect(events, claims, failed, claims_sq, failed_sq, failed_claims):
+def design_effect(
+    events: float | Floats,
+    claims: float | Floats,
+    failed: float | Floats,
+    claims_sq: float | Floats,
+    failed_sq: float | Floats,
+    failed_claims: float | Floats,
+) -> Floats:
     """Cluster-robust variance of failed/claims over the binomial one, in [1, Σn²/Σn].
 
     The upper end is the design effect when all claims of an answer share one
@@ -267,8 +282,16 @@ def ratio_interval(c: Counts, level: float = 0.95) -> Interval | None:
 
 
 def ratio_bounds(
-    events, w_claims, w_failed, w2_claims, w2_claims_sq, w2_failed_sq, w2_failed_claims, level: float = 0.95
-):
+    events: float | Floats,
+    w_claims: float | Floats,
+    w_failed: float | Floats,
+    w2_claims: float | Floats,
+    w2_claims_sq: float | Floats,
+    w2_failed_sq: float | Floats,
+    w2_failed_claims: float | Floats,
+    *,
+    level: float = 0.95,
+) -> tuple[Floats, Floats]:
     """``ratio_interval``'s bounds from the sums it reads (``Counts.weighted``), for one slice or, as arrays, for
     many at once with the very same arithmetic. Every slice given must have claims (w_claims > 0)."""
     # design_effect reads (claims, claims_sq) as the binomial reference and its ceiling: Σw²·n and Σw²·n² here,

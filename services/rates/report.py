@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from operator import itemgetter
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -17,8 +19,11 @@ from services.rates.intervals import (
     ratio_interval,
 )
 
+if TYPE_CHECKING:
+    from services.store.rates import RateRepository
 
-def _share(c: Counts, part: str, whole: str) -> dict:
+
+def _share(c: Counts, part: str, whole: str) -> dict[str, Any]:
     """An event-level share: its rate weighted (each answer 1 / its sampling.rate), its Wilson interval at the
     effective answers, and the stored counts."""
     k, n = getattr(c, part), getattr(c, whole)
@@ -34,7 +39,7 @@ def _share(c: Counts, part: str, whole: str) -> dict:
     }
 
 
-def rate_entry(row: dict, key: str = "route") -> dict:
+def rate_entry(row: dict[str, Any], key: str = "route") -> dict[str, Any]:
     """One slice's figures. The first six keys are the stable `rates --json` shape."""
     c = Counts.from_row(row)
     interval = ratio_interval(c) if c.claims else None
@@ -60,7 +65,7 @@ def rate_entry(row: dict, key: str = "route") -> dict:
     return entry
 
 
-def sampling_figures(c: Counts) -> dict:
+def sampling_figures(c: Counts) -> dict[str, Any]:
     """What sampled verification does to a slice's figures: ``rate`` and ``interval`` estimate the whole traffic
     (each answer weighs 1 / its sampling.rate), ``weighted`` gives the totals they stand for, ``effective_claims``
     what the claims are worth as an unweighted sample, and ``sampling`` whether none, some ("mixed") or all of
@@ -78,7 +83,7 @@ def sampling_figures(c: Counts) -> dict:
 RANKING_SUMS = tuple(dict.fromkeys(("events", "claims", "w_events", *WEIGHTED, *UNWEIGHTED)))
 
 
-def ranking_entries(rows: list[dict]) -> list[dict]:
+def ranking_entries(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Of each route's row (its RANKING_SUMS at least), what ordering reads: route, claims, rate and interval, as
     ``rate_entry`` gives them, computed for every row at once, so a list can be sorted whole and only its page be
     given every figure."""
@@ -106,16 +111,16 @@ def ranking_entries(rows: list[dict]) -> list[dict]:
     ]
 
 
-def worst_first(entries: list[dict]) -> list[dict]:
+def worst_first(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Highest rate first; slices with no checkable claims last."""
     return sorted(entries, key=lambda e: (e["rate"] is None, -(e["rate"] or 0.0), -e["claims"]))
 
 
-def route_rates(rows: list[dict]) -> list[dict]:
+def route_rates(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return worst_first([rate_entry(r) for r in rows])
 
 
-def slice_rates(rows: list[dict], dim: str) -> list[dict]:
+def slice_rates(rows: list[dict[str, Any]], dim: str) -> list[dict[str, Any]]:
     """Rows of one slice dimension across routes, as {dim, value, route, ...}, worst first."""
     out = []
     for row in rows:
@@ -131,7 +136,9 @@ MAX_SLICE_DIMS = 24  # dimensions in one answer: by default the ones with the mo
 MAX_SLICE_VALUES = 50  # values per dimension, worst first
 
 
-def slice_report(rates, window, dims: list[str] | None = None, values: int = MAX_SLICE_VALUES) -> dict[str, list[dict]]:
+def slice_report(
+    rates: RateRepository, window: timedelta | None, dims: list[str] | None = None, values: int = MAX_SLICE_VALUES
+) -> dict[str, list[dict[str, Any]]]:
     """Rates by slice, worst first, for ``dims`` (default: the most-used ones), in one pass over the window.
     Raises ValueError naming the bound or the unknown dimensions."""
     if dims:
@@ -146,7 +153,7 @@ def slice_report(rates, window, dims: list[str] | None = None, values: int = MAX
             raise ValueError(f"unknown slice dimension(s) {shown}; GET /api/slices without dim lists the stored ones")
     else:
         dims = rates.dims(MAX_SLICE_DIMS)
-    by_dim: dict[str, list[dict]] = {d: [] for d in dims}
+    by_dim: dict[str, list[dict[str, Any]]] = {d: [] for d in dims}
     for row in rates.totals_by_dim(dims, window):
         by_dim[row["dim"]].append(row)
     return {d: slice_rates(rows, d)[:values] for d, rows in by_dim.items()}

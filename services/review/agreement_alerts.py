@@ -35,7 +35,7 @@ def label_agreements(claims: Iterable[ReviewedClaim]) -> list[LabelAgreement]:
     return [
         LabelAgreement(c.route, c.settled_at, c.verifier_version, c.verifier_failed == c.human_failed)
         for c in claims
-        if c.human_failed is not None
+        if c.human_failed is not None and c.settled_at is not None  # a settled claim has a review, so a time
     ]
 
 

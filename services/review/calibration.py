@@ -52,6 +52,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import TypedDict
 
 import numpy as np
 
@@ -140,7 +141,7 @@ class CalibratedRate:
         if (estimator or self.estimator) == "rogan_gladen":
             youden = (self.sensitivity or 0.0) + (self.specificity or 0.0) - 1
             return 1 / youden if youden > 0 else None
-        if self.flagged is None or self.flagged.failed is None or self.passed.failed is None:
+        if self.flagged is None or self.passed is None or self.flagged.failed is None or self.passed.failed is None:
             return None
         return self.flagged.failed - self.passed.failed
 
@@ -193,8 +194,8 @@ def settled_labels(claims: Sequence[ReviewedClaim]) -> list[SettledLabel]:
     for c in claims:
         if c.origin != "production" or c.weight <= 0:
             continue
-        human = c.human_failed
-        if human is not None:
+        human, at = c.human_failed, c.settled_at
+        if human is not None and at is not None:  # a settled claim has a review, so a time
             out.append(
                 SettledLabel(
                     c.route,
@@ -203,10 +204,30 @@ def settled_labels(claims: Sequence[ReviewedClaim]) -> list[SettledLabel]:
                     c.weight,
                     c.verifier_failed,
                     human,
-                    c.settled_at,
+                    at,
                 )
             )
     return out
+
+
+class _RateBasis(TypedDict):
+    """The fields of a CalibratedRate known before its value is."""
+
+    route: str
+    raw: float | None
+    labels: int
+    pooled: bool
+    label_routes: tuple[str, ...]
+    verifier_version: str
+    newest_label: datetime | None
+    estimator: str
+    estimator_note: str
+    raw_variance: float | None
+    own_labels: int
+    sensitivity: float | None
+    specificity: float | None
+    flagged: VerdictClass
+    passed: VerdictClass
 
 
 def _share(part, whole):
@@ -317,7 +338,7 @@ class Calibrator:
         se, sp = _number(found.sensitivity), _number(found.specificity)
         if se is None or sp is None:  # known as a pair or not at all
             se = sp = None
-        common = dict(
+        common: _RateBasis = dict(
             route=traffic.route,
             raw=raw,
             labels=len(basis),
@@ -382,11 +403,15 @@ class Calibrator:
         return self.estimator, ""
 
     def _with_stratified_interval(self, rate: CalibratedRate) -> CalibratedRate:
+        slope, value = rate.slope(), rate.value
+        # PPI gets here with a value from labels of both classes and a window with claims: all of these are known.
+        assert value is not None and rate.flagged is not None and rate.passed is not None
+        assert slope is not None and rate.raw_variance is not None
         half = z_value(self.confidence) * math.sqrt(
-            stratified_variance(rate.flagged, rate.passed, rate.slope(), rate.raw_variance)
+            stratified_variance(rate.flagged, rate.passed, slope, rate.raw_variance)
         )
-        interval = (max(0.0, rate.value - half), min(1.0, rate.value + half))
-        return replace(rate, value=min(1.0, max(0.0, rate.value)), interval=interval)
+        interval = (max(0.0, value - half), min(1.0, value + half))
+        return replace(rate, value=min(1.0, max(0.0, value)), interval=interval)
 
     def _basis(
         self, traffic: Traffic, own: list[SettledLabel], usable: Sequence[SettledLabel]
@@ -445,4 +470,5 @@ class Calibrator:
         samples = Agreement.of(picks, verifier, human).estimate("rogan_gladen", raw)
         if np.isfinite(samples).sum() < self.n_boot / 2:  # mostly undefined: an interval from the rest would mislead
             return None
-        return percentile_interval(samples, self.confidence)
+        lo, hi = percentile_interval(samples, self.confidence)
+        return (lo, hi) if lo is not None and hi is not None else None

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TypedDict
 
 from services.core.readmodel import closed
 from services.core.stats import z_value
@@ -39,6 +40,14 @@ class LabelPlan:
     labels: int  # the route's own settled labels now
     estimator: str
     note: str = ""  # why there is no count, or what the count assumes
+
+
+class _PlanBasis(TypedDict):
+    route: str
+    width: float | None
+    target: float
+    labels: int
+    estimator: str
 
 
 def neyman(parts: tuple[float, float], have: tuple[float, float], budget: float) -> tuple[float, float]:
@@ -97,12 +106,12 @@ class LabelPlanner:
     def plan(self, rate: CalibratedRate, width: float) -> LabelPlan:
         now = rate.interval[1] - rate.interval[0] if rate.interval else None
         own = rate.own_labels
-        common = dict(route=rate.route, width=now, target=width, labels=own, estimator=self.estimator)
-        if rate.raw is None or rate.raw_variance is None:
+        common: _PlanBasis = dict(route=rate.route, width=now, target=width, labels=own, estimator=self.estimator)
+        flagged, passed = rate.flagged, rate.passed
+        if rate.raw is None or rate.raw_variance is None or flagged is None or passed is None:
             return LabelPlan(more=None, flagged=0, passed=0, note="no checkable claims in the window", **common)
-        classes = (rate.flagged, rate.passed)
         # Labels of other routes or versions tell what the route's classes look like, but will not count.
-        have = tuple(k.labels for k in classes) if own == rate.labels else (0.0, 0.0)
+        have = (flagged.labels, passed.labels) if own == rate.labels else (0.0, 0.0)
         slope = rate.slope(self.estimator)
         slope = 1.0 if slope is None else slope  # unknown shares: p's noise at most whole (λ = a - b <= 1)
         z = z_value(self.confidence)
@@ -112,7 +121,10 @@ class LabelPlanner:
             return LabelPlan(
                 more=None, flagged=0, passed=0, note=f"window alone: {100 * floor:.1f} pts; widen it", **common
             )
-        parts = tuple(k.share * cautious_spread(k, self.caution) for k in classes)
+        parts = (
+            flagged.share * cautious_spread(flagged, self.caution),
+            passed.share * cautious_spread(passed, self.caution),
+        )
         targets = neyman(parts, have, budget)
         more = [math.ceil(max(0.0, t - n)) for t, n in zip(targets, have)]
         # The route stands alone only from min_labels on.

@@ -9,6 +9,7 @@ Every row carries a write version from the injected clock; reads take the newest
 from __future__ import annotations
 
 import base64
+import builtins
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -25,27 +26,45 @@ if TYPE_CHECKING:
 
 
 class StoredAlert(Protocol):
-    """What the repository reads from an alert (services.alerts.lifecycle.Alert)."""
+    """What the repository reads from an alert (services.alerts.lifecycle.Alert). Read-only properties, so a
+    frozen dataclass conforms."""
 
-    alert_id: str
-    route: str
-    kind: str
-    severity: str
-    labels: dict[str, str]
-    window: int
-    pending_since: datetime
-    starts_at: datetime | None
-    ends_at: datetime | None
-    acked_at: datetime | None
-    acked_by: str | None
-    ack_note: str | None
-    rate: float | None
-    baseline: float | None
-    delta: float | None
-    claims: int
-    onset: datetime | None
-    driving_verdict: str | None
-
+    @property
+    def alert_id(self) -> str: ...
+    @property
+    def route(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def severity(self) -> str: ...
+    @property
+    def labels(self) -> dict[str, str]: ...
+    @property
+    def window(self) -> int: ...
+    @property
+    def pending_since(self) -> datetime: ...
+    @property
+    def starts_at(self) -> datetime | None: ...
+    @property
+    def ends_at(self) -> datetime | None: ...
+    @property
+    def acked_at(self) -> datetime | None: ...
+    @property
+    def acked_by(self) -> str | None: ...
+    @property
+    def ack_note(self) -> str | None: ...
+    @property
+    def rate(self) -> float | None: ...
+    @property
+    def baseline(self) -> float | None: ...
+    @property
+    def delta(self) -> float | None: ...
+    @property
+    def claims(self) -> int: ...
+    @property
+    def onset(self) -> datetime | None: ...
+    @property
+    def driving_verdict(self) -> str | None: ...
     @property
     def recorded_state(self) -> str: ...
     @property
@@ -55,10 +74,12 @@ class StoredAlert(Protocol):
 
 
 class StoredSilence(Protocol):
-    """What the repository reads from a silence (services.alerts.silences.Silence)."""
+    """What the repository reads from a silence (services.alerts.silences.Silence); read-only, as for alerts."""
 
-    silence_id: str
-    ends_at: datetime
+    @property
+    def silence_id(self) -> str: ...
+    @property
+    def ends_at(self) -> datetime: ...
 
     def as_dict(self) -> dict: ...
     def is_active(self, now: datetime) -> bool: ...
@@ -188,6 +209,8 @@ class AlertRepository(Generic[A, S]):
 
     def save_ack(self, alert: A) -> None:
         """A person's ack, kept apart from the alert's versions, which the evaluator writes (migration 021)."""
+        if alert.acked_at is None:
+            raise ValueError(f"alert {alert.alert_id} is not acked; there is no ack to save")
         self.store.insert(
             "alert_acks",
             [
@@ -227,7 +250,8 @@ class AlertRepository(Generic[A, S]):
             return self._alerts(limit=limit)
         return self._alerts("argMax(route, updated_at) = {route:String}", {"route": route}, limit)
 
-    def transitions(self, alert_id: str) -> list[dict]:
+    # builtins.list from here on: in the class body, list is the method above
+    def transitions(self, alert_id: str) -> builtins.list[dict]:
         rows = self.store.query(
             "SELECT record FROM alert_transitions FINAL WHERE alert_id = {id:String} ORDER BY at", {"id": alert_id}
         )
@@ -247,7 +271,7 @@ class AlertRepository(Generic[A, S]):
             ],
         )
 
-    def silences(self, active_at: datetime | None = None) -> list[S]:
+    def silences(self, active_at: datetime | None = None) -> builtins.list[S]:
         rows = self.store.query(
             "SELECT argMax(body, updated_at) AS body, argMax(ends_at, updated_at) AS ends "
             "FROM silences GROUP BY silence_id ORDER BY silence_id"
@@ -281,7 +305,7 @@ class AlertRepository(Generic[A, S]):
             ONE_BLOCK,
         )
 
-    def route_state_routes(self, run: str) -> list[str]:
+    def route_state_routes(self, run: str) -> builtins.list[str]:
         """The routes evaluation ``run`` wrote rows for, in order."""
         rows = self.store.query(
             "SELECT DISTINCT route FROM alert_route_state WHERE run = {run:String} AND route != '' ORDER BY route",
@@ -289,8 +313,9 @@ class AlertRepository(Generic[A, S]):
         )
         return [r["route"] for r in rows]
 
-    def route_state(self, run: str, first: str, last: str) -> list[RouteStateRow]:
-        """The newest row of each (route, slot) written by evaluation ``run``, of the routes from ``first`` to ``last``."""
+    def route_state(self, run: str, first: str, last: str) -> builtins.list[RouteStateRow]:
+        """The newest row of each (route, slot) written by evaluation ``run``, of the routes from ``first`` to
+        ``last``."""
         rows = self.store.query(
             "SELECT route, slot, toString(argMax(minute, updated_at)) AS minute, argMax(run, updated_at) AS run, "
             "argMax(body, updated_at) AS body FROM alert_route_state "
@@ -317,7 +342,8 @@ class AlertRepository(Generic[A, S]):
 
     # -- what the evaluator expects of each route (services/alerts/expectations.py) ----------------------
     def save_expectations(self, minute: datetime, expectations: Mapping[str, Mapping]) -> None:
-        """Each route's ``expected`` (None: none yet), ``basis``, ``learning`` and ``history_hours`` as of ``minute``."""
+        """Each route's ``expected`` (None: none yet), ``basis``, ``learning`` and ``history_hours`` as of
+        ``minute``."""
         version, at = self._version(), ch_time(minute)
         self.store.insert(
             "route_expectations",

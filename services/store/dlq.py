@@ -22,7 +22,8 @@ _MINUTES = (
 
 def dlq_summary(store: Store, samples: int = 1, route: str | None = None) -> list[dict]:
     """Counts per rule, most first, with up to ``samples`` samples each; of one route's dead letters if given."""
-    where, params = "", {"n": samples}
+    where = ""
+    params: dict[str, object] = {"n": samples}
     if route is not None:
         where, params["route"] = "WHERE route = {route:String}", route
     rows = store.query(

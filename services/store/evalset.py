@@ -119,8 +119,8 @@ class EvalRepository:
         action, corpus version, claim texts, claim types, verdicts, spans, source ids, labelers)."""
         rows = self.store.query(
             "SELECT trace_id, argMax(tuple(event_id, route, query_text, query_type, answerable, stakes, answer_text, "
-            "action, versions['corpus'], claim_texts, claim_types, verdicts, spans, source_ids, labelers), observed_at) "
-            "AS t FROM events FINAL WHERE trace_id IN {ids:Array(String)} GROUP BY trace_id",
+            "action, versions['corpus'], claim_texts, claim_types, verdicts, spans, source_ids, labelers), "
+            "observed_at) AS t FROM events FINAL WHERE trace_id IN {ids:Array(String)} GROUP BY trace_id",
             {"ids": list(trace_ids)},
         )
         return {r["trace_id"]: tuple(r["t"]) for r in rows}
@@ -143,8 +143,8 @@ class EvalRepository:
     def label_pairs(self, run_id: str) -> list[dict]:
         """Claims of approved items that carry both a verifier and a human label (the latest of each)."""
         return self.store.query(
-            "SELECT l.item_id AS item_id, l.claim_idx AS claim_idx, l.claim_type AS claim_type, l.verifier AS verifier, "
-            "l.human AS human, i.query_type AS query_type, i.stakes AS stakes FROM "
+            "SELECT l.item_id AS item_id, l.claim_idx AS claim_idx, l.claim_type AS claim_type, "
+            "l.verifier AS verifier, l.human AS human, i.query_type AS query_type, i.stakes AS stakes FROM "
             "(SELECT item_id, claim_idx, any(claim_type) AS claim_type, "
             "  argMaxIf(verdict, labeled_at, startsWith(labeler, 'verifier:')) AS verifier, "
             "  argMaxIf(verdict, labeled_at, startsWith(labeler, 'human:')) AS human, "

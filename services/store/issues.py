@@ -212,9 +212,9 @@ class IssueRepository(Generic[I, C]):
     def members(self, issue_id: str, limit: int) -> list[dict]:
         return self._shown(
             self.store.query(
-                "SELECT m.claim_key AS claim_key, m.probability AS probability, m.source AS source, m.x AS x, m.y AS y, "
-                "c.trace_id AS trace_id, c.event_id AS event_id, c.route AS route, c.verdict AS verdict, c.text AS text, "
-                "c.span AS span, c.observed_at AS observed_at "
+                "SELECT m.claim_key AS claim_key, m.probability AS probability, m.source AS source, m.x AS x, "
+                "m.y AS y, c.trace_id AS trace_id, c.event_id AS event_id, c.route AS route, c.verdict AS verdict, "
+                "c.text AS text, c.span AS span, c.observed_at AS observed_at "
                 "FROM (SELECT * FROM issue_members FINAL WHERE issue_id = {id:String} ORDER BY probability DESC "
                 "LIMIT {n:UInt32}) AS m "
                 "LEFT JOIN claims AS c ON c.event_id = splitByChar(':', m.claim_key)[1] "
@@ -290,7 +290,8 @@ class IssueRepository(Generic[I, C]):
         return decode_rows(rows, self._claim, _claim_key, skip)
 
     def unassigned_on_route(self, route: str, since: datetime, until: datetime) -> int:
-        """Failing claims on ``route`` observed in [since, until] that no assignment has seen yet (not even as noise)."""
+        """Failing claims on ``route`` observed in [since, until] that no assignment has seen yet (not even as
+        noise)."""
         unseen = self._NOT_IN_AN_ISSUE.replace("{held}", "1")
         rows = self.store.query(
             f"SELECT count() AS n FROM claims FINAL WHERE {self._ROUTE_WINDOW} AND {unseen}",
@@ -304,15 +305,17 @@ class IssueRepository(Generic[I, C]):
         online since, oldest first, so members arriving while the alert is open do not reorder the ones shown."""
         return self._shown(
             self.store.query(
-                "SELECT m.claim_key AS claim_key, m.probability AS probability, m.source AS source, m.x AS x, m.y AS y, "
-                "c.trace_id AS trace_id, c.event_id AS event_id, c.route AS route, c.verdict AS verdict, c.text AS text, "
-                "c.span AS span, c.observed_at AS observed_at, c.versions AS versions "
+                "SELECT m.claim_key AS claim_key, m.probability AS probability, m.source AS source, m.x AS x, "
+                "m.y AS y, c.trace_id AS trace_id, c.event_id AS event_id, c.route AS route, c.verdict AS verdict, "
+                "c.text AS text, c.span AS span, c.observed_at AS observed_at, c.versions AS versions "
                 "FROM (SELECT claim_key, probability, source, x, y, splitByChar(':', claim_key)[1] AS event_id, "
                 "splitByChar(':', claim_key)[2] AS idx FROM issue_members FINAL WHERE issue_id = {id:String} "
                 "AND observed_at >= {since:DateTime64(3)} AND observed_at <= {until:DateTime64(3)}) AS m "
-                "INNER JOIN (SELECT * FROM claims WHERE route = {route:String} AND observed_at >= {since:DateTime64(3)} "
-                "AND observed_at <= {until:DateTime64(3)}) AS c ON c.event_id = m.event_id AND toString(c.claim_idx) = m.idx "
-                "ORDER BY m.source = 'online', if(m.source = 'online', 0, m.probability) DESC, c.observed_at, m.claim_key LIMIT {n:UInt32}",
+                "INNER JOIN (SELECT * FROM claims WHERE route = {route:String} "
+                "AND observed_at >= {since:DateTime64(3)} AND observed_at <= {until:DateTime64(3)}) AS c "
+                "ON c.event_id = m.event_id AND toString(c.claim_idx) = m.idx "
+                "ORDER BY m.source = 'online', if(m.source = 'online', 0, m.probability) DESC, c.observed_at, "
+                "m.claim_key LIMIT {n:UInt32}",
                 {"id": issue_id, "route": route, "since": ch_time(since), "until": ch_time(until), "n": limit},
             )
         )
@@ -416,8 +419,8 @@ class IssueRepository(Generic[I, C]):
         return {
             "count": sum(int(r["n"]) for r in rows),
             "hourly": {r["hour"]: int(r["n"]) for r in rows},
-            "first": min((_time(r["first"]) for r in rows), default=None),
-            "last": max((_time(r["last"]) for r in rows), default=None),
+            "first": min((t for r in rows if (t := _time(r["first"])) is not None), default=None),
+            "last": max((t for r in rows if (t := _time(r["last"])) is not None), default=None),
         }
 
     def member_events(self, issue_id: str) -> dict:

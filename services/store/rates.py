@@ -86,7 +86,8 @@ def route_like(pattern: str) -> str:
 def route_conditions(matching: str | None, routes: Collection[str] | None) -> tuple[list[str], dict]:
     """SQL conditions (and their parameters) keeping the routes ``matching`` a filter (``route_like``) and, when
     ``routes`` is given, only those."""
-    where, params = [], {}
+    where: list[str] = []
+    params: dict[str, object] = {}
     if matching:
         where.append("route ILIKE {matching:String}")
         params["matching"] = route_like(matching)
@@ -208,8 +209,9 @@ class RateRepository:
     def totals_by_dim(self, dims: list[str], window: timedelta | None = None) -> list[dict]:
         """One row per (dim, value, route) for several slice dimensions, in one pass over the window."""
         start, end = self.window_bounds(window)
-        where, params = ["dim IN {dims:Array(String)}"], {"dims": dims}
-        if start is not None:
+        where = ["dim IN {dims:Array(String)}"]
+        params: dict[str, object] = {"dims": dims}
+        if start is not None and end is not None:  # window_bounds gives a start only with an end
             where.append("minute >= {start:DateTime64(3)} AND minute <= {end:DateTime64(3)}")
             params.update(start=_second(start), end=_second(end))
         return self.store.query(

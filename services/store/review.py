@@ -100,8 +100,8 @@ class ReviewRepository:
         return self.store.query(
             "SELECT q.claim_key AS claim_key, q.reviewers AS reviewers, l.filled AS filled FROM "
             "(SELECT claim_key, reviewers, queued_at FROM review_queue FINAL) AS q LEFT JOIN "
-            "(SELECT claim_key, groupArrayIf(slot_no, blind = 1) AS filled, groupArray(reviewer) AS labellers FROM review_labels "
-            " FINAL WHERE role = 'reviewer' GROUP BY claim_key) AS l ON l.claim_key = q.claim_key "
+            "(SELECT claim_key, groupArrayIf(slot_no, blind = 1) AS filled, groupArray(reviewer) AS labellers "
+            "FROM review_labels  FINAL WHERE role = 'reviewer' GROUP BY claim_key) AS l ON l.claim_key = q.claim_key "
             "WHERE length(l.filled) < q.reviewers AND NOT has(l.labellers, {reviewer:String}) "
             "ORDER BY length(l.filled) DESC, q.queued_at, q.claim_key LIMIT {n:UInt32}",
             {"reviewer": reviewer, "n": limit},
@@ -160,7 +160,8 @@ class ReviewRepository:
         rows = self.store.query(
             f"SELECT {', '.join('q.' + c.strip() + ' AS ' + c.strip() for c in QUEUE_COLUMNS.split(','))}, "
             "l.labels AS labels FROM (SELECT * FROM review_queue FINAL) AS q INNER JOIN "
-            "(SELECT claim_key, arraySort(x -> x.4, groupArray((reviewer, role, label, toString(labeled_at)))) AS labels "
+            "(SELECT claim_key, arraySort(x -> x.4, groupArray((reviewer, role, label, toString(labeled_at)))) "
+            "AS labels "
             f" FROM review_labels FINAL WHERE {_COUNTED} GROUP BY claim_key) AS l ON l.claim_key = q.claim_key "
             "ORDER BY claim_key"
         )
@@ -179,7 +180,8 @@ class ReviewRepository:
     # -- progress --------------------------------------------------------------------------------
     def stratum_progress(self) -> list[dict]:
         return self.store.query(
-            "SELECT q.stratum AS stratum, any(q.route) AS route, any(q.verdict) AS verdict, any(q.issue_id) AS issue_id, "
+            "SELECT q.stratum AS stratum, any(q.route) AS route, any(q.verdict) AS verdict, "
+            "any(q.issue_id) AS issue_id, "
             "count() AS claims, sum(q.reviewers) AS slots, sum(least(l.n, q.reviewers)) AS labelled, "
             "countIf(l.n >= q.reviewers) AS complete FROM (SELECT * FROM review_queue FINAL) AS q LEFT JOIN "
             "(SELECT claim_key, count() AS n FROM review_labels FINAL WHERE role = 'reviewer' AND blind = 1 "

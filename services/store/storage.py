@@ -10,11 +10,26 @@ A table's codecs are its compressed bytes by the codec of their parts: inserts w
 from __future__ import annotations
 
 from collections import Counter
+from typing import Literal, TypedDict
 
 from services.store.backends import Store
 from services.store.retention import RetentionKeeper, ttl_days
 
 CLAIMS_TABLE = "claims"
+Summed = Literal["rows", "compressed_bytes", "uncompressed_bytes", "disk_bytes"]
+SUMMED: tuple[Summed, ...] = ("rows", "compressed_bytes", "uncompressed_bytes", "disk_bytes")
+
+
+class TableUsage(TypedDict):
+    table: str
+    rows: int
+    compressed_bytes: int
+    uncompressed_bytes: int
+    disk_bytes: int
+    bytes_per_claim: float | None
+    ttl: str | None
+    ttl_days: int | None
+    codecs: dict[str, int]
 
 
 def _per_claim(nbytes: int, claims: int) -> float | None:
@@ -27,7 +42,7 @@ class StorageRepository:
 
     def report(self) -> dict:
         """``claims`` stored, one entry per MergeTree table (largest first) and the ``total``."""
-        parts: dict[str, Counter] = {}
+        parts: dict[str, Counter[str]] = {}
         codecs: dict[str, dict[str, int]] = {}
         for r in self.store.query(  # one read of system.parts, by table and codec
             "SELECT table, default_compression_codec AS codec, sum(rows) AS rows, "
@@ -40,10 +55,10 @@ class StorageRepository:
             )
             codecs.setdefault(r["table"], {})[r["codec"]] = int(r["compressed"])
         ttls = RetentionKeeper(self.store).ttls()
-        claims = int(parts.get(CLAIMS_TABLE, {}).get("rows", 0))
-        tables = []
+        claims = int(parts.get(CLAIMS_TABLE, Counter()).get("rows", 0))
+        tables: list[TableUsage] = []
         for name, ttl in ttls.items():
-            p = parts.get(name, {})
+            p = parts.get(name, Counter())
             compressed = int(p.get("compressed", 0))
             tables.append(
                 {
@@ -59,11 +74,12 @@ class StorageRepository:
                 }
             )
         tables.sort(key=lambda t: (-t["compressed_bytes"], t["table"]))
-        total = {
-            key: sum(t[key] for t in tables) for key in ("rows", "compressed_bytes", "uncompressed_bytes", "disk_bytes")
+        sums: dict[str, int] = {key: sum(t[key] for t in tables) for key in SUMMED}
+        total: dict[str, object] = {
+            **sums,
+            "bytes_per_claim": _per_claim(sums["compressed_bytes"], claims),
+            "codecs": dict(sum((Counter(t["codecs"]) for t in tables), Counter[str]()).most_common()),
         }
-        total["bytes_per_claim"] = _per_claim(total["compressed_bytes"], claims)
-        total["codecs"] = dict(sum((Counter(t["codecs"]) for t in tables), Counter()).most_common())
         return {"claims": claims, "tables": tables, "total": total}
 
     def compact(self, tables: list[str] | None = None) -> None:

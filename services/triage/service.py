@@ -12,11 +12,11 @@ from clustering.issue import RESOLVED, IssueRecord
 from services.alerts.dispatch import Outgoing
 from services.core.clock import utcnow
 from services.core.errors import Conflict
+from services.issues.activity import SYSTEM, dominant_route, entries_between, entry
+from services.issues.archive import CLAIMS, Archive
+from services.issues.owners import VERSION_KEYS
 from services.issues.priority import ESCALATION_HISTORY_HOURS, RECENT_HOURS, is_escalating
 from services.issues.records import IssueRecords, surviving
-from services.triage.activity import SYSTEM, dominant_route, entries_between, entry
-from services.triage.archive import CLAIMS, Archive
-from services.triage.owners import VERSION_KEYS
 from services.triage.webhook import EVENTS, IssueWebhook
 
 MAX_NOTE_CHARS = 4000

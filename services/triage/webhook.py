@@ -40,7 +40,8 @@ def event_text(event: str, issue: Mapping, entry: Mapping) -> str:
 
 
 def event_body(entry: Mapping, issue: Mapping) -> dict:
-    """One event: ``entry`` (an activity entry) on ``issue`` (the issue's view: id, name, team, owner, link, runbook)."""
+    """One event: ``entry`` (an activity entry) on ``issue`` (the issue's view: id, name, team, owner, link,
+    runbook)."""
     event = entry["event"]
     linked = bool(issue.get("ticket_url"))
     return {

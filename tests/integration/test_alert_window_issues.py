@@ -54,7 +54,7 @@ def test_serving_each_alert_window_names_the_injected_failure_with_post_onset_ex
 
     windows = open_alert_windows(services.repos.alerts, NOW)
     reports = {w.route: services.issue_jobs.focus_window(w.route, w.since, w.until, NOW) for w in windows}
-    print({route: r for route, r in reports.items()})  # shown on failure
+    print(dict(reports))  # shown on failure
 
     for route, (family, suspect) in INJECTED.items():
         alert = alerts[route]

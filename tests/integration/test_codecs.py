@@ -61,7 +61,9 @@ def test_each_codec_from_a_real_producer_is_stored_exactly(broker, topic_prefix,
             sent += chunk
             expected = expected_counts(sent)
             want = (expected.valid_events, expected.bad_total)
-            worker.wait_for(lambda: stored_totals(worker) == want, 120, f"{want} stored after the {codec} batches")
+            worker.wait_for(
+                lambda want=want: stored_totals(worker) == want, 120, f"{want} stored after the {codec} batches"
+            )
         rates = worker.get("/api/rates", window="all")
         assert {r["route"]: r["verdicts"] for r in rates} == expected_counts(sims).verdicts
 

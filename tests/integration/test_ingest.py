@@ -346,7 +346,7 @@ def test_a_restarted_in_memory_broker_does_not_overwrite_earlier_dead_letters(to
                 tmp_path / f"worker-{run}.log",
                 env={"CLAIMWATCH_CLUSTERING__IN_WORKER": "false"},
             ) as worker:
-                worker.wait_for(lambda: stored_totals(worker)[1] == run + 1, 120, f"{run + 1} dead letters")
+                worker.wait_for(lambda run=run: stored_totals(worker)[1] == run + 1, 120, f"{run + 1} dead letters")
                 summary = worker.get("/api/dlq", route="billing-faq")
     assert {d["reason"]: [s["source"] for s in d["samples"]] for d in summary} == {
         "not_json": [f"{topic}/0/0"],
@@ -378,7 +378,7 @@ def test_a_broker_restarted_under_a_running_worker_overwrites_no_dead_letter(top
                     first.bootstrap, topic, [Message(b"billing-faq", f"not json {run}/{i}".encode()) for i in range(40)]
                 )
                 worker.wait_for(
-                    lambda: metric(worker, "claimwatch_dlq_total") == 40 * (run + 1),
+                    lambda run=run: metric(worker, "claimwatch_dlq_total") == 40 * (run + 1),
                     180,
                     f"{40 * (run + 1)} dead letters counted",
                 )

@@ -64,11 +64,14 @@ def test_silent_and_rejected_routes_page_in_alertmanager_and_a_retired_route_is_
         silenced = silence(worker, token, [f"route={RETIRED}", "kind=route_silent"], "retired on purpose")
 
         send_all(broker.bootstrap, topic, calm + broken)
-        paged = lambda: {
-            (a["labels"]["route"], a["labels"]["kind"]): a
-            for a in am.alerts()  # noqa: E731
-            if a["labels"]["kind"] in ("route_silent", "events_rejected")
-        }
+
+        def paged():
+            return {
+                (a["labels"]["route"], a["labels"]["kind"]): a
+                for a in am.alerts()
+                if a["labels"]["kind"] in ("route_silent", "events_rejected")
+            }
+
         wanted = {(SILENT, "route_silent"), (REJECTED, "events_rejected")}
         pages = worker.wait_for(
             lambda: (lambda p: p if wanted <= set(p) else None)(paged()),

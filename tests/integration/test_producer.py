@@ -80,7 +80,8 @@ def read_back(bootstrap: str, topic: str) -> list:
 
 def stored_claims(store, event_ids: list[str]) -> dict:
     return store.query(
-        "SELECT count() AS events, sum(length(verdicts)) AS claims FROM events FINAL WHERE event_id IN {ids:Array(String)}",
+        "SELECT count() AS events, sum(length(verdicts)) AS claims FROM events FINAL "
+        "WHERE event_id IN {ids:Array(String)}",
         {"ids": event_ids},
     )[0]
 

@@ -53,7 +53,9 @@ def test_sigkill_five_times_while_streaming_100k_events_in_envelopes(broker, top
     seen = 0
     while kills < 5:
         # Kill only once this run has written something new, at a random point after that.
-        seen = worker.wait_for(lambda: (n := (totals(worker) or (0, 0))[0]) > seen + 500 and n, 240, "ingest resumed")
+        seen = worker.wait_for(
+            lambda seen=seen: (n := (totals(worker) or (0, 0))[0]) > seen + 500 and n, 240, "ingest resumed"
+        )
         time.sleep(rng.uniform(0.2, 3.0))
         worker.kill()
         kills += 1

@@ -104,7 +104,8 @@ def test_a_hundred_thousand_new_routes_stay_within_the_bound(broker, topic_prefi
         assert alert["state"] == "firing" and alert["route"] == "*" and alert["severity"] == "critical"
         assert alert["details"]["sources"][0]["source"] == "verifier=judge@3, model=gen-9"
         # A watched route's detectors hold about 42 KiB, so 100,000 admitted past the bound would add some 4 GiB;
-        # what does grow is chDB's, storing and merging 99,000 more dead letters (up to 144 MiB seen on a loaded machine)
+        # what does grow is chDB's, storing and merging 99,000 more dead letters (up to 144 MiB seen on a loaded
+        # machine)
         assert after_second - after_first < GROWTH_MIB, (
             f"{ROUTES:,} more new routes grew the worker by {after_second - after_first:.0f} MiB"
         )

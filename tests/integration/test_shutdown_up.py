@@ -226,7 +226,7 @@ def test_the_worker_and_the_api_alone_stop_within_15s_on_sigterm_and_sigint(brok
             topic_prefix,
             tmp_path / f"worker-{sig.name}.log",
         ).start()
-        worker.wait_for(lambda: worker.get("/readyz") is not None, 60, "the worker to be ready")
+        worker.wait_for(lambda worker=worker: worker.get("/readyz") is not None, 60, "the worker to be ready")
         assert stop_within(worker.proc, sig, worker.log_path) < STOP_WITHIN
 
         port = free_port()

@@ -44,14 +44,10 @@ def test_store_failures_retry_hold_offsets_and_resume_without_loss(broker, topic
     with ClickHouseStandin(tmp_path / "server") as server:
         env = {"CLAIMWATCH_CLUSTERING__IN_WORKER": "false", "CLAIMWATCH_INGEST__RETRY_MAX_SECONDS": "2"}
         worker = WorkerProcess(broker.bootstrap, server.url, topic_prefix, tmp_path / "worker.log", env=env).start()
-        send = lambda batch: StreamingProducer(
-            broker.bootstrap,
-            topic,
-            batch,
-            chunk=5000,
-            pause=0,  # noqa: E731
-            batched=batched,
-        ).run()
+
+        def send(batch):
+            return StreamingProducer(broker.bootstrap, topic, batch, chunk=5000, pause=0, batched=batched).run()
+
         send(first)
         worker.wait_for(lambda: (totals(worker) or (0, 0))[0] > 0, 120, "first events stored")
 

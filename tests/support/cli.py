@@ -23,7 +23,8 @@ def answer_http_by(handler: Callable[[httpx.Request], httpx.Response]) -> Api:
 
 
 def cli_at(client: httpx.Client, monkeypatch, token: str, width: int) -> Callable[..., str]:
-    """``run(*args)``: `claimwatch ARGS` against the in-process API at ``width`` columns; its output, once it exits 0."""
+    """``run(*args)``: `claimwatch ARGS` against the in-process API at ``width`` columns; its output,
+    once it exits 0."""
     from services.app.cli import main
 
     api = answer_http_with(client, monkeypatch, token)

@@ -13,6 +13,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.import_graph import cycles
 from tests.support.paths import ROOT
 
 PACKAGES = ("services", "streams", "clustering", "runbooks")
@@ -123,6 +124,16 @@ def violations(found: list[Import]) -> list[str]:
     return [v for imp in found if (v := violation(imp)) is not None]
 
 
+def package_cycles(found: list[Import]) -> list[list[str]]:
+    """Packages (layers) that import each other, directly or round a loop: a stage may import its own stage, but
+    two packages of one stage still import one way only (issue 52: issues and triage did both)."""
+    graph: dict[str, set[str]] = {layer: set() for stage in STAGES for layer in stage}
+    for imp in found:
+        if layer_of(imp.module) != layer_of(imp.name):
+            graph[layer_of(imp.module)].add(layer_of(imp.name))
+    return cycles(graph)
+
+
 def table() -> str:
     width = max(len(layer) for stage in STAGES for layer in stage)
     rows = [f"{i:>2}  {' · '.join(stage)}" for i, stage in enumerate(STAGES)]
@@ -131,10 +142,14 @@ def table() -> str:
 
 def main() -> int:
     print(table())
-    problems = violations(imports())
+    found = imports()
+    problems = violations(found)
     print(f"\n{len(problems)} import(s) against the order" + (":" if problems else "."))
     print("\n".join(problems))
-    return 1 if problems else 0
+    loops = package_cycles(found)
+    print(f"{len(loops)} package cycle(s)" + (":" if loops else "."))
+    print("\n".join(" <-> ".join(loop) for loop in loops))
+    return 1 if problems or loops else 0
 
 
 if __name__ == "__main__":

@@ -130,9 +130,9 @@ class WorkerProcess:
         self.proc.send_signal(signal.SIGINT)
         try:
             return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
+        except subprocess.TimeoutExpired as exc:
             self.kill()
-            raise AssertionError(f"worker did not stop within {timeout}s; log: {self.log_path}")
+            raise AssertionError(f"worker did not stop within {timeout}s; log: {self.log_path}") from exc
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -86,7 +86,9 @@ def stream_through_kills(
     producer.start()
     seen = 0
     for _ in range(kills):
-        seen = worker.wait_for(lambda: (n := (totals(worker) or (0, 0))[0]) > seen + 500 and n, 240, "ingest resumed")
+        seen = worker.wait_for(
+            lambda seen=seen: (n := (totals(worker) or (0, 0))[0]) > seen + 500 and n, 240, "ingest resumed"
+        )
         time.sleep(rng.uniform(*pause))
         worker.kill()
         worker.start()

@@ -7,7 +7,7 @@ from typing import Literal
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
 
-from services.api.models import ERROR_RESPONSES, ProposeBody, RejectBody, ReviewBody, path_id
+from services.api.models import ERROR_RESPONSES, ProposeBody, RejectBody, Responses, ReviewBody, path_id
 from services.api.security import AUTH_RESPONSES, MUTATION_RESPONSES, Gate
 from services.api.serialise import as_json
 from services.core.errors import Conflict
@@ -17,7 +17,7 @@ from services.evalset.promotion import EvalItem
 from services.evalset.readmodel import AgreementRead
 from services.evalset.service import EvalItemDetail
 
-CLASH = {
+CLASH: Responses = {
     409: {
         "model": ERROR_RESPONSES[404]["model"],
         "description": "Already reviewed, or a near duplicate of an item in the eval set",

@@ -22,8 +22,8 @@ from services.api.models import (
     path_id,
 )
 from services.api.security import AUTH_RESPONSES, MUTATION_RESPONSES, Gate
+from services.issues.activity import ACTIVITY_PAGE, MAX_ACTIVITY_PAGE, ActivityPage
 from services.issues.readmodel import IssueDetailRead, IssueMapRead, IssueMemberRead, IssueRead
-from services.triage.activity import ACTIVITY_PAGE, MAX_ACTIVITY_PAGE, ActivityPage
 
 RUNBOOK_TYPES = {"md": "text/markdown; charset=utf-8", "html": "text/html; charset=utf-8"}
 

@@ -8,7 +8,7 @@ from datetime import datetime
 
 from fastapi import APIRouter, Depends, Query, Request
 
-from services.api.models import ERROR_RESPONSES, AdjudicateBody, LabelBody, ReviewerBody, SampleBody, path_id
+from services.api.models import ERROR_RESPONSES, AdjudicateBody, LabelBody, Responses, ReviewerBody, SampleBody, path_id
 from services.api.routers.rates import window_of
 from services.api.security import AUTH_RESPONSES, MUTATION_RESPONSES, Gate
 from services.api.serialise import as_json
@@ -18,7 +18,7 @@ from services.review.queue import Assignment, Revealed
 from services.review.sampling import SampleResult
 from services.review.service import Progress
 
-CLASH = {
+CLASH: Responses = {
     409: {
         "model": ERROR_RESPONSES[404]["model"],
         "description": "The slot expired, is another reviewer's, or is labelled already",

@@ -3,7 +3,20 @@
 One module per command group; importing them registers their commands on ``main``.
 """
 
-from services.app.cli import alerts, data, evalset, issues, review, rules, stack, storage, traces, triage  # noqa: F401  (registers the commands)
+# importing a command module registers its commands
+from services.app.cli import (  # noqa: F401
+    alerts,
+    config,
+    data,
+    evalset,
+    issues,
+    review,
+    rules,
+    stack,
+    storage,
+    traces,
+    triage,
+)
 from services.app.cli.base import main
 
 __all__ = ["main"]

@@ -88,7 +88,8 @@ SUSPECTS = 3
 
 
 def kind_of(a: dict) -> str:
-    return KINDS.get(a.get("kind"), a.get("kind") or "")
+    kind = a.get("kind") or ""
+    return KINDS.get(kind, kind)
 
 
 def expected_of(a: dict) -> float | None:
@@ -199,21 +200,25 @@ def _calibrated(a: dict) -> str:
     )
     if c["holds"]:
         return f"holds: {figures}"
-    return f"does not hold: {figures}; the rise is within the verifier's false-positive floor {pct(c['false_positive_floor'])}"
+    return (
+        f"does not hold: {figures}; the rise is within the verifier's false-positive floor "
+        f"{pct(c['false_positive_floor'])}"
+    )
 
 
 def _suspects(a: dict) -> list[str]:
     found = a.get("suspect_changes") or []
-    rates = lambda s: (
-        f", rate {pct(s.get('rate_before'))} -> {pct(s.get('rate_after'))}"  # noqa: E731
-        if s.get("rate_before") is not None or s.get("rate_after") is not None
-        else ""
-    )
-    shares = lambda s: (
-        f", share of answers {pct(s['share_before'], 0)} -> {pct(s['share_after'], 0)}"  # noqa: E731
-        if s.get("share_before") is not None and s.get("share_after") is not None
-        else ""
-    )
+
+    def rates(s: dict) -> str:
+        if s.get("rate_before") is None and s.get("rate_after") is None:
+            return ""
+        return f", rate {pct(s.get('rate_before'))} -> {pct(s.get('rate_after'))}"
+
+    def shares(s: dict) -> str:
+        if s.get("share_before") is None or s.get("share_after") is None:
+            return ""
+        return f", share of answers {pct(s['share_before'], 0)} -> {pct(s['share_after'], 0)}"
+
     lines = [
         f"{n}. {s.get('key')}={s.get('value')} ({s.get('kind')} change{shares(s)}){rates(s)}"
         + (f"; {s['note']}" if s.get("note") else "")
@@ -279,7 +284,7 @@ def _count(x: object) -> str:
     return "—" if x is None else f"{x:,.0f}"
 
 
-def _input_fields(a: dict) -> list[tuple[str, str]]:
+def _input_fields(a: dict) -> list[tuple[str, str | list[str]]]:
     """What the input-health kinds add: received against expected events, the dead letters, the served share."""
     d = a.get("details") or {}
     if a["kind"] == SILENT_KIND:

@@ -25,7 +25,8 @@ import httpx
 import orjson
 from rich.console import Console
 
-from services.app.settings import Settings, SettingsError, load_settings
+from services.app.cli.replies import Client, Reply
+from services.app.settings import Settings, SettingsError, settings_from, settings_layers
 from services.core.files import ProcessRecord
 
 console = Console(stderr=True)
@@ -46,14 +47,14 @@ class Api:
         self._client = client
         self._owned = client is None
         self.serves: dict[tuple[str, str], bool] = {}  # (API url, named store) -> whether it serves it: asked once
-        self._in_process: dict[str, tuple[httpx.Client, Any]] = {}  # store -> (client of the app, its components)
+        self._in_process: dict[str, tuple[Client, Any]] = {}  # store -> (client of the app, its components)
 
     def request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
         if self._client is None:
             self._client = httpx.Client(timeout=self.TIMEOUT_SECONDS)
         return self._client.request(method, url, **kwargs)
 
-    def in_process(self, settings: Settings) -> httpx.Client:
+    def in_process(self, settings: Settings) -> Client:
         """A client of the API app run in this process over ``settings.clickhouse``, with the token rules of
         `claimwatch up` (services/app/credentials.py: with_serving_tokens)."""
         if settings.clickhouse not in self._in_process:
@@ -82,7 +83,10 @@ class Api:
 
 def api() -> Api:
     """The running command's Api (``main`` puts it in the click context)."""
-    return click.get_current_context().find_object(Api)
+    found = click.get_current_context().find_object(Api)
+    if found is None:
+        raise RuntimeError("no Api in the click context: run the command through main")
+    return found
 
 
 def service_options(fn: Callable) -> Callable:
@@ -107,18 +111,29 @@ def service_options(fn: Callable) -> Callable:
         "--api", "api_url", default=None, help="URL of a running claimwatch API (default http://127.0.0.1:8080)."
     )
     @functools.wraps(fn)
-    def wrapper(config_file, kafka, clickhouse, topic_prefix, api_url, **kwargs):
+    def wrapper(
+        config_file: str | None,
+        kafka: str | None,
+        clickhouse: str | None,
+        topic_prefix: str | None,
+        api_url: str | None,
+        **kwargs: Any,
+    ) -> Any:
         flags: dict[str, Any] = {"kafka": kafka, "clickhouse": clickhouse, "topic_prefix": topic_prefix}
         if api_url:
             flags["api"] = {"url": api_url}
         try:
-            settings = load_settings(config_file, os.environ, flags)
+            layers = settings_layers(config_file, os.environ, flags)
+            settings = settings_from(layers)
         except SettingsError as exc:
             raise Abort(str(exc)) from None
+        click.get_current_context().meta[SETTINGS_LAYERS] = layers  # `claimwatch config show` names each source
         return fn(with_local_stack(settings), **kwargs)
 
     return wrapper
 
+
+SETTINGS_LAYERS = "claimwatch.settings_layers"
 
 # `claimwatch up` run in this folder says where its API is while it runs (services/app/cli/stack.py)
 STACK_RECORD = ProcessRecord(Path("var") / "stack.json")
@@ -215,10 +230,10 @@ def reach_page(settings: Settings, path: str, params: dict) -> tuple[list, int |
 
 def answer(
     settings: Settings, path: str, params: dict | None = None, method: str = "GET", body: dict | None = None
-) -> httpx.Response:
+) -> Reply:
     """The API's answer to one request: the running API's; when none answers at settings.api.url, or it serves
     another store than the one named, the in-process app's, said once. A refusal aborts with what it said."""
-    response = None
+    response: Reply | None = None
     if _serves_the_named_store(settings):
         try:
             response = api().request(
@@ -242,11 +257,11 @@ def _sent(settings: Settings, body: dict | None) -> dict[str, Any]:
     for field, value in (body or {}).items():
         if isinstance(value, DefaultName):  # the API records a named token's holder; this name only without one
             headers[DEFAULT_BY_HEADER] = value
-            body = {**body, field: None}
+            body = {**(body or {}), field: None}
     return {"headers": headers, "json": body}
 
 
-def _content(response: httpx.Response) -> Any:
+def _content(response: Reply) -> Any:
     if response.headers.get("content-type", "").startswith("application/json"):
         return response.json()
     return response.text
@@ -260,7 +275,8 @@ def command_line(**changes: Any) -> str:
     from services.core.command import cli_command
 
     ctx = click.get_current_context()
-    names, at = [], ctx
+    names: list[str] = []
+    at = ctx
     while at.parent is not None:
         names.insert(0, at.info_name or "")
         at = at.parent
@@ -282,7 +298,7 @@ def command_line(**changes: Any) -> str:
     return " ".join([cli_command(), *map(shlex.quote, [*names, *words])])
 
 
-def refusal(response: httpx.Response, where: str) -> str:
+def refusal(response: Reply, where: str) -> str:
     """What the API answered, as the user reads it: a 4xx is one sentence (the caller has something to fix);
     other errors also say where they came from."""
     try:

@@ -30,7 +30,8 @@ from services.core.numbers import plural
 
 
 def _promotion_errors(fn):
-    """Promotion refusals (approve twice, self-approval, near duplicate, ...) are user errors: exit 1 with the reason."""
+    """Promotion refusals (approve twice, self-approval, near duplicate, ...) are user errors: exit 1 with the
+    reason."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):

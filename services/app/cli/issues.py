@@ -183,7 +183,8 @@ def issue_fields(i: dict, now) -> list[tuple[str, str | list[str]]]:
     flags = ["escalating"] * bool(i.get("escalating")) + ["behind a firing alert"] * bool(i.get("drives_alerts"))
     verdicts = ", ".join(f"{v} {n:,}" for v, n in sorted((i.get("verdicts") or {}).items(), key=lambda x: -x[1]))
     routes = [
-        f"{r['route']}: {r['members']:,} claim{'' if r['members'] == 1 else 's'}; now {pct(r.get('rate'))}, expected {pct(r.get('expected'))}"
+        f"{r['route']}: {r['members']:,} claim{'' if r['members'] == 1 else 's'}; now {pct(r.get('rate'))}, "
+        f"expected {pct(r.get('expected'))}"
         for r in i.get("route_figures") or []
     ] or list(i.get("routes") or [])
     alerts = [
@@ -240,7 +241,8 @@ def triage_fields(i: dict, now) -> list[tuple[str, str | list[str]]]:
     if i.get("activity_total", 0) > len(entries):
         entries.append(f"… {i['activity_total'] - len(entries):,} older on the issue page")
     merges = [
-        f"{c['issue_id']} ({c['similarity']:.2f} centroid similarity, {c['links']:.2f} neighbour links, {c['needed']:.2f} needed here; both say "
+        f"{c['issue_id']} ({c['similarity']:.2f} centroid similarity, {c['links']:.2f} neighbour links, "
+        f"{c['needed']:.2f} needed here; both say "
         f"{', '.join(c['shared_words']) or 'no word in common'}): {c['name']}; "
         f"{cli_command()} issues merge {i['issue_id']} --into {c['issue_id']}"
         for c in i.get("merge_candidates") or []

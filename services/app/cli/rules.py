@@ -55,7 +55,8 @@ def _measured(r: dict) -> str:
 
 
 def rule_fields(r: dict) -> list[tuple[str, str | list[str]]]:
-    """One rule's text under the table: meaning, severity, every threshold with its setting, where the figures come from."""
+    """One rule's text under the table: meaning, severity, every threshold with its setting, where the figures
+    come from."""
     thresholds = [t["text"] + (f" ({t['setting']})" if t.get("setting") else "") for t in r["thresholds"]]
     return [
         ("means", r["meaning"]),

@@ -20,8 +20,8 @@ def refuse_taken_ports(settings: Settings) -> None:
 
     wanted = [("CLAIMWATCH_API__PORT", settings.api.host, settings.api.port)]
     if settings.kafka is None:
-        host, port = settings.embedded_broker.rsplit(":", 1)
-        wanted.append(("CLAIMWATCH_EMBEDDED_BROKER (host:port)", host, int(port)))
+        broker_host, broker_port = settings.embedded_broker.rsplit(":", 1)
+        wanted.append(("CLAIMWATCH_EMBEDDED_BROKER (host:port)", broker_host, int(broker_port)))
     for setting, host, port in wanted:
         if not port_free(host, port):
             holder = listener_of(port)

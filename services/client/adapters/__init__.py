@@ -36,7 +36,7 @@ import importlib
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timezone
+from datetime import UTC, datetime
 from types import ModuleType
 from typing import Any
 
@@ -138,7 +138,7 @@ def label(value: Any, table: Mapping[str, str], line: int, path: str) -> str:
     """Map a source label through an explicit table (case-insensitive); unknown labels are errors."""
     key = value.lower() if isinstance(value, str) else value
     if not isinstance(key, str) or key not in table:
-        accepted = ", ".join(sorted({k for k in table}))
+        accepted = ", ".join(sorted(set(table)))
         raise RecordError.at(line, path, f"unknown label {value!r}; accepted: {accepted}", "unknown_label")
     return table[key]
 

@@ -129,7 +129,9 @@ class Converter:
         try:
             events = self._convert(line, raw)
         except RecordError as exc:
-            self.report.failures.append(LineFailure(exc.line, exc.field, exc.message, exc.rule))
+            # An error raised without RecordError.at is of this line and of the record as a whole ($).
+            failure = LineFailure(line if exc.line is None else exc.line, exc.field or "$", exc.message, exc.rule)
+            self.report.failures.append(failure)
             return []
         for event in events:
             first = self._first_line_of.setdefault(event["event_id"], line)

@@ -33,7 +33,7 @@ from services.client.adapters import (
 
 NAME = "faithfulness"
 DESCRIPTION = "per-sample faithfulness outputs (RAGAS-like): statements with verdict 0/1"
-VERDICTS = {1: "supported", 0: "unsupported"}
+VERDICTS: dict[float, str] = {1: "supported", 0: "unsupported"}  # 1.0 and 0.0 too
 TIME_FIELDS = ("evaluated_at",)
 
 

@@ -147,11 +147,12 @@ def _route(attrs: dict, route: str | None, line: int, path: str) -> str:
             f"the span says {own!r} but --route is {route!r}; drop --route to keep each span's own route",
             "route_conflict",
         )
-    if not (route or own):
+    found = route or own
+    if not found:
         raise RecordError.at(
             line, f"{path}.attributes[claimwatch.route]", "required field is missing (or pass --route)", "missing_field"
         )
-    return route or own
+    return found
 
 
 def _span_event(span: dict, resource: dict, route: str | None, line: int, path: str) -> dict | None:

@@ -82,7 +82,8 @@ def to_events(record: dict, *, route: str | None, line: int, now: datetime | Non
             raise RecordError.at(line, f"stages.{stage}", f"claim {stray[0]!r} was never extracted", "unknown_claim")
     pipeline = optional(record, "pipeline", str, line)
     labeler = f"verifier:{pipeline}" if pipeline else f"verifier:{NAME}"
-    claims, evidence = [], {}
+    claims = []
+    evidence: dict[str, dict] = {}  # by chunk_id
     for index, (claim_id, extract) in enumerate(extracted.items()):
         where = f"stages.extract[{index}]."
         decision = decided.get(claim_id)

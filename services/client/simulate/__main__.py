@@ -29,7 +29,8 @@ def main() -> None:
             claims += len(sim.event["claims"])
     elapsed, cpu = time.perf_counter() - began, time.process_time() - cpu_began
     print(
-        f"{messages:,} messages ({claims:,} claims, {nbytes / 2**20:,.1f} MiB) in {elapsed:.2f} s wall, {cpu:.2f} s CPU: "
+        f"{messages:,} messages ({claims:,} claims, {nbytes / 2**20:,.1f} MiB) in {elapsed:.2f} s wall, "
+        f"{cpu:.2f} s CPU: "
         f"{messages / elapsed:,.0f} messages/s wall, {messages / cpu:,.0f} messages/s per CPU-second, "
         f"{claims / cpu:,.0f} claims/s per CPU-second"
     )

@@ -9,33 +9,34 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from typing import NamedTuple, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 import numpy as np
 
 PICK_HIGH = 1 << 30  # AnswerPicks and alias picks are in [0, PICK_HIGH)
 T = TypeVar("T", bound=tuple)
+V = TypeVar("V")  # a minute's rows (np.ndarray, one value per answer or claim), or one answer's value (float)
 
 
-class AnswerUniforms(NamedTuple):
+class AnswerUniforms(NamedTuple, Generic[V]):
     """One answer's uniforms in [0, 1)."""
 
-    answerable: float
-    abstains: float
-    question_kind: float  # a plain question, or a risky-looking one that is answered well
-    query_type: float
-    stakes: float
-    action: float
-    aliases: float  # the producer sends its verifier's own verdict labels
-    textless: float
-    human_label: float
-    signals: float  # the event carries signals though no failure raised one
-    tenant: float
-    timestamp_form: float
-    premise_similarity: float  # the three signals' values
-    support_delta: float
-    sample_disagreement: float
-    unused: float  # drawn and never read; kept so the stream stays as it is
+    answerable: V
+    abstains: V
+    question_kind: V  # a plain question, or a risky-looking one that is answered well
+    query_type: V
+    stakes: V
+    action: V
+    aliases: V  # the producer sends its verifier's own verdict labels
+    textless: V
+    human_label: V
+    signals: V  # the event carries signals though no failure raised one
+    tenant: V
+    timestamp_form: V
+    premise_similarity: V  # the three signals' values
+    support_delta: V
+    sample_disagreement: V
+    unused: V  # drawn and never read; kept so the stream stays as it is
 
 
 class AnswerPicks(NamedTuple):
@@ -51,12 +52,12 @@ class AnswerPicks(NamedTuple):
     claim_wording: int  # the first of consecutive pool entries, so one answer's claims differ
 
 
-class ClaimUniforms(NamedTuple):
+class ClaimUniforms(NamedTuple, Generic[V]):
     """One claim's uniforms in [0, 1)."""
 
-    failure: float  # fails when below its answer's failure propensity
-    trivial: float  # trivial (nothing to check) when below the scenario's trivial share
-    verdict: float  # which of its family's verdicts
+    failure: V  # fails when below its answer's failure propensity
+    trivial: V  # trivial (nothing to check) when below the scenario's trivial share
+    verdict: V  # which of its family's verdicts
 
 
 class SignalValues(NamedTuple):
@@ -67,7 +68,7 @@ class SignalValues(NamedTuple):
     sample_disagreement: list[list[float]]
 
 
-def signal_values(u: AnswerUniforms) -> SignalValues:
+def signal_values(u: AnswerUniforms[np.ndarray]) -> SignalValues:
     """From a minute's rows; numpy rounds them all at once."""
 
     def pairs(calm: np.ndarray, raised: np.ndarray) -> list[list[float]]:
@@ -90,7 +91,7 @@ class MinuteDraws:
     """One route's draws for one minute, as plain lists for the loop that writes the events.
     Answer i owns claims claim_start[i] to claim_start[i + 1]."""
 
-    uniforms: list[AnswerUniforms]
+    uniforms: list[AnswerUniforms[float]]
     picks: list[AnswerPicks]
     signals: SignalValues
     answerable: list[bool]

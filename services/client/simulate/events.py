@@ -123,6 +123,7 @@ def _link(claim: dict, link: str, verdict: str, text: FailingText, answer: Answe
         return
     else:
         chunk = evidence[0]
+        assert text.span is not None, "a family whose claims cite the evidence gives each a span"
         _cite(chunk, text.span)
     if chunk is not evidence[0]:
         chunk["text"] = text.span
@@ -184,7 +185,7 @@ class RouteTraffic:
         """Every random number of ``n`` answers, in the order the stream has always given them."""
         rng, sc, route = self.rng, self.scenario, self.route
         rows = rng.random((len(AnswerUniforms._fields), n))
-        u = AnswerUniforms(*rows)
+        u: AnswerUniforms[np.ndarray] = AnswerUniforms(*rows)
         picks = rng.integers(0, PICK_HIGH, (len(AnswerPicks._fields), n))
         answerable = u.answerable >= route.unanswerable_share
         abstained = np.where(answerable, u.abstains < sc.over_refusal, u.abstains < sc.correct_abstention)
@@ -193,7 +194,7 @@ class RouteTraffic:
         base_family = rng.choice(len(FAMILIES), n, p=self.family_p)
         version_code, extras = self._regressions(n, minute)
         total = int(n_claims.sum())
-        cu = ClaimUniforms(*rng.random((len(ClaimUniforms._fields), total)))
+        cu: ClaimUniforms[np.ndarray] = ClaimUniforms(*rng.random((len(ClaimUniforms._fields), total)))
         alias = rng.integers(0, PICK_HIGH, total)
         score = np.round(rng.uniform(0.55, 0.99, total), 2)
         checkable = cu.trivial >= sc.trivial_share
@@ -325,7 +326,13 @@ class RouteTraffic:
         stakes = self._stakes(u.stakes)
         failed = len(answer.families) - answer.families.count(None)
         action = _action(u.action, abstained, stakes, failed)
-        event = {"schema": SCHEMA, "event_id": None, "trace_id": None, "observed_at": None, "route": self.route.name}
+        event: dict[str, object] = {
+            "schema": SCHEMA,
+            "event_id": None,
+            "trace_id": None,
+            "observed_at": None,
+            "route": self.route.name,
+        }
         if u.tenant < 0.5:
             event["tenant"] = TENANTS[pick.tenant % len(TENANTS)]
         drawn = Drawn(pick.millisecond % 60000, _timestamp_form(u.timestamp_form), event, tuple(answer.families))
@@ -366,7 +373,9 @@ class RouteTraffic:
         }
         return drawn
 
-    def _question(self, u: AnswerUniforms, pick: AnswerPicks, answer: Answer, answerable: bool) -> tuple[str, str]:
+    def _question(
+        self, u: AnswerUniforms[float], pick: AnswerPicks, answer: Answer, answerable: bool
+    ) -> tuple[str, str]:
         """The question and its query type."""
         words = self.words
         if not answerable:

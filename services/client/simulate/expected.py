@@ -46,6 +46,7 @@ class ExpectedCounts:
             self.bad[sim.bad_rule] = self.bad.get(sim.bad_rule, 0) + 1
             return
         event = sim.event
+        assert event is not None, "only a bad message has no event, and it has a bad_rule"
         if event["event_id"] in self._seen:
             self.duplicates += 1
             return

@@ -196,7 +196,7 @@ def domain_wording(name: str, seed: int, per_topic: int = POOL_PER_TOPIC) -> Dom
     domain = DOMAINS[name]
     rnd = random.Random(f"{seed}/{name}")
     topics = domain.items
-    supported = tuple(_unique(lambda: _supported(domain, t, rnd), per_topic, key=lambda x: x[0]) for t in topics)
+    supported = tuple(_unique(lambda t=t: _supported(domain, t, rnd), per_topic, key=lambda x: x[0]) for t in topics)
     chunks = []
     for doc_no, source in enumerate(domain.sources):
         for para in range(1, 17):

@@ -3,7 +3,6 @@ unbiased level and a restart that resumes it exactly."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -74,13 +73,13 @@ def test_with_less_than_a_day_of_history_the_expectation_is_a_local_level_with_a
     feed(b, range(23 * 60 + 1, DAY + 1), failures)  # the 24th hour completes a day: the profile takes over
     assert b.seasonal and b.expect(DAY + 30).total[0] != pytest.approx(b.level[0])
     assert b.expect(DAY + 30).margin[0] == 0.0  # the profile knows the time of day: no margin
-    flat = SeasonalBaseline(replace(CONFIG, season_days=0), 1, 6)  # the previous detector: never seasonal
+    flat = SeasonalBaseline(CONFIG.replace(season_days=0), 1, 6)  # the previous detector: never seasonal
     feed(flat, range(2 * DAY + 1), failures)
     assert not flat.seasonal and flat.expect(2 * DAY + 30).total[0] == pytest.approx(flat.level[0])
 
 
 def test_a_pending_run_is_held_then_admitted_and_a_firing_one_dropped():
-    b = SeasonalBaseline(replace(CONFIG, block_minutes=10, baseline_minutes=60), 1, 6)
+    b = SeasonalBaseline(CONFIG.replace(block_minutes=10, baseline_minutes=60), 1, 6)
     b.roll(0)
     b.admit(minute_row(100, 5), None, np.zeros(1), np.array([OK]))
     b.admit(minute_row(100, 30), None, np.zeros(1), np.array([PENDING]))  # held …
@@ -96,7 +95,7 @@ def test_a_pending_run_is_held_then_admitted_and_a_firing_one_dropped():
     b.admit(minute_row(100, 7), None, np.zeros(1), np.array([OK]))  # … puts each minute in its own block
     assert b.ring[0, 0, CLAIMS] == 500 and b.ring[0, 0, FAILED] == 76
     assert b.partial[0, CLAIMS] == 100 and b.level[0] == pytest.approx(76 / 500)
-    old = SeasonalBaseline(replace(CONFIG, hold_pending=False), 1, 6)
+    old = SeasonalBaseline(CONFIG.replace(hold_pending=False), 1, 6)
     old.roll(0)
     old.admit(minute_row(100, 30), None, np.zeros(1), np.array([PENDING]))
     old.admit(minute_row(100, 5), None, np.zeros(1), np.array([OK]))

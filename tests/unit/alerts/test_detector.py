@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -82,7 +81,7 @@ def rise_stream():
 
 
 def detector_of(kind: str, config: DetectorConfig = DetectorConfig()) -> DriftDetector:
-    return make_detector(replace(config, kind=kind))
+    return make_detector(config.replace(kind=kind))
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -188,7 +187,8 @@ def test_five_point_rise_fires_at_the_exact_minute(name, rise_stream):
 
 def test_day_one_a_swinging_rate_is_quiet_and_a_three_point_step_at_hour_ten_pages():
     """A new route whose rate swings ±1 point over the day, +3 points from hour 10 (issue 21). The previous
-    baseline (the whole history's level, no margin) paged on the swing at hour 6; the learning one waits for the step."""
+    baseline (the whole history's level, no margin) paged on the swing at hour 6; the learning one waits for the
+    step."""
     t = np.arange(720)
     stream = minute_stream(38, BASE + 0.01 * np.sin(2 * np.pi * t / 1440 - 1.0) + np.where(t >= 600, 0.03, 0.0))
     learning = replay(DriftDetector(), stream)
@@ -289,17 +289,17 @@ def test_gaps_count_as_empty_minutes():
 
 
 def test_config_validation_names_the_field():
-    with pytest.raises(ValueError, match="threshold=0: must be a fraction between 0 and 1"):
+    with pytest.raises(ValueError, match="threshold=0: input should be greater than 0"):
         DetectorConfig(threshold=0)
-    with pytest.raises(ValueError, match="h='high': must be positive"):
+    with pytest.raises(ValueError, match="h='high': input should be a valid number"):
         CusumConfig(h="high")
     with pytest.raises(ValueError, match="z_resolve=5.0: must be below z_fire"):
         WindowConfig(z_resolve=5.0)
-    with pytest.raises(ValueError, match="naive_window=0: must be in \\[1, 90\\]"):
+    with pytest.raises(ValueError, match="naive_window=0: input should be greater than or equal to 1"):
         NaiveConfig(naive_window=0)
     with pytest.raises(ValueError, match="design_ratio=2.0: must be positive, with threshold × design_ratio below 1"):
         DetectorConfig(threshold=0.6, cusum=CusumConfig(design_ratio=2.0))
-    with pytest.raises(ValueError, match="kind 'ewma' is unknown"):
+    with pytest.raises(ValueError, match="kind='ewma': input should be 'cusum', 'window' or 'naive'"):
         DetectorConfig(kind="ewma")
     with pytest.raises(ValueError, match="unknown detector setting.*hh"):
         DetectorConfig.from_mapping({"hh": 3})
@@ -330,9 +330,9 @@ def test_detector_settings_from_the_environment_take_their_types():
     config = DetectorConfig.from_mapping(load_settings(None, env, {}).drift.detector)
     assert (config.min_baseline_claims, config.cusum.h, config.hold_pending) == (10_000, 9.5, False)
     assert isinstance(config.min_baseline_claims, int)
-    with pytest.raises(ValueError, match="min_baseline_claims='many': expected a int"):
+    with pytest.raises(ValueError, match="min_baseline_claims='many': input should be a valid integer"):
         DetectorConfig.from_mapping({"min_baseline_claims": "many"})
-    with pytest.raises(ValueError, match="hold_pending='maybe': expected a bool"):
+    with pytest.raises(ValueError, match="hold_pending='maybe': input should be a valid boolean"):
         DetectorConfig.from_mapping({"hold_pending": "maybe"})
 
 

@@ -23,7 +23,8 @@ def test_a_planted_cycle_is_found(tmp_path: Path):
     files = {
         "__init__.py": "",
         "a.py": "from planted.b import thing\n",
-        "b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import c\n",  # only for the type checker
+        # only for the type checker
+        "b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import c\n",
         "c.py": "try:\n    import planted.a\nexcept ImportError:\n    pass\n",
         "d.py": "import planted.a\n\ndef later():\n    from planted import d  # runs later: not an edge\n",
         "e.py": "from planted import f\n",

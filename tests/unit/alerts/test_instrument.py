@@ -44,25 +44,17 @@ def test_too_few_labels_on_either_side_is_no_test():
 
 
 def test_settled_claims_count_by_side_of_supported_vs_failed():
-    claim = lambda key, verdict, *said: ReviewedClaim(
-        key,
-        "r",
-        verdict,
-        "v1",
-        "production",
-        1.0,
-        2,
-        tuple(  # noqa: E731
-            Review(who, "reviewer", label, NOW) for who, label in zip("ab", said)
-        ),
-    )
+    def claim(key, verdict, *said):
+        reviews = tuple(Review(who, "reviewer", label, NOW) for who, label in zip("ab", said))
+        return ReviewedClaim(key, "r", verdict, "v1", "production", 1.0, 2, reviews)
+
     found = label_agreements(
         [
             claim("1", "contradicted", "stale", "overreach"),  # both failed: agree
             claim("2", "supported", "contradicted", "contradicted"),
-            claim("3", "supported", "supported", "stale"),
+            claim("3", "supported", "supported", "stale"),  # unsettled: left out
         ]
-    )  # unsettled: left out
+    )
     assert [(x.agreed) for x in found] == [True, False]
 
 

@@ -195,16 +195,19 @@ def test_members_arriving_while_the_alert_is_open_do_not_reorder_the_ones_shown(
         "{onset:DateTime64(3)} ORDER BY observed_at, event_id LIMIT 6",
         {"onset": ch_time(onset)},
     )
-    row = lambda c, source, p: {
-        "claim_key": f"{c['event_id']}:{c['claim_idx']}",
-        "issue_id": "iss-order",  # noqa: E731
-        "probability": p,
-        "source": source,
-        "config_name": "test@1",
-        "x": 0.0,
-        "y": 0.0,
-        "observed_at": c["observed_at"],
-    }
+
+    def row(c, source, p):
+        return {
+            "claim_key": f"{c['event_id']}:{c['claim_idx']}",
+            "issue_id": "iss-order",
+            "probability": p,
+            "source": source,
+            "config_name": "test@1",
+            "x": 0.0,
+            "y": 0.0,
+            "observed_at": c["observed_at"],
+        }
+
     first, second, third, later, latest, newest = claims
     issues.save_members(
         [row(first, "batch", 0.6), row(second, "batch", 0.9), row(third, "online", 1.0), row(later, "online", 1.0)]

@@ -875,8 +875,8 @@ def test_the_cli_never_answers_for_another_stack_than_the_store_it_was_given(wor
     # (in this one process chDB cannot open a second store, so the read itself fails here; a CLI of its own reads it)
     said = " ".join(named.output.split())
     assert (
-        f"the claimwatch API at http://testserver serves another store ({world[0].store.url}); reading chdb:{other} directly"
-        in said
+        f"the claimwatch API at http://testserver serves another store ({world[0].store.url}); "
+        f"reading chdb:{other} directly" in said
     )
     assert "billing-faq" not in named.output
     same = run("rates", "--window", "2h", "-o", "json", "--clickhouse", world[0].store.url)

@@ -3,7 +3,6 @@ import hashlib
 import pytest
 
 from services.api.auth import MISSING, UNCONFIGURED, WRONG, TokenBucket, TokenCheck, bearer_of, hash_token, new_token
-from services.api.security import ApiPolicy
 from services.app.settings import Settings
 
 
@@ -96,7 +95,7 @@ def test_token_bucket_refuses_nonsense_limits(rate, burst):
 
 def test_policy_from_settings_keeps_safe_defaults():
     _, digest = new_token()
-    policy = ApiPolicy.from_settings(Settings(api={"token_hashes": [digest], "protect_reads": True}).api)
+    policy = Settings(api={"token_hashes": [digest], "protect_reads": True}).api
     assert policy.token_hashes == (digest,) and policy.protect_reads
     assert policy.cors_origins == ()  # CORS off unless configured
     assert policy.max_body_bytes == 64 * 1024 and policy.mutations_per_minute > 0 and policy.mutation_burst >= 1

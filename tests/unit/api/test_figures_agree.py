@@ -4,7 +4,8 @@ report the same numbers for the same issue, in event time, each route beside wha
 Reuses the simulated world of test_api (its own copy: this module adds an issue of its own on top) and adds
 ``iss-bulk``: 640 failing claims on bulk-faq (more than the 500 members the runbook once sampled), spread
 over two hours of event time, plus 4 claims on minor-route (with sycophancy signals and a critical alert)
-and 3 on quiet-route (no alert; nothing expected until the drift detector publishes an expectation). The clustering run that stored it ran hours later.
+and 3 on quiet-route (no alert; nothing expected until the drift detector publishes an expectation). The
+clustering run that stored it ran hours later.
 """
 
 from __future__ import annotations

@@ -316,7 +316,7 @@ def test_no_get_answers_a_5xx_or_a_raw_refusal(client, real):
 
         @settings(FUZZ, max_examples=min(40, EXAMPLES + 5 * len(fields)))
         @given(request=requests(template, fields, real))
-        def one(request):
+        def one(template, request):  # template passed in: a closure would see the loop's later values
             path, query = request
             response = client.get(path, params=query, follow_redirects=False)
             check(response)
@@ -324,7 +324,7 @@ def test_no_get_answers_a_5xx_or_a_raw_refusal(client, real):
 
         started = time.monotonic()
         try:
-            one()
+            one(template)
         except Exception as exc:  # every route runs; the failures are reported together
             failed[template] = exc
         print(f"{template}: {sorted(statuses.get(template, {}).items())} in {time.monotonic() - started:.1f} s")

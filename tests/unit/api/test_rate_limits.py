@@ -17,7 +17,7 @@ from services.api.app import create_api
 from services.api.auth import READ_COOKIE, ClientAddress, ReadSession, TokenCheck, same_origin
 from services.api.middleware import AnonymousReadLimit
 from services.api.security import ApiPolicy, Gate
-from tests.unit.api.test_api import AUTH, NOW, TOKEN, TOKEN_HASH, world  # noqa: F401  (world is a fixture)
+from tests.unit.api.test_api import AUTH, NOW, TOKEN, TOKEN_HASH
 
 ACK = "/api/alerts/a-billing/ack"
 SAME_ORIGIN = {"Origin": "http://testserver"}

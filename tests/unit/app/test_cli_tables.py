@@ -148,9 +148,10 @@ ISSUES = [
 
 def test_eval_items_keep_ids_whole_and_drop_columns_before_cutting():
     api = answer_http_by(lambda request: httpx.Response(200, json=ITEMS))
-    run = lambda *a: CliRunner(env={"COLUMNS": "80"}).invoke(
-        main, ["evalset", "items", *a, "--api", "http://x"], obj=api
-    )
+
+    def run(*a):
+        return CliRunner(env={"COLUMNS": "80"}).invoke(main, ["evalset", "items", *a, "--api", "http://x"], obj=api)
+
     lines = fits(run().output)
     assert all(any(i["item_id"] in line for line in lines) for i in ITEMS)
     assert orjson.loads(run("-o", "json").output) == ITEMS

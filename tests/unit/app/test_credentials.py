@@ -52,7 +52,7 @@ def test_up_keeps_its_token_in_a_0600_file_found_from_another_directory(home, mo
     assert path == home / "config" / "claimwatch" / "hosts.toml"
     assert mode(path) == 0o600 and mode(path.parent) == 0o700
     token = stored_token(URL)
-    assert token.startswith("cw_") and settings.api.token_hashes == [hash_token(token)]
+    assert token.startswith("cw_") and settings.api.token_hashes == (hash_token(token),)
     assert settings.api.token_file == str(hashes_path())  # the stack watches the file `token new` adds to
     said = capsys.readouterr().err
     assert str(path) in said and "claimwatch token show" in said and "export CLAIMWATCH_TOKEN" in said
@@ -62,7 +62,7 @@ def test_up_keeps_its_token_in_a_0600_file_found_from_another_directory(home, mo
     assert find_token(URL) == (token, f"{path} [{URL}]")
     assert find_token(URL + "/")[0] == token  # the same API
     assert find_token("http://127.0.0.1:9090") is None  # another stack's token is not sent here
-    assert _local_token(Settings()).api.token_hashes == [hash_token(token)]  # a restart keeps the token
+    assert _local_token(Settings()).api.token_hashes == (hash_token(token),)  # a restart keeps the token
     shown = CliRunner().invoke(main, ["token", "show"])
     assert shown.exit_code == 0 and shown.stdout.strip() == token
 

@@ -63,7 +63,7 @@ def test_lists_and_tables_from_the_environment_are_json():
         "CLAIMWATCH_TOKEN": "secret",
     }
     s = load_settings(None, env, {})
-    assert s.api.token_hashes == ["ab", "cd"] and s.drift.route_thresholds == {"billing-faq": 0.03}
+    assert s.api.token_hashes == ("ab", "cd") and s.drift.route_thresholds == {"billing-faq": 0.03}
 
 
 def test_links_use_the_configured_external_url_else_the_api_url():
@@ -113,3 +113,16 @@ def test_the_runbook_template_directory_the_runbooks_name_is_a_real_setting(tmp_
         assert build(settings, store).alerts.runbook(SILENT) == "Our own page for a silent route.\n"
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("name", ["threshold", "min_claims", "baseline_minutes"])
+def test_a_setting_given_in_two_places_is_refused_naming_both(tmp_path, name):
+    """drift.detector.threshold used to be accepted and then silently replaced by drift.threshold."""
+    config = tmp_path / "claimwatch.toml"
+    config.write_text(f"[drift.detector]\n{name} = 500\n")
+    with pytest.raises(SettingsError) as refused:
+        load_settings(config, {}, {})
+    assert f"drift.detector.{name} and drift.{name} are one setting given in two places" in str(refused.value)
+    with pytest.raises(SettingsError, match=f"set it once, as drift.{name}"):
+        load_settings(None, {f"CLAIMWATCH_DRIFT__DETECTOR__{name.upper()}": "0.05"}, {})
+    assert load_settings(None, {}, {"drift": {"detector": {"h": 9}}}).drift.detector == {"h": 9}

@@ -79,7 +79,7 @@ def test_fixture_round_trip_rates_equal_the_span_verdicts(store):
 
 
 def test_span_fields_map_onto_the_event():
-    [event] = [e for e in to_events(LINES[0], route="billing-assistant", line=1)]
+    [event] = list(to_events(LINES[0], route="billing-assistant", line=1))
     assert event["trace_id"] == "4bf92f3577b34da6a3ce929d0e0e4736"
     assert event["observed_at"] == "2026-11-21T10:00:02.480000Z"
     assert event["query"] == {"text": "When is my invoice due?"}

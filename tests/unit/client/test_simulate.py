@@ -89,7 +89,8 @@ def test_same_seed_gives_the_same_bytes_in_another_process():
     script = (
         "import hashlib, sys; from datetime import datetime, timezone; "
         "from services.client.simulate import Scenario, generate; h = hashlib.sha256(); "
-        "[h.update(s.raw) for s in generate(Scenario.demo(), datetime(2026, 11, 21, 12, tzinfo=timezone.utc), 3, seed=1)]; "
+        "[h.update(s.raw) for s in generate(Scenario.demo(), datetime(2026, 11, 21, 12, tzinfo=timezone.utc), 3, "
+        "seed=1)]; "
         "print(h.hexdigest())"
     )
     digest = hashlib.sha256(b"".join(s.raw for s in generate(Scenario.demo(), START, 3, seed=1))).hexdigest()
@@ -309,7 +310,7 @@ def test_bad_fraction_is_as_requested_and_each_label_is_the_decoders_rule(sample
     scenario, events = sample
     bad = [s for s in events if s.bad_rule]
     assert len(bad) / len(events) == pytest.approx(scenario.bad_fraction, abs=0.006)
-    assert set(s.bad_rule for s in bad) == set(BAD_KINDS)
+    assert {s.bad_rule for s in bad} == set(BAD_KINDS)
     decoder = Decoder()
     for s in bad:
         result = decoder.decode(s.raw)

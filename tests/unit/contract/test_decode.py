@@ -13,7 +13,7 @@ from services.contract.model import (
 )
 from tests.support.paths import FIXTURES
 
-EXAMPLES = [orjson.loads(l) for l in (FIXTURES / "contract_examples.jsonl").read_bytes().splitlines()]
+EXAMPLES = [orjson.loads(line) for line in (FIXTURES / "contract_examples.jsonl").read_bytes().splitlines()]
 BASE = EXAMPLES[0]
 
 

@@ -87,7 +87,7 @@ def optional(strategy):
 
 def some(**fields) -> st.SearchStrategy[dict]:
     """An object with any subset of the given fields (a None value is written as null)."""
-    return st.fixed_dictionaries({}, optional={k: v for k, v in fields.items()})
+    return st.fixed_dictionaries({}, optional=dict(fields))
 
 
 claims = some(

@@ -60,7 +60,8 @@ SERVED = {
         "answerable": True,
     },
     "answer": {
-        "text": "Annual plans can be refunded within 30 days of purchase, minus a 5% fee, and the refund arrives the same day.",
+        "text": "Annual plans can be refunded within 30 days of purchase, minus a 5% fee, and the refund arrives "
+        "the same day.",
         "action": "served",
     },
     "versions": {
@@ -402,7 +403,7 @@ def disagreements(docs: list[tuple[str, object]]) -> list[str]:
 
 
 def corpus() -> list[tuple[str, object]]:
-    docs: list[tuple[str, object]] = [(name, ev) for name, ev in EXAMPLES.items()]
+    docs: list[tuple[str, object]] = list(EXAMPLES.items())
     for name, base in EXAMPLES.items():
         for kind, path, value in mutation_ops():
             docs.append(

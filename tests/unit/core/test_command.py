@@ -1,4 +1,5 @@
-"""The `claimwatch` that printed commands start with: the bare name only when the shell's PATH finds this very script."""
+"""The `claimwatch` that printed commands start with: the bare name only when the shell's PATH finds this very
+script."""
 
 from __future__ import annotations
 

@@ -224,7 +224,7 @@ def test_stateful_services_keep_their_data_in_named_volumes(compose):
 
 def test_dependencies_wait_for_healthy_services(compose):
     for name, service in compose["services"].items():
-        for dependency, condition in service.get("depends_on", {}).items():
+        for dependency, _condition in service.get("depends_on", {}).items():
             assert dependency in compose["services"], f"{name} depends on unknown {dependency}"
     for name, service in claimwatch_services(compose).items():
         assert service["depends_on"]["clickhouse"]["condition"] == "service_healthy", name
@@ -262,7 +262,7 @@ def test_every_claimwatch_variable_is_a_setting_claimwatch_reads(compose):
         )
         assert service_endpoint(compose, settings.notify.alertmanager_url) == ("alertmanager", 9093)
         assert service_endpoint(compose, settings.api.url) == ("api", settings.api.port)
-        assert settings.api.token_hashes == [SECRETS["CLAIMWATCH_TOKEN_SHA256"]]
+        assert settings.api.token_hashes == (SECRETS["CLAIMWATCH_TOKEN_SHA256"],)
         if serves_api(service):
             assert settings.api.host == "0.0.0.0", f"{name}: the API must listen beyond the container's loopback"
 

@@ -1,8 +1,8 @@
 """The Grafana dashboard (dashboards/grafana/claimwatch.json) against the real ClickHouse engine.
 
 Every panel's SQL, the alert annotation and the route variable run on chDB over simulated traffic
-(written through EventWriter), its dead letters, alerts (AlertRepository) and issues (IssueRecord), after the Grafana and
-grafana-clickhouse-datasource macros are expanded the way the plugin expands them. Each result must
+(written through EventWriter), its dead letters, alerts (AlertRepository) and issues (IssueRecord), after the
+Grafana and grafana-clickhouse-datasource macros are expanded the way the plugin expands them. Each result must
 have the columns its panel reads, with the types Grafana needs, and rows. The JSON itself is checked
 for what Grafana relies on: unique ids, a grid that fits, and the provisioned data source uid.
 """

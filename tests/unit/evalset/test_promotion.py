@@ -272,7 +272,7 @@ def test_export_writes_approved_items_atomically_and_records_it(service, store, 
         "A processing fee of 5% applies.",
     ]
     assert len(first["claim_labels"]) == 6 and {"human:carol", "verifier:nli-judge@2.1"} <= {
-        l["labeler"] for l in first["claim_labels"]
+        label["labeler"] for label in first["claim_labels"]
     }
     assert [h.action for h in service.history(a.item_id)] == ["proposed", "approved", "exported"]
     assert [h.action for h in service.history(b.item_id)] == ["proposed", "rejected"]

@@ -1,5 +1,6 @@
 """The ingest loop's parts without Faust or a broker: decode once, write until durable, dead letters,
-offsets. (The leader timers' work: tests/unit/alerts/test_alert_cycle.py, tests/unit/issues/test_recluster_schedule.py.)"""
+offsets. (The leader timers' work: tests/unit/alerts/test_alert_cycle.py,
+tests/unit/issues/test_recluster_schedule.py.)"""
 
 from __future__ import annotations
 

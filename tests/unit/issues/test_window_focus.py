@@ -88,7 +88,7 @@ def test_a_full_run_that_read_its_claims_before_a_focused_run_leaves_the_focused
         assert stored[issue_id] == before[issue_id]
         assert issue_id in jobs.assigner.issue_ids  # and still assigned to
     assert {i for i in held(store, "alert-").values() if i} <= set(focused.new_issues)
-    assert not {i for i in held(store, "calm-").values()} & set(focused.new_issues)
+    assert not set(held(store, "calm-").values()) & set(focused.new_issues)
 
 
 def test_a_full_run_that_read_the_alerts_claims_too_continues_the_focused_issue_the_page_named(store):

@@ -293,11 +293,12 @@ def test_repair_compares_a_span_of_minutes_at_a_time_and_finds_every_torn_bucket
     from services.store.convert import event_to_row
 
     start = datetime.fromisoformat(BASE["observed_at"].replace("Z", "+00:00"))
-    spread = lambda ids: [
-        e
-        for i, x in enumerate(ids)  # noqa: E731
-        for e in events([x], observed_at=(start + timedelta(minutes=i)).isoformat())
-    ]
+
+    def spread(ids):
+        return [
+            e for i, x in enumerate(ids) for e in events([x], observed_at=(start + timedelta(minutes=i)).isoformat())
+        ]
+
     clean = EventWriter(store)
     clean.write(spread(["a", "b", "c", "d", "e"]))
     good = counts(store)

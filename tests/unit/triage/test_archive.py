@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from services.triage.archive import Archive
+from services.issues.archive import Archive
 from tests.support.triage_world import T0, an_issue, hourly, members, triage_world
 
 

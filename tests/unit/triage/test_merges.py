@@ -20,7 +20,7 @@ from clustering.track import IssueTracker
 from services.api.app import create_api
 from services.api.security import ApiPolicy
 from services.app.cli.issues import triage_fields
-from services.triage.merges import (
+from services.issues.merges import (
     BACKGROUND_MIN_PAIRS,
     BACKGROUND_TIMES,
     MIN_SIMILARITY,

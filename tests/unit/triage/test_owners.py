@@ -11,7 +11,7 @@ from services.alerts.lifecycle import Alert
 from services.alerts.notify import alertmanager_payload
 from services.app.compose import owner_rules
 from services.app.settings import load_settings
-from services.triage.owners import DEFAULT_TEAM, Owner, OwnerRule, OwnerRules
+from services.issues.owners import DEFAULT_TEAM, Owner, OwnerRule, OwnerRules
 
 NOW = datetime(2026, 11, 21, 9, 0, tzinfo=UTC)
 RULES = OwnerRules(

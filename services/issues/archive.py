@@ -44,8 +44,10 @@ class Archive:
         """Why the issue wakes up now, or None. ``claims_since``: its failing claims observed after ``since``;
         ``hours_ago``: its claims per whole hour before ``now`` (0 is the last hour)."""
         if self.until == DURATION:
+            assert self.ends_at is not None, "a duration archive has an end"
             return f"its archive ended at {self.ends_at.isoformat()}" if now >= self.ends_at else None
         if self.until == CLAIMS:
+            assert self.claims is not None, "a claims archive has a count"
             return (
                 f"{claims_since} more failing claims (woken at {self.claims})" if claims_since >= self.claims else None
             )

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from clustering.issue import RESOLVED, IssueRecord
-from services.triage.archive import Archive
-from services.triage.owners import OwnerRules
+from services.issues.archive import Archive
+from services.issues.owners import OwnerRules
 
 SYSTEM = "claimwatch"
 ARCHIVED = "archived"  # the state an archived issue shows, and the list filter that finds it

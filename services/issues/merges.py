@@ -62,8 +62,8 @@ def _comparable(record: IssueRecord, other: IssueRecord) -> bool:
     return (
         not other.merged_into
         and other.config_name == record.config_name
-        and bool(other.centroid)
-        and len(other.centroid) == len(record.centroid)
+        and other.centroid is not None
+        and 0 < len(other.centroid) == len(record.centroid or ())  # a record without one compares with none
     )
 
 
