@@ -1,6 +1,6 @@
 """Calibrated-rate benchmark: coverage and width of the 95% intervals, raw against the calibrated estimators.
 
-The world is the one the coverage test uses (tests/support/calibration_world.py): three routes whose
+The world is the one the coverage test uses (bench/calibration_world.py): three routes whose
 verifiers err asymmetrically and differently (sensitivity / specificity for "failed" 0.70/0.97,
 0.92/0.90, 0.80/0.99; true rates 20%, 10%, 30%), answers of 1 to 5 correlated claims, review labels
 sampled stratified by the verifier's verdict, two reviewers each wrong ``--reviewer-error`` of the
@@ -36,10 +36,10 @@ from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.calibration_world import NOW, ROUTES, RouteTruth, World, raw_interval  # noqa: E402
 from services.review.calibration import Calibrator  # noqa: E402
 from services.review.planning import PLAN_CAUTION, LabelPlanner  # noqa: E402
 from services.review.sampling import allocate  # noqa: E402
-from tests.support.calibration_world import NOW, ROUTES, RouteTruth, World, raw_interval  # noqa: E402
 
 AGE = timedelta(days=90)
 

@@ -7,7 +7,7 @@ shrinks it: this floor leaves out the reviewers' own errors and the window's noi
 the floor says what information a narrower interval would need, whatever the estimator (PPI, PPI++ or
 Rogan–Gladen are all of this form once the labels are a stratified sample of the window's claims).
 
-The routes are bench/calibration.py's (tests/support/calibration_world.py): a large window of their answers
+The routes are bench/calibration.py's (bench/calibration_world.py): a large window of their answers
 (1-5 claims sharing a propensity), the verifier's verdict by its Se and Sp. The strata tried:
 - the verdict (flagged or passed), labels split evenly (the review's default `allocate`) or the Neyman way
   (what `review plan` asks for);
@@ -32,7 +32,7 @@ from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.support.calibration_world import ROUTES, World  # noqa: E402
+from bench.calibration_world import ROUTES, World  # noqa: E402
 
 Z = 1.959964
 # The score of a right verdict ~ Beta(right), of a wrong one ~ Beta(wrong).

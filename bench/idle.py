@@ -42,13 +42,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.procfs import recluster_child, tree_cpu_seconds  # noqa: E402
 from services.api.auth import new_token  # noqa: E402
 from services.app.broker import BrokerError, free_port, tansu_binary  # noqa: E402
 from services.client.demo import CORPUS_CHANGE_AT, DEMO_ENV, HISTORY_MINUTES, REGRESSION_AT  # noqa: E402
 from services.client.produce import raw_producer  # noqa: E402
 from services.client.simulate import Scenario, generate  # noqa: E402
 from services.core.threads import die_with_parent  # noqa: E402
-from tests.support.procfs import recluster_child, tree_cpu_seconds  # noqa: E402
 
 IDLE_LIMIT = 3.0  # CPU-s per minute
 LATENCY_LIMIT = 10.0  # seconds, p95

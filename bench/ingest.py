@@ -48,13 +48,13 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.processes import WorkerProcess  # noqa: E402
 from services.app.broker import EmbeddedBroker, create_topics  # noqa: E402
 from services.client.batching import EnvelopeBatcher  # noqa: E402
 from services.client.produce import raw_producer, send_raw  # noqa: E402
 from services.client.simulate.generate import generate  # noqa: E402
 from services.client.simulate.scenario import Scenario  # noqa: E402
 from services.core.clock import utcnow  # noqa: E402
-from tests.support.processes import WorkerProcess  # noqa: E402
 
 MIN_EVENTS_PER_MINUTE = 150  # the demo's volume at the bottom of its daily swing; bounds the minutes to simulate
 # How often a worker's stored count is read. Each read is a query on the worker's store and API: at 0.1 s the

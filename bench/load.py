@@ -30,8 +30,8 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.processes import WorkerProcess  # noqa: E402
 from services.app.broker import EmbeddedBroker, create_topics  # noqa: E402
-from tests.support.processes import WorkerProcess  # noqa: E402
 
 VERDICTS = ["supported"] * 11 + ["unsupported", "contradicted", "overreach", "stale", "no_source", "trivial"]
 CLAIMS_PER_EVENT = 4

@@ -59,7 +59,7 @@ MIXES = [("lookup", "low"), ("lookup", "high"), ("multi_hop", "high")]
 console = Console()
 
 
-# -- the worker process (as tests/support/processes.py starts one; a bench does not import the tests) ------------
+# -- the worker process (as bench/processes.py starts one; a bench does not import the tests) ------------
 class Worker:
     def __init__(self, bootstrap: str, store: Path, prefix: str, log_path: Path):
         self.bootstrap, self.store, self.prefix, self.log_path = bootstrap, store, prefix, log_path

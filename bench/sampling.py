@@ -1,6 +1,6 @@
 """Sampled verification: coverage of the whole traffic's rate by the weighted and the unweighted 95% interval.
 
-The world (tests/support/sampling_world.py): short answers (1-2 claims, 5% failing) all verified, long ones
+The world (bench/sampling_world.py): short answers (1-2 claims, 5% failing) all verified, long ones
 (4-8 claims, 25% failing) verified 1 in 10, claims of one answer correlated. Each repetition draws a fresh
 population of answers and a sample of it; the estimand is the population's own claim-level rate. Both
 intervals are the product's (services/rates/intervals.py ratio_interval) over the sums the store keeps:
@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.sampling_world import LONG, SHORT, draw  # noqa: E402
 from services.rates.intervals import ratio_interval  # noqa: E402
-from tests.support.sampling_world import LONG, SHORT, draw  # noqa: E402
 
 
 def main() -> int:

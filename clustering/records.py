@@ -9,9 +9,10 @@ from typing import Any
 
 import orjson
 
-from services.contract.decode import ContractError, validate_event
+from services.contract.decode import validate_event
 from services.contract.errors import RecordError
 from services.contract.model import FAILED_VERDICTS, VerdictEvent, canonical_verdict, json_object
+from services.contract.rejection import ContractError
 
 
 @dataclass(frozen=True)

@@ -64,7 +64,7 @@ def own_config_dir(tmp_path_factory, monkeypatch):
 def reap_workers():
     """A failed test must not leave worker processes running (they hold CPU and chDB locks)."""
     yield
-    from tests.support.processes import LIVE
+    from bench.processes import LIVE
 
     for worker in list(LIVE):
         worker.kill()

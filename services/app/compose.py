@@ -38,7 +38,7 @@ from services.alerts.cardinality import RouteCardinalityWatch
 from services.alerts.dispatch import Dispatcher
 from services.alerts.evaluator import AlertEvaluator, detector_config_for
 from services.alerts.explain import AlertExplainer
-from services.alerts.input_health import InputHealthConfig
+from services.alerts.health_engine import InputHealthConfig
 from services.alerts.receivers import ISSUE_WEBHOOK
 from services.alerts.records import AlertRecords, alert_repository
 from services.alerts.rules import Rule, alert_rules, load_quality

@@ -36,8 +36,9 @@ from services.client.batching import (
     EnvelopeBatcher,
     LingeringBatcher,
 )
-from services.contract.decode import DEFAULT_MAX_BYTES, ContractError, Decoder, Rejection, reject
+from services.contract.decode import DEFAULT_MAX_BYTES, Decoder
 from services.contract.model import MAX_ENVELOPE_EVENTS, SCHEMA, VerdictEvent
+from services.contract.rejection import ContractError, Rejection, reject
 
 log = logging.getLogger(__name__)
 

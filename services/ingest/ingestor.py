@@ -19,8 +19,9 @@ from datetime import datetime, timedelta
 
 import orjson
 
-from services.contract.decode import Decoder, Rejection, reject
+from services.contract.decode import Decoder
 from services.contract.model import MAX_ROUTE_CHARS
+from services.contract.rejection import Rejection, reject
 from services.core.errors import StoreError, StoreRefused
 from services.ingest.privacy import RedactionSettings, Redactor
 from services.ingest.records import SAMPLE_BYTES, DeadLetter, EventCounts, EventKey, Writer, WriteResult, intake_line

@@ -13,8 +13,8 @@ from typing import NamedTuple, Protocol
 import msgspec
 from msgspec.structs import astuple
 
-from services.contract.decode import Problem, Rejection
 from services.contract.model import VerdictEvent
+from services.contract.rejection import Problem, Rejection
 
 # The event times the store can hold: whole seconds since 1970 in a UInt32, as its DateTime columns keep them
 # (rate_minute.minute, the toDateTime of the TTLs). Outside, a minute saturates to 1970 or 2106 (counted in no

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from services.contract.decode import Problem, Rejection
 from services.contract.model import VerdictEvent
+from services.contract.rejection import Problem, Rejection
 from services.ingest.records import STORABLE_FROM, STORABLE_UNTIL, store_range_problem
 
 TOO_OLD = "observed_at.too_old"

@@ -18,7 +18,8 @@ from statistics import NormalDist
 
 from services.alerts.lifecycle import AGREEMENT_KIND, SERVICE_LABELS, Alert, make_alert_id, merge, resolve
 from services.alerts.records import AlertRecords
-from services.rates.intervals import Interval, wilson
+from services.core.stats import wilson
+from services.rates.intervals import Interval
 from services.review.labels import ReviewedClaim
 
 

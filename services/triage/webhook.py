@@ -13,8 +13,7 @@ from collections.abc import Mapping
 
 import orjson
 
-from services.alerts.dispatch import Outgoing
-from services.alerts.receivers import ISSUE_WEBHOOK
+from services.alerts.receivers import ISSUE_WEBHOOK, Outgoing
 
 EVENTS = ("created", "regressed", "escalating", "assigned", "resolved")
 SIGNATURE_HEADER = "X-Claimwatch-Signature"

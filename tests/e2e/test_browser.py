@@ -17,11 +17,11 @@ from urllib.parse import quote
 import pytest
 from playwright.sync_api import sync_playwright
 
+from bench.processes import LIVE, WorkerProcess, send_all
 from services.api.auth import new_token
 from services.app.broker import create_topics
 from services.client.simulate import Regression, Scenario, generate
 from services.triage.webhook import verify
-from tests.support.processes import LIVE, WorkerProcess, send_all
 from tests.support.receiver import Receiver
 
 TOKEN, TOKEN_HASH = new_token()

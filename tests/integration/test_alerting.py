@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from bench.processes import send_all
 from services.client.simulate import Regression, Scenario, generate
 from tests.support.alerting import silence, worker_with_alertmanager
-from tests.support.processes import send_all
 
 CONFIG = """
 [drift]

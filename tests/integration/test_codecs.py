@@ -7,9 +7,9 @@ import asyncio
 import textwrap
 from datetime import UTC, datetime
 
+from bench.processes import WorkerProcess
 from services.app.broker import create_topics
 from services.client.simulate import Scenario, expected_counts, generate
-from tests.support.processes import WorkerProcess
 
 START = datetime(2026, 11, 21, 8, 0, tzinfo=UTC)
 CODECS = ("gzip", "snappy", "lz4", "zstd")

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from bench.processes import get_json
 from services.app.broker import free_port
 from tests.support.paths import ROOT as REPO
-from tests.support.processes import get_json
 
 WITHIN = 30.0
 

@@ -18,10 +18,10 @@ import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench.processes import WorkerProcess, send_all
 from services.app.broker import EmbeddedBroker, create_topics
 from services.client.simulate import Scenario, expected_counts, generate
 from tests.support.envelopes import Message, envelope, pack
-from tests.support.processes import WorkerProcess, send_all
 
 START = datetime(2026, 11, 21, 8, 0, tzinfo=UTC)
 

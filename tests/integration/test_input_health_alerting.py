@@ -10,9 +10,9 @@ from datetime import UTC, datetime, timedelta
 
 import orjson
 
+from bench.processes import send_all
 from services.client.simulate import Scenario, generate
 from tests.support.alerting import silence, worker_with_alertmanager
-from tests.support.processes import send_all
 
 CONFIG = """
 [drift]

@@ -10,11 +10,11 @@ from datetime import UTC, datetime, timedelta
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench.processes import WorkerProcess, send_all
 from services.app.broker import create_topics
 from services.client.simulate import generate
 from tests.integration.test_alerting import CONFIG as ALERTING_CONFIG
 from tests.integration.test_alerting import scenario
-from tests.support.processes import WorkerProcess, send_all
 from tests.support.receiver import Receiver
 
 # Attempts seconds apart: the notification is still being retried when the worker is killed.

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import yaml
 
+from bench.processes import WorkerProcess
 from services.app.broker import create_topics
 from services.client.produce import raw_producer
 from services.client.simulate import Scenario, generate
@@ -17,7 +18,6 @@ from services.contract.decode import Decoder
 from services.contract.model import VerdictEvent
 from tests.support.paths import ROOT
 from tests.support.peers import Prometheus
-from tests.support.processes import WorkerProcess
 from tests.support.waiting import wait_until
 
 RULES = ROOT / "dashboards/prometheus/rules.yml"

@@ -10,9 +10,9 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench.processes import WorkerProcess
 from services.app.broker import EmbeddedBroker, create_topics
 from services.ingest.offsets import BrokerOffsets
-from tests.support.processes import WorkerProcess
 
 
 def readiness(worker: WorkerProcess) -> tuple[int, dict] | None:

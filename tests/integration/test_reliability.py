@@ -8,8 +8,8 @@ import random
 import time
 from datetime import UTC, datetime, timedelta
 
+from bench.processes import WorkerProcess
 from services.client.simulate import Regression, Scenario, expected_counts, generate
-from tests.support.processes import WorkerProcess
 from tests.support.streaming import BATCHING, StreamingProducer, setup_topics, stream_through_kills, totals
 
 CONFIG = """

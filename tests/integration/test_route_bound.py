@@ -6,9 +6,9 @@ from __future__ import annotations
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench.processes import WorkerProcess, send_all
 from services.app.broker import create_topics
 from tests.support.envelopes import Message, envelope
-from tests.support.processes import WorkerProcess, send_all
 
 ROUTES, LIMIT, PER_ENVELOPE = 100_000, 1_000, 1_000
 GROWTH_MIB = 256

@@ -15,9 +15,9 @@ from datetime import UTC, datetime
 import orjson
 import pytest
 
+from bench.processes import WorkerProcess, send_all
 from services.app.broker import create_topics
 from services.client.simulate import Scenario, generate
-from tests.support.processes import WorkerProcess, send_all
 
 START = datetime(2026, 11, 21, 8, 0, tzinfo=UTC)
 LONG, RATE = 4, 0.1

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from bench.processes import WorkerProcess, send_all
 from services.app.broker import create_topics
 from services.client.simulate import Scenario, expected_counts, generate
 from tests.support.clickhouse_standin import ClickHouseStandin
-from tests.support.processes import WorkerProcess, send_all
 
 
 def test_two_workers_share_partitions_and_count_exactly(broker, topic_prefix, tmp_path):

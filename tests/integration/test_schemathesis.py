@@ -25,6 +25,7 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
+from bench.processes import WorkerProcess
 from clustering.issue import IssueRecord
 from services.alerts.lifecycle import Alert
 from services.alerts.records import alert_repository
@@ -41,7 +42,6 @@ from services.issues.records import issue_repository
 from services.rates.intervals import Interval
 from services.store.retention import KEEP_EVERYTHING, RetentionKeeper
 from services.store.writer import EventWriter
-from tests.support.processes import WorkerProcess
 
 START = datetime(2026, 11, 21, 8, 0, tzinfo=UTC)
 TOKEN, TOKEN_HASH = new_token()

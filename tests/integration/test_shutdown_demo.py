@@ -15,8 +15,8 @@ import sys
 import time
 import uuid
 
+from bench.processes import get_json
 from services.app.broker import free_port
-from tests.support.processes import get_json
 from tests.support.waiting import wait_until
 
 MARK = "CW_TEST_DEMO_MARK"  # not CLAIMWATCH_*: those are settings

@@ -20,10 +20,10 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench.processes import WorkerProcess, get_json, send_all
+from bench.procfs import alive, recluster_child
 from services.app.broker import create_topics, free_port
 from services.client.simulate import Scenario, expected_counts, generate
-from tests.support.processes import WorkerProcess, get_json, send_all
-from tests.support.procfs import alive, recluster_child
 
 STOP_WITHIN = 15.0
 

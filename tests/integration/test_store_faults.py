@@ -19,10 +19,10 @@ import httpx
 import orjson
 import pytest
 
+from bench.processes import WorkerProcess
 from services.client.simulate import Scenario, expected_counts, generate
 from tests.support.clickhouse_standin import ClickHouseStandin
 from tests.support.filesystems import filled, small_filesystem
-from tests.support.processes import WorkerProcess
 from tests.support.streaming import (
     BATCHING,
     StreamingProducer,

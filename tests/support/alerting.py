@@ -8,10 +8,10 @@ from pathlib import Path
 
 import httpx
 
+from bench.processes import WorkerProcess
 from services.api.auth import new_token
 from services.app.broker import create_topics
 from tests.support.peers import Alertmanager
-from tests.support.processes import WorkerProcess
 
 
 @contextmanager

@@ -9,10 +9,10 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench.processes import WorkerProcess
 from services.app.broker import create_topics
 from services.client.produce import raw_producer
 from tests.support.envelopes import pack
-from tests.support.processes import WorkerProcess
 
 BATCHING = pytest.mark.parametrize("batched", [False, True], ids=["single", "envelopes"])
 

@@ -42,9 +42,10 @@ from typing import Any
 
 import orjson
 
-from services.contract.decode import ContractError, validate_event
+from services.contract.decode import validate_event
 from services.contract.errors import RecordError
 from services.contract.model import SCHEMA, parse_timestamp
+from services.contract.rejection import ContractError
 
 # Fixed namespace: event ids derived from source ids must never change between releases.
 EVENT_ID_NAMESPACE = uuid.UUID("0b7c4d1e-6f0a-5c1b-9a57-c1a1a1c0ffee")

@@ -158,3 +158,15 @@ def test_no_two_packages_import_each_other():
     planted = [Import("a.py", 1, "services.issues.service", "services.triage.service"),
                Import("b.py", 1, "services.triage.service", "services.issues.priority")]  # fmt: skip
     assert package_cycles(planted) == [["services.issues", "services.triage"]]
+
+
+def test_benches_import_no_tests():
+    """bench/ and tests/ import one way: the suite may run a bench's parts, a bench never reaches into the suite."""
+    reaching = [
+        f"{path.relative_to(ROOT)}:{node.lineno}"
+        for path in sorted((ROOT / "bench").rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if (isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "tests")
+        or (isinstance(node, ast.Import) and any(a.name.split(".")[0] == "tests" for a in node.names))
+    ]
+    assert reaching == []

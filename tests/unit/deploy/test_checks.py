@@ -61,3 +61,22 @@ def test_a_planted_type_error_fails_mypy(tmp_path):
     (root / "services" / "planted.py").write_text(CLEAN + '\n\nHALF: int = double("2")\n')
     refused = run("mypy", cwd=root)
     assert refused.returncode == 1 and 'incompatible type "str"; expected "int"' in refused.stdout
+
+
+def test_the_contract_kernel_rates_and_alerts_are_checked_strictly(tmp_path):
+    root = planted(tmp_path, CLEAN)
+    for package in ("streams", "clustering", "runbooks"):
+        (root / package).mkdir()
+        (root / package / "__init__.py").write_text("")
+    untyped = "def double(n):\n    return 2 * n\n"
+    (root / "services" / "__init__.py").write_text("")
+    (root / "services" / "loose.py").write_text(untyped)  # default mode elsewhere: allowed
+    assert run("mypy", cwd=root).returncode == 0
+    for package in ("contract", "core", "rates", "alerts"):
+        (root / "services" / package).mkdir()
+        (root / "services" / package / "__init__.py").write_text("")
+        (root / "services" / package / "planted.py").write_text(untyped)
+    refused = run("mypy", cwd=root)
+    assert refused.returncode == 1
+    for package in ("contract", "core", "rates", "alerts"):
+        assert f"services/{package}/planted.py:1: error: Function is missing a type annotation" in refused.stdout

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from bench.sampling_world import draw
 from services.rates.intervals import Counts
 from services.rates.report import RANKING_SUMS, ranking_entries, rate_entry
-from tests.support.sampling_world import draw
 
 
 def rows() -> list[dict]:

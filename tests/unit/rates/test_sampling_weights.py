@@ -9,6 +9,7 @@ import numpy as np
 import orjson
 import pytest
 
+from bench.sampling_world import draw
 from services.contract.decode import Decoder
 from services.rates.intervals import Counts, ratio_interval
 from services.rates.report import rate_entry
@@ -16,7 +17,6 @@ from services.store.backends import open_store
 from services.store.migrate import migrate
 from services.store.rates import RateRepository
 from services.store.writer import EventWriter
-from tests.support.sampling_world import draw
 
 START = datetime(2026, 11, 21, 8, 0, tzinfo=UTC)
 

@@ -1,6 +1,6 @@
 """Coverage and width of the calibrated rate by simulation, through the product's Calibrator on in-memory data.
 
-The world (tests/support/calibration_world.py): three routes whose verifiers err asymmetrically and
+The world (bench/calibration_world.py): three routes whose verifiers err asymmetrically and
 differently (Se/Sp 0.70/0.97, 0.92/0.90, 0.80/0.99), claims of one answer correlated, review labels sampled
 stratified by the verifier's verdict with the product's allocation, two reviewers each wrong 5% of the time
 and an adjudicator (as wrong) settling their disputes. The interval must cover the route's true rate.
@@ -17,8 +17,8 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
+from bench.calibration_world import NOW, World, raw_interval
 from services.review.calibration import ESTIMATORS, Calibrator
-from tests.support.calibration_world import NOW, World, raw_interval
 
 REPETITIONS = 500
 
