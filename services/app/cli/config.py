@@ -59,7 +59,7 @@ def config_show(settings: Settings, output: str) -> None:
         return
     columns = [
         Column("SETTING", lambda r: r["setting"], kind="id"),
-        Column("SOURCE", lambda r: r["source"], note=f"source: {SOURCES}"),
+        Column("SOURCE", lambda r: r["source"], note=SOURCES),
         Column("VALUE", lambda r: as_text(r["value"]), kind="name", lines=3),
     ]
     print_table(columns, rows, output)

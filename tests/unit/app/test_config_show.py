@@ -44,7 +44,7 @@ def test_the_table_fits_the_terminal_and_says_what_a_source_is(tmp_path, monkeyp
     assert result.exit_code == 0, result.output
     assert max(len(line) for line in result.stdout.splitlines()) <= 100
     assert any(line.split()[:3] == ["drift.threshold", "file", "0.03"] for line in result.stdout.splitlines())
-    assert "source: default, file" in result.stdout
+    assert "SOURCE: default, file" in result.stdout
 
 
 def test_a_setting_given_in_two_places_is_refused_by_every_command(tmp_path, monkeypatch):
