@@ -172,6 +172,12 @@ REVIEWER_COLUMNS = [
     Column("REVIEWER", lambda r: r["reviewer"], kind="key"),
     Column("ROLE", lambda r: r["role"]),
     Column("LABELS", lambda r: str(r["labels"]), kind="num"),
+    Column(
+        "NOT BLIND",
+        lambda r: str(r["exposed"]),
+        kind="num",
+        note="labels made after a read showed the verdict while the reviewer held the claim: kept, not counted",
+    ),
     Column("LAST", lambda r: r["last"], 1),
 ]
 STRATUM_COLUMNS = [

@@ -48,6 +48,8 @@ def test_progress_and_agreement_tables_and_json(cli):
             assert cli("review", "next", "--reviewer", reviewer, "--label", "contradicted").exit_code == 0
     progress = cli("review", "progress")
     assert progress.exit_code == 0 and "ann" in progress.output and "billing-faq" in progress.output
+    assert any(line.split()[:4] == ["ann", "reviewer", "2", "0"] for line in progress.output.splitlines())
+    assert "NOT BLIND" in progress.output  # as the review page counts them
     agreement = json.loads(cli("review", "agreement", "--json").output)
     assert agreement["overall"]["human"]["kappa"]["items"] == 2
     table = cli("review", "agreement")
