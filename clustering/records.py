@@ -122,7 +122,7 @@ class FailingClaim:
 
     @classmethod
     def from_claims_row(cls, row: Mapping[str, Any]) -> FailingClaim:
-        """A row of the ClickHouse ``claims`` table (001_ingest.sql); empty strings mean absent."""
+        """A row of the ClickHouse ``claims`` table (migrations/001_baseline.sql); empty strings mean absent."""
         observed_at = row.get("observed_at")
         if isinstance(observed_at, str):
             observed_at = datetime.fromisoformat(observed_at)

@@ -1,4 +1,4 @@
-"""The evaluator's state in the store, per route (migration 026): what one pass writes, and the restore.
+"""The evaluator's state in the store, per route: what one pass writes, and the restore.
 
 Each route's detectors are snapshotted about once every ``SNAPSHOT_MINUTES`` (at the minutes its name's hash
 picks, so a minute writes a sixtieth of the routes), and every minute a route was fed anything, its inputs are

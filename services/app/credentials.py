@@ -8,8 +8,7 @@
 - ``token-hashes``: sha256 hashes of tokens made by ``claimwatch token new``, one a line. A
   stack started by ``claimwatch up`` re-reads it when it changes, so a new token works at once.
 
-The CLI's token: ``$CLAIMWATCH_TOKEN``, else the ``hosts.toml`` entry for the API URL, else
-``./var/api-token`` (written by older versions).
+The CLI's token: ``$CLAIMWATCH_TOKEN``, else the ``hosts.toml`` entry for the API URL.
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 
-LEGACY_TOKEN = Path("var/api-token")
 DEMO_REVIEWER = ("reviewer", Path("var/reviewer-token"))  # the demo's second person, who signs off, and their token
 HOSTS = "hosts.toml"
 HASHES = "token-hashes"
@@ -93,20 +91,14 @@ def stored_token(url: str, environ: Mapping[str, str] = os.environ) -> str | Non
 
 
 def find_token(url: str, environ: Mapping[str, str] = os.environ) -> tuple[str, str] | None:
-    """(token, where it came from) for the API at ``url``: $CLAIMWATCH_TOKEN, hosts.toml, ./var/api-token."""
+    """(token, where it came from) for the API at ``url``: $CLAIMWATCH_TOKEN, else hosts.toml."""
     if environ.get("CLAIMWATCH_TOKEN", "").strip():
         return environ["CLAIMWATCH_TOKEN"].strip(), "$CLAIMWATCH_TOKEN"
     try:
         token = stored_token(url, environ)
     except CredentialsError:
         token = None
-    if token:
-        return token, f"{hosts_path(environ)} [{_key(url)}]"
-    if LEGACY_TOKEN.is_file():
-        legacy = LEGACY_TOKEN.read_text().strip()
-        if legacy:
-            return legacy, str(LEGACY_TOKEN)
-    return None
+    return (token, f"{hosts_path(environ)} [{_key(url)}]") if token else None
 
 
 def add_token_hash(digest: str, path: Path, note: str = "", name: str | None = None) -> Path:

@@ -46,7 +46,7 @@ class RawMessage:
     @property
     def fingerprint(self) -> int:
         """The record's own identity (its timestamp, key and bytes) as an unsigned 64-bit number: a redelivery
-        keeps it, while the record a restarted broker puts at the same offset has another (migration 028)."""
+        keeps it, while the record a restarted broker puts at the same offset has another."""
         digest = hashlib.blake2b(digest_size=8)
         for part in (str(self.timestamp_ms).encode(), self.key or b"", self.value or b""):
             digest.update(len(part).to_bytes(8, "big"))

@@ -57,7 +57,7 @@ class DeadLetter:
     sample: bytes | None = None  # what the store keeps of ``raw``; redacted when privacy is on
     index: int | None = None  # the event's index in its envelope; None: the whole message
     # The incarnation of the log the offset belongs to: a restarted in-memory broker counts offsets from 0
-    # again, and the epoch keeps its dead letters apart from the earlier ones (migration 010).
+    # again, and the epoch keeps its dead letters apart from the earlier ones.
     epoch: str = ""
     route: str | None = None  # the route it counts under; None: the one the rejection read
     event_time: datetime | None = None  # the minute it counts in; None: when it is stored
@@ -72,7 +72,7 @@ class DeadLetter:
 
 _encoder = msgspec.json.Encoder()
 # An intake line is a JSON array of the event's fields in the model's order, without ``schema``; its query,
-# answer, claims and sampling are arrays of their fields too. ``events_intake`` (migration 015) declares its
+# answer, claims and sampling are arrays of their fields too. ``events_intake`` declares its
 # columns and tuples in that order (tests/unit/store/test_store_backends.py checks it), so ClickHouse reads
 # values by position: no field names to write here or to match there (a quarter less of the store's parsing).
 # The evidence and the signals stay objects: the store keeps their JSON text as it is.

@@ -3,8 +3,8 @@
 Times are event times (the members' ``observed_at``), never when clustering ran. Rates are the route's
 *current* rate over a window that ends where the overview's does (``RateRepository.window_end``):
 the open alert's window when the route has an alert, else ``DEFAULT_WINDOW_MINUTES``. Each route is set beside
-what the drift detector expects of it, as every other surface sets it: its open alert's ``expected`` (the
-baseline of an alert stored before expectations), else the route's published expectation
+what the drift detector expects of it, as every other surface sets it: its open alert's ``expected``, else the
+route's published expectation
 (services/alerts/expectations.py), which `claimwatch rates` shows.
 """
 

@@ -91,7 +91,7 @@ S = TypeVar("S", bound=StoredSilence)
 
 @dataclass(frozen=True)
 class RouteStateRow:
-    """A row of ``alert_route_state`` (migration 026): a route's snapshot or one minute's inputs (by ``slot``)."""
+    """A row of ``alert_route_state``: a route's snapshot or one minute's inputs (by ``slot``)."""
 
     route: str
     slot: int
@@ -208,7 +208,7 @@ class AlertRepository(Generic[A, S]):
         return [(r["alert_id"], r["state"]) for r in rows]
 
     def save_ack(self, alert: A) -> None:
-        """A person's ack, kept apart from the alert's versions, which the evaluator writes (migration 021)."""
+        """A person's ack, kept apart from the alert's versions, which the evaluator writes."""
         if alert.acked_at is None:
             raise ValueError(f"alert {alert.alert_id} is not acked; there is no ack to save")
         self.store.insert(
@@ -285,7 +285,7 @@ class AlertRepository(Generic[A, S]):
                 return s
         raise NotFound(f"no silence {silence_id!r}; list them with `claimwatch alerts silences`")
 
-    # -- the evaluator's state, per route (migration 026) ----------------------
+    # -- the evaluator's state, per route ----------------------
     def save_route_state(self, rows: Iterable[RouteStateRow]) -> None:
         """One insert: the rows of one evaluation pass are stored together or not at all."""
         version = self._version()

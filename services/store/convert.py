@@ -46,7 +46,7 @@ def decode_rows(
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # How the worker's events reach the store: each as one JSON line of its values in order (records.intake_line,
-# canonical values), which events_intake_mv turns into an ``events`` row inside ClickHouse (migration 015).
+# canonical values), which events_intake_mv turns into an ``events`` row inside ClickHouse.
 INTAKE_TABLE = "events_intake"
 INTAKE_SETTINGS = {
     "date_time_input_format": "best_effort",

@@ -1,7 +1,7 @@
 """Blind review's guard on the reads that show a claim's verdict: issue members, exemplars and traces.
 
 Any reader may be the reviewer holding a claim, so a read that shows the verdict of a claim reserved and not
-yet labelled marks that reservation exposed (migration 029). Its label is then kept but not counted as blind
+yet labelled marks that reservation exposed. Its label is then kept but not counted as blind
 (services/review/queue.py). One read query per call; a write only when a reservation was live.
 """
 

@@ -33,7 +33,7 @@ CLAIM_ANSWER_FIELDS = ("query_text", "answer_text", "signals")  # what clusterin
 def with_answer_text(claims_sql: str, events_where: str) -> str:
     """The rows of ``claims_sql`` (a SELECT of claims with an ``event_id``) with their answer's question, the
     first ANSWER_EXCERPT_CHARS of its text, and its signals, from ``events``: a claim row references its answer
-    and copies none of its text (migration 016). ``events_where`` narrows the events read to those the claims
+    and copies none of its text. ``events_where`` narrows the events read to those the claims
     can belong to (their window), so the claims are not read twice."""
     return (
         f"SELECT c.*, e.query_text AS query_text, e.answer_text AS answer_text, e.signals AS signals "
@@ -223,7 +223,7 @@ class IssueRepository(Generic[I, C]):
             )
         )
 
-    # What a reader may take from a claim's answer; a claim row copies none of it (migration 016).
+    # What a reader may take from a claim's answer; a claim row copies none of it.
     _ANSWER_FIELDS = {
         "question": "any(query_text)",
         "query_text": "any(query_text)",

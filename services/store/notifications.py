@@ -1,4 +1,4 @@
-"""The notification log (migration 025), as Alertmanager keeps its nflog: what is to be sent, and what was sent to
+"""The notification log, as Alertmanager keeps its nflog: what is to be sent, and what was sent to
 whom, so that it survives a restart.
 
 A notification is logged once per (receiver, key) before its first attempt, as ``pending`` with its body; its

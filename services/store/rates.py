@@ -70,7 +70,7 @@ SAMPLING_FIELDS = (
 SUM_FIELDS = COUNT_FIELDS + SAMPLING_FIELDS
 _SUMS = ", ".join(f"sum({c}) AS {c}" for c in SUM_FIELDS)
 _SUM_LIST = ", ".join(f"toFloat64(sum({c}))" for c in SUM_FIELDS)
-# rate_minute's whole-route and mix rows ordered by minute (migration 026): what reads every route's minutes
+# rate_minute's whole-route and mix rows ordered by minute: what reads every route's minutes
 _BY_TIME = "rate_minute_by_time"
 
 

@@ -1,4 +1,4 @@
-"""Retention: ClickHouse TTLs on event time, set by migration 008 and brought in line with settings on start.
+"""Retention: ClickHouse TTLs on event time, set by the schema and brought in line with settings on start.
 
 Raw rows (``events``, ``claims``, the writer's ``event_keys`` and the ``dlq`` record of each dead letter) are kept
 ``raw_days``;

@@ -24,7 +24,7 @@ QUEUE_COLUMNS = (
 )
 RESERVATION_COLUMNS = "token, claim_key, slot_no, reviewer, reserved_at, expires_at, toString(written_at) AS written_at"
 LABEL_COLUMNS = "claim_key, slot_no, reviewer, role, label, span, chunk_id, guide_version, blind, labeled_at"
-# The labels that count: an adjudicator's, and a reviewer's made blind (an exposed one fills no slot, migration 029).
+# The labels that count: an adjudicator's, and a reviewer's made blind (an exposed one fills no slot).
 _COUNTED = "(role != 'reviewer' OR blind = 1)"
 
 # Claims of the window with their stratum; the issue, when the claim has one, from its newest assignment.

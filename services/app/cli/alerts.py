@@ -93,8 +93,9 @@ def kind_of(a: dict) -> str:
 
 
 def expected_of(a: dict) -> float | None:
-    """What the rise is measured from: the expectation, or the baseline for an alert stored before expectations."""
-    return a["baseline"] if a.get("expected") is None else a["expected"]
+    """What the rise is measured from: the expectation (None while the route has too little history for one)."""
+    expected: float | None = a.get("expected")
+    return expected
 
 
 def fig(a: dict, x: float | None, change: bool = False) -> str:
@@ -319,11 +320,7 @@ def _input_fields(a: dict) -> list[tuple[str, str | list[str]]]:
 def alert_fields(a: dict, now: datetime) -> list[tuple[str, str | list[str]]]:
     """What `alerts show` prints, in order: (label, value or lines); empty values are left out."""
     basis = a.get("expected_basis") or ("the route's history" if a["kind"] in MONITOR_KINDS else "the trailing level")
-    expected = (
-        "— (stored before expectations; the rise is over the baseline)"
-        if a.get("expected") is None
-        else f"{fig(a, a['expected'])}: {basis}"
-    )
+    expected = "—" if a.get("expected") is None else f"{fig(a, a['expected'])}: {basis}"
     acked = f"by {a['acked_by']} at {_at(a['acked_at'], now)}" + (f": {a['ack_note']}" if a.get("ack_note") else "")
     share = (a.get("unit") or "share") == "share"
     own_baseline = a["kind"] not in MONITOR_KINDS  # an input-health alert's baseline is its expectation

@@ -306,10 +306,6 @@ def refusal(response: Reply, where: str) -> str:
     except ValueError:
         body = None
     detail = body.get("detail", response.text) if isinstance(body, dict) else response.text[:300]
-    if isinstance(detail, list):  # an API from before plain error sentences: pydantic's list
-        from services.api.models import plain_errors
-
-        detail = plain_errors(detail)
     detail = as_run_here(str(detail))
     if 400 <= response.status_code < 500:
         return f"{detail} (HTTP {response.status_code})"
@@ -363,7 +359,7 @@ def who(settings: Settings, by: str | None) -> str:
 
 
 def auth_headers(settings: Settings) -> dict[str, str]:
-    """$CLAIMWATCH_TOKEN, else the token `claimwatch up` stored for settings.api.url, else ./var/api-token."""
+    """$CLAIMWATCH_TOKEN, else the token `claimwatch up` stored for settings.api.url."""
     from services.app.credentials import find_token
 
     found = find_token(settings.api.url)

@@ -59,7 +59,6 @@ def biggest_value(store) -> int:
     return max(
         store.query("SELECT max(length(body)) AS n FROM alert_route_state")[0]["n"],
         store.query("SELECT max(length(basis)) AS n FROM route_expectations")[0]["n"],
-        store.query("SELECT max(length(value)) AS n FROM checkpoints")[0]["n"],
     )
 
 

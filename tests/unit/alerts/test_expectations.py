@@ -142,8 +142,8 @@ def test_an_alert_that_never_fired_is_cleared_not_resolved(times, acked, silence
 
 
 def test_the_store_keeps_how_many_hours_a_learning_route_has(store):
-    """The overview, `rates` and the route page say "8.0% (learning, 2 h)": the hours survive the store (before
-    migration 027 they were dropped, and every surface read a bare "learning")."""
+    """The overview, `rates` and the route page say "8.0% (learning, 2 h)": the hours survive the store (without them in
+    the store, every surface read a bare "learning")."""
     from services.alerts.records import alert_repository
 
     alerts, minute = alert_repository(store), datetime(2026, 11, 20, 10, 0, tzinfo=UTC)

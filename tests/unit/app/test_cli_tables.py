@@ -245,10 +245,11 @@ def test_alert_rows_read_the_delta_against_the_expectation_and_keep_kind_and_del
             "alert_id": "a-77c0ffee00000001",
             "kind": "hallucination_rate_rise",
             "rate": 0.13,
+            "expected": None,
             "baseline": 0.06,
             "delta": 0.07,
         },
-    ]  # stored before expectations: no "expected" key at all
+    ]  # the last: no expectation yet
     header = lambda width: render(alert_columns(NOW), rows, width)[0].split()  # noqa: E731
     assert header(WIDTH) == ["ALERT", "ROUTE", "STATE", "KIND", "RATE", "EXPECTED", "DELTA"]
     assert header(72) == ["ALERT", "ROUTE", "STATE", "KIND", "RATE", "DELTA"]  # EXPECTED goes first,
@@ -258,7 +259,7 @@ def test_alert_rows_read_the_delta_against_the_expectation_and_keep_kind_and_del
     assert cells[0][3:8] == ["KIND", "RATE", "EXPECTED", "DELTA", "SINCE"] and cells[0][-1] == "BASELINE"
     assert cells[1][3:7] == ["mix shift", "9.1%", "4.6%", "+4.5 pts"] and cells[1][-1] == "4.3%"
     assert cells[2][3:7] == ["regression", "11.8%", "12.1%", "-0.3 pts"] and cells[2][-1] == "12.5%"
-    assert cells[3][3:7] == ["regression", "13.0%", "6.0%", "+7.0 pts"]  # EXPECTED falls back to the baseline
+    assert cells[3][3:7] == ["regression", "13.0%", "—", "+7.0 pts"]  # not the baseline under another name
 
 
 def test_times_are_short():

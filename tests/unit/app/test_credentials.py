@@ -1,5 +1,5 @@
 """The CLI finds the token of a stack the same user started, from any directory: $CLAIMWATCH_TOKEN,
-then hosts.toml under $XDG_CONFIG_HOME/claimwatch (0600, keyed by API URL), then ./var/api-token."""
+then hosts.toml under $XDG_CONFIG_HOME/claimwatch (0600, keyed by API URL)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from services.api.auth import hash_token, read_hashes_file
 from services.app.cli import main
 from services.app.cli.stack import _local_token
 from services.app.credentials import (
-    LEGACY_TOKEN,
     add_token_hash,
     find_token,
     hashes_path,
@@ -75,11 +74,8 @@ def test_entries_for_other_urls_survive_and_the_file_stays_0600(home):
     assert mode(hosts_path()) == 0o600
 
 
-def test_environment_first_then_credentials_then_the_legacy_file(home):
-    legacy = home / "elsewhere" / LEGACY_TOKEN
-    legacy.parent.mkdir()
-    legacy.write_text("cw_legacy\n")
-    assert find_token(URL) == ("cw_legacy", str(LEGACY_TOKEN))
+def test_environment_first_then_credentials(home):
+    assert find_token(URL) is None
     save_token(URL, "cw_stored")
     assert find_token(URL)[0] == "cw_stored"
     assert find_token(URL, {"CLAIMWATCH_TOKEN": "cw_env", "XDG_CONFIG_HOME": str(home / "config")}) == (

@@ -207,16 +207,6 @@ def panel_key(panel: dict) -> str:
     return panel["title"] + (" table" if panel["title"] == "Open alerts" and panel["type"] == "table" else "")
 
 
-# Until services/store/migrations/003_issues.sql exists: the columns of clustering.issue.IssueRecord.to_row.
-# Once it does, this is a no-op and the panel runs against the real table.
-ISSUES_UNTIL_MIGRATED = """CREATE TABLE IF NOT EXISTS issues (
-    issue_id String, name String, keywords Array(String), config_name String,
-    first_seen DateTime64(3, 'UTC'), last_seen DateTime64(3, 'UTC'), state LowCardinality(String), size UInt64,
-    hourly_counts Map(String, UInt64), routes Map(String, UInt64), centroid Array(Float32),
-    member_sample Array(String), sample_hash_cap UInt64, exemplar_ids Array(String), triaged UInt8,
-    merged_into String, split_from String, history String) ENGINE = ReplacingMergeTree ORDER BY issue_id"""
-
-
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory):
     """chDB with 45 minutes of simulated traffic ending now, its dead letters, alerts and issues."""
@@ -237,10 +227,10 @@ def loaded(tmp_path_factory):
 
     ago = lambda minutes: now - timedelta(minutes=minutes)  # noqa: E731
     alerts = alert_repository(store)
-    # firing, pending, resolved; product-search's alert was stored before alerts carried an expectation
+    # firing, pending, resolved
     for route, pending, starts, ends, severity, expected in (
         ("billing-faq", ago(25), ago(20), None, "critical", 0.055),
-        ("product-search", ago(3), None, None, "warning", None),
+        ("product-search", ago(3), None, None, "warning", 0.06),
         ("hr-policy", ago(40), ago(38), ago(30), "warning", 0.05),
     ):
         alerts.save(
@@ -256,14 +246,13 @@ def loaded(tmp_path_factory):
                 ends_at=ends,
                 rate=0.12,
                 baseline=0.06,
-                delta=0.12 - (expected or 0.06),
+                delta=0.12 - expected,
                 claims=800,
                 expected=expected,
                 updated_at=now,
             )
         )
 
-    store.command(ISSUES_UNTIL_MIGRATED)
     issues = [  # id, name, state, size, first and last seen (minutes ago), route -> members, merged into
         ("i-1", "invented refund amounts", "new", 40, 14, 1, {"billing-faq": 40}, None),
         ("i-2", "stale tracking statuses", "ongoing", 90, 44, 2, {"billing-faq": 20, "parcel-status": 70}, None),
@@ -523,7 +512,7 @@ def test_alert_panels_count_firing_and_pending_but_not_resolved(loaded, dashboar
     assert stat == {"firing": 1, "pending": 1}
     _, rows = run_panel(store, window, _panel(dashboard, "Open alerts table"), routes)
     assert [(r["route"], r["state"]) for r in rows] == [("billing-faq", "firing"), ("product-search", "pending")]
-    # what the alert compared against, as `alerts list` shows it: its expectation, else (older alerts) its baseline
+    # what the alert compared against, as `alerts list` shows it: its expectation
     assert [r["expected"] for r in rows] == [0.055, 0.06]
     assert all(r["delta"] == pytest.approx(r["rate"] - r["expected"]) for r in rows)
     _, (only,) = run_panel(store, window, _panel(dashboard, "Open alerts"), ["hr-policy"])

@@ -37,52 +37,6 @@ def event(i: int, route: str, verdicts: list[str], rate: float | None):
     )
 
 
-def test_minute_sums_stored_before_weights_read_as_unweighted_after_the_upgrade(tmp_path, monkeypatch):
-    import services.store.migrate as migrations
-
-    shipped = migrations._migrations()
-    store = open_store(f"chdb:{tmp_path / 'ch'}")
-    try:
-        monkeypatch.setattr(migrations, "_migrations", lambda: [m for m in shipped if m[0] < 11])
-        migrate(store)
-        store.insert(
-            "rate_minute",
-            [
-                {
-                    "dim": "",
-                    "value": "",
-                    "route": "old",
-                    "minute": "2026-11-21 08:00:00",
-                    "events": 4,
-                    "claims": 10,
-                    "failed": 3,
-                    "claims_sq": 30,
-                    "failed_sq": 5,
-                    "failed_claims": 9,
-                    "supported": 7,
-                    "unsupported": 2,
-                    "stale": 1,
-                }
-            ],
-        )
-        monkeypatch.setattr(migrations, "_migrations", lambda: shipped)
-        assert 11 in migrate(store)
-        row = RateRepository(store, clock=lambda: START).totals("", None)[0]
-        assert {k: row[k] for k in ("w_events", "w_claims", "w_failed", "w2_claims_sq", "sampled")} == {
-            "w_events": 4.0,
-            "w_claims": 10.0,
-            "w_failed": 3.0,
-            "w2_claims_sq": 30.0,
-            "sampled": 0,
-        }
-        assert rate_entry(row)["rate"] == 0.3
-        assert (row["w_supported"], row["w_unsupported"], row["w_stale"]) == (7.0, 2.0, 1.0)  # migration 017
-        assert rate_entry(row)["verdict_shares"]["unsupported"] == 0.2
-    finally:
-        store.close()
-
-
-# chDB serves one data directory per process: the test above closes its store before this one opens.
 @pytest.fixture(scope="module")
 def store_url(tmp_path_factory):
     return f"chdb:{tmp_path_factory.mktemp('weights') / 'ch'}"

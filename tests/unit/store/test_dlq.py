@@ -9,13 +9,9 @@ from datetime import UTC, datetime, timedelta
 from services.contract.decode import reject
 from services.ingest.ingestor import RawMessage
 from services.ingest.records import DeadLetter
-from services.store.backends import ChdbStore
 from services.store.dlq import dlq_summary, rejected_minutes, rejected_routes
-from services.store.migrate import statements
-from services.store.writer import EventWriter, dead_letter_row
-from tests.support.paths import ROOT
+from services.store.writer import EventWriter
 
-MIGRATIONS = ROOT / "services" / "store" / "migrations"
 T0 = datetime(2026, 11, 21, 9, 0, tzinfo=UTC)
 
 
@@ -81,50 +77,6 @@ def test_dead_letters_of_one_epoch_and_offset_stay_apart_by_record(store):
     writer.write([], [first, second, first])  # the same record twice collapses
     store.command("OPTIMIZE TABLE dlq FINAL")
     assert [int(r["record"]) for r in store.query("SELECT record FROM dlq FINAL ORDER BY record")] == [7, 1 << 63]
-
-
-def test_migration_010_keeps_earlier_dead_letters_their_ttl_and_arrival_minute(tmp_path):
-    store = ChdbStore(tmp_path / "ch")
-    try:
-        for path in sorted(MIGRATIONS.glob("00[1-9]_*.sql")):
-            for statement in statements(path.read_text()):
-                store.command(statement)
-        row = {
-            k: v for k, v in dead_letter_row(dead(5)).items() if k not in ("epoch", "event_time", "record")
-        }  # as 007 stored it
-        store.insert("dlq", [{**row, "received_at": "2026-11-20 10:11:12.000"}])
-        for statement in statements((MIGRATIONS / "010_dlq_epoch.sql").read_text()):
-            store.command(statement)
-        assert store.query("SELECT offset, epoch, toString(event_time) AS t, rule FROM dlq") == [
-            {"offset": 5, "epoch": "", "t": "2026-11-20 10:11:12.000", "rule": "not_json"}
-        ]
-        EventWriter(store).write([], [dead(5, epoch="e2")])
-        assert len(store.query("SELECT offset FROM dlq FINAL")) == 2
-        engine = store.query("SELECT engine_full FROM system.tables WHERE name = 'dlq'")[0]["engine_full"]
-        assert "ORDER BY (topic, partition, offset, envelope_index, epoch)" in engine
-        assert "TTL toDateTime(received_at) + toIntervalDay(30)" in engine
-    finally:
-        store.close()
-
-
-def test_migration_028_keeps_earlier_dead_letters_and_joins_the_record_to_the_key(tmp_path):
-    store = ChdbStore(tmp_path / "ch")
-    try:
-        earlier = sorted(p for p in MIGRATIONS.glob("*.sql") if p.name < "028")
-        for path in earlier:
-            for statement in statements(path.read_text()):
-                store.command(statement)
-        store.insert("dlq", [{k: v for k, v in dead_letter_row(dead(5, epoch="e1")).items() if k != "record"}])
-        for statement in statements((MIGRATIONS / "028_dlq_record.sql").read_text()):
-            store.command(statement)
-        EventWriter(store).write([], [dataclasses.replace(dead(5, epoch="e1"), record=11)])
-        assert [
-            (r["offset"], int(r["record"])) for r in store.query("SELECT offset, record FROM dlq FINAL ORDER BY record")
-        ] == [(5, 0), (5, 11)]
-        engine = store.query("SELECT engine_full FROM system.tables WHERE name = 'dlq'")[0]["engine_full"]
-        assert "ORDER BY (topic, partition, offset, envelope_index, epoch, record)" in engine
-    finally:
-        store.close()
 
 
 def test_rejected_minutes_count_per_route_and_minute_of_event_time(store):

@@ -77,7 +77,9 @@ def test_every_other_insert_on_a_full_disk_raises(small_store, disk):
     dead = DeadLetter("verdicts", 0, 7, b"{", rejection, None, None, "", "billing-faq", START)
     with filled(disk, leave_bytes=64 << 10):
         with pytest.raises(StoreError, match="not enough space"):
-            small_store.insert("checkpoints", [{"name": "x", "value": "y" * (2 << 20), "updated_at": 1}])
+            small_store.insert(
+                "silences", [{"silence_id": "x", "body": "y" * (2 << 20), "ends_at": 1, "updated_at": 1}]
+            )
         with pytest.raises(StoreError):
             EventWriter(small_store).write([], [dead] * 5000)
     assert small_store.query("SELECT count() AS n FROM dlq")[0]["n"] == 0

@@ -1,4 +1,4 @@
-"""Retention: migration 008 sets TTLs on event time, a changed policy is applied once, expired rows go at a merge.
+"""Retention: the schema sets TTLs on event time, a changed policy is applied once, expired rows go at a merge.
 
 The migration and policy tests run over both back ends (chDB, and a ClickHouse server's HTTP interface in
 front of chDB); the rest on chDB through the `store` fixture, whose TTLs are put back where a test needs them.
@@ -24,7 +24,6 @@ KEPT = (
     "alerts",
     "alert_transitions",
     "silences",
-    "checkpoints",
     "issues",
     "issue_members",
     "embedding_cache",

@@ -175,8 +175,22 @@ def test_migrate_applies_once_and_survives_a_restart(kind: str, tmp_path: Path) 
     with open_backend(kind, tmp_path) as store:
         assert migrate(store) == []
         applied = store.query("SELECT version, name FROM schema_migrations ORDER BY version")
-    assert [r["version"] for r in applied] == shipped and applied[0] == {"version": 1, "name": "ingest"}
+    assert [r["version"] for r in applied] == shipped and applied[0] == {"version": 1, "name": "baseline"}
     assert {"events", "claims", "claims_mv", "rate_minute", "rate_minute_mv", "dlq", "schema_migrations"} <= tables
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_a_store_from_before_the_baseline_is_refused_with_how_to_start_fresh(kind: str, tmp_path: Path) -> None:
+    with open_backend(kind, tmp_path) as store:
+        migrate(store)
+        store.insert("schema_migrations", [{"version": 2, "name": "alerts"}])  # as a pre-0.1.0 store holds
+        tables = store.query("SELECT count() AS n FROM system.tables WHERE database = currentDatabase()")
+        with pytest.raises(StoreError) as refused:
+            migrate(store)
+        assert store.query("SELECT count() AS n FROM system.tables WHERE database = currentDatabase()") == tables
+    message = str(refused.value)
+    assert "002_alerts" in message and store.url in message
+    assert "Start fresh" in message and "move the store's directory aside" in message
 
 
 def test_both_back_ends_store_and_read_back_the_same_rows(tmp_path: Path) -> None:
@@ -294,7 +308,7 @@ def test_redelivery_through_the_writer_never_double_counts_before_merges(store: 
 
 
 def test_intake_lines_store_exactly_what_row_inserts_store(store: Store) -> None:
-    """The writer's intake lines (the events' own JSON, turned into rows by migration 015's view) and the
+    """The writer's intake lines (the events' own JSON, turned into rows by the intake view) and the
     ``events`` rows of the same events read back identically, down to the truncated millisecond."""
     store.command("SYSTEM STOP MERGES")
     events = mixed_events(20) + [
@@ -332,7 +346,7 @@ def test_intake_lines_store_exactly_what_row_inserts_store(store: Store) -> None
 
 def test_the_intake_table_declares_the_models_fields_in_the_models_order(store: Store) -> None:
     """Intake lines carry values by position (records.INTAKE_FORMAT): a field added to the model, or a column to
-    migration 015's table, in a different place would store every value in its neighbour's column."""
+    the intake table, in a different place would store every value in its neighbour's column."""
 
     def names(struct) -> list[str]:
         return [f.encode_name for f in msgspec.structs.fields(struct)]
