@@ -1,12 +1,13 @@
 """One settings object, read at the composition root and passed down.
 
 Precedence, lowest to highest: built-in defaults, a TOML file, the environment
-(``CLAIMWATCH_<FIELD>``, nested with ``__``), then command-line flags.
+(``CLAIMWATCH_<FIELD>``, nested with ``__``), then command-line flags. pydantic-settings reads the file and the
+environment; each source is kept apart (``settings_layers``), so `claimwatch config show` can say where each
+setting came from.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import tomllib
 from collections.abc import Mapping
@@ -15,8 +16,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
 
-from services.alerts.config import DEFAULTS as DETECTOR
+from services.alerts.detection.config import DEFAULTS as DETECTOR
 from services.api.policy import ApiPolicy
 from services.ingest.privacy import RedactionSettings
 from services.ingest.routes import ACTIVE_WINDOW, MAX_ACTIVE
@@ -314,7 +322,9 @@ class EvalSettings(Section):
     )
 
 
-class Settings(Section):
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(extra="forbid", env_prefix=ENV_PREFIX, env_nested_delimiter="__")
+
     kafka: str | None = Field(None, description="bootstrap list host:port[,...]; unset means the embedded broker")
     embedded_broker: str = Field(
         "127.0.0.1:19092", description="where `claimwatch up` starts Tansu when --kafka is unset"
@@ -337,6 +347,19 @@ class Settings(Section):
     eval: EvalSettings = Field(default_factory=EvalSettings)
     runbooks: RunbooksSettings = Field(default_factory=RunbooksSettings)
     owners: list[OwnerRuleSettings] = Field(default_factory=list, description="[[owners]] rules, first match wins")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """``Settings(...)`` is what it is given and nothing else: the file and the environment are read once, at
+        the composition root, by ``settings_layers``."""
+        return (init_settings,)
 
     @field_validator("clickhouse")
     @classmethod
@@ -379,27 +402,28 @@ class SettingsError(ValueError):
 NOT_FIELDS = {"CLAIMWATCH_CONFIG", "CLAIMWATCH_TOKEN"}  # the config file's path; the CLI's API token
 
 
-def _env_value(value: str) -> Any:
-    """Lists and tables come as JSON (CLAIMWATCH_API__TOKEN_HASHES='["ab12…"]'); the rest as text."""
-    if value.lstrip().startswith(("[", "{")):
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError:
-            return value
-    return value
+class _Environment(EnvSettingsSource):
+    """The settings a mapping of environment variables gives (os.environ, or a test's), JSON for lists and tables
+    (CLAIMWATCH_API__TOKEN_HASHES='["ab12…"]'). A variable that names no setting is refused, not ignored: a typo
+    must not leave the default silently in force."""
 
+    def __init__(self, environ: Mapping[str, str]):
+        self.environ = environ
+        super().__init__(Settings)
 
-def _env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in environ.items():
-        if not key.startswith(ENV_PREFIX) or key in NOT_FIELDS:
-            continue
-        path = key[len(ENV_PREFIX) :].lower().split("__")
-        node = out
-        for part in path[:-1]:
-            node = node.setdefault(part, {})
-        node[path[-1]] = _env_value(value)
-    return out
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return {key.lower(): value for key, value in self.environ.items()}
+
+    def __call__(self) -> dict[str, Any]:
+        for key in sorted(self.environ):
+            if key.startswith(ENV_PREFIX) and key not in NOT_FIELDS:
+                name = key[len(ENV_PREFIX) :].split("__")[0].lower()
+                if name not in Settings.model_fields:
+                    raise SettingsError(
+                        f"{key} names no setting; `claimwatch config show` lists them "
+                        f"(nested ones as CLAIMWATCH_<SECTION>__<NAME>)"
+                    )
+        return super().__call__()
 
 
 def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
@@ -424,10 +448,10 @@ def settings_layers(
         if not path.is_file():
             raise SettingsError(f"config file {path} does not exist; pass an existing TOML file to --config")
         try:
-            data = tomllib.loads(path.read_text())
+            data = TomlConfigSettingsSource(Settings, toml_file=path)()
         except tomllib.TOMLDecodeError as exc:
             raise SettingsError(f"{path}: not valid TOML: {exc}") from exc
-    env = _env_overrides(os.environ if environ is None else environ)
+    env = _Environment(os.environ if environ is None else environ)()
     return [("file", data), ("env", env), ("flag", _merge({}, flags or {}))]
 
 

@@ -38,7 +38,8 @@ def test_defaults_and_topics():
         ({"CLAIMWATCH_DRIFT__THRESHOLD": "lots"}, "drift.threshold"),
         ({"CLAIMWATCH_CLICKHOUSE": "mysql://x"}, "clickhouse"),
         ({"CLAIMWATCH_INGEST__BATCH_SIZE": "0"}, "ingest.batch_size"),
-        ({"CLAIMWATCH_NO_SUCH": "1"}, "no_such"),
+        ({"CLAIMWATCH_NO_SUCH": "1"}, "CLAIMWATCH_NO_SUCH names no setting"),
+        ({"CLAIMWATCH_DRIFT__NO_SUCH": "1"}, "drift.no_such"),
     ],
 )
 def test_bad_values_name_the_field(env, message):
@@ -95,7 +96,7 @@ def test_one_setting_moves_the_api_its_url_follows_the_port_unless_set():
 
 def test_the_runbook_template_directory_the_runbooks_name_is_a_real_setting(tmp_path):
     """Every runbook said "drop a file into your runbook template directory", and no setting named one."""
-    from services.alerts.lifecycle import SILENT_KIND
+    from services.alerts.lifecycle.kinds import SILENT_KIND
     from services.app.compose import build
     from services.app.settings import load_settings
     from services.store.backends import ChdbStore
