@@ -41,6 +41,15 @@ lint: $(STAMP)
 test: install lint
 	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile tests
 
+# The fast lane, under 3 minutes on 2 cores: ruff, then the unit tests that need no broker, browser or other
+# process and are not marked slow (--fast: tests/support/lanes.py). No mypy: from a cold cache it alone takes a
+# minute (`make lint` runs it).
+.PHONY: test-fast
+test-fast: install
+	$(VENV)/bin/ruff check $(CHECKED)
+	$(VENV)/bin/ruff format --check $(CHECKED)
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --fast tests/unit
+
 test-unit: install
 	$(PY) -m pytest -q -n 2 --dist loadfile tests/unit
 
@@ -54,6 +63,13 @@ bench: install
 	$(PY) bench/ingest.py
 	$(PY) bench/drift.py
 	$(PY) bench/clustering.py
+
+# docs/performance.md, a plot per figure in docs/figures/ and the README's suite time, from bench/results/*.jsonl
+# (a bench run with --record appends to them). The plots need matplotlib, from the bench extra.
+.PHONY: figures
+figures: $(STAMP)
+	@$(PY) -c 'import matplotlib' 2>/dev/null || $(PY) -m pip install -q -e '.[bench]'
+	$(PY) bench/figures.py
 
 clean:
 	rm -rf var test-output

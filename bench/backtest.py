@@ -33,6 +33,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.results import RECORD_HELP, Figure, Recording, Target  # noqa: E402
 from services.app.compose import run_backtest  # noqa: E402
 from services.app.settings import load_settings  # noqa: E402
 
@@ -119,7 +120,9 @@ def main(argv=None) -> int:
     ap.add_argument("--corpus-change-at", type=int, default=2800, help="minute of the corpus change on parcel-status")
     ap.add_argument("--regenerate", action="store_true", help="generate even if the file exists")
     ap.add_argument("--config", help="TOML settings file, as `claimwatch backtest --config`")
+    ap.add_argument("--record", action="store_true", help=RECORD_HELP)
     args = ap.parse_args(argv)
+    recording = Recording.start(__file__, argv) if args.record else None
     console = Console(width=150)
     events = args.events_file or args.out_dir / f"events-{args.minutes}m-seed{args.seed}.jsonl"
     if args.events_file is None and (args.regenerate or not events.exists()):
@@ -175,6 +178,15 @@ def main(argv=None) -> int:
             alerts_out, {"billing-faq": args.regression_at, "parcel-status": args.corpus_change_at}
         ):
             console.print(f"  {route}: {change}: {outcome}")
+    if recording:
+        recording.finish(
+            [
+                Figure("throughput", round(lines / elapsed), "lines/s", None, round(lines / raw_seconds)),
+                Figure("per million lines", round(per_million), "s", Target(at_most=TARGET_SECONDS)),
+                Figure("peak RSS", round(peak_mib * 2**20 / 1e9, 2), "GB"),
+            ],
+            note=f"{lines:,} lines",
+        )
     return 0
 
 

@@ -37,11 +37,15 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.calibration_world import NOW, ROUTES, RouteTruth, World, raw_interval  # noqa: E402
+from bench.results import RECORD_HELP, Figure, Recording, Target  # noqa: E402
 from services.review.calibration import Calibrator  # noqa: E402
 from services.review.planning import PLAN_CAUTION, LabelPlanner  # noqa: E402
 from services.review.sampling import allocate  # noqa: E402
 
 AGE = timedelta(days=90)
+COVERAGE = Target(93, 97, "93-97%")  # issue 16
+NARROWER = Target(at_most=0.75, text="≤ 0.75 (issue 24)")  # 25% narrower than Rogan–Gladen: out of reach
+PLANNED = Target(at_least=90, text="≥ 90%")  # routes under the width asked, after following the plan (issue 24)
 
 
 def calibrators(world: World, n_boot: int, moved: bool) -> dict[str, Calibrator]:
@@ -180,11 +184,16 @@ def main() -> None:
     parser.add_argument("--routes", type=int, default=200, help="--plan: simulated routes")
     parser.add_argument("--width", type=float, default=0.03, help="--plan: the width asked")
     parser.add_argument("--caution", type=float, default=PLAN_CAUTION, help="--plan: the planner's caution")
+    parser.add_argument("--record", action="store_true", help=RECORD_HELP)
     args = parser.parse_args()
+    recording = Recording.start(__file__) if args.record else None
     console = Console(width=160)
     started = time.perf_counter()
+    figures = []
     if args.plan:
-        console.print(plan_report(measure_plans(args), args))
+        outcomes = measure_plans(args)
+        console.print(plan_report(outcomes, args))
+        figures = plan_figures(outcomes, args)
     else:
         alike = tuple(RouteTruth(r.route, r.true_rate, 0.80, 0.95) for r in ROUTES)
         tables = (
@@ -196,10 +205,45 @@ def main() -> None:
             world = World(answers=args.answers, labels=args.labels, reviewer_error=args.reviewer_error, routes=routes)
             names, found = run(world, args.reps, args.seed, args.boot, shift)
             console.print(report(world, names, found, title, args, shift))
+            if routes is ROUTES:
+                figures += coverage_figures(world, found, shift)
     console.print(
         f"width: the mean interval width. {time.perf_counter() - started:.1f} s (seed {args.seed}, "
         f"{args.boot} bootstrap draws for Rogan–Gladen)"
     )
+    if recording:
+        recording.finish(figures)
+
+
+def coverage_figures(world: World, found: dict, shift: float) -> list[Figure]:
+    """All routes' coverage and width for --record: the shipped estimate against Rogan–Gladen's, pooled labels;
+    after a prevalence shift, the shipped estimate's coverage."""
+
+    def total(estimate: str) -> tuple[float, float]:
+        covered, width, n = (sum(found[(estimate, r.route)][i] for r in world.routes) for i in range(3))
+        return 100 * covered / n, 100 * width / n
+
+    shipped, width = total("shipped, per route")
+    if shift:
+        return [Figure(f"shipped coverage after a {100 * shift:g}-point shift", round(shipped, 1), "%")]
+    rg, rg_width = total("RG, per route")
+    return [
+        Figure("shipped coverage, all routes", round(shipped, 1), "%", COVERAGE),
+        Figure("shipped width, all routes", round(width, 1), "pts", baseline=round(rg_width, 1)),
+        Figure("shipped / Rogan–Gladen width", round(width / rg_width, 2), "x", NARROWER),
+        Figure("Rogan–Gladen coverage, all routes", round(rg, 1), "%", COVERAGE),
+        Figure("pooled coverage", round(total("RG, pooled")[0], 1), "%"),
+    ]
+
+
+def plan_figures(outcomes: list[PlanOutcome], args) -> list[Figure]:
+    planned = [o for o in outcomes if o.asked is not None]
+    under = 100 * float(np.mean([o.width <= args.width for o in planned]))
+    covered = 100 * float(np.mean([o.covered for o in planned]))
+    return [
+        Figure(f"plan: routes under {100 * args.width:g} points after", round(under, 1), "%", PLANNED),
+        Figure("plan: true rate covered after", round(covered, 1), "%"),
+    ]
 
 
 def report(world: World, names: list[str], found: dict, title: str, args, shift: float) -> Table:

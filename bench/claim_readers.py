@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ingest import simulated_events  # noqa: E402
 
+from bench.results import RECORD_HELP, Figure, Recording  # noqa: E402
 from services.contract.decode import Decoder  # noqa: E402
 from services.contract.model import FAILED_VERDICTS  # noqa: E402
 from services.store.backends import ChdbStore  # noqa: E402
@@ -37,7 +38,10 @@ def main() -> int:
     parser.add_argument("--events", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--record", action="store_true", help=RECORD_HELP)
     args = parser.parse_args()
+    recording = Recording.start(__file__) if args.record else None
+    figures = []
     lines, _ = simulated_events(args.events, args.seed)
     decoder = Decoder()
     events = [event for raw in lines for _, event in decoder.decode_message(raw)]
@@ -74,9 +78,12 @@ def main() -> int:
                 rows = len(query())
                 times.append(time.perf_counter() - started)
             print(f"  {name:46s} {statistics.median(times) * 1000:7.1f} ms  ({rows:,} rows)")
+            figures.append(Figure(name, round(statistics.median(times) * 1000, 1), "ms"))
     finally:
         store.close()
         shutil.rmtree(workdir, ignore_errors=True)
+    if recording:
+        recording.finish(figures)
     return 0
 
 

@@ -46,6 +46,7 @@ from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.approximate_assign import ApproximatePredictAssigner  # noqa: E402
+from bench.results import RECORD_HELP, Figure, Recording, Target  # noqa: E402
 from clustering.assign import OnlineAssigner  # noqa: E402
 from clustering.cluster import NOISE  # noqa: E402
 from clustering.config import CONFIGS, DEFAULT_CONFIG, ClusteringConfig, get_config  # noqa: E402
@@ -71,6 +72,9 @@ from services.issues.merges import (
 # The CLINC150 test split ships with the repository (CC BY 3.0); pass --data for the full file with val and train.
 DATA = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "clinc150" / "clinc150-test.jsonl"
 NOW = datetime(2026, 11, 21, 12, tzinfo=UTC)
+# CLINC150 test's targets (issue 5); merges: within 1.3x the true count of intents, NMI not lower (issue 26)
+TEST_TARGETS = {"NMI": Target(at_least=0.90), "ARI": Target(at_least=0.67), "noise": Target(at_most=5, text="≤ 5%")}
+MERGED_TIMES = 1.3
 
 
 def load(path: Path, split: str) -> list[dict]:
@@ -117,6 +121,7 @@ def bench_split(split: str, rows: list[dict], embedder, args, config: Clustering
         + f"   (embed {len(rows) / t['embed']:.0f} texts/s)"
     )
     result = {"split": split, "nmi": nmi, "ari": ari, "noise": summary["noise_fraction"], "issues": summary["issues"]}
+    result |= {"intents": len(set(intent)), "embed_per_s": len(rows) / t["embed"]}
     result |= after_suggested_merges(run, config, intent, labels, args.background_times)
     if not args.no_kmeans:
         k = len(set(intent))
@@ -166,7 +171,7 @@ def after_suggested_merges(
     return result
 
 
-def bench_assign(rows: list[dict], embedder, uncached, config: ClusteringConfig) -> None:
+def bench_assign(rows: list[dict], embedder, uncached, config: ClusteringConfig) -> list[Figure]:
     """Fit on 90% of the split, assign the held-out 10% online, compare with the batch run over all."""
     held = {r["id"] for r in rows if int(hashlib.sha256(r["id"].encode()).hexdigest(), 16) % 10 == 0}
     fit_rows = [r for r in rows if r["id"] not in held]
@@ -205,6 +210,11 @@ def bench_assign(rows: list[dict], embedder, uncached, config: ClusteringConfig)
             f"{name:<20} agrees with batch {agree / len(claims):.1%}   right intent {correct / len(claims):.1%}   "
             f"unassigned {none / len(claims):.1%}   latency p50 {p50:.2f} ms  p95 {p95:.2f} ms (embedded claim)"
         )
+        if name == "nearest centroid":
+            found = [
+                Figure("assignment p95, embedded claim", round(p95, 3), "ms"),
+                Figure("assignment agrees with the batch run", round(100 * agree / len(claims), 1), "%"),
+            ]
     cold_assigner = OnlineAssigner.from_run(part, ids, cold, config.attach_min_similarity)
     cold_assigner.assign(claims[0])  # model load
     latencies = []
@@ -215,9 +225,11 @@ def bench_assign(rows: list[dict], embedder, uncached, config: ClusteringConfig)
         latencies.append(time.perf_counter() - started)
     p50, p95 = np.percentile(latencies, [50, 95]) * 1000
     print(f"nearest centroid incl. embedding one uncached claim: p50 {p50:.1f} ms  p95 {p95:.1f} ms")
+    target = Target(at_most=20, text="≤ 20 ms")
+    return [*found, Figure("assignment p95, embedding one uncached claim", round(p95, 1), "ms", target)]
 
 
-def bench_scale(n: int, rows: list[dict], embedder, config: ClusteringConfig) -> None:
+def bench_scale(n: int, rows: list[dict], embedder, config: ClusteringConfig) -> list[Figure]:
     """n claims whose embeddings are cached: synthetic variants of the split's queries near their source."""
     base = IssuePipeline.from_config(config, embedder).vectorizer.vectorize(claims_of(rows))
     rng = np.random.default_rng(0)
@@ -250,9 +262,13 @@ def bench_scale(n: int, rows: list[dict], embedder, config: ClusteringConfig) ->
     print(
         f"issues {len(issues)}   noise {run.summary()['noise_fraction']:.2%}   vs intent NMI {nmi:.3f}  ARI {ari:.3f}"
     )
+    return [
+        Figure(f"re-cluster {n:,} cached claims", round(elapsed, 1), "s", Target(at_most=90, text="≤ 90 s")),
+        Figure(f"re-cluster {n:,}: peak RSS", round(peak), "MiB", Target(at_most=4096, text="≤ 4 GB")),
+    ]
 
 
-def bench_demo(minutes: int, seed: int, embedder, config: ClusteringConfig) -> None:
+def bench_demo(minutes: int, seed: int, embedder, config: ClusteringConfig) -> list[Figure]:
     """The demo's traffic (both regressions at the demo's share of the run), one re-clustering of
     all its failing claims, and per simulated family: where its claims landed."""
     scenario = Scenario.demo(
@@ -281,6 +297,27 @@ def bench_demo(minutes: int, seed: int, embedder, config: ClusteringConfig) -> N
     print("largest issues (what `claimwatch issues list --limit 10` leads with):")
     for issue in sorted(issues, key=lambda i: (-i.size, i.issue_id))[:10]:
         print(f"  {issue.size:>6}  {issue.name}")
+    return [Figure("demo: failing claims", len(claims), "claims"), Figure("demo: issues", len(issues), "issues")]
+
+
+def split_figures(r: dict, dataset: str) -> list[Figure]:
+    """One split's figures at one UMAP seed; KMeans told the true k is the baseline where it ran."""
+    name = f"{dataset} {r['split']}"
+    targets = TEST_TARGETS if name == "CLINC150 test" else {}
+    merged_target = Target(at_most=MERGED_TIMES * r["intents"], text=f"≤ {MERGED_TIMES}x {r['intents']}")
+    return [
+        Figure(f"{name}: NMI", round(r["nmi"], 4), "", targets.get("NMI"), r.get("kmeans_nmi")),
+        Figure(f"{name}: ARI", round(r["ari"], 4), "", targets.get("ARI"), r.get("kmeans_ari")),
+        Figure(f"{name}: noise", round(100 * r["noise"], 2), "%", targets.get("noise")),
+        Figure(f"{name}: issues", r["issues"], "issues"),
+        Figure(f"{name}: issues after merges", r["issues_merged"], "issues", merged_target, r["issues"]),
+        Figure(
+            f"{name}: NMI change after merges",
+            round(r["nmi_merged"] - r["nmi"], 4),
+            "",
+            Target(at_least=0, text="not lower"),
+        ),
+    ]
 
 
 def _letters(k: int) -> str:
@@ -322,7 +359,9 @@ def main() -> None:
         metavar="X,X,...",
         help="also accept the suggestions with these factors in place of the shipped one",
     )
+    parser.add_argument("--record", action="store_true", help=RECORD_HELP)
     args = parser.parse_args()
+    recording = Recording.start(__file__) if args.record else None
     args.background_times = [float(x) for x in args.background_times.split(",") if x]
     config = get_config(args.config)
     if args.model:
@@ -353,12 +392,18 @@ def main() -> None:
                 f"{r['issues_merged']:>4} ({r['nmi_merged']:.4f}, {r['nmi_merged'] - r['nmi']:+.4f})   "
                 f"{r.get('kmeans_nmi', float('nan')):.3f}      {r.get('kmeans_ari', float('nan')):.3f}"
             )
+    dataset = "BANKING77" if "banking77" in args.data.name.lower() else "CLINC150"
+    found = [f for r in results if r["seed"] == seeds[0] for f in split_figures(r, dataset)]
+    if len(results) == 1:
+        found.append(Figure("embedding", round(results[0]["embed_per_s"]), "texts/s"))
     if args.assign:
-        bench_assign(load(args.data, "test"), embedder, uncached, config)
+        found += bench_assign(load(args.data, "test"), embedder, uncached, config)
     if args.scale:
-        bench_scale(args.scale, load(args.data, "test"), embedder, config)
+        found += bench_scale(args.scale, load(args.data, "test"), embedder, config)
     if args.demo:
-        bench_demo(args.demo, args.seed, embedder, config)
+        found += bench_demo(args.demo, args.seed, embedder, config)
+    if recording:
+        recording.finish(found, note=f"UMAP random_state {seeds[0]}" if len(seeds) > 1 else "")
 
 
 if __name__ == "__main__":

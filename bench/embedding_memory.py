@@ -47,10 +47,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batches", default="32,128")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--record", action="store_true", help="append this run's figures to bench/results/")
     args = parser.parse_args()
     if args.child:
         child(args.child)
         return 0
+    sys.path.insert(0, str(ROOT))  # here, not at the top: the children measure their own memory
+    from bench.results import Figure, Recording
+
+    recording = Recording.start(__file__) if args.record else None
+    figures = []
     print(f"{'batch':>5} {'RSS loaded':>11} {'RSS after':>10} {'kept':>6} {'texts/s':>8}")
     for batch in map(int, args.batches.split(",")):
         out = subprocess.run(
@@ -62,6 +68,9 @@ def main() -> int:
         )
         b, loaded, after, rate = map(int, out.stdout.strip().splitlines()[-1].split(","))
         print(f"{b:>5} {loaded:>8} MiB {after:>6} MiB {after - loaded:>3} MiB {rate:>8,}")
+        figures += [Figure(f"batch {b}: kept", after - loaded, "MiB"), Figure(f"batch {b}: texts/s", rate, "texts/s")]
+    if recording:
+        recording.finish(figures)
     return 0
 
 

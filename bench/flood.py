@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from idle import Stack, p95, peers_or_exit, progress, send_traffic  # noqa: E402
 
+from bench.results import RECORD_HELP, Figure, Recording, Target  # noqa: E402
 from services.client.produce import raw_producer  # noqa: E402
 from services.client.simulate import Scenario, generate  # noqa: E402
 
@@ -161,8 +162,10 @@ def main() -> int:
     parser.add_argument("--history-minutes", type=int, default=120, help="demo history loaded first")
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--keep", action="store_true", help="keep the working directory (logs, store)")
+    parser.add_argument("--record", action="store_true", help=RECORD_HELP)
     args = parser.parse_args()
     peers_or_exit("flood.py")
+    recording = Recording.start(__file__) if args.record else None
 
     workdir = Path(tempfile.mkdtemp(prefix="claimwatch-flood-"))
     stack = Stack(workdir)  # its reads, and the probe, are a token holder's
@@ -205,6 +208,17 @@ def main() -> int:
         f"{'ingest in the flood':22s} {ratio:.2f} of the baseline's rate (target >= {INGEST_RATIO_LIMIT}): "
         f"{'ok' if ingest_ok else 'MISSED'}"
     )
+    if recording:
+        p95_target = Target(at_most=PROBE_LIMIT * 1000, text=f"< {PROBE_LIMIT * 1000:.0f} ms")
+        recording.finish(
+            [
+                Figure(
+                    "probe p95 in the flood", round(flooded["p95"] * 1000), "ms", p95_target, round(base["p95"] * 1000)
+                ),
+                Figure("ingest in the flood", round(ratio, 2), "x", Target(at_least=INGEST_RATIO_LIMIT)),
+            ],
+            note=", ".join(f"{k}: {v:,}" for k, v in sorted(flooded["flood"].items())),
+        )
     return 0 if probe_ok and ingest_ok else 1
 
 

@@ -28,6 +28,8 @@ import orjson
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench.results import RECORD_HELP, Figure, Recording, Target  # noqa: E402
+
 EXAMPLES = ROOT / "tests" / "fixtures" / "contract_examples.jsonl"
 ARTIFACT_KINDS = ("crash-", "timeout-", "oom-", "leak-", "slow-unit-")
 
@@ -45,6 +47,7 @@ def run_target(libfuzzer_args: list[str]) -> None:
         from services.contract.decode import DEFAULT_MAX_BYTES, Decoder, Rejection
         from services.contract.model import VerdictEvent
     from services.ingest.records import DeadLetter
+    from services.store.writer import dead_letter_row
 
     decoder = Decoder()
     roundtrip = Decoder(max_bytes=4 * DEFAULT_MAX_BYTES)  # contract JSON adds defaults, so allow growth
@@ -60,7 +63,7 @@ def run_target(libfuzzer_args: list[str]) -> None:
             raise AssertionError(f"decode returned {type(result).__name__}, neither an event nor a rejection")
         if not (result.problems and all(p.rule and p.path and p.message for p in result.problems)):
             raise AssertionError(f"rejection without rule, path or message: {result!r}")
-        orjson.dumps(DeadLetter("fuzz", 0, 0, data, result).to_row())
+        orjson.dumps(dead_letter_row(DeadLetter("fuzz", 0, 0, data, result)))
 
     atheris.Setup([sys.argv[0], *libfuzzer_args], test_one_input)
     atheris.Fuzz()
@@ -173,7 +176,8 @@ def parse_stats(log: str) -> dict:
     return stats
 
 
-def fuzz(seconds: int, rss_limit_mb: int, workdir: Path) -> int:
+def fuzz(seconds: int, rss_limit_mb: int, workdir: Path) -> tuple[int, list[Figure]]:
+    """The exit status (1: findings, or libFuzzer failed) and the figures of a run."""
     corpus, dictionary = write_inputs(workdir)
     artifacts = workdir / "artifacts"
     artifacts.mkdir(exist_ok=True)
@@ -217,7 +221,11 @@ def fuzz(seconds: int, rss_limit_mb: int, workdir: Path) -> int:
         print("  libFuzzer stopped abnormally without an artifact; its log ends with:")
         print("    " + "\n    ".join(log.strip().splitlines()[-15:]))
     print(f"  log and corpus   {workdir}")
-    return 1 if found or proc.returncode else 0
+    figures = [
+        Figure("inputs/s", stats.get("average_exec_per_sec", 0), "inputs/s"),
+        Figure("escapes", len(found), "findings", Target(at_most=0, text="0")),
+    ]
+    return 1 if found or proc.returncode else 0, figures
 
 
 def corpus_outcomes(corpus: Path) -> str:
@@ -246,11 +254,14 @@ def hostile_inputs() -> dict[str, bytes]:
     }
 
 
-def time_hostile(repeats: int = 3) -> None:
+RECORDED = ("ordinary valid event (baseline)", "100,000-level nesting")  # of the hostile inputs' times
+
+
+def time_hostile(repeats: int = 3) -> list[Figure]:
     from services.contract.decode import Decoder
 
     print(f"\nhostile input refusal (best of {repeats}, same process)")
-    baseline = None
+    baseline, figures = None, []
     for name, raw in hostile_inputs().items():
         best, result = float("inf"), None
         for _ in range(repeats):
@@ -260,6 +271,9 @@ def time_hostile(repeats: int = 3) -> None:
         baseline = baseline or best
         outcome = getattr(result, "rule", "valid")
         print(f"  {name:36s} {len(raw):>10,} B  {outcome:16s} {best * 1e3:9.3f} ms  {best / baseline:9.1f}x baseline")
+        if name in RECORDED:
+            figures.append(Figure(name, round(best * 1e3, 3), "ms"))
+    return figures
 
 
 def main() -> int:
@@ -271,12 +285,18 @@ def main() -> int:
     parser.add_argument("--rss-limit-mb", type=int, default=2048, help="libFuzzer -rss_limit_mb")
     parser.add_argument("--workdir", type=Path, help="corpus, artifacts and log (default: a fresh temp dir)")
     parser.add_argument("--skip-hostile", action="store_true", help="do not time the crafted hostile inputs")
+    parser.add_argument("--record", action="store_true", help=RECORD_HELP)
     args = parser.parse_args()
+    recording = Recording.start(__file__) if args.record else None
     # Fuzz first: a child forked after the hostile timings would inherit their peak RSS (Linux keeps
     # ru_maxrss across exec), and libFuzzer reads that figure for -rss_limit_mb.
-    status = fuzz(args.seconds, args.rss_limit_mb, args.workdir or Path(tempfile.mkdtemp(prefix="fuzz-decoder-")))
+    status, figures = fuzz(
+        args.seconds, args.rss_limit_mb, args.workdir or Path(tempfile.mkdtemp(prefix="fuzz-decoder-"))
+    )
     if not args.skip_hostile:
-        time_hostile()
+        figures += time_hostile()
+    if recording:
+        recording.finish(figures)
     return status
 
 

@@ -20,10 +20,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import faust  # noqa: E402,F401  (a worker's heap holds these)
-from ingest import make_events  # noqa: E402
+from ingest import simulated_events  # noqa: E402
 
 import streams.agents  # noqa: E402,F401
 import streams.app  # noqa: E402,F401  (not streams.timers: bench/clustering.py shadows clustering/)
+from bench.results import RECORD_HELP, Figure, Recording  # noqa: E402
 from services.contract.decode import Decoder  # noqa: E402
 from services.core.gcpolicy import bulk_allocation  # noqa: E402
 from services.store.convert import event_to_row  # noqa: E402
@@ -45,8 +46,10 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=40_000)
     parser.add_argument("--batch", type=int, default=2000, help="worker ingest batch size")
     parser.add_argument("--rounds", type=int, default=3, help="best of this many rounds each")
+    parser.add_argument("--record", action="store_true", help=RECORD_HELP)
     args = parser.parse_args()
-    lines = make_events(args.events, 4, seed=3)
+    recording = Recording.start(__file__) if args.record else None
+    lines, _ = simulated_events(args.events, seed=3)
     gc.collect()
     baseline = max(decode_rate(lines, args.batch) for _ in range(args.rounds))
     with bulk_allocation():
@@ -54,6 +57,11 @@ def main() -> None:
     print(f"decode + row, default GC {gc.get_threshold()}: {baseline:>9,.0f} events/s  (baseline)")
     print(f"decode + row, bulk GC policy          : {tuned:>9,.0f} events/s")
     print(f"ratio bulk/default: {tuned / baseline:.2f}")
+    if recording:
+        ratio = round(tuned / baseline, 2)
+        recording.finish(
+            [Figure("decode + row, bulk GC policy", round(tuned), "events/s", None, round(baseline), ratio)]
+        )
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ from prometheus_client.parser import text_string_to_metric_families
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.procfs import recluster_child, tree_cpu_seconds  # noqa: E402
+from bench.results import RECORD_HELP, Figure, Recording, Target  # noqa: E402
 from services.api.auth import new_token  # noqa: E402
 from services.app.broker import BrokerError, free_port, tansu_binary  # noqa: E402
 from services.client.demo import CORPUS_CHANGE_AT, DEMO_ENV, HISTORY_MINUTES, REGRESSION_AT  # noqa: E402
@@ -390,8 +391,11 @@ def main() -> int:
     )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--keep", action="store_true", help="keep the working directory (logs, store)")
+    parser.add_argument("--record", action="store_true", help=RECORD_HELP)
     args = parser.parse_args()
     peers_or_exit("idle.py")
+    recording = Recording.start(__file__) if args.record else None
+    figures: list[Figure] = []
 
     workdir = Path(tempfile.mkdtemp(prefix="claimwatch-idle-"))
     stack = Stack(workdir)
@@ -403,6 +407,9 @@ def main() -> int:
         settle(stack)
         rate = measure_idle(stack, args.idle_minutes)
         ok &= rate < IDLE_LIMIT
+        figures.append(
+            Figure("idle CPU", round(rate, 2), "CPU-s/min", Target(at_most=IDLE_LIMIT, text=f"< {IDLE_LIMIT:g}"))
+        )
         results["idle CPU"] = (
             f"{rate:.2f} CPU-s/min over {args.idle_minutes:g} min (target < {IDLE_LIMIT:g}): "
             f"{'ok' if rate < IDLE_LIMIT else 'MISSED'}"
@@ -415,6 +422,8 @@ def main() -> int:
             worst, q95 = max(latencies), p95(latencies)
             lost = sum(1 for x in latencies if x == float("inf"))
             ok &= q95 < LATENCY_LIMIT
+            target = Target(at_most=LATENCY_LIMIT, text=f"< {LATENCY_LIMIT:g} s")
+            figures.append(Figure("assignment during a re-cluster, p95", round(q95, 1), "s", target))
             results["assignment during a re-cluster"] = (
                 f"p95 {q95:.1f}s, median {sorted(latencies)[len(latencies) // 2]:.1f}s, max {worst:.1f}s over "
                 f"{len(latencies)} probes{f' ({lost} never assigned)' if lost else ''} (target p95 < "
@@ -428,6 +437,8 @@ def main() -> int:
         )
         stops = measure_stops(stack, args.stops)
         ok &= max(stops) <= STOP_LIMIT
+        target = Target(at_most=STOP_LIMIT, text=f"≤ {STOP_LIMIT:g} s")
+        figures.append(Figure(f"slowest of {len(stops)} stops", round(max(stops), 1), "s", target))
         results[f"stop, {len(stops)} runs"] = (
             f"max {max(stops):.1f}s: {', '.join(f'{t:.1f}' for t in stops)}s (SIGTERM, SIGINT in turn; target each "
             f"<= {STOP_LIMIT:g}s): {'ok' if max(stops) <= STOP_LIMIT else 'MISSED'}"
@@ -444,6 +455,8 @@ def main() -> int:
             print(f"working directory kept: {workdir}")
         else:
             shutil.rmtree(workdir, ignore_errors=True)
+    if recording and figures:
+        recording.finish(figures, note="" if ok else "a measurement failed or missed its target")
     return 0 if ok else 1
 
 

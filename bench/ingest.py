@@ -49,6 +49,7 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.processes import WorkerProcess  # noqa: E402
+from bench.results import RECORD_HELP, Figure, Recording, Target  # noqa: E402
 from services.app.broker import EmbeddedBroker, create_topics  # noqa: E402
 from services.client.batching import EnvelopeBatcher  # noqa: E402
 from services.client.produce import raw_producer, send_raw  # noqa: E402
@@ -56,6 +57,9 @@ from services.client.simulate.generate import generate  # noqa: E402
 from services.client.simulate.scenario import Scenario  # noqa: E402
 from services.core.clock import utcnow  # noqa: E402
 
+SINGLES_TARGET = Target(at_least=0.8)  # of Faust's ceiling (issue 25)
+ENVELOPES_TARGET = Target(at_least=0.25)  # of raw consumption
+RSS_TARGET = Target(at_most=1024, text="< 1 GiB")
 MIN_EVENTS_PER_MINUTE = 150  # the demo's volume at the bottom of its daily swing; bounds the minutes to simulate
 # How often a worker's stored count is read. Each read is a query on the worker's store and API: at 0.1 s the
 # poll itself took about a tenth of a singles worker's CPU. The rate's error is at most two polls in a 20 s run.
@@ -267,7 +271,7 @@ def report(runs: list[Run], events: int, claims: int, nbytes: int, console: Cons
         console.print(by_thread)
 
 
-def profile(args, console: Console) -> int:
+def profile(args, console: Console, recording: Recording | None) -> int:
     """Where the worker's CPU goes per claim, stage by stage, on the same events in one process: decoding
     (parse and validate), encoding each event as its intake line, and the insert through the intake view into
     ``events`` with its views, and into a copy of ``events`` with no view attached. Batches of --batch-size
@@ -335,10 +339,14 @@ def profile(args, console: Console) -> int:
         f"the views: {(spent['insert with views'] - spent['insert, no view']) / claims * 1e6:,.1f} µs/claim; "
         "process CPU time (chDB's threads included); decode and encode hold the GIL, inserts mostly not"
     )
+    if recording:
+        recording.finish(
+            Figure(f"profile: {name}", round(t / claims * 1e6, 1), "µs/claim") for name, t in spent.items()
+        )
     return 0
 
 
-def backlog(args, console: Console) -> int:
+def backlog(args, console: Console, recording: Recording | None) -> int:
     """A worker started on a backlog of envelopes: how much memory it takes to drain it."""
     workdir = Path(tempfile.mkdtemp(prefix="cw-bench-backlog-"))
     prefix = f"bench{random.Random().randrange(1 << 30)}"
@@ -363,6 +371,21 @@ def backlog(args, console: Console) -> int:
         f"{cpu / measured_claims * 1e6:,.1f} CPU µs/claim; "
         f"peak RSS {rss / 2**20:,.0f} MiB = {rss / nbytes:.2f} of the backlog (target < 1 GiB)"
     )
+    if recording:
+        recording.finish(
+            [
+                Figure(
+                    "backlog: peak RSS",
+                    round(rss / 2**20),
+                    "MiB",
+                    RSS_TARGET,
+                    round(nbytes / 2**20),
+                    round(rss / nbytes, 2),
+                ),
+                Figure("backlog: drain", round(measured_claims / wall), "claims/s"),
+                Figure("backlog: CPU", round(cpu / measured_claims * 1e6, 1), "µs/claim"),
+            ]
+        )
     return 0
 
 
@@ -396,11 +419,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="in process, no broker: CPU µs per claim of decoding, columns and each store insert",
     )
+    parser.add_argument("--record", action="store_true", help=RECORD_HELP)
     args = parser.parse_args(argv)
+    recording = Recording.start(__file__, argv) if args.record else None
     if args.backlog:
-        return backlog(args, Console(width=140))
+        return backlog(args, Console(width=140), recording)
     if args.profile:
-        return profile(args, Console(width=140))
+        return profile(args, Console(width=140), recording)
     console = Console(width=140)
 
     workdir = Path(tempfile.mkdtemp(prefix="cw-bench-ingest-"))
@@ -492,6 +517,23 @@ def main(argv: list[str] | None = None) -> int:
         f"[dim]claims/s from events × {per_event:.2f} claims per event; seed {args.seed}, "
         f"{args.partitions} partitions, worker batch {args.batch_size} messages[/dim]"
     )
+    if recording:
+        recording.finish(
+            [
+                # round(x, 0), not round(x): a run too small to time has NaN rates, which are not recorded
+                Figure("raw", round(runs[0].rate, 0), "claims/s"),
+                Figure("singles", round(single.rate, 0), "claims/s"),
+                Figure("singles / Faust ceiling", round(single.rate / ceiling.rate, 3), "x", SINGLES_TARGET),
+                Figure("envelopes", round(envelope.rate, 0), "claims/s"),
+                Figure("envelopes / raw", round(envelope.rate / runs[0].rate, 3), "x", ENVELOPES_TARGET),
+                Figure(
+                    "envelopes CPU",
+                    round(envelope.cpu_seconds / envelope.claims * 1e6, 1) if envelope.claims else math.nan,
+                    "µs/claim",
+                ),
+                Figure("peak RSS", round(max(single.peak_rss, envelope.peak_rss) / 2**20), "MiB", RSS_TARGET),
+            ]
+        )
     return 0
 
 

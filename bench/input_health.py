@@ -31,7 +31,8 @@ from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from services.alerts.input_health import (  # noqa: E402
+from bench.results import RECORD_HELP, Figure, Recording, Target  # noqa: E402
+from services.alerts.detection.health_engine import (  # noqa: E402
     FIRING,
     TESTS,
     WIDTH,
@@ -135,7 +136,9 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--write", action="store_true", help=f"record the figures in {QUALITY_FILE.name} for `alerts rules`"
     )
+    ap.add_argument("--record", action="store_true", help=RECORD_HELP)
     args = ap.parse_args(argv)
+    recording = Recording.start(__file__, argv) if args.record else None
     console = Console(width=150)
     config = InputHealthConfig()
     started = time.perf_counter()
@@ -198,6 +201,16 @@ def main(argv=None) -> int:
         QUALITY_FILE.write_text(json.dumps(quality, indent=2, sort_keys=True) + "\n")
         console.print(f"wrote {QUALITY_FILE}")
     console.print(f"[dim]seed {args.seed}, total {time.perf_counter() - started:.0f}s[/dim]")
+    if recording:  # issue 21's targets are for the first two kinds: silent and rejected routes
+        figures = []
+        for k, kind in enumerate(TESTS):
+            targeted = k < 2
+            never, within = Target(at_most=0, text="0"), Target(at_most=10)
+            figures += [
+                Figure(f"{kind}: false alarms, quiet", quiet["false"][k], "pages", never if targeted else None),
+                Figure(f"{kind}: median delay", med(busy["delays"][k]), "min", within if targeted else None),
+            ]
+        recording.finish(figures)
     return 0
 
 

@@ -31,6 +31,7 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.processes import WorkerProcess  # noqa: E402
+from bench.results import RECORD_HELP, Figure, Recording  # noqa: E402
 from services.app.broker import EmbeddedBroker, create_topics  # noqa: E402
 
 VERDICTS = ["supported"] * 11 + ["unsupported", "contradicted", "overreach", "stale", "no_source", "trivial"]
@@ -135,7 +136,9 @@ def main() -> None:
     parser.add_argument("--every", type=float, default=10, help="seconds between samples")
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--out", type=Path, help="write samples and summary as JSON")
+    parser.add_argument("--record", action="store_true", help=RECORD_HELP)
     args = parser.parse_args()
+    recording = Recording.start(__file__) if args.record else None
 
     console = Console()
     workdir = Path(tempfile.mkdtemp(prefix="cw-bench-load-"))
@@ -230,6 +233,15 @@ def main() -> None:
     console.print(table)
     if args.out:
         args.out.write_bytes(orjson.dumps({"summary": summary, "samples": samples}, option=orjson.OPT_INDENT_2))
+    if recording:
+        recording.finish(
+            [
+                Figure("sustained", summary["sustained_events_per_s"] * CLAIMS_PER_EVENT, "claims/s"),
+                Figure("lag recovered after", summary["recovered_after_s"], "s"),
+                Figure("peak RSS", summary["peak_rss_mib"], "MiB"),
+            ],
+            note="" if summary["exactly_once"] else "the events in ClickHouse differ from those produced",
+        )
     shutil.rmtree(workdir, ignore_errors=True)
 
 

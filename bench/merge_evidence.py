@@ -37,6 +37,7 @@ from sklearn.metrics import normalized_mutual_info_score, roc_auc_score
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.clustering import NOW, claims_of, load  # noqa: E402
+from bench.results import RECORD_HELP, Figure, Recording  # noqa: E402
 from clustering.config import DEFAULT_CONFIG  # noqa: E402
 from clustering.embed import BACKENDS, CachedEmbedder, MemoryEmbeddingCache, SentenceTransformerEmbedder  # noqa: E402
 from clustering.neighbours import K, link_counts, link_ratios  # noqa: E402
@@ -139,7 +140,9 @@ def main() -> None:
     parser.add_argument("--seeds", default="42,1,2,3")
     parser.add_argument("--model", default=DEFAULT_CONFIG.model, help="a sentence-transformers directory")
     parser.add_argument("--backend", default=DEFAULT_CONFIG.backend, choices=BACKENDS)
+    parser.add_argument("--record", action="store_true", help=RECORD_HELP)
     args = parser.parse_args()
+    recording = Recording.start(__file__) if args.record else None
     config = replace(DEFAULT_CONFIG, model=args.model, backend=args.backend)
     embedder = CachedEmbedder(SentenceTransformerEmbedder(config.model, backend=config.backend), MemoryEmbeddingCache())
     runs = []
@@ -186,6 +189,13 @@ def main() -> None:
             modes = [bimodal(run.vectors_, run.labels_, x, y) for x, y in zip(pairs["a"][chosen], pairs["b"][chosen])]
             shares.append(f"{'one' if one else 'two'} intent {sum(modes):>3} of {len(modes):>3}")
         print(f"  {name:<32} " + "   ".join(shares))
+    if recording:  # the shipped figure and the centroids' similarity, each data set's mean over the seeds
+        aucs: dict[str, list[float]] = {}
+        for name, _, _, pairs in runs:
+            for figure in FIGURES[:2]:
+                data = name.rsplit("/", 1)[0]
+                aucs.setdefault(f"{data}: ROC AUC of {figure}", []).append(roc_auc_score(pairs["one"], pairs[figure]))
+        recording.finish(Figure(name, round(float(np.mean(v)), 3)) for name, v in aucs.items())
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import orjson  # noqa: E402
 
+from bench.results import RECORD_HELP, Figure, Recording  # noqa: E402
 from services.app.broker import EmbeddedBroker, create_topics  # noqa: E402
 from services.client.producer import AsyncVerdictProducer, VerdictProducer  # noqa: E402
 
@@ -126,7 +127,9 @@ def main() -> None:
     parser.add_argument("--linger-ms", type=int, default=20)
     parser.add_argument("--batch-size", type=int, default=256 * 1024)
     parser.add_argument("--compression", default="gzip", help="gzip, or none")
+    parser.add_argument("--record", action="store_true", help=RECORD_HELP)
     args = parser.parse_args()
+    recording = Recording.start(__file__) if args.record else None
     options = {
         "linger_ms": args.linger_ms,
         "batch_size": args.batch_size,
@@ -160,6 +163,12 @@ def main() -> None:
         print(f"{name:<22} {rate:>10,.0f} events/s")
     print(f"ratio VerdictProducer / raw: {best['VerdictProducer'] / best['raw kafka-python']:.2f}")
     print(f"ratio AsyncVerdictProducer / raw: {best['AsyncVerdictProducer'] / best['raw kafka-python']:.2f}")
+    if recording:
+        raw = best["raw kafka-python"]  # one event a message: the baseline
+        recording.finish(
+            Figure(name, round(best[name]), "events/s", None, round(raw), round(best[name] / raw, 2))
+            for name in ("VerdictProducer", "AsyncVerdictProducer")
+        )
 
 
 if __name__ == "__main__":

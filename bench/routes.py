@@ -29,7 +29,6 @@ import os
 import random
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -47,7 +46,9 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from services.app.broker import EmbeddedBroker, create_topics, free_port  # noqa: E402
+from bench.processes import WorkerProcess  # noqa: E402
+from bench.results import RECORD_HELP, Figure, Recording, Target  # noqa: E402
+from services.app.broker import EmbeddedBroker, create_topics  # noqa: E402
 from services.client.produce import raw_producer  # noqa: E402
 from services.store.backends import ChdbStore  # noqa: E402
 
@@ -59,83 +60,27 @@ MIXES = [("lookup", "low"), ("lookup", "high"), ("multi_hop", "high")]
 console = Console()
 
 
-# -- the worker process (as bench/processes.py starts one; a bench does not import the tests) ------------
-class Worker:
-    def __init__(self, bootstrap: str, store: Path, prefix: str, log_path: Path):
-        self.bootstrap, self.store, self.prefix, self.log_path = bootstrap, store, prefix, log_path
-        self.port = free_port()
-        self.proc: subprocess.Popen | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self, timeout: float = 600) -> None:
-        env = {
-            **os.environ,
-            "CLAIMWATCH_API__PORT": str(self.port),
-            "CLAIMWATCH_API__HOST": "127.0.0.1",
-            "CLAIMWATCH_API__URL": self.url,
-            "PYTHONUNBUFFERED": "1",
-            "PYTHONPATH": str(ROOT),
-            "CLAIMWATCH_RETENTION__RAW_DAYS": "3650",
-            "CLAIMWATCH_RETENTION__AGGREGATE_DAYS": "3650",
-            "CLAIMWATCH_INGEST__BACKFILL": "true",
-            "CLAIMWATCH_API__ANONYMOUS_READS_PER_MINUTE": "100000",
-            "CLAIMWATCH_CLUSTERING__IN_WORKER": "false",
-        }
-        log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "services.app.cli",
-                "-v",
-                "worker",
-                "--serve-api",
-                "--kafka",
-                self.bootstrap,
-                "--clickhouse",
-                f"chdb:{self.store}",
-                "--topic-prefix",
-                self.prefix,
-            ],
-            stdout=log,
-            stderr=log,
-            env=env,
-            cwd=ROOT,
-            start_new_session=True,
-        )
-        wait_for(lambda: self.get("/healthz")[0] == 200, timeout, "the worker's API", self)
-
-    def get(self, path: str, timeout: float = 30, **params) -> tuple[int | None, float, bytes]:
-        """(status or None, seconds, body) of a GET."""
-        started = time.perf_counter()
-        try:
-            response = httpx.get(self.url + path, params=params or None, timeout=timeout)
-        except httpx.HTTPError:
-            return None, time.perf_counter() - started, b""
-        return response.status_code, time.perf_counter() - started, response.content
-
-    def json(self, path: str, **params):
-        status, _, body = self.get(path, 60, **params)
-        return orjson.loads(body) if status == 200 else None
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def stop(self, timeout: float = 120) -> None:
-        if not self.alive():
-            return
-        self.proc.send_signal(signal.SIGINT)
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
+# -- the worker process ----------------------------------------------------------------------------------------
+WORKER_ENV = {"PYTHONPATH": str(ROOT), "CLAIMWATCH_CLUSTERING__IN_WORKER": "false"}
 
 
-def wait_for(predicate, timeout: float, what: str, worker: Worker | None = None):
+def timed_get(worker: WorkerProcess, path: str, timeout: float = 30, **params) -> tuple[int | None, float, bytes]:
+    """(status or None, seconds, body) of a GET."""
+    started = time.perf_counter()
+    try:
+        response = httpx.get(worker.url + path, params=params or None, timeout=timeout)
+    except httpx.HTTPError:
+        return None, time.perf_counter() - started, b""
+    return response.status_code, time.perf_counter() - started, response.content
+
+
+def json_of(worker: WorkerProcess, path: str, **params):
+    """The JSON of a 200 answer, waiting up to a minute for it (10,000 routes' pages are slow); None otherwise."""
+    status, _, body = timed_get(worker, path, 60, **params)
+    return orjson.loads(body) if status == 200 else None
+
+
+def wait_for(predicate, timeout: float, what: str, worker: WorkerProcess | None = None):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if worker is not None and worker.proc is not None and worker.proc.poll() is not None:
@@ -153,7 +98,7 @@ def rss_mib(pid: int) -> tuple[float, float]:
     return tuple(int(re.search(rf"^{k}:\s+(\d+) kB", status, re.M)[1]) / 1024 for k in ("VmRSS", "VmHWM"))
 
 
-def record_rss(worker: Worker, path: Path, stop: threading.Event) -> threading.Thread:
+def record_rss(worker: WorkerProcess, path: Path, stop: threading.Event) -> threading.Thread:
     """Every half second, the worker's VmRSS (MiB) to ``path``: when a peak happened, beside the worker's log."""
 
     def sample() -> None:
@@ -297,9 +242,9 @@ def run_size(routes: int, args) -> dict:
     console.rule(f"{routes:,} routes; work dir {workdir}")
     with EmbeddedBroker(log_path=workdir / "tansu.log") as broker:
         create_topics(broker.bootstrap, [topic, f"{prefix}.verdicts.dlq", f"{prefix}.alerts"], args.partitions)
-        worker = Worker(broker.bootstrap, workdir / "ch", prefix, workdir / "worker.log")
+        worker = WorkerProcess(broker.bootstrap, f"chdb:{workdir / 'ch'}", prefix, workdir / "worker.log", WORKER_ENV)
         log = EvaluatorLog(worker.log_path)
-        worker.start()
+        worker.start(600)
         sampling = threading.Event()
         record_rss(worker, workdir / "rss.tsv", sampling)
         try:
@@ -324,8 +269,8 @@ def run_size(routes: int, args) -> dict:
     return out
 
 
-def stored_events(worker: Worker) -> int:
-    status, _, body = worker.get("/metrics", 60)
+def stored_events(worker: WorkerProcess) -> int:
+    status, _, body = timed_get(worker, "/metrics", 60)
     if status != 200:
         return -1
     m = metrics_of(body.decode())
@@ -334,7 +279,14 @@ def stored_events(worker: Worker) -> int:
 
 
 def backfill(
-    worker: Worker, bootstrap: str, topic: str, routes: int, silent: list[int], log: EvaluatorLog, args, out: dict
+    worker: WorkerProcess,
+    bootstrap: str,
+    topic: str,
+    routes: int,
+    silent: list[int],
+    log: EvaluatorLog,
+    args,
+    out: dict,
 ) -> None:
     producer = raw_producer(bootstrap)
     pool = templates(routes, args.seed)
@@ -367,11 +319,11 @@ def backfill(
     )
 
 
-def live(worker: Worker, log: EvaluatorLog, args, out: dict) -> None:
+def live(worker: WorkerProcess, log: EvaluatorLog, args, out: dict) -> None:
     log.read()
     first_pass = len(log.passes)
     started, lags, rss = time.monotonic(), [], []
-    status, _, body = worker.get("/metrics", 60)
+    status, _, body = timed_get(worker, "/metrics", 60)
     before = metrics_of(body.decode()) if status == 200 else {}
     while time.monotonic() - started < args.minutes * 60:
         time.sleep(10)
@@ -383,7 +335,7 @@ def live(worker: Worker, log: EvaluatorLog, args, out: dict) -> None:
             f"rss {rss[-1]:,.0f} MiB  passes {len(log.passes) - first_pass}"
         )
     elapsed = time.monotonic() - started
-    status, _, body = worker.get("/metrics", 60)
+    status, _, body = timed_get(worker, "/metrics", 60)
     after = metrics_of(body.decode()) if status == 200 else {}
     passes = log.passes[first_pass:]
     seconds = after.get("claimwatch_evaluation_seconds_sum", 0) - before.get("claimwatch_evaluation_seconds_sum", 0)
@@ -407,14 +359,14 @@ def live(worker: Worker, log: EvaluatorLog, args, out: dict) -> None:
     )
 
 
-def reads(worker: Worker, args, out: dict) -> None:
+def reads(worker: WorkerProcess, args, out: dict) -> None:
     """The API's pages and reads under live traffic, each the best of three with a timeout."""
     for name, path, params in (
         ("overview", "/", {}),
         ("api_rates", "/api/rates", {"window": "30m"}),
         ("metrics", "/metrics", {}),
     ):
-        tries = [worker.get(path, args.read_timeout, **params) for _ in range(3)]
+        tries = [timed_get(worker, path, args.read_timeout, **params) for _ in range(3)]
         ok = [t for t in tries if t[0] == 200]
         out[f"{name}_s"] = round(min(t[1] for t in ok), 3) if ok else f"failed ({tries[-1][0]})"
         out[f"{name}_bytes"] = len(ok[0][2]) if ok else 0
@@ -435,7 +387,7 @@ def reads(worker: Worker, args, out: dict) -> None:
             pass
     out["cli_rates_s"] = round(min(t[0] for t in timings), 2) if timings else "failed"
     out["cli_rates_bytes"] = timings[0][1] if timings else 0
-    storage = worker.json("/api/storage") or {"tables": []}
+    storage = json_of(worker, "/api/storage") or {"tables": []}
     tables = {t["table"]: t for t in storage["tables"]}
     out["state_disk_bytes"] = sum(
         tables.get(t, {}).get("disk_bytes", 0) for t in ("alert_route_state", "route_expectations")
@@ -444,26 +396,28 @@ def reads(worker: Worker, args, out: dict) -> None:
     out["rss_peak_after_reads_mib"] = round(rss_mib(worker.proc.pid)[1])
 
 
-def alerts_now(worker: Worker) -> dict[str, list[str]]:
+def alerts_now(worker: WorkerProcess) -> dict[str, list[str]]:
     """Each alert's id -> its transitions' states."""
-    listed = worker.json("/api/alerts") or []
+    listed = json_of(worker, "/api/alerts") or []
     return {
-        a["alert_id"]: [t["state"] for t in (worker.json(f"/api/alerts/{a['alert_id']}") or {}).get("transitions", [])]
+        a["alert_id"]: [
+            t["state"] for t in (json_of(worker, f"/api/alerts/{a['alert_id']}") or {}).get("transitions", [])
+        ]
         for a in listed
     }
 
 
-def firing_gauge(worker: Worker) -> float | None:
-    status, _, body = worker.get("/metrics", 60)
+def firing_gauge(worker: WorkerProcess) -> float | None:
+    status, _, body = timed_get(worker, "/metrics", 60)
     return metrics_of(body.decode()).get("claimwatch_alerts{state=firing}") if status == 200 else None
 
 
-def restart(worker: Worker, log: EvaluatorLog, silent: list[int], args, out: dict) -> None:
+def restart(worker: WorkerProcess, log: EvaluatorLog, silent: list[int], args, out: dict) -> None:
     before, firing_before = alerts_now(worker), firing_gauge(worker)
     log.read()
     through = log.passes[-1][2]
     worker.stop()
-    store = ChdbStore(worker.store)
+    store = ChdbStore(Path(worker.clickhouse.removeprefix("chdb:")))
     try:
         row = store.query("SELECT max(length(body)) AS biggest, uniqExact(route) AS routes FROM alert_route_state")[0]
         out["state_biggest_value_bytes"] = int(row["biggest"])
@@ -471,7 +425,7 @@ def restart(worker: Worker, log: EvaluatorLog, silent: list[int], args, out: dic
     finally:
         store.close()
     started = time.time()  # the log's entries are stamped with time.time()
-    worker.start()
+    worker.start(600)
     found = wait_for(lambda: (log.read(), log.resumed)[1], args.timeout, "the evaluator to resume", worker)
     resumed_at, resumed_minute, resumed_routes, restoring = found[-1]
     out["restart_resume_s"] = round(resumed_at - started, 1)  # the worker's start, its first evaluation, the restore
@@ -555,14 +509,54 @@ def main(argv: list[str] | None = None) -> int:
         help="keep the work directories (stores, logs, the worker's RSS every half second in rss.tsv)",
     )
     parser.add_argument("--out", type=Path, help="write the figures as JSON")
+    parser.add_argument("--record", action="store_true", help=RECORD_HELP)
     args = parser.parse_args(argv)
+    recording = Recording.start(__file__, argv) if args.record else None
     os.environ["CLAIMWATCH_DRIFT__EVAL_INTERVAL_SECONDS"] = str(args.eval_interval)
     sizes = [n for n in (args.baseline_routes, args.routes) if n]
     results = [run_size(n, args) for n in sizes]
     report(results)
     if args.out:
         args.out.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
+    if recording:
+        recording.finish(figures(results), note=outcome(results[-1]))
     return 0
+
+
+UNDER_2_GB = Target(at_most=2048, text="≤ 2 GB")
+RECORDED = (  # (key, figure, unit, scale, target): issue 49's targets
+    ("eval_s_per_min", "evaluation per wall-clock minute", "s", 1, Target(at_most=20, text="≤ 20 s")),
+    ("longest_pass_s", "longest live pass", "s", 1, None),
+    ("rss_live_max_mib", "live RSS, max", "MiB", 1, UNDER_2_GB),
+    ("rss_peak_after_reads_mib", "peak RSS, first worker", "MiB", 1, UNDER_2_GB),
+    ("rss_peak_restarted_mib", "peak RSS, restarted worker", "MiB", 1, UNDER_2_GB),
+    ("state_disk_bytes", "evaluator state on disk", "MB", 1e-6, Target(at_most=100, text="≤ 100 MB")),
+    ("overview_s", "overview GET /", "s", 1, Target(at_most=1, text="≤ 1 s")),
+    ("overview_bytes", "overview size", "KB", 1e-3, Target(at_most=1000, text="≤ 1 MB")),
+    ("metrics_bytes", "GET /metrics size", "KB", 1e-3, Target(at_most=5000, text="< 5 MB")),
+    ("restart_resume_s", "restart to every route resumed", "s", 1, None),
+)
+
+
+def figures(results: list[dict]) -> list[Figure]:
+    """The largest size's figures, each against the smaller size's where one ran; a read that failed is left out."""
+    *smaller, largest = results
+    found = []
+    for key, name, unit, scale, target in RECORDED:
+        value, base = largest.get(key), smaller[0].get(key) if smaller else None
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            continue
+        value = round(value * scale, 3)
+        base = round(base * scale, 3) if isinstance(base, (int, float)) and base else None
+        ratio = round(value / base, 1) if base and key in RATIOS else None  # as report() prints them
+        found.append(Figure(name, value, unit, target, base, ratio))
+    return found
+
+
+def outcome(result: dict) -> str:
+    """What the figures cannot say: the routes, and whether the evaluator kept up and the restart resumed all."""
+    checks = ("keeps_up", "restart_resumed_every_route", "restart_same_alerts")
+    return f"{result['routes']:,} routes; " + ", ".join(f"{name} {result.get(name)}" for name in checks)
 
 
 if __name__ == "__main__":

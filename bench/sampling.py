@@ -20,8 +20,11 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.results import RECORD_HELP, Figure, Recording, Target  # noqa: E402
 from bench.sampling_world import LONG, SHORT, draw  # noqa: E402
 from services.rates.intervals import ratio_interval  # noqa: E402
+
+TARGETS = {"weighted": Target(93, 97, "93-97%"), "unweighted": Target(at_most=50, text="< 50%")}  # issue 24
 
 
 def main() -> int:
@@ -29,7 +32,9 @@ def main() -> int:
     parser.add_argument("--reps", type=int, default=500)
     parser.add_argument("--seed", type=int, default=24)
     parser.add_argument("--answers", type=int, default=6000, help="answers in each population")
+    parser.add_argument("--record", action="store_true", help=RECORD_HELP)
     args = parser.parse_args()
+    recording = Recording.start(__file__) if args.record else None
     rng = np.random.default_rng(args.seed)
     found = {"weighted": [0, 0.0, 0.0], "unweighted": [0, 0.0, 0.0]}  # hits, summed width, summed estimate error
     for _ in range(args.reps):
@@ -44,16 +49,20 @@ def main() -> int:
         f"{args.reps} populations of {args.answers:,} answers: short {SHORT.share:.0%} ({SHORT.failure:.0%} failing, "
         f"verified at {SHORT.rate:g}), long {LONG.share:.0%} ({LONG.failure:.0%} failing, verified at {LONG.rate:g})"
     )
-    ok = True
+    ok, figures = True, []
     for name, (hits, width, bias) in found.items():
         coverage = hits / args.reps
-        target = "93-97%" if name == "weighted" else "< 50%"
-        met = 0.93 <= coverage <= 0.97 if name == "weighted" else coverage < 0.5
+        target, met = TARGETS[name], TARGETS[name].met(100 * coverage)
         ok &= met
         print(
             f"{name:10s} coverage {coverage:6.1%} (target {target}: {'ok' if met else 'MISSED'}), mean width "
             f"{100 * width / args.reps:.2f} pts, mean error {100 * bias / args.reps:+.2f} pts"
         )
+        figures.append(Figure(f"{name} coverage", round(100 * coverage, 1), "%", target))
+        if name == "weighted":
+            figures.append(Figure("weighted mean width", round(100 * width / args.reps, 2), "pts"))
+    if recording:
+        recording.finish(figures)
     return 0 if ok else 1
 
 

@@ -28,6 +28,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.results import RECORD_HELP, Figure, Recording, Target  # noqa: E402
 from services.client.simulate.generate import generate  # noqa: E402
 from services.client.simulate.scenario import Scenario  # noqa: E402
 from services.contract.decode import Decoder  # noqa: E402
@@ -94,9 +95,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--keep", type=Path, default=None, help="keep the store in this directory (default: a temp dir, removed)"
     )
+    ap.add_argument("--record", action="store_true", help=RECORD_HELP)
     args = ap.parse_args(argv)
     if args.events < 1:
         ap.error("--events must be at least 1")
+    recording = Recording.start(__file__, argv) if args.record else None
     console = Console(width=130)
     workdir = args.keep or Path(tempfile.mkdtemp(prefix="claimwatch-bench-storage-"))
     store = ChdbStore(workdir / "clickhouse")
@@ -174,7 +177,29 @@ def main(argv: list[str] | None = None) -> int:
         f"[dim]written in {write_s:.1f} s ({events / write_s:,.0f} events/s, batches of {args.batch:,}); "
         f"merged in {merge_s:.1f} s; seed {args.seed}[/dim]"
     )
+    if recording:
+        recording.finish(figures(report, claims, raw_bytes, events, ap.get_default("events")))
     return 0
+
+
+RECORDED_TABLES = ("events", "claims", "rate_minute", "event_keys")
+PER_CLAIM_TARGET = Target(at_most=96, text="≤ 96 B (issue 25)")
+
+
+def figures(report: dict, claims: int, raw_bytes: int, events: int, default_events: int) -> list[Figure]:
+    """Bytes on disk per claim, in all (against the claims' raw JSON) and, at the default size, for the ingest
+    tables; named by the store's size when it is not the default's, as merges and codecs change with it."""
+    at = "" if events == default_events else f", {events:,} answers"
+    tables = {t["table"]: t["disk_bytes"] for t in report["tables"]}
+    total = report["total"]["disk_bytes"]
+    return [
+        Figure(f"on disk per claim{at}", round(total / claims, 1), "B", PER_CLAIM_TARGET, round(raw_bytes / claims)),
+        *(
+            Figure(f"{name} per claim{at}", round(tables[name] / claims, 1), "B")
+            for name in RECORDED_TABLES
+            if name in tables and not at
+        ),
+    ]
 
 
 if __name__ == "__main__":

@@ -1,13 +1,14 @@
-"""The runbook of an alert on the monitor's own input: its context, the figures in words (services.alerts.figures).
+"""The runbook of an alert on the monitor's own input: its context, the figures in words
+(services.alerts.explain.figures).
 
-A drift alert has no runbook of its own: the issues behind its excess have theirs (services/alerts/explain.py).
+A drift alert has no runbook of its own: the issues behind its excess have theirs (services/alerts/explain/shares.py).
 """
 
 from __future__ import annotations
 
 from runbooks.context import AlertRunbookContext
 from runbooks.render import Md, RunbookRenderer, shell_arg
-from services.alerts.figures import (
+from services.alerts.explain.figures import (
     counted,
     dlq_command,
     figure,
@@ -16,7 +17,8 @@ from services.alerts.figures import (
     refused_sentence,
     served_sentence,
 )
-from services.alerts.lifecycle import CARDINALITY_KIND, FLEET_ROUTE, MONITOR_KINDS, Alert
+from services.alerts.lifecycle.alert import Alert
+from services.alerts.lifecycle.kinds import CARDINALITY_KIND, FLEET_ROUTE, MONITOR_KINDS
 
 RUNBOOK_KINDS = MONITOR_KINDS  # runbooks/templates/<kind>.md.j2 for each
 

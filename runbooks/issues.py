@@ -24,7 +24,7 @@ from runbooks.context import (
     TraceExample,
 )
 from runbooks.render import RunbookRenderer
-from services.alerts.lifecycle import Alert
+from services.alerts.lifecycle.alert import Alert
 from services.issues.activity import view_state
 from services.issues.figures import IssueFigures
 

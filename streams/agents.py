@@ -20,7 +20,7 @@ from streams.app import value_bytes
 from streams.take import take_batches
 
 if TYPE_CHECKING:
-    from services.app.settings import IngestSettings
+    from services.app.sections import IngestSettings
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 
-from services.alerts.cycle import AlertCycle
+from services.alerts.evaluation.cycle import AlertCycle
 from services.core.clock import utcnow
 from services.core.metrics import Metrics
 from services.ingest.ingestor import BrokerHealth

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.lanes import LEFT_OUT_OF_FAST, NeedsReader
+
 # Nothing may download at run time; the embedding model ships in a package.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -15,19 +17,44 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 OUTPUT_DIR = Path(__file__).resolve().parent.parent / "test-output"
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--fast",
+        action="store_true",
+        help=f"`make test-fast`: leave out tests marked {', '.join(LEFT_OUT_OF_FAST)} (tests/support/lanes.py)",
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark each test with what it needs beyond this process; with --fast, leave those and the slow ones out."""
+    reader = NeedsReader()
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)  # pytest's own record of the fixtures an item uses
+        for marker in sorted(reader.of_test(info.name2fixturedefs if info else {}, getattr(item, "module", None))):
+            item.add_marker(marker)
+    if config.getoption("fast"):
+        left_out = {item for item in items if any(item.get_closest_marker(m) for m in LEFT_OUT_OF_FAST)}
+        config.hook.pytest_deselected(items=[item for item in items if item in left_out])
+        items[:] = [item for item in items if item not in left_out]
+
+
+@pytest.fixture(scope="session")
+def store_templates(tmp_path_factory):
+    """Migrated stores to copy, made once per test process (tests/support/stores.py)."""
+    from tests.support.stores import StoreTemplates
+
+    return StoreTemplates(tmp_path_factory.mktemp("store-templates"))
+
+
 @pytest.fixture
-def store(tmp_path):
-    """A fresh, migrated embedded ClickHouse (chDB allows one open directory per process).
+def store(tmp_path, store_templates):
+    """A fresh, migrated embedded ClickHouse of its own (chDB allows one open directory per process).
 
     Without TTLs: fixtures carry fixed event times, which a wall-clock TTL would delete as they age
     (tests/unit/store/test_retention.py tests the TTLs on stores of its own)."""
-    from services.store.backends import ChdbStore
-    from services.store.migrate import migrate
-    from services.store.retention import KEEP_EVERYTHING, RetentionKeeper
+    from services.store.retention import KEEP_EVERYTHING
 
-    s = ChdbStore(tmp_path / "clickhouse")
-    migrate(s)
-    RetentionKeeper(s).apply(KEEP_EVERYTHING)
+    s = store_templates.fresh(tmp_path / "clickhouse", KEEP_EVERYTHING)
     yield s
     s.close()
 

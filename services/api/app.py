@@ -20,9 +20,8 @@ from fastapi.middleware.gzip import GZipMiddleware
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from services.alerts.dispatch import RELOAD_WITHIN
-from services.alerts.evaluator import detector_config_for
-from services.alerts.receivers import ALERTMANAGER, ISSUE_WEBHOOK, WEBHOOK, receiver_status
+from services.alerts.notify.dispatch import RELOAD_WITHIN
+from services.alerts.notify.receivers import ALERTMANAGER, ISSUE_WEBHOOK, WEBHOOK, receiver_status
 from services.api import pages, views
 from services.api.ingestlag import LagWatch
 from services.api.middleware import AnonymousReadLimit, BodyLimit, SecurityHeaders
@@ -132,12 +131,13 @@ def create_api(
 
     repos = components.repos
     report = RouteReport(repos.rates, components.review, alerts)
-    detector = detector_config_for(components.settings.drift)
+    detector = components.settings.drift.detector_config()
     series = ops.RouteSeries(report, alerts, components.metrics, components.settings.metrics.max_route_series, now)
     api.include_router(
         ops.router(
             components.store,
             repos.storage,
+            repos.dead_letters,
             components.health,
             components.metrics,
             series,

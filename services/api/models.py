@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import Path
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
-from services.alerts.silences import parse_duration
+from services.alerts.lifecycle.silences import parse_duration
 
 MAX_ID_CHARS = 200  # an id in an API path: alert, issue, eval item, trace (the contract's ids are at most 128)
 
@@ -38,7 +38,7 @@ class AckBody(Body):
 
 
 class WithDuration(Body):
-    """A body whose ``duration`` is text such as 2h or 1h30m (services.alerts.silences.parse_duration)."""
+    """A body whose ``duration`` is text such as 2h or 1h30m (services.alerts.lifecycle.silences.parse_duration)."""
 
     @field_validator("duration", check_fields=False)
     @classmethod

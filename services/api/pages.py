@@ -18,19 +18,20 @@ import jinja2
 from fastapi import APIRouter, Depends, FastAPI, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from services.alerts.expectations import PRIORITY, SORTS, expected_text
-from services.alerts.figures import (
+from services.alerts.detection.expectations import PRIORITY, SORTS
+from services.alerts.explain.figures import (
     REFUSED_REMEDY,
     counted,
     dlq_command,
+    expected_text,
     figure,
     hallucination_sentence,
     other_sources,
     refused_sentence,
     served_sentence,
 )
-from services.alerts.lifecycle import MONITOR_KINDS
-from services.alerts.receivers import FAILING_ALARM
+from services.alerts.lifecycle.kinds import MONITOR_KINDS
+from services.alerts.notify.receivers import FAILING_ALARM
 from services.api import views
 from services.api.assets import Assets, asked_version, cache_control
 from services.api.auth import READ_COOKIE, same_origin
@@ -175,8 +176,8 @@ class Pages:
     ):
         """``report``: the routes' rates a page at a time (services/api/routeview.py RouteReport);
         ``detector``: the drift detector's configuration in force (the route page's expectation); ``receivers``:
-        now -> each notification receiver's state (services/alerts/receivers.py: receiver_status); ``ingest``: this
-        process's side of ingest (views.ingest_status)."""
+        now -> each notification receiver's state (services/alerts/notify/receivers.py: receiver_status); ``ingest``:
+        this process's side of ingest (views.ingest_status)."""
         self.gate, self.now, self.rates, self.report = gate, now, rates, report
         self.alerts, self.review, self.traces, self.detector = alerts, review, traces, detector
         self.issues, self.evalset, self.receivers, self.ingest = issues, evalset, receivers, ingest

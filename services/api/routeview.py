@@ -8,10 +8,10 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from services.alerts.config import DetectorConfig
-from services.alerts.detector import baseline_status, history_hours_between
-from services.alerts.expectations import sort_routes
-from services.alerts.lifecycle import KINDS
+from services.alerts.detection.config import DetectorConfig
+from services.alerts.detection.detector import baseline_status, history_hours_between
+from services.alerts.detection.expectations import sort_routes
+from services.alerts.lifecycle.kinds import KINDS
 from services.rates.intervals import Counts, ratio_interval
 from services.rates.report import RANKING_SUMS, ranking_entries, rate_entry
 from services.review.calibration import with_calibrated
@@ -51,7 +51,7 @@ class RoutePage:
 
 class RouteReport:
     """Each route's rate over a window beside the drift detector's expectation, sorted and a page at a time: what
-    ``GET /api/rates``, the overview and `claimwatch rates` list (services/alerts/expectations.py).
+    ``GET /api/rates``, the overview and `claimwatch rates` list (services/alerts/detection/expectations.py).
 
     Every route of the window is ranked (``ranking_entries``: the rate and interval alone, for all at once); only
     the page's routes are given every figure, by the same ``rate_entry`` and comparison as one route's page, so a

@@ -6,7 +6,7 @@ from collections import defaultdict
 from datetime import datetime, timedelta
 from urllib.parse import quote, urlencode
 
-from services.alerts.lifecycle import FLEET_ROUTE
+from services.alerts.lifecycle.kinds import FLEET_ROUTE
 from services.core.numbers import MISSING, interval_text, utc_minute
 from services.rates.report import ranking_entries
 

@@ -33,16 +33,16 @@ from clustering.vectorize import ClaimVectorizer
 from runbooks import RunbookRenderer
 from runbooks.alerts import AlertRunbooks
 from runbooks.issues import IssueRunbooks
-from services.alerts.backtest import CHUNK, BacktestSummary, BucketLoader, replay
-from services.alerts.cardinality import RouteCardinalityWatch
-from services.alerts.dispatch import Dispatcher
-from services.alerts.evaluator import AlertEvaluator, detector_config_for
-from services.alerts.explain import AlertExplainer
-from services.alerts.health_engine import InputHealthConfig
-from services.alerts.receivers import ISSUE_WEBHOOK
-from services.alerts.records import AlertRecords, alert_repository
-from services.alerts.rules import Rule, alert_rules, load_quality
-from services.alerts.service import AlertsService
+from services.alerts.evaluation.backtest import CHUNK, BacktestSummary, BucketLoader, replay
+from services.alerts.evaluation.cardinality import RouteCardinalityWatch
+from services.alerts.evaluation.evaluator import AlertEvaluator
+from services.alerts.explain.explainer import AlertExplainer
+from services.alerts.lifecycle.records import AlertRecords, alert_repository
+from services.alerts.notify.dispatch import Dispatcher
+from services.alerts.notify.receivers import ISSUE_WEBHOOK
+from services.alerts.oncall.quality import load_quality
+from services.alerts.oncall.rules import Rule, alert_rules
+from services.alerts.oncall.service import AlertsService
 from services.app.settings import Settings
 from services.contract.decode import Decoder
 from services.core.clock import utcnow
@@ -64,7 +64,7 @@ from services.issues.traces import TraceService
 from services.review.agreement_alerts import AgreementDropTest
 from services.review.service import ReviewService
 from services.store.backends import Store, open_store
-from services.store.dlq import refused_routes
+from services.store.dlq import DeadLetterRepository
 from services.store.evalset import EvalRepository
 from services.store.issues import ClickHouseEmbeddingCache
 from services.store.migrate import migrate
@@ -103,6 +103,7 @@ class Repositories:
     """One repository per table family, over one store."""
 
     rates: RateRepository
+    dead_letters: DeadLetterRepository
     alerts: AlertRecords
     issues: IssueRecords
     evalset: EvalRepository
@@ -115,6 +116,7 @@ class Repositories:
     def on(cls, store: Store, clock: Callable[[], datetime] = utcnow) -> Repositories:
         return cls(
             RateRepository(store, clock),
+            DeadLetterRepository(store),
             alert_repository(store),
             issue_repository(store, clock),
             EvalRepository(store),
@@ -177,7 +179,9 @@ class Components:
     def cardinality_watch(self) -> RouteCardinalityWatch:
         """The route bound's alert: routes refused for routes.max_active, by the producer sending them."""
         return RouteCardinalityWatch(
-            partial(refused_routes, self.store, rule=ROUTE_LIMIT), self.repos.alerts, self.settings.routes.max_active
+            partial(self.repos.dead_letters.refused_routes, rule=ROUTE_LIMIT),
+            self.repos.alerts,
+            self.settings.routes.max_active,
         )
 
     def close(self) -> None:
@@ -281,8 +285,8 @@ def owner_rules(settings: Settings) -> OwnerRules:
 
 
 def dispatcher_for(settings: Settings, c: Components, run: Run) -> Dispatcher:
-    """The leader's notifier (services/alerts/dispatch.py): the ``[notify]`` receivers, each team's labels, and the
-    notification log, written through ``run`` (a thread of its own)."""
+    """The leader's notifier (services/alerts/notify/dispatch.py): the ``[notify]`` receivers, each team's labels, and
+    the notification log, written through ``run`` (a thread of its own)."""
     n = settings.notify
     return Dispatcher(
         n.alertmanager_url,
@@ -309,8 +313,8 @@ def rules_in_force(settings: Settings) -> list[Rule]:
     benches measured."""
     drift = settings.drift
     return alert_rules(
-        detector_config_for(drift),
-        InputHealthConfig.from_mapping(drift.input_health),
+        drift.detector_config(),
+        drift.input_health,
         agreement_test(),
         load_quality(),
         drift.route_thresholds,
@@ -319,19 +323,25 @@ def rules_in_force(settings: Settings) -> list[Rule]:
 
 
 def evaluator_for(
-    settings: Settings, rates: RateRepository, alerts: AlertRecords, checkpoint: bool = True, wall_clock: bool = True
+    settings: Settings,
+    rates: RateRepository,
+    dead_letters: DeadLetterRepository,
+    alerts: AlertRecords,
+    checkpoint: bool = True,
+    wall_clock: bool = True,
 ) -> AlertEvaluator:
-    """The alert evaluator the ``[drift]`` settings describe, over ``rates`` and ``alerts``
-    (services/alerts/evaluator.py)."""
+    """The alert evaluator the ``[drift]`` settings describe, over ``rates``, ``dead_letters`` and ``alerts``
+    (services/alerts/evaluation/evaluator.py)."""
     drift = settings.drift
     return AlertEvaluator(
-        detector_config_for(drift),
+        drift.detector_config(),
         drift.route_thresholds,
         timedelta(seconds=drift.watermark_seconds),
         rates,
+        dead_letters,
         alerts,
         checkpoint,
-        InputHealthConfig.from_mapping(drift.input_health),
+        drift.input_health,
         wall_clock,
     )
 
@@ -344,16 +354,18 @@ def run_backtest(
     chunk: int = CHUNK,
     rates_out: Path | None = None,
 ) -> BacktestSummary:
-    """`claimwatch backtest` (services/alerts/backtest.py ``replay``): a private store in a temporary directory,
-    removed after; on it the live decoder and the settings' evaluator, with no watermark, no checkpoint and the
-    replay's own clock."""
+    """`claimwatch backtest` (services/alerts/evaluation/backtest.py ``replay``): a private store in a temporary
+    directory, removed after; on it the live decoder and the settings' evaluator, with no watermark, no checkpoint
+    and the replay's own clock."""
     settings = settings.model_copy(update={"drift": settings.drift.model_copy(update={"watermark_seconds": 0})})
     workdir = Path(tempfile.mkdtemp(prefix="claimwatch-backtest-"))
     store = private_store(workdir)
     try:
         rates = RateRepository(store)
         loader = BucketLoader(store, Decoder(settings.ingest.max_event_bytes), events_path.name)
-        evaluator = evaluator_for(settings, rates, alert_repository(store), checkpoint=False, wall_clock=False)
+        evaluator = evaluator_for(
+            settings, rates, DeadLetterRepository(store), alert_repository(store), checkpoint=False, wall_clock=False
+        )
         return replay(loader, rates, evaluator, events_path, alerts_out, progress, chunk, rates_out)
     finally:
         store.close()

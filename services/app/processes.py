@@ -16,8 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from services.alerts.cycle import AlertCycle
-from services.alerts.dispatch import Dispatcher
+from services.alerts.evaluation.cycle import AlertCycle
+from services.alerts.notify.dispatch import Dispatcher
 from services.api.ingestlag import LagWatch
 from services.app.broker import create_topics, topic_epoch
 from services.app.compose import (
@@ -173,7 +173,7 @@ def add_alerting(app, alerts_topic, c: Components, threads: WorkerThreads, setti
     dispatcher = dispatcher_for(settings, c, in_thread(threads.notify))
     agreement = InstrumentAlerts(AgreementWatch(agreement_test()), c.review.reviewed, c.repos.alerts)
     cycle = AlertCycle(
-        evaluator_for(settings, c.repos.rates, c.repos.alerts),
+        evaluator_for(settings, c.repos.rates, c.repos.dead_letters, c.repos.alerts),
         c.repos.alerts,
         dispatcher,
         c.metrics,

@@ -1,4 +1,5 @@
-"""The base of every read model: what a use case returns, defined once beside it (e.g. services/alerts/readmodel.py).
+"""The base of every read model: what a use case returns, defined once beside it (e.g.
+services/alerts/oncall/readmodel.py).
 
 The API answers with these objects, so its OpenAPI document describes exactly what it sends; the CLI, the pages and
 the runbooks read the same fields. Exact: a field the model does not name is an error where the object is made,

@@ -5,7 +5,7 @@ Times are event times (the members' ``observed_at``), never when clustering ran.
 the open alert's window when the route has an alert, else ``DEFAULT_WINDOW_MINUTES``. Each route is set beside
 what the drift detector expects of it, as every other surface sets it: its open alert's ``expected``, else the
 route's published expectation
-(services/alerts/expectations.py), which `claimwatch rates` shows.
+(services/alerts/detection/expectations.py), which `claimwatch rates` shows.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 
-from services.alerts.expectations import NOT_EVALUATED, Expectation
-from services.alerts.explain import explainable
-from services.alerts.lifecycle import Alert
+from services.alerts.detection.expectations import NOT_EVALUATED, Expectation
+from services.alerts.explain.explainer import explainable
+from services.alerts.lifecycle.alert import Alert
 from services.rates.intervals import Counts, ratio_interval
 from services.store.rates import RateRepository
 
@@ -144,8 +144,8 @@ def route_figure(
         for row in rates.totals("", timedelta(minutes=window), end, route):
             c += Counts.from_row(row)
     interval = ratio_interval(c) if c.claims else None
-    if alert is not None and alert.tested_against is not None:
-        expected, source = alert.tested_against, f"alert {alert.alert_id}"
+    if alert is not None and alert.expected is not None:
+        expected, source = alert.expected, f"alert {alert.alert_id}"
     elif expectation is not None and expectation.expected is not None:
         expected, source = expectation.expected, "the drift detector's expectation"
     else:
@@ -196,8 +196,8 @@ def issue_figures(
     alert_id: str | None = None,
 ) -> IssueFigures:
     """``span``: IssueRepository.member_span; ``breakdown``: .member_breakdown; ``events``: .member_events;
-    ``expectations``: the detector's, as published (services/alerts/expectations.py); ``alert_id``: the alert the
-    reader came from, which its route's figures are measured against."""
+    ``expectations``: the detector's, as published (services/alerts/detection/expectations.py); ``alert_id``: the
+    alert the reader came from, which its route's figures are measured against."""
     verdicts: Counter = Counter()
     per_route: Counter = Counter()
     for row in breakdown:

@@ -49,7 +49,8 @@ class OwnerRules:
         return next((r.owner for r in self.rules if r.matches(route, versions)), self.default)
 
     def alert_labels(self, alert) -> dict[str, str]:
-        """The owner labels of an alert (services.alerts.lifecycle.Alert): its route and its top suspect version."""
+        """The owner labels of an alert (services.alerts.lifecycle.alert.Alert): its route and its top suspect
+        version."""
         top = next(iter(alert.suspect_changes or ()), None) or {}
         versions = {top["key"]: str(top.get("value"))} if top.get("key") in VERSION_KEYS else {}
         return self.of(alert.route, versions).labels()

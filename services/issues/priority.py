@@ -2,8 +2,8 @@
 
 Tiers, first to last:
   0. issues that drive a firing alert: they account for at least ``DRIVING_SHARE`` of its excess failing
-     claims (services/alerts/explain.py); without an explainer, any failing claims on the alert's route
-     inside its window (services.alerts.explain.alert_window, event time) count;
+     claims (services/alerts/explain/shares.py); without an explainer, any failing claims on the alert's route
+     inside its window (services.alerts.explain.explainer.alert_window, event time) count;
   1. regressed or escalating issues;
   2. the rest.
 Within a tier, recent volume decides (members in the last ``RECENT_HOURS`` hours, event time), then all
@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from services.alerts.explain import alert_window, explainable
-from services.alerts.lifecycle import Alert, alert_state
+from services.alerts.explain.explainer import alert_window, explainable
+from services.alerts.lifecycle.alert import Alert
+from services.alerts.lifecycle.status import alert_state
 
 ESCALATION_FACTOR = 3.0
 ESCALATION_HISTORY_HOURS = 6

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from services.alerts.explain import alert_window, explainable
+from services.alerts.explain.explainer import alert_window, explainable
 from services.core.clock import utcnow
 from services.core.metrics import Metrics
 from services.core.threads import Cancelled, ChildProcess, Run
@@ -101,7 +101,8 @@ class ReclusterPolicy:
 
 @dataclass(frozen=True)
 class AlertWindow:
-    """Where an open alert's failing claims are: its route, from its onset to now (services/alerts/explain.py)."""
+    """Where an open alert's failing claims are: its route, from its onset to now
+    (services/alerts/explain/explainer.py)."""
 
     alert_id: str
     route: str
@@ -110,7 +111,8 @@ class AlertWindow:
 
 
 def open_alert_windows(alerts, now: datetime) -> list[AlertWindow]:
-    """The windows of the open alerts failing claims can explain (``alerts``: services.alerts.records.AlertRecords)."""
+    """The windows of the open alerts failing claims can explain (``alerts``:
+    services.alerts.lifecycle.records.AlertRecords)."""
     out = []
     for alert in alerts.open_alerts():
         if explainable(alert):

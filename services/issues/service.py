@@ -8,9 +8,9 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from clustering.issue import IssueRecord
-from services.alerts.expectations import published
-from services.alerts.explain import AlertExplainer, alert_window, explainable
-from services.alerts.records import AlertRecords
+from services.alerts.detection.expectations import published
+from services.alerts.explain.explainer import AlertExplainer, alert_window, explainable
+from services.alerts.lifecycle.records import AlertRecords
 from services.core.clock import utcnow
 from services.core.errors import Conflict
 from services.core.numbers import plural
@@ -160,7 +160,7 @@ class IssuesService:
         self, issue_id: str, routes: set[str], newest: int = 20, explain: Callable | None = None
     ) -> builtins.list[dict]:
         """The alerts on the issue's routes (newest ``newest``) it has failing claims behind: alert id, route,
-        state, and its share of the alert's excess (services/alerts/explain.py)."""
+        state, and its share of the alert's excess (services/alerts/explain/shares.py)."""
         if self.explainer is None or not routes:
             return []
         alerts = [a for a in self.alerts.list() if a.route in routes][:newest]

@@ -5,7 +5,7 @@ supported). ``AgreementDropTest`` compares the labels settled in the recent wind
 one-sided two-proportion z-test (pooled variance): it fires when the recent share is lower with p < alpha and
 by at least ``min_drop``, each side having ``min_labels``. Labelled claims are independent draws from the
 daily stratified sample, whose mix of strata is the same every day, so the unweighted shares compare like
-with like. The alert cycle runs ``InstrumentAlerts`` beside the rate alerts (services/alerts/cycle.py).
+with like. The alert cycle runs ``InstrumentAlerts`` beside the rate alerts (services/alerts/evaluation/cycle.py).
 """
 
 from __future__ import annotations
@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from statistics import NormalDist
 
-from services.alerts.lifecycle import AGREEMENT_KIND, SERVICE_LABELS, Alert, make_alert_id, merge, resolve
-from services.alerts.records import AlertRecords
+from services.alerts.lifecycle.alert import Alert, make_alert_id
+from services.alerts.lifecycle.kinds import AGREEMENT_KIND, SERVICE_LABELS
+from services.alerts.lifecycle.records import AlertRecords
+from services.alerts.lifecycle.transitions import merge, resolve
 from services.core.stats import wilson
 from services.rates.intervals import Interval
 from services.review.labels import ReviewedClaim

@@ -2,7 +2,7 @@
 
 The store does not import the alerts stage: the repository is given how to decode an alert and a
 silence from their stored bodies (it writes any object with the fields below and ``as_dict``), and
-``services.alerts.records.alert_repository`` binds the stage's own ``Alert`` and ``Silence``.
+``services.alerts.lifecycle.records.alert_repository`` binds the stage's own ``Alert`` and ``Silence``.
 Every row carries a write version from the injected clock; reads take the newest version.
 """
 
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 
 class StoredAlert(Protocol):
-    """What the repository reads from an alert (services.alerts.lifecycle.Alert). Read-only properties, so a
+    """What the repository reads from an alert (services.alerts.lifecycle.alert.Alert). Read-only properties, so a
     frozen dataclass conforms."""
 
     @property
@@ -74,7 +74,8 @@ class StoredAlert(Protocol):
 
 
 class StoredSilence(Protocol):
-    """What the repository reads from a silence (services.alerts.silences.Silence); read-only, as for alerts."""
+    """What the repository reads from a silence (services.alerts.lifecycle.silences.Silence); read-only, as for
+    alerts."""
 
     @property
     def silence_id(self) -> str: ...
@@ -340,7 +341,7 @@ class AlertRepository(Generic[A, S]):
         r = rows[0]
         return RouteStateRow(route, slot, parse_ch_time(r["minute"]), r["run"], base64.b64decode(r["body"]))
 
-    # -- what the evaluator expects of each route (services/alerts/expectations.py) ----------------------
+    # -- what the evaluator expects of each route (services/alerts/detection/expectations.py) ----------------------
     def save_expectations(self, minute: datetime, expectations: Mapping[str, Mapping]) -> None:
         """Each route's ``expected`` (None: none yet), ``basis``, ``learning`` and ``history_hours`` as of
         ``minute``."""

@@ -24,7 +24,7 @@ PENDING, DELIVERED, FAILED, DROPPED = "pending", "delivered", "failed", "dropped
 
 
 class Notification(Protocol):
-    """What the log reads from a notification (services.alerts.dispatch.Outgoing)."""
+    """What the log reads from a notification (services.alerts.notify.receivers.Outgoing)."""
 
     target: str  # the receiver
     url: str

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from urllib.parse import urlparse
 
 from clustering.issue import RESOLVED, IssueRecord
-from services.alerts.receivers import Outgoing
+from services.alerts.notify.receivers import Outgoing
 from services.core.clock import utcnow
 from services.core.errors import Conflict
 from services.issues.activity import SYSTEM, dominant_route, entries_between, entry

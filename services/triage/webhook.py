@@ -1,7 +1,7 @@
 """The issue webhook: signed JSON events a team's bridge opens, updates and reopens tickets from.
 
 Events are the issue's activity entries of the kinds in ``EVENTS``; each is rendered (pure) into one
-``Outgoing`` that the alert notifier's queue sends with its retries (services/alerts/dispatch.py).
+``Outgoing`` that the alert notifier's queue sends with its retries (services/alerts/notify/dispatch.py).
 The body is signed with the shared secret: ``X-Claimwatch-Signature: sha256=<hex HMAC-SHA256(secret, body)>``.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 import orjson
 
-from services.alerts.receivers import ISSUE_WEBHOOK, Outgoing
+from services.alerts.notify.receivers import ISSUE_WEBHOOK, Outgoing
 
 EVENTS = ("created", "regressed", "escalating", "assigned", "resolved")
 SIGNATURE_HEADER = "X-Claimwatch-Signature"

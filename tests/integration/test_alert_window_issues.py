@@ -38,7 +38,9 @@ def world(tmp_path_factory):
     writer.write([e for e in events if e.observed_at < calm_until], [])
     services.issue_jobs.recluster(calm_until)  # the last full run: calm traffic only
     writer.write([e for e in events if e.observed_at >= calm_until], [])
-    evaluator = evaluator_for(settings, services.repos.rates, services.repos.alerts, checkpoint=False)
+    evaluator = evaluator_for(
+        settings, services.repos.rates, services.repos.dead_letters, services.repos.alerts, checkpoint=False
+    )
     evaluator.evaluate(NOW)
     yield services, failing_claim_families(sims)
     services.close()

@@ -49,7 +49,9 @@ def demo(tmp_path_factory):
     settings, services, sims = demo_world(tmp_path_factory.mktemp("demo-explain"))
     EventWriter(services.store).write([validate_event(s.event) for s in sims], [])
     services.issue_jobs.recluster(NOW)
-    evaluator = evaluator_for(settings, services.repos.rates, services.repos.alerts, checkpoint=False)
+    evaluator = evaluator_for(
+        settings, services.repos.rates, services.repos.dead_letters, services.repos.alerts, checkpoint=False
+    )
     evaluator.evaluate(NOW)
     yield services, failing_claim_families(sims)
     services.close()

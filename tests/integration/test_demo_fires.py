@@ -42,7 +42,9 @@ def firing_routes(tmp_path, events, env: dict[str, str]) -> set[str]:
     try:
         RetentionKeeper(components.store).apply(KEEP_EVERYTHING)  # fixed event times must not age past a TTL
         EventWriter(components.store).write(events, [])
-        evaluator_for(settings, components.repos.rates, components.repos.alerts, checkpoint=False).evaluate(NOW)
+        evaluator_for(
+            settings, components.repos.rates, components.repos.dead_letters, components.repos.alerts, checkpoint=False
+        ).evaluate(NOW)
         alerts = components.repos.alerts.list()
         return {a.route for a in alerts if a.recorded_state == "firing" and a.kind != "mix_shift"}
     finally:

@@ -27,8 +27,8 @@ from schemathesis.checks import (
 
 from bench.processes import WorkerProcess
 from clustering.issue import IssueRecord
-from services.alerts.lifecycle import Alert
-from services.alerts.records import alert_repository
+from services.alerts.lifecycle.alert import Alert
+from services.alerts.lifecycle.records import alert_repository
 from services.api.app import create_api
 from services.api.auth import new_token
 from services.api.security import ApiPolicy

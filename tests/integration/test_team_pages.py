@@ -11,8 +11,9 @@ import httpx
 import pytest
 import yaml
 
-from services.alerts.lifecycle import Alert, severity_for
-from services.alerts.notify import alertmanager_payload
+from services.alerts.lifecycle.alert import Alert
+from services.alerts.lifecycle.transitions import severity_for
+from services.alerts.notify.payloads import alertmanager_payload
 from services.app.compose import owner_rules
 from services.app.settings import load_settings
 from tests.support.paths import ROOT

@@ -12,7 +12,7 @@ from clustering.issue import IssueRecord
 from services.app.compose import Components, build
 from services.app.settings import Settings
 from services.store.backends import open_store
-from services.store.migrate import migrate
+from tests.support.stores import StoreTemplates
 
 T0 = datetime(2026, 11, 21, 9, 0, tzinfo=UTC)
 
@@ -30,12 +30,11 @@ class Clock:
 
 
 @contextmanager
-def triage_world(tmp_path: Path, **settings) -> Iterator[tuple[Components, Clock]]:
-    """Components over a fresh store; every handle is closed on the way out."""
+def triage_world(tmp_path: Path, templates: StoreTemplates, **settings) -> Iterator[tuple[Components, Clock]]:
+    """Components over a fresh migrated store (a copy of ``templates``'); every handle is closed on the way out."""
     clock = Clock(T0)
-    config = Settings(clickhouse=f"chdb:{tmp_path / 'ch'}", **settings)
+    config = Settings(clickhouse=f"chdb:{templates.copy(tmp_path / 'ch')}", **settings)
     store = open_store(config.clickhouse)
-    migrate(store)
     components = build(config, store, clock=clock)
     try:
         yield components, clock

@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 from fastapi import APIRouter, Depends, Query, Request
 
-from services.alerts.readmodel import AlertDetailRead, AlertRead, RuleRead, SilenceRead
-from services.alerts.service import AlertsService, SilenceView
+from services.alerts.oncall.readmodel import AlertDetailRead, AlertRead, RuleRead, SilenceRead
+from services.alerts.oncall.service import AlertsService, SilenceView
 from services.api.models import ERROR_RESPONSES, AckBody, SilenceBody, UnsilenceBody, path_id
 from services.api.security import AUTH_RESPONSES, MUTATION_RESPONSES, Gate
 

@@ -8,7 +8,7 @@ from typing import Literal
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import PlainTextResponse
 
-from services.alerts.silences import parse_duration
+from services.alerts.lifecycle.silences import parse_duration
 from services.api.models import (
     ERROR_RESPONSES,
     TEXT_ERROR_RESPONSES,

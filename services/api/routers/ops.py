@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends, Query, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import Field
 
-from services.alerts.service import AlertsService
+from services.alerts.oncall.service import AlertsService
 from services.api.ingestlag import IngestLag, IngestLagRead, LagWatch
 from services.api.routeview import RouteReport
 from services.api.security import AUTH_RESPONSES, Gate
@@ -22,7 +22,7 @@ from services.core.readmodel import Read
 from services.ingest.ingestor import Health as IngestHealth
 from services.rates.window import parse_window
 from services.store.backends import Store, ping
-from services.store.dlq import dlq_summary
+from services.store.dlq import DeadLetterRepository
 from services.store.readmodel import DlqReasonRead, StorageReportRead
 from services.store.storage import StorageRepository
 
@@ -88,6 +88,7 @@ class RouteSeries:
 def router(
     store: Store,
     storage: StorageRepository,
+    dead_letters: DeadLetterRepository,
     health: IngestHealth,
     registry: Metrics,
     series: RouteSeries,
@@ -173,7 +174,7 @@ def router(
             description="only dead letters of this route (their message key, else the route their JSON names)",
         ),
     ) -> list[DlqReasonRead]:
-        return [DlqReasonRead(**reason) for reason in dlq_summary(store, samples, route)]
+        return [DlqReasonRead(**reason) for reason in dead_letters.summary(samples, route)]
 
     @r.get(
         "/api/ingest",

@@ -8,9 +8,9 @@ from datetime import datetime
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response
 from pydantic import AwareDatetime
 
-from services.alerts.config import DetectorConfig
-from services.alerts.expectations import PRIORITY, SORTS
-from services.alerts.service import AlertsService
+from services.alerts.detection.config import DetectorConfig
+from services.alerts.detection.expectations import PRIORITY, SORTS
+from services.alerts.oncall.service import AlertsService
 from services.api.models import ERROR_RESPONSES
 from services.api.routeview import MAX_ROUTES_PER_PAGE, ROUTES_PER_PAGE, RouteHistory, RoutePage, RouteReport
 from services.api.security import AUTH_RESPONSES, Gate

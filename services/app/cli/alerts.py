@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from services.alerts.figures import (
+from services.alerts.explain.figures import (
     REFUSED_REMEDY,
     counted,
     dlq_command,
@@ -18,7 +18,7 @@ from services.alerts.figures import (
     refused_sentence,
     served_sentence,
 )
-from services.alerts.lifecycle import (
+from services.alerts.lifecycle.kinds import (
     ABSTENTION_KIND,
     AGREEMENT_KIND,
     CARDINALITY_KIND,
@@ -179,7 +179,7 @@ def _rise(a: dict) -> str:
         return f"{fig(a, a['delta'], change=True)} against the expectation"
     mix, rate = a.get("mix_effect"), a.get("rate_effect")
     if mix is None or rate is None:
-        return f"{pts(a['delta'])} over the {'baseline' if a.get('expected') is None else 'expectation'}"
+        return f"{pts(a['delta'])} over the expectation"
     return (
         f"{pts(a['delta'])} over the expectation = mix effect {pts(mix)} / rate effect {pts(rate)} (mix: more "
         "of the questions that fail more often; rate: worse on the same questions)"

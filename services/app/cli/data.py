@@ -10,8 +10,8 @@ from pathlib import Path
 import click
 from rich.text import Text
 
-from services.alerts.expectations import PRIORITY, SORTS, expected_text
-from services.alerts.figures import figure
+from services.alerts.detection.expectations import PRIORITY, SORTS
+from services.alerts.explain.figures import expected_text, figure
 from services.api.routeview import MAX_ROUTES_PER_PAGE, ROUTES_PER_PAGE
 from services.app.cli.base import (
     Abort,

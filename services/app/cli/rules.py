@@ -1,5 +1,5 @@
 """`claimwatch alerts rules`: each alert kind's severity, whether it pages, the thresholds in force and the
-false alarms and delay the benches measured (services/alerts/rules.py)."""
+false alarms and delay the benches measured (services/alerts/oncall/rules.py)."""
 
 from __future__ import annotations
 

@@ -74,7 +74,7 @@ _by_only(
 def issues_archive(settings: Settings, issue_id: str, duration: str | None, claims: int | None, by: str | None) -> None:
     """Archive an issue: it leaves `issues list` and comes back by itself when it escalates (the default), when
     --for has passed, or after --until-claims more failing claims."""
-    from services.alerts.silences import parse_duration
+    from services.alerts.lifecycle.silences import parse_duration
 
     if duration and claims:
         raise Abort("give --for or --until-claims, not both (neither: until it escalates)")

@@ -1,5 +1,5 @@
-"""The leader's alert timer (services/alerts/cycle.py): an evaluation's transition records and notifications over
-the real chDB engine, the firing alert re-sent, and a store hiccup logged and skipped."""
+"""The leader's alert timer (services/alerts/evaluation/cycle.py): an evaluation's transition records and notifications
+over the real chDB engine, the firing alert re-sent, and a store hiccup logged and skipped."""
 
 from __future__ import annotations
 
@@ -9,13 +9,14 @@ from datetime import UTC, datetime, timedelta
 import orjson
 import pytest
 
-from services.alerts.cycle import AlertCycle
-from services.alerts.dispatch import Dispatcher
-from services.alerts.records import alert_repository
-from services.alerts.silences import Silence
+from services.alerts.evaluation.cycle import AlertCycle
+from services.alerts.lifecycle.records import alert_repository
+from services.alerts.lifecycle.silences import Silence
+from services.alerts.notify.dispatch import Dispatcher
 from services.app.compose import evaluator_for
 from services.core.errors import StoreError
 from services.core.metrics import Metrics
+from services.store.dlq import DeadLetterRepository
 from services.store.rates import RateRepository
 from services.store.writer import EventWriter
 from tests.support.regression_world import START, billing_regression, prompt_settings
@@ -47,13 +48,20 @@ def dispatcher_for(metrics: Metrics, resend_every: timedelta) -> Dispatcher:
     )
 
 
+@pytest.mark.slow
 def test_alert_cycle_returns_transition_records_and_queues_notifications(store):
     start = START
     EventWriter(store).write(billing_regression())
     settings = prompt_settings()
     alerts, metrics = alert_repository(store), Metrics()
     dispatcher = dispatcher_for(metrics, timedelta(minutes=1))
-    cycle = AlertCycle(evaluator_for(settings, RateRepository(store), alerts), alerts, dispatcher, metrics, inline)
+    cycle = AlertCycle(
+        evaluator_for(settings, RateRepository(store), DeadLetterRepository(store), alerts),
+        alerts,
+        dispatcher,
+        metrics,
+        inline,
+    )
 
     async def ticks():
         records = await cycle.evaluate(start + timedelta(days=1))
@@ -102,6 +110,7 @@ class FlakyStore:
         return fn(*args)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["stalled", "down"])
 def test_a_firing_page_is_re_sent_while_the_store_stalls_or_fails(store, mode):
     """Alertmanager resolves what is not re-sent before its endsAt: a busy or broken store must not end the page.
@@ -112,7 +121,11 @@ def test_a_firing_page_is_re_sent_while_the_store_stalls_or_fails(store, mode):
     alerts.save_silence(Silence.create(["route=hr-policy"], now, duration="4h", created_by="oncall", comment="rollout"))
     dispatcher = dispatcher_for(metrics, timedelta(seconds=0.2))
     cycle = AlertCycle(
-        evaluator_for(prompt_settings(), RateRepository(store), alerts), alerts, dispatcher, metrics, runner
+        evaluator_for(prompt_settings(), RateRepository(store), DeadLetterRepository(store), alerts),
+        alerts,
+        dispatcher,
+        metrics,
+        runner,
     )
 
     async def ticks():
@@ -146,14 +159,14 @@ class Gate:
 
 def explaining_cycle(store, runner) -> tuple[AlertCycle, Dispatcher]:
     """A cycle that explains its alerts, over the billing-faq regression, its store work through ``runner``."""
-    from services.alerts.explain import AlertExplainer
+    from services.alerts.explain.explainer import AlertExplainer
     from services.app.compose import Repositories
 
     EventWriter(store).write(billing_regression())
     repos, metrics = Repositories.on(store), Metrics()
     dispatcher = dispatcher_for(metrics, timedelta(minutes=1))
     return AlertCycle(
-        evaluator_for(prompt_settings(), repos.rates, repos.alerts),
+        evaluator_for(prompt_settings(), repos.rates, repos.dead_letters, repos.alerts),
         repos.alerts,
         dispatcher,
         metrics,
@@ -162,6 +175,7 @@ def explaining_cycle(store, runner) -> tuple[AlertCycle, Dispatcher]:
     ), dispatcher
 
 
+@pytest.mark.slow
 def test_an_alert_that_fires_during_a_resend_is_re_sent_with_its_explanation(store):
     """A resend reads the store (silences, explanations) for the alerts firing when it began. An alert that fires
     while it waits is explained by its own evaluation; the resend must send that explanation, not an alert
@@ -184,6 +198,7 @@ def test_an_alert_that_fires_during_a_resend_is_re_sent_with_its_explanation(sto
     assert "failing claims more than expected" in payload["annotations"]["explanation"]
 
 
+@pytest.mark.slow
 def test_a_resend_does_not_page_an_alert_before_its_evaluation_has_announced_it(store):
     """The evaluator's open alerts change before the evaluation has explained and queued its notifications. A
     resend in between must leave the new alert to that notification: sent first without its explanation, it is
@@ -208,13 +223,14 @@ def test_a_resend_does_not_page_an_alert_before_its_evaluation_has_announced_it(
     assert firing and all("failing claims more than expected" in p["annotations"]["explanation"] for p in firing)
 
 
+@pytest.mark.slow
 def test_each_tick_reports_how_far_the_evaluated_minutes_are_behind_the_wall_clock(store):
     """claimwatch_evaluator_lag_seconds: the wall clock minus the end of the newest minute evaluated. A tick whose
     evaluation fails still reports it, so an evaluator that keeps failing is seen falling behind."""
     EventWriter(store).write(billing_regression())  # minutes START .. START+259
     alerts, metrics, runner = alert_repository(store), Metrics(), FlakyStore()
     cycle = AlertCycle(
-        evaluator_for(prompt_settings(), RateRepository(store), alerts),
+        evaluator_for(prompt_settings(), RateRepository(store), DeadLetterRepository(store), alerts),
         alerts,
         dispatcher_for(metrics, timedelta(minutes=1)),
         metrics,

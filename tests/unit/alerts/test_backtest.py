@@ -16,9 +16,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from services.alerts.backtest import BucketLoader, read_chunks
-from services.alerts.evaluator import MINUTE
-from services.alerts.records import alert_repository
+from services.alerts.evaluation.backtest import BucketLoader, read_chunks
+from services.alerts.evaluation.evaluator import MINUTE
+from services.alerts.lifecycle.records import alert_repository
 from services.app.compose import evaluator_for, run_backtest
 from services.app.settings import Settings
 from services.client.simulate import Scenario, generate, write_jsonl
@@ -26,6 +26,7 @@ from services.contract.decode import Decoder, Rejection
 from services.core.gcpolicy import bulk_allocation
 from services.store.backends import ChdbStore
 from services.store.convert import parse_ch_time
+from services.store.dlq import DeadLetterRepository
 from services.store.migrate import migrate
 from services.store.rates import COUNT_FIELDS, SUM_FIELDS, RateRepository
 from services.store.retention import KEEP_EVERYTHING, RetentionKeeper
@@ -67,6 +68,7 @@ def backtest(events_file, tmp_path_factory):
     return summary, [orjson.loads(line) for line in out.read_bytes().splitlines()]
 
 
+@pytest.mark.slow
 def test_every_line_is_counted_once(events_file, backtest):
     _, sims = events_file
     summary, _ = backtest
@@ -96,6 +98,7 @@ def test_transitions_equal_the_recorded_list(backtest):
     assert got == RECORDED
 
 
+@pytest.mark.slow
 def test_same_buckets_and_transitions_as_the_live_writer_and_evaluator(events_file, backtest, tmp_path):
     """The backtest's shortcuts (rate columns only, no per-claim view, in-memory dedup) change nothing:
     the live writer fills the same minute buckets, and the live evaluator stepping one minute at a
@@ -121,7 +124,7 @@ def test_same_buckets_and_transitions_as_the_live_writer_and_evaluator(events_fi
 
     settings = SETTINGS.model_copy(update={"drift": SETTINGS.drift.model_copy(update={"watermark_seconds": 0})})
     rates = RateRepository(live)
-    evaluator = evaluator_for(settings, rates, alert_repository(live))
+    evaluator = evaluator_for(settings, rates, DeadLetterRepository(live), alert_repository(live))
     first = parse_ch_time(live.query("SELECT min(minute) AS m FROM rate_minute WHERE dim = ''")[0]["m"])
     evaluator.last_minute = first - MINUTE
     transitions, minute, latest, step = [], first, rates.latest_minute(), 0
@@ -135,6 +138,7 @@ def test_same_buckets_and_transitions_as_the_live_writer_and_evaluator(events_fi
     assert [{"alert_id": a.alert_id, **a.transition_record()} for a in transitions] == records
 
 
+@pytest.mark.slow
 def test_a_sampled_stream_gives_the_backtest_and_the_live_writer_the_same_weighted_buckets(events_file, tmp_path):
     """Issue 24: long answers verified 1 in 10 (sampling.rate 0.1), the rest all verified."""
     path, _ = events_file

@@ -10,11 +10,14 @@ from datetime import UTC, datetime, timedelta
 import orjson
 import pytest
 
-from services.alerts.lifecycle import REJECTED_KIND, SILENT_KIND
+from services.alerts.lifecycle.kinds import REJECTED_KIND, SILENT_KIND
 from services.app.compose import run_backtest
 from services.app.settings import Settings
 from services.client.simulate import Scenario, generate
 from services.client.simulate.scenario import Route
+
+# its fixtures take tens of seconds: `make test-fast` leaves it out
+pytestmark = pytest.mark.slow
 
 START = datetime(2026, 11, 1, 2, tzinfo=UTC)
 HOURS, BREAK_AT, BREAK_MINUTES = 9, 6 * 60, 120

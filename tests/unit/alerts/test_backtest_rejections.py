@@ -8,12 +8,12 @@ from pathlib import Path
 
 import orjson
 
-from services.alerts.backtest import BucketLoader, read_chunks
+from services.alerts.evaluation.backtest import BucketLoader, read_chunks
 from services.app.compose import run_backtest
 from services.app.settings import Settings
 from services.contract.decode import Decoder
 from services.ingest.records import OUTSIDE_STORE_RANGE
-from services.store.dlq import dlq_summary, rejected_minutes
+from services.store.dlq import DeadLetterRepository
 from services.store.rates import RateRepository
 from services.store.scratch import private_store
 
@@ -53,14 +53,14 @@ def test_rejected_lines_count_per_route_in_their_own_minute_or_the_replays(tmp_p
         loader = BucketLoader(store, Decoder(), "events.jsonl")
         loader.load(read_chunks(write(tmp_path, LINES), size=3))  # chunks cut between a line and its dating
         assert (loader.stored, loader.rejected) == (3, 5)
-        assert rejected_minutes(store, minute(0), minute(10)) == [
+        assert DeadLetterRepository(store).rejected_minutes(minute(0), minute(10)) == [
             {"route": "", "minute": minute(0), "rejected": 1},  # dated by the first valid event
             {"route": "a", "minute": minute(3), "rejected": 1},
             {"route": "a", "minute": minute(5), "rejected": 1},  # the latest valid time, not the late one's
             {"route": "b", "minute": minute(5), "rejected": 1},
             {"route": "c", "minute": minute(7), "rejected": 1},
         ]
-        [unstorable] = [s for s in dlq_summary(store) if s["reason"] == OUTSIDE_STORE_RANGE]
+        [unstorable] = [s for s in DeadLetterRepository(store).summary() if s["reason"] == OUTSIDE_STORE_RANGE]
         assert unstorable["samples"][0]["source"] == "events.jsonl/0/4"
         assert RateRepository(store).first_minute() == minute(0)  # nothing counted in 1970
     finally:
@@ -73,7 +73,9 @@ def test_a_file_without_a_valid_event_keeps_its_rejections_in_the_stores_first_m
         loader = BucketLoader(store, Decoder())
         loader.load(read_chunks(write(tmp_path, [b"nope", b"{}"])))
         epoch = datetime(1970, 1, 1, tzinfo=UTC)
-        assert rejected_minutes(store, epoch, epoch) == [{"route": "", "minute": epoch, "rejected": 2}]
+        assert DeadLetterRepository(store).rejected_minutes(epoch, epoch) == [
+            {"route": "", "minute": epoch, "rejected": 2}
+        ]
     finally:
         store.close()
 

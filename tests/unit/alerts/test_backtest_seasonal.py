@@ -17,6 +17,9 @@ from services.app.settings import Settings
 from services.client.simulate import Scenario, generate, write_jsonl
 from services.client.simulate.scenario import Regression, Route
 
+# its fixtures take tens of seconds: `make test-fast` leaves it out
+pytestmark = pytest.mark.slow
+
 START = datetime(2026, 11, 1, tzinfo=UTC)
 HOURS, STEP_HOUR = 72, 64
 STEPPED = {"route-0", "route-2"}

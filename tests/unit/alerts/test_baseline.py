@@ -8,11 +8,12 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from services.alerts.baseline import CLAIMS, FAILED, FIRING, OK, PENDING, SeasonalBaseline
-from services.alerts.config import DetectorConfig
-from services.alerts.detector import DriftDetector
-from services.alerts.engines import make_engine
-from services.alerts.route_state import decode_state, encode_state
+from services.alerts.detection.baseline import SeasonalBaseline
+from services.alerts.detection.columns import CLAIMS, FAILED, FIRING, OK, PENDING
+from services.alerts.detection.config import DetectorConfig
+from services.alerts.detection.detector import DriftDetector
+from services.alerts.detection.engines import make_engine
+from services.alerts.evaluation.route_state import decode_state, encode_state
 from services.rates.intervals import Counts
 from services.store.rates import COUNT_FIELDS
 
@@ -50,7 +51,8 @@ def test_time_of_day_expectation_has_exact_values_on_a_constructed_history():
     level = sum(per_minute[1, h] for h in range(24)) * 60 / (24 * 60 * 100)  # the trailing day only
     offset = {h: smoothed[h] - pooled for h in range(24)}
 
-    exact = 1e-7  # the history is float32 (services/alerts/rows.py HISTORY): whole counts exact, ratios to 7 digits
+    # the history is float32 (services/alerts/detection/rows.py HISTORY): whole counts exact, ratios to 7 digits
+    exact = 1e-7
     at_centre = 2 * DAY + 10 * 60 + 30  # 10:30, the centre of slot 10
     assert b.expect(at_centre).total[0] == pytest.approx(level + offset[10], abs=exact)
     quarter_past = 2 * DAY + 10 * 60 + 45  # a quarter of the way from slot 10's centre to slot 11's
@@ -118,6 +120,7 @@ def simulate(rng, routes: int, minutes: int, rate_at, per_minute: float = 60.0, 
         yield m, x
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("swing", [0.0, 0.01])
 def test_the_level_is_an_unbiased_estimate_of_the_pooled_rate(swing):
     """80 independent routes (seeds) over three days: the mean hourly level is within 0.1 point of each
@@ -147,13 +150,16 @@ def detector_stream(seed: int, hours: int):
         yield counts, start + timedelta(minutes=m), slices
 
 
+@pytest.mark.slow
 def test_a_restart_resumes_the_seasonal_state_exactly():
     stream = list(detector_stream(5, 30))
     whole, first = DriftDetector(), DriftDetector()
     for counts, at, slices in stream[: 27 * 60]:
         whole.update(counts, at, slices)
         first.update(counts, at, slices)
-    restored = DriftDetector()  # with what the evaluator stores of the route (services/alerts/route_state.py)
+    restored = (
+        DriftDetector()
+    )  # with what the evaluator stores of the route (services/alerts/evaluation/route_state.py)
     restored.load_rows([0], [decode_state(encode_state(first.row_state(0)))], first.last_minute)
     assert restored.regression.expected_basis.startswith("time of day")
     for counts, at, slices in stream[27 * 60 :]:

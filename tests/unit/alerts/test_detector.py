@@ -12,10 +12,10 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from services.alerts.config import KINDS, CusumConfig, DetectorConfig, NaiveConfig, WindowConfig
-from services.alerts.detector import DriftDetector, make_detector
-from services.alerts.engines import ENGINES, make_engine
-from services.alerts.route_state import decode_state, encode_state
+from services.alerts.detection.config import KINDS, CusumConfig, DetectorConfig, NaiveConfig, WindowConfig
+from services.alerts.detection.detector import DriftDetector, make_detector
+from services.alerts.detection.engines import ENGINES, make_engine
+from services.alerts.evaluation.route_state import decode_state, encode_state
 from services.rates.intervals import Counts
 from tests.support.paths import ROOT
 
@@ -84,6 +84,7 @@ def detector_of(kind: str, config: DetectorConfig = DetectorConfig()) -> DriftDe
     return make_detector(config.replace(kind=kind))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ALL)
 def test_update_does_not_mutate_inputs(name, rise_stream):
     detector = detector_of(name)
@@ -98,12 +99,14 @@ def figures(detector: DriftDetector) -> tuple:
 
 
 def stored_copy(detector: DriftDetector) -> DriftDetector:
-    """What the evaluator stores of a route (services/alerts/route_state.py), loaded into a fresh detector."""
+    """What the evaluator stores of a route (services/alerts/evaluation/route_state.py), loaded into a fresh
+    detector."""
     clone = DriftDetector(detector.config)
     clone.load_rows([0], [decode_state(encode_state(detector.row_state(0)))], detector.last_minute)
     return clone
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ALL)
 def test_a_stored_copy_continues_identically(name, rise_stream):
     detector = detector_of(name)
@@ -141,6 +144,7 @@ def another_process() -> dict[str, str]:
     return json.loads(child.stdout)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ALL)
 def test_deterministic_under_a_seed_in_another_process(name, another_process):
     assert seeded_run(name) == another_process[name]
@@ -168,6 +172,7 @@ EXPECTED_FIRING_MINUTE = {"cusum": 604, "window": 607, "naive": 626}
 KNOWN_DAY = DetectorConfig(learning_level_minutes=1440, learning_margin=0.0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ALL)
 def test_five_point_rise_fires_at_the_exact_minute(name, rise_stream):
     detector = detector_of(name)
@@ -213,12 +218,14 @@ def test_two_point_rise_is_caught_and_three_points_faster():
     assert 600 < first(three, "firing") < first(two, "firing") <= 690
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["cusum", "naive", "window"])
 def test_days_of_pure_noise_raise_nothing(name):
     states = replay(detector_of(name), minute_stream(5, np.full(4 * 1440, BASE)))
     assert "firing" not in states
 
 
+@pytest.mark.slow
 def test_low_volume_noise_at_a_low_base_rate_raises_nothing():
     states = replay(make_detector(), minute_stream(6, np.full(3 * 1440, 0.02), answers_per_minute=20))
     assert "firing" not in states
@@ -238,6 +245,7 @@ def expected_minute(rate: float, answers: int = 1000) -> Counts:
     )
 
 
+@pytest.mark.slow
 def test_a_credible_rise_smaller_than_the_threshold_is_not_alerted():
     # +1.4 points, without noise: the CUSUM (tuned for 2.5, midpoint 1.25) accumulates (pending), but the rise
     # is below 75% of the 2-point threshold, so it never fires
@@ -320,16 +328,20 @@ def test_each_engine_reads_its_own_settings():
 
 
 def test_detector_settings_from_the_environment_take_their_types():
-    from services.app.settings import load_settings
+    from services.app.settings import SettingsError, load_settings
 
     env = {
         "CLAIMWATCH_DRIFT__DETECTOR__MIN_BASELINE_CLAIMS": "10000",
         "CLAIMWATCH_DRIFT__DETECTOR__H": "9.5",
         "CLAIMWATCH_DRIFT__DETECTOR__HOLD_PENDING": "false",
     }
-    config = DetectorConfig.from_mapping(load_settings(None, env, {}).drift.detector)
+    config = load_settings(None, env, {}).drift.detector_config()
     assert (config.min_baseline_claims, config.cusum.h, config.hold_pending) == (10_000, 9.5, False)
     assert isinstance(config.min_baseline_claims, int)
+    with pytest.raises(SettingsError, match=r"setting drift.detector.h: .*greater than 0"):
+        load_settings(None, {"CLAIMWATCH_DRIFT__DETECTOR__H": "-1"}, {})
+    with pytest.raises(SettingsError, match=r"block_minutes=7: must be a divisor of 1440"):
+        load_settings(None, {"CLAIMWATCH_DRIFT__DETECTOR__BLOCK_MINUTES": "7"}, {})
     with pytest.raises(ValueError, match="min_baseline_claims='many': input should be a valid integer"):
         DetectorConfig.from_mapping({"min_baseline_claims": "many"})
     with pytest.raises(ValueError, match="hold_pending='maybe': input should be a valid boolean"):

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from services.alerts.lifecycle import SILENT_KIND
-from services.alerts.records import alert_repository
+import pytest
+
+from services.alerts.lifecycle.kinds import SILENT_KIND
+from services.alerts.lifecycle.records import alert_repository
 from services.app.compose import evaluator_for
 from services.app.settings import load_settings
 from services.client.simulate import Scenario, generate
 from services.contract.decode import Decoder
+from services.store.dlq import DeadLetterRepository
 from services.store.rates import RateRepository
 from services.store.writer import EventWriter
 
@@ -20,6 +23,7 @@ MINUTES, STOP_AT = 150, 120
 SETTINGS = load_settings(None, {"CLAIMWATCH_DRIFT__WATERMARK_SECONDS": "0"}, {})
 
 
+@pytest.mark.slow
 def test_a_route_that_stops_sending_live_pages_within_ten_minutes(store):
     demo = Scenario.demo()
     scenario = Scenario(
@@ -36,7 +40,9 @@ def test_a_route_that_stops_sending_live_pages_within_ten_minutes(store):
         if not (event.route == "hr-policy" and sim.minute >= STOP_AT):
             by_minute.setdefault(sim.minute, []).append(event)
     writer = EventWriter(store)
-    evaluator = evaluator_for(SETTINGS, RateRepository(store), alert_repository(store), checkpoint=False)
+    evaluator = evaluator_for(
+        SETTINGS, RateRepository(store), DeadLetterRepository(store), alert_repository(store), checkpoint=False
+    )
     fired = None
     for minute in range(MINUTES):
         writer.write(by_minute.get(minute, []))

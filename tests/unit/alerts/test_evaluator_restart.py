@@ -6,14 +6,17 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from services.alerts.evaluator import MOVING_GRACE
-from services.alerts.expectations import published
-from services.alerts.lifecycle import SILENT_KIND
-from services.alerts.records import alert_repository
+import pytest
+
+from services.alerts.detection.expectations import published
+from services.alerts.evaluation.evaluator import MOVING_GRACE
+from services.alerts.lifecycle.kinds import SILENT_KIND
+from services.alerts.lifecycle.records import alert_repository
 from services.app.compose import evaluator_for
 from services.app.settings import load_settings
 from services.client.simulate import Regression, Scenario, generate
 from services.contract.decode import Decoder
+from services.store.dlq import DeadLetterRepository
 from services.store.rates import RateRepository
 from services.store.writer import EventWriter
 
@@ -60,13 +63,16 @@ def run(store, events, cuts):
         at = START + timedelta(minutes=cut)
         EventWriter(store).write([e for e in events if done <= e.observed_at < at])
         done = at
-        evaluator = evaluator_for(SETTINGS, RateRepository(store), alert_repository(store), wall_clock=False)
+        evaluator = evaluator_for(
+            SETTINGS, RateRepository(store), DeadLetterRepository(store), alert_repository(store), wall_clock=False
+        )
         transitions += [(a.route, a.kind, a.recorded_state, a.transition_at) for a in evaluator.evaluate(at)]
     later = done + MOVING_GRACE + timedelta(minutes=1)
     transitions += [(a.route, a.kind, a.recorded_state, a.transition_at) for a in evaluator.evaluate(later)]
     return transitions, evaluator
 
 
+@pytest.mark.slow
 def test_a_restart_mid_learning_resumes_the_learning_state(store):
     events = traffic()
     whole, uninterrupted = run(store, events, [MINUTES])

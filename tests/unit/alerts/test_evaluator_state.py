@@ -11,13 +11,15 @@ import math
 from datetime import timedelta
 
 import orjson
+import pytest
 
-from services.alerts.evaluator import PASS_ROUTE_MINUTES
-from services.alerts.evaluator_state import SNAPSHOT_MINUTES
-from services.alerts.records import alert_repository
+from services.alerts.evaluation.evaluator import PASS_ROUTE_MINUTES
+from services.alerts.evaluation.stored_state import SNAPSHOT_MINUTES
+from services.alerts.lifecycle.records import alert_repository
 from services.app.compose import evaluator_for
 from services.contract.decode import Decoder
 from services.core.errors import StoreError
+from services.store.dlq import DeadLetterRepository
 from services.store.rates import RateRepository
 from services.store.writer import EventWriter
 from tests.support.regression_world import START, billing_regression, prompt_settings
@@ -62,12 +64,15 @@ def biggest_value(store) -> int:
     )
 
 
+@pytest.mark.slow
 def test_five_thousand_routes_are_stored_a_route_at_a_time_in_one_insert_a_pass(store):
     routes, minutes = 5_000, 12
     EventWriter(store).write(quiet_routes(routes, minutes))
     store.command("SYSTEM STOP MERGES alert_route_state")  # so each insert stays a part of its own
     settings = prompt_settings()
-    evaluator = evaluator_for(settings, RateRepository(store), alert_repository(store), wall_clock=False)
+    evaluator = evaluator_for(
+        settings, RateRepository(store), DeadLetterRepository(store), alert_repository(store), wall_clock=False
+    )
     evaluator.evaluate(START + timedelta(minutes=6))
     evaluator.evaluate(START + timedelta(minutes=minutes))
 
@@ -84,7 +89,9 @@ def test_five_thousand_routes_are_stored_a_route_at_a_time_in_one_insert_a_pass(
     passes = math.ceil(7 / span) + math.ceil((minutes - 7) / span)  # minutes 0-6, then 7-11
     assert parts == passes  # each pass one insert: its rows are stored together or not at all
 
-    resumed = evaluator_for(settings, RateRepository(store), alert_repository(store), wall_clock=False)
+    resumed = evaluator_for(
+        settings, RateRepository(store), DeadLetterRepository(store), alert_repository(store), wall_clock=False
+    )
     resumed.restore()
     assert len(resumed.detectors) == routes and resumed.last_minute == START + timedelta(minutes=minutes - 1)
     for route in ("quiet-00000", "quiet-02718", "quiet-04999"):
@@ -105,7 +112,11 @@ def run(store, events, cuts, restart: bool, alerts=None):
         done = at
         if evaluator is None or restart:
             evaluator = evaluator_for(
-                prompt_settings(), RateRepository(store), alerts or alert_repository(store), wall_clock=False
+                prompt_settings(),
+                RateRepository(store),
+                DeadLetterRepository(store),
+                alerts or alert_repository(store),
+                wall_clock=False,
             )
         transitions += [
             (a.alert_id, a.route, a.kind, a.recorded_state, a.transition_at) for a in evaluator.evaluate(at)
@@ -116,6 +127,7 @@ def run(store, events, cuts, restart: bool, alerts=None):
 CUTS = [130, 171, 203, 209, 222, 260]  # restarts at minutes no snapshot falls on: each route replays its inputs
 
 
+@pytest.mark.slow
 def test_a_restarted_evaluator_goes_on_exactly_as_one_that_never_stopped(store):
     events = traffic()
     whole, whole_states = run(store, events, CUTS, restart=False)
@@ -148,13 +160,16 @@ class Refusing:
         return getattr(self.inner, name)
 
 
+@pytest.mark.slow
 def test_a_pass_that_fails_midway_is_evaluated_again_from_the_stored_state(store):
     """A store error after some minutes were stepped: the next evaluation resumes from what the store holds,
     instead of stepping those minutes twice (which refused every later evaluation)."""
     events = traffic()
     whole, whole_states = run(store, events, CUTS, restart=False)
     alerts = Refusing(emptied(store))
-    evaluator = evaluator_for(prompt_settings(), RateRepository(store), alerts, wall_clock=False)
+    evaluator = evaluator_for(
+        prompt_settings(), RateRepository(store), DeadLetterRepository(store), alerts, wall_clock=False
+    )
     EventWriter(store).write(events)
     transitions, failed = [], 0
     for cut in [*CUTS[:-1], CUTS[-1], CUTS[-1]]:

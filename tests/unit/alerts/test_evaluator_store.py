@@ -6,12 +6,14 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import orjson
+import pytest
 
-from services.alerts.evaluator import MOVING_GRACE
-from services.alerts.records import alert_repository
+from services.alerts.evaluation.evaluator import MOVING_GRACE
+from services.alerts.lifecycle.records import alert_repository
 from services.app.compose import evaluator_for
 from services.app.settings import load_settings
 from services.contract.decode import Decoder
+from services.store.dlq import DeadLetterRepository
 from services.store.rates import RateRepository
 from services.store.writer import EventWriter
 from tests.support.regression_world import START, billing_regression, prompt_settings
@@ -28,6 +30,7 @@ BASE = {
 }
 
 
+@pytest.mark.slow
 def test_alert_evaluator_resumes_from_its_checkpoint_without_duplicates(store):
     """A restarted evaluator continues the same detectors: no second alert for the same episode."""
     start = START
@@ -36,11 +39,13 @@ def test_alert_evaluator_resumes_from_its_checkpoint_without_duplicates(store):
     settings = prompt_settings()
     cut = start + timedelta(minutes=215)  # after onset, before the end: "kill" the evaluator here
     writer.write([e for e in sims if e.observed_at < cut])
-    first = evaluator_for(settings, RateRepository(store), alert_repository(store))
+    first = evaluator_for(settings, RateRepository(store), DeadLetterRepository(store), alert_repository(store))
     first.evaluate(cut + timedelta(minutes=5))
     assert first.open, "the regression should have opened an alert before the cut"
     writer.write([e for e in sims if e.observed_at >= cut])
-    resumed = evaluator_for(settings, RateRepository(store), alert_repository(store))  # a fresh process
+    resumed = evaluator_for(
+        settings, RateRepository(store), DeadLetterRepository(store), alert_repository(store)
+    )  # a fresh process
     resumed.evaluate(start + timedelta(days=1))
     alerts = alert_repository(store).list("billing-faq")
     assert len(alerts) == 1 and alerts[0].alert_id == next(iter(first.open.values())).alert_id
@@ -72,7 +77,9 @@ def test_evaluator_waits_for_a_route_whose_backlog_is_still_being_consumed(store
     land("ahead", range(120))
     land("behind", range(10))
     settings = load_settings(None, {"CLAIMWATCH_DRIFT__WATERMARK_SECONDS": "0"}, {})
-    evaluator = evaluator_for(settings, RateRepository(store), alert_repository(store), checkpoint=False)
+    evaluator = evaluator_for(
+        settings, RateRepository(store), DeadLetterRepository(store), alert_repository(store), checkpoint=False
+    )
     now = t0 + timedelta(minutes=121)
     assert evaluator.slowest_active_minute(now) == t0 + timedelta(minutes=9)  # first sight: every route counts
     land("behind", range(10, 40))
@@ -87,10 +94,11 @@ def test_evaluator_waits_for_a_route_whose_backlog_is_still_being_consumed(store
     assert evaluator.slowest_active_minute(now) == now.replace(second=0) - MOVING_GRACE
 
 
+@pytest.mark.slow
 def test_a_backlog_is_evaluated_in_passes_that_open_the_same_alert_as_one_pass(store, monkeypatch):
     """A worker draining a backlog evaluates hours of minutes in one tick. It reads them PASS_MINUTES at a time
     (reading them whole held +400 MiB draining 1 GiB of envelopes), with the same outcome as one pass."""
-    from services.alerts import evaluator as evaluation
+    from services.alerts.evaluation import evaluator as evaluation
 
     EventWriter(store).write(billing_regression())  # 260 minutes, the regression from minute 200
     spans = []
@@ -103,7 +111,9 @@ def test_a_backlog_is_evaluated_in_passes_that_open_the_same_alert_as_one_pass(s
     def evaluated(pass_minutes: int):
         monkeypatch.setattr(evaluation, "PASS_MINUTES", pass_minutes)
         spans.clear()
-        evaluator = evaluator_for(prompt_settings(), Recording(store), alert_repository(store), checkpoint=False)
+        evaluator = evaluator_for(
+            prompt_settings(), Recording(store), DeadLetterRepository(store), alert_repository(store), checkpoint=False
+        )
         transitions = evaluator.evaluate(START + timedelta(minutes=261))
         return [(a.route, a.kind, a.recorded_state, a.pending_since, a.starts_at, a.rate) for a in transitions], max(
             spans
@@ -120,16 +130,19 @@ def test_a_backlog_is_evaluated_in_passes_that_open_the_same_alert_as_one_pass(s
     assert widest >= timedelta(minutes=250) and whole == in_passes
 
 
+@pytest.mark.slow
 def test_an_ack_outlives_the_evaluations_after_it_and_the_tables_merges(store):
     """On-call acks a page; the evaluator then saves its own copy of the open alert every minute. That copy
     never knew of the ack, and as the newest version it hid it within a minute (seen in the demo)."""
-    from services.alerts.service import AlertsService
+    from services.alerts.oncall.service import AlertsService
 
     sims = billing_regression()
     writer = EventWriter(store)
     cut = START + timedelta(minutes=215)
     writer.write([e for e in sims if e.observed_at < cut])
-    evaluator = evaluator_for(prompt_settings(), RateRepository(store), alert_repository(store))
+    evaluator = evaluator_for(
+        prompt_settings(), RateRepository(store), DeadLetterRepository(store), alert_repository(store)
+    )
     evaluator.evaluate(cut + timedelta(minutes=5))
     [alert] = evaluator.open.values()
     service = AlertsService(alert_repository(store))

@@ -8,18 +8,19 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from services.alerts.detector import DriftDetector
-from services.alerts.expectations import (
+from services.alerts.detection.detector import DriftDetector
+from services.alerts.detection.expectations import (
     NO_HISTORY,
     NOT_EVALUATED,
     Expectation,
     compare,
-    expected_text,
     publish,
     published,
     sort_routes,
 )
-from services.alerts.lifecycle import Alert, alert_state, state_text
+from services.alerts.explain.figures import expected_text
+from services.alerts.lifecycle.alert import Alert
+from services.alerts.lifecycle.status import alert_state, state_text
 from services.rates.intervals import Counts
 
 
@@ -144,7 +145,7 @@ def test_an_alert_that_never_fired_is_cleared_not_resolved(times, acked, silence
 def test_the_store_keeps_how_many_hours_a_learning_route_has(store):
     """The overview, `rates` and the route page say "8.0% (learning, 2 h)": the hours survive the store (without them in
     the store, every surface read a bare "learning")."""
-    from services.alerts.records import alert_repository
+    from services.alerts.lifecycle.records import alert_repository
 
     alerts, minute = alert_repository(store), datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
     learning, learned = Expectation(0.08, "a local level", True, 2), Expectation(0.05, "time of day", False)

@@ -7,10 +7,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from services.alerts.dispatch import Dispatcher
-from services.alerts.explain import AlertExplainer, decompose
-from services.alerts.lifecycle import Alert
-from services.alerts.notify import alertmanager_payload, webhook_payload
+from services.alerts.explain.explainer import AlertExplainer
+from services.alerts.explain.shares import decompose
+from services.alerts.lifecycle.alert import Alert
+from services.alerts.notify.dispatch import Dispatcher
+from services.alerts.notify.payloads import alertmanager_payload, webhook_payload
 
 T0 = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
 URL = "https://claimwatch.example"
@@ -267,7 +268,7 @@ def test_the_dispatcher_puts_the_explanation_in_what_it_sends(three_issues):
 def test_the_alert_cycle_sends_each_firing_alert_with_its_explanation(three_issues):
     import asyncio
 
-    from services.alerts.cycle import AlertCycle
+    from services.alerts.evaluation.cycle import AlertCycle
     from services.core.metrics import Metrics
 
     firing = alert()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.alerts.figures import counted, dlq_command, figure, hallucination_sentence, served_sentence
+from services.alerts.explain.figures import counted, dlq_command, figure, hallucination_sentence, served_sentence
 
 
 @pytest.mark.parametrize(

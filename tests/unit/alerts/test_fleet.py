@@ -8,13 +8,13 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from services.alerts.config import KINDS, DetectorConfig
-from services.alerts.detector import DriftDetector, minute_number, slice_sums
-from services.alerts.fleet import DriftFleet
-from services.alerts.health_engine import InputHealthConfig, InputHealthEngine
-from services.alerts.input_health import HealthView, InputHealthDetector, health_input
-from services.alerts.lifecycle import INPUT_KINDS
-from services.alerts.route_state import decode_state, encode_state
+from services.alerts.detection.config import KINDS, DetectorConfig
+from services.alerts.detection.detector import DriftDetector, minute_number, slice_sums
+from services.alerts.detection.fleet import DriftFleet
+from services.alerts.detection.health_engine import InputHealthConfig, InputHealthEngine
+from services.alerts.detection.input_health import HealthView, InputHealthDetector, health_input
+from services.alerts.evaluation.route_state import decode_state, encode_state
+from services.alerts.lifecycle.kinds import INPUT_KINDS
 from services.rates.intervals import Counts
 
 T0 = datetime(2026, 11, 2, 6, 0, tzinfo=UTC)
@@ -84,6 +84,7 @@ def same_state(a, b) -> bool:
     return a == b
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_route_that_joins_late_or_is_moved_by_its_state_is_the_detector_it_would_be_alone(kind):
     config = DetectorConfig(kind=kind, min_baseline_claims=2_000)
@@ -116,6 +117,7 @@ def test_a_route_that_joins_late_or_is_moved_by_its_state_is_the_detector_it_wou
     assert same_state(other.row_state(1), alone.row_state(0))
 
 
+@pytest.mark.slow
 def test_an_input_health_route_that_joins_late_or_is_moved_is_the_detector_it_would_be_alone():
     minutes = stream(3, 1700)
     silent_from, join, move = 1600, 200, 1590
@@ -147,6 +149,7 @@ def test_an_input_health_route_that_joins_late_or_is_moved_is_the_detector_it_wo
     assert alone.state(INPUT_KINDS[0]) == "firing"  # the route fell silent and both copies said so at once
 
 
+@pytest.mark.slow
 def test_a_routes_state_is_small_in_memory_and_smaller_stored():
     """A week of history at 3 answers a minute in two mix slices: about 62 KB of arrays (the pickled detectors
     were about 320 KB whatever their history), and under 10 KB stored: 10,000 such routes in about 100 MB."""

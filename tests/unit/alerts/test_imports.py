@@ -1,4 +1,5 @@
-"""The alerts modules import one another without a cycle (module-level imports, read from the source)."""
+"""The alerts modules import one another without a cycle, and its rooms one way (module-level imports, read from the
+source)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,34 @@ from tests.support.paths import ROOT
 def test_no_import_cycle_among_the_alerts_modules():
     graph = import_graph(ROOT, "services.alerts")
     assert (
-        "services.alerts.config" in graph and graph["services.alerts.config"] == set()
+        "services.alerts.detection.config" in graph and graph["services.alerts.detection.config"] == set()
     )  # the settings import no stage
-    assert {"services.alerts.config", "services.alerts.baseline"} <= graph["services.alerts.engines"]
+    assert {"services.alerts.detection.config", "services.alerts.detection.baseline"} <= graph[
+        "services.alerts.detection.engines"
+    ]
     assert cycles(graph) == []
+
+
+# The rooms of services/alerts, in the order they may import one another: each only the ones before it.
+ROOMS = ("lifecycle", "detection", "explain", "notify", "evaluation", "oncall")
+
+
+def room_of(module: str) -> str:
+    """``services.alerts.<room>.<module>`` -> its room ('' for the package itself)."""
+    return module.split(".")[2] if module.count(".") >= 2 else ""
+
+
+def test_every_alerts_module_is_in_a_room_and_imports_only_the_rooms_before_it():
+    graph = import_graph(ROOT, "services.alerts")
+    assert {room_of(m) for m in graph} == {"", *ROOMS}, "a module outside the rooms (or a room not in ROOMS)"
+    assert graph["services.alerts"] == set()  # the package imports nothing: no re-exports
+    upward = [
+        f"{module} imports {name}"
+        for module, names in graph.items()
+        for name in names
+        if ROOMS.index(room_of(name)) > ROOMS.index(room_of(module))
+    ]
+    assert upward == []
 
 
 def test_a_planted_cycle_is_found(tmp_path: Path):

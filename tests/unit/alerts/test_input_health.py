@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from services.alerts.input_health import InputHealthConfig, InputHealthDetector
-from services.alerts.lifecycle import ABSTENTION_KIND, INPUT_KINDS, REJECTED_KIND, SILENT_KIND
-from services.alerts.route_state import decode_state, encode_state
+from services.alerts.detection.input_health import InputHealthConfig, InputHealthDetector
+from services.alerts.evaluation.route_state import decode_state, encode_state
+from services.alerts.lifecycle.kinds import ABSTENTION_KIND, INPUT_KINDS, REJECTED_KIND, SILENT_KIND
 from services.rates.intervals import Counts
 
 T0 = datetime(2026, 11, 21, tzinfo=UTC)
@@ -98,6 +98,7 @@ def test_abstaining_more_while_serving_less_warns_and_says_when_the_hallucinatio
     assert d.state(ABSTENTION_KIND) == "firing" and d.view(ABSTENTION_KIND).details["hallucination_fell"] is False
 
 
+@pytest.mark.slow
 def test_the_nightly_dip_over_three_days_fires_nothing():
     rng = np.random.default_rng(4)
     minutes = np.arange(3 * 1440)
@@ -122,7 +123,9 @@ def test_a_restart_mid_learning_resumes_exactly():
     expected = replay(whole, stream)
     part = InputHealthDetector()
     replay(part, stream[:184])
-    resumed = InputHealthDetector()  # with what the evaluator stores of the route (services/alerts/route_state.py)
+    resumed = (
+        InputHealthDetector()
+    )  # with what the evaluator stores of the route (services/alerts/evaluation/route_state.py)
     resumed.engine.load_rows([0], [decode_state(encode_state(part.engine.row_state(0)))], part.engine.minute)
     assert replay(resumed, stream[184:], 184) == expected[184:]
 
@@ -146,8 +149,9 @@ def test_configuration_is_checked_and_typed():
     ],
 )
 def test_each_kind_fires_is_silenced_by_its_matchers_and_resolves(kind, broken):
-    from services.alerts.lifecycle import Notify, next_alert, should_notify, status
-    from services.alerts.silences import Silence
+    from services.alerts.lifecycle.silences import Silence
+    from services.alerts.lifecycle.status import Notify, should_notify, status
+    from services.alerts.lifecycle.transitions import next_alert
 
     d, alert, seen = InputHealthDetector(), None, []
     stream = STEADY + [broken] * 40 + [(answers(60), 0)] * 40

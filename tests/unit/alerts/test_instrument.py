@@ -8,9 +8,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from services.alerts.calibrated import calibrated_rise, calibration_suspect
-from services.alerts.lifecycle import AGREEMENT_KIND, DRIFT_KIND, Alert
-from services.alerts.notify import summary
+from services.alerts.explain.calibrated import calibrated_rise, calibration_suspect
+from services.alerts.lifecycle.alert import Alert
+from services.alerts.lifecycle.kinds import AGREEMENT_KIND, DRIFT_KIND
+from services.alerts.notify.summary import summary
 from services.app.cli.alerts import alert_fields
 from services.review.agreement_alerts import AgreementDropTest, AgreementWatch, LabelAgreement, label_agreements
 from services.review.labels import Review, ReviewedClaim
@@ -157,8 +158,8 @@ def test_a_route_with_no_labels_says_so_rather_than_stale(calibration):
 def test_the_alert_cycle_sends_the_agreement_alert_and_resends_it_while_it_fires():
     import asyncio
 
-    from services.alerts.cycle import AlertCycle
-    from services.alerts.dispatch import Dispatcher
+    from services.alerts.evaluation.cycle import AlertCycle
+    from services.alerts.notify.dispatch import Dispatcher
     from services.core.metrics import Metrics
     from services.review.agreement_alerts import InstrumentAlerts
 

@@ -9,25 +9,12 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from services.alerts.detector import DriftDetector
-from services.alerts.lifecycle import (
-    DRIFT_KIND,
-    Alert,
-    Notify,
-    ack,
-    alert_state,
-    is_acked,
-    make_alert_id,
-    merge,
-    next_alert,
-    observed_alert,
-    resolve,
-    severity_for,
-    should_notify,
-    silenced_by,
-    status,
-)
-from services.alerts.silences import Silence
+from services.alerts.detection.detector import DriftDetector
+from services.alerts.lifecycle.alert import Alert, make_alert_id
+from services.alerts.lifecycle.kinds import DRIFT_KIND
+from services.alerts.lifecycle.silences import Silence
+from services.alerts.lifecycle.status import Notify, ack, alert_state, is_acked, should_notify, silenced_by, status
+from services.alerts.lifecycle.transitions import merge, next_alert, observed_alert, resolve, severity_for
 from services.rates.intervals import Counts, Interval
 
 T0 = datetime(2026, 11, 21, 9, 0, tzinfo=UTC)
@@ -228,7 +215,7 @@ def test_observed_alert_is_none_while_ok_and_carries_suspects():
 
 def test_the_alert_list_puts_firing_before_pending_before_resolved_each_newest_first():
     """The stored order is newest first; a resolved alert newer than a firing one still lists below it."""
-    from services.alerts.service import AlertsService
+    from services.alerts.oncall.service import AlertsService
 
     class Records:  # what AlertsService reads of its repository: alerts newest first, and silences
         def __init__(self, alerts):

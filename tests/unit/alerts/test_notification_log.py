@@ -8,13 +8,16 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 
 import orjson
+import pytest
 
-from services.alerts.cycle import AlertCycle
-from services.alerts.dispatch import Dispatcher, Outgoing
-from services.alerts.lifecycle import Alert
-from services.alerts.records import alert_repository
+from services.alerts.evaluation.cycle import AlertCycle
+from services.alerts.lifecycle.alert import Alert
+from services.alerts.lifecycle.records import alert_repository
+from services.alerts.notify.dispatch import Dispatcher
+from services.alerts.notify.receivers import Outgoing
 from services.app.compose import evaluator_for
 from services.core.metrics import Metrics
+from services.store.dlq import DeadLetterRepository
 from services.store.notifications import NotificationLog
 from services.store.rates import RateRepository
 from services.store.writer import EventWriter
@@ -80,6 +83,7 @@ async def sending(d: Dispatcher, until) -> None:
         await asyncio.gather(task, return_exceptions=True)
 
 
+@pytest.mark.slow
 def test_what_was_not_delivered_before_a_crash_is_delivered_once_by_the_next_dispatcher(store):
     with Receiver() as am, Receiver(failures=10**9) as hook, Receiver(failures=10**9) as tickets:
 
@@ -150,6 +154,7 @@ def wait_for_state(store, receiver: str, key: str, state: str) -> bool:
     )
 
 
+@pytest.mark.slow
 def test_a_transition_recorded_but_never_logged_is_sent_after_a_restart(store):
     """A kill after the evaluator's checkpoint and before the notification was logged: the evaluator resumes past
     the transition, so only the log can tell that it was never sent. The next leader's first evaluation sends it;
@@ -159,7 +164,13 @@ def test_a_transition_recorded_but_never_logged_is_sent_after_a_restart(store):
     alerts = alert_repository(store)
 
     def cycle(d: Dispatcher) -> AlertCycle:
-        return AlertCycle(evaluator_for(prompt_settings(), RateRepository(store), alerts), alerts, d, Metrics(), inline)
+        return AlertCycle(
+            evaluator_for(prompt_settings(), RateRepository(store), DeadLetterRepository(store), alerts),
+            alerts,
+            d,
+            Metrics(),
+            inline,
+        )
 
     async def life(d: Dispatcher) -> list[Outgoing]:
         await cycle(d).evaluate(now)

@@ -8,9 +8,10 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 
-from services.alerts.dispatch import Dispatcher, Outgoing
-from services.alerts.lifecycle import Alert
-from services.alerts.notify import alertmanager_payload, webhook_payload
+from services.alerts.lifecycle.alert import Alert
+from services.alerts.notify.dispatch import Dispatcher
+from services.alerts.notify.payloads import alertmanager_payload, webhook_payload
+from services.alerts.notify.receivers import Outgoing
 from services.app.settings import Settings
 
 NOW = datetime(2026, 11, 21, 14, 0, tzinfo=UTC)
@@ -68,13 +69,6 @@ def test_a_mix_shift_names_its_slice_and_has_its_own_alertname():
     assert body["alert"]["mix_effect"] == 0.019 and "mostly the question mix" in body["text"]
 
 
-def test_an_alert_stored_before_expectations_still_renders():
-    old = Alert.from_dict({**alert("hallucination_rate_rise").as_dict(), "expected": None, "expected_basis": None})
-    notes = alertmanager_payload(old, URL, NOW, timedelta(minutes=5))["annotations"]
-    assert "vs 8.0% expected" in notes["summary"]  # falls back to the baseline
-    assert "expected" not in notes and "mix_effect" not in notes
-
-
 def test_a_failing_notification_backs_off_as_the_settings_say(monkeypatch):
     waits: list[float] = []
 
@@ -96,7 +90,7 @@ def test_a_failing_notification_backs_off_as_the_settings_say(monkeypatch):
         retry_max_seconds=notify.retry_max_seconds,
         attempt_timeout_seconds=notify.attempt_timeout_seconds,
     )
-    monkeypatch.setattr("services.alerts.dispatch.asyncio.sleep", sleep)
+    monkeypatch.setattr("services.alerts.notify.dispatch.asyncio.sleep", sleep)
     asyncio.run(
         d._deliver(Down(), d.receivers["alertmanager"], Outgoing("alertmanager", "http://am:9093/api/v2/alerts", []))
     )

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from services.alerts.lifecycle import Alert
-from services.alerts.notify import alertmanager_payload, webhook_payload
+from services.alerts.lifecycle.alert import Alert
+from services.alerts.notify.payloads import alertmanager_payload, webhook_payload
 
 NOW = datetime(2026, 11, 21, 14, 0, tzinfo=UTC)
 URL = "https://claimwatch.example"

@@ -9,8 +9,9 @@ from datetime import UTC, datetime, timedelta
 
 import orjson
 
-from services.alerts.dispatch import Dispatcher, Outgoing
-from services.alerts.lifecycle import Alert
+from services.alerts.lifecycle.alert import Alert
+from services.alerts.notify.dispatch import Dispatcher
+from services.alerts.notify.receivers import Outgoing
 from services.core.metrics import Metrics
 from tests.support.receiver import Receiver
 from tests.support.waiting import wait_until

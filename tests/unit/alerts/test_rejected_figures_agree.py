@@ -7,13 +7,16 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from itertools import count
 
-from services.alerts.lifecycle import REJECTED_KIND
-from services.alerts.records import alert_repository
+import pytest
+
+from services.alerts.lifecycle.kinds import REJECTED_KIND
+from services.alerts.lifecycle.records import alert_repository
 from services.app.compose import evaluator_for
 from services.app.settings import load_settings
 from services.client.simulate import Scenario, generate
 from services.contract.decode import Decoder, reject
 from services.ingest.records import DeadLetter
+from services.store.dlq import DeadLetterRepository
 from services.store.rates import RateRepository
 from services.store.writer import EventWriter
 
@@ -34,6 +37,7 @@ def dead_letters(n: int, minute: int, rule: str) -> list[DeadLetter]:
     ]
 
 
+@pytest.mark.slow
 def test_the_top_rules_count_is_of_the_dead_letters_the_alert_counted(store):
     scenario = Scenario(
         routes=(Scenario.demo().routes[0],), regressions=(), bad_fraction=0.0, duplicate_fraction=0.0, late_fraction=0.0
@@ -42,7 +46,9 @@ def test_the_top_rules_count_is_of_the_dead_letters_the_alert_counted(store):
     for sim in generate(scenario, START, MINUTES, seed=4):
         by_minute.setdefault(sim.minute, []).append(decoder.decode(sim.raw))
     writer = EventWriter(store)
-    evaluator = evaluator_for(SETTINGS, RateRepository(store), alert_repository(store), checkpoint=False)
+    evaluator = evaluator_for(
+        SETTINGS, RateRepository(store), DeadLetterRepository(store), alert_repository(store), checkpoint=False
+    )
     for minute in range(MINUTES):
         refused = []
         if minute >= BROKEN_FROM:  # a producer starts sending the wrong schema: 3 in 4 of its events, one rule

@@ -10,8 +10,9 @@ import orjson
 import pytest
 from fastapi.testclient import TestClient
 
-from services.alerts.lifecycle import CARDINALITY_KIND, FLEET_ROUTE
-from services.alerts.notify import ALERTNAMES, description, summary
+from services.alerts.lifecycle.kinds import CARDINALITY_KIND, FLEET_ROUTE
+from services.alerts.notify.payloads import ALERTNAMES
+from services.alerts.notify.summary import description, summary
 from services.api.app import create_api
 from services.app.cli.alerts import alert_fields
 from services.app.compose import open_components
@@ -53,6 +54,7 @@ def traffic(now) -> list[RawMessage]:
     return out
 
 
+@pytest.mark.slow
 def test_refused_routes_fire_one_alert_naming_the_producer_then_it_resolves(components):
     now = utcnow()
     outcome = components.ingestor().process(traffic(now), now)

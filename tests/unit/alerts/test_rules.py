@@ -10,11 +10,12 @@ from datetime import UTC, datetime, timedelta
 import orjson
 import pytest
 
-from services.alerts.config import CusumConfig, DetectorConfig
-from services.alerts.input_health import InputHealthConfig
-from services.alerts.lifecycle import Alert
-from services.alerts.notify import alertmanager_payload
-from services.alerts.rules import MISSED, QUALITY_FILE, RULE_KINDS, Quality, alert_rules, load_quality
+from services.alerts.detection.config import CusumConfig, DetectorConfig
+from services.alerts.detection.input_health import InputHealthConfig
+from services.alerts.lifecycle.alert import Alert
+from services.alerts.notify.payloads import alertmanager_payload
+from services.alerts.oncall.quality import MISSED, QUALITY_FILE, Quality, load_quality
+from services.alerts.oncall.rules import RULE_KINDS, alert_rules
 from services.review.agreement_alerts import AgreementDropTest
 from tests.support.paths import ROOT
 

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from services.alerts.silences import Matcher, Silence, parse_duration, parse_matcher
+from services.alerts.lifecycle.silences import Matcher, Silence, parse_duration, parse_matcher
 
 NOW = datetime(2026, 11, 21, 9, 0, tzinfo=UTC)
 LABELS = {"route": "billing-faq", "kind": "hallucination_rate_rise", "severity": "warning", "tenant": "acme"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from services.alerts.suspects import suspect_changes
+from services.alerts.explain.suspects import suspect_changes
 from services.rates.intervals import Counts
 
 BASE, RHO = 0.08, 0.1

@@ -14,8 +14,9 @@ from datetime import timedelta
 import orjson
 import pytest
 
-from services.alerts.lifecycle import DRIFT_KIND, MIX_KIND, Alert
-from services.alerts.records import alert_repository
+from services.alerts.lifecycle.alert import Alert
+from services.alerts.lifecycle.kinds import DRIFT_KIND, MIX_KIND
+from services.alerts.lifecycle.records import alert_repository
 from services.rates.intervals import Interval
 from tests.support.cli import cli_at
 from tests.unit.api.test_api import START, TOKEN, client_for, world  # noqa: F401  (world is a fixture)
@@ -106,7 +107,7 @@ def test_the_api_json_has_the_expectation_and_both_effects(client):
     assert [t["state"] for t in shown["transitions"]] == ["pending", "firing"]
     listed = {a["alert_id"]: a for a in client.get("/api/alerts").json()}
     assert listed[BELOW.alert_id]["delta"] == -0.003 and listed[BELOW.alert_id]["kind"] == DRIFT_KIND
-    assert listed["a-billing"]["expected"] is None  # stored before expectations
+    assert listed["a-billing"]["expected"] == 0.06 and listed["a-billing"]["mix_effect"] is None
 
 
 # -- claimwatch alerts show --------------------------------------------------------------------
@@ -140,15 +141,15 @@ def test_alerts_show_reads_the_rate_against_the_expectation_and_splits_the_rise(
         assert any(line.startswith(label + "  ") for line in lines), label
 
 
-def test_alerts_show_a_regression_below_its_expectation_and_an_alert_stored_before_expectations(cli):
+def test_alerts_show_a_regression_below_its_expectation_and_a_rise_without_its_split(cli):
     flat = " ".join(cli("alerts", "show", BELOW.alert_id).split())
     assert "kind regression state pending since 2026-11-21 08:30 UTC" in flat
     assert f"expected 12.1%: {TRAILING}" in flat
     assert "rise -0.3 pts over the expectation = mix effect +0.2 pts / rate effect -0.5 pts" in flat
     assert "mix slice" not in flat and "transitions" not in flat and "suspects" not in flat
-    old = " ".join(cli("alerts", "show", "a-billing").split())
-    assert "expected — (stored before expectations; the rise is over the baseline)" in old
-    assert "rise +7.0 pts over the baseline" in old and "mix effect" not in old
+    billing = " ".join(cli("alerts", "show", "a-billing").split())
+    assert "expected 6.0%: trailing 24 h level" in billing
+    assert "rise +7.0 pts over the expectation" in billing and "mix effect" not in billing
 
 
 def test_alerts_show_json_is_the_apis(cli, client):
@@ -173,7 +174,6 @@ def test_alerts_list_has_kind_and_expected_and_signs_the_delta(cli):
     wide = cli("alerts", "list", "-o", "wide").splitlines()
     assert wide[0].split()[-1] == "BASELINE"
     billing = next(line for line in wide if line.startswith("a-billing "))
-    # stored before expectations: EXPECTED falls back to the baseline the delta was measured from
     assert re.search(r"billing-faq\s+firing\s+regression\s+13\.0%\s+6\.0%\s+\+7\.0 pts\b.*\s6\.0%$", billing), billing
 
 
@@ -198,8 +198,8 @@ def test_the_alerts_page_shows_the_expectation_the_split_and_the_mix_shift(clien
     text = words(below)
     assert f"Expected 12.1% ({TRAILING}); rise -0.3 pts = mix +0.2 pts + rate -0.5 pts" in text
     assert "does not page" not in text and "slice" not in text
-    old = words(card(page, "a-billing", "article"))
-    assert "Expected 6.0% (the baseline: the alert was stored before expectations); rise +7.0 pts." in old
+    billing = words(card(page, "a-billing", "article"))
+    assert "Expected 6.0% (trailing 24 h level); rise +7.0 pts." in billing
 
 
 def test_the_route_page_shows_the_same_figures(client):

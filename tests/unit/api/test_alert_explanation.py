@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
 from clustering.issue import IssueRecord
-from services.alerts.lifecycle import Alert
-from services.alerts.records import alert_repository
+from services.alerts.lifecycle.alert import Alert
+from services.alerts.lifecycle.records import alert_repository
 from services.api.app import create_api
 from services.api.auth import new_token
 from services.api.security import ApiPolicy
@@ -149,6 +149,7 @@ def test_the_alerts_page_and_the_route_page_show_the_explanation(client):
         assert f'href="/issues/iss-invented?alert={ALERT_ID}"' in page.text and "unclustered" in page.text
 
 
+@pytest.mark.slow
 def test_an_issue_lists_the_alerts_it_contributes_to(client):
     listed = client.get("/api/issues/iss-invented").json()["alerts"]
     assert [(a["alert_id"], a["route"], a["state"]) for a in listed] == [(ALERT_ID, "billing-faq", "firing")]

@@ -17,8 +17,8 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from clustering.issue import IssueRecord
-from services.alerts.lifecycle import Alert
-from services.alerts.records import alert_repository
+from services.alerts.lifecycle.alert import Alert
+from services.alerts.lifecycle.records import alert_repository
 from services.api.app import create_api
 from services.api.auth import new_token
 from services.api.plotly_assets import BUNDLE
@@ -127,6 +127,8 @@ def world(tmp_path_factory):
                 rate_interval=Interval(0.1, 0.16),
                 baseline=0.06,
                 baseline_interval=Interval(0.05, 0.07),
+                expected=0.06,
+                expected_basis="trailing 24 h level",
                 delta=0.07,
                 claims=900,
                 onset=pending,
@@ -409,6 +411,7 @@ def mutating_routes(api) -> list[tuple[str, str]]:
     return sorted(set(found) - NOT_MUTATIONS)
 
 
+@pytest.mark.slow
 def test_every_mutating_endpoint_refuses_a_missing_a_wrong_and_an_unconfigured_token(world):
     services = world[0]
     client = client_for(services)
@@ -481,6 +484,7 @@ def test_mutations_are_rate_limited_per_token_and_per_address_without_one_with_r
     assert client.post("/api/alerts/a-nope/ack", json={"by": "x"}, headers=AUTH).status_code == 404
 
 
+@pytest.mark.slow
 def test_protected_reads_need_the_token_and_pages_sign_in_with_a_read_only_cookie(world):
     client = client_for(world[0], protect_reads=True)
     assert client.get("/api/rates").status_code == 401
@@ -504,6 +508,7 @@ def test_protected_reads_need_the_token_and_pages_sign_in_with_a_read_only_cooki
     assert spec["paths"]["/api/rates"]["get"]["security"] == [{"bearerAuth": []}]
 
 
+@pytest.mark.slow
 def test_cors_is_off_by_default_and_on_only_for_configured_origins(world):
     preflight = {"Origin": "https://grafana.example", "Access-Control-Request-Method": "POST"}
     off = client_for(world[0])
@@ -515,6 +520,7 @@ def test_cors_is_off_by_default_and_on_only_for_configured_origins(world):
     assert "access-control-allow-origin" not in on.get("/api/rates", headers={"Origin": "https://x.example"}).headers
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", PAGES + ["/routes/" + quote(HTML_ROUTE, safe=""), "/signin"])
 def test_pages_carry_a_csp_without_inline_scripts_and_load_nothing_from_elsewhere(client, path):
     response = client.get(path)
@@ -596,6 +602,7 @@ def test_sql_and_html_are_stored_verbatim_and_shown_inertly(client):
 
 
 # -- issues ------------------------------------------------------------------------
+@pytest.mark.slow
 def test_issue_list_filters_and_sorts(client):
     listed = client.get("/api/issues").json()
     assert {i["issue_id"] for i in listed} == {"iss-numbers", "iss-evil"}
@@ -610,6 +617,7 @@ def test_issue_list_filters_and_sorts(client):
     assert bad.status_code == 422 and bad.json()["field"] == "query.sort"
 
 
+@pytest.mark.slow
 def test_issue_detail_members_map_and_runbook(client):
     detail = client.get("/api/issues/iss-numbers").json()
     # Up to 5 distinct traces: the clustering's 3 exemplars first, then the most typical other members.
@@ -643,6 +651,7 @@ def test_issue_resolve_and_merge(world):
     assert client.post("/api/issues/iss-evil/merge", json={"into": "nope", "by": "x"}, headers=AUTH).status_code == 404
 
 
+@pytest.mark.slow
 def test_a_merged_issues_page_leads_to_the_issue_it_joined(world, client):
     """A runbook or a page printed before a merge still leads on-call to where the claims are now."""
     services, _ = world
@@ -664,6 +673,7 @@ def test_a_merged_issues_page_leads_to_the_issue_it_joined(world, client):
     assert (shown["state"], shown["merged_into"]) == ("merged", "iss-numbers")
 
 
+@pytest.mark.slow
 def test_issue_pages_show_the_list_the_runbook_the_map_and_promote_controls(client):
     listing = client.get("/issues").text
     assert 'href="/issues/iss-numbers"' in listing and "Invented refund numbers" in listing
@@ -683,6 +693,7 @@ def test_issue_names_and_claim_texts_are_inert_on_issue_pages(client):
 
 
 # -- promotions and the eval set ----------------------------------------------------
+@pytest.mark.slow
 def test_promote_review_export_and_report(world):
     client = client_for(world[0])
     exemplars = client.get("/api/issues/iss-numbers").json()["exemplars"]

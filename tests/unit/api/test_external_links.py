@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.alerts.records import alert_repository
+from services.alerts.lifecycle.records import alert_repository
 from services.app.compose import build
 from services.app.settings import Settings
 from tests.unit.api.test_api import client_for, world  # noqa: F401  (world is a fixture)
@@ -28,6 +28,7 @@ def only_configured_links(text: str) -> None:
     assert CONFIGURED + "/" in text
 
 
+@pytest.mark.slow
 def test_issue_runbook_links_ignore_the_host_header(client):
     response = client.get("/api/issues/iss-numbers/runbook", headers=FORGED)
     assert response.status_code == 200

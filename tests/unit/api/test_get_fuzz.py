@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from pydantic import AwareDatetime
 from starlette.routing import Mount, Route
 
-from services.alerts.expectations import SORTS
+from services.alerts.detection.expectations import SORTS
 from services.api.pages import API_PREFIXES, ISSUE_SORTS, WINDOWS
 from tests.unit.api.test_api import AUTH, HTML_ROUTE, SQL_ROUTE, client_for, world  # noqa: F401  (world is a fixture)
 
@@ -305,6 +305,7 @@ def check(response) -> None:
         assert len(response.content) < MAX_ERROR_BYTES, where
 
 
+@pytest.mark.slow
 def test_no_get_answers_a_5xx_or_a_raw_refusal(client, real):
     routes = get_routes(client.app)
     assert {"/api/routes/{route:path}", "/issues/{issue_id}", "/static/{file:path}"} <= {t for t, _ in routes}

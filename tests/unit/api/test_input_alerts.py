@@ -16,10 +16,11 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from services.alerts import rules
-from services.alerts.lifecycle import ABSTENTION_KIND, REJECTED_KIND, SILENT_KIND, Alert
-from services.alerts.records import alert_repository
-from services.alerts.rules import RULE_KINDS
+from services.alerts.lifecycle.alert import Alert
+from services.alerts.lifecycle.kinds import ABSTENTION_KIND, REJECTED_KIND, SILENT_KIND
+from services.alerts.lifecycle.records import alert_repository
+from services.alerts.oncall import quality
+from services.alerts.oncall.rules import RULE_KINDS
 from services.app.cli import main
 from services.core.command import cli_command
 from tests.support.cli import answer_http_with
@@ -314,7 +315,7 @@ def measured(tmp_path, monkeypatch):
     """A bench has measured route_silent only; every other kind is not measured."""
     path = tmp_path / "rule_quality.json"
     path.write_text(orjson.dumps(MEASURED).decode())
-    monkeypatch.setattr(rules, "QUALITY_FILE", path)
+    monkeypatch.setattr(quality, "QUALITY_FILE", path)
 
 
 def test_the_rules_api_lists_every_kind_with_thresholds_in_force_and_no_invented_figures(client, measured):

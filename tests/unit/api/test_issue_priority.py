@@ -14,8 +14,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from clustering.issue import REGRESSED, IssueRecord
-from services.alerts.lifecycle import Alert
-from services.alerts.records import alert_repository
+from services.alerts.lifecycle.alert import Alert
+from services.alerts.lifecycle.records import alert_repository
 from services.api.app import create_api
 from services.api.auth import new_token
 from services.api.security import ApiPolicy

@@ -12,6 +12,9 @@ import pytest
 
 from tests.unit.api.test_api import TOKEN, client_for, world  # noqa: F401  (world is a fixture)
 
+# its fixtures take tens of seconds: `make test-fast` leaves it out
+pytestmark = pytest.mark.slow
+
 ORIGIN = "http://testserver"
 MAX_FETCHES = 300
 

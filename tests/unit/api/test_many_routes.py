@@ -15,9 +15,9 @@ from click.testing import CliRunner
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from services.alerts.expectations import Expectation, publish
-from services.alerts.lifecycle import Alert
-from services.alerts.records import alert_repository
+from services.alerts.detection.expectations import Expectation, publish
+from services.alerts.lifecycle.alert import Alert
+from services.alerts.lifecycle.records import alert_repository
 from services.api import views
 from services.api.app import create_api
 from services.api.auth import new_token
@@ -33,6 +33,9 @@ from services.rates.report import route_rates
 from services.store.convert import parse_ch_time
 from services.store.writer import EventWriter
 from tests.support.cli import answer_http_with
+
+# every test reads the 10,000 routes' store, which takes seconds to fill: `make test-fast` leaves them out
+pytestmark = pytest.mark.slow
 
 ROUTES = 10_000
 START = datetime(2026, 11, 21, 8, 0, tzinfo=UTC)

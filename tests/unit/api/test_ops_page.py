@@ -9,8 +9,7 @@ from datetime import timedelta
 import pytest
 from fastapi.testclient import TestClient
 
-from services.alerts.dispatch import Outgoing
-from services.alerts.receivers import receiver_status
+from services.alerts.notify.receivers import Outgoing, receiver_status
 from services.api.app import create_api
 from services.app.compose import open_components
 from services.app.settings import Settings
@@ -79,6 +78,7 @@ def test_a_receiver_is_failing_before_it_is_down():
     assert status["issue_webhook"]["state"] == "off"
 
 
+@pytest.mark.slow
 def test_failing_store_writes_and_the_route_bound_show_on_the_ops_page(components):
     from services.ingest.routes import RouteGuard
 

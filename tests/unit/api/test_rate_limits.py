@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 
 import httpx
+import pytest
 from fastapi.testclient import TestClient
 
 from services.api.app import create_api
@@ -37,6 +38,7 @@ def limited_client(services, client=("testclient", 50000), **policy) -> TestClie
     return TestClient(create_api(services, ApiPolicy(**fields), now=lambda: NOW, clock=lambda: 1000.0), client=client)
 
 
+@pytest.mark.slow
 def test_a_flood_without_a_valid_token_never_delays_a_token_holder(world):
     client = limited_client(world[0])
     flood = [
@@ -63,6 +65,7 @@ def test_anonymous_and_wrong_tokens_share_a_small_bucket_per_address(world):
     assert client.post(ACK, json={"by": "x"}, headers=AUTH).status_code == 200
 
 
+@pytest.mark.slow
 def test_anonymous_reads_are_limited_per_address_but_token_and_session_reads_are_not(world):
     client = limited_client(world[0], anonymous_reads_per_minute=3)
     assert [client.get("/api/rates").status_code for _ in range(3)] == [200] * 3

@@ -63,6 +63,7 @@ def gauge_routes(client: TestClient) -> set[str]:
     }
 
 
+@pytest.mark.slow
 def test_an_answer_dated_a_month_ahead_hides_no_route_and_moves_no_window(client):
     for window in ("30m", "24h"):
         assert {r["route"] for r in client.get("/api/rates", params={"window": window}).json()} == LIVE

@@ -10,8 +10,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from clustering.issue import IssueRecord
-from services.alerts.lifecycle import Alert
-from services.alerts.records import alert_repository
+from services.alerts.lifecycle.alert import Alert
+from services.alerts.lifecycle.records import alert_repository
 from services.api.app import create_api
 from services.api.auth import new_token
 from services.api.security import ApiPolicy
@@ -75,6 +75,7 @@ def silence(client, *matchers: str):
     )
 
 
+@pytest.mark.slow
 def test_a_catastrophic_regex_is_decided_in_linear_time(world):
     _, client = world
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 
+import pytest
 from click.testing import CliRunner
 
 from services.api.auth import UNCONFIGURED, WRONG, TokenCheck, new_token
@@ -21,6 +22,7 @@ def made_token(result) -> str:
     return result.stdout.split("token:", 1)[1].split()[0]
 
 
+@pytest.mark.slow
 def test_a_token_made_after_the_api_started_is_accepted_on_the_next_request(world, tmp_path, monkeypatch):  # noqa: F811
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     hashes = tmp_path / "config" / "claimwatch" / "token-hashes"  # not there yet

@@ -198,6 +198,7 @@ def test_reads_of_a_trace_need_the_token_when_reads_are_protected(store):
     assert client.get("/api/traces/tr-evil-0", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
 
 
+@pytest.mark.slow
 def test_every_runbook_trace_link_answers_200_with_that_trace(client):
     for issue_id in ("iss-numbers", "iss-evil"):
         markdown = client.get(f"/api/issues/{issue_id}/runbook", params={"format": "md"}).text
@@ -274,6 +275,7 @@ def test_cli_unknown_trace_exits_1_with_the_message(cli):
     assert result.exit_code == 1 and "HTTP 404" in result.output and "no trace 'tr-nope' is stored" in result.output
 
 
+@pytest.mark.slow
 def test_cli_reads_the_store_when_no_api_answers(store, monkeypatch):
     import services.app.compose as compose
 

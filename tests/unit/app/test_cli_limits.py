@@ -62,6 +62,7 @@ def test_repair_hours_outside_the_limit_is_a_one_line_error(run, hours):
     assert "--hours must be more than 0 and at most 87600 (the limit, 3650 days)" in line
 
 
+@pytest.mark.slow
 def test_unsilence_records_who_ended_it_and_silences_lists_it(run):
     made = run("alerts", "silence", "--match", "route=billing-faq", "--duration", "1h", "--by", "ana", "--comment", "c")
     assert made.exit_code == 0, made.output
@@ -73,6 +74,7 @@ def test_unsilence_records_who_ended_it_and_silences_lists_it(run):
     assert "ENDED BY" in run("alerts", "silences", "-o", "wide").output
 
 
+@pytest.mark.slow
 def test_an_offline_silence_until_a_date_past_the_limit_is_refused_as_the_api_refuses_it(run):
     """With no API running, `alerts silence --until` stored a five-year silence: the limit lived in the router."""
     line = one_line_error(
@@ -108,6 +110,7 @@ def test_an_offline_silence_until_a_date_past_the_limit_is_refused_as_the_api_re
     assert run("alerts", "silences", "-o", "json").stdout.strip() in ("[]", "")
 
 
+@pytest.mark.slow
 def test_offline_changes_pass_the_apis_token_checks(tmp_path):
     """The CLI with no API runs the API in-process: a wrong token is refused as the running API refuses it, and
     nothing is stored; the token `claimwatch up` would keep for the URL is accepted."""
@@ -133,6 +136,7 @@ class ToPort(httpx.HTTPTransport):
         return super().handle_request(request)
 
 
+@pytest.mark.slow
 def test_a_folder_whose_stack_stopped_never_reads_another_stacks_api(tmp_path, monkeypatch):
     """After the demo stopped, `alerts list` in its folder printed "no alerts": the API on the default port was
     another stack's. With neither API nor store named and ./var/clickhouse here, the CLI asks which store that API

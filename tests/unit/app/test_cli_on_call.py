@@ -21,10 +21,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from clustering.issue import IssueRecord
-from services.alerts.expectations import expected_text
-from services.alerts.figures import figure
-from services.alerts.lifecycle import Alert
-from services.alerts.records import alert_repository
+from services.alerts.explain.figures import expected_text, figure
+from services.alerts.lifecycle.alert import Alert
+from services.alerts.lifecycle.records import alert_repository
 from services.api.app import create_api
 from services.api.auth import new_token
 from services.api.security import ApiPolicy
@@ -74,7 +73,9 @@ def world(tmp_path_factory):
     sims = [s for s in generate(scenario, START, MINUTES, seed=4) if s.event is not None]
     events = {e.event_id: e for e in (validate_event(s.event) for s in sims)}
     EventWriter(services.store).write(list(events.values()), [])
-    evaluator_for(settings, services.repos.rates, services.repos.alerts, wall_clock=False).evaluate(NOW)
+    evaluator_for(
+        settings, services.repos.rates, services.repos.dead_letters, services.repos.alerts, wall_clock=False
+    ).evaluate(NOW)
     invented = [
         (events[s.event["event_id"]], i)
         for s in sims
@@ -162,6 +163,7 @@ def row_of(lines: list[str], route: str) -> list[str]:
 
 
 # -- worst means furthest above the expectation, and every surface agrees --------------------------------
+@pytest.mark.slow
 def test_the_firing_route_comes_first_with_the_expectation_its_alert_carries(client, cli, firing):
     rates = client.get("/api/rates", params={"sort": "priority"}).json()
     assert [r["route"] for r in rates] == ["billing-faq", "legal-terms"]
@@ -199,6 +201,7 @@ def test_the_firing_route_comes_first_with_the_expectation_its_alert_carries(cli
 
 
 # -- alerts list ---------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_alerts_list_says_acked_and_cleared_with_whole_ids(client, cli, acked):
     lines = cli("alerts", "list").splitlines()
     assert all(len(line) <= WIDTH for line in lines) and lines[0].split()[:3] == ["ALERT", "ROUTE", "STATE"]
@@ -216,6 +219,7 @@ def test_alerts_list_says_acked_and_cleared_with_whole_ids(client, cli, acked):
 
 
 # -- issues --------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_issues_list_keeps_the_route_and_cuts_titles_after_whole_words(cli):
     lines = cli("issues", "list").splitlines()
     assert all(len(line) <= WIDTH for line in lines)
@@ -228,6 +232,7 @@ def test_issues_list_keeps_the_route_and_cuts_titles_after_whole_words(cli):
     assert all(w in words or w.rstrip("…") in words for w in title.split()), title  # no word cut in two
 
 
+@pytest.mark.slow
 def test_issues_show_is_text_with_its_key_fields_whole(cli, client, acked):
     issue = client.get("/api/issues/iss-refund-days").json()
     text = cli("issues", "show", "iss-refund-days")
@@ -246,6 +251,7 @@ def test_issues_show_is_text_with_its_key_fields_whole(cli, client, acked):
     assert shown in (issue, client.get("/api/issues/iss-refund-days").json())
 
 
+@pytest.mark.slow
 def test_the_runbook_is_rendered_for_the_terminal_without_escapes_or_broken_words(cli, client):
     source = client.get("/api/issues/iss-refund-days/runbook", params={"format": "md"}).text
     assert "claim\\_generation" in source  # the Markdown escapes untrusted text …
@@ -260,6 +266,7 @@ def test_the_runbook_is_rendered_for_the_terminal_without_escapes_or_broken_word
     assert cli("runbook", "iss-refund-days", "--markdown").rstrip("\n") == source.rstrip("\n")
 
 
+@pytest.mark.slow
 def test_eval_agreement_without_pairs_names_the_commands_that_add_human_labels(cli):
     text = cli("eval", "agreement")
     said = " ".join(text.split())

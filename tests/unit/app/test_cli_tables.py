@@ -75,6 +75,7 @@ def fits(text: str, width: int = WIDTH) -> list[str]:
     return lines
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "command, api, ids, routes, columns",
     COMMANDS,
@@ -91,6 +92,7 @@ def test_list_commands_fit_80_columns_with_whole_ids_and_route_names(cli, client
         assert any(HTML_ROUTE in line for line in lines) and any(SQL_ROUTE in line for line in lines)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "command, api, ids, routes, columns",
     COMMANDS,

@@ -30,12 +30,13 @@ def test_each_setting_names_its_source_and_secrets_are_masked(tmp_path, monkeypa
     assert result.exit_code == 0, result.output
     rows = {r["setting"]: (r["value"], r["source"]) for r in orjson.loads(result.stdout)}
     assert rows["drift.threshold"] == (0.03, "file")
-    assert rows["api.port"] == (9999, "env") and rows["drift.detector.h"] == ("9", "env")
+    assert rows["api.port"] == (9999, "env") and rows["drift.detector.h"] == (9.0, "env")
     assert rows["kafka"] == ("k:9092", "flag") and rows["clickhouse"] == ("http://u:********@ch:8123/db", "flag")
     assert rows["triage.webhook_secret"] == ("********", "file")
     assert rows["drift.min_claims"] == (Settings().drift.min_claims, "default")
-    every = {name for name in rows if not name.startswith("drift.detector.")}
-    assert {"ingest.batch_size", "api.anonymous_concurrency", "review.daily_budget", "eval.min_items"} <= every
+    every = {"ingest.batch_size", "api.anonymous_concurrency", "review.daily_budget", "eval.min_items"}
+    every |= {"drift.detector.kind", "drift.detector.windows", "drift.input_health.silent_ratio"}  # typed, not dicts
+    assert every <= rows.keys() and rows["drift.detector.kind"] == ("cusum", "default")
 
 
 def test_the_table_fits_the_terminal_and_says_what_a_source_is(tmp_path, monkeypatch):

@@ -126,4 +126,4 @@ def test_a_setting_given_in_two_places_is_refused_naming_both(tmp_path, name):
     assert f"drift.detector.{name} and drift.{name} are one setting given in two places" in str(refused.value)
     with pytest.raises(SettingsError, match=f"set it once, as drift.{name}"):
         load_settings(None, {f"CLAIMWATCH_DRIFT__DETECTOR__{name.upper()}": "0.05"}, {})
-    assert load_settings(None, {}, {"drift": {"detector": {"h": 9}}}).drift.detector == {"h": 9}
+    assert load_settings(None, {}, {"drift": {"detector": {"h": 9}}}).drift.detector_config().cusum.h == 9

@@ -21,6 +21,9 @@ from services.core.numbers import interval_text, pct, pts, utc_minute
 from tests.support.cli import answer_http_by
 from tests.unit.app.test_cli_on_call import cli, client, firing, world  # noqa: F401  (fixtures)
 
+# its fixtures take tens of seconds: `make test-fast` leaves it out
+pytestmark = pytest.mark.slow
+
 FIGURES = ("rate", "expected", "delta", "rate_interval", "onset", "state")
 
 
@@ -139,9 +142,9 @@ def test_an_api_moved_by_one_setting_is_the_one_the_cli_asks(alert, world, monke
 
 
 def test_the_alert_json_is_exactly_its_read_model_and_openapi_says_so(alert, client):  # noqa: F811
-    """One shape, defined once (services/alerts/readmodel.py): the answer has every field the model names and no
+    """One shape, defined once (services/alerts/oncall/readmodel.py): the answer has every field the model names and no
     other, and the OpenAPI document describes that model, closed to fields it does not name."""
-    from services.alerts.readmodel import AlertDetailRead, AlertRead
+    from services.alerts.oncall.readmodel import AlertDetailRead, AlertRead
 
     assert set(alert) == set(AlertDetailRead.model_fields)
     listed = client.get("/api/alerts").json()

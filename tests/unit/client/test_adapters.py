@@ -20,9 +20,7 @@ from services.client.adapters import FORMATS, get_adapter
 from services.client.adapters.convert import ConversionError, convert_file, convert_records, load_events
 from services.contract.decode import validate_event
 from services.contract.errors import RecordError
-from services.store.backends import ChdbStore
-from services.store.migrate import migrate
-from services.store.retention import KEEP_EVERYTHING, RetentionKeeper
+from services.store.retention import KEEP_EVERYTHING
 from services.store.writer import EventWriter
 from tests.support.paths import FIXTURES
 
@@ -43,10 +41,9 @@ RATE_COLUMNS = (
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    s = ChdbStore(tmp_path_factory.mktemp("adapters-store"))
-    migrate(s)
-    RetentionKeeper(s).apply(KEEP_EVERYTHING)  # fixed event times must not age past a TTL
+def store(tmp_path_factory, store_templates):
+    # fixed event times must not age past a TTL
+    s = store_templates.fresh(tmp_path_factory.mktemp("adapters-store") / "clickhouse", KEEP_EVERYTHING)
     yield s
     s.close()
 
@@ -101,6 +98,7 @@ ROUND_TRIPS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt, route, expected", ROUND_TRIPS, ids=[r[0] for r in ROUND_TRIPS])
 def test_round_trip_rates_equal_the_source_counts(store, fmt, route, expected):
     events, report = convert(fmt, route)

@@ -65,6 +65,7 @@ def documented_examples() -> list[tuple[str, str, str]]:
     return [(m["fmt"], m["line"], m["command"]) for m in ROW.finditer(section)]
 
 
+@pytest.mark.slow
 def test_the_judge_cards_own_output_converts_and_rerunning_gives_the_same_ids(tmp_path):
     cards = write(tmp_path / "cards.jsonl", [CARD, CARD, OTHER_CARD])
     args = ("convert", "--from", "judge-card", str(cards), "--route", "billing-faq")
@@ -109,6 +110,7 @@ def test_the_docs_show_a_minimal_example_for_every_adapter():
     assert sorted(fmt for fmt, _, _ in documented_examples()) == sorted(FORMATS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt, line, command", documented_examples(), ids=[fmt for fmt, _, _ in documented_examples()])
 def test_each_documented_example_converts(tmp_path, fmt, line, command):
     (tmp_path / "in.jsonl").write_text(line + "\n")

@@ -12,9 +12,7 @@ from services.client.adapters.convert import convert_file
 from services.client.adapters.otel import claim_attributes, to_events
 from services.contract.decode import validate_event
 from services.contract.errors import RecordError
-from services.store.backends import ChdbStore
-from services.store.migrate import migrate
-from services.store.retention import KEEP_EVERYTHING, RetentionKeeper
+from services.store.retention import KEEP_EVERYTHING
 from services.store.writer import EventWriter
 from tests.support.paths import FIXTURES
 
@@ -23,10 +21,9 @@ LINES = [orjson.loads(line) for line in FIXTURE.read_bytes().splitlines()]
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    s = ChdbStore(tmp_path_factory.mktemp("otel-store"))
-    migrate(s)
-    RetentionKeeper(s).apply(KEEP_EVERYTHING)  # fixed event times must not age past a TTL
+def store(tmp_path_factory, store_templates):
+    # fixed event times must not age past a TTL
+    s = store_templates.fresh(tmp_path_factory.mktemp("otel-store") / "clickhouse", KEEP_EVERYTHING)
     yield s
     s.close()
 

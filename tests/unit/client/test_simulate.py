@@ -132,6 +132,7 @@ def test_route_volumes_follow_the_configured_ratio(sample, valid):
         assert share == pytest.approx(route.per_minute / total_configured, rel=0.1), route.name
 
 
+@pytest.mark.slow
 def test_volume_is_diurnal_with_the_peak_at_the_configured_hour():
     scenario = Scenario(
         routes=(Route("one", 6, 0.05, {"sycophancy": 1}, {"model": "m"}),),
@@ -427,6 +428,7 @@ def test_regression_failures_come_from_the_regressed_family(valid):
         assert rest1 - rest0 == pytest.approx(0, abs=0.01), route
 
 
+@pytest.mark.slow
 def test_a_regression_changes_nothing_but_the_new_versions_traffic():
     def traffic(regression_at: int) -> dict[str, list]:
         out = defaultdict(list)

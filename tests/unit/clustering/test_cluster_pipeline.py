@@ -145,6 +145,7 @@ def load_clinc(intents, per_intent):
     return kept
 
 
+@pytest.mark.slow
 def test_real_model_and_umap_recover_intents():
     rows = load_clinc({"translate", "book_flight", "credit_score", "alarm", "recipe"}, 30)
     claims = [FailingClaim(r["id"], r["text"], question=r["text"], route=r["domain"]) for r in rows]

@@ -51,6 +51,7 @@ def test_missing_model_path_says_what_to_do(tmp_path):
     assert "clustering.model" in message and DEFAULT_MODEL in message
 
 
+@pytest.mark.slow
 def test_unknown_model_name_fails_offline_with_advice():
     embedder = SentenceTransformerEmbedder("no-such-org/no-such-model-xyz")
     with pytest.raises(ModelError, match="Nothing is downloaded at run time"):
@@ -80,6 +81,7 @@ def test_minilm_vectors_are_unit_float32_and_meaningful(minilm):
     assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2] + 0.2
 
 
+@pytest.mark.slow
 def test_minilm_gives_the_same_vector_in_another_process(minilm):
     """Vectors cached by a previous worker sit beside fresh ones (CachedEmbedder): a restart must embed alike."""
     text = "the api allows 500 requests per minute"

@@ -1,6 +1,8 @@
 from dataclasses import replace
 from datetime import UTC, datetime
 
+import pytest
+
 from clustering.config import DEFAULT_CONFIG
 from clustering.embed import HashingEmbedder
 from clustering.naming import PHRASES, SEPARATOR, TITLE_MAX_CHARS, Facets, IssueNamer, VersionShares, quoted
@@ -190,6 +192,7 @@ def test_empty_or_stop_word_only_clusters_get_no_keywords_but_a_name():
     assert replace(Facets("stale", None, None, ()), verdict="stale").verdict == "stale"
 
 
+@pytest.mark.slow
 def test_real_text_titles_quote_a_member_claim_and_never_repeat():
     """CLINC150 test split (CC BY 3.0, tests/fixtures/clinc150/LICENSE.md): eight intents, each given a verdict,
     clustered with the real model and UMAP; every issue's title quotes one of its own members."""

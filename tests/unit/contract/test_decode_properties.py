@@ -171,12 +171,14 @@ def test_arbitrary_json_values(value):
         assert isinstance(result, Rejection) and result.rule in ("not_object", "not_json")
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(contract_shaped)
 def test_contract_shaped_objects(value):
     check_outcome(encode(value))
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(
     st.lists(contract_shaped | json_values | mutated_events(), max_size=6),
@@ -196,6 +198,7 @@ def test_envelopes_decode_event_by_event_or_as_one_rejection(events, schema, as_
             dead_letter_row(DeadLetter("t", 0, 0, raw, result))
 
 
+@pytest.mark.slow
 @settings(PROPERTY, max_examples=600)
 @given(mutated_events())
 def test_mutated_contract_examples(event):

@@ -145,6 +145,7 @@ valid_events = st.builds(
 )
 
 
+@pytest.mark.slow
 @CHECK
 @given(valid_events)
 def test_generated_valid_events_are_accepted_alike(event):
@@ -259,6 +260,7 @@ def with_fault(event: dict, path: tuple, value) -> dict:
     return event
 
 
+@pytest.mark.slow
 @CHECK
 @given(valid_events, st.sampled_from(FAULTS))
 def test_single_fault_mutations_are_refused_alike(event, fault):
@@ -270,6 +272,7 @@ def test_the_schema_tests_mutation_corpus_and_envelopes():
         assert_agree(encode(doc))
 
 
+@pytest.mark.slow
 @settings(CHECK, max_examples=500)
 @given(valid_events, st.lists(st.sampled_from(FAULTS), min_size=2, max_size=3))
 def test_several_faults_are_refused_with_one_of_the_reference_rules(event, faults):
@@ -287,6 +290,7 @@ def test_arbitrary_bytes(raw):
     assert_agree(raw)
 
 
+@pytest.mark.slow
 @CHECK
 @given(json_values | contract_shaped | mutated_events())
 def test_arbitrary_and_mutated_json(value):
@@ -299,6 +303,7 @@ def test_spliced_json_tokens(tokens):
     assert_agree("".join(tokens).encode())
 
 
+@pytest.mark.slow
 @CHECK
 @given(
     st.lists(valid_events | mutated_events() | json_values, max_size=5),

@@ -435,6 +435,7 @@ ENVELOPES = [
 ]
 
 
+@pytest.mark.slow
 def test_schema_and_decoder_agree_on_envelopes():
     assert [decoder_accepts(doc) for _, doc in ENVELOPES] == [
         True,
@@ -468,6 +469,7 @@ def test_the_contract_examples_are_valid_under_both():
         assert decoder_accepts(event), name
 
 
+@pytest.mark.slow
 def test_schema_and_decoder_agree_on_the_mutation_corpus():
     docs = corpus()
     verdicts = [decoder_accepts(doc) for _, doc in docs]
@@ -479,6 +481,7 @@ def test_schema_and_decoder_agree_on_the_mutation_corpus():
 ops_strategy = st.lists(st.sampled_from(mutation_ops()), min_size=1, max_size=4)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(base=st.sampled_from(list(EXAMPLES.values())), ops=ops_strategy)
 def test_schema_and_decoder_agree_on_combined_mutations(base, ops):

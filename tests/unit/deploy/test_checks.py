@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support.paths import ROOT
 
 BIN = Path(sys.executable).parent
@@ -52,6 +54,7 @@ def test_a_planted_style_error_fails_the_style_checks(tmp_path):
     assert run("ruff", "format", "--check", "services", cwd=root).returncode == 1
 
 
+@pytest.mark.slow
 def test_a_planted_type_error_fails_mypy(tmp_path):
     root = planted(tmp_path, CLEAN)
     for package in ("streams", "clustering", "runbooks"):  # the packages [tool.mypy] names
@@ -63,6 +66,7 @@ def test_a_planted_type_error_fails_mypy(tmp_path):
     assert refused.returncode == 1 and 'incompatible type "str"; expected "int"' in refused.stdout
 
 
+@pytest.mark.slow
 def test_the_contract_kernel_rates_and_alerts_are_checked_strictly(tmp_path):
     root = planted(tmp_path, CLEAN)
     for package in ("streams", "clustering", "runbooks"):

@@ -20,8 +20,9 @@ import jsonschema
 import pytest
 import yaml
 
-from services.alerts.lifecycle import Alert, severity_for
-from services.alerts.notify import alertmanager_payload
+from services.alerts.lifecycle.alert import Alert
+from services.alerts.lifecycle.transitions import severity_for
+from services.alerts.notify.payloads import alertmanager_payload
 from services.app.settings import Settings, load_settings
 from tests.support.paths import ROOT
 
@@ -267,6 +268,7 @@ def test_every_claimwatch_variable_is_a_setting_claimwatch_reads(compose):
             assert settings.api.host == "0.0.0.0", f"{name}: the API must listen beyond the container's loopback"
 
 
+@pytest.mark.slow
 def test_every_claimwatch_command_exists_in_the_cli(compose):
     instructions = dict(dockerfile_instructions())
     assert json.loads(instructions["ENTRYPOINT"]) == ["claimwatch"]

@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 from clustering.issue import IssueRecord
-from services.alerts.lifecycle import Alert
-from services.alerts.records import alert_repository
+from services.alerts.lifecycle.alert import Alert
+from services.alerts.lifecycle.records import alert_repository
 from services.client.simulate import Scenario, generate
 from services.contract.decode import Decoder, Rejection
 from services.ingest.records import DeadLetter

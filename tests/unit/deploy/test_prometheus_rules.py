@@ -43,6 +43,7 @@ def github_anchor(heading: str) -> str:
     return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 
 
+@pytest.mark.slow
 def test_every_rule_fires_and_stays_quiet_on_constructed_series_in_promtool():
     done = subprocess.run(
         [binary("promtool"), "test", "rules", RULE_TESTS.name],

@@ -87,6 +87,7 @@ def test_interval_resamples_items_not_claims():
     assert figure.hi - figure.lo > 0.4
 
 
+@pytest.mark.slow
 def test_bootstrap_interval_covers_the_true_faithfulness_about_95_percent_of_the_time():
     rng = np.random.default_rng(20261121)
     alpha, beta = 8.0, 2.0  # per-item support probability ~ Beta(8, 2): true faithfulness 0.8

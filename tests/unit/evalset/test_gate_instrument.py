@@ -104,6 +104,7 @@ def labelled(world):  # noqa: F811
     return client
 
 
+@pytest.mark.slow
 def test_the_api_gate_checks_kappa_on_the_review_labels(labelled):
     kappa = labelled.get("/api/review/agreement").json()["overall"]["verifier"]["kappa"]["value"]
     assert 0 < kappa < 1
@@ -117,6 +118,7 @@ def test_the_api_gate_checks_kappa_on_the_review_labels(labelled):
     assert labelled.get("/api/eval/gate", params={"min_kappa": 2}).status_code == 422
 
 
+@pytest.mark.slow
 def test_the_cli_gate_exits_1_naming_the_check_and_0_when_it_holds(labelled, monkeypatch):
     api = answer_http_with(labelled, monkeypatch, TOKEN)
     monkeypatch.setenv("COLUMNS", "200")

@@ -25,10 +25,8 @@ from services.evalset.promotion import (
     load_outcomes,
     load_traces,
 )
-from services.store.backends import ChdbStore
 from services.store.evalset import EvalRepository
-from services.store.migrate import migrate
-from services.store.retention import KEEP_EVERYTHING, RetentionKeeper
+from services.store.retention import KEEP_EVERYTHING
 from services.store.writer import EventWriter
 from tests.support.eval_labels import add_human_labels
 
@@ -102,10 +100,8 @@ def trace(n: int, question: str | None = None, **overrides) -> TraceRecord:
 
 
 @pytest.fixture
-def store(tmp_path):
-    store = ChdbStore(tmp_path / "ch")
-    migrate(store)
-    RetentionKeeper(store).apply(KEEP_EVERYTHING)  # fixed event times must not age past a TTL
+def store(tmp_path, store_templates):
+    store = store_templates.fresh(tmp_path / "ch", KEEP_EVERYTHING)  # fixed event times must not age past a TTL
     yield store
     store.close()
 

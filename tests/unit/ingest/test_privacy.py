@@ -15,10 +15,10 @@ from services.contract.decode import Decoder
 from services.contract.model import VerdictEvent
 from services.ingest.privacy import HASHES_ATTRIBUTE, RedactionSettings, Redactor
 from services.store.backends import ChdbStore
-from services.store.migrate import migrate
-from services.store.retention import KEEP_EVERYTHING, RetentionKeeper
+from services.store.retention import KEEP_EVERYTHING
 from services.store.writer import EventWriter
 from tests.support.paths import FIXTURES
+from tests.support.stores import StoreTemplates
 
 EXAMPLES = [orjson.loads(line) for line in (FIXTURES / "contract_examples.jsonl").read_bytes().splitlines()]
 SALT = "test-salt"
@@ -322,22 +322,20 @@ def stored_batch() -> list[VerdictEvent]:
     return events + [Decoder().decode(orjson.dumps(e)) for e in EXAMPLES]
 
 
-def write_and_read(path, events) -> tuple[list[dict], list[dict], ChdbStore]:
+def write_and_read(templates: StoreTemplates, path, events) -> tuple[list[dict], list[dict], ChdbStore]:
     """chDB serves one directory per process at a time, so the two stores are opened one after the other."""
-    store = ChdbStore(path)
-    migrate(store)
-    RetentionKeeper(store).apply(KEEP_EVERYTHING)  # fixed event times must not age past a TTL
+    store = templates.fresh(path, KEEP_EVERYTHING)  # fixed event times must not age past a TTL
     EventWriter(store).write(events)
     return store.query(RATE_SQL), store.query(CLAIM_SQL), store
 
 
 @pytest.mark.parametrize("mode", ["mask", "drop"])
-def test_stored_text_is_redacted_and_rates_are_unchanged(tmp_path, mode):
+def test_stored_text_is_redacted_and_rates_are_unchanged(tmp_path, store_templates, mode):
     events = stored_batch()
-    *expected, raw_store = write_and_read(tmp_path / "unredacted", events)
+    *expected, raw_store = write_and_read(store_templates, tmp_path / "unredacted", events)
     raw_store.close()
     r = redactor(mode=mode, hash_salt=SALT)
-    *actual, store = write_and_read(tmp_path / "redacted", [r.redact(e) for e in events])
+    *actual, store = write_and_read(store_templates, tmp_path / "redacted", [r.redact(e) for e in events])
     try:
         check_stored(store, r, events, mode)
     finally:
@@ -367,12 +365,11 @@ def check_stored(store, r, events, mode):
 
 
 @pytest.mark.parametrize("mode", ["mask", "drop"])
-def test_dead_letter_samples_are_redacted_before_storage(tmp_path, mode):
+def test_dead_letter_samples_are_redacted_before_storage(tmp_path, store_templates, mode):
     from services.ingest.ingestor import Ingestor, RawMessage
 
     bad = b'{"schema": "claimwatch.verdict/v1", "query": {"text": "I am ana@example.com"}, "claims": "nope"'
-    store = ChdbStore(tmp_path / "ch")
-    migrate(store)
+    store = store_templates.fresh(tmp_path / "ch")
     try:
         r = redactor(mode=mode, hash_salt=SALT)
         outcome = Ingestor(EventWriter(store), Decoder(), r).process(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import orjson
+import pytest
 
 from services.contract.decode import Decoder
 from services.ingest.ingestor import STORE_REJECTED, Ingestor, RawMessage
@@ -33,6 +34,7 @@ def stored_ids(store) -> set[str]:
     return {r["event_id"] for r in store.query("SELECT event_id FROM events FINAL")}
 
 
+@pytest.mark.slow
 def test_the_refused_events_are_dead_lettered_with_the_stores_reason_and_the_rest_stored_once(store):
     store.command(f"ALTER TABLE events ADD CONSTRAINT no_poison {POISON}")
     ids = [f"e{i}" for i in range(60)]

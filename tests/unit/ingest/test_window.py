@@ -14,7 +14,7 @@ from services.ingest.ingestor import NEIGHBOUR_FRESH, Ingestor, RawMessage
 from services.ingest.records import OUTSIDE_STORE_RANGE
 from services.ingest.window import TOO_FAR_AHEAD, TOO_OLD, EventTimeWindow
 from services.store.backends import ChdbStore
-from services.store.dlq import rejected_minutes
+from services.store.dlq import DeadLetterRepository
 from services.store.migrate import migrate
 from services.store.retention import Retention, RetentionKeeper
 from services.store.writer import EventWriter
@@ -151,6 +151,7 @@ def account(store, now: datetime) -> dict[str, str]:
     return fates
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("envelope", [False, True], ids=["single", "envelope"])
 @pytest.mark.parametrize("window", list(WINDOWS), ids=str)
 def test_every_boundary_date_is_stored_and_counted_or_dead_lettered_with_its_rule(store, window, envelope):
@@ -244,7 +245,7 @@ def test_a_dead_letter_counts_in_its_events_minute_or_its_arrivals_under_its_rou
         ),
     ]
     Ingestor(EventWriter(store), Decoder(), window=LIVE).process(messages, NOW)
-    minutes = rejected_minutes(store, NOW - timedelta(hours=2), NOW)
+    minutes = DeadLetterRepository(store).rejected_minutes(NOW - timedelta(hours=2), NOW)
     at_minute = lambda text: datetime.fromisoformat(text).replace(tzinfo=UTC)  # noqa: E731
     assert minutes == [
         {"route": "key-route", "minute": at_minute("2026-11-21 08:10"), "rejected": 1},
@@ -272,7 +273,10 @@ def test_a_backfills_unreadable_lines_count_beside_the_valid_events_of_their_par
     )  # partition 1 has no valid neighbour
     ingestor.process([RawMessage("verdicts", 0, 2, b"{junk", b"r")], NOW + NEIGHBOUR_FRESH + timedelta(seconds=1))
     minute = lambda t: t.replace(second=0, microsecond=0)  # noqa: E731
-    assert [(m["minute"], m["rejected"]) for m in rejected_minutes(store, hour_ago, NOW + timedelta(minutes=5))] == [
+    assert [
+        (m["minute"], m["rejected"])
+        for m in DeadLetterRepository(store).rejected_minutes(hour_ago, NOW + timedelta(minutes=5))
+    ] == [
         (minute(hour_ago), 1),
         (minute(NOW), 1),
         (minute(NOW + NEIGHBOUR_FRESH + timedelta(seconds=1)), 1),

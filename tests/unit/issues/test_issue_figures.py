@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from services.alerts.explain import explainable
-from services.alerts.lifecycle import (
+from services.alerts.explain.explainer import explainable
+from services.alerts.lifecycle.alert import Alert
+from services.alerts.lifecycle.kinds import (
     ABSTENTION_KIND,
     AGREEMENT_KIND,
     DRIFT_KIND,
     MIX_KIND,
     REJECTED_KIND,
     SILENT_KIND,
-    Alert,
 )
 from services.issues.figures import newest_alert_per_route
 

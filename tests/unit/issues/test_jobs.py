@@ -7,6 +7,8 @@ import asyncio
 import logging
 from datetime import timedelta
 
+import pytest
+
 from services.core.clock import utcnow
 from services.core.metrics import Metrics
 from services.issues.schedule import ClusteringSchedule, ReclusterPolicy
@@ -42,6 +44,7 @@ def members(store, prefix: str) -> set[str]:
     return {r["claim_key"] for r in rows}
 
 
+@pytest.mark.slow
 def test_rows_the_jobs_cannot_read_are_skipped_counted_and_logged_once(store, caplog):
     now = utcnow()
     land(store, "first-", 48, now - timedelta(minutes=5))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from services.alerts.explain import AlertExplanation, Contribution
-from services.alerts.lifecycle import Alert
+from services.alerts.explain.shares import AlertExplanation, Contribution
+from services.alerts.lifecycle.alert import Alert
 from services.issues.priority import DRIVING_SHARE, gather, is_escalating
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)

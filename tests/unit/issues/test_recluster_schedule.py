@@ -11,6 +11,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import orjson
+import pytest
 
 from clustering.config import DEFAULT_CONFIG
 from clustering.embed import HashingEmbedder
@@ -224,6 +225,7 @@ def test_a_recluster_on_the_store_then_assigns_new_claims(store):
     assert value(metrics.assignments, "assigned") >= 1
 
 
+@pytest.mark.slow
 def test_assignment_completes_while_a_recluster_is_blocked(store):
     now = utcnow()
     land(store, "first-", 48, now - timedelta(minutes=5))
@@ -280,6 +282,7 @@ def slow_fit(job):
     return fit_claims(job)
 
 
+@pytest.mark.slow
 def test_a_recluster_runs_in_a_child_and_close_abandons_it_leaving_the_issues(store):
     now = utcnow()
     land(store, "first-", 48, now - timedelta(minutes=5))

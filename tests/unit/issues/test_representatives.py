@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
 from clustering.issue import IssueRecord
-from services.alerts.lifecycle import Alert
+from services.alerts.lifecycle.alert import Alert
 from services.issues.service import IssuesService
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
@@ -88,7 +88,7 @@ def representatives(*alerts: Alert, parcel_status: dict[str, int], explainer=Non
 
 
 class Explainer:
-    """Each alert's issues with their share of its excess, as services.alerts.explain gives them."""
+    """Each alert's issues with their share of its excess, as services.alerts.explain.shares gives them."""
 
     shares = {
         "billing-faq": {"iss-numbers": 0.45, "iss-other": 0.30},

@@ -47,6 +47,7 @@ def naive_claim_wilson(c: Counts) -> Interval:
 COVERAGE_CASES = [(answers, rate) for answers in (100, 400, 1500, 5000) for rate in (0.02, 0.05, 0.1, 0.2)]
 
 
+@pytest.mark.slow
 def test_ratio_interval_covers_95_percent_when_claims_are_correlated():
     rng = np.random.default_rng(20261121)
     covered = naive_covered = total = 0

@@ -20,6 +20,9 @@ import pytest
 from bench.calibration_world import NOW, World, raw_interval
 from services.review.calibration import ESTIMATORS, Calibrator
 
+# its fixtures take tens of seconds: `make test-fast` leaves it out
+pytestmark = pytest.mark.slow
+
 REPETITIONS = 500
 
 

@@ -8,7 +8,8 @@ from datetime import timedelta
 import pytest
 from fastapi.testclient import TestClient
 
-from services.alerts.lifecycle import AGREEMENT_KIND, DRIFT_KIND, Alert
+from services.alerts.lifecycle.alert import Alert
+from services.alerts.lifecycle.kinds import AGREEMENT_KIND, DRIFT_KIND
 from services.api.app import create_api
 from services.app.compose import build
 from services.app.settings import Settings
@@ -54,6 +55,7 @@ def test_agreement_alert_is_recorded_once_then_resolved(store, tmp_path):
     assert shown["calibrated"] is None, "a rate figure only"
 
 
+@pytest.mark.slow
 def test_alerts_show_says_whether_a_rise_holds_on_the_calibrated_rate(store, tmp_path):
     settings = Settings(
         clickhouse=f"chdb:{tmp_path / 'unused'}",

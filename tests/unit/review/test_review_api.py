@@ -136,6 +136,7 @@ def test_an_expired_slot_is_409(world):
     assert got.status_code == 409 and "expired" in got.json()["detail"]
 
 
+@pytest.mark.slow
 def test_two_reviewers_in_parallel_never_share_a_slot_and_finish_the_queue(world):
     client, _ = world
 
@@ -161,6 +162,7 @@ def test_two_reviewers_in_parallel_never_share_a_slot_and_finish_the_queue(world
     assert sum(s["complete"] for s in progress["strata"]) == 8
 
 
+@pytest.mark.slow
 def test_two_api_processes_racing_for_one_reviewer_claims_hand_each_claim_out_once(store, tmp_path):
     """Two apps over one store (two API processes: no shared lock), one reviewer a claim, and both reviewers asking
     at the same moment every round: each round both get a claim, never the same one, until the queue is empty."""
@@ -200,6 +202,7 @@ def test_two_api_processes_racing_for_one_reviewer_claims_hand_each_claim_out_on
     assert sorted(claims) == sorted(set(claims)) and len(claims) == 8, "each claim handed out once"
 
 
+@pytest.mark.slow
 def test_agreement_and_disagreements(world):
     client, clock = world
     label_everything(client, clock, ("ann",), lambda slot: "contradicted")
@@ -222,6 +225,7 @@ def test_agreement_and_disagreements(world):
     assert key not in {d["claim_key"] for d in client.get("/api/review/agreement").json()["disagreements"]}
 
 
+@pytest.mark.slow
 def test_rates_gain_a_calibrated_field_and_keep_their_old_ones(world):
     client, clock = world
     label_everything(
@@ -246,6 +250,7 @@ def test_rates_gain_a_calibrated_field_and_keep_their_old_ones(world):
     assert by_route["billing-faq"]["verifier_version"] == "nli@1" and by_route["billing-faq"]["labels"] >= 3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("estimator", ["ppi", "rogan_gladen"])
 def test_the_setting_chooses_the_estimator(store, tmp_path, estimator):
     client, clock = make_world(store, tmp_path, calibration_estimator=estimator)
@@ -257,6 +262,7 @@ def test_the_setting_chooses_the_estimator(store, tmp_path, estimator):
     assert billing["estimator"] == estimator and not billing["pooled"] and billing["rate"] is not None, billing
 
 
+@pytest.mark.slow
 def test_the_review_page_renders_progress_and_agreement_and_loads_its_script(world):
     client, clock = world
     label_everything(client, clock, ("ann", "bob"))
@@ -269,6 +275,7 @@ def test_the_review_page_renders_progress_and_agreement_and_loads_its_script(wor
     assert client.get("/static/review.js").status_code == 200
 
 
+@pytest.mark.slow
 def test_the_plan_answers_per_route_and_refuses_a_width_out_of_range(world):
     client, clock = world
     label_everything(

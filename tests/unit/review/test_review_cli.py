@@ -65,6 +65,7 @@ def test_rates_calibrated_adds_columns_and_json_fields(cli):
     assert table.exit_code == 0 and "CALIBRATED" in table.output and "NO LABELS YET" in table.output
 
 
+@pytest.mark.slow
 def test_plan_fits_80_columns_and_json_is_the_api_s(cli, monkeypatch):
     for reviewer in ("ann", "bob"):
         while cli("review", "next", "--reviewer", reviewer, "--label", "contradicted").exit_code == 0:

@@ -13,14 +13,14 @@ import pytest
 
 from runbooks import RunbookError, RunbookRenderer
 from runbooks.alerts import RUNBOOK_KINDS, runbook_context
-from services.alerts.lifecycle import (
+from services.alerts.lifecycle.alert import Alert
+from services.alerts.lifecycle.kinds import (
     ABSTENTION_KIND,
     CARDINALITY_KIND,
     DRIFT_KIND,
     FLEET_ROUTE,
     REJECTED_KIND,
     SILENT_KIND,
-    Alert,
 )
 
 T0 = datetime(2026, 11, 21, 9, 0, tzinfo=UTC)

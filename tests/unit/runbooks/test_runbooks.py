@@ -26,7 +26,8 @@ from runbooks import (
 )
 from runbooks.alerts import RUNBOOK_KINDS
 from runbooks.issues import alert_steps
-from services.alerts.lifecycle import DRIFT_KIND, Alert
+from services.alerts.lifecycle.alert import Alert
+from services.alerts.lifecycle.kinds import DRIFT_KIND
 from tests.support.paths import ROOT
 
 T0 = datetime(2026, 11, 21, 9, 0, tzinfo=UTC)

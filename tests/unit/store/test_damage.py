@@ -14,9 +14,8 @@ from services.contract.model import VerdictEvent
 from services.core.clock import utcnow
 from services.store.backends import ChdbStore
 from services.store.damage import find_damage, rebuild
-from services.store.migrate import migrate
 from services.store.repair import repair_recent
-from services.store.retention import KEEP_EVERYTHING, RetentionKeeper
+from services.store.retention import KEEP_EVERYTHING
 from services.store.writer import EventWriter
 
 START = datetime(2026, 11, 21, 8, 0, tzinfo=UTC)
@@ -44,13 +43,11 @@ def totals(store) -> dict:
 
 
 @pytest.fixture
-def damaged(tmp_path):
+def damaged(tmp_path, store_templates):
     """A store of four parts, one of whose `events` data file is deleted between two runs."""
     path = tmp_path / "clickhouse"
     written = batches(4)
-    store = ChdbStore(path)
-    migrate(store)
-    RetentionKeeper(store).apply(KEEP_EVERYTHING)
+    store = store_templates.fresh(path, KEEP_EVERYTHING)
     store.command("SYSTEM STOP MERGES")
     for _, events in written:
         EventWriter(store).write(events)
@@ -65,6 +62,7 @@ def damaged(tmp_path):
     store.close()
 
 
+@pytest.mark.slow
 def test_damage_is_found_never_repaired_into_lower_rates_and_a_rebuild_then_replay_restores_it_exactly(damaged):
     store, written, whole = damaged
     [part] = find_damage(store)

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from services.contract.decode import reject
 from services.ingest.ingestor import RawMessage
 from services.ingest.records import DeadLetter
-from services.store.dlq import dlq_summary, rejected_minutes, rejected_routes
+from services.store.dlq import DeadLetterRepository
 from services.store.writer import EventWriter
 
 T0 = datetime(2026, 11, 21, 9, 0, tzinfo=UTC)
@@ -54,7 +54,7 @@ def test_a_restarted_brokers_offsets_do_not_replace_earlier_dead_letters(store):
         ("run-1", 1, "$: not_json at 1"),
         ("run-2", 0, "$: bad_route at 0"),
     ]
-    assert {s["reason"]: s["count"] for s in dlq_summary(store)} == {"not_json": 2, "bad_route": 1}
+    assert {s["reason"]: s["count"] for s in DeadLetterRepository(store).summary()} == {"not_json": 2, "bad_route": 1}
 
 
 def test_a_broker_restarted_under_a_running_worker_keeps_the_epoch_but_not_the_record():
@@ -95,7 +95,7 @@ def test_rejected_minutes_count_per_route_and_minute_of_event_time(store):
         ],
     )
     EventWriter(store).write([], [dead(1, minute=0, second=59)])  # redelivered: counted once
-    got = rejected_minutes(store, T0 + timedelta(seconds=30), T0 + timedelta(minutes=2, seconds=5))
+    got = DeadLetterRepository(store).rejected_minutes(T0 + timedelta(seconds=30), T0 + timedelta(minutes=2, seconds=5))
     assert got == [
         {"route": "billing-faq", "minute": T0, "rejected": 2},
         {"route": "billing-faq", "minute": T0 + timedelta(minutes=1), "rejected": 1},
@@ -119,7 +119,7 @@ def test_rejected_routes_give_the_top_rule_its_count_and_the_latest_sample(store
         ],
     )  # outside the window
     writer.write([], [dead(6, "unknown_verdict", minute=3, index=4)])  # the latest event time: the sample
-    got = rejected_routes(store, T0, T0 + timedelta(minutes=5))
+    got = DeadLetterRepository(store).rejected_routes(T0, T0 + timedelta(minutes=5))
     assert got == [
         {
             "route": "billing-faq",
@@ -141,7 +141,7 @@ def test_rejected_routes_give_the_top_rule_its_count_and_the_latest_sample(store
             "sample": {"reason": "$: bad_route at 3", "source": "verdicts/0/3", "size": 5, "envelope_index": None},
         },
     ]
-    assert rejected_routes(store, T0 + timedelta(minutes=20), T0 + timedelta(minutes=30)) == []
+    assert DeadLetterRepository(store).rejected_routes(T0 + timedelta(minutes=20), T0 + timedelta(minutes=30)) == []
 
 
 def test_the_summary_takes_a_route(store):
@@ -149,9 +149,12 @@ def test_the_summary_takes_a_route(store):
         [],
         [dead(0, "not_json"), dead(1, "bad_route", route="parcel-status"), dead(2, "not_json", route="parcel-status")],
     )
-    assert [(s["reason"], s["count"]) for s in dlq_summary(store, route="parcel-status")] == [
+    assert [(s["reason"], s["count"]) for s in DeadLetterRepository(store).summary(route="parcel-status")] == [
         ("bad_route", 1),
         ("not_json", 1),
     ]
-    assert [(s["reason"], s["count"]) for s in dlq_summary(store)] == [("not_json", 2), ("bad_route", 1)]
-    assert dlq_summary(store, route="nowhere") == []
+    assert [(s["reason"], s["count"]) for s in DeadLetterRepository(store).summary()] == [
+        ("not_json", 2),
+        ("bad_route", 1),
+    ]
+    assert DeadLetterRepository(store).summary(route="nowhere") == []

@@ -12,9 +12,7 @@ from services.contract.decode import Decoder, reject
 from services.contract.model import VerdictEvent
 from services.core.errors import StoreError
 from services.ingest.records import DeadLetter
-from services.store.backends import ChdbStore
-from services.store.migrate import migrate
-from services.store.retention import KEEP_EVERYTHING, RetentionKeeper
+from services.store.retention import KEEP_EVERYTHING
 from services.store.writer import EventWriter
 from tests.support.filesystems import filled, small_filesystem
 
@@ -28,10 +26,8 @@ def disk(tmp_path):
 
 
 @pytest.fixture
-def small_store(disk):
-    store = ChdbStore(disk / "clickhouse")
-    migrate(store)
-    RetentionKeeper(store).apply(KEEP_EVERYTHING)
+def small_store(disk, store_templates):
+    store = store_templates.fresh(disk / "clickhouse", KEEP_EVERYTHING)
     yield store
     store.close()
 
@@ -46,6 +42,7 @@ def stored(store) -> tuple[int, int, int]:
     )
 
 
+@pytest.mark.slow
 def test_a_full_disk_fails_the_write_and_the_retry_stores_each_event_once(small_store, disk):
     sims = list(generate(Scenario.demo(corpus_change_at=None), START, 6, seed=5))
     decoder = Decoder()

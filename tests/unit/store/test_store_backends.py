@@ -27,9 +27,10 @@ from services.ingest.records import INTAKE_FORMAT, intake_line
 from services.store.backends import CHDB_ALLOCATOR, AllocatorPurge, ChdbStore, HttpStore, Store
 from services.store.convert import INTAKE_SETTINGS, INTAKE_TABLE, event_to_row
 from services.store.migrate import migrate
-from services.store.retention import KEEP_EVERYTHING, RetentionKeeper
+from services.store.retention import KEEP_EVERYTHING
 from services.store.writer import INSERT_SETTINGS, EventWriter
 from tests.support.clickhouse_standin import ClickHouseStandin
+from tests.support.stores import StoreTemplates
 
 BACKENDS = ("chdb", "http")
 ROOT = Path(__file__).resolve().parents[3]
@@ -78,17 +79,22 @@ HOSTILE = (
 )
 
 
+def data_dir(kind: str, root: Path) -> Path:
+    """Where a back end under ``root`` keeps its chDB data: the embedded store's, or the stand-in server's."""
+    return root / ("chdb" if kind == "chdb" else "server")
+
+
 @contextmanager
 def open_backend(kind: str, root: Path) -> Iterator[Store]:
     """One back end, closed on exit: chDB allows a single open session per process."""
     if kind == "chdb":
-        store: Store = ChdbStore(root / "chdb")
+        store: Store = ChdbStore(data_dir(kind, root))
         try:
             yield store
         finally:
             store.close()
         return
-    with ClickHouseStandin(root / "server") as server:
+    with ClickHouseStandin(data_dir(kind, root)) as server:
         store = HttpStore(server.url)
         try:
             yield store
@@ -97,10 +103,10 @@ def open_backend(kind: str, root: Path) -> Iterator[Store]:
 
 
 @pytest.fixture(params=BACKENDS)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+def store(request: pytest.FixtureRequest, tmp_path: Path, store_templates: StoreTemplates) -> Iterator[Store]:
+    # a migrated copy; fixed event times must not age past a TTL
+    store_templates.copy(data_dir(request.param, tmp_path), KEEP_EVERYTHING)
     with open_backend(request.param, tmp_path) as opened:
-        migrate(opened)
-        RetentionKeeper(opened).apply(KEEP_EVERYTHING)  # fixed event times must not age past a TTL
         yield opened
 
 
@@ -165,6 +171,7 @@ def expected_totals(events: list[VerdictEvent]) -> dict[str, int]:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", BACKENDS)
 def test_migrate_applies_once_and_survives_a_restart(kind: str, tmp_path: Path) -> None:
     shipped = sorted(int(p.name[:3]) for p in MIGRATIONS.iterdir() if re.fullmatch(r"\d{3}_\w+\.sql", p.name))
@@ -193,6 +200,7 @@ def test_a_store_from_before_the_baseline_is_refused_with_how_to_start_fresh(kin
     assert "Start fresh" in message and "move the store's directory aside" in message
 
 
+@pytest.mark.slow
 def test_both_back_ends_store_and_read_back_the_same_rows(tmp_path: Path) -> None:
     events = mixed_events(60)
     snapshots = {}
@@ -291,6 +299,7 @@ def test_dedup_token_makes_a_retried_insert_a_noop_in_events_and_views(store: St
     assert totals(store) == {k: 2 * v for k, v in expected_totals(events).items()}
 
 
+@pytest.mark.slow
 def test_redelivery_through_the_writer_never_double_counts_before_merges(store: Store) -> None:
     store.command("SYSTEM STOP MERGES")
     writer = EventWriter(store)
@@ -399,6 +408,7 @@ def test_an_embedded_stores_reads_do_not_wait_for_its_writes(tmp_path: Path) -> 
         reader.join()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("operator", [None, "dirty_decay_ms:3000"])
 def test_the_embedded_store_loads_chdb_with_its_allocator_settings_unless_the_operator_gave_some(tmp_path, operator):
     """chDB's allocator reads JE_MALLOC_CONF once, as the library loads: the store sets its default just before
@@ -438,6 +448,7 @@ def test_the_allocator_is_purged_only_above_its_limit_and_at_most_once_a_second(
     assert not AllocatorPurge(200, lambda: None).due()  # no /proc: nothing to go by
 
 
+@pytest.mark.slow
 def test_a_large_worker_gives_chdbs_kept_pages_back(tmp_path):
     """chDB keeps a write's freed pages (1 GB after this insert); above PURGE_ABOVE_BYTES the next statement returns
     them. In a fresh interpreter, so the figures are this store's alone."""

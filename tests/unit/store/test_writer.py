@@ -3,10 +3,11 @@
 from datetime import UTC
 
 import orjson
+import pytest
 
 from services.contract.decode import Decoder, reject
 from services.ingest.records import DeadLetter, EventKey
-from services.store.dlq import dlq_summary
+from services.store.dlq import DeadLetterRepository
 from services.store.writer import EventWriter
 
 BASE = {
@@ -75,6 +76,7 @@ def test_lines_encoded_beforehand_lose_their_duplicates_like_events_do(store):
     ]
 
 
+@pytest.mark.slow
 def test_the_redelivery_check_reads_the_batchs_minutes_not_the_whole_table(store):
     """A week of answers stored; a batch of one minute's answers (a redelivered one among them) is checked by
     reading that minute's keys only, and the redelivery is still found."""
@@ -193,7 +195,7 @@ def test_dead_letters_of_one_envelope_are_kept_per_index_and_summarised_with_it(
     dead = [DeadLetter("t", 0, 9, b"{}", bad, index=i) for i in (3, 40)] + [DeadLetter("t", 0, 10, b"{}", bad)]
     writer.write([], dead)
     writer.write([], dead[:1])  # redelivered
-    [summary] = dlq_summary(store, samples=5)
+    [summary] = DeadLetterRepository(store).summary(samples=5)
     assert summary["count"] == 3
     assert sorted((s["source"], s["envelope_index"]) for s in summary["samples"]) == [
         ("t/0/10", None),
@@ -237,6 +239,7 @@ def test_repair_restores_views_after_a_torn_insert(store):
     assert all(r["e"] == 4 for r in dims)
 
 
+@pytest.mark.slow
 def test_repair_restores_the_writers_keys_too_so_a_redelivery_after_a_kill_is_not_counted_twice(store):
     """A kill after the events part, before any view's part, event_keys included: the writer would take the
     redelivered answers for new ones and count them a second time (seen in CI: the kill-restart test's totals
@@ -264,6 +267,7 @@ def test_repair_restores_the_writers_keys_too_so_a_redelivery_after_a_kill_is_no
     assert repair(store, datetime.now(UTC) - timedelta(minutes=5)) == type(report)(0, 0, 0)
 
 
+@pytest.mark.slow
 def test_repair_compares_a_span_of_minutes_at_a_time_and_finds_every_torn_bucket(store, monkeypatch):
     """A restart after a large backfill re-derives about a million buckets: compared in the store a span at a time
     (as Python rows at once they took 20 GB, bench/routes.py). Spans of one minute find what one span does."""

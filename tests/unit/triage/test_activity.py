@@ -23,8 +23,9 @@ OWNERS = [{"route": "billing-*", "team": "payments", "owner": "priya"}]
 
 
 @pytest.fixture()
-def world(tmp_path):
-    with triage_world(tmp_path, owners=OWNERS, triage={"default_team": "platform"}) as (components, clock):
+def world(tmp_path, store_templates):
+    settings = {"owners": OWNERS, "triage": {"default_team": "platform"}}
+    with triage_world(tmp_path, store_templates, **settings) as (components, clock):
         an_issue(components, "iss-a")
         an_issue(components, "iss-b", route="hr-policy")
         policy = ApiPolicy(
@@ -37,6 +38,7 @@ def post(client, path: str, body: dict, headers=AUTH):
     return client.post(f"/api/issues/{path}", json=body, headers=headers)
 
 
+@pytest.mark.slow
 def test_every_change_note_and_merge_is_in_the_activity_with_who_and_when(world):
     components, clock, client = world
     steps = [
@@ -72,6 +74,7 @@ def test_every_change_note_and_merge_is_in_the_activity_with_who_and_when(world)
     assert "rolled back gen-2" in client.get("/api/issues/iss-a/runbook").text
 
 
+@pytest.mark.slow
 def test_the_runbook_shows_the_latest_notes_newest_first(world):
     components, clock, client = world
     for n in range(5):

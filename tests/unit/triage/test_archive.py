@@ -21,8 +21,8 @@ def wake_entries(components, issue_id: str) -> list[dict]:
 
 
 @pytest.fixture()
-def world(tmp_path):
-    with triage_world(tmp_path) as (components, clock):
+def world(tmp_path, store_templates):
+    with triage_world(tmp_path, store_templates) as (components, clock):
         an_issue(components, "iss-a")
         yield components, clock
 

@@ -7,11 +7,14 @@ from __future__ import annotations
 import html
 import re
 
+import pytest
+
 from tests.unit.triage.test_activity import AUTH, post, world  # noqa: F401  (world is a fixture)
 
 NOTES, TEXT = 120, "tried " + "x" * 3990
 
 
+@pytest.mark.slow
 def test_an_issue_read_gives_its_activity_a_page_at_a_time(world):  # noqa: F811
     _, _, client = world
     for n in range(NOTES):

@@ -15,8 +15,8 @@ from tests.support.triage_world import an_issue, triage_world
 
 
 @pytest.fixture()
-def claimwatch(tmp_path):
-    with triage_world(tmp_path) as (components, _):
+def claimwatch(tmp_path, store_templates):
+    with triage_world(tmp_path, store_templates) as (components, _):
         an_issue(components, "iss-a")
         an_issue(components, "iss-gone", merged_into="iss-a")  # a re-cluster merged it after a page named it
     nothing_listens = f"http://127.0.0.1:{free_port()}"
@@ -31,6 +31,7 @@ def claimwatch(tmp_path):
     return run
 
 
+@pytest.mark.slow
 def test_triage_from_the_command_line_shows_in_issues_show(claimwatch):
     steps = [
         ("assign", "iss-a", "sam", "--by", "lee"),
@@ -58,6 +59,7 @@ def test_triage_from_the_command_line_shows_in_issues_show(claimwatch):
     assert claimwatch("unarchive", "iss-a").said.strip() == "iss-a is new again"
 
 
+@pytest.mark.slow
 def test_triaging_a_merged_issue_changes_the_issue_it_joined_and_says_so(claimwatch):
     """make demo printed `issues assign iss-… alice` for the alert's issue; by the time it was pasted, a re-cluster
     had merged that issue into the one holding the bulk of its claims, and the command was refused."""
@@ -74,6 +76,7 @@ def test_triaging_a_merged_issue_changes_the_issue_it_joined_and_says_so(claimwa
     assert shown_merged[at + 1].strip() == f"{cli_command()} issues show iss-a"  # one line: it pastes whole
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args, says",
     [

@@ -209,8 +209,8 @@ def test_only_linked_live_issues_of_the_same_configuration_are_suggested_nearest
     assert found[0].shared_words == ("annual", "plans", "refund", "refunded", "within")
 
 
-def test_the_issue_shows_its_merge_candidates_with_the_links_the_store_kept(tmp_path):
-    with triage_world(tmp_path) as (components, clock):
+def test_the_issue_shows_its_merge_candidates_with_the_links_the_store_kept(tmp_path, store_templates):
+    with triage_world(tmp_path, store_templates) as (components, clock):
         an_issue(components, "iss-a", centroid=at_angle(0), neighbours={"iss-b": 0.25, "iss-c": 0.5})
         an_issue(components, "iss-b", centroid=at_angle(30), neighbours={"iss-a": 0.25})
         an_issue(components, "iss-c", centroid=at_angle(90), neighbours={"iss-a": 0.5})
@@ -262,9 +262,9 @@ def test_links_are_each_clustered_claims_nearest_clustered_claims_and_a_sample_f
     assert abs(full[0, 1] - sampled[0, 1]) < 0.1 and sampled[2, 3] < 0.05
 
 
-def test_a_merged_issues_runbook_is_the_one_its_merges_lead_to(tmp_path):
+def test_a_merged_issues_runbook_is_the_one_its_merges_lead_to(tmp_path, store_templates):
     """A runbook command printed before a re-cluster merged the issue still leads to the issue holding its claims."""
-    with triage_world(tmp_path) as (components, _):
+    with triage_world(tmp_path, store_templates) as (components, _):
         an_issue(components, "iss-a", name="the old title")
         an_issue(components, "iss-b", name="the surviving title")
         an_issue(components, "iss-c", name="where both end")

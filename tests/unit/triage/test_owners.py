@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from services.alerts.lifecycle import Alert
-from services.alerts.notify import alertmanager_payload
+from services.alerts.lifecycle.alert import Alert
+from services.alerts.notify.payloads import alertmanager_payload
 from services.app.compose import owner_rules
 from services.app.settings import load_settings
 from services.issues.owners import DEFAULT_TEAM, Owner, OwnerRule, OwnerRules

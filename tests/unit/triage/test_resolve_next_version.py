@@ -34,8 +34,8 @@ def event(event_id: str, at, versions: dict):
 
 
 @pytest.fixture()
-def world(tmp_path):
-    with triage_world(tmp_path) as (components, clock):
+def world(tmp_path, store_templates):
+    with triage_world(tmp_path, store_templates) as (components, clock):
         RetentionKeeper(components.store).apply(KEEP_EVERYTHING)  # fixed event times must not age past a TTL
         EventWriter(components.store).write(
             [

@@ -16,7 +16,7 @@ from datetime import timedelta
 import pytest
 
 from clustering.issue import REGRESSED
-from services.alerts.dispatch import Dispatcher
+from services.alerts.notify.dispatch import Dispatcher
 from services.core.clock import utcnow
 from services.triage.service import TriageService
 from services.triage.webhook import IssueWebhook
@@ -77,7 +77,8 @@ def signed(headers: dict, body: bytes) -> bool:
     return hmac.compare_digest(headers.get("X-Claimwatch-Signature", ""), expected)
 
 
-def test_events_arrive_signed_and_are_retried_until_the_target_answers(tmp_path, receiver, sending):
+@pytest.mark.slow
+def test_events_arrive_signed_and_are_retried_until_the_target_answers(tmp_path, store_templates, receiver, sending):
     settings = {
         "triage": {
             "webhook_url": receiver.url + "/hooks/claimwatch",
@@ -86,7 +87,7 @@ def test_events_arrive_signed_and_are_retried_until_the_target_answers(tmp_path,
         },
         "owners": [{"route": "billing-*", "team": "payments"}],
     }
-    with triage_world(tmp_path, **settings) as (components, clock):
+    with triage_world(tmp_path, store_templates, **settings) as (components, clock):
         triage = components.triage
         clock.at(T0 + timedelta(minutes=1))
         an_issue(components, "iss-a", history=({"at": clock.now.isoformat(), "event": "created"},))
@@ -144,9 +145,10 @@ def test_events_arrive_signed_and_are_retried_until_the_target_answers(tmp_path,
         assert triage.tick(clock.at(T0 + timedelta(hours=1, minutes=1))) == []  # each event is sent once
 
 
-def test_an_entry_saved_after_the_tick_that_would_have_sent_it_is_sent_by_the_next(tmp_path):
+def test_an_entry_saved_after_the_tick_that_would_have_sent_it_is_sent_by_the_next(tmp_path, store_templates):
     """A re-cluster's entries carry the time the run began, and it publishes minutes later."""
-    with triage_world(tmp_path, triage={"webhook_url": "http://127.0.0.1:9/hook"}) as (components, clock):
+    unanswered = {"webhook_url": "http://127.0.0.1:9/hook"}
+    with triage_world(tmp_path, store_templates, triage=unanswered) as (components, clock):
         triage = components.triage
         assert triage.tick(clock.at(T0 + timedelta(minutes=10))) == []
         an_issue(components, "iss-late", history=({"at": (T0 + timedelta(minutes=2)).isoformat(), "event": "created"},))
@@ -157,11 +159,11 @@ def test_an_entry_saved_after_the_tick_that_would_have_sent_it_is_sent_by_the_ne
         assert triage.tick(clock.at(T0 + timedelta(minutes=12))) == []
 
 
-def test_an_event_made_before_a_restart_and_never_sent_is_sent_by_the_next_leader(tmp_path):
+def test_an_event_made_before_a_restart_and_never_sent_is_sent_by_the_next_leader(tmp_path, store_templates):
     """`issues assign`, then the worker stops before its next tick: the next leader sends the assignment, and not
     what the previous one delivered (the notification log holds what was sent since it began)."""
     with (
-        triage_world(tmp_path, triage={"webhook_url": "http://127.0.0.1:9/hook"}) as (components, _),
+        triage_world(tmp_path, store_templates, triage={"webhook_url": "http://127.0.0.1:9/hook"}) as (components, _),
         Receiver() as hook,
     ):
         clock, log = Clock(utcnow()), components.repos.notifications  # the log keeps a week of wall-clock time

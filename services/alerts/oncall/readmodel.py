@@ -1,0 +1,123 @@
+"""What the alert use cases (services/alerts/oncall/service.py) return: an alert as an engineer sees it now, one
+alert in full, a silence, a rule. Defined once (services/core/readmodel.py)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from services.core.readmodel import Read
+
+
+class AlertRead(Read):
+    alert_id: str
+    route: str
+    kind: str
+    severity: str
+    labels: dict[str, str]
+    window: int | None
+    pending_since: str | None
+    starts_at: str | None
+    ends_at: str | None
+    acked_at: str | None
+    acked_by: str | None
+    ack_note: str | None
+    rate: float | None
+    rate_interval: list[float] | None
+    baseline: float | None
+    baseline_interval: list[float] | None
+    delta: float | None
+    claims: int
+    onset: str | None
+    driving_verdict: str | None
+    suspect_changes: list[dict[str, Any]]
+    updated_at: str | None
+    expected: float | None = Field(
+        description="the rate expected over the window at this time of day (while the "
+        "route is learning: its recent level); null when the alert has none"
+    )
+    expected_basis: str = Field(description="what the expectation rests on")
+    mix_effect: float | None = Field(description="the part of delta the slice mix explains (more hard questions)")
+    rate_effect: float | None = Field(description="the part of delta on the same mix (worse answers)")
+    mix_slice: str | None = Field(description="the slice whose share moved most, with its shares")
+    unit: Literal["share", "per_minute"] = Field(
+        description=(
+            "what rate, expected, baseline and delta measure: a share (of claims, answers or events) or events a "
+            "minute (route_silent)"
+        )
+    )
+    details: dict[str, Any] = Field(
+        description=(
+            "kind-specific figures: route_silent received, expected_events; events_rejected rejected, received, "
+            "top_rule, top_rule_count, sample_reason, sample_source; abstention_rise served_share, "
+            "served_share_before, hallucination_rate, hallucination_rate_before, hallucination_fell"
+        )
+    )
+    state: Literal["pending", "firing", "resolved"]
+    state_text: str = Field(
+        description="the state as people read it: cleared (ended without ever firing) rather "
+        "than resolved, and an open alert's ack and silence: firing·acked"
+    )
+    acked: bool
+    silenced_by: list[str]
+    explanation: dict[str, Any] | None = Field(
+        None,
+        description=(
+            "which issues account for the route's excess failing claims in the alert's window (excess = failed - "
+            "baseline x claims): the top issues with their share, a representative claim and runbook URL, the other "
+            "issues together and the unclustered rest; contributions add up to the excess, shares to 1. While the "
+            "window's failing claims are still being clustered: pending (how many) and status (\"clustering N failing "
+            'claims of this window"; empty once they are). A list explains its newest alerts only'
+        ),
+    )
+
+
+class AlertDetailRead(AlertRead):
+    transitions: list[dict[str, Any]]
+    calibrated: dict[str, Any] | None = Field(
+        description=(
+            "rate alerts: whether the rise holds on the rate corrected for the verifier's errors against human labels "
+            "(holds: true, false, or null when it cannot tell; status: no labels yet, stale or current; rate, "
+            "expected, delta, sensitivity, specificity, labels, false_positive_floor, stale, reasons)"
+        )
+    )
+    runbook: str | None = Field(
+        description=(
+            "input-health kinds (route_silent, events_rejected, abstention_rise): the alert's runbook as Markdown"
+        )
+    )
+
+
+class SilenceRead(Read):
+    silence_id: str
+    matchers: list[str]
+    starts_at: str
+    ends_at: str
+    created_by: str
+    comment: str
+    ended_by: str = Field(description="who ended it early; empty while it runs or when it ran its course")
+    active: bool = Field(description="whether it holds now")
+
+
+class RuleThresholdRead(Read):
+    text: str = Field(description="what the rule requires, with the value in force")
+    setting: str | None = Field(description="the setting that changes it (TOML path); null: fixed")
+    value: object = None
+
+
+class RuleRead(Read):
+    kind: str
+    meaning: str
+    severity: str = Field(description="in words, e.g. warning; critical from +4 pts")
+    severities: list[str] = Field(description="the severities it opens at")
+    pages: bool = Field(description="whether it reaches the pager under dashboards/alertmanager/alertmanager.yml")
+    thresholds: list[RuleThresholdRead]
+    false_alarms_per_route_per_60_days: float | None = Field(description="as the bench measured it; null: not measured")
+    median_delay_minutes: dict[str, float | str] | None = Field(
+        description='median minutes from onset to firing per condition (e.g. +3 pts), or "missed" when most '
+        "changes were not caught within the bench's horizon; null: not measured"
+    )
+    measured_by: str | None
+    measured_on: str | None
+    note: str
