@@ -6,6 +6,7 @@ One module per command group; importing them registers their commands on ``main`
 # importing a command module registers its commands
 from services.app.cli import (  # noqa: F401
     alerts,
+    assistant,
     config,
     data,
     evalset,

@@ -258,9 +258,14 @@ def _issues(e: dict | None) -> list[str]:
     )
 
 
+def top_issue(a: dict) -> str | None:
+    """The issue behind most of the alert's excess failing claims (None while none explains it)."""
+    return next((p["issue_id"] for p in (a.get("explanation") or {}).get("issues") or [] if p.get("issue_id")), None)
+
+
 def _top_runbook(a: dict) -> str:
     """The command for the runbook of the issue behind most of the excess, its traces from this alert's window."""
-    top = next((p["issue_id"] for p in (a.get("explanation") or {}).get("issues") or [] if p.get("issue_id")), None)
+    top = top_issue(a)
     return Command(f"{cli_command()} runbook {top} --alert {a['alert_id']}") if top else ""
 
 

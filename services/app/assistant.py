@@ -1,0 +1,255 @@
+"""`claimwatch mcp`: claimwatch for assistants (Claude, Cursor, an IDE), over the Model Context Protocol.
+
+Each tool is one request to the claimwatch API, sent with the caller's token: over stdio the user's own (as the CLI
+finds it: $CLAIMWATCH_TOKEN, else the one `claimwatch up` stored for the API's URL), over HTTP the bearer token the
+assistant's client sends. So the API's token rules hold as they are: a change needs a token that may change, and is
+recorded under the token's holder. A tool returns the API's own object as structured content, with the lines the
+CLI prints for it as text an assistant can quote, so every figure agrees with the API, the CLI and the pages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import httpx
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import CallToolResult, TextContent
+
+from services.app.cli.alerts import alert_columns, alert_text, top_issue
+from services.app.cli.base import refusal
+from services.app.cli.issues import issue_columns, issue_fields
+from services.app.cli.tables import labelled, render
+from services.app.credentials import find_token
+from services.app.settings import Settings
+
+WIDTH = 100  # the text an assistant quotes: the CLI's lines at this width
+ACTIVE = ("pending", "firing")
+Caller = Callable[..., Any]
+
+
+class ApiGateway:
+    """The claimwatch API at ``url``, asked with a token: the given one, else ``default_token``."""
+
+    TIMEOUT_SECONDS = 30
+
+    def __init__(self, url: str, default_token: str | None, transport: httpx.AsyncBaseTransport | None = None):
+        self.url, self.default_token, self.transport = url.rstrip("/"), default_token, transport
+
+    async def call(
+        self, method: str, path: str, token: str | None, params: dict | None = None, body: dict | None = None
+    ) -> Any:
+        token = token or self.default_token
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        params = {k: v for k, v in (params or {}).items() if v is not None}
+        async with httpx.AsyncClient(transport=self.transport, timeout=self.TIMEOUT_SECONDS) as client:
+            try:
+                response = await client.request(method, self.url + path, params=params, json=body, headers=headers)
+            except httpx.TransportError as exc:
+                raise ToolError(
+                    f"no claimwatch API answers at {self.url} ({exc}): start one with `claimwatch up`, or point "
+                    "`claimwatch mcp` at it with --api-url"
+                ) from None
+        if response.status_code >= 400:
+            raise ToolError(refusal(response, self.url + path))
+        return (
+            response.json()
+            if response.headers.get("content-type", "").startswith("application/json")
+            else response.text
+        )
+
+
+def caller_token(ctx: Context) -> str | None:
+    """The bearer token of the HTTP request this tool call came in (None over stdio)."""
+    request = ctx.request_context.request
+    header = request.headers.get("authorization", "") if request is not None else ""
+    scheme, _, token = header.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+
+
+def answer(data: Any, text: str) -> CallToolResult:
+    """The API's object as structured content, and the lines to quote."""
+    structured = data if isinstance(data, dict) else {"items": data}
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def alerts_text(alerts: list[dict], at: datetime) -> str:
+    if not alerts:
+        return "no alerts match"
+    return "\n".join(render(alert_columns(at), alerts, WIDTH))
+
+
+def issues_text(issues: list[dict], at: datetime) -> str:
+    return "\n".join(render(issue_columns(at), issues, WIDTH)) if issues else "no issues match"
+
+
+def route_text(route: dict) -> str:
+    """A route's recent history in a few lines: its rate now against the expectation, and its alerts."""
+    lines = [f"route {route.get('route')}"]
+    current = route.get("current") or {}
+    if current:
+        lines.append(
+            f"rate {current.get('rate_text') or current.get('rate')} over {current.get('claims')} claims; "
+            f"expected {current.get('expected_text') or current.get('expected')}"
+        )
+    for alert in route.get("alerts") or []:
+        lines.append(
+            f"alert {alert.get('alert_id')} {alert.get('kind')} {alert.get('state')} since {alert.get('start')}"
+        )
+    return "\n".join(lines)
+
+
+def build_server(gateway: ApiGateway) -> MCPServer:
+    """The MCP server: claimwatch's reads and changes as tools, and each open alert's runbook as a resource."""
+    server = MCPServer(
+        "claimwatch",
+        log_level="WARNING",
+        instructions=(
+            "claimwatch monitors claim-level hallucination per route. Start with list_alerts(state='active'), "
+            "then show_alert for the page's figures, suspects and issues, and runbook for what to do. Changes "
+            "(ack_alert, silence, assign_issue, note_issue, propose_traces) need a token that may change."
+        ),
+    )
+
+    async def get(ctx: Context, path: str, params: dict | None = None) -> Any:
+        return await gateway.call("GET", path, caller_token(ctx), params)
+
+    async def post(ctx: Context, path: str, body: dict) -> Any:
+        return await gateway.call("POST", path, caller_token(ctx), None, body)
+
+    @server.tool()
+    async def list_alerts(
+        ctx: Context,
+        state: Literal["active", "pending", "firing", "resolved"] | None = None,
+        route: str | None = None,
+        kind: str | None = None,
+        team: str | None = None,
+    ) -> CallToolResult:
+        """Alerts, newest first: state 'active' is pending or firing; kind e.g. hallucination_rate_rise,
+        route_silent; team: the owning team's label."""
+        found = await get(ctx, "/api/alerts", {"route": route, "state": None if state == "active" else state})
+        found = [
+            a
+            for a in found
+            if (state != "active" or a["state"] in ACTIVE)
+            and (kind is None or a["kind"] == kind)
+            and (team is None or a["labels"].get("team") == team)
+        ]
+        return answer(found, alerts_text(found, now()))
+
+    @server.tool()
+    async def show_alert(ctx: Context, alert_id: str) -> CallToolResult:
+        """One alert: its rate against what was expected, the rise split into mix and rate, suspect version
+        changes, the issues that account for it with their shares, its transitions and runbook link."""
+        alert = await get(ctx, f"/api/alerts/{alert_id}")
+        return answer(alert, "\n".join(alert_text(alert, now(), WIDTH)))
+
+    @server.tool()
+    async def list_issues(
+        ctx: Context, route: str | None = None, state: str | None = None, limit: int = 20
+    ) -> CallToolResult:
+        """Named issues (clusters of failing claims) in priority order; state e.g. new, ongoing, regressed."""
+        found = await get(ctx, "/api/issues", {"route": route, "state": state, "limit": limit})
+        return answer(found, issues_text(found, now()))
+
+    @server.tool()
+    async def show_issue(ctx: Context, issue_id: str) -> CallToolResult:
+        """One issue: its title, verdicts, routes, versions, trend, representative traces and triage."""
+        issue = await get(ctx, f"/api/issues/{issue_id}")
+        return answer(issue, "\n".join(labelled(issue_fields(issue, now()), WIDTH)))
+
+    @server.tool()
+    async def runbook(ctx: Context, alert_id: str | None = None, issue_id: str | None = None) -> CallToolResult:
+        """The runbook (Markdown): an issue's, or an alert's (its own for input-health alerts, else the runbook of
+        the issue that accounts for most of its rise)."""
+        text = await runbook_text(ctx, alert_id, issue_id)
+        return answer({"runbook": text, "alert_id": alert_id, "issue_id": issue_id}, text)
+
+    async def runbook_text(ctx: Context, alert_id: str | None, issue_id: str | None) -> str:
+        if (alert_id is None) == (issue_id is None):
+            raise ToolError("give alert_id or issue_id (one of them)")
+        if alert_id is not None:
+            alert = await get(ctx, f"/api/alerts/{alert_id}")
+            if alert.get("runbook"):
+                return str(alert["runbook"])
+            top = top_issue(alert)
+            if top is None:
+                raise ToolError(
+                    f"alert {alert_id} has no issue to take a runbook from yet (its claims are unclustered)"
+                )
+            issue_id, params = top, {"alert": alert_id}
+        else:
+            params = {}
+        found = await get(ctx, f"/api/issues/{issue_id}/runbook", params)
+        return str(found["runbook"] if isinstance(found, dict) else found)
+
+    @server.tool()
+    async def rates(ctx: Context, route: str | None = None, window: str = "30m") -> CallToolResult:
+        """Claim-level hallucination rates per route over a window (e.g. 30m, 6h), worst first, each with its
+        interval and what the drift detector expects."""
+        found = await get(ctx, "/api/rates", {"route": route, "window": window})
+        rows = found if isinstance(found, list) else found.get("routes", [])
+        lines = [
+            f"{r.get('route')}: {r.get('rate')} ({r.get('lower')}–{r.get('upper')}) over {r.get('claims')} claims"
+            for r in rows
+        ]
+        return answer(found, "\n".join(lines) or "no rates in this window")
+
+    @server.tool()
+    async def explain_route(ctx: Context, route: str, window: str = "6h") -> CallToolResult:
+        """A route's recent history: its rate against the expectation and its alerts."""
+        found = await get(ctx, f"/api/routes/{route}", {"window": window})
+        return answer(found, route_text(found))
+
+    @server.tool()
+    async def ack_alert(ctx: Context, alert_id: str, note: str = "") -> CallToolResult:
+        """Acknowledge an alert (needs a token that may change; recorded under the token's holder)."""
+        acked = await post(ctx, f"/api/alerts/{alert_id}/ack", {"note": note})
+        return answer(acked, f"acked {acked['alert_id']} ({acked['route']}, {acked['state']}) by {acked['acked_by']}")
+
+    @server.tool()
+    async def silence(ctx: Context, matchers: list[str], duration: str, comment: str) -> CallToolResult:
+        """Silence alerts whose labels match (e.g. route=billing-faq, severity=~warn.*) for a duration (e.g. 2h)."""
+        made = await post(ctx, "/api/silences", {"matchers": matchers, "duration": duration, "comment": comment})
+        return answer(made, f"silence {made['silence_id']} until {made['ends_at']}: {', '.join(made['matchers'])}")
+
+    @server.tool()
+    async def assign_issue(ctx: Context, issue_id: str, assignee: str) -> CallToolResult:
+        """Assign an issue to the person who works it."""
+        issue = await post(ctx, f"/api/issues/{issue_id}/assign", {"assignee": assignee})
+        return answer(issue, f"{issue.get('issue_id', issue_id)} assigned to {assignee}")
+
+    @server.tool()
+    async def note_issue(ctx: Context, issue_id: str, text: str) -> CallToolResult:
+        """Add a note to an issue's activity."""
+        noted = await post(ctx, f"/api/issues/{issue_id}/notes", {"text": text})
+        return answer(noted, f"noted on {issue_id}")
+
+    @server.tool()
+    async def propose_traces(ctx: Context, issue_id: str, trace_ids: list[str] | None = None) -> CallToolResult:
+        """Propose an issue's representative traces (or the given ones) for the eval set; a second person signs
+        them off."""
+        proposed = await post(ctx, "/api/promotions", {"issue_id": issue_id, "trace_ids": trace_ids})
+        ids = ", ".join(p.get("item_id", "?") for p in proposed) or "nothing new"
+        return answer(proposed, f"proposed for the eval set: {ids}")
+
+    @server.resource("claimwatch://alerts/{alert_id}/runbook", mime_type="text/markdown")
+    async def alert_runbook(alert_id: str, ctx: Context) -> str:
+        """The runbook of an alert's top issue (or the alert's own, for input-health alerts)."""
+        return await runbook_text(ctx, alert_id, None)
+
+    return server
+
+
+def gateway_for(settings: Settings, user_token: bool) -> ApiGateway:
+    """The API at ``settings.api.url``; with ``user_token`` (stdio: the assistant runs as this user) the user's
+    token for calls that bring none. Over HTTP a call without a token goes without one: the server must not lend
+    its user's token to whoever reaches its port."""
+    found = find_token(settings.api.url) if user_token else None
+    return ApiGateway(settings.api.url, found[0] if found else None)
