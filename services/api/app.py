@@ -150,7 +150,7 @@ def create_api(
     api.include_router(alerts_routes.router(alerts, gate, now))
     api.include_router(issues_routes.router(issues, components.triage, gate))
     api.include_router(evalset_routes.router(evalset, gate))
-    api.include_router(traces_routes.router(components.traces, gate))
+    api.include_router(traces_routes.router(components.traces, gate, now))
     api.include_router(review_routes.router(components.review, gate, now))
     api.include_router(
         pages.router(

@@ -48,14 +48,8 @@ class WithDuration(Body):
         return duration
 
 
-class SilenceBody(WithDuration):
+class SilencePreviewBody(Body):
     matchers: list[str] = Field(min_length=1, max_length=20, description="e.g. route=billing-faq, severity=~warn.*")
-    by: str | None = who()
-    comment: str = Field(min_length=1, max_length=2000, pattern=r"\S", description="why")
-    duration: str | None = Field(
-        None, max_length=32, description="e.g. 2h or 1h30m, at most 366d; give this or ends_at"
-    )
-    ends_at: AwareDatetime | None = Field(None, description="RFC 3339 end time, within 366 days")
 
     @field_validator("matchers")
     @classmethod
@@ -64,6 +58,15 @@ class SilenceBody(WithDuration):
             if len(m) > 500:
                 raise ValueError(f"matchers[{i}] is {len(m)} characters; keep each under 500")
         return matchers
+
+
+class SilenceBody(WithDuration, SilencePreviewBody):
+    by: str | None = who()
+    comment: str = Field(min_length=1, max_length=2000, pattern=r"\S", description="why")
+    duration: str | None = Field(
+        None, max_length=32, description="e.g. 2h or 1h30m, at most 366d; give this or ends_at"
+    )
+    ends_at: AwareDatetime | None = Field(None, description="RFC 3339 end time, within 366 days")
 
 
 class UnsilenceBody(Body):

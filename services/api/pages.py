@@ -32,7 +32,7 @@ from services.alerts.explain.figures import (
 )
 from services.alerts.lifecycle.kinds import MONITOR_KINDS
 from services.alerts.notify.receivers import FAILING_ALARM
-from services.api import views
+from services.api import alertlist, alertpage, evalpage, tracelist, views
 from services.api.assets import Assets, asked_version, cache_control
 from services.api.auth import READ_COOKIE, same_origin
 from services.api.ingestlag import LagWatch
@@ -259,26 +259,9 @@ class Pages:
             route=route,
             detail=exactly(RouteDetailRead, detail),
             window=window,
-            windows=WINDOWS[:-1],
+            ranges=views.range_links(views.route_url(route), request.query_params, window),
             alerts=route_alerts,
             calibrated_rate=found.as_dict() if found else None,
-        )
-
-    def alerts_page(self, request: Request) -> Response:
-        at = self.now()
-        listed = self.alerts.list(at, explain=True)
-        runbooks = {
-            v.alert.alert_id: embeddable_runbook(found)
-            for v in listed  # input-health kinds have their own
-            if (found := self.alerts.runbook(v.alert, "html")) is not None
-        }
-        return self._page(
-            request,
-            "alerts.html",
-            title="Alerts",
-            alerts=as_json(listed),
-            silences=as_json(self.alerts.silences(at)),
-            runbooks=runbooks,
         )
 
     def ops_page(self, request: Request) -> Response:
@@ -295,11 +278,27 @@ class Pages:
         return self._page(request, "rules.html", title="Alert rules", rules=as_json(self.alerts.rules()))
 
     def alert_page(self, request: Request, alert_id: str) -> Response:
-        """Where notifications link (runbook_url): the alert's card on the alerts page."""
+        """One alert whole (where notifications link): its timeline, its rate around it, suspects, the issues
+        behind it with their shares, the runbook, and ack and silence."""
         if not self.gate.signed_in(request):
             return _signin_redirect(request)
-        found = self.alerts.get(alert_id)  # NotFound for an unknown id
-        return RedirectResponse(f"/alerts#{quote(found.alert_id, safe='')}", status_code=303)
+        at = self.now()
+        alert = as_json(self.alerts.show(alert_id, at))  # NotFound for an unknown id
+        runbook = self.alerts.runbook(self.alerts.get(alert_id), "html")  # input-health kinds have their own
+        top = next((i["issue_id"] for i in (alert.get("explanation") or {}).get("issues") or []), None)
+        if runbook is None and top is not None and self.issues is not None:
+            runbook = self.issues.runbook(top, "html", alert_id)
+        window, end = alertpage.chart_range(alert, at)
+        return self._page(
+            request,
+            "alert.html",
+            title=f"Alert {alert_id}",
+            a=alert,
+            timeline=alertpage.timeline(alert, as_json(self.alerts.silences(at))),
+            chart={"window": window, "end": end.isoformat()},
+            runbook=None if runbook is None else embeddable_runbook(runbook),
+            runbook_issue=top,
+        )
 
     def issues_page(
         self,
@@ -358,7 +357,9 @@ class Pages:
         trace = self.traces.get(trace_id, claims_page)
         return self._page(request, "trace.html", title=f"Trace {trace_id}", trace=trace)
 
-    def eval_page(self, request: Request) -> Response:
+    def eval_page(
+        self, request: Request, baseline: str = Query("", max_length=500), candidate: str = Query("", max_length=500)
+    ) -> Response:
         if self.evalset is None:
             return self._page(
                 request, "eval.html", title="Eval set", available=False, items=[], queue=[], report={}, agreement={}
@@ -373,6 +374,7 @@ class Pages:
             queue=[i for i in items if i.get("state") == "proposed"],
             report=as_json(self.evalset.report()),
             agreement=AgreementRead.of(self.evalset.agreement()).as_dict(),
+            **evalpage.comparison(self.evalset, baseline, candidate),
         )
 
     def review_page(self, request: Request) -> Response:
@@ -449,11 +451,12 @@ def router(pages: Pages, ingest_lag: LagWatch | None = None) -> APIRouter:
     gets = (
         ("/", pages.overview),
         ("/routes/{route:path}", pages.route_page),
-        ("/alerts", pages.alerts_page),
+        ("/alerts", alertlist.handler(pages, embeddable_runbook)),  # filters and a silence's preview
         ("/alerts/rules", pages.rules_page),
         ("/alerts/{alert_id}", pages.alert_page),  # rules before {alert_id}
         ("/issues", pages.issues_page),
         ("/issues/{issue_id}", pages.issue_page),
+        ("/traces", tracelist.handler(pages)),  # the list, before one trace
         ("/traces/{trace_id:path}", pages.trace_page),
         ("/eval", pages.eval_page),
         ("/review", pages.review_page),

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from urllib.parse import quote, urlencode
 
 from services.alerts.lifecycle.kinds import FLEET_ROUTE
 from services.core.numbers import MISSING, interval_text, utc_minute
 from services.rates.report import ranking_entries
+from services.rates.window import parse_window
 
 
 def interval_pair(interval) -> str:
@@ -60,11 +62,12 @@ def route_trends(rows: list[dict], buckets: int) -> dict[str, list[float | None]
 
 
 def alert_badges(alerts: list[dict]) -> dict[str, dict[str, int]]:
-    """Open alerts per route: {route: {"firing": n, "pending": n}}."""
-    badges: dict[str, dict[str, int]] = defaultdict(lambda: {"firing": 0, "pending": 0})
+    """Open alerts per route: {route: {"firing": n, "pending": n, "inhibited": n}}. A firing alert another alert
+    inhibits (inhibited_by) is not notified: it counts as inhibited, not firing."""
+    badges: dict[str, dict[str, int]] = defaultdict(lambda: {"firing": 0, "pending": 0, "inhibited": 0})
     for a in alerts:
         if a["state"] in ("firing", "pending"):
-            badges[a["route"]][a["state"]] += 1
+            badges[a["route"]]["inhibited" if a.get("inhibited_by") else a["state"]] += 1
     return dict(badges)
 
 
@@ -72,6 +75,17 @@ def trend_window(end: datetime | None, minutes: int) -> tuple[datetime, datetime
     if end is None:
         return None
     return end - timedelta(minutes=minutes - 1), end
+
+
+CHART_RANGES = ("1h", "6h", "24h", "7d")  # every time chart's range selector
+
+
+def range_links(base: str, query: Mapping[str, str], current: str, key: str = "window") -> list[dict]:
+    """A chart's range selector: a link per CHART_RANGES (and the range shown, when the URL gave another) that keeps
+    the page's other ``query`` parameters, shortest first, the one shown marked ``selected``."""
+    kept = {k: v for k, v in query.items() if k != key}
+    shown = sorted({*CHART_RANGES, current}, key=lambda r: parse_window(r) or timedelta.max)
+    return [{"label": r, "href": f"{base}?{urlencode({**kept, key: r})}", "selected": r == current} for r in shown]
 
 
 def pager(page, query: dict[str, str]) -> dict:

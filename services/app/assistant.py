@@ -10,7 +10,7 @@ CLI prints for it as text an assistant can quote, so every figure agrees with th
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal
 
 import httpx
@@ -21,12 +21,14 @@ from mcp_types import CallToolResult, TextContent
 from services.app.cli.alerts import alert_columns, alert_text, top_issue
 from services.app.cli.base import refusal
 from services.app.cli.issues import issue_columns, issue_fields
+from services.app.cli.silences import preview_summary
 from services.app.cli.tables import labelled, render
+from services.app.cli.traces import trace_columns
 from services.app.credentials import find_token
 from services.app.settings import Settings
+from services.core.clock import utcnow
 
 WIDTH = 100  # the text an assistant quotes: the CLI's lines at this width
-ACTIVE = ("pending", "firing")
 Caller = Callable[..., Any]
 
 
@@ -75,14 +77,16 @@ def answer(data: Any, text: str) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
 
 
-def now() -> datetime:
-    return datetime.now(UTC)
-
-
 def alerts_text(alerts: list[dict], at: datetime) -> str:
     if not alerts:
         return "no alerts match"
     return "\n".join(render(alert_columns(at), alerts, WIDTH))
+
+
+def silence_preview_text(found: dict, at: datetime) -> str:
+    """The preview as `claimwatch alerts silence --preview` prints it: the alerts, then what they add up to."""
+    table = render(alert_columns(at), found["alerts"], WIDTH) if found["alerts"] else []
+    return "\n".join([*table, preview_summary(found)])
 
 
 def issues_text(issues: list[dict], at: datetime) -> str:
@@ -131,24 +135,17 @@ def build_server(gateway: ApiGateway) -> MCPServer:
         kind: str | None = None,
         team: str | None = None,
     ) -> CallToolResult:
-        """Alerts, newest first: state 'active' is pending or firing; kind e.g. hallucination_rate_rise,
-        route_silent; team: the owning team's label."""
-        found = await get(ctx, "/api/alerts", {"route": route, "state": None if state == "active" else state})
-        found = [
-            a
-            for a in found
-            if (state != "active" or a["state"] in ACTIVE)
-            and (kind is None or a["kind"] == kind)
-            and (team is None or a["labels"].get("team") == team)
-        ]
-        return answer(found, alerts_text(found, now()))
+        """Alerts, firing then pending then resolved, newest first: state 'active' is pending or firing; kind e.g.
+        hallucination_rate_rise, route_silent (the API names the choices); team: the owning team."""
+        found = await get(ctx, "/api/alerts", {"state": state, "kind": kind, "team": team, "route": route})
+        return answer(found, alerts_text(found, utcnow()))
 
     @server.tool()
     async def show_alert(ctx: Context, alert_id: str) -> CallToolResult:
         """One alert: its rate against what was expected, the rise split into mix and rate, suspect version
         changes, the issues that account for it with their shares, its transitions and runbook link."""
         alert = await get(ctx, f"/api/alerts/{alert_id}")
-        return answer(alert, "\n".join(alert_text(alert, now(), WIDTH)))
+        return answer(alert, "\n".join(alert_text(alert, utcnow(), WIDTH)))
 
     @server.tool()
     async def list_issues(
@@ -156,13 +153,13 @@ def build_server(gateway: ApiGateway) -> MCPServer:
     ) -> CallToolResult:
         """Named issues (clusters of failing claims) in priority order; state e.g. new, ongoing, regressed."""
         found = await get(ctx, "/api/issues", {"route": route, "state": state, "limit": limit})
-        return answer(found, issues_text(found, now()))
+        return answer(found, issues_text(found, utcnow()))
 
     @server.tool()
     async def show_issue(ctx: Context, issue_id: str) -> CallToolResult:
         """One issue: its title, verdicts, routes, versions, trend, representative traces and triage."""
         issue = await get(ctx, f"/api/issues/{issue_id}")
-        return answer(issue, "\n".join(labelled(issue_fields(issue, now()), WIDTH)))
+        return answer(issue, "\n".join(labelled(issue_fields(issue, utcnow()), WIDTH)))
 
     @server.tool()
     async def runbook(ctx: Context, alert_id: str | None = None, issue_id: str | None = None) -> CallToolResult:
@@ -208,14 +205,43 @@ def build_server(gateway: ApiGateway) -> MCPServer:
         return answer(found, route_text(found))
 
     @server.tool()
+    async def search_traces(
+        ctx: Context,
+        text: str | None = None,
+        route: str | None = None,
+        verdict: list[str] | None = None,
+        version: list[str] | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        limit: int = 20,
+        offset: int = 0,
+    ) -> CallToolResult:
+        """Traces with a claim matching every filter, newest first: text (claim text contains, without case), route,
+        verdict (any of; 'failed' is any failed verdict), version (key=value, e.g. model=gen-2026-11), since and
+        until (6h or RFC 3339; default the last 24 hours, at most 31 days), limit (at most 100) and offset."""
+        params = {"text": text, "route": route, "verdict": verdict or None, "version": version or None}
+        found = await get(
+            ctx, "/api/traces", {**params, "since": since, "until": until, "limit": limit, "offset": offset}
+        )
+        return answer(found, "\n".join(render(trace_columns(utcnow()), found, WIDTH)) if found else "no traces match")
+
+    @server.tool()
     async def ack_alert(ctx: Context, alert_id: str, note: str = "") -> CallToolResult:
         """Acknowledge an alert (needs a token that may change; recorded under the token's holder)."""
         acked = await post(ctx, f"/api/alerts/{alert_id}/ack", {"note": note})
         return answer(acked, f"acked {acked['alert_id']} ({acked['route']}, {acked['state']}) by {acked['acked_by']}")
 
     @server.tool()
-    async def silence(ctx: Context, matchers: list[str], duration: str, comment: str) -> CallToolResult:
-        """Silence alerts whose labels match (e.g. route=billing-faq, severity=~warn.*) for a duration (e.g. 2h)."""
+    async def silence(
+        ctx: Context, matchers: list[str], duration: str = "", comment: str = "", preview: bool = False
+    ) -> CallToolResult:
+        """Silence alerts whose labels match (e.g. route=billing-faq, severity=~warn.*) for a duration (e.g. 2h),
+        saying why; with preview=True, only list the alerts it would silence (a read: nothing is created)."""
+        if preview:
+            found = await post(ctx, "/api/silences/preview", {"matchers": matchers})
+            return answer(found, silence_preview_text(found, utcnow()))
+        if not duration or not comment:
+            raise ToolError("give duration (e.g. 2h) and comment (why), or preview=True to only see what it matches")
         made = await post(ctx, "/api/silences", {"matchers": matchers, "duration": duration, "comment": comment})
         return answer(made, f"silence {made['silence_id']} until {made['ends_at']}: {', '.join(made['matchers'])}")
 

@@ -235,6 +235,8 @@ def build(
             calibration=lambda route, window, now: review.calibrated(window, now).get(route),
             rules=lambda: rules_in_force(settings),
             runbook=AlertRunbooks(renderer, settings.external_url, cli),
+            owner_labels=issues.owners.alert_labels,  # each alert's team, as the notifier labels it
+            inhibit_rules=settings.notify.inhibit_rules,  # which alerts show as inhibited, as the notifier mutes them
         ),
         issues=issues,
         evalset=EvalService(
@@ -243,6 +245,7 @@ def build(
             embedder.embed,
             instrument=review,
             min_items=settings.eval.min_items,
+            compare_tolerance=settings.eval.compare_tolerance,
             representatives=lambda issue_id: [
                 m["trace_id"]
                 for m in issues.representatives(repos.issues.get(issue_id))
@@ -295,6 +298,7 @@ def dispatcher_for(settings: Settings, c: Components, run: Run) -> Dispatcher:
         timedelta(seconds=n.resend_seconds),
         c.metrics,
         owner_labels=c.owners.alert_labels,
+        inhibit_rules=n.inhibit_rules,
         retry_initial_seconds=n.retry_initial_seconds,
         retry_max_seconds=n.retry_max_seconds,
         attempt_timeout_seconds=n.attempt_timeout_seconds,
@@ -319,6 +323,7 @@ def rules_in_force(settings: Settings) -> list[Rule]:
         load_quality(),
         drift.route_thresholds,
         settings.routes.max_active,
+        settings.notify.inhibit_rules,
     )
 
 

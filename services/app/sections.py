@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from services.alerts.detection.config import DEFAULTS as DETECTOR
 from services.alerts.detection.config import SHARED_WITH_DRIFT, DetectorConfig, DetectorSettings
 from services.alerts.detection.health_engine import InputHealthConfig
+from services.alerts.lifecycle.inhibition import INHIBIT_RULES, InhibitRule
 from services.api.policy import ApiPolicy
 from services.ingest.routes import ACTIVE_WINDOW, MAX_ACTIVE
 from services.issues.owners import DEFAULT_TEAM
@@ -143,6 +144,12 @@ class NotifySettings(Section):
         None,
         description="where readers reach the dashboard: the base of every "
         "link in runbooks, pages and notifications; unset: api.url",
+    )
+    inhibit_rules: list[InhibitRule] = Field(
+        default_factory=lambda: list(INHIBIT_RULES),
+        description="[[notify.inhibit_rules]], as Alertmanager's: while an alert of a source kind fires, the alerts "
+        "of the target kinds with the same `equal` labels show as inhibited and are not notified (default: "
+        "route_silent and events_rejected inhibit the same route's drift alerts); [] turns inhibition off",
     )
 
 
@@ -310,4 +317,11 @@ class EvalSettings(Section):
         ge=1,
         description="items the whole set's gated figures need behind them: fewer "
         "fail the gate, since a handful of items cannot support a threshold",
+    )
+    compare_tolerance: float = Field(
+        0.01,
+        ge=0,
+        le=1,
+        description="the loss `eval gate --baseline` lets a candidate run have: it fails when a metric's paired "
+        "95% interval lies wholly beyond it (faithfulness below -0.01, over-refusal above +0.01)",
     )

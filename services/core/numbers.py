@@ -24,6 +24,11 @@ def interval_text(lo: float | None, hi: float | None) -> str:
     return MISSING if lo is None or hi is None else f"{pct(lo)}–{pct(hi)}"
 
 
+def change_interval_text(lo: float | None, hi: float | None) -> str:
+    """A 95% interval of a change of a share, in signed points: ``-6.1 to -2.3 pts``."""
+    return MISSING if lo is None or hi is None else f"{pts(lo)[:-4]} to {pts(hi)}"
+
+
 def utc_minute(value: str | datetime | None) -> str:
     """A moment as ``2026-12-05 02:27 UTC`` (naive means UTC; an ISO 8601 text is read first)."""
     if not value:

@@ -17,6 +17,7 @@ from services.core.clock import utcnow
 from services.core.command import cli_command
 from services.core.errors import NotFound
 from services.core.readmodel import closed
+from services.evalset.compare import EvalRun, PairedComparison, RunComparison, parse_matcher, regression_check
 from services.evalset.instrument import Instrument, InstrumentChecks, instrument_failures
 from services.evalset.metrics import Agreement, EvalReport, GateResult, agreement, eval_report, gate, parse_slice_min
 from services.evalset.promotion import (
@@ -67,9 +68,11 @@ class EvalService:
         instrument: Instrument | None = None,
         representatives: Callable[[str], list[str]] | None = None,
         min_items: int = 0,
+        compare_tolerance: float = 0.01,
     ):
         self.evals = evals
         self.min_items = min_items  # eval.min_items: the gate passes on no fewer items
+        self.compare_tolerance = compare_tolerance  # eval.compare_tolerance: a loss the gate lets a candidate have
         self.instrument = instrument  # the review stage: calibration and verifier-vs-human kappa for the gate
         self.clock = clock
         self.promotion = PromotionService(
@@ -161,11 +164,53 @@ class EvalService:
         max_over_refusal: float | None,
         slice_min: str | float | dict | None = None,
         checks: InstrumentChecks = InstrumentChecks(),
+        baseline: str | None = None,
+        candidate: str | None = None,
     ) -> GateResult:
+        """The thresholds on the eval set's origin answers; with ``baseline``, also the candidate run (default: the
+        newest) against it, failing where the candidate is credibly worse by more than eval.compare_tolerance."""
         if isinstance(slice_min, str):
             slice_min = parse_slice_min(slice_min)
+        if candidate and not baseline:
+            raise ValueError("candidate: give a baseline too, to compare the candidate run with")
+        comparison = self.compare(baseline, candidate or "") if baseline else None
         outcomes = load_outcomes(self.evals)
         result = gate(self.report(outcomes), min_faithfulness, max_over_refusal, slice_min, self.min_items)
         met = list(result.checked)
         failures = result.failures + tuple(instrument_failures(checks, outcomes, self.instrument, self.clock(), met))
+        if comparison is not None:
+            regressions, compared = regression_check(comparison, self.compare_tolerance, self.min_items)
+            failures, met = failures + tuple(regressions), met + compared
         return GateResult(not failures, failures, tuple(met))
+
+    def runs(self, limit: int = 20) -> list[EvalRun]:
+        """Eval runs, newest first."""
+        return [_run(r) for r in self.evals.runs(limit=limit)]
+
+    def find_run(self, matcher: str, name: str = "run") -> EvalRun:
+        """The run a matcher names: a run id, or the newest run whose versions hold every KEY=VALUE given; an
+        empty matcher is the newest run."""
+        run_id, versions = parse_matcher(matcher, name) if matcher.strip() else ("", {})
+        found = self.evals.runs(run_id, versions, limit=1)
+        if found:
+            return _run(found[0], matcher.strip())
+        newest = ", ".join(r.label for r in self.runs(5))
+        known = f"the newest runs are {newest}" if newest else "no eval run is recorded yet"
+        asked = repr(matcher.strip()) if matcher.strip() else "(the newest run)"
+        raise NotFound(f"{name} {asked} matches no eval run; {known}")
+
+    def compare(self, baseline: str, candidate: str) -> RunComparison:
+        """The candidate run against the baseline on the approved items both answered, with paired intervals."""
+        base, cand = self.find_run(baseline, "baseline"), self.find_run(candidate, "candidate")
+        if base.run_id == cand.run_id:
+            raise ValueError(
+                f"baseline and candidate are the same run, {base.label}; name two different runs to compare"
+            )
+        paired = PairedComparison(self.n_boot).compare(
+            load_outcomes(self.evals, base.run_id), load_outcomes(self.evals, cand.run_id)
+        )
+        return RunComparison.of(base, cand, paired)
+
+
+def _run(row: dict, matcher: str = "") -> EvalRun:
+    return EvalRun.of(row["run_id"], row["versions"], row["items"], row["produced_at"], matcher, row["total"])

@@ -9,6 +9,7 @@ the newest is the trace's answer and the others are listed, whole, as ``earlier`
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -17,6 +18,7 @@ import orjson
 from services.contract.model import FAILED_VERDICT_ORDER, FAILED_VERDICTS
 from services.core.errors import NotFound
 from services.core.readmodel import closed
+from services.issues.tracesearch import TRACES_PER_PAGE, TracePage, page_limits, search_of, trace_row
 from services.store.convert import parse_ch_time
 from services.store.traces import TraceRepository
 
@@ -206,4 +208,30 @@ class TraceService:
             earlier=tuple(reversed(events[:-1])),
             claims_page=claims_page,
             claims_pages=pages,
+        )
+
+    def search(
+        self,
+        now: datetime,
+        route: str | None = None,
+        verdicts: Sequence[str] = (),
+        versions: Sequence[str] = (),
+        since: str | None = None,
+        until: str | None = None,
+        text: str | None = None,
+        limit: int = TRACES_PER_PAGE,
+        offset: int = 0,
+    ) -> TracePage:
+        """The traces whose claims match the filters, newest first, a page at a time (services/issues/tracesearch.py
+        reads the filters: since and until as 6h or RFC 3339, versions as key=value; a bad one raises ValueError)."""
+        page_limits(limit, offset)
+        search = search_of(now, route, verdicts, versions, since, until, text)
+        rows, total = self.traces.search(search, limit, offset, FAILED_VERDICT_ORDER)
+        return TracePage(
+            traces=[trace_row(r) for r in rows],
+            total=total,
+            offset=offset,
+            limit=limit,
+            since=search.since,
+            until=search.until,
         )

@@ -104,6 +104,17 @@ class RouteStateRow:
 # An insert is one part, written whole or not at all, while its rows fit one block.
 ONE_BLOCK = {"max_insert_block_size": 10_000_000}
 
+# An alert's state at {at} from its newest version's times, as services.alerts.lifecycle.status.alert_state has it
+# (argMax of a tuple: argMax itself skips NULLs, so it would read an older version's time).
+_ENDS, _STARTS = "argMax(tuple(ends_at), updated_at).1", "argMax(tuple(starts_at), updated_at).1"
+_RESOLVED = f"(isNotNull({_ENDS}) AND {_ENDS} <= {{at:DateTime64(3)}})"
+_STARTED = f"(isNotNull({_STARTS}) AND {_STARTS} <= {{at:DateTime64(3)}})"
+_STATE_AT = {
+    "resolved": _RESOLVED,
+    "firing": f"(NOT {_RESOLVED} AND {_STARTED})",
+    "pending": f"(NOT {_RESOLVED} AND NOT {_STARTED})",
+}
+
 
 def _opt(ts: datetime | None) -> str | None:
     return ch_time(ts) if ts is not None else None
@@ -246,10 +257,29 @@ class AlertRepository(Generic[A, S]):
     def open_alerts(self) -> list[A]:
         return self._alerts("isNull(argMax(ends_at, updated_at))")
 
-    def list(self, route: str | None = None, limit: int = 500) -> list[A]:
-        if route is None:
-            return self._alerts(limit=limit)
-        return self._alerts("argMax(route, updated_at) = {route:String}", {"route": route}, limit)
+    def list(
+        self,
+        route: str | None = None,
+        limit: int = 500,
+        *,
+        kind: str | None = None,
+        states: tuple[str, ...] | None = None,
+        at: datetime | None = None,
+    ) -> list[A]:
+        """The ``limit`` newest alerts (by pending_since), of ``route`` and ``kind`` when given, and in one of
+        ``states`` (pending, firing, resolved) as of ``at`` when given: filtered before the limit, so a filter
+        reaches past the newest alerts of other kinds and states."""
+        where, params = ["1"], {}
+        if route is not None:
+            where.append("argMax(route, updated_at) = {route:String}")
+            params["route"] = route
+        if kind is not None:
+            where.append("argMax(kind, updated_at) = {kind:String}")
+            params["kind"] = kind
+        if states is not None:
+            where.append(f"({' OR '.join(_STATE_AT[s] for s in states)})" if states else "0")
+            params["at"] = ch_time(at or self.clock())
+        return self._alerts(" AND ".join(where), params, limit)
 
     # builtins.list from here on: in the class body, list is the method above
     def transitions(self, alert_id: str) -> builtins.list[dict]:

@@ -87,6 +87,30 @@ class EvalRepository:
     def save_results(self, rows: Iterable[Mapping[str, Any]]) -> int:
         return self._insert("eval_results", rows)
 
+    def runs(self, run_id: str = "", versions: Mapping[str, str] | None = None, limit: int = 20) -> list[dict]:
+        """Eval runs, newest first: ``{run_id, versions, items, produced_at}`` (items: results it holds; its
+        versions as its newest result states them), those named ``run_id`` (if given) and whose versions hold every
+        ``versions`` pair; ``total`` on each row counts every run that matches."""
+        keys, values = zip(*sorted((versions or {}).items())) if versions else ((), ())
+        rows = self.store.query(
+            "SELECT run_id, argMax(versions, produced_at) AS run_versions, count() AS items, "
+            "max(produced_at) AS produced, count() OVER () AS total FROM eval_results FINAL "
+            "WHERE {run:String} = '' OR run_id = {run:String} GROUP BY run_id "
+            "HAVING arrayAll((k, v) -> run_versions[k] = v, {keys:Array(String)}, {values:Array(String)}) "
+            "ORDER BY produced DESC, run_id LIMIT {limit:UInt32}",
+            {"run": run_id, "keys": list(keys), "values": list(values), "limit": limit},
+        )
+        return [
+            {
+                "run_id": r["run_id"],
+                "versions": dict(r["run_versions"]),
+                "items": int(r["items"]),
+                "produced_at": parse_ch_time(r["produced"]),
+                "total": int(r["total"]),
+            }
+            for r in rows
+        ]
+
     def labelled_claims(self, item_id: str, run_id: str) -> dict[int, dict]:
         """The claims ``run_id`` labelled on the item: claim_idx -> ``{claim_idx, claim_text, claim_type}``."""
         rows = self.store.query(

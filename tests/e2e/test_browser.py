@@ -205,6 +205,16 @@ def test_the_on_call_journey_from_a_page_to_a_regression_test(worker, session):
     )  # its traces from this alert
     session.shot("journey-1-alert")
 
+    # 1b. The alert's own page, from its card: its timeline, the chart with its onset, its top issue's runbook.
+    page.locator(f'[id="{alert_id}-h"] a[href="/alerts/{alert_id}"]').click()
+    page.wait_for_selector("#alert-chart .main-svg")
+    assert "firing" in page.locator("#timeline").inner_text()
+    marked = page.evaluate("document.getElementById('alert-chart').layout.annotations.map(a => a.text)")
+    assert "onset" in marked, marked
+    assert f"The runbook of {issue['issue_id']}" in page.locator(".runbook").inner_text()
+    session.shot("journey-1b-alert-page")
+    page = session.open("/alerts")
+
     # 2. The cause: the issue page, with its runbook.
     top_link.click()
     page.wait_for_load_state("networkidle")

@@ -6,11 +6,15 @@ Within 30 s of each alert firing:
 - that issue's representative traces come from after the onset, on the suspect version;
 - the runbook's promote command, pasted into a shell in the repository exactly as `claimwatch runbook` prints it,
   proposes those traces for the eval set.
+
+Then, on the same stack (issue 53), `claimwatch demo-traffic stop billing-faq` while its regression fires: the route's
+route_silent alert fires and inhibits the regression, as the API and `claimwatch alerts show` say.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -19,6 +23,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import httpx
 import pytest
 
 from bench.processes import get_json
@@ -41,6 +46,11 @@ class Demo:
             "CLAIMWATCH_API__URL": self.url,
             "CLAIMWATCH_EMBEDDED_BROKER": f"127.0.0.1:{free_port()}",
             "CLAIMWATCH_API__ANONYMOUS_READS_PER_MINUTE": "100000",
+            # where the demo records its traffic control for `claimwatch demo-traffic`: this test's, not ~/.local
+            "XDG_STATE_HOME": str(tmp / "state"),
+            # a stopped route pages sooner than by default (5 min windows, 2 min pending): the suite waits less
+            "CLAIMWATCH_DRIFT__INPUT_HEALTH__WINDOW_MINUTES": "3",
+            "CLAIMWATCH_DRIFT__INPUT_HEALTH__FOR_MINUTES": "1",
         }  # this test polls twice a second
         self.dir, self.log = tmp, tmp / "demo.log"
         self.proc = subprocess.Popen(
@@ -65,6 +75,31 @@ class Demo:
                 return found[0]
             time.sleep(0.5)
         raise AssertionError(f"the demo printed no line with {fragment!r} in {timeout:.0f} s; see {self.log}")
+
+    def cli(self, *args: str) -> str:
+        """`claimwatch ARGS` against the demo, as a user types it beside it; its output (stdout, then what it said
+        on stderr)."""
+        done = subprocess.run(
+            [sys.executable, "-m", "services.app.cli", *args],
+            cwd=self.dir,
+            env={**self.env, "COLUMNS": "200"},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, (args, done.stdout, done.stderr)
+        return done.stdout + done.stderr
+
+    def until(self, what: str, predicate, timeout: float):
+        """The first truthy value of ``predicate``, polled each second while the demo runs."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.alive()
+            found = predicate()
+            if found:
+                return found
+            time.sleep(1)
+        raise AssertionError(f"no {what} within {timeout:.0f} s; see {self.log}")
 
     def alive(self) -> None:
         assert self.proc.poll() is None, f"the demo exited with {self.proc.returncode}:\n{self.log.read_text()[-3000:]}"
@@ -213,3 +248,37 @@ def test_within_30_s_of_each_page_the_alert_names_its_issue_and_its_runbook_prom
         assert signed.returncode == 0, (approve, signed.stdout, signed.stderr)
         approved = demo.get(f"/api/promotions/{item}")
         assert approved["state"] == "approved" and approved["reviewed_by"] == "reviewer", approved
+
+
+@pytest.mark.timeout(1200)
+def test_a_regression_on_a_route_stopped_with_demo_traffic_stop_is_inhibited_by_its_route_silent_alert(demo):
+    """The regression stayed firing, and paging, while its own route was silent (issue 53). Stopped with the demo's
+    own command, the route's route_silent alert inhibits the regression: it reads firing·inhibited, inhibited by
+    that alert, in the API and the CLI, and the overview counts it apart from what pages."""
+    route = "billing-faq"
+
+    def open_alerts(kind: str) -> list[dict]:
+        return [a for a in demo.get("/api/alerts", route=route) or [] if a["kind"] == kind and a["state"] == "firing"]
+
+    demo.until("regression firing on billing-faq", lambda: open_alerts("hallucination_rate_rise"), 600)
+    assert all(not a["inhibited_by"] for a in open_alerts("hallucination_rate_rise"))  # the route still sends
+    said = demo.cli("demo-traffic", "stop", route)
+    assert f"{route}: stopped" in said, said
+
+    def inhibited() -> tuple[dict, dict] | None:
+        silent = open_alerts("route_silent")
+        regressions = [a for a in open_alerts("hallucination_rate_rise") if a["inhibited_by"]]
+        return (silent[0], regressions[0]) if silent and regressions else None
+
+    silent, regression = demo.until("route_silent alert inhibiting the regression", inhibited, 900)
+    assert regression["inhibited_by"] == [silent["alert_id"]] and regression["state_text"] == "firing·inhibited"
+    assert regression["inhibitors"][0]["kind"] == "route_silent" and silent["inhibited_by"] == []
+    shown = demo.get(f"/api/alerts/{regression['alert_id']}")
+    assert shown["inhibited_by"] == [silent["alert_id"]], shown["inhibited_by"]
+
+    text = " ".join(demo.cli("alerts", "show", regression["alert_id"]).split())
+    assert f"inhibited by {silent['alert_id']} (route_silent on {route}): not notified while it fires" in text, text
+    listed = [line.split() for line in demo.cli("alerts", "list", "--route", route).splitlines()]
+    assert [regression["alert_id"], route, "firing·inhibited"] in [row[:3] for row in listed], listed
+    overview = httpx.get(f"{demo.url}/", params={"route": route}, timeout=30)  # the route's row only
+    assert overview.status_code == 200 and re.search(r">\d+ inhibited</span>", overview.text), overview.text[-3000:]

@@ -104,8 +104,15 @@ class AlertCycle:
             records.append(
                 (alert.route.encode(), orjson.dumps({"alert_id": alert.alert_id, **alert.transition_record()}))
             )
+        # inhibition (services/alerts/lifecycle/inhibition.py) over the alerts open after this evaluation
+        open_now = self._open()
+        inhibition = self.dispatcher.inhibition(open_now, now)
+        resolved = [a for a in transitions + missed if a.recorded_state == "resolved"]
+        told = await self._told([a for a in resolved if inhibition.sources(a)])
         for alert in missed:
-            outgoing += self.dispatcher.plan(None, alert, silences, now, explanations.get(alert.alert_id))
+            outgoing += self.dispatcher.plan(
+                None, alert, silences, now, explanations.get(alert.alert_id), inhibition, alert.alert_id in told
+            )
         if outgoing:
             log.warning(
                 "sending %d notifications of alert transitions recorded before a restart and never logged "
@@ -114,7 +121,10 @@ class AlertCycle:
                 ", ".join(sorted({o.key for o in outgoing if o.key is not None})),
             )
         for alert in transitions:
-            outgoing += self.dispatcher.plan(None, alert, silences, now, explanations.get(alert.alert_id))
+            outgoing += self.dispatcher.plan(
+                None, alert, silences, now, explanations.get(alert.alert_id), inhibition, alert.alert_id in told
+            )
+        outgoing += self.dispatcher.released(resolved, open_now, silences, now, self.explained)
         await self.dispatcher.enqueue(outgoing)
         self.announced = {a.alert_id for a in self._open()}
         states = Counter(a.recorded_state for a in self._open())
@@ -136,9 +146,23 @@ class AlertCycle:
                     found.append(alert)
         return found
 
+    async def _told(self, alerts: list[Alert]) -> set[str]:
+        """The ids among ``alerts`` (inhibited, just resolved) whose firing was sent before their inhibition: the
+        notification log holds it. Without a log, or when it does not answer, none: an inhibited alert stays
+        quiet."""
+        if not alerts or self.dispatcher.nflog is None:
+            return set()
+        keys = {a.alert_id: alert_key(a.alert_id, "firing") for a in alerts}
+        try:
+            unlogged = await self.dispatcher.unlogged(keys.values())
+        except Exception as exc:
+            log.warning("could not read the notification log (%s); inhibited resolutions stay unsent", exc)
+            return set()
+        return {alert_id for alert_id, key in keys.items() if key not in unlogged}
+
     async def resend(self, now: datetime) -> None:
-        """Re-send firing, unsilenced alerts (Alertmanager resolves alerts that stop arriving); with the last
-        silences and explanations read when the store does not answer within one resend interval."""
+        """Re-send firing alerts neither silenced nor inhibited (Alertmanager resolves alerts that stop arriving);
+        with the last silences and explanations read when the store does not answer within one resend interval."""
         firing = [
             a for a in self.evaluator.open.values() if a.recorded_state == "firing" and a.alert_id in self.announced
         ]

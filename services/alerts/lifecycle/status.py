@@ -3,14 +3,14 @@
 - pending: ``pending_since`` set, ``starts_at`` not yet reached;
 - firing: ``starts_at <= now`` and no ``ends_at`` reached;
 - resolved: ``ends_at <= now``.
-Acks and silences never change the state; they change who gets told
-(``should_notify``). People read it as ``state_text``: an alert that ended without ever
-firing was ``cleared``, not resolved, and an open one says whether it is acked or silenced.
+Acks, silences and inhibition (services/alerts/lifecycle/inhibition.py) never change the state; they change who
+gets told (``should_notify``). People read it as ``state_text``: an alert that ended without ever firing was
+``cleared``, not resolved, and an open one says whether it is acked, silenced or inhibited.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import Enum
@@ -34,12 +34,13 @@ def alert_state(alert: Alert, now: datetime) -> str:
     return "pending"
 
 
-def state_text(state: str, fired: bool, acked: bool, silenced: bool) -> str:
+def state_text(state: str, fired: bool, acked: bool, silenced: bool, inhibited: bool = False) -> str:
     """The state as people read it: ``cleared`` when it ended without ever firing (only pending: nothing was
-    resolved), and an open alert's ack and silence beside its state (``firing·acked``)."""
+    resolved), and an open alert's ack, silence and inhibition beside its state (``firing·acked``,
+    ``firing·inhibited``)."""
     if state == "resolved":
         return "resolved" if fired else "cleared"
-    return "·".join([state, *["acked"] * acked, *["silenced"] * silenced])
+    return "·".join([state, *["acked"] * acked, *["silenced"] * silenced, *["inhibited"] * inhibited])
 
 
 def silenced_by(alert: Alert, silences: Iterable[Silence], now: datetime) -> tuple[str, ...]:
@@ -69,7 +70,8 @@ class Notify(Enum):
     NEW_FIRING = "new firing"  # it fires, and did not at the last evaluation
     RESEND = "resend"  # still firing, and a resend interval has passed since the last evaluation
     RESOLVED = "resolved"  # it fired once and has now ended
-    NOTHING = "nothing"  # silenced, pending, never fired, or nothing new to say
+    RELEASED = "inhibition ended"  # still firing, and the alert that inhibited it has resolved
+    NOTHING = "nothing"  # silenced, inhibited, pending, never fired, or nothing new to say
 
 
 def should_notify(
@@ -78,13 +80,15 @@ def should_notify(
     now: datetime,
     resend_every: timedelta,
     silences: Iterable[Silence] = (),
+    inhibited_by: Sequence[str] = (),
 ) -> Notify:
     """Why to send `current` now, or ``Notify.NOTHING``.
 
     `previous` is the alert as of the last evaluation. A silenced alert is never
-    sent; a pending one or one that never fired is not either.
+    sent, nor an inhibited one (``inhibited_by``: the firing alerts that inhibit it);
+    a pending one or one that never fired is not either.
     """
-    if current is None or silenced_by(current, silences, now):
+    if current is None or silenced_by(current, silences, now) or inhibited_by:
         return Notify.NOTHING
     same = previous is not None and previous.alert_id == current.alert_id
     before = previous.recorded_state if previous is not None and same else None

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from services.alerts.lifecycle.alert import Alert
+from services.alerts.lifecycle.inhibition import INHIBIT_RULES, InhibitRule
 from services.alerts.notify.plan import NotificationPlanner
 from services.alerts.notify.receivers import RECEIVERS, Outgoing, ReceiverQueue
 from services.core.backoff import Backoff
@@ -56,6 +57,7 @@ class Dispatcher(NotificationPlanner):
         max_attempts: int = 8,
         owner_labels: Callable[[Alert], Mapping[str, str]] = lambda alert: {},
         *,
+        inhibit_rules: Sequence[InhibitRule] = INHIBIT_RULES,
         retry_initial_seconds: float,
         retry_max_seconds: float,
         attempt_timeout_seconds: float,
@@ -63,7 +65,7 @@ class Dispatcher(NotificationPlanner):
         run: Run = _inline,
         clock: Callable[[], datetime] = utcnow,
     ):
-        super().__init__(alertmanager_url, webhook_url, external_url, resend_every, owner_labels)
+        super().__init__(alertmanager_url, webhook_url, external_url, resend_every, owner_labels, inhibit_rules)
         self.metrics = metrics
         self.max_attempts = max_attempts
         self.retry_seconds = (retry_initial_seconds, retry_max_seconds)  # the backoff between attempts (notify.retry_*)

@@ -5,13 +5,14 @@ services/alerts/notify/dispatch.py decides what to send and sends it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from services.alerts.explain.figures import dlq_command
 from services.alerts.explain.shares import TOP, AlertExplanation, Contribution
 from services.alerts.lifecycle.alert import Alert
+from services.alerts.lifecycle.inhibition import inhibitor_text
 from services.alerts.lifecycle.kinds import (
     ABSTENTION_KIND,
     AGREEMENT_KIND,
@@ -96,11 +97,13 @@ def alertmanager_payload(
     resend_every: timedelta,
     explanation: AlertExplanation | None = None,
     owner: Mapping[str, str] | None = None,
+    inhibitors: Sequence[Alert] = (),
 ) -> dict[str, Any]:
     """One alert in Alertmanager API v2 form. Firing alerts carry an endsAt a few resends ahead,
     so Alertmanager resolves them by itself if claimwatch stops sending. With an ``explanation``
     the annotations name the top three issues behind the excess (``issue_annotations``); ``owner``: the
-    labels that route it to its team (``team``, ``owner``; services/issues/owners.py)."""
+    labels that route it to its team (``team``, ``owner``; services/issues/owners.py); ``inhibitors``: the firing
+    alerts that inhibit it (a resolution told though inhibited), named in the ``inhibited_by`` annotation."""
     ends = min(alert.ends_at, now) if alert.ends_at else now + 4 * resend_every
     return {
         "labels": {
@@ -117,6 +120,11 @@ def alertmanager_payload(
             "runbook_url": f"{external_url}/alerts/{alert.alert_id}",
             **_effect_annotations(alert),
             **issue_annotations(explanation, external_url),
+            **(
+                {"inhibited_by": "; ".join(inhibitor_text(a.alert_id, a.kind, a.route) for a in inhibitors)}
+                if inhibitors
+                else {}
+            ),
         },
         "startsAt": (alert.starts_at or alert.pending_since).isoformat(),
         "endsAt": ends.isoformat(),
@@ -140,13 +148,21 @@ def _effect_annotations(alert: Alert) -> dict[str, str]:
 
 
 def webhook_payload(
-    alert: Alert, reason: str, external_url: str, explanation: AlertExplanation | None = None
+    alert: Alert,
+    reason: str,
+    external_url: str,
+    explanation: AlertExplanation | None = None,
+    inhibitors: Sequence[Alert] = (),
 ) -> dict[str, Any]:
     state = alert.recorded_state.upper()
     text = f"[{state}] {summary(alert)} — {external_url}/alerts/{alert.alert_id}"
+    if inhibitors:
+        text += "\nInhibited by " + "; ".join(inhibitor_text(a.alert_id, a.kind, a.route) for a in inhibitors) + "."
     if explanation is not None:
         text += "\n" + explanation_text(explanation, external_url)
     body: dict[str, object] = {"text": text, "reason": reason, "alert": alert.as_dict()}
+    if inhibitors:
+        body["inhibited_by"] = [a.alert_id for a in inhibitors]
     if explanation is not None:
         body["explanation"] = {**explanation.as_dict(TOP), "issues": top_issues(explanation, external_url)}
     return body

@@ -10,6 +10,13 @@ from pydantic import Field
 from services.core.readmodel import Read
 
 
+class InhibitorRead(Read):
+    alert_id: str
+    kind: str
+    route: str
+    starts_at: str | None = Field(description="firing since")
+
+
 class AlertRead(Read):
     alert_id: str
     route: str
@@ -57,10 +64,23 @@ class AlertRead(Read):
     state: Literal["pending", "firing", "resolved"]
     state_text: str = Field(
         description="the state as people read it: cleared (ended without ever firing) rather "
-        "than resolved, and an open alert's ack and silence: firing·acked"
+        "than resolved, and an open alert's ack, silence and inhibition: firing·acked, firing·inhibited"
     )
     acked: bool
     silenced_by: list[str]
+    inhibited_by: list[str] = Field(
+        default_factory=list,
+        description="the firing alerts that inhibit it (notify.inhibit_rules: a route_silent or events_rejected alert "
+        "inhibits the same route's drift alerts): it is not notified while they fire; empty once it is resolved",
+    )
+    inhibitors: list[InhibitorRead] = Field(
+        default_factory=list, description="the alerts of inhibited_by, in the same order: their kind, route and start"
+    )
+    team: str | None = Field(
+        None,
+        description="the team that owns it: the first [[owners]] rule matching its route and top suspect version, "
+        "else the default team; the `team` label it carries to Alertmanager (null where no owners are known)",
+    )
     explanation: dict[str, Any] | None = Field(
         None,
         description=(
@@ -100,10 +120,26 @@ class SilenceRead(Read):
     active: bool = Field(description="whether it holds now")
 
 
+class SilencePreviewRead(Read):
+    matchers: list[str] = Field(description="the matchers as a silence would store them")
+    alerts: list[AlertRead] = Field(description="the open (pending or firing) alerts they would silence, as listed")
+    active: int = Field(description="how many open alerts they match: the length of alerts")
+    resolved: int = Field(description="how many resolved alerts they match too (a silence changes nothing for those)")
+    searched: int = Field(description="the bound: the newest this many open alerts, and as many resolved, were matched")
+
+
 class RuleThresholdRead(Read):
     text: str = Field(description="what the rule requires, with the value in force")
     setting: str | None = Field(description="the setting that changes it (TOML path); null: fixed")
     value: object = None
+
+
+class InhibitionRead(Read):
+    source_kinds: list[str] = Field(description="the kinds that inhibit while they fire")
+    target_kinds: list[str] = Field(description="the kinds they inhibit")
+    equal: list[str] = Field(description="the labels source and target share (route: the same route)")
+    text: str = Field(description="the rule in words")
+    setting: str = Field(description="where the rules are set (TOML path)")
 
 
 class RuleRead(Read):
@@ -121,3 +157,6 @@ class RuleRead(Read):
     measured_by: str | None
     measured_on: str | None
     note: str
+    inhibition: list[InhibitionRead] = Field(
+        default_factory=list, description="the inhibition rules this kind takes part in, as source or target"
+    )

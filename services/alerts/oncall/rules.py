@@ -7,7 +7,7 @@ the false-alarm rate and detection delay the benches measured (services/alerts/o
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any, Protocol
@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from services.alerts.detection.config import DetectorConfig
 from services.alerts.detection.health_engine import InputHealthConfig
 from services.alerts.evaluation.cardinality import WINDOW as CARDINALITY_WINDOW
+from services.alerts.lifecycle.inhibition import INHIBIT_RULES, SETTING, InhibitRule
 from services.alerts.lifecycle.kinds import (
     ABSTENTION_KIND,
     AGREEMENT_KIND,
@@ -28,7 +29,7 @@ from services.alerts.lifecycle.kinds import (
 )
 from services.alerts.lifecycle.transitions import CRITICAL_THRESHOLDS
 from services.alerts.oncall.quality import Quality
-from services.alerts.oncall.readmodel import RuleRead, RuleThresholdRead
+from services.alerts.oncall.readmodel import InhibitionRead, RuleRead, RuleThresholdRead
 from services.ingest.routes import MAX_ACTIVE
 
 RULE_KINDS = KINDS + (AGREEMENT_KIND,) + INPUT_KINDS + (CARDINALITY_KIND,)  # every kind an evaluator opens
@@ -79,6 +80,7 @@ class Rule:
     pages: bool
     thresholds: tuple[Threshold, ...]
     quality: Quality = field(default_factory=Quality)
+    inhibition: tuple[InhibitRule, ...] = ()  # the inhibition rules it takes part in, as source or target
 
     def read(self) -> RuleRead:
         return RuleRead(
@@ -89,6 +91,16 @@ class Rule:
             pages=self.pages,
             thresholds=[RuleThresholdRead(text=t.text, setting=t.setting, value=t.value) for t in self.thresholds],
             **asdict(self.quality),
+            inhibition=[
+                InhibitionRead(
+                    source_kinds=list(r.source_kinds),
+                    target_kinds=list(r.target_kinds),
+                    equal=list(r.equal),
+                    text=r.text,
+                    setting=SETTING,
+                )
+                for r in self.inhibition
+            ],
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -240,8 +252,10 @@ def alert_rules(
     quality: Mapping[str, Quality],
     route_thresholds: Mapping[str, float] | None = None,
     max_active: int = MAX_ACTIVE,
+    inhibit_rules: Sequence[InhibitRule] = INHIBIT_RULES,
 ) -> list[Rule]:
-    """Every kind's rule, in RULE_KINDS order, from the configs the evaluators run with."""
+    """Every kind's rule, in RULE_KINDS order, from the configs the evaluators run with; each with the inhibition
+    rules it takes part in."""
     route_thresholds = route_thresholds or {}
     drift = _drift(detector, route_thresholds)
     mix = [
@@ -271,6 +285,7 @@ def alert_rules(
             all(pages(kind, s) for s in severities),
             tuple(thresholds),
             quality.get(kind, Quality()),
+            tuple(r for r in inhibit_rules if kind in r.source_kinds + r.target_kinds),
         )
         for kind in RULE_KINDS
         for text, severities, thresholds in [found[kind]]

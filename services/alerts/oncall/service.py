@@ -4,7 +4,7 @@ the API and the CLI."""
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -14,11 +14,13 @@ from services.alerts.explain.calibrated import Calibration, calibrated_rise, cal
 from services.alerts.explain.explainer import AlertExplainer, explainable
 from services.alerts.explain.shares import AlertExplanation
 from services.alerts.lifecycle.alert import Alert
+from services.alerts.lifecycle.inhibition import INHIBIT_RULES, NO_INHIBITION, Inhibition, InhibitRule, inhibited_fields
 from services.alerts.lifecycle.kinds import KINDS, MATCH_LABEL_NAMES
 from services.alerts.lifecycle.records import AlertRecords
 from services.alerts.lifecycle.silences import Silence, refuse_unknown_labels
 from services.alerts.lifecycle.status import ack, state_text, status
-from services.alerts.oncall.readmodel import AlertDetailRead, AlertRead, SilenceRead
+from services.alerts.oncall.filters import ACTIVE_STATES, LIST_LIMIT, AlertFilter
+from services.alerts.oncall.readmodel import AlertDetailRead, AlertRead, SilencePreviewRead, SilenceRead
 from services.alerts.oncall.rules import Rule
 from services.core.errors import NotFound
 
@@ -35,11 +37,21 @@ class AlertView:
     explanation: AlertExplanation | None = None  # the issues behind its excess (services/alerts/explain/shares.py)
     calibration: Calibration | None = None  # the route's calibration now (rate alerts, one alert shown)
     runbook: str | None = None  # Markdown, input-health kinds (RUNBOOK_KINDS), one alert shown
+    team: str | None = None  # its owners' team ([[owners]]), the `team` label Alertmanager gets
+    inhibitors: tuple[Alert, ...] = ()  # the firing alerts that inhibit it (open alerts only; lifecycle/inhibition.py)
 
     @classmethod
-    def of(cls, alert: Alert, silences: list[Silence], now: datetime) -> AlertView:
+    def of(
+        cls,
+        alert: Alert,
+        silences: list[Silence],
+        now: datetime,
+        team: str | None = None,
+        inhibition: Inhibition = NO_INHIBITION,
+    ) -> AlertView:
         st = status(alert, silences, now)
-        return cls(alert, st.state, st.acked, tuple(st.silenced_by))
+        inhibitors = () if st.state == "resolved" else inhibition.sources(alert)
+        return cls(alert, st.state, st.acked, tuple(st.silenced_by), team=team, inhibitors=inhibitors)
 
     def read(self) -> AlertRead:
         """The alert as the API, the CLI and the pages show it; in full (AlertDetailRead) when one alert is shown."""
@@ -48,7 +60,11 @@ class AlertView:
             "state": self.state,
             "acked": self.acked,
             "silenced_by": list(self.silenced_by),
-            "state_text": state_text(self.state, self.alert.starts_at is not None, self.acked, bool(self.silenced_by)),
+            "team": self.team,
+            **inhibited_fields(self.inhibitors),
+            "state_text": state_text(
+                self.state, self.alert.starts_at is not None, self.acked, bool(self.silenced_by), bool(self.inhibitors)
+            ),
             "explanation": None if self.explanation is None else self.explanation.as_dict(),
         }
         if self.transitions is None:
@@ -79,7 +95,30 @@ class SilenceView:
         return self.read().as_dict()
 
 
+@dataclass(frozen=True)
+class SilencePreview:
+    """What a silence of ``matchers`` would silence now: the open alerts it matches, as listed, and how many
+    resolved ones it matches too."""
+
+    matchers: tuple[str, ...]
+    alerts: tuple[AlertView, ...]
+    resolved: int
+
+    def read(self) -> SilencePreviewRead:
+        return SilencePreviewRead(
+            matchers=list(self.matchers),
+            alerts=[v.read() for v in self.alerts],
+            active=len(self.alerts),
+            resolved=self.resolved,
+            searched=LIST_LIMIT,
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return self.read().as_dict()
+
+
 LIST_ORDER = {"firing": 0, "pending": 1, "resolved": 2}  # what needs a person first
+PREVIEW_FOR = "1h"  # a preview's silence is never stored; it needs an end to be made at all
 
 
 class AlertsService:
@@ -91,8 +130,12 @@ class AlertsService:
         calibration: Callable[[str, timedelta, datetime], Calibration | None] | None = None,
         rules: Callable[[], list[Rule]] | None = None,
         runbook: Callable[[Alert, str], str | None] | None = None,
+        owner_labels: Callable[[Alert], Mapping[str, str]] | None = None,
+        inhibit_rules: Sequence[InhibitRule] = INHIBIT_RULES,
     ):
         self.alerts = alerts
+        self.inhibit_rules = tuple(inhibit_rules)  # notify.inhibit_rules: which alerts show as inhibited
+        self.owner_labels = owner_labels  # alert -> its owners' labels (services/issues/owners.py): team, owner
         self.rules_in_force = rules  # () -> every kind's rule: the configs in force and the benches' figures
         self.write_runbook = runbook  # (alert, "md" | "html") -> its runbook, or None (runbooks/alerts.py)
         self.calibration = calibration  # (route, window, now) -> the route's calibrated rate (services/review)
@@ -102,14 +145,36 @@ class AlertsService:
     def explain(self, alert: Alert, now: datetime) -> AlertExplanation | None:
         return None if self.explainer is None or not explainable(alert) else self.explainer.explain(alert, now)
 
+    def team(self, alert: Alert) -> str | None:
+        return None if self.owner_labels is None else self.owner_labels(alert).get("team")
+
+    def inhibition(self, now: datetime) -> Inhibition:
+        """The inhibition rules over the open alerts now, as the notifier applies them (notify/plan.py)."""
+        return Inhibition.at(self.inhibit_rules, self.alerts.open_alerts() if self.inhibit_rules else (), now)
+
     def list(
-        self, now: datetime, route: str | None = None, state: str | None = None, explain: bool = False
+        self,
+        now: datetime,
+        route: str | None = None,
+        state: str | None = None,
+        explain: bool = False,
+        *,
+        kind: str | None = None,
+        team: str | None = None,
     ) -> list[AlertView]:
-        """Alerts, firing before pending before resolved, each newest first (the stored order); with ``explain``,
-        the first ``explain_newest`` carry their explanation."""
+        """Alerts, firing before pending before resolved, each newest first (the stored order): the LIST_LIMIT
+        newest that ``route``, ``kind`` and ``state`` keep (AlertFilter: state "active" is pending or firing; an
+        unknown state or kind is a ValueError naming the choices), then those of ``team``; with ``explain``, the
+        first ``explain_newest`` carry their explanation."""
+        kept = AlertFilter(state, kind, route, team)
         silences = self.alerts.silences()
-        views = [AlertView.of(a, silences, now) for a in self.alerts.list(route)]
-        views = sorted((v for v in views if state is None or v.state == state), key=lambda v: LIST_ORDER[v.state])
+        found = self.alerts.list(route, LIST_LIMIT, kind=kind, states=kept.states, at=now)
+        inhibition = self.inhibition(now)
+        views = [AlertView.of(a, silences, now, self.team(a), inhibition) for a in found]
+        views = sorted(
+            (v for v in views if kept.keeps(v.state, v.alert.kind, v.alert.route, v.team)),
+            key=lambda v: LIST_ORDER[v.state],
+        )
         if explain and self.explainer is not None:
             views = [
                 replace(v, explanation=self.explain(v.alert, now)) if i < self.explain_newest else v
@@ -139,7 +204,8 @@ class AlertsService:
         return self.alerts.get(alert_id)
 
     def show(self, alert_id: str, now: datetime) -> AlertView:
-        view = AlertView.of(self.alerts.get(alert_id), self.alerts.silences(), now)
+        alert = self.alerts.get(alert_id)
+        view = AlertView.of(alert, self.alerts.silences(), now, self.team(alert), self.inhibition(now))
         calibration = None
         if self.calibration is not None and view.alert.kind in KINDS:
             calibration = self.calibration(view.alert.route, timedelta(minutes=view.alert.window), now)
@@ -152,6 +218,8 @@ class AlertsService:
             self.explain(view.alert, now),
             calibration,
             self.runbook(view.alert, "md"),
+            view.team,
+            view.inhibitors,
         )
 
     def runbook(self, alert: Alert, fmt: str = "md") -> str | None:
@@ -168,7 +236,7 @@ class AlertsService:
         alert = self.alerts.get(alert_id)  # NotFound for an unknown id: an error, not a no-op
         acked = ack(alert, by, now, note)
         self.alerts.save_ack(acked)
-        return AlertView.of(acked, self.alerts.silences(), now)
+        return AlertView.of(acked, self.alerts.silences(), now, self.team(acked), self.inhibition(now))
 
     def silence(
         self,
@@ -184,6 +252,23 @@ class AlertsService:
         self.alerts.save_silence(silence)
         return silence
 
+    def preview(self, matchers: builtins.list[str], now: datetime) -> SilencePreview:
+        """What a silence of ``matchers`` made now would silence, and nothing is stored: the silence is made and
+        checked as ``silence`` makes it (a malformed matcher, or one on a label no alert carries, is a ValueError
+        naming it) and matched as the alerts' status matches every silence (Silence.matches)."""
+        probe = Silence.create(matchers, now, duration=PREVIEW_FOR, created_by="preview", comment="preview")
+        refuse_unknown_labels(probe.matchers, self.label_names())
+        silences, inhibition = self.alerts.silences(), self.inhibition(now)
+
+        def matching(states: tuple[str, ...]) -> builtins.list[AlertView]:
+            found = self.alerts.list(None, LIST_LIMIT, states=states, at=now)
+            found = [a for a in found if probe.matches(a.match_labels, now)]
+            views = [AlertView.of(a, silences, now, self.team(a), inhibition) for a in found]
+            return [v for v in views if v.state in states]  # the stored times, read as of now
+
+        open_ones = sorted(matching(ACTIVE_STATES), key=lambda v: LIST_ORDER[v.state])
+        return SilencePreview(tuple(map(str, probe.matchers)), tuple(open_ones), len(matching(("resolved",))))
+
     def label_names(self) -> set[str]:
         """The labels a silence can match: those every alert has, and any extra label a stored alert carries."""
         return {*MATCH_LABEL_NAMES, *(name for a in self.alerts.list() for name in a.labels)}
@@ -197,4 +282,4 @@ class AlertsService:
         return [SilenceView(s, s.is_active(now)) for s in self.alerts.silences(now if active_only else None)]
 
 
-__all__ = ["AlertView", "AlertsService", "NotFound", "SilenceView"]
+__all__ = ["AlertView", "AlertsService", "NotFound", "SilencePreview", "SilenceView"]

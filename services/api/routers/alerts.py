@@ -4,13 +4,29 @@ unsilence."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 
-from services.alerts.oncall.readmodel import AlertDetailRead, AlertRead, RuleRead, SilenceRead
+from services.alerts.oncall.filters import LIST_LIMIT
+from services.alerts.oncall.readmodel import AlertDetailRead, AlertRead, RuleRead, SilencePreviewRead, SilenceRead
+from services.alerts.oncall.rules import RULE_KINDS
 from services.alerts.oncall.service import AlertsService, SilenceView
-from services.api.models import ERROR_RESPONSES, AckBody, SilenceBody, UnsilenceBody, path_id
-from services.api.security import AUTH_RESPONSES, MUTATION_RESPONSES, Gate
+from services.api.models import (
+    ERROR_RESPONSES,
+    PROBLEM_JSON,
+    AckBody,
+    SilenceBody,
+    SilencePreviewBody,
+    UnsilenceBody,
+    path_id,
+)
+from services.api.security import AUTH_RESPONSES, MUTATION_RESPONSES, Gate, too_many
+
+READ_LIMITED = {
+    "description": "Too many reads from this address without a token or sign-in; retry after Retry-After seconds",
+    "content": PROBLEM_JSON,
+}
 
 
 def router(alerts: AlertsService, gate: Gate, now: Callable) -> APIRouter:
@@ -20,18 +36,33 @@ def router(alerts: AlertsService, gate: Gate, now: Callable) -> APIRouter:
     guarded = AUTH_RESPONSES if gate.policy.protect_reads else {}
     changes = {**MUTATION_RESPONSES, **ERROR_RESPONSES}
 
+    def anonymous_read_limit(request: Request) -> None:
+        """A read sent as a POST (a silence preview) meets the anonymous read limit, as a GET does
+        (services/api/middleware.py AnonymousReadLimit)."""
+        if not gate.known_reader(request) and (wait := gate.anonymous_read_wait(request)) > 0:
+            raise too_many(wait, "requests from your address without signing in", "api.anonymous_reads_per_minute")
+
     @r.get(
         "/api/alerts",
-        summary="Alerts, newest first",
+        summary=f"Alerts, firing then pending then resolved, newest first: the {LIST_LIMIT} newest the filters keep",
         response_model=list[AlertRead],
         dependencies=read,
         responses={**guarded, 422: ERROR_RESPONSES[422]},
     )
     def list_alerts(
         route: str | None = Query(None, max_length=256),
-        state: str | None = Query(None, pattern="^(pending|firing|resolved)$"),
+        state: Literal["active", "pending", "firing", "resolved"] | None = Query(
+            None, description="active: pending or firing"
+        ),
+        kind: str | None = Query(
+            None,
+            max_length=64,
+            description=f"one of {', '.join(RULE_KINDS)}",
+            json_schema_extra={"enum": list(RULE_KINDS)},
+        ),
+        team: str | None = Query(None, max_length=200, description="the owning team (an alert's team field)"),
     ) -> list[AlertRead]:
-        return [view.read() for view in alerts.list(now(), route, state)]
+        return [view.read() for view in alerts.list(now(), route, state, kind=kind, team=team)]
 
     # before /api/alerts/{alert_id}, which would take "rules" for an id
     @r.get(
@@ -93,6 +124,16 @@ def router(alerts: AlertsService, gate: Gate, now: Callable) -> APIRouter:
             ends_at=body.ends_at,
         )
         return SilenceView(made, made.is_active(at)).read()
+
+    @r.post(
+        "/api/silences/preview",
+        summary="The alerts a silence of these matchers would silence now (read only: nothing is created)",
+        response_model=SilencePreviewRead,
+        dependencies=[*read, Depends(anonymous_read_limit)],
+        responses={**guarded, 413: MUTATION_RESPONSES[413], 422: ERROR_RESPONSES[422], 429: READ_LIMITED},
+    )
+    def preview_silence(body: SilencePreviewBody) -> SilencePreviewRead:
+        return alerts.preview(body.matchers, now()).read()
 
     @r.delete(
         "/api/silences/{silence_id}",

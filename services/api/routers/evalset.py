@@ -11,6 +11,7 @@ from services.api.models import ERROR_RESPONSES, ProposeBody, RejectBody, Respon
 from services.api.security import AUTH_RESPONSES, MUTATION_RESPONSES, Gate
 from services.api.serialise import as_json
 from services.core.errors import Conflict
+from services.evalset.compare import RunComparison
 from services.evalset.instrument import InstrumentChecks
 from services.evalset.metrics import EvalReport, GateResult
 from services.evalset.promotion import EvalItem
@@ -23,6 +24,9 @@ CLASH: Responses = {
         "description": "Already reviewed, or a near duplicate of an item in the eval set",
     }
 }
+
+
+MATCHER = "a run id, or version matchers KEY=VALUE[,KEY=VALUE] (the newest run whose versions hold them)"
 
 
 def router(evalset, gate: Gate) -> APIRouter:
@@ -131,10 +135,10 @@ def router(evalset, gate: Gate) -> APIRouter:
 
     @r.get(
         "/api/eval/gate",
-        summary="Pass or fail the eval set against thresholds (for CI)",
+        summary="Pass or fail the eval set against thresholds, or a candidate run against a baseline (for CI)",
         response_model=GateResult,
         dependencies=read,
-        responses={**guarded, 422: ERROR_RESPONSES[422]},
+        responses={**guarded, **ERROR_RESPONSES},
     )
     def check_gate(
         min_faithfulness: float | None = Query(None, ge=0, le=1),
@@ -150,11 +154,25 @@ def router(evalset, gate: Gate) -> APIRouter:
             "labels; a stale calibration fails",
         ),
         min_kappa: float | None = Query(None, ge=-1, le=1, description="verifier-vs-human kappa over reviewed claims"),
+        baseline: str | None = Query(
+            None, max_length=500, description="also fail where the candidate run is credibly worse than this one"
+        ),
+        candidate: str | None = Query(None, max_length=500, description="the run gated against the baseline (newest)"),
     ) -> dict:
-        return as_json(
-            evalset.gate(
-                min_faithfulness, max_over_refusal, slice_min, InstrumentChecks(min_calibrated_faithfulness, min_kappa)
-            )
-        )
+        checks = InstrumentChecks(min_calibrated_faithfulness, min_kappa)
+        return as_json(evalset.gate(min_faithfulness, max_over_refusal, slice_min, checks, baseline, candidate))
+
+    @r.get(
+        "/api/eval/compare",
+        summary="Two eval runs on the items both answered: each metric's paired difference with its interval",
+        response_model=RunComparison,
+        dependencies=read,
+        responses={**guarded, **ERROR_RESPONSES},
+    )
+    def compare(
+        baseline: str = Query(..., min_length=1, max_length=500, description=MATCHER),
+        candidate: str = Query("", max_length=500, description=f"{MATCHER}; default: the newest run"),
+    ) -> dict:
+        return as_json(evalset.compare(baseline, candidate))
 
     return r

@@ -50,6 +50,7 @@
 
   function submitToApi(event) {
     var form = event.currentTarget;
+    if (event.submitter && event.submitter.hasAttribute("formaction")) { return; }  // a page's own GET (Preview)
     event.preventDefault();
     var method = form.getAttribute("data-method") || "POST";
     var headers = { "Accept": "application/json" };

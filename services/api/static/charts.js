@@ -63,6 +63,19 @@
       annotations.push({ x: v.first_seen, y: 1, xref: "x", yref: "paper", text: inert(v.key + "=" + v.value),
                          showarrow: false, xanchor: "left", yanchor: "top", font: { size: 10, color: "#9a6700" } });
     });
+    // an alert's own page: what it expected while open, and its estimated onset
+    if (el.dataset.expected) {
+      var expected = Number(el.dataset.expected);
+      traces.push({ x: [el.dataset.expectedFrom, el.dataset.expectedTo], y: [expected, expected], type: "scatter",
+                    mode: "lines", line: { color: "#b42318", dash: "dash", width: 2 }, name: "expected (this alert)",
+                    hoverinfo: "y" });
+    }
+    if (el.dataset.onset) {
+      shapes.push({ type: "line", xref: "x", yref: "paper", x0: el.dataset.onset, x1: el.dataset.onset, y0: 0, y1: 1,
+                    line: { color: "#b42318", width: 2 } });
+      annotations.push({ x: el.dataset.onset, y: 0.98, xref: "x", yref: "paper", text: "onset", showarrow: false,
+                         xanchor: "right", yanchor: "top", font: { size: 11, color: "#b42318" } });
+    }
     Plotly.newPlot(el, traces, layout({ yaxis: { tickformat: ".0%", rangemode: "tozero", title: { text: "failed claims" } },
                                        shapes: shapes, annotations: annotations }), CONFIG);
   }
@@ -91,8 +104,10 @@
 
   document.addEventListener("DOMContentLoaded", function () {
     if (typeof window.Plotly === "undefined") { return; }
-    var route = document.getElementById("route-chart");
-    if (route) { load(route, drawRoute); }
+    ["route-chart", "alert-chart"].forEach(function (id) {
+      var chart = document.getElementById(id);
+      if (chart) { load(chart, drawRoute); }
+    });
     var map = document.getElementById("issue-map");
     if (map) { load(map, drawMap); }
   });

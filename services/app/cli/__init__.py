@@ -13,6 +13,7 @@ from services.app.cli import (  # noqa: F401
     issues,
     review,
     rules,
+    silences,
     stack,
     storage,
     traces,

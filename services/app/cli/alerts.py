@@ -18,6 +18,7 @@ from services.alerts.explain.figures import (
     refused_sentence,
     served_sentence,
 )
+from services.alerts.lifecycle.inhibition import inhibitor_text
 from services.alerts.lifecycle.kinds import (
     ABSTENTION_KIND,
     AGREEMENT_KIND,
@@ -28,6 +29,8 @@ from services.alerts.lifecycle.kinds import (
     REJECTED_KIND,
     SILENT_KIND,
 )
+from services.alerts.oncall.filters import STATE_FILTERS, AlertFilter
+from services.alerts.oncall.rules import RULE_KINDS
 from services.app.cli.base import (
     Abort,
     by_option,
@@ -123,23 +126,31 @@ def alert_columns(now) -> list[Column]:
         Column("SEVERITY", lambda a: a["severity"], 3),
         Column("ACKED BY", lambda a: a["acked_by"] or "", 4, "name", lines=1, min_width=8),
         Column("SILENCED BY", lambda a: " ".join(a["silenced_by"]), 5, "id"),
+        Column("INHIBITED BY", lambda a: " ".join(a.get("inhibited_by") or ()), 5, "id"),
+        Column("TEAM", lambda a: a.get("team") or "", 7, "name", lines=1, min_width=6),
         Column("BASELINE", lambda a: fig(a, a["baseline"]), 6, "num"),
     ]
 
 
 @alerts.command("list")
+@click.option("--state", type=click.Choice(STATE_FILTERS), default=None, help="active: pending or firing.")
+@click.option("--kind", type=click.Choice(RULE_KINDS), default=None, help="The rule's kind (`alerts rules`).")
+@click.option("--team", default=None, help="The owning team ([[owners]] rules; the TEAM column of -o wide).")
 @click.option("--route", default=None)
-@click.option("--state", type=click.Choice(["pending", "firing", "resolved"]), default=None)
 @output_option
 @service_options
-def alerts_list(settings: Settings, route: str | None, state: str | None, output: str) -> None:
-    """Alerts, newest first (-o wide: every column; -o json: the API's JSON)."""
-    params = {k: v for k, v in {"route": route, "state": state}.items() if v}
+def alerts_list(
+    settings: Settings, state: str | None, kind: str | None, team: str | None, route: str | None, output: str
+) -> None:
+    """Alerts: firing, then pending, then resolved, newest first; filtered by state, kind, team and route
+    (-o wide: every column; -o json: the API's JSON)."""
+    params = {k: v for k, v in {"state": state, "kind": kind, "team": team, "route": route}.items() if v}
     data = reach(settings, "/api/alerts", params)
     if output == "json":
         print_json(data)
         return
-    print_table(alert_columns(utcnow()), data, output, empty="no alerts")
+    filtered = AlertFilter(**params).described()
+    print_table(alert_columns(utcnow()), data, output, empty="no alerts" + (f" match {filtered}" if params else ""))
 
 
 @alerts.command("show")
@@ -322,6 +333,12 @@ def _input_fields(a: dict) -> list[tuple[str, str | list[str]]]:
     return []
 
 
+def _inhibited(a: dict) -> str:
+    """The firing alerts that inhibit it (notify.inhibit_rules): it is not notified while they fire."""
+    found = [inhibitor_text(i["alert_id"], i["kind"], i["route"]) for i in a.get("inhibitors") or ()]
+    return f"by {'; '.join(found)}: not notified while it fires" if found else ""
+
+
 def alert_fields(a: dict, now: datetime) -> list[tuple[str, str | list[str]]]:
     """What `alerts show` prints, in order: (label, value or lines); empty values are left out."""
     basis = a.get("expected_basis") or ("the route's history" if a["kind"] in MONITOR_KINDS else "the trailing level")
@@ -337,6 +354,7 @@ def alert_fields(a: dict, now: datetime) -> list[tuple[str, str | list[str]]]:
         ("severity", a["severity"]),
         ("acked", acked if a["acked"] else "no"),
         ("silenced", f"by {', '.join(a['silenced_by'])}" if a["silenced_by"] else "no"),
+        ("inhibited", _inhibited(a)),
         ("rate", fig(a, a["rate"]) + (_interval(a["rate_interval"]) if share else "")),
         ("expected", expected),
         (
@@ -373,77 +391,6 @@ def alerts_ack(settings: Settings, alert_id: str, by: str | None, note: str) -> 
     by = who(settings, by)
     data = reach(settings, f"/api/alerts/{alert_id}/ack", {}, method="POST", body={"by": by, "note": note})
     console.print(f"acked {data['alert_id']} ({data['route']}, {data['state']}) by {data['acked_by']}")
-
-
-@alerts.command("silence")
-@click.option(
-    "--match", "matchers", multiple=True, required=True, help="label=value, label!=value, label=~regex, label!~regex"
-)
-@click.option("--duration", default=None, help="e.g. 2h (or use --until)")
-@click.option("--until", "until", default=None, help="RFC 3339 end time")
-@by_option("Who silences.")
-@click.option("--comment", required=True, help="Why.")
-@service_options
-def alerts_silence(
-    settings: Settings, matchers: tuple[str, ...], duration: str | None, until: str | None, by: str | None, comment: str
-) -> None:
-    """Silence alerts matching labels (route, kind, severity) until a time."""
-    from services.contract.model import parse_timestamp
-
-    by = who(settings, by)
-    try:
-        ends_at = parse_timestamp(until) if until else None
-    except Exception:
-        raise Abort(f"--until must be an RFC 3339 timestamp with offset, got {until!r}") from None
-    if duration is None and until is None:
-        raise Abort("give --duration (e.g. 2h) or --until")
-    body = {
-        "matchers": list(matchers),
-        "by": by,
-        "comment": comment,
-        "duration": duration,
-        "ends_at": ends_at.isoformat() if ends_at else None,
-    }
-    data = reach(settings, "/api/silences", {}, method="POST", body=body)
-    console.print(f"silence {data['silence_id']} until {_at(data['ends_at'], utcnow())}: {', '.join(data['matchers'])}")
-
-
-@alerts.command("unsilence")
-@click.argument("silence_id")
-@by_option("Who ends the silence.")
-@service_options
-def alerts_unsilence(settings: Settings, silence_id: str, by: str | None) -> None:
-    """End a silence now."""
-    by = who(settings, by)
-    data = reach(settings, f"/api/silences/{silence_id}", {}, method="DELETE", body={"by": by})
-    ended_by = f" by {data['ended_by']}" if data.get("ended_by") else ""
-    console.print(f"silence {data['silence_id']} ended at {_at(data['ends_at'], utcnow())}{ended_by}")
-
-
-def silence_columns(now) -> list[Column]:
-    return [
-        Column("SILENCE", lambda s: s["silence_id"], kind="id"),
-        Column("MATCHERS", lambda s: ", ".join(s["matchers"]), kind="name", min_width=16),
-        Column("ENDS", lambda s: ago(s["ends_at"], now), kind="num"),
-        Column("ACTIVE", lambda s: "yes" if s.get("active") else "no", 1),
-        Column("BY", lambda s: s["created_by"], 2, "name", lines=1, min_width=8),
-        Column("ENDED BY", lambda s: s.get("ended_by") or "", 4, "name", lines=1, min_width=8),
-        Column("COMMENT", lambda s: s["comment"], 3, "name", min_width=16),
-        Column("STARTS", lambda s: ago(s["starts_at"], now), 4, "num"),
-    ]
-
-
-@alerts.command("silences")
-@click.option("--active", is_flag=True)
-@output_option
-@service_options
-def alerts_silences(settings: Settings, active: bool, output: str) -> None:
-    """List silences (-o wide: every column; -o json: the API's JSON)."""
-    data = reach(settings, "/api/silences", {"active": active})
-    if output == "json":
-        print_json(data)
-        return
-    print_table(silence_columns(utcnow()), data, output, empty="no silences")
 
 
 @main.command()

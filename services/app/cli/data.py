@@ -435,16 +435,18 @@ def rates(
         print_table(slice_columns(dim), entries, output, title=f"by {dim} (worst first)")
 
 
-def page_note(shown: list, total: int | None, offset: int, limit: int, matching: str | None) -> str | None:
-    """Where the page lies in the route list and the command for the next one; None when the page is the whole
-    list (or the API does not say how long it is)."""
+def page_note(
+    shown: list, total: int | None, offset: int, limit: int, matching: str | None, noun: str = "route"
+) -> str | None:
+    """Where the page lies in the list (of routes, or ``noun``s) and the command for the next one; None when the page
+    is the whole list (or the API does not say how long it is)."""
     if total is None or (offset == 0 and len(shown) == total):
         return None
-    routes = f"{total:,} route{'s' * (total != 1)}" + (f" matching {matching!r}" if matching else "")
+    routes = f"{total:,} {noun}{'s' * (total != 1)}" + (f" matching {matching!r}" if matching else "")
     if not shown:
-        return f"no routes from {offset + 1:,} on: the list holds {routes}"
+        return f"no {noun}s from {offset + 1:,} on: the list holds {routes}"
     after = total - offset - len(shown)
-    where = f"routes {offset + 1:,}–{offset + len(shown):,} of {routes}"
+    where = f"{noun}s {offset + 1:,}–{offset + len(shown):,} of {routes}"
     if after <= 0:
         return where
     return f"{where}; {after:,} more, the next {min(after, limit):,}: {command_line(offset=offset + limit)}"

@@ -26,7 +26,7 @@ from services.app.cli.tables import Column, labelled, output_option, print_label
 from services.app.settings import Settings
 from services.core.command import cli_command
 from services.core.files import write_atomically
-from services.core.numbers import plural
+from services.core.numbers import change_interval_text, pct, plural, pts
 
 
 def _promotion_errors(fn):
@@ -277,6 +277,15 @@ def _kappa(f: dict) -> str:
 @click.option(
     "--min-kappa", type=click.FloatRange(-1, 1), default=None, help="verifier-vs-human kappa over the reviewed claims"
 )
+@click.option(
+    "--baseline",
+    default=None,
+    metavar="RUN|KEY=VALUE",
+    help="also fail where the candidate run is credibly worse than this run (eval.compare_tolerance)",
+)
+@click.option(
+    "--candidate", default=None, metavar="RUN|KEY=VALUE", help="the run gated against --baseline (default: the newest)"
+)
 @service_options
 def eval_gate_cmd(
     settings: Settings,
@@ -285,15 +294,20 @@ def eval_gate_cmd(
     slice_min: str | None,
     min_calibrated_faithfulness: float | None,
     min_kappa: float | None,
+    baseline: str | None,
+    candidate: str | None,
 ) -> None:
-    """Exit non-zero, naming the failing slice, when the eval set misses a threshold (for CI)."""
+    """Exit non-zero, naming the failing slice, when the eval set misses a threshold, or a candidate run is credibly
+    worse than its baseline (for CI)."""
     from services.evalset.instrument import InstrumentChecks
 
     checks = InstrumentChecks(min_calibrated_faithfulness, min_kappa)
-    if min_faithfulness is None and max_over_refusal is None and slice_min is None and not checks:
+    if candidate and not baseline:
+        raise Abort("--candidate needs --baseline: the run to compare the candidate with")
+    if min_faithfulness is None and max_over_refusal is None and slice_min is None and not checks and not baseline:
         raise Abort(
             "give at least one of --min-faithfulness, --max-over-refusal, --slice-min, "
-            "--min-calibrated-faithfulness, --min-kappa"
+            "--min-calibrated-faithfulness, --min-kappa, --baseline"
         )
     params = {
         k: v
@@ -303,6 +317,8 @@ def eval_gate_cmd(
             "slice_min": slice_min,
             "min_calibrated_faithfulness": min_calibrated_faithfulness,
             "min_kappa": min_kappa,
+            "baseline": baseline,
+            "candidate": candidate,
         }.items()
         if v is not None
     }
@@ -315,3 +331,64 @@ def eval_gate_cmd(
     for failure in data["failures"]:
         console.print(f"[red]FAIL[/red] {failure['slice']}: {failure['message']}")
     sys.exit(1)
+
+
+COMPARE_COLUMNS = [
+    Column("METRIC", lambda m: m["metric"], kind="key"),
+    Column("ON", lambda m: m["where"], kind="key"),
+    Column("ITEMS", lambda m: f"{m['pairs']:,}", kind="num"),
+    Column("BASELINE", lambda m: pct(m["baseline"]["value"]), kind="num"),
+    Column("CANDIDATE", lambda m: pct(m["candidate"]["value"]), kind="num"),
+    Column("CHANGE", lambda m: pts(m["difference"]), kind="num"),
+    Column(
+        "95% CI",
+        lambda m: m["note"] or change_interval_text(m["lo"], m["hi"]),
+        1,
+        "name",
+        min_width=18,
+        note="the paired bootstrap interval of the change (items resampled, the same ones for both runs)",
+    ),
+    Column("READING", lambda m: m["reading"], 2, "name", min_width=12),
+]
+
+
+@eval_group.command("compare")
+@click.option("--baseline", required=True, metavar="RUN|KEY=VALUE", help="a run id, or versions: model=gen-2026-10")
+@click.option(
+    "--candidate",
+    default="",
+    metavar="RUN|KEY=VALUE",
+    help="a run id, or versions: model=gen-2026-11 (default: newest)",
+)
+@output_option
+@service_options
+def eval_compare_cmd(settings: Settings, baseline: str, candidate: str, output: str) -> None:
+    """Two eval runs on the approved items both answered: each metric's change with a paired 95% interval.
+
+    KEY=VALUE[,KEY=VALUE] picks the newest run whose versions hold them; faithfulness by slice follows, the
+    candidate's largest loss first."""
+    data = reach(settings, "/api/eval/compare", {"baseline": baseline, "candidate": candidate})
+    if output == "json":
+        print_json(data)
+        return
+    print_labelled(labelled(compare_fields(data), terminal_width()))
+    out.print()
+    print_table(COMPARE_COLUMNS, data["metrics"] + data["slices"], output)
+
+
+def compare_fields(c: dict) -> list[tuple[str, str | list[str]]]:
+    """What `eval compare` prints above its table: the two runs and the items both answered."""
+
+    def run(r: dict) -> str:
+        matched = f"; the newest of {r['matched']:,} runs matching {r['matcher']}" if r["matched"] > 1 else ""
+        return r["label"] + matched
+
+    return [
+        ("baseline", run(c["baseline"])),
+        ("candidate", run(c["candidate"])),
+        (
+            "items",
+            f"{plural(c['items'], 'approved item')} answered by both ({c['baseline_only']:,} only by the baseline, "
+            f"{c['candidate_only']:,} only by the candidate)",
+        ),
+    ]

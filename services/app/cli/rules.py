@@ -55,13 +55,14 @@ def _measured(r: dict) -> str:
 
 
 def rule_fields(r: dict) -> list[tuple[str, str | list[str]]]:
-    """One rule's text under the table: meaning, severity, every threshold with its setting, where the figures
-    come from."""
+    """One rule's text under the table: meaning, severity, every threshold with its setting, the inhibition rules
+    it takes part in, where the figures come from."""
     thresholds = [t["text"] + (f" ({t['setting']})" if t.get("setting") else "") for t in r["thresholds"]]
     return [
         ("means", r["meaning"]),
         ("severity", f"{r['severity']}; {'pages' if r['pages'] else 'does not page'}"),
         ("thresholds", thresholds),
+        ("inhibition", [f"{i['text']} ({i['setting']})" for i in r.get("inhibition") or ()]),
         ("measured", _measured(r)),
     ]
 

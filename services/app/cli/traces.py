@@ -1,4 +1,5 @@
-"""`claimwatch trace ID`: one trace whole, as text that fits 80 columns (or JSON)."""
+"""`claimwatch traces`: the traces list, searched (a table, a page at a time); `claimwatch trace ID`: one trace
+whole, as text that fits 80 columns (or JSON)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,18 @@ from datetime import UTC, datetime
 from urllib.parse import quote
 
 import click
+from rich.text import Text
 
-from services.app.cli.base import main, print_json, reach, service_options
+from services.app.cli.base import console, main, out, print_json, reach, reach_page, service_options
+from services.app.cli.data import page_note
+from services.app.cli.tables import Column, ago, output_option, print_table
 from services.app.settings import Settings
+from services.contract.model import CANONICAL_VERDICTS
+from services.core.clock import utcnow
 from services.core.command import cli_command
+from services.core.numbers import thousands
 from services.issues.traces import CLAIMS_PER_PAGE, MAX_CLAIMS_PAGE
+from services.issues.tracesearch import ANY_FAILED, MAX_SEARCH_ROWS, MAX_VERSIONS, TIME_FORMS, TRACES_PER_PAGE
 
 WIDTH = 80
 # Trace text is untrusted: terminal control sequences are shown as nothing, not executed.
@@ -133,3 +141,122 @@ def trace(settings: Settings, trace_id: str, claims_page: int, as_json: bool) ->
         print_json(data)
         return
     click.echo(trace_text(data))
+
+
+def trace_columns(now: datetime) -> list[Column]:
+    """The traces list's table (`claimwatch traces`, the assistant's search_traces): FIRST SEEN relative to ``now``."""
+    return [
+        Column("TRACE", lambda t: t["trace_id"], kind="id"),
+        Column("ROUTE", lambda t: t["route"], kind="key"),
+        Column("FIRST SEEN", lambda t: ago(t["first_observed_at"], now), 1, "num"),
+        Column("EVENTS", lambda t: thousands(t["events"]), 4, "num"),
+        Column(
+            "CLAIMS",
+            lambda t: thousands(t["claims"]),
+            2,
+            "num",
+            note="the trace's claims that match the filters; FAILED: those of them with a failed verdict",
+        ),
+        Column("FAILED", lambda t: thousands(t["failed"]), kind="num"),
+        Column("VERDICTS", lambda t: t["verdicts"], 3, "list", lines=1, min_width=12),
+        Column(
+            "CLAIM",
+            lambda t: f"[{t['claim']['verdict']}] {t['claim']['text']}",
+            kind="name",
+            lines=3,
+            min_width=24,
+            note="one matched claim with its verdict, a failed one if any",
+        ),
+    ]
+
+
+def search_title(since: str | None, until: str | None, text: str | None) -> str:
+    span = (f"since {since}" if since else "in the 24 h before " + (until or "now")) + (
+        f" until {until}" if since and until else ""
+    )
+    return f"Traces {span}" + (f" with a claim containing {text!r}" if text else "") + ", newest first"
+
+
+@main.command("traces")
+@click.option("--route", default=None, help="Only this route (its whole name).")
+@click.option(
+    "--verdict",
+    "verdicts",
+    multiple=True,
+    metavar="VERDICT",
+    help=f"Only claims with this verdict (repeat for any of several): {', '.join(CANONICAL_VERDICTS)}, or "
+    f"{ANY_FAILED} (any failed verdict).",
+)
+@click.option(
+    "--version",
+    "versions",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help=f"Only claims whose versions hold this, e.g. model=gen-2026-11 (repeat: all of them; at most {MAX_VERSIONS}).",
+)
+@click.option(
+    "--since",
+    default=None,
+    metavar="6h|RFC3339",
+    help=f"Start of the range: {TIME_FORMS}. [default: 24 h before --until]",
+)
+@click.option("--until", default=None, metavar="6h|RFC3339", help="End of the range (not included). [default: now]")
+@click.option("--text", default=None, help="Only claims whose text contains this, without case.")
+@click.option(
+    "--limit",
+    type=click.IntRange(1, MAX_SEARCH_ROWS),
+    default=TRACES_PER_PAGE,
+    show_default=True,
+    help="Traces a page.",
+)
+@click.option(
+    "--offset",
+    type=click.IntRange(0, 10_000_000),
+    default=0,
+    show_default=True,
+    help="Traces of the list to skip: the last line names the next page's command.",
+)
+@output_option
+@service_options
+def traces(
+    settings: Settings,
+    route: str | None,
+    verdicts: tuple[str, ...],
+    versions: tuple[str, ...],
+    since: str | None,
+    until: str | None,
+    text: str | None,
+    limit: int,
+    offset: int,
+    output: str,
+) -> None:
+    """Traces with a claim that matches every filter given, newest first, a page at a time: route, verdict,
+    versions, event time (at most 31 days; default the last 24 hours) and claim text. Each row counts the
+    trace's matched claims and shows one of them; `claimwatch trace TRACE_ID` shows a trace whole. -o json prints
+    the API's JSON (the page); -o wide every column."""
+    params = {
+        "route": route,
+        "verdict": list(verdicts),
+        "version": list(versions),
+        "since": since,
+        "until": until,
+        "text": text,
+        "limit": limit,
+        "offset": offset,
+    }
+    data, total = reach_page(settings, "/api/traces", {k: v for k, v in params.items() if v not in (None, [])})
+    more = page_note(data, total, offset, limit, None, "trace")
+    if output == "json":
+        print_json(data)
+        if more:
+            console.print(Text(more), soft_wrap=True)
+        return
+    if not data:
+        out.print(
+            Text(more or "no traces match in this range: widen it with --since (at most 31 days) or loosen a filter"),
+            soft_wrap=True,
+        )
+        return
+    print_table(trace_columns(utcnow()), data, output, title=search_title(since, until, text))
+    if more:
+        out.print(Text(more), soft_wrap=True)

@@ -221,11 +221,14 @@ def test_the_alert_list_puts_firing_before_pending_before_resolved_each_newest_f
         def __init__(self, alerts):
             self.alerts = alerts
 
-        def list(self, route=None):
+        def list(self, route=None, limit=500, **filters):  # kind, states, at: the list filters again itself
             return self.alerts
 
         def silences(self):
             return []
+
+        def open_alerts(self):  # the sources of inhibition (services/alerts/lifecycle/inhibition.py)
+            return [a for a in self.alerts if a.ends_at is None]
 
     newest_first = [
         alert(T0 + 50 * MIN, alert_id="resolved-new", starts_at=T0 + 51 * MIN, ends_at=T0 + 55 * MIN),

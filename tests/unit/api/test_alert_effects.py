@@ -179,7 +179,7 @@ def test_alerts_list_has_kind_and_expected_and_signs_the_delta(cli):
 
 # -- the pages ---------------------------------------------------------------------------------
 def card(page: str, alert_id: str, tag: str) -> str:
-    start = page.index(f'id="{alert_id}"') if tag == "article" else page.index(f'href="/alerts#{alert_id}"')
+    start = page.index(f'id="{alert_id}"') if tag == "article" else page.index(f'href="/alerts/{alert_id}"')
     start = page.rindex(f"<{tag}", 0, start + 1)
     return page[start : page.index(f"</{tag}>", start)]
 

@@ -298,7 +298,7 @@ def test_malformed_query_parameters_name_the_field(client):
     response = client.get("/api/alerts", params={"state": "exploded"})
     assert response.status_code == 422
     assert response.json()["field"] == "query.state" and response.json()["detail"].startswith("state: ")
-    assert "pending|firing|resolved" in response.json()["detail"]
+    assert response.json()["detail"] == "state: must be 'active', 'pending', 'firing' or 'resolved'"
     response = client.get("/api/routes/billing-faq", params={"step": 0})
     assert response.status_code == 422 and response.json()["field"] == "query.step"
     assert response.json()["detail"].startswith("step: ")
@@ -399,7 +399,7 @@ def test_a_body_that_is_not_json_is_422(client):
 # -- auth, limits, headers --------------------------------------------------------
 # Sign-in changes nothing on the server: it checks the token itself and sets a read-only cookie
 # (tested in test_protected_reads_need_the_token_and_pages_sign_in_with_a_read_only_cookie).
-NOT_MUTATIONS = {("POST", "/signin")}
+NOT_MUTATIONS = {("POST", "/signin"), ("POST", "/api/silences/preview")}  # reads sent as POST
 
 
 def mutating_routes(api) -> list[tuple[str, str]]:
@@ -441,7 +441,7 @@ def test_openapi_documents_tags_summaries_and_the_bearer_scheme(client):
     for path, operations in spec["paths"].items():
         for method, op in operations.items():
             assert op.get("tags") and op.get("summary"), (method, path)
-            if method in ("post", "delete", "put", "patch"):
+            if method in ("post", "delete", "put", "patch") and (method.upper(), path) not in NOT_MUTATIONS:
                 assert op["security"] == [{"bearerAuth": []}], (method, path)
                 assert {"401", "403", "413", "422", "429"} <= set(op["responses"]), (method, path)
             else:

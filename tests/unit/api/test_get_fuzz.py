@@ -26,6 +26,8 @@ from starlette.routing import Mount, Route
 
 from services.alerts.detection.expectations import SORTS
 from services.api.pages import API_PREFIXES, ISSUE_SORTS, WINDOWS
+from services.store.evalset import EvalRepository
+from tests.support.eval_runs import Answer, record_run
 from tests.unit.api.test_api import AUTH, HTML_ROUTE, SQL_ROUTE, client_for, world  # noqa: F401  (world is a fixture)
 
 EXAMPLES = 30  # per route, and 5 more per query parameter up to 40: about 40 routes in about 40 s on two cores
@@ -38,6 +40,7 @@ FUZZ = settings(
 )
 MAX_ERROR_BYTES = 4096
 MAX_QUERY = 40_000  # encoded characters; httpx refuses a URL over 64 KB before sending it
+FUZZ_RUNS_AT = datetime(2026, 11, 21, 9, tzinfo=UTC)
 NO_ROWS = {"item_id"}  # the store holds no eval item (proposing one loads the embedding model): only refusals
 
 # Text an outsider would try: empty, numbers past every limit, non-numbers, NUL, invisible and right-to-left
@@ -260,8 +263,12 @@ def dependants(dependant):
 @pytest.fixture(scope="module")
 def real(world):  # noqa: F811
     """Real values for each path parameter and some query parameters, so generated requests reach past lookups."""
-    _, events = world
+    services, events = world
     routes = sorted({e.route for e in events})
+    for hour, model in enumerate(("gen-2026-10", "gen-2026-11")):  # two runs to compare, the second the newest
+        answers = {"ei-0": Answer(("supported",))}
+        at = FUZZ_RUNS_AT + timedelta(hours=hour)
+        record_run(EvalRepository(services.store), f"r-{model}", {"model": model}, answers, at)
     return {
         "path": {
             "route": [*routes, HTML_ROUTE, SQL_ROUTE],
@@ -279,6 +286,8 @@ def real(world):  # noqa: F811
             "q": ["refund", "days"],
             "next": ["/", "/alerts", "//evil.example"],
             "slice_min": ["0.8", "stakes=high:0.9,query_type=lookup:0.85", "x=:", ":", "nan", "2", "=0.5"],
+            "baseline": ["r-gen-2026-10", "model=gen-2026-10", "model="],
+            "candidate": ["r-gen-2026-11", "model=gen-2026-11", "r-nope"],
         },
     }
 

@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from services.alerts.lifecycle.alert import Alert
-from services.alerts.lifecycle.kinds import ABSTENTION_KIND, REJECTED_KIND, SILENT_KIND
+from services.alerts.lifecycle.kinds import ABSTENTION_KIND, DRIFT_KIND, REJECTED_KIND, SILENT_KIND
 from services.alerts.lifecycle.records import alert_repository
 from services.alerts.oncall import quality
 from services.alerts.oncall.rules import RULE_KINDS
@@ -119,12 +119,28 @@ HOSTILE = Alert(
     **AT,
 )
 INPUT = (SILENT, REJECTED, ABSTAINING, HOSTILE)
+# a regression on hr-policy that fired before the route fell silent: inhibited by SILENT (notify.inhibit_rules)
+REGRESSION_HR = Alert(
+    alert_id="a-regress-hr",
+    route="hr-policy",
+    kind=DRIFT_KIND,
+    severity="warning",
+    window=30,
+    rate=0.12,
+    expected=0.06,
+    baseline=0.06,
+    delta=0.06,
+    claims=900,
+    labels={"service": "claimwatch"},
+    pending_since=START + timedelta(minutes=20),
+    starts_at=START + timedelta(minutes=22),
+)
 
 
 @pytest.fixture(scope="module")
 def client(world):  # noqa: F811
     alerts = alert_repository(world[0].store)
-    for alert in INPUT:
+    for alert in (*INPUT, REGRESSION_HR):
         alerts.save(alert)
     alerts.record_transition(SILENT)
     return client_for(world[0])
@@ -293,8 +309,9 @@ def test_the_route_page_baseline_is_a_rate_never_an_input_alerts_count_or_share(
 
 
 def test_a_notification_link_lands_on_the_alert(client):
-    followed = client.get(f"/alerts/{SILENT.alert_id}", follow_redirects=False)
-    assert followed.status_code == 303 and followed.headers["location"] == f"/alerts#{SILENT.alert_id}"
+    page = client.get(f"/alerts/{SILENT.alert_id}", follow_redirects=False)
+    assert page.status_code == 200 and SILENT.alert_id in page.text  # the alert's own page, with its own runbook
+    assert 'class="runbook-body"' in page.text and "Issues behind it" not in page.text  # no issues explain silence
     assert client.get("/alerts/a-nope").status_code == 404
 
 
@@ -373,3 +390,72 @@ def test_the_rules_page_lists_every_kind(client, measured):
     assert "route_silent critical yes 0.05 outage: 6 min" in text
     assert "events_rejected critical yes not measured not measured" in text
     assert "rise ≥ +2 pts over the expectation drift.threshold" in text
+
+
+# -- inhibition (issue 53) -------------------------------------------------------------------------------------
+INHIBITED_BY = f"inhibited by {SILENT.alert_id} (route_silent on hr-policy)"
+
+
+def test_a_regression_on_a_silent_route_is_inhibited_by_its_route_silent_alert_in_the_api(client):
+    listed = {a["alert_id"]: a for a in client.get("/api/alerts", params={"route": "hr-policy"}).json()}
+    regression, silent = listed[REGRESSION_HR.alert_id], listed[SILENT.alert_id]
+    assert (regression["state"], regression["state_text"]) == ("firing", "firing·inhibited")
+    assert regression["inhibited_by"] == [SILENT.alert_id]
+    assert regression["inhibitors"] == [
+        {
+            "alert_id": SILENT.alert_id,
+            "kind": SILENT_KIND,
+            "route": "hr-policy",
+            "starts_at": AT["starts_at"].isoformat(),
+        }
+    ]
+    assert (silent["state_text"], silent["inhibited_by"]) == ("firing", [])  # the source is not inhibited
+    shown = client.get(f"/api/alerts/{REGRESSION_HR.alert_id}").json()
+    assert (shown["state_text"], shown["inhibited_by"]) == ("firing·inhibited", [SILENT.alert_id])
+    # another route's regression (billing-faq, in the world) is not: the rule is equal on route
+    billing = client.get("/api/alerts", params={"route": "billing-faq"}).json()
+    assert billing and all(a["inhibited_by"] == [] and "inhibited" not in a["state_text"] for a in billing)
+
+
+def test_the_cli_shows_the_inhibited_state_and_what_inhibits_it(cli):
+    listed = fits(cli("alerts", "list", "--route", "hr-policy"))
+    assert re.search(rf"^{REGRESSION_HR.alert_id}\s+hr-policy\s+firing·inhibited\s+regression\b", listed[2]), listed
+    wide = cli("alerts", "list", "--route", "hr-policy", "-o", "wide", columns=250).splitlines()
+    assert "INHIBITED BY" in wide[0] and SILENT.alert_id in wide[2].split(REGRESSION_HR.alert_id, 1)[1]
+    said = flat(cli("alerts", "show", REGRESSION_HR.alert_id))
+    assert f"inhibited by {SILENT.alert_id} (route_silent on hr-policy): not notified while it fires" in said
+    assert "inhibited" not in flat(cli("alerts", "show", SILENT.alert_id)).split("runbook")[0].lower()
+
+
+def test_the_alerts_page_and_route_page_cards_link_the_inhibiting_alert(client):
+    link = f'inhibited by <a href="/alerts/{SILENT.alert_id}">{SILENT.alert_id}</a> (route_silent on hr-policy)'
+    page = client.get("/alerts").text
+    assert link in card(page, REGRESSION_HR.alert_id) and "firing·inhibited" in card(page, REGRESSION_HR.alert_id)
+    assert "inhibited by" not in card(page, SILENT.alert_id)
+    route = client.get("/routes/hr-policy").text
+    assert link in route and INHIBITED_BY in words(route)
+
+
+def test_the_overview_counts_an_inhibited_alert_apart_from_the_firing_ones(client):
+    page = client.get("/", params={"window": "all", "route": "hr-policy"}).text
+    row = page[page.index('href="/routes/hr-policy"') :]
+    row = words(row[: row.index("</tr>")])
+    assert "1 firing" in row and "1 inhibited" in row  # route_silent pages; the regression it inhibits does not
+
+
+def test_the_rules_name_the_inhibition_rule(cli, client, measured):
+    found = {r["kind"]: r for r in client.get("/api/alerts/rules").json()}
+    (rule,) = found[DRIFT_KIND]["inhibition"]
+    assert (rule["source_kinds"], rule["target_kinds"], rule["equal"]) == (
+        [SILENT_KIND, REJECTED_KIND],
+        [DRIFT_KIND, "mix_shift"],
+        ["route"],
+    )
+    assert found[SILENT_KIND]["inhibition"] == [rule] and found[ABSTENTION_KIND]["inhibition"] == []
+    text = flat(cli("alerts", "rules"))
+    assert (
+        "inhibition a firing route_silent or events_rejected alert inhibits the hallucination_rate_rise and mix_shift "
+        "alerts with the same route: they show as inhibited and are not notified (notify.inhibit_rules)"
+    ) in text
+    page = words(client.get("/alerts/rules").text)
+    assert f"Inhibition: {rule['text']}. notify.inhibit_rules" in page

@@ -15,11 +15,12 @@ import pytest
 from click.testing import CliRunner
 
 from services.app.cli import main
-from services.app.cli.alerts import alert_columns, silence_columns
+from services.app.cli.alerts import alert_columns
 from services.app.cli.data import DLQ_COLUMNS, RATE_COLUMNS
 from services.app.cli.evalset import ITEM_COLUMNS
 from services.app.cli.issues import issue_columns
 from services.app.cli.rules import RULE_COLUMNS
+from services.app.cli.silences import silence_columns
 from services.app.cli.tables import Column, ago, render
 from services.core.clock import utcnow
 from tests.support.cli import answer_http_by, answer_http_with

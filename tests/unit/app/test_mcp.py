@@ -28,7 +28,7 @@ from tests.unit.api.test_api import START, TOKEN_HASH, client_for, world  # noqa
 ALICE, ALICE_HASH = new_token()
 TOOLS = {
     "list_alerts", "show_alert", "list_issues", "show_issue", "runbook", "rates", "explain_route",
-    "ack_alert", "silence", "assign_issue", "note_issue", "propose_traces",
+    "ack_alert", "silence", "assign_issue", "note_issue", "propose_traces", "search_traces",
 }  # fmt: skip
 
 
@@ -74,6 +74,11 @@ async def read_a_firing_alert(session: Client, http: httpx.Client) -> None:
     assert not runbook.is_error, runbook.content
     top = expected["explanation"]["issues"][0]["issue_id"]
     assert runbook.content[0].text == http.get(f"/api/issues/{top}/runbook", params={"alert": "a-numbers"}).text
+    search = {"text": "REFUND", "verdict": ["failed"], "limit": 5}
+    traces = await session.call_tool("search_traces", search)
+    assert not traces.is_error, traces.content
+    assert traces.structured_content["items"] == http.get("/api/traces", params=search).json() != []
+    assert traces.content[0].text.split()[0] == "TRACE"  # the table `claimwatch traces` prints
 
 
 def test_over_stdio_an_assistant_reads_a_firing_alert_and_acks_it_as_the_tokens_holder(api):

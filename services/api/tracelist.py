@@ -1,0 +1,100 @@
+"""The traces page (``/traces``): the filter form, the list of traces whose claims match it (each linking to its
+trace page) and links to the previous and next pages. It reads TraceService.search, as ``GET /api/traces`` and
+`claimwatch traces` do; a filter it cannot read is said above the form (422), not as an error page."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from urllib.parse import urlencode
+
+from fastapi import Query, Request
+from fastapi.responses import Response
+
+from services.contract.model import CANONICAL_VERDICTS
+from services.core.readmodel import exactly
+from services.issues.tracesearch import (
+    ANY_FAILED,
+    MAX_SEARCH_ROWS,
+    MAX_TEXT,
+    MAX_VERSIONS,
+    TIME_FORMS,
+    TracePage,
+    TraceRowRead,
+)
+
+PAGE_SIZE = 50
+
+
+def pager(page: TracePage, query: dict[str, str | list[str]]) -> dict:
+    """Where the page lies in the list, and links to its neighbours that keep the search (``query``)."""
+
+    def link(offset: int) -> str:
+        kept = {k: v for k, v in query.items() if v}
+        return "?" + urlencode({**kept, **({"offset": offset} if offset else {})}, doseq=True)
+
+    previous = max(0, page.offset - page.limit) if page.offset else None
+    return {
+        "first": page.offset + 1 if page.traces else 0,
+        "last": page.offset + len(page.traces),
+        "total": page.total,
+        "after": page.after,
+        "next": link(page.next_offset) if page.next_offset is not None else None,
+        "prev": link(previous) if previous is not None else None,
+        "start": link(0),
+    }
+
+
+def handler(pages) -> Callable[..., Response]:
+    """The handler of ``/traces`` over ``pages`` (services/api/pages.py Pages: its search, clock and page frame)."""
+
+    def traces_page(
+        request: Request,
+        route: str = Query("", max_length=256),
+        verdict: str = Query("", max_length=32),
+        version: list[str] = Query([], max_length=MAX_VERSIONS),
+        since: str = Query("", max_length=64),
+        until: str = Query("", max_length=64),
+        text: str = Query("", max_length=MAX_TEXT),
+        limit: int = Query(PAGE_SIZE, ge=1, le=MAX_SEARCH_ROWS),
+        offset: int = Query(0, ge=0, le=10_000_000),
+    ) -> Response:
+        if not pages.gate.signed_in(request):  # sign in before anything is looked up
+            return pages._page(request, "traces.html")
+        versions = [v for v in version if v.strip()]
+        query: dict[str, str | list[str]] = {
+            "route": route,
+            "verdict": verdict,
+            "version": versions,
+            "since": since,
+            "until": until,
+            "text": text,
+            **({"limit": str(limit)} if limit != PAGE_SIZE else {}),
+        }
+        context = {
+            "title": "Traces",
+            "filters": query,
+            "verdicts": (ANY_FAILED, *CANONICAL_VERDICTS),
+            "time_forms": TIME_FORMS,
+        }
+        try:
+            found = pages.traces.search(
+                pages.now(), route, [verdict] if verdict else [], versions, since, until, text, limit, offset
+            )
+        except ValueError as exc:  # said above the form, which keeps what was typed
+            response = pages._page(
+                request, "traces.html", **context, error=str(exc), traces=[], pager=None, since_at=None, until_at=None
+            )
+            response.status_code = 422
+            return response
+        return pages._page(
+            request,
+            "traces.html",
+            **context,
+            error="",
+            traces=exactly(list[TraceRowRead], found.traces),
+            pager=pager(found, query),
+            since_at=found.since,
+            until_at=found.until,
+        )
+
+    return traces_page
