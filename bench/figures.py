@@ -189,8 +189,10 @@ def suite_sentence(runs: list[Run]) -> str:
     figures = {f.name: f.value for f in run.figures}
     minutes, seconds = divmod(round(figures["wall time"]), 60)
     state = " with uncommitted changes" if run.dirty else ""
+    passed = number(figures["passed"])
+    outcome = f"{passed} passed; {run.note}" if run.note else f"{passed} tests"  # a note: e.g. "1 failed, 0 errors"
     sentence = (
-        f"The whole suite ({number(figures['passed'])} tests) took {minutes} min {seconds:02d} s on {run.date[:10]}, "
+        f"The whole suite ({outcome}) took {minutes} min {seconds:02d} s on {run.date[:10]}, "
         f"at {run.commit}{state} (`{run.command}`)."
     )
     # A code span is not broken across lines: its spaces are held until the sentence is wrapped.

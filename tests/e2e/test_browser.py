@@ -211,7 +211,7 @@ def test_the_on_call_journey_from_a_page_to_a_regression_test(worker, session):
     assert "firing" in page.locator("#timeline").inner_text()
     marked = page.evaluate("document.getElementById('alert-chart').layout.annotations.map(a => a.text)")
     assert "onset" in marked, marked
-    assert f"The runbook of {issue['issue_id']}" in page.locator(".runbook").inner_text()
+    assert f"The runbook of {issue['issue_id']}" in page.locator("section.runbook").inner_text()
     session.shot("journey-1b-alert-page")
     page = session.open("/alerts")
 
