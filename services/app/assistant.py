@@ -18,8 +18,10 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent
 
+from services.alerts.explain.figures import expected_text, figure
 from services.app.cli.alerts import alert_columns, alert_text, top_issue
 from services.app.cli.base import refusal
+from services.app.cli.data import RATE_COLUMNS
 from services.app.cli.issues import issue_columns, issue_fields
 from services.app.cli.silences import preview_summary
 from services.app.cli.tables import labelled, render
@@ -27,6 +29,7 @@ from services.app.cli.traces import trace_columns
 from services.app.credentials import find_token
 from services.app.settings import Settings
 from services.core.clock import utcnow
+from services.core.numbers import interval_text, pct, thousands
 
 WIDTH = 100  # the text an assistant quotes: the CLI's lines at this width
 Caller = Callable[..., Any]
@@ -94,18 +97,18 @@ def issues_text(issues: list[dict], at: datetime) -> str:
 
 
 def route_text(route: dict) -> str:
-    """A route's recent history in a few lines: its rate now against the expectation, and its alerts."""
-    lines = [f"route {route.get('route')}"]
-    current = route.get("current") or {}
-    if current:
+    """A route's recent history in a few lines: its rate now against the expectation (as `claimwatch rates` says
+    them), and its alerts in the range."""
+    lines = [f"route {route['route']}"]
+    if current := route.get("current"):
         lines.append(
-            f"rate {current.get('rate_text') or current.get('rate')} over {current.get('claims')} claims; "
-            f"expected {current.get('expected_text') or current.get('expected')}"
+            f"rate {pct(current['rate'])} ({interval_text(*(current['interval'] or (None, None)))}) over "
+            f"{thousands(current['claims'])} claims in the last {current['window_minutes']} min; expected "
+            f"{expected_text(current)}; delta {figure(current.get('delta'), change=True)}"
         )
-    for alert in route.get("alerts") or []:
-        lines.append(
-            f"alert {alert.get('alert_id')} {alert.get('kind')} {alert.get('state')} since {alert.get('start')}"
-        )
+    lines += [
+        f"alert {a['alert_id']}: {a['state']} ({a['severity']}) since {a['start']}" for a in route.get("alerts", [])
+    ]
     return "\n".join(lines)
 
 
@@ -191,12 +194,7 @@ def build_server(gateway: ApiGateway) -> MCPServer:
         """Claim-level hallucination rates per route over a window (e.g. 30m, 6h), worst first, each with its
         interval and what the drift detector expects."""
         found = await get(ctx, "/api/rates", {"route": route, "window": window})
-        rows = found if isinstance(found, list) else found.get("routes", [])
-        lines = [
-            f"{r.get('route')}: {r.get('rate')} ({r.get('lower')}–{r.get('upper')}) over {r.get('claims')} claims"
-            for r in rows
-        ]
-        return answer(found, "\n".join(lines) or "no rates in this window")
+        return answer(found, "\n".join(render(RATE_COLUMNS, found, WIDTH)) if found else "no rates in this window")
 
     @server.tool()
     async def explain_route(ctx: Context, route: str, window: str = "6h") -> CallToolResult:

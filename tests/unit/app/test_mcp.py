@@ -70,6 +70,14 @@ async def read_a_firing_alert(session: Client, http: httpx.Client) -> None:
     for figure in ("rate", "expected", "delta", "rate_interval", "claims", "suspect_changes", "explanation"):
         assert shown.structured_content[figure] == expected[figure], figure
     assert f"{100 * expected['rate']:.1f}%" in shown.content[0].text  # the line the CLI prints, quotable
+    rates = await session.call_tool("rates", {"window": "all"})
+    billing_rate = next(r for r in rates.structured_content["items"] if r["route"] == "billing-faq")
+    assert billing_rate == next(r for r in http.get("/api/rates", params={"window": "all"}).json() if r == billing_rate)
+    assert f"{100 * billing_rate['rate']:.1f}%" in rates.content[0].text  # `claimwatch rates`' own columns
+    route = await session.call_tool("explain_route", {"route": "billing-faq", "window": "24h"})
+    assert not route.is_error, route.content
+    assert route.structured_content == http.get("/api/routes/billing-faq", params={"window": "24h"}).json()
+    assert "a-numbers" in route.content[0].text
     runbook = await session.call_tool("runbook", {"alert_id": billing["alert_id"]})
     assert not runbook.is_error, runbook.content
     top = expected["explanation"]["issues"][0]["issue_id"]
