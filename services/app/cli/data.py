@@ -24,7 +24,7 @@ from services.app.cli.base import (
     reach_page,
     service_options,
 )
-from services.app.cli.tables import Column, output_option, print_table
+from services.app.cli.tables import Column, output_option, paging_options, print_table
 from services.app.settings import Settings
 from services.contract.model import FAILED_VERDICT_ORDER
 from services.core.clock import utcnow
@@ -351,20 +351,7 @@ CALIBRATED_COLUMNS = [
     help="Only routes matching a glob (billing-*, */faq; * any run, ? one character), or without * or ? "
     "containing the text; without case.",
 )
-@click.option(
-    "--limit",
-    type=click.IntRange(1, MAX_ROUTES_PER_PAGE),
-    default=ROUTES_PER_PAGE,
-    show_default=True,
-    help="Routes per page.",
-)
-@click.option(
-    "--offset",
-    type=click.IntRange(0, 10_000_000),
-    default=0,
-    show_default=True,
-    help="Routes of the list to skip: the last line names the next page's command.",
-)
+@paging_options("routes", ROUTES_PER_PAGE, MAX_ROUTES_PER_PAGE)
 @click.option("--slices", "show_slices", is_flag=True, help="Also show slices by query type, stakes and versions.")
 @click.option(
     "--calibrated",

@@ -284,6 +284,28 @@ def print_markdown(text: str, width: int) -> None:
     out.print(TerminalMarkdown(text), width=width, crop=False)  # crop=False: code lines run past the width
 
 
+def paging_options(noun: str, default: int, most: int) -> Callable[[Callable], Callable]:
+    """``--limit`` and ``--offset`` of a paged list (its last line names the next page's command)."""
+
+    def wrap(fn: Callable) -> Callable:
+        fn = click.option(
+            "--offset",
+            type=click.IntRange(0, 10_000_000),
+            default=0,
+            show_default=True,
+            help=f"{noun.capitalize()} of the list to skip: the last line names the next page's command.",
+        )(fn)
+        return click.option(
+            "--limit",
+            type=click.IntRange(1, most),
+            default=default,
+            show_default=True,
+            help=f"{noun.capitalize()} a page.",
+        )(fn)
+
+    return wrap
+
+
 def output_option(fn: Callable) -> Callable:
     """``-o table|wide|json`` and ``--json`` (the same as ``-o json``); passes ``output`` on."""
 

@@ -14,7 +14,7 @@ from rich.text import Text
 
 from services.app.cli.base import console, main, out, print_json, reach, reach_page, service_options
 from services.app.cli.data import page_note
-from services.app.cli.tables import Column, ago, output_option, print_table
+from services.app.cli.tables import Column, ago, output_option, paging_options, print_table
 from services.app.settings import Settings
 from services.contract.model import CANONICAL_VERDICTS
 from services.core.clock import utcnow
@@ -202,20 +202,7 @@ def search_title(since: str | None, until: str | None, text: str | None) -> str:
 )
 @click.option("--until", default=None, metavar="6h|RFC3339", help="End of the range (not included). [default: now]")
 @click.option("--text", default=None, help="Only claims whose text contains this, without case.")
-@click.option(
-    "--limit",
-    type=click.IntRange(1, MAX_SEARCH_ROWS),
-    default=TRACES_PER_PAGE,
-    show_default=True,
-    help="Traces a page.",
-)
-@click.option(
-    "--offset",
-    type=click.IntRange(0, 10_000_000),
-    default=0,
-    show_default=True,
-    help="Traces of the list to skip: the last line names the next page's command.",
-)
+@paging_options("traces", TRACES_PER_PAGE, MAX_SEARCH_ROWS)
 @output_option
 @service_options
 def traces(
