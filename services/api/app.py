@@ -29,7 +29,7 @@ from services.api.models import Problem, error_location, plain_errors
 from services.api.routers import alerts as alerts_routes
 from services.api.routers import evalset as evalset_routes
 from services.api.routers import issues as issues_routes
-from services.api.routers import ops, rates
+from services.api.routers import ops, otlp, rates
 from services.api.routers import review as review_routes
 from services.api.routers import traces as traces_routes
 from services.api.routeview import RouteReport
@@ -46,6 +46,7 @@ TAGS = [
     {"name": "eval", "description": "Promotion of traces into the eval set, and its report, agreement and gate"},
     {"name": "review", "description": "Blind human labels of sampled claims, agreement and calibration"},
     {"name": "ops", "description": "Health, readiness, Prometheus metrics, dead letters"},
+    {"name": "otlp", "description": "OTLP/HTTP intake: OpenTelemetry spans and evaluation events as verdicts"},
 ]
 
 GZIP_MIN_BYTES = 1024  # smaller answers gain less than compressing them costs
@@ -109,11 +110,13 @@ def create_api(
     now: Callable[[], datetime] = utcnow,
     clock: Callable[[], float] = time.monotonic,
     ingest_lag: LagWatch | None = None,
+    intake: otlp.Intake | None = None,
 ) -> FastAPI:
     """The API and dashboard over the process's components (services/app/compose.py builds them).
 
     ``policy`` defaults to ``components.settings.api``. ``ingest_lag`` feeds the pages' lag banner and
-    GET /api/ingest; without it, neither knows the lag.
+    GET /api/ingest; without it, neither knows the lag. ``intake`` puts OTLP exports on the verdicts topic; without
+    it, /v1/logs and /v1/traces answer 503.
     """
     policy = policy or components.settings.api
     gate = Gate(policy, clock)
@@ -152,6 +155,7 @@ def create_api(
     api.include_router(evalset_routes.router(evalset, gate))
     api.include_router(traces_routes.router(components.traces, gate, now))
     api.include_router(review_routes.router(components.review, gate, now))
+    api.include_router(otlp.router(intake, gate))
     api.include_router(
         pages.router(
             pages.Pages(
@@ -186,7 +190,11 @@ def create_api(
         )  # a page of a list says where it lies
     api.add_middleware(GZipMiddleware, minimum_size=GZIP_MIN_BYTES)
     api.add_middleware(AnonymousReadLimit, gate=gate)
-    api.add_middleware(BodyLimit, max_bytes=policy.max_body_bytes)
+    api.add_middleware(
+        BodyLimit,
+        max_bytes=policy.max_body_bytes,
+        wider={"/v1/": (policy.otlp_max_body_bytes, "otlp_max_body_bytes")},
+    )
     api.add_middleware(SecurityHeaders)
     document_plain_validation_errors(api)
     return api

@@ -51,25 +51,30 @@ async def _refuse(scope, receive, send, status: int, detail: str, headers: Mappi
 
 
 class BodyLimit:
-    """413 for a body over ``max_bytes``: from Content-Length up front, else as soon as the stream passes it."""
+    """413 for a body over ``max_bytes``: from Content-Length up front, else as soon as the stream passes it.
+    ``wider`` gives path prefixes a limit (and its setting) of their own: the OTLP intake's batches."""
 
-    def __init__(self, app, max_bytes: int):
-        self.app, self.max_bytes = app, max_bytes
+    def __init__(self, app, max_bytes: int, wider: Mapping[str, tuple[int, str]] | None = None):
+        self.app, self.max_bytes, self.wider = app, max_bytes, dict(wider or {})
 
-    def message(self) -> str:
-        return f"request body over {self.max_bytes} bytes; send less (limit: api.max_body_bytes)"
+    def limit(self, path: str) -> tuple[int, str]:
+        return next(
+            (v for prefix, v in self.wider.items() if path.startswith(prefix)), (self.max_bytes, "max_body_bytes")
+        )
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        max_bytes, setting = self.limit(scope.get("path", ""))
+        too_large = f"request body over {max_bytes} bytes; send less (limit: api.{setting})"
         for name, value in scope.get("headers", ()):
             if name == b"content-length":
                 try:
                     declared = int(value)
                 except ValueError:
                     return await _refuse(scope, receive, send, 400, "Content-Length is not a number")
-                if declared > self.max_bytes:
-                    return await _refuse(scope, receive, send, 413, self.message())
+                if declared > max_bytes:
+                    return await _refuse(scope, receive, send, 413, too_large)
         seen = 0
         started = False
 
@@ -78,8 +83,8 @@ class BodyLimit:
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
-                    raise BodyTooLarge(self.message())
+                if seen > max_bytes:
+                    raise BodyTooLarge(too_large)
             return message
 
         async def tracked_send(message):

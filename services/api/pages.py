@@ -55,7 +55,7 @@ from services.rates.window import WindowError, parse_window
 HERE = Path(__file__).resolve().parent
 PLOTLY = PlotlyAssets()
 ASSETS = Assets(HERE / "static", {"plotly.min.js": PLOTLY.bundle})  # the plotly package's own bundle: no CDN
-API_PREFIXES = ("/api/", "/metrics", "/healthz", "/readyz", "/openapi.json", "/static/")
+API_PREFIXES = ("/api/", "/v1/", "/metrics", "/healthz", "/readyz", "/openapi.json", "/static/")
 WINDOWS = ("5m", "30m", "90m", "6h", "24h", "7d", "all")
 TREND_MINUTES, TREND_STEP = 360, 15
 ISSUE_SORTS = ("priority", "last_seen", "first_seen", "count", "name")

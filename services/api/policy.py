@@ -53,4 +53,8 @@ class ApiPolicy(BaseModel):
         "X-Forwarded-For names the caller; empty: the peer address is the caller",
     )
     max_body_bytes: int = Field(default=64 * 1024, ge=1024)
+    otlp_max_body_bytes: int = Field(
+        default=8 << 20, ge=1024, description="the OTLP intake's request bodies (POST /v1/logs, /v1/traces), as sent"
+    )
+    otlp_max_unpacked_bytes: int = Field(default=32 << 20, ge=1024, description="... and once a gzip body is unpacked")
     cors_origins: tuple[str, ...] = Field(default=(), description="CORS is off unless origins are listed")

@@ -257,14 +257,16 @@ def api_task(c: Components):
     import uvicorn  # FastAPI and uvicorn load only in a process that serves HTTP
 
     from services.api.app import create_api
+    from services.app.intake import BrokerIntake
 
     class EmbeddedServer(uvicorn.Server):
         @contextlib.contextmanager
         def capture_signals(self):  # Faust owns the signals in this process
             yield
 
+    intake = BrokerIntake(c.settings.bootstrap, c.settings.verdicts_topic)
     config = server_config(
-        create_api(c, ingest_lag=ingest_lag_watch(c.settings)),
+        create_api(c, ingest_lag=ingest_lag_watch(c.settings), intake=intake),
         c.settings.api.host,
         c.settings.api.port,
         lifespan="off",
@@ -272,7 +274,10 @@ def api_task(c: Components):
     )
 
     async def serve_api() -> None:
-        await EmbeddedServer(config).serve()
+        try:
+            await EmbeddedServer(config).serve()
+        finally:
+            intake.close()
 
     return serve_api
 
@@ -291,13 +296,18 @@ def run_api(settings: Settings) -> None:
     import uvicorn  # FastAPI and uvicorn load only in a process that serves HTTP
 
     from services.api.app import create_api
+    from services.app.intake import BrokerIntake
 
+    intake = BrokerIntake(settings.bootstrap, settings.verdicts_topic)
     with opened(settings, starting=True, cli=service_cli()) as components:
-        uvicorn.Server(
-            server_config(
-                create_api(components, ingest_lag=ingest_lag_watch(settings)),
-                settings.api.host,
-                settings.api.port,
-                timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
-            )
-        ).run()
+        try:
+            uvicorn.Server(
+                server_config(
+                    create_api(components, ingest_lag=ingest_lag_watch(settings), intake=intake),
+                    settings.api.host,
+                    settings.api.port,
+                    timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
+                )
+            ).run()
+        finally:
+            intake.close()

@@ -303,6 +303,24 @@ class VerdictProducer:
             progress(report.sent)
         return report
 
+    def send_records(self, records: Iterable[tuple[bytes | None, bytes]]) -> SendReport:
+        """Send (key, value) records as they are, unchecked, flush, and count deliveries: for what is no event,
+        such as the OTLP intake's refused records (the worker dead-letters them)."""
+        if self._closed:
+            raise ProducerError("this producer is closed; create a new one")
+        report, tally = SendReport(), _Tally(parent=self._tally)
+        for key, value in records:
+            try:
+                future = self._client.send(self.topic, key=key, value=value)
+            except self._kafka_error as exc:
+                raise ProducerError(f"could not enqueue a record for {self.topic}: {exc}") from exc
+            future.add_callback(tally.ok)
+            future.add_errback(tally.fail)
+            report.sent += 1
+        self.flush()
+        report.delivered, report.failed = tally.delivered, tally.failed
+        return report
+
     def _enqueue(self, outgoing: Outgoing, tally: _Tally, extra: Callable[[Delivery], None] | None) -> None:
         if self._closed:
             raise ProducerError("this producer is closed; create a new one")

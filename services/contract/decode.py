@@ -21,6 +21,7 @@ from services.contract.model import (
     ENVELOPE_SCHEMA,
     MAX_ENVELOPE_EVENTS,
     MAX_ROUTE_CHARS,
+    REFUSED_SCHEMA,
     SCHEMA,
     Fault,
     VerdictEvent,
@@ -75,6 +76,49 @@ def parse_error(raw: bytes, exc: Exception) -> Rejection:
 
 
 Decoded = list[tuple[int | None, VerdictEvent | Rejection]]
+
+
+_REFUSED_RULE = re.compile(r"otlp\.[a-z_.]{1,60}")
+
+
+def refused_record(
+    rule: str, path: str, message: str, source: str, record: Any, route: str | None, at: str | None
+) -> bytes:
+    """The message an intake sends for a record it refused (REFUSED_SCHEMA), so the worker dead-letters it."""
+    return orjson.dumps(
+        {
+            "schema": REFUSED_SCHEMA,
+            "source": source,
+            "rule": rule,
+            "path": path,
+            "message": message,
+            "route": route,
+            "observed_at": at,
+            "record": record,
+        }
+    )
+
+
+def refused(raw: bytes) -> Rejection:
+    """A refused record as its intake's rejection. Intakes name their rules ``otlp.*``; anything else claiming to
+    be a refused record is a malformed one (a producer cannot make up rules to count under)."""
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        return parse_error(raw, exc)
+    rule, path, message = (obj.get(k) for k in ("rule", "path", "message"))
+    if not (isinstance(rule, str) and _REFUSED_RULE.fullmatch(rule) and isinstance(path, str)):
+        return reject(
+            "refused.bad_rule", "rule", f"a refused record names its intake's rule (otlp.*), got {rule!r:.64}"
+        )
+    route = obj.get("route")
+    return reject(
+        rule,
+        path[:512],
+        str(message)[:2048],
+        route=route[:MAX_ROUTE_CHARS] if isinstance(route, str) and route else None,
+        observed_at=lenient_time(obj.get("observed_at")),
+    )
 
 
 def is_envelope(obj: object) -> bool:
@@ -292,6 +336,8 @@ class Decoder:
             return [(None, validate(raw) if _parses(raw) else parse_error(raw, exc))]
         except DECODE_ERRORS as exc:
             return [(None, parse_error(raw, exc))]
+        if head.schema == REFUSED_SCHEMA:
+            return [(None, refused(raw))]
         if not (
             envelopes
             and is_envelope({"schema": head.schema, **({} if head.events is msgspec.UNSET else {"events": 1})})

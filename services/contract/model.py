@@ -17,6 +17,10 @@ from msgspec import Meta, Struct, field
 SCHEMA = "claimwatch.verdict/v1"
 # A batch envelope: {"schema": ENVELOPE_SCHEMA, "events": [event, ...]}, 1 to MAX_ENVELOPE_EVENTS events.
 ENVELOPE_SCHEMA = "claimwatch.verdicts/v1"
+# A record an intake refused before it could be an event (services/contract/decode.py: refused), sent on so the
+# worker dead-letters it with the intake's rule: {"schema", "source", "rule", "path", "message", "route", "observed_at",
+# "record"}.
+REFUSED_SCHEMA = "claimwatch.refused/v1"
 MAX_ENVELOPE_EVENTS = 1000
 
 CANONICAL_VERDICTS = ("supported", "unsupported", "contradicted", "overreach", "stale", "no_source", "trivial")

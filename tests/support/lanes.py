@@ -21,6 +21,7 @@ NEEDED_BY_IMPORT = {
     "services.app.broker.create_topics": "broker",
     "playwright.sync_api.sync_playwright": "browser",
     "bench.processes.WorkerProcess": "processes",
+    "tests.support.upstack.Up": "processes",
     "tests.support.peers.Alertmanager": "processes",
     "tests.support.peers.Prometheus": "processes",
     "tests.support.alerting.worker_with_alertmanager": "processes",

@@ -22,7 +22,9 @@ from typing import IO
 
 import orjson
 
-from services.client.adapters import FORMATS, Adapter, RecordError, get_adapter, stamp
+from services.client.adapters import FORMATS, Adapter, get_adapter
+from services.contract.errors import RecordError
+from services.contract.records import stamp
 
 SPOOL_BYTES = 32 << 20
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from services.client.adapters import (
-    RecordError,
+from services.contract.errors import RecordError
+from services.contract.records import (
     check_type,
     derived_event_id,
     event_time,

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from services.client.adapters import (
+from services.contract.model import FAILED_VERDICTS
+from services.contract.records import (
     check_type,
     derived_event_id,
     event_time,
@@ -34,7 +35,6 @@ from services.client.adapters import (
     rate_mismatch,
     require,
 )
-from services.contract.model import FAILED_VERDICTS
 
 NAME = "judge-card"
 DESCRIPTION = "LLM-judge prompt cards: claims with labels supported / unsupported / contradicted"

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from services.client.adapters import (
-    MAX_CLAIMS_PER_RECORD,
-    RecordError,
+from services.client.adapters import MAX_CLAIMS_PER_RECORD
+from services.contract.errors import RecordError
+from services.contract.model import FAILED_VERDICTS, VERDICT_ALIASES
+from services.contract.records import (
     check_type,
     derived_event_id,
     event_time,
@@ -32,7 +33,6 @@ from services.client.adapters import (
     optional,
     require,
 )
-from services.contract.model import FAILED_VERDICTS, VERDICT_ALIASES
 
 NAME = "monitor-record"
 DESCRIPTION = "serving-gate monitor records: verdict_counts per request, no text"

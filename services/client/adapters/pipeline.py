@@ -20,8 +20,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from services.client.adapters import (
-    RecordError,
+from services.contract.errors import RecordError
+from services.contract.model import CLAIM_TYPES
+from services.contract.records import (
     check_type,
     derived_event_id,
     event_time,
@@ -32,7 +33,6 @@ from services.client.adapters import (
     pick_route,
     require,
 )
-from services.contract.model import CLAIM_TYPES
 
 NAME = "pipeline"
 DESCRIPTION = "four-stage verifier pipelines: SUPPORTED / UNLINKED / OVERREACH / CONTRADICTED / STALE per claim"

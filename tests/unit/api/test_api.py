@@ -411,27 +411,33 @@ def mutating_routes(api) -> list[tuple[str, str]]:
     return sorted(set(found) - NOT_MUTATIONS)
 
 
+def said(response) -> str:
+    """A refusal's sentence: the API's ``detail``, or the OTLP intake's google.rpc.Status ``message``."""
+    body = response.json()
+    return body.get("detail") or body["message"]
+
+
 @pytest.mark.slow
 def test_every_mutating_endpoint_refuses_a_missing_a_wrong_and_an_unconfigured_token(world):
     services = world[0]
     client = client_for(services)
     routes = mutating_routes(client.app)
     assert ("POST", "/api/alerts/nope/ack") in routes and ("DELETE", "/api/silences/nope") in routes
-    assert all(path.startswith("/api/") for _, path in routes)
+    assert all(path.startswith(("/api/", "/v1/")) for _, path in routes)
     unconfigured = client_for(services, token_hashes=())
     before = services.store.query("SELECT count() AS n FROM silences")[0]["n"]
     for method, path in routes:
         body = {"by": "intruder", "matchers": ["route=x"], "comment": "c", "duration": "1h"}
         missing = client.request(method, path, json=body)
         assert missing.status_code == 401, (method, path, missing.text)
-        assert "bearer token" in missing.json()["detail"] and missing.headers["www-authenticate"] == "Bearer"
+        assert "bearer token" in said(missing) and missing.headers["www-authenticate"] == "Bearer"
         wrong = client.request(method, path, json=body, headers={"Authorization": "Bearer cw_wrong"})
         assert wrong.status_code == 403, (method, path)
-        assert "not one of the configured tokens" in wrong.json()["detail"]
+        assert "not one of the configured tokens" in said(wrong)
         not_bearer = client.request(method, path, json=body, headers={"Authorization": f"Basic {TOKEN}"})
         assert not_bearer.status_code == 401, (method, path)
         none = unconfigured.request(method, path, json=body, headers=AUTH)
-        assert none.status_code == 403 and "claimwatch token new" in none.json()["detail"], (method, path)
+        assert none.status_code == 403 and "claimwatch token new" in said(none), (method, path)
     assert services.store.query("SELECT count() AS n FROM silences")[0]["n"] == before  # nothing changed
 
 
@@ -443,7 +449,8 @@ def test_openapi_documents_tags_summaries_and_the_bearer_scheme(client):
             assert op.get("tags") and op.get("summary"), (method, path)
             if method in ("post", "delete", "put", "patch") and (method.upper(), path) not in NOT_MUTATIONS:
                 assert op["security"] == [{"bearerAuth": []}], (method, path)
-                assert {"401", "403", "413", "422", "429"} <= set(op["responses"]), (method, path)
+                malformed = "400" if path.startswith("/v1/") else "422"  # OTLP/HTTP says 400 for a bad body
+                assert {"401", "403", "413", malformed, "429"} <= set(op["responses"]), (method, path)
             else:
                 assert "security" not in op, (method, path)  # reads are open by default
     assert client.get("/docs").status_code == 404  # no Swagger UI: it would load from a CDN

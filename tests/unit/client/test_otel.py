@@ -9,9 +9,10 @@ import orjson
 import pytest
 
 from services.client.adapters.convert import convert_file
-from services.client.adapters.otel import claim_attributes, to_events
+from services.client.adapters.otel import to_events
 from services.contract.decode import validate_event
 from services.contract.errors import RecordError
+from services.contract.otlp import claim_attributes
 from services.store.retention import KEEP_EVERYTHING
 from services.store.writer import EventWriter
 from tests.support.paths import FIXTURES
@@ -195,4 +196,4 @@ def test_a_span_route_that_disagrees_with_the_given_route_is_refused():
     with pytest.raises(RecordError) as caught:
         to_events(LINES[1], route="other-route", line=2)
     assert caught.value.rule == "route_conflict"
-    assert "the span says 'billing-assistant' but --route is 'other-route'" in caught.value.message
+    assert "the record says 'billing-assistant' but --route is 'other-route'" in caught.value.message
