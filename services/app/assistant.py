@@ -16,12 +16,13 @@ from typing import Any, Literal
 import httpx
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import CallToolResult, TextContent
+from mcp_types import CallToolResult, ListResourcesResult, Resource, TextContent
 
 from services.alerts.explain.figures import expected_text, figure
 from services.app.cli.alerts import alert_columns, alert_text, top_issue
 from services.app.cli.base import refusal
 from services.app.cli.data import RATE_COLUMNS
+from services.app.cli.evalset import COMPARE_COLUMNS, compare_fields
 from services.app.cli.issues import issue_columns, issue_fields
 from services.app.cli.silences import preview_summary
 from services.app.cli.tables import labelled, render
@@ -46,6 +47,12 @@ class ApiGateway:
     async def call(
         self, method: str, path: str, token: str | None, params: dict | None = None, body: dict | None = None
     ) -> Any:
+        return (await self.page(method, path, token, params, body))[0]
+
+    async def page(
+        self, method: str, path: str, token: str | None, params: dict | None = None, body: dict | None = None
+    ) -> tuple[Any, int | None]:
+        """The answer, and the total of a paged list (X-Total-Count) when the API gives one."""
         token = token or self.default_token
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         params = {k: v for k, v in (params or {}).items() if v is not None}
@@ -59,16 +66,21 @@ class ApiGateway:
                 ) from None
         if response.status_code >= 400:
             raise ToolError(refusal(response, self.url + path))
-        return (
+        total = response.headers.get("x-total-count")
+        data = (
             response.json()
             if response.headers.get("content-type", "").startswith("application/json")
             else response.text
         )
+        return data, int(total) if total is not None and total.isdigit() else None
 
 
 def caller_token(ctx: Context) -> str | None:
     """The bearer token of the HTTP request this tool call came in (None over stdio)."""
-    request = ctx.request_context.request
+    return bearer(ctx.request_context.request)
+
+
+def bearer(request: Any) -> str | None:
     header = request.headers.get("authorization", "") if request is not None else ""
     scheme, _, token = header.partition(" ")
     return token.strip() if scheme.lower() == "bearer" and token.strip() else None
@@ -112,14 +124,43 @@ def route_text(route: dict) -> str:
     return "\n".join(lines)
 
 
+class ClaimwatchServer(MCPServer):
+    """An MCP server whose resource list names the runbook of each open alert, as the caller may read them now
+    (the runbooks themselves are read through the ``claimwatch://alerts/{alert_id}/runbook`` template)."""
+
+    def __init__(self, gateway: ApiGateway, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.gateway = gateway
+
+    async def _handle_list_resources(self, ctx: Any, params: Any) -> ListResourcesResult:
+        listed = await super()._handle_list_resources(ctx, params)
+        open_alerts = await self.gateway.call("GET", "/api/alerts", bearer(ctx.request), {"state": "active"})
+        runbooks = [
+            Resource(
+                uri=RUNBOOK_URI.format(alert_id=a["alert_id"]),
+                name=f"runbook-{a['alert_id']}",
+                title=f"Runbook: {a['route']} {a['kind']} ({a['state']})",
+                description=f"What to do about {a['alert_id']}: the runbook of the issue behind most of its rise",
+                mime_type="text/markdown",
+            )
+            for a in open_alerts
+        ]
+        return ListResourcesResult(resources=[*listed.resources, *runbooks])
+
+
+RUNBOOK_URI = "claimwatch://alerts/{alert_id}/runbook"
+
+
 def build_server(gateway: ApiGateway) -> MCPServer:
     """The MCP server: claimwatch's reads and changes as tools, and each open alert's runbook as a resource."""
-    server = MCPServer(
+    server = ClaimwatchServer(
+        gateway,
         "claimwatch",
         log_level="WARNING",
         instructions=(
             "claimwatch monitors claim-level hallucination per route. Start with list_alerts(state='active'), "
-            "then show_alert for the page's figures, suspects and issues, and runbook for what to do. Changes "
+            "then show_alert for the page's figures, suspects and issues, and runbook for what to do; search_traces "
+            "finds the answers behind them, eval_compare checks a fix against the eval set. Changes "
             "(ack_alert, silence, assign_issue, note_issue, propose_traces) need a token that may change."
         ),
     )
@@ -218,10 +259,27 @@ def build_server(gateway: ApiGateway) -> MCPServer:
         verdict (any of; 'failed' is any failed verdict), version (key=value, e.g. model=gen-2026-11), since and
         until (6h or RFC 3339; default the last 24 hours, at most 31 days), limit (at most 100) and offset."""
         params = {"text": text, "route": route, "verdict": verdict or None, "version": version or None}
-        found = await get(
-            ctx, "/api/traces", {**params, "since": since, "until": until, "limit": limit, "offset": offset}
+        found, total = await gateway.page(
+            "GET",
+            "/api/traces",
+            caller_token(ctx),
+            {**params, "since": since, "until": until, "limit": limit, "offset": offset},
         )
-        return answer(found, "\n".join(render(trace_columns(utcnow()), found, WIDTH)) if found else "no traces match")
+        if not found:
+            return answer({"items": [], "total": total}, "no traces match")
+        shown = f"traces {offset + 1} to {offset + len(found)} of {thousands(total or len(found))}"
+        table = "\n".join(render(trace_columns(utcnow()), found, WIDTH))
+        return answer({"items": found, "total": total}, f"{table}\n{shown}")
+
+    @server.tool()
+    async def eval_compare(ctx: Context, baseline: str, candidate: str = "") -> CallToolResult:
+        """Two eval runs on the approved items both answered: each metric's change (faithfulness first) with a
+        paired 95% interval, then faithfulness by slice, the candidate's largest loss first. baseline and
+        candidate: a run id, or versions as key=value[,key=value] (e.g. model=gen-2026-10); candidate defaults
+        to the newest run."""
+        found = await get(ctx, "/api/eval/compare", {"baseline": baseline, "candidate": candidate})
+        table = render(COMPARE_COLUMNS, found["metrics"] + found["slices"], WIDTH)
+        return answer(found, "\n".join([*labelled(compare_fields(found), WIDTH), "", *table]))
 
     @server.tool()
     async def ack_alert(ctx: Context, alert_id: str, note: str = "") -> CallToolResult:
@@ -263,7 +321,7 @@ def build_server(gateway: ApiGateway) -> MCPServer:
         ids = ", ".join(p.get("item_id", "?") for p in proposed) or "nothing new"
         return answer(proposed, f"proposed for the eval set: {ids}")
 
-    @server.resource("claimwatch://alerts/{alert_id}/runbook", mime_type="text/markdown")
+    @server.resource(RUNBOOK_URI, mime_type="text/markdown")
     async def alert_runbook(alert_id: str, ctx: Context) -> str:
         """The runbook of an alert's top issue (or the alert's own, for input-health alerts)."""
         return await runbook_text(ctx, alert_id, None)

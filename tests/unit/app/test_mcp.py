@@ -22,13 +22,16 @@ from mcp.client.streamable_http import streamable_http_client
 from services.alerts.lifecycle.records import alert_repository
 from services.api.auth import new_token
 from services.app.broker import free_port
+from services.core.numbers import pts
+from services.store.evalset import EvalRepository
 from tests.support.serving import serving
 from tests.unit.api.test_api import START, TOKEN_HASH, client_for, world  # noqa: F401  (world is a fixture)
+from tests.unit.evalset.test_eval_compare_surfaces import lay_down_runs
 
 ALICE, ALICE_HASH = new_token()
 TOOLS = {
     "list_alerts", "show_alert", "list_issues", "show_issue", "runbook", "rates", "explain_route",
-    "ack_alert", "silence", "assign_issue", "note_issue", "propose_traces", "search_traces",
+    "ack_alert", "silence", "assign_issue", "note_issue", "propose_traces", "search_traces", "eval_compare",
 }  # fmt: skip
 
 
@@ -39,6 +42,7 @@ def api(world) -> Iterator[tuple[str, httpx.Client]]:  # noqa: F811
     alerts = alert_repository(world[0].store)
     billing = alerts.get("a-billing")
     alerts.save(replace(billing, alert_id="a-numbers", pending_since=START, starts_at=START, onset=START))
+    lay_down_runs(EvalRepository(world[0].store))
     client = client_for(world[0], token_hashes=(TOKEN_HASH, f"{ALICE_HASH} alice"))
     with serving(client.app) as port:
         url = f"http://127.0.0.1:{port}"
@@ -85,8 +89,22 @@ async def read_a_firing_alert(session: Client, http: httpx.Client) -> None:
     search = {"text": "REFUND", "verdict": ["failed"], "limit": 5}
     traces = await session.call_tool("search_traces", search)
     assert not traces.is_error, traces.content
-    assert traces.structured_content["items"] == http.get("/api/traces", params=search).json() != []
+    page = http.get("/api/traces", params=search)
+    assert traces.structured_content["items"] == page.json() != []
+    assert traces.structured_content["total"] == int(page.headers["x-total-count"])
     assert traces.content[0].text.split()[0] == "TRACE"  # the table `claimwatch traces` prints
+    assert traces.content[0].text.endswith(f"of {int(page.headers['x-total-count']):,}")
+    compared = await session.call_tool("eval_compare", {"baseline": "model=gen-2026-10", "candidate": "r-11"})
+    assert not compared.is_error, compared.content
+    expected_compare = http.get("/api/eval/compare", params={"baseline": "model=gen-2026-10", "candidate": "r-11"})
+    assert compared.structured_content == expected_compare.json()
+    faithfulness = next(m for m in expected_compare.json()["metrics"] if m["metric"] == "faithfulness")
+    assert pts(faithfulness["difference"]) in compared.content[0].text  # the figure `eval compare` prints
+    resources = {str(r.uri): r for r in (await session.list_resources()).resources}
+    open_alerts = http.get("/api/alerts", params={"state": "active"}).json()
+    assert {f"claimwatch://alerts/{a['alert_id']}/runbook" for a in open_alerts} <= set(resources)
+    read = await session.read_resource("claimwatch://alerts/a-numbers/runbook")
+    assert read.contents[0].text == runbook.content[0].text
 
 
 def test_over_stdio_an_assistant_reads_a_firing_alert_and_acks_it_as_the_tokens_holder(api):
