@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import Path
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
 from services.alerts.lifecycle.silences import parse_duration
+from services.contract.model import ACTIONS, CANONICAL_VERDICTS, CLAIM_TYPES, VERDICT_ALIASES
+from services.evalset.runs import MAX_ANSWERS
 
 MAX_ID_CHARS = 200  # an id in an API path: alert, issue, eval item, trace (the contract's ids are at most 128)
 
@@ -224,3 +226,41 @@ class SampleBody(Body):
     window: str = Field("24h", max_length=16, description="event-time window to sample from, e.g. 24h, or all")
     seed: int = Field(0, ge=0, le=2**32 - 1)
     include_eval: bool = Field(False, description="also queue the claims of approved eval items")
+
+
+class RunClaimBody(Body):
+    verdict: str = Field(min_length=1, max_length=40, description="the contract's vocabulary, or an alias")
+    text: str = Field("", max_length=4000)
+    claim_type: str = Field("other", description=f"one of {', '.join(CLAIM_TYPES)}")
+    span: str = Field("", max_length=4000, description="the evidence text the verdict rests on")
+    source_id: str = Field("", max_length=200)
+
+    @field_validator("verdict")
+    @classmethod
+    def _verdict(cls, value: str) -> str:
+        canonical = VERDICT_ALIASES.get(value.lower())
+        if canonical is None:
+            raise ValueError(f"unknown verdict {value[:40]!r}; use one of {', '.join(CANONICAL_VERDICTS)}")
+        return canonical
+
+    @field_validator("claim_type")
+    @classmethod
+    def _claim_type(cls, value: str) -> str:
+        if value not in CLAIM_TYPES:
+            raise ValueError(f"unknown claim type {value[:40]!r}; use one of {', '.join(CLAIM_TYPES)}")
+        return value
+
+
+class RunAnswerBody(Body):
+    item_id: str = Field(min_length=1, max_length=128)
+    action: Literal[ACTIONS] = "served"  # type: ignore[valid-type]
+    answer: str = Field("", max_length=20_000, description="the answer's text")
+    claims: list[RunClaimBody] = Field(default=[], max_length=200)
+
+
+class RecordRunBody(Body):
+    versions: dict[str, str] = Field(
+        default={}, max_length=32, description="what answered: model, prompt, retriever, ... as in events"
+    )
+    labeler: str = Field(min_length=1, max_length=200, description="verifier:NAME[@VERSION] or human:ID")
+    answers: list[RunAnswerBody] = Field(min_length=1, max_length=MAX_ANSWERS)

@@ -191,11 +191,14 @@ class Gate:
         return self.signins.take(self.client_of(request), self.clock())
 
     # FastAPI dependencies -----------------------------------------------------
-    def mutation(self):
+    def mutation(self, limited: bool = True):
+        """A change's dependency; ``limited=False`` for data sent in parts (an eval run's answers), which the body
+        limit bounds, not the changes-per-minute bucket."""
+
         def require_token(
             request: Request, credentials: HTTPAuthorizationCredentials | None = Security(bearer_scheme)
         ) -> None:
-            self.mutation_check(request, credentials.credentials if credentials else None)
+            self.mutation_check(request, credentials.credentials if credentials else None, limited=limited)
 
         return require_token
 

@@ -6,7 +6,7 @@ Every method returns this stage's dataclasses; the API routers and the CLI seria
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -31,6 +31,7 @@ from services.evalset.promotion import (
     load_outcomes,
     load_traces,
 )
+from services.evalset.runs import RecordedPart, RunAnswer, RunRecorder
 from services.issues.records import IssueRecords, surviving
 from services.store.evalset import EvalRepository
 
@@ -198,6 +199,12 @@ class EvalService:
         known = f"the newest runs are {newest}" if newest else "no eval run is recorded yet"
         asked = repr(matcher.strip()) if matcher.strip() else "(the newest run)"
         raise NotFound(f"{name} {asked} matches no eval run; {known}")
+
+    def record_run(
+        self, run_id: str, versions: Mapping[str, str], labeler: str, answers: Sequence[RunAnswer]
+    ) -> RecordedPart:
+        """Add a part of an eval run: see services/evalset/runs.py."""
+        return RunRecorder(self.evals).record(run_id, versions, labeler, answers, self.clock())
 
     def compare(self, baseline: str, candidate: str) -> RunComparison:
         """The candidate run against the baseline on the approved items both answered, with paired intervals."""

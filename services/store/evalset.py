@@ -51,6 +51,13 @@ class EvalRepository:
         )
         return [_item(r) for r in rows]
 
+    def known_items(self, item_ids: Sequence[str]) -> set[str]:
+        """Which of ``item_ids`` are eval items (in any state)."""
+        rows = self.store.query(
+            "SELECT DISTINCT item_id FROM eval_items WHERE item_id IN {ids:Array(String)}", {"ids": list(item_ids)}
+        )
+        return {r["item_id"] for r in rows}
+
     def embeddings(self) -> list[dict]:
         """``{item_id, state, embedding}`` of every item, by item_id."""
         return self.store.query("SELECT item_id, state, embedding FROM eval_items FINAL ORDER BY item_id")
@@ -86,6 +93,14 @@ class EvalRepository:
 
     def save_results(self, rows: Iterable[Mapping[str, Any]]) -> int:
         return self._insert("eval_results", rows)
+
+    def answered(self, run_id: str, item_ids: Sequence[str]) -> set[str]:
+        """Which of ``item_ids`` the run has answered."""
+        rows = self.store.query(
+            "SELECT DISTINCT item_id FROM eval_results WHERE run_id = {run:String} AND item_id IN {ids:Array(String)}",
+            {"run": run_id, "ids": list(item_ids)},
+        )
+        return {r["item_id"] for r in rows}
 
     def runs(self, run_id: str = "", versions: Mapping[str, str] | None = None, limit: int = 20) -> list[dict]:
         """Eval runs, newest first: ``{run_id, versions, items, produced_at}`` (items: results it holds; its

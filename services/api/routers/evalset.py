@@ -7,7 +7,15 @@ from typing import Literal
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
 
-from services.api.models import ERROR_RESPONSES, ProposeBody, RejectBody, Responses, ReviewBody, path_id
+from services.api.models import (
+    ERROR_RESPONSES,
+    ProposeBody,
+    RecordRunBody,
+    RejectBody,
+    Responses,
+    ReviewBody,
+    path_id,
+)
 from services.api.security import AUTH_RESPONSES, MUTATION_RESPONSES, Gate
 from services.api.serialise import as_json
 from services.core.errors import Conflict
@@ -16,6 +24,7 @@ from services.evalset.instrument import InstrumentChecks
 from services.evalset.metrics import EvalReport, GateResult
 from services.evalset.promotion import EvalItem
 from services.evalset.readmodel import AgreementRead
+from services.evalset.runs import MAX_ANSWERS, RecordedClaim, RecordedPart, RunAnswer
 from services.evalset.service import EvalItemDetail
 
 CLASH: Responses = {
@@ -174,5 +183,27 @@ def router(evalset, gate: Gate) -> APIRouter:
         candidate: str = Query("", max_length=500, description=f"{MATCHER}; default: the newest run"),
     ) -> dict:
         return as_json(evalset.compare(baseline, candidate))
+
+    @r.post(
+        "/api/eval/runs/{run_id}",
+        summary="Record a part of an eval run: a system's answers to eval items and its verifier's verdicts",
+        description="Adds the items the run has not answered yet and keeps the ones it has (listed in `kept`), so a "
+        f"part sent twice changes nothing; at most {MAX_ANSWERS} answers a part. Every part of a run states the same "
+        "versions (409 otherwise); an item not in the eval set is a 422.",
+        response_model=RecordedPart,
+        dependencies=[Depends(gate.mutation(limited=False))],
+        responses=changes,
+    )
+    def record_run(body: RecordRunBody, run_id: str = path_id()) -> dict:
+        answers = [
+            RunAnswer(
+                a.item_id,
+                a.action,
+                a.answer,
+                tuple(RecordedClaim(c.verdict, c.text, c.claim_type, c.span, c.source_id) for c in a.claims),
+            )
+            for a in body.answers
+        ]
+        return as_json(evalset.record_run(run_id, body.versions, body.labeler, answers))
 
     return r

@@ -7,7 +7,10 @@ import sys
 from pathlib import Path
 
 import click
+import orjson
+from pydantic import ValidationError
 
+from services.api.models import RunAnswerBody, plain_errors
 from services.app.cli.base import (
     Abort,
     answer,
@@ -27,6 +30,8 @@ from services.app.settings import Settings
 from services.core.command import cli_command
 from services.core.files import write_atomically
 from services.core.numbers import change_interval_text, pct, plural, pts
+from services.evalset.compare import parse_matcher
+from services.evalset.runs import MAX_ANSWERS
 
 
 def _promotion_errors(fn):
@@ -392,3 +397,79 @@ def compare_fields(c: dict) -> list[tuple[str, str | list[str]]]:
             f"{c['candidate_only']:,} only by the candidate)",
         ),
     ]
+
+
+@eval_group.command("record")
+@click.argument("run_id")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--version",
+    "versions",
+    default="",
+    metavar="KEY=VALUE[,KEY=VALUE]",
+    help="what answered, as in events: model=gen-2026-11,prompt=p7",
+)
+@click.option("--labeler", required=True, metavar="verifier:NAME[@VERSION]", help="who labelled the claims")
+@service_options
+def eval_record_cmd(settings: Settings, run_id: str, path: Path, versions: str, labeler: str) -> None:
+    """Record an eval run: a system's answers to eval items, one JSON object per line of PATH:
+
+    {"item_id": "ev-...", "action": "served", "answer": "...", "claims": [{"verdict": "supported", "text": "..."}]}
+
+    (action: served, abstained, revised, blocked or review; a claim may also give claim_type, span and source_id).
+    Answers the run holds already are kept as they were, so running it again changes nothing."""
+    try:
+        pairs = parse_matcher(versions, "--version")[1] if versions.strip() else {}
+    except ValueError as exc:
+        raise Abort(str(exc)) from None
+    parts = run_parts(read_run_answers(path), settings.api.max_body_bytes * 3 // 4)
+    recorded = claims = kept = held = 0
+    previous = None
+    for part in parts:
+        body = {"versions": pairs, "labeler": labeler, "answers": part}
+        data = reach(settings, f"/api/eval/runs/{run_id}", {}, method="POST", body=body)
+        recorded, claims = recorded + data["recorded"], claims + data["claims"]
+        kept, held, previous = kept + len(data["kept"]), data["items"], data["previous"]
+    console.print(
+        f"recorded {plural(recorded, 'answer')} ({plural(claims, 'claim')}) to run {run_id}"
+        + (f"; {kept:,} it held already, kept as they were" if kept else "")
+        + f"; it holds {plural(held, 'answer')}",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
+    if previous is not None:
+        console.print("compare it with the run before:", markup=False, highlight=False)
+        console.print(
+            f"  {cli_command()} eval compare --baseline {previous} --candidate {run_id}", markup=False, highlight=False
+        )
+
+
+def read_run_answers(path: Path) -> list[dict]:
+    """The file's answers, each checked as the API will check it; the first bad line stops it, named."""
+    answers = []
+    with path.open("rb") as lines:
+        for n, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                answers.append(RunAnswerBody.model_validate_json(line).model_dump())
+            except ValidationError as exc:
+                raise Abort(f"{path}:{n}: {plain_errors(exc.errors())}") from None
+    if not answers:
+        raise Abort(f"{path} holds no answers")
+    return answers
+
+
+def run_parts(answers: list[dict], max_bytes: int) -> list[list[dict]]:
+    """The answers in parts the API takes: at most MAX_ANSWERS answers and ``max_bytes`` of JSON each."""
+    parts: list[list[dict]] = [[]]
+    size = 0
+    for one in answers:
+        grows = len(orjson.dumps(one)) + 1
+        if parts[-1] and (len(parts[-1]) == MAX_ANSWERS or size + grows > max_bytes):
+            parts.append([])
+            size = 0
+        parts[-1].append(one)
+        size += grows
+    return parts
