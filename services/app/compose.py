@@ -36,6 +36,7 @@ from runbooks.issues import IssueRunbooks
 from services.alerts.evaluation.backtest import CHUNK, BacktestSummary, BucketLoader, replay
 from services.alerts.evaluation.cardinality import RouteCardinalityWatch
 from services.alerts.evaluation.evaluator import AlertEvaluator
+from services.alerts.evaluation.slo_watch import SloWatch
 from services.alerts.explain.explainer import AlertExplainer
 from services.alerts.lifecycle.records import AlertRecords, alert_repository
 from services.alerts.notify.dispatch import Dispatcher
@@ -351,6 +352,22 @@ def evaluator_for(
     )
 
 
+def slo_watch(
+    settings: Settings, rates: RateRepository, alerts: AlertRecords, owners: OwnerRules, evaluator: AlertEvaluator
+) -> SloWatch:
+    """The ``[[slo]]`` burn alerts (services/alerts/evaluation/slo_watch.py), stepped over the minutes ``evaluator``
+    has evaluated; an SLO's team is its routes' owner."""
+    return SloWatch(
+        [s.slo() for s in settings.slo],
+        rates,
+        alerts,
+        lambda: evaluator.last_minute,
+        lambda slo: owners.of(slo.routes).labels(),
+        settings.slo_alerts.burn_rules(),
+        settings.slo_alerts.min_claims,
+    )
+
+
 def run_backtest(
     events_path: Path,
     alerts_out: Path,
@@ -368,10 +385,12 @@ def run_backtest(
     try:
         rates = RateRepository(store)
         loader = BucketLoader(store, Decoder(settings.ingest.max_event_bytes), events_path.name)
+        alerts = alert_repository(store)
         evaluator = evaluator_for(
-            settings, rates, DeadLetterRepository(store), alert_repository(store), checkpoint=False, wall_clock=False
+            settings, rates, DeadLetterRepository(store), alerts, checkpoint=False, wall_clock=False
         )
-        return replay(loader, rates, evaluator, events_path, alerts_out, progress, chunk, rates_out)
+        slos = slo_watch(settings, rates, alerts, owner_rules(settings), evaluator)
+        return replay(loader, rates, evaluator, events_path, alerts_out, progress, chunk, rates_out, slos)
     finally:
         store.close()
         shutil.rmtree(workdir, ignore_errors=True)

@@ -29,6 +29,7 @@ from services.app.compose import (
     opened,
     recluster_policy,
     service_cli,
+    slo_watch,
 )
 from services.app.settings import Settings
 from services.core.backoff import Backoff
@@ -172,14 +173,16 @@ def add_alerting(app, alerts_topic, c: Components, threads: WorkerThreads, setti
     """The leader's alert evaluation and resends; returns the dispatcher that notifies."""
     dispatcher = dispatcher_for(settings, c, in_thread(threads.notify))
     agreement = InstrumentAlerts(AgreementWatch(agreement_test()), c.review.reviewed, c.repos.alerts)
+    evaluator = evaluator_for(settings, c.repos.rates, c.repos.dead_letters, c.repos.alerts)
+    slos = slo_watch(settings, c.repos.rates, c.repos.alerts, c.owners, evaluator)
     cycle = AlertCycle(
-        evaluator_for(settings, c.repos.rates, c.repos.dead_letters, c.repos.alerts),
+        evaluator,
         c.repos.alerts,
         dispatcher,
         c.metrics,
         in_thread(threads.alerts),
         explainer=c.alerts.explainer,
-        hooks=(agreement, c.cardinality_watch()),
+        hooks=(agreement, c.cardinality_watch(), slos),  # SLOs after the evaluator: they step the minutes it did
     )
     timers.register_alerting(
         app, alerts_topic, cycle, settings.drift.eval_interval_seconds, settings.notify.resend_seconds

@@ -5,6 +5,7 @@ services/app/settings.py holds the whole (``Settings``) and how it is loaded.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any, Literal
@@ -14,10 +15,12 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from services.alerts.detection.config import DEFAULTS as DETECTOR
 from services.alerts.detection.config import SHARED_WITH_DRIFT, DetectorConfig, DetectorSettings
 from services.alerts.detection.health_engine import InputHealthConfig
+from services.alerts.detection.slo_burn import DEFAULT_RULES, BurnRule, check_rules
 from services.alerts.lifecycle.inhibition import INHIBIT_RULES, InhibitRule
 from services.api.policy import ApiPolicy
 from services.ingest.routes import ACTIVE_WINDOW, MAX_ACTIVE
-from services.issues.owners import DEFAULT_TEAM
+from services.issues.owners import DEFAULT_TEAM, VERSION_KEYS
+from services.rates.slo import BURN_WINDOWS, DEFAULT_MIN_CLAIMS, Slo
 from services.store.retention import MAX_DAYS as MAX_RETENTION_DAYS
 
 
@@ -325,3 +328,91 @@ class EvalSettings(Section):
         description="the loss `eval gate --baseline` lets a candidate run have: it fails when a metric's paired "
         "95% interval lies wholly beyond it (faithfulness below -0.01, over-refusal above +0.01)",
     )
+
+
+SLO_WINDOW = re.compile(r"(\d+)([mhd])")
+SLO_WINDOW_MINUTES = {"m": 1, "h": 60, "d": 24 * 60}
+MAX_SLO_WINDOW_DAYS = 90
+
+
+def slo_window_minutes(text: str) -> int:
+    """``28d``, ``7d``, ``12h``: an SLO's rolling window in minutes (at least the longest burn window, 3d)."""
+    found = SLO_WINDOW.fullmatch(text.strip())
+    if found is None:
+        raise ValueError(f"window {text!r}: write a whole number of days, hours or minutes, such as 28d or 7d")
+    minutes = int(found[1]) * SLO_WINDOW_MINUTES[found[2]]
+    if not BURN_WINDOWS["3d"] <= minutes <= MAX_SLO_WINDOW_DAYS * 24 * 60:
+        raise ValueError(f"window {text!r}: must be from 3d (the longest burn window) to {MAX_SLO_WINDOW_DAYS}d")
+    return minutes
+
+
+class SloSettings(Section):
+    """One ``[[slo]]``: the share of an SLI's units that must be good over a rolling window (services/rates/slo.py)."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", description="names the SLO in alerts and pages")
+    routes: str = Field(min_length=1, max_length=200, description="a shell glob over route names, e.g. billing-*")
+    sli: Literal["claims", "served_answers"] = Field(
+        "claims",
+        description="claims: non-trivial claims that are supported; served_answers: served answers with no "
+        "failing claim",
+    )
+    objective: float = Field(gt=0, lt=1, description="the good share promised, e.g. 0.95")
+    window: str = Field("28d", description="the rolling window the error budget is spent over")
+    corpus: str | None = Field(None, min_length=1, description="a pattern on the corpus version (at most one of these)")
+    model: str | None = Field(None, min_length=1, description="a pattern on the model version")
+    prompt: str | None = Field(None, min_length=1, description="a pattern on the prompt version")
+    description: str = Field("", max_length=500)
+
+    @model_validator(mode="after")
+    def _one_version_and_a_window(self) -> SloSettings:
+        given = [k for k in VERSION_KEYS if getattr(self, k) is not None]
+        if len(given) > 1:
+            raise ValueError(
+                f"slo {self.name}: give at most one of corpus, model and prompt (got {', '.join(given)}): the store "
+                "keeps each route's counts per one version at a time"
+            )
+        slo_window_minutes(self.window)
+        return self
+
+    def slo(self) -> Slo:
+        key = next((k for k in VERSION_KEYS if getattr(self, k) is not None), None)
+        return Slo(
+            self.name,
+            self.routes,
+            self.objective,
+            slo_window_minutes(self.window),
+            self.sli,
+            key,
+            None if key is None else getattr(self, key),
+            self.description,
+        )
+
+
+class BurnRuleSettings(Section):
+    severity: Literal["page", "ticket"]
+    factor: float = Field(gt=0, description="the burn rate both windows must exceed")
+    long: Literal["5m", "30m", "1h", "6h", "3d"]
+    short: Literal["5m", "30m", "1h", "6h", "3d"]
+
+    def rule(self) -> BurnRule:
+        return BurnRule(self.severity, self.factor, self.long, self.short)
+
+
+class SloAlertSettings(Section):
+    """``[slo_alerts]``: the multi-window burn-rate rules every SLO's alerts use (the SRE workbook's by default)."""
+
+    rules: list[BurnRuleSettings] = Field(
+        default_factory=lambda: [BurnRuleSettings(**vars(r)) for r in DEFAULT_RULES],
+        description="page above 14.4 over 1h and 5m, or 6 over 6h and 30m; ticket above 1 over 3d and 6h",
+    )
+    min_claims: int = Field(
+        DEFAULT_MIN_CLAIMS, ge=1, description="units a burn window needs before it gives a number (and can fire)"
+    )
+
+    @model_validator(mode="after")
+    def _usable(self) -> SloAlertSettings:
+        check_rules([r.rule() for r in self.rules])
+        return self
+
+    def burn_rules(self) -> tuple[BurnRule, ...]:
+        return tuple(r.rule() for r in self.rules)

@@ -37,6 +37,8 @@ from services.app.sections import (
     ReviewSettings,
     RoutesSettings,
     RunbooksSettings,
+    SloAlertSettings,
+    SloSettings,
     TriageSettings,
 )
 from services.ingest.privacy import RedactionSettings
@@ -69,6 +71,8 @@ class Settings(BaseSettings):
     eval: EvalSettings = Field(default_factory=EvalSettings)
     runbooks: RunbooksSettings = Field(default_factory=RunbooksSettings)
     owners: list[OwnerRuleSettings] = Field(default_factory=list, description="[[owners]] rules, first match wins")
+    slo: list[SloSettings] = Field(default_factory=list, description="[[slo]] objectives (services/rates/slo.py)")
+    slo_alerts: SloAlertSettings = Field(default_factory=SloAlertSettings)
 
     @classmethod
     def settings_customise_sources(
@@ -82,6 +86,15 @@ class Settings(BaseSettings):
         """``Settings(...)`` is what it is given and nothing else: the file and the environment are read once, at
         the composition root, by ``settings_layers``."""
         return (init_settings,)
+
+    @field_validator("slo")
+    @classmethod
+    def _named_once(cls, slos: list[SloSettings]) -> list[SloSettings]:
+        names = [s.name for s in slos]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"each [[slo]] needs a name of its own: {', '.join(twice)} is given twice")
+        return slos
 
     @field_validator("clickhouse")
     @classmethod

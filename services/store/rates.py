@@ -77,10 +77,9 @@ _BY_TIME = "rate_minute_by_time"
 def route_like(pattern: str) -> str:
     """A route filter as a LIKE pattern (matched without case): a glob (``*`` any run, ``?`` one character) matches
     whole names; text without either is found anywhere in the name. LIKE's own ``%``, ``_`` and ``\\`` are literal."""
-    escaped = re.sub(r"([%_\\])", r"\\\1", pattern)
     if "*" not in pattern and "?" not in pattern:
-        return f"%{escaped}%"
-    return escaped.replace("*", "%").replace("?", "_")
+        return f"%{glob_like(pattern)}%"
+    return glob_like(pattern)
 
 
 def route_conditions(matching: str | None, routes: Collection[str] | None) -> tuple[list[str], dict]:
@@ -95,6 +94,21 @@ def route_conditions(matching: str | None, routes: Collection[str] | None) -> tu
         where.append("route IN {routes:Array(String)}")
         params["routes"] = sorted(routes)
     return where, params
+
+
+def glob_like(pattern: str) -> str:
+    """A shell glob as a LIKE pattern matching whole names, case and all (``*`` any run, ``?`` one character)."""
+    return re.sub(r"([%_\\])", r"\\\1", pattern).replace("*", "%").replace("?", "_")
+
+
+def _slo_where(routes: str, version: tuple[str, str] | None) -> tuple[str, dict[str, object]]:
+    if version is None:
+        return "dim = '' AND route LIKE {routes:String}", {"routes": glob_like(routes)}
+    key, value = version
+    return (
+        "dim = {dim:String} AND route LIKE {routes:String} AND value LIKE {value:String}",
+        {"dim": f"version.{key}", "routes": glob_like(routes), "value": glob_like(value)},
+    )
 
 
 def _second(ts: datetime) -> str:
@@ -258,6 +272,35 @@ class RateRepository:
             "GROUP BY route, value, minute ORDER BY minute"
         )
         return self.store.query(sql, {"dim": dim, "start": _second(start), "end": _second(end)})
+
+    def slo_minutes(
+        self, routes: str, version: tuple[str, str] | None, start: datetime, end: datetime
+    ) -> list[tuple[datetime, list[float]]]:
+        """Per-minute sums over [start, end] of the routes a glob matches (and, given (key, glob), of the traffic
+        whose version ``key`` matches): (minute, the SUM_FIELDS in order), oldest first."""
+        where, params = _slo_where(routes, version)
+        rows = self.store.query(
+            f"SELECT minute, [{_SUM_LIST}] AS sums FROM rate_minute WHERE {where} "
+            "AND minute >= {start:DateTime64(3)} AND minute <= {end:DateTime64(3)} GROUP BY minute ORDER BY minute",
+            {**params, "start": _second(start), "end": _second(end)},
+        )
+        return [(parse_ch_time(r["minute"]), [float(v) for v in r["sums"]]) for r in rows]
+
+    def slo_sums(self, routes: str, version: tuple[str, str] | None, start: datetime, end: datetime) -> list[float]:
+        """The sums over [start, end] of an SLO's traffic (``slo_minutes``' selection), the SUM_FIELDS in order."""
+        where, params = _slo_where(routes, version)
+        rows = self.store.query(
+            f"SELECT [{_SUM_LIST}] AS sums FROM rate_minute WHERE {where} "
+            "AND minute >= {start:DateTime64(3)} AND minute <= {end:DateTime64(3)}",
+            {**params, "start": _second(start), "end": _second(end)},
+        )
+        return [float(v) for v in rows[0]["sums"]] if rows else [0.0] * len(SUM_FIELDS)
+
+    def slo_first_minute(self, routes: str, version: tuple[str, str] | None) -> datetime | None:
+        """The first minute the store holds of an SLO's traffic (``slo_minutes``' selection)."""
+        where, params = _slo_where(routes, version)
+        rows = self.store.query(f"SELECT min(minute) AS first, count() AS n FROM rate_minute WHERE {where}", params)
+        return parse_ch_time(rows[0]["first"]) if rows and rows[0]["n"] else None
 
     def route_buckets(
         self, routes: Collection[str], start: datetime, end: datetime, step: int, sums: Sequence[str] = SUM_FIELDS

@@ -33,6 +33,7 @@ from typing import Any
 import orjson
 
 from services.alerts.evaluation.evaluator import MINUTE, AlertEvaluator
+from services.alerts.evaluation.slo_watch import SloWatch
 from services.contract.decode import Decoder
 from services.contract.model import VerdictEvent
 from services.contract.rejection import Rejection
@@ -178,9 +179,11 @@ def replay(
     progress: Callable[[int], None] | None = None,
     chunk: int = CHUNK,
     rates_out: Path | None = None,
+    slos: SloWatch | None = None,
 ) -> BacktestSummary:
     """Load ``events_path`` with ``loader``, then have ``evaluator`` (on the same store as ``rates``, without a
-    checkpoint, on the replay's clock) walk every minute from the first; write one JSON line per alert transition
+    checkpoint, on the replay's clock) and ``slos`` (the SLO burn alerts) walk every minute from the first; write one
+    JSON line per alert transition
     to ``alerts_out`` and, with ``rates_out``, every route's rates over the whole file as
     `claimwatch rates --window all -o json` prints them. ``progress(n)``: lines read since its last call.
     services/app/compose.py ``run_backtest`` builds the private store and these three on it."""
@@ -194,6 +197,8 @@ def replay(
         evaluator.last_minute = first - MINUTE  # evaluate from the very first minute
         minutes = int((latest - evaluator.last_minute) / MINUTE)
         transitions = evaluator.evaluate(latest + MINUTE)
+        if slos is not None:  # every minute the evaluator walked, as the live cycle steps them pass by pass
+            transitions = sorted([*transitions, *slos.step(first, latest)], key=lambda a: a.transition_at)
     write_atomically(
         alerts_out,
         b"".join(

@@ -33,7 +33,8 @@ COUNTED = {
 
 
 def figure(value: float | None, unit: str | None = "share", change: bool = False, missing: str = "—") -> str:
-    """``12.5%`` or ``41.0/min``; a ``change`` (a delta) is signed: ``+2.0 pts`` or ``-38.2/min``.
+    """``12.5%``, ``41.0/min`` or a burn rate ``14.4x``; a ``change`` (a delta) is signed: ``+2.0 pts``, ``-38.2/min``,
+    ``+1.6x``.
 
     ``unit`` None is a share: alerts stored before units were all shares.
     """
@@ -44,6 +45,8 @@ def figure(value: float | None, unit: str | None = "share", change: bool = False
         return missing
     if unit == "per_minute":
         return f"{value:+,.1f}/min" if change else f"{value:,.1f}/min"
+    if unit == "burn":  # a multiple of the error budget's pace
+        return f"{value:+,.1f}x" if change else f"{value:,.1f}x"
     return pts(value) if change else pct(value)
 
 

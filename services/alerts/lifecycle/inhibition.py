@@ -26,11 +26,12 @@ from services.alerts.lifecycle.kinds import (
     KINDS,
     REJECTED_KIND,
     SILENT_KIND,
+    SLO_KIND,
 )
 from services.alerts.lifecycle.status import alert_state
 
 SETTING = "notify.inhibit_rules"  # where the rules are set (TOML path)
-KNOWN_KINDS = (*EVALUATED_KINDS, AGREEMENT_KIND, CARDINALITY_KIND)
+KNOWN_KINDS = (*EVALUATED_KINDS, AGREEMENT_KIND, CARDINALITY_KIND, SLO_KIND)
 _LABEL = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 
 

@@ -15,11 +15,13 @@ EVALUATED_KINDS = KINDS + INPUT_KINDS  # every kind the minute evaluator opens
 # new routes are refused over routes.max_active: pages (services/alerts/evaluation/cardinality.py)
 CARDINALITY_KIND = "route_cardinality"
 MONITOR_KINDS = INPUT_KINDS + (CARDINALITY_KIND,)  # alerts on the monitor's own input, each with a runbook of its own
+SLO_KIND = "slo_burn"  # an SLO's error budget burns too fast (services/alerts/detection/slo_burn.py): page or ticket
 FLEET_ROUTE = "*"  # the route of an alert on every route at once (no route may be named "*")
 UNITS = (
     "share",
     "per_minute",
-)  # rate, expected, baseline and delta: a share of claims/answers/events, or events a minute
+    "burn",
+)  # rate, expected, baseline and delta: a share of claims/answers/events, events a minute, or an SLO's burn rate
 STATES = ("pending", "firing", "resolved")
 SERVICE_LABELS = {"service": "claimwatch"}  # the extra labels the evaluators put on every alert
 MATCH_LABEL_NAMES = ("route", "kind", "severity", *SERVICE_LABELS)  # what silences can match (see match_labels)

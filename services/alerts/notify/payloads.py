@@ -20,6 +20,7 @@ from services.alerts.lifecycle.kinds import (
     MIX_KIND,
     REJECTED_KIND,
     SILENT_KIND,
+    SLO_KIND,
 )
 from services.alerts.notify.summary import description, figure_text, pct_text, pts_text, summary
 from services.core.numbers import thousands, utc_minute
@@ -32,6 +33,7 @@ ALERTNAMES = {
     REJECTED_KIND: "ClaimEventsRejected",
     ABSTENTION_KIND: "ClaimAbstentionRise",
     CARDINALITY_KIND: "ClaimRouteCardinality",
+    SLO_KIND: "ClaimSLOBurn",
 }
 
 
