@@ -31,6 +31,7 @@ from services.api.routers import evalset as evalset_routes
 from services.api.routers import issues as issues_routes
 from services.api.routers import ops, otlp, rates
 from services.api.routers import review as review_routes
+from services.api.routers import slos as slos_routes
 from services.api.routers import traces as traces_routes
 from services.api.routeview import RouteReport
 from services.api.security import ApiPolicy, Gate
@@ -43,6 +44,7 @@ TAGS = [
     {"name": "alerts", "description": "Drift alerts and silences"},
     {"name": "issues", "description": "Failing claims clustered into named issues, with runbooks"},
     {"name": "traces", "description": "One trace whole: answer, claims with their evidence, and their issues"},
+    {"name": "slos", "description": "Objectives on hallucinated claims: error budgets, burn rates, what spends them"},
     {"name": "eval", "description": "Promotion of traces into the eval set, and its report, agreement and gate"},
     {"name": "review", "description": "Blind human labels of sampled claims, agreement and calibration"},
     {"name": "ops", "description": "Health, readiness, Prometheus metrics, dead letters"},
@@ -135,7 +137,9 @@ def create_api(
     repos = components.repos
     report = RouteReport(repos.rates, components.review, alerts)
     detector = components.settings.drift.detector_config()
-    series = ops.RouteSeries(report, alerts, components.metrics, components.settings.metrics.max_route_series, now)
+    series = ops.RouteSeries(
+        report, alerts, components.metrics, components.settings.metrics.max_route_series, now, components.slos
+    )
     api.include_router(
         ops.router(
             components.store,
@@ -154,6 +158,7 @@ def create_api(
     api.include_router(issues_routes.router(issues, components.triage, gate))
     api.include_router(evalset_routes.router(evalset, gate))
     api.include_router(traces_routes.router(components.traces, gate, now))
+    api.include_router(slos_routes.router(components.slos, gate))
     api.include_router(review_routes.router(components.review, gate, now))
     api.include_router(otlp.router(intake, gate))
     api.include_router(

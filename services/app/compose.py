@@ -44,6 +44,7 @@ from services.alerts.notify.receivers import ISSUE_WEBHOOK
 from services.alerts.oncall.quality import load_quality
 from services.alerts.oncall.rules import Rule, alert_rules
 from services.alerts.oncall.service import AlertsService
+from services.alerts.oncall.slos import SloReport
 from services.app.settings import Settings
 from services.contract.decode import Decoder
 from services.core.clock import utcnow
@@ -145,6 +146,7 @@ class Components:
     review: ReviewService
     triage: TriageService
     owners: OwnerRules
+    slos: SloReport
     metrics: Metrics = field(default_factory=Metrics)
     health: Health = field(default_factory=Health)
     store_thread: ThreadPoolExecutor = field(  # ingest's writes and the timers' store work (not alert evaluation)
@@ -265,6 +267,15 @@ def build(
         review=review,
         metrics=metrics,
         owners=issues.owners,
+        slos=SloReport(
+            [s.slo() for s in settings.slo],
+            repos.rates,
+            repos.rates.latest_minute,
+            repos.alerts,
+            lambda slo: issues.owners.of(slo.routes).team,
+            repos.issues,
+            settings.slo_alerts.min_claims,
+        ),
         triage=TriageService(
             repos.issues,
             issues.summary,

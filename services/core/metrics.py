@@ -117,6 +117,18 @@ class Metrics:
         self.route_rate_hi = Gauge(
             "claimwatch_route_hallucination_rate_upper", "95% interval, upper bound", ["route", "window"], registry=r
         )
+        self.slo_budget_remaining = Gauge(
+            "claimwatch_slo_error_budget_remaining",
+            "Share of the SLO's error budget left over its window (1: untouched; below 0: overspent)",
+            ["slo"],
+            registry=r,
+        )
+        self.slo_burn_rate = Gauge(
+            "claimwatch_slo_burn_rate",
+            "Burn rate of the SLO's error budget over a window (1 spends it exactly over the SLO's window)",
+            ["slo", "window"],
+            registry=r,
+        )
         self.alerts = Gauge("claimwatch_alerts", "Alerts by state", ["state"], registry=r)
         self.alert_transitions = Counter(
             "claimwatch_alert_transitions_total", "Alert transitions", ["state"], registry=r

@@ -21,6 +21,7 @@ from services.ingest.records import STORABLE_FROM, STORABLE_UNTIL
 from services.store.backends import Store
 from services.store.convert import Skip, ch_time, decode_rows, parse_ch_time
 from services.store.exposure import EXEMPLAR, MEMBERS, note_shown
+from services.store.rates import glob_like
 
 CLAIM_COLUMNS = (
     "event_id, claim_idx, trace_id, route, observed_at, verdict, claim_type, text, score, chunk_id, "
@@ -186,6 +187,28 @@ class IssueRepository(Generic[I, C]):
             {"route": route, "since": ch_time(since), "until": ch_time(until)},
         )
         return {r["issue_id"]: int(r["n"]) for r in rows}
+
+    def failing_by_issue(self, routes: str, since: datetime, until: datetime) -> tuple[dict[str, float], float]:
+        """Failed claims on the routes a glob matches, observed in [since, until], each weighing its answer's
+        1 / sampling rate: per issue, and in all (members or not; the rest are unclustered)."""
+        window = {"routes": glob_like(routes), "since": ch_time(since), "until": ch_time(until)}
+        events = (
+            "SELECT event_id, any(1 / sampling_rate) AS w FROM events WHERE route LIKE {routes:String} "
+            "AND observed_at >= {since:DateTime64(3)} AND observed_at <= {until:DateTime64(3)} GROUP BY event_id"
+        )
+        rows = self.store.query(
+            "SELECT m.issue_id AS issue_id, sum(e.w) AS failed FROM (SELECT issue_id, splitByChar(':', claim_key)[1] "
+            "AS event_id FROM issue_members FINAL WHERE issue_id != '' AND observed_at >= {since:DateTime64(3)} "
+            f"AND observed_at <= {{until:DateTime64(3)}}) AS m INNER JOIN ({events}) AS e ON e.event_id = m.event_id "
+            "GROUP BY m.issue_id",
+            window,
+        )
+        total = self.store.query(
+            "SELECT sum(w_failed) AS failed FROM rate_minute WHERE dim = '' AND route LIKE {routes:String} "
+            "AND minute >= toStartOfMinute({since:DateTime64(3)}) AND minute <= {until:DateTime64(3)}",
+            window,
+        )
+        return {r["issue_id"]: float(r["failed"]) for r in rows}, float(total[0]["failed"] or 0) if total else 0.0
 
     def representatives_on_route(
         self, issue_ids: Sequence[str], route: str, since: datetime, until: datetime

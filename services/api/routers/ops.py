@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import Field
 
 from services.alerts.oncall.service import AlertsService
+from services.alerts.oncall.slos import SloReport
 from services.api.ingestlag import IngestLag, IngestLagRead, LagWatch
 from services.api.routeview import RouteReport
 from services.api.security import AUTH_RESPONSES, Gate
@@ -63,8 +64,24 @@ class RouteSeries:
         metrics: Metrics,
         limit: int,
         now: Callable[[], datetime] = utcnow,
+        slos: SloReport | None = None,
     ):
         self.report, self.alerts, self.metrics, self.limit, self.now = report, alerts, metrics, limit, now
+        self.slos = slos
+
+    def publish_slos(self) -> None:
+        """Each SLO's budget left and burn rates, as `claimwatch slo list` gives them; a window that cannot tell
+        has no sample."""
+        if self.slos is None:
+            return
+        self.metrics.slo_budget_remaining.clear()
+        self.metrics.slo_burn_rate.clear()
+        for slo in self.slos.all():
+            if slo.budget_remaining is not None:
+                self.metrics.slo_budget_remaining.labels(slo.name).set(slo.budget_remaining)
+            for b in slo.burns:
+                if b.rate is not None:
+                    self.metrics.slo_burn_rate.labels(slo.name, b.window).set(b.rate)
 
     def publish(self) -> None:
         now, window = self.now(), parse_window(GAUGE_WINDOW)
@@ -154,6 +171,7 @@ def router(
     def metrics() -> Response:
         try:
             series.publish()
+            series.publish_slos()
         except StoreError:
             pass  # a store hiccup must not hide the ingest counters; the gauges keep their last values
         return Response(registry.render(), media_type="text/plain; version=0.0.4; charset=utf-8")

@@ -14,6 +14,7 @@ from services.app.cli import (  # noqa: F401
     review,
     rules,
     silences,
+    slos,
     stack,
     storage,
     traces,

@@ -1,0 +1,222 @@
+"""What every surface says of an SLO (issue 54): its error budget over the window, each burn window, its open burn
+alerts, what spends the budget (issues, by the failing claims they hold), and the budget's burn-down. One report, so
+the CLI, the API, the pages, ``/metrics`` and the runbook give the same figures.
+
+An SLO is read at the newest minute the store holds of any traffic (``at``): the same minute from any process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from pydantic import Field
+
+from services.alerts.evaluation.slo_watch import LONGEST, SloReader, series_for, version_of
+from services.alerts.explain.explainer import NamedIssue
+from services.alerts.lifecycle.kinds import SLO_KIND
+from services.alerts.lifecycle.records import AlertRecords
+from services.core.errors import NotFound
+from services.core.readmodel import Read
+from services.rates.intervals import Counts
+from services.rates.slo import Slo, budget, counts_of
+
+MINUTE = timedelta(minutes=1)
+SPENDERS = 10  # issues listed as spending the budget
+BURNDOWN_POINTS = 200  # at most this many points on the burn-down
+
+
+class IssueSpend(Protocol):  # services.issues.records.IssueRecords
+    def failing_by_issue(self, routes: str, since: datetime, until: datetime) -> tuple[dict[str, float], float]: ...
+    def load(self, issue_ids: Sequence[str] | None = None) -> Sequence[NamedIssue]: ...
+
+
+class BurnRead(Read):
+    window: str
+    minutes: int
+    rate: float | None = Field(description="the burn rate: 1 spends the budget exactly over the SLO's window")
+    interval: list[float] | None
+    units: int = Field(description="claims (or served answers) in the window")
+    reason: str = Field(description="why there is no rate: too little history, or too few units to tell")
+
+
+class SpenderRead(Read):
+    issue_id: str | None = Field(description="null: failing claims in no issue yet")
+    name: str
+    failed: float = Field(description="its failing claims in the window, weighted as the rates are")
+    budget_spent: float | None = Field(description="the share of the whole budget those claims spent")
+
+
+class SloAlertRead(Read):
+    alert_id: str
+    severity: str
+    state: str
+    starts_at: str | None
+
+
+class SloRead(Read):
+    name: str
+    routes: str
+    sli: str
+    objective: float
+    window: str
+    description: str
+    team: str
+    at: str | None = Field(description="the minute the figures describe: the newest the store holds")
+    history_minutes: int = Field(description="minutes of the SLO's traffic within its window")
+    budget_spent: float | None = Field(description="share of the error budget spent over the window (1: all of it)")
+    budget_spent_interval: list[float] | None
+    budget_remaining: float | None
+    bad_share: float | None = Field(description="the SLI's bad share over the window, weighted")
+    units: int = Field(description="claims (or served answers) over the window")
+    burns: list[BurnRead]
+    alerts: list[SloAlertRead]
+
+
+class SloDetailRead(SloRead):
+    spenders: list[SpenderRead] = Field(description="issues by the budget their failing claims spent, most first")
+    burndown: list[list[Any]] = Field(
+        description="[time, budget remaining] from the window's start: the failing units so far against those the "
+        "whole window allows"
+    )
+
+
+def window_text(minutes: int) -> str:
+    days, rest = divmod(minutes, 24 * 60)
+    return f"{days}d" if not rest else f"{minutes // 60}h" if minutes % 60 == 0 else f"{minutes}m"
+
+
+class SloReport:
+    def __init__(
+        self,
+        slos: Sequence[Slo],
+        reader: SloReader,
+        latest: Callable[[], datetime | None],
+        alerts: AlertRecords,
+        team_of: Callable[[Slo], str],
+        spend: IssueSpend | None = None,
+        min_claims: int = 30,
+    ):
+        self.slos = {s.name: s for s in slos}
+        self.reader, self.latest, self.alerts, self.team_of, self.spend = reader, latest, alerts, team_of, spend
+        self.min_claims = min_claims
+
+    def all(self) -> list[SloRead]:
+        at = self.latest()
+        open_alerts = self._open_alerts()
+        return [self._read(slo, at, open_alerts) for slo in self.slos.values()]
+
+    def get(self, name: str) -> SloDetailRead:
+        slo = self.slos.get(name)
+        if slo is None:
+            known = ", ".join(sorted(self.slos)) or "none are set ([[slo]] in the config file)"
+            raise NotFound(f"no SLO named {name!r}; the SLOs: {known}")
+        at = self.latest()
+        read = self._read(slo, at, self._open_alerts())
+        spenders = self._spenders(slo, at, read.budget_spent) if at is not None else []
+        burndown = self._burndown(slo, at) if at is not None else []
+        return SloDetailRead(**read.model_dump(), spenders=spenders, burndown=burndown)
+
+    def _open_alerts(self) -> dict[str, list[SloAlertRead]]:
+        found: dict[str, list[SloAlertRead]] = {}
+        for a in self.alerts.open_alerts():
+            if a.kind == SLO_KIND:
+                read = SloAlertRead(
+                    alert_id=a.alert_id,
+                    severity=a.severity,
+                    state=a.recorded_state,
+                    starts_at=None if a.starts_at is None else a.starts_at.isoformat(),
+                )
+                found.setdefault(a.labels.get("slo", ""), []).append(read)
+        return found
+
+    def _read(self, slo: Slo, at: datetime | None, open_alerts: Mapping[str, list[SloAlertRead]]) -> SloRead:
+        base: dict[str, Any] = dict(
+            name=slo.name,
+            routes=slo.routes,
+            sli=slo.sli,
+            objective=slo.objective,
+            window=window_text(slo.window_minutes),
+            description=slo.description,
+            team=self.team_of(slo),
+            alerts=open_alerts.get(slo.name, []),
+        )
+        series = None if at is None else series_for(self.reader, slo, at, at, LONGEST)
+        if at is None or series is None:
+            return SloRead(
+                **base, at=None, history_minutes=0, budget_spent=None, budget_spent_interval=None,
+                budget_remaining=None, bad_share=None, units=0, burns=[],
+            )  # fmt: skip
+        history = min(series.history(at), slo.window_minutes)
+        spent = budget(
+            counts_of(self.reader.slo_sums(slo.routes, version_of(slo), at - (history - 1) * MINUTE, at)), slo
+        )
+        burns = [
+            BurnRead(
+                window=b.window,
+                minutes=b.minutes,
+                rate=b.rate,
+                interval=None if b.interval is None else b.interval.as_list(),
+                units=b.units,
+                reason=b.reason,
+            )
+            for b in series.burns(slo, at, self.min_claims).values()
+        ]
+        return SloRead(
+            **base,
+            at=at.isoformat(),
+            history_minutes=history,
+            budget_spent=spent.spent,
+            budget_spent_interval=None if spent.spent_interval is None else spent.spent_interval.as_list(),
+            budget_remaining=spent.remaining,
+            bad_share=spent.bad_share,
+            units=spent.units,
+            burns=burns,
+        )
+
+    def _spenders(self, slo: Slo, at: datetime, spent: float | None) -> list[SpenderRead]:
+        if self.spend is None or slo.version_key is not None:  # issues are not counted per version
+            return []
+        since = at - (slo.window_minutes - 1) * MINUTE
+        by_issue, total = self.spend.failing_by_issue(slo.routes, since, at + MINUTE)
+        if total <= 0:
+            return []
+        top = sorted(by_issue.items(), key=lambda kv: (-kv[1], kv[0]))[:SPENDERS]
+        names = {issue.issue_id: issue.name for issue in self.spend.load([i for i, _ in top])}
+        share = (lambda failed: None) if spent is None else (lambda failed: spent * failed / total)
+        out = [SpenderRead(issue_id=i, name=names.get(i, i), failed=f, budget_spent=share(f)) for i, f in top]
+        unclustered = total - sum(by_issue.values())
+        if unclustered > 0.5:
+            out.append(
+                SpenderRead(
+                    issue_id=None, name="not in an issue yet", failed=unclustered, budget_spent=share(unclustered)
+                )
+            )
+        return out
+
+    def _burndown(self, slo: Slo, at: datetime) -> list[list[Any]]:
+        """Remaining budget at each point from the window's start: 1 - (bad units so far) / (the bad units the
+        objective allows the window's units up to ``at``). Its last point is 1 - budget_spent."""
+        start = at - (slo.window_minutes - 1) * MINUTE
+        minutes = self.reader.slo_minutes(slo.routes, version_of(slo), start, at)
+        totals = counts_of([sum(v) for v in zip(*(row for _, row in minutes))]) if minutes else None
+        allowed = 0.0 if totals is None else slo.budget * units_and_bad(totals, slo)[0]
+        if allowed <= 0:
+            return []
+        step = max(1, len(minutes) // BURNDOWN_POINTS)
+        points, running = [], [0.0] * len(minutes[0][1])
+        for n, (minute, row) in enumerate(minutes):
+            running = [a + b for a, b in zip(running, row)]
+            if n % step == 0 or n == len(minutes) - 1:
+                points.append([minute.isoformat(), 1.0 - units_and_bad(counts_of(running), slo)[1] / allowed])
+        return points
+
+
+def units_and_bad(c: Counts, slo: Slo) -> tuple[float, float]:
+    """The SLI's units and bad units, weighted (as its bad share counts them)."""
+    if slo.sli == "claims":
+        w_claims, w_failed = c.weighted[:2]
+        return w_claims, w_failed
+    bad, whole, _ = c.weighted_share("served_unsafe", "served")
+    return whole, bad
