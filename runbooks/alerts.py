@@ -6,7 +6,9 @@ A drift alert has no runbook of its own: the issues behind its excess have their
 
 from __future__ import annotations
 
-from runbooks.context import AlertRunbookContext
+from collections.abc import Callable
+
+from runbooks.context import AlertRunbookContext, SloFacts
 from runbooks.render import Md, RunbookRenderer, shell_arg
 from services.alerts.explain.figures import (
     counted,
@@ -18,12 +20,41 @@ from services.alerts.explain.figures import (
     served_sentence,
 )
 from services.alerts.lifecycle.alert import Alert
-from services.alerts.lifecycle.kinds import CARDINALITY_KIND, FLEET_ROUTE, MONITOR_KINDS
+from services.alerts.lifecycle.kinds import CARDINALITY_KIND, FLEET_ROUTE, MONITOR_KINDS, SLO_KIND
+from services.alerts.oncall.slos import SloDetailRead
+from services.core.numbers import pct, thousands
 
-RUNBOOK_KINDS = MONITOR_KINDS  # runbooks/templates/<kind>.md.j2 for each
+RUNBOOK_KINDS = (*MONITOR_KINDS, SLO_KIND)  # runbooks/templates/<kind>.md.j2 for each
 
 
-def runbook_context(alert: Alert, base_url: str, cli: str = "claimwatch") -> AlertRunbookContext:
+def slo_facts(s: SloDetailRead) -> SloFacts:
+    """An SLO's report in the runbook's words, the figures as `claimwatch slo show` gives them."""
+    spent = "no traffic yet" if s.budget_spent is None else f"{pct(s.budget_spent)} of the budget spent"
+    if s.budget_spent_interval is not None:
+        spent += f" (95% interval {pct(s.budget_spent_interval[0])} to {pct(s.budget_spent_interval[1])})"
+    left = s.budget_remaining
+    if left is not None:
+        spent += f": {pct(left)} left" if left >= 0 else f": overspent by {pct(-left)}"
+    burns = tuple(
+        f"{b.window}: {b.rate:,.1f}x" if b.rate is not None else f"{b.window}: no figure ({b.reason})" for b in s.burns
+    )
+    routes = tuple(
+        f"{r.route}: {pct(r.budget_spent) if r.budget_spent is not None else '—'} of the budget "
+        f"({thousands(round(r.bad))} of {thousands(round(r.units))} {'claims' if s.sli == 'claims' else 'answers'} bad)"
+        for r in s.routes_spending
+    )
+    issues = tuple((x.issue_id, x.name, pct(x.budget_spent) if x.budget_spent is not None else "—") for x in s.spenders)
+    drift = tuple(
+        (a.alert_id, f"{a.kind} on {a.route}, {a.state}" + (f" since {a.starts_at}" if a.starts_at else ""))
+        for a in s.drift_alerts
+    )
+    promise = f"{pct(s.objective)} of {'claims' if s.sli == 'claims' else 'served answers'} good over {s.window}"
+    return SloFacts(s.name, promise, s.routes, spent, burns, routes, issues, drift)
+
+
+def runbook_context(
+    alert: Alert, base_url: str, cli: str = "claimwatch", slo: SloDetailRead | None = None
+) -> AlertRunbookContext:
     """``cli``: how the reader runs claimwatch (services/core/command.py), first word of every command."""
     d = alert.details
     return AlertRunbookContext(
@@ -46,6 +77,7 @@ def runbook_context(alert: Alert, base_url: str, cli: str = "claimwatch") -> Ale
         refused=refused_sentence(d) if alert.kind == CARDINALITY_KIND else "",
         also_from=tuple(other_sources(d)),
         dlq_command=Md(dlq_command("" if alert.route == FLEET_ROUTE else alert.route, shell_arg, cli)),
+        slo=None if slo is None else slo_facts(slo),
         base_url=base_url.rstrip("/"),
         cli=cli,
     )
@@ -54,13 +86,23 @@ def runbook_context(alert: Alert, base_url: str, cli: str = "claimwatch") -> Ale
 class AlertRunbooks:
     """The alerts service's runbook writer (given to ``AlertsService`` by the composition root)."""
 
-    def __init__(self, renderer: RunbookRenderer, base_url: str, cli: str = "claimwatch"):
+    def __init__(
+        self,
+        renderer: RunbookRenderer,
+        base_url: str,
+        cli: str = "claimwatch",
+        slo_of: Callable[[str], SloDetailRead | None] | None = None,
+    ):
         self.renderer = renderer
         self.base_url = base_url.rstrip("/")
         self.cli = cli  # how the runbooks' reader runs claimwatch (services/core/command.py)
+        self.slo_of = slo_of  # an SLO burn alert's SLO, by name (services/alerts/oncall/slos.py)
 
     def __call__(self, alert: Alert, fmt: str = "md") -> str | None:
         """The alert's own runbook (input-health kinds); None for a drift alert, whose runbooks are its issues'."""
         if alert.kind not in RUNBOOK_KINDS:
             return None
-        return self.renderer.render_alert(runbook_context(alert, self.base_url, self.cli), fmt)
+        slo = None
+        if alert.kind == SLO_KIND and self.slo_of is not None:
+            slo = self.slo_of(alert.labels.get("slo", ""))
+        return self.renderer.render_alert(runbook_context(alert, self.base_url, self.cli, slo), fmt)

@@ -222,6 +222,21 @@ class RunbookContext:
 
 
 @dataclass(frozen=True)
+class SloFacts:
+    """What an SLO burn alert's runbook says of its SLO, in words (runbooks/alerts.py: slo_facts, from the SLO's
+    report: services/alerts/oncall/slos.py)."""
+
+    name: str
+    promise: str  # "95.0% of claims good over 28d"
+    routes: str  # the glob
+    budget: str  # "106.2% of the budget spent (95% interval ...): overspent by 6.2%"
+    burns: tuple[str, ...]  # "1h  5.0x", "3d  — too little history: 8h of 3d"
+    top_routes: tuple[str, ...]  # "billing-faq: 80.0% of the budget (412 of 9,600 claims)"
+    top_issues: tuple[tuple[str | None, str, str], ...]  # (issue id or None, its name, its share of the budget)
+    drift: tuple[tuple[str, str], ...]  # (alert id, "hallucination_rate_rise on billing-faq, firing since ...")
+
+
+@dataclass(frozen=True)
 class AlertRunbookContext:
     """What the runbook of an alert on the monitor's own input reads (route_silent, events_rejected,
     abstention_rise): the alert, its figures already in words (runbooks/alerts.py builds it).
@@ -246,6 +261,7 @@ class AlertRunbookContext:
     refused: str = ""  # route_cardinality: what the route bound refused, and from whom
     also_from: tuple[str, ...] = ()  # … the other producers sending refused routes
     dlq_command: str = ""  # the command listing the route's dead letters, shell-quoted
+    slo: SloFacts | None = None  # slo_burn: its SLO's budget, burns and spenders
     base_url: str = "http://127.0.0.1:8080"
     cli: str = "claimwatch"  # how the reader runs claimwatch (services/core/command.py)
 

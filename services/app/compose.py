@@ -226,6 +226,8 @@ def build(
     t = settings.triage
     webhook = IssueWebhook(t.webhook_url, t.webhook_secret) if t.webhook_url else None
     review = review_service(settings, repos)
+    latest, least = repos.rates.latest_minute, settings.slo_alerts.min_claims
+    slos = SloReport(settings.slos(), repos.rates, latest, repos.alerts, issues.owners.slo_team, repos.issues, least)
     return Components(
         settings=settings,
         store=store,
@@ -237,7 +239,7 @@ def build(
             explainer,
             calibration=lambda route, window, now: review.calibrated(window, now).get(route),
             rules=lambda: rules_in_force(settings),
-            runbook=AlertRunbooks(renderer, settings.external_url, cli),
+            runbook=AlertRunbooks(renderer, settings.external_url, cli, slos.find),
             owner_labels=issues.owners.alert_labels,  # each alert's team, as the notifier labels it
             inhibit_rules=settings.notify.inhibit_rules,  # which alerts show as inhibited, as the notifier mutes them
         ),
@@ -267,15 +269,7 @@ def build(
         review=review,
         metrics=metrics,
         owners=issues.owners,
-        slos=SloReport(
-            [s.slo() for s in settings.slo],
-            repos.rates,
-            repos.rates.latest_minute,
-            repos.alerts,
-            lambda slo: issues.owners.of(slo.routes).team,
-            repos.issues,
-            settings.slo_alerts.min_claims,
-        ),
+        slos=slos,
         triage=TriageService(
             repos.issues,
             issues.summary,
@@ -366,17 +360,9 @@ def evaluator_for(
 def slo_watch(
     settings: Settings, rates: RateRepository, alerts: AlertRecords, owners: OwnerRules, evaluator: AlertEvaluator
 ) -> SloWatch:
-    """The ``[[slo]]`` burn alerts (services/alerts/evaluation/slo_watch.py), stepped over the minutes ``evaluator``
-    has evaluated; an SLO's team is its routes' owner."""
-    return SloWatch(
-        [s.slo() for s in settings.slo],
-        rates,
-        alerts,
-        lambda: evaluator.last_minute,
-        lambda slo: owners.of(slo.routes).labels(),
-        settings.slo_alerts.burn_rules(),
-        settings.slo_alerts.min_claims,
-    )
+    """The ``[[slo]]`` burn alerts over the minutes ``evaluator`` has evaluated; an SLO's team is its routes'."""
+    rules, least = settings.slo_alerts.burn_rules(), settings.slo_alerts.min_claims
+    return SloWatch(settings.slos(), rates, alerts, lambda: evaluator.last_minute, owners.slo_labels, rules, least)
 
 
 def run_backtest(
@@ -397,9 +383,7 @@ def run_backtest(
         rates = RateRepository(store)
         loader = BucketLoader(store, Decoder(settings.ingest.max_event_bytes), events_path.name)
         alerts = alert_repository(store)
-        evaluator = evaluator_for(
-            settings, rates, DeadLetterRepository(store), alerts, checkpoint=False, wall_clock=False
-        )
+        evaluator = evaluator_for(settings, rates, DeadLetterRepository(store), alerts, False, False)
         slos = slo_watch(settings, rates, alerts, owner_rules(settings), evaluator)
         return replay(loader, rates, evaluator, events_path, alerts_out, progress, chunk, rates_out, slos)
     finally:

@@ -42,6 +42,7 @@ from services.app.sections import (
     TriageSettings,
 )
 from services.ingest.privacy import RedactionSettings
+from services.rates.slo import Slo
 
 ENV_PREFIX = "CLAIMWATCH_"
 
@@ -102,6 +103,9 @@ class Settings(BaseSettings):
         if not url.startswith(("chdb:", "http://", "https://")):
             raise ValueError(f"--clickhouse must be chdb:PATH or http(s)://user:pass@host:port/db, got {url!r}")
         return url
+
+    def slos(self) -> list[Slo]:
+        return [s.slo() for s in self.slo]
 
     @property
     def bootstrap(self) -> str:

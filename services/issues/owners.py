@@ -48,6 +48,13 @@ class OwnerRules:
         versions = versions or {}
         return next((r.owner for r in self.rules if r.matches(route, versions)), self.default)
 
+    def slo_labels(self, slo) -> dict[str, str]:
+        """The owner labels of an SLO (services.rates.slo.Slo): its routes' glob read as a route."""
+        return self.of(slo.routes).labels()
+
+    def slo_team(self, slo) -> str:
+        return self.of(slo.routes).team
+
     def alert_labels(self, alert) -> dict[str, str]:
         """The owner labels of an alert (services.alerts.lifecycle.alert.Alert): its route and its top suspect
         version."""

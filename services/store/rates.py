@@ -296,6 +296,18 @@ class RateRepository:
         )
         return [float(v) for v in rows[0]["sums"]] if rows else [0.0] * len(SUM_FIELDS)
 
+    def slo_routes(
+        self, routes: str, version: tuple[str, str] | None, start: datetime, end: datetime
+    ) -> list[tuple[str, list[float]]]:
+        """Per route, the sums over [start, end] of an SLO's traffic (``slo_minutes``' selection)."""
+        where, params = _slo_where(routes, version)
+        rows = self.store.query(
+            f"SELECT route, [{_SUM_LIST}] AS sums FROM rate_minute WHERE {where} "
+            "AND minute >= {start:DateTime64(3)} AND minute <= {end:DateTime64(3)} GROUP BY route ORDER BY route",
+            {**params, "start": _second(start), "end": _second(end)},
+        )
+        return [(r["route"], [float(v) for v in r["sums"]]) for r in rows]
+
     def slo_first_minute(self, routes: str, version: tuple[str, str] | None) -> datetime | None:
         """The first minute the store holds of an SLO's traffic (``slo_minutes``' selection)."""
         where, params = _slo_where(routes, version)

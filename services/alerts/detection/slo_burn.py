@@ -34,7 +34,7 @@ class BurnRule:
         return burns[self.long].exceeds(self.factor) and burns[self.short].exceeds(self.factor)
 
     def __str__(self) -> str:
-        return f"{self.severity}: burn above {self.factor:g}x over both {self.long} and {self.short}"
+        return f"burn above {self.factor:g}x over both {self.long} and {self.short}"
 
 
 DEFAULT_RULES = (
@@ -48,7 +48,7 @@ def check_rules(rules: Sequence[BurnRule]) -> None:
     """ValueError for a rule no SLO alert could use."""
     for rule in rules:
         if rule.severity not in SEVERITIES:
-            raise ValueError(f"{rule}: severity must be one of {', '.join(SEVERITIES)}")
+            raise ValueError(f"{rule.severity} rule: severity must be one of {', '.join(SEVERITIES)}")
         for window in (rule.long, rule.short):
             if window not in BURN_WINDOWS:
                 raise ValueError(f"{rule}: window {window!r} is not one of {', '.join(BURN_WINDOWS)}")
@@ -95,7 +95,12 @@ def slo_alert(
 ) -> Alert:
     """The SLO's alert at ``minute`` under ``rule``: the open one carried on (its id, start and ack), or a new one."""
     long = burns[rule.long]
-    details = {"slo": slo.name, "rule": str(rule), "objective": slo.objective, **burn_details(burns, budget)}
+    details = {
+        "slo": slo.name,
+        "rule": f"{rule.severity}: {rule}",
+        "objective": slo.objective,
+        **burn_details(burns, budget),
+    }
     observed = Alert(
         alert_id=make_alert_id(f"slo:{slo.name}", SLO_KIND, minute),
         route=slo.routes,

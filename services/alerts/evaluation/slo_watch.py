@@ -36,6 +36,10 @@ class SloReader(Protocol):  # services.store.rates.RateRepository
 
     def slo_sums(self, routes: str, version: tuple[str, str] | None, start: datetime, end: datetime) -> list[float]: ...
 
+    def slo_routes(
+        self, routes: str, version: tuple[str, str] | None, start: datetime, end: datetime
+    ) -> list[tuple[str, list[float]]]: ...
+
 
 def version_of(slo: Slo) -> tuple[str, str] | None:
     return None if slo.version_key is None or slo.version_pattern is None else (slo.version_key, slo.version_pattern)

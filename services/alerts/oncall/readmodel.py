@@ -48,10 +48,10 @@ class AlertRead(Read):
     mix_effect: float | None = Field(description="the part of delta the slice mix explains (more hard questions)")
     rate_effect: float | None = Field(description="the part of delta on the same mix (worse answers)")
     mix_slice: str | None = Field(description="the slice whose share moved most, with its shares")
-    unit: Literal["share", "per_minute"] = Field(
+    unit: Literal["share", "per_minute", "burn"] = Field(
         description=(
-            "what rate, expected, baseline and delta measure: a share (of claims, answers or events) or events a "
-            "minute (route_silent)"
+            "what rate, expected, baseline and delta measure: a share (of claims, answers or events), events a "
+            "minute (route_silent), or an SLO's burn rate (slo_burn: 1 spends its budget exactly over its window)"
         )
     )
     details: dict[str, Any] = Field(
@@ -104,7 +104,8 @@ class AlertDetailRead(AlertRead):
     )
     runbook: str | None = Field(
         description=(
-            "input-health kinds (route_silent, events_rejected, abstention_rise): the alert's runbook as Markdown"
+            "input-health kinds (route_silent, events_rejected, abstention_rise) and slo_burn: the alert's runbook "
+            "as Markdown"
         )
     )
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
+from fnmatch import fnmatchcase
 from typing import Any, Protocol
 
 from pydantic import Field
 
 from services.alerts.evaluation.slo_watch import LONGEST, SloReader, series_for, version_of
 from services.alerts.explain.explainer import NamedIssue
-from services.alerts.lifecycle.kinds import SLO_KIND
+from services.alerts.lifecycle.kinds import KINDS, SLO_KIND
 from services.alerts.lifecycle.records import AlertRecords
 from services.core.errors import NotFound
 from services.core.readmodel import Read
@@ -23,7 +24,8 @@ from services.rates.intervals import Counts
 from services.rates.slo import Slo, budget, counts_of
 
 MINUTE = timedelta(minutes=1)
-SPENDERS = 10  # issues listed as spending the budget
+SPENDERS = 10  # issues (and routes, and drift alerts) listed beside the budget
+DRIFT_ALERTS_READ = 200  # the newest drift alerts of each kind looked through for the SLO's routes
 BURNDOWN_POINTS = 200  # at most this many points on the burn-down
 
 
@@ -46,6 +48,22 @@ class SpenderRead(Read):
     name: str
     failed: float = Field(description="its failing claims in the window, weighted as the rates are")
     budget_spent: float | None = Field(description="the share of the whole budget those claims spent")
+
+
+class RouteSpendRead(Read):
+    route: str
+    units: float = Field(description="its claims (or served answers) in the window, weighted")
+    bad: float = Field(description="the bad ones among them, weighted")
+    budget_spent: float | None = Field(description="the share of the whole budget they spent")
+
+
+class RelatedAlertRead(Read):
+    alert_id: str
+    route: str
+    kind: str
+    state: str
+    starts_at: str | None
+    ends_at: str | None
 
 
 class SloAlertRead(Read):
@@ -76,6 +94,10 @@ class SloRead(Read):
 
 class SloDetailRead(SloRead):
     spenders: list[SpenderRead] = Field(description="issues by the budget their failing claims spent, most first")
+    routes_spending: list[RouteSpendRead] = Field(description="the SLO's routes by the budget they spent, most first")
+    drift_alerts: list[RelatedAlertRead] = Field(
+        description="drift alerts on the SLO's routes active in the longest burn window (3d): what changed"
+    )
     burndown: list[list[Any]] = Field(
         description="[time, budget remaining] from the window's start: the failing units so far against those the "
         "whole window allows"
@@ -107,6 +129,10 @@ class SloReport:
         open_alerts = self._open_alerts()
         return [self._read(slo, at, open_alerts) for slo in self.slos.values()]
 
+    def find(self, name: str) -> SloDetailRead | None:
+        """The SLO in full, or None when none has that name (any more: an alert can outlive its SLO)."""
+        return self.get(name) if name in self.slos else None
+
     def get(self, name: str) -> SloDetailRead:
         slo = self.slos.get(name)
         if slo is None:
@@ -114,9 +140,41 @@ class SloReport:
             raise NotFound(f"no SLO named {name!r}; the SLOs: {known}")
         at = self.latest()
         read = self._read(slo, at, self._open_alerts())
-        spenders = self._spenders(slo, at, read.budget_spent) if at is not None else []
-        burndown = self._burndown(slo, at) if at is not None else []
-        return SloDetailRead(**read.model_dump(), spenders=spenders, burndown=burndown)
+        if at is None or read.at is None:
+            return SloDetailRead(**read.model_dump(), spenders=[], burndown=[], routes_spending=[], drift_alerts=[])
+        return SloDetailRead(
+            **read.model_dump(),
+            spenders=self._spenders(slo, at, read.budget_spent),
+            burndown=self._burndown(slo, at),
+            routes_spending=self._routes(slo, at, read.history_minutes),
+            drift_alerts=self._drift_alerts(slo, at),
+        )
+
+    def _routes(self, slo: Slo, at: datetime, history: int) -> list[RouteSpendRead]:
+        found = self.reader.slo_routes(slo.routes, version_of(slo), at - (max(history, 1) - 1) * MINUTE, at)
+        per_route = [(route, *units_and_bad(counts_of(sums), slo)) for route, sums in found]
+        allowed = slo.budget * sum(units for _, units, _ in per_route)
+        ranked = sorted(per_route, key=lambda r: (-r[2], r[0]))[:SPENDERS]
+        return [
+            RouteSpendRead(route=r, units=u, bad=b, budget_spent=b / allowed if allowed > 0 else None)
+            for r, u, b in ranked
+        ]
+
+    def _drift_alerts(self, slo: Slo, at: datetime) -> list[RelatedAlertRead]:
+        since = at - LONGEST * MINUTE
+        return [
+            RelatedAlertRead(
+                alert_id=a.alert_id,
+                route=a.route,
+                kind=a.kind,
+                state=a.recorded_state,
+                starts_at=None if a.starts_at is None else a.starts_at.isoformat(),
+                ends_at=None if a.ends_at is None else a.ends_at.isoformat(),
+            )
+            for kind in KINDS
+            for a in self.alerts.list(kind=kind, limit=DRIFT_ALERTS_READ)
+            if fnmatchcase(a.route, slo.routes) and (a.ends_at is None or a.ends_at >= since)
+        ][:SPENDERS]
 
     def _open_alerts(self) -> dict[str, list[SloAlertRead]]:
         found: dict[str, list[SloAlertRead]] = {}

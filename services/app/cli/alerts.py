@@ -28,6 +28,7 @@ from services.alerts.lifecycle.kinds import (
     MONITOR_KINDS,
     REJECTED_KIND,
     SILENT_KIND,
+    SLO_KIND,
 )
 from services.alerts.oncall.filters import STATE_FILTERS, AlertFilter
 from services.alerts.oncall.rules import RULE_KINDS
@@ -76,6 +77,7 @@ KINDS = {
     REJECTED_KIND: "events rejected",
     ABSTENTION_KIND: "abstention rise",
     CARDINALITY_KIND: "route cardinality",
+    SLO_KIND: "SLO burn",
 }
 KIND_TEXT = {
     DRIFT_KIND: "regression",
@@ -86,7 +88,10 @@ KIND_TEXT = {
     ABSTENTION_KIND: "abstention rise — it abstains on more answers while serving fewer; a warning "
     "unless configured critical",
     CARDINALITY_KIND: "route cardinality — events of new routes are refused over routes.max_active; pages",
+    SLO_KIND: "SLO burn — an SLO's error budget burns faster than its window can afford; page or ticket",
 }
+# Kinds measured against an expectation of their own (a rule's threshold, the route's traffic), with no baseline.
+OWN_EXPECTATION = (*MONITOR_KINDS, SLO_KIND)
 SUSPECTS = 3
 
 
@@ -186,6 +191,8 @@ def _state(a: dict, now: datetime) -> str:
 
 
 def _rise(a: dict) -> str:
+    if a["kind"] == SLO_KIND:
+        return f"{fig(a, a['delta'], change=True)} above the rule's threshold"
     if a["kind"] in MONITOR_KINDS:
         return f"{fig(a, a['delta'], change=True)} against the expectation"
     mix, rate = a.get("mix_effect"), a.get("rate_effect")
@@ -293,7 +300,7 @@ def _transition(t: dict, now: datetime, a: dict) -> str:
     f = lambda x, change=False: figure(x, t.get("unit") or a.get("unit"), change)  # noqa: E731  (older records: the alert's)
     return (
         f"{_at(t.get('at'), now, relative=False)} {t.get('state')}: rate {f(t.get('rate'))}, "
-        f"expected {f(expected)}, {'change' if a['kind'] in MONITOR_KINDS else 'rise'} {f(t.get('delta'), True)}"
+        f"expected {f(expected)}, {'change' if a['kind'] in OWN_EXPECTATION else 'rise'} {f(t.get('delta'), True)}"
     )
 
 
@@ -341,11 +348,11 @@ def _inhibited(a: dict) -> str:
 
 def alert_fields(a: dict, now: datetime) -> list[tuple[str, str | list[str]]]:
     """What `alerts show` prints, in order: (label, value or lines); empty values are left out."""
-    basis = a.get("expected_basis") or ("the route's history" if a["kind"] in MONITOR_KINDS else "the trailing level")
+    basis = a.get("expected_basis") or ("the route's history" if a["kind"] in OWN_EXPECTATION else "the trailing level")
     expected = "—" if a.get("expected") is None else f"{fig(a, a['expected'])}: {basis}"
     acked = f"by {a['acked_by']} at {_at(a['acked_at'], now)}" + (f": {a['ack_note']}" if a.get("ack_note") else "")
     share = (a.get("unit") or "share") == "share"
-    own_baseline = a["kind"] not in MONITOR_KINDS  # an input-health alert's baseline is its expectation
+    own_baseline = a["kind"] not in OWN_EXPECTATION  # an input-health alert's baseline is its expectation
     fields = [
         ("alert", a["alert_id"]),
         ("route", a["route"]),

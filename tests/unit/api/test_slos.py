@@ -11,6 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
+from services.alerts.evaluation.slo_watch import SloWatch
 from services.api.app import create_api
 from services.api.auth import new_token
 from services.app.compose import build
@@ -57,16 +58,18 @@ def surfaces(store, monkeypatch, tmp_path):
         slo=[
             {"name": "billing-faithfulness", "routes": "billing-*", "objective": 0.95, "window": "28d"},
             {"name": "nothing-yet", "routes": "checkout-*", "objective": 0.99, "window": "7d"},
+            {"name": "billing-strict", "routes": "billing-*", "objective": 0.985, "window": "7d"},
         ],
         owners=[{"team": "billing-oncall", "route": "billing-*"}],
     )
-    client = TestClient(create_api(build(settings, store)))
-    return client, cli_at(client, monkeypatch, TOKEN, 80)
+    components = build(settings, store)
+    client = TestClient(create_api(components))
+    return client, cli_at(client, monkeypatch, TOKEN, 80), components
 
 
 def test_the_budget_and_the_burn_rates_agree_on_every_surface(surfaces):
-    client, cli = surfaces
-    [billing, empty] = client.get("/api/slos").json()
+    client, cli, _ = surfaces
+    [billing, empty, _] = client.get("/api/slos").json()
     # 7 hours at 2.5% of claims failed and one at 25%: (7 x 60 x 2.5% + 60 x 25%) / 480 = 5.3125% of claims,
     # against a budget of 5%: 106.25% spent.
     assert billing["bad_share"] == pytest.approx((7 * 60 * 0.025 + 60 * 0.25) / 480)
@@ -93,14 +96,15 @@ def test_the_budget_and_the_burn_rates_agree_on_every_surface(surfaces):
     # /metrics: the same figures.
     families = {f.name: f for f in text_string_to_metric_families(client.get("/metrics").text)}
     remaining = {s.labels["slo"]: s.value for s in families["claimwatch_slo_error_budget_remaining"].samples}
-    assert remaining == {"billing-faithfulness": pytest.approx(billing["budget_remaining"])}
+    assert set(remaining) == {"billing-faithfulness", "billing-strict"}  # nothing-yet has no traffic: no sample
+    assert remaining["billing-faithfulness"] == pytest.approx(billing["budget_remaining"])
     rates = {(s.labels["slo"], s.labels["window"]): s.value for s in families["claimwatch_slo_burn_rate"].samples}
     assert rates[("billing-faithfulness", "1h")] == pytest.approx(burns["1h"]["rate"])
     assert ("billing-faithfulness", "3d") not in rates  # a window that cannot tell has no sample
 
 
 def test_one_slo_in_full_and_an_unknown_one(surfaces):
-    client, cli = surfaces
+    client, _, _ = surfaces
     detail = client.get("/api/slos/billing-faithfulness").json()
     assert detail["burndown"][-1][1] == pytest.approx(detail["budget_remaining"])
     assert detail["burndown"][0][1] > detail["burndown"][-1][1]  # it only goes down
@@ -109,4 +113,30 @@ def test_one_slo_in_full_and_an_unknown_one(surfaces):
     assert detail["spenders"][0]["budget_spent"] == pytest.approx(detail["budget_spent"])
     missing = client.get("/api/slos/nope")
     assert missing.status_code == 404
-    assert "billing-faithfulness, nothing-yet" in missing.json()["detail"]
+    assert "billing-faithfulness, billing-strict, nothing-yet" in missing.json()["detail"]
+    assert [r["route"] for r in detail["routes_spending"]] == ["billing-faq"]  # shipping-faq is not billing-*
+    assert detail["routes_spending"][0]["budget_spent"] == pytest.approx(detail["budget_spent"])
+
+
+def test_a_burn_alert_pages_with_a_runbook_that_says_what_spends_the_budget(surfaces):
+    client, cli, components = surfaces
+    strict = next(s for s in components.settings.slo if s.name == "billing-strict").slo()
+    end = START + timedelta(minutes=HOURS * 60 - 1)
+    watch = SloWatch([strict], components.repos.rates, components.repos.alerts, lambda: end, lambda s: {})
+    watch.last_minute = end - timedelta(hours=2)  # as a cycle that has run all along
+    [page] = watch.evaluate(end)
+    # 25% of claims failed in the last hour against a 1.5% budget: 16.7 times its pace, over 1h and 5m alike.
+    assert (page.severity, page.recorded_state, page.labels["slo"]) == ("critical", "firing", "billing-strict")
+    # Before: 2.5% / 1.5% = 1.67x. The 1h burn passes 14.4 once (16.67k + 1.67(60 - k)) / 60 > 14.4: k > 50.9, so
+    # at the 51st minute of the last hour.
+    assert page.transition_at == START + timedelta(minutes=(HOURS - 1) * 60 + 50)
+    shown = client.get(f"/api/alerts/{page.alert_id}").json()
+    runbook = shown.get("runbook") or ""
+    assert runbook, shown.get("detail", sorted(shown))
+    detail = client.get("/api/slos/billing-strict").json()
+    assert f"{pct(detail['budget_spent'])} of the budget spent" in runbook
+    assert "1h: 16.7x" in runbook and "3d: no figure (too little history: 8h of 3d)" in runbook
+    assert "billing-faq:" in runbook and "not in an issue yet" in runbook
+    assert "slo show billing-strict" in runbook and "**page** rule" in runbook
+    listed = cli("slo", "list")
+    assert "critical firing" in next(line for line in listed.splitlines() if line.startswith("billing-strict"))

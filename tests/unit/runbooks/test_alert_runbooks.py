@@ -21,6 +21,7 @@ from services.alerts.lifecycle.kinds import (
     FLEET_ROUTE,
     REJECTED_KIND,
     SILENT_KIND,
+    SLO_KIND,
 )
 
 T0 = datetime(2026, 11, 21, 9, 0, tzinfo=UTC)
@@ -87,6 +88,15 @@ def alert(kind: str, route: str = "checkout-help", **fields) -> Alert:
                     {"source": "model=gen-2, tenant=acme", "events": 3, "routes": 3, "example": "r-1"},
                 ],
             },
+        ),
+        SLO_KIND: dict(
+            unit="burn",
+            rate=16.7,
+            expected=14.4,
+            delta=2.3,
+            claims=2400,
+            details={"slo": "billing-strict", "rule": "page: burn above 14.4x over both 1h and 5m"},
+            expected_basis="the page rule: burn above 14.4x over both 1h and 5m",
         ),
     }[kind]
     severity = "warning" if kind == ABSTENTION_KIND else "critical"
