@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from services.alerts.lifecycle.alert import Alert
+from services.alerts.lifecycle.kinds import SLO_KIND
 from services.alerts.lifecycle.transitions import severity_for
 from services.alerts.notify.payloads import alertmanager_payload
 from services.app.compose import owner_rules
@@ -93,3 +94,51 @@ def test_a_page_goes_to_the_receiver_of_the_team_that_owns_its_route(tmp_path, r
         "traffic-review": {"billing-faq"},
     }
     assert [a["kind"] for a in got["traffic-review"]] == ["mix_shift"]
+
+
+def test_an_slo_burn_pages_the_team_that_owns_its_routes_and_its_ticket_goes_to_the_queue(tmp_path, receivers):
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    rules = owner_rules(load_settings(environ={"CLAIMWATCH_OWNERS": compose["x-claimwatch-env"]["CLAIMWATCH_OWNERS"]}))
+    now = datetime.now(UTC)
+    burns = [
+        Alert(
+            alert_id=f"a-slo-{severity}",
+            route="billing-*",
+            kind=SLO_KIND,
+            severity=severity,
+            labels={"service": "claimwatch", "slo": "billing-faithfulness"},
+            window=60,
+            pending_since=now,
+            starts_at=now,
+            rate=rate,
+            expected=factor,
+            unit="burn",
+            details={"slo": "billing-faithfulness", "rule": rule},
+        )
+        for severity, rate, factor, rule in [
+            ("critical", 16.0, 14.4, "page: burn above 14.4x over both 1h and 5m"),
+            ("warning", 1.8, 1.0, "ticket: burn above 1x over both 3d and 6h"),
+        ]
+    ]
+    payloads = [
+        alertmanager_payload(a, "http://localhost:8080", now, timedelta(minutes=1), owner=rules.alert_labels(a))
+        for a in burns
+    ]
+    am = Alertmanager(tmp_path / "am")
+    am.CONFIG = shipped_tree_into(receivers)
+    with am:
+        # The ticket first (a page on the same routes inhibits it, as the shipped inhibit rule says), then the page.
+        for n, payload in enumerate(reversed(payloads), 1):
+            assert httpx.post(am.url + "/api/v2/alerts", json=[payload], timeout=10).status_code == 200
+            got = alerts_by_receiver(receivers, n)
+    assert {name: [(a["alertname"], a["severity"]) for a in alerts] for name, alerts in got.items()} == {
+        "payments-oncall": [("ClaimSLOBurn", "critical")],  # the page: billing-* is the payments team's
+        "slo-tickets": [("ClaimSLOBurn", "warning")],  # the slow burn: a ticket, never the pager
+    }
+    page = json.loads(next(body for path, _, body in receivers.posts if path == "/payments-oncall"))["alerts"][0]
+    assert page["annotations"]["summary"] == (
+        "SLO billing-faithfulness (billing-*): error budget burning 16.0x its pace over 60 min "
+        "(page: burn above 14.4x over both 1h and 5m)"
+    )
+    assert {a["slo"] for alerts in got.values() for a in alerts} == {"billing-faithfulness"}
+    assert {a["team"] for alerts in got.values() for a in alerts} == {"payments"}

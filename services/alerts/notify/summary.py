@@ -22,6 +22,7 @@ from services.alerts.lifecycle.kinds import (
     MIX_KIND,
     REJECTED_KIND,
     SILENT_KIND,
+    SLO_KIND,
 )
 from services.rates.intervals import Interval
 
@@ -106,7 +107,33 @@ def _input_description(alert: Alert) -> str:
     return " ".join(parts)
 
 
+def _slo_summary(alert: Alert) -> str:
+    d = alert.details
+    return (
+        f"SLO {d.get('slo', '?')} ({alert.route}): error budget burning {figure_text(alert, alert.rate)} its pace "
+        f"over {alert.window} min ({d.get('rule') or alert.expected_basis})"
+    )
+
+
+def _slo_description(alert: Alert) -> str:
+    d = alert.details
+    burns = d.get("burn") or {}
+    by_window = ", ".join(
+        f"{name} {figure_text(alert, b.get('rate'))}" for name, b in burns.items() if b.get("rate") is not None
+    )
+    left = d.get("budget_remaining")
+    budget = "" if left is None else f" Budget left over the SLO's window: {pct_text(left)}."
+    return (
+        f"{_slo_summary(alert)}. Objective: {pct_text(d.get('objective'))} good."
+        + (f" Burn by window: {by_window}." if by_window else "")
+        + budget
+        + f" See it in full: claimwatch slo show {d.get('slo', '')}"
+    )
+
+
 def summary(alert: Alert) -> str:
+    if alert.kind == SLO_KIND:
+        return _slo_summary(alert)
     if alert.kind == CARDINALITY_KIND:
         return f"every route: {refused_sentence(alert.details)} in {alert.window} min"
     if alert.kind in (SILENT_KIND, REJECTED_KIND, ABSTENTION_KIND):
@@ -142,6 +169,8 @@ def effects(alert: Alert) -> str:
 
 
 def description(alert: Alert) -> str:
+    if alert.kind == SLO_KIND:
+        return _slo_description(alert)
     if alert.kind == CARDINALITY_KIND:
         others = other_sources(alert.details)
         also = [f"Also from: {'; '.join(others)}."] if others else []
