@@ -44,6 +44,10 @@ DEMO_ENV = {
     # 300 simulated minutes hold fewer claims than the default warm-up (50,000 per route) on billing-faq
     # at a quiet hour of the day: with the default the demo's alert fired only when it ran at busy hours.
     "CLAIMWATCH_DRIFT__DETECTOR__MIN_BASELINE_CLAIMS": "10000",
+    # One SLO, so `claimwatch slo list` has a budget to show: billing-faq fails about 6% of its claims before its
+    # regression and 12% after, against a budget of 10%.
+    "CLAIMWATCH_SLO": '[{"name": "billing-faithfulness", "routes": "billing-*", "objective": 0.9, "window": "28d", '
+    '"description": "9 in 10 claims on the billing routes grounded in their evidence"}]',
 }
 
 
@@ -240,6 +244,8 @@ def run_demo(
         _cli("rates", "--window", "30m", env=env)
         console.rule(f"Alerts ({cli} alerts list)")
         _cli("alerts", "list", env=env)
+        console.rule(f"Error budgets ({cli} slo list)")
+        _cli("slo", "list", env=env)
         show_issues(api, env, console, stack, alert["alert_id"], cli)
         console.rule("[bold green]done")
         console.print(f"Dashboard: {api}/   API docs: {api}/docs")
