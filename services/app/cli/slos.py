@@ -3,15 +3,18 @@ gives them; one SLO with what spends its budget."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from urllib.parse import quote
 
 import click
 
-from services.app.cli.base import console, main, out, print_json, reach, service_options
+from services.app.cli.base import Abort, console, main, out, print_json, reach, service_options
 from services.app.cli.tables import Column, labelled, output_option, print_labelled, print_table, terminal_width
+from services.app.openslo import OpenSloError, as_toml, read_documents, slo_settings
 from services.app.settings import Settings
 from services.core.command import cli_command
-from services.core.numbers import pct, utc_minute
+from services.core.files import write_atomically
+from services.core.numbers import pct, plural, utc_minute
 
 MISSING = "—"
 
@@ -115,3 +118,33 @@ def slo_show(settings: Settings, name: str, output: str) -> None:
     if top is not None:
         out.print()
         console.print(f"the issue spending most: {cli_command()} issues show {top['issue_id']}", markup=False)
+
+
+@slo_group.command("import")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--append",
+    "config",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="add the SLOs to this config file (else they are printed, to add by hand)",
+)
+def slo_import(path: Path, config: Path | None) -> None:
+    """OpenSLO v1 documents (kind: SLO, with a ratioMetric of type claimwatch) as [[slo]] tables for the config
+    file; anything claimwatch cannot honour is refused, saying what to change."""
+    try:
+        found = slo_settings(read_documents(path.read_text(encoding="utf-8")))
+    except (OpenSloError, UnicodeDecodeError) as exc:
+        raise Abort(f"{path}: {exc}") from None
+    text = as_toml(found)
+    if config is None:
+        out.print(text, markup=False, highlight=False, soft_wrap=True, end="")
+        return
+    before = config.read_text(encoding="utf-8") if config.exists() else ""
+    write_atomically(config, (before + ("\n" if before and not before.endswith("\n") else "") + "\n" + text).encode())
+    console.print(
+        f"added {plural(len(found), 'SLO')} to {config}: {', '.join(s.name for s in found)}; restart the worker "
+        "to evaluate them",
+        markup=False,
+        highlight=False,
+    )
