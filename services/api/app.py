@@ -22,7 +22,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from services.alerts.notify.dispatch import RELOAD_WITHIN
 from services.alerts.notify.receivers import ALERTMANAGER, ISSUE_WEBHOOK, WEBHOOK, receiver_status
-from services.api import pages, views
+from services.api import pages, slopage, views
 from services.api.ingestlag import LagWatch
 from services.api.middleware import AnonymousReadLimit, BodyLimit, SecurityHeaders
 from services.api.models import Problem, error_location, plain_errors
@@ -35,6 +35,7 @@ from services.api.routers import slos as slos_routes
 from services.api.routers import traces as traces_routes
 from services.api.routeview import RouteReport
 from services.api.security import ApiPolicy, Gate
+from services.api.serialise import as_json
 from services.core.clock import utcnow
 from services.core.errors import Conflict, NotFound, StoreError
 from services.evalset.promotion import NearDuplicateError, PromotionError
@@ -161,25 +162,23 @@ def create_api(
     api.include_router(slos_routes.router(components.slos, gate))
     api.include_router(review_routes.router(components.review, gate, now))
     api.include_router(otlp.router(intake, gate))
-    api.include_router(
-        pages.router(
-            pages.Pages(
-                gate,
-                now,
-                rates=repos.rates,
-                report=report,
-                alerts=alerts,
-                review=components.review,
-                traces=components.traces,
-                detector=detector,
-                issues=issues,
-                evalset=evalset,
-                receivers=notification_receivers(components),
-                ingest=lambda: views.ingest_status(components.health, components.metrics, time.monotonic(), now()),
-            ),
-            ingest_lag,
-        )
+    site = pages.Pages(
+        gate,
+        now,
+        rates=repos.rates,
+        report=report,
+        alerts=alerts,
+        review=components.review,
+        traces=components.traces,
+        detector=detector,
+        issues=issues,
+        evalset=evalset,
+        receivers=notification_receivers(components),
+        ingest=lambda: views.ingest_status(components.health, components.metrics, time.monotonic(), now()),
+        budgets=lambda routes: slopage.route_budgets(as_json(components.slos.all()), routes),
     )
+    rules = components.settings.slo_alerts.burn_rules()
+    api.include_router(pages.router(site, ingest_lag, slopage.handlers(site, components.slos, rules)))
     pages.mount_static(api)
 
     if policy.cors_origins:  # off unless configured

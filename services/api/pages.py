@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from http import HTTPStatus
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import jinja2
@@ -32,6 +33,7 @@ from services.alerts.explain.figures import (
 )
 from services.alerts.lifecycle.kinds import MONITOR_KINDS
 from services.alerts.notify.receivers import FAILING_ALARM
+from services.alerts.oncall.slos import budget_text
 from services.api import alertlist, alertpage, evalpage, tracelist, views
 from services.api.assets import Assets, asked_version, cache_control
 from services.api.auth import READ_COOKIE, same_origin
@@ -96,6 +98,7 @@ def environment() -> jinja2.Environment:
         figure=figure,
         counted=counted,
         expected=expected_text,
+        budget=budget_text,
     )
     env.globals.update(
         served_sentence=served_sentence,
@@ -173,6 +176,7 @@ class Pages:
         evalset=None,
         receivers: Callable[[datetime], list[dict]] = lambda now: [],
         ingest: Callable[[], list[dict]] = list,
+        budgets: Callable[[list[str]], dict[str, dict]] = lambda routes: {},
     ):
         """``report``: the routes' rates a page at a time (services/api/routeview.py RouteReport);
         ``detector``: the drift detector's configuration in force (the route page's expectation); ``receivers``:
@@ -181,6 +185,7 @@ class Pages:
         self.gate, self.now, self.rates, self.report = gate, now, rates, report
         self.alerts, self.review, self.traces, self.detector = alerts, review, traces, detector
         self.issues, self.evalset, self.receivers, self.ingest = issues, evalset, receivers, ingest
+        self.budgets = budgets  # routes -> the covering SLO with least budget left (services/api/slopage.py)
         self.history = RouteHistory(rates)
 
     def _page(self, request: Request, name: str, **context) -> Response:
@@ -232,6 +237,7 @@ class Pages:
             route_badges=views.alert_badges(open_alerts),
             trend_hours=TREND_MINUTES // 60,
             calibrated_rates=calibrated,
+            budgets=self.budgets(shown) if shown else {},
         )
 
     def route_page(self, request: Request, route: str, window: str = Query("6h", max_length=16)) -> Response:
@@ -442,13 +448,13 @@ class Pages:
         return response
 
 
-def router(pages: Pages, ingest_lag: LagWatch | None = None) -> APIRouter:
+def router(pages: Pages, ingest_lag: LagWatch | None = None, slos: tuple[Callable, ...] = ()) -> APIRouter:
     async def read_ingest_lag(request: Request) -> None:
         # Async, so the broker is read on the event loop (the pages themselves run in threads).
         request.state.ingest_lag = await ingest_lag.current() if ingest_lag else None
 
     r = APIRouter(include_in_schema=False, dependencies=[Depends(read_ingest_lag)])
-    gets = (
+    gets: tuple[tuple[str, Callable[..., Any]], ...] = (
         ("/", pages.overview),
         ("/routes/{route:path}", pages.route_page),
         ("/alerts", alertlist.handler(pages, embeddable_runbook)),  # filters and a silence's preview
@@ -459,6 +465,7 @@ def router(pages: Pages, ingest_lag: LagWatch | None = None) -> APIRouter:
         ("/traces", tracelist.handler(pages)),  # the list, before one trace
         ("/traces/{trace_id:path}", pages.trace_page),
         ("/eval", pages.eval_page),
+        *zip(("/slos", "/slos/{name}"), slos),
         ("/review", pages.review_page),
         ("/ops", pages.ops_page),
         ("/signin", pages.signin_page),

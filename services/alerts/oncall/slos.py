@@ -19,6 +19,7 @@ from services.alerts.explain.explainer import NamedIssue
 from services.alerts.lifecycle.kinds import KINDS, SLO_KIND
 from services.alerts.lifecycle.records import AlertRecords
 from services.core.errors import NotFound
+from services.core.numbers import pct
 from services.core.readmodel import Read
 from services.rates.intervals import Counts
 from services.rates.slo import Slo, budget, counts_of
@@ -102,6 +103,13 @@ class SloDetailRead(SloRead):
         description="[time, budget remaining] from the window's start: the failing units so far against those the "
         "whole window allows"
     )
+
+
+def budget_text(remaining: float | None) -> str:
+    """The budget left as every surface says it: ``62.0% left``, ``overspent by 31.0%``, or ``no traffic yet``."""
+    if remaining is None:
+        return "no traffic yet"
+    return f"{pct(remaining)} left" if remaining >= 0 else f"overspent by {pct(-remaining)}"
 
 
 def window_text(minutes: int) -> str:

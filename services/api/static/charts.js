@@ -102,6 +102,20 @@
                                        yaxis: { showticklabels: false, zeroline: false } }), CONFIG);
   }
 
+  // An SLO's budget remaining from the start of its window to now (GET /api/slos/{name}: burndown).
+  function drawBurndown(el, d) {
+    if (!d.burndown.length) { fail(el, "No traffic in the window yet."); return; }
+    var xs = d.burndown.map(function (p) { return p[0]; });
+    var traces = [
+      { x: xs, y: d.burndown.map(function (p) { return p[1]; }), type: "scatter", mode: "lines",
+        line: { color: "#1f5fa8", width: 2 }, name: "budget remaining",
+        hovertemplate: "%{x}<br>%{y:.1%} of the budget left<extra></extra>" },
+      { x: [xs[0], xs[xs.length - 1]], y: [0, 0], type: "scatter", mode: "lines",
+        line: { color: "#b42318", dash: "dot", width: 1 }, name: "all of it spent", hoverinfo: "skip" }
+    ];
+    Plotly.newPlot(el, traces, layout({ yaxis: { tickformat: ".0%", title: { text: "budget left" } } }), CONFIG);
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     if (typeof window.Plotly === "undefined") { return; }
     ["route-chart", "alert-chart"].forEach(function (id) {
@@ -110,5 +124,7 @@
     });
     var map = document.getElementById("issue-map");
     if (map) { load(map, drawMap); }
+    var burndown = document.getElementById("slo-burndown");
+    if (burndown) { load(burndown, drawBurndown); }
   });
 }());

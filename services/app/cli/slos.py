@@ -8,6 +8,8 @@ from urllib.parse import quote
 
 import click
 
+from services.alerts.explain.figures import figure
+from services.alerts.oncall.slos import budget_text
 from services.app.cli.base import Abort, console, main, out, print_json, reach, service_options
 from services.app.cli.tables import Column, labelled, output_option, print_labelled, print_table, terminal_width
 from services.app.openslo import OpenSloError, as_toml, read_documents, slo_settings
@@ -20,14 +22,7 @@ MISSING = "—"
 
 
 def burn_text(rate: float | None) -> str:
-    return MISSING if rate is None else f"{rate:,.1f}x"
-
-
-def budget_text(remaining: float | None) -> str:
-    """``62.0% left`` or ``overspent by 31.0%``."""
-    if remaining is None:
-        return "no traffic yet"
-    return f"{pct(remaining)} left" if remaining >= 0 else f"overspent by {pct(-remaining)}"
+    return figure(rate, "burn", missing=MISSING)
 
 
 def burn(s: dict, window: str) -> str:

@@ -140,3 +140,32 @@ def test_a_burn_alert_pages_with_a_runbook_that_says_what_spends_the_budget(surf
     assert "slo show billing-strict" in runbook and "**page** rule" in runbook
     listed = cli("slo", "list")
     assert "critical firing" in next(line for line in listed.splitlines() if line.startswith("billing-strict"))
+
+
+def test_the_slo_pages_show_the_apis_figures(surfaces):
+    client, _, _ = surfaces
+    listed = client.get("/slos")
+    assert listed.status_code == 200
+    billing = client.get("/api/slos/billing-faithfulness").json()
+    assert f"overspent by {pct(-billing['budget_remaining'])}" in listed.text
+    order = [listed.text.index(n) for n in ("billing-strict", "billing-faithfulness", "nothing-yet")]
+    assert order == sorted(order)  # least budget left first; no traffic last
+    page = client.get("/slos/billing-faithfulness")
+    assert page.status_code == 200
+    assert f"{pct(billing['budget_spent'])} of the budget spent" in page.text
+    assert 'data-src="/api/slos/billing-faithfulness"' in page.text  # the burn-down chart's data
+    assert "too little history: 8h of 3d" in page.text and "not in an issue yet" in page.text
+    assert client.get("/slos/nope").status_code == 404
+
+
+def test_the_overview_gives_each_route_under_an_slo_its_budget(surfaces):
+    client, _, _ = surfaces
+    strict = client.get("/api/slos/billing-strict").json()  # the covering SLO with least budget left
+    page = client.get("/", params={"window": "all"}).text
+    row = page[page.index('href="/routes/billing-faq"') :].split("</tr>")[0]
+    assert (
+        f'<a href="/slos/billing-strict" title="SLO billing-strict">overspent by {pct(-strict["budget_remaining"])}</a>'
+        in row
+    )
+    shipping = page[page.index('href="/routes/shipping-faq"') :].split("</tr>")[0]
+    assert "/slos/" not in shipping  # no SLO covers shipping-faq
