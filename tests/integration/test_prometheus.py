@@ -5,6 +5,7 @@ worker exports: none is active while the worker is healthy, and the worker's goi
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -21,6 +22,7 @@ from tests.support.peers import Prometheus
 from tests.support.waiting import wait_until
 
 RULES = ROOT / "dashboards/prometheus/rules.yml"
+DASHBOARD = ROOT / "dashboards/grafana/claimwatch.json"
 WORKER_JOB = "claimwatch-worker"  # as dashboards/prometheus/prometheus.yml names it, and the rules read it
 
 
@@ -38,7 +40,10 @@ def test_prometheus_scrapes_the_per_route_rates_claimwatch_computed_and_evaluate
     topic = f"{topic_prefix}.verdicts"
     create_topics(broker.bootstrap, [topic, f"{topic_prefix}.verdicts.dlq", f"{topic_prefix}.alerts"], 2)
 
-    with WorkerProcess(broker.bootstrap, f"chdb:{tmp_path / 'ch'}", topic_prefix, tmp_path / "worker.log") as worker:
+    slo = '[{"name": "billing", "routes": "billing-*", "objective": 0.9, "window": "28d"}]'
+    with WorkerProcess(
+        broker.bootstrap, f"chdb:{tmp_path / 'ch'}", topic_prefix, tmp_path / "worker.log", env={"CLAIMWATCH_SLO": slo}
+    ) as worker:
         producer = raw_producer(broker.bootstrap)
         for sim in sims:
             producer.send(topic, key=sim.key, value=sim.raw)
@@ -76,6 +81,22 @@ def test_prometheus_scrapes_the_per_route_rates_claimwatch_computed_and_evaluate
             # Per-route counters count from the scrape that gave a route its series; the fleet's count everything.
             events = prometheus.query("claimwatch_fleet_events_total")
             assert float(events[0]["value"][1]) == len(valid)
+            # The shipped dashboard's SLO panels, their PromQL as Grafana sends it: the figures `slo list` gives.
+            [billing] = worker.get("/api/slos")
+            panels = [p for p in json.loads(DASHBOARD.read_text())["panels"] if p["datasource"]["type"] == "prometheus"]
+            exprs = {p["title"]: p["targets"][0]["expr"] for p in panels}
+            [left] = prometheus.query(exprs["SLO error budget left"])
+            assert left["metric"]["slo"] == "billing"
+            assert float(left["value"][1]) == pytest.approx(billing["budget_remaining"], rel=1e-9)
+
+            def burns(expr: str) -> dict[str, float]:
+                return {s["metric"]["window"]: float(s["value"][1]) for s in prometheus.query(expr)}
+
+            known = {b["window"]: b["rate"] for b in billing["burns"] if b["rate"] is not None}
+            assert burns("claimwatch_slo_burn_rate") == pytest.approx(known, rel=1e-9) and "5m" in known
+            # 45 minutes of traffic: the panel's 1h, 6h and 3d windows have too little history for a number yet.
+            panel = {w: r for w, r in known.items() if w in ("1h", "6h", "3d")}
+            assert burns(exprs["SLO burn rate by window"]) == panel == {}
 
             # The rules about claimwatch itself: each loaded and evaluated without error on a worker's metrics.
             names = {r["alert"] for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]}

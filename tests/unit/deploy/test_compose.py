@@ -408,7 +408,9 @@ def test_grafana_gets_the_plugin_the_provisioning_and_the_dashboard(compose):
     grafana = compose["services"]["grafana"]
     env = environment(grafana)
     dashboard = json.loads(DASHBOARD.read_text())
-    plugin_versions = {t["pluginVersion"] for p in dashboard["panels"] for t in p["targets"]}
+    plugin_versions = {  # the ClickHouse panels' (the SLO panels read Prometheus, built into Grafana)
+        t["pluginVersion"] for p in dashboard["panels"] for t in p["targets"] if p["datasource"]["type"] != "prometheus"
+    }
     assert env["GF_INSTALL_PLUGINS"] == f"grafana-clickhouse-datasource {plugin_versions.pop()}" and not plugin_versions
     mounts = {m.split(":")[1]: m.split(":")[0] for m in grafana["volumes"]}
     assert mounts["/etc/grafana/provisioning"] == "./dashboards/grafana/provisioning"
@@ -424,6 +426,9 @@ def test_grafana_gets_the_plugin_the_provisioning_and_the_dashboard(compose):
     assert datasource["jsonData"]["defaultDatabase"] == environment(compose["services"]["clickhouse"])["CLICKHOUSE_DB"]
     for variable in re.findall(r"\$(\w+)", DATASOURCES.read_text()):
         assert variable in env, f"the datasource provisioning reads ${variable}, which Grafana's environment lacks"
+    (prometheus,) = yaml.safe_load((DATASOURCES.parent / "prometheus.yaml").read_text())["datasources"]
+    host_port = prometheus["url"].removeprefix("http://")
+    assert service_endpoint(compose, host_port) == ("prometheus", 9090)  # the SLO panels' Prometheus
 
 
 @pytest.mark.parametrize(

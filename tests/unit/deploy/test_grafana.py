@@ -21,6 +21,7 @@ from services.alerts.lifecycle.alert import Alert
 from services.alerts.lifecycle.records import alert_repository
 from services.client.simulate import Scenario, generate
 from services.contract.decode import Decoder, Rejection
+from services.core.metrics import Metrics
 from services.ingest.records import DeadLetter
 from services.rates.intervals import Counts, proportion_interval, ratio_interval
 from services.store.backends import ChdbStore
@@ -199,7 +200,12 @@ def datasource() -> dict:
 
 
 def query_panels(dashboard) -> list[dict]:
-    return [p for p in dashboard["panels"] if p["type"] != "row"]
+    """The panels that read the store (SQL); the SLO panels read Prometheus (prometheus_panels)."""
+    return [p for p in dashboard["panels"] if p["type"] != "row" and p["datasource"]["type"] != "prometheus"]
+
+
+def prometheus_panels(dashboard) -> list[dict]:
+    return [p for p in dashboard["panels"] if p["datasource"]["type"] == "prometheus"]
 
 
 def panel_key(panel: dict) -> str:
@@ -376,6 +382,19 @@ def test_every_query_uses_the_provisioned_clickhouse_datasource(dashboard, datas
         queries += [(f"{p['title']} {t['refId']}", t) for t in p["targets"]]
     for where, q in queries:
         assert q["datasource"] == expected, f"{where}: datasource {q['datasource']} is not the provisioned {expected}"
+
+
+def test_the_slo_panels_read_the_provisioned_prometheus_for_metrics_claimwatch_exports():
+    dashboard = json.loads(DASHBOARD.read_text())
+    (prometheus,) = yaml.safe_load((DATASOURCES.parent / "prometheus.yaml").read_text())["datasources"]
+    expected = {"type": "prometheus", "uid": prometheus["uid"]}
+    exported = {m.name for m in Metrics().registry.collect()}
+    panels = prometheus_panels(dashboard)
+    assert {p["title"] for p in panels} == {"SLO error budget left", "SLO burn rate by window"}
+    for p in panels:
+        assert p["datasource"] == expected and all(t["datasource"] == expected for t in p["targets"])
+        for t in p["targets"]:
+            assert t["expr"].split("{")[0] in exported, t["expr"]
 
 
 def test_targets_are_raw_sql_with_a_format_that_fits_the_panel(dashboard):
