@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Literal
+from urllib.parse import quote
 
 import httpx
 from mcp.server.mcpserver import Context, MCPServer
@@ -25,6 +26,7 @@ from services.app.cli.data import RATE_COLUMNS
 from services.app.cli.evalset import COMPARE_COLUMNS, compare_fields
 from services.app.cli.issues import issue_columns, issue_fields
 from services.app.cli.silences import preview_summary
+from services.app.cli.slos import SLO_COLUMNS, slo_fields
 from services.app.cli.tables import labelled, render
 from services.app.cli.traces import trace_columns
 from services.app.credentials import find_token
@@ -160,7 +162,8 @@ def build_server(gateway: ApiGateway) -> MCPServer:
         instructions=(
             "claimwatch monitors claim-level hallucination per route. Start with list_alerts(state='active'), "
             "then show_alert for the page's figures, suspects and issues, and runbook for what to do; search_traces "
-            "finds the answers behind them, eval_compare checks a fix against the eval set. Changes "
+            "finds the answers behind them, slo_status says what is promised and how much budget is left, eval_compare "
+            "checks a fix against the eval set. Changes "
             "(ack_alert, silence, assign_issue, note_issue, propose_traces) need a token that may change."
         ),
     )
@@ -270,6 +273,18 @@ def build_server(gateway: ApiGateway) -> MCPServer:
         shown = f"traces {offset + 1} to {offset + len(found)} of {thousands(total or len(found))}"
         table = "\n".join(render(trace_columns(utcnow()), found, WIDTH))
         return answer({"items": found, "total": total}, f"{table}\n{shown}")
+
+    @server.tool()
+    async def slo_status(ctx: Context, name: str | None = None) -> CallToolResult:
+        """SLOs on hallucinated claims: each one's error budget left and burn rates (1x spends the budget exactly
+        over its window) and its open burn alerts; with a name, that SLO in full, with the issues spending its
+        budget."""
+        if name is None:
+            found = await get(ctx, "/api/slos")
+            text = "\n".join(render(SLO_COLUMNS, found, WIDTH)) if found else "no SLOs are set ([[slo]] in the config)"
+            return answer(found, text)
+        one = await get(ctx, f"/api/slos/{quote(name, safe='')}")
+        return answer(one, "\n".join(labelled(slo_fields(one), WIDTH)))
 
     @server.tool()
     async def eval_compare(ctx: Context, baseline: str, candidate: str = "") -> CallToolResult:

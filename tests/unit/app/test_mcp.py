@@ -31,7 +31,7 @@ from tests.unit.evalset.test_eval_compare_surfaces import lay_down_runs
 ALICE, ALICE_HASH = new_token()
 TOOLS = {
     "list_alerts", "show_alert", "list_issues", "show_issue", "runbook", "rates", "explain_route",
-    "ack_alert", "silence", "assign_issue", "note_issue", "propose_traces", "search_traces", "eval_compare",
+    "ack_alert", "silence", "assign_issue", "note_issue", "propose_traces", "search_traces", "eval_compare", "slo_status",
 }  # fmt: skip
 
 
@@ -100,6 +100,12 @@ async def read_a_firing_alert(session: Client, http: httpx.Client) -> None:
     assert compared.structured_content == expected_compare.json()
     faithfulness = next(m for m in expected_compare.json()["metrics"] if m["metric"] == "faithfulness")
     assert pts(faithfulness["difference"]) in compared.content[0].text  # the figure `eval compare` prints
+    slos = await session.call_tool("slo_status", {})
+    assert (
+        slos.structured_content == {"items": http.get("/api/slos").json()} and "no SLOs are set" in slos.content[0].text
+    )
+    unknown = await session.call_tool("slo_status", {"name": "billing"})
+    assert unknown.is_error and "no SLO named 'billing'" in unknown.content[0].text
     resources = {str(r.uri): r for r in (await session.list_resources()).resources}
     open_alerts = http.get("/api/alerts", params={"state": "active"}).json()
     assert {f"claimwatch://alerts/{a['alert_id']}/runbook" for a in open_alerts} <= set(resources)
