@@ -31,7 +31,8 @@ from tests.unit.evalset.test_eval_compare_surfaces import lay_down_runs
 ALICE, ALICE_HASH = new_token()
 TOOLS = {
     "list_alerts", "show_alert", "list_issues", "show_issue", "runbook", "rates", "explain_route",
-    "ack_alert", "silence", "assign_issue", "note_issue", "propose_traces", "search_traces", "eval_compare", "slo_status",
+    "ack_alert", "silence", "assign_issue", "note_issue", "propose_traces", "search_traces", "eval_compare",
+    "slo_status",
 }  # fmt: skip
 
 
