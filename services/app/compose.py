@@ -330,6 +330,7 @@ def rules_in_force(settings: Settings) -> list[Rule]:
         drift.route_thresholds,
         settings.routes.max_active,
         settings.notify.inhibit_rules,
+        settings.slo_alerts.burn_rules(),
     )
 
 
@@ -362,7 +363,8 @@ def slo_watch(
 ) -> SloWatch:
     """The ``[[slo]]`` burn alerts over the minutes ``evaluator`` has evaluated; an SLO's team is its routes'."""
     rules, least = settings.slo_alerts.burn_rules(), settings.slo_alerts.min_claims
-    return SloWatch(settings.slos(), rates, alerts, lambda: evaluator.last_minute, owners.slo_labels, rules, least)
+    evaluated, first = (lambda: evaluator.last_minute), (lambda: evaluator.first_minute)
+    return SloWatch(settings.slos(), rates, alerts, evaluated, owners.slo_labels, rules, least, first)
 
 
 def run_backtest(

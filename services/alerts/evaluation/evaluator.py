@@ -81,6 +81,9 @@ class AlertEvaluator:
         self.detectors = RouteDetectors(self.config_for, self.health_config)
         self.open: dict[tuple[str, str], Alert] = {}  # (route, kind) -> its open alert
         self.last_minute: datetime | None = None
+        # The first minute this process evaluated when it started from the stored history (not from a checkpoint):
+        # the SLO burn alerts step from there too (services/alerts/evaluation/slo_watch.py).
+        self.first_minute: datetime | None = None
         self.route_progress: dict[
             str, tuple[datetime, datetime]
         ] = {}  # route -> (its newest minute, when it last advanced)
@@ -177,6 +180,7 @@ class AlertEvaluator:
             start = end - timedelta(minutes=self.detector_config.history_minutes)
             if (stored := self.rates.first_minute()) is not None:  # None: no minute stored (any more) to start at
                 start = max(stored, start)
+            self.first_minute = self.first_minute or start
         else:
             start = self.last_minute + MINUTE
         started = time.perf_counter()

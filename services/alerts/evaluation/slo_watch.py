@@ -5,8 +5,9 @@ Each SLO has two alerts, as Sloth generates them: ``page`` and ``ticket`` (servi
 each with its own lifecycle. A pass reads each SLO's minutes once (the longest burn window before its first minute
 through its last) and steps them with prefix sums (services/rates/slo.py: MinuteSeries).
 
-After a restart the watch takes up at the evaluator's newest minute with the open alerts the store holds: a burn
-that started and stopped while it was down is not replayed.
+A first start (no SLO alert stored yet) steps every minute the evaluator's first pass walked, as the backtest does.
+A restart takes up at the evaluator's newest minute with the open alerts the store holds: a burn that started and
+stopped while it was down is not replayed.
 """
 
 from __future__ import annotations
@@ -67,9 +68,11 @@ class SloWatch:
         labels_of: Callable[[Slo], Mapping[str, str]],
         rules: Sequence[BurnRule] = DEFAULT_RULES,
         min_claims: int = DEFAULT_MIN_CLAIMS,
+        first: Callable[[], datetime | None] = lambda: None,
     ):
         self.slos = tuple(slos)
         self.reader, self.alerts, self.evaluated, self.labels_of = reader, alerts, evaluated, labels_of
+        self.first = first  # the first minute the evaluator walked from the stored history, if it did
         self.rules = tuple(rules)
         self.min_claims = min_claims
         self.open: dict[str, Alert] = {}  # "<slo>/<severity>" -> its open alert
@@ -81,7 +84,8 @@ class SloWatch:
             return []
         if self.last_minute is None:  # a start: the open alerts the store holds, then the newest minute
             self.open = {key(a.labels.get("slo", ""), a): a for a in self.alerts.open_alerts() if a.kind == SLO_KIND}
-            start = end
+            fresh = not self.alerts.list(kind=SLO_KIND, limit=1)  # never alerted: the whole history, as backtest
+            start = (self.first() or end) if fresh else end
         else:
             start = self.last_minute + MINUTE
         transitions = self.step(start, end)

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from services.alerts.detection.config import DetectorConfig
 from services.alerts.detection.health_engine import InputHealthConfig
+from services.alerts.detection.slo_burn import DEFAULT_RULES, BurnRule
 from services.alerts.evaluation.cardinality import WINDOW as CARDINALITY_WINDOW
 from services.alerts.lifecycle.inhibition import INHIBIT_RULES, SETTING, InhibitRule
 from services.alerts.lifecycle.kinds import (
@@ -26,13 +27,14 @@ from services.alerts.lifecycle.kinds import (
     MIX_KIND,
     REJECTED_KIND,
     SILENT_KIND,
+    SLO_KIND,
 )
 from services.alerts.lifecycle.transitions import CRITICAL_THRESHOLDS
 from services.alerts.oncall.quality import Quality
 from services.alerts.oncall.readmodel import InhibitionRead, RuleRead, RuleThresholdRead
 from services.ingest.routes import MAX_ACTIVE
 
-RULE_KINDS = KINDS + (AGREEMENT_KIND,) + INPUT_KINDS + (CARDINALITY_KIND,)  # every kind an evaluator opens
+RULE_KINDS = KINDS + (AGREEMENT_KIND,) + INPUT_KINDS + (CARDINALITY_KIND, SLO_KIND)  # every kind an evaluator opens
 
 
 class AgreementRule(Protocol):  # services.review.agreement_alerts.AgreementDropTest
@@ -44,7 +46,7 @@ class AgreementRule(Protocol):  # services.review.agreement_alerts.AgreementDrop
 
 # Warnings of these kinds go to a chat receiver, never the pager (dashboards/alertmanager/alertmanager.yml;
 # tests/unit/alerts/test_rules.py checks the two agree). Every other alert reaches the on-call receiver.
-QUIET_WARNINGS = (MIX_KIND, ABSTENTION_KIND)
+QUIET_WARNINGS = (MIX_KIND, ABSTENTION_KIND, SLO_KIND)  # an SLO's warning is its ticket
 MEANINGS = {
     DRIFT_KIND: "the claim hallucination rate rose above what this time of day predicts, on the same mix of "
     "questions: a regression",
@@ -56,6 +58,8 @@ MEANINGS = {
     "meanwhile is the gaming case",
     CARDINALITY_KIND: "events of new routes are refused over routes.max_active: those routes are not monitored; "
     "the alert names the producer creating them",
+    SLO_KIND: "an SLO's error budget burns faster than its window can afford: a page for a fast burn, a ticket for "
+    "a slow one",
 }
 
 
@@ -235,14 +239,13 @@ def _agreement(a: AgreementRule) -> list[Threshold]:
 
 def _cardinality(max_active: int) -> list[Threshold]:
     minutes = int(CARDINALITY_WINDOW / timedelta(minutes=1))
-    return [
-        Threshold(
-            f"an event of a new route refused over the last {minutes} min, the route bound being full",
-            "routes.max_active",
-            max_active,
-        ),
-        Threshold(f"resolves after {minutes} min without a refusal", None),
-    ]
+    refused = f"an event of a new route refused over the last {minutes} min, the route bound being full"
+    resolves = f"resolves after {minutes} min without a refusal"
+    return [Threshold(refused, "routes.max_active", max_active), Threshold(resolves, None)]
+
+
+def _slo(rules: Sequence[BurnRule]) -> list[Threshold]:
+    return [Threshold(f"{r.severity}: {r}", "slo_alerts.rules", r.factor) for r in rules]
 
 
 def alert_rules(
@@ -253,6 +256,7 @@ def alert_rules(
     route_thresholds: Mapping[str, float] | None = None,
     max_active: int = MAX_ACTIVE,
     inhibit_rules: Sequence[InhibitRule] = INHIBIT_RULES,
+    slo_rules: Sequence[BurnRule] = DEFAULT_RULES,
 ) -> list[Rule]:
     """Every kind's rule, in RULE_KINDS order, from the configs the evaluators run with; each with the inhibition
     rules it takes part in."""
@@ -275,6 +279,7 @@ def alert_rules(
         REJECTED_KIND: ("critical", ("critical",), _input(health, REJECTED_KIND)),
         ABSTENTION_KIND: (health.abstention_severity, (health.abstention_severity,), _input(health, ABSTENTION_KIND)),
         CARDINALITY_KIND: ("critical", ("critical",), _cardinality(max_active)),
+        SLO_KIND: ("ticket: warning; page: critical", ("warning", "critical"), _slo(slo_rules)),
     }
     return [
         Rule(

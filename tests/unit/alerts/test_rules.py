@@ -15,7 +15,7 @@ from services.alerts.detection.input_health import InputHealthConfig
 from services.alerts.lifecycle.alert import Alert
 from services.alerts.notify.payloads import alertmanager_payload
 from services.alerts.oncall.quality import MISSED, QUALITY_FILE, Quality, load_quality
-from services.alerts.oncall.rules import RULE_KINDS, alert_rules
+from services.alerts.oncall.rules import RULE_KINDS, alert_rules, pages
 from services.review.agreement_alerts import AgreementDropTest
 from tests.support.paths import ROOT
 
@@ -42,12 +42,13 @@ def texts(rule) -> list[str]:
 
 def test_every_kind_has_a_rule_with_its_meaning_and_severity():
     found = rules()
-    assert list(found) == list(RULE_KINDS) and len(RULE_KINDS) == 7
+    assert list(found) == list(RULE_KINDS) and len(RULE_KINDS) == 8
     assert found["hallucination_rate_rise"].severity == "warning; critical from +4 pts"
     assert [
         found[k].severities for k in ("route_silent", "events_rejected", "abstention_rise", "route_cardinality")
     ] == [("critical",), ("critical",), ("warning",), ("critical",)]
-    assert [k for k, r in found.items() if not r.pages] == ["mix_shift", "abstention_rise"]
+    assert [k for k, r in found.items() if not r.pages] == ["mix_shift", "abstention_rise", "slo_burn"]
+    assert found["slo_burn"].severities == ("warning", "critical")  # a ticket, and a page
 
 
 def test_thresholds_are_the_configs_in_force_with_the_setting_that_changes_each():
@@ -162,4 +163,4 @@ def test_pages_is_what_the_shipped_alertmanager_routing_does(kind):
                 timeout=30,
             )
             assert answer.returncode == 0, answer.stderr
-            assert (answer.stdout.split() == ["on-call"]) == rule.pages, (kind, severity, answer.stdout)
+            assert (answer.stdout.split() == ["on-call"]) == pages(kind, severity), (kind, severity, answer.stdout)
