@@ -64,7 +64,9 @@ def slo_list(settings: Settings, output: str) -> None:
         return
     print_table(SLO_COLUMNS, found, output, empty="no SLOs are set: add an [[slo]] to the config file")
     if found:
-        console.print(f"one in full: {cli_command()} slo show {found[0]['name']}", markup=False, highlight=False)
+        console.print(
+            f"one in full: {cli_command()} slo show {found[0]['name']}", markup=False, highlight=False, soft_wrap=True
+        )  # a command stays on one line, to paste whole
 
 
 def slo_fields(s: dict) -> list[tuple[str, str | list[str]]]:
@@ -112,7 +114,12 @@ def slo_show(settings: Settings, name: str, output: str) -> None:
     top = next((x for x in found["spenders"] if x["issue_id"]), None)
     if top is not None:
         out.print()
-        console.print(f"the issue spending most: {cli_command()} issues show {top['issue_id']}", markup=False)
+        console.print(
+            f"the issue spending most: {cli_command()} issues show {top['issue_id']}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 @slo_group.command("import")
