@@ -197,3 +197,35 @@ def test_a_span_route_that_disagrees_with_the_given_route_is_refused():
         to_events(LINES[1], route="other-route", line=2)
     assert caught.value.rule == "route_conflict"
     assert "the record says 'billing-assistant' but --route is 'other-route'" in caught.value.message
+
+
+def test_a_logs_line_of_evaluation_results_converts_as_the_intake_maps_it():
+    record = {
+        "resourceLogs": [
+            {
+                "resource": {"attributes": [{"key": "claimwatch.route", "value": {"stringValue": "billing-faq"}}]},
+                "scopeLogs": [
+                    {
+                        "logRecords": [
+                            {
+                                "timeUnixNano": "1764000000000000000",
+                                "traceId": "5b8efff798038103d269b633813fc60c",
+                                "spanId": "eee19b7ec3c1b174",
+                                "eventName": "gen_ai.evaluation.result",
+                                "attributes": [
+                                    {"key": "gen_ai.evaluation.name", "value": {"stringValue": "nli-judge"}},
+                                    {"key": "gen_ai.evaluation.score.label", "value": {"stringValue": "refuted"}},
+                                ],
+                            },
+                            {"timeUnixNano": "1764000000000000000", "body": {"stringValue": "an ordinary log"}},
+                        ]
+                    }
+                ],
+            }
+        ]
+    }
+    [event] = to_events(record, route=None, line=3)
+    assert (event["route"], event["claims"]) == (
+        "billing-faq",
+        [{"verdict": "contradicted", "labeler": "verifier:nli-judge"}],
+    )

@@ -122,6 +122,14 @@ def test_a_jump_to_16_times_the_budget_pages_when_the_1h_window_passes_14_4():
     assert len(page) == 2
 
 
+def test_a_burn_of_7_times_the_budget_pages_when_the_6h_window_passes_6():
+    # 7 x 5% = 35% of 200 claims: 70 failed a minute, after six hours at half the budget. The 1h rule never holds
+    # (7 < 14.4); the 6h burn passes 6 once (7k + 0.5(360 - k)) / 360 > 6: k > 304.6, at the 305th minute, when the
+    # 30m burn (7) has long passed 6.
+    history = History(T0, [(360, HALF), (400, 70)])
+    assert transitions(history) == [("critical", "firing", 360 + 304)]
+
+
 def test_a_steady_burn_of_1_8_gets_a_ticket_once_3_days_hold_it_and_no_page():
     # 1.8 x 5% = 9% of 200 claims: 18 failed a minute, from the first minute on.
     history = History(T0, [(THREE_DAYS + 60, 18)])
