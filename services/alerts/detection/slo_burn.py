@@ -12,12 +12,13 @@ Pure: the burns of a minute in (services/rates/slo.py), the alert out.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from services.alerts.lifecycle.alert import Alert, make_alert_id
 from services.alerts.lifecycle.kinds import SERVICE_LABELS, SLO_KIND
+from services.alerts.lifecycle.transitions import merge
 from services.rates.slo import BURN_WINDOWS, Budget, Burn, Slo
 
 SEVERITIES = {"page": "critical", "ticket": "warning"}  # a rule's severity as the alert's label (Alertmanager routes)
@@ -120,14 +121,4 @@ def slo_alert(
         expected_basis=f"the {rule.severity} rule: {rule}",
         details=details,
     )
-    if previous is None or previous.ends_at is not None:
-        return observed
-    return replace(
-        observed,
-        alert_id=previous.alert_id,
-        pending_since=previous.pending_since,
-        starts_at=previous.starts_at,
-        acked_at=previous.acked_at,
-        acked_by=previous.acked_by,
-        ack_note=previous.ack_note,
-    )
+    return merge(previous, observed)
