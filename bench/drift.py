@@ -54,6 +54,7 @@ from rich.table import Table
 from scipy.stats import betabinom
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.oracle import MINUTES_PER_DAY, Oracle, design_effect  # noqa: E402
 from bench.results import RECORD_HELP, Figure, Recording, Target  # noqa: E402
 from services.alerts.detection.columns import FIRING  # noqa: E402
 from services.alerts.detection.config import DetectorConfig  # noqa: E402
@@ -298,13 +299,24 @@ def quantile(values: np.ndarray, q: float) -> float:
     return math.inf if x >= 1e9 else float(x)
 
 
-def fmt(values: np.ndarray, limit: int = DETECT_WITHIN) -> str:
+def fmt(values: np.ndarray, limit: int = DETECT_WITHIN, oracle: float | None = None) -> str:
+    """``median / p90``, missed rises, and with ``oracle`` (the limit's delay) the median as a ratio to it."""
     if values.size == 0:
         return "-"
     med, p90 = quantile(values, 0.5), quantile(values, 0.9)
     missed = int(np.isinf(values).sum())
     show = lambda x: f">{limit}" if math.isinf(x) else f"{x:.0f}"  # noqa: E731
-    return f"{show(med)} / {show(p90)}" + (f" ({missed / values.size:.1%} missed)" if missed else "")
+    ratio = f" ({med / oracle:.1f}x)" if oracle and not math.isinf(med) else ""
+    return f"{show(med)} / {show(p90)}{ratio}" + (f" ({missed / values.size:.1%} missed)" if missed else "")
+
+
+def limit_delays(traffic: int) -> dict[float, float]:
+    """The limit (bench/oracle.py): the mean delay of a CUSUM that knows the true rate and design effect, at one false
+    alarm per route per 60 days, for each shift, at ``traffic`` answers a minute (the daily mean volume)."""
+    sizes = np.arange(1, MAX_CLAIMS + 1)
+    mean, mean_sq = float(sizes.mean()), float((sizes**2).mean())
+    oracle = Oracle(BASE_RATE, traffic * mean, design_effect(mean, mean_sq, RHO), 60 * MINUTES_PER_DAY)
+    return {shift: oracle.delay(shift) for shift in SHIFTS}
 
 
 def run_day_one(rate_per_min: int, routes: int, seed: int, swing: float = 0.01) -> dict:
@@ -357,9 +369,10 @@ def run_day_one(rate_per_min: int, routes: int, seed: int, swing: float = 0.01) 
 
 
 def day_one_table(results: dict, routes: int, traffic: int) -> Table:
+    limit = limit_delays(traffic)
     table = Table(
         title=f"Day one: {2 * routes} new routes at {traffic} answers/min, ±1-point swing; steps at hour "
-        f"{DAY_ONE_STEP_HOUR}; delays median / p90 minutes"
+        f"{DAY_ONE_STEP_HOUR}; delays median / p90 minutes (the median's ratio to the limit)"
     )
     for col in ("detector", "false alarms, first 24 h", "in hours", "+3 pts at hour 10", "+5 pts at hour 10"):
         table.add_column(col, justify="left" if col == "detector" else "right")
@@ -368,9 +381,12 @@ def day_one_table(results: dict, routes: int, traffic: int) -> Table:
             name,
             f"{r['false_alarms']} in {r['route_days']:.0f} route-days",
             ", ".join(map(str, r["hours"][:8])) + (" …" if len(r["hours"]) > 8 else ""),
-            fmt(r["delays"][0.03]),
-            fmt(r["delays"][0.05]),
+            fmt(r["delays"][0.03], oracle=limit[0.03]),
+            fmt(r["delays"][0.05], oracle=limit[0.05]),
         )
+    table.add_row(
+        "limit: CUSUM knowing the true rate", "1 per route per 60 d", "", f"{limit[0.03]:.1f}", f"{limit[0.05]:.1f}"
+    )
     return table
 
 
@@ -418,7 +434,11 @@ def main(argv=None) -> int:
         if recording:
             recording.finish(day_one_figures(day_one[SHIPPED], args.routes))
         return 0
-    table = Table(title=f"Delays in minutes, median / p90 (missed within 90 min), at {args.traffic} answers/min")
+    limit = limit_delays(args.traffic)
+    table = Table(
+        title=f"Delays in minutes, median / p90 (the median's ratio to the limit) (missed within 90 min), at "
+        f"{args.traffic} answers/min"
+    )
     for col in (
         "condition",
         "detector",
@@ -443,11 +463,22 @@ def main(argv=None) -> int:
             extras["mix"] = score_mix_warnings(warnings, named, p)
         for name, r in results[condition].items():
             d = r["delays"]
-            cells = ("-", "-", "-") if condition in ("ramp", "mix") else tuple(fmt(d[k]) for k in (1, 2, 3))
+            cells = (
+                ("-", "-", "-")
+                if condition in ("ramp", "mix")
+                else tuple(fmt(d[k], oracle=limit[SHIFTS[k]]) for k in (1, 2, 3))
+            )
             if condition == "ramp":
                 cells = ("-", "ramp: " + fmt(d[0], RAMP_MINUTES + DETECT_WITHIN), "-")
             table.add_row(condition, name, *cells, f"{r['fa60']:.2f}", f"{r['fa60'] / 60 * FLEET:.2f}")
         table.add_section()
+    table.add_row(
+        "limit",
+        "CUSUM knowing the true rate",
+        *(f"{limit[shift]:.1f}" for shift in SHIFTS[1:]),
+        "1.00",
+        f"{FLEET / 60:.2f}",
+    )
     console.print(table)
     console.print(
         "shipped false alarms on the first day after warm-up (its profile rests on one day, which the "

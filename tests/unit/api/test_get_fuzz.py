@@ -26,6 +26,8 @@ from starlette.routing import Mount, Route
 
 from services.alerts.detection.expectations import SORTS
 from services.api.pages import API_PREFIXES, ISSUE_SORTS, WINDOWS
+from services.app.compose import build
+from services.app.sections import SloSettings
 from services.store.evalset import EvalRepository
 from tests.support.eval_runs import Answer, record_run
 from tests.unit.api.test_api import AUTH, HTML_ROUTE, SQL_ROUTE, client_for, world  # noqa: F401  (world is a fixture)
@@ -277,6 +279,7 @@ def real(world):  # noqa: F811
             "trace_id": [e.trace_id for e in events[::97]],
             "item_id": ["ei-0000000000000000"],
             "file": ["app.css", "app.js", "favicon.svg"],
+            "name": [SLO["name"]],
         },
         "query": {
             "window": [*WINDOWS, "31d", "32d", "0m", "1h30m", "999999999d", "1e9m"],
@@ -292,9 +295,13 @@ def real(world):  # noqa: F811
     }
 
 
+SLO = {"name": "billing-faithfulness", "routes": "billing-*", "objective": 0.95}  # /api/slos/{name} finds one
+
+
 @pytest.fixture(scope="module")
 def client(world):  # noqa: F811
-    return client_for(world[0])  # anonymous reads limited to 60,000 a minute: throttling must not mask answers
+    services = build(world[0].settings.model_copy(update={"slo": [SloSettings(**SLO)]}), world[0].store)
+    return client_for(services)  # anonymous reads limited to 60,000 a minute: throttling must not mask answers
 
 
 def check(response) -> None:
