@@ -199,7 +199,8 @@ class Ingestor:
     def split(self, messages: Sequence[RawMessage], now: datetime) -> DecodedBatch:
         """Decode and redact each event once; invalid ones (or a malformed envelope) and valid ones outside the
         window at ``now`` (when the batch arrived) become dead letters."""
-        items, dead, lines, counts = [], [], [], EventCounts()
+        items, lines, counts = [], [], EventCounts()
+        refused: list[tuple[RawMessage, Rejection, int | None, bytes, datetime | None]] = []
         earliest, latest = self.window.bounds(now)
         for m in messages:
             envelope: list | None = None  # parsed again only if one of its events is bad
@@ -212,18 +213,20 @@ class Ingestor:
                     if index is not None and envelope is None:
                         envelope = envelope_events(m)
                     seen = result.observed_at
-                    when = (
-                        seen
-                        if seen is not None and self.window.admits(seen, now)
-                        else self.minute_of_unreadable(m, now)
-                    )
-                    dead.append(self._dead_letter(m, result, index, event_bytes(m, index, envelope), when))
+                    own = seen if seen is not None and self.window.admits(seen, now) else None
+                    refused.append((m, result, index, event_bytes(m, index, envelope), own))
                 else:
                     self.note_valid(m.partition, result.observed_at, now)
                     items.append((m, index, EventKey.of(result)))
                     # Encoded here, on the decoding thread: the store thread then only queries and inserts.
                     lines.append(intake_line(self.redactor.redact(result)))
                     counts.add(result)
+        # Dated once the whole batch is read: a dead letter without a time of its own counts beside the valid events
+        # its partition carries in this batch too, even those after it (the first batch after a restart, which
+        # knows no neighbour yet, would otherwise date its leading bad lines by the wall clock).
+        dead = [
+            self._dead_letter(m, r, i, raw, own or self.minute_of_unreadable(m, now)) for m, r, i, raw, own in refused
+        ]
         return DecodedBatch(items, dead, lines, len(messages), counts)
 
     def note_valid(self, partition: int, observed_at: datetime, now: datetime) -> None:

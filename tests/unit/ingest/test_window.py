@@ -281,3 +281,19 @@ def test_a_backfills_unreadable_lines_count_beside_the_valid_events_of_their_par
         (minute(NOW), 1),
         (minute(NOW + NEIGHBOUR_FRESH + timedelta(seconds=1)), 1),
     ]
+
+
+def test_after_a_restart_bad_lines_before_the_first_valid_event_of_the_batch_count_beside_it(store):
+    """A restarted worker knows no neighbour yet: the bad lines its first batch reads before a valid event of their
+    partition count beside that event, not at the wall clock (which would read as a burst of rejections)."""
+    hour_ago = NOW - timedelta(hours=1)
+    ingestor = Ingestor(EventWriter(store), Decoder(), window=LIVE)
+    valid = orjson.dumps({**BASE, "event_id": "v1", "route": "r", "observed_at": hour_ago.isoformat()})
+    ingestor.process(
+        [RawMessage("verdicts", 0, 0, b"{junk", b"r"), RawMessage("verdicts", 0, 1, valid, b"r")],
+        NOW,
+    )
+    assert [
+        (m["minute"], m["rejected"])
+        for m in DeadLetterRepository(store).rejected_minutes(hour_ago, NOW + timedelta(minutes=5))
+    ] == [(hour_ago.replace(second=0, microsecond=0), 1)]
