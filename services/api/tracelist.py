@@ -5,11 +5,11 @@ trace page) and links to the previous and next pages. It reads TraceService.sear
 from __future__ import annotations
 
 from collections.abc import Callable
-from urllib.parse import urlencode
 
 from fastapi import Query, Request
 from fastapi.responses import Response
 
+from services.api import views
 from services.contract.model import CANONICAL_VERDICTS
 from services.core.readmodel import exactly
 from services.issues.tracesearch import (
@@ -18,30 +18,10 @@ from services.issues.tracesearch import (
     MAX_TEXT,
     MAX_VERSIONS,
     TIME_FORMS,
-    TracePage,
     TraceRowRead,
 )
 
 PAGE_SIZE = 50
-
-
-def pager(page: TracePage, query: dict[str, str | list[str]]) -> dict:
-    """Where the page lies in the list, and links to its neighbours that keep the search (``query``)."""
-
-    def link(offset: int) -> str:
-        kept = {k: v for k, v in query.items() if v}
-        return "?" + urlencode({**kept, **({"offset": offset} if offset else {})}, doseq=True)
-
-    previous = max(0, page.offset - page.limit) if page.offset else None
-    return {
-        "first": page.offset + 1 if page.traces else 0,
-        "last": page.offset + len(page.traces),
-        "total": page.total,
-        "after": page.after,
-        "next": link(page.next_offset) if page.next_offset is not None else None,
-        "prev": link(previous) if previous is not None else None,
-        "start": link(0),
-    }
 
 
 def handler(pages) -> Callable[..., Response]:
@@ -92,7 +72,7 @@ def handler(pages) -> Callable[..., Response]:
             **context,
             error="",
             traces=exactly(list[TraceRowRead], found.traces),
-            pager=pager(found, query),
+            pager=views.pager(found, query, found.traces),
             since_at=found.since,
             until_at=found.until,
         )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from urllib.parse import quote, urlencode
 
@@ -88,18 +88,19 @@ def range_links(base: str, query: Mapping[str, str], current: str, key: str = "w
     return [{"label": r, "href": f"{base}?{urlencode({**kept, key: r})}", "selected": r == current} for r in shown]
 
 
-def pager(page, query: dict[str, str]) -> dict:
-    """Where a page of the route list (services/api/routeview.py RoutePage) lies, and links to its neighbours
-    that keep the list's ``query`` (empty values left out)."""
+def pager(page, query: Mapping[str, str | list[str]], rows: Sequence | None = None) -> dict:
+    """Where a page of a list lies (the route list's RoutePage, services/api/routeview.py; the traces' TracePage
+    with its ``rows``), and links to its neighbours that keep the list's ``query`` (empty values left out)."""
+    rows = page.routes if rows is None else rows
 
     def link(offset: int) -> str:
         kept = {k: v for k, v in query.items() if v}
-        return "?" + urlencode({**kept, **({"offset": offset} if offset else {})})
+        return "?" + urlencode({**kept, **({"offset": offset} if offset else {})}, doseq=True)
 
     previous = max(0, page.offset - page.limit) if page.offset else None
     return {
-        "first": page.offset + 1 if page.routes else 0,
-        "last": page.offset + len(page.routes),
+        "first": page.offset + 1 if rows else 0,
+        "last": page.offset + len(rows),
         "total": page.total,
         "after": page.after,
         "next": link(page.next_offset) if page.next_offset is not None else None,
