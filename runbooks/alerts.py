@@ -21,7 +21,7 @@ from services.alerts.explain.figures import (
 )
 from services.alerts.lifecycle.alert import Alert
 from services.alerts.lifecycle.kinds import CARDINALITY_KIND, FLEET_ROUTE, MONITOR_KINDS, SLO_KIND
-from services.alerts.oncall.slos import SloDetailRead
+from services.alerts.oncall.slos import SloDetailRead, budget_text, spent_text
 from services.core.numbers import pct, thousands
 
 RUNBOOK_KINDS = (*MONITOR_KINDS, SLO_KIND)  # runbooks/templates/<kind>.md.j2 for each
@@ -29,14 +29,10 @@ RUNBOOK_KINDS = (*MONITOR_KINDS, SLO_KIND)  # runbooks/templates/<kind>.md.j2 fo
 
 def slo_facts(s: SloDetailRead) -> SloFacts:
     """An SLO's report in the runbook's words, the figures as `claimwatch slo show` gives them."""
-    spent = "no traffic yet" if s.budget_spent is None else f"{pct(s.budget_spent)} of the budget spent"
-    if s.budget_spent_interval is not None:
-        spent += f" (95% interval {pct(s.budget_spent_interval[0])} to {pct(s.budget_spent_interval[1])})"
-    left = s.budget_remaining
-    if left is not None:
-        spent += f": {pct(left)} left" if left >= 0 else f": overspent by {pct(-left)}"
+    spent = f"{spent_text(s.budget_spent, s.budget_spent_interval)}: {budget_text(s.budget_remaining)}"
     burns = tuple(
-        f"{b.window}: {b.rate:,.1f}x" if b.rate is not None else f"{b.window}: no figure ({b.reason})" for b in s.burns
+        f"{b.window}: {figure(b.rate, 'burn')}" if b.rate is not None else f"{b.window}: no figure ({b.reason})"
+        for b in s.burns
     )
     routes = tuple(
         f"{r.route}: {pct(r.budget_spent) if r.budget_spent is not None else '—'} of the budget "

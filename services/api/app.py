@@ -175,7 +175,7 @@ def create_api(
         evalset=evalset,
         receivers=notification_receivers(components),
         ingest=lambda: views.ingest_status(components.health, components.metrics, time.monotonic(), now()),
-        budgets=lambda routes: slopage.route_budgets(as_json(components.slos.all()), routes),
+        budgets=lambda routes: slopage.route_budgets(as_json(components.slos.all(burns=False)), routes),
     )
     rules = components.settings.slo_alerts.burn_rules()
     api.include_router(pages.router(site, ingest_lag, slopage.handlers(site, components.slos, rules)))

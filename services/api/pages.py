@@ -33,7 +33,7 @@ from services.alerts.explain.figures import (
 )
 from services.alerts.lifecycle.kinds import MONITOR_KINDS
 from services.alerts.notify.receivers import FAILING_ALARM
-from services.alerts.oncall.slos import budget_text
+from services.alerts.oncall.slos import budget_text, spent_text
 from services.api import alertlist, alertpage, evalpage, tracelist, views
 from services.api.assets import Assets, asked_version, cache_control
 from services.api.auth import READ_COOKIE, same_origin
@@ -99,6 +99,7 @@ def environment() -> jinja2.Environment:
         counted=counted,
         expected=expected_text,
         budget=budget_text,
+        spent=lambda s: spent_text(s["budget_spent"], s["budget_spent_interval"]),
     )
     env.globals.update(
         served_sentence=served_sentence,

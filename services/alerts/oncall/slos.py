@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from pydantic import Field
 
-from services.alerts.evaluation.slo_watch import LONGEST, SloReader, series_for, version_of
+from services.alerts.evaluation.slo_watch import LONGEST, SloReader, version_of
 from services.alerts.explain.explainer import NamedIssue
 from services.alerts.lifecycle.kinds import KINDS, SLO_KIND
 from services.alerts.lifecycle.records import AlertRecords
@@ -22,7 +22,7 @@ from services.core.errors import NotFound
 from services.core.numbers import pct
 from services.core.readmodel import Read
 from services.rates.intervals import Counts
-from services.rates.slo import Slo, budget, counts_of
+from services.rates.slo import MinuteSeries, Slo, budget, counts_of
 
 MINUTE = timedelta(minutes=1)
 SPENDERS = 10  # issues (and routes, and drift alerts) listed beside the budget
@@ -112,6 +112,15 @@ def budget_text(remaining: float | None) -> str:
     return f"{pct(remaining)} left" if remaining >= 0 else f"overspent by {pct(-remaining)}"
 
 
+def spent_text(spent: float | None, interval: Sequence[float] | None) -> str:
+    """The budget spent as every surface says it: ``76.3% of the budget spent (95% interval 73.0% to 79.8%)``."""
+    if spent is None:
+        return "no traffic yet"
+    return f"{pct(spent)} of the budget spent" + (
+        f" (95% interval {pct(interval[0])} to {pct(interval[1])})" if interval is not None else ""
+    )
+
+
 def window_text(minutes: int) -> str:
     days, rest = divmod(minutes, 24 * 60)
     return f"{days}d" if not rest else f"{minutes // 60}h" if minutes % 60 == 0 else f"{minutes}m"
@@ -132,10 +141,11 @@ class SloReport:
         self.reader, self.latest, self.alerts, self.team_of, self.spend = reader, latest, alerts, team_of, spend
         self.min_claims = min_claims
 
-    def all(self) -> list[SloRead]:
+    def all(self, burns: bool = True) -> list[SloRead]:
+        """Every SLO; without ``burns``, only its budget (what the overview's column reads)."""
         at = self.latest()
         open_alerts = self._open_alerts()
-        return [self._read(slo, at, open_alerts) for slo in self.slos.values()]
+        return [self._read(slo, at, open_alerts, burns) for slo in self.slos.values()]
 
     def find(self, name: str) -> SloDetailRead | None:
         """The SLO in full, or None when none has that name (any more: an alert can outlive its SLO)."""
@@ -197,7 +207,9 @@ class SloReport:
                 found.setdefault(a.labels.get("slo", ""), []).append(read)
         return found
 
-    def _read(self, slo: Slo, at: datetime | None, open_alerts: Mapping[str, list[SloAlertRead]]) -> SloRead:
+    def _read(
+        self, slo: Slo, at: datetime | None, open_alerts: Mapping[str, list[SloAlertRead]], with_burns: bool = True
+    ) -> SloRead:
         base: dict[str, Any] = dict(
             name=slo.name,
             routes=slo.routes,
@@ -208,27 +220,31 @@ class SloReport:
             team=self.team_of(slo),
             alerts=open_alerts.get(slo.name, []),
         )
-        series = None if at is None else series_for(self.reader, slo, at, at, LONGEST)
-        if at is None or series is None:
+        first = None if at is None else self.reader.slo_first_minute(slo.routes, version_of(slo))
+        if at is None or first is None:
             return SloRead(
                 **base, at=None, history_minutes=0, budget_spent=None, budget_spent_interval=None,
                 budget_remaining=None, bad_share=None, units=0, burns=[],
             )  # fmt: skip
-        history = min(series.history(at), slo.window_minutes)
+        history = min(int((at - first) / MINUTE) + 1, slo.window_minutes)
         spent = budget(
             counts_of(self.reader.slo_sums(slo.routes, version_of(slo), at - (history - 1) * MINUTE, at)), slo
         )
-        burns = [
-            BurnRead(
-                window=b.window,
-                minutes=b.minutes,
-                rate=b.rate,
-                interval=None if b.interval is None else b.interval.as_list(),
-                units=b.units,
-                reason=b.reason,
-            )
-            for b in series.burns(slo, at, self.min_claims).values()
-        ]
+        burns = []
+        if with_burns:  # the last 3 days a minute at a time: not for the overview, which shows the budget alone
+            since = at - LONGEST * MINUTE
+            series = MinuteSeries(since, at, self.reader.slo_minutes(slo.routes, version_of(slo), since, at), first)
+            burns = [
+                BurnRead(
+                    window=b.window,
+                    minutes=b.minutes,
+                    rate=b.rate,
+                    interval=None if b.interval is None else b.interval.as_list(),
+                    units=b.units,
+                    reason=b.reason,
+                )
+                for b in series.burns(slo, at, self.min_claims).values()
+            ]
         return SloRead(
             **base,
             at=at.isoformat(),

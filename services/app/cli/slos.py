@@ -9,7 +9,7 @@ from urllib.parse import quote
 import click
 
 from services.alerts.explain.figures import figure
-from services.alerts.oncall.slos import budget_text
+from services.alerts.oncall.slos import budget_text, spent_text
 from services.app.cli.base import Abort, console, main, out, print_json, reach, service_options
 from services.app.cli.tables import Column, labelled, output_option, print_labelled, print_table, terminal_width
 from services.app.openslo import OpenSloError, as_toml, read_documents, slo_settings
@@ -70,11 +70,7 @@ def slo_list(settings: Settings, output: str) -> None:
 
 
 def slo_fields(s: dict) -> list[tuple[str, str | list[str]]]:
-    spent = s["budget_spent"]
-    interval = s["budget_spent_interval"]
-    spent_text = "no traffic yet" if spent is None else f"{pct(spent)} of the budget"
-    if interval is not None:
-        spent_text += f" (95% interval {pct(interval[0])} to {pct(interval[1])})"
+    spent_line = spent_text(s["budget_spent"], s["budget_spent_interval"])
     burns = [
         f"{b['window']:>3}  {burn_text(b['rate'])}" + (f"  ({b['reason']})" if b["reason"] else "") for b in s["burns"]
     ]
@@ -83,7 +79,7 @@ def slo_fields(s: dict) -> list[tuple[str, str | list[str]]]:
         ("routes", s["routes"]),
         ("team", s["team"]),
         ("at", utc_minute(s["at"]) if s["at"] else "no traffic yet"),
-        ("spent", spent_text),
+        ("budget", spent_line),
         ("left", budget_text(s["budget_remaining"])),
         ("burn", burns or ["no burn windows yet"]),
         ("alerts", [f"{a['alert_id']} {a['severity']} {a['state']}" for a in s["alerts"]] or "none open"),
