@@ -21,7 +21,8 @@ from services.alerts.explain.figures import (
 )
 from services.alerts.lifecycle.alert import Alert
 from services.alerts.lifecycle.kinds import CARDINALITY_KIND, FLEET_ROUTE, MONITOR_KINDS, SLO_KIND
-from services.alerts.oncall.slos import SloDetailRead, budget_text, spent_text
+from services.alerts.oncall.readmodel import SloDetailRead
+from services.alerts.oncall.slos import budget_text, spent_text
 from services.core.numbers import pct, thousands
 
 RUNBOOK_KINDS = (*MONITOR_KINDS, SLO_KIND)  # runbooks/templates/<kind>.md.j2 for each

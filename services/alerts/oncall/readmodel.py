@@ -161,3 +161,74 @@ class RuleRead(Read):
     inhibition: list[InhibitionRead] = Field(
         default_factory=list, description="the inhibition rules this kind takes part in, as source or target"
     )
+
+
+# SLOs (services/alerts/oncall/slos.py)
+class BurnRead(Read):
+    window: str
+    minutes: int
+    rate: float | None = Field(description="the burn rate: 1 spends the budget exactly over the SLO's window")
+    interval: list[float] | None
+    units: int = Field(description="claims (or served answers) in the window")
+    reason: str = Field(description="why there is no rate: too little history, or too few units to tell")
+
+
+class SpenderRead(Read):
+    issue_id: str | None = Field(description="null: failing claims in no issue yet")
+    name: str
+    failed: float = Field(description="its failing claims in the window, weighted as the rates are")
+    budget_spent: float | None = Field(description="the share of the whole budget those claims spent")
+
+
+class RouteSpendRead(Read):
+    route: str
+    units: float = Field(description="its claims (or served answers) in the window, weighted")
+    bad: float = Field(description="the bad ones among them, weighted")
+    budget_spent: float | None = Field(description="the share of the whole budget they spent")
+
+
+class RelatedAlertRead(Read):
+    alert_id: str
+    route: str
+    kind: str
+    state: str
+    starts_at: str | None
+    ends_at: str | None
+
+
+class SloAlertRead(Read):
+    alert_id: str
+    severity: str
+    state: str
+    starts_at: str | None
+
+
+class SloRead(Read):
+    name: str
+    routes: str
+    sli: str
+    objective: float
+    window: str
+    description: str
+    team: str
+    at: str | None = Field(description="the minute the figures describe: the newest the store holds")
+    history_minutes: int = Field(description="minutes of the SLO's traffic within its window")
+    budget_spent: float | None = Field(description="share of the error budget spent over the window (1: all of it)")
+    budget_spent_interval: list[float] | None
+    budget_remaining: float | None
+    bad_share: float | None = Field(description="the SLI's bad share over the window, weighted")
+    units: int = Field(description="claims (or served answers) over the window")
+    burns: list[BurnRead]
+    alerts: list[SloAlertRead]
+
+
+class SloDetailRead(SloRead):
+    spenders: list[SpenderRead] = Field(description="issues by the budget their failing claims spent, most first")
+    routes_spending: list[RouteSpendRead] = Field(description="the SLO's routes by the budget they spent, most first")
+    drift_alerts: list[RelatedAlertRead] = Field(
+        description="drift alerts on the SLO's routes active in the longest burn window (3d): what changed"
+    )
+    burndown: list[list[Any]] = Field(
+        description="[time, budget remaining] from the window's start: the failing units so far against those the "
+        "whole window allows"
+    )

@@ -12,15 +12,21 @@ from datetime import datetime, timedelta
 from fnmatch import fnmatchcase
 from typing import Any, Protocol
 
-from pydantic import Field
-
 from services.alerts.evaluation.slo_watch import LONGEST, SloReader, version_of
 from services.alerts.explain.explainer import NamedIssue
 from services.alerts.lifecycle.kinds import KINDS, SLO_KIND
 from services.alerts.lifecycle.records import AlertRecords
+from services.alerts.oncall.readmodel import (
+    BurnRead,
+    RelatedAlertRead,
+    RouteSpendRead,
+    SloAlertRead,
+    SloDetailRead,
+    SloRead,
+    SpenderRead,
+)
 from services.core.errors import NotFound
 from services.core.numbers import pct
-from services.core.readmodel import Read
 from services.rates.intervals import Counts
 from services.rates.slo import MinuteSeries, Slo, budget, counts_of
 
@@ -33,76 +39,6 @@ BURNDOWN_POINTS = 200  # at most this many points on the burn-down
 class IssueSpend(Protocol):  # services.issues.records.IssueRecords
     def failing_by_issue(self, routes: str, since: datetime, until: datetime) -> tuple[dict[str, float], float]: ...
     def load(self, issue_ids: Sequence[str] | None = None) -> Sequence[NamedIssue]: ...
-
-
-class BurnRead(Read):
-    window: str
-    minutes: int
-    rate: float | None = Field(description="the burn rate: 1 spends the budget exactly over the SLO's window")
-    interval: list[float] | None
-    units: int = Field(description="claims (or served answers) in the window")
-    reason: str = Field(description="why there is no rate: too little history, or too few units to tell")
-
-
-class SpenderRead(Read):
-    issue_id: str | None = Field(description="null: failing claims in no issue yet")
-    name: str
-    failed: float = Field(description="its failing claims in the window, weighted as the rates are")
-    budget_spent: float | None = Field(description="the share of the whole budget those claims spent")
-
-
-class RouteSpendRead(Read):
-    route: str
-    units: float = Field(description="its claims (or served answers) in the window, weighted")
-    bad: float = Field(description="the bad ones among them, weighted")
-    budget_spent: float | None = Field(description="the share of the whole budget they spent")
-
-
-class RelatedAlertRead(Read):
-    alert_id: str
-    route: str
-    kind: str
-    state: str
-    starts_at: str | None
-    ends_at: str | None
-
-
-class SloAlertRead(Read):
-    alert_id: str
-    severity: str
-    state: str
-    starts_at: str | None
-
-
-class SloRead(Read):
-    name: str
-    routes: str
-    sli: str
-    objective: float
-    window: str
-    description: str
-    team: str
-    at: str | None = Field(description="the minute the figures describe: the newest the store holds")
-    history_minutes: int = Field(description="minutes of the SLO's traffic within its window")
-    budget_spent: float | None = Field(description="share of the error budget spent over the window (1: all of it)")
-    budget_spent_interval: list[float] | None
-    budget_remaining: float | None
-    bad_share: float | None = Field(description="the SLI's bad share over the window, weighted")
-    units: int = Field(description="claims (or served answers) over the window")
-    burns: list[BurnRead]
-    alerts: list[SloAlertRead]
-
-
-class SloDetailRead(SloRead):
-    spenders: list[SpenderRead] = Field(description="issues by the budget their failing claims spent, most first")
-    routes_spending: list[RouteSpendRead] = Field(description="the SLO's routes by the budget they spent, most first")
-    drift_alerts: list[RelatedAlertRead] = Field(
-        description="drift alerts on the SLO's routes active in the longest burn window (3d): what changed"
-    )
-    burndown: list[list[Any]] = Field(
-        description="[time, budget remaining] from the window's start: the failing units so far against those the "
-        "whole window allows"
-    )
 
 
 def budget_text(remaining: float | None) -> str:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends
 
-from services.alerts.oncall.slos import SloDetailRead, SloRead, SloReport
+from services.alerts.oncall.readmodel import SloDetailRead, SloRead
+from services.alerts.oncall.slos import SloReport
 from services.api.models import ERROR_RESPONSES, path_id
 from services.api.security import AUTH_RESPONSES, Gate
 from services.api.serialise import as_json
