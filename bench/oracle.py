@@ -1,45 +1,25 @@
 """The detection-delay limit a drift detector is measured against (issue 55): a CUSUM that knows the route's true
-pre-change rate and design effect, tuned for the shift it looks for, at a stated false-alarm rate.
+pre-change rate and design effect, tuned for the very shift it looks for, at the stated false-alarm rate.
 
-Each minute's claim-level rate is taken as normal around the true rate, with the variance of a rate over ``claims``
-claims inflated by answer clustering (``deff``). The CUSUM sums the log-likelihood ratio of "rate + shift" against
-"rate": in units of the minute's standard deviation its increments have mean -k before the change and shift - k
-after, with k = shift / 2 (the optimal reference for that shift). Siegmund's approximation gives its average run
-length at threshold h (with b = h + 1.166, the overshoot correction):
-
-    ARL(m) = (exp(-2 m b) + 2 m b - 1) / (2 m^2),  m = the increments' mean; b^2 at m = 0.
-
-The threshold is the one whose in-control run length is the allowed minutes between false alarms; the delay is the
-run length after the change. Nothing here knows claimwatch's detector: it is the yardstick, not a rival.
+Each minute's claim-level rate is taken as normal around the true rate, with the variance of a rate over the
+minute's claims inflated by answer clustering (``deff``). Its threshold is the one whose in-control run length is
+the allowed minutes between false alarms, and its delay the run length after the change (Siegmund's approximation:
+services/alerts/detection/run_length.py, the same computation the shipped detector sets its own thresholds with,
+here without any error in the expectation). With a daily volume swing the delay is averaged over the day: a rise in
+the trough, at half the volume, takes longer. Nothing here knows claimwatch's detector: it is the yardstick.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
-from scipy.optimize import brentq
+import numpy as np
 
-OVERSHOOT = 1.166  # Siegmund's correction for the CUSUM's overshoot of its threshold (normal increments)
+from services.alerts.detection.run_length import average_run_length, delay, minute_sd, threshold
+
+__all__ = ["MINUTES_PER_DAY", "Oracle", "average_run_length", "design_effect", "minute_sd"]
 MINUTES_PER_DAY = 24 * 60
-
-
-def average_run_length(mean: float, h: float) -> float:
-    """Siegmund's ARL of a CUSUM with standardized normal increments of ``mean``, threshold ``h``."""
-    b = h + OVERSHOOT
-    if abs(mean) < 1e-9:
-        return b * b
-    return (math.exp(-2 * mean * b) + 2 * mean * b - 1) / (2 * mean * mean)
-
-
-def threshold_for(in_control_minutes: float, k: float) -> float:
-    """The threshold h whose in-control run length (increments of mean -k) is ``in_control_minutes``."""
-    return brentq(lambda h: average_run_length(-k, h) - in_control_minutes, 0.0, 200.0)
-
-
-def minute_sd(rate: float, claims_per_minute: float, deff: float) -> float:
-    """The standard deviation of one minute's claim-level rate: binomial, inflated by the design effect."""
-    return math.sqrt(rate * (1 - rate) * deff / claims_per_minute)
+PHASES = np.linspace(0, 2 * np.pi, 96, endpoint=False)
 
 
 def design_effect(mean_claims: float, mean_claims_sq: float, icc: float) -> float:
@@ -49,16 +29,18 @@ def design_effect(mean_claims: float, mean_claims_sq: float, icc: float) -> floa
 
 @dataclass(frozen=True)
 class Oracle:
-    """The limit for a route: its true rate, claims a minute and design effect, and the false alarms allowed."""
+    """The limit for a route: its true rate, claims a minute (the daily mean) and design effect, the false alarms
+    allowed, and its daily volume swing (0.5: ±50%)."""
 
     rate: float
     claims_per_minute: float
     deff: float
-    minutes_per_false_alarm: float  # e.g. 60 days: one false alarm per route per 60 days
+    minutes_per_false_alarm: float  # e.g. 90 days: one false alarm per route per 90 days
+    volume_swing: float = 0.0
 
     def delay(self, shift: float) -> float:
-        """Minutes from the change to the alarm, on average, for a rise of ``shift`` (a share: 0.03 is +3 points)."""
-        standardized = shift / minute_sd(self.rate, self.claims_per_minute, self.deff)
-        k = standardized / 2
-        h = threshold_for(self.minutes_per_false_alarm, k)
-        return average_run_length(standardized - k, h)
+        """Minutes from the change to the alarm, on average over the day, for a rise of ``shift`` (0.03: +3 points)."""
+        sd = float(minute_sd(self.rate, self.claims_per_minute, self.deff))
+        h = threshold(shift / sd, self.minutes_per_false_alarm)
+        sd_now = minute_sd(self.rate, self.claims_per_minute * (1 + self.volume_swing * np.sin(PHASES)), self.deff)
+        return float(np.mean(delay(shift / sd_now, shift / sd_now, h)))

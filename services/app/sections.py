@@ -97,6 +97,9 @@ class DriftSettings(Section):
     route_thresholds: dict[str, float] = Field(default_factory=dict)
     baseline_minutes: int = Field(DETECTOR.baseline_minutes, ge=30)
     min_claims: int = Field(DETECTOR.min_claims, ge=1)
+    false_alarms_per_route_per_90d: float = Field(
+        DETECTOR.false_alarms_per_route_per_90d, gt=0, le=1000, description="each rule's thresholds derive from it"
+    )
     detector: DetectorSettings = Field(default_factory=DetectorSettings, description="the engine (kind, h, ...)")
     input_health: InputHealthConfig = Field(default_factory=InputHealthConfig)
     eval_interval_seconds: float = Field(30.0, gt=0)
@@ -105,8 +108,8 @@ class DriftSettings(Section):
     @model_validator(mode="before")
     @classmethod
     def _one_home_per_setting(cls, values: Any) -> Any:
-        """The detector's threshold, min_claims and baseline_minutes live here; in ``detector`` too, one would
-        silently replace the other."""
+        """The detector's threshold, min_claims, baseline_minutes and false-alarm rate live here; in ``detector``
+        too, one would silently replace the other."""
         detector = values.get("detector") if isinstance(values, Mapping) else None
         if twice := sorted(set(detector or {}) & set(SHARED_WITH_DRIFT)) if isinstance(detector, Mapping) else []:
             name = twice[0]
@@ -125,7 +128,10 @@ class DriftSettings(Section):
         """What the drift detector runs with: ``detector`` and this section's own threshold, min_claims and
         baseline_minutes."""
         return self.detector.config(
-            threshold=self.threshold, min_claims=self.min_claims, baseline_minutes=self.baseline_minutes
+            threshold=self.threshold,
+            min_claims=self.min_claims,
+            baseline_minutes=self.baseline_minutes,
+            false_alarms_per_route_per_90d=self.false_alarms_per_route_per_90d,
         )
 
 

@@ -86,6 +86,12 @@ class RouteRateRead(RateRead):
     expected_basis: str = Field(description="what the expectation rests on, or why there is none yet")
     learning: bool = Field(description="under a day of history: no time-of-day profile yet")
     history_hours: int | None = Field(description="while learning, the route's whole hours of history")
+    detectable_rise: float | None = Field(
+        default=None,
+        description="the smallest rise the route's drift alert sees within an hour on average, where its volume (or "
+        "learning margin) makes that more than the threshold: silence from a quiet route is not health; null: the "
+        "threshold itself",
+    )
     delta: float | None = Field(description="rate - expected")
     delta_lo: float | None = Field(description="the 95% interval's lower end - expected: the rise the data is sure of")
     firing_alerts: list[str] = Field(description="ids of the route's firing alerts")

@@ -373,7 +373,8 @@ class AlertRepository(Generic[A, S]):
 
     # -- what the evaluator expects of each route (services/alerts/detection/expectations.py) ----------------------
     def save_expectations(self, minute: datetime, expectations: Mapping[str, Mapping]) -> None:
-        """Each route's ``expected`` (None: none yet), ``basis``, ``learning`` and ``history_hours`` as of
+        """Each route's ``expected`` (None: none yet), ``basis``, ``learning``, ``history_hours`` and
+        ``detectable_rise`` as of
         ``minute``."""
         version, at = self._version(), ch_time(minute)
         self.store.insert(
@@ -386,6 +387,7 @@ class AlertRepository(Generic[A, S]):
                     "basis": e["basis"],
                     "learning": int(e["learning"]),
                     "history_hours": e.get("history_hours"),
+                    "detectable_rise": e.get("detectable_rise"),
                     "updated_at": version,
                 }
                 for route, e in expectations.items()
@@ -399,7 +401,8 @@ class AlertRepository(Generic[A, S]):
             where, params = "WHERE route IN {routes:Array(String)}", {"routes": list(routes)}
         rows = self.store.query(
             "SELECT route, argMax(expected, updated_at) AS expected, argMax(basis, updated_at) AS basis, "
-            "argMax(learning, updated_at) AS learning, argMax(history_hours, updated_at) AS history_hours "
+            "argMax(learning, updated_at) AS learning, argMax(history_hours, updated_at) AS history_hours, "
+            "argMax(detectable_rise, updated_at) AS detectable_rise "
             f"FROM route_expectations {where} GROUP BY route",
             params,
         )
@@ -409,6 +412,7 @@ class AlertRepository(Generic[A, S]):
                 "basis": r["basis"],
                 "learning": bool(r["learning"]),
                 "history_hours": r["history_hours"],
+                "detectable_rise": r["detectable_rise"],
             }
             for r in rows
         }

@@ -77,6 +77,9 @@ class SeasonalBaseline(BaselineHistory):
     baseline_standard: np.ndarray
     offset_total: np.ndarray
     offset_mixed: np.ndarray
+    minute_sd: np.ndarray
+    expectation_sd: np.ndarray
+    margin: np.ndarray
     DERIVED = {
         "total": 0,
         "history_claims": 0,
@@ -88,6 +91,9 @@ class SeasonalBaseline(BaselineHistory):
         "baseline_standard": 0,
         "offset_total": 0,
         "offset_mixed": 0,
+        "minute_sd": 0,
+        "expectation_sd": 0,
+        "margin": 0,
     }
 
     def __init__(self, config: DetectorConfig, n_routes: int, n_fields: int, n_slices: int = 1):
@@ -121,14 +127,10 @@ class SeasonalBaseline(BaselineHistory):
         t = (weights * self.ring[at]).sum(axis=1)[:, : self.n_fields]
         claims = t[:, CLAIMS]
         history_claims = self.season[at][:, :, SEASON_CLAIMS].sum(axis=1)
-        # warm-up: while learning, the whole history must hold enough claims; once seasonal, the level itself
-        # (after a long outage its day may be empty)
-        self.warm[at] = np.where(learning, history_claims, claims) >= self.config.min_baseline_claims
-        p = np.clip(t[:, FAILED] / np.maximum(claims, 1.0), RATE_FLOOR, 1 - RATE_FLOOR)
-        residual = np.maximum(t[:, FAILED_SQ] - 2 * p * t[:, FAILED_CLAIMS] + p * p * t[:, CLAIMS_SQ], 0.0)
-        spread = t[:, CLAIMS_SQ] - claims
-        rho = np.where(spread > 0, (residual / (p * (1 - p)) - claims) / np.where(spread > 0, spread, 1.0), 0.0)
-        self.rho[at] = np.clip(rho, 0.0, 1.0) if self.config.overdispersion else np.zeros_like(rho)
+        # warm-up: the whole history must hold enough claims (a quiet route's day may hold fewer than that: its
+        # threshold carries its level's error), and the level some (after a long outage its day may be empty)
+        self.warm[at] = (history_claims >= self.config.min_baseline_claims) & (claims > 0)
+        p, self.rho[at] = self._rate_and_rho(t)
         self.total[at], self.history_claims[at], self.level[at] = t, history_claims, p
         slices = (weights[..., None] * self.slice_ring[at]).sum(axis=1)
         prior = self.config.slice_prior_claims  # shrinks a thin slice's rate towards the route's
@@ -137,6 +139,47 @@ class SeasonalBaseline(BaselineHistory):
         self.slice_rate[at], self.slice_claims[at] = slice_rate, slices[..., 0]
         self.baseline_standard[at] = (share * slice_rate).sum(axis=1)
         self._refresh_offsets(at)
+        variance = claim_variance(t, p, self.rho[at])
+        self.margin[at] = np.where(learning, self._earned_margin(self.ring[at], variance), 0.0)
+        minutes = weights[:, :, 0].sum(axis=1) * self.config.block_minutes
+        self.minute_sd[at] = np.sqrt(variance / np.maximum(claims / np.maximum(minutes, 1.0), 1e-9))
+        # the expectation's own error: the level's, and once seasonal the time-of-day slot's (its 1-2-1 smoothing
+        # keeps 0.375 of one slot's variance). While learning the margin covers what the young level may be off by:
+        # counted in the threshold too, it would be paid twice (bench/drift.py --day-one)
+        slot = np.where(self.seasonal[at], 0.375 * variance / np.maximum(history_claims / self.per_day, 1.0), 0.0)
+        self.expectation_sd[at] = np.where(learning, 0.0, np.sqrt(variance / np.maximum(claims, 1.0) + slot))
+        self.revision += 1
+
+    def _rate_and_rho(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The pooled rate of sums (routes × fields) and the intra-answer correlation they show."""
+        claims = t[:, CLAIMS]
+        p = np.clip(t[:, FAILED] / np.maximum(claims, 1.0), RATE_FLOOR, 1 - RATE_FLOOR)
+        residual = np.maximum(t[:, FAILED_SQ] - 2 * p * t[:, FAILED_CLAIMS] + p * p * t[:, CLAIMS_SQ], 0.0)
+        spread = t[:, CLAIMS_SQ] - claims
+        rho = np.where(spread > 0, (residual / (p * (1 - p)) - claims) / np.where(spread > 0, spread, 1.0), 0.0)
+        return p, np.clip(rho, 0.0, 1.0) if self.config.overdispersion else np.zeros_like(rho)
+
+    def _earned_margin(self, ring: np.ndarray, variance: np.ndarray) -> np.ndarray:
+        """The margin a learning route has earned: the over-dispersion of its finished hours around the level the
+        test would have used for each (the two hours before it), beyond sampling noise (``variance`` being a
+        claim's): the error the unmodelled time of day gives a young level. ``learning_margin`` is its prior, worth
+        ``margin_prior_hours`` hours; the margin is ``margin_spread`` times the spread. A flat route's margin fades
+        within hours; a swinging one keeps what it shows."""
+        c = self.config
+        if self.block is None:
+            return np.full(ring.shape[0], c.learning_margin)
+        order = [(self.block - k) % self.n_recent for k in range(self.n_recent, 0, -1)]  # oldest first
+        claims, failed = ring[:, order, CLAIMS].astype(float), ring[:, order, FAILED].astype(float)
+        before_claims, before_failed = claims[:, 1:-1] + claims[:, :-2], failed[:, 1:-1] + failed[:, :-2]
+        # an hour cut short (an alarm's dropped minutes, an outage) says nothing of the route's swing: it is left out
+        seen = (claims[:, 2:] >= 0.25 * before_claims) & (claims[:, 1:-1] > 0) & (claims[:, :-2] > 0)
+        now_claims, before_claims = np.maximum(claims[:, 2:], 1.0), np.maximum(before_claims, 1.0)
+        gap = failed[:, 2:] / now_claims - before_failed / before_claims
+        noise = variance[:, None] * (1 / now_claims + 1 / before_claims)
+        excess = in_order(np.where(seen, gap * gap - noise, 0.0))
+        prior, hours = c.margin_prior_hours, in_order(seen.astype(float))
+        spread = (prior * (c.learning_margin / max(c.margin_spread, 1e-9)) ** 2 + excess) / (prior + hours)
+        return np.asarray(c.margin_spread * np.sqrt(np.maximum(spread, 0.0)))
 
     def _level_weights(self, ring: np.ndarray, learning: np.ndarray) -> np.ndarray:
         """Which blocks (1 or 0, routes × ring) the level pools: the last ``level_blocks`` finished ones, or
@@ -188,11 +231,32 @@ class SeasonalBaseline(BaselineHistory):
             clipped: np.ndarray = np.clip(r, RATE_FLOOR, 1 - RATE_FLOOR)
             return clipped
 
-        margin = np.where(self.learning, self.config.learning_margin, 0.0)
+        margin = np.where(self.learning, self.margin, 0.0)
         return Expected(clip(self.level + offset_total), clip(self.level + offset_mixed + mix_now), mix_now, margin)
 
     def minute_deff(self, x: np.ndarray) -> np.ndarray:
-        """Design effect of a sum of answers: 1 + ρ(Σn²/Σn − 1)."""
-        claims = x[:, CLAIMS]
-        mean_size = np.where(claims > 0, x[:, CLAIMS_SQ] / np.maximum(claims, 1.0), 1.0)
-        return 1.0 + self.rho * (mean_size - 1.0)
+        """Design effect of each route's sum of answers (routes × fields)."""
+        return design_effect(x, self.rho)
+
+
+def in_order(x: np.ndarray) -> np.ndarray:
+    """Each row's sum (routes × n), added in one order whatever the number of rows: numpy's own reduction may
+    pair the terms differently by shape, and a route must be the detector it would be alone, to the last bit."""
+    total = np.zeros(x.shape[0])
+    for column in x.T:
+        total += column
+    return total
+
+
+def claim_variance(t: np.ndarray, p: np.ndarray, rho: np.ndarray) -> np.ndarray:
+    """The variance one claim adds to a rate of sums ``t`` (routes × fields), as its answers cluster."""
+    out: np.ndarray = p * (1 - p) * design_effect(t, rho)
+    return out
+
+
+def design_effect(x: np.ndarray, rho: np.ndarray) -> np.ndarray:
+    """Design effect of sums of answers (routes × fields) with intra-answer correlation ``rho``: 1 + ρ(Σn²/Σn − 1)."""
+    claims = x[:, CLAIMS]
+    mean_size = np.where(claims > 0, x[:, CLAIMS_SQ] / np.maximum(claims, 1.0), 1.0)
+    out: np.ndarray = 1.0 + rho * (mean_size - 1.0)
+    return out

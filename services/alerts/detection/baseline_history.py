@@ -55,6 +55,7 @@ class BaselineHistory:
         self.held: dict[int, dict[int, tuple[np.ndarray, np.ndarray]]] = {}
         self.holding = np.zeros(n_routes, dtype=bool)
         self.block: int | None = None
+        self.revision = 0  # counts refreshes, so what is derived from the estimates knows when they changed
         self.history_blocks = np.zeros(n_routes, dtype=np.int64)  # blocks of history behind the ring (at most n_blocks)
 
     def refresh(self, rows: np.ndarray | None = None) -> None:

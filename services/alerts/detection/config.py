@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
 MAX_GAP_MINUTES = 90  # longer gaps replay this many empty minutes; enough to flush every window
+MINUTES_PER_90_DAYS = 90 * 24 * 60
 KINDS = ("cusum", "window", "naive")  # the engines, in services/alerts/detection/engines.py's ENGINES order
 
 
@@ -63,7 +64,8 @@ def must(ok: bool, name: str, value: Any, expected: str) -> None:
 class CusumConfig(Settings):
     """``cusum``: a quasi-binomial CUSUM of "expected + design rise" against "expected" (the shipped engine)."""
 
-    h: float = Field(default=11.25, gt=0)  # fire when the log-likelihood ratio reaches h
+    # fire when the log-likelihood ratio reaches h; None: each route's own, from the stated false-alarm rate
+    h: float | None = Field(default=None, gt=0)
     pending_fraction: float = Field(
         default=0.5, gt=0, le=1
     )  # pending from h * pending_fraction until the CUSUM is back at 0
@@ -112,6 +114,8 @@ class DetectorConfig(Settings):
 
     kind: Literal["cusum", "window", "naive"] = "cusum"
     threshold: float = Field(default=0.02, gt=0, lt=1)  # minimum rise over the baseline, absolute
+    # the false alarms each route may raise in 90 days; the cusum derives each route's threshold from it
+    false_alarms_per_route_per_90d: float = Field(default=1.0, gt=0, le=1000)
     min_claims: int = Field(default=200, ge=1)  # claims behind a rise before it may fire
     baseline_minutes: int = 24 * 60  # trailing level; a pending run's minutes wait, a firing one's are left out
     block_minutes: int = Field(
@@ -127,7 +131,10 @@ class DetectorConfig(Settings):
         default=50_000, ge=1
     )  # warm-up: no alarms before the history holds this many claims
     learning_level_minutes: int = 120  # learning (under a day of history): the level is this recent …
-    learning_margin: float = Field(default=0.0075, ge=0, lt=1)  # … and a test adds this to the expectation (--day-one)
+    # … and a test adds a margin: learning_margin before any hour is seen, then what the route's finished hours show
+    learning_margin: float = Field(default=0.0075, ge=0, lt=1)
+    margin_prior_hours: float = Field(default=1.0, gt=0)  # the weight of learning_margin among the hours seen
+    margin_spread: float = Field(default=1.25, ge=0)  # the margin covers this many spreads of the hours seen
     confidence: float = Field(default=0.95, ge=0.5, lt=1)  # a fired rise must not be credibly smaller than threshold …
     min_rise_fraction: float = Field(default=0.75, ge=0, le=1)  # … and its estimate must reach this fraction of it
     overdispersion: bool = True  # False = treat claims as independent (ablation only)
@@ -154,6 +161,11 @@ class DetectorConfig(Settings):
         return engine
 
     @property
+    def minutes_per_false_alarm(self) -> float:
+        """The stated false-alarm rate as the in-control run length it asks of each route's detector."""
+        return MINUTES_PER_90_DAYS / self.false_alarms_per_route_per_90d
+
+    @property
     def history_minutes(self) -> int:
         """The history a fresh detector replays: its level and, with seasonality, its time-of-day profile."""
         return max(self.baseline_minutes, self.season_days * 1440)
@@ -170,7 +182,7 @@ class DetectorConfig(Settings):
 
 DEFAULTS = DetectorConfig()  # each default read by name (DEFAULTS.threshold), defined once above
 # The three the drift settings hold themselves (drift.threshold, ...): every surface names them there.
-SHARED_WITH_DRIFT = ("threshold", "min_claims", "baseline_minutes")
+SHARED_WITH_DRIFT = ("threshold", "min_claims", "baseline_minutes", "false_alarms_per_route_per_90d")
 
 
 class FlatDetectorSettings(BaseModel):

@@ -105,6 +105,12 @@ class DriftEngine:
         fires: np.ndarray = (delta >= c.min_rise_fraction * c.threshold) & (delta + self.z * se >= c.threshold)
         return fires
 
+    def detectable_rise(self) -> np.ndarray:
+        """Per route, the smallest rise it detects within an hour on average: here the threshold (and the learning
+        margin); the cusum knows its run lengths."""
+        out: np.ndarray = self.config.threshold + self.baseline.margin
+        return out
+
     def step(self, x: np.ndarray, minute: int, slices: np.ndarray | None = None) -> None:
         """One minute for every route: x has shape (routes, fields) in COUNT_FIELDS order; slices, if
         given, (routes, slices, 2) with each slice's claims and failed claims."""

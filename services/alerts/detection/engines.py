@@ -13,6 +13,7 @@ from services.alerts.detection.baseline import RATE_FLOOR
 from services.alerts.detection.columns import CLAIMS, CORE_FIELDS, FAILED, FIRING, OK, PENDING, TESTED
 from services.alerts.detection.config import DetectorConfig
 from services.alerts.detection.drift_engine import DriftEngine
+from services.alerts.detection.run_length import minimum_detectable_rise, threshold
 
 
 class CusumEngine(DriftEngine):
@@ -28,6 +29,31 @@ class CusumEngine(DriftEngine):
     ):
         super().__init__(config, n_routes, n_fields, n_slices, mix_adjusted)
         self.recovery = np.zeros(n_routes)
+        self._h, self._h_revision = np.zeros(0), -1
+
+    @property
+    def h(self) -> np.ndarray:
+        """Each route's threshold: the one its stated false-alarm rate asks for at its volume, clustering and
+        expectation error (services/alerts/detection/run_length.py), unless ``cusum.h`` fixes one for all."""
+        b, e = self.baseline, self.config.cusum
+        if self._h_revision != b.revision or self._h.shape[0] != self.n_routes:
+            if e.h is not None:
+                self._h = np.full(self.n_routes, e.h)
+            else:
+                sd = np.maximum(b.minute_sd, 1e-9)
+                design = e.design(self.config.threshold)
+                self._h = threshold(design / sd, self.config.minutes_per_false_alarm, b.expectation_sd / sd)
+            self._h_revision = b.revision
+        return self._h
+
+    def detectable_rise(self) -> np.ndarray:
+        """Per route, the smallest rise detected within an hour on average at its volume and threshold (never below
+        the threshold, which a rise must reach), plus the learning margin it must clear first."""
+        b = self.baseline
+        sd = np.maximum(b.minute_sd, 1e-9)
+        rise = minimum_detectable_rise(self.config.cusum.design(self.config.threshold) / sd, self.h, 60) * sd
+        out: np.ndarray = np.maximum(rise, self.config.threshold) + b.margin
+        return out
 
     def log_likelihood_ratio(self, x: np.ndarray, p0: np.ndarray, shift: float) -> np.ndarray:
         """Evidence in one minute for "rate = expected + shift" over "rate = expected", per design effect."""
@@ -38,7 +64,7 @@ class CusumEngine(DriftEngine):
 
     def detect(self, x: np.ndarray, expected: np.ndarray, minute: int) -> None:
         c, e = self.config, self.config.cusum
-        design = e.design(c.threshold)
+        design, h = e.design(c.threshold), self.h
         llr = self.log_likelihood_ratio(x, expected, design)
         # resolution weighs "back at expected" against "expected + threshold": its midpoint stays at half
         # the threshold whatever rise detection is tuned for, so a rate hovering near the threshold stays open
@@ -52,7 +78,7 @@ class CusumEngine(DriftEngine):
         self.recovery = np.where(firing, np.maximum(self.recovery - back, 0.0), 0.0)
         fire = (
             ~firing
-            & (s >= e.h)
+            & (s >= h)
             & self.warm
             & (self.evidence[:, CLAIMS] >= c.min_claims)
             & self.rise_is_large_enough(self.evidence)
@@ -61,7 +87,7 @@ class CusumEngine(DriftEngine):
         cleared = (s <= 0) | resolve
         self.statistic = np.where(resolve, 0.0, s)
         self.recovery = np.where(resolve, 0.0, self.recovery)
-        pending = (self.state == PENDING) | (s >= e.h * e.pending_fraction)
+        pending = (self.state == PENDING) | (s >= h * e.pending_fraction)
         state = np.where(fire | (firing & ~resolve), FIRING, np.where(pending & ~cleared, PENDING, OK))
         self.state = state.astype(np.int8)
         self.onset = np.where(cleared, -1, self.onset)

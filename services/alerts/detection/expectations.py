@@ -49,13 +49,14 @@ class Expectation:
     basis: str  # why it is what it is (the alert's ``expected_basis``), or why there is none
     learning: bool  # under a day of history: a recent level, no time-of-day profile yet
     history_hours: int | None = None  # while learning, whole hours of history (changes hourly: published rarely)
+    detectable_rise: float | None = None  # the smallest rise seen within an hour, where more than the threshold
 
     @classmethod
     def of(cls, view: RouteView) -> Expectation:
         """From a detector's RouteView (services/alerts/detection/detector.py)."""
         hours = int(view.history_hours) if view.learning else None
         if view.expected is not None:
-            return cls(view.expected, view.expected_basis, view.learning, hours)
+            return cls(view.expected, view.expected_basis, view.learning, hours, view.detectable_rise)
         return cls(
             None, NO_HISTORY if view.baseline is None else NO_CLAIMS, view.baseline is None or view.learning, hours
         )
@@ -90,6 +91,7 @@ def compare(entry: dict[str, Any], expectation: Expectation | None, firing: Iter
         "expected_basis": e.basis,
         "learning": e.learning,
         "history_hours": e.history_hours,
+        "detectable_rise": e.detectable_rise,
         "delta": delta,
         "delta_lo": interval[0] - expected if delta is not None and interval else None,
         "firing_alerts": list(firing),

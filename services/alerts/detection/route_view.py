@@ -10,6 +10,7 @@ from typing import Protocol
 
 import numpy as np
 
+from services.alerts.detection.baseline import SeasonalBaseline
 from services.alerts.detection.columns import CLAIMS, SEASONAL, STATE_NAMES
 from services.alerts.detection.config import DetectorConfig
 from services.alerts.detection.drift_engine import DriftEngine, mix_split, top_mix_slice
@@ -30,20 +31,31 @@ class FleetRows(Protocol):
     def recent_sums(self, engine: DriftEngine, rows: np.ndarray | None = None) -> np.ndarray: ...
 
 
-def learning_basis(history_hours: float, config: DetectorConfig) -> str:
-    """What a learning baseline rests on, in words (alerts and the route page say it alike)."""
+def learning_basis(history_hours: float, config: DetectorConfig, margin: float | None = None) -> str:
+    """What a learning baseline rests on, in words (alerts and the route page say it alike): ``margin`` is what the
+    route's finished hours have earned (None: the prior, before any)."""
+    margin = config.learning_margin if margin is None else margin
     return (
         f"learning: {history_hours:.0f} h of history, under the full day a time-of-day profile needs; "
         f"expected is the last {config.learning_level_minutes // 60} h level, and a rise must clear it "
-        f"by {config.learning_margin * 100:.2g} pt more until then"
+        f"by {margin * 100:.2g} pt more until then (the spread its hours show)"
     )
 
 
 def expected_basis(engine: DriftEngine, row: int) -> str:
-    """Why a route's expectation is what it is."""
+    """Why a route's expectation is what it is (and, while it warms up, that nothing alerts yet)."""
     b = engine.baseline
+    if b.warm[row]:
+        return _basis(b, row)
+    return (
+        f"warming up: no drift alert before {b.config.min_baseline_claims:,} claims of history "
+        f"({b.history_claims[row]:,.0f} so far); {_basis(b, row)}"
+    )
+
+
+def _basis(b: SeasonalBaseline, row: int) -> str:
     if b.learning[row]:
-        return learning_basis(float(b.history_hours[row]), b.config)
+        return learning_basis(float(b.history_hours[row]), b.config, float(b.margin[row]))
     days = b.history_blocks[row] / b.per_day
     return (
         f"time of day: the {b.config.baseline_minutes // 60} h level plus this hour's offset from {days:.1f} days "
@@ -136,6 +148,16 @@ class RouteView:
     @property
     def expected_basis(self) -> str:
         return expected_basis(self._engine, self._row)
+
+    @property
+    def detectable_rise(self) -> float | None:
+        """The smallest rise the route detects within an hour on average, where its volume (or learning margin)
+        makes that more than the threshold: a quiet route's silence is not health. None: the threshold itself, or
+        no baseline yet, or still warming up (the basis says so)."""
+        if self.baseline is None or not self.warm:
+            return None
+        rise = float(self._engine.detectable_rise()[self._row])
+        return rise if rise > self._engine.config.threshold + 1e-9 else None
 
     @property
     def delta(self) -> float | None:

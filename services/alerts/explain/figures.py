@@ -121,10 +121,11 @@ def expected_text(entry: dict[str, Any]) -> str:
     """The expectation as every surface writes it: ``4.6%``; while under the day of history a time-of-day
     expectation needs, the recent level the detector compares with (and its alerts carry), marked
     ``6.4% (learning, 5 h)``, or ``learning`` with no level yet; ``—``: the drift evaluator has not evaluated it."""
-    expected = entry.get("expected")
+    expected, rise = entry.get("expected"), entry.get("detectable_rise")
+    sees = "" if rise is None or expected is None else f"; sees {pts(rise)} in 1 h"
     if entry.get("learning"):
         hours = entry.get("history_hours")
         if expected is None:
             return "learning" if hours is None else f"learning ({hours} h of history)"
-        return f"{figure(expected)} (learning{'' if hours is None else f', {hours} h'})"
-    return "—" if expected is None else figure(expected)
+        return f"{figure(expected)} (learning{'' if hours is None else f', {hours} h'}{sees})"
+    return "—" if expected is None else figure(expected) + (f" ({sees[2:]})" if sees else "")

@@ -23,6 +23,8 @@ class Quality:
 
     false_alarms_per_route_per_60_days: float | None = None
     median_delay_minutes: Mapping[str, float | str] | None = None  # condition (e.g. "+3 pts") -> minutes, or MISSED
+    # per route per 90 days at each volume (e.g. "5 answers/min"), where a rule promises a rate
+    false_alarms_by_volume: Mapping[str, float] | None = None
     measured_by: str | None = None
     measured_on: str | None = None  # YYYY-MM-DD
     note: str = ""
@@ -45,6 +47,9 @@ class Quality:
             raise ValueError(
                 f"{where}: median_delay_minutes must map conditions to minutes, or be null; got {delays!r}"
             )
+        by_volume = data.get("false_alarms_by_volume")
+        if by_volume is not None and not (isinstance(by_volume, Mapping) and all(map(_number, by_volume.values()))):
+            raise ValueError(f"{where}: false_alarms_by_volume must map volumes to numbers, or be null")
         # NaN and null: nothing to measure (not measured); infinity: the median change was never caught
         rate = None if rate is None or math.isnan(rate) else float(rate)
         delays = (
@@ -60,7 +65,15 @@ class Quality:
         for name, value in text.items():
             if value is not None and not isinstance(value, str):
                 raise ValueError(f"{where}: {name} must be text or null, got {value!r}")
-        return cls(rate, delays or None, text["measured_by"] or None, text["measured_on"] or None, text["note"] or "")
+        volumes = {str(k): float(v) for k, v in by_volume.items()} if by_volume else None
+        measured_by, measured_on, note = text["measured_by"] or None, text["measured_on"] or None, text["note"] or ""
+        return cls(rate, delays or None, volumes, measured_by, measured_on, note)
+
+    @property
+    def false_alarms_per_route_per_90_days(self) -> float | None:
+        """The measured rate on the scale rules promise theirs (drift.false_alarms_per_route_per_90d)."""
+        rate = self.false_alarms_per_route_per_60_days
+        return None if rate is None else rate * 90 / 60
 
     @property
     def measured(self) -> bool:

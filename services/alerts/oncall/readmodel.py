@@ -155,6 +155,17 @@ class RuleRead(Read):
         description='median minutes from onset to firing per condition (e.g. +3 pts), or "missed" when most '
         "changes were not caught within the bench's horizon; null: not measured"
     )
+    false_alarms_per_route_per_90_days: float | None = Field(
+        default=None, description="the same, per 90 days: the scale a rule's promise is stated on"
+    )
+    false_alarms_by_volume: dict[str, float] | None = Field(
+        default=None, description="false alarms per route per 90 days at each volume the bench ran; null: not run"
+    )
+    promised_false_alarms_per_route_per_90d: float | None = Field(
+        default=None,
+        description="the rate the rule's thresholds derive from (drift.false_alarms_per_route_per_90d); null: the "
+        "rule states none",
+    )
     measured_by: str | None
     measured_on: str | None
     note: str

@@ -15,8 +15,15 @@ NOT_MEASURED = "not measured"  # a figure no bench wrote: never guessed
 
 
 def _false_alarms(r: dict) -> str:
-    x = r.get("false_alarms_per_route_per_60_days")
-    return NOT_MEASURED if x is None else f"{x:.2f}"
+    """Measured false alarms per route per 90 days, beside the rate the rule promises when it states one."""
+    x, promised = r.get("false_alarms_per_route_per_90_days"), r.get("promised_false_alarms_per_route_per_90d")
+    measured = NOT_MEASURED if x is None else f"{x:.3g}"
+    return measured if promised is None else f"{measured} (promised {promised:g})"
+
+
+def _by_volume(r: dict) -> str:
+    volumes = r.get("false_alarms_by_volume") or {}
+    return "; ".join(f"{volume}: {x:.3g}" for volume, x in volumes.items())
 
 
 def _delays(r: dict) -> str:
@@ -33,7 +40,7 @@ RULE_COLUMNS = [
     Column("KIND", lambda r: r["kind"], kind="key"),
     Column("SEVERITY", lambda r: "/".join(r["severities"])),
     Column("PAGES", lambda r: "yes" if r["pages"] else "no"),
-    Column("FALSE ALARMS", _false_alarms, kind="num"),
+    Column("FALSE ALARMS", _false_alarms, kind="name", lines=2, min_width=10),
     Column("MEDIAN DELAY", _delays, kind="name", lines=4, min_width=14),
     Column("MEASURED", lambda r: r.get("measured_on") or "—", 2),
     Column("BY", lambda r: r.get("measured_by") or "—", 3, "name", lines=3, min_width=16),
@@ -43,13 +50,15 @@ RULE_COLUMNS = [
 def _measured(r: dict) -> str:
     """Where the figures come from, and the figures: "not measured" when a bench wrote none."""
     by, on, note = r.get("measured_by"), r.get("measured_on"), r.get("note")
-    if r.get("false_alarms_per_route_per_60_days") is None and not r.get("median_delay_minutes"):
+    if r.get("false_alarms_per_route_per_90_days") is None and not r.get("median_delay_minutes"):
         said = NOT_MEASURED + (f" yet ({by} measures it)" if by else "")
     else:
         said = (
             f"by {by or 'an unnamed command'}"
             + (f" on {on}" if on else "")
-            + f": false alarms per route per 60 days {_false_alarms(r)}; median delay {_delays(r)}"
+            + f": false alarms per route per 90 days {_false_alarms(r)}"
+            + (f", by volume {_by_volume(r)}" if r.get("false_alarms_by_volume") else "")
+            + f"; median delay {_delays(r)}"
         )
     return said + (f"; {note}" if note else "")
 
@@ -81,7 +90,7 @@ def alerts_rules(settings: Settings, output: str) -> None:
         RULE_COLUMNS,
         data,
         output,
-        title="False alarms per route per 60 days, median delay to fire (benches)",
+        title="False alarms per route per 90 days, median delay to fire (benches)",
         empty="no alert rules",
         width=width,
     )

@@ -69,9 +69,19 @@ def test_with_less_than_a_day_of_history_the_expectation_is_a_local_level_with_a
     feed(b, range(23 * 60 + 1), failures)
     assert not b.seasonal and b.learning and b.history_hours == 23
     level = sum(failures(h * 60) for h in (21, 22)) * 60 / (2 * 60 * 100)  # the last two finished hours
+    # the margin is what the finished hours earned: 1.25 times the spread of each hour around the two before it,
+    # beyond sampling noise (6,000 claims an hour; 12,000 in the two before), with the prior (0.75 points) worth
+    # one hour
+    hourly = np.array([failures(h * 60) / 100 for h in range(23)])
+    gaps = hourly[2:] - (hourly[1:-1] + hourly[:-2]) / 2
+    noise = level * (1 - level) * (1 / 6000 + 1 / 12000)
+    earned = 1.25 * np.sqrt(((0.0075 / 1.25) ** 2 + np.sum(gaps**2 - noise)) / (1 + gaps.size))
     for minute in (23 * 60 + 1, 23 * 60 + 30):
         assert b.expect(minute).total[0] == pytest.approx(level, abs=1e-12)
-        assert b.expect(minute).margin[0] == CONFIG.learning_margin == 0.0075
+        assert b.expect(minute).margin[0] == pytest.approx(earned, rel=1e-9) and earned > 3 * 0.0075
+    young = SeasonalBaseline(CONFIG, 1, 6)
+    feed(young, range(2 * 60 + 1), failures)  # two finished hours: no hour yet has two before it
+    assert young.expect(2 * 60 + 1).margin[0] == CONFIG.learning_margin == 0.0075
     feed(b, range(23 * 60 + 1, DAY + 1), failures)  # the 24th hour completes a day: the profile takes over
     assert b.seasonal and b.expect(DAY + 30).total[0] != pytest.approx(b.level[0])
     assert b.expect(DAY + 30).margin[0] == 0.0  # the profile knows the time of day: no margin

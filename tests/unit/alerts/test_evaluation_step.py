@@ -65,7 +65,7 @@ def test_a_drift_episode_steps_without_a_store_and_asks_for_its_suspects_where_i
     assert [(a.kind, a.recorded_state, at(a.transition_at)) for a in out.transitions] == [
         (DRIFT_KIND, "pending", 180),
         (DRIFT_KIND, "firing", 181),
-        (DRIFT_KIND, "resolved", 215),
+        (DRIFT_KIND, "resolved", 216),
     ]
     assert {a.alert_id for a in out.transitions} == {make_alert_id(ROUTE, DRIFT_KIND, T0 + 180 * MIN)}
     assert all(a.suspect_changes == () for a in out.transitions)  # what the store knows is asked for, not read

@@ -148,10 +148,16 @@ def test_the_store_keeps_how_many_hours_a_learning_route_has(store):
     from services.alerts.lifecycle.records import alert_repository
 
     alerts, minute = alert_repository(store), datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
-    learning, learned = Expectation(0.08, "a local level", True, 2), Expectation(0.05, "time of day", False)
-    publish(alerts, {"billing-faq": learning, "hr-policy": learned}, minute)
+    learning, learned = Expectation(0.08, "a local level", True, 2, 0.0275), Expectation(0.05, "time of day", False)
+    quiet = Expectation(0.05, "time of day", False, None, 0.049)  # 5 answers a minute: it sees +4.9 points in an hour
+    publish(alerts, {"billing-faq": learning, "hr-policy": learned, "quiet": quiet}, minute)
     found = published(alerts)
-    assert found == {"billing-faq": learning, "hr-policy": learned}
-    assert expected_text(compare(entry("billing-faq", 0.1, None), found["billing-faq"])) == "8.0% (learning, 2 h)"
+    assert found == {"billing-faq": learning, "hr-policy": learned, "quiet": quiet}
+    text = {route: expected_text(compare(entry(route, 0.1, None), found[route])) for route in found}
+    assert text == {
+        "billing-faq": "8.0% (learning, 2 h; sees +2.8 pts in 1 h)",
+        "hr-policy": "5.0%",
+        "quiet": "5.0% (sees +4.9 pts in 1 h)",
+    }
     publish(alerts, {"billing-faq": Expectation(0.08, "a local level", True, 3)}, minute + timedelta(hours=1))
     assert published(alerts, ["billing-faq"])["billing-faq"].history_hours == 3  # the newest row wins

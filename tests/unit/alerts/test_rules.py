@@ -64,10 +64,17 @@ def test_thresholds_are_the_configs_in_force_with_the_setting_that_changes_each(
         t.text.startswith("CUSUM fires at h = 9,") and t.setting == "drift.detector.h" and t.value == 9.0
         for t in drift.thresholds
     )
-    assert any("clear it by 1 pts more" in t for t in texts(drift))
+    assert any("clear the spread its finished hours show (1.25 x; 1 pts before any)" in t for t in texts(drift))
+    assert drift.promised is None  # a fixed h states no rate: nothing is promised
     assert "≤ 10% of the expected events arrived" in texts(custom["route_silent"])
     assert "dead-lettered share ≥ its usual share + 30 pts" in texts(custom["events_rejected"])
     assert custom["abstention_rise"].pages  # configured critical: it pages
+    stated = rules(DetectorConfig(false_alarms_per_route_per_90d=0.5))
+    fires = next(t for t in stated["hallucination_rate_rise"].thresholds if t.text.startswith("CUSUM"))
+    assert "allows 0.5 false alarm(s) per 90 days" in fires.text
+    assert (fires.setting, fires.value) == ("drift.false_alarms_per_route_per_90d", 0.5)
+    assert stated["hallucination_rate_rise"].promised == stated["mix_shift"].promised == 0.5
+    assert stated["route_silent"].promised is None  # a p-value rule states no rate
     window = rules(DetectorConfig(kind="window"))["hallucination_rate_rise"]
     assert any(t.startswith("z ≥ 4 on a 10/30/60-minute window") for t in texts(window))
     settings = {t.setting for r in custom.values() for t in r.thresholds} - {None}
@@ -83,13 +90,18 @@ def test_the_shipped_quality_file_names_every_kind_in_the_benches_format():
     quality, raw = load_quality(), json.loads(QUALITY_FILE.read_text())
     assert set(quality) == set(raw) == set(RULE_KINDS)
     for kind, entry in raw.items():
-        assert set(entry) == {
-            "false_alarms_per_route_per_60_days",
-            "median_delay_minutes",
-            "measured_by",
-            "measured_on",
-            "note",
-        }, kind
+        assert (
+            {"false_alarms_per_route_per_60_days", "median_delay_minutes", "measured_by", "measured_on", "note"}
+            <= set(entry)
+            <= {
+                "false_alarms_per_route_per_60_days",
+                "false_alarms_by_volume",
+                "median_delay_minutes",
+                "measured_by",
+                "measured_on",
+                "note",
+            }
+        ), kind
         figures = entry["false_alarms_per_route_per_60_days"] is not None or bool(entry["median_delay_minutes"])
         assert quality[kind].measured == figures, kind  # measured only where a bench wrote a figure
         assert not figures or (entry["measured_by"] and entry["measured_on"]), f"{kind}: a figure says who and when"
@@ -105,7 +117,11 @@ def test_a_benchs_figures_reach_the_rule_and_a_malformed_file_names_itself(tmp_p
     )
     silent = rules(quality=load_quality(path))["route_silent"]
     assert silent.quality == Quality(
-        0.05, {"outage": 4.0}, "python bench/input_health.py", "2026-12-01", "200 routes, 60 days"
+        0.05,
+        {"outage": 4.0},
+        measured_by="python bench/input_health.py",
+        measured_on="2026-12-01",
+        note="200 routes, 60 days",
     )
     assert silent.as_dict()["false_alarms_per_route_per_60_days"] == 0.05
     assert rules(quality=load_quality(path))["events_rejected"].quality == Quality()  # absent: not measured

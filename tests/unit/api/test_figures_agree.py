@@ -288,6 +288,28 @@ def test_a_route_without_an_alert_is_beside_the_expectation_claimwatch_rates_sho
     assert set(re.findall(r"(\d+) h of history", whole_page)) == {"2"}, whole_page  # one count of hours per page
 
 
+@pytest.mark.slow
+def test_a_quiet_route_says_how_large_a_rise_it_sees_wherever_its_expectation_shows(client, bulk):
+    """A route at 5 answers a minute sees +5.8 points within an hour (tests/unit/alerts/test_learning_margin.py):
+    the rates API, the overview and the route page say so beside its expected rate (issue 55)."""
+    alerts = alert_repository(bulk[0].store)
+    saved = alerts.expectations()
+    publish(alerts, {"quiet-route": Expectation(0.03, "time of day", False, None, 0.0584)}, START)
+    try:
+        rates = {r["route"]: r for r in client.get("/api/rates", params={"window": "30m"}).json()}
+        overview = page_text(client.get("/", params={"window": "30m"}).text)
+        route_page = page_text(client.get("/routes/quiet-route").text)
+    finally:
+        bulk[0].store.command("TRUNCATE TABLE route_expectations")
+        if saved:
+            alerts.save_expectations(START, saved)
+    assert rates["quiet-route"]["detectable_rise"] == 0.0584
+    assert rates["bulk-faq"]["detectable_rise"] is None  # a busy route sees its threshold: nothing to add
+    assert "3.0% (sees +5.8 pts in 1 h)" in overview
+    assert "expected 3.0% (sees +5.8 pts in 1 h)" in route_page
+    assert "quiet route Its drift alert sees a rise of +5.8 pts within an hour, on average" in route_page
+
+
 def test_signals_the_issues_events_did_not_carry_are_not_shown(client):
     detail = client.get("/api/issues/iss-bulk").json()
     runbook = client.get("/api/issues/iss-bulk/runbook", params={"format": "md"}).text

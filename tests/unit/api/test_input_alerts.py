@@ -366,15 +366,17 @@ def test_claimwatch_alerts_rules_fits_80_columns_and_says_not_measured(cli, clie
     table = lines[lines.index(header) + 1 : lines.index("")]  # the table, then a block per kind
     rows = {line.split()[0]: line for line in table if not line.startswith(" ")}
     assert set(rows) == set(RULE_KINDS)
-    assert re.search(r"^route_silent\s+critical\s+yes\s+0\.05\s+outage: 6 min$", rows["route_silent"])
+    assert re.search(r"^route_silent\s+critical\s+yes\s+0\.075\s+outage: 6 min$", rows["route_silent"])  # 0.05 / 60 d
     assert re.search(r"^events_rejected\s+critical\s+yes\s+not measured\s+not measured$", rows["events_rejected"])
     assert re.search(r"^abstention_rise\s+warning\s+no\s+not measured\b", rows["abstention_rise"])
     assert re.search(r"^hallucination_rate_rise\s+warning/critical\s+yes\b", rows["hallucination_rate_rise"])
+    drift_cell = table[table.index(rows["hallucination_rate_rise"]) + 1]
+    assert drift_cell.strip() == "(promised 1)"  # its thresholds derive from the stated rate; none measured here
     said = flat(text)
     assert "thresholds ≤ 20% of the expected events arrived (drift.input_health.silent_ratio)" in said
     assert (
-        "measured by python bench/input_health.py --write on 2026-11-24: false alarms per route per 60 days "
-        "0.05; median delay outage: 6 min; 200 routes x 60 days"
+        "measured by python bench/input_health.py --write on 2026-11-24: false alarms per route per 90 days "
+        "0.075; median delay outage: 6 min; 200 routes x 60 days"
     ) in said
     unmeasured = [line for line in lines if line.startswith("  measured    not measured")]
     assert len(unmeasured) == len(RULE_KINDS) - 1  # no figure was written for them: none is shown
@@ -387,8 +389,9 @@ def test_the_rules_page_lists_every_kind(client, measured):
     text = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page.text)).split())  # table cells apart
     for kind in RULE_KINDS:
         assert f'id="rule-{kind}"' in page.text
-    assert "route_silent critical yes 0.05 outage: 6 min" in text
-    assert "events_rejected critical yes not measured not measured" in text
+    assert "route_silent critical yes none stated 0.075 outage: 6 min" in text  # 0.05 per 60 days
+    assert "events_rejected critical yes none stated not measured not measured" in text
+    assert "hallucination_rate_rise warning; critical from +4 pts yes 1 not measured" in text
     assert "rise ≥ +2 pts over the expectation drift.threshold" in text
 
 
