@@ -35,10 +35,14 @@ def learning_basis(history_hours: float, config: DetectorConfig, margin: float |
     """What a learning baseline rests on, in words (alerts and the route page say it alike): ``margin`` is what the
     route's finished hours have earned (None: the prior, before any)."""
     margin = config.learning_margin if margin is None else margin
+    clear = (
+        f"a rise must clear it by {margin * 100:.2g} pt more until then (the spread its hours show)"
+        if margin * 100 >= 0.005
+        else "its hours show no spread beyond noise, so a rise need not clear it by more"
+    )
     return (
         f"learning: {history_hours:.0f} h of history, under the full day a time-of-day profile needs; "
-        f"expected is the last {config.learning_level_minutes // 60} h level, and a rise must clear it "
-        f"by {margin * 100:.2g} pt more until then (the spread its hours show)"
+        f"expected is the last {config.learning_level_minutes // 60} h level, and {clear}"
     )
 
 
