@@ -202,6 +202,9 @@ class Ingestor:
         items, lines, counts = [], [], EventCounts()
         refused: list[tuple[RawMessage, Rejection, int | None, bytes, datetime | None]] = []
         earliest, latest = self.window.bounds(now)
+        earlier = {p: self.minute_of_unreadable_in(p, now) for p in {m.partition for m in messages}}
+        before: dict[int, datetime] = {}  # partition -> the time of its latest valid event read so far in the batch
+        first: dict[int, datetime] = {}  # partition -> its first valid event in the batch
         for m in messages:
             envelope: list | None = None  # parsed again only if one of its events is bad
             for index, result in self.decoder.decode_message(m.value):
@@ -213,19 +216,23 @@ class Ingestor:
                     if index is not None and envelope is None:
                         envelope = envelope_events(m)
                     seen = result.observed_at
-                    own = seen if seen is not None and self.window.admits(seen, now) else None
+                    own = seen if seen is not None and self.window.admits(seen, now) else before.get(m.partition)
                     refused.append((m, result, index, event_bytes(m, index, envelope), own))
                 else:
+                    before[m.partition] = result.observed_at
+                    first.setdefault(m.partition, result.observed_at)
                     self.note_valid(m.partition, result.observed_at, now)
                     items.append((m, index, EventKey.of(result)))
                     # Encoded here, on the decoding thread: the store thread then only queries and inserts.
                     lines.append(intake_line(self.redactor.redact(result)))
                     counts.add(result)
-        # Dated once the whole batch is read: a dead letter without a time of its own counts beside the valid events
-        # its partition carries in this batch too, even those after it (the first batch after a restart, which
-        # knows no neighbour yet, would otherwise date its leading bad lines by the wall clock).
+        # A dead letter without a time of its own counts beside its nearest valid neighbour in its partition: the one
+        # read before it in this batch, else the partition's newest from earlier batches, else the first valid event
+        # after it in this batch (a restarted worker knows no earlier one). Dating them all at the newest event of a
+        # batch spanning many minutes (a backlog after a restart) read as a burst of rejections in one minute.
         dead = [
-            self._dead_letter(m, r, i, raw, own or self.minute_of_unreadable(m, now)) for m, r, i, raw, own in refused
+            self._dead_letter(m, r, i, raw, own or earlier[m.partition] or first.get(m.partition, now))
+            for m, r, i, raw, own in refused
         ]
         return DecodedBatch(items, dead, lines, len(messages), counts)
 
@@ -233,12 +240,13 @@ class Ingestor:
         newest = self.neighbours.get(partition)
         self.neighbours[partition] = (observed_at if newest is None else max(newest[0], observed_at), now)
 
-    def minute_of_unreadable(self, m: RawMessage, now: datetime) -> datetime:
-        """Where a dead letter without a usable time of its own counts: beside the valid events its partition
-        carries (a backfill's bad lines belong to the hours it replays, not to the minute they arrived), or at
-        its arrival once no valid event has come for NEIGHBOUR_FRESH (a producer whose every event is broken)."""
-        newest = self.neighbours.get(m.partition)
-        return newest[0] if newest is not None and now - newest[1] <= NEIGHBOUR_FRESH else now
+    def minute_of_unreadable_in(self, partition: int, now: datetime) -> datetime | None:
+        """Where a dead letter without a usable time of its own counts, from earlier batches: beside the newest
+        valid event its partition carried (a backfill's bad lines belong to the hours it replays, not to the minute
+        they arrived); None if no valid event has come for NEIGHBOUR_FRESH (a producer whose every event is broken
+        counts at its arrival, unless this batch has a valid one)."""
+        newest = self.neighbours.get(partition)
+        return newest[0] if newest is not None and now - newest[1] <= NEIGHBOUR_FRESH else None
 
     def _dead_letter(
         self, m: RawMessage, rejection: Rejection, index: int | None, raw: bytes, when: datetime

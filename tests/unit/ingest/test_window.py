@@ -297,3 +297,21 @@ def test_after_a_restart_bad_lines_before_the_first_valid_event_of_the_batch_cou
         (m["minute"], m["rejected"])
         for m in DeadLetterRepository(store).rejected_minutes(hour_ago, NOW + timedelta(minutes=5))
     ] == [(hour_ago.replace(second=0, microsecond=0), 1)]
+
+
+def test_a_batch_spanning_many_minutes_dates_each_bad_line_beside_the_valid_event_before_it(store):
+    """A restarted worker's backlog: one batch holds many minutes of a backfill. Each bad line counts beside the
+    valid event read just before it, so the rejections spread as the events do; dated all at the batch's newest
+    event they read as a burst in one minute (test_reliability's extra events_rejected alert)."""
+    start = NOW - timedelta(hours=1)
+    ingestor = Ingestor(EventWriter(store), Decoder(), window=LIVE)
+    messages = []
+    for i in range(5):  # a valid event of each minute, then a bad line
+        observed = (start + timedelta(minutes=i)).isoformat()
+        valid = orjson.dumps({**BASE, "event_id": f"v{i}", "route": "r", "observed_at": observed})
+        messages += [RawMessage("verdicts", 0, 2 * i, valid, b"r"), RawMessage("verdicts", 0, 2 * i + 1, b"{x", b"r")]
+    ingestor.process(messages, NOW)
+    assert [
+        (m["minute"], m["rejected"])
+        for m in DeadLetterRepository(store).rejected_minutes(start, NOW + timedelta(minutes=5))
+    ] == [(start.replace(second=0, microsecond=0) + timedelta(minutes=i), 1) for i in range(5)]
