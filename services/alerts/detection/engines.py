@@ -30,6 +30,7 @@ class CusumEngine(DriftEngine):
         super().__init__(config, n_routes, n_fields, n_slices, mix_adjusted)
         self.recovery = np.zeros(n_routes)
         self._h, self._h_revision = np.zeros(0), -1
+        self._rise, self._rise_revision = np.zeros(0), -1
 
     @property
     def h(self) -> np.ndarray:
@@ -49,11 +50,12 @@ class CusumEngine(DriftEngine):
     def detectable_rise(self) -> np.ndarray:
         """Per route, the smallest rise detected within an hour on average at its volume and threshold (never below
         the threshold, which a rise must reach), plus the learning margin it must clear first."""
-        b = self.baseline
-        sd = np.maximum(b.minute_sd, 1e-9)
-        rise = minimum_detectable_rise(self.config.cusum.design(self.config.threshold) / sd, self.h, 60) * sd
-        out: np.ndarray = np.maximum(rise, self.config.threshold) + b.margin
-        return out
+        b = self.baseline  # derived once per baseline refresh, as h is: views ask for it route by route
+        if self._rise_revision != b.revision or self._rise.shape[0] != self.n_routes:
+            sd = np.maximum(b.minute_sd, 1e-9)
+            rise = minimum_detectable_rise(self.config.cusum.design(self.config.threshold) / sd, self.h, 60) * sd
+            self._rise, self._rise_revision = np.maximum(rise, self.config.threshold) + b.margin, b.revision
+        return self._rise
 
     def log_likelihood_ratio(self, x: np.ndarray, p0: np.ndarray, shift: float) -> np.ndarray:
         """Evidence in one minute for "rate = expected + shift" over "rate = expected", per design effect."""
