@@ -13,9 +13,15 @@ Estimates, each through the product's Calibrator (services/review/calibration.py
   from the routes of its verifier version);
 - shipped: the default Calibrator (PPI on a route's own labels, Rogan–Gladen on labels of other traffic).
 
-Three tables: the verifier errs differently on each route; one verifier errs alike on all of them (Se 0.80,
-Sp 0.95: pooling Se and Sp is honest there); and the errors of the first table with every route's rate 5 points
-higher than when its labels were drawn (a prevalence shift: labels from one window, traffic from a later one).
+Five tables: the verifier errs differently on each route; one verifier errs alike on all of them (Se 0.80,
+Sp 0.95: pooling Se and Sp is honest there); the errors of the first table with every route's rate 5 points
+higher than when its labels were drawn (a prevalence shift: labels from one window, traffic from a later one);
+and the first table's routes with a verifier that sends a score (its confidence in its verdict) telling its wrong
+verdicts from its right ones with AUROC 0.86, then a weak one (0.66). With scores the review samples by verdict x
+score band over two days, as the product's daily sampler does, and the estimates are:
+- PPI by verdict: the verdict-only PPI from the same labels (the scores unused);
+- PPI++ with the score: the score as a continuous prediction inside each verdict class (bench/score_ppi.py);
+- shipped: PPI post-stratified on the score bands (services/review/score_strata.py).
 
 Run: python bench/calibration.py --reps 500 --seed 16
      python bench/calibration.py --plan --routes 200 --seed 16      (how well `review plan`'s counts land)
@@ -36,16 +42,25 @@ from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.calibration_world import NOW, ROUTES, RouteTruth, World, raw_interval  # noqa: E402
+from bench.calibration_world import NOW, ROUTES, SCORE_GAPS, RouteTruth, World, raw_interval  # noqa: E402
 from bench.results import RECORD_HELP, Figure, Recording, Target  # noqa: E402
-from services.review.calibration import Calibrator  # noqa: E402
+from bench.score_ppi import ppi_plus_plus  # noqa: E402
+from services.review.calibration import (
+    Calibrator,  # noqa: E402
+    settled_labels,  # noqa: E402
+)
 from services.review.planning import PLAN_CAUTION, LabelPlanner  # noqa: E402
-from services.review.sampling import allocate  # noqa: E402
+from services.review.sampling import allocate_by_need, band_knowledge, by_confidence  # noqa: E402
 
 AGE = timedelta(days=90)
 COVERAGE = Target(93, 97, "93-97%")  # issue 16
-NARROWER = Target(at_most=0.75, text="≤ 0.75 (issue 24)")  # 25% narrower than Rogan–Gladen: out of reach
+NARROWER = Target(at_most=0.75, text="≤ 0.75 (issues 24, 56)")  # 25% narrower than Rogan–Gladen
 PLANNED = Target(at_least=90, text="≥ 90%")  # routes under the width asked, after following the plan (issue 24)
+
+
+PPIPP = "PPI++ with the score"
+WIDTH_WITH_SCORES = Target(at_most=6.0, text="≤ 6.0 (issue 56)")
+WIDTH_WITHOUT = Target(at_most=8.0, text="≤ 8.0 (issue 56)")
 
 
 def calibrators(world: World, n_boot: int, moved: bool) -> dict[str, Calibrator]:
@@ -56,6 +71,12 @@ def calibrators(world: World, n_boot: int, moved: bool) -> dict[str, Calibrator]
     def only(estimator: str, min_labels: int) -> Calibrator:  # whatever the labels' traffic
         return Calibrator(min_labels, AGE, n_boot, estimator=estimator, transfer_estimator=estimator)
 
+    if world.score_gap is not None:
+        return {
+            "RG, per route": only("rogan_gladen", own),
+            "PPI by verdict, per route": Calibrator(own, AGE, n_boot, use_scores=False),
+            "shipped, per route": Calibrator(own, AGE, n_boot),
+        }
     if moved:
         return {
             "RG, per route": only("rogan_gladen", own),
@@ -80,19 +101,22 @@ def run(
     rng = np.random.default_rng(seed)
     later = replace(world, routes=tuple(replace(r, true_rate=r.true_rate + shift) for r in world.routes))
     estimates = calibrators(world, n_boot, moved=bool(shift))
-    names = ["raw", *estimates]
+    names = ["raw", *estimates, *([PPIPP] if world.score_gap is not None else [])]
     found = {(e, r.route): [0, 0.0, 0] for e in names for r in world.routes}
     for rep in range(reps):
-        traffic, claims = world.draw(rng)
+        routes, claims = world.draw_routes(rng)
+        traffic = [r.traffic for r in routes]
         if shift:
             traffic, _ = later.draw(rng)
         intervals = {"raw": {t.route: raw_interval(t) for t in traffic}}
+        if world.score_gap is not None:
+            intervals[PPIPP] = {r.route: found_ppi[1] for r in routes if (found_ppi := ppi_plus_plus(r, claims))}
         for name, calibrator in estimates.items():
             calibrator.seed = rep
             intervals[name] = {r: c.interval for r, c in calibrator.calibrate_all(traffic, claims, NOW).items()}
         for truth in later.routes:
             for estimate in names:
-                interval = intervals[estimate][truth.route]
+                interval = intervals[estimate].get(truth.route)
                 if interval is None:
                     continue
                 lo, hi = interval
@@ -116,25 +140,28 @@ def measure_plans(args) -> list[PlanOutcome]:
     """Routes of random rates and verifier errors, each with a first day's labels: ask the plan, label what it
     asks (more claims of the same window, each stratum's labels then weighted as one sample), calibrate again."""
     rng = np.random.default_rng(args.seed)
-    world = World(answers=args.answers, reviewer_error=args.reviewer_error)
+    gap = SCORE_GAPS.get(args.scores)
+    world = World(answers=args.answers, reviewer_error=args.reviewer_error, score_gap=gap)
     calibrator = Calibrator(30, AGE, args.boot)
     planner = LabelPlanner(calibrator.estimator, calibrator.min_labels, caution=args.caution)
     outcomes = []
     for i in range(args.routes):
         truth = RouteTruth(f"route-{i}", rng.uniform(0.05, 0.35), rng.uniform(0.65, 0.95), rng.uniform(0.85, 0.99))
         route = world.route(rng, truth)
-        pilot = world.review(rng, route, allocate(route.sizes, int(rng.integers(60, 241))))
+        pilot = world.sample(rng, route, int(rng.integers(60, 241)))
         plan = planner.plan(calibrator.calibrate(route.traffic, pilot, NOW), args.width)
         if plan.more is None:
             outcomes.append(PlanOutcome(truth, len(pilot), None, None, False))
             continue
-        taken = frozenset(int(c.claim_key.rsplit(":", 1)[1]) for c in pilot)
-        extra = world.review(
-            rng, route, {v: n for v, n in (("contradicted", plan.flagged), ("supported", plan.passed)) if n}, taken
-        )
-        labels = pilot + extra
-        per_stratum = Counter(c.verdict for c in labels)
-        labels = [replace(c, weight=route.sizes[c.verdict] / per_stratum[c.verdict]) for c in labels]
+        # What the daily sampler does with the plan: its count per verdict class, then by score band inside them.
+        taken = Counter(c.stratum for c in pilot)
+        left = {s: n - taken[s] for s, n in route.sizes.items()}
+        needs = {(truth.route, True): plan.flagged, (truth.route, False): plan.passed}
+        quotas = by_confidence(allocate_by_need(left, plan.more, needs), left, band_knowledge(settled_labels(pilot)))
+        keys = frozenset(int(c.claim_key.rsplit(":", 1)[1]) for c in pilot)
+        labels = pilot + world.review(rng, route, quotas, keys)
+        per_stratum = Counter(c.stratum for c in labels)
+        labels = [replace(c, weight=route.sizes[c.stratum] / per_stratum[c.stratum]) for c in labels]
         after = calibrator.calibrate(route.traffic, labels, NOW)
         lo, hi = after.interval
         outcomes.append(PlanOutcome(truth, len(pilot), plan.more, hi - lo, lo <= truth.true_rate <= hi))
@@ -144,7 +171,7 @@ def measure_plans(args) -> list[PlanOutcome]:
 def plan_report(outcomes: list[PlanOutcome], args) -> Table:
     table = Table(
         title=f"`review plan --width {100 * args.width:g}` on {args.routes} routes (true rate 5-35%, Se "
-        f"0.65-0.95, Sp 0.85-0.99, {args.answers} answers, 60-240 labels before), caution "
+        f"0.65-0.95, Sp 0.85-0.99, {args.answers} answers, 60-240 labels before, scores: {args.scores}), caution "
         f"{args.caution}"
     )
     for column in (
@@ -184,6 +211,12 @@ def main() -> None:
     parser.add_argument("--routes", type=int, default=200, help="--plan: simulated routes")
     parser.add_argument("--width", type=float, default=0.03, help="--plan: the width asked")
     parser.add_argument("--caution", type=float, default=PLAN_CAUTION, help="--plan: the planner's caution")
+    parser.add_argument(
+        "--scores",
+        choices=("none", *SCORE_GAPS),
+        default="none",
+        help="--plan: the verifier's scores (AUROC 0.86, 0.66)",
+    )
     parser.add_argument("--record", action="store_true", help=RECORD_HELP)
     args = parser.parse_args()
     recording = Recording.start(__file__) if args.record else None
@@ -197,16 +230,24 @@ def main() -> None:
     else:
         alike = tuple(RouteTruth(r.route, r.true_rate, 0.80, 0.95) for r in ROUTES)
         tables = (
-            ("verifier errors differ by route", ROUTES, 0.0),
-            ("one verifier errs alike on every route", alike, 0.0),
-            (f"every route {args.shift:+.0%} since its labels were drawn", ROUTES, args.shift),
+            ("verifier errors differ by route", ROUTES, 0.0, None),
+            ("one verifier errs alike on every route", alike, 0.0, None),
+            (f"every route {args.shift:+.0%} since its labels were drawn", ROUTES, args.shift, None),
+            ("scores telling wrong verdicts from right ones with AUROC 0.86", ROUTES, 0.0, "sharp"),
+            ("a weak score (AUROC 0.66)", ROUTES, 0.0, "weak"),
         )
-        for title, routes, shift in tables:
-            world = World(answers=args.answers, labels=args.labels, reviewer_error=args.reviewer_error, routes=routes)
+        for title, routes, shift, score in tables:
+            world = World(
+                answers=args.answers,
+                labels=args.labels,
+                reviewer_error=args.reviewer_error,
+                routes=routes,
+                score_gap=SCORE_GAPS[score] if score else None,
+            )
             names, found = run(world, args.reps, args.seed, args.boot, shift)
             console.print(report(world, names, found, title, args, shift))
             if routes is ROUTES:
-                figures += coverage_figures(world, found, shift)
+                figures += score_figures(world, found, score) if score else coverage_figures(world, found, shift)
     console.print(
         f"width: the mean interval width. {time.perf_counter() - started:.1f} s (seed {args.seed}, "
         f"{args.boot} bootstrap draws for Rogan–Gladen)"
@@ -236,13 +277,51 @@ def coverage_figures(world: World, found: dict, shift: float) -> list[Figure]:
     ]
 
 
+def score_figures(world: World, found: dict, score: str) -> list[Figure]:
+    """With scores: the shipped estimate's coverage on its worst route and its width, against Rogan–Gladen's and
+    the verdict-only PPI's; PPI++ with the score beside it."""
+
+    def total(estimate: str) -> tuple[float, float]:
+        covered, width, n = (sum(found[(estimate, r.route)][i] for r in world.routes) for i in range(3))
+        return 100 * covered / n, 100 * width / n
+
+    shipped = [
+        100 * found[("shipped, per route", r.route)][0] / found[("shipped, per route", r.route)][2]
+        for r in world.routes
+    ]
+
+    width, rg_width = total("shipped, per route")[1], total("RG, per route")[1]
+    ppipp = total(PPIPP)
+    return [
+        Figure(f"{score} score: shipped coverage, lowest route", round(min(shipped), 1), "%", COVERAGE),
+        Figure(f"{score} score: shipped coverage, highest route", round(max(shipped), 1), "%", COVERAGE),
+        Figure(
+            f"{score} score: shipped width, all routes",
+            round(width, 2),
+            "pts",
+            WIDTH_WITH_SCORES if score == "sharp" else WIDTH_WITHOUT,
+            baseline=round(rg_width, 2),
+        ),
+        Figure(
+            f"{score} score: shipped / Rogan–Gladen width",
+            round(width / rg_width, 2),
+            "x",
+            NARROWER if score == "sharp" else None,
+        ),
+        Figure(f"{score} score: verdict-only PPI width", round(total("PPI by verdict, per route")[1], 2), "pts"),
+        Figure(f"{score} score: PPI++ with the score, width", round(ppipp[1], 2), "pts"),
+        Figure(f"{score} score: PPI++ with the score, coverage", round(ppipp[0], 1), "%"),
+    ]
+
+
 def plan_figures(outcomes: list[PlanOutcome], args) -> list[Figure]:
     planned = [o for o in outcomes if o.asked is not None]
     under = 100 * float(np.mean([o.width <= args.width for o in planned]))
     covered = 100 * float(np.mean([o.covered for o in planned]))
+    scores = "" if args.scores == "none" else f" ({args.scores} score)"
     return [
-        Figure(f"plan: routes under {100 * args.width:g} points after", round(under, 1), "%", PLANNED),
-        Figure("plan: true rate covered after", round(covered, 1), "%"),
+        Figure(f"plan: routes under {100 * args.width:g} points after{scores}", round(under, 1), "%", PLANNED),
+        Figure(f"plan: true rate covered after{scores}", round(covered, 1), "%"),
     ]
 
 

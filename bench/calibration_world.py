@@ -6,22 +6,32 @@ review stratified by the verifier's verdict with the product's ``allocate`` (rar
 weights = stratum size / quota); two reviewers who each put a claim on the wrong side with a known error
 rate; a disputed claim settled by an adjudicator with the same error rate, as `review adjudicate` does.
 The true rate is the route's expected claim-level failure rate (the answers' propensity mean).
+
+With ``score_gap`` set, the verifier also sends a score (its confidence in its verdict) per claim: the logistic
+of a normal with unit spread, centred at SCORE_CENTRE for a right verdict and ``score_gap`` lower for a wrong one,
+so the score tells wrong verdicts from right ones with AUROC Φ(gap / √2): 0.86 at a gap of 1.53 (about what an
+LLM judge's confidence gives), 0.66 at 0.58. Review then samples by verdict x score band, as the product does.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cached_property
 
 import numpy as np
 
+from services.core.score_bands import N_CELLS, SCORE_EDGES, UNSCORED, cell
 from services.rates.intervals import Counts, ratio_interval
-from services.review.calibration import Traffic
+from services.review.calibration import Traffic, settled_labels
 from services.review.labels import ADJUDICATOR, REVIEWER, Review, ReviewedClaim
-from services.review.sampling import allocate
+from services.review.sampling import allocate, band_knowledge, by_confidence, stratum_parts
 
 NOW = datetime(2026, 11, 21, tzinfo=UTC)
 VERSION = "nli@1"
+SCORE_CENTRE = 2.2  # logit of a right verdict's typical score (0.90)
+SCORE_GAPS = {"sharp": 1.53, "weak": 0.58}  # AUROC 0.86 and 0.66
 
 
 @dataclass(frozen=True)
@@ -48,14 +58,21 @@ class World:
     reviewer_error: float = 0.05  # chance one reviewer puts a claim on the wrong side
     concentration: float = 8.0  # beta(a, b) with a + b = this: claims of one answer are correlated
     routes: tuple[RouteTruth, ...] = ROUTES
+    score_gap: float | None = None  # logit gap between right and wrong verdicts' scores; None: no scores
+    review_days: int = 2  # with scores: the days the labels are drawn over, each learning from the ones before
 
     def draw(self, rng: np.random.Generator) -> tuple[list[Traffic], list[ReviewedClaim]]:
-        traffic, claims = [], []
+        routes, claims = self.draw_routes(rng)
+        return [r.traffic for r in routes], claims
+
+    def draw_routes(self, rng: np.random.Generator) -> tuple[list[RouteDraw], list[ReviewedClaim]]:
+        """Every route's window and its reviewed claims."""
+        routes, claims = [], []
         for truth in self.routes:
             route = self.route(rng, truth)
-            traffic.append(route.traffic)
-            claims.extend(self.review(rng, route, allocate(route.sizes, self.labels)))
-        return traffic, claims
+            routes.append(route)
+            claims.extend(self.sample(rng, route, self.labels))
+        return routes, claims
 
     def route(self, rng: np.random.Generator, truth: RouteTruth) -> RouteDraw:
         """A window of the route's answers: each claim's truth and the verifier's verdict."""
@@ -66,12 +83,44 @@ class World:
         flagged = np.where(
             failed, rng.random(failed.size) < truth.sensitivity, rng.random(failed.size) > truth.specificity
         )
-        per_answer = np.add.reduceat(flagged, np.r_[0, np.cumsum(n)[:-1]])
+        starts = np.r_[0, np.cumsum(n)[:-1]]
+        per_answer = np.add.reduceat(flagged, starts)
         patterns, counts = np.unique(np.column_stack([per_answer, n]), axis=0, return_counts=True)
+        scores = None
+        if self.score_gap is not None:
+            logit = rng.normal(SCORE_CENTRE, 1.0, failed.size) - self.score_gap * (flagged != failed)
+            scores = 1 / (1 + np.exp(-logit))
+        bands = np.zeros(failed.size, dtype=np.int64) if scores is None else band_of(scores)
+        cells = cell(True, 0) * flagged + bands  # cell(flagged, band), vectorised
+        per_cell = np.zeros((len(n), N_CELLS))
+        np.add.at(per_cell, (np.repeat(np.arange(len(n)), n), cells), 1.0)
         traffic = Traffic(
-            truth.route, VERSION, patterns[:, 0].astype(float), patterns[:, 1].astype(float), counts.astype(float)
+            truth.route,
+            VERSION,
+            patterns[:, 0].astype(float),
+            patterns[:, 1].astype(float),
+            counts.astype(float),
+            cells=per_cell.sum(axis=0),
+            cross=per_cell.T @ per_cell,
         )
-        return RouteDraw(truth.route, traffic, failed, flagged, n)
+        return RouteDraw(truth.route, traffic, failed, flagged, n, scores)
+
+    def sample(self, rng: np.random.Generator, route: RouteDraw, labels: int) -> list[ReviewedClaim]:
+        """``labels`` claims reviewed as the product's daily sampler picks them: by verdict (``allocate``); with
+        scores, by verdict x band over ``review_days`` days, each where the verifier is least sure as far as the
+        days before have shown (``by_confidence``). Each day's labels keep their day's weights (stratum size /
+        quota), as the product's do."""
+        if self.score_gap is None:
+            return self.review(rng, route, allocate(route.sizes, labels))
+        claims: list[ReviewedClaim] = []
+        for day in range(self.review_days):
+            taken = Counter(c.stratum for c in claims)
+            left = {s: n - taken[s] for s, n in route.sizes.items()}
+            quota = labels * (day + 1) // self.review_days - len(claims)
+            known = band_knowledge(settled_labels(claims))
+            keys = frozenset(int(c.claim_key.rsplit(":", 1)[1]) for c in claims)
+            claims += self.review(rng, route, by_confidence(allocate(left, quota), left, known), keys)
+        return claims
 
     def review(
         self, rng: np.random.Generator, route: RouteDraw, quotas: dict[str, int], taken: frozenset[int] = frozenset()
@@ -79,16 +128,16 @@ class World:
         """Claims of each verdict stratum ({verdict: quota}) drawn for review, leaving out those ``taken``,
         weighted stratum size / quota, and labelled."""
         claims = []
-        for verdict, quota in quotas.items():
-            members = route.strata[verdict]
+        for stratum, quota in quotas.items():
+            members = route.strata[stratum]
             picked = rng.choice(np.setdiff1d(members, list(taken)), size=quota, replace=False)
             weight = len(members) / quota
-            claims.extend(self._reviewed(rng, route.route, verdict, weight, route.failed[picked], picked))
+            claims.extend(self._reviewed(rng, route, stratum, weight, picked))
         return claims
 
-    def _reviewed(
-        self, rng, route: str, verdict: str, weight: float, truly_failed: np.ndarray, picked: np.ndarray
-    ) -> list[ReviewedClaim]:
+    def _reviewed(self, rng, route: RouteDraw, stratum: str, weight: float, picked: np.ndarray) -> list[ReviewedClaim]:
+        truly_failed = route.failed[picked]
+        verdict = stratum_parts(stratum)[1]
         wrong = rng.random((truly_failed.size, 3)) < self.reviewer_error
         says_failed = truly_failed[:, None] ^ wrong  # two reviewers, then the adjudicator
         out = []
@@ -99,18 +148,24 @@ class World:
                 reviews.append(Review("cy", ADJUDICATOR, words[2], NOW))
             out.append(
                 ReviewedClaim(
-                    f"{route}:{key}",
-                    route,
+                    f"{route.route}:{key}",
+                    route.route,
                     verdict,
                     VERSION,
                     "production",
                     weight,
                     2,
                     tuple(reviews),
-                    stratum=f"{route}|{verdict}|",
+                    stratum=stratum,
+                    score=None if route.scores is None else float(route.scores[key]),
                 )
             )
         return out
+
+
+def band_of(scores: np.ndarray) -> np.ndarray:
+    """services.core.score_bands.band, vectorised."""
+    return 1 + np.digitize(scores, SCORE_EDGES)
 
 
 @dataclass(frozen=True)
@@ -120,11 +175,21 @@ class RouteDraw:
     failed: np.ndarray  # per claim: truly failed
     flagged: np.ndarray  # per claim: the verifier said so
     answer_claims: np.ndarray  # per answer, in order: its claims
+    scores: np.ndarray | None = None  # per claim: the verifier's confidence in its verdict
 
-    @property
+    @cached_property
     def strata(self) -> dict[str, np.ndarray]:
-        """The claims of each verdict stratum the review samples from."""
-        return {"contradicted": np.flatnonzero(self.flagged), "supported": np.flatnonzero(~self.flagged)}
+        """The claims of each stratum the review samples from: 'route|verdict|', with the band when scored."""
+        bands = np.zeros(len(self.flagged), dtype=np.int64) if self.scores is None else band_of(self.scores)
+        codes = cell(True, 0) * self.flagged + bands
+        out = {}
+        for code in sorted(np.unique(codes), key=lambda c: (-c // cell(True, 0), c)):  # flagged first
+            flagged, band_no = divmod(int(code), cell(True, 0))
+            verdict = "contradicted" if flagged else "supported"
+            out[f"{self.route}|{verdict if band_no == UNSCORED else f'{verdict}#{band_no}'}|"] = np.flatnonzero(
+                codes == code
+            )
+        return out
 
     @property
     def sizes(self) -> dict[str, int]:

@@ -29,6 +29,13 @@ class WeightedTotalsRead(Read):
     failed: float
 
 
+class ScoreCellRead(Read):
+    cell: str = Field(description="verdict class and score band(s), e.g. 'passed >= 0.95'")
+    share: float
+    failed: float
+    labels: int
+
+
 class CalibratedRead(Read):
     rate: float | None = Field(description="the rate corrected for the verifier's errors measured against human labels")
     interval: list[float] | None
@@ -47,6 +54,10 @@ class CalibratedRead(Read):
     estimator_note: str
     failed_if_flagged: float | None
     failed_if_passed: float | None
+    score_cells: list[ScoreCellRead] = Field(
+        description="post-stratified on the verifier's score bands: each cell's share of the window, failed "
+        "share of its labels and labels (empty: by the verdict alone)"
+    )
 
 
 class RateRead(Read):

@@ -1,4 +1,5 @@
-"""Agreement on reviewed claims: human vs human (the guide's ceiling) and verifier vs human, per route.
+"""Agreement on reviewed claims: human vs human (the guide's ceiling) and verifier vs human, per route; and the
+verifier's confidence against the labels (services/review/confidence.py).
 
 Cohen's kappa and the verifier-vs-human figures come from ``services.evalset.metrics.agreement``
 (item-resampled intervals, confusion matrix, disagreement by what the verifier said). Fleiss' kappa,
@@ -16,6 +17,7 @@ import numpy as np
 from services.core.readmodel import closed
 from services.core.stats import percentile_interval
 from services.evalset.metrics import Agreement, Figure, LabelPair, agreement, interval_note
+from services.review.confidence import ScoreCheck, ScoreChecker
 from services.review.labels import HUMAN_LABELS, ReviewedClaim
 
 
@@ -51,6 +53,7 @@ class AgreementReport:
     routes: tuple[RouteAgreement, ...]
     verifier_versions: tuple[RouteAgreement, ...]  # route = "verifier=<version>", every route together
     disagreements: tuple[Disagreement, ...]  # waiting for an adjudicator, oldest queued first
+    confidence: tuple[ScoreCheck, ...] = ()  # the verifier's score against the labels, per version and route
 
 
 def fleiss_kappa(counts: np.ndarray) -> float:
@@ -117,6 +120,7 @@ class AgreementReporter:
     def __init__(self, reviewers: int, n_boot: int = 2000, seed: int = 0):
         self.reviewers = reviewers
         self.boot = {"n_boot": n_boot, "seed": seed}
+        self.scores = ScoreChecker(n_boot=n_boot, seed=seed)
 
     def report(self, claims: Sequence[ReviewedClaim]) -> AgreementReport:
         def one(route: str, members: Sequence[ReviewedClaim]) -> RouteAgreement:
@@ -136,4 +140,5 @@ class AgreementReporter:
             tuple(one(r, [c for c in claims if c.route == r]) for r in routes),
             tuple(one(f"verifier={v}", [c for c in claims if c.verifier_version == v]) for v in versions),
             disputed,
+            tuple(self.scores.checks(claims)),
         )

@@ -31,12 +31,13 @@ class LabelAgreement:
     settled_at: datetime
     verifier_version: str
     agreed: bool
+    score: float | None = None  # the verifier's confidence in its verdict
 
 
 def label_agreements(claims: Iterable[ReviewedClaim]) -> list[LabelAgreement]:
     """Every claim humans settled (production or eval), with whether the verifier was on their side."""
     return [
-        LabelAgreement(c.route, c.settled_at, c.verifier_version, c.verifier_failed == c.human_failed)
+        LabelAgreement(c.route, c.settled_at, c.verifier_version, c.verifier_failed == c.human_failed, c.score)
         for c in claims
         if c.human_failed is not None and c.settled_at is not None  # a settled claim has a review, so a time
     ]
@@ -83,6 +84,111 @@ class AgreementDropTest:
         )
 
 
+@dataclass(frozen=True)
+class VersionScores:
+    """What one verifier version's scored labels on a route say: agreement, mean score, their gap (calibration in
+    the large) and the AUROC of score for right vs wrong verdicts, with standard errors."""
+
+    version: str
+    labels: int
+    agreement: float
+    mean_score: float
+    gap_se: float
+    auroc: float | None
+    auroc_se: float | None
+
+    @property
+    def gap(self) -> float:
+        return self.agreement - self.mean_score
+
+    @classmethod
+    def of(cls, version: str, labels: Sequence[LabelAgreement]) -> VersionScores:
+        agreed = [float(x.agreed) for x in labels]
+        scores = [float(x.score or 0.0) for x in labels]
+        n = len(labels)
+        gaps = [a - s for a, s in zip(agreed, scores)]
+        mean_gap = sum(gaps) / n
+        gap_se = math.sqrt(sum((g - mean_gap) ** 2 for g in gaps) / max(n - 1, 1) / n)
+        right = [s for s, a in zip(scores, agreed) if a]
+        wrong = [s for s, a in zip(scores, agreed) if not a]
+        a = se = None
+        if right and wrong:
+            a = sum((r > w) + 0.5 * (r == w) for r in right for w in wrong) / (len(right) * len(wrong))
+            q1, q2 = a / (2 - a), 2 * a * a / (1 + a)  # Hanley and McNeil (1982)
+            variance = a * (1 - a) + (len(right) - 1) * (q1 - a * a) + (len(wrong) - 1) * (q2 - a * a)
+            se = math.sqrt(max(variance, 0.0) / (len(right) * len(wrong)))
+        return cls(version, n, sum(agreed) / n, sum(scores) / n, gap_se, a, se)
+
+
+@dataclass(frozen=True)
+class ScoreShift:
+    before: VersionScores
+    after: VersionScores
+    p_value: float
+    significant: bool
+    what: str  # how the scores stopped meaning what they did
+
+    @property
+    def expected(self) -> float:
+        """The agreement the new version's scores would promise had they kept the old version's meaning."""
+        return min(1.0, max(0.0, self.after.mean_score + self.before.gap))
+
+
+class ScoreShiftTest:
+    """Whether a route's newest verifier version's scores still mean what the version before's did: its labels'
+    agreement at their scores (the gap between agreement and mean score, two-sample z) and how well the score
+    tells right verdicts from wrong (AUROC, Hanley–McNeil standard errors), each side with ``min_labels``
+    scored labels. Significant when the gap moved either way, or the AUROC fell, by ``min_shift`` with p < alpha
+    (Bonferroni over the two)."""
+
+    def __init__(self, alpha: float = 0.01, min_shift: float = 0.05, min_labels: int = 30):
+        self.alpha = alpha
+        self.min_shift = min_shift
+        self.min_labels = min_labels
+
+    def test(self, labels: Sequence[LabelAgreement]) -> ScoreShift | None:
+        scored = [x for x in labels if x.score is not None]
+        if not scored:
+            return None
+        newest = max(scored, key=lambda x: x.settled_at).verifier_version
+        by_version: dict[str, list[LabelAgreement]] = {}
+        for x in scored:
+            by_version.setdefault(x.verifier_version, []).append(x)
+        older = [v for v in by_version if v != newest and len(by_version[v]) >= self.min_labels]
+        if len(by_version[newest]) < self.min_labels or not older:
+            return None
+        previous = max(older, key=lambda v: max(x.settled_at for x in by_version[v]))
+        before, after = VersionScores.of(previous, by_version[previous]), VersionScores.of(newest, by_version[newest])
+        found = []  # (one-sided p, moved by at least min_shift, what)
+        se = math.hypot(before.gap_se, after.gap_se)
+        if se > 0:
+            z = (after.gap - before.gap) / se
+            found.append(
+                (
+                    2 * NormalDist().cdf(-abs(z)),  # either way: over- or under-confident
+                    abs(after.gap - before.gap) >= self.min_shift,
+                    f"{before.version}'s labels agreed {100 * before.agreement:.0f}% at a mean score of "
+                    f"{before.mean_score:.2f}; {after.version}'s agree {100 * after.agreement:.0f}% at "
+                    f"{after.mean_score:.2f}",
+                )
+            )
+        if before.auroc is not None and after.auroc is not None and before.auroc_se and after.auroc_se:
+            z = (after.auroc - before.auroc) / math.hypot(before.auroc_se, after.auroc_se)
+            found.append(
+                (
+                    NormalDist().cdf(z),
+                    before.auroc - after.auroc >= self.min_shift,
+                    f"its score tells right verdicts from wrong with AUROC {after.auroc:.2f} "
+                    f"({before.version}: {before.auroc:.2f})",
+                )
+            )
+        if not found:
+            return None
+        p_value = min(p for p, _, _ in found) * len(found)
+        moved = [what for p, big, what in found if big and p * len(found) < self.alpha]
+        return ScoreShift(before, after, min(1.0, p_value), bool(moved), "; ".join(moved or [w for _, _, w in found]))
+
+
 def version_suspects(
     labels: Sequence[LabelAgreement], since: datetime, min_share_change: float = 0.05
 ) -> tuple[dict, ...]:
@@ -116,10 +222,12 @@ def version_suspects(
 
 
 class AgreementWatch:
-    """One `verifier_agreement` alert per route: fires (warning) while the drop is significant, resolves after."""
+    """One `verifier_agreement` alert per route: fires (warning) while agreement has dropped significantly, or
+    while the newest verifier version's scores no longer mean what the version before's did; resolves after."""
 
-    def __init__(self, test: AgreementDropTest):
+    def __init__(self, test: AgreementDropTest, shift: ScoreShiftTest | None = None):
         self.test = test
+        self.shift = shift or ScoreShiftTest(test.alpha, test.min_drop, test.min_labels)
 
     def step(self, labels: Sequence[LabelAgreement], open_alerts: Mapping[str, Alert], now: datetime) -> list[Alert]:
         """The alerts whose state changed, or whose figures did, at ``now``."""
@@ -128,12 +236,44 @@ class AgreementWatch:
             mine = [x for x in labels if x.route == route]
             found = self.test.test(mine, now)
             previous = open_alerts.get(route)
-            if found is None or not found.significant:
-                if previous is not None:
-                    changed.append(resolve(previous, now))
+            if found is not None and found.significant:
+                changed.append(merge(previous, self._observed(route, found, mine, now)))
                 continue
-            changed.append(merge(previous, self._observed(route, found, mine, now)))
+            shifted = self.shift.test(mine)
+            if shifted is not None and shifted.significant:
+                changed.append(merge(previous, self._shifted(route, shifted, mine, now)))
+            elif previous is not None:
+                changed.append(resolve(previous, now))
         return changed
+
+    def _shifted(self, route: str, found: ScoreShift, labels: Sequence[LabelAgreement], now: datetime) -> Alert:
+        z = NormalDist().inv_cdf(0.975)
+        after, before = found.after, found.before
+        since = min(x.settled_at for x in labels if x.verifier_version == after.version)
+        lo, hi = (float(x) for x in wilson(after.agreement, after.labels, z))
+        spread = z * before.gap_se
+        return Alert(
+            alert_id=make_alert_id(route, AGREEMENT_KIND, now),
+            route=route,
+            kind=AGREEMENT_KIND,
+            severity="warning",
+            labels=dict(SERVICE_LABELS),
+            window=int((now - since) / timedelta(minutes=1)),
+            pending_since=now,
+            starts_at=now,
+            rate=after.agreement,
+            rate_interval=Interval(lo, hi),
+            baseline=found.expected,
+            baseline_interval=Interval(max(0.0, found.expected - spread), min(1.0, found.expected + spread)),
+            delta=after.agreement - found.expected,
+            claims=after.labels,
+            onset=since,
+            suspect_changes=version_suspects(labels, since),
+            updated_at=now,
+            expected=found.expected,
+            expected_basis=f"verifier {after.version}'s scores no longer mean what {before.version}'s did: "
+            f"{found.what} (p = {found.p_value:.2g}); its calibrated rates lean on a score it may not have earned",
+        )
 
     def _observed(self, route: str, found: AgreementDrop, labels: Sequence[LabelAgreement], now: datetime) -> Alert:
         z = NormalDist().inv_cdf(0.975)

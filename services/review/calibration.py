@@ -56,6 +56,7 @@ from typing import TypedDict
 
 import numpy as np
 
+from services.core.score_bands import N_CELLS, UNSCORED, band
 from services.core.stats import percentile_interval, rogan_gladen, z_value
 from services.review.estimators import (
     VerdictClass,
@@ -65,6 +66,7 @@ from services.review.estimators import (
     stratified_variance,
 )
 from services.review.labels import ReviewedClaim
+from services.review.score_strata import ScoreCell, post_stratify
 
 ESTIMATORS = ("ppi", "rogan_gladen")
 
@@ -82,11 +84,26 @@ class Traffic:
     answers: np.ndarray
     weights: np.ndarray | None = None
     weights_sq: np.ndarray | None = None
+    # Claims per (verdict class, score band) cell and their cross products over answers (services/core/score_bands.py,
+    # score_strata.py); None: not known, calibration by verdict alone.
+    cells: np.ndarray | None = None
+    cross: np.ndarray | None = None
 
     @classmethod
     def from_row(cls, row: Mapping) -> Traffic:
-        profile = np.array(row["profile"], dtype=np.float64).reshape(-1, 5)
-        return cls(row["route"], row["verifier_version"], *profile.T)
+        failed, claims, answers, weights, weights_sq = np.array(row["profile"], dtype=np.float64).reshape(-1, 5).T
+        cells = row.get("cells")
+        return cls(
+            row["route"],
+            row["verifier_version"],
+            failed,
+            claims,
+            answers,
+            weights,
+            weights_sq,
+            cells=None if cells is None else np.array(cells, dtype=np.float64),
+            cross=None if cells is None else np.array(row["cross"], dtype=np.float64).reshape(N_CELLS, N_CELLS),
+        )
 
     @property
     def answer_weights(self) -> np.ndarray:
@@ -129,6 +146,7 @@ class CalibratedRate:
     passed: VerdictClass | None = None
     raw_variance: float | None = None
     own_labels: int = 0  # the route's own settled labels of its current verifier version
+    score_cells: tuple[ScoreCell, ...] = ()  # post-stratified on score bands: the cells (else empty)
 
     @property
     def status(self) -> str:
@@ -165,6 +183,9 @@ class CalibratedRate:
             "estimator_note": self.estimator_note,
             "failed_if_flagged": self.flagged.failed if self.flagged else None,
             "failed_if_passed": self.passed.failed if self.passed else None,
+            "score_cells": [
+                {"cell": c.name, "share": c.share, "failed": c.failed, "labels": c.count} for c in self.score_cells
+            ],
         }
 
 
@@ -186,6 +207,7 @@ class SettledLabel:
     verifier_failed: bool
     human_failed: bool
     settled_at: datetime
+    band: int = UNSCORED  # of the verifier's score (services/core/score_bands.py)
 
 
 def settled_labels(claims: Sequence[ReviewedClaim]) -> list[SettledLabel]:
@@ -205,6 +227,7 @@ def settled_labels(claims: Sequence[ReviewedClaim]) -> list[SettledLabel]:
                     c.verifier_failed,
                     human,
                     at,
+                    band(c.score),
                 )
             )
     return out
@@ -297,6 +320,7 @@ class Calibrator:
         seed: int = 0,
         estimator: str = "ppi",
         transfer_estimator: str = "rogan_gladen",
+        use_scores: bool = True,
     ):
         for name in (estimator, transfer_estimator):
             if name not in ESTIMATORS:
@@ -310,6 +334,7 @@ class Calibrator:
         # For labels of other traffic than the window's (pooled over routes, or drawn before the prevalence moved):
         # P(failed | verdict) moves with the prevalence, Se and Sp stay with the verifier.
         self.transfer_estimator = transfer_estimator
+        self.use_scores = use_scores  # post-stratify PPI on score bands where that is the more precise
 
     def calibrate_all(
         self, traffic: Sequence[Traffic], claims: Sequence[ReviewedClaim], now: datetime
@@ -379,7 +404,8 @@ class Calibrator:
             return CalibratedRate(value=None, interval=None, stale=True, reasons=tuple(reasons), **common)
         rate = CalibratedRate(value=value, interval=None, stale=bool(reasons), reasons=tuple(reasons), **common)
         if estimator == "ppi":
-            return self._with_stratified_interval(rate)
+            banded = self._post_stratified(rate, traffic, basis, weights, verifier, human)
+            return banded or self._with_interval(rate, value, self._class_variance(rate))
         strata = [c.stratum for c in basis]
         return replace(rate, interval=self._bootstrap(traffic, weights, verifier, human, strata))
 
@@ -402,14 +428,36 @@ class Calibrator:
             )
         return self.estimator, ""
 
-    def _with_stratified_interval(self, rate: CalibratedRate) -> CalibratedRate:
-        slope, value = rate.slope(), rate.value
+    def _post_stratified(
+        self,
+        rate: CalibratedRate,
+        traffic: Traffic,
+        basis: Sequence[SettledLabel],
+        weights: np.ndarray,
+        verifier: np.ndarray,
+        human: np.ndarray,
+    ) -> CalibratedRate | None:
+        """The rate post-stratified on score bands, where the labels carry scores and that is the more precise
+        (a score that tells nothing would only split the labels thinner); else None."""
+        bands = np.array([c.band for c in basis], dtype=np.int64)
+        if not self.use_scores or traffic.cells is None or traffic.cross is None or not bands.any():
+            return None
+        strata = [c.stratum[0] for c in basis]
+        found = post_stratify(traffic.cells, traffic.cross, weights, verifier, bands, human, strata)
+        if found is None or len(found.cells) <= 2 or found.variance >= self._class_variance(rate):
+            return None
+        return self._with_interval(replace(rate, score_cells=found.cells), found.value, found.variance)
+
+    @staticmethod
+    def _class_variance(rate: CalibratedRate) -> float:
+        slope = rate.slope()
         # PPI gets here with a value from labels of both classes and a window with claims: all of these are known.
-        assert value is not None and rate.flagged is not None and rate.passed is not None
+        assert rate.flagged is not None and rate.passed is not None
         assert slope is not None and rate.raw_variance is not None
-        half = z_value(self.confidence) * math.sqrt(
-            stratified_variance(rate.flagged, rate.passed, slope, rate.raw_variance)
-        )
+        return stratified_variance(rate.flagged, rate.passed, slope, rate.raw_variance)
+
+    def _with_interval(self, rate: CalibratedRate, value: float, variance: float) -> CalibratedRate:
+        half = z_value(self.confidence) * math.sqrt(variance)
         interval = (max(0.0, value - half), min(1.0, value + half))
         return replace(rate, value=min(1.0, max(0.0, value)), interval=interval)
 

@@ -42,7 +42,8 @@ class ReviewedClaim:
     weight: float  # 1 / its stratum's sampling probability
     reviewers: int  # labels it needs
     reviews: tuple[Review, ...]
-    stratum: str = ""  # route|verdict|issue it was sampled from
+    stratum: str = ""  # route|verdict|issue it was sampled from (verdict#band when scored)
+    score: float | None = None  # the verifier's confidence in its verdict
 
     @classmethod
     def from_row(cls, row: Mapping) -> ReviewedClaim:
@@ -56,6 +57,7 @@ class ReviewedClaim:
             int(row["reviewers"]),
             tuple(Review(*r) for r in row["labels"]),
             row.get("stratum", ""),
+            row.get("score"),
         )
 
     @property

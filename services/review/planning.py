@@ -2,10 +2,11 @@
 
 The interval's variance (services/review/calibration.py, ``stratified_variance``) is the window's noise in the
 flagged share p times λ², plus W_k²·σ_k² / n_k for the verifier's two verdict classes (W_k their shares of the
-window, σ_k the spread of their labels, n_k their effective labels). The fewest labels that bring it to
-(width / 2z)² are split by Neyman allocation, n_k ∝ W_k·σ_k: in total n = (2z·Σ W_k σ_k / width)² when no
-class already has more than its share. The traffic's part does not shrink with labels: when it alone is wider than
-asked, no number of labels will do, and the plan says so.
+window, σ_k the spread of their labels, n_k their effective labels; post-stratified on score bands, W_k·σ_k is
+the sum of the class's cells' W_g·σ_g, as the sampler splits a class's labels by band the Neyman way). The
+fewest labels that bring it to (width / 2z)² are split by Neyman allocation, n_k ∝ W_k·σ_k: in total
+n = (2z·Σ W_k σ_k / width)² when no class already has more than its share. The traffic's part does not shrink
+with labels: when it alone is wider than asked, no number of labels will do, and the plan says so.
 
 A plan made from the current estimates falls short about half the time (σ is estimated too, and comes out low
 as often as high), so each class's failed share is first moved ``caution`` standard errors towards ½, where σ is
@@ -24,6 +25,7 @@ from services.core.readmodel import closed
 from services.core.stats import z_value
 from services.review.calibration import CalibratedRate
 from services.review.estimators import VerdictClass
+from services.review.score_strata import ScoreCell
 
 PLAN_CAUTION = 1.5  # standard errors each class's failed share moves towards ½ (bench/calibration.py --plan)
 
@@ -65,7 +67,7 @@ def neyman(parts: tuple[float, float], have: tuple[float, float], budget: float)
     return wanted[0], wanted[1]
 
 
-def cautious_spread(k: VerdictClass, caution: float) -> float:
+def cautious_spread(k: VerdictClass | ScoreCell, caution: float) -> float:
     """σ of the class with its failed share ``caution`` standard errors nearer ½ (Jeffreys-smoothed first, so
     labels that all agree still leave doubt)."""
     n = k.labels
@@ -125,6 +127,13 @@ class LabelPlanner:
             flagged.share * cautious_spread(flagged, self.caution),
             passed.share * cautious_spread(passed, self.caution),
         )
+        if rate.score_cells:  # post-stratified: each class's part is its cells' (labels split by band inside it)
+            cells = rate.score_cells
+            part = [sum(c.share * cautious_spread(c, self.caution) for c in cells if c.flagged == f) for f in (1, 0)]
+            parts = (part[0], part[1])
+            if own == rate.labels:
+                held = [sum(c.labels for c in cells if c.flagged == f) for f in (1, 0)]
+                have = (held[0], held[1])
         targets = neyman(parts, have, budget)
         more = [math.ceil(max(0.0, t - n)) for t, n in zip(targets, have)]
         # The route stands alone only from min_labels on.

@@ -16,7 +16,7 @@ from services.review.calibration import CalibratedRate, Calibrator, Traffic, set
 from services.review.labels import ReviewedClaim
 from services.review.planning import LabelPlan, LabelPlanner
 from services.review.queue import Assignment, Revealed, ReviewQueue
-from services.review.sampling import ReviewSampler, SampleResult
+from services.review.sampling import ReviewSampler, SampleResult, band_knowledge
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -70,12 +70,15 @@ class ReviewService:
     def sample(
         self, window: timedelta | None, now: datetime, seed: int = 0, include_eval: bool = False
     ) -> SampleResult:
-        """Queue today's claims where the review plan (at review.plan_width) needs labels most."""
+        """Queue today's claims where the review plan (at review.plan_width) needs labels most, and inside a route
+        where the verifier is least sure (as far as its settled labels show)."""
         span = self._span(window)
         result = SampleResult(0, 0, {})
         if span:
-            plans = self.planner.plan_all(self._calibrated(span, now).values(), self.plan_width)
-            result = self.sampler.sample(*span, now, seed, self.planner.needs(plans))
+            reviewed = self.reviewed()
+            plans = self.planner.plan_all(self._calibrated(span, now, None, reviewed).values(), self.plan_width)
+            known = band_knowledge(settled_labels(reviewed))
+            result = self.sampler.sample(*span, now, seed, self.planner.needs(plans), known)
         if include_eval:
             self.sampler.enqueue_eval(now)
         return result
@@ -108,10 +111,14 @@ class ReviewService:
         return self._calibrated(span, now, routes) if span else {}
 
     def _calibrated(
-        self, span: tuple[datetime, datetime], now: datetime, routes: Collection[str] | None = None
+        self,
+        span: tuple[datetime, datetime],
+        now: datetime,
+        routes: Collection[str] | None = None,
+        reviewed: list[ReviewedClaim] | None = None,
     ) -> dict[str, CalibratedRate]:
         traffic = [Traffic.from_row(r) for r in self.repo.answer_profile(*span, routes)]
-        return self.calibrator.calibrate_all(traffic, self.reviewed(), now)
+        return self.calibrator.calibrate_all(traffic, self.reviewed() if reviewed is None else reviewed, now)
 
     def plan(self, window: timedelta | None, now: datetime, width: float | None = None) -> list[LabelPlan]:
         """Per route with traffic in the window, how many more settled labels bring its calibrated interval under

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from services.contract.model import FAILED_VERDICTS
+from services.core.score_bands import N_BANDS, N_CELLS, SCORE_EDGES
 from services.store.backends import Store
 from services.store.convert import ch_time, parse_ch_time
 from services.store.exposure import exposed_by
@@ -20,19 +21,28 @@ from services.store.rates import route_conditions
 
 QUEUE_COLUMNS = (
     "claim_key, event_id, claim_idx, route, verdict, issue_id, verifier_version, origin, stratum, weight, "
-    "reviewers, observed_at, queued_at"
+    "reviewers, observed_at, queued_at, score"
 )
 RESERVATION_COLUMNS = "token, claim_key, slot_no, reviewer, reserved_at, expires_at, toString(written_at) AS written_at"
 LABEL_COLUMNS = "claim_key, slot_no, reviewer, role, label, span, chunk_id, guide_version, blind, labeled_at"
 # The labels that count: an adjudicator's, and a reviewer's made blind (an exposed one fills no slot).
 _COUNTED = "(role != 'reviewer' OR blind = 1)"
 
-# Claims of the window with their stratum; the issue, when the claim has one, from its newest assignment.
+
+# The score band of a claim (services/core/score_bands.py: 0 unscored, else 1 + the edges at or under the score).
+def _band(score: str) -> str:
+    return f"if(isNull({score}), 0, 1 + arrayCount(e -> assumeNotNull({score}) >= e, {{edges:Array(Float64)}}))"
+
+
+# Claims of the window with their stratum (the verdict with its score band when scored: 'contradicted#4'); the
+# issue, when the claim has one, from its newest assignment.
 _CANDIDATES = (
     "SELECT concat(c.event_id, ':', toString(c.claim_idx)) AS claim_key, c.event_id AS event_id, "
     "c.claim_idx AS claim_idx, c.route AS route, c.verdict AS verdict, m.issue_id AS issue_id, "
-    "c.versions['verifier'] AS verifier_version, c.observed_at AS observed_at, "
-    "concat(c.route, '|', c.verdict, '|', m.issue_id) AS stratum "
+    "c.versions['verifier'] AS verifier_version, c.observed_at AS observed_at, c.score AS score, "
+    "concat(c.route, '|', c.verdict, if(isNull(c.score), '', concat('#', toString("
+    + _band("c.score").replace("{", "{{").replace("}", "}}")  # the query is formatted again, with its window
+    + "))), '|', m.issue_id) AS stratum "
     "FROM (SELECT * FROM claims FINAL WHERE verdict != 'trivial' AND {where}) AS c "
     "LEFT JOIN (SELECT claim_key, issue_id FROM issue_members FINAL) AS m "
     "ON m.claim_key = concat(c.event_id, ':', toString(c.claim_idx)) "
@@ -54,7 +64,7 @@ class ReviewRepository:
         """Claims of [since, until) not yet queued, per stratum (route|verdict|issue)."""
         rows = self.store.query(
             f"SELECT stratum, count() AS n FROM ({_CANDIDATES.format(where=_WINDOW)}) GROUP BY stratum",
-            {"since": ch_time(since), "until": ch_time(until)},
+            {"since": ch_time(since), "until": ch_time(until), "edges": list(SCORE_EDGES)},
         )
         return {r["stratum"]: int(r["n"]) for r in rows}
 
@@ -66,16 +76,21 @@ class ReviewRepository:
             f"SELECT * EXCEPT rank FROM (SELECT *, row_number() OVER (PARTITION BY stratum ORDER BY "
             f"cityHash64(claim_key, {{seed:UInt64}})) AS rank FROM ({_CANDIDATES.format(where=_WINDOW)})) "
             "WHERE rank <= {quotas:Map(String, UInt32)}[stratum] ORDER BY stratum, rank",
-            {"since": ch_time(since), "until": ch_time(until), "seed": seed, "quotas": dict(quotas)},
+            {
+                "since": ch_time(since),
+                "until": ch_time(until),
+                "seed": seed,
+                "quotas": dict(quotas),
+                "edges": list(SCORE_EDGES),
+            },
         )
         return [_times(r, "observed_at") for r in rows]
 
     def eval_claims(self) -> list[dict]:
         """Claims of the answers approved eval items came from, not yet queued."""
         where = "event_id IN (SELECT origin_event_id FROM eval_items FINAL WHERE state = 'approved')"
-        return [
-            _times(r, "observed_at") for r in self.store.query(_CANDIDATES.format(where=where) + " ORDER BY claim_key")
-        ]
+        rows = self.store.query(_CANDIDATES.format(where=where) + " ORDER BY claim_key", {"edges": list(SCORE_EDGES)})
+        return [_times(r, "observed_at") for r in rows]
 
     def enqueue(self, rows: Iterable[Mapping[str, Any]]) -> int:
         return self.store.insert("review_queue", [ch_values(r) for r in rows])
@@ -211,16 +226,44 @@ class ReviewRepository:
     def answer_profile(self, since: datetime, until: datetime, routes: Collection[str] | None = None) -> list[dict]:
         """Per route (of ``routes``, when given), how many answers had each (failed, non-trivial claims) pair in
         [since, until), and their weights' sum and sum of squares (1 / sampling.rate): enough to resample answers.
-        ``verifier_version`` is the route's newest."""
+        ``verifier_version`` is the route's newest. ``cells``: the (weighted) claims per verdict class x score
+        band (services/core/score_bands.py), ``cross`` the sum over answers of the products of their per-cell
+        claim counts (weights squared), flattened: what the post-stratified variance needs."""
         failed = sorted(FAILED_VERDICTS)
         only, params = route_conditions(None, routes)
-        return self.store.query(
+        window = (
+            "FROM events FINAL WHERE observed_at >= {since:DateTime64(3)} AND observed_at < {until:DateTime64(3)}"
+            f"{''.join(' AND ' + w for w in only)}"
+        )
+        params = {
+            "failed": failed,
+            "since": ch_time(since),
+            "until": ch_time(until),
+            "edges": list(SCORE_EDGES),
+            **params,
+        }
+        profiles = self.store.query(
             "SELECT route, groupArray((f, n, answers, w, w2)) AS profile, argMax(version, newest) AS verifier_version "
             "FROM (SELECT route, arrayCount(v -> v IN {failed:Array(String)}, verdicts) AS f, "
             " arrayCount(v -> v != 'trivial', verdicts) AS n, count() AS answers, "
             " sum(1 / sampling_rate) AS w, sum(1 / (sampling_rate * sampling_rate)) AS w2, "
             " argMax(versions['verifier'], observed_at) AS version, max(observed_at) AS newest "
-            " FROM events FINAL WHERE observed_at >= {since:DateTime64(3)} AND observed_at < {until:DateTime64(3)} "
-            f"{''.join(' AND ' + w for w in only)} GROUP BY route, f, n) GROUP BY route ORDER BY route",
-            {"failed": failed, "since": ch_time(since), "until": ch_time(until), **params},
+            f" {window} GROUP BY route, f, n) GROUP BY route ORDER BY route",
+            params,
         )
+        cell_of_claim = (  # -1 for a trivial claim, else (flagged x N_BANDS) + its score band
+            f"arrayMap((v, s) -> toInt32(if(v = 'trivial', -1, if(has({{failed:Array(String)}}, v), {N_BANDS}, 0) + "
+            f"{_band('s')})), verdicts, scores)"
+        )
+        cells = self.store.query(
+            "SELECT route, sumForEach(arrayMap(x -> x * w, c)) AS cells, "
+            "sumForEach(arrayMap(x -> x * w * w, arrayFlatten(arrayMap(a -> arrayMap(b -> a * b, c), c)))) AS cross "
+            f"FROM (SELECT route, w, arrayMap(k -> toFloat64(countEqual(keys, toInt32(k))), range({N_CELLS})) AS c "
+            f"FROM (SELECT route, 1 / sampling_rate AS w, {cell_of_claim} AS keys {window})) GROUP BY route",
+            params,
+        )
+        by_route = {r["route"]: r for r in cells}
+        return [
+            {**p, **{k: by_route[p["route"]][k] for k in ("cells", "cross") if p["route"] in by_route}}
+            for p in profiles
+        ]

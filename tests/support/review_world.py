@@ -20,6 +20,7 @@ def answer(
     verdicts=("supported", "contradicted"),
     verifier: str = "nli@1",
     at: datetime | None = None,
+    scores: tuple[float | None, ...] | None = None,
 ) -> VerdictEvent:
     raw = {
         "schema": "claimwatch.verdict/v1",
@@ -40,6 +41,7 @@ def answer(
                 "verdict": v,
                 "span": "refunded within 14 days" if v != "supported" else "A processing fee of 5% applies.",
                 "chunk_id": "refund-1",
+                **({"score": scores[k]} if scores and scores[k] is not None else {}),
             }
             for k, v in enumerate(verdicts)
         ],

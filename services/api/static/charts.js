@@ -116,6 +116,28 @@
     Plotly.newPlot(el, traces, layout({ yaxis: { tickformat: ".0%", title: { text: "budget left" } } }), CONFIG);
   }
 
+  // The verifier's mean score against how often labels agreed, per tenth of the score, one trace per version
+  // (GET /api/review/agreement: confidence, every route of a version).
+  function drawReliability(el, d) {
+    var checks = d.confidence.filter(function (c) { return c.route === "all"; });
+    if (!checks.length) { fail(el, "No settled label of a scored claim yet."); return; }
+    var colours = ["#0b5cad", "#b42318", "#1a7f37", "#9a6700", "#6639ba"];
+    var traces = [{ x: [0, 1], y: [0, 1], type: "scatter", mode: "lines", name: "the score means what it says",
+                    line: { color: "#59636e", dash: "dash", width: 1 }, hoverinfo: "skip" }];
+    checks.forEach(function (c, i) {
+      traces.push({
+        x: c.bins.map(function (b) { return b.mean_score; }), y: c.bins.map(function (b) { return b.agreement; }),
+        error_y: { type: "data", symmetric: false, array: c.bins.map(function (b) { return b.hi - b.agreement; }),
+                   arrayminus: c.bins.map(function (b) { return b.agreement - b.lo; }), thickness: 1 },
+        customdata: c.bins.map(function (b) { return b.labels; }), type: "scatter", mode: "lines+markers",
+        line: { color: colours[i % colours.length], width: 2 }, name: inert("verifier " + c.verifier_version),
+        hovertemplate: "score %{x:.2f}: %{y:.0%} agreed (%{customdata} labels)<extra></extra>" });
+    });
+    Plotly.newPlot(el, traces, layout({
+      xaxis: { range: [0, 1], title: { text: "the verifier's score (its confidence in its verdict)" } },
+      yaxis: { range: [0, 1.02], tickformat: ".0%", title: { text: "labels that agreed" } } }), CONFIG);
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     if (typeof window.Plotly === "undefined") { return; }
     ["route-chart", "alert-chart"].forEach(function (id) {
@@ -126,5 +148,7 @@
     if (map) { load(map, drawMap); }
     var burndown = document.getElementById("slo-burndown");
     if (burndown) { load(burndown, drawBurndown); }
+    var reliability = document.getElementById("review-reliability");
+    if (reliability) { load(reliability, drawReliability); }
   });
 }());

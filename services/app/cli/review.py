@@ -245,6 +245,7 @@ def review_agreement(settings: Settings, output: str) -> None:
         output,
         title="Agreement (95% intervals resample claims)",
     )
+    _print_confidence(data["confidence"], output)
     if data["disagreements"]:
         out.print()
         print_table(
@@ -256,6 +257,46 @@ def review_agreement(settings: Settings, output: str) -> None:
             data["disagreements"],
             output,
             title=f"Disputed: settle with `{cli_command()} review adjudicate`",
+        )
+
+
+def _print_confidence(checks: list[dict], output: str) -> None:
+    """The verifier's score against the labels: per version and route, then each version's reliability diagram."""
+    if not checks:
+        return
+    out.print()
+    print_table(
+        [
+            Column("VERIFIER", lambda c: c["verifier_version"], kind="key"),
+            Column("ROUTE", lambda c: c["route"], kind="key"),
+            Column("LABELS", lambda c: f"{c['labels']:,}", kind="num"),
+            Column("MEAN SCORE", lambda c: f"{c['mean_score']:.2f}", kind="num", priority=2),
+            Column("AGREEMENT", lambda c: f"{100 * c['agreement']:.0f}%", kind="num", priority=2),
+            Column("ECE", lambda c: _kappa(c["ece"]), kind="num"),
+            Column("AUROC", lambda c: _kappa(c["auroc"]), kind="num", priority=1),
+        ],
+        checks,
+        output,
+        title="The verifier's confidence against settled labels (ECE: expected calibration error; AUROC: how "
+        "well its score tells its right verdicts from its wrong; 95% intervals resample labels)",
+    )
+    for check in (c for c in checks if c["route"] == "all"):
+        out.print()
+        print_table(
+            [
+                Column("SCORE", lambda b: f"{b['low']:.1f}-{b['high']:.1f}", kind="key"),
+                Column("LABELS", lambda b: f"{b['labels']:,}", kind="num"),
+                Column("MEAN SCORE", lambda b: f"{b['mean_score']:.2f}", kind="num"),
+                Column(
+                    "AGREED",
+                    lambda b: f"{100 * b['agreement']:.0f}% [{100 * b['lo']:.0f}, {100 * b['hi']:.0f}]",
+                    kind="num",
+                ),
+            ],
+            check["bins"],
+            output,
+            title=f"Reliability of verifier {check['verifier_version']}'s score, every route: a calibrated score "
+            "agrees as often as it says",
         )
 
 

@@ -17,7 +17,7 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
-from bench.calibration_world import NOW, World, raw_interval
+from bench.calibration_world import NOW, SCORE_GAPS, World, raw_interval
 from services.review.calibration import ESTIMATORS, Calibrator
 
 # its fixtures take tens of seconds: `make test-fast` leaves it out
@@ -91,3 +91,39 @@ def test_with_many_labels_ppi_keeps_covering_and_narrows_where_rogan_gladen_stop
     assert all(n / reps >= 0.9 for n in covered.values()), covered
     ratios = {r: width["ppi"][r] / width["rogan_gladen"][r] for r in covered}
     assert all(ratio < 0.95 for ratio in ratios.values()) and np.mean(list(ratios.values())) <= 0.85, ratios
+
+
+@pytest.fixture(scope="module")
+def scored():
+    """route -> (coverage, mean width) of the shipped estimate and of the verdict-only one, on labels sampled by
+    verdict x score band, for a score that tells wrong verdicts from right ones with AUROC 0.86 and a weak one."""
+    found = {}
+    for name, gap in SCORE_GAPS.items():
+        world = World(answers=1000, labels=160, score_gap=gap)
+        rng = np.random.default_rng(16)
+        cells = {(e, t.route): [0, 0.0] for e in ("shipped", "by verdict") for t in world.routes}
+        for rep in range(REPETITIONS):
+            traffic, claims = world.draw(rng)
+            for estimate, use_scores in (("shipped", True), ("by verdict", False)):
+                c = Calibrator(30, timedelta(days=90), seed=rep, use_scores=use_scores)
+                for truth, rate in zip(world.routes, c.calibrate_all(traffic, claims, NOW).values()):
+                    lo, hi = rate.interval
+                    cells[(estimate, truth.route)][0] += lo <= truth.true_rate <= hi
+                    cells[(estimate, truth.route)][1] += hi - lo
+        found[name] = {k: (n / REPETITIONS, w / REPETITIONS) for k, (n, w) in cells.items()}
+    return found
+
+
+@pytest.mark.parametrize("score", SCORE_GAPS)
+def test_post_stratified_on_score_bands_the_interval_still_covers(scored, score):
+    shares = {route: share for (estimate, route), (share, _) in scored[score].items() if estimate == "shipped"}
+    assert all(0.93 <= share <= 0.97 for share in shares.values()), shares
+
+
+def test_a_score_that_tells_right_from_wrong_narrows_the_interval_a_weak_one_less(scored):
+    def mean_width(score, estimate):
+        return np.mean([w for (e, _), (_, w) in scored[score].items() if e == estimate])
+
+    sharp, weak = mean_width("sharp", "shipped"), mean_width("weak", "shipped")
+    assert sharp < 0.8 * mean_width("sharp", "by verdict"), (sharp, mean_width("sharp", "by verdict"))
+    assert sharp < 0.92 * weak < mean_width("weak", "by verdict")
