@@ -22,11 +22,12 @@ from functools import cached_property
 
 import numpy as np
 
-from services.core.score_bands import N_CELLS, SCORE_EDGES, UNSCORED, cell
+from services.core.score_bands import EDGES_STORED, N_CELLS, UNSCORED, cell
 from services.rates.intervals import Counts, ratio_interval
-from services.review.calibration import Traffic, settled_labels
+from services.review.calibration import settled_labels
 from services.review.labels import ADJUDICATOR, REVIEWER, Review, ReviewedClaim
 from services.review.sampling import allocate, band_knowledge, by_confidence, stratum_parts
+from services.review.traffic import Traffic
 
 NOW = datetime(2026, 11, 21, tzinfo=UTC)
 VERSION = "nli@1"
@@ -165,7 +166,7 @@ class World:
 
 def band_of(scores: np.ndarray) -> np.ndarray:
     """services.core.score_bands.band, vectorised."""
-    return 1 + np.digitize(scores, SCORE_EDGES)
+    return 1 + np.digitize(scores.astype(np.float32), EDGES_STORED)
 
 
 @dataclass(frozen=True)

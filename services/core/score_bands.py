@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 SCORE_EDGES = (0.5, 0.7, 0.85, 0.95)  # a score at an edge is in the band above it
+EDGES_STORED = np.array(SCORE_EDGES, dtype=np.float32)
 UNSCORED = 0
 N_BANDS = len(SCORE_EDGES) + 2  # unscored, then below the first edge, ..., from the last edge up
 N_CELLS = 2 * N_BANDS  # (verifier passed | flagged) x band
@@ -20,7 +23,8 @@ def band(score: float | None) -> int:
     """The band of a score: 0 unscored, then 1 (below the first edge) to N_BANDS - 1 (from the last edge up)."""
     if score is None or math.isnan(score):
         return UNSCORED
-    return 1 + sum(int(score >= edge) for edge in SCORE_EDGES)
+    stored = np.float32(score)  # as the store keeps it, and compares it (services/store/review.py)
+    return 1 + sum(int(stored >= edge) for edge in EDGES_STORED)
 
 
 def cell(flagged: bool, band_no: int) -> int:

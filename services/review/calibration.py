@@ -56,73 +56,20 @@ from typing import TypedDict
 
 import numpy as np
 
-from services.core.score_bands import N_CELLS, UNSCORED, band
-from services.core.stats import percentile_interval, rogan_gladen, z_value
+from services.core.score_bands import UNSCORED, band
+from services.core.stats import percentile_interval, z_value
 from services.review.estimators import (
+    Agreement,
     VerdictClass,
     effective_labels,
-    prediction_powered,
     resample_counts,
     stratified_variance,
 )
 from services.review.labels import ReviewedClaim
 from services.review.score_strata import ScoreCell, post_stratify
+from services.review.traffic import Traffic
 
 ESTIMATORS = ("ppi", "rogan_gladen")
-
-
-@dataclass(frozen=True)
-class Traffic:
-    """A route's answers in a window, as distinct (failed, claims) patterns and how many answers had each. With
-    sampled verification, ``weights`` and ``weights_sq`` are each pattern's Σ 1/sampling.rate and Σ of its square
-    (None: every answer weighs 1), so the raw rate and its variance are the whole traffic's."""
-
-    route: str
-    verifier_version: str
-    failed: np.ndarray
-    claims: np.ndarray
-    answers: np.ndarray
-    weights: np.ndarray | None = None
-    weights_sq: np.ndarray | None = None
-    # Claims per (verdict class, score band) cell and their cross products over answers (services/core/score_bands.py,
-    # score_strata.py); None: not known, calibration by verdict alone.
-    cells: np.ndarray | None = None
-    cross: np.ndarray | None = None
-
-    @classmethod
-    def from_row(cls, row: Mapping) -> Traffic:
-        failed, claims, answers, weights, weights_sq = np.array(row["profile"], dtype=np.float64).reshape(-1, 5).T
-        cells = row.get("cells")
-        return cls(
-            row["route"],
-            row["verifier_version"],
-            failed,
-            claims,
-            answers,
-            weights,
-            weights_sq,
-            cells=None if cells is None else np.array(cells, dtype=np.float64),
-            cross=None if cells is None else np.array(row["cross"], dtype=np.float64).reshape(N_CELLS, N_CELLS),
-        )
-
-    @property
-    def answer_weights(self) -> np.ndarray:
-        return self.answers if self.weights is None else self.weights
-
-    @property
-    def raw(self) -> float | None:
-        claims = float(self.answer_weights @ self.claims)
-        return float(self.answer_weights @ self.failed) / claims if claims else None
-
-    @property
-    def raw_variance(self) -> float | None:
-        """The raw rate's variance with answers resampled (the linearised ratio: claims of one answer move
-        together; each answer's term weighted by its weight squared)."""
-        raw = self.raw
-        if raw is None:
-            return None
-        squares = self.answers if self.weights_sq is None else self.weights_sq
-        return float(squares @ (self.failed - raw * self.claims) ** 2) / float(self.answer_weights @ self.claims) ** 2
 
 
 @dataclass(frozen=True)
@@ -253,61 +200,8 @@ class _RateBasis(TypedDict):
     passed: VerdictClass
 
 
-def _share(part, whole):
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return part / whole
-
-
 def _number(x) -> float | None:
     return None if np.isnan(x) else float(x)
-
-
-@dataclass(frozen=True)
-class Agreement:
-    """Weighted counts of labelled claims by the verifier's verdict and the settled label (scalars, or one per
-    bootstrap row); every figure either estimator needs follows from them."""
-
-    flagged_failed: np.ndarray
-    flagged_supported: np.ndarray
-    passed_failed: np.ndarray
-    passed_supported: np.ndarray
-
-    @classmethod
-    def of(cls, weights: np.ndarray, verifier: np.ndarray, human: np.ndarray) -> Agreement:
-        """``weights``: the labelled claims' weights (or, a row per draw, their draw counts times their weights)."""
-        return cls(
-            weights @ (verifier * human),
-            weights @ (verifier * (1 - human)),
-            weights @ ((1 - verifier) * human),
-            weights @ ((1 - verifier) * (1 - human)),
-        )
-
-    @property
-    def sensitivity(self):
-        return _share(self.flagged_failed, self.flagged_failed + self.passed_failed)
-
-    @property
-    def specificity(self):
-        return _share(self.passed_supported, self.passed_supported + self.flagged_supported)
-
-    @property
-    def failed_if_flagged(self):
-        return _share(self.flagged_failed, self.flagged_failed + self.flagged_supported)
-
-    @property
-    def failed_if_passed(self):
-        return _share(self.passed_failed, self.passed_failed + self.passed_supported)
-
-    @property
-    def flagged_share(self):
-        """q: the share of the labels' traffic (their weights) the verifier flagged."""
-        flagged = self.flagged_failed + self.flagged_supported
-        return _share(flagged, flagged + self.passed_failed + self.passed_supported)
-
-    def estimate(self, estimator: str, raw):
-        if estimator == "rogan_gladen":
-            return rogan_gladen(raw, self.sensitivity, self.specificity)
-        return prediction_powered(raw, self.failed_if_flagged, self.failed_if_passed)
 
 
 class Calibrator:

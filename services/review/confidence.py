@@ -119,7 +119,10 @@ class ScoreChecker:
         figures = []
         for measure in (calibration_error, auroc):
             value = float(measure(score, right, weights))
-            lo, hi = percentile_interval(measure(score, right, draws), self.confidence)
+            lo, hi = (
+                None if x is None else float(x)
+                for x in percentile_interval(measure(score, right, draws), self.confidence)
+            )
             figures.append(Figure(None if np.isnan(value) else value, lo, hi, n))
         return ScoreCheck(
             route,
@@ -141,7 +144,7 @@ class ScoreChecker:
             share = float(np.average(right[m], weights=w))
             effective = float(w.sum() ** 2 / (w**2).sum())
             lo, hi = wilson(share, effective, z_value(self.confidence))
-            low = b / BINS
+            low = int(b) / BINS
             out.append(
                 ReliabilityBin(
                     low,

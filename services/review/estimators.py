@@ -1,5 +1,6 @@
-"""The calibrated rate's arithmetic, free of labels and windows: the two estimators, the stratified variance and
-the resampling helpers (services/review/calibration.py says which applies where, and why)."""
+"""The calibrated rate's arithmetic, free of labels and windows: the weighted agreement counts, the two
+estimators, the stratified variance and the resampling helpers (services/review/calibration.py says which applies
+where, and why)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+
+from services.core.stats import rogan_gladen
 
 
 @dataclass(frozen=True)
@@ -62,3 +65,56 @@ def resample_counts(rng: np.random.Generator, n: int, draws: int) -> np.ndarray:
 def effective_labels(weights: np.ndarray) -> float:
     """(Σw)² / Σw²: how many equally weighted labels would estimate a share as precisely."""
     return float(weights.sum() ** 2 / (weights**2).sum()) if weights.size else 0.0
+
+
+def _share(part, whole):
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return part / whole
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """Weighted counts of labelled claims by the verifier's verdict and the settled label (scalars, or one per
+    bootstrap row); every figure either estimator needs follows from them."""
+
+    flagged_failed: np.ndarray
+    flagged_supported: np.ndarray
+    passed_failed: np.ndarray
+    passed_supported: np.ndarray
+
+    @classmethod
+    def of(cls, weights: np.ndarray, verifier: np.ndarray, human: np.ndarray) -> Agreement:
+        """``weights``: the labelled claims' weights (or, a row per draw, their draw counts times their weights)."""
+        return cls(
+            weights @ (verifier * human),
+            weights @ (verifier * (1 - human)),
+            weights @ ((1 - verifier) * human),
+            weights @ ((1 - verifier) * (1 - human)),
+        )
+
+    @property
+    def sensitivity(self):
+        return _share(self.flagged_failed, self.flagged_failed + self.passed_failed)
+
+    @property
+    def specificity(self):
+        return _share(self.passed_supported, self.passed_supported + self.flagged_supported)
+
+    @property
+    def failed_if_flagged(self):
+        return _share(self.flagged_failed, self.flagged_failed + self.flagged_supported)
+
+    @property
+    def failed_if_passed(self):
+        return _share(self.passed_failed, self.passed_failed + self.passed_supported)
+
+    @property
+    def flagged_share(self):
+        """q: the share of the labels' traffic (their weights) the verifier flagged."""
+        flagged = self.flagged_failed + self.flagged_supported
+        return _share(flagged, flagged + self.passed_failed + self.passed_supported)
+
+    def estimate(self, estimator: str, raw):
+        if estimator == "rogan_gladen":
+            return rogan_gladen(raw, self.sensitivity, self.specificity)
+        return prediction_powered(raw, self.failed_if_flagged, self.failed_if_passed)

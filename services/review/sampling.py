@@ -11,7 +11,7 @@ from typing import Protocol, TypeVar
 
 from services.contract.model import FAILED_VERDICTS
 from services.core.readmodel import closed
-from services.core.score_bands import UNSCORED, parse_stratum_verdict, prior_wrong
+from services.core.score_bands import UNSCORED, band_label, parse_stratum_verdict, prior_wrong
 
 K = TypeVar("K")
 # What the review plan (services/review/planning.py) asks of each route's verdict class: (route, flagged) -> labels.
@@ -54,6 +54,12 @@ def stratum_parts(stratum: str) -> tuple[str, str, int]:
     claims are scored (services/store/review.py makes them)."""
     route, verdict, _ = stratum.rsplit("|", 2)
     return (route, *parse_stratum_verdict(verdict))
+
+
+def score_band(stratum: str) -> str | None:
+    """The score band a stratum samples ('0.85-0.95'), None when its claims carry no score."""
+    band_no = stratum_parts(stratum)[2]
+    return None if band_no == UNSCORED else band_label(band_no)
 
 
 def verdict_class(stratum: str) -> tuple[str, bool]:

@@ -12,11 +12,12 @@ import numpy as np
 from services.core.readmodel import closed
 from services.evalset.metrics import Figure
 from services.review.agreement import AgreementReport, AgreementReporter
-from services.review.calibration import CalibratedRate, Calibrator, Traffic, settled_labels
+from services.review.calibration import CalibratedRate, Calibrator, settled_labels
 from services.review.labels import ReviewedClaim
 from services.review.planning import LabelPlan, LabelPlanner
 from services.review.queue import Assignment, Revealed, ReviewQueue
-from services.review.sampling import ReviewSampler, SampleResult, band_knowledge
+from services.review.sampling import ReviewSampler, SampleResult, band_knowledge, score_band
+from services.review.traffic import Traffic
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -31,7 +32,8 @@ class RateWindows(Protocol):
 @dataclass(frozen=True)
 class Progress:
     reviewers: list[dict]  # {reviewer, role, labels, exposed (not blind: not counted), last}
-    strata: list[dict]  # {stratum, route, verdict, issue_id, claims, slots, labelled, complete}
+    # {stratum, route, verdict, score_band (None: unscored), issue_id, claims, slots, labelled, complete}
+    strata: list[dict]
 
 
 class ReviewService:
@@ -93,7 +95,8 @@ class ReviewService:
         return self.queue.adjudicate(claim_key, adjudicator, label, span, now)
 
     def progress(self) -> Progress:
-        return Progress(self.repo.reviewer_progress(), self.repo.stratum_progress())
+        strata = [{**s, "score_band": score_band(s["stratum"])} for s in self.repo.stratum_progress()]
+        return Progress(self.repo.reviewer_progress(), strata)
 
     # -- figures -------------------------------------------------------------------------------
     def reviewed(self) -> list[ReviewedClaim]:

@@ -31,7 +31,7 @@ _COUNTED = "(role != 'reviewer' OR blind = 1)"
 
 # The score band of a claim (services/core/score_bands.py: 0 unscored, else 1 + the edges at or under the score).
 def _band(score: str) -> str:
-    return f"if(isNull({score}), 0, 1 + arrayCount(e -> assumeNotNull({score}) >= e, {{edges:Array(Float64)}}))"
+    return f"if(isNull({score}), 0, 1 + arrayCount(e -> assumeNotNull({score}) >= e, {{edges:Array(Float32)}}))"
 
 
 # Claims of the window with their stratum (the verdict with its score band when scored: 'contradicted#4'); the

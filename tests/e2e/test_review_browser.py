@@ -14,6 +14,7 @@ from services.api.app import create_api
 from services.api.auth import new_token
 from services.app.compose import build
 from services.app.settings import Settings
+from services.core.errors import NotFound
 from tests.support.review_world import answer, write_answers
 from tests.support.serving import serving
 
@@ -127,5 +128,59 @@ def test_two_reviewers_label_with_the_keyboard_and_see_kappa(site, output_dir):
         expect(page.locator("#calibrated-rate")).to_contain_text("25.0% (0.0%–79.8%)")
         expect(page.locator("#calibrated-rate")).to_contain_text("sensitivity 1.00, specificity 0.50, 3 labels")
         page.screenshot(path=str(shots / "review-route-calibrated.png"), full_page=True)
+        browser.close()
+    assert not errors, errors
+
+
+@pytest.fixture
+def scored_site(store, tmp_path):
+    """40 answers whose verifier scores its two verdicts; settled labels agree with it more the surer it was."""
+    settings = Settings(
+        clickhouse=f"chdb:{tmp_path / 'unused'}",
+        api={"token_hashes": [TOKEN_HASH]},
+        review={"daily_budget": 80, "bootstrap_samples": 200, "min_labels": 3},
+    )
+    scores = [0.55, 0.65, 0.75, 0.85, 0.95]
+    write_answers(store, [answer(i, scores=(scores[i % 5], scores[(i + 2) % 5])) for i in range(40)])
+    components = build(settings, store)
+    now = components.review.windows.window_bounds(None)[1]
+    components.review.sample(None, now)
+    claims = {c["claim_key"]: c for c in store.query("SELECT claim_key, verdict, score FROM review_queue FINAL")}
+    turn = 0
+    for reviewer in ("ann", "bob"):
+        while True:
+            try:
+                slot = components.review.next(reviewer, now)
+            except NotFound:
+                break
+            queued = claims[slot.claim_key]
+            turn += 1
+            agrees = (turn * 37 % 100) / 100 < queued["score"]  # right about as often as it says
+            label = queued["verdict"] if agrees else ("supported" if queued["verdict"] != "supported" else "stale")
+            components.review.label(slot.slot, reviewer, label, "", now)
+    with serving(create_api(components)) as port:
+        yield f"http://127.0.0.1:{port}"
+
+
+def test_the_review_page_draws_the_verifier_s_reliability_diagram(scored_site, output_dir):
+    shots = output_dir / "screenshots"
+    shots.mkdir(exist_ok=True)
+    errors: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1100, "height": 1300})
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(scored_site + "/review")
+        page.fill("#token-input", TOKEN)
+        page.click("#token-form button[type=submit]")
+        chart = page.locator("#review-reliability")
+        expect(chart.locator(".legendtext")).to_contain_text(["the score means what it says", "verifier nli@1"])
+        expect(chart.locator(".scatterlayer .trace")).to_have_count(2)
+        overall = page.locator('#review-confidence tr[data-route="all"]')
+        expect(overall).to_contain_text("every route")
+        expect(overall).to_contain_text(re.compile(r"over \d+ claims"))  # ECE and AUROC with their intervals
+        chart.scroll_into_view_if_needed()
+        page.screenshot(path=str(shots / "review-reliability.png"), full_page=True)
         browser.close()
     assert not errors, errors

@@ -82,7 +82,7 @@ def router(review, gate: Gate, now: Callable[[], datetime]) -> APIRouter:
 
     @r.get(
         "/api/review/progress",
-        summary="Labels per reviewer and per stratum (route, verdict, issue)",
+        summary="Labels per reviewer and per stratum (route, verdict, score band, issue)",
         response_model=Progress,
         dependencies=read,
         responses=guarded,

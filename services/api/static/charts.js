@@ -134,6 +134,7 @@
         hovertemplate: "score %{x:.2f}: %{y:.0%} agreed (%{customdata} labels)<extra></extra>" });
     });
     Plotly.newPlot(el, traces, layout({
+      margin: { l: 48, r: 12, t: 12, b: 80 }, legend: { orientation: "h", y: -0.32 },
       xaxis: { range: [0, 1], title: { text: "the verifier's score (its confidence in its verdict)" } },
       yaxis: { range: [0, 1.02], tickformat: ".0%", title: { text: "labels that agreed" } } }), CONFIG);
   }

@@ -63,7 +63,7 @@
   function refreshProgress() {
     return call("GET", "/api/review/progress").then(function (p) {
       fill($("review-strata"), p.strata.map(function (s) {
-        return [s.route, s.verdict, s.issue_id || "—", String(s.claims), s.labelled + " / " + s.slots];
+        return [s.route, s.verdict, s.score_band || "—", s.issue_id || "—", String(s.claims), s.labelled + " / " + s.slots];
       }), "Nothing queued: run claimwatch review sample.");
       fill($("review-reviewers"), p.reviewers.map(function (r) { return [r.reviewer, r.role, String(r.labels)]; }),
            "No labels yet.");

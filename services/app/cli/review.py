@@ -183,6 +183,7 @@ REVIEWER_COLUMNS = [
 STRATUM_COLUMNS = [
     Column("ROUTE", lambda s: s["route"], kind="key"),
     Column("VERDICT", lambda s: s["verdict"]),
+    Column("SCORE", lambda s: s.get("score_band") or "—", 1, "num"),
     Column("ISSUE", lambda s: s["issue_id"] or "—", 2, "id"),
     Column("CLAIMS", lambda s: str(s["claims"]), kind="num"),
     Column("LABELLED/SLOTS", lambda s: f"{s['labelled']}/{s['slots']}", kind="num"),

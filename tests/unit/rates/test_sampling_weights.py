@@ -191,7 +191,7 @@ def test_unsafe_serve_and_the_abstention_pair_are_weighted_too(rates):
 
 def test_the_calibrated_rates_traffic_is_weighted_like_the_rate(rates):
     """The calibration corrects the whole traffic's raw rate, not the verified sample's (which reads 6 / 42)."""
-    from services.review.calibration import Traffic
+    from services.review.traffic import Traffic
     from services.store.review import ReviewRepository
 
     profiles = ReviewRepository(rates.store).answer_profile(START - timedelta(hours=1), START + timedelta(hours=1))

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 from services.core.stats import rogan_gladen
-from services.review.calibration import Calibrator, Traffic
+from services.review.calibration import Calibrator
 from services.review.estimators import prediction_powered
 from services.review.labels import Review, ReviewedClaim
+from services.review.traffic import Traffic
 
 NOW = datetime(2026, 11, 21, tzinfo=UTC)
 
