@@ -15,8 +15,12 @@ The routes are bench/calibration.py's (bench/calibration_world.py): a large wind
   bad answer is more likely bad);
 - the verdict and bands of the verifier's `score` (the contract's confidence in its verdict; quantile bands
   within each verdict), for simulated scores more or less able to tell a wrong verdict from a right one
-  (AUROC of the score for "this verdict is wrong"). The bench world has no scores: these rows are what a
-  verifier with such scores would allow.
+  (AUROC of the score for "this verdict is wrong");
+- the verdict and the product's fixed score bands (services/core/score_bands.py) of the score
+  bench/calibration.py's sharp world draws (AUROC 0.86), Neyman: alone, then with the settled labels as wrong
+  as that bench's reviewers make them (each wrong 5%: both on the wrong side, or one and then the adjudicator,
+  0.73%), then with the window's own noise at that bench's 2,000 answers a route added. The last is the floor
+  under the width bench/calibration.py measures with scores.
 
 Run: python bench/calibration_floor.py
 """
@@ -32,7 +36,7 @@ from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.calibration_world import ROUTES, World  # noqa: E402
+from bench.calibration_world import ROUTES, SCORE_GAPS, RouteDraw, World, band_of  # noqa: E402
 from bench.results import RECORD_HELP, Figure, Recording, Target  # noqa: E402
 
 Z = 1.959964
@@ -40,12 +44,16 @@ Z = 1.959964
 SCORES = {"weak": ((6, 3), (4, 3)), "typical": ((8, 2), (4, 3)), "sharp": ((9, 1), (2, 3))}
 
 
-def floor_width(failed: np.ndarray, strata: np.ndarray, labels: int, neyman: bool) -> float:
+def floor_width(
+    failed: np.ndarray, strata: np.ndarray, labels: int, neyman: bool, label_error: float = 0.0, extra: float = 0.0
+) -> float:
     """The 95% interval's width at the floor, labels split evenly between the verdicts (then spread over each
-    verdict's strata in proportion, as a sample of that verdict would fall) or the Neyman way over all strata."""
+    verdict's strata in proportion, as a sample of that verdict would fall) or the Neyman way over all strata.
+    ``label_error``: the share of settled labels on the wrong side; ``extra``: variance added (the window's)."""
     keys, inverse = np.unique(strata, return_inverse=True)
     share = np.bincount(inverse) / len(strata)
     failed_share = np.bincount(inverse, weights=failed) / np.bincount(inverse)
+    failed_share = failed_share + label_error * (1 - 2 * failed_share)  # what the settled labels say
     spread = np.sqrt(failed_share * (1 - failed_share))
     if neyman:
         variance = (share @ spread) ** 2 / labels
@@ -54,7 +62,17 @@ def floor_width(failed: np.ndarray, strata: np.ndarray, labels: int, neyman: boo
         in_verdict = {v: share[verdict == v].sum() for v in np.unique(verdict)}
         n = np.array([labels / len(in_verdict) * s / in_verdict[v] for v, s in zip(verdict, share)])
         variance = float(np.sum(share**2 * spread**2 / n))
-    return 2 * Z * float(np.sqrt(variance))
+    return 2 * Z * float(np.sqrt(variance + extra))
+
+
+def window_variance(draw: RouteDraw, strata: np.ndarray, answers: int) -> float:
+    """The post-stratified estimate's variance from the window alone, at ``answers`` answers (services/review/
+    score_strata.py: d'Cd / (Σ claims)², answers resampled), the cells' failed shares known."""
+    keys, inverse = np.unique(strata, return_inverse=True)
+    failed_share = np.bincount(inverse, weights=draw.failed) / np.bincount(inverse)
+    per_claim = failed_share[inverse] - draw.failed.mean()
+    per_answer = np.add.reduceat(per_claim, np.r_[0, np.cumsum(draw.answer_claims)[:-1]])
+    return float(per_answer @ per_answer) / len(strata) ** 2 * len(draw.answer_claims) / answers
 
 
 def bands(values: np.ndarray, by: np.ndarray, k: int) -> np.ndarray:
@@ -82,6 +100,8 @@ def main() -> None:
     parser.add_argument(
         "--rg-width", type=float, default=8.1, help="Rogan–Gladen's mean width, from bench/calibration.py"
     )
+    parser.add_argument("--reviewer-error", type=float, default=0.05, help="as bench/calibration.py's reviewers")
+    parser.add_argument("--bench-answers", type=int, default=2000, help="answers per route in bench/calibration.py")
     parser.add_argument("--record", action="store_true", help=RECORD_HELP)
     args = parser.parse_args()
     recording = Recording.start(__file__) if args.record else None
@@ -103,6 +123,22 @@ def main() -> None:
         add("verdict, split evenly", 0, neyman=False)
         add("verdict, Neyman split", 0)
         add("verdict × the answer's other verdicts, Neyman", siblings)
+        scored = World(answers=args.answers, score_gap=SCORE_GAPS["sharp"]).route(rng, truth)
+        cells = scored.flagged.astype(np.int64) * 100 + band_of(scored.scores)
+        settled_error = args.reviewer_error**2 * (3 - 2 * args.reviewer_error)  # both wrong, or one and the umpire
+        bench = "verdict × bands of the bench's score (AUROC 0.86), Neyman"
+        for name, error, extra in (
+            (bench, 0.0, 0.0),
+            (f"{bench}, settled labels {100 * settled_error:.2f}% wrong", settled_error, 0.0),
+            (
+                f"{bench}, those labels and the window's noise at {args.bench_answers:,} answers",
+                settled_error,
+                window_variance(scored, cells, args.bench_answers),
+            ),
+        ):
+            rows.setdefault(name, []).append(
+                floor_width(scored.failed.astype(float), cells, args.labels, True, error, extra)
+            )
         right = draw.flagged == draw.failed
         for name, (good, bad) in SCORES.items():
             score = np.where(right, rng.beta(*good, size=right.size), rng.beta(*bad, size=right.size))
@@ -126,10 +162,17 @@ def main() -> None:
         f"25% under Rogan–Gladen's {args.rg_width:g} points (bench/calibration.py), is "
         f"{0.75 * args.rg_width:.2f} points."
     )
-    if recording:  # the verdict alone is what the review stratifies by; the score bands need scores it has not
+    if recording:
         target = Target(at_most=0.75 * args.rg_width, text=f"≤ {0.75 * args.rg_width:.2f} (issue 24)")
         names = ("verdict, split evenly", "verdict, Neyman split")
-        recording.finish(Figure(name, round(100 * float(np.mean(rows[name])), 2), "pts", target) for name in names)
+        figures = [Figure(name, round(100 * float(np.mean(rows[name])), 2), "pts", target) for name in names]
+        sixty = Target(at_most=6.0, text="≤ 6.0 (issue 56)")
+        figures += [
+            Figure(name.replace("×", "x"), round(100 * float(np.mean(widths)), 2), "pts", sixty)
+            for name, widths in rows.items()
+            if name.startswith(bench)
+        ]
+        recording.finish(figures)
 
 
 if __name__ == "__main__":
