@@ -246,8 +246,12 @@ def main() -> None:
             )
             names, found = run(world, args.reps, args.seed, args.boot, shift)
             console.print(report(world, names, found, title, args, shift))
+            if routes is ROUTES and not shift and not score:
+                by_verdict = mean_width(world, found, "RG, per route")  # the width scores are to beat
             if routes is ROUTES:
-                figures += score_figures(world, found, score) if score else coverage_figures(world, found, shift)
+                figures += (
+                    score_figures(world, found, score, by_verdict) if score else coverage_figures(world, found, shift)
+                )
     console.print(
         f"width: the mean interval width. {time.perf_counter() - started:.1f} s (seed {args.seed}, "
         f"{args.boot} bootstrap draws for Rogan–Gladen)"
@@ -259,39 +263,40 @@ def main() -> None:
 def coverage_figures(world: World, found: dict, shift: float) -> list[Figure]:
     """All routes' coverage and width for --record: the shipped estimate against Rogan–Gladen's, pooled labels;
     after a prevalence shift, the shipped estimate's coverage."""
-
-    def total(estimate: str) -> tuple[float, float]:
-        covered, width, n = (sum(found[(estimate, r.route)][i] for r in world.routes) for i in range(3))
-        return 100 * covered / n, 100 * width / n
-
-    shipped, width = total("shipped, per route")
+    shipped, width = total(world, found, "shipped, per route")
     if shift:
         return [Figure(f"shipped coverage after a {100 * shift:g}-point shift", round(shipped, 1), "%")]
-    rg, rg_width = total("RG, per route")
+    rg, rg_width = total(world, found, "RG, per route")
     return [
         Figure("shipped coverage, all routes", round(shipped, 1), "%", COVERAGE),
         Figure("shipped width, all routes", round(width, 1), "pts", baseline=round(rg_width, 1)),
         Figure("shipped / Rogan–Gladen width", round(width / rg_width, 2), "x", NARROWER),
         Figure("Rogan–Gladen coverage, all routes", round(rg, 1), "%", COVERAGE),
-        Figure("pooled coverage", round(total("RG, pooled")[0], 1), "%"),
+        Figure("pooled coverage", round(total(world, found, "RG, pooled")[0], 1), "%"),
     ]
 
 
-def score_figures(world: World, found: dict, score: str) -> list[Figure]:
-    """With scores: the shipped estimate's coverage on its worst route and its width, against Rogan–Gladen's and
-    the verdict-only PPI's; PPI++ with the score beside it."""
+def total(world: World, found: dict, estimate: str) -> tuple[float, float]:
+    """An estimate's coverage (%) and mean width (points) over every route."""
+    covered, width, n = (sum(found[(estimate, r.route)][i] for r in world.routes) for i in range(3))
+    return 100 * covered / n, 100 * width / n
 
-    def total(estimate: str) -> tuple[float, float]:
-        covered, width, n = (sum(found[(estimate, r.route)][i] for r in world.routes) for i in range(3))
-        return 100 * covered / n, 100 * width / n
 
+def mean_width(world: World, found: dict, estimate: str) -> float:
+    return total(world, found, estimate)[1]
+
+
+def score_figures(world: World, found: dict, score: str, by_verdict: float) -> list[Figure]:
+    """With scores: the shipped estimate's coverage on its worst and best route, its width against Rogan–Gladen's
+    by the verdict alone (``by_verdict``, the first table's: issue 56's 8.1) and in this world; the verdict-only
+    PPI and PPI++ with the score beside it."""
     shipped = [
         100 * found[("shipped, per route", r.route)][0] / found[("shipped, per route", r.route)][2]
         for r in world.routes
     ]
 
-    width, rg_width = total("shipped, per route")[1], total("RG, per route")[1]
-    ppipp = total(PPIPP)
+    width, rg_width = mean_width(world, found, "shipped, per route"), mean_width(world, found, "RG, per route")
+    ppipp = total(world, found, PPIPP)
     return [
         Figure(f"{score} score: shipped coverage, lowest route", round(min(shipped), 1), "%", COVERAGE),
         Figure(f"{score} score: shipped coverage, highest route", round(max(shipped), 1), "%", COVERAGE),
@@ -300,15 +305,20 @@ def score_figures(world: World, found: dict, score: str) -> list[Figure]:
             round(width, 2),
             "pts",
             WIDTH_WITH_SCORES if score == "sharp" else WIDTH_WITHOUT,
-            baseline=round(rg_width, 2),
+            baseline=round(by_verdict, 2),
         ),
         Figure(
-            f"{score} score: shipped / Rogan–Gladen width",
-            round(width / rg_width, 2),
+            f"{score} score: shipped / Rogan–Gladen by the verdict alone, width",
+            round(width / by_verdict, 2),
             "x",
             NARROWER if score == "sharp" else None,
         ),
-        Figure(f"{score} score: verdict-only PPI width", round(total("PPI by verdict, per route")[1], 2), "pts"),
+        Figure(f"{score} score: shipped / Rogan–Gladen on the same labels, width", round(width / rg_width, 2), "x"),
+        Figure(
+            f"{score} score: verdict-only PPI width",
+            round(mean_width(world, found, "PPI by verdict, per route"), 2),
+            "pts",
+        ),
         Figure(f"{score} score: PPI++ with the score, width", round(ppipp[1], 2), "pts"),
         Figure(f"{score} score: PPI++ with the score, coverage", round(ppipp[0], 1), "%"),
     ]
