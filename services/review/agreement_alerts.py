@@ -247,60 +247,72 @@ class AgreementWatch:
         return changed
 
     def _shifted(self, route: str, found: ScoreShift, labels: Sequence[LabelAgreement], now: datetime) -> Alert:
-        z = NormalDist().inv_cdf(0.975)
         after, before = found.after, found.before
-        since = min(x.settled_at for x in labels if x.verifier_version == after.version)
-        lo, hi = (float(x) for x in wilson(after.agreement, after.labels, z))
-        spread = z * before.gap_se
-        return Alert(
-            alert_id=make_alert_id(route, AGREEMENT_KIND, now),
-            route=route,
-            kind=AGREEMENT_KIND,
-            severity="warning",
-            labels=dict(SERVICE_LABELS),
-            window=int((now - since) / timedelta(minutes=1)),
-            pending_since=now,
-            starts_at=now,
-            rate=after.agreement,
-            rate_interval=Interval(lo, hi),
-            baseline=found.expected,
-            baseline_interval=Interval(max(0.0, found.expected - spread), min(1.0, found.expected + spread)),
-            delta=after.agreement - found.expected,
-            claims=after.labels,
-            onset=since,
-            suspect_changes=version_suspects(labels, since),
-            updated_at=now,
-            expected=found.expected,
-            expected_basis=f"verifier {after.version}'s scores no longer mean what {before.version}'s did: "
-            f"{found.what} (p = {found.p_value:.2g}); its calibrated rates lean on a score it may not have earned",
+        spread = Z95 * before.gap_se
+        return _alert(
+            route,
+            now,
+            min(x.settled_at for x in labels if x.verifier_version == after.version),
+            (after.agreement, after.labels),
+            (found.expected, Interval(max(0.0, found.expected - spread), min(1.0, found.expected + spread))),
+            labels,
+            f"verifier {after.version}'s scores no longer mean what {before.version}'s did: {found.what} "
+            f"(p = {found.p_value:.2g}); its calibrated rates lean on a score it may not have earned",
         )
 
     def _observed(self, route: str, found: AgreementDrop, labels: Sequence[LabelAgreement], now: datetime) -> Alert:
-        z = NormalDist().inv_cdf(0.975)
-        interval = lambda p, n: Interval(*(float(x) for x in wilson(p, n, z)))  # noqa: E731
-        since = now - self.test.recent
-        return Alert(
-            alert_id=make_alert_id(route, AGREEMENT_KIND, now),
-            route=route,
-            kind=AGREEMENT_KIND,
-            severity="warning",
-            labels=dict(SERVICE_LABELS),
-            window=int(self.test.recent / timedelta(minutes=1)),
-            pending_since=now,
-            starts_at=now,
-            rate=found.recent,
-            rate_interval=interval(found.recent, found.recent_labels),
-            baseline=found.history,
-            baseline_interval=interval(found.history, found.history_labels),
-            delta=-found.drop,
-            claims=found.recent_labels,
-            onset=since,
-            suspect_changes=version_suspects(labels, since),
-            updated_at=now,
-            expected=found.history,
-            expected_basis=f"agreement on {found.history_labels} earlier labels; one-sided two-proportion "
+        return _alert(
+            route,
+            now,
+            now - self.test.recent,
+            (found.recent, found.recent_labels),
+            (found.history, _wilson(found.history, found.history_labels)),
+            labels,
+            f"agreement on {found.history_labels} earlier labels; one-sided two-proportion "
             f"test p = {found.p_value:.2g}",
         )
+
+
+Z95 = NormalDist().inv_cdf(0.975)
+
+
+def _wilson(share: float, n: int) -> Interval:
+    return Interval(*(float(x) for x in wilson(share, n, Z95)))
+
+
+def _alert(
+    route: str,
+    now: datetime,
+    since: datetime,
+    agreement: tuple[float, int],
+    expected: tuple[float, Interval],
+    labels: Sequence[LabelAgreement],
+    basis: str,
+) -> Alert:
+    """A route's `verifier_agreement` alert: the labels' agreement since ``since`` (share, labels) against what
+    was expected of it."""
+    (rate, n), (baseline, baseline_interval) = agreement, expected
+    return Alert(
+        alert_id=make_alert_id(route, AGREEMENT_KIND, now),
+        route=route,
+        kind=AGREEMENT_KIND,
+        severity="warning",
+        labels=dict(SERVICE_LABELS),
+        window=int((now - since) / timedelta(minutes=1)),
+        pending_since=now,
+        starts_at=now,
+        rate=rate,
+        rate_interval=_wilson(rate, n),
+        baseline=baseline,
+        baseline_interval=baseline_interval,
+        delta=rate - baseline,
+        claims=n,
+        onset=since,
+        suspect_changes=version_suspects(labels, since),
+        updated_at=now,
+        expected=baseline,
+        expected_basis=basis,
+    )
 
 
 class InstrumentAlerts:

@@ -6,6 +6,7 @@ test-output/screenshots/review-*.png."""
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
 
 import pytest
 from playwright.sync_api import expect, sync_playwright
@@ -43,6 +44,21 @@ def site(store, tmp_path):
         yield f"http://127.0.0.1:{port}"
 
 
+@contextmanager
+def review_page(site: str, errors: list[str]):
+    """The Review page in headless Chromium, signed in; console and page errors go to ``errors``."""
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1100, "height": 1300})
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(site + "/review")
+        page.fill("#token-input", TOKEN)
+        page.click("#token-form button[type=submit]")
+        yield page
+        browser.close()
+
+
 def select_in_first_chunk(page, text: str) -> None:
     page.evaluate(
         """text => {
@@ -74,14 +90,7 @@ def test_two_reviewers_label_with_the_keyboard_and_see_kappa(site, output_dir):
     shots = output_dir / "screenshots"
     shots.mkdir(exist_ok=True)
     errors: list[str] = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1100, "height": 1300})
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(site + "/review")
-        page.fill("#token-input", TOKEN)
-        page.click("#token-form button[type=submit]")
+    with review_page(site, errors) as page:
         expect(page.locator("#review-human-kappa")).to_have_text("—")
         calibrated = page.locator('#review-calibrated tr[data-route="billing-faq"] td').nth(1)
         expect(calibrated).to_have_text("— (no labels yet)")  # not a reason to read as staleness
@@ -128,7 +137,6 @@ def test_two_reviewers_label_with_the_keyboard_and_see_kappa(site, output_dir):
         expect(page.locator("#calibrated-rate")).to_contain_text("25.0% (0.0%–79.8%)")
         expect(page.locator("#calibrated-rate")).to_contain_text("sensitivity 1.00, specificity 0.50, 3 labels")
         page.screenshot(path=str(shots / "review-route-calibrated.png"), full_page=True)
-        browser.close()
     assert not errors, errors
 
 
@@ -166,14 +174,7 @@ def test_the_review_page_draws_the_verifier_s_reliability_diagram(scored_site, o
     shots = output_dir / "screenshots"
     shots.mkdir(exist_ok=True)
     errors: list[str] = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1100, "height": 1300})
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(scored_site + "/review")
-        page.fill("#token-input", TOKEN)
-        page.click("#token-form button[type=submit]")
+    with review_page(scored_site, errors) as page:
         chart = page.locator("#review-reliability")
         expect(chart.locator(".legendtext")).to_contain_text(["the score means what it says", "verifier nli@1"])
         expect(chart.locator(".scatterlayer .trace")).to_have_count(2)
@@ -182,5 +183,4 @@ def test_the_review_page_draws_the_verifier_s_reliability_diagram(scored_site, o
         expect(overall).to_contain_text(re.compile(r"over \d+ claims"))  # ECE and AUROC with their intervals
         chart.scroll_into_view_if_needed()
         page.screenshot(path=str(shots / "review-reliability.png"), full_page=True)
-        browser.close()
     assert not errors, errors
