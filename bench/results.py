@@ -147,7 +147,9 @@ class Recording:
             bench,
             shlex.join(["python", f"bench/{bench}.py", *args]),
             _git("rev-parse", "--short", "HEAD"),
-            bool(_git("status", "--porcelain")),  # untracked files too: new code is measured with them
+            # untracked files too: new code is measured with them; recorded results are not code, so a second
+            # bench recorded after a first is measured on the same tree
+            bool(_git("status", "--porcelain", "--", ".", ":!bench/results")),
             datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             Load(round(os.getloadavg()[0], 2), os.cpu_count() or 1),
             results,
