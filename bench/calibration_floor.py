@@ -164,15 +164,23 @@ def main() -> None:
     )
     if recording:
         target = Target(at_most=0.75 * args.rg_width, text=f"≤ {0.75 * args.rg_width:.2f} (issue 24)")
-        names = ("verdict, split evenly", "verdict, Neyman split")
-        figures = [Figure(name, round(100 * float(np.mean(rows[name])), 2), "pts", target) for name in names]
-        sixty = Target(at_most=6.0, text="≤ 6.0 (issue 56)")
-        figures += [
-            Figure(name.replace("×", "x"), round(100 * float(np.mean(widths)), 2), "pts", sixty)
-            for name, widths in rows.items()
-            if name.startswith(bench)
-        ]
-        recording.finish(figures)
+        floor = [name for name in rows if name.startswith(bench)][-1]  # its labels' errors and its window's noise
+        recording.finish(
+            [
+                Figure(
+                    "verdict, split evenly",
+                    round(100 * float(np.mean(rows["verdict, split evenly"])), 2),
+                    "pts",
+                    target,
+                ),
+                Figure(
+                    "verdict x bands of bench/calibration.py's AUROC-0.86 score, with its labels' errors and window",
+                    round(100 * float(np.mean(rows[floor])), 2),
+                    "pts",
+                    Target(at_most=6.0, text="≤ 6.0 (issue 56)"),
+                ),
+            ]
+        )
 
 
 if __name__ == "__main__":

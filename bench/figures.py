@@ -51,13 +51,16 @@ class Series:
 
 
 def series(results: dict[str, list[Run]]) -> list[Series]:
-    """Each bench's figures, grouped by the command of their latest run (newest runs first), in each run's order."""
+    """Each bench's figures, grouped by the command of their latest run (newest runs first), in each run's order.
+    A figure its command's latest run no longer records is retired: its history stays in the records."""
     found = []
     for bench, runs in results.items():
         points: dict[str, list[tuple[int, int, Run, Figure]]] = {}
+        newest = {run.command: number for number, run in enumerate(runs)}
         for number, run in enumerate(runs):
             for place, figure in enumerate(run.figures):
                 points.setdefault(figure.name, []).append((number, place, run, figure))
+        points = {name: p for name, p in points.items() if p[-1][0] == newest[p[-1][2].command]}
         latest_first = sorted(points, key=lambda name: (-points[name][-1][0], points[name][-1][1]))
         commands = list(dict.fromkeys(points[name][-1][2].command for name in latest_first))
         for name in sorted(latest_first, key=lambda name: commands.index(points[name][-1][2].command)):
