@@ -163,9 +163,12 @@ the API read under that load, and a restart that must resume every route with th
 
 `bench/calibration.py` checks the calibrated interval over 500 repetitions of three routes whose verifiers err
 differently (200 reviewed claims a route, reviewers wrong 5% of the time): coverage of the true rate (93-97%,
-issue 16) and width against Rogan–Gladen's. Issue 24's 25% narrower is out of reach: at 200 labels the floor of
-any estimator stratified by the verdict is above it (`bench/calibration_floor.py`). `--plan` follows `review
-plan` on 200 routes ([review-and-calibration.md](review-and-calibration.md)).
+issue 16) and width against Rogan–Gladen's. By the verdict alone, issue 24's 25% narrower is out of reach: at
+200 labels the floor of any estimator stratified by the verdict is above it (`bench/calibration_floor.py`). With
+the verifier's score (issue 56: AUROC 0.86, then a weak 0.66) the review samples by verdict x score band and the
+rate is post-stratified on the bands; the floor under that world, with its labels' errors and its window's
+noise, is 5.88 points. `--plan` follows `review plan` on 200 routes, `--scores sharp|weak` with scores
+([review-and-calibration.md](review-and-calibration.md)).
 
 ### Merge suggestions
 
