@@ -8,6 +8,7 @@ adding a slice never moves another slice's interval.
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -87,7 +88,7 @@ class DisagreementSlice:
     value: str
     pairs: int
     disagreement: float
-    kappa: float
+    kappa: float | None  # None where undefined (every pair in the slice the same label on one side)
     top_confusion: tuple[str, str, int] | None  # (verifier said, human said, count)
 
     @property
@@ -302,13 +303,14 @@ def disagreement_slices(
                 continue
             confusions = Counter((p.verifier, p.human) for p in members if p.verifier != p.human)
             top = confusions.most_common(1)[0] if confusions else None
+            kappa = cohen_kappa([p.verifier for p in members], [p.human for p in members])
             found.append(
                 DisagreementSlice(
                     dim,
                     value,
                     len(members),
                     sum(confusions.values()) / len(members),
-                    cohen_kappa([p.verifier for p in members], [p.human for p in members]),
+                    kappa if math.isfinite(kappa) else None,
                     (top[0][0], top[0][1], top[1]) if top else None,
                 )
             )

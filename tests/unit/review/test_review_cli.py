@@ -6,10 +6,22 @@ import json
 
 import pytest
 from click.testing import CliRunner
+from fastapi.testclient import TestClient
 
+from services.api.app import create_api
 from services.app.cli import main
+from services.app.compose import build
+from services.app.settings import Settings
 from tests.support.cli import answer_http_with
-from tests.unit.review.test_review_api import TOKEN, world  # noqa: F401  (world is a fixture)
+from tests.support.review_world import answer, write_answers
+from tests.unit.review.test_review_api import (  # noqa: F401  (world is a fixture)
+    AUTH,
+    TOKEN,
+    TOKEN_HASH,
+    Clock,
+    label_everything,
+    world,
+)
 
 
 @pytest.fixture
@@ -81,3 +93,38 @@ def test_plan_fits_80_columns_and_json_is_the_api_s(cli, monkeypatch):
     assert [p["more"] for p in plans] == sorted((p["more"] for p in plans), reverse=True), "most needed first"
     bad = cli("review", "plan", "--width", "0")
     assert bad.exit_code != 0 and "--width" in bad.output
+
+
+@pytest.fixture
+def scored_cli(store, tmp_path, monkeypatch):
+    """Answers whose verifier scores its verdicts, every queued claim labelled by two reviewers as the verifier
+    said, except those it scored under 0.7."""
+    settings = Settings(
+        clickhouse=f"chdb:{tmp_path / 'unused'}",
+        api={"token_hashes": [TOKEN_HASH], "mutations_per_minute": 6000, "mutation_burst": 1000},
+        review={"daily_budget": 40, "reviewers_per_claim": 2, "min_labels": 3, "bootstrap_samples": 200},
+    )
+    write_answers(store, [answer(i, scores=((0.55, 0.97), (0.65, 0.91), (0.99, 0.8))[i % 3]) for i in range(12)])
+    client = TestClient(create_api(build(settings, store), now=Clock()))
+    assert client.post("/api/review/sample", json={"window": "all"}, headers=AUTH).json()["queued"] == 24
+    label_everything(client, Clock(), choose=lambda slot: "contradicted")
+    api = answer_http_with(client, monkeypatch, TOKEN)
+    monkeypatch.setenv("COLUMNS", "80")
+    return lambda *args: CliRunner().invoke(main, [*args, "--api", "http://testserver"], obj=api)
+
+
+def test_agreement_checks_the_verifier_s_confidence_at_80_columns(scored_cli):
+    table = scored_cli("review", "agreement")
+    assert table.exit_code == 0, table.output
+    assert "The verifier's confidence against settled labels" in table.output
+    assert "Reliability of verifier nli@1's score, every route" in table.output
+    rows = {line.split()[0]: line for line in table.output.splitlines() if line[:3] in ("0.5", "0.8", "0.9")}
+    # Every claim labelled 'contradicted': the supported ones at 0.55 disagree, the contradicted one at 0.8
+    # agrees, and of 0.91, 0.97 (contradicted) and 0.99 (supported), two in three.
+    assert "  0% [0," in rows["0.5-0.6"] and "100% [" in rows["0.8-0.9"] and " 67% [" in rows["0.9-1.0"]
+    assert max(len(line) for line in table.output.splitlines()) <= 80
+    data = json.loads(scored_cli("review", "agreement", "--json").output)
+    overall = next(c for c in data["confidence"] if c["route"] == "all")
+    assert overall["labels"] == 24 and 0 < overall["ece"]["value"] < 1 and overall["auroc"]["value"] > 0.5
+    progress = scored_cli("review", "progress")
+    assert "SCORE" in progress.output and ">= 0.95" in progress.output and "0.50-0.70" in progress.output
