@@ -36,8 +36,10 @@ from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.calibration_world import ROUTES, SCORE_GAPS, RouteDraw, World, band_of  # noqa: E402
+from bench.calibration_world import ROUTES, SCORE_GAPS, RouteDraw, World  # noqa: E402
 from bench.results import RECORD_HELP, Figure, Recording, Target  # noqa: E402
+from services.core.score_bands import bands_of  # noqa: E402
+from services.review.confidence import auroc  # noqa: E402
 
 Z = 1.959964
 # The score of a right verdict ~ Beta(right), of a wrong one ~ Beta(wrong).
@@ -85,13 +87,6 @@ def bands(values: np.ndarray, by: np.ndarray, k: int) -> np.ndarray:
     return out
 
 
-def auroc(scores_of_wrong: np.ndarray, scores_of_right: np.ndarray) -> float:
-    """P(a wrong verdict's score is below a right one's), by ranks."""
-    ranks = np.argsort(np.argsort(np.r_[scores_of_wrong, scores_of_right])) + 1
-    n_wrong, n_right = len(scores_of_wrong), len(scores_of_right)
-    return 1 - (ranks[:n_wrong].sum() - n_wrong * (n_wrong + 1) / 2) / (n_wrong * n_right)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--labels", type=int, default=200)
@@ -124,7 +119,7 @@ def main() -> None:
         add("verdict, Neyman split", 0)
         add("verdict × the answer's other verdicts, Neyman", siblings)
         scored = World(answers=args.answers, score_gap=SCORE_GAPS["sharp"]).route(rng, truth)
-        cells = scored.flagged.astype(np.int64) * 100 + band_of(scored.scores)
+        cells = scored.flagged.astype(np.int64) * 100 + bands_of(scored.scores)
         settled_error = args.reviewer_error**2 * (3 - 2 * args.reviewer_error)  # both wrong, or one and the umpire
         bench = "verdict × bands of the bench's score (AUROC 0.86), Neyman"
         for name, error, extra in (
@@ -144,7 +139,7 @@ def main() -> None:
             score = np.where(right, rng.beta(*good, size=right.size), rng.beta(*bad, size=right.size))
             for k, neyman in ((4, False), (4, True), (10, True)):
                 key = f"verdict × {k} bands of a {name} score, {'Neyman' if neyman else 'split evenly'}"
-                aurocs.setdefault(key, []).append(auroc(score[~right], score[right]))
+                aurocs.setdefault(key, []).append(float(auroc(score, right.astype(float), np.ones(right.size))))
                 add(key, bands(score, flagged, k), neyman)
     console = Console(width=120)
     table = Table(title=f"The floor of the calibrated interval's width at {args.labels} labels a route (points)")

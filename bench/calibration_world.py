@@ -22,7 +22,7 @@ from functools import cached_property
 
 import numpy as np
 
-from services.core.score_bands import EDGES_STORED, N_CELLS, UNSCORED, cell
+from services.core.score_bands import N_CELLS, UNSCORED, bands_of, cell
 from services.rates.intervals import Counts, ratio_interval
 from services.review.calibration import settled_labels
 from services.review.labels import ADJUDICATOR, REVIEWER, Review, ReviewedClaim
@@ -91,7 +91,7 @@ class World:
         if self.score_gap is not None:
             logit = rng.normal(SCORE_CENTRE, 1.0, failed.size) - self.score_gap * (flagged != failed)
             scores = 1 / (1 + np.exp(-logit))
-        bands = np.zeros(failed.size, dtype=np.int64) if scores is None else band_of(scores)
+        bands = np.zeros(failed.size, dtype=np.int64) if scores is None else bands_of(scores)
         cells = cell(True, 0) * flagged + bands  # cell(flagged, band), vectorised
         per_cell = np.zeros((len(n), N_CELLS))
         np.add.at(per_cell, (np.repeat(np.arange(len(n)), n), cells), 1.0)
@@ -164,11 +164,6 @@ class World:
         return out
 
 
-def band_of(scores: np.ndarray) -> np.ndarray:
-    """services.core.score_bands.band, vectorised."""
-    return 1 + np.digitize(scores.astype(np.float32), EDGES_STORED)
-
-
 @dataclass(frozen=True)
 class RouteDraw:
     route: str
@@ -181,7 +176,7 @@ class RouteDraw:
     @cached_property
     def strata(self) -> dict[str, np.ndarray]:
         """The claims of each stratum the review samples from: 'route|verdict|', with the band when scored."""
-        bands = np.zeros(len(self.flagged), dtype=np.int64) if self.scores is None else band_of(self.scores)
+        bands = np.zeros(len(self.flagged), dtype=np.int64) if self.scores is None else bands_of(self.scores)
         codes = cell(True, 0) * self.flagged + bands
         out = {}
         for code in sorted(np.unique(codes), key=lambda c: (-c // cell(True, 0), c)):  # flagged first

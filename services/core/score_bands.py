@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 SCORE_EDGES = (0.5, 0.7, 0.85, 0.95)  # a score at an edge is in the band above it
-EDGES_STORED = np.array(SCORE_EDGES, dtype=np.float32)
+EDGES_STORED = np.array(SCORE_EDGES, dtype=np.float32)  # the store's Float32 scores meet them as they are
 UNSCORED = 0
 N_BANDS = len(SCORE_EDGES) + 2  # unscored, then below the first edge, ..., from the last edge up
 N_CELLS = 2 * N_BANDS  # (verifier passed | flagged) x band
@@ -23,8 +23,13 @@ def band(score: float | None) -> int:
     """The band of a score: 0 unscored, then 1 (below the first edge) to N_BANDS - 1 (from the last edge up)."""
     if score is None or math.isnan(score):
         return UNSCORED
-    stored = np.float32(score)  # as the store keeps it, and compares it (services/store/review.py)
-    return 1 + sum(int(stored >= edge) for edge in EDGES_STORED)
+    return int(bands_of(np.array([score]))[0])
+
+
+def bands_of(scores: np.ndarray) -> np.ndarray:
+    """``band`` of each of many scores (none missing), compared as the store keeps them, float32
+    (services/store/review.py compares them there): a score at an edge is in the band above."""
+    return 1 + np.digitize(scores.astype(np.float32), EDGES_STORED)
 
 
 def cell(flagged: bool, band_no: int) -> int:

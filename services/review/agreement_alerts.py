@@ -16,12 +16,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from statistics import NormalDist
 
+import numpy as np
+
 from services.alerts.lifecycle.alert import Alert, make_alert_id
 from services.alerts.lifecycle.kinds import AGREEMENT_KIND, SERVICE_LABELS
 from services.alerts.lifecycle.records import AlertRecords
 from services.alerts.lifecycle.transitions import merge, resolve
 from services.core.stats import wilson
 from services.rates.intervals import Interval
+from services.review.confidence import auroc
 from services.review.labels import ReviewedClaim
 
 
@@ -109,14 +112,14 @@ class VersionScores:
         gaps = [a - s for a, s in zip(agreed, scores)]
         mean_gap = sum(gaps) / n
         gap_se = math.sqrt(sum((g - mean_gap) ** 2 for g in gaps) / max(n - 1, 1) / n)
-        right = [s for s, a in zip(scores, agreed) if a]
-        wrong = [s for s, a in zip(scores, agreed) if not a]
+        n_right = int(sum(agreed))
+        n_wrong = n - n_right
         a = se = None
-        if right and wrong:
-            a = sum((r > w) + 0.5 * (r == w) for r in right for w in wrong) / (len(right) * len(wrong))
+        if n_right and n_wrong:
+            a = float(auroc(np.array(scores), np.array(agreed), np.ones(n)))
             q1, q2 = a / (2 - a), 2 * a * a / (1 + a)  # Hanley and McNeil (1982)
-            variance = a * (1 - a) + (len(right) - 1) * (q1 - a * a) + (len(wrong) - 1) * (q2 - a * a)
-            se = math.sqrt(max(variance, 0.0) / (len(right) * len(wrong)))
+            variance = a * (1 - a) + (n_right - 1) * (q1 - a * a) + (n_wrong - 1) * (q2 - a * a)
+            se = math.sqrt(max(variance, 0.0) / (n_right * n_wrong))
         return cls(version, n, sum(agreed) / n, sum(scores) / n, gap_se, a, se)
 
 

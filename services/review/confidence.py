@@ -71,10 +71,14 @@ def scored_labels(claims: Sequence[ReviewedClaim]) -> list[ScoredLabel]:
     ]
 
 
+def bin_of(score: np.ndarray) -> np.ndarray:
+    """The reliability diagram's bin (tenth of the score's range) of each score; 1.0 in the last."""
+    return np.minimum((score * BINS).astype(np.int64), BINS - 1)
+
+
 def calibration_error(score: np.ndarray, right: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """ECE for each row of ``weights`` (a row per bootstrap draw)."""
-    bins = np.minimum((score * BINS).astype(np.int64), BINS - 1)
-    one_hot = np.eye(BINS)[bins]  # (labels, bins)
+    one_hot = np.eye(BINS)[bin_of(score)]  # (labels, bins)
     total = weights @ one_hot
     with np.errstate(invalid="ignore", divide="ignore"):
         gap = np.abs((weights * right) @ one_hot - (weights * score) @ one_hot) / total
@@ -136,7 +140,7 @@ class ScoreChecker:
         )
 
     def _bins(self, score: np.ndarray, right: np.ndarray, weights: np.ndarray) -> tuple[ReliabilityBin, ...]:
-        bins = np.minimum((score * BINS).astype(np.int64), BINS - 1)
+        bins = bin_of(score)
         out = []
         for b in np.unique(bins):
             m = bins == b

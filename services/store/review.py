@@ -242,28 +242,25 @@ class ReviewRepository:
             "edges": list(SCORE_EDGES),
             **params,
         }
-        profiles = self.store.query(
-            "SELECT route, groupArray((f, n, answers, w, w2)) AS profile, argMax(version, newest) AS verifier_version "
-            "FROM (SELECT route, arrayCount(v -> v IN {failed:Array(String)}, verdicts) AS f, "
-            " arrayCount(v -> v != 'trivial', verdicts) AS n, count() AS answers, "
-            " sum(1 / sampling_rate) AS w, sum(1 / (sampling_rate * sampling_rate)) AS w2, "
-            " argMax(versions['verifier'], observed_at) AS version, max(observed_at) AS newest "
-            f" {window} GROUP BY route, f, n) GROUP BY route ORDER BY route",
-            params,
-        )
         cell_of_claim = (  # -1 for a trivial claim, else (flagged x N_BANDS) + its score band
             f"arrayMap((v, s) -> toInt32(if(v = 'trivial', -1, if(has({{failed:Array(String)}}, v), {N_BANDS}, 0) + "
             f"{_band('s')})), verdicts, scores)"
         )
-        cells = self.store.query(
-            "SELECT route, sumForEach(arrayMap(x -> x * w, c)) AS cells, "
-            "sumForEach(arrayMap(x -> x * w * w, arrayFlatten(arrayMap(a -> arrayMap(b -> a * b, c), c)))) AS cross "
-            f"FROM (SELECT route, w, arrayMap(k -> toFloat64(countEqual(keys, toInt32(k))), range({N_CELLS})) AS c "
-            f"FROM (SELECT route, 1 / sampling_rate AS w, {cell_of_claim} AS keys {window})) GROUP BY route",
+        # One scan: answers grouped by (failed, claims) pattern, each group summing its answers' per-cell claims
+        # and their cross products; the route then sums the groups'.
+        return self.store.query(
+            "SELECT route, groupArray((f, n, answers, w, w2)) AS profile, argMax(version, newest) AS verifier_version, "
+            "sumForEach(group_cells) AS cells, sumForEach(group_cross) AS cross "
+            "FROM (SELECT route, f, n, count() AS answers, sum(weight) AS w, sum(weight * weight) AS w2, "
+            " argMax(version, observed_at) AS version, max(observed_at) AS newest, "
+            " sumForEach(arrayMap(x -> x * weight, c)) AS group_cells, "
+            " sumForEach(arrayMap(x -> x * weight * weight, arrayFlatten(arrayMap(a -> arrayMap(b -> a * b, c), c))))"
+            " AS group_cross "
+            " FROM (SELECT route, observed_at, versions['verifier'] AS version, 1 / sampling_rate AS weight, "
+            "  arrayCount(v -> v IN {failed:Array(String)}, verdicts) AS f, "
+            "  arrayCount(v -> v != 'trivial', verdicts) AS n, "
+            f"  {cell_of_claim} AS keys, "
+            f"  arrayMap(k -> toFloat64(countEqual(keys, toInt32(k))), range({N_CELLS})) AS c {window}) "
+            " GROUP BY route, f, n) GROUP BY route ORDER BY route",
             params,
         )
-        by_route = {r["route"]: r for r in cells}
-        return [
-            {**p, **{k: by_route[p["route"]][k] for k in ("cells", "cross") if p["route"] in by_route}}
-            for p in profiles
-        ]

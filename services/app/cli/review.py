@@ -13,6 +13,7 @@ from services.app.cli.tables import Column, at, output_option, print_table
 from services.app.settings import Settings
 from services.core.clock import utcnow
 from services.core.command import cli_command
+from services.core.numbers import interval_text, pct, thousands
 
 LABELS = ("supported", "contradicted", "unsupported", "overreach", "stale")
 KEYS = {"s": "supported", "c": "contradicted", "u": "unsupported", "o": "overreach", "t": "stale"}  # one key a label
@@ -270,9 +271,9 @@ def _print_confidence(checks: list[dict], output: str) -> None:
         [
             Column("VERIFIER", lambda c: c["verifier_version"], kind="key"),
             Column("ROUTE", lambda c: c["route"], kind="key"),
-            Column("LABELS", lambda c: f"{c['labels']:,}", kind="num"),
+            Column("LABELS", lambda c: thousands(c["labels"]), kind="num"),
             Column("MEAN SCORE", lambda c: f"{c['mean_score']:.2f}", kind="num", priority=2),
-            Column("AGREEMENT", lambda c: f"{100 * c['agreement']:.0f}%", kind="num", priority=2),
+            Column("AGREEMENT", lambda c: pct(c["agreement"]), kind="num", priority=2),
             Column("ECE", lambda c: _kappa(c["ece"]), kind="num"),
             Column("AUROC", lambda c: _kappa(c["auroc"]), kind="num", priority=1),
         ],
@@ -286,13 +287,9 @@ def _print_confidence(checks: list[dict], output: str) -> None:
         print_table(
             [
                 Column("SCORE", lambda b: f"{b['low']:.1f}-{b['high']:.1f}", kind="key"),
-                Column("LABELS", lambda b: f"{b['labels']:,}", kind="num"),
+                Column("LABELS", lambda b: thousands(b["labels"]), kind="num"),
                 Column("MEAN SCORE", lambda b: f"{b['mean_score']:.2f}", kind="num"),
-                Column(
-                    "AGREED",
-                    lambda b: f"{100 * b['agreement']:.0f}% [{100 * b['lo']:.0f}, {100 * b['hi']:.0f}]",
-                    kind="num",
-                ),
+                Column("AGREED", lambda b: f"{pct(b['agreement'])} ({interval_text(b['lo'], b['hi'])})", kind="num"),
             ],
             check["bins"],
             output,

@@ -121,7 +121,7 @@ def test_agreement_checks_the_verifier_s_confidence_at_80_columns(scored_cli):
     rows = {line.split()[0]: line for line in table.output.splitlines() if line[:3] in ("0.5", "0.8", "0.9")}
     # Every claim labelled 'contradicted': the supported ones at 0.55 disagree, the contradicted one at 0.8
     # agrees, and of 0.91, 0.97 (contradicted) and 0.99 (supported), two in three.
-    assert "  0% [0," in rows["0.5-0.6"] and "100% [" in rows["0.8-0.9"] and " 67% [" in rows["0.9-1.0"]
+    assert " 0.0% (0.0%–" in rows["0.5-0.6"] and " 100.0% (" in rows["0.8-0.9"] and " 66.7% (" in rows["0.9-1.0"]
     assert max(len(line) for line in table.output.splitlines()) <= 80
     data = json.loads(scored_cli("review", "agreement", "--json").output)
     overall = next(c for c in data["confidence"] if c["route"] == "all")
