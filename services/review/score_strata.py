@@ -8,14 +8,22 @@ much as the score tells right verdicts from wrong ones (bench/calibration_floor.
 
 Cells are adjacent bands of a class merged until each holds ``min_cell_labels`` labels: a band with a share of
 the window but no label would leave its rate unknown, and a band of three labels would estimate its spread from
-noise. A cell's spread is smoothed by PRIOR_LABELS labels at what its score says (a verdict that sure is wrong
-1 - score of the time), so a cell whose labels all agree still counts as uncertain, without the pull to ½ that
-would count a sure band as unsure as any (the Jeffreys smoothing of the verdict-only estimate). The labels of a
-stratum weigh alike whatever day they were drawn (``pooled_weights``). Each day's own weights would be unbiased,
-but the sampler's later days lean on what the earlier ones found (services/review/sampling.py ``by_confidence``),
-and a day of few labels would weigh as much as a day of many: on the bench that gives back most of the width the
-score gains (6.7 points against 6.2). Pooled, the estimate leans a little towards what the first day found; the
-sampler's prior (sampling.PRIOR_LABELS) keeps that small, and bench/calibration.py measures the coverage kept.
+noise. Inside a cell each band's labels stand for the band's share of the window (``band_weights``), so a band
+sampled on fewer days than its neighbour still weighs as its claims do.
+
+A cell's spread is not its own labels' alone: a band whose verdicts are 97% right shows no failure in its twenty
+labels half the time, and a spread of zero from those would make the interval narrowest exactly when the estimate
+is lowest. It is blended with the class's calibration curve (``CalibrationCurve``): a logistic in the logit of
+what each band's score says, fitted to every label of the class (Platt scaling, with half a label split between
+failed and passed at the class's middle, so a class whose labels all agree keeps a spread), counted as
+CURVE_LABELS labels beside the cell's own.
+
+The labels of a stratum weigh alike whatever day they were drawn (``pooled_weights``). Each day's own weights
+would be unbiased, but the sampler's later days lean on what the earlier ones found (services/review/sampling.py
+``by_confidence``), and a day of few labels would weigh as much as a day of many: on the bench that gives back
+most of the width the score gains (6.7 points against 6.2). Pooled, the estimate leans a little towards what the
+first day found (a quarter of a point on the bench); the sampler's prior (sampling.PRIOR_LABELS) keeps that
+small, and bench/calibration.py measures the coverage kept.
 
 The window's part of the variance is exact under answer resampling: the estimate is Σ_answers m_a / Σ claims with
 m_a = Σ over the answer's claims of their cell's ȳ, so its linearised variance is d'Cd / (Σ claims)², d the
@@ -29,12 +37,15 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.special import expit, logit
 
 from services.core.score_bands import N_BANDS, band_label, prior_wrong
 from services.review.estimators import effective_labels
 
 MIN_CELL_LABELS = 10
-PRIOR_LABELS = 1.0  # a cell's spread is smoothed by this many labels at its bands' prior (score_bands.prior_wrong)
+CURVE_LABELS = 10.0  # what the class's calibration curve counts for beside a cell's own labels, in labels
+SLOPE_PRIOR = 0.3  # the curve's slope is drawn towards 1 (the score means what it says) by a N(1, 1/0.3) prior
+PSEUDO_LABELS = 0.5  # half failed, half passed, at the class's middle: a class of all-agreeing labels keeps a spread
 
 
 @dataclass(frozen=True)
@@ -47,7 +58,7 @@ class ScoreCell:
     failed: float  # weighted share of its labels settled failed
     labels: float  # effective labels
     count: int  # labels
-    spread: float  # σ of one label, smoothed towards its class
+    spread: float  # σ of one label, blended with the class's calibration curve
 
     @property
     def name(self) -> str:
@@ -84,6 +95,47 @@ def pooled_weights(weights: np.ndarray, strata: Sequence[Hashable]) -> np.ndarra
         cell[0] += w
         cell[1] += 1
     return np.array([sums[s][0] / sums[s][1] for s in strata])
+
+
+def band_weights(weights: np.ndarray, bands: np.ndarray, window: np.ndarray) -> np.ndarray:
+    """Each band's labels (one verdict class's) reweighted to sum to the band's claims in the window
+    (``window``, per band): inside a merged cell its labels then stand for the band's share, whatever days they
+    were drawn on."""
+    out = weights.astype(float)
+    for b in np.unique(bands):
+        mine = bands == b
+        out[mine] *= window[b] / out[mine].sum()
+    return out
+
+
+@dataclass(frozen=True)
+class CalibrationCurve:
+    """How often a verdict class's claims fail, as a logistic in the logit of what their band's score says:
+    logit p = a + c·x, x = logit(the band's prior failed share). Fitted by Newton to the labels per band and
+    PSEUDO_LABELS at their mean x (so an all-agreeing class stays finite), c drawn towards 1."""
+
+    a: float
+    c: float
+
+    @classmethod
+    def fit(cls, x: np.ndarray, labels: np.ndarray, failed: np.ndarray) -> CalibrationCurve:
+        """``x`` per band with labels, ``labels`` how many, ``failed`` how many of those failed."""
+        x = np.append(x, labels @ x / labels.sum())
+        n, y = np.append(labels, PSEUDO_LABELS), np.append(failed, PSEUDO_LABELS / 2)
+        theta = np.array([0.0, 1.0])
+        design = np.column_stack([np.ones_like(x), x])
+        for _ in range(50):
+            p = expit(design @ theta)
+            gradient = design.T @ (y - n * p) - [0.0, SLOPE_PRIOR * (theta[1] - 1)]
+            hessian = (design.T * (n * p * (1 - p))) @ design + np.diag([0.0, SLOPE_PRIOR])
+            step = np.linalg.solve(hessian, gradient)
+            theta += step / max(1.0, float(np.abs(step).max()))  # damped: a far start cannot overshoot
+            if np.abs(step).max() < 1e-9:
+                break
+        return cls(float(theta[0]), float(theta[1]))
+
+    def at(self, x: float) -> float:
+        return float(expit(self.a + self.c * x))
 
 
 def merge_bands(counts: np.ndarray, min_labels: int) -> list[tuple[int, ...]]:
@@ -127,10 +179,17 @@ def post_stratify(
             if window.sum() > 0:
                 return None
             continue
-        w, y = weights[in_class], human[in_class]
-        counts = np.bincount(bands[in_class], minlength=N_BANDS)
-        for run in merge_bands(counts, min_cell_labels or MIN_CELL_LABELS):
-            mine = np.isin(bands[in_class], run)
+        y, b = human[in_class], bands[in_class]
+        w = band_weights(weights[in_class], b, window)
+        x = {k: float(logit(1 - prior_wrong(k) if side else prior_wrong(k))) for k in range(N_BANDS)}
+        present = np.unique(b)
+        curve = CalibrationCurve.fit(
+            np.array([x[k] for k in present]),
+            np.array([np.sum(b == k) for k in present], dtype=float),
+            np.array([np.sum(b == k) * (w[b == k] @ y[b == k]) / w[b == k].sum() for k in present]),
+        )
+        for run in merge_bands(np.bincount(b, minlength=N_BANDS), min_cell_labels or MIN_CELL_LABELS):
+            mine = np.isin(b, run)
             share = float(window[list(run)].sum()) / total
             if not mine.any():
                 if share > 0:
@@ -138,14 +197,13 @@ def post_stratify(
                 continue
             n = effective_labels(w[mine])
             failed = float(w[mine] @ y[mine] / w[mine].sum())
-            wrong = float(np.average([prior_wrong(b) for b in run], weights=window[list(run)] + 1e-9))
-            prior = 1 - wrong if side else wrong  # a flagged claim fails where its verdict is right
-            smoothed = (failed * n + PRIOR_LABELS * prior) / (n + PRIOR_LABELS)
+            fitted = float(np.average([curve.at(x[k]) for k in run], weights=window[list(run)] + 1e-9))
+            blended = (failed * n + CURVE_LABELS * fitted) / (n + CURVE_LABELS)
             cells.append(
-                ScoreCell(bool(side), run, share, failed, n, int(mine.sum()), float(np.sqrt(smoothed * (1 - smoothed))))
+                ScoreCell(bool(side), run, share, failed, n, int(mine.sum()), float(np.sqrt(blended * (1 - blended))))
             )
-            for b in run:
-                rate_of_cell[side * N_BANDS + b] = failed
+            for k in run:
+                rate_of_cell[side * N_BANDS + k] = failed
     value = float(sum(c.share * c.failed for c in cells))
     gap = rate_of_cell - value
     return PostStratified(
