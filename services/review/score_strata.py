@@ -100,11 +100,12 @@ def pooled_weights(weights: np.ndarray, strata: Sequence[Hashable]) -> np.ndarra
 def band_weights(weights: np.ndarray, bands: np.ndarray, window: np.ndarray) -> np.ndarray:
     """Each band's labels (one verdict class's) reweighted to sum to the band's claims in the window
     (``window``, per band): inside a merged cell its labels then stand for the band's share, whatever days they
-    were drawn on."""
+    were drawn on. A band the window has no claims of keeps its weights: it has no share to stand for."""
     out = weights.astype(float)
     for b in np.unique(bands):
         mine = bands == b
-        out[mine] *= window[b] / out[mine].sum()
+        if window[b] > 0:
+            out[mine] *= window[b] / out[mine].sum()
     return out
 
 
@@ -134,8 +135,8 @@ class CalibrationCurve:
                 break
         return cls(float(theta[0]), float(theta[1]))
 
-    def at(self, x: float) -> float:
-        return float(expit(self.a + self.c * x))
+    def at(self, x: np.ndarray) -> np.ndarray:
+        return expit(self.a + self.c * x)
 
 
 def merge_bands(counts: np.ndarray, min_labels: int) -> list[tuple[int, ...]]:
@@ -181,14 +182,13 @@ def post_stratify(
             continue
         y, b = human[in_class], bands[in_class]
         w = band_weights(weights[in_class], b, window)
-        x = {k: float(logit(1 - prior_wrong(k) if side else prior_wrong(k))) for k in range(N_BANDS)}
-        present = np.unique(b)
-        curve = CalibrationCurve.fit(
-            np.array([x[k] for k in present]),
-            np.array([np.sum(b == k) for k in present], dtype=float),
-            np.array([np.sum(b == k) * (w[b == k] @ y[b == k]) / w[b == k].sum() for k in present]),
-        )
-        for run in merge_bands(np.bincount(b, minlength=N_BANDS), min_cell_labels or MIN_CELL_LABELS):
+        counts = np.bincount(b, minlength=N_BANDS)
+        failed_share = np.bincount(b, w * y, N_BANDS) / np.maximum(np.bincount(b, w, N_BANDS), 1e-300)
+        prior = np.array([prior_wrong(k) for k in range(N_BANDS)])
+        x = logit(1 - prior if side else prior)  # what each band's score says of how often its claims fail
+        present = counts > 0
+        curve = CalibrationCurve.fit(x[present], counts[present], counts[present] * failed_share[present])
+        for run in merge_bands(counts, min_cell_labels or MIN_CELL_LABELS):
             mine = np.isin(b, run)
             share = float(window[list(run)].sum()) / total
             if not mine.any():
@@ -197,7 +197,7 @@ def post_stratify(
                 continue
             n = effective_labels(w[mine])
             failed = float(w[mine] @ y[mine] / w[mine].sum())
-            fitted = float(np.average([curve.at(x[k]) for k in run], weights=window[list(run)] + 1e-9))
+            fitted = float(np.average(curve.at(x[list(run)]), weights=window[list(run)] + 1e-9))
             blended = (failed * n + CURVE_LABELS * fitted) / (n + CURVE_LABELS)
             cells.append(
                 ScoreCell(bool(side), run, share, failed, n, int(mine.sum()), float(np.sqrt(blended * (1 - blended))))

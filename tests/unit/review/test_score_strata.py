@@ -83,3 +83,17 @@ def test_the_curve_recovers_a_logistic_from_many_labels():
     curve = CalibrationCurve.fit(x, labels, labels * expit(0.5 + 0.7 * x))
     assert abs(curve.a - 0.5) < 0.01 and abs(curve.c - 0.7) < 0.01
     assert abs(curve.at(x[2]) - expit(0.5 + 0.7 * x[2])) < 1e-3
+
+
+def test_labels_of_a_band_the_window_no_longer_has_leave_the_estimate_finite():
+    """Labels of band 3 settled on days when it had claims; today's window has none of band 3 (its band 4 has
+    them). The band has no share to stand for, so its labels keep their weights (the claims each stood for when
+    sampled, 1 here) inside their merged cell, beside band 4's labels standing for its 400 claims."""
+    weights, flagged, bands, human, strata = both_classes({3: (6, 3), 4: (6, 0)}, {3: (20, 18)})
+    claims, cross = window({(False, 4): 400, (True, 3): 600})
+    found = post_stratify(claims, cross, weights, flagged, bands, human, strata)
+    assert found is not None
+    (merged,) = [c for c in found.cells if not c.flagged]
+    assert {3, 4} <= set(merged.bands)
+    assert abs(merged.failed - 3 / (6 + 400)) < 1e-12
+    assert np.isfinite(found.value) and np.isfinite(found.variance)
