@@ -30,15 +30,18 @@ CHROMIUM_ARGS = [
 ]
 
 
-@pytest.fixture
-def site(store, tmp_path):
-    settings = Settings(
+def review_settings(tmp_path, daily_budget: int) -> Settings:
+    return Settings(
         clickhouse=f"chdb:{tmp_path / 'unused'}",
         api={"token_hashes": [TOKEN_HASH]},
-        review={"daily_budget": 4, "bootstrap_samples": 200, "min_labels": 3},
+        review={"daily_budget": daily_budget, "bootstrap_samples": 200, "min_labels": 3},
     )
+
+
+@pytest.fixture
+def site(store, tmp_path):
     write_answers(store, [answer(i) for i in range(4)])
-    components = build(settings, store)
+    components = build(review_settings(tmp_path, daily_budget=4), store)
     components.review.sample(None, components.review.windows.window_bounds(None)[1])
     with serving(create_api(components)) as port:
         yield f"http://127.0.0.1:{port}"
@@ -143,14 +146,9 @@ def test_two_reviewers_label_with_the_keyboard_and_see_kappa(site, output_dir):
 @pytest.fixture
 def scored_site(store, tmp_path):
     """40 answers whose verifier scores its two verdicts; settled labels agree with it more the surer it was."""
-    settings = Settings(
-        clickhouse=f"chdb:{tmp_path / 'unused'}",
-        api={"token_hashes": [TOKEN_HASH]},
-        review={"daily_budget": 80, "bootstrap_samples": 200, "min_labels": 3},
-    )
     scores = [0.55, 0.65, 0.75, 0.85, 0.95]
     write_answers(store, [answer(i, scores=(scores[i % 5], scores[(i + 2) % 5])) for i in range(40)])
-    components = build(settings, store)
+    components = build(review_settings(tmp_path, daily_budget=80), store)
     now = components.review.windows.window_bounds(None)[1]
     components.review.sample(None, now)
     claims = {c["claim_key"]: c for c in store.query("SELECT claim_key, verdict, score FROM review_queue FINAL")}
