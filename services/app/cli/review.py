@@ -212,7 +212,8 @@ def review_progress(settings: Settings, output: str) -> None:
     )
 
 
-def _kappa(figure: dict | None) -> str:
+def _figure(figure: dict | None) -> str:
+    """A figure with its interval (kappa, ECE, AUROC): value [lo, hi] (n=items)."""
     if not figure or figure.get("value") is None:
         return "—"
     band = (
@@ -236,11 +237,11 @@ def review_agreement(settings: Settings, output: str) -> None:
             Column("ROUTE", lambda r: r["route"], kind="key"),
             Column(
                 "HUMAN-HUMAN KAPPA",
-                lambda r: (f"{r['human']['method']} " + _kappa(r["human"]["kappa"])) if r["human"] else "—",
+                lambda r: (f"{r['human']['method']} " + _figure(r["human"]["kappa"])) if r["human"] else "—",
                 kind="num",
             ),
             Column(
-                "VERIFIER-HUMAN KAPPA", lambda r: _kappa(r["verifier"]["kappa"]) if r["verifier"] else "—", kind="num"
+                "VERIFIER-HUMAN KAPPA", lambda r: _figure(r["verifier"]["kappa"]) if r["verifier"] else "—", kind="num"
             ),
         ],
         rows,
@@ -274,8 +275,8 @@ def _print_confidence(checks: list[dict], output: str) -> None:
             Column("LABELS", lambda c: thousands(c["labels"]), kind="num"),
             Column("MEAN SCORE", lambda c: f"{c['mean_score']:.2f}", kind="num", priority=2),
             Column("AGREEMENT", lambda c: pct(c["agreement"]), kind="num", priority=2),
-            Column("ECE", lambda c: _kappa(c["ece"]), kind="num"),
-            Column("AUROC", lambda c: _kappa(c["auroc"]), kind="num", priority=1),
+            Column("ECE", lambda c: _figure(c["ece"]), kind="num"),
+            Column("AUROC", lambda c: _figure(c["auroc"]), kind="num", priority=1),
         ],
         checks,
         output,
